@@ -1,0 +1,110 @@
+# dlockd -- build, run and test. `make run` and `make test` install the
+# Debian packages they need first (apt-get; root or sudo).
+
+BUILD ?= build
+CC ?= cc
+PKGS = libmicrohttpd jansson hiredis
+CFLAGS ?= -O2 -g
+CFLAGS += -std=c11 -D_GNU_SOURCE -pthread
+WARN = -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes \
+       -Wwrite-strings -Wvla -fno-common
+ifeq ($(SAN),1)
+CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+LDFLAGS += -fsanitize=address,undefined
+endif
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+TEST_LIBS = $(shell pkg-config --libs libcurl cmocka 2>/dev/null)
+
+SERVICE_SRC = $(filter-out service/main.c,$(wildcard service/*.c))
+API_SRC = $(wildcard api/*.c)
+LIB_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(SERVICE_SRC) $(API_SRC)) $(BUILD)/lua_scripts.o
+LUA = $(sort $(wildcard lua/*.lua))
+
+UNIT_SRC = $(wildcard tests/unit/test_*.c)
+UNIT_BINS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+ITEST_SRC = $(wildcard tests/integration/*.c) $(wildcard tests/harness/*.c)
+ITEST_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(ITEST_SRC))
+ITEST_BIN = $(BUILD)/tests/integration
+
+DEB_PACKAGES = build-essential pkg-config libmicrohttpd-dev libjansson-dev \
+	libhiredis-dev libcurl4-openssl-dev libcmocka-dev redis-server
+
+.PHONY: all deps run test test-asan test-valgrind unit integration clean
+all: deps $(BUILD)/dlockd
+
+# Install what is missing; a no-op (one dpkg query) when all is there.
+deps:
+	@missing=$$(for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:" $$missing; \
+		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		$$SUDO apt-get install -y -q $$missing >/dev/null || \
+		{ $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q $$missing >/dev/null; } || \
+		{ echo "could not install: $$missing" >&2; exit 1; }; \
+	fi
+
+$(BUILD)/dlockd: $(BUILD)/service/main.o $(LIB_OBJS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) $(WARN) -MMD -MP -c -o $@ $<
+
+# The Lua scripts, embedded as C strings: { "lock_acquire", "<source>" }.
+$(BUILD)/lua_scripts.c: $(LUA) Makefile
+	@mkdir -p $(@D)
+	@{ echo '/* generated from lua/ by the Makefile; do not edit */'; \
+	  echo 'struct lua_source { const char *name; const char *source; };'; \
+	  echo 'extern const struct lua_source lua_sources[];'; \
+	  echo 'extern const unsigned lua_sources_count;'; \
+	  echo 'const struct lua_source lua_sources[] = {'; \
+	  for f in $(LUA); do \
+	    printf '\t{ "%s",\n' "$$(basename $$f .lua)"; \
+	    sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/\t  "/' -e 's/$$/\\n"/' $$f; \
+	    printf '\t},\n'; \
+	  done; \
+	  echo '};'; \
+	  echo 'const unsigned lua_sources_count = sizeof(lua_sources) / sizeof(lua_sources[0]);'; \
+	} > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/lua_scripts.o: $(BUILD)/lua_scripts.c
+	$(CC) $(CFLAGS) $(WARN) -Wno-missing-prototypes -c -o $@ $<
+
+# Unit tests include the module under test (tests/unit/test_x.c includes
+# service/x.c or api/x.c), so they link everything but that module.
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(PKG_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \
+		$(filter-out $(BUILD)/service/$*.o $(BUILD)/api/$*.o,$(LIB_OBJS)) \
+		$(LDFLAGS) $(PKG_LIBS) $(TEST_LIBS)
+
+$(ITEST_BIN): $(ITEST_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS)
+
+unit: deps $(UNIT_BINS)
+integration: deps $(BUILD)/dlockd $(ITEST_BIN)
+
+# Every test; prints "N passed, M failed" last and fails if M > 0.
+test: deps $(BUILD)/dlockd $(UNIT_BINS) $(ITEST_BIN)
+	@sh tests/run.sh $(BUILD)
+
+test-asan:
+	$(MAKE) test BUILD=build-asan SAN=1 CFLAGS="-O1 -g"
+
+# The integration suite with dlockd under valgrind (leaks and errors fail).
+test-valgrind: deps $(BUILD)/dlockd $(ITEST_BIN)
+	@command -v valgrind >/dev/null || apt-get install -y -q valgrind >/dev/null
+	DLOCKD_PREFIX="valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect --quiet" \
+		DLOCKD_SLOW=1 sh tests/run.sh $(BUILD) integration
+
+# Build, start a private redis-server unless DLOCKD_REDIS_URL is set, serve.
+run: all
+	@sh deploy/run-local.sh $(BUILD)/dlockd
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

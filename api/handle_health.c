@@ -1,0 +1,46 @@
+/* handle_health.c -- /healthz (the process answers), /readyz (Redis answers
+ * PING on this worker's connection and the subscriber is connected) and
+ * /metrics (Prometheus text). */
+#include "handlers.h"
+
+#include "reply.h"
+#include "../service/metrics.h"
+#include "../service/pubsub.h"
+#include "../service/redis_conn.h"
+#include "../service/waiters.h"
+
+#include <string.h>
+
+static bool redis_ready(void)
+{
+	const char *argv[] = { "PING" };
+	redisReply *r = redis_conn_command_argv(1, argv, NULL);
+	bool ok = r && r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "PONG");
+
+	if (r)
+		freeReplyObject(r);
+	return ok && pubsub_connected();
+}
+
+enum MHD_Result handle_health(struct request *rq)
+{
+	char *text;
+	size_t len;
+
+	if (request_params_or_reply(rq, 0) < 0)
+		return MHD_YES;
+	switch (rq->route.op) {
+	case OP_HEALTHZ:
+		return reply_json(rq, 200, json_pack("{s:s}", "status", "ok"));
+	case OP_READYZ:
+		if (!redis_ready())
+			return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
+					   "redis cannot be reached; retry shortly");
+		return reply_json(rq, 200, json_pack("{s:s}", "status", "ready"));
+	case OP_METRICS:
+		text = metrics_render(waiters_count(), &len);
+		return reply_text(rq, 200, "text/plain; version=0.0.4", text, len);
+	default:
+		return reply_error(rq, ERR_INTERNAL, NULL, "no health handler for this route");
+	}
+}

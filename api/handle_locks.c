@@ -1,0 +1,274 @@
+/* handle_locks.c -- /locks/{name}: acquire (PUT, waiting if asked), release
+ * (DELETE), status (GET) and heartbeat (POST .../heartbeat).
+ *
+ * A waiting acquire follows DESIGN.md §2: try; on "held", join the lock's
+ * channel, and if the subscription is already live try once more (a release
+ * in between would otherwise be missed), else sleep until it is confirmed;
+ * then suspend the connection and sleep until a wake (release message,
+ * lease end, deadline, hang-up, shutdown), try again, and so on. */
+#include "handlers.h"
+
+#include "reply.h"
+#include "../service/log.h"
+#include "../service/metrics.h"
+#include "../service/util.h"
+#include "../service/waiters.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* While Redis is unreachable a waiter retries this often (it is also woken
+ * when the subscriber reconnects). */
+#define BACKEND_RETRY_MS 250
+
+/* ----- Replies ----- */
+
+static int retry_after_s(int64_t ttl_ms)
+{
+	if (ttl_ms <= 0)
+		return 1;
+	return (int)((ttl_ms + 999) / 1000);
+}
+
+static enum MHD_Result reply_failure(struct request *rq, enum lock_result r)
+{
+	switch (r) {
+	case LOCK_HELD:
+		metrics_inc(METRIC_ACQUIRE_TIMEOUTS);
+		rq->retry_after_s = retry_after_s(rq->holder_ttl_ms);
+		return reply_error(rq, ERR_LOCKED, json_pack("{s:I}", "ttl_ms",
+							    (json_int_t)rq->holder_ttl_ms),
+				   "lock '%s' is held by another owner", rq->name);
+	case LOCK_NOT_HELD:
+		return reply_error(rq, ERR_NOT_HELD, NULL,
+				   "lock '%s' is not held: its lease ran out or it was released",
+				   rq->name);
+	case LOCK_NOT_OWNER:
+		return reply_error(rq, ERR_NOT_OWNER, NULL,
+				   "lock '%s' is held by another owner", rq->name);
+	case LOCK_WRONG_KIND:
+		return reply_error(rq, ERR_WRONG_KIND, NULL,
+				   "name '%s' is in use as another kind of lock", rq->name);
+	case LOCK_BACKEND_DOWN:
+		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
+				   "redis cannot be reached; retry shortly");
+	case LOCK_OK:
+		break;
+	}
+	return reply_error(rq, ERR_INTERNAL, NULL, "unexpected lock result %d", (int)r);
+}
+
+static void leave_waiter(struct request *rq)
+{
+	if (rq->waiter) {
+		waiters_leave(rq->waiter);
+		rq->waiter = NULL;
+	}
+}
+
+static enum MHD_Result reply_granted(struct request *rq, const struct lock_state *st)
+{
+	struct lock_state rel;
+
+	leave_waiter(rq);
+	metrics_inc(METRIC_ACQUIRED);
+	if (request_client_gone(rq)) {
+		/* Nobody will learn of this grant: give it back at once. */
+		locks_release(rq->route.kind, rq->name, rq->params.owner, &rel);
+		metrics_inc(METRIC_ABANDONED_GRANTS);
+		log_info("client left before lock '%s' was granted; released it", rq->name);
+		return MHD_NO;
+	}
+	rq->grant_pending = true;
+	return reply_json(rq, 200, json_pack("{s:s, s:s, s:I, s:I, s:I}",
+					     "name", rq->name, "owner", rq->params.owner,
+					     "fencing_token", (json_int_t)st->token,
+					     "ttl_ms", (json_int_t)st->ttl_ms,
+					     "holds", (json_int_t)st->holds));
+}
+
+/* ----- Acquire and wait ----- */
+
+static void resume_request(void *ctx)
+{
+	struct request *rq = ctx;
+
+	MHD_resume_connection(rq->conn);
+}
+
+static int client_fd(struct request *rq)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+	return ci ? ci->connect_fd : -1;
+}
+
+static enum MHD_Result acquire_try(struct request *rq)
+{
+	struct lock_state st;
+	enum lock_result r;
+	int64_t retry_at;
+	bool confirmed;
+
+	for (;;) {
+		r = locks_acquire(rq->route.kind, rq->name, rq->params.owner, rq->params.ttl_ms, &st);
+		if (r == LOCK_OK)
+			return reply_granted(rq, &st);
+		/* A new request gets 503 at once when Redis is down; one that is
+		 * already waiting keeps waiting for Redis until its deadline. */
+		if (r != LOCK_HELD && !(r == LOCK_BACKEND_DOWN && rq->waiter))
+			break;
+		if (r == LOCK_HELD)
+			rq->holder_ttl_ms = st.ttl_ms;
+		if (now_ms() >= rq->deadline_ms)
+			break;
+		if (!rq->waiter) {
+			char *channel = locks_wait_channel(rq->route.kind, rq->name, rq->params.owner);
+
+			rq->waiter = waiters_join(channel, client_fd(rq), resume_request, rq,
+						  rq->deadline_ms, &confirmed);
+			free(channel);
+			if (confirmed)
+				continue;
+		}
+		retry_at = 0;
+		if (r == LOCK_BACKEND_DOWN)
+			retry_at = now_ms() + BACKEND_RETRY_MS;
+		else if (st.ttl_ms > 0)
+			retry_at = now_ms() + st.ttl_ms;
+		MHD_suspend_connection(rq->conn);
+		waiters_sleep(rq->waiter, retry_at);
+		return MHD_YES;
+	}
+	leave_waiter(rq);
+	return reply_failure(rq, r);
+}
+
+static enum MHD_Result acquire(struct request *rq)
+{
+	if (request_params_or_reply(rq, P_OWNER | P_TTL | P_WAIT) < 0)
+		return MHD_YES;
+	if (!(rq->params.given & P_OWNER))
+		random_hex(rq->params.owner, 16);
+	if (!(rq->params.given & P_TTL))
+		rq->params.ttl_ms = rq->cfg->default_ttl_ms;
+	rq->deadline_ms = now_ms() + rq->params.wait_ms;
+	return acquire_try(rq);
+}
+
+enum MHD_Result handle_lock_resumed(struct request *rq)
+{
+	switch (waiters_wake_reason(rq->waiter)) {
+	case WAKE_GONE:
+		leave_waiter(rq);
+		return MHD_NO;
+	case WAKE_SHUTDOWN:
+		leave_waiter(rq);
+		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
+				   "dlockd is shutting down; retry on another instance");
+	default:
+		return acquire_try(rq);
+	}
+}
+
+void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode toe)
+{
+	struct lock_state st;
+
+	leave_waiter(rq);
+	if (rq->grant_pending && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+		locks_release(rq->route.kind, rq->name, rq->params.owner, &st);
+		metrics_inc(METRIC_ABANDONED_GRANTS);
+		log_info("answer to the grant of lock '%s' was not delivered; released it",
+			 rq->name);
+	}
+	rq->grant_pending = false;
+}
+
+/* ----- Release, heartbeat, status ----- */
+
+static enum MHD_Result release(struct request *rq)
+{
+	struct lock_state st;
+	enum lock_result r;
+	bool force;
+
+	if (request_params_or_reply(rq, P_OWNER | P_FORCE) < 0)
+		return MHD_YES;
+	force = rq->params.force;
+	if (force && (rq->params.given & P_OWNER))
+		return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
+				   "give either owner or force=true, not both");
+	if (!force && !(rq->params.given & P_OWNER))
+		return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
+				   "owner is required to release a lock (or force=true)");
+	if (force) {
+		r = locks_force_release(rq->route.kind, rq->name, &st);
+		if (r != LOCK_OK)
+			return reply_failure(rq, r);
+		if (st.locked)
+			metrics_inc(METRIC_RELEASED);
+		return reply_json(rq, 200, json_pack("{s:b}", "released", st.locked));
+	}
+	r = locks_release(rq->route.kind, rq->name, rq->params.owner, &st);
+	if (r != LOCK_OK)
+		return reply_failure(rq, r);
+	metrics_inc(METRIC_RELEASED);
+	return reply_json(rq, 200, json_pack("{s:b, s:I}", "released", st.holds == 0,
+					     "holds", (json_int_t)st.holds));
+}
+
+static enum MHD_Result heartbeat(struct request *rq)
+{
+	struct lock_state st;
+	enum lock_result r;
+
+	if (request_params_or_reply(rq, P_OWNER | P_TTL) < 0)
+		return MHD_YES;
+	if (!(rq->params.given & P_OWNER))
+		return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
+				   "owner is required to renew a lease");
+	if (!(rq->params.given & P_TTL))
+		rq->params.ttl_ms = rq->cfg->default_ttl_ms;
+	r = locks_renew(rq->route.kind, rq->name, rq->params.owner, rq->params.ttl_ms, &st);
+	if (r != LOCK_OK)
+		return reply_failure(rq, r);
+	metrics_inc(METRIC_HEARTBEATS);
+	return reply_json(rq, 200, json_pack("{s:I}", "ttl_ms", (json_int_t)st.ttl_ms));
+}
+
+static enum MHD_Result status(struct request *rq)
+{
+	struct lock_state st;
+	enum lock_result r;
+	bool with_owner;
+	json_t *body;
+
+	if (request_params_or_reply(rq, P_OWNER) < 0)
+		return MHD_YES;
+	with_owner = rq->params.given & P_OWNER;
+	r = locks_status(rq->route.kind, rq->name, with_owner ? rq->params.owner : NULL, &st);
+	if (r != LOCK_OK)
+		return reply_failure(rq, r);
+	body = json_pack("{s:s, s:b, s:I}", "name", rq->name, "locked", st.locked,
+			 "ttl_ms", (json_int_t)st.ttl_ms);
+	if (with_owner) {
+		json_object_set_new(body, "holds", json_integer(st.holds));
+		json_object_set_new(body, "held", json_boolean(st.holds > 0));
+	}
+	return reply_json(rq, 200, body);
+}
+
+enum MHD_Result handle_lock(struct request *rq)
+{
+	switch (rq->route.op) {
+	case OP_ACQUIRE: return acquire(rq);
+	case OP_RELEASE: return release(rq);
+	case OP_HEARTBEAT: return heartbeat(rq);
+	case OP_STATUS: return status(rq);
+	default:
+		return reply_error(rq, ERR_INTERNAL, NULL, "no lock handler for this route");
+	}
+}

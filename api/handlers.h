@@ -1,0 +1,20 @@
+/* handlers.h -- one entry point per resource; each queues its own reply. */
+#ifndef DLOCKD_HANDLERS_H
+#define DLOCKD_HANDLERS_H
+
+#include <microhttpd.h>
+
+#include "request.h"
+
+/* PUT, DELETE, GET, POST heartbeat on a lock (rq->route.op says which). */
+enum MHD_Result handle_lock(struct request *rq);
+/* A waiting acquire whose connection was resumed. */
+enum MHD_Result handle_lock_resumed(struct request *rq);
+/* The request is over: forget its waiter, and release a grant the client
+ * never received. Runs on the connection's worker thread. */
+void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode toe);
+
+/* GET /healthz, /readyz, /metrics. */
+enum MHD_Result handle_health(struct request *rq);
+
+#endif

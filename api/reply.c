@@ -1,0 +1,111 @@
+/* reply.c -- every answer dlockd gives goes through here: JSON bodies, the
+ * error model of DESIGN.md §4 (one code -> status table), and the headers
+ * that go with some errors (Allow, Retry-After). */
+#include "reply.h"
+
+#include "../service/log.h"
+#include "../service/metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+	unsigned status;
+	const char *code;
+} errors[ERR_COUNT] = {
+	[ERR_INVALID_NAME] = { 400, "invalid_name" },
+	[ERR_INVALID_ARGUMENT] = { 400, "invalid_argument" },
+	[ERR_INVALID_JSON] = { 400, "invalid_json" },
+	[ERR_NOT_FOUND] = { 404, "not_found" },
+	[ERR_METHOD_NOT_ALLOWED] = { 405, "method_not_allowed" },
+	[ERR_LOCKED] = { 409, "locked" },
+	[ERR_NOT_HELD] = { 409, "not_held" },
+	[ERR_NOT_OWNER] = { 409, "not_owner" },
+	[ERR_WRONG_KIND] = { 409, "wrong_kind" },
+	[ERR_BODY_TOO_LARGE] = { 413, "body_too_large" },
+	[ERR_BACKEND_UNAVAILABLE] = { 503, "backend_unavailable" },
+	[ERR_INTERNAL] = { 500, "internal" },
+};
+
+static enum MHD_Result queue(struct request *rq, unsigned status, const char *content_type,
+			     char *buf, size_t len)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	char value[24];
+
+	resp = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(buf);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	if (status == 405 && rq->route.allow)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, rq->route.allow);
+	if (rq->retry_after_s > 0) {
+		snprintf(value, sizeof(value), "%d", rq->retry_after_s);
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, value);
+	}
+	ret = MHD_queue_response(rq->conn, status, resp);
+	MHD_destroy_response(resp);
+	rq->status = status;
+	metrics_request(status);
+	return ret;
+}
+
+enum MHD_Result reply_text(struct request *rq, unsigned status, const char *content_type,
+			   char *text, size_t len)
+{
+	return queue(rq, status, content_type, text, len);
+}
+
+enum MHD_Result reply_json(struct request *rq, unsigned status, json_t *body)
+{
+	char *text = json_dumps(body, JSON_COMPACT);
+	size_t len;
+
+	json_decref(body);
+	if (!text)
+		return MHD_NO;
+	len = strlen(text);
+	/* a trailing newline keeps `curl` output readable in a terminal */
+	text = realloc(text, len + 2);
+	if (!text)
+		return MHD_NO;
+	text[len++] = '\n';
+	text[len] = '\0';
+	return queue(rq, status, "application/json", text, len);
+}
+
+enum MHD_Result reply_error(struct request *rq, enum api_error err, json_t *extra,
+			    const char *fmt, ...)
+{
+	char message[512];
+	json_t *body;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(message, sizeof(message), fmt, ap);
+	va_end(ap);
+	/* Messages quote what the client sent; keep them printable ASCII so
+	 * they are always valid JSON strings. */
+	for (char *p = message; *p; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+			*p = '?';
+	body = json_pack("{s:s, s:s}", "error", errors[err].code, "message", message);
+	if (extra) {
+		json_object_update(body, extra);
+		json_decref(extra);
+	}
+	if (err == ERR_BACKEND_UNAVAILABLE) {
+		metrics_inc(METRIC_REDIS_ERRORS);
+		if (rq->retry_after_s <= 0)
+			rq->retry_after_s = 1;
+	}
+	if (err == ERR_INTERNAL)
+		log_error("%s %s: %s", rq->method_name, rq->url, message);
+	return reply_json(rq, errors[err].status, body);
+}

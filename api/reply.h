@@ -1,0 +1,37 @@
+/* reply.h -- JSON replies and the one error function. */
+#ifndef DLOCKD_REPLY_H
+#define DLOCKD_REPLY_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "request.h"
+
+enum api_error {
+	ERR_INVALID_NAME,
+	ERR_INVALID_ARGUMENT,
+	ERR_INVALID_JSON,
+	ERR_NOT_FOUND,
+	ERR_METHOD_NOT_ALLOWED,
+	ERR_LOCKED,
+	ERR_NOT_HELD,
+	ERR_NOT_OWNER,
+	ERR_WRONG_KIND,
+	ERR_BODY_TOO_LARGE,
+	ERR_BACKEND_UNAVAILABLE,
+	ERR_INTERNAL,
+	ERR_COUNT
+};
+
+/* Queue status with body as JSON; body is stolen (decref'd here). */
+enum MHD_Result reply_json(struct request *rq, unsigned status, json_t *body);
+/* Queue a text body; text is stolen (freed by MHD). */
+enum MHD_Result reply_text(struct request *rq, unsigned status, const char *content_type,
+			   char *text, size_t len);
+/* Queue {"error": code, "message": ...} with the status of err, plus any
+ * fields of extra (stolen, may be NULL). 405 carries Allow from
+ * rq->route.allow; 409 locked and 503 carry Retry-After. */
+enum MHD_Result reply_error(struct request *rq, enum api_error err, json_t *extra,
+			    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+#endif

@@ -1,0 +1,278 @@
+/* request.c -- what a request asks for: the lock name and owner validators
+ * of DESIGN.md §4, and its parameters from a JSON body or the query string
+ * (never both), each checked for type and range before anything touches
+ * Redis. Messages name the parameter and the value, git style. */
+#include "request.h"
+
+#include "reply.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ----- Validators ----- */
+
+static bool id_char(unsigned char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+	       c == '.' || c == '_' || c == ':' || c == '-';
+}
+
+/* Quote at most 64 bytes of s for a message; the JSON encoder escapes the rest. */
+static int check_id(const char *what, const char *s, size_t len, size_t max,
+		    char *why, size_t why_len)
+{
+	int shown = len > 64 ? 64 : (int)len;
+
+	if (len == 0 || len > max) {
+		snprintf(why, why_len, "%s must be 1 to %zu characters long, got %zu",
+			 what, max, len);
+		return -1;
+	}
+	for (size_t i = 0; i < len; i++) {
+		if (!id_char((unsigned char)s[i])) {
+			snprintf(why, why_len, "%s '%.*s%s' may only contain A-Z a-z 0-9 . _ : -",
+				 what, shown, s, len > 64 ? "..." : "");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int request_check_name(const char *name, size_t len, char *why, size_t why_len)
+{
+	return check_id("name", name, len, NAME_MAX_LEN, why, why_len);
+}
+
+int request_check_owner(const char *owner, size_t len, char *why, size_t why_len)
+{
+	if (check_id("owner", owner, len, OWNER_MAX_LEN, why, why_len) < 0)
+		return -1;
+	if (len >= 6 && !memcmp(owner + len - 6, ":write", 6)) {
+		snprintf(why, why_len, "owner '%s' may not end in ':write' (it marks writer fields)",
+			 owner);
+		return -1;
+	}
+	return 0;
+}
+
+/* ----- Parameters ----- */
+
+static const struct {
+	const char *key;
+	enum param_flags flag;
+} param_keys[] = {
+	{ "owner", P_OWNER }, { "ttl_ms", P_TTL }, { "wait_ms", P_WAIT }, { "force", P_FORCE },
+};
+
+struct parse {
+	struct request *rq;
+	unsigned allowed;
+	char why[320];		/* first problem found; empty = none */
+	int nquery;
+};
+
+static void list_allowed(unsigned allowed, char *out, size_t len)
+{
+	size_t n = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < sizeof(param_keys) / sizeof(param_keys[0]); i++)
+		if (allowed & param_keys[i].flag)
+			n += (size_t)snprintf(out + n, len - n, "%s%s", n ? ", " : "",
+					      param_keys[i].key);
+	if (!n)
+		snprintf(out, len, "no parameters");
+}
+
+/* Which parameter is key? 0 after noting the problem when it is unknown,
+ * not taken here, or given twice. */
+static enum param_flags param_flag(struct parse *ps, const char *key)
+{
+	char allowed[64];
+
+	for (size_t i = 0; i < sizeof(param_keys) / sizeof(param_keys[0]); i++) {
+		if (strcmp(key, param_keys[i].key))
+			continue;
+		if (!(ps->allowed & param_keys[i].flag))
+			break;
+		if (ps->rq->params.given & param_keys[i].flag) {
+			snprintf(ps->why, sizeof(ps->why), "parameter '%s' is given twice", key);
+			return 0;
+		}
+		ps->rq->params.given |= param_keys[i].flag;
+		return param_keys[i].flag;
+	}
+	list_allowed(ps->allowed, allowed, sizeof(allowed));
+	snprintf(ps->why, sizeof(ps->why), "unknown parameter '%.64s'; this request takes %s",
+		 key, allowed);
+	return 0;
+}
+
+static void set_number(struct parse *ps, enum param_flags f, const char *key, long long v,
+		       const char *text)
+{
+	const struct config *cfg = ps->rq->cfg;
+	int64_t min = f == P_TTL ? 1 : 0;
+	int64_t max = f == P_TTL ? cfg->max_ttl_ms : cfg->max_wait_ms;
+
+	if (v < min || v > max) {
+		snprintf(ps->why, sizeof(ps->why), "%s '%s' is out of range %lld..%lld", key,
+			 text, (long long)min, (long long)max);
+		return;
+	}
+	if (f == P_TTL)
+		ps->rq->params.ttl_ms = v;
+	else
+		ps->rq->params.wait_ms = v;
+}
+
+static void set_owner(struct parse *ps, const char *s, size_t len)
+{
+	if (request_check_owner(s, len, ps->why, sizeof(ps->why)) < 0)
+		return;
+	memcpy(ps->rq->params.owner, s, len);
+	ps->rq->params.owner[len] = '\0';
+}
+
+/* One query parameter; MHD has already unescaped it. */
+static enum MHD_Result query_param(void *cls, enum MHD_ValueKind kind, const char *key,
+				   const char *value)
+{
+	struct parse *ps = cls;
+	enum param_flags f;
+
+	(void)kind;
+	ps->nquery++;
+	if (ps->why[0])
+		return MHD_NO;
+	f = param_flag(ps, key);
+	if (!f)
+		return MHD_NO;
+	if (!value)
+		value = "";
+	if (f == P_OWNER) {
+		set_owner(ps, value, strlen(value));
+	} else if (f == P_FORCE) {
+		if (!strcmp(value, "true") || !strcmp(value, "1"))
+			ps->rq->params.force = true;
+		else if (!strcmp(value, "false") || !strcmp(value, "0"))
+			ps->rq->params.force = false;
+		else
+			snprintf(ps->why, sizeof(ps->why), "force '%.64s' is not true or false",
+				 value);
+	} else {
+		char *end;
+		long long v;
+
+		errno = 0;
+		v = strtoll(value, &end, 10);
+		if (!(*value >= '0' && *value <= '9') && *value != '-')
+			end = (char *)value;	/* no sign or space before the digits */
+		if (end == value || *end)
+			snprintf(ps->why, sizeof(ps->why), "%s '%.64s' is not an integer", key,
+				 value);
+		else if (errno == ERANGE)
+			snprintf(ps->why, sizeof(ps->why), "%s '%.64s' is out of range", key, value);
+		else
+			set_number(ps, f, key, v, value);
+	}
+	return ps->why[0] ? MHD_NO : MHD_YES;
+}
+
+/* One member of the JSON body. */
+static void body_param(struct parse *ps, const char *key, json_t *v)
+{
+	enum param_flags f = param_flag(ps, key);
+	char text[32];
+
+	if (!f)
+		return;
+	switch (f) {
+	case P_OWNER:
+		if (!json_is_string(v))
+			snprintf(ps->why, sizeof(ps->why), "owner must be a string");
+		else
+			set_owner(ps, json_string_value(v), json_string_length(v));
+		break;
+	case P_FORCE:
+		if (!json_is_boolean(v))
+			snprintf(ps->why, sizeof(ps->why), "force must be true or false");
+		else
+			ps->rq->params.force = json_is_true(v);
+		break;
+	default:
+		if (!json_is_integer(v)) {
+			snprintf(ps->why, sizeof(ps->why),
+				 "%s must be an integer number of milliseconds", key);
+			break;
+		}
+		snprintf(text, sizeof(text), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+		set_number(ps, f, key, json_integer_value(v), text);
+	}
+}
+
+static int body_params_or_reply(struct parse *ps)
+{
+	struct request *rq = ps->rq;
+	json_error_t err;
+	json_t *root, *v;
+	const char *key;
+
+	root = json_loadb(rq->body, rq->body_len, JSON_REJECT_DUPLICATES, &err);
+	if (!root) {
+		reply_error(rq, ERR_INVALID_JSON, NULL, "body is not valid JSON: %s (line %d, column %d)",
+			    err.text, err.line, err.column);
+		return -1;
+	}
+	if (!json_is_object(root)) {
+		json_decref(root);
+		reply_error(rq, ERR_INVALID_JSON, NULL, "body must be a JSON object");
+		return -1;
+	}
+	json_object_foreach(root, key, v) {
+		body_param(ps, key, v);
+		if (ps->why[0])
+			break;
+	}
+	json_decref(root);
+	return 0;
+}
+
+int request_params_or_reply(struct request *rq, unsigned allowed)
+{
+	struct parse ps = { .rq = rq, .allowed = allowed };
+	bool has_body = rq->body_len > 0;
+
+	memset(&rq->params, 0, sizeof(rq->params));
+	MHD_get_connection_values(rq->conn, MHD_GET_ARGUMENT_KIND, query_param, &ps);
+	if (has_body && (ps.nquery > 0 || ps.why[0])) {
+		reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
+			    "parameters must come either in the JSON body or in the query string, not both");
+		return -1;
+	}
+	if (has_body && body_params_or_reply(&ps) < 0)
+		return -1;
+	if (ps.why[0]) {
+		reply_error(rq, ERR_INVALID_ARGUMENT, NULL, "%s", ps.why);
+		return -1;
+	}
+	return 0;
+}
+
+bool request_client_gone(struct request *rq)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct pollfd p;
+
+	if (!ci)
+		return false;
+	p.fd = ci->connect_fd;
+	p.events = POLLRDHUP;
+	p.revents = 0;
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}

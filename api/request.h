@@ -1,0 +1,75 @@
+/* request.h -- one HTTP request's state, its parameters and validators. */
+#ifndef DLOCKD_REQUEST_H
+#define DLOCKD_REQUEST_H
+
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../service/config.h"
+#include "../service/locks.h"
+#include "routes.h"
+
+#define NAME_MAX_LEN 200
+#define OWNER_MAX_LEN 128
+
+/* Which parameters an operation takes. */
+enum param_flags {
+	P_OWNER = 1 << 0,
+	P_TTL = 1 << 1,
+	P_WAIT = 1 << 2,
+	P_FORCE = 1 << 3,
+};
+
+struct params {
+	unsigned given;			/* enum param_flags present */
+	char owner[OWNER_MAX_LEN + 1];
+	int64_t ttl_ms;
+	int64_t wait_ms;
+	bool force;
+};
+
+/* Per-request state on MHD's *req_cls: made on the first callback, freed
+ * when MHD reports the request completed. */
+struct request {
+	struct MHD_Connection *conn;
+	const struct config *cfg;
+	enum http_method method;
+	const char *method_name;	/* MHD's, valid for the request's life */
+	const char *url;		/* MHD's, likewise */
+	enum route_status route_status;
+	struct route_match route;
+	char *name;			/* the lock name, NUL-terminated copy */
+	char *body;
+	size_t body_len;
+	bool body_too_large;
+	struct params params;
+
+	/* waiting */
+	struct waiter *waiter;
+	int64_t deadline_ms;		/* monotonic */
+	int64_t holder_ttl_ms;		/* lease left of the holder at that attempt */
+
+	/* a lock acquired for this request and not yet delivered: released
+	 * again if the client is gone before the answer reaches it */
+	bool grant_pending;
+
+	unsigned status;		/* answered with */
+	int retry_after_s;		/* > 0: send Retry-After */
+	int64_t started_us;
+};
+
+/* Validate a lock name or owner id; on failure write the reason for the
+ * client into why and return -1. */
+int request_check_name(const char *name, size_t len, char *why, size_t why_len);
+int request_check_owner(const char *owner, size_t len, char *why, size_t why_len);
+
+/* Parse the parameters of rq from its JSON body or its query string (not
+ * both) into rq->params, accepting only those in allowed. Returns 0, or -1
+ * after queuing the 400 reply. */
+int request_params_or_reply(struct request *rq, unsigned allowed);
+
+/* Has the client hung up (the socket reports EOF or an error)? */
+bool request_client_gone(struct request *rq);
+
+#endif

@@ -1,0 +1,73 @@
+/* routes.c -- the route table. A row is a fixed path, or a prefix and a
+ * suffix with the lock name between them; rows with longer suffixes come
+ * first so "/locks/a/heartbeat" is the heartbeat of "a", not a lock named
+ * "a/heartbeat" (which would be refused as an invalid name anyway). */
+#include "routes.h"
+
+#include <string.h>
+
+struct route {
+	const char *prefix;	/* whole path when suffix is NULL */
+	const char *suffix;	/* after the name; NULL = fixed path, no name */
+	enum lock_kind kind;
+	enum route_op ops[METHOD_COUNT];	/* by method; OP_NONE = not allowed */
+	const char *allow;
+};
+
+static const struct route routes[] = {
+	{ "/locks/", "/heartbeat", LOCK_KIND_LOCK,
+	  { [METHOD_POST] = OP_HEARTBEAT }, "POST" },
+	{ "/locks/", "", LOCK_KIND_LOCK,
+	  { [METHOD_GET] = OP_STATUS, [METHOD_PUT] = OP_ACQUIRE, [METHOD_DELETE] = OP_RELEASE },
+	  "GET, PUT, DELETE" },
+	{ "/healthz", NULL, 0, { [METHOD_GET] = OP_HEALTHZ }, "GET" },
+	{ "/readyz", NULL, 0, { [METHOD_GET] = OP_READYZ }, "GET" },
+	{ "/metrics", NULL, 0, { [METHOD_GET] = OP_METRICS }, "GET" },
+};
+
+enum http_method routes_method(const char *method)
+{
+	static const char *const names[METHOD_COUNT] = { "GET", "PUT", "POST", "DELETE" };
+
+	for (int i = 0; i < METHOD_COUNT; i++)
+		if (!strcmp(method, names[i]))
+			return (enum http_method)i;
+	return METHOD_OTHER;
+}
+
+static int path_matches(const struct route *r, const char *path, struct route_match *m)
+{
+	size_t plen = strlen(path), pre = strlen(r->prefix), suf;
+
+	if (!r->suffix) {
+		m->name = NULL;
+		m->name_len = 0;
+		return !strcmp(path, r->prefix);
+	}
+	suf = strlen(r->suffix);
+	if (plen < pre + suf || strncmp(path, r->prefix, pre) ||
+	    strcmp(path + plen - suf, r->suffix))
+		return 0;
+	m->name = path + pre;
+	m->name_len = plen - pre - suf;
+	return 1;
+}
+
+enum route_status routes_match(const char *path, enum http_method method,
+			       struct route_match *m)
+{
+	memset(m, 0, sizeof(*m));
+	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+		const struct route *r = &routes[i];
+
+		if (!path_matches(r, path, m))
+			continue;
+		m->kind = r->kind;
+		m->allow = r->allow;
+		if (method == METHOD_OTHER || r->ops[method] == OP_NONE)
+			return ROUTE_METHOD_NOT_ALLOWED;
+		m->op = r->ops[method];
+		return ROUTE_OK;
+	}
+	return ROUTE_NOT_FOUND;
+}

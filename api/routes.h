@@ -1,0 +1,42 @@
+/* routes.h -- the route table: which operation a method and path name. */
+#ifndef DLOCKD_ROUTES_H
+#define DLOCKD_ROUTES_H
+
+#include <stddef.h>
+
+#include "../service/locks.h"
+
+enum route_op {
+	OP_NONE,
+	OP_ACQUIRE,		/* PUT    /locks/{name} */
+	OP_RELEASE,		/* DELETE /locks/{name} */
+	OP_STATUS,		/* GET    /locks/{name} */
+	OP_HEARTBEAT,		/* POST   /locks/{name}/heartbeat */
+	OP_HEALTHZ,
+	OP_READYZ,
+	OP_METRICS,
+};
+
+enum http_method { METHOD_GET, METHOD_PUT, METHOD_POST, METHOD_DELETE, METHOD_COUNT,
+		   METHOD_OTHER = METHOD_COUNT };
+
+enum route_status {
+	ROUTE_OK,			/* m->op is set */
+	ROUTE_NOT_FOUND,		/* no route has this path */
+	ROUTE_METHOD_NOT_ALLOWED,	/* m->allow lists the methods it takes */
+};
+
+struct route_match {
+	enum route_op op;
+	enum lock_kind kind;
+	const char *name;	/* points into the path; NULL for routes without one */
+	size_t name_len;
+	const char *allow;	/* "GET, PUT, DELETE" */
+};
+
+enum http_method routes_method(const char *method);
+/* Match an (unescaped) path and a method against the table. */
+enum route_status routes_match(const char *path, enum http_method method,
+			       struct route_match *m);
+
+#endif

@@ -1,0 +1,256 @@
+/* config.c -- settings from DLOCKD_* environment variables and flags.
+ * Every setting has one row in the options table below: its flag, its
+ * environment variable, its help text and where the value goes. */
+#include "config.h"
+
+#include "log.h"
+#include "redis_conn.h"
+#include "util.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum opt_type { OPT_STRING, OPT_INT, OPT_LEVEL };
+
+struct option_row {
+	const char *flag;
+	const char *env;
+	enum opt_type type;
+	int64_t min, max;
+	const char *metavar;
+	const char *help;
+};
+
+enum {
+	O_LISTEN, O_REDIS, O_THREADS, O_DEFAULT_TTL, O_MAX_TTL, O_MAX_WAIT,
+	O_MAX_BODY, O_MAX_CONN, O_IDLE_TIMEOUT, O_LOG_LEVEL, O_COUNT
+};
+
+static const struct option_row rows[O_COUNT] = {
+	[O_LISTEN] = { "listen", "DLOCKD_LISTEN", OPT_STRING, 0, 0, "HOST:PORT",
+		"address to serve HTTP on; [::1]:PORT for IPv6 (default 127.0.0.1:8080)" },
+	[O_REDIS] = { "redis", "DLOCKD_REDIS_URL", OPT_STRING, 0, 0, "URL",
+		"redis://[user:password@]host:port/db or unix:///path/to/socket\n"
+		"                        (default redis://127.0.0.1:6379/0)" },
+	[O_THREADS] = { "threads", "DLOCKD_THREADS", OPT_INT, 1, 256, "N",
+		"HTTP worker threads, each with one Redis connection (default: cores)" },
+	[O_DEFAULT_TTL] = { "default-ttl-ms", "DLOCKD_DEFAULT_TTL_MS", OPT_INT, 1, INT32_MAX, "MS",
+		"lease when a request gives no ttl_ms (default 30000)" },
+	[O_MAX_TTL] = { "max-ttl-ms", "DLOCKD_MAX_TTL_MS", OPT_INT, 1, INT32_MAX, "MS",
+		"largest ttl_ms accepted (default 86400000)" },
+	[O_MAX_WAIT] = { "max-wait-ms", "DLOCKD_MAX_WAIT_MS", OPT_INT, 0, INT32_MAX, "MS",
+		"largest wait_ms accepted (default 300000)" },
+	[O_MAX_BODY] = { "max-body-bytes", "DLOCKD_MAX_BODY_BYTES", OPT_INT, 64, 16 << 20, "BYTES",
+		"larger request bodies get 413 (default 16384)" },
+	[O_MAX_CONN] = { "max-connections", "DLOCKD_MAX_CONNECTIONS", OPT_INT, 16, 1 << 20, "N",
+		"open HTTP connections, waiting ones included (default 20000)" },
+	[O_IDLE_TIMEOUT] = { "idle-timeout-s", "DLOCKD_IDLE_TIMEOUT_S", OPT_INT, 1, 86400, "S",
+		"close a connection idle this long; waiting requests are not idle (default 60)" },
+	[O_LOG_LEVEL] = { "log-level", "DLOCKD_LOG_LEVEL", OPT_LEVEL, 0, 0, "LEVEL",
+		"error, warn, info or debug (default info)" },
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: dlockd [options]\n"
+		"Distributed locks over HTTP/JSON, kept in Redis with Redisson's layout.\n\n"
+		"Every option can also be set by the environment variable shown;\n"
+		"a flag wins over its variable.\n\n");
+	for (int i = 0; i < O_COUNT; i++) {
+		char left[64];
+
+		snprintf(left, sizeof(left), "--%s %s", rows[i].flag, rows[i].metavar);
+		fprintf(out, "  %-22s%s\n  %-22s[env %s]\n", left, rows[i].help, "", rows[i].env);
+	}
+	fprintf(out, "  %-22sprint this help and exit\n", "-h, --help");
+}
+
+int config_parse_int(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+	char *end;
+	long long v;
+
+	if (!s || !*s || !(*s == '-' || (*s >= '0' && *s <= '9')))
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+int config_parse_listen(const char *s, struct sockaddr_storage *addr, socklen_t *len)
+{
+	char host[64];
+	const char *colon, *h = s;
+	size_t hlen;
+	int64_t port;
+
+	memset(addr, 0, sizeof(*addr));
+	if (*s == '[') {
+		const char *close = strchr(s, ']');
+
+		if (!close || close[1] != ':')
+			return -1;
+		h = s + 1;
+		hlen = (size_t)(close - h);
+		colon = close + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon)
+			return -1;
+		hlen = (size_t)(colon - s);
+	}
+	if (hlen == 0 || hlen >= sizeof(host) ||
+	    config_parse_int(colon + 1, 0, 65535, &port) < 0)
+		return -1;
+	memcpy(host, h, hlen);
+	host[hlen] = '\0';
+	if (!strcmp(host, "localhost"))
+		strcpy(host, "127.0.0.1");
+
+	struct sockaddr_in *v4 = (struct sockaddr_in *)addr;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)addr;
+
+	if (inet_pton(AF_INET, host, &v4->sin_addr) == 1) {
+		v4->sin_family = AF_INET;
+		v4->sin_port = htons((uint16_t)port);
+		*len = sizeof(*v4);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, &v6->sin6_addr) == 1) {
+		v6->sin6_family = AF_INET6;
+		v6->sin6_port = htons((uint16_t)port);
+		*len = sizeof(*v6);
+		return 0;
+	}
+	return -1;
+}
+
+/* Store one option value; prints the error and returns -1 when it is bad. */
+static int set_option(struct config *cfg, int i, const char *val, const char *from)
+{
+	const struct option_row *r = &rows[i];
+	int64_t n = 0;
+
+	if (r->type == OPT_INT && config_parse_int(val, r->min, r->max, &n) < 0) {
+		fprintf(stderr, "dlockd: %s '%s' is not an integer in %lld..%lld\n",
+			from, val, (long long)r->min, (long long)r->max);
+		return -1;
+	}
+	switch (i) {
+	case O_LISTEN:
+		free(cfg->listen);
+		cfg->listen = xstrdup(val);
+		break;
+	case O_REDIS:
+		free(cfg->redis_url);
+		cfg->redis_url = xstrdup(val);
+		break;
+	case O_THREADS: cfg->threads = (unsigned)n; break;
+	case O_DEFAULT_TTL: cfg->default_ttl_ms = n; break;
+	case O_MAX_TTL: cfg->max_ttl_ms = n; break;
+	case O_MAX_WAIT: cfg->max_wait_ms = n; break;
+	case O_MAX_BODY: cfg->max_body_bytes = (size_t)n; break;
+	case O_MAX_CONN: cfg->max_connections = (unsigned)n; break;
+	case O_IDLE_TIMEOUT: cfg->idle_timeout_s = (unsigned)n; break;
+	case O_LOG_LEVEL:
+		cfg->log_level = log_level_parse(val);
+		if (cfg->log_level < 0) {
+			fprintf(stderr, "dlockd: %s '%s' is not one of error, warn, info, debug\n",
+				from, val);
+			return -1;
+		}
+		break;
+	}
+	return 0;
+}
+
+static int check_consistent(struct config *cfg)
+{
+	struct redis_url url;
+
+	if (config_parse_listen(cfg->listen, &cfg->listen_addr, &cfg->listen_addr_len) < 0) {
+		fprintf(stderr, "dlockd: listen address '%s' is not HOST:PORT or [V6]:PORT\n",
+			cfg->listen);
+		return -1;
+	}
+	if (redis_url_parse(cfg->redis_url, &url) < 0) {
+		fprintf(stderr, "dlockd: redis url '%s' is not redis://[user:password@]host:port/db "
+			"or unix:///path\n", cfg->redis_url);
+		return -1;
+	}
+	redis_url_release(&url);
+	if (cfg->default_ttl_ms > cfg->max_ttl_ms) {
+		fprintf(stderr, "dlockd: default ttl %lld is larger than max ttl %lld\n",
+			(long long)cfg->default_ttl_ms, (long long)cfg->max_ttl_ms);
+		return -1;
+	}
+	return 0;
+}
+
+int config_load(struct config *cfg, int argc, char **argv)
+{
+	struct option longopts[O_COUNT + 2];
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	int c;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->listen = xstrdup("127.0.0.1:8080");
+	cfg->redis_url = xstrdup("redis://127.0.0.1:6379/0");
+	cfg->threads = cores > 0 ? (unsigned)cores : 2;
+	cfg->default_ttl_ms = 30000;
+	cfg->max_ttl_ms = 86400000;
+	cfg->max_wait_ms = 300000;
+	cfg->max_body_bytes = 16384;
+	cfg->max_connections = 20000;
+	cfg->idle_timeout_s = 60;
+	cfg->log_level = LOG_INFO;
+
+	for (int i = 0; i < O_COUNT; i++) {
+		const char *v = getenv(rows[i].env);
+
+		if (v && *v && set_option(cfg, i, v, rows[i].env) < 0)
+			return -1;
+		longopts[i] = (struct option){ rows[i].flag, required_argument, NULL, 1000 + i };
+	}
+	longopts[O_COUNT] = (struct option){ "help", no_argument, NULL, 'h' };
+	longopts[O_COUNT + 1] = (struct option){ NULL, 0, NULL, 0 };
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout);
+			return 1;
+		}
+		if (c < 1000) {
+			usage(stderr);
+			return -1;
+		}
+		char from[64];
+
+		snprintf(from, sizeof(from), "--%s", rows[c - 1000].flag);
+		if (set_option(cfg, c - 1000, optarg, from) < 0)
+			return -1;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "dlockd: unexpected argument '%s'\n", argv[optind]);
+		return -1;
+	}
+	return check_consistent(cfg);
+}
+
+void config_release(struct config *cfg)
+{
+	free(cfg->listen);
+	free(cfg->redis_url);
+	cfg->listen = cfg->redis_url = NULL;
+}

@@ -1,0 +1,35 @@
+/* config.h -- dlockd's settings, from flags and DLOCKD_* environment. */
+#ifndef DLOCKD_CONFIG_H
+#define DLOCKD_CONFIG_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+
+struct config {
+	char *listen;			/* "host:port", as given */
+	struct sockaddr_storage listen_addr;
+	socklen_t listen_addr_len;
+	char *redis_url;
+	unsigned threads;		/* MHD worker threads, each with one Redis connection */
+	int64_t default_ttl_ms;
+	int64_t max_ttl_ms;
+	int64_t max_wait_ms;
+	size_t max_body_bytes;
+	unsigned max_connections;
+	unsigned idle_timeout_s;	/* idle keep-alive connections are closed after this */
+	int log_level;			/* enum log_level */
+};
+
+/* Fill cfg from the environment, then argv (flags win). Returns 0 on
+ * success, 1 when --help or --version was printed, -1 after printing an
+ * error. The caller releases cfg with config_release(). */
+int config_load(struct config *cfg, int argc, char **argv);
+void config_release(struct config *cfg);
+
+/* Parse "host:port" or "[v6]:port" into addr; 0 on success, -1 if malformed. */
+int config_parse_listen(const char *s, struct sockaddr_storage *addr, socklen_t *len);
+
+/* Parse a whole decimal integer in [min, max]; 0 on success, -1 otherwise. */
+int config_parse_int(const char *s, int64_t min, int64_t max, int64_t *out);
+
+#endif

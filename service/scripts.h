@@ -1,0 +1,31 @@
+/* scripts.h -- the Lua scripts of lua/, run with EVALSHA on the calling
+ * worker thread's Redis connection. */
+#ifndef DLOCKD_SCRIPTS_H
+#define DLOCKD_SCRIPTS_H
+
+#include <hiredis/hiredis.h>
+
+enum script_id {
+	SCRIPT_LOCK_ACQUIRE,
+	SCRIPT_LOCK_RELEASE,
+	SCRIPT_LOCK_FORCE_RELEASE,
+	SCRIPT_LOCK_RENEW,
+	SCRIPT_LOCK_STATUS,
+	SCRIPT_COUNT
+};
+
+/* Bind every script id to its embedded source; -1 if one is missing. */
+int scripts_init(void);
+
+/* Run script id with keys and args on the thread's connection; loads it
+ * with SCRIPT LOAD the first time and again after NOSCRIPT (Redis lost its
+ * cache, e.g. after a restart). Returns the reply, REDIS_REPLY_ERROR
+ * included (free with freeReplyObject), or NULL if Redis is unreachable. */
+redisReply *scripts_run(enum script_id id, int nkeys, const char *const *keys,
+			int nargs, const char *const *args);
+
+/* The source of a script, by id (tests and the benchmark floor use it). */
+const char *scripts_source(enum script_id id);
+const char *scripts_name(enum script_id id);
+
+#endif
