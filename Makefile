@@ -25,7 +25,7 @@ UNIT_SRC = $(wildcard tests/unit/test_*.c)
 UNIT_BINS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 ITEST_SRC = $(wildcard tests/integration/*.c) $(wildcard tests/harness/*.c)
 ITEST_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(ITEST_SRC))
-ITEST_BIN = $(BUILD)/tests/integration
+ITEST_BIN = $(BUILD)/tests/dlockd_integration
 
 DEB_PACKAGES = build-essential pkg-config libmicrohttpd-dev libjansson-dev \
 	libhiredis-dev libcurl4-openssl-dev libcmocka-dev redis-server

@@ -1,0 +1,641 @@
+/* harness.c -- processes, clients and the runner of the integration suite.
+ *
+ * The runner owns every process it starts, like hiredis' test.sh: a private
+ * directory from mkdtemp, redis-server bound to 127.0.0.1 on a free port,
+ * dlockd on another, both stopped by pid at the end (and on a failed start).
+ * Tests run one after another against the shared pair; each uses lock names
+ * of its own, so they do not see each other's state. */
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct redis_srv H_redis;
+struct dlockd_srv H_dlockd;
+static char tmpdir[128];
+static const char *dlockd_bin = "build/dlockd";
+
+/* ----- Time ----- */
+
+int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+int slow_factor(void)
+{
+	const char *s = getenv("DLOCKD_SLOW");
+
+	return s && *s == '1' ? 10 : 1;
+}
+
+/* ----- Processes ----- */
+
+int free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+static pid_t spawn(const char *const argv[], const char *log_path)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			close(fd);
+		}
+		setpgid(0, 0);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static bool pid_alive(pid_t pid)
+{
+	return pid > 0 && waitpid(pid, NULL, WNOHANG) == 0;
+}
+
+int redis_start(struct redis_srv *r)
+{
+	char port[16], log[300];
+	const char *argv[32];
+	int argc = 0;
+	char extra[256], *save = NULL;
+
+	if (!r->port)
+		r->port = free_port();
+	if (!r->dir[0]) {
+		snprintf(r->dir, sizeof(r->dir), "%s/redis-%d", tmpdir, r->port);
+		mkdir(r->dir, 0755);
+	}
+	snprintf(port, sizeof(port), "%d", r->port);
+	snprintf(log, sizeof(log), "%s/redis.log", r->dir);
+	argv[argc++] = "redis-server";
+	argv[argc++] = "--port";
+	argv[argc++] = port;
+	argv[argc++] = "--bind";
+	argv[argc++] = "127.0.0.1";
+	argv[argc++] = "--dir";
+	argv[argc++] = r->dir;
+	argv[argc++] = "--save";
+	argv[argc++] = "";
+	argv[argc++] = "--daemonize";
+	argv[argc++] = "no";
+	snprintf(extra, sizeof(extra), "%s", r->extra);
+	for (char *tok = strtok_r(extra, " ", &save); tok && argc < 30;
+	     tok = strtok_r(NULL, " ", &save))
+		argv[argc++] = tok;
+	argv[argc] = NULL;
+	r->pid = spawn(argv, log);
+	for (int i = 0; i < 500; i++) {
+		redisContext *c = redis_client(r);
+		redisReply *rep = c ? redisCommand(c, "PING") : NULL;
+		bool ok = rep && rep->type == REDIS_REPLY_STATUS;
+
+		if (rep)
+			freeReplyObject(rep);
+		if (c)
+			redisFree(c);
+		if (ok)
+			return 0;
+		if (!pid_alive(r->pid))
+			break;
+		sleep_ms(10);
+	}
+	fprintf(stderr, "# redis-server on port %d did not start; see %s\n", r->port, log);
+	return -1;
+}
+
+void redis_stop(struct redis_srv *r, bool hard)
+{
+	if (r->pid <= 0)
+		return;
+	kill(r->pid, hard ? SIGKILL : SIGTERM);
+	waitpid(r->pid, NULL, 0);
+	r->pid = 0;
+}
+
+int dlockd_start(struct dlockd_srv *d, const char *redis_url, const char *const *flags)
+{
+	char listen[64];
+	const char *argv[48];
+	int argc = 0;
+	const char *prefix = getenv("DLOCKD_PREFIX");
+	char pbuf[512], *save = NULL;
+
+	d->port = free_port();
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", d->port);
+	snprintf(d->base, sizeof(d->base), "http://127.0.0.1:%d", d->port);
+	snprintf(d->redis_url, sizeof(d->redis_url), "%s",
+		 redis_url ? redis_url : "redis://127.0.0.1:0/0");
+	if (!redis_url)
+		snprintf(d->redis_url, sizeof(d->redis_url), "redis://127.0.0.1:%d/0", H_redis.port);
+	snprintf(d->log, sizeof(d->log), "%s/dlockd-%d.log", tmpdir, d->port);
+	if (prefix && *prefix) {
+		snprintf(pbuf, sizeof(pbuf), "%s", prefix);
+		for (char *tok = strtok_r(pbuf, " ", &save); tok && argc < 20;
+		     tok = strtok_r(NULL, " ", &save))
+			argv[argc++] = tok;
+	}
+	argv[argc++] = dlockd_bin;
+	argv[argc++] = "--listen";
+	argv[argc++] = listen;
+	argv[argc++] = "--redis";
+	argv[argc++] = d->redis_url;
+	for (; flags && *flags && argc < 46; flags++)
+		argv[argc++] = *flags;
+	argv[argc] = NULL;
+	d->pid = spawn(argv, d->log);
+	for (int i = 0; i < 1000 * slow_factor(); i++) {
+		struct http_resp r;
+
+		if (http_on(d->base, "GET", "/healthz", NULL, &r) == 0 && r.status == 200) {
+			http_free(&r);
+			return 0;
+		}
+		http_free(&r);
+		if (!pid_alive(d->pid))
+			break;
+		sleep_ms(10);
+	}
+	fprintf(stderr, "# dlockd did not start; see %s\n", d->log);
+	return -1;
+}
+
+int dlockd_stop(struct dlockd_srv *d, int timeout_ms)
+{
+	int64_t until = mono_ms() + (int64_t)timeout_ms * slow_factor();
+	int status;
+
+	if (d->pid <= 0)
+		return -1;
+	kill(d->pid, SIGTERM);
+	while (mono_ms() < until) {
+		if (waitpid(d->pid, &status, WNOHANG) == d->pid) {
+			d->pid = 0;
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		}
+		sleep_ms(10);
+	}
+	kill(d->pid, SIGKILL);
+	waitpid(d->pid, NULL, 0);
+	d->pid = 0;
+	return -1;
+}
+
+int proc_threads(pid_t pid)
+{
+	char path[64], line[256];
+	FILE *f;
+	int n = -1;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Threads: %d", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
+/* ----- HTTP client ----- */
+
+struct buf {
+	char *p;
+	size_t n;
+};
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *cls)
+{
+	struct buf *b = cls;
+	size_t len = size * nmemb;
+
+	b->p = realloc(b->p, b->n + len + 1);
+	memcpy(b->p + b->n, data, len);
+	b->n += len;
+	b->p[b->n] = '\0';
+	return len;
+}
+
+static void copy_header(const char *line, size_t len, const char *name, char *out, size_t cap)
+{
+	size_t nlen = strlen(name);
+
+	if (len > nlen + 1 && !strncasecmp(line, name, nlen) && line[nlen] == ':') {
+		const char *v = line + nlen + 1;
+		size_t vlen = len - nlen - 1;
+
+		while (vlen && (*v == ' '))
+			v++, vlen--;
+		while (vlen && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n'))
+			vlen--;
+		if (vlen >= cap)
+			vlen = cap - 1;
+		memcpy(out, v, vlen);
+		out[vlen] = '\0';
+	}
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *cls)
+{
+	struct http_resp *r = cls;
+	size_t len = size * nmemb;
+
+	copy_header(data, len, "Retry-After", r->retry_after, sizeof(r->retry_after));
+	copy_header(data, len, "Allow", r->allow, sizeof(r->allow));
+	copy_header(data, len, "Content-Type", r->content_type, sizeof(r->content_type));
+	return len;
+}
+
+/* One keep-alive handle per thread, like a real client. */
+static pthread_key_t curl_key;
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+
+static void curl_key_make(void)
+{
+	pthread_key_create(&curl_key, (void (*)(void *))curl_easy_cleanup);
+}
+
+int http_on(const char *base, const char *method, const char *path, const char *body,
+	    struct http_resp *r)
+{
+	struct buf b = { 0 };
+	char url[2048];
+	CURL *c;
+	CURLcode rc;
+	int64_t t0 = mono_ms();
+	struct curl_slist *hdrs = NULL;
+
+	memset(r, 0, sizeof(*r));
+	pthread_once(&curl_once, curl_key_make);
+	c = pthread_getspecific(curl_key);
+	if (!c) {
+		c = curl_easy_init();
+		pthread_setspecific(curl_key, c);
+	}
+	curl_easy_reset(c);
+	snprintf(url, sizeof(url), "%s%s", base, path);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 120000L * slow_factor());
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	if (body) {
+		hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+	}
+	rc = curl_easy_perform(c);
+	curl_slist_free_all(hdrs);
+	r->ms = (double)(mono_ms() - t0);
+	if (rc != CURLE_OK) {
+		free(b.p);
+		r->status = -1;
+		return -1;
+	}
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+	r->body = b.p ? b.p : strdup("");
+	r->json = json_loads(r->body, 0, NULL);
+	return 0;
+}
+
+int http(const char *method, const char *path, const char *body, struct http_resp *r)
+{
+	return http_on(H_dlockd.base, method, path, body, r);
+}
+
+void http_free(struct http_resp *r)
+{
+	free(r->body);
+	if (r->json)
+		json_decref(r->json);
+	r->body = NULL;
+	r->json = NULL;
+}
+
+const char *json_str(const struct http_resp *r, const char *key)
+{
+	json_t *v = r->json ? json_object_get(r->json, key) : NULL;
+
+	return v && json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+long long json_int(const struct http_resp *r, const char *key)
+{
+	json_t *v = r->json ? json_object_get(r->json, key) : NULL;
+
+	return v && json_is_integer(v) ? json_integer_value(v) : -999999;
+}
+
+int json_bool(const struct http_resp *r, const char *key)
+{
+	json_t *v = r->json ? json_object_get(r->json, key) : NULL;
+
+	return v && json_is_boolean(v) ? json_is_true(v) : -1;
+}
+
+double metric_value(const struct dlockd_srv *d, const char *name)
+{
+	struct http_resp r;
+	double v = -1;
+	size_t n = strlen(name);
+
+	if (http_on(d->base, "GET", "/metrics", NULL, &r) == 0) {
+		for (char *line = r.body; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+			if (!strncmp(line, name, n) && line[n] == ' ') {
+				v = strtod(line + n + 1, NULL);
+				break;
+			}
+		}
+	}
+	http_free(&r);
+	return v;
+}
+
+/* ----- Background requests ----- */
+
+static void *bg_main(void *arg)
+{
+	struct bg *b = arg;
+
+	http_on(b->base, b->method, b->path, b->has_body ? b->body : NULL, &b->r);
+	b->done_ms = mono_ms();
+	return NULL;
+}
+
+void bg_start_on(struct bg *b, const char *base, const char *method, const char *path,
+		 const char *body)
+{
+	memset(b, 0, sizeof(*b));
+	b->base = base;
+	snprintf(b->method, sizeof(b->method), "%s", method);
+	snprintf(b->path, sizeof(b->path), "%s", path);
+	if (body) {
+		snprintf(b->body, sizeof(b->body), "%s", body);
+		b->has_body = true;
+	}
+	pthread_create(&b->thread, NULL, bg_main, b);
+}
+
+void bg_start(struct bg *b, const char *method, const char *path, const char *body)
+{
+	bg_start_on(b, H_dlockd.base, method, path, body);
+}
+
+void bg_join(struct bg *b)
+{
+	pthread_join(b->thread, NULL);
+}
+
+/* ----- Redis client ----- */
+
+redisContext *redis_client(const struct redis_srv *r)
+{
+	struct timeval tv = { 2, 0 };
+	redisContext *c = redisConnectWithTimeout("127.0.0.1", (r ? r : &H_redis)->port, tv);
+
+	if (c && c->err) {
+		redisFree(c);
+		return NULL;
+	}
+	if (c)
+		redisSetTimeout(c, tv);
+	return c;
+}
+
+static __thread redisContext *shared_rc;
+
+static redisReply *vrcmd(const char *fmt, va_list ap)
+{
+	redisReply *r;
+
+	if (!shared_rc)
+		shared_rc = redis_client(NULL);
+	if (!shared_rc)
+		return NULL;
+	r = redisvCommand(shared_rc, fmt, ap);
+	if (!r) {
+		redisFree(shared_rc);
+		shared_rc = NULL;
+	}
+	return r;
+}
+
+redisReply *rcmd(const char *fmt, ...)
+{
+	va_list ap;
+	redisReply *r;
+
+	va_start(ap, fmt);
+	r = vrcmd(fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+long long rcmd_int(const char *fmt, ...)
+{
+	va_list ap;
+	redisReply *r;
+	long long v = -999999;
+
+	va_start(ap, fmt);
+	r = vrcmd(fmt, ap);
+	va_end(ap);
+	if (r && r->type == REDIS_REPLY_INTEGER)
+		v = r->integer;
+	else if (r && r->type == REDIS_REPLY_STRING)
+		v = strtoll(r->str, NULL, 10);
+	if (r)
+		freeReplyObject(r);
+	return v;
+}
+
+long long redis_evalsha_calls(void)
+{
+	redisReply *r = rcmd("INFO commandstats");
+	long long calls = 0;
+	char *p;
+
+	if (r && r->type == REDIS_REPLY_STRING && (p = strstr(r->str, "cmdstat_evalsha:calls=")))
+		calls = strtoll(p + strlen("cmdstat_evalsha:calls="), NULL, 10);
+	if (r)
+		freeReplyObject(r);
+	return calls;
+}
+
+/* ----- Runner ----- */
+
+struct test {
+	const char *name;
+	test_fn fn;
+};
+
+static struct test tests[256];
+static int ntests;
+static int cur_failed;
+static const char *cur_name;
+
+void test_register(const char *name, test_fn fn, bool own)
+{
+	(void)own;
+	if (ntests < (int)(sizeof(tests) / sizeof(tests[0])))
+		tests[ntests++] = (struct test){ name, fn };
+}
+
+void test_fail(const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stdout, "# %s: %s:%d: ", cur_name, file, line);
+	va_start(ap, fmt);
+	vfprintf(stdout, fmt, ap);
+	va_end(ap);
+	fputc('\n', stdout);
+	cur_failed = 1;
+}
+
+bool test_failed(void)
+{
+	return cur_failed;
+}
+
+const char *lockname(const char *hint)
+{
+	static __thread char buf[8][128];
+	static __thread int k;
+	static int counter;
+	char *out = buf[k++ % 8];
+
+	snprintf(out, 128, "t%d-%s-%s-%d", (int)getpid(), cur_name, hint,
+		 __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
+	return out;
+}
+
+static void cleanup(void)
+{
+	if (H_dlockd.pid > 0)
+		dlockd_stop(&H_dlockd, 5000);
+	redis_stop(&H_redis, false);
+}
+
+static void on_signal(int sig)
+{
+	cleanup();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+int main(int argc, char **argv)
+{
+	int passed = 0, failed = 0, n = 0;
+	const char *bin = getenv("DLOCKD_BIN");
+	const char *keep = getenv("DLOCKD_KEEP_TMP");
+
+	if (bin)
+		dlockd_bin = bin;
+	signal(SIGPIPE, SIG_IGN);
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/dlockd-test.XXXXXX");
+	if (!mkdtemp(tmpdir)) {
+		perror("mkdtemp");
+		return 2;
+	}
+	atexit(cleanup);
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	if (redis_start(&H_redis) < 0 || dlockd_start(&H_dlockd, NULL, NULL) < 0)
+		return 2;
+	printf("# redis on %d, dlockd on %d (pid %d), logs in %s\n", H_redis.port, H_dlockd.port,
+	       (int)H_dlockd.pid, tmpdir);
+	for (int i = 0; i < ntests; i++) {
+		int64_t t0;
+		bool selected = argc < 2;
+
+		for (int a = 1; a < argc; a++)
+			if (strstr(tests[i].name, argv[a]))
+				selected = true;
+		if (!selected)
+			continue;
+		cur_name = tests[i].name;
+		cur_failed = 0;
+		t0 = mono_ms();
+		tests[i].fn();
+		n++;
+		if (cur_failed)
+			failed++;
+		else
+			passed++;
+		printf("%s %d - %s (%lld ms)\n", cur_failed ? "not ok" : "ok", n, tests[i].name,
+		       (long long)(mono_ms() - t0));
+		fflush(stdout);
+	}
+	{
+		int rc = dlockd_stop(&H_dlockd, 5000);
+
+		if (rc != 0) {
+			printf("not ok %d - shared dlockd exits cleanly on SIGTERM (status %d; see %s)\n",
+			       ++n, rc, H_dlockd.log);
+			failed++;
+		}
+	}
+	redis_stop(&H_redis, false);
+	printf("integration: %d passed, %d failed\n", passed, failed);
+	if (!failed && !(keep && *keep)) {
+		char cmd[200];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+		if (system(cmd) != 0)
+			fprintf(stderr, "# could not remove %s\n", tmpdir);
+	}
+	curl_global_cleanup();
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,135 @@
+/* harness.h -- integration-test harness: real redis-server and dlockd
+ * processes on free loopback ports, an HTTP client (libcurl), a Redis
+ * client (hiredis) and a tiny test runner. */
+#ifndef DLOCKD_HARNESS_H
+#define DLOCKD_HARNESS_H
+
+#include <hiredis/hiredis.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ----- Processes ----- */
+
+struct redis_srv {
+	int port;
+	pid_t pid;
+	char dir[256];
+	char extra[256];	/* extra redis-server arguments, space separated */
+};
+
+struct dlockd_srv {
+	int port;
+	pid_t pid;
+	char redis_url[128];
+	char log[300];
+	char base[64];		/* "http://127.0.0.1:PORT" */
+};
+
+int free_port(void);
+/* Start redis-server on r->port (0 picks a free one); waits for PING. */
+int redis_start(struct redis_srv *r);
+/* SIGKILL (hard) or SIGTERM it and reap it. */
+void redis_stop(struct redis_srv *r, bool hard);
+/* Start dlockd against redis_url (NULL: the shared Redis) with extra flags
+ * (NULL-terminated); waits until /healthz answers. */
+int dlockd_start(struct dlockd_srv *d, const char *redis_url, const char *const *flags);
+/* SIGTERM and wait up to timeout_ms; returns the exit status, or -1 if it
+ * had to be killed. */
+int dlockd_stop(struct dlockd_srv *d, int timeout_ms);
+int proc_threads(pid_t pid);
+
+/* The suite's shared Redis and dlockd. */
+extern struct redis_srv H_redis;
+extern struct dlockd_srv H_dlockd;
+
+/* ----- Clients ----- */
+
+struct http_resp {
+	long status;
+	char *body;
+	json_t *json;		/* parsed body, or NULL */
+	char retry_after[32];
+	char allow[64];
+	char content_type[64];
+	double ms;		/* wall time of the request */
+};
+
+/* method url-path (on H_dlockd unless base is given) with an optional body;
+ * returns 0 when a response came back. Frees nothing of the previous r:
+ * call http_free. */
+int http_on(const char *base, const char *method, const char *path, const char *body,
+	    struct http_resp *r);
+int http(const char *method, const char *path, const char *body, struct http_resp *r);
+void http_free(struct http_resp *r);
+const char *json_str(const struct http_resp *r, const char *key);
+long long json_int(const struct http_resp *r, const char *key);
+int json_bool(const struct http_resp *r, const char *key);	/* -1 if absent */
+
+/* A new hiredis connection to r (NULL: the shared Redis). */
+redisContext *redis_client(const struct redis_srv *r);
+/* Run a command on the shared Redis; returns the reply (free it). */
+redisReply *rcmd(const char *fmt, ...);
+long long rcmd_int(const char *fmt, ...);
+/* Calls of EVALSHA so far on the shared Redis (INFO commandstats). */
+long long redis_evalsha_calls(void);
+
+/* dlockd's /metrics value of a metric line starting with name. */
+double metric_value(const struct dlockd_srv *d, const char *name);
+
+/* A request run on its own thread, for waits that block. */
+struct bg {
+	pthread_t thread;
+	const char *base;
+	char method[8];
+	char path[512];
+	char body[512];
+	bool has_body;
+	struct http_resp r;
+	int64_t done_ms;	/* mono_ms() when the answer arrived */
+};
+void bg_start(struct bg *b, const char *method, const char *path, const char *body);
+void bg_start_on(struct bg *b, const char *base, const char *method, const char *path,
+		 const char *body);
+/* Wait for it; the caller http_free()s b->r. */
+void bg_join(struct bg *b);
+
+/* ----- Runner ----- */
+
+typedef void (*test_fn)(void);
+void test_register(const char *name, test_fn fn, bool own_processes);
+void test_fail(const char *file, int line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+bool test_failed(void);
+/* A lock name unique to this run and this call. */
+const char *lockname(const char *hint);
+int64_t mono_ms(void);
+void sleep_ms(int ms);
+/* Slow environments (valgrind) stretch every timeout by this factor. */
+int slow_factor(void);
+
+#define TEST(name) \
+	static void name(void); \
+	__attribute__((constructor)) static void reg_##name(void) { test_register(#name, name, false); } \
+	static void name(void)
+
+#define CHECK(cond, ...) \
+	do { if (!(cond)) { test_fail(__FILE__, __LINE__, __VA_ARGS__); return; } } while (0)
+#define CHECK_STATUS(r, want, what) \
+	CHECK((r).status == (want), "%s: status %ld, want %d; body %s", what, (r).status, want, \
+	      (r).body ? (r).body : "(none)")
+#define CHECK_ERROR(r, want_status, want_code, what) \
+	do { CHECK_STATUS(r, want_status, what); \
+	     CHECK(json_str(&(r), "error") && !strcmp(json_str(&(r), "error"), want_code), \
+		   "%s: error %s, want %s", what, json_str(&(r), "error"), want_code); \
+	     CHECK(json_str(&(r), "message") && *json_str(&(r), "message"), \
+		   "%s: no message", what); } while (0)
+
+/* Wait (bounded) for cond to hold, polling every 10 ms. */
+#define WAIT_FOR(cond, timeout_ms) \
+	({ int64_t until_ = mono_ms() + (int64_t)(timeout_ms) * slow_factor(); \
+	   bool ok_; while (!(ok_ = (cond)) && mono_ms() < until_) sleep_ms(10); ok_; })
+
+#endif

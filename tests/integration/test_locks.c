@@ -1,0 +1,219 @@
+/* test_locks.c -- the /locks contract of DESIGN.md §4 against real dlockd
+ * and Redis: acquire, re-entry, fencing tokens, release, force release,
+ * heartbeat, status, and the Redis layout Redisson expects. */
+#include "../harness/harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char path[512];
+
+static const char *P(const char *fmt, const char *name, const char *rest)
+{
+	snprintf(path, sizeof(path), fmt, name, rest ? rest : "");
+	return path;
+}
+
+TEST(acquire_generates_owner_and_token)
+{
+	const char *n = lockname("gen");
+	struct http_resp r;
+	const char *owner;
+
+	http("PUT", P("/locks/%s%s", n, NULL), NULL, &r);
+	CHECK_STATUS(r, 200, "free lock is granted");
+	owner = json_str(&r, "owner");
+	CHECK(owner && strlen(owner) == 32 && strspn(owner, "0123456789abcdef") == 32,
+	      "generated owner is 128 random bits in hex, got %s", owner ? owner : "(none)");
+	CHECK(json_int(&r, "fencing_token") >= 1, "a fencing token comes with the grant");
+	CHECK(json_int(&r, "ttl_ms") == 30000, "default lease is 30000 ms, got %lld",
+	      json_int(&r, "ttl_ms"));
+	CHECK(json_int(&r, "holds") == 1, "one hold");
+	CHECK(!strcmp(json_str(&r, "name"), n), "name echoed");
+	CHECK(strstr(r.content_type, "application/json"), "JSON content type, got %s", r.content_type);
+	http_free(&r);
+
+	http("PUT", P("/locks/%s%s", n, NULL), NULL, &r);
+	CHECK_ERROR(r, 409, "locked", "a second acquire without the owner is another owner");
+	http_free(&r);
+}
+
+TEST(reentrant_acquire_counts_holds_and_tokens_increase)
+{
+	const char *n = lockname("re");
+	struct http_resp r;
+	long long t1, t2, t3;
+
+	http("PUT", P("/locks/%s%s", n, "?owner=w1&ttl_ms=60000"), NULL, &r);
+	CHECK_STATUS(r, 200, "first acquire");
+	t1 = json_int(&r, "fencing_token");
+	http_free(&r);
+	http("PUT", P("/locks/%s%s", n, NULL), "{\"owner\":\"w1\",\"ttl_ms\":1000}", &r);
+	CHECK_STATUS(r, 200, "re-entry by the same owner");
+	CHECK(json_int(&r, "holds") == 2, "two holds, got %lld", json_int(&r, "holds"));
+	CHECK(json_int(&r, "ttl_ms") > 59000, "re-entry with a shorter ttl keeps the longer lease, got %lld",
+	      json_int(&r, "ttl_ms"));
+	t2 = json_int(&r, "fencing_token");
+	http_free(&r);
+	CHECK(t2 > t1, "token increases on re-entry: %lld then %lld", t1, t2);
+
+	http("DELETE", P("/locks/%s%s", n, "?owner=w1"), NULL, &r);
+	CHECK_STATUS(r, 200, "partial release");
+	CHECK(json_bool(&r, "released") == 0 && json_int(&r, "holds") == 1,
+	      "partial release leaves one hold: %s", r.body);
+	http_free(&r);
+	CHECK(rcmd_int("PTTL %s", n) > 58000, "a partial release keeps the remaining lease");
+
+	http("DELETE", P("/locks/%s%s", n, "?owner=w1"), NULL, &r);
+	CHECK(json_bool(&r, "released") == 1 && json_int(&r, "holds") == 0, "full release: %s", r.body);
+	http_free(&r);
+	CHECK(rcmd_int("EXISTS %s", n) == 0, "the lock hash is gone once free");
+
+	http("PUT", P("/locks/%s%s", n, "?owner=w2"), NULL, &r);
+	t3 = json_int(&r, "fencing_token");
+	http_free(&r);
+	CHECK(t3 > t2, "next holder's token is larger: %lld after %lld", t3, t2);
+}
+
+TEST(redis_layout_is_redissons)
+{
+	const char *n = lockname("layout");
+	struct http_resp r;
+	redisReply *rep;
+	char key[300];
+
+	http("PUT", P("/locks/%s%s", n, "?owner=app-1:42&ttl_ms=20000"), NULL, &r);
+	CHECK_STATUS(r, 200, "acquire");
+	http_free(&r);
+	rep = rcmd("TYPE %s", n);
+	CHECK(rep && rep->type == REDIS_REPLY_STATUS && !strcmp(rep->str, "hash"),
+	      "lock is a hash named exactly as the lock");
+	freeReplyObject(rep);
+	CHECK(rcmd_int("HGET %s %s", n, "app-1:42") == 1, "owner field holds the count");
+	CHECK(rcmd_int("HLEN %s", n) == 1, "no other fields");
+	CHECK(rcmd_int("PTTL %s", n) > 19000, "lease is a PEXPIRE on the hash");
+	snprintf(key, sizeof(key), "redisson_lock_token:{%s}", n);
+	CHECK(rcmd_int("GET %s", key) >= 1, "token counter under redisson_lock_token:{N}");
+	CHECK(rcmd_int("PTTL %s", key) == -1, "token counter never expires");
+}
+
+TEST(release_distinguishes_not_held_and_not_owner)
+{
+	const char *n = lockname("rel");
+	struct http_resp r;
+
+	http("DELETE", P("/locks/%s%s", n, "?owner=a"), NULL, &r);
+	CHECK_ERROR(r, 409, "not_held", "release of a free lock");
+	http_free(&r);
+	http("PUT", P("/locks/%s%s", n, "?owner=a"), NULL, &r);
+	http_free(&r);
+	http("DELETE", P("/locks/%s%s", n, "?owner=b"), NULL, &r);
+	CHECK_ERROR(r, 409, "not_owner", "release by another owner");
+	http_free(&r);
+	CHECK(rcmd_int("HGET %s a", n) == 1, "the holder still holds it after a foreign release");
+	http("DELETE", P("/locks/%s%s", n, NULL), NULL, &r);
+	CHECK_ERROR(r, 400, "invalid_argument", "release without owner or force");
+	http_free(&r);
+}
+
+TEST(force_release_frees_any_holder_and_wakes_a_waiter)
+{
+	const char *n = lockname("force");
+	struct http_resp r;
+	struct bg w;
+	char p2[512];
+
+	http("PUT", P("/locks/%s%s", n, "?owner=a&ttl_ms=60000"), NULL, &r);
+	http_free(&r);
+	snprintf(p2, sizeof(p2), "/locks/%s?owner=b&wait_ms=20000", n);
+	bg_start(&w, "PUT", p2, NULL);
+	CHECK(WAIT_FOR(metric_value(&H_dlockd, "dlockd_waiters") >= 1, 5000), "waiter registered");
+	http("DELETE", P("/locks/%s%s", n, "?force=true"), NULL, &r);
+	CHECK_STATUS(r, 200, "force release");
+	CHECK(json_bool(&r, "released") == 1, "it was held: %s", r.body);
+	http_free(&r);
+	bg_join(&w);
+	CHECK_STATUS(w.r, 200, "the waiter gets the lock after a force release");
+	CHECK(!strcmp(json_str(&w.r, "owner"), "b"), "owner b");
+	http_free(&w.r);
+	http("DELETE", P("/locks/%s%s", n, "?force=true"), NULL, &r);
+	CHECK(json_bool(&r, "released") == 1, "b's hold is forced too");
+	http_free(&r);
+	http("DELETE", P("/locks/%s%s", n, "?force=true"), NULL, &r);
+	CHECK_STATUS(r, 200, "force release of a free lock");
+	CHECK(json_bool(&r, "released") == 0, "nothing was held: %s", r.body);
+	http_free(&r);
+}
+
+TEST(heartbeat_renews_only_while_held)
+{
+	const char *n = lockname("hb");
+	struct http_resp r;
+
+	http("PUT", P("/locks/%s%s", n, "?owner=a&ttl_ms=1000"), NULL, &r);
+	http_free(&r);
+	http("POST", P("/locks/%s/heartbeat%s", n, NULL), "{\"owner\":\"a\",\"ttl_ms\":60000}", &r);
+	CHECK_STATUS(r, 200, "heartbeat by the holder");
+	CHECK(json_int(&r, "ttl_ms") == 60000, "new lease echoed: %s", r.body);
+	http_free(&r);
+	CHECK(rcmd_int("PTTL %s", n) > 59000, "lease renewed in Redis");
+	http("POST", P("/locks/%s/heartbeat%s", n, "?owner=b"), NULL, &r);
+	CHECK_ERROR(r, 409, "not_owner", "heartbeat by another owner");
+	http_free(&r);
+	http("POST", P("/locks/%s/heartbeat%s", n, NULL), NULL, &r);
+	CHECK_ERROR(r, 400, "invalid_argument", "heartbeat without owner");
+	http_free(&r);
+
+	/* lose the lease */
+	http("PUT", P("/locks/%s%s", n, "?owner=a&ttl_ms=200"), NULL, &r);
+	http_free(&r);
+	CHECK(rcmd_int("PEXPIRE %s 150", n) == 1, "shorten the lease");
+	sleep_ms(400);
+	http("POST", P("/locks/%s/heartbeat%s", n, "?owner=a"), NULL, &r);
+	CHECK_ERROR(r, 409, "not_held", "heartbeat after the lease ran out");
+	http_free(&r);
+	CHECK(rcmd_int("EXISTS %s", n) == 0, "a heartbeat never re-creates a lock");
+}
+
+TEST(status_with_and_without_owner)
+{
+	const char *n = lockname("st");
+	struct http_resp r;
+
+	http("GET", P("/locks/%s%s", n, NULL), NULL, &r);
+	CHECK_STATUS(r, 200, "status of a free lock");
+	CHECK(json_bool(&r, "locked") == 0 && json_int(&r, "ttl_ms") == 0, "free: %s", r.body);
+	CHECK(!json_object_get(r.json, "holds") && !json_object_get(r.json, "held"),
+	      "no holds/held without owner: %s", r.body);
+	http_free(&r);
+	http("PUT", P("/locks/%s%s", n, "?owner=a&ttl_ms=5000"), NULL, &r);
+	http_free(&r);
+	http("GET", P("/locks/%s%s", n, NULL), NULL, &r);
+	CHECK(json_bool(&r, "locked") == 1 && json_int(&r, "ttl_ms") > 4000 &&
+	      json_int(&r, "ttl_ms") <= 5000, "held: %s", r.body);
+	http_free(&r);
+	http("GET", P("/locks/%s%s", n, "?owner=a"), NULL, &r);
+	CHECK(json_bool(&r, "held") == 1 && json_int(&r, "holds") == 1, "held by a: %s", r.body);
+	http_free(&r);
+	http("GET", P("/locks/%s%s", n, "?owner=b"), NULL, &r);
+	CHECK(json_bool(&r, "held") == 0 && json_int(&r, "holds") == 0 &&
+	      json_bool(&r, "locked") == 1, "not held by b: %s", r.body);
+	http_free(&r);
+}
+
+TEST(health_and_readiness)
+{
+	struct http_resp r;
+
+	http("GET", "/healthz", NULL, &r);
+	CHECK_STATUS(r, 200, "healthz");
+	http_free(&r);
+	http("GET", "/readyz", NULL, &r);
+	CHECK_STATUS(r, 200, "readyz with Redis up");
+	http_free(&r);
+	http("GET", "/metrics", NULL, &r);
+	CHECK_STATUS(r, 200, "metrics");
+	CHECK(strstr(r.body, "dlockd_acquisitions_total"), "metrics lists acquisitions");
+	http_free(&r);
+}

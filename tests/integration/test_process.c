@@ -1,0 +1,124 @@
+/* test_process.c -- the dlockd process: --help, bad flags, configured
+ * limits, and SIGTERM with requests waiting (each answered 503, exit 0
+ * within a couple of seconds). */
+#include "../harness/harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static int run_capture(const char *cmd, char *out, size_t cap)
+{
+	FILE *f = popen(cmd, "r");
+	size_t n = 0;
+	int st;
+
+	if (!f)
+		return -1;
+	while (n + 1 < cap && !feof(f))
+		n += fread(out + n, 1, cap - n - 1, f);
+	out[n] = '\0';
+	st = pclose(f);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static const char *bin(void)
+{
+	const char *b = getenv("DLOCKD_BIN");
+
+	return b ? b : "build/dlockd";
+}
+
+TEST(help_lists_every_setting)
+{
+	static const char *const want[] = {
+		"--listen", "--redis", "--threads", "--default-ttl-ms", "--max-ttl-ms",
+		"--max-wait-ms", "--max-body-bytes", "--log-level", "DLOCKD_LISTEN",
+		"DLOCKD_REDIS_URL", "unix://", "redis://[user:password@]host:port/db",
+	};
+	char cmd[300], out[8192];
+
+	snprintf(cmd, sizeof(cmd), "%s --help", bin());
+	CHECK(run_capture(cmd, out, sizeof(out)) == 0, "--help exits 0");
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		CHECK(strstr(out, want[i]), "--help mentions %s", want[i]);
+}
+
+TEST(bad_flags_are_refused)
+{
+	char cmd[300], out[4096];
+
+	snprintf(cmd, sizeof(cmd), "%s --max-ttl-ms 0 2>&1", bin());
+	CHECK(run_capture(cmd, out, sizeof(out)) == 2, "exit 2 on a bad number");
+	CHECK(strstr(out, "--max-ttl-ms"), "names the flag: %s", out);
+	snprintf(cmd, sizeof(cmd), "%s --redis http://x 2>&1", bin());
+	CHECK(run_capture(cmd, out, sizeof(out)) == 2, "exit 2 on a bad Redis URL");
+	snprintf(cmd, sizeof(cmd), "DLOCKD_LOG_LEVEL=loud %s 2>&1", bin());
+	CHECK(run_capture(cmd, out, sizeof(out)) == 2, "exit 2 on a bad env value");
+	CHECK(strstr(out, "DLOCKD_LOG_LEVEL"), "names the variable: %s", out);
+}
+
+TEST(configured_limits_apply)
+{
+	static const char *const flags[] = { "--max-ttl-ms", "5000", "--max-wait-ms", "1000",
+					     "--default-ttl-ms", "2000", "--max-body-bytes", "100",
+					     NULL };
+	struct dlockd_srv d;
+	struct http_resp r;
+	char p[512];
+	const char *n = lockname("lim");
+
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with limits");
+	snprintf(p, sizeof(p), "/locks/%s?ttl_ms=5001", n);
+	http_on(d.base, "PUT", p, NULL, &r);
+	CHECK_ERROR(r, 400, "invalid_argument", "ttl over --max-ttl-ms");
+	CHECK(strstr(json_str(&r, "message"), "1..5000"), "message gives the range: %s", r.body);
+	http_free(&r);
+	snprintf(p, sizeof(p), "/locks/%s?wait_ms=1001", n);
+	http_on(d.base, "PUT", p, NULL, &r);
+	CHECK_ERROR(r, 400, "invalid_argument", "wait over --max-wait-ms");
+	http_free(&r);
+	snprintf(p, sizeof(p), "/locks/%s", n);
+	http_on(d.base, "PUT", p, "{\"owner\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}", &r);
+	CHECK_ERROR(r, 413, "body_too_large", "body over --max-body-bytes");
+	http_free(&r);
+	http_on(d.base, "PUT", p, NULL, &r);
+	CHECK(json_int(&r, "ttl_ms") == 2000, "--default-ttl-ms applies: %s", r.body);
+	http_free(&r);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+TEST(sigterm_answers_waiters_503_and_exits_0)
+{
+	enum { N = 3 };
+	struct dlockd_srv d;
+	struct http_resp r;
+	struct bg w[N];
+	char p[512];
+	const char *n = lockname("term");
+	int64_t t0;
+	int rc;
+
+	CHECK(dlockd_start(&d, NULL, NULL) == 0, "start");
+	snprintf(p, sizeof(p), "/locks/%s?owner=holder&ttl_ms=60000", n);
+	http_on(d.base, "PUT", p, NULL, &r);
+	http_free(&r);
+	snprintf(p, sizeof(p), "/locks/%s?wait_ms=60000", n);
+	for (int i = 0; i < N; i++)
+		bg_start_on(&w[i], d.base, "PUT", p, NULL);
+	CHECK(WAIT_FOR(metric_value(&d, "dlockd_waiters") == N, 5000), "waiters waiting");
+	t0 = mono_ms();
+	rc = dlockd_stop(&d, 5000);
+	CHECK(rc == 0, "exit status 0 after SIGTERM, got %d", rc);
+	CHECK(mono_ms() - t0 < 2500 * slow_factor(), "stopped in %lld ms",
+	      (long long)(mono_ms() - t0));
+	for (int i = 0; i < N; i++) {
+		bg_join(&w[i]);
+		CHECK_ERROR(w[i].r, 503, "backend_unavailable", "waiter answered at shutdown");
+		http_free(&w[i].r);
+	}
+	snprintf(p, sizeof(p), "/locks/%s?force=true", n);
+	http("DELETE", p, NULL, &r);
+	http_free(&r);
+}

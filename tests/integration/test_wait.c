@@ -1,0 +1,268 @@
+/* test_wait.c -- waiting acquires (DESIGN.md §2): woken by pub/sub on
+ * release, by the holder's lease running out, or answered at the deadline;
+ * one release wakes one waiter; waiting costs no threads; waiters whose
+ * client left are forgotten, and grants nobody received are given back. */
+#include "../harness/harness.h"
+
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static void hold(const char *name, const char *owner, int ttl_ms)
+{
+	char p[512];
+	struct http_resp r;
+
+	snprintf(p, sizeof(p), "/locks/%s?owner=%s&ttl_ms=%d", name, owner, ttl_ms);
+	http("PUT", p, NULL, &r);
+	if (r.status != 200)
+		test_fail(__FILE__, __LINE__, "holder %s could not take %s: %s", owner, name, r.body);
+	http_free(&r);
+}
+
+static void release(const char *name, const char *owner)
+{
+	char p[512];
+	struct http_resp r;
+
+	snprintf(p, sizeof(p), "/locks/%s?owner=%s", name, owner);
+	http("DELETE", p, NULL, &r);
+	http_free(&r);
+}
+
+static bool waiters_at_least(int n)
+{
+	return metric_value(&H_dlockd, "dlockd_waiters") >= n;
+}
+
+static bool waiters_zero(void)
+{
+	return metric_value(&H_dlockd, "dlockd_waiters") == 0;
+}
+
+static int raw_connect(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+TEST(waiter_is_woken_by_release_not_by_polling)
+{
+	const char *n = lockname("wake");
+	char p[512];
+	struct bg w;
+	int64_t released_at;
+
+	hold(n, "holder", 60000);
+	snprintf(p, sizeof(p), "/locks/%s?owner=waiter&wait_ms=30000", n);
+	bg_start(&w, "PUT", p, NULL);
+	CHECK(WAIT_FOR(waiters_at_least(1), 5000), "waiter registered");
+	sleep_ms(300);
+	release(n, "holder");
+	released_at = mono_ms();
+	bg_join(&w);
+	CHECK_STATUS(w.r, 200, "waiter acquires after the release");
+	CHECK(!strcmp(json_str(&w.r, "owner"), "waiter"), "owner is the waiter");
+	/* The holder's lease had 60 s left: only the release message can
+	 * explain an answer within half a second. */
+	CHECK(w.done_ms - released_at < 500 * slow_factor(),
+	      "granted %lld ms after the release; want < 500", (long long)(w.done_ms - released_at));
+	http_free(&w.r);
+	release(n, "waiter");
+}
+
+TEST(waiter_is_woken_when_the_holders_lease_runs_out)
+{
+	const char *n = lockname("expiry");
+	char p[512];
+	struct bg w;
+	int64_t t0;
+	double msgs0;
+
+	hold(n, "holder", 1500);
+	t0 = mono_ms();
+	msgs0 = metric_value(&H_dlockd, "dlockd_pubsub_messages_total");
+	snprintf(p, sizeof(p), "/locks/%s?owner=waiter&wait_ms=20000", n);
+	bg_start(&w, "PUT", p, NULL);
+	bg_join(&w);
+	CHECK_STATUS(w.r, 200, "waiter acquires once the lease is over");
+	CHECK(w.done_ms - t0 >= 1300 && w.done_ms - t0 < 4000 * slow_factor(),
+	      "granted after %lld ms; want about 1500", (long long)(w.done_ms - t0));
+	CHECK(metric_value(&H_dlockd, "dlockd_pubsub_messages_total") == msgs0,
+	      "no message was involved: an expiry publishes nothing");
+	http_free(&w.r);
+	release(n, "waiter");
+}
+
+TEST(wait_deadline_answers_409_locked_with_retry_after)
+{
+	const char *n = lockname("deadline");
+	char p[512];
+	struct bg w;
+	int64_t t0 = mono_ms();
+
+	hold(n, "holder", 60000);
+	snprintf(p, sizeof(p), "/locks/%s?owner=waiter&wait_ms=800", n);
+	bg_start(&w, "PUT", p, NULL);
+	bg_join(&w);
+	CHECK_ERROR(w.r, 409, "locked", "waiter gives up at its deadline");
+	CHECK(w.done_ms - t0 >= 750 && w.done_ms - t0 < 3000 * slow_factor(),
+	      "answered after %lld ms; want about 800", (long long)(w.done_ms - t0));
+	CHECK(atoi(w.r.retry_after) >= 58 && atoi(w.r.retry_after) <= 60,
+	      "Retry-After is the holder's lease in seconds, got '%s'", w.r.retry_after);
+	CHECK(json_int(&w.r, "ttl_ms") > 55000, "ttl_ms of the holder: %s", w.r.body);
+	http_free(&w.r);
+	CHECK(WAIT_FOR(waiters_zero(), 2000), "no waiter left behind");
+	release(n, "holder");
+}
+
+TEST(one_release_wakes_one_waiter)
+{
+	enum { N = 20 };
+	const char *n = lockname("one");
+	static struct bg w[N];
+	char p[512];
+	long long calls0, calls1;
+	int granted = 0, locked = 0;
+
+	hold(n, "holder", 60000);
+	for (int i = 0; i < N; i++) {
+		snprintf(p, sizeof(p), "/locks/%s?owner=w%d&wait_ms=4000", n, i);
+		bg_start(&w[i], "PUT", p, NULL);
+	}
+	CHECK(WAIT_FOR(waiters_at_least(N), 5000), "all %d waiting", N);
+	sleep_ms(300);	/* every waiter is past its post-subscribe retry */
+	calls0 = redis_evalsha_calls();
+	release(n, "holder");
+	sleep_ms(1000);
+	calls1 = redis_evalsha_calls();
+	/* The release itself, the one woken waiter's acquire; a wake-all
+	 * would cost one script run per waiter. */
+	CHECK(calls1 - calls0 <= 3, "%lld script runs for one hand-off to %d waiters; want <= 3",
+	      calls1 - calls0, N);
+	for (int i = 0; i < N; i++) {
+		bg_join(&w[i]);
+		granted += w[i].r.status == 200;
+		locked += w[i].r.status == 409;
+		http_free(&w[i].r);
+	}
+	CHECK(granted == 1 && locked == N - 1, "%d granted, %d timed out; want 1 and %d",
+	      granted, locked, N - 1);
+}
+
+TEST(five_hundred_waiters_add_no_threads)
+{
+	enum { N = 500 };
+	const char *n = lockname("many");
+	CURLM *multi = curl_multi_init();
+	static CURL *easy[N];
+	char url[512], chan[300];
+	int threads0 = proc_threads(H_dlockd.pid), threads1, running = 0;
+	bool all_waiting = false;
+	redisReply *rep;
+
+	CHECK(threads0 > 0, "read dlockd's thread count");
+	hold(n, "holder", 60000);
+	snprintf(url, sizeof(url), "%s/locks/%s?wait_ms=60000", H_dlockd.base, n);
+	for (int i = 0; i < N; i++) {
+		easy[i] = curl_easy_init();
+		curl_easy_setopt(easy[i], CURLOPT_URL, url);
+		curl_easy_setopt(easy[i], CURLOPT_CUSTOMREQUEST, "PUT");
+		curl_easy_setopt(easy[i], CURLOPT_WRITEFUNCTION, NULL);
+		curl_multi_add_handle(multi, easy[i]);
+	}
+	for (int64_t until = mono_ms() + 20000 * slow_factor(); mono_ms() < until;) {
+		curl_multi_perform(multi, &running);
+		curl_multi_wait(multi, NULL, 0, 50, NULL);
+		if (metric_value(&H_dlockd, "dlockd_waiters") >= N) {
+			all_waiting = true;
+			break;
+		}
+	}
+	threads1 = proc_threads(H_dlockd.pid);
+	/* hang up on all of them */
+	for (int i = 0; i < N; i++) {
+		curl_multi_remove_handle(multi, easy[i]);
+		curl_easy_cleanup(easy[i]);
+	}
+	curl_multi_cleanup(multi);
+	CHECK(all_waiting, "%d requests waiting at once (saw %.0f)", N,
+	      metric_value(&H_dlockd, "dlockd_waiters"));
+	CHECK(threads1 == threads0, "threads: %d before, %d with %d waiting", threads0, threads1, N);
+	CHECK(WAIT_FOR(waiters_zero(), 10000), "every hung-up waiter is forgotten (%.0f left)",
+	      metric_value(&H_dlockd, "dlockd_waiters"));
+	snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}", n);
+	CHECK(WAIT_FOR(({ long long k = -1; rep = rcmd("PUBSUB NUMSUB %s", chan);
+			  if (rep && rep->elements == 2) k = rep->element[1]->integer;
+			  if (rep) freeReplyObject(rep); k == 0; }), 5000),
+	      "the channel is unsubscribed once nobody waits");
+	release(n, "holder");
+}
+
+TEST(waiting_client_that_disconnects_is_forgotten)
+{
+	const char *n = lockname("gone");
+	char req[600];
+	int fd;
+	struct http_resp r;
+	char p[512];
+
+	hold(n, "holder", 60000);
+	fd = raw_connect(H_dlockd.port);
+	CHECK(fd >= 0, "connect");
+	snprintf(req, sizeof(req), "PUT /locks/%s?owner=ghost&wait_ms=30000 HTTP/1.1\r\n"
+		 "Host: 127.0.0.1\r\nContent-Length: 0\r\n\r\n", n);
+	CHECK(write(fd, req, strlen(req)) == (ssize_t)strlen(req), "send");
+	CHECK(WAIT_FOR(waiters_at_least(1), 5000), "waiting");
+	close(fd);
+	CHECK(WAIT_FOR(waiters_zero(), 3000), "the waiter is forgotten once its client left");
+	release(n, "holder");
+	sleep_ms(200);
+	snprintf(p, sizeof(p), "/locks/%s", n);
+	http("GET", p, NULL, &r);
+	CHECK(json_bool(&r, "locked") == 0, "nobody got the lock for the vanished client: %s", r.body);
+	http_free(&r);
+}
+
+TEST(grant_for_a_client_that_left_is_released)
+{
+	const char *n = lockname("orphan");
+	char req[600], tok[300], p[512];
+	long long t0, t1;
+	int fd;
+	struct http_resp r;
+
+	double abandoned0 = metric_value(&H_dlockd, "dlockd_abandoned_grants_total");
+
+	snprintf(tok, sizeof(tok), "redisson_lock_token:{%s}", n);
+	t0 = rcmd_int("EXISTS %s", tok);
+	fd = raw_connect(H_dlockd.port);
+	CHECK(fd >= 0, "connect");
+	snprintf(req, sizeof(req), "PUT /locks/%s?owner=ghost HTTP/1.1\r\n"
+		 "Host: 127.0.0.1\r\nContent-Length: 0\r\n\r\n", n);
+	CHECK(write(fd, req, strlen(req)) == (ssize_t)strlen(req), "send");
+	shutdown(fd, SHUT_WR);	/* gone before any answer can reach it */
+	sleep_ms(300);
+	close(fd);
+	t1 = rcmd_int("GET %s", tok);
+	snprintf(p, sizeof(p), "/locks/%s", n);
+	CHECK(WAIT_FOR(({ bool f; http("GET", p, NULL, &r); f = json_bool(&r, "locked") == 0;
+			  http_free(&r); f; }), 3000),
+	      "the lock is not left held for a client that cannot learn of it");
+	CHECK(t0 == 0 && t1 == 1, "the lock was granted once (token key existed: %lld, token %lld)",
+	      t0, t1);
+	CHECK(metric_value(&H_dlockd, "dlockd_abandoned_grants_total") == abandoned0 + 1,
+	      "counted as one abandoned grant");
+}
