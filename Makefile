@@ -73,12 +73,16 @@ $(BUILD)/lua_scripts.o: $(BUILD)/lua_scripts.c
 	$(CC) $(CFLAGS) $(WARN) -Wno-missing-prototypes -c -o $@ $<
 
 # Unit tests include the module under test (tests/unit/test_x.c includes
-# service/x.c or api/x.c), so they link everything but that module.
+# service/x.c or api/x.c), so they link everything but that module. Where a
+# test mocks a neighbour, --wrap reroutes just that symbol.
+$(BUILD)/tests/test_locks: UNIT_WRAP = -Wl,--wrap=scripts_run
+$(BUILD)/tests/test_request: UNIT_WRAP = -Wl,--wrap=MHD_get_connection_values \
+	-Wl,--wrap=reply_error
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(PKG_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \
 		$(filter-out $(BUILD)/service/$*.o $(BUILD)/api/$*.o,$(LIB_OBJS)) \
-		$(LDFLAGS) $(PKG_LIBS) $(TEST_LIBS)
+		$(LDFLAGS) $(UNIT_WRAP) $(PKG_LIBS) $(TEST_LIBS)
 
 $(ITEST_BIN): $(ITEST_OBJS)
 	@mkdir -p $(@D)

@@ -64,12 +64,19 @@ TEST(waiter_is_woken_by_release_not_by_polling)
 	char p[512];
 	struct bg w;
 	int64_t released_at;
+	long long calls0, calls1;
 
 	hold(n, "holder", 60000);
 	snprintf(p, sizeof(p), "/locks/%s?owner=waiter&wait_ms=30000", n);
 	bg_start(&w, "PUT", p, NULL);
 	CHECK(WAIT_FOR(waiters_at_least(1), 5000), "waiter registered");
-	sleep_ms(300);
+	sleep_ms(200);		/* past its post-subscribe retry */
+	calls0 = redis_evalsha_calls();
+	sleep_ms(1000);
+	calls1 = redis_evalsha_calls();
+	/* A parked waiter costs Redis nothing: any polling shows up here. */
+	CHECK(calls1 == calls0, "%lld script runs in 1 s by a waiter that should be asleep",
+	      calls1 - calls0);
 	release(n, "holder");
 	released_at = mono_ms();
 	bg_join(&w);

@@ -1,0 +1,52 @@
+#!/bin/sh
+# run.sh -- what `make test` runs: every unit test binary, then the
+# integration suite (which starts its own redis-server and dlockd on free
+# loopback ports). Prints one closing line "N passed, M failed" and exits
+# non-zero when anything failed.
+#   sh tests/run.sh BUILD_DIR [unit|integration]
+set -u
+build=${1:-build}
+only=${2:-all}
+passed=0
+failed=0
+failed_names=
+
+count() {	# count <name> <output file> <exit status>
+	p=$(grep -c '^ok ' "$2" 2>/dev/null || true)
+	f=$(grep -c '^not ok ' "$2" 2>/dev/null || true)
+	if [ "$3" -ne 0 ] && [ "$f" -eq 0 ]; then
+		f=1	# crashed or failed to start: count it, never pass silently
+	fi
+	passed=$((passed + p))
+	failed=$((failed + f))
+	[ "$f" -eq 0 ] || failed_names="$failed_names $1"
+}
+
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+if [ "$only" != integration ]; then
+	for t in "$build"/tests/test_*; do
+		[ -x "$t" ] || continue
+		echo "== $(basename "$t")"
+		CMOCKA_MESSAGE_OUTPUT=TAP "$t" >"$out" 2>&1
+		rc=$?
+		cat "$out"
+		count "$(basename "$t")" "$out" "$rc"
+	done
+fi
+
+if [ "$only" != unit ]; then
+	echo "== integration"
+	DLOCKD_BIN="$build/dlockd" "$build/tests/dlockd_integration" >"$out" 2>&1 &
+	pid=$!
+	tail -f --pid=$pid "$out" 2>/dev/null &
+	wait $pid
+	rc=$?
+	sleep 0.2
+	count integration "$out" "$rc"
+fi
+
+[ -z "$failed_names" ] || echo "failing:$failed_names"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,203 @@
+/* test_locks.c -- the lock table: Redisson's key and channel names (hash
+ * tags included) and the decoding of script replies into domain results.
+ * scripts_run() is wrapped (-Wl,--wrap) to check the KEYS and ARGV a call
+ * passes and to hand back a canned reply. */
+#include "unit.h"
+
+#include "../../service/locks.c"
+
+/* ----- Mock of scripts_run ----- */
+
+static redisReply *canned;		/* handed back, then freed by the caller */
+static enum script_id last_id;
+static char last_keys[4][300];
+static char last_args[4][300];
+static int last_nkeys, last_nargs;
+
+redisReply *__wrap_scripts_run(enum script_id id, int nkeys, const char *const *keys,
+			       int nargs, const char *const *args);
+redisReply *__wrap_scripts_run(enum script_id id, int nkeys, const char *const *keys,
+			       int nargs, const char *const *args)
+{
+	redisReply *r = canned;
+
+	last_id = id;
+	last_nkeys = nkeys;
+	last_nargs = nargs;
+	for (int i = 0; i < nkeys && i < 4; i++)
+		snprintf(last_keys[i], sizeof(last_keys[i]), "%s", keys[i]);
+	for (int i = 0; i < nargs && i < 4; i++)
+		snprintf(last_args[i], sizeof(last_args[i]), "%s", args[i]);
+	canned = NULL;
+	return r;
+}
+
+static redisReply *reply_new(int type)
+{
+	redisReply *r = xcalloc(1, sizeof(*r));
+
+	r->type = type;
+	return r;
+}
+
+/* An array reply of n integers. */
+static redisReply *ints(int n, ...)
+{
+	redisReply *r = reply_new(REDIS_REPLY_ARRAY);
+	va_list ap;
+
+	r->elements = (size_t)n;
+	r->element = xcalloc((size_t)n, sizeof(*r->element));
+	va_start(ap, n);
+	for (int i = 0; i < n; i++) {
+		r->element[i] = reply_new(REDIS_REPLY_INTEGER);
+		r->element[i]->integer = va_arg(ap, long long);
+	}
+	va_end(ap);
+	return r;
+}
+
+/* ----- Key building ----- */
+
+static void test_locks__key_uses_hash_tag(void **state)
+{
+	char *s;
+
+	(void)state;
+	s = locks_prefix_name("redisson_lock__channel", "foo");
+	assert_string_equal(s, "redisson_lock__channel:{foo}");
+	free(s);
+	s = locks_prefix_name("redisson_lock_token", "a:b");
+	assert_string_equal(s, "redisson_lock_token:{a:b}");
+	free(s);
+	s = locks_suffix_name("foo", "w1:rwlock_timeout");
+	assert_string_equal(s, "{foo}:w1:rwlock_timeout");
+	free(s);
+}
+
+static void test_locks__name_with_brace_gets_no_extra_tag(void **state)
+{
+	char *s;
+
+	(void)state;
+	s = locks_prefix_name("redisson_lock__channel", "{test}:abc");
+	assert_string_equal(s, "redisson_lock__channel:{test}:abc");
+	free(s);
+	s = locks_suffix_name("{test}:abc", "x");
+	assert_string_equal(s, "{test}:abc:x");
+	free(s);
+}
+
+static void test_locks__wait_channel_of_an_exclusive_lock(void **state)
+{
+	char *s = locks_wait_channel(LOCK_KIND_LOCK, "job", "owner-1");
+
+	(void)state;
+	assert_string_equal(s, "redisson_lock__channel:{job}");
+	free(s);
+}
+
+/* ----- Operations: keys passed and replies decoded ----- */
+
+static void test_locks__acquire_passes_lock_and_token_keys(void **state)
+{
+	struct lock_state st;
+
+	(void)state;
+	canned = ints(4, 1LL, 7LL, 2LL, 30000LL);
+	assert_int_equal(locks_acquire(LOCK_KIND_LOCK, "job", "w1", 30000, &st), LOCK_OK);
+	assert_int_equal(last_id, SCRIPT_LOCK_ACQUIRE);
+	assert_int_equal(last_nkeys, 2);
+	assert_string_equal(last_keys[0], "job");
+	assert_string_equal(last_keys[1], "redisson_lock_token:{job}");
+	assert_string_equal(last_args[0], "30000");
+	assert_string_equal(last_args[1], "w1");
+	assert_int_equal(st.token, 7);
+	assert_int_equal(st.holds, 2);
+	assert_int_equal(st.ttl_ms, 30000);
+}
+
+static void test_locks__acquire_decodes_held_and_wrong_kind(void **state)
+{
+	struct lock_state st;
+
+	(void)state;
+	canned = ints(2, 0LL, 1234LL);
+	assert_int_equal(locks_acquire(LOCK_KIND_LOCK, "job", "w1", 1000, &st), LOCK_HELD);
+	assert_int_equal(st.ttl_ms, 1234);
+	canned = ints(1, -1LL);
+	assert_int_equal(locks_acquire(LOCK_KIND_LOCK, "job", "w1", 1000, &st), LOCK_WRONG_KIND);
+}
+
+static void test_locks__release_codes(void **state)
+{
+	struct lock_state st;
+
+	(void)state;
+	canned = ints(2, 1LL, 0LL);
+	assert_int_equal(locks_release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_OK);
+	assert_string_equal(last_keys[1], "redisson_lock__channel:{job}");
+	assert_int_equal(st.holds, 0);
+	canned = ints(2, 1LL, 3LL);
+	assert_int_equal(locks_release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_OK);
+	assert_int_equal(st.holds, 3);
+	canned = ints(1, 0LL);
+	assert_int_equal(locks_release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_NOT_HELD);
+	canned = ints(1, -2LL);
+	assert_int_equal(locks_release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_NOT_OWNER);
+	canned = ints(1, -1LL);
+	assert_int_equal(locks_release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_WRONG_KIND);
+}
+
+static void test_locks__backend_down_and_script_errors(void **state)
+{
+	struct lock_state st;
+	redisReply *err = reply_new(REDIS_REPLY_ERROR);
+
+	(void)state;
+	canned = NULL;
+	assert_int_equal(locks_renew(LOCK_KIND_LOCK, "job", "w1", 100, &st), LOCK_BACKEND_DOWN);
+	err->str = xstrdup("ERR something");
+	err->len = strlen(err->str);
+	canned = err;
+	assert_int_equal(locks_status(LOCK_KIND_LOCK, "job", NULL, &st), LOCK_BACKEND_DOWN);
+}
+
+static void test_locks__status_and_force_release(void **state)
+{
+	struct lock_state st;
+	redisReply *one = reply_new(REDIS_REPLY_INTEGER);
+
+	(void)state;
+	canned = ints(3, 1LL, 900LL, 2LL);
+	assert_int_equal(locks_status(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_OK);
+	assert_true(st.locked);
+	assert_int_equal(st.ttl_ms, 900);
+	assert_int_equal(st.holds, 2);
+	assert_string_equal(last_args[0], "w1");
+	canned = ints(3, 0LL, -2LL, 0LL);
+	assert_int_equal(locks_status(LOCK_KIND_LOCK, "job", NULL, &st), LOCK_OK);
+	assert_false(st.locked);
+	assert_int_equal(st.ttl_ms, 0);
+	assert_string_equal(last_args[0], "");
+	one->integer = 1;
+	canned = one;
+	assert_int_equal(locks_force_release(LOCK_KIND_LOCK, "job", &st), LOCK_OK);
+	assert_true(st.locked);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_locks__key_uses_hash_tag),
+		cmocka_unit_test(test_locks__name_with_brace_gets_no_extra_tag),
+		cmocka_unit_test(test_locks__wait_channel_of_an_exclusive_lock),
+		cmocka_unit_test(test_locks__acquire_passes_lock_and_token_keys),
+		cmocka_unit_test(test_locks__acquire_decodes_held_and_wrong_kind),
+		cmocka_unit_test(test_locks__release_codes),
+		cmocka_unit_test(test_locks__backend_down_and_script_errors),
+		cmocka_unit_test(test_locks__status_and_force_release),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,256 @@
+/* test_waiters.c -- who is woken and why: "0" wakes the oldest sleeper,
+ * "1" all of them, a message with nobody asleep is banked, a confirmed
+ * subscription wakes the channel, deadlines fire, and the subscription
+ * changes handed to the pubsub thread follow the joined count. */
+#include "unit.h"
+
+#include "../../service/waiters.c"
+
+struct fake_req {
+	int resumed;
+};
+
+static int notified;
+
+static void on_notify(void)
+{
+	notified++;
+}
+
+static void resume(void *ctx)
+{
+	((struct fake_req *)ctx)->resumed++;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	notified = 0;
+	return waiters_init(on_notify);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	waiters_release();
+	return 0;
+}
+
+/* Drain the subscription changes; returns how many, the last in *sub. */
+static int drain_changes(const char *want_name, bool *sub)
+{
+	char *name;
+	int n = 0;
+
+	while (waiters_next_change(&name, sub)) {
+		if (want_name)
+			assert_string_equal(name, want_name);
+		free(name);
+		n++;
+	}
+	return n;
+}
+
+/* Joined before the subscription was confirmed, w's first sleep ends at
+ * once (subscribe-then-retry); consume that wake and sleep for real. */
+static void first_sleep(struct waiter *w, struct fake_req *rq)
+{
+	int before = rq->resumed;
+
+	waiters_sleep(w, 0);
+	assert_int_equal(rq->resumed, before + 1);
+	assert_int_equal(waiters_wake_reason(w), WAKE_RETRY);
+	waiters_sleep(w, 0);
+	assert_int_equal(rq->resumed, before + 1);
+}
+
+static struct waiter *join(const char *ch, struct fake_req *rq, bool *confirmed)
+{
+	return waiters_join(ch, -1, resume, rq, now_ms() + 60000, confirmed);
+}
+
+static void test_waiters__first_join_subscribes_last_leave_unsubscribes(void **state)
+{
+	struct fake_req a = { 0 }, b = { 0 };
+	struct waiter *wa, *wb;
+	bool confirmed, sub;
+
+	(void)state;
+	wa = join("ch", &a, &confirmed);
+	assert_false(confirmed);
+	assert_int_equal(notified, 1);
+	wb = join("ch", &b, &confirmed);
+	assert_int_equal(drain_changes("ch", &sub), 1);
+	assert_true(sub);
+	waiters_on_subscribed("ch");
+	waiters_leave(wa);
+	assert_int_equal(drain_changes("ch", &sub), 0);	/* b still waits */
+	waiters_leave(wb);
+	assert_int_equal(drain_changes("ch", &sub), 1);
+	assert_false(sub);
+	waiters_on_unsubscribed("ch");
+	assert_int_equal(W.nchannels, 0);		/* nothing left behind */
+	assert_int_equal(waiters_count(), 0);
+}
+
+static void test_waiters__confirmation_wakes_sleepers_to_retry(void **state)
+{
+	struct fake_req a = { 0 };
+	struct waiter *w;
+	bool confirmed, sub;
+
+	(void)state;
+	w = join("ch", &a, &confirmed);
+	waiters_sleep(w, 0);
+	assert_int_equal(a.resumed, 0);
+	drain_changes("ch", &sub);
+	waiters_on_subscribed("ch");
+	assert_int_equal(a.resumed, 1);
+	assert_int_equal(waiters_wake_reason(w), WAKE_RETRY);
+	assert_int_equal(waiters_wake_reason(w), WAKE_NONE);
+	waiters_leave(w);
+}
+
+static void test_waiters__zero_wakes_the_oldest_only(void **state)
+{
+	struct fake_req rq[3] = { { 0 } };
+	struct waiter *w[3];
+	bool confirmed, sub;
+
+	(void)state;
+	for (int i = 0; i < 3; i++)
+		w[i] = join("ch", &rq[i], &confirmed);
+	drain_changes("ch", &sub);
+	waiters_on_subscribed("ch");
+	for (int i = 0; i < 3; i++)
+		first_sleep(w[i], &rq[i]);
+	waiters_on_message("ch", "0", 1);
+	assert_int_equal(rq[0].resumed, 2);
+	assert_int_equal(rq[1].resumed, 1);
+	assert_int_equal(rq[2].resumed, 1);
+	waiters_on_message("ch", "0", 1);
+	assert_int_equal(rq[1].resumed, 2);
+	assert_int_equal(rq[2].resumed, 1);
+	for (int i = 0; i < 3; i++)
+		waiters_leave(w[i]);
+}
+
+static void test_waiters__one_wakes_everybody(void **state)
+{
+	struct fake_req rq[3] = { { 0 } };
+	struct waiter *w[3];
+	bool confirmed, sub;
+
+	(void)state;
+	for (int i = 0; i < 3; i++)
+		w[i] = join("ch", &rq[i], &confirmed);
+	drain_changes("ch", &sub);
+	waiters_on_subscribed("ch");
+	for (int i = 0; i < 3; i++)
+		first_sleep(w[i], &rq[i]);
+	waiters_on_message("ch", "1", 1);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(rq[i].resumed, 2);
+	for (int i = 0; i < 3; i++)
+		waiters_leave(w[i]);
+}
+
+static void test_waiters__message_while_nobody_sleeps_is_banked(void **state)
+{
+	struct fake_req a = { 0 };
+	struct waiter *w;
+	bool confirmed, sub;
+
+	(void)state;
+	w = join("ch", &a, &confirmed);
+	drain_changes("ch", &sub);
+	waiters_on_subscribed("ch");
+	first_sleep(w, &a);
+	waiters_on_message("ch", "0", 1);
+	assert_int_equal(a.resumed, 2);
+	(void)waiters_wake_reason(w);
+	/* the waiter is between two tries when the next release arrives */
+	waiters_on_message("ch", "0", 1);
+	waiters_on_message("ch", "0", 1);	/* capped at one per joined waiter */
+	assert_int_equal(a.resumed, 2);
+	waiters_sleep(w, 0);
+	assert_int_equal(a.resumed, 3);
+	assert_int_equal(waiters_wake_reason(w), WAKE_RETRY);
+	waiters_sleep(w, 0);
+	assert_int_equal(a.resumed, 3);		/* only one permit was kept */
+	waiters_leave(w);
+}
+
+static void test_waiters__other_payloads_and_channels_wake_nobody(void **state)
+{
+	struct fake_req a = { 0 };
+	struct waiter *w;
+	bool confirmed, sub;
+
+	(void)state;
+	w = join("ch", &a, &confirmed);
+	drain_changes("ch", &sub);
+	waiters_on_subscribed("ch");
+	first_sleep(w, &a);
+	waiters_on_message("ch", "2", 1);
+	waiters_on_message("ch", "00", 2);
+	waiters_on_message("other", "0", 1);
+	assert_int_equal(a.resumed, 1);
+	waiters_leave(w);
+}
+
+static void test_waiters__deadline_and_retry_timers_fire(void **state)
+{
+	struct fake_req a = { 0 }, b = { 0 };
+	struct waiter *wa, *wb;
+	bool confirmed, sub;
+
+	(void)state;
+	wa = waiters_join("ch", -1, resume, &a, now_ms() + 20, &confirmed);
+	wb = waiters_join("ch2", -1, resume, &b, now_ms() + 60000, &confirmed);
+	drain_changes(NULL, &sub);	/* never confirmed: no wake from that */
+	waiters_sleep(wa, 0);
+	waiters_sleep(wb, now_ms() + 10);	/* the holder's lease ends in 10 ms */
+	assert_true(waiters_next_timeout_ms() <= 20);
+	usleep(30 * 1000);
+	waiters_run_timers();
+	assert_int_equal(a.resumed, 1);
+	assert_int_equal(waiters_wake_reason(wa), WAKE_DEADLINE);
+	assert_int_equal(b.resumed, 1);
+	assert_int_equal(waiters_wake_reason(wb), WAKE_RETRY);
+	waiters_leave(wa);
+	waiters_leave(wb);
+}
+
+static void test_waiters__shutdown_wakes_everyone(void **state)
+{
+	struct fake_req a = { 0 };
+	struct waiter *w;
+	bool confirmed;
+
+	(void)state;
+	w = join("ch", &a, &confirmed);
+	waiters_sleep(w, 0);
+	waiters_shutdown();
+	assert_int_equal(a.resumed, 1);
+	assert_int_equal(waiters_wake_reason(w), WAKE_SHUTDOWN);
+	waiters_sleep(w, 0);			/* a later sleep wakes at once */
+	assert_int_equal(a.resumed, 2);
+	waiters_leave(w);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_waiters__first_join_subscribes_last_leave_unsubscribes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_waiters__confirmation_wakes_sleepers_to_retry, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_waiters__zero_wakes_the_oldest_only, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_waiters__one_wakes_everybody, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_waiters__message_while_nobody_sleeps_is_banked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_waiters__other_payloads_and_channels_wake_nobody, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_waiters__deadline_and_retry_timers_fire, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_waiters__shutdown_wakes_everyone, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
