@@ -4,13 +4,16 @@
 BUILD ?= build
 CC ?= cc
 PKGS = libmicrohttpd jansson hiredis
+# CFLAGS/LDFLAGS are the caller's (make CFLAGS=-O0); what the build needs
+# is added in ALL_CFLAGS/ALL_LDFLAGS, so a command-line CFLAGS cannot drop it.
 CFLAGS ?= -O2 -g
-CFLAGS += -std=c11 -D_GNU_SOURCE -pthread
+ALL_CFLAGS = $(CFLAGS) -std=c11 -D_GNU_SOURCE -pthread
+ALL_LDFLAGS = $(LDFLAGS) -pthread
 WARN = -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes \
        -Wwrite-strings -Wvla -fno-common
 ifeq ($(SAN),1)
-CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-LDFLAGS += -fsanitize=address,undefined
+ALL_CFLAGS += -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+ALL_LDFLAGS += -fsanitize=address,undefined
 endif
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -46,11 +49,11 @@ deps:
 	fi
 
 $(BUILD)/dlockd: $(BUILD)/service/main.o $(LIB_OBJS)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) $(WARN) -MMD -MP -c -o $@ $<
+	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -MMD -MP -c -o $@ $<
 
 # The Lua scripts, embedded as C strings: { "lock_acquire", "<source>" }.
 $(BUILD)/lua_scripts.c: $(LUA) Makefile
@@ -70,7 +73,7 @@ $(BUILD)/lua_scripts.c: $(LUA) Makefile
 	} > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/lua_scripts.o: $(BUILD)/lua_scripts.c
-	$(CC) $(CFLAGS) $(WARN) -Wno-missing-prototypes -c -o $@ $<
+	$(CC) $(ALL_CFLAGS) $(WARN) -Wno-missing-prototypes -c -o $@ $<
 
 # Unit tests include the module under test (tests/unit/test_x.c includes
 # service/x.c or api/x.c), so they link everything but that module. Where a
@@ -80,13 +83,13 @@ $(BUILD)/tests/test_request: UNIT_WRAP = -Wl,--wrap=MHD_get_connection_values \
 	-Wl,--wrap=reply_error
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(PKG_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \
+	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \
 		$(filter-out $(BUILD)/service/$*.o $(BUILD)/api/$*.o,$(LIB_OBJS)) \
-		$(LDFLAGS) $(UNIT_WRAP) $(PKG_LIBS) $(TEST_LIBS)
+		$(ALL_LDFLAGS) $(UNIT_WRAP) $(PKG_LIBS) $(TEST_LIBS)
 
 $(ITEST_BIN): $(ITEST_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS)
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS)
 
 unit: deps $(UNIT_BINS)
 integration: deps $(BUILD)/dlockd $(ITEST_BIN)
