@@ -46,7 +46,7 @@ static const struct option_row rows[O_COUNT] = {
 		"largest ttl_ms accepted (default 86400000)" },
 	[O_MAX_WAIT] = { "max-wait-ms", "DLOCKD_MAX_WAIT_MS", OPT_INT, 0, INT32_MAX, "MS",
 		"largest wait_ms accepted (default 300000)" },
-	[O_MAX_BODY] = { "max-body-bytes", "DLOCKD_MAX_BODY_BYTES", OPT_INT, 64, 16 << 20, "BYTES",
+	[O_MAX_BODY] = { "max-body-bytes", "DLOCKD_MAX_BODY_BYTES", OPT_INT, 64, 16 << 20, "N",
 		"larger request bodies get 413 (default 16384)" },
 	[O_MAX_CONN] = { "max-connections", "DLOCKD_MAX_CONNECTIONS", OPT_INT, 16, 1 << 20, "N",
 		"open HTTP connections, waiting ones included (default 20000)" },
