@@ -56,7 +56,10 @@ $(BUILD)/%.o: %.c
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -MMD -MP -c -o $@ $<
 
 # The Lua scripts, embedded as C strings: { "lock_acquire", "<source>" }.
-$(BUILD)/lua_scripts.c: $(LUA) Makefile
+# fair_*.lua and rw_*.lua start with the helpers of lua/lib/fair.lua or
+# lua/lib/rw.lua, so the scripts of one kind share them instead of copies.
+LUA_LIB = $(wildcard lua/lib/*.lua)
+$(BUILD)/lua_scripts.c: $(LUA) $(LUA_LIB) Makefile
 	@mkdir -p $(@D)
 	@{ echo '/* generated from lua/ by the Makefile; do not edit */'; \
 	  echo 'struct lua_source { const char *name; const char *source; };'; \
@@ -64,8 +67,10 @@ $(BUILD)/lua_scripts.c: $(LUA) Makefile
 	  echo 'extern const unsigned lua_sources_count;'; \
 	  echo 'const struct lua_source lua_sources[] = {'; \
 	  for f in $(LUA); do \
-	    printf '\t{ "%s",\n' "$$(basename $$f .lua)"; \
-	    sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/\t  "/' -e 's/$$/\\n"/' $$f; \
+	    n=$$(basename $$f .lua); lib=; \
+	    case $$n in fair_*) lib=lua/lib/fair.lua;; rw_*) lib=lua/lib/rw.lua;; esac; \
+	    printf '\t{ "%s",\n' "$$n"; \
+	    cat $$lib $$f | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/\t  "/' -e 's/$$/\\n"/'; \
 	    printf '\t},\n'; \
 	  done; \
 	  echo '};'; \

@@ -1,5 +1,7 @@
-/* handle_locks.c -- /locks/{name}: acquire (PUT, waiting if asked), release
- * (DELETE), status (GET) and heartbeat (POST .../heartbeat).
+/* handle_locks.c -- every lock resource: /locks/{name}, /fairlocks/{name}
+ * and /rwlocks/{name}/read|write: acquire (PUT, waiting if asked), release
+ * (DELETE), status (GET) and heartbeat (POST .../heartbeat). The kind comes
+ * from the route; what differs between kinds is the service's business.
  *
  * A waiting acquire follows DESIGN.md §2: try; on "held", join the lock's
  * channel, and if the subscription is already live try once more (a release
@@ -18,6 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Static_assert((unsigned)LOCK_WAIT_WRITER == (unsigned)WAITER_WRITER &&
+	       (unsigned)LOCK_WAIT_TIMER_ALL == (unsigned)WAITER_TIMER_ALL,
+	       "lock wait flags are waiter flags");
+
 /* While Redis is unreachable a waiter retries this often (it is also woken
  * when the subscriber reconnects). */
 #define BACKEND_RETRY_MS 250
@@ -33,20 +39,22 @@ static int retry_after_s(int64_t ttl_ms)
 
 static enum MHD_Result reply_failure(struct request *rq, enum lock_result r)
 {
+	const char *label = locks_kind_label(rq->route.kind);
+
 	switch (r) {
 	case LOCK_HELD:
 		metrics_inc(METRIC_ACQUIRE_TIMEOUTS);
 		rq->retry_after_s = retry_after_s(rq->holder_ttl_ms);
 		return reply_error(rq, ERR_LOCKED, json_pack("{s:I}", "ttl_ms",
 							    (json_int_t)rq->holder_ttl_ms),
-				   "lock '%s' is held by another owner", rq->name);
+				   "%s '%s' is held by another owner", label, rq->name);
 	case LOCK_NOT_HELD:
 		return reply_error(rq, ERR_NOT_HELD, NULL,
-				   "lock '%s' is not held: its lease ran out or it was released",
-				   rq->name);
+				   "%s '%s' is not held: its lease ran out or it was released",
+				   label, rq->name);
 	case LOCK_NOT_OWNER:
 		return reply_error(rq, ERR_NOT_OWNER, NULL,
-				   "lock '%s' is held by another owner", rq->name);
+				   "%s '%s' is held by another owner", label, rq->name);
 	case LOCK_WRONG_KIND:
 		return reply_error(rq, ERR_WRONG_KIND, NULL,
 				   "name '%s' is in use as another kind of lock", rq->name);
@@ -67,11 +75,25 @@ static void leave_waiter(struct request *rq)
 	}
 }
 
+/* The request stops waiting without the lock: leave, and give back its
+ * queue place so nobody waits behind it. */
+static void give_up(struct request *rq)
+{
+	leave_waiter(rq);
+	if (rq->queued) {
+		rq->queued = false;
+		if (locks_dequeue(rq->route.kind, rq->name, rq->params.owner) != LOCK_OK)
+			log_warn("could not leave the queue of %s '%s'; its place goes "
+				 "stale by itself", locks_kind_label(rq->route.kind), rq->name);
+	}
+}
+
 static enum MHD_Result reply_granted(struct request *rq, const struct lock_state *st)
 {
 	struct lock_state rel;
 
 	leave_waiter(rq);
+	rq->queued = false;	/* the grant took it out of any queue */
 	metrics_inc(METRIC_ACQUIRED);
 	if (request_client_gone(rq)) {
 		/* Nobody will learn of this grant: give it back at once. */
@@ -113,7 +135,9 @@ static enum MHD_Result acquire_try(struct request *rq)
 	bool confirmed;
 
 	for (;;) {
-		r = locks_acquire(rq->route.kind, rq->name, rq->params.owner, rq->params.ttl_ms, &st);
+		r = locks_acquire(rq->route.kind, rq->name, rq->params.owner, rq->params.ttl_ms,
+				  rq->params.wait_ms > 0, &st);
+		rq->queued |= st.queued;
 		if (r == LOCK_OK)
 			return reply_granted(rq, &st);
 		/* A new request gets 503 at once when Redis is down; one that is
@@ -128,7 +152,8 @@ static enum MHD_Result acquire_try(struct request *rq)
 			char *channel = locks_wait_channel(rq->route.kind, rq->name, rq->params.owner);
 
 			rq->waiter = waiters_join(channel, client_fd(rq), resume_request, rq,
-						  rq->deadline_ms, &confirmed);
+						  rq->deadline_ms, locks_wait_flags(rq->route.kind),
+						  &confirmed);
 			free(channel);
 			if (confirmed)
 				continue;
@@ -136,13 +161,13 @@ static enum MHD_Result acquire_try(struct request *rq)
 		retry_at = 0;
 		if (r == LOCK_BACKEND_DOWN)
 			retry_at = now_ms() + BACKEND_RETRY_MS;
-		else if (st.ttl_ms > 0)
-			retry_at = now_ms() + st.ttl_ms;
+		else if (st.retry_ms > 0)
+			retry_at = now_ms() + st.retry_ms;
 		MHD_suspend_connection(rq->conn);
 		waiters_sleep(rq->waiter, retry_at);
 		return MHD_YES;
 	}
-	leave_waiter(rq);
+	give_up(rq);
 	return reply_failure(rq, r);
 }
 
@@ -162,10 +187,10 @@ enum MHD_Result handle_lock_resumed(struct request *rq)
 {
 	switch (waiters_wake_reason(rq->waiter)) {
 	case WAKE_GONE:
-		leave_waiter(rq);
+		give_up(rq);
 		return MHD_NO;
 	case WAKE_SHUTDOWN:
-		leave_waiter(rq);
+		give_up(rq);
 		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
 				   "dlockd is shutting down; retry on another instance");
 	default:
@@ -177,7 +202,7 @@ void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode t
 {
 	struct lock_state st;
 
-	leave_waiter(rq);
+	give_up(rq);
 	if (rq->grant_pending && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
 		locks_release(rq->route.kind, rq->name, rq->params.owner, &st);
 		metrics_inc(METRIC_ABANDONED_GRANTS);
@@ -216,7 +241,7 @@ static enum MHD_Result release(struct request *rq)
 	if (r != LOCK_OK)
 		return reply_failure(rq, r);
 	metrics_inc(METRIC_RELEASED);
-	return reply_json(rq, 200, json_pack("{s:b, s:I}", "released", st.holds == 0,
+	return reply_json(rq, 200, json_pack("{s:b, s:I}", "released", !st.locked,
 					     "holds", (json_int_t)st.holds));
 }
 
@@ -246,7 +271,11 @@ static enum MHD_Result status(struct request *rq)
 	bool with_owner;
 	json_t *body;
 
-	if (request_params_or_reply(rq, P_OWNER) < 0)
+	static const char *const modes[] = { "none", "read", "write" };
+
+	bool rw = rq->route.kind == LOCK_KIND_READ || rq->route.kind == LOCK_KIND_WRITE;
+
+	if (request_params_or_reply(rq, rw ? 0 : P_OWNER) < 0)
 		return MHD_YES;
 	with_owner = rq->params.given & P_OWNER;
 	r = locks_status(rq->route.kind, rq->name, with_owner ? rq->params.owner : NULL, &st);
@@ -254,7 +283,10 @@ static enum MHD_Result status(struct request *rq)
 		return reply_failure(rq, r);
 	body = json_pack("{s:s, s:b, s:I}", "name", rq->name, "locked", st.locked,
 			 "ttl_ms", (json_int_t)st.ttl_ms);
-	if (with_owner) {
+	if (rw) {
+		json_object_set_new(body, "mode", json_string(modes[st.mode]));
+		json_object_set_new(body, "readers", json_integer(st.readers));
+	} else if (with_owner) {
 		json_object_set_new(body, "holds", json_integer(st.holds));
 		json_object_set_new(body, "held", json_boolean(st.holds > 0));
 	}

@@ -47,6 +47,8 @@ struct request {
 
 	/* waiting */
 	struct waiter *waiter;
+	bool queued;			/* holds a queue place (fair lock, waiting
+					 * writer) to give back if it leaves unserved */
 	int64_t deadline_ms;		/* monotonic */
 	int64_t holder_ttl_ms;		/* lease left of the holder at that attempt */
 

@@ -14,12 +14,21 @@ struct route {
 	const char *allow;
 };
 
+#define LOCK_OPS { [METHOD_GET] = OP_STATUS, [METHOD_PUT] = OP_ACQUIRE, \
+		   [METHOD_DELETE] = OP_RELEASE }
+#define SIDE_OPS { [METHOD_PUT] = OP_ACQUIRE, [METHOD_DELETE] = OP_RELEASE }
+#define HEARTBEAT { [METHOD_POST] = OP_HEARTBEAT }
+
 static const struct route routes[] = {
-	{ "/locks/", "/heartbeat", LOCK_KIND_LOCK,
-	  { [METHOD_POST] = OP_HEARTBEAT }, "POST" },
-	{ "/locks/", "", LOCK_KIND_LOCK,
-	  { [METHOD_GET] = OP_STATUS, [METHOD_PUT] = OP_ACQUIRE, [METHOD_DELETE] = OP_RELEASE },
-	  "GET, PUT, DELETE" },
+	{ "/locks/", "/heartbeat", LOCK_KIND_LOCK, HEARTBEAT, "POST" },
+	{ "/locks/", "", LOCK_KIND_LOCK, LOCK_OPS, "GET, PUT, DELETE" },
+	{ "/fairlocks/", "/heartbeat", LOCK_KIND_FAIR, HEARTBEAT, "POST" },
+	{ "/fairlocks/", "", LOCK_KIND_FAIR, LOCK_OPS, "GET, PUT, DELETE" },
+	{ "/rwlocks/", "/write/heartbeat", LOCK_KIND_WRITE, HEARTBEAT, "POST" },
+	{ "/rwlocks/", "/read/heartbeat", LOCK_KIND_READ, HEARTBEAT, "POST" },
+	{ "/rwlocks/", "/write", LOCK_KIND_WRITE, SIDE_OPS, "PUT, DELETE" },
+	{ "/rwlocks/", "/read", LOCK_KIND_READ, SIDE_OPS, "PUT, DELETE" },
+	{ "/rwlocks/", "", LOCK_KIND_READ, { [METHOD_GET] = OP_STATUS }, "GET" },
 	{ "/healthz", NULL, 0, { [METHOD_GET] = OP_HEALTHZ }, "GET" },
 	{ "/readyz", NULL, 0, { [METHOD_GET] = OP_READYZ }, "GET" },
 	{ "/metrics", NULL, 0, { [METHOD_GET] = OP_METRICS }, "GET" },

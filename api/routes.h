@@ -8,10 +8,10 @@
 
 enum route_op {
 	OP_NONE,
-	OP_ACQUIRE,		/* PUT    /locks/{name} */
-	OP_RELEASE,		/* DELETE /locks/{name} */
-	OP_STATUS,		/* GET    /locks/{name} */
-	OP_HEARTBEAT,		/* POST   /locks/{name}/heartbeat */
+	OP_ACQUIRE,		/* PUT    /locks/{name}, /rwlocks/{name}/read, ... */
+	OP_RELEASE,		/* DELETE the same */
+	OP_STATUS,		/* GET    /locks/{name}, /rwlocks/{name} */
+	OP_HEARTBEAT,		/* POST   .../heartbeat */
 	OP_HEALTHZ,
 	OP_READYZ,
 	OP_METRICS,

@@ -29,7 +29,7 @@ struct option_row {
 
 enum {
 	O_LISTEN, O_REDIS, O_THREADS, O_DEFAULT_TTL, O_MAX_TTL, O_MAX_WAIT,
-	O_MAX_BODY, O_MAX_CONN, O_IDLE_TIMEOUT, O_LOG_LEVEL, O_COUNT
+	O_QUEUE_TTL, O_MAX_BODY, O_MAX_CONN, O_IDLE_TIMEOUT, O_LOG_LEVEL, O_COUNT
 };
 
 static const struct option_row rows[O_COUNT] = {
@@ -46,6 +46,10 @@ static const struct option_row rows[O_COUNT] = {
 		"largest ttl_ms accepted (default 86400000)" },
 	[O_MAX_WAIT] = { "max-wait-ms", "DLOCKD_MAX_WAIT_MS", OPT_INT, 0, INT32_MAX, "MS",
 		"largest wait_ms accepted (default 300000)" },
+	[O_QUEUE_TTL] = { "queue-ttl-ms", "DLOCKD_QUEUE_TTL_MS", OPT_INT, 300, 600000, "MS",
+		"a waiter's place in a fair-lock queue (or as a waiting writer) lives\n"
+		"                        this long unless its dlockd refreshes it; a dead dlockd's\n"
+		"                        waiters stop blocking others after it (default 5000)" },
 	[O_MAX_BODY] = { "max-body-bytes", "DLOCKD_MAX_BODY_BYTES", OPT_INT, 64, 16 << 20, "N",
 		"larger request bodies get 413 (default 16384)" },
 	[O_MAX_CONN] = { "max-connections", "DLOCKD_MAX_CONNECTIONS", OPT_INT, 16, 1 << 20, "N",
@@ -159,6 +163,7 @@ static int set_option(struct config *cfg, int i, const char *val, const char *fr
 	case O_DEFAULT_TTL: cfg->default_ttl_ms = n; break;
 	case O_MAX_TTL: cfg->max_ttl_ms = n; break;
 	case O_MAX_WAIT: cfg->max_wait_ms = n; break;
+	case O_QUEUE_TTL: cfg->queue_ttl_ms = n; break;
 	case O_MAX_BODY: cfg->max_body_bytes = (size_t)n; break;
 	case O_MAX_CONN: cfg->max_connections = (unsigned)n; break;
 	case O_IDLE_TIMEOUT: cfg->idle_timeout_s = (unsigned)n; break;
@@ -210,6 +215,7 @@ int config_load(struct config *cfg, int argc, char **argv)
 	cfg->default_ttl_ms = 30000;
 	cfg->max_ttl_ms = 86400000;
 	cfg->max_wait_ms = 300000;
+	cfg->queue_ttl_ms = 5000;
 	cfg->max_body_bytes = 16384;
 	cfg->max_connections = 20000;
 	cfg->idle_timeout_s = 60;

@@ -14,6 +14,7 @@ struct config {
 	int64_t default_ttl_ms;
 	int64_t max_ttl_ms;
 	int64_t max_wait_ms;
+	int64_t queue_ttl_ms;		/* an unrefreshed queue place lives this long */
 	size_t max_body_bytes;
 	unsigned max_connections;
 	unsigned idle_timeout_s;	/* idle keep-alive connections are closed after this */

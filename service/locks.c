@@ -1,7 +1,12 @@
-/* locks.c -- the lock-kind table: for each kind, which Redis keys and
- * channel it uses and which script does each operation, plus the decoding
- * of script replies into domain results. Key names follow Redisson byte for
- * byte (reference/redisson-locks.md §1) so both can share one Redis. */
+/* locks.c -- the lock-kind table: for each kind, which script does each
+ * operation and which Redis keys it is given, plus the decoding of script
+ * replies into domain results. Key names follow Redisson byte for byte
+ * (reference/redisson-locks.md §1) so both can share one Redis; the one key
+ * of dlockd's own, dlockd_rwlock_writers:{N}, is invisible to Redisson.
+ *
+ * Every derived name of a lock is built once per call (struct keys) and a
+ * kind's row lists, per operation, which of them go into KEYS and in what
+ * order, exactly as the script's header comment names them. */
 #include "locks.h"
 
 #include "log.h"
@@ -13,23 +18,103 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The derived names a script may need, by role. */
+enum key_id {
+	K_END,		/* ends a key list */
+	K_LOCK,		/* N: the lock hash */
+	K_TOKEN,	/* redisson_lock_token:{N} */
+	K_CHANNEL,	/* the kind's channel (fair: the per-waiter channels' prefix) */
+	K_QUEUE,	/* redisson_lock_queue:{N} */
+	K_DEADLINES,	/* redisson_lock_timeout:{N} */
+	K_TAG,		/* {N}: prefix of the rwlock_timeout keys */
+	K_WRITERS,	/* dlockd_rwlock_writers:{N} */
+	K_COUNT
+};
+
+#define MAX_KEYS 5
+
+struct op_row {
+	enum script_id script;
+	enum key_id keys[MAX_KEYS + 1];
+};
+
 struct kind_row {
-	const char *label;		/* for log lines */
+	const char *label;		/* for messages and log lines */
 	const char *channel_prefix;	/* waiters listen on <prefix>:{N} */
-	enum script_id acquire, release, force_release, renew, status;
+	bool per_owner_channel;		/* ... :<owner> (fair locks) */
+	bool queues;			/* acquire may hold a queue place */
+	unsigned wait_flags;		/* enum lock_wait_flags */
+	const char *force_mode;		/* ARGV of force release, or NULL */
+	struct op_row acquire, release, force_release, renew, status, dequeue;
 };
 
 static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 	[LOCK_KIND_LOCK] = {
 		.label = "lock",
 		.channel_prefix = "redisson_lock__channel",
-		.acquire = SCRIPT_LOCK_ACQUIRE,
-		.release = SCRIPT_LOCK_RELEASE,
-		.force_release = SCRIPT_LOCK_FORCE_RELEASE,
-		.renew = SCRIPT_LOCK_RENEW,
-		.status = SCRIPT_LOCK_STATUS,
+		.acquire = { SCRIPT_LOCK_ACQUIRE, { K_LOCK, K_TOKEN } },
+		.release = { SCRIPT_LOCK_RELEASE, { K_LOCK, K_CHANNEL } },
+		.force_release = { SCRIPT_LOCK_FORCE_RELEASE, { K_LOCK, K_CHANNEL } },
+		.renew = { SCRIPT_LOCK_RENEW, { K_LOCK } },
+		.status = { SCRIPT_LOCK_STATUS, { K_LOCK } },
+	},
+	[LOCK_KIND_FAIR] = {
+		.label = "fair lock",
+		.channel_prefix = "redisson_lock__channel",
+		.per_owner_channel = true,
+		.queues = true,
+		.acquire = { SCRIPT_FAIR_ACQUIRE,
+			     { K_LOCK, K_TOKEN, K_QUEUE, K_DEADLINES, K_CHANNEL } },
+		.release = { SCRIPT_FAIR_RELEASE, { K_LOCK, K_QUEUE, K_DEADLINES, K_CHANNEL } },
+		.force_release = { SCRIPT_FAIR_FORCE_RELEASE,
+				   { K_LOCK, K_QUEUE, K_DEADLINES, K_CHANNEL } },
+		.renew = { SCRIPT_LOCK_RENEW, { K_LOCK } },
+		.status = { SCRIPT_LOCK_STATUS, { K_LOCK } },
+		.dequeue = { SCRIPT_FAIR_DEQUEUE, { K_QUEUE, K_DEADLINES, K_CHANNEL } },
+	},
+	[LOCK_KIND_READ] = {
+		.label = "read lock",
+		.channel_prefix = "redisson_rwlock",
+		.wait_flags = LOCK_WAIT_TIMER_ALL,
+		.force_mode = "read",
+		.acquire = { SCRIPT_RW_READ_ACQUIRE, { K_LOCK, K_TOKEN, K_TAG, K_WRITERS } },
+		.release = { SCRIPT_RW_READ_RELEASE, { K_LOCK, K_CHANNEL, K_TAG } },
+		.force_release = { SCRIPT_RW_FORCE_RELEASE, { K_LOCK, K_CHANNEL } },
+		.renew = { SCRIPT_RW_READ_RENEW, { K_LOCK, K_TAG } },
+		.status = { SCRIPT_RW_STATUS, { K_LOCK } },
+	},
+	[LOCK_KIND_WRITE] = {
+		.label = "write lock",
+		.channel_prefix = "redisson_rwlock",
+		.queues = true,
+		.wait_flags = LOCK_WAIT_TIMER_ALL | LOCK_WAIT_WRITER,
+		.force_mode = "write",
+		.acquire = { SCRIPT_RW_WRITE_ACQUIRE, { K_LOCK, K_TOKEN, K_TAG, K_WRITERS } },
+		.release = { SCRIPT_RW_WRITE_RELEASE, { K_LOCK, K_CHANNEL, K_TAG } },
+		.force_release = { SCRIPT_RW_FORCE_RELEASE, { K_LOCK, K_CHANNEL } },
+		.renew = { SCRIPT_RW_WRITE_RENEW, { K_LOCK, K_TAG } },
+		.status = { SCRIPT_RW_STATUS, { K_LOCK } },
+		.dequeue = { SCRIPT_RW_WRITE_DEQUEUE, { K_WRITERS, K_CHANNEL } },
 	},
 };
+
+/* Queue places live this long unless refreshed; refreshed every third. */
+static int64_t queue_ttl_ms = 5000;
+
+void locks_configure(int64_t ttl_ms)
+{
+	queue_ttl_ms = ttl_ms;
+}
+
+const char *locks_kind_label(enum lock_kind kind)
+{
+	return kinds[kind].label;
+}
+
+unsigned locks_wait_flags(enum lock_kind kind)
+{
+	return kinds[kind].wait_flags;
+}
 
 /* ----- Key building ----- */
 
@@ -49,20 +134,86 @@ char *locks_suffix_name(const char *name, const char *suffix)
 
 char *locks_wait_channel(enum lock_kind kind, const char *name, const char *owner)
 {
-	(void)owner;	/* fair locks will listen per owner */
-	return locks_prefix_name(kinds[kind].channel_prefix, name);
+	char *base = locks_prefix_name(kinds[kind].channel_prefix, name), *ch;
+
+	if (!kinds[kind].per_owner_channel)
+		return base;
+	ch = xasprintf("%s:%s", base, owner);
+	free(base);
+	return ch;
+}
+
+/* Every name a script of this lock may need, built on demand. */
+struct keys {
+	enum lock_kind kind;
+	const char *name;
+	char *k[K_COUNT];
+};
+
+static const char *key_get(struct keys *ks, enum key_id id)
+{
+	if (ks->k[id])
+		return ks->k[id];
+	switch (id) {
+	case K_LOCK:
+		return ks->name;
+	case K_TOKEN:
+		ks->k[id] = locks_prefix_name("redisson_lock_token", ks->name);
+		break;
+	case K_CHANNEL:
+		ks->k[id] = locks_prefix_name(kinds[ks->kind].channel_prefix, ks->name);
+		break;
+	case K_QUEUE:
+		ks->k[id] = locks_prefix_name("redisson_lock_queue", ks->name);
+		break;
+	case K_DEADLINES:
+		ks->k[id] = locks_prefix_name("redisson_lock_timeout", ks->name);
+		break;
+	case K_TAG:
+		/* Redisson's suffixName(N, "") without the ':' */
+		ks->k[id] = strchr(ks->name, '{') ? xstrdup(ks->name)
+						  : xasprintf("{%s}", ks->name);
+		break;
+	case K_WRITERS:
+		ks->k[id] = locks_prefix_name("dlockd_rwlock_writers", ks->name);
+		break;
+	case K_END:
+	case K_COUNT:
+		abort();
+	}
+	return ks->k[id];
+}
+
+/* Run op's script with its keys and args; the reply is the caller's. */
+static redisReply *run(enum lock_kind kind, const char *name, const struct op_row *op,
+		       int nargs, const char *const *args)
+{
+	struct keys ks = { .kind = kind, .name = name };
+	const char *keys[MAX_KEYS];
+	redisReply *r;
+	int n = 0;
+
+	while (n < MAX_KEYS && op->keys[n] != K_END) {
+		keys[n] = key_get(&ks, op->keys[n]);
+		n++;
+	}
+	r = scripts_run(op->script, n, keys, nargs, args);
+	for (int i = 0; i < K_COUNT; i++)
+		free(ks.k[i]);
+	return r;
 }
 
 /* ----- Script replies ----- */
 
 static long long elem_int(const redisReply *r, size_t i)
 {
-	if (i >= r->elements || r->element[i]->type != REDIS_REPLY_INTEGER)
+	if (r->type != REDIS_REPLY_ARRAY || i >= r->elements ||
+	    r->element[i]->type != REDIS_REPLY_INTEGER)
 		return 0;
 	return r->element[i]->integer;
 }
 
-/* Check a script's array reply; NULL (backend down) and error replies are
+/* Check a script's reply; NULL (backend down) and error replies are
  * logged and become LOCK_BACKEND_DOWN. Returns LOCK_OK when r is usable. */
 static enum lock_result check_reply(const redisReply *r, enum script_id id)
 {
@@ -90,24 +241,47 @@ static enum lock_result common_code(long long code)
 	}
 }
 
+static int64_t min_positive(int64_t a, int64_t b)
+{
+	if (a <= 0)
+		return b;
+	return a < b ? a : b;
+}
+
+/* When a caller that was refused should try again without a message. */
+static int64_t retry_after(enum lock_kind kind, int64_t pttl, bool head)
+{
+	int64_t refresh = queue_ttl_ms / 3 > 0 ? queue_ttl_ms / 3 : 1;
+
+	switch (kind) {
+	case LOCK_KIND_LOCK:
+		return pttl > 0 ? pttl : 0;
+	case LOCK_KIND_FAIR:
+		/* only the head watches the holder's lease; the others are
+		 * told on their channel when their turn comes */
+		return head ? min_positive(pttl, refresh) : refresh;
+	default:
+		/* a waiting writer may die without a word: look again */
+		return min_positive(pttl, refresh);
+	}
+}
+
 /* ----- Operations ----- */
 
 enum lock_result locks_acquire(enum lock_kind kind, const char *name, const char *owner,
-			       int64_t ttl_ms, struct lock_state *out)
+			       int64_t ttl_ms, bool queue, struct lock_state *out)
 {
 	const struct kind_row *k = &kinds[kind];
-	char *token_key = locks_prefix_name("redisson_lock_token", name);
-	char lease[24];
-	const char *keys[] = { name, token_key };
-	const char *args[] = { lease, owner };
+	char lease[24], life[24];
+	const char *args[] = { lease, owner, life };
 	enum lock_result res;
 	redisReply *r;
 
 	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
-	r = scripts_run(k->acquire, 2, keys, 2, args);
-	free(token_key);
+	snprintf(life, sizeof(life), "%lld", queue && k->queues ? (long long)queue_ttl_ms : 0LL);
+	r = run(kind, name, &k->acquire, 3, args);
 	memset(out, 0, sizeof(*out));
-	res = check_reply(r, k->acquire);
+	res = check_reply(r, k->acquire.script);
 	if (res != LOCK_OK)
 		goto out;
 	switch (elem_int(r, 0)) {
@@ -118,8 +292,10 @@ enum lock_result locks_acquire(enum lock_kind kind, const char *name, const char
 		out->locked = true;
 		break;
 	case 0:
-		out->ttl_ms = elem_int(r, 1);
-		out->locked = true;
+		out->ttl_ms = elem_int(r, 1) > 0 ? elem_int(r, 1) : 0;
+		out->locked = elem_int(r, 1) != -2;
+		out->retry_ms = retry_after(kind, elem_int(r, 1), elem_int(r, 2) == 1);
+		out->queued = queue && k->queues;
 		res = LOCK_HELD;
 		break;
 	default:
@@ -131,24 +307,39 @@ out:
 	return res;
 }
 
-enum lock_result locks_release(enum lock_kind kind, const char *name, const char *owner,
-			       struct lock_state *out)
+enum lock_result locks_dequeue(enum lock_kind kind, const char *name, const char *owner)
 {
 	const struct kind_row *k = &kinds[kind];
-	char *channel = locks_wait_channel(kind, name, owner);
-	const char *keys[] = { name, channel };
 	const char *args[] = { owner };
 	enum lock_result res;
 	redisReply *r;
 
-	r = scripts_run(k->release, 2, keys, 1, args);
-	free(channel);
+	if (!k->queues)
+		return LOCK_OK;
+	r = run(kind, name, &k->dequeue, 1, args);
+	res = check_reply(r, k->dequeue.script);
+	if (r)
+		freeReplyObject(r);
+	return res;
+}
+
+enum lock_result locks_release(enum lock_kind kind, const char *name, const char *owner,
+			       struct lock_state *out)
+{
+	const struct kind_row *k = &kinds[kind];
+	const char *args[] = { owner };
+	enum lock_result res;
+	redisReply *r;
+
+	r = run(kind, name, &k->release, 1, args);
 	memset(out, 0, sizeof(*out));
-	res = check_reply(r, k->release);
+	res = check_reply(r, k->release.script);
 	if (res == LOCK_OK) {
 		res = common_code(elem_int(r, 0));
 		out->holds = elem_int(r, 1);
-		out->locked = out->holds > 0;
+		/* read-write releases say whether the lock is free; for the
+		 * exclusive kinds it is free when the owner's holds are gone */
+		out->locked = r->elements > 2 ? elem_int(r, 2) == 0 : out->holds > 0;
 	}
 	if (r)
 		freeReplyObject(r);
@@ -159,15 +350,13 @@ enum lock_result locks_force_release(enum lock_kind kind, const char *name,
 				     struct lock_state *out)
 {
 	const struct kind_row *k = &kinds[kind];
-	char *channel = locks_wait_channel(kind, name, NULL);
-	const char *keys[] = { name, channel };
+	const char *args[] = { k->force_mode };
 	enum lock_result res;
 	redisReply *r;
 
-	r = scripts_run(k->force_release, 2, keys, 0, NULL);
-	free(channel);
+	r = run(kind, name, &k->force_release, k->force_mode ? 1 : 0, args);
 	memset(out, 0, sizeof(*out));
-	res = check_reply(r, k->force_release);
+	res = check_reply(r, k->force_release.script);
 	if (res == LOCK_OK) {
 		if (r->integer < 0)
 			res = LOCK_WRONG_KIND;
@@ -183,15 +372,14 @@ enum lock_result locks_renew(enum lock_kind kind, const char *name, const char *
 {
 	const struct kind_row *k = &kinds[kind];
 	char lease[24];
-	const char *keys[] = { name };
 	const char *args[] = { lease, owner };
 	enum lock_result res;
 	redisReply *r;
 
 	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
-	r = scripts_run(k->renew, 1, keys, 2, args);
+	r = run(kind, name, &k->renew, 2, args);
 	memset(out, 0, sizeof(*out));
-	res = check_reply(r, k->renew);
+	res = check_reply(r, k->renew.script);
 	if (res == LOCK_OK) {
 		res = common_code(elem_int(r, 0));
 		out->ttl_ms = elem_int(r, 1);
@@ -206,25 +394,31 @@ enum lock_result locks_status(enum lock_kind kind, const char *name, const char 
 			      struct lock_state *out)
 {
 	const struct kind_row *k = &kinds[kind];
-	const char *keys[] = { name };
 	const char *args[] = { owner ? owner : "" };
 	enum lock_result res;
 	redisReply *r;
+	long long first;
 
-	r = scripts_run(k->status, 1, keys, 1, args);
+	r = run(kind, name, &k->status, 1, args);
 	memset(out, 0, sizeof(*out));
-	res = check_reply(r, k->status);
-	if (res == LOCK_OK) {
-		long long locked = elem_int(r, 0);
-
-		if (locked < 0) {
-			res = LOCK_WRONG_KIND;
-		} else {
-			out->locked = locked == 1;
-			out->ttl_ms = out->locked ? elem_int(r, 1) : 0;
-			out->holds = elem_int(r, 2);
-		}
+	res = check_reply(r, k->status.script);
+	if (res != LOCK_OK)
+		goto out;
+	first = elem_int(r, 0);
+	if (first < 0) {
+		res = LOCK_WRONG_KIND;
+		goto out;
 	}
+	out->locked = first > 0;
+	out->ttl_ms = out->locked ? elem_int(r, 1) : 0;
+	if (k->status.script == SCRIPT_RW_STATUS) {
+		out->mode = (enum lock_mode)first;
+		out->readers = elem_int(r, 2);
+		out->holds = elem_int(r, kind == LOCK_KIND_WRITE ? 4 : 3);
+	} else {
+		out->holds = elem_int(r, 2);
+	}
+out:
 	if (r)
 		freeReplyObject(r);
 	return res;

@@ -9,7 +9,22 @@
 
 enum lock_kind {
 	LOCK_KIND_LOCK,		/* reentrant exclusive lock (Redisson RLock) */
+	LOCK_KIND_FAIR,		/* FIFO fair lock (Redisson RFairLock) */
+	LOCK_KIND_READ,		/* read side of a read-write lock (RReadWriteLock) */
+	LOCK_KIND_WRITE,	/* write side of a read-write lock */
 	LOCK_KIND_COUNT
+};
+
+/* How a waiter of a kind is woken (flags for waiters_join). */
+enum lock_wait_flags {
+	LOCK_WAIT_WRITER = 1 << 0,	/* preferred when one waiter is woken */
+	LOCK_WAIT_TIMER_ALL = 1 << 1,	/* a lease-end timer wakes every waiter */
+};
+
+enum lock_mode {
+	LOCK_MODE_NONE,		/* nobody holds it */
+	LOCK_MODE_READ,		/* readers hold it */
+	LOCK_MODE_WRITE,	/* a writer holds it */
 };
 
 enum lock_result {
@@ -25,11 +40,29 @@ struct lock_state {
 	int64_t token;		/* acquire: fencing token of this acquisition */
 	int64_t holds;		/* holds of the owner (after the operation) */
 	int64_t ttl_ms;		/* lease left; on LOCK_HELD the holder's; -1 = no expiry */
-	bool locked;		/* status: anyone holds it */
+	int64_t retry_ms;	/* LOCK_HELD: try again after this long even if no
+				 * message comes (the holder's lease ends, or the
+				 * caller's queue place needs refreshing); 0 = never */
+	bool locked;		/* anyone holds it (after the operation) */
+	bool queued;		/* LOCK_HELD with queue: the caller holds a place in
+				 * a queue; give it back with locks_dequeue() */
+	enum lock_mode mode;	/* status of a read-write lock */
+	int64_t readers;	/* status of a read-write lock: reader count */
 };
 
+/* Set how long a waiter's queue place (fair locks, waiting writers) lives
+ * unless it is refreshed: a waiter whose dlockd died stops blocking others
+ * after this. Call once before any thread uses the module. */
+void locks_configure(int64_t queue_ttl_ms);
+
+/* Try to take the lock. With queue, a caller that is going to wait takes
+ * (or refreshes) its place in the lock's queue where the kind has one; call
+ * again at out->retry_ms to keep it. */
 enum lock_result locks_acquire(enum lock_kind kind, const char *name, const char *owner,
-			       int64_t ttl_ms, struct lock_state *out);
+			       int64_t ttl_ms, bool queue, struct lock_state *out);
+/* A queued caller stops waiting without the lock: give its place back so
+ * nobody waits behind it. */
+enum lock_result locks_dequeue(enum lock_kind kind, const char *name, const char *owner);
 /* Release one hold; out->holds is what the owner still holds (0: free). */
 enum lock_result locks_release(enum lock_kind kind, const char *name, const char *owner,
 			       struct lock_state *out);
@@ -45,6 +78,10 @@ enum lock_result locks_status(enum lock_kind kind, const char *name, const char 
 /* The pub/sub channel a waiter for (kind, name, owner) listens on; the
  * caller frees it. */
 char *locks_wait_channel(enum lock_kind kind, const char *name, const char *owner);
+/* enum lock_wait_flags for waiters of kind. */
+unsigned locks_wait_flags(enum lock_kind kind);
+/* "lock", "fairlock", "read", "write": for messages and logs. */
+const char *locks_kind_label(enum lock_kind kind);
 
 /* Redisson's hash-tag rules (reference §0.1); the caller frees the result.
  * prefix:{name}, or prefix:name when name already contains '{'. */

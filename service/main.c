@@ -3,6 +3,7 @@
  * wait for SIGTERM/SIGINT, then stop: stop accepting, answer every waiting
  * request with 503, give them a moment to go out, and tear down in reverse. */
 #include "config.h"
+#include "locks.h"
 #include "log.h"
 #include "pubsub.h"
 #include "redis_conn.h"
@@ -67,6 +68,7 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	locks_configure(cfg.queue_ttl_ms);
 	if (scripts_init() < 0 || redis_conn_setup(cfg.redis_url) < 0) {
 		log_error("cannot set up scripts or the redis url");
 		return 1;

@@ -29,6 +29,19 @@ static const char *const script_names[SCRIPT_COUNT] = {
 	[SCRIPT_LOCK_FORCE_RELEASE] = "lock_force_release",
 	[SCRIPT_LOCK_RENEW] = "lock_renew",
 	[SCRIPT_LOCK_STATUS] = "lock_status",
+	[SCRIPT_FAIR_ACQUIRE] = "fair_acquire",
+	[SCRIPT_FAIR_RELEASE] = "fair_release",
+	[SCRIPT_FAIR_FORCE_RELEASE] = "fair_force_release",
+	[SCRIPT_FAIR_DEQUEUE] = "fair_dequeue",
+	[SCRIPT_RW_READ_ACQUIRE] = "rw_read_acquire",
+	[SCRIPT_RW_READ_RELEASE] = "rw_read_release",
+	[SCRIPT_RW_READ_RENEW] = "rw_read_renew",
+	[SCRIPT_RW_WRITE_ACQUIRE] = "rw_write_acquire",
+	[SCRIPT_RW_WRITE_RELEASE] = "rw_write_release",
+	[SCRIPT_RW_WRITE_RENEW] = "rw_write_renew",
+	[SCRIPT_RW_WRITE_DEQUEUE] = "rw_write_dequeue",
+	[SCRIPT_RW_FORCE_RELEASE] = "rw_force_release",
+	[SCRIPT_RW_STATUS] = "rw_status",
 };
 
 static struct {

@@ -5,13 +5,15 @@
  * keeps Redis' subscriptions equal to "channels with waiters" by draining
  * the dirty list (waiters_next_change) and reports replies and messages
  * back here. Wake-ups:
- *   - "0" wakes the oldest sleeper, "1" all of them; a message that finds
+ *   - "0" wakes the oldest sleeper (the oldest writer first: after a read
+ *     release only a writer can be waiting to win), "1" all of them; a message that finds
  *     nobody asleep is banked as a permit (bounded by the joined count), so
  *     a waiter between two tries cannot miss it;
  *   - a confirmed (re)subscription wakes all sleepers of the channel: a
  *     release may have happened before it, unseen;
  *   - a channel's retry timer (the holder's lease end: expiry publishes
- *     nothing) wakes the oldest sleeper;
+ *     nothing) wakes the oldest sleeper, or all of them on a read-write
+ *     lock's channel, where every reader may enter at once;
  *   - a waiter's deadline timer, or its client hanging up, wakes it alone.
  * One mutex guards everything; resume callbacks are called with it held
  * and must not call back into this module. */
@@ -43,6 +45,7 @@ struct channel {
 	uint64_t epoch;			/* bumped at each confirmed subscription */
 	unsigned refs;			/* joined waiters */
 	unsigned permits;		/* wakes banked while nobody slept */
+	bool timer_all;			/* the retry timer wakes every sleeper */
 	struct waiter *head, *tail;	/* sleepers, oldest first */
 	struct timer retry;		/* lease-expiry retry of the oldest sleeper */
 };
@@ -57,6 +60,7 @@ struct waiter {
 	void *ctx;
 	uint64_t epoch_seen;		/* ch->epoch when it last (re)tried */
 	bool sleeping;
+	bool writer;			/* preferred by a "0" */
 	enum waiter_wake reason;
 };
 
@@ -217,7 +221,7 @@ static unsigned wake_all(struct channel *ch, enum waiter_wake reason)
 /* ----- Request side ----- */
 
 struct waiter *waiters_join(const char *channel, int fd, waiter_resume_fn resume,
-			    void *ctx, int64_t deadline_ms, bool *confirmed)
+			    void *ctx, int64_t deadline_ms, unsigned flags, bool *confirmed)
 {
 	struct waiter *w = xcalloc(1, sizeof(*w));
 	struct channel *ch;
@@ -227,12 +231,14 @@ struct waiter *waiters_join(const char *channel, int fd, waiter_resume_fn resume
 	w->resume = resume;
 	w->ctx = ctx;
 	w->deadline_ms = deadline_ms;
+	w->writer = flags & WAITER_WRITER;
 	w->deadline.type = TIMER_DEADLINE;
 	heap_node_init(&w->deadline.node);
 
 	pthread_mutex_lock(&W.lock);
 	ch = channel_get(channel);
 	w->ch = ch;
+	ch->timer_all |= (flags & WAITER_TIMER_ALL) != 0;
 	ch->refs++;
 	W.nwaiters++;
 	if (!ch->subscribed || ch->refs == 1)
@@ -415,8 +421,12 @@ void waiters_on_message(const char *channel, const char *payload, size_t len)
 	if (!ch || len != 1) {
 		/* not ours, or not a lock message */
 	} else if (payload[0] == '0') {
+		struct waiter *w = ch->head;
+
+		while (w && !w->writer)
+			w = w->next;
 		if (ch->head)
-			wake(ch->head, WAKE_RETRY);
+			wake(w ? w : ch->head, WAKE_RETRY);
 		else if (ch->permits < ch->refs)
 			ch->permits++;
 	} else if (payload[0] == '1') {
@@ -479,7 +489,9 @@ void waiters_run_timers(void)
 		} else {
 			struct channel *ch = container_of(t, struct channel, retry);
 
-			if (ch->head)
+			if (ch->timer_all)
+				wake_all(ch, WAKE_RETRY);
+			else if (ch->head)
 				wake(ch->head, WAKE_RETRY);
 		}
 	}

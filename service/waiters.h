@@ -31,6 +31,12 @@ void waiters_release(void);
 
 /* ----- Called for a request ----- */
 
+/* Flags of a waiter (the same values as enum lock_wait_flags). */
+enum waiter_flags {
+	WAITER_WRITER = 1 << 0,		/* a "0" wakes the oldest writer before others */
+	WAITER_TIMER_ALL = 1 << 1,	/* the channel's retry timer wakes every sleeper */
+};
+
 /* Register a waiter on channel, watching client socket fd (-1: none) for
  * hang-up while it sleeps, with its wait ending at deadline_ms (monotonic).
  * The channel is subscribed if it is not yet. *confirmed is true when the
@@ -38,7 +44,7 @@ void waiters_release(void);
  * sleeping (a release between its first try and now was not missed only if
  * it tries again). Free the waiter with waiters_leave(). */
 struct waiter *waiters_join(const char *channel, int fd, waiter_resume_fn resume,
-			    void *ctx, int64_t deadline_ms, bool *confirmed);
+			    void *ctx, int64_t deadline_ms, unsigned flags, bool *confirmed);
 
 /* Sleep until woken; the caller has suspended its connection, because
  * resume may run at once, from this thread or another. retry_at_ms
@@ -64,7 +70,8 @@ unsigned waiters_count(void);
 int waiters_next_change(char **name, bool *subscribe);
 void waiters_on_subscribed(const char *channel);
 void waiters_on_unsubscribed(const char *channel);
-/* A message: "0" wakes the oldest sleeper, "1" wakes them all. */
+/* A message: "0" wakes the oldest sleeper (the oldest writer first, if one
+ * sleeps), "1" wakes them all. */
 void waiters_on_message(const char *channel, const char *payload, size_t len);
 /* The subscriber connection was lost: every channel must be subscribed
  * again, and its sleepers retried once it is. */

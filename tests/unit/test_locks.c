@@ -10,7 +10,7 @@
 
 static redisReply *canned;		/* handed back, then freed by the caller */
 static enum script_id last_id;
-static char last_keys[4][300];
+static char last_keys[6][300];
 static char last_args[4][300];
 static int last_nkeys, last_nargs;
 
@@ -24,7 +24,7 @@ redisReply *__wrap_scripts_run(enum script_id id, int nkeys, const char *const *
 	last_id = id;
 	last_nkeys = nkeys;
 	last_nargs = nargs;
-	for (int i = 0; i < nkeys && i < 4; i++)
+	for (int i = 0; i < nkeys && i < 6; i++)
 		snprintf(last_keys[i], sizeof(last_keys[i]), "%s", keys[i]);
 	for (int i = 0; i < nargs && i < 4; i++)
 		snprintf(last_args[i], sizeof(last_args[i]), "%s", args[i]);
@@ -105,7 +105,7 @@ static void test_locks__acquire_passes_lock_and_token_keys(void **state)
 
 	(void)state;
 	canned = ints(4, 1LL, 7LL, 2LL, 30000LL);
-	assert_int_equal(locks_acquire(LOCK_KIND_LOCK, "job", "w1", 30000, &st), LOCK_OK);
+	assert_int_equal(locks_acquire(LOCK_KIND_LOCK, "job", "w1", 30000, false, &st), LOCK_OK);
 	assert_int_equal(last_id, SCRIPT_LOCK_ACQUIRE);
 	assert_int_equal(last_nkeys, 2);
 	assert_string_equal(last_keys[0], "job");
@@ -123,10 +123,10 @@ static void test_locks__acquire_decodes_held_and_wrong_kind(void **state)
 
 	(void)state;
 	canned = ints(2, 0LL, 1234LL);
-	assert_int_equal(locks_acquire(LOCK_KIND_LOCK, "job", "w1", 1000, &st), LOCK_HELD);
+	assert_int_equal(locks_acquire(LOCK_KIND_LOCK, "job", "w1", 1000, true, &st), LOCK_HELD);
 	assert_int_equal(st.ttl_ms, 1234);
 	canned = ints(1, -1LL);
-	assert_int_equal(locks_acquire(LOCK_KIND_LOCK, "job", "w1", 1000, &st), LOCK_WRONG_KIND);
+	assert_int_equal(locks_acquire(LOCK_KIND_LOCK, "job", "w1", 1000, true, &st), LOCK_WRONG_KIND);
 }
 
 static void test_locks__release_codes(void **state)
@@ -186,6 +186,74 @@ static void test_locks__status_and_force_release(void **state)
 	assert_true(st.locked);
 }
 
+static void test_locks__fair_lock_keys_and_per_owner_channel(void **state)
+{
+	struct lock_state st;
+	char *ch = locks_wait_channel(LOCK_KIND_FAIR, "job", "w1");
+
+	(void)state;
+	assert_string_equal(ch, "redisson_lock__channel:{job}:w1");
+	free(ch);
+	locks_configure(6000);
+	canned = ints(3, 0LL, 500LL, 1LL);
+	assert_int_equal(locks_acquire(LOCK_KIND_FAIR, "job", "w1", 1000, true, &st), LOCK_HELD);
+	assert_int_equal(last_id, SCRIPT_FAIR_ACQUIRE);
+	assert_int_equal(last_nkeys, 5);
+	assert_string_equal(last_keys[2], "redisson_lock_queue:{job}");
+	assert_string_equal(last_keys[3], "redisson_lock_timeout:{job}");
+	assert_string_equal(last_keys[4], "redisson_lock__channel:{job}");
+	assert_string_equal(last_args[2], "6000");	/* queue place lifetime */
+	assert_true(st.queued);
+	assert_int_equal(st.retry_ms, 500);		/* the head watches the lease */
+	canned = ints(3, 0LL, 9000LL, 0LL);
+	assert_int_equal(locks_acquire(LOCK_KIND_FAIR, "job", "w2", 1000, true, &st), LOCK_HELD);
+	assert_int_equal(st.retry_ms, 2000);		/* others only refresh their place */
+	canned = ints(3, 0LL, 500LL, 0LL);
+	assert_int_equal(locks_acquire(LOCK_KIND_FAIR, "job", "w2", 1000, false, &st), LOCK_HELD);
+	assert_string_equal(last_args[2], "0");		/* no wait: never queued */
+	assert_false(st.queued);
+	locks_configure(5000);
+}
+
+static void test_locks__rwlock_keys_follow_redissons_tag_rule(void **state)
+{
+	struct lock_state st;
+
+	(void)state;
+	canned = ints(4, 1LL, 3LL, 1LL, 1000LL);
+	assert_int_equal(locks_acquire(LOCK_KIND_READ, "doc", "r1", 1000, true, &st), LOCK_OK);
+	assert_int_equal(last_id, SCRIPT_RW_READ_ACQUIRE);
+	assert_string_equal(last_keys[1], "redisson_lock_token:{doc}");
+	assert_string_equal(last_keys[2], "{doc}");
+	assert_string_equal(last_keys[3], "dlockd_rwlock_writers:{doc}");
+	assert_string_equal(last_args[2], "0");		/* readers hold no queue place */
+	canned = ints(4, 1LL, 4LL, 1LL, 1000LL);
+	assert_int_equal(locks_acquire(LOCK_KIND_WRITE, "{test}:abc", "w", 1000, true, &st),
+			 LOCK_OK);
+	assert_string_equal(last_keys[2], "{test}:abc");
+	assert_string_equal(last_keys[3], "dlockd_rwlock_writers:{test}:abc");
+	assert_string_equal(last_args[2], "5000");	/* a waiting writer does */
+}
+
+static void test_locks__rwlock_release_reports_whether_free(void **state)
+{
+	struct lock_state st;
+
+	(void)state;
+	canned = ints(3, 1LL, 0LL, 0LL);	/* other readers remain */
+	assert_int_equal(locks_release(LOCK_KIND_READ, "doc", "r1", &st), LOCK_OK);
+	assert_string_equal(last_keys[1], "redisson_rwlock:{doc}");
+	assert_true(st.locked);
+	assert_int_equal(st.holds, 0);
+	canned = ints(3, 1LL, 0LL, 1LL);
+	assert_int_equal(locks_release(LOCK_KIND_WRITE, "doc", "w", &st), LOCK_OK);
+	assert_false(st.locked);
+	canned = ints(5, 2LL, 800LL, 0LL, 0LL, 2LL);
+	assert_int_equal(locks_status(LOCK_KIND_WRITE, "doc", "w", &st), LOCK_OK);
+	assert_int_equal(st.mode, LOCK_MODE_WRITE);
+	assert_int_equal(st.holds, 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -197,6 +265,9 @@ int main(void)
 		cmocka_unit_test(test_locks__release_codes),
 		cmocka_unit_test(test_locks__backend_down_and_script_errors),
 		cmocka_unit_test(test_locks__status_and_force_release),
+		cmocka_unit_test(test_locks__fair_lock_keys_and_per_owner_channel),
+		cmocka_unit_test(test_locks__rwlock_keys_follow_redissons_tag_rule),
+		cmocka_unit_test(test_locks__rwlock_release_reports_whether_free),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -38,6 +38,30 @@ static void test_routes__heartbeat_suffix_wins_over_name(void **state)
 	expect_route("/locks/heartbeat/heartbeat", METHOD_POST, OP_HEARTBEAT, "heartbeat");
 }
 
+static void test_routes__fair_and_rw_locks(void **state)
+{
+	struct route_match rm;
+
+	(void)state;
+	expect_route("/fairlocks/q", METHOD_PUT, OP_ACQUIRE, "q");
+	expect_route("/fairlocks/q/heartbeat", METHOD_POST, OP_HEARTBEAT, "q");
+	expect_route("/rwlocks/doc/read", METHOD_PUT, OP_ACQUIRE, "doc");
+	assert_int_equal(routes_match("/rwlocks/doc/read", METHOD_DELETE, &rm), ROUTE_OK);
+	assert_int_equal(rm.kind, LOCK_KIND_READ);
+	assert_int_equal(routes_match("/rwlocks/doc/write/heartbeat", METHOD_POST, &rm), ROUTE_OK);
+	assert_int_equal(rm.kind, LOCK_KIND_WRITE);
+	assert_int_equal(rm.op, OP_HEARTBEAT);
+	assert_int_equal(routes_match("/rwlocks/doc/read/heartbeat", METHOD_POST, &rm), ROUTE_OK);
+	assert_int_equal(rm.kind, LOCK_KIND_READ);
+	expect_route("/rwlocks/doc", METHOD_GET, OP_STATUS, "doc");
+	expect_route("/rwlocks/read", METHOD_GET, OP_STATUS, "read");	/* a lock named "read" */
+	assert_int_equal(routes_match("/rwlocks/doc", METHOD_PUT, &rm), ROUTE_METHOD_NOT_ALLOWED);
+	assert_string_equal(rm.allow, "GET");
+	assert_int_equal(routes_match("/rwlocks/doc/write", METHOD_GET, &rm),
+			 ROUTE_METHOD_NOT_ALLOWED);
+	assert_string_equal(rm.allow, "PUT, DELETE");
+}
+
 static void test_routes__fixed_paths(void **state)
 {
 	(void)state;
@@ -87,6 +111,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_routes__lock_methods_map_to_operations),
 		cmocka_unit_test(test_routes__heartbeat_suffix_wins_over_name),
+		cmocka_unit_test(test_routes__fair_and_rw_locks),
 		cmocka_unit_test(test_routes__fixed_paths),
 		cmocka_unit_test(test_routes__unknown_paths_are_not_found),
 		cmocka_unit_test(test_routes__wrong_method_lists_allowed_ones),

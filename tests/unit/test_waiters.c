@@ -66,7 +66,7 @@ static void first_sleep(struct waiter *w, struct fake_req *rq)
 
 static struct waiter *join(const char *ch, struct fake_req *rq, bool *confirmed)
 {
-	return waiters_join(ch, -1, resume, rq, now_ms() + 60000, confirmed);
+	return waiters_join(ch, -1, resume, rq, now_ms() + 60000, 0, confirmed);
 }
 
 static void test_waiters__first_join_subscribes_last_leave_unsubscribes(void **state)
@@ -206,8 +206,8 @@ static void test_waiters__deadline_and_retry_timers_fire(void **state)
 	bool confirmed, sub;
 
 	(void)state;
-	wa = waiters_join("ch", -1, resume, &a, now_ms() + 20, &confirmed);
-	wb = waiters_join("ch2", -1, resume, &b, now_ms() + 60000, &confirmed);
+	wa = waiters_join("ch", -1, resume, &a, now_ms() + 20, 0, &confirmed);
+	wb = waiters_join("ch2", -1, resume, &b, now_ms() + 60000, 0, &confirmed);
 	drain_changes(NULL, &sub);	/* never confirmed: no wake from that */
 	waiters_sleep(wa, 0);
 	waiters_sleep(wb, now_ms() + 10);	/* the holder's lease ends in 10 ms */

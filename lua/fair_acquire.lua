@@ -1,0 +1,56 @@
+--[[ fair_acquire.lua -- take or re-enter a FIFO fair lock (Redisson RFairLock).
+  KEYS[1] lock hash N                 KEYS[2] fencing counter redisson_lock_token:{N}
+  KEYS[3] queue redisson_lock_queue:{N}
+  KEYS[4] deadlines redisson_lock_timeout:{N}
+  KEYS[5] channel prefix redisson_lock__channel:{N}; waiter w listens on <prefix>:<w>
+  ARGV[1] lease ms                    ARGV[2] owner field
+  ARGV[3] queue entry lifetime ms; "0" = try once, never queue
+  Returns {1, token, holds, pttl}  acquired
+          {0, pttl, head}          not acquired; pttl of N (-2: free); head = 1
+                                   when the caller is first in the queue
+          {-1}                     N is a read-write lock
+  Only the queue head (or anyone, when nobody queues) may take a free lock.
+  A queued caller's deadline becomes Redis' now + ARGV[3]: calling again is
+  how a live waiter keeps its place; a waiter nobody refreshes is dropped
+  once its deadline passes. Whoever becomes head is told on its channel. ]]
+local kind = redis.call('type', KEYS[1]).ok
+if kind ~= 'none' and (kind ~= 'hash' or redis.call('hexists', KEYS[1], 'mode') == 1) then
+  return {-1}
+end
+local now = fair_now()
+local owner = ARGV[2]
+local old_head = redis.call('lindex', KEYS[3], 0)
+local head = fair_purge(KEYS[3], KEYS[4], now)
+local lease = tonumber(ARGV[1])
+
+if kind == 'none' and (not head or head == owner) then
+  if head == owner then
+    redis.call('lpop', KEYS[3])
+    redis.call('zrem', KEYS[4], owner)
+    -- the next in line now watches this holder's lease
+    fair_notify(KEYS[5], redis.call('lindex', KEYS[3], 0))
+  end
+  redis.call('hset', KEYS[1], owner, 1)
+  redis.call('pexpire', KEYS[1], lease)
+  return {1, redis.call('incr', KEYS[2]), 1, lease}
+end
+if kind ~= 'none' and redis.call('hexists', KEYS[1], owner) == 1 then
+  local holds = redis.call('hincrby', KEYS[1], owner, 1)
+  local pttl = redis.call('pttl', KEYS[1])
+  if pttl < lease then
+    redis.call('pexpire', KEYS[1], lease)
+    pttl = lease
+  end
+  return {1, redis.call('incr', KEYS[2]), holds, pttl}
+end
+if head ~= old_head and head ~= owner then
+  fair_notify(KEYS[5], head)	-- dead heads were dropped: the new one may go
+end
+local life = tonumber(ARGV[3])
+if life > 0 then
+  if redis.call('zadd', KEYS[4], now + life, owner) == 1 then
+    redis.call('rpush', KEYS[3], owner)
+    head = head or owner
+  end
+end
+return {0, redis.call('pttl', KEYS[1]), head == owner and 1 or 0}

@@ -1,0 +1,14 @@
+--[[ fair_dequeue.lua -- a waiter gives up (deadline, hang-up): leave the queue.
+  KEYS[1] queue redisson_lock_queue:{N}
+  KEYS[2] deadlines redisson_lock_timeout:{N}
+  KEYS[3] channel prefix redisson_lock__channel:{N}
+  ARGV[1] owner field
+  Returns 1 if it was queued, 0 if not. When it was the head, the next
+  waiter is told, so nobody waits behind an empty place. ]]
+local head = redis.call('lindex', KEYS[1], 0)
+local removed = redis.call('zrem', KEYS[2], ARGV[1])
+redis.call('lrem', KEYS[1], 0, ARGV[1])
+if head == ARGV[1] then
+  fair_notify(KEYS[3], fair_purge(KEYS[1], KEYS[2], fair_now()))
+end
+return removed

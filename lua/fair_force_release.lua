@@ -1,0 +1,18 @@
+--[[ fair_force_release.lua -- free a fair lock whoever holds it.
+  KEYS[1] lock hash N                 KEYS[2] queue redisson_lock_queue:{N}
+  KEYS[3] deadlines redisson_lock_timeout:{N}
+  KEYS[4] channel prefix redisson_lock__channel:{N}
+  Returns 1   it was held and is now free; the queue head was told
+          0   nobody held it
+          -1  N is a read-write lock (left untouched) ]]
+local kind = redis.call('type', KEYS[1]).ok
+if kind ~= 'none' and (kind ~= 'hash' or redis.call('hexists', KEYS[1], 'mode') == 1) then
+  return -1
+end
+local head = fair_purge(KEYS[2], KEYS[3], fair_now())
+if kind == 'none' then
+  return 0
+end
+redis.call('del', KEYS[1])
+fair_notify(KEYS[4], head)
+return 1

@@ -1,0 +1,29 @@
+--[[ fair_release.lua -- release one hold of a fair lock.
+  KEYS[1] lock hash N                 KEYS[2] queue redisson_lock_queue:{N}
+  KEYS[3] deadlines redisson_lock_timeout:{N}
+  KEYS[4] channel prefix redisson_lock__channel:{N}
+  ARGV[1] owner field
+  Returns {1, holds}  one hold released; holds = 0: free, and "0" went to the
+                      queue head's channel only
+          {0}         nobody holds N (the head is told anyway, as Redisson does)
+          {-2}        another owner holds N
+          {-1}        N is a read-write lock ]]
+local kind = redis.call('type', KEYS[1]).ok
+if kind ~= 'none' and (kind ~= 'hash' or redis.call('hexists', KEYS[1], 'mode') == 1) then
+  return {-1}
+end
+local head = fair_purge(KEYS[2], KEYS[3], fair_now())
+if kind == 'none' then
+  fair_notify(KEYS[4], head)
+  return {0}
+end
+if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+  return {-2}
+end
+local holds = redis.call('hincrby', KEYS[1], ARGV[1], -1)
+if holds > 0 then
+  return {1, holds}
+end
+redis.call('del', KEYS[1])
+fair_notify(KEYS[4], head)
+return {1, 0}

@@ -1,0 +1,19 @@
+--[[ rw_force_release.lua -- free a read-write lock held in the given mode.
+  KEYS[1] lock hash N                 KEYS[2] channel redisson_rwlock:{N}
+  ARGV[1] "read" or "write": the side being forced
+  Returns 1   it was held in that mode and is now free ("0" after readers,
+              "1" after a writer, as Redisson does)
+          0   not held in that mode (left untouched)
+          -1  N is not a read-write lock ]]
+local kind = rw_kind(KEYS[1])
+if kind == 'none' then
+  return 0
+elseif kind == 'other' then
+  return -1
+end
+if redis.call('hget', KEYS[1], 'mode') ~= ARGV[1] then
+  return 0
+end
+redis.call('del', KEYS[1])
+redis.call('publish', KEYS[2], ARGV[1] == 'write' and '1' or '0')
+return 1

@@ -1,0 +1,47 @@
+--[[ rw_read_release.lua -- release one read hold.
+  KEYS[1] lock hash N                 KEYS[2] channel redisson_rwlock:{N}
+  KEYS[3] timeout key prefix {N}
+  ARGV[1] owner field
+  Returns {1, holds, free}  released; holds = the owner's read holds left;
+                            free = 1 when nobody holds N any more ("0" published)
+          {0}               nobody holds N
+          {-2}              the owner holds no read lock on N
+          {-1}              N is not a read-write lock
+  The lock then lives exactly as long as its longest remaining read hold
+  (a write holder's lease is never cut). When one reader is left, "0" is
+  published too: a writer waiting to upgrade from that read may go now. ]]
+local kind = rw_kind(KEYS[1])
+if kind == 'none' then
+  return {0}
+elseif kind == 'other' then
+  return {-1}
+end
+local owner = ARGV[1]
+if redis.call('hexists', KEYS[1], owner) == 0 then
+  return {-2}
+end
+local holds = redis.call('hincrby', KEYS[1], owner, -1)
+if holds == 0 then
+  redis.call('hdel', KEYS[1], owner)
+end
+redis.call('del', KEYS[3] .. ':' .. owner .. ':rwlock_timeout:' .. (holds + 1))
+local mode = redis.call('hget', KEYS[1], 'mode')
+if redis.call('hlen', KEYS[1]) > 1 then
+  local longest = rw_longest(KEYS[1], KEYS[3])
+  if mode == 'write' then
+    if longest > redis.call('pttl', KEYS[1]) then
+      redis.call('pexpire', KEYS[1], longest)
+    end
+    return {1, holds, 0}
+  end
+  if longest > 0 then
+    redis.call('pexpire', KEYS[1], longest)
+    if rw_readers(KEYS[1]) == 1 then
+      redis.call('publish', KEYS[2], '0')
+    end
+    return {1, holds, 0}
+  end
+end
+redis.call('del', KEYS[1])
+redis.call('publish', KEYS[2], '0')
+return {1, holds, 1}

@@ -1,0 +1,20 @@
+--[[ rw_status.lua -- read the state of a read-write lock.
+  KEYS[1] lock hash N
+  ARGV[1] owner field, or "" for none
+  Returns {mode, pttl, readers, read_holds, write_holds}
+            mode 0 free, 1 read, 2 write; pttl of N (-2 absent); readers =
+            reader fields; the holds of ARGV[1] (0 when not given)
+          {-1}  N is not a read-write lock ]]
+local kind = rw_kind(KEYS[1])
+if kind == 'none' then
+  return {0, -2, 0, 0, 0}
+elseif kind == 'other' then
+  return {-1}
+end
+local mode = redis.call('hget', KEYS[1], 'mode') == 'write' and 2 or 1
+local r, w = 0, 0
+if ARGV[1] ~= '' then
+  r = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+  w = tonumber(redis.call('hget', KEYS[1], ARGV[1] .. ':write') or '0')
+end
+return {mode, redis.call('pttl', KEYS[1]), rw_readers(KEYS[1]), r, w}

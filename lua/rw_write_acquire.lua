@@ -1,0 +1,43 @@
+--[[ rw_write_acquire.lua -- take or re-enter the write side of a read-write lock.
+  KEYS[1] lock hash N                 KEYS[2] fencing counter redisson_lock_token:{N}
+  KEYS[3] timeout key prefix {N}      KEYS[4] waiting writers dlockd_rwlock_writers:{N}
+  ARGV[1] lease ms                    ARGV[2] owner field (the writer field is
+                                      <owner>:write)
+  ARGV[3] waiting-writer entry lifetime ms; "0" = try once, do not register
+  Returns {1, token, holds, pttl}  acquired
+          {0, pttl, 0}             not acquired; the caller is registered as a
+                                   waiting writer (refreshed by calling again)
+          {-1}                     N is not a read-write lock
+  Upgrade: the only reader may take the write lock (Redisson deadlocks there).
+  A re-entry never shortens the lease. ]]
+local kind = rw_kind(KEYS[1])
+if kind == 'other' then
+  return {-1}
+end
+local owner, lease = ARGV[2], tonumber(ARGV[1])
+local wf = owner .. ':write'
+local mode = redis.call('hget', KEYS[1], 'mode')
+local holds
+if not mode then
+  redis.call('hset', KEYS[1], 'mode', 'write', wf, 1)
+  holds = 1
+elseif mode == 'write' and redis.call('hexists', KEYS[1], wf) == 1 then
+  holds = redis.call('hincrby', KEYS[1], wf, 1)
+elseif mode == 'read' and redis.call('hlen', KEYS[1]) == 2 and
+       redis.call('hexists', KEYS[1], owner) == 1 then
+  redis.call('hset', KEYS[1], 'mode', 'write', wf, 1)
+  holds = 1
+else
+  local life = tonumber(ARGV[3])
+  if life > 0 then
+    redis.call('zadd', KEYS[4], rw_now() + life, owner)
+  end
+  return {0, redis.call('pttl', KEYS[1]), 0}
+end
+redis.call('zrem', KEYS[4], owner)
+local pttl = redis.call('pttl', KEYS[1])
+if pttl < lease then
+  redis.call('pexpire', KEYS[1], lease)
+  pttl = lease
+end
+return {1, redis.call('incr', KEYS[2]), holds, pttl}

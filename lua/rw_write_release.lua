@@ -1,0 +1,41 @@
+--[[ rw_write_release.lua -- release one write hold.
+  KEYS[1] lock hash N                 KEYS[2] channel redisson_rwlock:{N}
+  KEYS[3] timeout key prefix {N}
+  ARGV[1] owner field (the writer field is <owner>:write)
+  Returns {1, holds, free}  released; holds = write holds left; free = 1 when
+                            nobody holds N any more
+          {0}               nobody holds N
+          {-2}              the owner does not hold the write lock
+          {-1}              N is not a read-write lock
+  The last write hold publishes "1" (every waiting reader may enter): when
+  the lock is freed, and also on a downgrade to the owner's read holds,
+  where Redisson publishes nothing and leaves readers asleep. ]]
+local kind = rw_kind(KEYS[1])
+if kind == 'none' then
+  return {0}
+elseif kind == 'other' then
+  return {-1}
+end
+local wf = ARGV[1] .. ':write'
+if redis.call('hexists', KEYS[1], wf) == 0 then
+  return {-2}
+end
+local holds = redis.call('hincrby', KEYS[1], wf, -1)
+if holds > 0 then
+  return {1, holds, 0}
+end
+redis.call('hdel', KEYS[1], wf)
+local free = 1
+if redis.call('hlen', KEYS[1]) > 1 then
+  local longest = rw_longest(KEYS[1], KEYS[3])
+  if longest > 0 then
+    redis.call('hset', KEYS[1], 'mode', 'read')
+    redis.call('pexpire', KEYS[1], longest)
+    free = 0
+  end
+end
+if free == 1 then
+  redis.call('del', KEYS[1])
+end
+redis.call('publish', KEYS[2], '1')
+return {1, 0, free}
