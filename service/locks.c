@@ -248,10 +248,15 @@ static int64_t min_positive(int64_t a, int64_t b)
 	return a < b ? a : b;
 }
 
-/* When a caller that was refused should try again without a message. */
+/* When a caller that was refused should try again without a message.
+ * pttl is the holder's lease as the script saw it: -2 free, -1 no expiry,
+ * 0 expiring within the millisecond (look again at once, not never). */
 static int64_t retry_after(enum lock_kind kind, int64_t pttl, bool head)
 {
 	int64_t refresh = queue_ttl_ms / 3 > 0 ? queue_ttl_ms / 3 : 1;
+
+	if (pttl == 0)
+		pttl = 1;
 
 	switch (kind) {
 	case LOCK_KIND_LOCK:

@@ -1,0 +1,449 @@
+/* test_fair.c -- /fairlocks against real dlockd and Redis: strict arrival
+ * order on release and on lease expiry, a hand-off that costs the same
+ * whatever the queue length, waiters that give up or hang up leaving the
+ * queue at once, a dead dlockd's waiter that stops blocking within seconds,
+ * no queue jumping, ordering under load, and Redisson interop. */
+#include "../harness/harness.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static double waiters_on(const struct dlockd_srv *d)
+{
+	return metric_value(d, "dlockd_waiters");
+}
+
+static long http_status(const char *base, const char *method, const char *fmt, const char *name,
+			const char *rest)
+{
+	char p[512];
+	struct http_resp r;
+	long st;
+
+	snprintf(p, sizeof(p), fmt, name, rest);
+	http_on(base, method, p, NULL, &r);
+	st = r.status;
+	http_free(&r);
+	return st;
+}
+
+static long long queue_len(const char *name)
+{
+	return rcmd_int("LLEN redisson_lock_queue:{%s}", name);
+}
+
+static bool queued(const char *name, const char *owner)
+{
+	redisReply *r = rcmd("ZSCORE redisson_lock_timeout:{%s} %s", name, owner);
+	bool in = r && r->type == REDIS_REPLY_STRING;
+
+	if (r)
+		freeReplyObject(r);
+	return in;
+}
+
+/* ----- Arrival order ----- */
+
+enum { ORDER_N = 20 };
+
+struct orderly {
+	struct bg b;
+	long long token;
+};
+
+/* Start waiters w0..w(N-1) one after another, each only once the previous
+ * one is queued, so their arrival order is known. */
+static bool start_in_order(struct orderly *w, const char *name, int ttl_ms, int n)
+{
+	char p[512];
+
+	for (int i = 0; i < n; i++) {
+		snprintf(p, sizeof(p), "/fairlocks/%s?owner=w%02d&ttl_ms=%d&wait_ms=60000", name, i,
+			 ttl_ms);
+		bg_start(&w[i].b, "PUT", p, NULL);
+		if (!WAIT_FOR(queue_len(name) == i + 1, 5000))
+			return false;
+	}
+	return true;
+}
+
+static void check_tokens_follow_arrival(struct orderly *w, int n)
+{
+	for (int i = 0; i < n; i++) {
+		bg_join(&w[i].b);
+		CHECK_STATUS(w[i].b.r, 200, "every waiter is served");
+		w[i].token = json_int(&w[i].b.r, "fencing_token");
+		http_free(&w[i].b.r);
+	}
+	for (int i = 1; i < n; i++)
+		CHECK(w[i].token > w[i - 1].token,
+		      "waiter %d (token %lld) was served before waiter %d (token %lld)", i,
+		      w[i].token, i - 1, w[i - 1].token);
+}
+
+TEST(fair_lock_serves_waiters_in_arrival_order_on_release)
+{
+	static struct orderly w[ORDER_N];
+	const char *n = lockname("fifo");
+	char p[512];
+	struct http_resp r;
+
+	CHECK(http_status(H_dlockd.base, "PUT", "/fairlocks/%s%s", n, "?owner=holder") == 200,
+	      "holder takes the fair lock");
+	CHECK(start_in_order(w, n, 30000, ORDER_N), "%d waiters queued in order", ORDER_N);
+	CHECK(http_status(H_dlockd.base, "DELETE", "/fairlocks/%s%s", n, "?owner=holder") == 200,
+	      "holder releases");
+	/* each waiter, once served, releases for the next one */
+	for (int i = 0; i < ORDER_N; i++) {
+		char owner[16];
+		bool served = false;
+
+		snprintf(owner, sizeof(owner), "w%02d", i);
+		snprintf(p, sizeof(p), "/fairlocks/%s?owner=%s", n, owner);
+		for (int64_t until = mono_ms() + 10000 * slow_factor(); !served && mono_ms() < until;) {
+			http("GET", p, NULL, &r);
+			served = json_bool(&r, "held") == 1;
+			http_free(&r);
+			if (!served)
+				sleep_ms(5);
+		}
+		CHECK(served, "waiter %s holds the lock in its turn", owner);
+		for (int j = i + 1; j < ORDER_N; j++)
+			CHECK(w[j].b.done_ms == 0, "waiter %d was answered before waiter %d", j, i);
+		http("DELETE", p, NULL, &r);
+		http_free(&r);
+	}
+	check_tokens_follow_arrival(w, ORDER_N);
+}
+
+TEST(fair_lock_serves_waiters_in_arrival_order_when_leases_run_out)
+{
+	static struct orderly w[ORDER_N];
+	const char *n = lockname("fifo-ttl");
+
+	CHECK(http_status(H_dlockd.base, "PUT", "/fairlocks/%s%s", n, "?owner=holder&ttl_ms=1000") ==
+	      200, "holder takes the fair lock and never releases it");
+	CHECK(start_in_order(w, n, 150, ORDER_N), "%d waiters queued in order", ORDER_N);
+	/* nobody releases: each lease of 150 ms runs out in turn */
+	check_tokens_follow_arrival(w, ORDER_N);
+	CHECK(queue_len(n) == 0 && rcmd_int("EXISTS redisson_lock_timeout:{%s}", n) == 0,
+	      "queue and deadlines are gone once everyone was served");
+}
+
+/* ----- Cost of a hand-off ----- */
+
+TEST(fair_hand_off_costs_the_same_with_a_long_queue)
+{
+	enum { N = 40 };
+	static const char *const flags[] = { "--queue-ttl-ms", "600000", NULL };
+	static struct bg w[N];
+	struct dlockd_srv d;
+	const char *n = lockname("cost");
+	char p[512];
+	long long calls0, calls1;
+
+	/* places refreshed every 200 s: no refresh falls in the window measured */
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd");
+	CHECK(http_status(d.base, "PUT", "/fairlocks/%s%s", n, "?owner=holder") == 200, "holder");
+	for (int i = 0; i < N; i++) {
+		snprintf(p, sizeof(p), "/fairlocks/%s?owner=w%d&wait_ms=20000", n, i);
+		bg_start_on(&w[i], d.base, "PUT", p, NULL);
+	}
+	CHECK(WAIT_FOR(waiters_on(&d) == N && queue_len(n) == N, 10000), "%d queued", N);
+	sleep_ms(300);
+	calls0 = redis_evalsha_calls();
+	CHECK(http_status(d.base, "DELETE", "/fairlocks/%s%s", n, "?owner=holder") == 200, "release");
+	CHECK(WAIT_FOR(waiters_on(&d) == N - 1, 3000), "one waiter served");
+	sleep_ms(300);
+	calls1 = redis_evalsha_calls();
+	/* the release, the head's acquire, the next head looking at the new
+	 * lease: the same three whether 4 or 40 wait */
+	CHECK(calls1 - calls0 <= 3, "%lld scripts for one hand-off with %d queued; want <= 3",
+	      calls1 - calls0, N);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit (the waiters get 503)");
+	for (int i = 0; i < N; i++) {
+		bg_join(&w[i]);
+		http_free(&w[i].r);
+	}
+	CHECK(WAIT_FOR(queue_len(n) == 0, 3000), "stopping dlockd took its waiters out of the queue");
+}
+
+/* ----- Leaving the queue ----- */
+
+static int raw_connect(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+TEST(fair_waiter_that_times_out_or_hangs_up_leaves_the_queue)
+{
+	const char *n = lockname("leave");
+	char p[512], req[600];
+	struct bg quitter, patient;
+	int64_t released_at;
+	int fd;
+
+	CHECK(http_status(H_dlockd.base, "PUT", "/fairlocks/%s%s", n, "?owner=holder") == 200, "holder");
+	snprintf(p, sizeof(p), "/fairlocks/%s?owner=quitter&wait_ms=600", n);
+	bg_start(&quitter, "PUT", p, NULL);
+	CHECK(WAIT_FOR(queued(n, "quitter"), 3000), "quitter queued");
+	fd = raw_connect(H_dlockd.port);
+	snprintf(req, sizeof(req), "PUT /fairlocks/%s?owner=ghost&wait_ms=60000 HTTP/1.1\r\n"
+		 "Host: 127.0.0.1\r\nContent-Length: 0\r\n\r\n", n);
+	CHECK(fd >= 0 && write(fd, req, strlen(req)) == (ssize_t)strlen(req), "ghost sends");
+	CHECK(WAIT_FOR(queued(n, "ghost"), 3000), "ghost queued");
+	snprintf(p, sizeof(p), "/fairlocks/%s?owner=patient&wait_ms=60000", n);
+	bg_start(&patient, "PUT", p, NULL);
+	CHECK(WAIT_FOR(queue_len(n) == 3, 3000), "three queued");
+
+	bg_join(&quitter);
+	CHECK_ERROR(quitter.r, 409, "locked", "the quitter's wait ends");
+	http_free(&quitter.r);
+	CHECK(!queued(n, "quitter") && queue_len(n) == 2, "and it left the queue at once");
+	close(fd);
+	CHECK(WAIT_FOR(!queued(n, "ghost") && queue_len(n) == 1, 3000),
+	      "the ghost left the queue when its client hung up");
+
+	CHECK(http_status(H_dlockd.base, "DELETE", "/fairlocks/%s%s", n, "?owner=holder") == 200,
+	      "release");
+	released_at = mono_ms();
+	bg_join(&patient);
+	CHECK_STATUS(patient.r, 200, "the one behind them is served");
+	CHECK(patient.done_ms - released_at < 500 * slow_factor(),
+	      "at once (%lld ms), not after the places of those who left expired",
+	      (long long)(patient.done_ms - released_at));
+	http_free(&patient.r);
+}
+
+TEST(fair_waiter_of_a_killed_dlockd_stops_blocking_the_queue)
+{
+	static const char *const flags[] = { "--queue-ttl-ms", "1500", NULL };
+	const char *n = lockname("dead");
+	struct dlockd_srv d2;
+	struct bg doomed, survivor;
+	char p[512];
+	int64_t killed_at;
+
+	CHECK(dlockd_start(&d2, NULL, flags) == 0, "second dlockd");
+	CHECK(http_status(H_dlockd.base, "PUT", "/fairlocks/%s%s", n, "?owner=holder") == 200, "holder");
+	snprintf(p, sizeof(p), "/fairlocks/%s?owner=doomed&wait_ms=60000", n);
+	bg_start_on(&doomed, d2.base, "PUT", p, NULL);
+	CHECK(WAIT_FOR(queued(n, "doomed"), 3000), "doomed waiter at the head, via the second dlockd");
+	snprintf(p, sizeof(p), "/fairlocks/%s?owner=survivor&wait_ms=60000", n);
+	bg_start(&survivor, "PUT", p, NULL);
+	CHECK(WAIT_FOR(queue_len(n) == 2, 3000), "survivor queued behind it");
+	sleep_ms(2000);		/* the second dlockd keeps its waiter's place alive */
+	CHECK(queued(n, "doomed"), "a live instance's waiter keeps its place past --queue-ttl-ms");
+
+	kill(d2.pid, SIGKILL);
+	waitpid(d2.pid, NULL, 0);
+	d2.pid = 0;
+	killed_at = mono_ms();
+	bg_join(&doomed);
+	http_free(&doomed.r);
+	CHECK(http_status(H_dlockd.base, "DELETE", "/fairlocks/%s%s", n, "?owner=holder") == 200,
+	      "release");
+	bg_join(&survivor);
+	CHECK_STATUS(survivor.r, 200, "the survivor gets the lock");
+	CHECK(survivor.done_ms - killed_at < 6000 * slow_factor(),
+	      "within %lld ms of the kill; want a few seconds, not Redisson's minutes",
+	      (long long)(survivor.done_ms - killed_at));
+	http_free(&survivor.r);
+}
+
+TEST(fair_try_without_wait_does_not_jump_the_queue)
+{
+	const char *n = lockname("nojump");
+
+	/* a Redisson waiter is queued (its deadline 5 minutes out); N is free */
+	rcmd_int("RPUSH redisson_lock_queue:{%s} other-client:1", n);
+	rcmd_int("ZADD redisson_lock_timeout:{%s} %lld other-client:1", n,
+		 (long long)time(NULL) * 1000 + 300000);
+	CHECK(http_status(H_dlockd.base, "PUT", "/fairlocks/%s%s", n, "?owner=me") == 409,
+	      "a free fair lock with a queue is not taken by a newcomer");
+	CHECK(queue_len(n) == 1 && !queued(n, "me"), "and wait_ms=0 did not queue it");
+	rcmd_int("DEL redisson_lock_queue:{%s} redisson_lock_timeout:{%s}", n, n);
+	CHECK(http_status(H_dlockd.base, "PUT", "/fairlocks/%s%s", n, "?owner=me") == 200,
+	      "with the queue empty it is taken");
+}
+
+/* ----- Under load ----- */
+
+enum { LOAD_CLIENTS = 16, LOAD_ROUNDS = 25, SNAPS = 4000, SNAP_LEN = LOAD_CLIENTS };
+static const char *load_name;
+static int grant_seq[LOAD_CLIENTS * LOAD_ROUNDS];
+static int grants;
+static int load_errors;
+static bool load_done;
+/* the queue as Redis held it, and how many grants were recorded before */
+static struct snap {
+	int from;
+	int n;
+	int ids[SNAP_LEN];
+} snaps[SNAPS];
+static int nsnaps;
+
+static void *fair_client(void *arg)
+{
+	int id = (int)(long)arg;
+	char acq[512], rel[512];
+	struct http_resp r;
+
+	snprintf(acq, sizeof(acq), "/fairlocks/%s?owner=c%d&wait_ms=60000", load_name, id);
+	snprintf(rel, sizeof(rel), "/fairlocks/%s?owner=c%d", load_name, id);
+	for (int i = 0; i < LOAD_ROUNDS; i++) {
+		if (http("PUT", acq, NULL, &r) != 0 || r.status != 200) {
+			__atomic_add_fetch(&load_errors, 1, __ATOMIC_RELAXED);
+			http_free(&r);
+			continue;
+		}
+		http_free(&r);
+		grant_seq[grants] = id;	/* only the holder writes */
+		__atomic_store_n(&grants, grants + 1, __ATOMIC_RELEASE);
+		http("DELETE", rel, NULL, &r);
+		http_free(&r);
+	}
+	return NULL;
+}
+
+/* Snapshot the queue every few milliseconds while the clients run. */
+static void *sampler(void *arg)
+{
+	(void)arg;
+	while (!__atomic_load_n(&load_done, __ATOMIC_ACQUIRE) && nsnaps < SNAPS) {
+		struct snap *s = &snaps[nsnaps];
+		redisReply *r;
+
+		/* read first: whoever is queued now is granted at or after it */
+		s->from = __atomic_load_n(&grants, __ATOMIC_ACQUIRE);
+		r = rcmd("LRANGE redisson_lock_queue:{%s} 0 -1", load_name);
+		s->n = 0;
+		for (size_t i = 0; r && i < r->elements && s->n < SNAP_LEN; i++)
+			s->ids[s->n++] = atoi(r->element[i]->str + 1);
+		if (r)
+			freeReplyObject(r);
+		if (s->n > 1)
+			nsnaps++;
+		sleep_ms(2);
+	}
+	return NULL;
+}
+
+/* Position of the first grant to id at or after from; -1 if none. */
+static int next_grant(int id, int from)
+{
+	for (int g = from; g < grants; g++)
+		if (grant_seq[g] == id)
+			return g;
+	return -1;
+}
+
+TEST(fair_lock_under_load_grants_in_queue_order)
+{
+	pthread_t t[LOAD_CLIENTS], samp;
+	int checked = 0;
+
+	load_name = lockname("load");
+	grants = load_errors = nsnaps = 0;
+	load_done = false;
+	pthread_create(&samp, NULL, sampler, NULL);
+	for (long i = 0; i < LOAD_CLIENTS; i++)
+		pthread_create(&t[i], NULL, fair_client, (void *)i);
+	for (int i = 0; i < LOAD_CLIENTS; i++)
+		pthread_join(t[i], NULL);
+	__atomic_store_n(&load_done, true, __ATOMIC_RELEASE);
+	pthread_join(samp, NULL);
+	CHECK(load_errors == 0, "%d acquisitions failed", load_errors);
+	CHECK(grants == LOAD_CLIENTS * LOAD_ROUNDS, "%d grants, want %d", grants,
+	      LOAD_CLIENTS * LOAD_ROUNDS);
+	/* every snapshot of the queue is served in exactly its order */
+	for (int k = 0; k < nsnaps; k++) {
+		const struct snap *s = &snaps[k];
+		int prev = -1;
+
+		for (int i = 0; i < s->n; i++) {
+			int g = next_grant(s->ids[i], s->from);
+
+			CHECK(g > prev, "queue snapshot %d: c%d (place %d) was served at grant %d, "
+			      "before the one queued ahead of it (grant %d)", k, s->ids[i], i, g, prev);
+			prev = g;
+			checked++;
+		}
+	}
+	CHECK(nsnaps >= 20 && checked >= 100, "only %d snapshots (%d places) taken", nsnaps, checked);
+	printf("# %d queue snapshots, %d queued places, all served in queue order\n", nsnaps,
+	       checked);
+	CHECK(WAIT_FOR(queue_len(load_name) == 0, 2000), "queue empty at the end");
+}
+
+/* ----- Redisson interop ----- */
+
+TEST(fair_lock_interop_with_redisson_queue_and_channels)
+{
+	const char *n = lockname("rfair");
+	char p[512], chan[300];
+	struct http_resp r;
+	redisContext *sub = redis_client(NULL);
+	redisReply *rep = NULL;
+	struct timeval tv = { 3 * slow_factor(), 0 };
+	struct bg w;
+	int64_t released_at;
+
+	/* a Redisson holder; dlockd's waiter queues behind it */
+	rcmd_int("HSET %s java-uuid:7 1", n);
+	rcmd_int("PEXPIRE %s 60000", n);
+	snprintf(p, sizeof(p), "/fairlocks/%s?owner=svc&wait_ms=20000", n);
+	bg_start(&w, "PUT", p, NULL);
+	CHECK(WAIT_FOR(queued(n, "svc") && waiters_on(&H_dlockd) >= 1, 3000), "dlockd waiter queued");
+	sleep_ms(200);
+	/* Redisson's unlock: DEL N, "0" to the queue head's own channel */
+	rcmd_int("DEL %s", n);
+	rcmd_int("PUBLISH redisson_lock__channel:{%s}:svc 0", n);
+	released_at = mono_ms();
+	bg_join(&w);
+	CHECK_STATUS(w.r, 200, "woken by Redisson's unlock on its own channel");
+	CHECK(w.done_ms - released_at < 500 * slow_factor(), "within %lld ms",
+	      (long long)(w.done_ms - released_at));
+	http_free(&w.r);
+	CHECK(queue_len(n) == 0, "and left the queue");
+
+	/* a Redisson waiter queues behind dlockd's holder and listens on its channel */
+	CHECK(sub, "subscriber");
+	snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}:java-uuid:9", n);
+	rep = redisCommand(sub, "SUBSCRIBE %s", chan);
+	freeReplyObject(rep);
+	rcmd_int("RPUSH redisson_lock_queue:{%s} java-uuid:9", n);
+	rcmd_int("ZADD redisson_lock_timeout:{%s} %lld java-uuid:9", n,
+		 (long long)time(NULL) * 1000 + 300000);
+	snprintf(p, sizeof(p), "/fairlocks/%s?owner=svc", n);
+	http("DELETE", p, NULL, &r);
+	CHECK(json_bool(&r, "released") == 1, "dlockd releases: %s", r.body);
+	http_free(&r);
+	redisSetTimeout(sub, tv);
+	rep = NULL;
+	CHECK(redisGetReply(sub, (void **)&rep) == REDIS_OK && rep &&
+	      rep->type == REDIS_REPLY_ARRAY && rep->elements == 3 &&
+	      !strcmp(rep->element[1]->str, chan) && !strcmp(rep->element[2]->str, "0"),
+	      "the Redisson head gets \"0\" on its own channel");
+	freeReplyObject(rep);
+	redisFree(sub);
+	http("PUT", p, NULL, &r);
+	CHECK_ERROR(r, 409, "locked", "and dlockd does not jump ahead of it");
+	http_free(&r);
+	rcmd_int("DEL redisson_lock_queue:{%s} redisson_lock_timeout:{%s}", n, n);
+}
