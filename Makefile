@@ -56,8 +56,9 @@ $(BUILD)/%.o: %.c
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -MMD -MP -c -o $@ $<
 
 # The Lua scripts, embedded as C strings: { "lock_acquire", "<source>" }.
-# fair_*.lua and rw_*.lua start with the helpers of lua/lib/fair.lua or
-# lua/lib/rw.lua, so the scripts of one kind share them instead of copies.
+# Every script starts with the helpers of lua/lib/common.lua, and fair_*.lua
+# and rw_*.lua with those of lua/lib/fair.lua or lua/lib/rw.lua too, so
+# scripts share them instead of keeping copies.
 LUA_LIB = $(wildcard lua/lib/*.lua)
 $(BUILD)/lua_scripts.c: $(LUA) $(LUA_LIB) Makefile
 	@mkdir -p $(@D)
@@ -67,8 +68,8 @@ $(BUILD)/lua_scripts.c: $(LUA) $(LUA_LIB) Makefile
 	  echo 'extern const unsigned lua_sources_count;'; \
 	  echo 'const struct lua_source lua_sources[] = {'; \
 	  for f in $(LUA); do \
-	    n=$$(basename $$f .lua); lib=; \
-	    case $$n in fair_*) lib=lua/lib/fair.lua;; rw_*) lib=lua/lib/rw.lua;; esac; \
+	    n=$$(basename $$f .lua); lib=lua/lib/common.lua; \
+	    case $$n in fair_*) lib="$$lib lua/lib/fair.lua";; rw_*) lib="$$lib lua/lib/rw.lua";; esac; \
 	    printf '\t{ "%s",\n' "$$n"; \
 	    cat $$lib $$f | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/\t  "/' -e 's/$$/\\n"/'; \
 	    printf '\t},\n'; \

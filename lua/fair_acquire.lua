@@ -36,11 +36,7 @@ if kind == 'none' and (not head or head == owner) then
 end
 if kind ~= 'none' and redis.call('hexists', KEYS[1], owner) == 1 then
   local holds = redis.call('hincrby', KEYS[1], owner, 1)
-  local pttl = redis.call('pttl', KEYS[1])
-  if pttl < lease then
-    redis.call('pexpire', KEYS[1], lease)
-    pttl = lease
-  end
+  local pttl = lease_at_least(KEYS[1], lease)
   return {1, redis.call('incr', KEYS[2]), holds, pttl}
 end
 if head ~= old_head and head ~= owner then

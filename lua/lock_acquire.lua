@@ -11,13 +11,7 @@ if kind ~= 'none' and (kind ~= 'hash' or redis.call('hexists', KEYS[1], 'mode') 
 end
 if kind == 'none' or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  local lease = tonumber(ARGV[1])
-  local pttl = redis.call('pttl', KEYS[1])
-  if pttl < lease then
-    redis.call('pexpire', KEYS[1], lease)
-    pttl = lease
-  end
-  local token = redis.call('incr', KEYS[2])
-  return {1, token, holds, pttl}
+  local pttl = lease_at_least(KEYS[1], tonumber(ARGV[1]))
+  return {1, redis.call('incr', KEYS[2]), holds, pttl}
 end
 return {0, redis.call('pttl', KEYS[1])}

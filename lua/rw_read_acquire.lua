@@ -33,9 +33,5 @@ if not mode then
 end
 local holds = redis.call('hincrby', KEYS[1], owner, 1)
 redis.call('set', KEYS[3] .. ':' .. owner .. ':rwlock_timeout:' .. holds, 1, 'px', lease)
-local pttl = redis.call('pttl', KEYS[1])
-if pttl < lease then
-  redis.call('pexpire', KEYS[1], lease)
-  pttl = lease
-end
+local pttl = lease_at_least(KEYS[1], lease)
 return {1, redis.call('incr', KEYS[2]), holds, pttl}

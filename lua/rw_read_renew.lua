@@ -19,7 +19,5 @@ local lease = tonumber(ARGV[1])
 for k = 1, holds do
   redis.call('set', KEYS[2] .. ':' .. ARGV[2] .. ':rwlock_timeout:' .. k, 1, 'px', lease)
 end
-if redis.call('pttl', KEYS[1]) < lease then
-  redis.call('pexpire', KEYS[1], lease)
-end
+lease_at_least(KEYS[1], lease)
 return {1, lease}

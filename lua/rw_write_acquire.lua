@@ -35,9 +35,5 @@ else
   return {0, redis.call('pttl', KEYS[1]), 0}
 end
 redis.call('zrem', KEYS[4], owner)
-local pttl = redis.call('pttl', KEYS[1])
-if pttl < lease then
-  redis.call('pexpire', KEYS[1], lease)
-  pttl = lease
-end
+local pttl = lease_at_least(KEYS[1], lease)
 return {1, redis.call('incr', KEYS[2]), holds, pttl}

@@ -436,6 +436,20 @@ void bg_join(struct bg *b)
 	pthread_join(b->thread, NULL);
 }
 
+int raw_connect(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /* ----- Redis client ----- */
 
 redisContext *redis_client(const struct redis_srv *r)
@@ -452,20 +466,32 @@ redisContext *redis_client(const struct redis_srv *r)
 	return c;
 }
 
-static __thread redisContext *shared_rc;
+/* One connection per thread, freed when the thread exits. */
+static pthread_key_t rc_key;
+static pthread_once_t rc_once = PTHREAD_ONCE_INIT;
+
+static void rc_key_make(void)
+{
+	pthread_key_create(&rc_key, (void (*)(void *))redisFree);
+}
 
 static redisReply *vrcmd(const char *fmt, va_list ap)
 {
+	redisContext *c;
 	redisReply *r;
 
-	if (!shared_rc)
-		shared_rc = redis_client(NULL);
-	if (!shared_rc)
+	pthread_once(&rc_once, rc_key_make);
+	c = pthread_getspecific(rc_key);
+	if (!c) {
+		c = redis_client(NULL);
+		pthread_setspecific(rc_key, c);
+	}
+	if (!c)
 		return NULL;
-	r = redisvCommand(shared_rc, fmt, ap);
+	r = redisvCommand(c, fmt, ap);
 	if (!r) {
-		redisFree(shared_rc);
-		shared_rc = NULL;
+		redisFree(c);
+		pthread_setspecific(rc_key, NULL);
 	}
 	return r;
 }
@@ -562,6 +588,14 @@ const char *lockname(const char *hint)
 
 static void cleanup(void)
 {
+	redisContext *c;
+
+	pthread_once(&rc_once, rc_key_make);
+	c = pthread_getspecific(rc_key);
+	if (c) {
+		redisFree(c);
+		pthread_setspecific(rc_key, NULL);
+	}
 	if (H_dlockd.pid > 0)
 		dlockd_stop(&H_dlockd, 5000);
 	redis_stop(&H_redis, false);

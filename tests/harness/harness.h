@@ -68,6 +68,10 @@ const char *json_str(const struct http_resp *r, const char *key);
 long long json_int(const struct http_resp *r, const char *key);
 int json_bool(const struct http_resp *r, const char *key);	/* -1 if absent */
 
+/* A plain TCP connection to 127.0.0.1:port, for requests curl cannot make
+ * (a client that hangs up mid-request); -1 on failure. */
+int raw_connect(int port);
+
 /* A new hiredis connection to r (NULL: the shared Redis). */
 redisContext *redis_client(const struct redis_srv *r);
 /* Run a command on the shared Redis; returns the reply (free it). */

@@ -177,19 +177,6 @@ TEST(fair_hand_off_costs_the_same_with_a_long_queue)
 
 /* ----- Leaving the queue ----- */
 
-static int raw_connect(int port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
 TEST(fair_waiter_that_times_out_or_hangs_up_leaves_the_queue)
 {
 	const char *n = lockname("leave");

@@ -45,19 +45,6 @@ static bool waiters_zero(void)
 	return metric_value(&H_dlockd, "dlockd_waiters") == 0;
 }
 
-static int raw_connect(int port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
 TEST(waiter_is_woken_by_release_not_by_polling)
 {
 	const char *n = lockname("wake");
