@@ -43,7 +43,6 @@ static enum MHD_Result reply_failure(struct request *rq, enum lock_result r)
 
 	switch (r) {
 	case LOCK_HELD:
-		metrics_inc(METRIC_ACQUIRE_TIMEOUTS);
 		rq->retry_after_s = retry_after_s(rq->holder_ttl_ms);
 		return reply_error(rq, ERR_LOCKED, json_pack("{s:I}", "ttl_ms",
 							    (json_int_t)rq->holder_ttl_ms),
@@ -62,6 +61,7 @@ static enum MHD_Result reply_failure(struct request *rq, enum lock_result r)
 		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
 				   "redis cannot be reached; retry shortly");
 	case LOCK_OK:
+	case LOCK_RESULT_COUNT:
 		break;
 	}
 	return reply_error(rq, ERR_INTERNAL, NULL, "unexpected lock result %d", (int)r);
@@ -94,14 +94,16 @@ static enum MHD_Result reply_granted(struct request *rq, const struct lock_state
 
 	leave_waiter(rq);
 	rq->queued = false;	/* the grant took it out of any queue */
-	metrics_inc(METRIC_ACQUIRED);
+	if (rq->params.wait_ms > 0)
+		metrics_wait(rq->route.kind, true, now_us() - rq->started_us);
 	if (request_client_gone(rq)) {
 		/* Nobody will learn of this grant: give it back at once. */
 		locks_release(rq->route.kind, rq->name, rq->params.owner, &rel);
-		metrics_inc(METRIC_ABANDONED_GRANTS);
+		metrics_lock(rq->route.kind, MOP_ACQUIRE, METRIC_ABANDONED);
 		log_info("client left before lock '%s' was granted; released it", rq->name);
 		return MHD_NO;
 	}
+	metrics_lock(rq->route.kind, MOP_ACQUIRE, LOCK_OK);
 	rq->grant_pending = true;
 	return reply_json(rq, 200, json_pack("{s:s, s:s, s:I, s:I, s:I}",
 					     "name", rq->name, "owner", rq->params.owner,
@@ -168,6 +170,9 @@ static enum MHD_Result acquire_try(struct request *rq)
 		return MHD_YES;
 	}
 	give_up(rq);
+	metrics_lock(rq->route.kind, MOP_ACQUIRE, r);
+	if (rq->params.wait_ms > 0)
+		metrics_wait(rq->route.kind, false, now_us() - rq->started_us);
 	return reply_failure(rq, r);
 }
 
@@ -205,7 +210,7 @@ void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode t
 	give_up(rq);
 	if (rq->grant_pending && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
 		locks_release(rq->route.kind, rq->name, rq->params.owner, &st);
-		metrics_inc(METRIC_ABANDONED_GRANTS);
+		metrics_lock(rq->route.kind, MOP_ACQUIRE, METRIC_ABANDONED);
 		log_info("answer to the grant of lock '%s' was not delivered; released it",
 			 rq->name);
 	}
@@ -231,16 +236,15 @@ static enum MHD_Result release(struct request *rq)
 				   "owner is required to release a lock (or force=true)");
 	if (force) {
 		r = locks_force_release(rq->route.kind, rq->name, &st);
+		metrics_lock(rq->route.kind, MOP_FORCE_RELEASE, r);
 		if (r != LOCK_OK)
 			return reply_failure(rq, r);
-		if (st.locked)
-			metrics_inc(METRIC_RELEASED);
 		return reply_json(rq, 200, json_pack("{s:b}", "released", st.locked));
 	}
 	r = locks_release(rq->route.kind, rq->name, rq->params.owner, &st);
+	metrics_lock(rq->route.kind, MOP_RELEASE, r);
 	if (r != LOCK_OK)
 		return reply_failure(rq, r);
-	metrics_inc(METRIC_RELEASED);
 	return reply_json(rq, 200, json_pack("{s:b, s:I}", "released", !st.locked,
 					     "holds", (json_int_t)st.holds));
 }
@@ -258,9 +262,9 @@ static enum MHD_Result heartbeat(struct request *rq)
 	if (!(rq->params.given & P_TTL))
 		rq->params.ttl_ms = rq->cfg->default_ttl_ms;
 	r = locks_renew(rq->route.kind, rq->name, rq->params.owner, rq->params.ttl_ms, &st);
+	metrics_lock(rq->route.kind, MOP_HEARTBEAT, r);
 	if (r != LOCK_OK)
 		return reply_failure(rq, r);
-	metrics_inc(METRIC_HEARTBEATS);
 	return reply_json(rq, 200, json_pack("{s:I}", "ttl_ms", (json_int_t)st.ttl_ms));
 }
 

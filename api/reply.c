@@ -5,6 +5,7 @@
 
 #include "../service/log.h"
 #include "../service/metrics.h"
+#include "../service/util.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -52,7 +53,7 @@ static enum MHD_Result queue(struct request *rq, unsigned status, const char *co
 	ret = MHD_queue_response(rq->conn, status, resp);
 	MHD_destroy_response(resp);
 	rq->status = status;
-	metrics_request(status);
+	metrics_request(rq->route.id, status, now_us() - rq->started_us);
 	return ret;
 }
 

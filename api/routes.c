@@ -6,7 +6,10 @@
 
 #include <string.h>
 
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
 struct route {
+	const char *label;	/* for metrics: the path with {name} */
 	const char *prefix;	/* whole path when suffix is NULL */
 	const char *suffix;	/* after the name; NULL = fixed path, no name */
 	enum lock_kind kind;
@@ -20,19 +23,30 @@ struct route {
 #define HEARTBEAT { [METHOD_POST] = OP_HEARTBEAT }
 
 static const struct route routes[] = {
-	{ "/locks/", "/heartbeat", LOCK_KIND_LOCK, HEARTBEAT, "POST" },
-	{ "/locks/", "", LOCK_KIND_LOCK, LOCK_OPS, "GET, PUT, DELETE" },
-	{ "/fairlocks/", "/heartbeat", LOCK_KIND_FAIR, HEARTBEAT, "POST" },
-	{ "/fairlocks/", "", LOCK_KIND_FAIR, LOCK_OPS, "GET, PUT, DELETE" },
-	{ "/rwlocks/", "/write/heartbeat", LOCK_KIND_WRITE, HEARTBEAT, "POST" },
-	{ "/rwlocks/", "/read/heartbeat", LOCK_KIND_READ, HEARTBEAT, "POST" },
-	{ "/rwlocks/", "/write", LOCK_KIND_WRITE, SIDE_OPS, "PUT, DELETE" },
-	{ "/rwlocks/", "/read", LOCK_KIND_READ, SIDE_OPS, "PUT, DELETE" },
-	{ "/rwlocks/", "", LOCK_KIND_READ, { [METHOD_GET] = OP_STATUS }, "GET" },
-	{ "/healthz", NULL, 0, { [METHOD_GET] = OP_HEALTHZ }, "GET" },
-	{ "/readyz", NULL, 0, { [METHOD_GET] = OP_READYZ }, "GET" },
-	{ "/metrics", NULL, 0, { [METHOD_GET] = OP_METRICS }, "GET" },
+	{ "/locks/{name}/heartbeat", "/locks/", "/heartbeat", LOCK_KIND_LOCK, HEARTBEAT, "POST" },
+	{ "/locks/{name}", "/locks/", "", LOCK_KIND_LOCK, LOCK_OPS, "GET, PUT, DELETE" },
+	{ "/fairlocks/{name}/heartbeat", "/fairlocks/", "/heartbeat", LOCK_KIND_FAIR, HEARTBEAT, "POST" },
+	{ "/fairlocks/{name}", "/fairlocks/", "", LOCK_KIND_FAIR, LOCK_OPS, "GET, PUT, DELETE" },
+	{ "/rwlocks/{name}/write/heartbeat", "/rwlocks/", "/write/heartbeat", LOCK_KIND_WRITE, HEARTBEAT, "POST" },
+	{ "/rwlocks/{name}/read/heartbeat", "/rwlocks/", "/read/heartbeat", LOCK_KIND_READ, HEARTBEAT, "POST" },
+	{ "/rwlocks/{name}/write", "/rwlocks/", "/write", LOCK_KIND_WRITE, SIDE_OPS, "PUT, DELETE" },
+	{ "/rwlocks/{name}/read", "/rwlocks/", "/read", LOCK_KIND_READ, SIDE_OPS, "PUT, DELETE" },
+	{ "/rwlocks/{name}", "/rwlocks/", "", LOCK_KIND_READ, { [METHOD_GET] = OP_STATUS }, "GET" },
+	{ "/healthz", "/healthz", NULL, 0, { [METHOD_GET] = OP_HEALTHZ }, "GET" },
+	{ "/readyz", "/readyz", NULL, 0, { [METHOD_GET] = OP_READYZ }, "GET" },
+	{ "/metrics", "/metrics", NULL, 0, { [METHOD_GET] = OP_METRICS }, "GET" },
 };
+
+static const char *labels[ARRAY_LEN(routes) + 1];
+
+const char *const *routes_labels(unsigned *n)
+{
+	for (size_t i = 0; i < ARRAY_LEN(routes); i++)
+		labels[i] = routes[i].label;
+	labels[ARRAY_LEN(routes)] = "other";
+	*n = ARRAY_LEN(routes);
+	return labels;
+}
 
 enum http_method routes_method(const char *method)
 {
@@ -66,13 +80,15 @@ enum route_status routes_match(const char *path, enum http_method method,
 			       struct route_match *m)
 {
 	memset(m, 0, sizeof(*m));
-	for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+	m->id = ARRAY_LEN(routes);
+	for (size_t i = 0; i < ARRAY_LEN(routes); i++) {
 		const struct route *r = &routes[i];
 
 		if (!path_matches(r, path, m))
 			continue;
 		m->kind = r->kind;
 		m->allow = r->allow;
+		m->id = (unsigned)i;
 		if (method == METHOD_OTHER || r->ops[method] == OP_NONE)
 			return ROUTE_METHOD_NOT_ALLOWED;
 		m->op = r->ops[method];

@@ -32,7 +32,12 @@ struct route_match {
 	const char *name;	/* points into the path; NULL for routes without one */
 	size_t name_len;
 	const char *allow;	/* "GET, PUT, DELETE" */
+	unsigned id;		/* index into routes_labels(); n when none matched */
 };
+
+/* The label of every route (its path with {name}) and "other" last; *n
+ * is the number of routes. The array lives as long as the process. */
+const char *const *routes_labels(unsigned *n);
 
 enum http_method routes_method(const char *method);
 /* Match an (unescaped) path and a method against the table. */

@@ -13,6 +13,7 @@
 #include "request.h"
 #include "routes.h"
 #include "../service/log.h"
+#include "../service/metrics.h"
 #include "../service/util.h"
 
 #include <microhttpd.h>
@@ -195,7 +196,10 @@ int server_start(const struct config *cfg)
 {
 	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
 	const union MHD_DaemonInfo *info;
+	unsigned nroutes;
+	const char *const *labels = routes_labels(&nroutes);
 
+	metrics_set_routes(labels, nroutes);
 	if (cfg->listen_addr.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	daemon_handle = MHD_start_daemon(

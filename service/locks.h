@@ -34,6 +34,7 @@ enum lock_result {
 	LOCK_NOT_OWNER,		/* release/renew: another owner holds it */
 	LOCK_WRONG_KIND,	/* the name is in use as another kind of lock */
 	LOCK_BACKEND_DOWN,	/* Redis unreachable or answering errors */
+	LOCK_RESULT_COUNT
 };
 
 struct lock_state {

@@ -1,9 +1,12 @@
-/* metrics.c -- lock-free counters (relaxed atomics) and their rendering in
- * the Prometheus text exposition format. */
+/* metrics.c -- counters and histograms kept in relaxed atomics, and their
+ * rendering in the Prometheus text exposition format (version 0.0.4).
+ * Series that never moved are left out, except the totals operators
+ * alert on, which are always present. */
 #include "metrics.h"
 
 #include "util.h"
 
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,74 +16,232 @@ static const struct {
 	const char *name;
 	const char *help;
 } metric_rows[METRIC_COUNT] = {
-	[METRIC_ACQUIRED] = { "dlockd_acquisitions_total", "Locks granted." },
-	[METRIC_ACQUIRE_TIMEOUTS] = { "dlockd_acquire_timeouts_total",
-		"Acquisitions answered 409 locked." },
-	[METRIC_RELEASED] = { "dlockd_releases_total", "Holds released." },
-	[METRIC_HEARTBEATS] = { "dlockd_heartbeats_total", "Leases renewed." },
-	[METRIC_ABANDONED_GRANTS] = { "dlockd_abandoned_grants_total",
-		"Locks released again because the client left before the answer." },
-	[METRIC_REDIS_ERRORS] = { "dlockd_backend_unavailable_total",
+	[METRIC_REDIS_ERRORS] = { "dlockd_redis_errors_total",
 		"Requests answered 503 because Redis could not be used." },
-	[METRIC_REDIS_RECONNECTS] = { "dlockd_redis_subscriber_reconnects_total",
-		"Times the subscriber connection to Redis was lost." },
+	[METRIC_REDIS_RECONNECTS] = { "dlockd_redis_reconnects_total",
+		"Times the subscriber connection to Redis was lost and reopened." },
 	[METRIC_PUBSUB_MESSAGES] = { "dlockd_pubsub_messages_total",
 		"Messages received on lock channels." },
 };
 
-static atomic_ullong counters[METRIC_COUNT];
+static const char *const kind_labels[LOCK_KIND_COUNT] = { "lock", "fairlock", "read", "write" };
+static const char *const op_labels[MOP_COUNT] = { "acquire", "release", "force_release",
+						  "heartbeat" };
+static const char *const result_labels[LOCK_RESULT_COUNT + 1] = {
+	[LOCK_OK] = "ok", [LOCK_HELD] = "locked", [LOCK_NOT_HELD] = "not_held",
+	[LOCK_NOT_OWNER] = "not_owner", [LOCK_WRONG_KIND] = "wrong_kind",
+	[LOCK_BACKEND_DOWN] = "backend_unavailable", [METRIC_ABANDONED] = "abandoned",
+};
 
 /* HTTP statuses dlockd answers with; anything else counts as "other". */
 static const unsigned statuses[] = { 200, 400, 401, 403, 404, 405, 409, 413, 500, 503 };
-static atomic_ullong by_status[ARRAY_SIZE(statuses) + 1];
+#define NSTATUS (ARRAY_SIZE(statuses) + 1)
+#define MAX_ROUTES 32
 
-void metrics_inc(enum metric m)
+/* Upper bounds in seconds, shared by every histogram. */
+static const double buckets[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+				  0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300 };
+#define NBUCKETS (ARRAY_SIZE(buckets) + 1)	/* the last is +Inf */
+
+struct histogram {
+	atomic_ullong count[NBUCKETS];	/* per bucket, not cumulative */
+	atomic_ullong sum_us;
+};
+
+static atomic_ullong counters[METRIC_COUNT];
+static atomic_ullong lock_ops[LOCK_KIND_COUNT][MOP_COUNT][LOCK_RESULT_COUNT + 1];
+static atomic_ullong expirations[LOCK_KIND_COUNT];
+static struct histogram waits[LOCK_KIND_COUNT][2];	/* [kind][granted] */
+static const char *const *route_labels;
+static unsigned nroutes;
+static atomic_ullong requests[MAX_ROUTES + 1][NSTATUS];
+static struct histogram latency[MAX_ROUTES + 1];
+
+/* ----- Counting ----- */
+
+static void add(atomic_ullong *c)
 {
-	atomic_fetch_add_explicit(&counters[m], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
 }
 
-void metrics_request(unsigned status)
+static unsigned long long get(atomic_ullong *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+static void observe(struct histogram *h, int64_t us)
 {
 	size_t i = 0;
 
+	if (us < 0)
+		us = 0;
+	while (i < ARRAY_SIZE(buckets) && (double)us / 1e6 > buckets[i])
+		i++;
+	add(&h->count[i]);
+	atomic_fetch_add_explicit(&h->sum_us, (unsigned long long)us, memory_order_relaxed);
+}
+
+void metrics_inc(enum metric m)
+{
+	add(&counters[m]);
+}
+
+void metrics_lock(enum lock_kind kind, enum metric_op op, unsigned res)
+{
+	if (res > LOCK_RESULT_COUNT)
+		return;
+	add(&lock_ops[kind][op][res]);
+	if (res == LOCK_NOT_HELD && (op == MOP_RELEASE || op == MOP_HEARTBEAT))
+		add(&expirations[kind]);
+}
+
+void metrics_wait(enum lock_kind kind, bool granted, int64_t waited_us)
+{
+	observe(&waits[kind][granted], waited_us);
+}
+
+void metrics_set_routes(const char *const *labels, unsigned n)
+{
+	route_labels = labels;
+	nroutes = n < MAX_ROUTES ? n : MAX_ROUTES;
+}
+
+void metrics_request(unsigned route, unsigned status, int64_t duration_us)
+{
+	size_t i = 0;
+
+	if (route > nroutes)
+		route = nroutes;
 	while (i < ARRAY_SIZE(statuses) && statuses[i] != status)
 		i++;
-	atomic_fetch_add_explicit(&by_status[i], 1, memory_order_relaxed);
+	add(&requests[route][i]);
+	observe(&latency[route], duration_us);
+}
+
+/* ----- Rendering ----- */
+
+struct out {
+	char *p;
+	size_t n, cap;
+};
+
+static void emit(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emit(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	for (;;) {
+		va_start(ap, fmt);
+		k = vsnprintf(o->p + o->n, o->cap - o->n, fmt, ap);
+		va_end(ap);
+		if (k < 0)
+			abort();
+		if ((size_t)k < o->cap - o->n)
+			break;
+		o->cap = o->cap * 2 + (size_t)k;
+		o->p = xrealloc(o->p, o->cap);
+	}
+	o->n += (size_t)k;
+}
+
+static void header(struct out *o, const char *name, const char *type, const char *help)
+{
+	emit(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* One histogram's series; labels is "" or 'a="b",' (with the comma). */
+static void emit_histogram(struct out *o, const char *name, const char *labels,
+			   struct histogram *h)
+{
+	unsigned long long cum = 0;
+
+	for (size_t i = 0; i < NBUCKETS; i++) {
+		cum += get(&h->count[i]);
+		if (i < ARRAY_SIZE(buckets))
+			emit(o, "%s_bucket{%sle=\"%g\"} %llu\n", name, labels, buckets[i], cum);
+		else
+			emit(o, "%s_bucket{%sle=\"+Inf\"} %llu\n", name, labels, cum);
+	}
+	emit(o, "%s_sum{%.*s} %.6f\n", name, labels[0] ? (int)strlen(labels) - 1 : 0, labels,
+	     (double)get(&h->sum_us) / 1e6);
+	emit(o, "%s_count{%.*s} %llu\n", name, labels[0] ? (int)strlen(labels) - 1 : 0, labels,
+	     cum);
+}
+
+static const char *route_label(unsigned r)
+{
+	return route_labels && r <= nroutes ? route_labels[r] : "other";
 }
 
 char *metrics_render(unsigned waiters, size_t *len)
 {
-	size_t cap = 4096, n = 0;
-	char *out = xmalloc(cap);
-
-#define EMIT(...) do { \
-		int k_ = snprintf(out + n, cap - n, __VA_ARGS__); \
-		if (k_ < 0) abort(); \
-		if ((size_t)k_ >= cap - n) { \
-			cap = cap * 2 + (size_t)k_; out = xrealloc(out, cap); \
-			k_ = snprintf(out + n, cap - n, __VA_ARGS__); \
-		} \
-		n += (size_t)k_; \
-	} while (0)
+	struct out o = { .p = xmalloc(8192), .cap = 8192 };
+	char labels[128];
 
 	for (int i = 0; i < METRIC_COUNT; i++) {
-		EMIT("# HELP %s %s\n# TYPE %s counter\n%s %llu\n", metric_rows[i].name,
-		     metric_rows[i].help, metric_rows[i].name, metric_rows[i].name,
-		     (unsigned long long)atomic_load_explicit(&counters[i], memory_order_relaxed));
+		header(&o, metric_rows[i].name, "counter", metric_rows[i].help);
+		emit(&o, "%s %llu\n", metric_rows[i].name, get(&counters[i]));
 	}
-	EMIT("# HELP dlockd_http_requests_total HTTP requests answered, by status.\n"
-	     "# TYPE dlockd_http_requests_total counter\n");
-	for (size_t i = 0; i <= ARRAY_SIZE(statuses); i++) {
-		unsigned long long v = atomic_load_explicit(&by_status[i], memory_order_relaxed);
 
-		if (i < ARRAY_SIZE(statuses))
-			EMIT("dlockd_http_requests_total{code=\"%u\"} %llu\n", statuses[i], v);
-		else
-			EMIT("dlockd_http_requests_total{code=\"other\"} %llu\n", v);
+	header(&o, "dlockd_lock_operations_total", "counter",
+	       "Lock operations by kind, operation and result.");
+	for (int k = 0; k < LOCK_KIND_COUNT; k++)
+		for (int op = 0; op < MOP_COUNT; op++)
+			for (int res = 0; res <= LOCK_RESULT_COUNT; res++) {
+				unsigned long long v = get(&lock_ops[k][op][res]);
+
+				if (v || res == LOCK_OK)
+					emit(&o, "dlockd_lock_operations_total{kind=\"%s\",op=\"%s\","
+					     "result=\"%s\"} %llu\n", kind_labels[k], op_labels[op],
+					     result_labels[res], v);
+			}
+	header(&o, "dlockd_lease_expirations_seen_total", "counter",
+	       "Releases and heartbeats that found the lease had already run out.");
+	for (int k = 0; k < LOCK_KIND_COUNT; k++)
+		emit(&o, "dlockd_lease_expirations_seen_total{kind=\"%s\"} %llu\n", kind_labels[k],
+		     get(&expirations[k]));
+
+	header(&o, "dlockd_waiters", "gauge", "Requests waiting for a lock now.");
+	emit(&o, "dlockd_waiters %u\n", waiters);
+
+	header(&o, "dlockd_wait_seconds", "histogram",
+	       "How long waiting acquires (wait_ms > 0) waited, by kind and outcome.");
+	for (int k = 0; k < LOCK_KIND_COUNT; k++)
+		for (int g = 1; g >= 0; g--) {
+			snprintf(labels, sizeof(labels), "kind=\"%s\",outcome=\"%s\",",
+				 kind_labels[k], g ? "granted" : "timeout");
+			emit_histogram(&o, "dlockd_wait_seconds", labels, &waits[k][g]);
+		}
+
+	header(&o, "dlockd_http_requests_total", "counter",
+	       "HTTP requests answered, by route and status.");
+	for (unsigned r = 0; r <= nroutes; r++)
+		for (size_t i = 0; i < NSTATUS; i++) {
+			unsigned long long v = get(&requests[r][i]);
+			char code[8];
+
+			if (!v)
+				continue;
+			if (i < ARRAY_SIZE(statuses))
+				snprintf(code, sizeof(code), "%u", statuses[i]);
+			else
+				snprintf(code, sizeof(code), "other");
+			emit(&o, "dlockd_http_requests_total{route=\"%s\",code=\"%s\"} %llu\n",
+			     route_label(r), code, v);
+		}
+	header(&o, "dlockd_http_request_duration_seconds", "histogram",
+	       "Time from a request's arrival to its answer being queued, by route.");
+	for (unsigned r = 0; r <= nroutes; r++) {
+		unsigned long long seen = 0;
+
+		for (size_t i = 0; i < NBUCKETS; i++)
+			seen += get(&latency[r].count[i]);
+		if (!seen)
+			continue;
+		snprintf(labels, sizeof(labels), "route=\"%s\",", route_label(r));
+		emit_histogram(&o, "dlockd_http_request_duration_seconds", labels, &latency[r]);
 	}
-	EMIT("# HELP dlockd_waiters Requests waiting for a lock.\n"
-	     "# TYPE dlockd_waiters gauge\ndlockd_waiters %u\n", waiters);
-#undef EMIT
-	*len = n;
-	return out;
+	*len = o.n;
+	return o.p;
 }

@@ -1,25 +1,50 @@
-/* metrics.h -- process-wide counters, rendered in Prometheus text format. */
+/* metrics.h -- process-wide counters and histograms, rendered in the
+ * Prometheus text format. Every call is lock-free and safe from any thread. */
 #ifndef DLOCKD_METRICS_H
 #define DLOCKD_METRICS_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "locks.h"
 
 enum metric {
-	METRIC_ACQUIRED,		/* locks granted */
-	METRIC_ACQUIRE_TIMEOUTS,	/* waits that ended with 409 locked */
-	METRIC_RELEASED,		/* releases that freed a hold */
-	METRIC_HEARTBEATS,		/* successful renewals */
-	METRIC_ABANDONED_GRANTS,	/* grants released again: client gone */
-	METRIC_REDIS_ERRORS,		/* requests answered 503 */
+	METRIC_REDIS_ERRORS,		/* requests answered 503 for want of Redis */
 	METRIC_REDIS_RECONNECTS,	/* subscriber connection losses */
 	METRIC_PUBSUB_MESSAGES,		/* messages received on lock channels */
 	METRIC_COUNT
 };
 
+/* Lock operations, labelled op="..." */
+enum metric_op {
+	MOP_ACQUIRE,
+	MOP_RELEASE,
+	MOP_FORCE_RELEASE,
+	MOP_HEARTBEAT,
+	MOP_COUNT
+};
+
+#define METRIC_ABANDONED LOCK_RESULT_COUNT	/* a grant nobody received */
+
 void metrics_inc(enum metric m);
-/* Count one answered request with its HTTP status. */
-void metrics_request(unsigned status);
-/* Render all metrics plus the gauges given; the caller frees the text. */
+
+/* One lock operation of kind ended with res (enum lock_result, or
+ * METRIC_ABANDONED). A release or heartbeat that finds LOCK_NOT_HELD also
+ * counts as an expiration seen: the lease had run out. */
+void metrics_lock(enum lock_kind kind, enum metric_op op, unsigned res);
+
+/* A waiting acquire (wait_ms > 0) ended after waited_us, granted or not. */
+void metrics_wait(enum lock_kind kind, bool granted, int64_t waited_us);
+
+/* The route labels requests are counted under; labels[n] is used for
+ * requests that matched no route. Call once at start-up; labels must live
+ * as long as the process. */
+void metrics_set_routes(const char *const *labels, unsigned n);
+/* One answered request: its route index, HTTP status and duration. */
+void metrics_request(unsigned route, unsigned status, int64_t duration_us);
+
+/* Render everything plus the waiters gauge; the caller frees the text. */
 char *metrics_render(unsigned waiters, size_t *len);
 
 #endif

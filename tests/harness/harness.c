@@ -389,7 +389,8 @@ double metric_value(const struct dlockd_srv *d, const char *name)
 	double v = -1;
 	size_t n = strlen(name);
 
-	if (http_on(d->base, "GET", "/metrics", NULL, &r) == 0) {
+	if (http_on(d->base, "GET", "/metrics", NULL, &r) == 0 && r.status == 200) {
+		v = 0;	/* a series that never moved is not listed */
 		for (char *line = r.body; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
 			if (!strncmp(line, name, n) && line[n] == ' ') {
 				v = strtod(line + n + 1, NULL);

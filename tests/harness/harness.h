@@ -80,7 +80,8 @@ long long rcmd_int(const char *fmt, ...);
 /* Calls of EVALSHA so far on the shared Redis (INFO commandstats). */
 long long redis_evalsha_calls(void);
 
-/* dlockd's /metrics value of a metric line starting with name. */
+/* dlockd's /metrics value of the series name (labels included, exactly as
+ * rendered); 0 when the series is not listed, -1 when /metrics failed. */
 double metric_value(const struct dlockd_srv *d, const char *name);
 
 /* A request run on its own thread, for waits that block. */

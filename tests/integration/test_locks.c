@@ -214,6 +214,6 @@ TEST(health_and_readiness)
 	http_free(&r);
 	http("GET", "/metrics", NULL, &r);
 	CHECK_STATUS(r, 200, "metrics");
-	CHECK(strstr(r.body, "dlockd_acquisitions_total"), "metrics lists acquisitions");
+	CHECK(strstr(r.body, "dlockd_lock_operations_total"), "metrics lists lock operations");
 	http_free(&r);
 }

@@ -120,6 +120,9 @@ TEST(redis_gone_waiters_are_answered_by_their_deadline)
 	http_free(&r);
 	CHECK(WAIT_FOR(status_is(&d, "/readyz", 503), 3000), "not ready");
 
+	CHECK(metric_value(&d, "dlockd_redis_errors_total") >= 2, "503s counted as Redis errors");
+	CHECK(metric_value(&d, "dlockd_redis_reconnects_total") >= 1,
+	      "the lost subscriber connection is counted");
 	CHECK(redis_start(&rs) == 0, "Redis back");
 	CHECK(WAIT_FOR(status_is(&d, "/readyz", 200), 10000), "ready again without a restart");
 	http_on(d.base, "PUT", "/locks/j?owner=holder", NULL, &r);
