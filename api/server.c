@@ -134,10 +134,16 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 	if (!rq)
 		return;
 	handle_lock_completed(rq, toe);
-	if (log_enabled(LOG_INFO))
-		log_msg(LOG_INFO, "%s %s %u %.3fms%s", rq->method_name, rq->url,
-			rq->status, (double)(now_us() - rq->started_us) / 1000.0,
-			toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (not delivered)");
+	log_access(&(struct log_access){
+		.method = rq->method_name,
+		.path = rq->url,
+		.status = rq->status,
+		.duration_ms = (double)(now_us() - rq->started_us) / 1000.0,
+		.kind = rq->name ? locks_kind_label(rq->route.kind) : NULL,
+		.lock = rq->name,
+		.owner = rq->params.owner[0] ? rq->params.owner : NULL,
+		.delivered = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK,
+	});
 	request_free(rq);
 	*req_cls = NULL;
 }

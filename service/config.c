@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum opt_type { OPT_STRING, OPT_INT, OPT_LEVEL };
+enum opt_type { OPT_STRING, OPT_INT, OPT_LEVEL, OPT_FORMAT };
 
 struct option_row {
 	const char *flag;
@@ -29,7 +29,8 @@ struct option_row {
 
 enum {
 	O_LISTEN, O_REDIS, O_THREADS, O_DEFAULT_TTL, O_MAX_TTL, O_MAX_WAIT,
-	O_QUEUE_TTL, O_MAX_BODY, O_MAX_CONN, O_IDLE_TIMEOUT, O_LOG_LEVEL, O_COUNT
+	O_QUEUE_TTL, O_MAX_BODY, O_MAX_CONN, O_IDLE_TIMEOUT, O_LOG_LEVEL,
+	O_LOG_FORMAT, O_COUNT
 };
 
 static const struct option_row rows[O_COUNT] = {
@@ -58,6 +59,8 @@ static const struct option_row rows[O_COUNT] = {
 		"close a connection idle this long; waiting requests are not idle (default 60)" },
 	[O_LOG_LEVEL] = { "log-level", "DLOCKD_LOG_LEVEL", OPT_LEVEL, 0, 0, "LEVEL",
 		"error, warn, info or debug (default info)" },
+	[O_LOG_FORMAT] = { "log-format", "DLOCKD_LOG_FORMAT", OPT_FORMAT, 0, 0, "FORMAT",
+		"json (one object per line) or text (default json)" },
 };
 
 static void usage(FILE *out)
@@ -175,6 +178,13 @@ static int set_option(struct config *cfg, int i, const char *val, const char *fr
 			return -1;
 		}
 		break;
+	case O_LOG_FORMAT:
+		cfg->log_format = log_format_parse(val);
+		if (cfg->log_format < 0) {
+			fprintf(stderr, "dlockd: %s '%s' is not json or text\n", from, val);
+			return -1;
+		}
+		break;
 	}
 	return 0;
 }
@@ -220,6 +230,7 @@ int config_load(struct config *cfg, int argc, char **argv)
 	cfg->max_connections = 20000;
 	cfg->idle_timeout_s = 60;
 	cfg->log_level = LOG_INFO;
+	cfg->log_format = LOG_FORMAT_JSON;
 
 	for (int i = 0; i < O_COUNT; i++) {
 		const char *v = getenv(rows[i].env);

@@ -19,6 +19,7 @@ struct config {
 	unsigned max_connections;
 	unsigned idle_timeout_s;	/* idle keep-alive connections are closed after this */
 	int log_level;			/* enum log_level */
+	int log_format;			/* enum log_format */
 };
 
 /* Fill cfg from the environment, then argv (flags win). Returns 0 on

@@ -1,20 +1,45 @@
-/* log.h -- leveled log lines on stderr. */
+/* log.h -- leveled log lines on stderr, one JSON object per line (or plain
+ * text for people), and the access log line of each request. */
 #ifndef DLOCKD_LOG_H
 #define DLOCKD_LOG_H
+
+#include <stdint.h>
 
 enum log_level {
 	LOG_ERROR,	/* the service cannot do what it was asked */
 	LOG_WARN,	/* something went wrong and was handled (Redis lost) */
-	LOG_INFO,	/* start, stop, reconnect */
-	LOG_DEBUG,	/* one line per request */
+	LOG_INFO,	/* start, stop, reconnect, one access line per request */
+	LOG_DEBUG,	/* details for chasing a problem */
+};
+
+enum log_format {
+	LOG_FORMAT_JSON,	/* {"ts":..., "level":..., "msg":...} */
+	LOG_FORMAT_TEXT,	/* "<ts> <level> <msg>" */
+};
+
+/* What one answered request was. Strings may be NULL. */
+struct log_access {
+	const char *method;
+	const char *path;	/* decoded path, no query string */
+	unsigned status;
+	double duration_ms;
+	const char *kind;	/* lock kind label */
+	const char *lock;
+	const char *owner;
+	int delivered;		/* 0: the client was gone before the answer */
 };
 
 /* Parse "error", "warn", "info", "debug"; returns -1 when unknown. */
 int log_level_parse(const char *s);
+/* Parse "json", "text"; returns -1 when unknown. */
+int log_format_parse(const char *s);
 void log_set_level(enum log_level level);
+void log_set_format(enum log_format format);
 int log_enabled(enum log_level level);
 void log_msg(enum log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* The access line of one request, at info level. */
+void log_access(const struct log_access *a);
 
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)

@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -47,8 +48,19 @@ static void drain_waiters(void)
 	nanosleep(&tick, NULL);
 }
 
+/* url with any user:password@ shown as ***@, for logging; caller frees. */
+static char *redacted_url(const char *url)
+{
+	const char *at = strchr(url, '@'), *scheme = strstr(url, "://");
+
+	if (!at || !scheme || at < scheme)
+		return xstrdup(url);
+	return xasprintf("%.*s://***%s", (int)(scheme - url), url, at);
+}
+
 int main(int argc, char **argv)
 {
+	char *shown_url;
 	struct config cfg;
 	sigset_t stop_signals;
 	int rc, sig, port;
@@ -59,6 +71,7 @@ int main(int argc, char **argv)
 		return rc > 0 ? 0 : 2;
 	}
 	log_set_level(cfg.log_level);
+	log_set_format(cfg.log_format);
 	raise_fd_limit();
 
 	/* Every thread inherits this mask, so only sigwait() below sees them. */
@@ -82,8 +95,10 @@ int main(int argc, char **argv)
 		log_error("cannot listen on %s", cfg.listen);
 		return 1;
 	}
+	shown_url = redacted_url(cfg.redis_url);
 	log_info("dlockd listening on %s (port %d), redis %s, %u threads", cfg.listen, port,
-		 cfg.redis_url, cfg.threads);
+		 shown_url, cfg.threads);
+	free(shown_url);
 
 	do {
 		if (sigwait(&stop_signals, &sig) != 0)

@@ -122,3 +122,74 @@ TEST(sigterm_answers_waiters_503_and_exits_0)
 	http("DELETE", p, NULL, &r);
 	http_free(&r);
 }
+
+/* The first log line of d that contains needle, parsed; NULL if none. */
+static json_t *log_line_with(const struct dlockd_srv *d, const char *needle, char *raw, size_t cap)
+{
+	FILE *f = fopen(d->log, "r");
+	char line[4096];
+	json_t *j = NULL;
+
+	raw[0] = '\0';
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, needle)) {
+			snprintf(raw, cap, "%s", line);
+			j = json_loads(line, 0, NULL);
+			break;
+		}
+	if (f)
+		fclose(f);
+	return j;
+}
+
+TEST(logs_are_json_lines_with_an_access_line_per_request)
+{
+	struct dlockd_srv d;
+	struct http_resp r;
+	char p[512], raw[4096], url[128];
+	const char *n = lockname("log");
+	json_t *j;
+
+	/* a password in the Redis URL must not reach the log */
+	snprintf(url, sizeof(url), "redis://:s3cr3t-pw@127.0.0.1:%d/0", H_redis.port);
+	CHECK(dlockd_start(&d, url, NULL) == 0, "start");
+	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
+	CHECK(!log_line_with(&d, "s3cr3t-pw", raw, sizeof(raw)) && !strstr(raw, "s3cr3t"),
+	      "the Redis password is not logged");
+
+	CHECK(dlockd_start(&d, NULL, NULL) == 0, "start");
+	snprintf(p, sizeof(p), "/locks/%s?owner=logger-1&wait_ms=10", n);
+	http_on(d.base, "PUT", p, NULL, &r);
+	http_free(&r);
+	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
+	j = log_line_with(&d, "\"method\":\"PUT\"", raw, sizeof(raw));
+	CHECK(j, "an access line in JSON: %s", raw);
+	CHECK(json_string_value(json_object_get(j, "method")) &&
+	      !strcmp(json_string_value(json_object_get(j, "method")), "PUT"), "method: %s", raw);
+	CHECK(json_integer_value(json_object_get(j, "status")) == 200, "status: %s", raw);
+	CHECK(json_is_number(json_object_get(j, "duration_ms")), "duration: %s", raw);
+	CHECK(json_string_value(json_object_get(j, "lock")) &&
+	      !strcmp(json_string_value(json_object_get(j, "lock")), n), "lock name: %s", raw);
+	CHECK(json_string_value(json_object_get(j, "owner")) &&
+	      !strcmp(json_string_value(json_object_get(j, "owner")), "logger-1"), "owner: %s", raw);
+	CHECK(json_string_value(json_object_get(j, "ts")) &&
+	      !strcmp(json_string_value(json_object_get(j, "level")), "info"), "ts and level: %s", raw);
+	CHECK(!strchr(json_string_value(json_object_get(j, "path")), '?'),
+	      "the path carries no query string: %s", raw);
+	json_decref(j);
+	j = log_line_with(&d, "listening", raw, sizeof(raw));
+	CHECK(j && json_string_value(json_object_get(j, "msg")), "events are JSON too: %s", raw);
+	json_decref(j);
+
+	{
+		static const char *const text[] = { "--log-format", "text", NULL };
+
+		CHECK(dlockd_start(&d, NULL, text) == 0, "start with --log-format text");
+		http_on(d.base, "PUT", p, NULL, &r);
+		http_free(&r);
+		CHECK(dlockd_stop(&d, 5000) == 0, "stop");
+		j = log_line_with(&d, " PUT /locks/", raw, sizeof(raw));
+		CHECK(!j && strstr(raw, " info  PUT /locks/") && strstr(raw, " 200 ") &&
+		      strstr(raw, "owner=logger-1"), "a text access line: %s", raw);
+	}
+}
