@@ -234,6 +234,9 @@ static enum MHD_Result release(struct request *rq)
 	if (!force && !(rq->params.given & P_OWNER))
 		return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
 				   "owner is required to release a lock (or force=true)");
+	if (force && !rq->admin)
+		return reply_error(rq, ERR_FORBIDDEN, NULL,
+				   "only an admin token may force a release");
 	if (force) {
 		r = locks_force_release(rq->route.kind, rq->name, &st);
 		metrics_lock(rq->route.kind, MOP_FORCE_RELEASE, r);

@@ -26,6 +26,8 @@ static const struct {
 	[ERR_NOT_OWNER] = { 409, "not_owner" },
 	[ERR_WRONG_KIND] = { 409, "wrong_kind" },
 	[ERR_BODY_TOO_LARGE] = { 413, "body_too_large" },
+	[ERR_UNAUTHORIZED] = { 401, "unauthorized" },
+	[ERR_FORBIDDEN] = { 403, "forbidden" },
 	[ERR_BACKEND_UNAVAILABLE] = { 503, "backend_unavailable" },
 	[ERR_INTERNAL] = { 500, "internal" },
 };
@@ -44,6 +46,8 @@ static enum MHD_Result queue(struct request *rq, unsigned status, const char *co
 	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	if (status == 401)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
 	if (status == 405 && rq->route.allow)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, rq->route.allow);
 	if (rq->retry_after_s > 0) {

@@ -18,6 +18,8 @@ enum api_error {
 	ERR_NOT_OWNER,
 	ERR_WRONG_KIND,
 	ERR_BODY_TOO_LARGE,
+	ERR_UNAUTHORIZED,
+	ERR_FORBIDDEN,
 	ERR_BACKEND_UNAVAILABLE,
 	ERR_INTERNAL,
 	ERR_COUNT
@@ -29,8 +31,8 @@ enum MHD_Result reply_json(struct request *rq, unsigned status, json_t *body);
 enum MHD_Result reply_text(struct request *rq, unsigned status, const char *content_type,
 			   char *text, size_t len);
 /* Queue {"error": code, "message": ...} with the status of err, plus any
- * fields of extra (stolen, may be NULL). 405 carries Allow from
- * rq->route.allow; 409 locked and 503 carry Retry-After. */
+ * fields of extra (stolen, may be NULL). 401 carries WWW-Authenticate,
+ * 405 Allow from rq->route.allow; 409 locked and 503 Retry-After. */
 enum MHD_Result reply_error(struct request *rq, enum api_error err, json_t *extra,
 			    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 

@@ -56,6 +56,8 @@ struct request {
 	 * again if the client is gone before the answer reaches it */
 	bool grant_pending;
 
+	bool admin;			/* auth off, or an admin token */
+
 	unsigned status;		/* answered with */
 	int retry_after_s;		/* > 0: send Retry-After */
 	int64_t started_us;

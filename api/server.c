@@ -12,6 +12,7 @@
 #include "reply.h"
 #include "request.h"
 #include "routes.h"
+#include "../service/auth.h"
 #include "../service/log.h"
 #include "../service/metrics.h"
 #include "../service/util.h"
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 static struct MHD_Daemon *daemon_handle;
@@ -75,6 +77,41 @@ static void body_append(struct request *rq, const char *data, size_t len)
 	rq->body[rq->body_len] = '\0';
 }
 
+/* With --auth-file, a lock request needs "Authorization: Bearer <token>"
+ * whose prefix covers the name; 0, or -1 after the 401/403 is queued. */
+static int auth_or_reply(struct request *rq)
+{
+	const char *h;
+	enum auth_role role = AUTH_CLIENT;
+
+	rq->admin = true;
+	if (!auth_enabled())
+		return 0;
+	rq->admin = false;
+	h = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+	if (!h || strncasecmp(h, "Bearer ", 7)) {
+		reply_error(rq, ERR_UNAUTHORIZED, NULL,
+			    "this dlockd needs 'Authorization: Bearer <token>'");
+		return -1;
+	}
+	h += 7;
+	while (*h == ' ')
+		h++;
+	switch (auth_check(h, strlen(h), rq->name, &role)) {
+	case AUTH_UNKNOWN:
+		reply_error(rq, ERR_UNAUTHORIZED, NULL, "the bearer token is not known");
+		return -1;
+	case AUTH_OUT_OF_SCOPE:
+		reply_error(rq, ERR_FORBIDDEN, NULL,
+			    "the bearer token may not touch lock '%s'", rq->name);
+		return -1;
+	case AUTH_OK:
+		break;
+	}
+	rq->admin = role == AUTH_ADMIN;
+	return 0;
+}
+
 /* The whole request is in: check it and hand it to its handler. */
 static enum MHD_Result dispatch(struct request *rq)
 {
@@ -99,6 +136,8 @@ static enum MHD_Result dispatch(struct request *rq)
 	    strlen(rq->name) != rq->route.name_len)
 		return reply_error(rq, ERR_INVALID_NAME, NULL, "%s",
 				   why[0] ? why : "name may not contain NUL bytes");
+	if (auth_or_reply(rq) < 0)
+		return MHD_YES;
 	return handle_lock(rq);
 }
 

@@ -30,7 +30,7 @@ struct option_row {
 enum {
 	O_LISTEN, O_REDIS, O_THREADS, O_DEFAULT_TTL, O_MAX_TTL, O_MAX_WAIT,
 	O_QUEUE_TTL, O_MAX_BODY, O_MAX_CONN, O_IDLE_TIMEOUT, O_LOG_LEVEL,
-	O_LOG_FORMAT, O_COUNT
+	O_LOG_FORMAT, O_AUTH_FILE, O_COUNT
 };
 
 static const struct option_row rows[O_COUNT] = {
@@ -61,6 +61,9 @@ static const struct option_row rows[O_COUNT] = {
 		"error, warn, info or debug (default info)" },
 	[O_LOG_FORMAT] = { "log-format", "DLOCKD_LOG_FORMAT", OPT_FORMAT, 0, 0, "FORMAT",
 		"json (one object per line) or text (default json)" },
+	[O_AUTH_FILE] = { "auth-file", "DLOCKD_AUTH_FILE", OPT_STRING, 0, 0, "FILE",
+		"bearer tokens, one '<token> <role> <prefix>' per line; re-read\n"
+		"                        on SIGHUP (default: no auth)" },
 };
 
 static void usage(FILE *out)
@@ -161,6 +164,10 @@ static int set_option(struct config *cfg, int i, const char *val, const char *fr
 	case O_REDIS:
 		free(cfg->redis_url);
 		cfg->redis_url = xstrdup(val);
+		break;
+	case O_AUTH_FILE:
+		free(cfg->auth_file);
+		cfg->auth_file = xstrdup(val);
 		break;
 	case O_THREADS: cfg->threads = (unsigned)n; break;
 	case O_DEFAULT_TTL: cfg->default_ttl_ms = n; break;
@@ -269,5 +276,6 @@ void config_release(struct config *cfg)
 {
 	free(cfg->listen);
 	free(cfg->redis_url);
-	cfg->listen = cfg->redis_url = NULL;
+	free(cfg->auth_file);
+	cfg->listen = cfg->redis_url = cfg->auth_file = NULL;
 }

@@ -10,6 +10,7 @@ struct config {
 	struct sockaddr_storage listen_addr;
 	socklen_t listen_addr_len;
 	char *redis_url;
+	char *auth_file;		/* NULL: no auth */
 	unsigned threads;		/* MHD worker threads, each with one Redis connection */
 	int64_t default_ttl_ms;
 	int64_t max_ttl_ms;

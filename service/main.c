@@ -1,7 +1,8 @@
 /* main.c -- dlockd's entry point: read the settings, start the pieces in
  * dependency order (scripts, Redis, waiters, pubsub thread, HTTP server),
- * wait for SIGTERM/SIGINT, then stop: stop accepting, answer every waiting
+ * wait for SIGTERM/SIGINT (SIGHUP re-reads the auth file), then stop: stop accepting, answer every waiting
  * request with 503, give them a moment to go out, and tear down in reverse. */
+#include "auth.h"
 #include "config.h"
 #include "locks.h"
 #include "log.h"
@@ -72,12 +73,17 @@ int main(int argc, char **argv)
 	}
 	log_set_level(cfg.log_level);
 	log_set_format(cfg.log_format);
+	if (auth_load(cfg.auth_file) < 0) {
+		config_release(&cfg);
+		return 2;
+	}
 	raise_fd_limit();
 
 	/* Every thread inherits this mask, so only sigwait() below sees them. */
 	sigemptyset(&stop_signals);
 	sigaddset(&stop_signals, SIGTERM);
 	sigaddset(&stop_signals, SIGINT);
+	sigaddset(&stop_signals, SIGHUP);	/* re-read --auth-file */
 	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -103,6 +109,8 @@ int main(int argc, char **argv)
 	do {
 		if (sigwait(&stop_signals, &sig) != 0)
 			sig = SIGTERM;
+		if (sig == SIGHUP)
+			auth_reload();
 	} while (sig != SIGTERM && sig != SIGINT);
 	log_info("signal %d: stopping", sig);
 
@@ -112,6 +120,7 @@ int main(int argc, char **argv)
 	pubsub_stop();
 	waiters_release();
 	redis_conn_cleanup();
+	auth_release();
 	config_release(&cfg);
 	log_info("stopped");
 	return 0;

@@ -56,6 +56,11 @@ int slow_factor(void)
 
 /* ----- Processes ----- */
 
+const char *test_tmpdir(void)
+{
+	return tmpdir;
+}
+
 int free_port(void)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
@@ -292,6 +297,13 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *cls)
 	return len;
 }
 
+static __thread const char *bearer;
+
+void http_bearer(const char *token)
+{
+	bearer = token;
+}
+
 /* One keep-alive handle per thread, like a real client. */
 static pthread_key_t curl_key;
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -328,9 +340,17 @@ int http_on(const char *base, const char *method, const char *path, const char *
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 120000L * slow_factor());
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	if (body) {
+	if (bearer) {
+		char h[512];
+
+		snprintf(h, sizeof(h), "Authorization: Bearer %s", bearer);
+		hdrs = curl_slist_append(hdrs, h);
+	}
+	if (body)
 		hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+	if (hdrs)
 		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+	if (body) {
 		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
 	}

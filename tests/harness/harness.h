@@ -29,6 +29,8 @@ struct dlockd_srv {
 };
 
 int free_port(void);
+/* The run's private directory (removed at the end when all passed). */
+const char *test_tmpdir(void);
 /* Start redis-server on r->port (0 picks a free one); waits for PING. */
 int redis_start(struct redis_srv *r);
 /* SIGKILL (hard) or SIGTERM it and reap it. */
@@ -63,6 +65,9 @@ struct http_resp {
 int http_on(const char *base, const char *method, const char *path, const char *body,
 	    struct http_resp *r);
 int http(const char *method, const char *path, const char *body, struct http_resp *r);
+/* Send "Authorization: Bearer <token>" on this thread's later requests
+ * (NULL: none). */
+void http_bearer(const char *token);
 void http_free(struct http_resp *r);
 const char *json_str(const struct http_resp *r, const char *key);
 long long json_int(const struct http_resp *r, const char *key);

@@ -1,0 +1,174 @@
+/* auth.c -- the token table of --auth-file. It is parsed whole into a new
+ * table and swapped in under a write lock, so a reload (SIGHUP) with a bad
+ * file changes nothing and requests never see half a table. Lookups take
+ * the read lock and compare the presented token with every entry in
+ * constant time, without an early exit, so timing tells nothing about
+ * which bytes were right. Tokens never reach the log. */
+#include "auth.h"
+
+#include "log.h"
+#include "util.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct token {
+	char *secret;
+	size_t len;
+	enum auth_role role;
+	char *prefix;		/* "" = every name */
+};
+
+struct table {
+	struct token *v;
+	size_t n;
+};
+
+static pthread_rwlock_t table_lock = PTHREAD_RWLOCK_INITIALIZER;
+static struct table current;
+static char *file_path;		/* NULL: auth off */
+
+static void table_free(struct table *t)
+{
+	for (size_t i = 0; i < t->n; i++) {
+		/* scrub the secret before giving the memory back */
+		memset(t->v[i].secret, 0, t->v[i].len);
+		free(t->v[i].secret);
+		free(t->v[i].prefix);
+	}
+	free(t->v);
+	t->v = NULL;
+	t->n = 0;
+}
+
+/* Parse path into t; on error write "path:line: why" into why. */
+static int table_read(const char *path, struct table *t, char *why, size_t why_len)
+{
+	FILE *f = fopen(path, "r");
+	char line[1024];
+	int lineno = 0;
+
+	memset(t, 0, sizeof(*t));
+	if (!f) {
+		snprintf(why, why_len, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *fields[4], *save = NULL, *hash = strchr(line, '#');
+		int nf = 0;
+
+		lineno++;
+		if (hash)
+			*hash = '\0';
+		for (char *tok = strtok_r(line, " \t\r\n", &save); tok && nf < 4;
+		     tok = strtok_r(NULL, " \t\r\n", &save))
+			fields[nf++] = tok;
+		if (nf == 0)
+			continue;
+		if (nf != 3) {
+			snprintf(why, why_len, "%s:%d: want '<token> <role> <prefix>'", path, lineno);
+			goto fail;
+		}
+		if (strcmp(fields[1], "client") && strcmp(fields[1], "admin")) {
+			snprintf(why, why_len, "%s:%d: role '%.32s' is not client or admin", path,
+				 lineno, fields[1]);
+			goto fail;
+		}
+		t->v = xrealloc(t->v, (t->n + 1) * sizeof(*t->v));
+		t->v[t->n++] = (struct token){
+			.secret = xstrdup(fields[0]),
+			.len = strlen(fields[0]),
+			.role = strcmp(fields[1], "admin") ? AUTH_CLIENT : AUTH_ADMIN,
+			.prefix = xstrdup(strcmp(fields[2], "*") ? fields[2] : ""),
+		};
+	}
+	fclose(f);
+	if (t->n == 0) {
+		snprintf(why, why_len, "%s: no tokens (auth would refuse everyone)", path);
+		return -1;
+	}
+	return 0;
+fail:
+	fclose(f);
+	table_free(t);
+	return -1;
+}
+
+int auth_load(const char *path)
+{
+	char why[512];
+	struct table t;
+
+	if (!path || !*path)
+		return 0;
+	if (table_read(path, &t, why, sizeof(why)) < 0) {
+		fprintf(stderr, "dlockd: auth file %s\n", why);
+		return -1;
+	}
+	file_path = xstrdup(path);
+	current = t;
+	return 0;
+}
+
+int auth_reload(void)
+{
+	char why[512];
+	struct table t, old;
+
+	if (!file_path)
+		return 0;
+	if (table_read(file_path, &t, why, sizeof(why)) < 0) {
+		log_error("auth file not reloaded, keeping the old tokens: %s", why);
+		return -1;
+	}
+	pthread_rwlock_wrlock(&table_lock);
+	old = current;
+	current = t;
+	pthread_rwlock_unlock(&table_lock);
+	table_free(&old);
+	log_info("auth file %s reloaded: %zu tokens", file_path, t.n);
+	return 0;
+}
+
+bool auth_enabled(void)
+{
+	return file_path != NULL;
+}
+
+/* 1 when a (alen) equals b (blen); the time depends on blen only. */
+static int same(const char *a, size_t alen, const char *b, size_t blen)
+{
+	unsigned char diff = alen != blen;
+
+	for (size_t i = 0; i < blen; i++)
+		diff |= (unsigned char)(a[alen ? i % alen : 0] ^ b[i]);
+	return alen > 0 && diff == 0;
+}
+
+enum auth_result auth_check(const char *token, size_t len, const char *name,
+			    enum auth_role *role)
+{
+	enum auth_result res = AUTH_UNKNOWN;
+	const struct token *hit = NULL;
+
+	pthread_rwlock_rdlock(&table_lock);
+	for (size_t i = 0; i < current.n; i++)
+		if (same(token, len, current.v[i].secret, current.v[i].len))
+			hit = &current.v[i];
+	if (hit) {
+		*role = hit->role;
+		res = !strncmp(name, hit->prefix, strlen(hit->prefix)) ? AUTH_OK : AUTH_OUT_OF_SCOPE;
+	}
+	pthread_rwlock_unlock(&table_lock);
+	return res;
+}
+
+void auth_release(void)
+{
+	table_free(&current);
+	free(file_path);
+	file_path = NULL;
+}

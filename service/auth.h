@@ -1,0 +1,36 @@
+/* auth.h -- optional bearer-token access control from --auth-file: which
+ * token may touch which lock names, and who may force a release. */
+#ifndef DLOCKD_AUTH_H
+#define DLOCKD_AUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+enum auth_role {
+	AUTH_CLIENT,	/* acquire, release, renew and read its own locks */
+	AUTH_ADMIN,	/* that, plus force release */
+};
+
+enum auth_result {
+	AUTH_OK,		/* known token, name in its scope; *role is set */
+	AUTH_UNKNOWN,		/* no such token: 401 */
+	AUTH_OUT_OF_SCOPE,	/* known token, name outside its prefix: 403 */
+};
+
+/* Read the token file (NULL: auth stays off). One token per line,
+ * "<token> <role> <prefix>", role client or admin, prefix the start of the
+ * lock names it may touch or "*" for all; '#' starts a comment. Returns 0,
+ * or -1 after printing file:line and the problem. */
+int auth_load(const char *path);
+/* Read the same file again (SIGHUP). On error the old tokens stay in
+ * force and -1 is returned after logging why. */
+int auth_reload(void);
+/* Is auth on? */
+bool auth_enabled(void);
+/* May token (len bytes, not NUL-terminated) touch lock name? Compares in
+ * time independent of where the token differs. */
+enum auth_result auth_check(const char *token, size_t len, const char *name,
+			    enum auth_role *role);
+void auth_release(void);
+
+#endif
