@@ -21,7 +21,8 @@ TEST_LIBS = $(shell pkg-config --libs libcurl cmocka 2>/dev/null)
 
 SERVICE_SRC = $(filter-out service/main.c,$(wildcard service/*.c))
 API_SRC = $(wildcard api/*.c)
-LIB_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(SERVICE_SRC) $(API_SRC)) $(BUILD)/lua_scripts.o
+LIB_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(SERVICE_SRC) $(API_SRC)) $(BUILD)/lua_scripts.o \
+	$(BUILD)/openapi_doc.o
 LUA = $(sort $(wildcard lua/*.lua))
 
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
@@ -30,15 +31,28 @@ ITEST_SRC = $(wildcard tests/integration/*.c) $(wildcard tests/harness/*.c)
 ITEST_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(ITEST_SRC))
 ITEST_BIN = $(BUILD)/tests/dlockd_integration
 
-DEB_PACKAGES = build-essential pkg-config libmicrohttpd-dev libjansson-dev \
-	libhiredis-dev libcurl4-openssl-dev libcmocka-dev redis-server
+PREFIX ?= /usr/local
+DESTDIR ?=
 
-.PHONY: all deps run test test-asan test-valgrind unit integration clean
+BUILD_PACKAGES = build-essential pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev
+TEST_PACKAGES = $(BUILD_PACKAGES) libcurl4-openssl-dev libcmocka-dev redis-server \
+	nodejs npm
+LINT_PACKAGES = yamllint nodejs npm binutils
+
+.PHONY: all deps deps-build deps-lint run test test-asan test-valgrind unit integration \
+	install lint contract-tools clean
 all: deps $(BUILD)/dlockd
 
-# Install what is missing; a no-op (one dpkg query) when all is there.
-deps:
-	@missing=$$(for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+# Install what is missing; a no-op (one dpkg query) when all is there. Node
+# and npm count as present when the commands are (NodeSource's nodejs ships
+# npm and conflicts with Debian's npm package).
+deps: DEB_PACKAGES = $(TEST_PACKAGES)
+deps-build: DEB_PACKAGES = $(BUILD_PACKAGES)
+deps-lint: DEB_PACKAGES = $(LINT_PACKAGES)
+deps deps-build deps-lint:
+	@missing=$$(for p in $(DEB_PACKAGES); do \
+		case $$p in nodejs|npm) command -v $${p%js} >/dev/null && continue;; esac; \
+		dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:" $$missing; \
 		SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
@@ -81,6 +95,22 @@ $(BUILD)/lua_scripts.c: $(LUA) $(LUA_LIB) Makefile
 $(BUILD)/lua_scripts.o: $(BUILD)/lua_scripts.c
 	$(CC) $(ALL_CFLAGS) $(WARN) -Wno-missing-prototypes -c -o $@ $<
 
+# openapi.yaml, embedded so that GET /openapi.yaml serves the contract of
+# exactly this binary.
+$(BUILD)/openapi_doc.c: openapi.yaml Makefile
+	@mkdir -p $(@D)
+	@{ echo '/* generated from openapi.yaml by the Makefile; do not edit */'; \
+	  echo '#include <stddef.h>'; \
+	  echo 'extern const char openapi_doc[]; extern const size_t openapi_doc_len;'; \
+	  echo 'const char openapi_doc[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/\t"/' -e 's/$$/\\n"/' $<; \
+	  echo ';'; \
+	  echo 'const size_t openapi_doc_len = sizeof(openapi_doc) - 1;'; \
+	} > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/openapi_doc.o: $(BUILD)/openapi_doc.c
+	$(CC) $(ALL_CFLAGS) $(WARN) -Wno-missing-prototypes -Wno-overlength-strings -c -o $@ $<
+
 # Unit tests include the module under test (tests/unit/test_x.c includes
 # service/x.c or api/x.c), so they link everything but that module. Where a
 # test mocks a neighbour, --wrap reroutes just that symbol.
@@ -100,24 +130,45 @@ $(ITEST_BIN): $(ITEST_OBJS)
 unit: deps $(UNIT_BINS)
 integration: deps $(BUILD)/dlockd $(ITEST_BIN)
 
+# The contract checker and the OpenAPI linter (npm, pinned by the lockfile).
+CONTRACT = tests/contract
+contract-tools: $(CONTRACT)/node_modules/.done
+$(CONTRACT)/node_modules/.done: $(CONTRACT)/package.json $(CONTRACT)/package-lock.json
+	cd $(CONTRACT) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
 # Every test; prints "N passed, M failed" last and fails if M > 0.
-test: deps $(BUILD)/dlockd $(UNIT_BINS) $(ITEST_BIN)
+test: deps $(BUILD)/dlockd $(UNIT_BINS) $(ITEST_BIN) contract-tools
 	@sh tests/run.sh $(BUILD)
 
 test-asan:
 	$(MAKE) test BUILD=build-asan SAN=1 CFLAGS="-O1 -g"
 
 # The integration suite with dlockd under valgrind (leaks and errors fail).
-test-valgrind: deps $(BUILD)/dlockd $(ITEST_BIN)
+test-valgrind: deps $(BUILD)/dlockd $(ITEST_BIN) contract-tools
 	@command -v valgrind >/dev/null || apt-get install -y -q valgrind >/dev/null
 	DLOCKD_PREFIX="valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect --quiet" \
 		DLOCKD_SLOW=1 sh tests/run.sh $(BUILD) integration
+
+# The binary and the API contract, under $(DESTDIR)$(PREFIX); the Docker
+# image is built with exactly this.
+install: $(BUILD)/dlockd
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/dlockd
+	install -m 755 $(BUILD)/dlockd $(DESTDIR)$(PREFIX)/bin/dlockd
+	install -m 644 openapi.yaml $(DESTDIR)$(PREFIX)/share/dlockd/openapi.yaml
+
+# The OpenAPI document (Redocly), the YAML of deploy/, and the image's
+# runtime libraries against what the binary links to.
+lint: deps-lint contract-tools $(BUILD)/dlockd
+	yamllint -s -c .yamllint openapi.yaml deploy
+	$(CONTRACT)/node_modules/.bin/redocly lint --format=stylish openapi.yaml
+	sh deploy/check-image.sh $(BUILD)/dlockd
 
 # Build, start a private redis-server unless DLOCKD_REDIS_URL is set, serve.
 run: all
 	@sh deploy/run-local.sh $(BUILD)/dlockd
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan $(CONTRACT)/node_modules
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,15 +1,21 @@
 /* handle_health.c -- /healthz (the process answers), /readyz (Redis answers
- * PING on this worker's connection and the subscriber is connected) and
- * /metrics (Prometheus text). */
+ * PING on this worker's connection and the subscriber is connected),
+ * /metrics (Prometheus text) and /openapi.yaml (the contract, embedded at
+ * build time). */
 #include "handlers.h"
 
 #include "reply.h"
 #include "../service/metrics.h"
 #include "../service/pubsub.h"
 #include "../service/redis_conn.h"
+#include "../service/util.h"
 #include "../service/waiters.h"
 
 #include <string.h>
+
+/* Generated from openapi.yaml by the Makefile. */
+extern const char openapi_doc[];
+extern const size_t openapi_doc_len;
 
 static bool redis_ready(void)
 {
@@ -40,6 +46,10 @@ enum MHD_Result handle_health(struct request *rq)
 	case OP_METRICS:
 		text = metrics_render(waiters_count(), &len);
 		return reply_text(rq, 200, "text/plain; version=0.0.4", text, len);
+	case OP_OPENAPI:
+		text = xmalloc(openapi_doc_len);
+		memcpy(text, openapi_doc, openapi_doc_len);
+		return reply_text(rq, 200, "application/yaml", text, openapi_doc_len);
 	default:
 		return reply_error(rq, ERR_INTERNAL, NULL, "no health handler for this route");
 	}

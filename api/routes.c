@@ -35,6 +35,7 @@ static const struct route routes[] = {
 	{ "/healthz", "/healthz", NULL, 0, { [METHOD_GET] = OP_HEALTHZ }, "GET" },
 	{ "/readyz", "/readyz", NULL, 0, { [METHOD_GET] = OP_READYZ }, "GET" },
 	{ "/metrics", "/metrics", NULL, 0, { [METHOD_GET] = OP_METRICS }, "GET" },
+	{ "/openapi.yaml", "/openapi.yaml", NULL, 0, { [METHOD_GET] = OP_OPENAPI }, "GET" },
 };
 
 static const char *labels[ARRAY_LEN(routes) + 1];

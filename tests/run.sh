@@ -1,7 +1,8 @@
 #!/bin/sh
 # run.sh -- what `make test` runs: every unit test binary, then the
 # integration suite (which starts its own redis-server and dlockd on free
-# loopback ports). Prints one closing line "N passed, M failed" and exits
+# loopback ports), then the check of every response it got against
+# openapi.yaml. Prints one closing line "N passed, M failed" and exits
 # non-zero when anything failed.
 #   sh tests/run.sh BUILD_DIR [unit|integration]
 set -u
@@ -38,6 +39,8 @@ fi
 
 if [ "$only" != unit ]; then
 	echo "== integration"
+	contract=$(mktemp)
+	DLOCKD_CONTRACT_LOG="$contract" \
 	DLOCKD_BIN="$build/dlockd" "$build/tests/dlockd_integration" >"$out" 2>&1 &
 	pid=$!
 	tail -f --pid=$pid "$out" 2>/dev/null &
@@ -45,6 +48,14 @@ if [ "$only" != unit ]; then
 	rc=$?
 	sleep 0.2
 	count integration "$out" "$rc"
+
+	# every response the suite got, against openapi.yaml
+	echo "== contract"
+	node tests/contract/validate.mjs openapi.yaml "$contract" >"$out" 2>&1
+	rc=$?
+	cat "$out"
+	count contract "$out" "$rc"
+	rm -f "$contract"
 fi
 
 [ -z "$failed_names" ] || echo "failing:$failed_names"

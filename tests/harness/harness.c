@@ -163,6 +163,14 @@ void redis_stop(struct redis_srv *r, bool hard)
 	r->pid = 0;
 }
 
+const char *dlockd_use_bin(const char *bin)
+{
+	const char *old = dlockd_bin;
+
+	dlockd_bin = bin;
+	return old;
+}
+
 int dlockd_start(struct dlockd_srv *d, const char *redis_url, const char *const *flags)
 {
 	char listen[64];
@@ -304,6 +312,36 @@ void http_bearer(const char *token)
 	bearer = token;
 }
 
+/* With DLOCKD_CONTRACT_LOG set, every response is appended to that file as
+ * one JSON line {method, path, status, content_type, body}, for
+ * tests/contract/validate.mjs to check against openapi.yaml. */
+static pthread_mutex_t contract_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void contract_record(const char *method, const char *path, const struct http_resp *r)
+{
+	const char *file = getenv("DLOCKD_CONTRACT_LOG");
+	const char *q = strchr(path, '?');
+	json_t *j;
+	char *line;
+	FILE *f;
+
+	if (!file || !*file)
+		return;
+	j = json_pack("{s:s, s:s%, s:i, s:s, s:s}", "method", method, "path", path,
+		      q ? (size_t)(q - path) : strlen(path), "status", (int)r->status,
+		      "content_type", r->content_type, "body", r->body ? r->body : "");
+	line = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	pthread_mutex_lock(&contract_lock);
+	f = line ? fopen(file, "a") : NULL;
+	if (f) {
+		fprintf(f, "%s\n", line);
+		fclose(f);
+	}
+	pthread_mutex_unlock(&contract_lock);
+	free(line);
+}
+
 /* One keep-alive handle per thread, like a real client. */
 static pthread_key_t curl_key;
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -365,6 +403,7 @@ int http_on(const char *base, const char *method, const char *path, const char *
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
 	r->body = b.p ? b.p : strdup("");
 	r->json = json_loads(r->body, 0, NULL);
+	contract_record(method, path, r);
 	return 0;
 }
 

@@ -38,6 +38,9 @@ void redis_stop(struct redis_srv *r, bool hard);
 /* Start dlockd against redis_url (NULL: the shared Redis) with extra flags
  * (NULL-terminated); waits until /healthz answers. */
 int dlockd_start(struct dlockd_srv *d, const char *redis_url, const char *const *flags);
+/* Which dlockd binary later dlockd_start() calls run (the build's by
+ * default); returns the one used until now. */
+const char *dlockd_use_bin(const char *bin);
 /* SIGTERM and wait up to timeout_ms; returns the exit status, or -1 if it
  * had to be killed. */
 int dlockd_stop(struct dlockd_srv *d, int timeout_ms);
