@@ -40,7 +40,7 @@ TEST_PACKAGES = $(BUILD_PACKAGES) libcurl4-openssl-dev libcmocka-dev redis-serve
 LINT_PACKAGES = yamllint nodejs npm binutils
 
 .PHONY: all deps deps-build deps-lint run test test-asan test-valgrind unit integration \
-	install lint contract-tools clean
+	install lint contract-tools bench clean
 all: deps $(BUILD)/dlockd
 
 # Install what is missing; a no-op (one dpkg query) when all is there. Node
@@ -163,6 +163,15 @@ lint: deps-lint contract-tools $(BUILD)/dlockd
 	yamllint -s -c .yamllint openapi.yaml deploy
 	$(CONTRACT)/node_modules/.bin/redocly lint --format=stylish openapi.yaml
 	sh deploy/check-image.sh $(BUILD)/dlockd
+
+# The benchmark: dlockd against the same scripts over hiredis (bench/README.md).
+BENCH_BIN = $(BUILD)/bench/bench
+$(BENCH_BIN): bench/bench.c $(BUILD)/lua_scripts.o
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -Wno-missing-prototypes -o $@ $^ \
+		$(ALL_LDFLAGS) $(PKG_LIBS)
+bench: deps $(BUILD)/dlockd $(BENCH_BIN)
+	$(BENCH_BIN) $(BUILD)/dlockd
 
 # Build, start a private redis-server unless DLOCKD_REDIS_URL is set, serve.
 run: all

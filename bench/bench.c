@@ -1,0 +1,909 @@
+/* bench.c -- `make bench`: dlockd against the Redis floor.
+ *
+ * Starts its own redis-server and dlockd on loopback ports, runs each
+ * scenario against dlockd over HTTP/1.1 keep-alive and, as the baseline,
+ * the same embedded Lua scripts called directly with EVALSHA over hiredis
+ * at the same concurrency, then prints a Markdown table and writes
+ * bench/results/latest.json. Absolute numbers drift on a shared machine;
+ * the ratios against the floor measured in the same run are the result.
+ *
+ *   build/bench/bench [--seconds S] [--quick]   (make bench) */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ----- The embedded scripts (build/lua_scripts.o) ----- */
+
+struct lua_source {
+	const char *name;
+	const char *source;
+};
+extern const struct lua_source lua_sources[];
+extern const unsigned lua_sources_count;
+
+static const char *script_source(const char *name)
+{
+	for (unsigned i = 0; i < lua_sources_count; i++)
+		if (!strcmp(lua_sources[i].name, name))
+			return lua_sources[i].source;
+	fprintf(stderr, "bench: no script %s\n", name);
+	exit(2);
+}
+
+/* ----- Time and processes ----- */
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static int free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+		port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+static pid_t spawn(const char *const argv[], const char *log)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		setpgid(0, 0);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+static int tcp_connect(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		close(fd);
+		return -1;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &(int){ 1 }, sizeof(int));
+	return fd;
+}
+
+static bool wait_port(int port)
+{
+	for (int i = 0; i < 500; i++) {
+		int fd = tcp_connect(port);
+
+		if (fd >= 0) {
+			close(fd);
+			return true;
+		}
+		sleep_ms(10);
+	}
+	return false;
+}
+
+/* RSS in KiB and thread count of pid, from /proc. */
+static void proc_usage(pid_t pid, long *rss_kib, int *threads)
+{
+	char path[64], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	*rss_kib = -1;
+	*threads = -1;
+	while (f && fgets(line, sizeof(line), f)) {
+		sscanf(line, "VmRSS: %ld", rss_kib);
+		sscanf(line, "Threads: %d", threads);
+	}
+	if (f)
+		fclose(f);
+}
+
+/* ----- A minimal HTTP/1.1 keep-alive client ----- */
+
+struct conn {
+	int fd;
+	char buf[8192];
+	size_t len;		/* bytes in buf */
+};
+
+static int conn_open(struct conn *c, int port)
+{
+	c->len = 0;
+	c->fd = tcp_connect(port);
+	return c->fd < 0 ? -1 : 0;
+}
+
+/* Send one request without a body; read the response into c->buf. Returns
+ * the status (body at *body, NUL-terminated), or -1. */
+static int http_req(struct conn *c, const char *method, const char *path, const char **body)
+{
+	char req[512];
+	int n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+			 "Content-Length: 0\r\n\r\n", method, path);
+	size_t hdr_end = 0, clen = 0;
+	char *p;
+
+	if (write(c->fd, req, (size_t)n) != n)
+		return -1;
+	c->len = 0;
+	for (;;) {
+		ssize_t k = read(c->fd, c->buf + c->len, sizeof(c->buf) - 1 - c->len);
+
+		if (k <= 0)
+			return -1;
+		c->len += (size_t)k;
+		c->buf[c->len] = '\0';
+		if (!hdr_end && (p = strstr(c->buf, "\r\n\r\n"))) {
+			char *cl = strcasestr(c->buf, "Content-Length:");
+
+			hdr_end = (size_t)(p - c->buf) + 4;
+			clen = cl ? strtoul(cl + 15, NULL, 10) : 0;
+		}
+		if (hdr_end && c->len >= hdr_end + clen)
+			break;
+	}
+	if (body)
+		*body = c->buf + hdr_end;
+	return atoi(c->buf + 9);
+}
+
+static long long json_field(const char *body, const char *key)
+{
+	char pat[64];
+	const char *p;
+
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	p = strstr(body, pat);
+	return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
+/* ----- Settings and results ----- */
+
+static int http_port, redis_port;
+static pid_t redis_pid, dlockd_pid;
+static double seconds = 3.0;
+static const char *only;	/* --only WORD: scenarios whose name contains it */
+
+static bool wanted(const char *scenario)
+{
+	return !only || strstr(scenario, only);
+}
+static char dir[128];
+
+struct row {
+	char scenario[96];
+	char metric[48];
+	double dlockd, floor;		/* floor < 0: no baseline for this figure */
+	char unit[16];
+};
+static struct row rows[128];
+static int nrows;
+
+static void result(const char *scenario, const char *metric, double d, double f, const char *unit)
+{
+	struct row *r = &rows[nrows++];
+
+	snprintf(r->scenario, sizeof(r->scenario), "%s", scenario);
+	snprintf(r->metric, sizeof(r->metric), "%s", metric);
+	r->dlockd = d;
+	r->floor = f;
+	snprintf(r->unit, sizeof(r->unit), "%s", unit);
+	fprintf(stderr, "  %-40s %-22s dlockd %12.2f   floor %12.2f %s\n", scenario, metric, d, f,
+		unit);
+}
+
+static redisContext *redis_connect(void)
+{
+	redisContext *c = redisConnect("127.0.0.1", redis_port);
+
+	if (!c || c->err) {
+		fprintf(stderr, "bench: cannot reach redis\n");
+		exit(2);
+	}
+	return c;
+}
+
+
+/* ----- Lock kinds, over HTTP and over EVALSHA ----- */
+
+enum kind { K_LOCK, K_FAIR, K_WRITE, K_READ, K_COUNT };
+
+static const struct kind_info {
+	const char *label;
+	const char *path;		/* printf: name */
+	const char *acquire, *release;	/* script names */
+	const char *channel;		/* printf: name (fair: then ":owner") */
+} kinds[K_COUNT] = {
+	[K_LOCK] = { "lock", "/locks/%s", "lock_acquire", "lock_release",
+		     "redisson_lock__channel:{%s}" },
+	[K_FAIR] = { "fairlock", "/fairlocks/%s", "fair_acquire", "fair_release",
+		     "redisson_lock__channel:{%s}" },
+	[K_WRITE] = { "rwlock write", "/rwlocks/%s/write", "rw_write_acquire", "rw_write_release",
+		      "redisson_rwlock:{%s}" },
+	[K_READ] = { "rwlock read", "/rwlocks/%s/read", "rw_read_acquire", "rw_read_release",
+		     "redisson_rwlock:{%s}" },
+};
+
+/* The floor: one client's connections and the scripts' SHAs. */
+struct floor_client {
+	redisContext *cmd, *sub;
+	char acq_sha[41], rel_sha[41];
+};
+
+static void script_sha(redisContext *c, const char *name, char sha[41])
+{
+	redisReply *r = redisCommand(c, "SCRIPT LOAD %s", script_source(name));
+
+	if (!r || r->type != REDIS_REPLY_STRING) {
+		fprintf(stderr, "bench: SCRIPT LOAD %s failed\n", name);
+		exit(2);
+	}
+	memcpy(sha, r->str, 41);
+	freeReplyObject(r);
+}
+
+/* EVALSHA acquire; 1 acquired (token set), 0 held (pttl set), -1 error. */
+static int floor_acquire(struct floor_client *fc, enum kind k, const char *name,
+			 const char *owner, bool queue, long long *token, long long *pttl)
+{
+	char tok[300], q[300], dl[300], ch[300], tag[300], wr[300];
+	const char *life = queue ? "5000" : "0";
+	redisReply *r;
+	int res = -1;
+
+	snprintf(tok, sizeof(tok), "redisson_lock_token:{%s}", name);
+	switch (k) {
+	case K_LOCK:
+		r = redisCommand(fc->cmd, "EVALSHA %s 2 %s %s 30000 %s", fc->acq_sha, name, tok, owner);
+		break;
+	case K_FAIR:
+		snprintf(q, sizeof(q), "redisson_lock_queue:{%s}", name);
+		snprintf(dl, sizeof(dl), "redisson_lock_timeout:{%s}", name);
+		snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", name);
+		r = redisCommand(fc->cmd, "EVALSHA %s 5 %s %s %s %s %s 30000 %s %s", fc->acq_sha,
+				 name, tok, q, dl, ch, owner, life);
+		break;
+	default:
+		snprintf(tag, sizeof(tag), "{%s}", name);
+		snprintf(wr, sizeof(wr), "dlockd_rwlock_writers:{%s}", name);
+		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s 30000 %s %s", fc->acq_sha, name,
+				 tok, tag, wr, owner, life);
+	}
+	if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2) {
+		res = r->element[0]->integer == 1;
+		if (res)
+			*token = r->element[1]->integer;
+		else
+			*pttl = r->element[1]->integer;
+	}
+	if (r)
+		freeReplyObject(r);
+	return res;
+}
+
+static int floor_release(struct floor_client *fc, enum kind k, const char *name, const char *owner)
+{
+	char q[300], dl[300], ch[300], tag[300];
+	redisReply *r;
+	int ok;
+
+	snprintf(ch, sizeof(ch), kinds[k].channel, name);
+	switch (k) {
+	case K_LOCK:
+		r = redisCommand(fc->cmd, "EVALSHA %s 2 %s %s %s", fc->rel_sha, name, ch, owner);
+		break;
+	case K_FAIR:
+		snprintf(q, sizeof(q), "redisson_lock_queue:{%s}", name);
+		snprintf(dl, sizeof(dl), "redisson_lock_timeout:{%s}", name);
+		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s %s", fc->rel_sha, name, q, dl, ch,
+				 owner);
+		break;
+	default:
+		snprintf(tag, sizeof(tag), "{%s}", name);
+		r = redisCommand(fc->cmd, "EVALSHA %s 3 %s %s %s %s", fc->rel_sha, name, ch, tag, owner);
+	}
+	ok = r && r->type == REDIS_REPLY_ARRAY;
+	if (r)
+		freeReplyObject(r);
+	return ok ? 0 : -1;
+}
+
+/* Wait for any message on the floor client's subscription, at most ms. */
+static void floor_wait_message(struct floor_client *fc, long long ms)
+{
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)(ms % 1000) * 1000 };
+	void *r = NULL;
+
+	redisSetTimeout(fc->sub, tv);
+	if (redisGetReply(fc->sub, &r) == REDIS_OK && r)
+		freeReplyObject(r);
+	else if (fc->sub->err) {
+		/* a timeout kills a hiredis context: reconnect and resubscribe */
+		redisFree(fc->sub);
+		fc->sub = NULL;
+	}
+}
+
+/* ----- One run: N clients for `seconds`, over HTTP or the floor ----- */
+
+enum mode { UNCONTENDED, HOT };
+
+struct run {
+	enum kind kind;
+	enum mode mode;
+	bool floor;
+	int clients;
+	char name[96];		/* the hot lock */
+	int64_t until_us;
+	long long cycles;	/* completed acquire+release cycles */
+	int errors;
+	/* hand-off latency: when token t was released, when t+1 was granted */
+	int64_t *released_at, *granted_at;
+	long long max_token;
+};
+
+#define MAX_TOKENS (1 << 21)
+
+struct client_arg {
+	struct run *run;
+	int id;
+};
+
+static void note_grant(struct run *run, long long token)
+{
+	if (run->granted_at && token > 0 && token < MAX_TOKENS) {
+		run->granted_at[token] = now_us();
+		if (token > __atomic_load_n(&run->max_token, __ATOMIC_RELAXED))
+			__atomic_store_n(&run->max_token, token, __ATOMIC_RELAXED);
+	}
+}
+
+static void note_release(struct run *run, long long token)
+{
+	if (run->released_at && token > 0 && token < MAX_TOKENS)
+		run->released_at[token] = now_us();
+}
+
+static void *http_client(void *arg)
+{
+	struct client_arg *ca = arg;
+	struct run *run = ca->run;
+	char name[160], base[256], acq[400], rel[400];
+	struct conn c;
+	long long i = 0;
+
+	if (conn_open(&c, http_port) < 0) {
+		__atomic_add_fetch(&run->errors, 1, __ATOMIC_RELAXED);
+		return NULL;
+	}
+	while (now_us() < run->until_us) {
+		const char *body;
+		long long token;
+
+		if (run->mode == HOT)
+			snprintf(name, sizeof(name), "%s", run->name);
+		else
+			snprintf(name, sizeof(name), "%s-%d-%lld", run->name, ca->id, i++ % 1000);
+		snprintf(base, sizeof(base), kinds[run->kind].path, name);
+		snprintf(acq, sizeof(acq), "%s?owner=c%d&ttl_ms=30000%s", base, ca->id,
+			 run->mode == HOT ? "&wait_ms=60000" : "");
+		snprintf(rel, sizeof(rel), "%s?owner=c%d", base, ca->id);
+		if (http_req(&c, "PUT", acq, &body) != 200) {
+			run->errors++;
+			break;
+		}
+		token = json_field(body, "fencing_token");
+		note_grant(run, token);
+		note_release(run, token);
+		if (http_req(&c, "DELETE", rel, NULL) != 200) {
+			run->errors++;
+			break;
+		}
+		__atomic_add_fetch(&run->cycles, 1, __ATOMIC_RELAXED);
+	}
+	close(c.fd);
+	return NULL;
+}
+
+static void *floor_client(void *arg)
+{
+	struct client_arg *ca = arg;
+	struct run *run = ca->run;
+	struct floor_client fc = { 0 };
+	char name[160], owner[32], ch[400];
+	long long i = 0;
+
+	fc.cmd = redis_connect();
+	script_sha(fc.cmd, kinds[run->kind].acquire, fc.acq_sha);
+	script_sha(fc.cmd, kinds[run->kind].release, fc.rel_sha);
+	snprintf(owner, sizeof(owner), "c%d", ca->id);
+	while (now_us() < run->until_us) {
+		long long token = 0, pttl = 0;
+		int got;
+
+		if (run->mode == HOT)
+			snprintf(name, sizeof(name), "%s", run->name);
+		else
+			snprintf(name, sizeof(name), "%s-%d-%lld", run->name, ca->id, i++ % 1000);
+		while ((got = floor_acquire(&fc, run->kind, name, owner, run->mode == HOT, &token,
+					    &pttl)) == 0) {
+			/* the naive client: subscribe once, wait for "0", retry */
+			if (!fc.sub) {
+				redisReply *r;
+
+				fc.sub = redis_connect();
+				snprintf(ch, sizeof(ch), kinds[run->kind].channel, name);
+				if (run->kind == K_FAIR)
+					snprintf(ch + strlen(ch), sizeof(ch) - strlen(ch), ":%s", owner);
+				r = redisCommand(fc.sub, "SUBSCRIBE %s", ch);
+				if (r)
+					freeReplyObject(r);
+				continue;	/* subscribe, then try again */
+			}
+			if (now_us() >= run->until_us + 5000000)
+				break;
+			floor_wait_message(&fc, pttl > 0 && pttl < 1000 ? pttl : 1000);
+		}
+		if (got != 1) {
+			run->errors++;
+			break;
+		}
+		note_grant(run, token);
+		note_release(run, token);
+		if (floor_release(&fc, run->kind, name, owner) < 0) {
+			run->errors++;
+			break;
+		}
+		__atomic_add_fetch(&run->cycles, 1, __ATOMIC_RELAXED);
+	}
+	redisFree(fc.cmd);
+	if (fc.sub)
+		redisFree(fc.sub);
+	return NULL;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+struct outcome {
+	double per_s;
+	double p50_ms, p99_ms, max_ms;	/* hand-off latency (HOT) */
+	int errors;
+};
+
+static struct outcome run_once(enum kind k, enum mode m, bool floor, int clients, const char *tag)
+{
+	static int serial;
+	struct run run = { .kind = k, .mode = m, .floor = floor, .clients = clients };
+	pthread_t *t = calloc((size_t)clients, sizeof(*t));
+	struct client_arg *args = calloc((size_t)clients, sizeof(*args));
+	struct outcome o = { 0 };
+	int64_t t0;
+
+	snprintf(run.name, sizeof(run.name), "bench-%s-%d-%d", tag, getpid(), serial++);
+	if (m == HOT) {
+		run.released_at = calloc(MAX_TOKENS, sizeof(int64_t));
+		run.granted_at = calloc(MAX_TOKENS, sizeof(int64_t));
+	}
+	t0 = now_us();
+	run.until_us = t0 + (int64_t)(seconds * 1e6);
+	for (int i = 0; i < clients; i++) {
+		args[i] = (struct client_arg){ &run, i };
+		pthread_create(&t[i], NULL, floor ? floor_client : http_client, &args[i]);
+	}
+	for (int i = 0; i < clients; i++)
+		pthread_join(t[i], NULL);
+	o.per_s = (double)run.cycles / ((double)(now_us() - t0) / 1e6);
+	o.errors = run.errors;
+	if (m == HOT) {
+		int64_t *lat = calloc(MAX_TOKENS, sizeof(int64_t));
+		size_t n = 0;
+
+		/* release of t is noted just before the DELETE is sent, the
+		 * grant of t+1 when its answer arrives */
+		for (long long tk = 1; tk < run.max_token; tk++)
+			if (run.released_at[tk] && run.granted_at[tk + 1] &&
+			    run.granted_at[tk + 1] >= run.released_at[tk])
+				lat[n++] = run.granted_at[tk + 1] - run.released_at[tk];
+		qsort(lat, n, sizeof(*lat), cmp_i64);
+		if (n) {
+			o.p50_ms = (double)lat[n / 2] / 1000.0;
+			o.p99_ms = (double)lat[n * 99 / 100] / 1000.0;
+			o.max_ms = (double)lat[n - 1] / 1000.0;
+		}
+		free(lat);
+		free(run.released_at);
+		free(run.granted_at);
+	}
+	free(t);
+	free(args);
+	return o;
+}
+
+/* ----- Many waiters: one epoll loop holds every connection ----- */
+
+struct waiter_conn {
+	int fd;
+	int state;		/* 0 waiting for the grant, 1 for the release, 2 done */
+	char name[96];
+	int owner;
+	char buf[1024];
+	size_t len;
+};
+
+/* A complete response in w->buf? Returns its status, 0 if not yet. */
+static int response_ready(struct waiter_conn *w)
+{
+	char *end = strstr(w->buf, "\r\n\r\n"), *cl;
+	size_t need;
+
+	if (!end)
+		return 0;
+	cl = strcasestr(w->buf, "Content-Length:");
+	need = (size_t)(end - w->buf) + 4 + (cl ? strtoul(cl + 15, NULL, 10) : 0);
+	if (w->len < need)
+		return 0;
+	return atoi(w->buf + 9);
+}
+
+static void send_req(int fd, const char *method, const char *path)
+{
+	char req[512];
+	int n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+			 "Content-Length: 0\r\n\r\n", method, path);
+
+	if (write(fd, req, (size_t)n) != n)
+		fprintf(stderr, "bench: short write\n");
+}
+
+static long long redis_total_calls(redisContext *c)
+{
+	redisReply *r = redisCommand(c, "INFO commandstats");
+	long long total = 0;
+
+	for (const char *p = r && r->type == REDIS_REPLY_STRING ? r->str : ""; (p = strstr(p, "cmdstat_"));) {
+		const char *calls = strstr(p, "calls=");
+
+		if (strncmp(p, "cmdstat_info:", 13) && calls)
+			total += strtoll(calls + 6, NULL, 10);
+		p = calls ? calls : p + 8;
+	}
+	if (r)
+		freeReplyObject(r);
+	return total;
+}
+
+/* n waiters on `locks` locks (1, or one each); returns nothing, records rows. */
+static void many_waiters(int n, int locks, const char *label)
+{
+	struct waiter_conn *w = calloc((size_t)n, sizeof(*w));
+	int ep = epoll_create1(0), done = 0, granted = 0, errors = 0;
+	redisContext *rc = redis_connect();
+	struct conn ctl;
+	long rss0, rss;
+	int thr0, thr;
+	long long calls0, calls1;
+	int64_t t0, t_all_waiting;
+	char path[256], scenario[96];
+
+	conn_open(&ctl, http_port);
+	proc_usage(dlockd_pid, &rss0, &thr0);
+	/* holders */
+	for (int l = 0; l < locks; l++) {
+		snprintf(path, sizeof(path), "/locks/mw-%s-%d-%d?owner=holder&ttl_ms=600000", label,
+			 getpid(), l);
+		if (http_req(&ctl, "PUT", path, NULL) != 200)
+			errors++;
+	}
+	for (int i = 0; i < n; i++) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)i };
+
+		w[i].fd = tcp_connect(http_port);
+		w[i].owner = i;
+		snprintf(w[i].name, sizeof(w[i].name), "mw-%s-%d-%d", label, getpid(), i % locks);
+		if (w[i].fd < 0) {
+			fprintf(stderr, "bench: connect %d failed: %s\n", i, strerror(errno));
+			errors++;
+			w[i].state = 2;
+			done++;
+			continue;
+		}
+		fcntl(w[i].fd, F_SETFL, O_NONBLOCK);
+		epoll_ctl(ep, EPOLL_CTL_ADD, w[i].fd, &ev);
+		snprintf(path, sizeof(path), "/locks/%s?owner=w%d&ttl_ms=30000&wait_ms=240000",
+			 w[i].name, i);
+		send_req(w[i].fd, "PUT", path);
+	}
+	/* until every request waits */
+	t0 = now_us();
+	for (;;) {
+		const char *body;
+		long long waiting = -1;
+
+		if (http_req(&ctl, "GET", "/metrics", &body) == 200) {
+			const char *p = strstr(body, "\ndlockd_waiters ");
+
+			waiting = p ? strtoll(p + 16, NULL, 10) : -1;
+		}
+		if (waiting >= n - errors || now_us() - t0 > 60000000)
+			break;
+		sleep_ms(50);
+	}
+	t_all_waiting = now_us() - t0;
+	sleep_ms(500);
+	proc_usage(dlockd_pid, &rss, &thr);
+	calls0 = redis_total_calls(rc);
+
+	/* release the holders; each waiter releases as soon as it is served */
+	t0 = now_us();
+	for (int l = 0; l < locks; l++) {
+		snprintf(path, sizeof(path), "/locks/mw-%s-%d-%d?owner=holder", label, getpid(), l);
+		if (http_req(&ctl, "DELETE", path, NULL) != 200)
+			errors++;
+	}
+	while (done < n && now_us() - t0 < 120000000) {
+		struct epoll_event evs[256];
+		int k = epoll_wait(ep, evs, 256, 1000);
+
+		for (int e = 0; e < k; e++) {
+			struct waiter_conn *c = &w[evs[e].data.u32];
+			ssize_t got = read(c->fd, c->buf + c->len, sizeof(c->buf) - 1 - c->len);
+			int status;
+
+			if (got <= 0) {
+				errors++;
+				c->state = 2;
+				done++;
+				epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
+				continue;
+			}
+			c->len += (size_t)got;
+			c->buf[c->len] = '\0';
+			if (!(status = response_ready(c)))
+				continue;
+			c->len = 0;
+			if (c->state == 0) {
+				if (status == 200)
+					granted++;
+				else
+					errors++;
+				snprintf(path, sizeof(path), "/locks/%s?owner=w%d", c->name, c->owner);
+				send_req(c->fd, "DELETE", path);
+				c->state = 1;
+			} else if (c->state == 1) {
+				c->state = 2;
+				done++;
+			}
+		}
+	}
+	calls1 = redis_total_calls(rc);
+	snprintf(scenario, sizeof(scenario), "%d waiters on %s", n,
+		 locks == 1 ? "1 lock" : "1 lock each");
+	result(scenario, "dlockd RSS idle", (double)rss0 / 1024.0, -1, "MiB");
+	result(scenario, "dlockd RSS waiting", (double)rss / 1024.0, -1, "MiB");
+	result(scenario, "threads idle", thr0, -1, "");
+	result(scenario, "threads waiting", thr, -1, "");
+	result(scenario, "time to all waiting", (double)t_all_waiting / 1e6, -1, "s");
+	result(scenario, "time to drain", (double)(now_us() - t0) / 1e6, -1, "s");
+	result(scenario, "served exactly once", granted, n, "waiters");
+	result(scenario, "errors", errors, 0, "");
+	result(scenario, "Redis cmds per hand-off", (double)(calls1 - calls0) / (granted ? granted : 1),
+	       -1, "");
+	for (int i = 0; i < n; i++)
+		if (w[i].fd >= 0)
+			close(w[i].fd);
+	close(ep);
+	close(ctl.fd);
+	redisFree(rc);
+	free(w);
+}
+
+/* ----- Set-up, the scenarios, the report ----- */
+
+static void stop_all(void)
+{
+	if (dlockd_pid > 0) {
+		kill(dlockd_pid, SIGTERM);
+		waitpid(dlockd_pid, NULL, 0);
+		dlockd_pid = 0;
+	}
+	if (redis_pid > 0) {
+		kill(redis_pid, SIGTERM);
+		waitpid(redis_pid, NULL, 0);
+		redis_pid = 0;
+	}
+}
+
+static void on_signal(int sig)
+{
+	stop_all();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void start_all(const char *bin)
+{
+	char rport[16], listen[64], url[96], log[200];
+	const char *rargv[] = { "redis-server", "--port", rport, "--bind", "127.0.0.1", "--save", "",
+			  "--appendonly", "no", "--dir", dir, NULL };
+	const char *dargv[] = { bin, "--listen", listen, "--redis", url, "--log-level", "warn",
+			  NULL };
+
+	redis_port = free_port();
+	http_port = free_port();
+	snprintf(rport, sizeof(rport), "%d", redis_port);
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", http_port);
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", redis_port);
+	snprintf(log, sizeof(log), "%s/redis.log", dir);
+	redis_pid = spawn(rargv, log);
+	if (!wait_port(redis_port)) {
+		fprintf(stderr, "bench: redis-server did not start (%s)\n", log);
+		exit(2);
+	}
+	snprintf(log, sizeof(log), "%s/dlockd.log", dir);
+	dlockd_pid = spawn(dargv, log);
+	if (!wait_port(http_port)) {
+		fprintf(stderr, "bench: dlockd did not start (%s)\n", log);
+		stop_all();
+		exit(2);
+	}
+	sleep_ms(300);
+}
+
+static void versus(const char *scenario, enum kind k, enum mode m, int clients)
+{
+	if (!wanted(scenario))
+		return;
+	struct outcome h = run_once(k, m, false, clients, "h");
+	struct outcome f = run_once(k, m, true, clients, "f");
+
+	result(scenario, m == HOT ? "hand-offs/s" : "cycles/s", h.per_s, f.per_s, "/s");
+	if (m == HOT) {
+		result(scenario, "hand-off p50", h.p50_ms, f.p50_ms, "ms");
+		result(scenario, "hand-off p99", h.p99_ms, f.p99_ms, "ms");
+		result(scenario, "hand-off max", h.max_ms, f.max_ms, "ms");
+	}
+	if (h.errors || f.errors)
+		result(scenario, "errors", h.errors, f.errors, "");
+}
+
+static void report(void)
+{
+	char path[256], host[64] = "";
+	FILE *j;
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+	gethostname(host, sizeof(host));
+	printf("\n| scenario | figure | dlockd | Redis floor | ratio |\n|---|---|---:|---:|---:|\n");
+	for (int i = 0; i < nrows; i++) {
+		const struct row *r = &rows[i];
+
+		if (r->floor > 0)
+			printf("| %s | %s | %.2f %s | %.2f %s | %.2f |\n", r->scenario, r->metric,
+			       r->dlockd, r->unit, r->floor, r->unit, r->dlockd / r->floor);
+		else
+			printf("| %s | %s | %.2f %s | | |\n", r->scenario, r->metric, r->dlockd, r->unit);
+	}
+	printf("\n%ld cores, %.1f s per run\n", cores, seconds);
+	mkdir("bench/results", 0755);
+	snprintf(path, sizeof(path), "bench/results/latest.json");
+	j = fopen(path, "w");
+	if (!j)
+		return;
+	fprintf(j, "{\n  \"machine\": {\"cores\": %ld},\n  \"seconds_per_run\": %.1f,\n  \"results\": [\n",
+		cores, seconds);
+	for (int i = 0; i < nrows; i++) {
+		const struct row *r = &rows[i];
+
+		fprintf(j, "    {\"scenario\": \"%s\", \"figure\": \"%s\", \"dlockd\": %.4f, "
+			"\"floor\": %s%.4f, \"ratio\": %.4f, \"unit\": \"%s\"}%s\n", r->scenario,
+			r->metric, r->dlockd, "", r->floor > 0 ? r->floor : 0,
+			r->floor > 0 ? r->dlockd / r->floor : 0, r->unit, i + 1 < nrows ? "," : "");
+	}
+	fprintf(j, "  ]\n}\n");
+	fclose(j);
+	fprintf(stderr, "wrote %s\n", path);
+}
+
+int main(int argc, char **argv)
+{
+	const char *bin = "build/dlockd";
+	struct rlimit rl;
+	bool quick = false;
+	long rss;
+	int thr;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+			seconds = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--quick"))
+			quick = true;
+		else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+			only = argv[++i];
+		else
+			bin = argv[i];
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	signal(SIGPIPE, SIG_IGN);
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	snprintf(dir, sizeof(dir), "/tmp/dlockd-bench.XXXXXX");
+	if (!mkdtemp(dir))
+		return 2;
+	start_all(bin);
+	atexit(stop_all);
+
+	proc_usage(dlockd_pid, &rss, &thr);
+	result("idle", "RSS", (double)rss / 1024.0, -1, "MiB");
+	result("idle", "threads", thr, -1, "");
+
+	static const int conc[] = { 1, 16, 64 };
+	for (size_t c = 0; c < 3; c++) {
+		char s[64];
+
+		snprintf(s, sizeof(s), "uncontended lock, %d clients", conc[c]);
+		versus(s, K_LOCK, UNCONTENDED, conc[c]);
+	}
+	versus("hot lock, 64 clients", K_LOCK, HOT, 64);
+	versus("uncontended fairlock, 16 clients", K_FAIR, UNCONTENDED, 16);
+	versus("hot fairlock, 64 clients", K_FAIR, HOT, 64);
+	versus("uncontended rwlock write, 16 clients", K_WRITE, UNCONTENDED, 16);
+	versus("hot rwlock write, 64 clients", K_WRITE, HOT, 64);
+	versus("uncontended rwlock read, 16 clients", K_READ, UNCONTENDED, 16);
+	if (wanted("waiters"))
+		many_waiters(quick ? 1000 : 10000, 1, "one");
+	if (wanted("waiters"))
+		many_waiters(quick ? 1000 : 10000, quick ? 1000 : 10000, "each");
+	report();
+	return 0;
+}
