@@ -6,7 +6,9 @@
  * the dirty list (waiters_next_change) and reports replies and messages
  * back here. Wake-ups:
  *   - "0" wakes the oldest sleeper (the oldest writer first: after a read
- *     release only a writer can be waiting to win), "1" all of them; a message that finds
+ *     release only a writer can be waiting to win); "1" wakes the oldest
+ *     writer if one sleeps (readers queue behind a waiting writer, so only
+ *     it can win), else every sleeper; a message that finds
  *     nobody asleep is banked as a permit (bounded by the joined count), so
  *     a waiter between two tries cannot miss it;
  *   - a confirmed (re)subscription wakes all sleepers of the channel: a
@@ -430,9 +432,18 @@ void waiters_on_message(const char *channel, const char *payload, size_t len)
 		else if (ch->permits < ch->refs)
 			ch->permits++;
 	} else if (payload[0] == '1') {
-		unsigned woken = wake_all(ch, WAKE_RETRY);
+		struct waiter *w = ch->head;
 
-		ch->permits = ch->refs > woken ? ch->refs - woken : 0;
+		while (w && !w->writer)
+			w = w->next;
+		if (w) {
+			/* a waiting writer holds new readers back: only it can win */
+			wake(w, WAKE_RETRY);
+		} else {
+			unsigned woken = wake_all(ch, WAKE_RETRY);
+
+			ch->permits = ch->refs > woken ? ch->refs - woken : 0;
+		}
 	}
 	pthread_mutex_unlock(&W.lock);
 }

@@ -70,8 +70,9 @@ unsigned waiters_count(void);
 int waiters_next_change(char **name, bool *subscribe);
 void waiters_on_subscribed(const char *channel);
 void waiters_on_unsubscribed(const char *channel);
-/* A message: "0" wakes the oldest sleeper (the oldest writer first, if one
- * sleeps), "1" wakes them all. */
+/* A message: "0" wakes the oldest sleeper, "1" every sleeper; but where a
+ * writer sleeps, both wake just the oldest writer ("1": readers queue
+ * behind a waiting writer, so nobody else could win). */
 void waiters_on_message(const char *channel, const char *payload, size_t len);
 /* The subscriber connection was lost: every channel must be subscribed
  * again, and its sleepers retried once it is. */

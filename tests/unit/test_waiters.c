@@ -155,6 +155,32 @@ static void test_waiters__one_wakes_everybody(void **state)
 		waiters_leave(w[i]);
 }
 
+static void test_waiters__messages_prefer_the_oldest_writer(void **state)
+{
+	struct fake_req rq[3] = { { 0 } };
+	struct waiter *w[3];
+	bool confirmed, sub;
+
+	(void)state;
+	w[0] = join("ch", &rq[0], &confirmed);			/* a reader */
+	w[1] = waiters_join("ch", -1, resume, &rq[1], now_ms() + 60000, WAITER_WRITER, &confirmed);
+	w[2] = join("ch", &rq[2], &confirmed);			/* another reader */
+	drain_changes("ch", &sub);
+	waiters_on_subscribed("ch");
+	for (int i = 0; i < 3; i++)
+		first_sleep(w[i], &rq[i]);
+	waiters_on_message("ch", "1", 1);
+	assert_int_equal(rq[1].resumed, 2);	/* the writer, alone */
+	assert_int_equal(rq[0].resumed, 1);
+	assert_int_equal(rq[2].resumed, 1);
+	waiters_leave(w[1]);
+	waiters_on_message("ch", "1", 1);	/* no writer left: every reader */
+	assert_int_equal(rq[0].resumed, 2);
+	assert_int_equal(rq[2].resumed, 2);
+	waiters_leave(w[0]);
+	waiters_leave(w[2]);
+}
+
 static void test_waiters__message_while_nobody_sleeps_is_banked(void **state)
 {
 	struct fake_req a = { 0 };
@@ -246,6 +272,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_waiters__confirmation_wakes_sleepers_to_retry, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_waiters__zero_wakes_the_oldest_only, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_waiters__one_wakes_everybody, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_waiters__messages_prefer_the_oldest_writer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_waiters__message_while_nobody_sleeps_is_banked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_waiters__other_payloads_and_channels_wake_nobody, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_waiters__deadline_and_retry_timers_fire, setup, teardown),
