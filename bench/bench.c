@@ -145,7 +145,7 @@ static void proc_usage(pid_t pid, long *rss_kib, int *threads)
 
 struct conn {
 	int fd;
-	char buf[8192];
+	char buf[1 << 17];	/* room for a whole /metrics page */
 	size_t len;		/* bytes in buf */
 };
 
@@ -603,6 +603,21 @@ static void send_req(int fd, const char *method, const char *path)
 		fprintf(stderr, "bench: short write\n");
 }
 
+static long long redis_cmd_calls(redisContext *c, const char *cmd)
+{
+	redisReply *r = redisCommand(c, "INFO commandstats");
+	char pat[64];
+	const char *p;
+	long long v = 0;
+
+	snprintf(pat, sizeof(pat), "cmdstat_%s:calls=", cmd);
+	if (r && r->type == REDIS_REPLY_STRING && (p = strstr(r->str, pat)))
+		v = strtoll(p + strlen(pat), NULL, 10);
+	if (r)
+		freeReplyObject(r);
+	return v;
+}
+
 static long long redis_total_calls(redisContext *c)
 {
 	redisReply *r = redisCommand(c, "INFO commandstats");
@@ -629,7 +644,7 @@ static void many_waiters(int n, int locks, const char *label)
 	struct conn ctl;
 	long rss0, rss;
 	int thr0, thr;
-	long long calls0, calls1;
+	long long calls0, calls1, eval0, eval1;
 	int64_t t0, t_all_waiting;
 	char path[256], scenario[96];
 
@@ -639,8 +654,10 @@ static void many_waiters(int n, int locks, const char *label)
 	for (int l = 0; l < locks; l++) {
 		snprintf(path, sizeof(path), "/locks/mw-%s-%d-%d?owner=holder&ttl_ms=600000", label,
 			 getpid(), l);
-		if (http_req(&ctl, "PUT", path, NULL) != 200)
+		if (http_req(&ctl, "PUT", path, NULL) != 200) {
+			fprintf(stderr, "bench: holder of %s not granted: %s\n", path, ctl.buf);
 			errors++;
+		}
 	}
 	for (int i = 0; i < n; i++) {
 		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)i };
@@ -672,14 +689,18 @@ static void many_waiters(int n, int locks, const char *label)
 
 			waiting = p ? strtoll(p + 16, NULL, 10) : -1;
 		}
-		if (waiting >= n - errors || now_us() - t0 > 60000000)
+		if (waiting >= n - errors || now_us() - t0 > 60000000) {
+			if (waiting < n - errors)
+				fprintf(stderr, "bench: only %lld of %d waiting\n", waiting, n);
 			break;
+		}
 		sleep_ms(50);
 	}
 	t_all_waiting = now_us() - t0;
 	sleep_ms(500);
 	proc_usage(dlockd_pid, &rss, &thr);
 	calls0 = redis_total_calls(rc);
+	eval0 = redis_cmd_calls(rc, "evalsha");
 
 	/* release the holders; each waiter releases as soon as it is served */
 	t0 = now_us();
@@ -724,6 +745,7 @@ static void many_waiters(int n, int locks, const char *label)
 		}
 	}
 	calls1 = redis_total_calls(rc);
+	eval1 = redis_cmd_calls(rc, "evalsha");
 	snprintf(scenario, sizeof(scenario), "%d waiters on %s", n,
 		 locks == 1 ? "1 lock" : "1 lock each");
 	result(scenario, "dlockd RSS idle", (double)rss0 / 1024.0, -1, "MiB");
@@ -734,7 +756,11 @@ static void many_waiters(int n, int locks, const char *label)
 	result(scenario, "time to drain", (double)(now_us() - t0) / 1e6, -1, "s");
 	result(scenario, "served exactly once", granted, n, "waiters");
 	result(scenario, "errors", errors, 0, "");
-	result(scenario, "Redis cmds per hand-off", (double)(calls1 - calls0) / (granted ? granted : 1),
+	/* each hand-off: the holder's release script, the next waiter's
+	 * acquire script (whose own release is the next hand-off's) */
+	result(scenario, "EVALSHA sent per hand-off", (double)(eval1 - eval0) / (granted ? granted : 1),
+	       -1, "");
+	result(scenario, "cmds incl. inside scripts", (double)(calls1 - calls0) / (granted ? granted : 1),
 	       -1, "");
 	for (int i = 0; i < n; i++)
 		if (w[i].fd >= 0)
@@ -768,6 +794,8 @@ static void on_signal(int sig)
 	raise(sig);
 }
 
+static void start_dlockd(const char *bin);
+
 static void start_all(const char *bin)
 {
 	char rport[16], listen[64], url[96], log[200];
@@ -787,6 +815,25 @@ static void start_all(const char *bin)
 		fprintf(stderr, "bench: redis-server did not start (%s)\n", log);
 		exit(2);
 	}
+	(void)dargv;
+	start_dlockd(bin);
+}
+
+/* A fresh dlockd on a new port (the waiter scenarios each get their own,
+ * so one's freed-but-kept heap does not count as the next one's baseline). */
+static void start_dlockd(const char *bin)
+{
+	char listen[64], url[96], log[200];
+	const char *dargv[] = { bin, "--listen", listen, "--redis", url, "--log-level", "warn",
+				NULL };
+
+	if (dlockd_pid > 0) {
+		kill(dlockd_pid, SIGTERM);
+		waitpid(dlockd_pid, NULL, 0);
+	}
+	http_port = free_port();
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", http_port);
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", redis_port);
 	snprintf(log, sizeof(log), "%s/dlockd.log", dir);
 	dlockd_pid = spawn(dargv, log);
 	if (!wait_port(http_port)) {
@@ -900,10 +947,12 @@ int main(int argc, char **argv)
 	versus("uncontended rwlock write, 16 clients", K_WRITE, UNCONTENDED, 16);
 	versus("hot rwlock write, 64 clients", K_WRITE, HOT, 64);
 	versus("uncontended rwlock read, 16 clients", K_READ, UNCONTENDED, 16);
-	if (wanted("waiters"))
+	if (wanted("waiters")) {
+		start_dlockd(bin);
 		many_waiters(quick ? 1000 : 10000, 1, "one");
-	if (wanted("waiters"))
+		start_dlockd(bin);
 		many_waiters(quick ? 1000 : 10000, quick ? 1000 : 10000, "each");
+	}
 	report();
 	return 0;
 }
