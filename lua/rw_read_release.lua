@@ -10,11 +10,9 @@
   The lock then lives exactly as long as its longest remaining read hold
   (a write holder's lease is never cut). When one reader is left, "0" is
   published too: a writer waiting to upgrade from that read may go now. ]]
-local kind = rw_kind(KEYS[1])
-if kind == 'none' then
-  return {0}
-elseif kind == 'other' then
-  return {-1}
+local refused = rw_refuse(KEYS[1])
+if refused then
+  return refused
 end
 local owner = ARGV[1]
 if redis.call('hexists', KEYS[1], owner) == 0 then

@@ -5,11 +5,9 @@
           {0}         nobody holds N
           {-2}        the owner holds no read lock on N
           {-1}        N is not a read-write lock ]]
-local kind = rw_kind(KEYS[1])
-if kind == 'none' then
-  return {0}
-elseif kind == 'other' then
-  return {-1}
+local refused = rw_refuse(KEYS[1])
+if refused then
+  return refused
 end
 local holds = tonumber(redis.call('hget', KEYS[1], ARGV[2]))
 if not holds then

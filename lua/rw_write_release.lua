@@ -10,11 +10,9 @@
   The last write hold publishes "1" (every waiting reader may enter): when
   the lock is freed, and also on a downgrade to the owner's read holds,
   where Redisson publishes nothing and leaves readers asleep. ]]
-local kind = rw_kind(KEYS[1])
-if kind == 'none' then
-  return {0}
-elseif kind == 'other' then
-  return {-1}
+local refused = rw_refuse(KEYS[1])
+if refused then
+  return refused
 end
 local wf = ARGV[1] .. ':write'
 if redis.call('hexists', KEYS[1], wf) == 0 then

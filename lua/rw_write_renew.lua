@@ -6,11 +6,9 @@
           {0}         nobody holds N
           {-2}        the owner does not hold the write lock
           {-1}        N is not a read-write lock ]]
-local kind = rw_kind(KEYS[1])
-if kind == 'none' then
-  return {0}
-elseif kind == 'other' then
-  return {-1}
+local refused = rw_refuse(KEYS[1])
+if refused then
+  return refused
 end
 if redis.call('hexists', KEYS[1], ARGV[2] .. ':write') == 0 then
   return {-2}

@@ -1,5 +1,8 @@
 --[[ lib/rw.lua -- prepended at build time to every rw_*.lua.
   rw_kind(key)               'none', 'rw' (a hash with a mode field) or 'other'
+  rw_refuse(key)             the reply of a release or renew when key is not a
+                             held read-write lock ({0} free, {-1} another
+                             kind), or nil when it is one
   rw_now()                   Redis' clock in ms
   rw_longest(key, prefix)    the longest pttl of any read hold's timeout key
                              <prefix>:<field>:rwlock_timeout:<k> (-2: none live)
@@ -13,6 +16,16 @@ local function rw_kind(key)
     return 'rw'
   end
   return 'other'
+end
+
+local function rw_refuse(key)
+  local kind = rw_kind(key)
+  if kind == 'none' then
+    return {0}
+  elseif kind == 'other' then
+    return {-1}
+  end
+  return nil
 end
 
 local function rw_now()
