@@ -316,7 +316,11 @@ static void *sampler(void *arg)
 		struct snap *s = &snaps[nsnaps];
 		redisReply *r;
 
-		/* read first: whoever is queued now is granted at or after it */
+		/* Whoever is queued at LRANGE is granted after it; its grants
+		 * recorded from `from` on are those, unless one was recorded
+		 * between reading `from` and LRANGE (a client may then record
+		 * its previous grant, release and queue again): then the
+		 * snapshot proves nothing and is dropped. */
 		s->from = __atomic_load_n(&grants, __ATOMIC_ACQUIRE);
 		r = rcmd("LRANGE redisson_lock_queue:{%s} 0 -1", load_name);
 		s->n = 0;
@@ -324,7 +328,7 @@ static void *sampler(void *arg)
 			s->ids[s->n++] = atoi(r->element[i]->str + 1);
 		if (r)
 			freeReplyObject(r);
-		if (s->n > 1)
+		if (s->n > 1 && __atomic_load_n(&grants, __ATOMIC_ACQUIRE) == s->from)
 			nsnaps++;
 		sleep_ms(2);
 	}
