@@ -529,6 +529,14 @@ static struct outcome run_once(enum kind k, enum mode m, bool floor, int clients
 
 	snprintf(run.name, sizeof(run.name), "bench-%s-%d-%d", tag, getpid(), serial++);
 	if (m == HOT) {
+		/* an existing counter: tokens 2, 3, ... index the latency arrays
+		 * (a new one would start at Redis' clock in microseconds) */
+		redisContext *rc = redis_connect();
+		redisReply *r = redisCommand(rc, "SET redisson_lock_token:{%s} 1", run.name);
+
+		if (r)
+			freeReplyObject(r);
+		redisFree(rc);
 		run.released_at = calloc(MAX_TOKENS, sizeof(int64_t));
 		run.granted_at = calloc(MAX_TOKENS, sizeof(int64_t));
 	}
@@ -879,6 +887,10 @@ static void report(void)
 			printf("| %s | %s | %.2f %s | | |\n", r->scenario, r->metric, r->dlockd, r->unit);
 	}
 	printf("\n%ld cores, %.1f s per run\n", cores, seconds);
+	if (only) {
+		fprintf(stderr, "--only: bench/results/latest.json left as it was\n");
+		return;
+	}
 	mkdir("bench/results", 0755);
 	snprintf(path, sizeof(path), "bench/results/latest.json");
 	j = fopen(path, "w");

@@ -96,6 +96,17 @@ TEST(redis_layout_is_redissons)
 	snprintf(key, sizeof(key), "redisson_lock_token:{%s}", n);
 	CHECK(rcmd_int("GET %s", key) >= 1, "token counter under redisson_lock_token:{N}");
 	CHECK(rcmd_int("PTTL %s", key) == -1, "token counter never expires");
+	{
+		long long mine = rcmd_int("GET %s", key), theirs = rcmd_int("INCR %s", key);
+
+		/* a Redisson RFencedLock INCRs the same counter */
+		CHECK(theirs == mine + 1, "Redisson's INCR continues the sequence: %lld after %lld",
+		      theirs, mine);
+		http("PUT", P("/locks/%s%s", n, "?owner=app-1:42"), NULL, &r);
+		CHECK(json_int(&r, "fencing_token") == theirs + 1,
+		      "and dlockd continues after it: %s", r.body);
+		http_free(&r);
+	}
 }
 
 TEST(release_distinguishes_not_held_and_not_owner)

@@ -53,6 +53,7 @@ TEST(redis_restart_in_the_middle_of_a_wait)
 	struct http_resp r;
 	struct bg w;
 	int64_t restarted;
+	long long token_before;
 
 	CHECK(redis_start(&rs) == 0, "start Redis");
 	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
@@ -60,6 +61,7 @@ TEST(redis_restart_in_the_middle_of_a_wait)
 	CHECK(WAIT_FOR(status_is(&d, "/readyz", 200), 5000), "ready");
 	http_on(d.base, "PUT", "/locks/job?owner=holder&ttl_ms=60000", NULL, &r);
 	CHECK_STATUS(r, 200, "holder");
+	token_before = json_int(&r, "fencing_token");
 	http_free(&r);
 	bg_start_on(&w, d.base, "PUT", "/locks/job?owner=waiter&wait_ms=30000", NULL);
 	CHECK(WAIT_FOR(metric_value(&d, "dlockd_waiters") == 1, 5000), "waiter waiting");
@@ -70,6 +72,10 @@ TEST(redis_restart_in_the_middle_of_a_wait)
 	restarted = mono_ms();
 	bg_join(&w);
 	CHECK_STATUS(w.r, 200, "the waiter gets the lock once Redis is back");
+	/* Redis lost the token counter with everything else */
+	CHECK(json_int(&w.r, "fencing_token") > token_before,
+	      "the fencing token still goes up across the data loss: %lld after %lld",
+	      json_int(&w.r, "fencing_token"), token_before);
 	CHECK(w.done_ms - restarted < 5000 * slow_factor(),
 	      "within %lld ms of the restart: resubscribe and retry, not the old lease",
 	      (long long)(w.done_ms - restarted));
