@@ -611,36 +611,26 @@ static void send_req(int fd, const char *method, const char *path)
 		fprintf(stderr, "bench: short write\n");
 }
 
-static long long redis_cmd_calls(redisContext *c, const char *cmd)
+/* From one INFO commandstats: calls of every command but INFO (those run
+ * inside scripts included: Redis 7 counts them) and of EVALSHA alone. */
+static void redis_calls(redisContext *c, long long *total, long long *evalsha)
 {
 	redisReply *r = redisCommand(c, "INFO commandstats");
-	char pat[64];
-	const char *p;
-	long long v = 0;
+	const char *p = r && r->type == REDIS_REPLY_STRING ? r->str : "";
 
-	snprintf(pat, sizeof(pat), "cmdstat_%s:calls=", cmd);
-	if (r && r->type == REDIS_REPLY_STRING && (p = strstr(r->str, pat)))
-		v = strtoll(p + strlen(pat), NULL, 10);
-	if (r)
-		freeReplyObject(r);
-	return v;
-}
-
-static long long redis_total_calls(redisContext *c)
-{
-	redisReply *r = redisCommand(c, "INFO commandstats");
-	long long total = 0;
-
-	for (const char *p = r && r->type == REDIS_REPLY_STRING ? r->str : ""; (p = strstr(p, "cmdstat_"));) {
+	*total = *evalsha = 0;
+	while ((p = strstr(p, "cmdstat_"))) {
 		const char *calls = strstr(p, "calls=");
+		long long n = calls ? strtoll(calls + 6, NULL, 10) : 0;
 
-		if (strncmp(p, "cmdstat_info:", 13) && calls)
-			total += strtoll(calls + 6, NULL, 10);
+		if (strncmp(p, "cmdstat_info:", 13))
+			*total += n;
+		if (!strncmp(p, "cmdstat_evalsha:", 16))
+			*evalsha = n;
 		p = calls ? calls : p + 8;
 	}
 	if (r)
 		freeReplyObject(r);
-	return total;
 }
 
 /* n waiters on `locks` locks (1, or one each); returns nothing, records rows. */
@@ -707,8 +697,7 @@ static void many_waiters(int n, int locks, const char *label)
 	t_all_waiting = now_us() - t0;
 	sleep_ms(500);
 	proc_usage(dlockd_pid, &rss, &thr);
-	calls0 = redis_total_calls(rc);
-	eval0 = redis_cmd_calls(rc, "evalsha");
+	redis_calls(rc, &calls0, &eval0);
 
 	/* release the holders; each waiter releases as soon as it is served */
 	t0 = now_us();
@@ -752,8 +741,7 @@ static void many_waiters(int n, int locks, const char *label)
 			}
 		}
 	}
-	calls1 = redis_total_calls(rc);
-	eval1 = redis_cmd_calls(rc, "evalsha");
+	redis_calls(rc, &calls1, &eval1);
 	snprintf(scenario, sizeof(scenario), "%d waiters on %s", n,
 		 locks == 1 ? "1 lock" : "1 lock each");
 	result(scenario, "dlockd RSS idle", (double)rss0 / 1024.0, -1, "MiB");

@@ -118,19 +118,24 @@ unsigned locks_wait_flags(enum lock_kind kind)
 
 /* ----- Key building ----- */
 
-char *locks_prefix_name(const char *prefix, const char *name)
+/* Redisson's hash-tag rule (reference §0.1): {name}, or name itself when
+ * it already contains '{'. Every derived key hashes to name's slot; the
+ * rwlock scripts build Redisson's suffixName keys as <tag>:<field>:...
+ * The caller frees the results of both. */
+static char *tag_name(const char *name)
 {
-	if (strchr(name, '{'))
-		return xasprintf("%s:%s", prefix, name);
-	return xasprintf("%s:{%s}", prefix, name);
+	return strchr(name, '{') ? xstrdup(name) : xasprintf("{%s}", name);
 }
 
-char *locks_suffix_name(const char *name, const char *suffix)
+/* prefix:{name} (Redisson's prefixName) */
+static char *locks_prefix_name(const char *prefix, const char *name)
 {
-	if (strchr(name, '{'))
-		return xasprintf("%s:%s", name, suffix);
-	return xasprintf("{%s}:%s", name, suffix);
+	char *tag = tag_name(name), *s = xasprintf("%s:%s", prefix, tag);
+
+	free(tag);
+	return s;
 }
+
 
 char *locks_wait_channel(enum lock_kind kind, const char *name, const char *owner)
 {
@@ -170,9 +175,7 @@ static const char *key_get(struct keys *ks, enum key_id id)
 		ks->k[id] = locks_prefix_name("redisson_lock_timeout", ks->name);
 		break;
 	case K_TAG:
-		/* Redisson's suffixName(N, "") without the ':' */
-		ks->k[id] = strchr(ks->name, '{') ? xstrdup(ks->name)
-						  : xasprintf("{%s}", ks->name);
+		ks->k[id] = tag_name(ks->name);
 		break;
 	case K_WRITERS:
 		ks->k[id] = locks_prefix_name("dlockd_rwlock_writers", ks->name);

@@ -84,10 +84,5 @@ unsigned locks_wait_flags(enum lock_kind kind);
 /* "lock", "fairlock", "read", "write": for messages and logs. */
 const char *locks_kind_label(enum lock_kind kind);
 
-/* Redisson's hash-tag rules (reference §0.1); the caller frees the result.
- * prefix:{name}, or prefix:name when name already contains '{'. */
-char *locks_prefix_name(const char *prefix, const char *name);
-/* {name}:suffix, or name:suffix when name already contains '{'. */
-char *locks_suffix_name(const char *name, const char *suffix);
 
 #endif

@@ -63,11 +63,6 @@ int scripts_init(void)
 	return 0;
 }
 
-const char *scripts_source(enum script_id id)
-{
-	return scripts[id].source;
-}
-
 const char *scripts_name(enum script_id id)
 {
 	return script_names[id];

@@ -37,8 +37,7 @@ int scripts_init(void);
 redisReply *scripts_run(enum script_id id, int nkeys, const char *const *keys,
 			int nargs, const char *const *args);
 
-/* The source of a script, by id (tests and the benchmark floor use it). */
-const char *scripts_source(enum script_id id);
+/* The name of a script, by id ("lock_acquire"), for log lines. */
 const char *scripts_name(enum script_id id);
 
 #endif

@@ -220,6 +220,16 @@ static unsigned wake_all(struct channel *ch, enum waiter_wake reason)
 	return n;
 }
 
+/* The oldest sleeping writer of ch, or NULL. */
+static struct waiter *oldest_writer(const struct channel *ch)
+{
+	struct waiter *w = ch->head;
+
+	while (w && !w->writer)
+		w = w->next;
+	return w;
+}
+
 /* ----- Request side ----- */
 
 struct waiter *waiters_join(const char *channel, int fd, waiter_resume_fn resume,
@@ -423,19 +433,15 @@ void waiters_on_message(const char *channel, const char *payload, size_t len)
 	if (!ch || len != 1) {
 		/* not ours, or not a lock message */
 	} else if (payload[0] == '0') {
-		struct waiter *w = ch->head;
+		struct waiter *w = oldest_writer(ch);
 
-		while (w && !w->writer)
-			w = w->next;
 		if (ch->head)
 			wake(w ? w : ch->head, WAKE_RETRY);
 		else if (ch->permits < ch->refs)
 			ch->permits++;
 	} else if (payload[0] == '1') {
-		struct waiter *w = ch->head;
+		struct waiter *w = oldest_writer(ch);
 
-		while (w && !w->writer)
-			w = w->next;
 		if (w) {
 			/* a waiting writer holds new readers back: only it can win */
 			wake(w, WAKE_RETRY);

@@ -163,6 +163,11 @@ void redis_stop(struct redis_srv *r, bool hard)
 	r->pid = 0;
 }
 
+const char *dlockd_binary(void)
+{
+	return dlockd_bin;
+}
+
 const char *dlockd_use_bin(const char *bin)
 {
 	const char *old = dlockd_bin;

@@ -41,6 +41,8 @@ int dlockd_start(struct dlockd_srv *d, const char *redis_url, const char *const 
 /* Which dlockd binary later dlockd_start() calls run (the build's by
  * default); returns the one used until now. */
 const char *dlockd_use_bin(const char *bin);
+/* The dlockd binary under test ($DLOCKD_BIN, or build/dlockd). */
+const char *dlockd_binary(void);
 /* SIGTERM and wait up to timeout_ms; returns the exit status, or -1 if it
  * had to be killed. */
 int dlockd_stop(struct dlockd_srv *d, int timeout_ms);

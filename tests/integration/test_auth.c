@@ -118,7 +118,7 @@ TEST(auth_tokens_roles_and_prefixes)
 TEST(auth_file_errors_stop_dlockd_at_start)
 {
 	char file[300], cmd[700], out[2048];
-	const char *bin = getenv("DLOCKD_BIN") ? getenv("DLOCKD_BIN") : "build/dlockd";
+	const char *bin = dlockd_binary();
 	FILE *p;
 	size_t n;
 	int rc;

@@ -30,7 +30,7 @@ static char *slurp(const char *path, size_t *len)
 
 TEST(make_install_stages_a_working_dlockd)
 {
-	const char *bin = getenv("DLOCKD_BIN") ? getenv("DLOCKD_BIN") : "build/dlockd";
+	const char *bin = dlockd_binary();
 	char build[256], stage[300], cmd[1024], installed[400], doc[400];
 	struct dlockd_srv d;
 	struct http_resp r;

@@ -23,13 +23,6 @@ static int run_capture(const char *cmd, char *out, size_t cap)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static const char *bin(void)
-{
-	const char *b = getenv("DLOCKD_BIN");
-
-	return b ? b : "build/dlockd";
-}
-
 TEST(help_lists_every_setting)
 {
 	static const char *const want[] = {
@@ -39,7 +32,7 @@ TEST(help_lists_every_setting)
 	};
 	char cmd[300], out[8192];
 
-	snprintf(cmd, sizeof(cmd), "%s --help", bin());
+	snprintf(cmd, sizeof(cmd), "%s --help", dlockd_binary());
 	CHECK(run_capture(cmd, out, sizeof(out)) == 0, "--help exits 0");
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		CHECK(strstr(out, want[i]), "--help mentions %s", want[i]);
@@ -49,12 +42,12 @@ TEST(bad_flags_are_refused)
 {
 	char cmd[300], out[4096];
 
-	snprintf(cmd, sizeof(cmd), "%s --max-ttl-ms 0 2>&1", bin());
+	snprintf(cmd, sizeof(cmd), "%s --max-ttl-ms 0 2>&1", dlockd_binary());
 	CHECK(run_capture(cmd, out, sizeof(out)) == 2, "exit 2 on a bad number");
 	CHECK(strstr(out, "--max-ttl-ms"), "names the flag: %s", out);
-	snprintf(cmd, sizeof(cmd), "%s --redis http://x 2>&1", bin());
+	snprintf(cmd, sizeof(cmd), "%s --redis http://x 2>&1", dlockd_binary());
 	CHECK(run_capture(cmd, out, sizeof(out)) == 2, "exit 2 on a bad Redis URL");
-	snprintf(cmd, sizeof(cmd), "DLOCKD_LOG_LEVEL=loud %s 2>&1", bin());
+	snprintf(cmd, sizeof(cmd), "DLOCKD_LOG_LEVEL=loud %s 2>&1", dlockd_binary());
 	CHECK(run_capture(cmd, out, sizeof(out)) == 2, "exit 2 on a bad env value");
 	CHECK(strstr(out, "DLOCKD_LOG_LEVEL"), "names the variable: %s", out);
 }
