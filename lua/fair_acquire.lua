@@ -32,12 +32,12 @@ if kind == 'none' and (not head or head == owner) then
   end
   redis.call('hset', KEYS[1], owner, 1)
   redis.call('pexpire', KEYS[1], lease)
-  return {1, next_token(KEYS[2]), 1, lease}
+  return {1, next_token(KEYS[2], tonumber(ARGV[1])), 1, lease}
 end
 if kind ~= 'none' and redis.call('hexists', KEYS[1], owner) == 1 then
   local holds = redis.call('hincrby', KEYS[1], owner, 1)
   local pttl = lease_at_least(KEYS[1], lease)
-  return {1, next_token(KEYS[2]), holds, pttl}
+  return {1, next_token(KEYS[2], tonumber(ARGV[1])), holds, pttl}
 end
 if head ~= old_head and head ~= owner then
   fair_notify(KEYS[5], head)	-- dead heads were dropped: the new one may go

@@ -12,6 +12,6 @@ end
 if kind == 'none' or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
   local pttl = lease_at_least(KEYS[1], tonumber(ARGV[1]))
-  return {1, next_token(KEYS[2]), holds, pttl}
+  return {1, next_token(KEYS[2], tonumber(ARGV[1])), holds, pttl}
 end
 return {0, redis.call('pttl', KEYS[1])}

@@ -34,4 +34,4 @@ end
 local holds = redis.call('hincrby', KEYS[1], owner, 1)
 redis.call('set', KEYS[3] .. ':' .. owner .. ':rwlock_timeout:' .. holds, 1, 'px', lease)
 local pttl = lease_at_least(KEYS[1], lease)
-return {1, next_token(KEYS[2]), holds, pttl}
+return {1, next_token(KEYS[2], tonumber(ARGV[1])), holds, pttl}

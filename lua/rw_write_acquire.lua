@@ -36,4 +36,4 @@ else
 end
 redis.call('zrem', KEYS[4], owner)
 local pttl = lease_at_least(KEYS[1], lease)
-return {1, next_token(KEYS[2]), holds, pttl}
+return {1, next_token(KEYS[2], tonumber(ARGV[1])), holds, pttl}

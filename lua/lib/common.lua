@@ -1,11 +1,14 @@
 --[[ lib/common.lua -- prepended at build time to every script.
   lease_at_least(key, lease)  make key live at least lease ms more (never
                               shorter than it already does); returns its pttl
-  next_token(key)             the next fencing token: INCR, except that a new
-                              counter (INCR gave 1: never used, or lost with
-                              Redis' data) starts at Redis' clock in
+  next_token(key, lease)      the next fencing token: INCR, except that a new
+                              counter (INCR gave 1: never used, expired, or
+                              lost with Redis' data) starts at Redis' clock in
                               microseconds, above every token handed out
-                              before; Redisson's INCR stays monotonic too ]]
+                              before; Redisson's INCR stays monotonic too.
+                              The counter lives as long as the longest lease
+                              it granted, so a name leaves nothing behind in
+                              Redis once its holders are gone ]]
 local function lease_at_least(key, lease)
   local pttl = redis.call('pttl', key)
   if pttl < lease then
@@ -15,15 +18,17 @@ local function lease_at_least(key, lease)
   return pttl
 end
 
-local function next_token(key)
+local function next_token(key, lease)
   local token = redis.call('incr', key)
   if token == 1 then
-    -- a new counter, or one lost with Redis' data: start from the clock,
-    -- above every token handed out before (fewer than one per microsecond)
+    -- a new counter, or one expired or lost with Redis' data: start from
+    -- the clock, above every token handed out before (each took a script
+    -- run, so fewer than one per microsecond)
     local t = redis.call('time')
     token = tonumber(t[1]) * 1000000 + tonumber(t[2])
     redis.call('set', key, token)
   end
+  lease_at_least(key, lease)
   return token
 end
 

@@ -95,7 +95,7 @@ TEST(redis_layout_is_redissons)
 	CHECK(rcmd_int("PTTL %s", n) > 19000, "lease is a PEXPIRE on the hash");
 	snprintf(key, sizeof(key), "redisson_lock_token:{%s}", n);
 	CHECK(rcmd_int("GET %s", key) >= 1, "token counter under redisson_lock_token:{N}");
-	CHECK(rcmd_int("PTTL %s", key) == -1, "token counter never expires");
+	CHECK(rcmd_int("PTTL %s", key) > 19000, "token counter lives as long as the lease");
 	{
 		long long mine = rcmd_int("GET %s", key), theirs = rcmd_int("INCR %s", key);
 
@@ -107,6 +107,37 @@ TEST(redis_layout_is_redissons)
 		      "and dlockd continues after it: %s", r.body);
 		http_free(&r);
 	}
+}
+
+/* A name nobody holds leaves nothing in Redis: the token counter goes with
+ * the longest lease it granted, and the next token starts from Redis'
+ * clock, still above every earlier one. */
+TEST(token_counter_expires_with_the_lease_and_tokens_still_increase)
+{
+	const char *n = lockname("tokexp");
+	struct http_resp r;
+	long long t1, t2, t3;
+
+	http("PUT", P("/locks/%s%s", n, "?owner=a&ttl_ms=300"), NULL, &r);
+	CHECK_STATUS(r, 200, "acquire");
+	t1 = json_int(&r, "fencing_token");
+	http_free(&r);
+	http("PUT", P("/locks/%s%s", n, "?owner=a&ttl_ms=300"), NULL, &r);
+	t2 = json_int(&r, "fencing_token");
+	http_free(&r);
+	CHECK(t2 == t1 + 1, "tokens are dense while the counter lives: %lld then %lld", t1, t2);
+	http("DELETE", P("/locks/%s%s", n, "?owner=a"), NULL, &r);
+	http_free(&r);
+	http("DELETE", P("/locks/%s%s", n, "?owner=a"), NULL, &r);
+	http_free(&r);
+	CHECK(WAIT_FOR(rcmd_int("EXISTS redisson_lock_token:{%s}", n) == 0, 3000),
+	      "the counter is gone once the lease it granted is over");
+	CHECK(rcmd_int("EXISTS %s", n) == 0, "and so is the lock");
+	http("PUT", P("/locks/%s%s", n, "?owner=b&ttl_ms=300"), NULL, &r);
+	CHECK_STATUS(r, 200, "acquire again");
+	t3 = json_int(&r, "fencing_token");
+	http_free(&r);
+	CHECK(t3 > t2, "the next token is still larger: %lld after %lld", t3, t2);
 }
 
 TEST(release_distinguishes_not_held_and_not_owner)
