@@ -274,6 +274,20 @@ static int64_t retry_after(enum lock_kind kind, int64_t pttl, bool head)
 	}
 }
 
+/* The lease a grant or renewal can count on: Redis started it no earlier
+ * than the command was sent, so what is left now is at least its pttl
+ * minus the time the call took (a Redis that stalled ate into it). 0 when
+ * nothing is left: the answer came too late to be of use. */
+static int64_t lease_left(long long pttl, int64_t sent_ms)
+{
+	int64_t left;
+
+	if (pttl < 0)
+		return pttl;
+	left = pttl - (now_ms() - sent_ms);
+	return left > 0 ? left : 0;
+}
+
 /* ----- Operations ----- */
 
 enum lock_result locks_acquire(enum lock_kind kind, const char *name, const char *owner,
@@ -284,9 +298,11 @@ enum lock_result locks_acquire(enum lock_kind kind, const char *name, const char
 	const char *args[] = { lease, owner, life };
 	enum lock_result res;
 	redisReply *r;
+	int64_t sent;
 
 	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
 	snprintf(life, sizeof(life), "%lld", queue && k->queues ? (long long)queue_ttl_ms : 0LL);
+	sent = now_ms();
 	r = run(kind, name, &k->acquire, 3, args);
 	memset(out, 0, sizeof(*out));
 	res = check_reply(r, k->acquire.script);
@@ -296,8 +312,13 @@ enum lock_result locks_acquire(enum lock_kind kind, const char *name, const char
 	case 1:
 		out->token = elem_int(r, 1);
 		out->holds = elem_int(r, 2);
-		out->ttl_ms = elem_int(r, 3);
+		out->ttl_ms = lease_left(elem_int(r, 3), sent);
 		out->locked = true;
+		if (out->ttl_ms == 0) {
+			log_warn("redis granted %s '%s' too late to be of use (lease over)",
+				 k->label, name);
+			res = LOCK_BACKEND_DOWN;
+		}
 		break;
 	case 0:
 		out->ttl_ms = elem_int(r, 1) > 0 ? elem_int(r, 1) : 0;
@@ -383,6 +404,7 @@ enum lock_result locks_renew(enum lock_kind kind, const char *name, const char *
 	const char *args[] = { lease, owner };
 	enum lock_result res;
 	redisReply *r;
+	int64_t sent = now_ms();
 
 	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
 	r = run(kind, name, &k->renew, 2, args);
@@ -390,8 +412,10 @@ enum lock_result locks_renew(enum lock_kind kind, const char *name, const char *
 	res = check_reply(r, k->renew.script);
 	if (res == LOCK_OK) {
 		res = common_code(elem_int(r, 0));
-		out->ttl_ms = elem_int(r, 1);
+		out->ttl_ms = lease_left(elem_int(r, 1), sent);
 		out->locked = res == LOCK_OK;
+		if (res == LOCK_OK && out->ttl_ms == 0)
+			res = LOCK_BACKEND_DOWN;	/* renewed too late to count */
 	}
 	if (r)
 		freeReplyObject(r);

@@ -176,7 +176,8 @@ const char *dlockd_use_bin(const char *bin)
 	return old;
 }
 
-int dlockd_start(struct dlockd_srv *d, const char *redis_url, const char *const *flags)
+/* Start dlockd on d->port with d->redis_url and flags; wait for /healthz. */
+static int dlockd_spawn(struct dlockd_srv *d, const char *const *flags)
 {
 	char listen[64];
 	const char *argv[48];
@@ -184,14 +185,8 @@ int dlockd_start(struct dlockd_srv *d, const char *redis_url, const char *const 
 	const char *prefix = getenv("DLOCKD_PREFIX");
 	char pbuf[512], *save = NULL;
 
-	d->port = free_port();
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", d->port);
 	snprintf(d->base, sizeof(d->base), "http://127.0.0.1:%d", d->port);
-	snprintf(d->redis_url, sizeof(d->redis_url), "%s",
-		 redis_url ? redis_url : "redis://127.0.0.1:0/0");
-	if (!redis_url)
-		snprintf(d->redis_url, sizeof(d->redis_url), "redis://127.0.0.1:%d/0", H_redis.port);
-	snprintf(d->log, sizeof(d->log), "%s/dlockd-%d.log", tmpdir, d->port);
 	if (prefix && *prefix) {
 		snprintf(pbuf, sizeof(pbuf), "%s", prefix);
 		for (char *tok = strtok_r(pbuf, " ", &save); tok && argc < 20;
@@ -223,6 +218,31 @@ int dlockd_start(struct dlockd_srv *d, const char *redis_url, const char *const 
 	return -1;
 }
 
+int dlockd_start(struct dlockd_srv *d, const char *redis_url, const char *const *flags)
+{
+	d->port = free_port();
+	if (redis_url)
+		snprintf(d->redis_url, sizeof(d->redis_url), "%s", redis_url);
+	else
+		snprintf(d->redis_url, sizeof(d->redis_url), "redis://127.0.0.1:%d/0", H_redis.port);
+	snprintf(d->log, sizeof(d->log), "%s/dlockd-%d.log", tmpdir, d->port);
+	return dlockd_spawn(d, flags);
+}
+
+int dlockd_restart(struct dlockd_srv *d, const char *const *flags)
+{
+	return dlockd_spawn(d, flags);
+}
+
+void dlockd_kill(struct dlockd_srv *d)
+{
+	if (d->pid <= 0)
+		return;
+	kill(d->pid, SIGKILL);
+	waitpid(d->pid, NULL, 0);
+	d->pid = 0;
+}
+
 int dlockd_stop(struct dlockd_srv *d, int timeout_ms)
 {
 	int64_t until = mono_ms() + (int64_t)timeout_ms * slow_factor();
@@ -244,21 +264,35 @@ int dlockd_stop(struct dlockd_srv *d, int timeout_ms)
 	return -1;
 }
 
-int proc_threads(pid_t pid)
+/* A number field of /proc/<pid>/status, e.g. "Threads:"; -1 if absent. */
+static long proc_status(pid_t pid, const char *field)
 {
 	char path[64], line[256];
+	size_t len = strlen(field);
 	FILE *f;
-	int n = -1;
+	long n = -1;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	f = fopen(path, "r");
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "Threads: %d", &n) == 1)
+		if (!strncmp(line, field, len)) {
+			n = strtol(line + len, NULL, 10);
 			break;
+		}
 	fclose(f);
 	return n;
+}
+
+int proc_threads(pid_t pid)
+{
+	return (int)proc_status(pid, "Threads:");
+}
+
+long proc_rss_kib(pid_t pid)
+{
+	return proc_status(pid, "VmRSS:");
 }
 
 /* ----- HTTP client ----- */

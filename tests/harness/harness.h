@@ -38,6 +38,11 @@ void redis_stop(struct redis_srv *r, bool hard);
 /* Start dlockd against redis_url (NULL: the shared Redis) with extra flags
  * (NULL-terminated); waits until /healthz answers. */
 int dlockd_start(struct dlockd_srv *d, const char *redis_url, const char *const *flags);
+/* Start it again on the same port and Redis, after a stop or kill; the
+ * log goes on in the same file. */
+int dlockd_restart(struct dlockd_srv *d, const char *const *flags);
+/* SIGKILL it and reap it. */
+void dlockd_kill(struct dlockd_srv *d);
 /* Which dlockd binary later dlockd_start() calls run (the build's by
  * default); returns the one used until now. */
 const char *dlockd_use_bin(const char *bin);
@@ -47,6 +52,7 @@ const char *dlockd_binary(void);
  * had to be killed. */
 int dlockd_stop(struct dlockd_srv *d, int timeout_ms);
 int proc_threads(pid_t pid);
+long proc_rss_kib(pid_t pid);
 
 /* The suite's shared Redis and dlockd. */
 extern struct redis_srv H_redis;

@@ -1,0 +1,405 @@
+/* checker.c -- continuous lock load with a grant checker (see checker.h).
+ *
+ * Times are the test's monotonic clock. A section runs from the moment its
+ * grant arrived to the moment the client stopped using the lock, and never
+ * past the lease the client can count on: the grant's ttl_ms from when it
+ * arrived (dlockd counts it from when it sent the command to Redis), or the
+ * send time of the last renewed heartbeat plus the ttl asked for (Redis
+ * started that lease later, so it ends later too). Two sections that
+ * overlap in this clock were therefore inside at once for real. */
+#include "checker.h"
+
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SECTIONS (1 << 18)
+/* A grant's ttl_ms is the lease dlockd can vouch for when it answers; the
+ * answer's trip to us (and Redis' millisecond clock) may take this much of
+ * it. A renewal is counted from when the heartbeat was sent. */
+#define LEASE_MARGIN_MS 20
+
+/* Ordinary rounds contend for the first four names, waiting; long rounds
+ * try the two hold names once and, if they get one, hold it long. */
+enum { N_LOCK0, N_LOCK1, N_FAIR, N_RW, N_HOLD0, N_HOLD1, N_NAMES };
+enum mode { M_EXCL, M_READ, M_WRITE };
+
+struct section {
+	int name, mode, client, base;
+	long long token;
+	int64_t sent, granted, ended, rel_sent;
+	int hb_after;		/* first 200/409 to a heartbeat sent after the event */
+	bool lost, ran_out;
+};
+
+struct load {
+	struct load_opts o;
+	char names[N_NAMES][200];
+	pthread_t *threads;
+	struct section *secs;
+	long nsecs;		/* atomic */
+	int stop;		/* atomic */
+	int long_holders;	/* atomic */
+	int64_t ev_begin, ev_end;	/* atomic; 0 = not yet */
+	long acq[5];		/* ok, refused (409), unavailable, conn failed, other */
+	long hb[3];		/* ok, not held, failed */
+};
+
+struct client {
+	struct load *l;
+	int id, base;
+	unsigned seed;
+	char owner[16];
+};
+
+static int64_t load_get(int64_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static void count(long *c)
+{
+	__atomic_add_fetch(c, 1, __ATOMIC_RELAXED);
+}
+
+static const char *base_of(struct client *c)
+{
+	return c->l->o.bases[c->base];
+}
+
+/* A client whose instance is gone moves on to the next one, as a client
+ * with a list of endpoints would. */
+static int request(struct client *c, const char *method, const char *path,
+		   struct http_resp *r)
+{
+	if (http_on(base_of(c), method, path, NULL, r) != 0) {
+		c->base = (c->base + 1) % c->l->o.nbases;
+		return -1;
+	}
+	return (int)r->status;
+}
+
+static void lock_path(const struct load *l, const struct section *s, const char *suffix,
+		      const char *query, char *out, size_t cap)
+{
+	static const char *const fmt[] = { "/locks/%s%s%s", "/locks/%s%s%s", "/fairlocks/%s%s%s",
+					   NULL, "/locks/%s%s%s", "/fairlocks/%s%s%s" };
+
+	if (s->name == N_RW)
+		snprintf(out, cap, "/rwlocks/%s/%s%s%s", l->names[s->name],
+			 s->mode == M_READ ? "read" : "write", suffix, query);
+	else
+		snprintf(out, cap, fmt[s->name], l->names[s->name], suffix, query);
+}
+
+static int heartbeat(struct client *c, struct section *s)
+{
+	struct load *l = c->l;
+	char q[96], path[400];
+	struct http_resp r;
+	int64_t sent = mono_ms();
+	int64_t ev_end = load_get(&l->ev_end);
+	int st;
+
+	snprintf(q, sizeof(q), "?owner=%s&ttl_ms=%d", c->owner, l->o.ttl_ms);
+	lock_path(l, s, "/heartbeat", q, path, sizeof(path));
+	st = request(c, "POST", path, &r);
+	http_free(&r);
+	count(&l->hb[st == 200 ? 0 : st == 409 ? 1 : 2]);
+	if (ev_end && sent >= ev_end && s->granted < load_get(&l->ev_begin) && !s->hb_after &&
+	    (st == 200 || st == 409))
+		s->hb_after = st;
+	return st == 200 ? 0 : st == 409 ? 1 : -1;
+}
+
+/* Use the lock for hold_ms, or until the lease we can count on ends. */
+static void hold(struct client *c, struct section *s, int64_t lease_ms, int64_t hold_ms,
+		 bool renew)
+{
+	int ttl = c->l->o.ttl_ms;
+	int64_t lease_end = s->granted + lease_ms - LEASE_MARGIN_MS;
+	int64_t until = s->granted + hold_ms, last_hb = s->sent, now;
+
+	for (;;) {
+		now = mono_ms();
+		if (now >= until)
+			break;
+		if (now >= lease_end) {
+			s->ran_out = true;
+			break;
+		}
+		if (renew && now - last_hb >= ttl / 3) {
+			int rc;
+
+			last_hb = now;
+			rc = heartbeat(c, s);
+			if (rc == 0)
+				lease_end = now + ttl - LEASE_MARGIN_MS;
+			if (rc == 1) {
+				s->lost = true;
+				break;
+			}
+			continue;
+		}
+		now = until < lease_end ? until - now : lease_end - now;
+		sleep_ms(now < 5 ? (int)now : 5);
+	}
+	now = mono_ms();
+	s->ended = now < lease_end ? now : lease_end;
+}
+
+static void one_round(struct client *c, long round)
+{
+	struct load *l = c->l;
+	struct section s = { .client = c->id };
+	char q[128], path[400];
+	struct http_resp r;
+	int st;
+	long long lease;
+	bool lng = l->o.long_every > 0 && round % l->o.long_every == l->o.long_every - 1;
+
+	s.name = lng ? N_HOLD0 + (int)(rand_r(&c->seed) % 2) : (int)(rand_r(&c->seed) % N_HOLD0);
+	s.mode = s.name != N_RW ? M_EXCL : rand_r(&c->seed) % 3 ? M_READ : M_WRITE;
+	s.base = c->base;
+	snprintf(q, sizeof(q), "?owner=%s&ttl_ms=%d&wait_ms=%d", c->owner, l->o.ttl_ms,
+		 lng ? 0 : l->o.wait_ms);
+	lock_path(l, &s, "", q, path, sizeof(path));
+	s.sent = mono_ms();
+	st = request(c, "PUT", path, &r);
+	s.granted = mono_ms();
+	s.token = st == 200 ? json_int(&r, "fencing_token") : 0;
+	lease = st == 200 ? json_int(&r, "ttl_ms") : 0;
+	http_free(&r);
+	if (st != 200) {
+		count(&l->acq[st == 409 ? 1 : st == 503 ? 2 : st < 0 ? 3 : 4]);
+		if (st != 409)
+			sleep_ms(20);
+		return;
+	}
+	count(&l->acq[0]);
+	if (lng)
+		__atomic_add_fetch(&l->long_holders, 1, __ATOMIC_RELAXED);
+	hold(c, &s, lease,
+	     lng ? l->o.long_ms : (int64_t)(rand_r(&c->seed) % (l->o.hold_max_ms + 1)), lng);
+	if (lng)
+		__atomic_sub_fetch(&l->long_holders, 1, __ATOMIC_RELAXED);
+	s.rel_sent = mono_ms();
+	snprintf(q, sizeof(q), "?owner=%s", c->owner);
+	lock_path(l, &s, "", q, path, sizeof(path));
+	request(c, "DELETE", path, &r);
+	http_free(&r);
+	{
+		long i = __atomic_fetch_add(&l->nsecs, 1, __ATOMIC_RELAXED);
+
+		if (i < MAX_SECTIONS)
+			l->secs[i] = s;
+	}
+}
+
+static void *client_main(void *arg)
+{
+	struct client *c = arg;
+
+	for (long round = 0; !__atomic_load_n(&c->l->stop, __ATOMIC_ACQUIRE); round++)
+		one_round(c, round);
+	free(c);
+	return NULL;
+}
+
+struct load *load_start(const struct load_opts *o)
+{
+	struct load *l = calloc(1, sizeof(*l));
+	static const char *const kinds[N_NAMES] = { "lock0", "lock1", "fair0", "rw0", "hold0",
+						    "hold1" };
+
+	l->o = *o;
+	for (int i = 0; i < N_NAMES; i++)
+		snprintf(l->names[i], sizeof(l->names[i]), "%s-%s", o->prefix, kinds[i]);
+	l->secs = calloc(MAX_SECTIONS, sizeof(*l->secs));
+	l->threads = calloc((size_t)o->clients, sizeof(*l->threads));
+	for (int i = 0; i < o->clients; i++) {
+		struct client *c = calloc(1, sizeof(*c));
+
+		*c = (struct client){ .l = l, .id = i, .base = i % o->nbases,
+				      .seed = (unsigned)(i * 7919 + 1) };
+		snprintf(c->owner, sizeof(c->owner), "c%d", i);
+		pthread_create(&l->threads[i], NULL, client_main, c);
+	}
+	return l;
+}
+
+void load_event_begin(struct load *l)
+{
+	__atomic_store_n(&l->ev_begin, mono_ms(), __ATOMIC_RELEASE);
+}
+
+void load_event_end(struct load *l)
+{
+	__atomic_store_n(&l->ev_end, mono_ms(), __ATOMIC_RELEASE);
+}
+
+int load_long_holders(struct load *l)
+{
+	return __atomic_load_n(&l->long_holders, __ATOMIC_RELAXED);
+}
+
+long load_grants(struct load *l)
+{
+	return __atomic_load_n(&l->acq[0], __ATOMIC_RELAXED);
+}
+
+void load_stop(struct load *l)
+{
+	__atomic_store_n(&l->stop, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < l->o.clients; i++)
+		pthread_join(l->threads[i], NULL);
+}
+
+void load_free(struct load *l)
+{
+	free(l->secs);
+	free(l->threads);
+	free(l);
+}
+
+/* ----- The check ----- */
+
+static int by_name_granted(const void *a, const void *b)
+{
+	const struct section *x = a, *y = b;
+
+	if (x->name != y->name)
+		return x->name - y->name;
+	return (x->granted > y->granted) - (x->granted < y->granted);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* When the event lost Redis' data, a section granted before it counts only
+ * up to the event: after it, keeping that holder out is the job of its
+ * (now smaller) fencing token, which the check still compares. */
+static int64_t counted_end(const struct load *l, const struct section *s, bool loss)
+{
+	if (loss && l->ev_begin && s->granted < l->ev_begin && s->ended > l->ev_begin)
+		return l->ev_begin;
+	return s->ended;
+}
+
+/* The n sections of one name, in grant order. */
+static void check_name(const struct load *l, const struct section *s, long n, bool loss,
+		       struct load_report *rep, int64_t *lat, long *nlat)
+{
+	int64_t end_any = 0, end_write = 0;	/* latest end among earlier sections */
+	long long max_token = 0;
+	long j = 0;
+	int64_t last_grant = l->ev_end;
+
+	for (long i = 0; i < n; i++) {
+		const struct section *a = &s[i];
+		int64_t limit = a->mode == M_READ ? end_write : end_any;
+		int64_t end = counted_end(l, a, loss);
+
+		if (limit > a->granted) {
+			if (rep->overlaps < 5)
+				printf("# overlap on %s: client %d (token %lld) granted at %lld "
+				       "while an earlier section ran until %lld\n",
+				       l->names[a->name], a->client, a->token,
+				       (long long)a->granted, (long long)limit);
+			rep->overlaps++;
+		}
+		if (end > end_any)
+			end_any = end;
+		if (a->mode != M_READ && end > end_write)
+			end_write = end;
+		/* every grant that arrived before this one was asked for has
+		 * a smaller token (s is in grant order) */
+		while (j < i && s[j].granted < a->sent) {
+			if (s[j].token > max_token)
+				max_token = s[j].token;
+			j++;
+		}
+		if (a->token <= max_token) {
+			if (rep->token_regressions < 5)
+				printf("# token regression on %s: %lld after %lld\n",
+				       l->names[a->name], a->token, max_token);
+			rep->token_regressions++;
+		}
+		if (l->ev_end && a->granted > l->ev_end && a->name < N_HOLD0) {
+			rep->grants_after_event++;
+			if (a->granted - last_grant > rep->max_gap_after_event_ms)
+				rep->max_gap_after_event_ms = a->granted - last_grant;
+			last_grant = a->granted;
+		}
+		if (i > 0 && a->mode != M_READ && s[i - 1].mode != M_READ &&
+		    s[i - 1].base != a->base && a->sent < s[i - 1].rel_sent &&
+		    (!l->ev_begin || s[i - 1].rel_sent < l->ev_begin)) {
+			int64_t d = a->granted - s[i - 1].rel_sent;
+
+			lat[(*nlat)++] = d > 0 ? d : 0;
+		}
+	}
+}
+
+void load_check(struct load *l, bool loss_excused, struct load_report *rep)
+{
+	long n = l->nsecs < MAX_SECTIONS ? l->nsecs : MAX_SECTIONS;
+	int64_t *lat = calloc((size_t)n + 1, sizeof(*lat));
+	long nlat = 0, from = 0;
+
+	memset(rep, 0, sizeof(*rep));
+	rep->sections = n;
+	rep->acq_ok = rep->grants = l->acq[0];
+	rep->acq_refused = l->acq[1];
+	rep->acq_unavailable = l->acq[2];
+	rep->acq_conn_failed = l->acq[3];
+	rep->acq_other = l->acq[4];
+	rep->hb_ok = l->hb[0];
+	rep->hb_not_held = l->hb[1];
+	rep->hb_failed = l->hb[2];
+	qsort(l->secs, (size_t)n, sizeof(*l->secs), by_name_granted);
+	for (long i = 0; i < n; i++) {
+		const struct section *s = &l->secs[i];
+
+		rep->lost += s->lost;
+		rep->ran_out += s->ran_out;
+		if (s->hb_after) {
+			rep->straddled++;
+			rep->straddled_kept += s->hb_after == 200;
+			rep->straddled_lost += s->hb_after == 409;
+		}
+		if (i + 1 == n || l->secs[i + 1].name != s->name) {
+			check_name(l, &l->secs[from], i + 1 - from, loss_excused, rep, lat, &nlat);
+			from = i + 1;
+		}
+	}
+	rep->handoffs_cross = nlat;
+	if (nlat) {
+		qsort(lat, (size_t)nlat, sizeof(*lat), cmp_i64);
+		rep->handoff_p50_ms = lat[nlat / 2];
+		rep->handoff_p99_ms = lat[(nlat * 99) / 100];
+		rep->handoff_max_ms = lat[nlat - 1];
+	}
+	free(lat);
+}
+
+void load_print(const char *what, const struct load_report *r)
+{
+	printf("# %s: %ld grants, %ld overlaps, %ld token regressions; acquire ok %ld, "
+	       "refused %ld, 503 %ld, connection failed %ld, other %ld; heartbeats ok %ld, "
+	       "not_held %ld, failed %ld; sections lost %ld, ran out %ld; straddling the "
+	       "fault %ld (kept %ld, lost %ld); grants after it %ld, longest gap %lld ms; "
+	       "cross-instance hand-offs %ld (p50 %lld, p99 %lld, max %lld ms)\n",
+	       what, r->grants, r->overlaps, r->token_regressions, r->acq_ok, r->acq_refused,
+	       r->acq_unavailable, r->acq_conn_failed, r->acq_other, r->hb_ok, r->hb_not_held,
+	       r->hb_failed, r->lost, r->ran_out, r->straddled, r->straddled_kept,
+	       r->straddled_lost, r->grants_after_event, (long long)r->max_gap_after_event_ms,
+	       r->handoffs_cross, (long long)r->handoff_p50_ms, (long long)r->handoff_p99_ms,
+	       (long long)r->handoff_max_ms);
+}

@@ -1,0 +1,69 @@
+/* checker.h -- continuous lock load with a grant checker, for the fault
+ * suite (tests/integration/test_chaos.c).
+ *
+ * N client threads loop over a few names of every kind (two exclusive
+ * locks, a fair lock, a read-write lock) through one or more dlockd
+ * instances: acquire with wait, hold a critical section that never runs
+ * past the lease the client believes in, end it, release. Every k-th round
+ * of a client instead tries one of two other names once and, if it gets
+ * it, holds it long, renewing with heartbeats. Every grant and section is recorded; the
+ * check then fails on any two sections of one name that overlapped (two
+ * readers excepted) and on any token not above every token granted before
+ * its request was sent. */
+#ifndef DLOCKD_CHECKER_H
+#define DLOCKD_CHECKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct load_opts {
+	const char *prefix;		/* names are <prefix>-<kind><i> */
+	const char *const *bases;	/* dlockd base URLs; client i starts on i % n */
+	int nbases;
+	int clients;			/* at least 16 in the fault suite */
+	int ttl_ms;			/* lease of every acquisition */
+	int wait_ms;			/* wait of every acquisition */
+	int hold_max_ms;		/* an ordinary section lasts 0..this */
+	int long_every;			/* every k-th round of a client holds */
+	int long_ms;			/* ... this long, renewing (0: never) */
+};
+
+struct load_report {
+	long grants, sections;
+	long overlaps;			/* sections of one name that overlapped */
+	long token_regressions;		/* tokens not above an earlier grant's */
+	long acq_ok, acq_refused, acq_unavailable, acq_conn_failed, acq_other;
+	long hb_ok, hb_not_held, hb_failed;
+	long lost, ran_out;		/* sections ended by not_held / lease end */
+	/* sections granted before the event began and still holding when it
+	 * ended, by the first definite answer to a heartbeat sent after it */
+	long straddled, straddled_kept, straddled_lost;
+	/* of the four contended names, after the event ended */
+	long grants_after_event;
+	int64_t max_gap_after_event_ms;	/* longest grant-less stretch of a name */
+	long handoffs_cross;		/* waiter granted via another instance */
+	int64_t handoff_p50_ms, handoff_p99_ms, handoff_max_ms;
+};
+
+struct load;
+
+struct load *load_start(const struct load_opts *o);
+/* The fault starts / is over (mono_ms() now); one event per load. */
+void load_event_begin(struct load *l);
+void load_event_end(struct load *l);
+/* Sections holding long right now (to fault them mid-hold). */
+int load_long_holders(struct load *l);
+/* Grants so far. */
+long load_grants(struct load *l);
+/* Stop the clients (each finishes its round) and join them. */
+void load_stop(struct load *l);
+/* Check what was recorded. With loss_excused (Redis lost its data in the
+ * event), a section granted before the event counts only up to it: a holder
+ * that goes on past the loss is what fencing tokens are for, and the tokens
+ * are still checked. */
+void load_check(struct load *l, bool loss_excused, struct load_report *rep);
+/* One line of figures, for the test log and tests/RELIABILITY.md. */
+void load_print(const char *what, const struct load_report *rep);
+void load_free(struct load *l);
+
+#endif

@@ -1,0 +1,394 @@
+/* test_chaos.c -- the fault suite: faults injected into real processes
+ * under continuous load from 16 clients (32 with DLOCKD_CHAOS=full, which
+ * `make chaos` sets and which also runs every phase about three times
+ * longer). The grant checker (tests/harness/checker.c) fails a test on any
+ * overlap of critical sections or any fencing token that goes backwards;
+ * each test also checks what its fault promises and that nothing is left
+ * behind afterwards: no key of the test's names in Redis once the leases
+ * are over, no subscription, no waiter. Figures: tests/RELIABILITY.md. */
+#include "../harness/checker.h"
+#include "../harness/harness.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define MAX_INST 3
+
+/* The processes of one test: its own Redis and dlockd instances. */
+struct world {
+	struct redis_srv redis;
+	struct dlockd_srv d[MAX_INST];
+	int n;
+	const char *bases[MAX_INST];
+	char prefix[160];
+	struct load *load;
+};
+
+static struct world W;
+
+static bool full(void)
+{
+	const char *s = getenv("DLOCKD_CHAOS");
+
+	return s && !strcmp(s, "full");
+}
+
+/* Phase lengths: short in `make test`, about three times longer in `make chaos`. */
+static int phase_ms(int ms)
+{
+	return (full() ? 3 * ms : ms) * slow_factor();
+}
+
+static int world_up(const char *redis_extra, int n, const char *const *flags)
+{
+	char url[64];
+
+	memset(&W, 0, sizeof(W));
+	snprintf(W.redis.extra, sizeof(W.redis.extra), "%s", redis_extra);
+	if (redis_start(&W.redis) < 0)
+		return -1;
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", W.redis.port);
+	for (W.n = 0; W.n < n; W.n++) {
+		if (dlockd_start(&W.d[W.n], url, flags) < 0)
+			return -1;
+		W.bases[W.n] = W.d[W.n].base;
+	}
+	snprintf(W.prefix, sizeof(W.prefix), "%s", lockname("chaos"));
+	return 0;
+}
+
+static void world_down(void)
+{
+	if (W.load) {
+		load_stop(W.load);
+		load_free(W.load);
+	}
+	for (int i = 0; i < W.n; i++)
+		if (W.d[i].pid > 0)
+			dlockd_stop(&W.d[i], 5000);
+	redis_stop(&W.redis, false);
+	memset(&W, 0, sizeof(W));
+}
+
+static void start_load(int ttl_ms, int long_ms)
+{
+	struct load_opts o = {
+		.prefix = W.prefix, .bases = W.bases, .nbases = W.n,
+		.clients = full() ? 32 : 16, .ttl_ms = ttl_ms, .wait_ms = 3000,
+		.hold_max_ms = 20, .long_every = 6, .long_ms = long_ms,
+	};
+
+	W.load = load_start(&o);
+}
+
+/* Let the load run, then wait (bounded) until some clients hold long. */
+static void run_until_long_holders(int calm_ms)
+{
+	sleep_ms(phase_ms(calm_ms));
+	WAIT_FOR(load_long_holders(W.load) >= 1, 5000);
+}
+
+static void stop_and_check(const char *what, bool loss, struct load_report *rep)
+{
+	load_stop(W.load);
+	load_check(W.load, loss, rep);
+	load_free(W.load);
+	W.load = NULL;
+	load_print(what, rep);
+}
+
+static long long keys_left(void)
+{
+	redisContext *c = redis_client(&W.redis);
+	redisReply *r;
+	char pattern[200];
+	long long n = -1;
+
+	if (!c)
+		return -1;
+	snprintf(pattern, sizeof(pattern), "*%s*", W.prefix);
+	r = redisCommand(c, "EVAL %s 0 %s",
+			 "local n, cur = 0, '0' repeat local r = redis.call('scan', cur, "
+			 "'match', ARGV[1], 'count', 1000) cur = r[1] n = n + #r[2] "
+			 "until cur == '0' return n", pattern);
+	if (r && r->type == REDIS_REPLY_INTEGER)
+		n = r->integer;
+	if (r)
+		freeReplyObject(r);
+	r = redisCommand(c, "PUBSUB CHANNELS %s", pattern);
+	if (r && r->type == REDIS_REPLY_ARRAY && n >= 0)
+		n += (long long)r->elements;
+	if (r)
+		freeReplyObject(r);
+	redisFree(c);
+	return n;
+}
+
+static bool waiters_gone(void)
+{
+	for (int i = 0; i < W.n; i++)
+		if (W.d[i].pid > 0 && metric_value(&W.d[i], "dlockd_waiters") != 0)
+			return false;
+	return true;
+}
+
+/* Nothing of the test's names may outlive the leases: no lock, queue place,
+ * token counter or channel in Redis, no waiter in any dlockd. */
+#define CHECK_SETTLED(within_ms) do { \
+	CHECK(WAIT_FOR(keys_left() == 0, (within_ms)), \
+	      "%lld keys/channels of the test's names left in Redis", keys_left()); \
+	CHECK(WAIT_FOR(waiters_gone(), 3000), "waiters left in a dlockd"); \
+	} while (0)
+
+#define CHECK_SAFE(rep) do { \
+	CHECK((rep).grants > 50, "the load ran (%ld grants)", (rep).grants); \
+	CHECK((rep).overlaps == 0, "%ld overlapping critical sections", (rep).overlaps); \
+	CHECK((rep).token_regressions == 0, "%ld fencing tokens went backwards", \
+	      (rep).token_regressions); \
+	CHECK((rep).acq_other == 0, "%ld acquires answered neither 200, 409 nor 503", \
+	      (rep).acq_other); \
+	} while (0)
+
+/* ----- Redis paused (SIGSTOP) for longer than the lease ----- */
+
+static void redis_paused(void)
+{
+	struct load_report rep;
+
+	CHECK(world_up("", 1, NULL) == 0, "start Redis and dlockd");
+	start_load(1000, 2500);
+	run_until_long_holders(1500);
+	load_event_begin(W.load);
+	kill(W.redis.pid, SIGSTOP);
+	sleep_ms(2500);		/* 2.5 leases */
+	kill(W.redis.pid, SIGCONT);
+	load_event_end(W.load);
+	sleep_ms(phase_ms(3000));
+	stop_and_check("redis paused 2.5 s, lease 1 s", false, &rep);
+	CHECK_SAFE(rep);
+	CHECK(rep.hb_failed + rep.acq_unavailable > 0, "requests failed during the pause");
+	CHECK(rep.grants_after_event > 50, "locks are granted again after the pause (%ld)",
+	      rep.grants_after_event);
+	CHECK(rep.max_gap_after_event_ms < 5000, "no name stalls after the pause (%lld ms)",
+	      (long long)rep.max_gap_after_event_ms);
+	CHECK_SETTLED(5000);
+}
+
+TEST(chaos_redis_paused_longer_than_the_lease)
+{
+	redis_paused();
+	world_down();
+}
+
+/* ----- Redis killed and restarted, with and without persistence ----- */
+
+static void redis_restarted(bool aof)
+{
+	struct load_report rep;
+
+	CHECK(world_up(aof ? "--appendonly yes" : "", 1, NULL) == 0, "start Redis and dlockd");
+	start_load(3000, 6000);
+	run_until_long_holders(1500);
+	load_event_begin(W.load);
+	redis_stop(&W.redis, true);
+	sleep_ms(300);
+	CHECK(redis_start(&W.redis) == 0, "restart Redis on the same port");
+	load_event_end(W.load);
+	sleep_ms(phase_ms(4000));
+	stop_and_check(aof ? "redis SIGKILLed and restarted, AOF" :
+		       "redis SIGKILLed and restarted, no persistence", !aof, &rep);
+	CHECK_SAFE(rep);
+	CHECK(rep.straddled > 0, "some holders heartbeated across the restart");
+	if (aof)
+		CHECK(rep.straddled_kept == rep.straddled,
+		      "held locks survive with AOF: %ld of %ld holders kept theirs",
+		      rep.straddled_kept, rep.straddled);
+	else
+		CHECK(rep.straddled_lost == rep.straddled,
+		      "without persistence every holder hears not_held (%ld of %ld), "
+		      "never a silent success", rep.straddled_lost, rep.straddled);
+	CHECK(rep.grants_after_event > 50, "locks are granted again after the restart (%ld)",
+	      rep.grants_after_event);
+	CHECK_SETTLED(8000);
+}
+
+TEST(chaos_redis_restarted_with_aof_keeps_held_locks)
+{
+	redis_restarted(true);
+	world_down();
+}
+
+TEST(chaos_redis_restarted_without_persistence_loses_locks_loudly)
+{
+	redis_restarted(false);
+	world_down();
+}
+
+/* ----- dlockd SIGKILLed with waiters, restarted ----- */
+
+static const char *const quick_queue[] = { "--queue-ttl-ms", "2000", NULL };
+
+static void dlockd_killed(void)
+{
+	struct load_report rep;
+
+	CHECK(world_up("", 1, quick_queue) == 0, "start Redis and dlockd");
+	start_load(3000, 6000);
+	run_until_long_holders(1500);
+	CHECK(WAIT_FOR(metric_value(&W.d[0], "dlockd_waiters") > 0, 5000), "requests wait");
+	load_event_begin(W.load);
+	dlockd_kill(&W.d[0]);
+	sleep_ms(300);
+	CHECK(dlockd_restart(&W.d[0], quick_queue) == 0, "restart dlockd on the same port");
+	load_event_end(W.load);
+	sleep_ms(phase_ms(4000));
+	stop_and_check("dlockd SIGKILLed with waiters and restarted", false, &rep);
+	CHECK_SAFE(rep);
+	CHECK(rep.acq_conn_failed > 0, "waiting clients lost their connection");
+	CHECK(rep.straddled > 0, "some holders heartbeated across the restart");
+	CHECK(rep.straddled_kept == rep.straddled,
+	      "locks held by clients stay held: %ld of %ld holders kept theirs",
+	      rep.straddled_kept, rep.straddled);
+	CHECK(rep.grants_after_event > 50, "the clients' retries succeed (%ld grants after)",
+	      rep.grants_after_event);
+	CHECK(rep.max_gap_after_event_ms < 6000, "no name stalls after the restart (%lld ms)",
+	      (long long)rep.max_gap_after_event_ms);
+	CHECK_SETTLED(8000);
+}
+
+TEST(chaos_dlockd_killed_with_waiters_and_restarted)
+{
+	dlockd_killed();
+	world_down();
+}
+
+/* ----- Several instances on one Redis; one of them dies ----- */
+
+static void instances(int n)
+{
+	struct load_report rep;
+	char what[96];
+
+	CHECK(world_up("", n, quick_queue) == 0, "start Redis and %d dlockd", n);
+	start_load(2000, 3000);
+	sleep_ms(phase_ms(2000));
+	load_event_begin(W.load);
+	dlockd_kill(&W.d[n - 1]);	/* its clients move to the others */
+	load_event_end(W.load);
+	sleep_ms(phase_ms(4000));
+	snprintf(what, sizeof(what), "%d dlockd on one Redis, one SIGKILLed", n);
+	stop_and_check(what, false, &rep);
+	CHECK_SAFE(rep);
+	CHECK(rep.handoffs_cross > 20, "releases through one instance woke waiters on "
+	      "another (%ld)", rep.handoffs_cross);
+	/* woken by pub/sub, not by the 2 s lease timer */
+	CHECK(rep.handoff_p50_ms < 200, "cross-instance hand-off p50 %lld ms",
+	      (long long)rep.handoff_p50_ms);
+	CHECK(rep.grants_after_event > 50, "the others go on granting (%ld)",
+	      rep.grants_after_event);
+	/* a dead instance's holder keeps a lock for its lease (2 s), its fair
+	 * queue places go stale after --queue-ttl-ms (2 s) */
+	CHECK(rep.max_gap_after_event_ms < 6000, "no name blocked for long after the kill "
+	      "(%lld ms)", (long long)rep.max_gap_after_event_ms);
+	CHECK_SETTLED(8000);
+}
+
+TEST(chaos_two_instances_one_killed)
+{
+	instances(2);
+	world_down();
+}
+
+TEST(chaos_three_instances_one_killed)
+{
+	instances(3);
+	world_down();
+}
+
+/* ----- Clients vanishing mid-wait and mid-hold ----- */
+
+struct vanisher {
+	pthread_t threads[4];
+	int stop;
+	long reset_waiting, reset_holding;
+};
+
+/* Reset the connection (RST, not FIN): the client is simply gone. */
+static void reset(int fd)
+{
+	struct linger lg = { 1, 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	close(fd);
+}
+
+static void *vanish_main(void *arg)
+{
+	struct vanisher *v = arg;
+	static const char *const paths[] = { "/locks/%s-lock0", "/fairlocks/%s-fair0",
+					     "/rwlocks/%s-rw0/write", "/rwlocks/%s-rw0/read" };
+
+	static unsigned next;
+
+	while (!__atomic_load_n(&v->stop, __ATOMIC_ACQUIRE)) {
+		unsigned i = __atomic_fetch_add(&next, 1, __ATOMIC_RELAXED);
+		char path[300], req[600], buf[512];
+		int fd = raw_connect(W.d[0].port);
+		ssize_t got;
+
+		if (fd < 0)
+			continue;
+		snprintf(path, sizeof(path), paths[i % 4], W.prefix);
+		snprintf(req, sizeof(req), "PUT %s?owner=v%u&ttl_ms=300&wait_ms=5000 HTTP/1.1\r\n"
+			 "Host: 127.0.0.1\r\nContent-Length: 0\r\n\r\n", path, i);
+		if (write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
+			close(fd);
+			continue;
+		}
+		if (i % 2) {		/* vanish while waiting (or just granted) */
+			sleep_ms((int)(i % 7) * 20);
+			reset(fd);
+			__atomic_add_fetch(&v->reset_waiting, 1, __ATOMIC_RELAXED);
+			continue;
+		}
+		got = read(fd, buf, sizeof(buf) - 1);	/* vanish while holding */
+		reset(fd);
+		if (got > 0 && !strncmp(buf, "HTTP/1.1 200", 12))
+			__atomic_add_fetch(&v->reset_holding, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+static void clients_vanish(void)
+{
+	struct load_report rep;
+	struct vanisher v = { 0 };
+
+	CHECK(world_up("", 1, NULL) == 0, "start Redis and dlockd");
+	start_load(1000, 2500);
+	for (int i = 0; i < 4; i++)
+		pthread_create(&v.threads[i], NULL, vanish_main, &v);
+	sleep_ms(phase_ms(4000));
+	__atomic_store_n(&v.stop, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < 4; i++)
+		pthread_join(v.threads[i], NULL);
+	stop_and_check("clients vanishing mid-wait and mid-hold", false, &rep);
+	printf("# vanished: %ld mid-wait, %ld holding a lock\n", v.reset_waiting,
+	       v.reset_holding);
+	CHECK_SAFE(rep);
+	CHECK(v.reset_waiting > 20 && v.reset_holding > 5,
+	      "clients vanished waiting (%ld) and holding (%ld)", v.reset_waiting,
+	      v.reset_holding);
+	/* leases are 1 s at most: nothing may be left soon after the last client */
+	CHECK_SETTLED(3000);
+}
+
+TEST(chaos_clients_vanish_mid_wait_and_mid_hold)
+{
+	clients_vanish();
+	world_down();
+}
