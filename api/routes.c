@@ -97,3 +97,34 @@ enum route_status routes_match(const char *path, enum http_method method,
 	}
 	return ROUTE_NOT_FOUND;
 }
+
+static int hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c |= 32;
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Decode %HH escapes like MHD's own unescaper, except %00: a NUL would cut
+ * the path short silently, so it stays as the three characters "%00" and
+ * the name validator refuses it. */
+size_t routes_unescape(char *s)
+{
+	char *out = s;
+	const char *in = s;
+
+	while (*in) {
+		int hi = in[0] == '%' && in[1] ? hex_value(in[1]) : -1;
+		int lo = hi >= 0 && in[2] ? hex_value(in[2]) : -1;
+
+		if (lo >= 0 && (hi || lo)) {
+			*out++ = (char)(hi * 16 + lo);
+			in += 3;
+		} else {
+			*out++ = *in++;
+		}
+	}
+	*out = '\0';
+	return (size_t)(out - s);
+}

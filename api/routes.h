@@ -42,6 +42,10 @@ const char *const *routes_labels(unsigned *n);
 
 enum http_method routes_method(const char *method);
 /* Match an (unescaped) path and a method against the table. */
+/* Decode %HH escapes in place (MHD's unescape callback, for the path and
+ * the query); "%00" stays as it is. Returns the new length. */
+size_t routes_unescape(char *s);
+
 enum route_status routes_match(const char *path, enum http_method method,
 			       struct route_match *m);
 

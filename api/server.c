@@ -8,6 +8,7 @@
  * handle_lock_completed() had its say. */
 #include "server.h"
 
+#include "conn_guard.h"
 #include "handlers.h"
 #include "reply.h"
 #include "request.h"
@@ -160,6 +161,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 	}
 	if (rq->waiter)
 		return handle_lock_resumed(rq);
+	guard_busy(conn, true);
 	return dispatch(rq);
 }
 
@@ -169,7 +171,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 	struct request *rq = *req_cls;
 
 	(void)cls;
-	(void)conn;
+	guard_busy(conn, false);
 	if (!rq)
 		return;
 	handle_lock_completed(rq, toe);
@@ -189,37 +191,12 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 
 /* ----- MHD callbacks ----- */
 
-static int hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c |= 32;
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* Decode %HH escapes like MHD's own unescaper, except %00: a NUL would cut
- * the path short silently, so it stays as the three characters "%00" and
- * the name validator refuses it. */
+/* MHD's unescaper for the path and the query (routes_unescape). */
 static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
 {
-	char *out = s;
-	const char *in = s;
-
 	(void)cls;
 	(void)c;
-	while (*in) {
-		int hi = in[0] == '%' && in[1] ? hex_value(in[1]) : -1;
-		int lo = hi >= 0 && in[2] ? hex_value(in[2]) : -1;
-
-		if (lo >= 0 && (hi || lo)) {
-			*out++ = (char)(hi * 16 + lo);
-			in += 3;
-		} else {
-			*out++ = *in++;
-		}
-	}
-	*out = '\0';
-	return (size_t)(out - s);
+	return routes_unescape(s);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -255,11 +232,16 @@ int server_start(const struct config *cfg)
 		MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
 		MHD_OPTION_CONNECTION_TIMEOUT, cfg->idle_timeout_s,
 		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
+		MHD_OPTION_NOTIFY_CONNECTION, guard_notify, NULL,
 		MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
 		MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
 		MHD_OPTION_END);
 	if (!daemon_handle)
 		return -1;
+	if (guard_start(cfg->idle_timeout_s) < 0) {
+		server_stop();
+		return -1;
+	}
 	info = MHD_get_daemon_info(daemon_handle, MHD_DAEMON_INFO_BIND_PORT);
 	return info ? info->port : 0;
 }
@@ -281,4 +263,5 @@ void server_stop(void)
 		MHD_stop_daemon(daemon_handle);
 		daemon_handle = NULL;
 	}
+	guard_stop();
 }

@@ -249,6 +249,10 @@ static redisContext *redis_connect(void)
 
 /* ----- Lock kinds, over HTTP and over EVALSHA ----- */
 
+/* Every script's last argument is its deadline in Redis' clock
+ * (lua/lib/common.lua); the floor's calls never expire. */
+#define DEADLINE "9007199254740991"
+
 enum kind { K_LOCK, K_FAIR, K_WRITE, K_READ, K_COUNT };
 
 static const struct kind_info {
@@ -297,19 +301,19 @@ static int floor_acquire(struct floor_client *fc, enum kind k, const char *name,
 	snprintf(tok, sizeof(tok), "redisson_lock_token:{%s}", name);
 	switch (k) {
 	case K_LOCK:
-		r = redisCommand(fc->cmd, "EVALSHA %s 2 %s %s 30000 %s", fc->acq_sha, name, tok, owner);
+		r = redisCommand(fc->cmd, "EVALSHA %s 2 %s %s 30000 %s " DEADLINE, fc->acq_sha, name, tok, owner);
 		break;
 	case K_FAIR:
 		snprintf(q, sizeof(q), "redisson_lock_queue:{%s}", name);
 		snprintf(dl, sizeof(dl), "redisson_lock_timeout:{%s}", name);
 		snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 5 %s %s %s %s %s 30000 %s %s", fc->acq_sha,
+		r = redisCommand(fc->cmd, "EVALSHA %s 5 %s %s %s %s %s 30000 %s %s " DEADLINE, fc->acq_sha,
 				 name, tok, q, dl, ch, owner, life);
 		break;
 	default:
 		snprintf(tag, sizeof(tag), "{%s}", name);
 		snprintf(wr, sizeof(wr), "dlockd_rwlock_writers:{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s 30000 %s %s", fc->acq_sha, name,
+		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s 30000 %s %s " DEADLINE, fc->acq_sha, name,
 				 tok, tag, wr, owner, life);
 	}
 	if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2) {
@@ -333,17 +337,17 @@ static int floor_release(struct floor_client *fc, enum kind k, const char *name,
 	snprintf(ch, sizeof(ch), kinds[k].channel, name);
 	switch (k) {
 	case K_LOCK:
-		r = redisCommand(fc->cmd, "EVALSHA %s 2 %s %s %s", fc->rel_sha, name, ch, owner);
+		r = redisCommand(fc->cmd, "EVALSHA %s 2 %s %s %s " DEADLINE, fc->rel_sha, name, ch, owner);
 		break;
 	case K_FAIR:
 		snprintf(q, sizeof(q), "redisson_lock_queue:{%s}", name);
 		snprintf(dl, sizeof(dl), "redisson_lock_timeout:{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s %s", fc->rel_sha, name, q, dl, ch,
+		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s %s " DEADLINE, fc->rel_sha, name, q, dl, ch,
 				 owner);
 		break;
 	default:
 		snprintf(tag, sizeof(tag), "{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 3 %s %s %s %s", fc->rel_sha, name, ch, tag, owner);
+		r = redisCommand(fc->cmd, "EVALSHA %s 3 %s %s %s %s " DEADLINE, fc->rel_sha, name, ch, tag, owner);
 	}
 	ok = r && r->type == REDIS_REPLY_ARRAY;
 	if (r)

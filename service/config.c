@@ -57,7 +57,9 @@ static const struct option_row rows[O_COUNT] = {
 	[O_MAX_CONN] = { "max-connections", "DLOCKD_MAX_CONNECTIONS", OPT_INT, 16, 1 << 20, "N",
 		"open HTTP connections, waiting ones included (default 20000)" },
 	[O_IDLE_TIMEOUT] = { "idle-timeout-s", "DLOCKD_IDLE_TIMEOUT_S", OPT_INT, 1, 86400, "S",
-		"close a connection idle this long; waiting requests are not idle (default 60)" },
+		"close a connection that has not sent a whole request this long after\n"
+		"connecting or after its last answer, however slowly it trickles; a\n"
+		"waiting request is not idle (default 60)" },
 	[O_LOG_LEVEL] = { "log-level", "DLOCKD_LOG_LEVEL", OPT_LEVEL, 0, 0, "LEVEL",
 		"error, warn, info or debug (default info)" },
 	[O_LOG_FORMAT] = { "log-format", "DLOCKD_LOG_FORMAT", OPT_FORMAT, 0, 0, "FORMAT",

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define CONNECT_TIMEOUT_MS 1000
 #define COMMAND_TIMEOUT_MS 2000
@@ -24,7 +25,13 @@ struct thread_conn {
 	redisContext *ctx;
 	int64_t next_try_ms;	/* monotonic; no reconnect before this */
 	int64_t backoff_ms;
+	int64_t clock_offset_ms;	/* Redis' clock minus ours, at connect */
 };
+
+/* A command must have run this long after it was sent, or not at all
+ * (redis_conn_deadline_ms); the rest of COMMAND_TIMEOUT_MS is for its
+ * reply to arrive. */
+#define DEADLINE_MS (COMMAND_TIMEOUT_MS - 500)
 
 static struct redis_url conf_url;
 static pthread_key_t conn_key;
@@ -229,6 +236,33 @@ static struct thread_conn *thread_conn(void)
 	return tc;
 }
 
+static int64_t wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Learn how far Redis' clock is from ours (to half a round trip), so that
+ * deadlines can be given in Redis' clock even when Redis runs elsewhere. */
+static int measure_clock(struct thread_conn *tc)
+{
+	int64_t before = wall_ms(), after;
+	redisReply *r = redisCommand(tc->ctx, "TIME");
+	int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+		 r->element[0]->type == REDIS_REPLY_STRING;
+
+	after = wall_ms();
+	if (ok)
+		tc->clock_offset_ms = strtoll(r->element[0]->str, NULL, 10) * 1000 +
+				      strtoll(r->element[1]->str, NULL, 10) / 1000 -
+				      (before + after) / 2;
+	if (r)
+		freeReplyObject(r);
+	return ok ? 0 : -1;
+}
+
 redisContext *redis_conn_thread(void)
 {
 	struct thread_conn *tc = thread_conn();
@@ -240,6 +274,10 @@ redisContext *redis_conn_thread(void)
 	if (now < tc->next_try_ms)
 		return NULL;
 	tc->ctx = redis_conn_open();
+	if (tc->ctx && measure_clock(tc) < 0) {
+		redisFree(tc->ctx);
+		tc->ctx = NULL;
+	}
 	if (!tc->ctx) {
 		tc->next_try_ms = now + tc->backoff_ms;
 		tc->backoff_ms = tc->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
@@ -248,6 +286,15 @@ redisContext *redis_conn_thread(void)
 	}
 	tc->backoff_ms = BACKOFF_MIN_MS;
 	return tc->ctx;
+}
+
+int64_t redis_conn_deadline_ms(void)
+{
+	struct thread_conn *tc = thread_conn();
+
+	if (!redis_conn_thread())
+		return -1;
+	return wall_ms() + tc->clock_offset_ms + DEADLINE_MS;
 }
 
 void redis_conn_thread_drop(void)

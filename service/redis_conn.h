@@ -4,6 +4,7 @@
 #define DLOCKD_REDIS_CONN_H
 
 #include <hiredis/hiredis.h>
+#include <stdint.h>
 
 struct redis_url {
 	char *host;		/* NULL for a unix socket */
@@ -33,6 +34,12 @@ redisContext *redis_conn_open(void);
  * NULL means Redis is unreachable right now: answer 503. Freed when the
  * thread exits. */
 redisContext *redis_conn_thread(void);
+
+/* The deadline, in Redis' clock (ms), for a command the thread sends now:
+ * past it, dlockd will have given up waiting for the reply and answered
+ * 503, so the command must then do nothing (lua/lib/common.lua checks it).
+ * -1 when Redis is unreachable. */
+int64_t redis_conn_deadline_ms(void);
 
 /* The thread's connection failed (NULL reply or c->err): free it so the
  * next redis_conn_thread() reconnects. */

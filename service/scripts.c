@@ -93,10 +93,11 @@ static int script_load(enum script_id id, char sha[41])
 redisReply *scripts_run(enum script_id id, int nkeys, const char *const *keys,
 			int nargs, const char *const *args)
 {
-	const char *argv[3 + 16];
-	char sha[41], nk[16];
+	const char *argv[3 + 16 + 1];
+	char sha[41], nk[16], deadline[24];
 	redisReply *r;
 	int argc = 0;
+	int64_t by;
 
 	if (nkeys + nargs > 16)
 		abort();
@@ -114,6 +115,12 @@ redisReply *scripts_run(enum script_id id, int nkeys, const char *const *keys,
 		argv[argc++] = keys[i];
 	for (int i = 0; i < nargs; i++)
 		argv[argc++] = args[i];
+	/* last: the deadline every script checks first (lua/lib/common.lua) */
+	by = redis_conn_deadline_ms();
+	if (by < 0)
+		return NULL;
+	snprintf(deadline, sizeof(deadline), "%lld", (long long)by);
+	argv[argc++] = deadline;
 
 	r = redis_conn_command_argv(argc, argv, NULL);
 	if (r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8)) {

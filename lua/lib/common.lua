@@ -1,4 +1,9 @@
 --[[ lib/common.lua -- prepended at build time to every script.
+  First of all, every call's last argument ARGV[#ARGV] is its deadline in
+  Redis' clock (ms). A call that reaches Redis after it (Redis was stalled)
+  has already been answered 503 by dlockd: running it now would act behind
+  the client's back (a stale release freeing the lock the client took
+  again since), so it does nothing and returns an error.
   lease_at_least(key, lease)  make key live at least lease ms more (never
                               shorter than it already does); returns its pttl
   next_token(key, lease)      the next fencing token: INCR, except that a new
@@ -9,6 +14,13 @@
                               The counter lives as long as the longest lease
                               it granted, so a name leaves nothing behind in
                               Redis once its holders are gone ]]
+do
+  local t = redis.call('time')
+  if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[#ARGV]) then
+    return redis.error_reply('DLOCKD_LATE the call reached redis after its deadline')
+  end
+end
+
 local function lease_at_least(key, lease)
   local pttl = redis.call('pttl', key)
   if pttl < lease then

@@ -4,13 +4,19 @@
  * body. As in the unit tests, the modules are included and MHD's query
  * iterator and the error reply are wrapped (-Wl,--wrap).
  *
- * Input: "METHOD\nPATH\nk=v&k=v\nBODY..." (missing parts are empty).
- * Checked besides ASan/UBSan: a request is refused with exactly one error,
- * or every parameter it carries is within its documented range. */
+ * Input: "METHOD\nPATH\nk=v&k=v\nBODY..." (missing parts are empty). The
+ * path and the query go through dlockd's unescaper first, as MHD would
+ * hand them over.
+ * Checked besides ASan/UBSan: the unescaper agrees with a plain reference
+ * decoder and never shortens a string with a NUL; a request is refused
+ * with exactly one error, or every parameter it carries is within its
+ * documented range. */
 #include "../../api/request.c"
 #include "../../api/routes.c"
 
 #include <assert.h>
+#include <ctype.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -68,6 +74,38 @@ static char *part(const uint8_t **p, const uint8_t *end, size_t *len)
 	return s;
 }
 
+/* The reference: %HH with two hex digits becomes that byte, except %00. */
+static size_t reference_unescape(const char *in, char *out)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; in[i]; ) {
+		unsigned v;
+
+		if (in[i] == '%' && isxdigit((unsigned char)in[i + 1]) &&
+		    isxdigit((unsigned char)in[i + 2]) && sscanf(in + i + 1, "%2x", &v) == 1 && v) {
+			out[n++] = (char)v;
+			i += 3;
+		} else {
+			out[n++] = in[i++];
+		}
+	}
+	out[n] = '\0';
+	return n;
+}
+
+static void check_unescape(char *s)
+{
+	size_t len = strlen(s), n;
+	char *want = malloc(len + 1);
+	size_t wn = reference_unescape(s, want);
+
+	n = routes_unescape(s);
+	assert(n <= len && n == wn && memcmp(s, want, n + 1) == 0);
+	assert(strlen(s) == n);	/* no NUL came out of the input */
+	free(want);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -85,7 +123,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(body, p, blen);
 	body[blen] = '\0';
 
-	/* routing */
+	/* routing, on the unescaped path */
+	check_unescape(path);
+	plen = strlen(path);
 	if (routes_match(path, routes_method(method), &m) == ROUTE_OK && m.name) {
 		assert(m.name >= path && m.name + m.name_len <= path + plen);
 		if (request_check_name(m.name, m.name_len, why, sizeof(why)) == 0)
@@ -99,8 +139,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	     tok = strtok_r(NULL, "&", &save)) {
 		char *eq = strchr(tok, '=');
 
-		if (eq)
+		if (eq) {
 			*eq = '\0';
+			check_unescape(eq + 1);
+		}
+		check_unescape(tok);
 		pairs[npairs][0] = tok;
 		pairs[npairs][1] = eq ? eq + 1 : NULL;
 		npairs++;

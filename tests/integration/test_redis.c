@@ -5,6 +5,7 @@
  * its own redis-server and dlockd. */
 #include "../harness/harness.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,4 +155,48 @@ TEST(flushed_script_cache_is_reloaded)
 	http("DELETE", p, NULL, &r);
 	CHECK_STATUS(r, 200, "release too");
 	http_free(&r);
+}
+
+/* A release that reaches Redis only after dlockd gave up on it (Redis was
+ * stalled) must not run: the client was told 503 and may have taken the
+ * lock again since, which a late release would free behind its back. */
+TEST(a_call_redis_gets_after_dlockd_gave_up_does_nothing)
+{
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	char url[128];
+	struct http_resp r;
+	redisContext *c;
+	redisReply *rep;
+
+	CHECK(redis_start(&rs) == 0, "start Redis");
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
+	CHECK(dlockd_start(&d, url, NULL) == 0, "start dlockd");
+	/* scripts load on first use: release once, so the stalled call is the
+	 * release itself and not its SCRIPT LOAD */
+	http_on(d.base, "PUT", "/locks/warm?owner=a", NULL, &r);
+	http_free(&r);
+	http_on(d.base, "DELETE", "/locks/warm?owner=a", NULL, &r);
+	CHECK_STATUS(r, 200, "release once");
+	http_free(&r);
+	http_on(d.base, "PUT", "/locks/late?owner=a&ttl_ms=60000", NULL, &r);
+	CHECK_STATUS(r, 200, "acquire");
+	http_free(&r);
+	kill(rs.pid, SIGSTOP);
+	http_on(d.base, "DELETE", "/locks/late?owner=a", NULL, &r);
+	kill(rs.pid, SIGCONT);
+	CHECK_ERROR(r, 503, "backend_unavailable", "release while Redis is stalled");
+	http_free(&r);
+	sleep_ms(300);		/* Redis runs what was queued */
+	c = redis_client(&rs);
+	rep = c ? redisCommand(c, "HGET late a") : NULL;
+	CHECK(rep && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, "1"),
+	      "the lock is still held: the late release did nothing");
+	freeReplyObject(rep);
+	redisFree(c);
+	http_on(d.base, "DELETE", "/locks/late?owner=a", NULL, &r);
+	CHECK_STATUS(r, 200, "the client's retry releases it");
+	http_free(&r);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
 }
