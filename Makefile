@@ -41,7 +41,7 @@ TEST_PACKAGES = $(BUILD_PACKAGES) libcurl4-openssl-dev libcmocka-dev redis-serve
 LINT_PACKAGES = yamllint nodejs npm binutils
 
 .PHONY: all deps deps-build deps-lint deps-fuzz run test test-asan test-valgrind unit integration \
-	install lint contract-tools bench fuzz clean
+	install lint contract-tools bench fuzz chaos clean
 all: deps $(BUILD)/dlockd
 
 # Install what is missing; a no-op (one dpkg query) when all is there. Node
@@ -151,6 +151,12 @@ test-valgrind: deps $(BUILD)/dlockd $(ITEST_BIN) contract-tools
 	@command -v valgrind >/dev/null || apt-get install -y -q valgrind >/dev/null
 	DLOCKD_PREFIX="valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect --quiet" \
 		DLOCKD_SLOW=1 sh tests/run.sh $(BUILD) integration
+
+# The fault suite and the abuse tests at full length: 32 clients, every
+# phase three times longer, 100,000 names (`make test` runs them short).
+# Figures and how to read them: tests/RELIABILITY.md.
+chaos: deps $(BUILD)/dlockd $(ITEST_BIN)
+	DLOCKD_CHAOS=full DLOCKD_BIN=$(BUILD)/dlockd $(ITEST_BIN) chaos_ abuse_ a_call_redis
 
 # The binary and the API contract, under $(DESTDIR)$(PREFIX); the Docker
 # image is built with exactly this.

@@ -292,19 +292,38 @@ static int64_t counted_end(const struct load *l, const struct section *s, bool l
 	return s->ended;
 }
 
+/* How many of the first n sections (in grant order) were granted before t. */
+static long granted_before(const struct section *s, long n, int64_t t)
+{
+	long lo = 0, hi = n;
+
+	while (lo < hi) {
+		long mid = lo + (hi - lo) / 2;
+
+		if (s[mid].granted < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* The n sections of one name, in grant order. */
 static void check_name(const struct load *l, const struct section *s, long n, bool loss,
 		       struct load_report *rep, int64_t *lat, long *nlat)
 {
 	int64_t end_any = 0, end_write = 0;	/* latest end among earlier sections */
-	long long max_token = 0;
-	long j = 0;
 	int64_t last_grant = l->ev_end;
+	long *top = calloc((size_t)n + 1, sizeof(*top));	/* top[k]: max token of s[0..k) */
 
+	top[0] = -1;
+	for (long i = 0; i < n; i++)
+		top[i + 1] = top[i] < 0 || s[i].token > s[top[i]].token ? i : top[i];
 	for (long i = 0; i < n; i++) {
 		const struct section *a = &s[i];
 		int64_t limit = a->mode == M_READ ? end_write : end_any;
 		int64_t end = counted_end(l, a, loss);
+		long k = top[granted_before(s, i, a->sent)];
 
 		if (limit > a->granted) {
 			if (rep->overlaps < 5)
@@ -319,16 +338,13 @@ static void check_name(const struct load *l, const struct section *s, long n, bo
 		if (a->mode != M_READ && end > end_write)
 			end_write = end;
 		/* every grant that arrived before this one was asked for has
-		 * a smaller token (s is in grant order) */
-		while (j < i && s[j].granted < a->sent) {
-			if (s[j].token > max_token)
-				max_token = s[j].token;
-			j++;
-		}
-		if (a->token <= max_token) {
+		 * a smaller token */
+		if (k >= 0 && a->token <= s[k].token) {
 			if (rep->token_regressions < 5)
-				printf("# token regression on %s: %lld after %lld\n",
-				       l->names[a->name], a->token, max_token);
+				printf("# token regression on %s: client %d sent at %lld and was "
+				       "granted %lld; client %d had been granted %lld at %lld\n",
+				       l->names[a->name], a->client, (long long)a->sent, a->token,
+				       s[k].client, s[k].token, (long long)s[k].granted);
 			rep->token_regressions++;
 		}
 		if (l->ev_end && a->granted > l->ev_end && a->name < N_HOLD0) {
@@ -345,6 +361,7 @@ static void check_name(const struct load *l, const struct section *s, long n, bo
 			lat[(*nlat)++] = d > 0 ? d : 0;
 		}
 	}
+	free(top);
 }
 
 void load_check(struct load *l, bool loss_excused, struct load_report *rep)
