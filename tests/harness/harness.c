@@ -47,6 +47,13 @@ void sleep_ms(int ms)
 		;
 }
 
+bool chaos_full(void)
+{
+	const char *s = getenv("DLOCKD_CHAOS");
+
+	return s && !strcmp(s, "full");
+}
+
 int slow_factor(void)
 {
 	const char *s = getenv("DLOCKD_SLOW");

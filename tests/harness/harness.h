@@ -128,6 +128,8 @@ bool test_failed(void);
 const char *lockname(const char *hint);
 int64_t mono_ms(void);
 void sleep_ms(int ms);
+/* DLOCKD_CHAOS=full (make chaos): fault and abuse tests at full length. */
+bool chaos_full(void);
 /* Slow environments (valgrind) stretch every timeout by this factor. */
 int slow_factor(void);
 

@@ -14,12 +14,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static bool full(void)
-{
-	const char *s = getenv("DLOCKD_CHAOS");
-
-	return s && !strcmp(s, "full");
-}
 
 /* ----- Slowloris and idle connections ----- */
 
@@ -228,7 +222,7 @@ static int run_names(const char *prefix, int total)
 
 TEST(abuse_many_distinct_names_leave_nothing_behind)
 {
-	int total = full() ? 100000 : slow_factor() > 1 ? 2000 : 10000;
+	int total = chaos_full() ? 100000 : slow_factor() > 1 ? 2000 : 10000;
 	const char *warm = lockname("warm"), *many = lockname("many");
 	long rss0, rss1;
 	long long keys0, keys1, mem0, mem1;

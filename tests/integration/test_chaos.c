@@ -30,17 +30,11 @@ struct world {
 
 static struct world W;
 
-static bool full(void)
-{
-	const char *s = getenv("DLOCKD_CHAOS");
-
-	return s && !strcmp(s, "full");
-}
 
 /* Phase lengths: short in `make test`, about three times longer in `make chaos`. */
 static int phase_ms(int ms)
 {
-	return (full() ? 3 * ms : ms) * slow_factor();
+	return (chaos_full() ? 3 * ms : ms) * slow_factor();
 }
 
 static int world_up(const char *redis_extra, int n, const char *const *flags)
@@ -78,7 +72,7 @@ static void start_load(int ttl_ms, int long_ms)
 {
 	struct load_opts o = {
 		.prefix = W.prefix, .bases = W.bases, .nbases = W.n,
-		.clients = full() ? 32 : 16, .ttl_ms = ttl_ms, .wait_ms = 3000,
+		.clients = chaos_full() ? 32 : 16, .ttl_ms = ttl_ms, .wait_ms = 3000,
 		.hold_max_ms = 20, .long_every = 6, .long_ms = long_ms,
 	};
 
