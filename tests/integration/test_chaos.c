@@ -186,7 +186,8 @@ static void redis_restarted(bool aof)
 	struct load_report rep;
 
 	CHECK(world_up(aof ? "--appendonly yes" : "", 1, NULL) == 0, "start Redis and dlockd");
-	start_load(3000, 6000);
+	/* the restart must fit in a lease, also under valgrind */
+	start_load(3000 * slow_factor(), 6000 * slow_factor());
 	run_until_long_holders(1500);
 	load_event_begin(W.load);
 	redis_stop(&W.redis, true);
@@ -232,7 +233,8 @@ static void dlockd_killed(void)
 	struct load_report rep;
 
 	CHECK(world_up("", 1, quick_queue) == 0, "start Redis and dlockd");
-	start_load(3000, 6000);
+	/* the restart must fit in a lease, also under valgrind */
+	start_load(3000 * slow_factor(), 6000 * slow_factor());
 	run_until_long_holders(1500);
 	CHECK(WAIT_FOR(metric_value(&W.d[0], "dlockd_waiters") > 0, 5000), "requests wait");
 	load_event_begin(W.load);
