@@ -1,10 +1,11 @@
 /* handle_health.c -- /healthz (the process answers), /readyz (Redis answers
- * PING on this worker's connection and the subscriber is connected),
+ * PING on this loop's connection and the subscriber is connected),
  * /metrics (Prometheus text) and /openapi.yaml (the contract, embedded at
  * build time). */
 #include "handlers.h"
 
 #include "reply.h"
+#include "server.h"
 #include "../service/metrics.h"
 #include "../service/pubsub.h"
 #include "../service/redis_conn.h"
@@ -17,15 +18,20 @@
 extern const char openapi_doc[];
 extern const size_t openapi_doc_len;
 
-static bool redis_ready(void)
+static void on_pong(void *ctx, redisReply *r)
 {
-	const char *argv[] = { "PING" };
-	redisReply *r = redis_conn_command_argv(1, argv, NULL);
-	bool ok = r && r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "PONG");
+	struct request *rq = ctx;
 
-	if (r)
-		freeReplyObject(r);
-	return ok && pubsub_connected();
+	rq->redis_ok = r && r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "PONG");
+	server_resume(rq);
+}
+
+static enum MHD_Result ready_checked(struct request *rq)
+{
+	if (!rq->redis_ok || !pubsub_connected())
+		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
+				   "redis cannot be reached; retry shortly");
+	return reply_json(rq, 200, json_pack("{s:s}", "status", "ready"));
 }
 
 enum MHD_Result handle_health(struct request *rq)
@@ -39,10 +45,10 @@ enum MHD_Result handle_health(struct request *rq)
 	case OP_HEALTHZ:
 		return reply_json(rq, 200, json_pack("{s:s}", "status", "ok"));
 	case OP_READYZ:
-		if (!redis_ready())
-			return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
-					   "redis cannot be reached; retry shortly");
-		return reply_json(rq, 200, json_pack("{s:s}", "status", "ready"));
+		redis_conn_send(1, (const char *[]){ "PING" }, NULL, false, on_pong, rq);
+		rq->next = ready_checked;
+		MHD_suspend_connection(rq->conn);
+		return MHD_YES;
 	case OP_METRICS:
 		text = metrics_render(waiters_count(), &len);
 		return reply_text(rq, 200, "text/plain; version=0.0.4", text, len);

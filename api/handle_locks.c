@@ -3,6 +3,10 @@
  * (DELETE), status (GET) and heartbeat (POST .../heartbeat). The kind comes
  * from the route; what differs between kinds is the service's business.
  *
+ * Every Redis call is sent without waiting: the handler suspends the
+ * connection (await) and names the function that goes on once the
+ * outcome is in (rq->next); lock_done stores it and resumes.
+ *
  * A waiting acquire follows DESIGN.md §2: try; on "held", join the lock's
  * channel, and if the subscription is already live try once more (a release
  * in between would otherwise be missed), else sleep until it is confirmed;
@@ -11,6 +15,7 @@
 #include "handlers.h"
 
 #include "reply.h"
+#include "server.h"
 #include "../service/log.h"
 #include "../service/metrics.h"
 #include "../service/util.h"
@@ -82,34 +87,60 @@ static void give_up(struct request *rq)
 	leave_waiter(rq);
 	if (rq->queued) {
 		rq->queued = false;
-		if (locks_dequeue(rq->route.kind, rq->name, rq->params.owner) != LOCK_OK)
-			log_warn("could not leave the queue of %s '%s'; its place goes "
-				 "stale by itself", locks_kind_label(rq->route.kind), rq->name);
+		locks_dequeue(rq->route.kind, rq->name, rq->params.owner);
 	}
 }
 
 static enum MHD_Result reply_granted(struct request *rq, const struct lock_state *st)
 {
-	struct lock_state rel;
-
 	leave_waiter(rq);
-	rq->queued = false;	/* the grant took it out of any queue */
 	if (rq->params.wait_ms > 0)
 		metrics_wait(rq->route.kind, true, now_us() - rq->started_us);
-	if (request_client_gone(rq)) {
-		/* Nobody will learn of this grant: give it back at once. */
-		locks_release(rq->route.kind, rq->name, rq->params.owner, &rel);
-		metrics_lock(rq->route.kind, MOP_ACQUIRE, METRIC_ABANDONED);
-		log_info("client left before lock '%s' was granted; released it", rq->name);
-		return MHD_NO;
-	}
+	if (request_client_gone(rq))
+		return MHD_NO;	/* nobody will learn of it: released on completion */
 	metrics_lock(rq->route.kind, MOP_ACQUIRE, LOCK_OK);
-	rq->grant_pending = true;
 	return reply_json(rq, 200, json_pack("{s:s, s:s, s:I, s:I, s:I}",
 					     "name", rq->name, "owner", rq->params.owner,
 					     "fencing_token", (json_int_t)st->token,
 					     "ttl_ms", (json_int_t)st->ttl_ms,
 					     "holds", (json_int_t)st->holds));
+}
+
+/* ----- Waiting for Redis ----- */
+
+/* The operation rq sent has its outcome: keep it, and let MHD call the
+ * handler again (server.c runs rq->next). */
+static void lock_done(void *ctx, enum lock_result r, const struct lock_state *st)
+{
+	struct request *rq = ctx;
+
+	rq->result = r;
+	rq->state = *st;
+	server_resume(rq);
+}
+
+/* An acquire's outcome. What it means for cleaning up is noted at once:
+ * MHD may close a connection whose client left without calling the
+ * handler again, and then handle_lock_completed() must still give back
+ * the grant or the queue place. */
+static void acquired(void *ctx, enum lock_result r, const struct lock_state *st)
+{
+	struct request *rq = ctx;
+
+	rq->queued |= st->queued;
+	if (r == LOCK_OK) {
+		rq->queued = false;	/* the grant took it out of any queue */
+		rq->grant_pending = true;
+	}
+	lock_done(ctx, r, st);
+}
+
+/* The operation is on its way: sleep until lock_done, then run next. */
+static enum MHD_Result await(struct request *rq, enum MHD_Result (*next)(struct request *))
+{
+	rq->next = next;
+	MHD_suspend_connection(rq->conn);
+	return MHD_YES;
 }
 
 /* ----- Acquire and wait ----- */
@@ -118,7 +149,7 @@ static void resume_request(void *ctx)
 {
 	struct request *rq = ctx;
 
-	MHD_resume_connection(rq->conn);
+	server_resume(rq);
 }
 
 static int client_fd(struct request *rq)
@@ -129,27 +160,30 @@ static int client_fd(struct request *rq)
 	return ci ? ci->connect_fd : -1;
 }
 
+static enum MHD_Result acquire_tried(struct request *rq);
+
 static enum MHD_Result acquire_try(struct request *rq)
 {
-	struct lock_state st;
-	enum lock_result r;
+	locks_acquire(rq->route.kind, rq->name, rq->params.owner, rq->params.ttl_ms,
+		      rq->params.wait_ms > 0, acquired, rq);
+	return await(rq, acquire_tried);
+}
+
+static enum MHD_Result acquire_tried(struct request *rq)
+{
+	const struct lock_state *st = &rq->state;
+	enum lock_result r = rq->result;
 	int64_t retry_at;
 	bool confirmed;
 
-	for (;;) {
-		r = locks_acquire(rq->route.kind, rq->name, rq->params.owner, rq->params.ttl_ms,
-				  rq->params.wait_ms > 0, &st);
-		rq->queued |= st.queued;
-		if (r == LOCK_OK)
-			return reply_granted(rq, &st);
-		/* A new request gets 503 at once when Redis is down; one that is
-		 * already waiting keeps waiting for Redis until its deadline. */
-		if (r != LOCK_HELD && !(r == LOCK_BACKEND_DOWN && rq->waiter))
-			break;
-		if (r == LOCK_HELD)
-			rq->holder_ttl_ms = st.ttl_ms;
-		if (now_ms() >= rq->deadline_ms)
-			break;
+	if (r == LOCK_OK)
+		return reply_granted(rq, st);
+	if (r == LOCK_HELD)
+		rq->holder_ttl_ms = st->ttl_ms;
+	/* A new request gets 503 at once when Redis is down; one that is
+	 * already waiting keeps waiting for Redis until its deadline. */
+	if ((r == LOCK_HELD || (r == LOCK_BACKEND_DOWN && rq->waiter)) &&
+	    now_ms() < rq->deadline_ms) {
 		if (!rq->waiter) {
 			char *channel = locks_wait_channel(rq->route.kind, rq->name, rq->params.owner);
 
@@ -158,13 +192,13 @@ static enum MHD_Result acquire_try(struct request *rq)
 						  &confirmed);
 			free(channel);
 			if (confirmed)
-				continue;
+				return acquire_try(rq);
 		}
 		retry_at = 0;
 		if (r == LOCK_BACKEND_DOWN)
 			retry_at = now_ms() + BACKEND_RETRY_MS;
-		else if (st.retry_ms > 0)
-			retry_at = now_ms() + st.retry_ms;
+		else if (st->retry_ms > 0)
+			retry_at = now_ms() + st->retry_ms;
 		MHD_suspend_connection(rq->conn);
 		waiters_sleep(rq->waiter, retry_at);
 		return MHD_YES;
@@ -205,11 +239,9 @@ enum MHD_Result handle_lock_resumed(struct request *rq)
 
 void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode toe)
 {
-	struct lock_state st;
-
 	give_up(rq);
 	if (rq->grant_pending && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
-		locks_release(rq->route.kind, rq->name, rq->params.owner, &st);
+		locks_release(rq->route.kind, rq->name, rq->params.owner, NULL, NULL);
 		metrics_lock(rq->route.kind, MOP_ACQUIRE, METRIC_ABANDONED);
 		log_info("answer to the grant of lock '%s' was not delivered; released it",
 			 rq->name);
@@ -219,10 +251,25 @@ void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode t
 
 /* ----- Release, heartbeat, status ----- */
 
+static enum MHD_Result force_released(struct request *rq)
+{
+	metrics_lock(rq->route.kind, MOP_FORCE_RELEASE, rq->result);
+	if (rq->result != LOCK_OK)
+		return reply_failure(rq, rq->result);
+	return reply_json(rq, 200, json_pack("{s:b}", "released", rq->state.locked));
+}
+
+static enum MHD_Result released(struct request *rq)
+{
+	metrics_lock(rq->route.kind, MOP_RELEASE, rq->result);
+	if (rq->result != LOCK_OK)
+		return reply_failure(rq, rq->result);
+	return reply_json(rq, 200, json_pack("{s:b, s:I}", "released", !rq->state.locked,
+					     "holds", (json_int_t)rq->state.holds));
+}
+
 static enum MHD_Result release(struct request *rq)
 {
-	struct lock_state st;
-	enum lock_result r;
 	bool force;
 
 	if (request_params_or_reply(rq, P_OWNER | P_FORCE) < 0)
@@ -238,25 +285,23 @@ static enum MHD_Result release(struct request *rq)
 		return reply_error(rq, ERR_FORBIDDEN, NULL,
 				   "only an admin token may force a release");
 	if (force) {
-		r = locks_force_release(rq->route.kind, rq->name, &st);
-		metrics_lock(rq->route.kind, MOP_FORCE_RELEASE, r);
-		if (r != LOCK_OK)
-			return reply_failure(rq, r);
-		return reply_json(rq, 200, json_pack("{s:b}", "released", st.locked));
+		locks_force_release(rq->route.kind, rq->name, lock_done, rq);
+		return await(rq, force_released);
 	}
-	r = locks_release(rq->route.kind, rq->name, rq->params.owner, &st);
-	metrics_lock(rq->route.kind, MOP_RELEASE, r);
-	if (r != LOCK_OK)
-		return reply_failure(rq, r);
-	return reply_json(rq, 200, json_pack("{s:b, s:I}", "released", !st.locked,
-					     "holds", (json_int_t)st.holds));
+	locks_release(rq->route.kind, rq->name, rq->params.owner, lock_done, rq);
+	return await(rq, released);
+}
+
+static enum MHD_Result renewed(struct request *rq)
+{
+	metrics_lock(rq->route.kind, MOP_HEARTBEAT, rq->result);
+	if (rq->result != LOCK_OK)
+		return reply_failure(rq, rq->result);
+	return reply_json(rq, 200, json_pack("{s:I}", "ttl_ms", (json_int_t)rq->state.ttl_ms));
 }
 
 static enum MHD_Result heartbeat(struct request *rq)
 {
-	struct lock_state st;
-	enum lock_result r;
-
 	if (request_params_or_reply(rq, P_OWNER | P_TTL) < 0)
 		return MHD_YES;
 	if (!(rq->params.given & P_OWNER))
@@ -264,40 +309,42 @@ static enum MHD_Result heartbeat(struct request *rq)
 				   "owner is required to renew a lease");
 	if (!(rq->params.given & P_TTL))
 		rq->params.ttl_ms = rq->cfg->default_ttl_ms;
-	r = locks_renew(rq->route.kind, rq->name, rq->params.owner, rq->params.ttl_ms, &st);
-	metrics_lock(rq->route.kind, MOP_HEARTBEAT, r);
-	if (r != LOCK_OK)
-		return reply_failure(rq, r);
-	return reply_json(rq, 200, json_pack("{s:I}", "ttl_ms", (json_int_t)st.ttl_ms));
+	locks_renew(rq->route.kind, rq->name, rq->params.owner, rq->params.ttl_ms, lock_done, rq);
+	return await(rq, renewed);
+}
+
+static bool is_rw(const struct request *rq)
+{
+	return rq->route.kind == LOCK_KIND_READ || rq->route.kind == LOCK_KIND_WRITE;
+}
+
+static enum MHD_Result status_read(struct request *rq)
+{
+	static const char *const modes[] = { "none", "read", "write" };
+	const struct lock_state *st = &rq->state;
+	json_t *body;
+
+	if (rq->result != LOCK_OK)
+		return reply_failure(rq, rq->result);
+	body = json_pack("{s:s, s:b, s:I}", "name", rq->name, "locked", st->locked,
+			 "ttl_ms", (json_int_t)st->ttl_ms);
+	if (is_rw(rq)) {
+		json_object_set_new(body, "mode", json_string(modes[st->mode]));
+		json_object_set_new(body, "readers", json_integer(st->readers));
+	} else if (rq->params.given & P_OWNER) {
+		json_object_set_new(body, "holds", json_integer(st->holds));
+		json_object_set_new(body, "held", json_boolean(st->holds > 0));
+	}
+	return reply_json(rq, 200, body);
 }
 
 static enum MHD_Result status(struct request *rq)
 {
-	struct lock_state st;
-	enum lock_result r;
-	bool with_owner;
-	json_t *body;
-
-	static const char *const modes[] = { "none", "read", "write" };
-
-	bool rw = rq->route.kind == LOCK_KIND_READ || rq->route.kind == LOCK_KIND_WRITE;
-
-	if (request_params_or_reply(rq, rw ? 0 : P_OWNER) < 0)
+	if (request_params_or_reply(rq, is_rw(rq) ? 0 : P_OWNER) < 0)
 		return MHD_YES;
-	with_owner = rq->params.given & P_OWNER;
-	r = locks_status(rq->route.kind, rq->name, with_owner ? rq->params.owner : NULL, &st);
-	if (r != LOCK_OK)
-		return reply_failure(rq, r);
-	body = json_pack("{s:s, s:b, s:I}", "name", rq->name, "locked", st.locked,
-			 "ttl_ms", (json_int_t)st.ttl_ms);
-	if (rw) {
-		json_object_set_new(body, "mode", json_string(modes[st.mode]));
-		json_object_set_new(body, "readers", json_integer(st.readers));
-	} else if (with_owner) {
-		json_object_set_new(body, "holds", json_integer(st.holds));
-		json_object_set_new(body, "held", json_boolean(st.holds > 0));
-	}
-	return reply_json(rq, 200, body);
+	locks_status(rq->route.kind, rq->name,
+		     (rq->params.given & P_OWNER) ? rq->params.owner : NULL, lock_done, rq);
+	return await(rq, status_read);
 }
 
 enum MHD_Result handle_lock(struct request *rq)

@@ -33,6 +33,7 @@ struct params {
  * when MHD reports the request completed. */
 struct request {
 	struct MHD_Connection *conn;
+	struct loop *loop;		/* the event loop serving it (server.c) */
 	const struct config *cfg;
 	enum http_method method;
 	const char *method_name;	/* MHD's, valid for the request's life */
@@ -52,11 +53,19 @@ struct request {
 	int64_t deadline_ms;		/* monotonic */
 	int64_t holder_ttl_ms;		/* lease left of the holder at that attempt */
 
-	/* a lock acquired for this request and not yet delivered: released
-	 * again if the client is gone before the answer reaches it */
+	/* a lock acquired for this request (set when Redis granted it):
+	 * released again unless the answer reaches the client */
 	bool grant_pending;
 
 	bool admin;			/* auth off, or an admin token */
+
+	/* a Redis call in flight: the connection is suspended until its
+	 * outcome is in result/state, then MHD calls the handler, which runs
+	 * next */
+	enum MHD_Result (*next)(struct request *rq);
+	enum lock_result result;
+	struct lock_state state;
+	bool redis_ok;			/* /readyz: Redis answered PING */
 
 	unsigned status;		/* answered with */
 	int retry_after_s;		/* > 0: send Retry-After */

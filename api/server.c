@@ -1,11 +1,18 @@
-/* server.c -- the libmicrohttpd daemon and the life of a request on it.
+/* server.c -- the event loops, and the life of a request on them.
  *
- * MHD runs an epoll thread pool with suspend/resume (DESIGN.md §2). The
- * access handler makes one struct request per request on the first call,
- * collects the body (capped: 413 past max_body_bytes), then routes it;
- * a waiting request is suspended and, when resumed, re-enters here with
- * rq->waiter set. The completed callback frees the request, after
- * handle_lock_completed() had its say. */
+ * Each of --threads loop threads runs its own libmicrohttpd daemon (all
+ * accept on one listening socket) in MHD's external epoll mode, together
+ * with its own pipelined Redis connection (redis_conn.c), in one epoll
+ * set: a request's Redis call is queued without blocking, the connection
+ * is suspended, and the loop writes every queued call in one go; when the
+ * replies come in, their connections are resumed and answered in the same
+ * turn of the loop. Nothing blocks a loop but epoll_wait().
+ *
+ * The access handler makes one struct request per request on the first
+ * call, collects the body (capped: 413 past max_body_bytes), then routes
+ * it. A request that sent a Redis call re-enters with rq->next set; a
+ * waiting request re-enters with rq->waiter set. The completed callback
+ * frees the request, after handle_lock_completed() had its say. */
 #include "server.h"
 
 #include "conn_guard.h"
@@ -18,15 +25,46 @@
 #include "../service/metrics.h"
 #include "../service/util.h"
 
+#include <errno.h>
 #include <microhttpd.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
-static struct MHD_Daemon *daemon_handle;
+#include "../service/redis_conn.h"
+
+/* How long a stopping loop waits for its Redis calls to be answered. */
+#define STOP_WAIT_MS 5000
+
+enum loop_phase { LOOP_RUN, LOOP_QUIESCE, LOOP_QUIESCED, LOOP_STOP };
+
+struct loop {
+	struct MHD_Daemon *daemon;
+	int epfd;		/* MHD's epoll fd, the Redis socket, kick */
+	int kick;		/* eventfd: the phase changed */
+	int redis_fd;		/* registered in epfd, or -1 */
+	unsigned redis_events;
+	int phase;		/* enum loop_phase, set by the main thread */
+	pthread_t thread;
+	bool started;
+};
+
+static struct loop *loops;
+static unsigned nloops;
+static MHD_socket listen_fd = MHD_INVALID_SOCKET;
+
+/* The loop this thread runs. */
+static __thread struct loop *current;
+/* Requests of this loop with a Redis call in flight (rq->next set). */
+static __thread unsigned awaiting;
+/* This loop is stopping: new requests get 503. */
+static __thread bool stopping;
 
 /* ----- Request life ----- */
 
@@ -37,6 +75,7 @@ static struct request *request_create(struct MHD_Connection *conn, const struct 
 	const char *cl;
 
 	rq->conn = conn;
+	rq->loop = current;
 	rq->cfg = cfg;
 	rq->url = url;
 	rq->method_name = method;
@@ -148,6 +187,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 				      void **req_cls)
 {
 	struct request *rq = *req_cls;
+	enum MHD_Result ret;
 
 	(void)version;
 	if (!rq) {
@@ -159,10 +199,23 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 		*upload_data_size = 0;
 		return MHD_YES;
 	}
-	if (rq->waiter)
-		return handle_lock_resumed(rq);
-	guard_busy(conn, true);
-	return dispatch(rq);
+	if (rq->next) {
+		enum MHD_Result (*next)(struct request *) = rq->next;
+
+		rq->next = NULL;
+		awaiting--;
+		ret = next(rq);
+	} else if (rq->waiter) {
+		ret = handle_lock_resumed(rq);
+	} else {
+		guard_busy(conn, true);
+		ret = stopping ? reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
+					     "dlockd is shutting down; retry on another instance")
+			       : dispatch(rq);
+	}
+	if (rq->next)
+		awaiting++;
+	return ret;
 }
 
 static void request_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
@@ -174,6 +227,8 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 	guard_busy(conn, false);
 	if (!rq)
 		return;
+	if (rq->next)
+		awaiting--;	/* the outcome came, but the client left first */
 	handle_lock_completed(rq, toe);
 	log_access(&(struct log_access){
 		.method = rq->method_name,
@@ -212,56 +267,258 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	log_warn("http: %s", msg);
 }
 
+/* ----- The loops ----- */
+
+static void epoll_set(int epfd, int op, int fd, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.fd = fd };
+
+	if (epoll_ctl(epfd, op, fd, &ev) < 0 && op != EPOLL_CTL_DEL)
+		log_error("epoll_ctl(%d): %s", fd, strerror(errno));
+}
+
+/* Watch the Redis socket for what the connection wants now. */
+static void watch_redis(struct loop *l)
+{
+	unsigned want;
+	int fd = redis_conn_fd(&want);
+	uint32_t ev = (want & REDIS_CONN_READ ? EPOLLIN : 0) | (want & REDIS_CONN_WRITE ? EPOLLOUT : 0);
+
+	if (fd == l->redis_fd && ev == l->redis_events)
+		return;
+	if (l->redis_fd >= 0 && fd != l->redis_fd)
+		epoll_set(l->epfd, EPOLL_CTL_DEL, l->redis_fd, 0);	/* closed: gone already */
+	if (fd >= 0)
+		epoll_set(l->epfd, fd == l->redis_fd ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, ev);
+	l->redis_fd = fd;
+	l->redis_events = ev;
+}
+
+/* Milliseconds epoll_wait may sleep: until MHD's or Redis' next timeout. */
+static int loop_timeout(struct loop *l)
+{
+	MHD_UNSIGNED_LONG_LONG mhd_ms;
+	int64_t ms = redis_conn_timeout_ms(now_ms());
+
+	if (l->daemon && MHD_get_timeout(l->daemon, &mhd_ms) == MHD_YES &&
+	    (ms < 0 || (int64_t)mhd_ms < ms))
+		ms = (int64_t)mhd_ms;
+	if (ms < 0 || ms > 1000)
+		ms = 1000;	/* the phase is also looked at now and then */
+	return (int)ms;
+}
+
+/* One turn: wait, read replies (resuming their requests), let MHD serve
+ * its connections (handlers queue Redis calls), write the calls. */
+static void loop_turn(struct loop *l)
+{
+	struct epoll_event ev[16];
+	int n = epoll_wait(l->epfd, ev, ARRAY_SIZE(ev), loop_timeout(l));
+	uint64_t junk;
+
+	for (int i = 0; i < n; i++) {
+		int fd = ev[i].data.fd;
+
+		if (fd == l->kick) {
+			if (read(l->kick, &junk, sizeof(junk)) < 0 && errno != EAGAIN)
+				log_warn("loop kick: %s", strerror(errno));
+		} else if (fd == l->redis_fd) {
+			if (ev[i].events & EPOLLOUT)
+				redis_conn_on_writable();
+			if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+				redis_conn_on_readable();
+		}
+	}
+	redis_conn_run(now_ms());
+	if (l->daemon)
+		MHD_run(l->daemon);
+	redis_conn_flush();
+	watch_redis(l);
+}
+
+static void *loop_main(void *arg)
+{
+	struct loop *l = arg;
+	int64_t until;
+
+	current = l;
+	redis_conn_thread_init();
+	while (__atomic_load_n(&l->phase, __ATOMIC_ACQUIRE) < LOOP_STOP) {
+		if (__atomic_load_n(&l->phase, __ATOMIC_ACQUIRE) == LOOP_QUIESCE) {
+			MHD_quiesce_daemon(l->daemon);	/* the listening socket is the main thread's */
+			__atomic_store_n(&l->phase, LOOP_QUIESCED, __ATOMIC_RELEASE);
+		}
+		loop_turn(l);
+	}
+	/* New requests get 503; those with a call in flight get its answer. */
+	stopping = true;
+	until = now_ms() + STOP_WAIT_MS;
+	while ((awaiting > 0 || !redis_conn_idle()) && now_ms() < until)
+		loop_turn(l);
+	if (awaiting > 0)
+		log_error("%u requests still wait for redis at shutdown", awaiting);
+	MHD_stop_daemon(l->daemon);	/* completed callbacks may queue calls */
+	l->daemon = NULL;
+	until = now_ms() + STOP_WAIT_MS;
+	while (!redis_conn_idle() && now_ms() < until)
+		loop_turn(l);
+	redis_conn_thread_exit();
+	return NULL;
+}
+
+/* Make l's epoll_wait() return. */
+static void kick(struct loop *l)
+{
+	const uint64_t one = 1;
+
+	if (write(l->kick, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_warn("loop kick: %s", strerror(errno));
+}
+
+void server_resume(struct request *rq)
+{
+	MHD_resume_connection(rq->conn);
+	if (rq->loop != current)
+		kick(rq->loop);	/* MHD's own wake-up does not reach our epoll_wait */
+}
+
+static void set_phase(enum loop_phase phase)
+{
+	for (unsigned i = 0; i < nloops; i++) {
+		__atomic_store_n(&loops[i].phase, phase, __ATOMIC_RELEASE);
+		kick(&loops[i]);
+	}
+}
+
 /* ----- Start and stop ----- */
 
-int server_start(const struct config *cfg)
+static struct MHD_Daemon *daemon_start(const struct config *cfg, unsigned max_conns)
 {
-	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-	const union MHD_DaemonInfo *info;
-	unsigned nroutes;
-	const char *const *labels = routes_labels(&nroutes);
+	unsigned flags = MHD_USE_EPOLL | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME |
+			 MHD_USE_ERROR_LOG;
 
-	metrics_set_routes(labels, nroutes);
 	if (cfg->listen_addr.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	daemon_handle = MHD_start_daemon(
+	if (listen_fd != MHD_INVALID_SOCKET)
+		return MHD_start_daemon(
+			flags, 0, NULL, NULL, access_handler, (void *)cfg,
+			MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,	/* first, to catch all */
+			MHD_OPTION_LISTEN_SOCKET, listen_fd,
+			MHD_OPTION_CONNECTION_LIMIT, max_conns,
+			MHD_OPTION_CONNECTION_TIMEOUT, cfg->idle_timeout_s,
+			MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
+			MHD_OPTION_NOTIFY_CONNECTION, guard_notify, NULL,
+			MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+			MHD_OPTION_END);
+	return MHD_start_daemon(
 		flags, 0, NULL, NULL, access_handler, (void *)cfg,
-		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,	/* first, to catch all */
+		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 		MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)&cfg->listen_addr,
-		MHD_OPTION_THREAD_POOL_SIZE, cfg->threads,
-		MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
+		MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
+		MHD_OPTION_CONNECTION_LIMIT, max_conns,
 		MHD_OPTION_CONNECTION_TIMEOUT, cfg->idle_timeout_s,
 		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
 		MHD_OPTION_NOTIFY_CONNECTION, guard_notify, NULL,
 		MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
-		MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
 		MHD_OPTION_END);
-	if (!daemon_handle)
+}
+
+static int loop_init(struct loop *l, const struct config *cfg, unsigned max_conns)
+{
+	const union MHD_DaemonInfo *info;
+
+	l->redis_fd = -1;
+	l->epfd = epoll_create1(EPOLL_CLOEXEC);
+	l->kick = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	l->daemon = daemon_start(cfg, max_conns);
+	if (l->epfd < 0 || l->kick < 0 || !l->daemon)
 		return -1;
+	info = MHD_get_daemon_info(l->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+	if (!info)
+		return -1;
+	epoll_set(l->epfd, EPOLL_CTL_ADD, info->epoll_fd, EPOLLIN);
+	epoll_set(l->epfd, EPOLL_CTL_ADD, l->kick, EPOLLIN);
+	if (listen_fd == MHD_INVALID_SOCKET) {
+		info = MHD_get_daemon_info(l->daemon, MHD_DAEMON_INFO_LISTEN_FD);
+		if (!info)
+			return -1;
+		listen_fd = info->listen_fd;
+	}
+	if (pthread_create(&l->thread, NULL, loop_main, l))
+		return -1;
+	l->started = true;
+	return 0;
+}
+
+int server_start(const struct config *cfg)
+{
+	const union MHD_DaemonInfo *info;
+	unsigned nroutes, max_conns;
+	const char *const *labels = routes_labels(&nroutes);
+
+	metrics_set_routes(labels, nroutes);
+	nloops = cfg->threads;
+	loops = xcalloc(nloops, sizeof(*loops));
+	max_conns = (cfg->max_connections + nloops - 1) / nloops;
+	for (unsigned i = 0; i < nloops; i++) {
+		loops[i].epfd = loops[i].kick = -1;
+		if (loop_init(&loops[i], cfg, max_conns) < 0) {
+			server_stop();
+			return -1;
+		}
+	}
 	if (guard_start(cfg->idle_timeout_s) < 0) {
 		server_stop();
 		return -1;
 	}
-	info = MHD_get_daemon_info(daemon_handle, MHD_DAEMON_INFO_BIND_PORT);
+	info = MHD_get_daemon_info(loops[0].daemon, MHD_DAEMON_INFO_BIND_PORT);
 	return info ? info->port : 0;
 }
 
 void server_quiesce(void)
 {
-	MHD_socket fd;
+	struct timespec tick = { 0, 1000 * 1000 };
+	bool all;
 
-	if (!daemon_handle)
+	if (!loops || listen_fd == MHD_INVALID_SOCKET)
 		return;
-	fd = MHD_quiesce_daemon(daemon_handle);
-	if (fd != MHD_INVALID_SOCKET)
-		close(fd);
+	for (unsigned i = 0; i < nloops; i++)
+		if (!loops[i].started && loops[i].daemon)
+			MHD_quiesce_daemon(loops[i].daemon);
+	set_phase(LOOP_QUIESCE);
+	do {
+		all = true;
+		for (unsigned i = 0; i < nloops; i++)
+			if (loops[i].started &&
+			    __atomic_load_n(&loops[i].phase, __ATOMIC_ACQUIRE) == LOOP_QUIESCE)
+				all = false;
+		if (!all)
+			nanosleep(&tick, NULL);
+	} while (!all);
+	close(listen_fd);
+	listen_fd = MHD_INVALID_SOCKET;
 }
 
 void server_stop(void)
 {
-	if (daemon_handle) {
-		MHD_stop_daemon(daemon_handle);
-		daemon_handle = NULL;
+	if (!loops)
+		return;
+	server_quiesce();
+	set_phase(LOOP_STOP);
+	for (unsigned i = 0; i < nloops; i++) {
+		struct loop *l = &loops[i];
+
+		if (l->started)
+			pthread_join(l->thread, NULL);
+		else if (l->daemon)
+			MHD_stop_daemon(l->daemon);
+		if (l->epfd >= 0)
+			close(l->epfd);
+		if (l->kick >= 0)
+			close(l->kick);
 	}
+	free(loops);
+	loops = NULL;
+	nloops = 0;
 	guard_stop();
 }

@@ -40,8 +40,8 @@ static const struct option_row rows[O_COUNT] = {
 		"redis://[user:password@]host:port/db or unix:///path/to/socket\n"
 		"                        (default redis://127.0.0.1:6379/0)" },
 	[O_THREADS] = { "threads", "DLOCKD_THREADS", OPT_INT, 1, 256, "N",
-		"HTTP worker threads, each with one Redis connection (default: 8 per\n"
-		"                        core, at most 64)" },
+		"event loop threads, each with its own HTTP connections and one\n"
+		"                        pipelined Redis connection (default: one per core)" },
 	[O_DEFAULT_TTL] = { "default-ttl-ms", "DLOCKD_DEFAULT_TTL_MS", OPT_INT, 1, INT32_MAX, "MS",
 		"lease when a request gives no ttl_ms (default 30000)" },
 	[O_MAX_TTL] = { "max-ttl-ms", "DLOCKD_MAX_TTL_MS", OPT_INT, 1, INT32_MAX, "MS",
@@ -231,11 +231,8 @@ int config_load(struct config *cfg, int argc, char **argv)
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->listen = xstrdup("127.0.0.1:8080");
 	cfg->redis_url = xstrdup("redis://127.0.0.1:6379/0");
-	/* Each worker makes one synchronous Redis call at a time, so workers
-	 * are what keeps Redis busy: the bench measured 2 per core at 0.3-0.46x
-	 * the Redis floor uncontended, 8 per core at 0.50-0.68x, hot-lock
-	 * hand-offs unchanged (bench/README.md). */
-	cfg->threads = cores > 0 ? (unsigned)(cores * 8 > 64 ? 64 : cores * 8) : 16;
+	/* A loop never blocks on Redis, so one per core keeps them busy. */
+	cfg->threads = cores > 0 ? (unsigned)(cores > 64 ? 64 : cores) : 2;
 	cfg->default_ttl_ms = 30000;
 	cfg->max_ttl_ms = 86400000;
 	cfg->max_wait_ms = 300000;

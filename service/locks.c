@@ -187,23 +187,53 @@ static const char *key_get(struct keys *ks, enum key_id id)
 	return ks->k[id];
 }
 
-/* Run op's script with its keys and args; the reply is the caller's. */
-static redisReply *run(enum lock_kind kind, const char *name, const struct op_row *op,
-		       int nargs, const char *const *args)
+/* One operation on its way: what decodes its reply and who hears of it. */
+struct call {
+	enum lock_kind kind;
+	enum script_id script;
+	bool queue;			/* acquire: the caller takes a queue place */
+	int64_t sent_ms;
+	void (*decode)(struct call *c, const redisReply *r, enum lock_result *res,
+		       struct lock_state *out);
+	lock_done_fn done;		/* NULL: only failures are logged */
+	void *ctx;
+	const char *what;		/* "release", ... for the log */
+	char name[];
+};
+
+static void on_reply(void *arg, redisReply *r);
+
+/* Run op's script with its keys and args; c (freed with the reply) is
+ * filled in by the caller before and decoded after. */
+static void run(struct call *c, const struct op_row *op, int nargs, const char *const *args)
 {
-	struct keys ks = { .kind = kind, .name = name };
+	struct keys ks = { .kind = c->kind, .name = c->name };
 	const char *keys[MAX_KEYS];
-	redisReply *r;
 	int n = 0;
 
 	while (n < MAX_KEYS && op->keys[n] != K_END) {
 		keys[n] = key_get(&ks, op->keys[n]);
 		n++;
 	}
-	r = scripts_run(op->script, n, keys, nargs, args);
+	c->script = op->script;
+	c->sent_ms = now_ms();
+	scripts_run(op->script, n, keys, nargs, args, on_reply, c);
 	for (int i = 0; i < K_COUNT; i++)
 		free(ks.k[i]);
-	return r;
+}
+
+static struct call *call_new(enum lock_kind kind, const char *name, const char *what,
+			     lock_done_fn done, void *ctx)
+{
+	size_t len = strlen(name) + 1;
+	struct call *c = xcalloc(1, sizeof(*c) + len);
+
+	c->kind = kind;
+	c->what = what;
+	c->done = done;
+	c->ctx = ctx;
+	memcpy(c->name, name, len);
+	return c;
 }
 
 /* ----- Script replies ----- */
@@ -290,168 +320,162 @@ static int64_t lease_left(long long pttl, int64_t sent_ms)
 
 /* ----- Operations ----- */
 
-enum lock_result locks_acquire(enum lock_kind kind, const char *name, const char *owner,
-			       int64_t ttl_ms, bool queue, struct lock_state *out)
+static void on_reply(void *arg, redisReply *r)
 {
-	const struct kind_row *k = &kinds[kind];
-	char lease[24], life[24];
-	const char *args[] = { lease, owner, life };
-	enum lock_result res;
-	redisReply *r;
-	int64_t sent;
+	struct call *c = arg;
+	struct lock_state st;
+	enum lock_result res = check_reply(r, c->script);
 
-	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
-	snprintf(life, sizeof(life), "%lld", queue && k->queues ? (long long)queue_ttl_ms : 0LL);
-	sent = now_ms();
-	r = run(kind, name, &k->acquire, 3, args);
-	memset(out, 0, sizeof(*out));
-	res = check_reply(r, k->acquire.script);
-	if (res != LOCK_OK)
-		goto out;
+	memset(&st, 0, sizeof(st));
+	if (res == LOCK_OK && c->decode)
+		c->decode(c, r, &res, &st);
+	if (c->done)
+		c->done(c->ctx, res, &st);
+	else if (res != LOCK_OK && res != LOCK_NOT_HELD)
+		log_warn("%s of %s '%s' failed (%d); the lease or queue place ends by itself",
+			 c->what, kinds[c->kind].label, c->name, (int)res);
+	free(c);
+}
+
+static void acquire_decode(struct call *c, const redisReply *r, enum lock_result *res,
+			   struct lock_state *out)
+{
 	switch (elem_int(r, 0)) {
 	case 1:
 		out->token = elem_int(r, 1);
 		out->holds = elem_int(r, 2);
-		out->ttl_ms = lease_left(elem_int(r, 3), sent);
+		out->ttl_ms = lease_left(elem_int(r, 3), c->sent_ms);
 		out->locked = true;
 		if (out->ttl_ms == 0) {
 			log_warn("redis granted %s '%s' too late to be of use (lease over)",
-				 k->label, name);
-			res = LOCK_BACKEND_DOWN;
+				 kinds[c->kind].label, c->name);
+			*res = LOCK_BACKEND_DOWN;
 		}
 		break;
 	case 0:
 		out->ttl_ms = elem_int(r, 1) > 0 ? elem_int(r, 1) : 0;
 		out->locked = elem_int(r, 1) != -2;
-		out->retry_ms = retry_after(kind, elem_int(r, 1), elem_int(r, 2) == 1);
-		out->queued = queue && k->queues;
-		res = LOCK_HELD;
+		out->retry_ms = retry_after(c->kind, elem_int(r, 1), elem_int(r, 2) == 1);
+		out->queued = c->queue;
+		*res = LOCK_HELD;
 		break;
 	default:
-		res = LOCK_WRONG_KIND;
+		*res = LOCK_WRONG_KIND;
 	}
-out:
-	if (r)
-		freeReplyObject(r);
-	return res;
 }
 
-enum lock_result locks_dequeue(enum lock_kind kind, const char *name, const char *owner)
+void locks_acquire(enum lock_kind kind, const char *name, const char *owner, int64_t ttl_ms,
+		   bool queue, lock_done_fn done, void *ctx)
+{
+	const struct kind_row *k = &kinds[kind];
+	struct call *c = call_new(kind, name, "acquire", done, ctx);
+	char lease[24], life[24];
+	const char *args[] = { lease, owner, life };
+
+	c->queue = queue && k->queues;
+	c->decode = acquire_decode;
+	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
+	snprintf(life, sizeof(life), "%lld", c->queue ? (long long)queue_ttl_ms : 0LL);
+	run(c, &k->acquire, 3, args);
+}
+
+void locks_dequeue(enum lock_kind kind, const char *name, const char *owner)
 {
 	const struct kind_row *k = &kinds[kind];
 	const char *args[] = { owner };
-	enum lock_result res;
-	redisReply *r;
 
-	if (!k->queues)
-		return LOCK_OK;
-	r = run(kind, name, &k->dequeue, 1, args);
-	res = check_reply(r, k->dequeue.script);
-	if (r)
-		freeReplyObject(r);
-	return res;
+	if (k->queues)
+		run(call_new(kind, name, "leaving the queue", NULL, NULL), &k->dequeue, 1, args);
 }
 
-enum lock_result locks_release(enum lock_kind kind, const char *name, const char *owner,
-			       struct lock_state *out)
+static void release_decode(struct call *c, const redisReply *r, enum lock_result *res,
+			   struct lock_state *out)
 {
-	const struct kind_row *k = &kinds[kind];
+	(void)c;
+	*res = common_code(elem_int(r, 0));
+	out->holds = elem_int(r, 1);
+	/* read-write releases say whether the lock is free; for the exclusive
+	 * kinds it is free when the owner's holds are gone */
+	out->locked = r->elements > 2 ? elem_int(r, 2) == 0 : out->holds > 0;
+}
+
+void locks_release(enum lock_kind kind, const char *name, const char *owner,
+		   lock_done_fn done, void *ctx)
+{
+	struct call *c = call_new(kind, name, "release", done, ctx);
 	const char *args[] = { owner };
-	enum lock_result res;
-	redisReply *r;
 
-	r = run(kind, name, &k->release, 1, args);
-	memset(out, 0, sizeof(*out));
-	res = check_reply(r, k->release.script);
-	if (res == LOCK_OK) {
-		res = common_code(elem_int(r, 0));
-		out->holds = elem_int(r, 1);
-		/* read-write releases say whether the lock is free; for the
-		 * exclusive kinds it is free when the owner's holds are gone */
-		out->locked = r->elements > 2 ? elem_int(r, 2) == 0 : out->holds > 0;
-	}
-	if (r)
-		freeReplyObject(r);
-	return res;
+	c->decode = release_decode;
+	run(c, &kinds[kind].release, 1, args);
 }
 
-enum lock_result locks_force_release(enum lock_kind kind, const char *name,
-				     struct lock_state *out)
+static void force_decode(struct call *c, const redisReply *r, enum lock_result *res,
+			 struct lock_state *out)
+{
+	(void)c;
+	if (r->integer < 0)
+		*res = LOCK_WRONG_KIND;
+	out->locked = r->integer == 1;	/* it was held and is now free */
+}
+
+void locks_force_release(enum lock_kind kind, const char *name, lock_done_fn done, void *ctx)
 {
 	const struct kind_row *k = &kinds[kind];
+	struct call *c = call_new(kind, name, "forced release", done, ctx);
 	const char *args[] = { k->force_mode };
-	enum lock_result res;
-	redisReply *r;
 
-	r = run(kind, name, &k->force_release, k->force_mode ? 1 : 0, args);
-	memset(out, 0, sizeof(*out));
-	res = check_reply(r, k->force_release.script);
-	if (res == LOCK_OK) {
-		if (r->integer < 0)
-			res = LOCK_WRONG_KIND;
-		out->locked = r->integer == 1;	/* it was held and is now free */
-	}
-	if (r)
-		freeReplyObject(r);
-	return res;
+	c->decode = force_decode;
+	run(c, &k->force_release, k->force_mode ? 1 : 0, args);
 }
 
-enum lock_result locks_renew(enum lock_kind kind, const char *name, const char *owner,
-			     int64_t ttl_ms, struct lock_state *out)
+static void renew_decode(struct call *c, const redisReply *r, enum lock_result *res,
+			 struct lock_state *out)
 {
-	const struct kind_row *k = &kinds[kind];
+	*res = common_code(elem_int(r, 0));
+	out->ttl_ms = lease_left(elem_int(r, 1), c->sent_ms);
+	out->locked = *res == LOCK_OK;
+	if (*res == LOCK_OK && out->ttl_ms == 0)
+		*res = LOCK_BACKEND_DOWN;	/* renewed too late to count */
+}
+
+void locks_renew(enum lock_kind kind, const char *name, const char *owner, int64_t ttl_ms,
+		 lock_done_fn done, void *ctx)
+{
+	struct call *c = call_new(kind, name, "renewal", done, ctx);
 	char lease[24];
 	const char *args[] = { lease, owner };
-	enum lock_result res;
-	redisReply *r;
-	int64_t sent = now_ms();
 
+	c->decode = renew_decode;
 	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
-	r = run(kind, name, &k->renew, 2, args);
-	memset(out, 0, sizeof(*out));
-	res = check_reply(r, k->renew.script);
-	if (res == LOCK_OK) {
-		res = common_code(elem_int(r, 0));
-		out->ttl_ms = lease_left(elem_int(r, 1), sent);
-		out->locked = res == LOCK_OK;
-		if (res == LOCK_OK && out->ttl_ms == 0)
-			res = LOCK_BACKEND_DOWN;	/* renewed too late to count */
-	}
-	if (r)
-		freeReplyObject(r);
-	return res;
+	run(c, &kinds[kind].renew, 2, args);
 }
 
-enum lock_result locks_status(enum lock_kind kind, const char *name, const char *owner,
-			      struct lock_state *out)
+static void status_decode(struct call *c, const redisReply *r, enum lock_result *res,
+			  struct lock_state *out)
 {
-	const struct kind_row *k = &kinds[kind];
-	const char *args[] = { owner ? owner : "" };
-	enum lock_result res;
-	redisReply *r;
-	long long first;
+	long long first = elem_int(r, 0);
 
-	r = run(kind, name, &k->status, 1, args);
-	memset(out, 0, sizeof(*out));
-	res = check_reply(r, k->status.script);
-	if (res != LOCK_OK)
-		goto out;
-	first = elem_int(r, 0);
 	if (first < 0) {
-		res = LOCK_WRONG_KIND;
-		goto out;
+		*res = LOCK_WRONG_KIND;
+		return;
 	}
 	out->locked = first > 0;
 	out->ttl_ms = out->locked ? elem_int(r, 1) : 0;
-	if (k->status.script == SCRIPT_RW_STATUS) {
+	if (c->script == SCRIPT_RW_STATUS) {
 		out->mode = (enum lock_mode)first;
 		out->readers = elem_int(r, 2);
-		out->holds = elem_int(r, kind == LOCK_KIND_WRITE ? 4 : 3);
+		out->holds = elem_int(r, c->kind == LOCK_KIND_WRITE ? 4 : 3);
 	} else {
 		out->holds = elem_int(r, 2);
 	}
-out:
-	if (r)
-		freeReplyObject(r);
-	return res;
+}
+
+void locks_status(enum lock_kind kind, const char *name, const char *owner, lock_done_fn done,
+		  void *ctx)
+{
+	struct call *c = call_new(kind, name, "status", done, ctx);
+	const char *args[] = { owner ? owner : "" };
+
+	c->decode = status_decode;
+	run(c, &kinds[kind].status, 1, args);
 }

@@ -1,6 +1,7 @@
 /* locks.h -- the lock domain: acquire, release, renew and read locks kept in
  * Redis. Callers pass names and owners; keys, channels and scripts are this
- * module's business. All calls run on the calling thread's Redis connection. */
+ * module's business. All calls run on the calling event loop's Redis
+ * connection and answer through a callback. */
 #ifndef DLOCKD_LOCKS_H
 #define DLOCKD_LOCKS_H
 
@@ -56,25 +57,32 @@ struct lock_state {
  * after this. Call once before any thread uses the module. */
 void locks_configure(int64_t queue_ttl_ms);
 
+/* An operation's outcome; st is valid during the call only. */
+typedef void (*lock_done_fn)(void *ctx, enum lock_result r, const struct lock_state *st);
+
+/* The operations below send their script on the calling event loop's
+ * Redis connection and return at once; done is called exactly once, later,
+ * on the same thread (LOCK_BACKEND_DOWN when Redis did not answer). */
+
 /* Try to take the lock. With queue, a caller that is going to wait takes
  * (or refreshes) its place in the lock's queue where the kind has one; call
- * again at out->retry_ms to keep it. */
-enum lock_result locks_acquire(enum lock_kind kind, const char *name, const char *owner,
-			       int64_t ttl_ms, bool queue, struct lock_state *out);
+ * again at st->retry_ms to keep it. */
+void locks_acquire(enum lock_kind kind, const char *name, const char *owner, int64_t ttl_ms,
+		   bool queue, lock_done_fn done, void *ctx);
 /* A queued caller stops waiting without the lock: give its place back so
- * nobody waits behind it. */
-enum lock_result locks_dequeue(enum lock_kind kind, const char *name, const char *owner);
-/* Release one hold; out->holds is what the owner still holds (0: free). */
-enum lock_result locks_release(enum lock_kind kind, const char *name, const char *owner,
-			       struct lock_state *out);
-/* Free the lock whoever holds it; out->locked tells whether it was held. */
-enum lock_result locks_force_release(enum lock_kind kind, const char *name,
-				     struct lock_state *out);
-enum lock_result locks_renew(enum lock_kind kind, const char *name, const char *owner,
-			     int64_t ttl_ms, struct lock_state *out);
-/* owner may be NULL; then out->holds is 0. */
-enum lock_result locks_status(enum lock_kind kind, const char *name, const char *owner,
-			      struct lock_state *out);
+ * nobody waits behind it (a failure is logged; the place goes stale). */
+void locks_dequeue(enum lock_kind kind, const char *name, const char *owner);
+/* Release one hold; st->holds is what the owner still holds (0: free).
+ * done may be NULL: then only a failure is logged. */
+void locks_release(enum lock_kind kind, const char *name, const char *owner,
+		   lock_done_fn done, void *ctx);
+/* Free the lock whoever holds it; st->locked tells whether it was held. */
+void locks_force_release(enum lock_kind kind, const char *name, lock_done_fn done, void *ctx);
+void locks_renew(enum lock_kind kind, const char *name, const char *owner, int64_t ttl_ms,
+		 lock_done_fn done, void *ctx);
+/* owner may be NULL; then st->holds is 0. */
+void locks_status(enum lock_kind kind, const char *name, const char *owner, lock_done_fn done,
+		  void *ctx);
 
 /* The pub/sub channel a waiter for (kind, name, owner) listens on; the
  * caller frees it. */

@@ -1,17 +1,24 @@
-/* redis_conn.c -- hiredis connections: URL parsing, AUTH and SELECT on
- * connect, and one synchronous context per worker thread.
+/* redis_conn.c -- hiredis connections: URL parsing, a blocking connection
+ * for the subscriber, and one pipelined, non-blocking connection per event
+ * loop thread.
  *
- * A worker's context lives in thread-local storage (a pthread key whose
- * destructor frees it when MHD's pool thread exits). When a command fails
- * the context is dropped and the thread reconnects on its next request,
- * but no sooner than its backoff (50 ms doubling to 1 s) so that a dead
- * Redis costs each request one clock read, not one connect(). */
+ * A loop's connection takes commands from every request the loop serves
+ * and writes them in one go when the loop asks (redis_conn_flush), so that
+ * Redis reads and answers many per system call; replies come back in send
+ * order and go to their callbacks from redis_conn_on_readable(). A command
+ * not answered within COMMAND_TIMEOUT_MS, or any I/O error, drops the
+ * connection: every command still waiting is told "no reply" (NULL), and
+ * the next command reconnects, but no sooner than a backoff (50 ms doubling
+ * to 1 s) so that a dead Redis costs a request a clock read, not a
+ * connect(). Set-up (AUTH, SELECT, TIME) is pipelined ahead of the first
+ * commands. Callbacks never run inside redis_conn_send(). */
 #include "redis_conn.h"
 
 #include "log.h"
 #include "util.h"
 
-#include <pthread.h>
+#include <errno.h>
+#include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -21,21 +28,12 @@
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
 
-struct thread_conn {
-	redisContext *ctx;
-	int64_t next_try_ms;	/* monotonic; no reconnect before this */
-	int64_t backoff_ms;
-	int64_t clock_offset_ms;	/* Redis' clock minus ours, at connect */
-};
-
 /* A command must have run this long after it was sent, or not at all
  * (redis_conn_deadline_ms); the rest of COMMAND_TIMEOUT_MS is for its
  * reply to arrive. */
 #define DEADLINE_MS (COMMAND_TIMEOUT_MS - 500)
 
 static struct redis_url conf_url;
-static pthread_key_t conn_key;
-static int conn_key_made;
 
 /* ----- URL parsing ----- */
 
@@ -186,54 +184,78 @@ fail:
 	return NULL;
 }
 
-/* ----- Per-thread connection ----- */
-
-static void thread_conn_free(void *p)
-{
-	struct thread_conn *tc = p;
-
-	if (tc->ctx)
-		redisFree(tc->ctx);
-	free(tc);
-}
-
 int redis_conn_setup(const char *url)
 {
-	if (redis_url_parse(url, &conf_url) < 0)
-		return -1;
-	if (pthread_key_create(&conn_key, thread_conn_free))
-		return -1;
-	conn_key_made = 1;
-	return 0;
+	return redis_url_parse(url, &conf_url);
 }
 
 void redis_conn_cleanup(void)
 {
-	struct thread_conn *tc;
-
-	if (conn_key_made) {
-		/* the main thread's own connection, if it made one */
-		tc = pthread_getspecific(conn_key);
-		if (tc) {
-			thread_conn_free(tc);
-			pthread_setspecific(conn_key, NULL);
-		}
-		pthread_key_delete(conn_key);
-		conn_key_made = 0;
-	}
 	redis_url_release(&conf_url);
 }
 
-static struct thread_conn *thread_conn(void)
-{
-	struct thread_conn *tc = pthread_getspecific(conn_key);
+/* ----- The loop's pipelined connection ----- */
 
-	if (!tc) {
-		tc = xcalloc(1, sizeof(*tc));
-		tc->backoff_ms = BACKOFF_MIN_MS;
-		pthread_setspecific(conn_key, tc);
+/* A command sent and not yet answered. */
+struct pending {
+	redis_reply_fn fn;
+	void *ctx;
+	int64_t give_up_ms;	/* monotonic */
+	struct pending *next;
+};
+
+struct pending_list {
+	struct pending *head, *tail;
+};
+
+struct thread_conn {
+	redisContext *ctx;		/* non-blocking; NULL while down */
+	bool connected;			/* the socket's connect() completed */
+	bool ready;			/* set-up answered: the connection works */
+	bool broken;			/* drop it once the current callbacks return */
+	struct pending_list sent;	/* awaiting replies, in send order */
+	struct pending_list failed;	/* to be told "no reply" by redis_conn_run */
+	int64_t next_try_ms;		/* monotonic; no reconnect before this */
+	int64_t backoff_ms;
+};
+
+static __thread struct thread_conn *tc;
+
+/* Redis' clock minus ours (ms), from the last TIME answer of any loop. */
+static int64_t clock_offset_ms;
+
+static void list_push(struct pending_list *l, struct pending *p)
+{
+	p->next = NULL;
+	if (l->tail)
+		l->tail->next = p;
+	else
+		l->head = p;
+	l->tail = p;
+}
+
+static struct pending *list_pop(struct pending_list *l)
+{
+	struct pending *p = l->head;
+
+	if (p) {
+		l->head = p->next;
+		if (!l->head)
+			l->tail = NULL;
 	}
-	return tc;
+	return p;
+}
+
+static void list_append(struct pending_list *to, struct pending_list *from)
+{
+	if (!from->head)
+		return;
+	if (to->tail)
+		to->tail->next = from->head;
+	else
+		to->head = from->head;
+	to->tail = from->tail;
+	from->head = from->tail = NULL;
 }
 
 static int64_t wall_ms(void)
@@ -244,83 +266,263 @@ static int64_t wall_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Learn how far Redis' clock is from ours (to half a round trip), so that
- * deadlines can be given in Redis' clock even when Redis runs elsewhere. */
-static int measure_clock(struct thread_conn *tc)
+void redis_conn_thread_init(void)
 {
-	int64_t before = wall_ms(), after;
-	redisReply *r = redisCommand(tc->ctx, "TIME");
-	int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-		 r->element[0]->type == REDIS_REPLY_STRING;
-
-	after = wall_ms();
-	if (ok)
-		tc->clock_offset_ms = strtoll(r->element[0]->str, NULL, 10) * 1000 +
-				      strtoll(r->element[1]->str, NULL, 10) / 1000 -
-				      (before + after) / 2;
-	if (r)
-		freeReplyObject(r);
-	return ok ? 0 : -1;
+	tc = xcalloc(1, sizeof(*tc));
+	tc->backoff_ms = BACKOFF_MIN_MS;
 }
 
-redisContext *redis_conn_thread(void)
+/* Close the connection; what waits on it fails on the next run. */
+static void conn_drop(const char *why)
 {
-	struct thread_conn *tc = thread_conn();
-	int64_t now;
-
-	if (tc->ctx)
-		return tc->ctx;
-	now = now_ms();
-	if (now < tc->next_try_ms)
-		return NULL;
-	tc->ctx = redis_conn_open();
-	if (tc->ctx && measure_clock(tc) < 0) {
-		redisFree(tc->ctx);
-		tc->ctx = NULL;
-	}
-	if (!tc->ctx) {
-		tc->next_try_ms = now + tc->backoff_ms;
+	if (!tc->ctx)
+		return;
+	log_warn("redis connection lost: %s", why);
+	redisFree(tc->ctx);
+	tc->ctx = NULL;
+	list_append(&tc->failed, &tc->sent);
+	if (tc->ready) {
+		tc->next_try_ms = now_ms();	/* it worked: try again at once */
+		tc->backoff_ms = BACKOFF_MIN_MS;
+	} else {
+		tc->next_try_ms = now_ms() + tc->backoff_ms;
 		tc->backoff_ms = tc->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
 								    : tc->backoff_ms * 2;
-		return NULL;
 	}
-	tc->backoff_ms = BACKOFF_MIN_MS;
-	return tc->ctx;
+	tc->connected = tc->ready = tc->broken = false;
 }
 
-int64_t redis_conn_deadline_ms(void)
+static void send_raw(int argc, const char **argv, const size_t *lens, redis_reply_fn fn,
+		     void *ctx)
 {
-	struct thread_conn *tc = thread_conn();
+	struct pending *p = xmalloc(sizeof(*p));
 
-	if (!redis_conn_thread())
+	p->fn = fn;
+	p->ctx = ctx;
+	p->give_up_ms = now_ms() + COMMAND_TIMEOUT_MS;
+	if (tc->ctx && redisAppendCommandArgv(tc->ctx, argc, argv, lens) != REDIS_OK) {
+		conn_drop(tc->ctx->errstr);
+		list_push(&tc->failed, p);
+		return;
+	}
+	list_push(tc->ctx ? &tc->sent : &tc->failed, p);
+}
+
+/* Set-up replies: an error means the connection is no use. */
+static char auth_cmd[] = "AUTH", select_cmd[] = "SELECT";
+
+static void on_setup(void *ctx, redisReply *r)
+{
+	if (r && r->type == REDIS_REPLY_ERROR) {
+		log_warn("redis %s failed: %s", (char *)ctx, r->str);
+		tc->broken = true;
+	}
+}
+
+/* Learn how far Redis' clock is from ours (to a round trip), so that
+ * deadlines can be given in Redis' clock even when Redis runs elsewhere. */
+static void on_time(void *ctx, redisReply *r)
+{
+	int64_t sent = (int64_t)(intptr_t)ctx, now = wall_ms();
+
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_STRING) {
+		if (r)
+			tc->broken = true;
+		return;
+	}
+	__atomic_store_n(&clock_offset_ms,
+			 strtoll(r->element[0]->str, NULL, 10) * 1000 +
+			 strtoll(r->element[1]->str, NULL, 10) / 1000 - (sent + now) / 2,
+			 __ATOMIC_RELAXED);
+	if (!tc->broken) {
+		tc->ready = true;
+		tc->backoff_ms = BACKOFF_MIN_MS;
+	}
+}
+
+/* Start a non-blocking connect with the set-up commands queued on it. */
+static void conn_open_async(void)
+{
+	tc->ctx = conf_url.unix_path ? redisConnectUnixNonBlock(conf_url.unix_path)
+				     : redisConnectNonBlock(conf_url.host, conf_url.port);
+	if (!tc->ctx || tc->ctx->err) {
+		log_debug("redis connect failed: %s", tc->ctx ? tc->ctx->errstr : "out of memory");
+		if (tc->ctx)
+			redisFree(tc->ctx);
+		tc->ctx = NULL;
+		tc->next_try_ms = now_ms() + tc->backoff_ms;
+		tc->backoff_ms = tc->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
+								    : tc->backoff_ms * 2;
+		return;
+	}
+	if (!conf_url.unix_path)
+		redisEnableKeepAlive(tc->ctx);
+	if (conf_url.password) {
+		const char *auth[] = { "AUTH", conf_url.user, conf_url.password };
+
+		if (conf_url.user)
+			send_raw(3, auth, NULL, on_setup, auth_cmd);
+		else
+			send_raw(2, (const char *[]){ "AUTH", conf_url.password }, NULL, on_setup,
+				 auth_cmd);
+	}
+	if (conf_url.db) {
+		char db[16];
+
+		snprintf(db, sizeof(db), "%d", conf_url.db);
+		send_raw(2, (const char *[]){ "SELECT", db }, NULL, on_setup, select_cmd);
+	}
+	send_raw(1, (const char *[]){ "TIME" }, NULL, on_time, (void *)(intptr_t)wall_ms());
+}
+
+void redis_conn_send(int argc, const char **argv, const size_t *lens, bool deadline,
+		     redis_reply_fn fn, void *ctx)
+{
+	const char *av[REDIS_CONN_MAX_ARGS + 1];
+	size_t lv[REDIS_CONN_MAX_ARGS + 1];
+	char by[24];
+
+	if (argc > REDIS_CONN_MAX_ARGS)
+		abort();
+	if (!tc->ctx && now_ms() >= tc->next_try_ms)
+		conn_open_async();
+	for (int i = 0; i < argc; i++) {
+		av[i] = argv[i];
+		lv[i] = lens ? lens[i] : strlen(argv[i]);
+	}
+	if (deadline) {
+		/* past it, dlockd has answered 503: the command must do nothing */
+		snprintf(by, sizeof(by), "%lld",
+			 (long long)(wall_ms() + __atomic_load_n(&clock_offset_ms, __ATOMIC_RELAXED) +
+				     DEADLINE_MS));
+		av[argc] = by;
+		lv[argc++] = strlen(by);
+	}
+	send_raw(argc, av, lv, fn, ctx);
+}
+
+int redis_conn_fd(unsigned *events)
+{
+	*events = 0;
+	if (!tc->ctx)
 		return -1;
-	return wall_ms() + tc->clock_offset_ms + DEADLINE_MS;
+	if (tc->connected)
+		*events |= REDIS_CONN_READ;
+	if (!tc->connected || sdslen(tc->ctx->obuf) > 0)
+		*events |= REDIS_CONN_WRITE;
+	return tc->ctx->fd;
 }
 
-void redis_conn_thread_drop(void)
+void redis_conn_flush(void)
 {
-	struct thread_conn *tc = thread_conn();
+	int done = 0;
 
+	if (tc->ctx && tc->connected && sdslen(tc->ctx->obuf) > 0 &&
+	    redisBufferWrite(tc->ctx, &done) != REDIS_OK)
+		conn_drop(tc->ctx->errstr);
+}
+
+void redis_conn_on_writable(void)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	if (!tc->ctx)
+		return;
+	if (!tc->connected) {
+		/* the non-blocking connect() is over: did it work? */
+		if (getsockopt(tc->ctx->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err) {
+			conn_drop(err ? strerror(err) : "connect failed");
+			return;
+		}
+		tc->connected = true;
+	}
+	redis_conn_flush();
+}
+
+void redis_conn_on_readable(void)
+{
+	redisReply *r;
+
+	if (!tc->ctx || !tc->connected)
+		return;
+	if (redisBufferRead(tc->ctx) != REDIS_OK) {
+		conn_drop(tc->ctx->errstr[0] ? tc->ctx->errstr : "closed");
+		return;
+	}
+	for (;;) {
+		void *reply = NULL;
+		struct pending *p;
+
+		if (redisGetReplyFromReader(tc->ctx, &reply) != REDIS_OK) {
+			conn_drop(tc->ctx->errstr);
+			return;
+		}
+		if (!reply)
+			break;
+		r = reply;
+		p = list_pop(&tc->sent);
+		if (!p) {
+			freeReplyObject(r);
+			conn_drop("a reply nobody asked for");
+			return;
+		}
+		p->fn(p->ctx, r);
+		freeReplyObject(r);
+		free(p);
+		if (!tc->ctx)
+			return;		/* a callback's command could not be sent */
+		if (tc->broken) {
+			conn_drop("set-up refused");
+			return;
+		}
+	}
+}
+
+bool redis_conn_run(int64_t now)
+{
+	struct pending *p;
+	bool ran = false;
+
+	if (tc->sent.head && now >= tc->sent.head->give_up_ms) {
+		char why[64];
+
+		snprintf(why, sizeof(why), "no reply within %d ms", COMMAND_TIMEOUT_MS);
+		conn_drop(why);
+	}
+	while ((p = list_pop(&tc->failed))) {
+		p->fn(p->ctx, NULL);
+		free(p);
+		ran = true;
+	}
+	return ran;
+}
+
+int64_t redis_conn_timeout_ms(int64_t now)
+{
+	if (tc->failed.head)
+		return 0;
+	if (!tc->sent.head)
+		return -1;
+	return tc->sent.head->give_up_ms > now ? tc->sent.head->give_up_ms - now : 0;
+}
+
+bool redis_conn_idle(void)
+{
+	return !tc->sent.head && !tc->failed.head;
+}
+
+void redis_conn_thread_exit(void)
+{
+	if (!tc)
+		return;
 	if (tc->ctx) {
-		log_warn("redis connection lost: %s", tc->ctx->errstr[0] ? tc->ctx->errstr : "closed");
 		redisFree(tc->ctx);
 		tc->ctx = NULL;
 	}
-}
-
-redisReply *redis_conn_command_argv(int argc, const char **argv, const size_t *argvlen)
-{
-	redisContext *c = redis_conn_thread();
-	redisReply *r;
-
-	if (!c)
-		return NULL;
-	r = redisCommandArgv(c, argc, argv, argvlen);
-	if (!r || c->err) {
-		if (r)
-			freeReplyObject(r);
-		redis_conn_thread_drop();
-		return NULL;
-	}
-	return r;
+	list_append(&tc->failed, &tc->sent);
+	redis_conn_run(now_ms());
+	free(tc);
+	tc = NULL;
 }

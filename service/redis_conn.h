@@ -1,9 +1,10 @@
-/* redis_conn.h -- connections to Redis: one per worker thread, plus the ones
- * the pubsub thread makes for itself. */
+/* redis_conn.h -- connections to Redis: one pipelined connection per event
+ * loop thread, plus the blocking ones the pubsub thread makes for itself. */
 #ifndef DLOCKD_REDIS_CONN_H
 #define DLOCKD_REDIS_CONN_H
 
 #include <hiredis/hiredis.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct redis_url {
@@ -29,25 +30,47 @@ void redis_conn_cleanup(void);
  * frees it with redisFree(). */
 redisContext *redis_conn_open(void);
 
-/* The calling thread's connection, opened on first use and reopened after
- * redis_conn_thread_drop() no more often than a growing backoff allows.
- * NULL means Redis is unreachable right now: answer 503. Freed when the
- * thread exits. */
-redisContext *redis_conn_thread(void);
+/* ----- The event loop's connection (one per loop thread) -----
+ *
+ * Commands are pipelined: redis_conn_send() only appends to a buffer, the
+ * loop writes it when the socket is writable and hands replies to their
+ * callbacks in send order. Everything below runs on the loop's thread. */
 
-/* The deadline, in Redis' clock (ms), for a command the thread sends now:
- * past it, dlockd will have given up waiting for the reply and answered
- * 503, so the command must then do nothing (lua/lib/common.lua checks it).
- * -1 when Redis is unreachable. */
-int64_t redis_conn_deadline_ms(void);
+#define REDIS_CONN_MAX_ARGS 24
 
-/* The thread's connection failed (NULL reply or c->err): free it so the
- * next redis_conn_thread() reconnects. */
-void redis_conn_thread_drop(void);
+/* A command's outcome: its reply (freed by redis_conn after the call), or
+ * NULL when Redis is unreachable or did not answer within 2 s (then the
+ * connection was dropped; answer 503). */
+typedef void (*redis_reply_fn)(void *ctx, redisReply *r);
 
-/* Run a command on the thread's connection. Returns the reply (free with
- * freeReplyObject) or NULL when Redis is unreachable; a dead connection is
- * dropped here, so callers only map NULL to "backend down". */
-redisReply *redis_conn_command_argv(int argc, const char **argv, const size_t *argvlen);
+enum { REDIS_CONN_READ = 1, REDIS_CONN_WRITE = 2 };
+
+void redis_conn_thread_init(void);
+/* Fail what is still waiting (its callbacks run) and free the connection. */
+void redis_conn_thread_exit(void);
+
+/* Queue a command; fn is called exactly once, later, from
+ * redis_conn_on_readable() or redis_conn_run(). With deadline, the last
+ * argument added is the time in Redis' clock (ms) past which dlockd will
+ * have given up on the reply, so the command must then do nothing
+ * (lua/lib/common.lua checks it). */
+void redis_conn_send(int argc, const char **argv, const size_t *lens, bool deadline,
+		     redis_reply_fn fn, void *ctx);
+
+/* The socket to watch and for what (REDIS_CONN_*), or -1 while down. */
+int redis_conn_fd(unsigned *events);
+/* Write what is queued, as far as the socket takes it. */
+void redis_conn_flush(void);
+/* The socket reported writable: finish connecting, then flush. */
+void redis_conn_on_writable(void);
+/* The socket is readable: read and hand out the replies. */
+void redis_conn_on_readable(void);
+/* Give up on a command past its time and tell failed commands; true when
+ * a callback ran. */
+bool redis_conn_run(int64_t now_ms);
+/* Milliseconds until redis_conn_run has something to do; -1: nothing. */
+int64_t redis_conn_timeout_ms(int64_t now_ms);
+/* No command is waiting for a reply. */
+bool redis_conn_idle(void);
 
 #endif

@@ -1,16 +1,19 @@
 /* scripts.c -- Lua scripts embedded at build time (build/lua_scripts.c is
- * generated from the files in lua/), loaded with SCRIPT LOAD and run with EVALSHA.
+ * generated from the files in lua/), run with EVALSHA on the loop's
+ * pipelined connection.
  *
- * The SHA1 of each script is learnt from the first SCRIPT LOAD and kept for
- * the life of the process: it depends only on the source, so every
- * connection and every Redis restart agrees on it. A NOSCRIPT reply (Redis
- * restarted or SCRIPT FLUSH) loads the script again and retries once. */
+ * The SHA1 of each script is learnt from a SCRIPT LOAD sent (pipelined)
+ * with its first call, which itself goes as EVAL, and kept for the life of
+ * the process: it depends only on the source, so every connection and
+ * every Redis restart agrees on it. A NOSCRIPT reply (Redis restarted or
+ * SCRIPT FLUSH) is retried once with EVAL, which caches the script again. */
 #include "scripts.h"
 
-#include "redis_conn.h"
 #include "util.h"
 
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,15 +71,13 @@ const char *scripts_name(enum script_id id)
 	return script_names[id];
 }
 
-/* SCRIPT LOAD id; copies its SHA into sha. 0 on success, -1 when Redis is
- * down; a script Redis refuses to compile is a bug in lua/ and aborts. */
-static int script_load(enum script_id id, char sha[41])
+/* Learn a script's SHA from SCRIPT LOAD (sent once before its first EVAL). */
+static void on_loaded(void *ctx, redisReply *r)
 {
-	const char *argv[] = { "SCRIPT", "LOAD", scripts[id].source };
-	redisReply *r = redis_conn_command_argv(3, argv, NULL);
+	enum script_id id = (enum script_id)(intptr_t)ctx;
 
 	if (!r)
-		return -1;
+		return;
 	if (r->type != REDIS_REPLY_STRING || r->len != 40) {
 		fprintf(stderr, "fatal: redis refused script %s: %s\n", script_names[id],
 			r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
@@ -84,50 +85,85 @@ static int script_load(enum script_id id, char sha[41])
 	}
 	pthread_mutex_lock(&sha_lock);
 	memcpy(scripts[id].sha, r->str, 41);
-	memcpy(sha, r->str, 41);
 	pthread_mutex_unlock(&sha_lock);
-	freeReplyObject(r);
-	return 0;
 }
 
-redisReply *scripts_run(enum script_id id, int nkeys, const char *const *keys,
-			int nargs, const char *const *args)
+/* One script call: its arguments are kept for a retry with EVAL. */
+struct call {
+	enum script_id id;
+	bool retried;
+	redis_reply_fn fn;
+	void *ctx;
+	int argc;			/* numkeys, keys and args */
+	const char *argv[REDIS_CONN_MAX_ARGS];
+	char data[];			/* the strings argv points into */
+};
+
+static void send_call(struct call *c, bool whole);
+
+static void on_reply(void *ctx, redisReply *r)
 {
-	const char *argv[3 + 16 + 1];
-	char sha[41], nk[16], deadline[24];
-	redisReply *r;
-	int argc = 0;
-	int64_t by;
+	struct call *c = ctx;
 
-	if (nkeys + nargs > 16)
-		abort();
-	pthread_mutex_lock(&sha_lock);
-	memcpy(sha, scripts[id].sha, 41);
-	pthread_mutex_unlock(&sha_lock);
-	if (!sha[0] && script_load(id, sha) < 0)
-		return NULL;
-
-	snprintf(nk, sizeof(nk), "%d", nkeys);
-	argv[argc++] = "EVALSHA";
-	argv[argc++] = sha;
-	argv[argc++] = nk;
-	for (int i = 0; i < nkeys; i++)
-		argv[argc++] = keys[i];
-	for (int i = 0; i < nargs; i++)
-		argv[argc++] = args[i];
-	/* last: the deadline every script checks first (lua/lib/common.lua) */
-	by = redis_conn_deadline_ms();
-	if (by < 0)
-		return NULL;
-	snprintf(deadline, sizeof(deadline), "%lld", (long long)by);
-	argv[argc++] = deadline;
-
-	r = redis_conn_command_argv(argc, argv, NULL);
-	if (r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8)) {
-		freeReplyObject(r);
-		if (script_load(id, sha) < 0)
-			return NULL;
-		r = redis_conn_command_argv(argc, argv, NULL);
+	if (r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8) &&
+	    !c->retried) {
+		c->retried = true;
+		send_call(c, true);
+		return;
 	}
-	return r;
+	c->fn(c->ctx, r);
+	free(c);
+}
+
+static void send_call(struct call *c, bool whole)
+{
+	const char *argv[REDIS_CONN_MAX_ARGS];
+	char sha[41];
+	int argc = 0;
+
+	pthread_mutex_lock(&sha_lock);
+	memcpy(sha, scripts[c->id].sha, 41);
+	pthread_mutex_unlock(&sha_lock);
+	if (!sha[0] && !whole)
+		redis_conn_send(3, (const char *[]){ "SCRIPT", "LOAD", scripts[c->id].source },
+				NULL, false, on_loaded, (void *)(intptr_t)c->id);
+	whole = whole || !sha[0];
+	argv[argc++] = whole ? "EVAL" : "EVALSHA";
+	argv[argc++] = whole ? scripts[c->id].source : sha;
+	for (int i = 0; i < c->argc; i++)
+		argv[argc++] = c->argv[i];
+	redis_conn_send(argc, argv, NULL, true, on_reply, c);
+}
+
+void scripts_run(enum script_id id, int nkeys, const char *const *keys, int nargs,
+		 const char *const *args, redis_reply_fn fn, void *ctx)
+{
+	size_t size = 16;
+	struct call *c;
+	char *at;
+
+	if (nkeys + nargs + 3 >= REDIS_CONN_MAX_ARGS)
+		abort();
+	for (int i = 0; i < nkeys; i++)
+		size += strlen(keys[i]) + 1;
+	for (int i = 0; i < nargs; i++)
+		size += strlen(args[i]) + 1;
+	c = xmalloc(sizeof(*c) + size);
+	c->id = id;
+	c->retried = false;
+	c->fn = fn;
+	c->ctx = ctx;
+	c->argc = 0;
+	at = c->data;
+	at += snprintf(at, 16, "%d", nkeys) + 1;
+	c->argv[c->argc++] = c->data;
+	for (int i = 0; i < nkeys + nargs; i++) {
+		const char *s = i < nkeys ? keys[i] : args[i - nkeys];
+		size_t n = strlen(s) + 1;
+
+		memcpy(at, s, n);
+		c->argv[c->argc++] = at;
+		at += n;
+	}
+	send_call(c, false);
 }

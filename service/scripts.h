@@ -1,9 +1,9 @@
 /* scripts.h -- the Lua scripts of lua/, run with EVALSHA on the calling
- * worker thread's Redis connection. */
+ * event loop's pipelined Redis connection. */
 #ifndef DLOCKD_SCRIPTS_H
 #define DLOCKD_SCRIPTS_H
 
-#include <hiredis/hiredis.h>
+#include "redis_conn.h"
 
 enum script_id {
 	SCRIPT_LOCK_ACQUIRE,
@@ -30,12 +30,13 @@ enum script_id {
 /* Bind every script id to its embedded source; -1 if one is missing. */
 int scripts_init(void);
 
-/* Run script id with keys and args on the thread's connection; loads it
- * with SCRIPT LOAD the first time and again after NOSCRIPT (Redis lost its
- * cache, e.g. after a restart). Returns the reply, REDIS_REPLY_ERROR
- * included (free with freeReplyObject), or NULL if Redis is unreachable. */
-redisReply *scripts_run(enum script_id id, int nkeys, const char *const *keys,
-			int nargs, const char *const *args);
+/* Run script id with keys and args (copied) on the loop's connection,
+ * with the deadline argument last. Until its SHA is known, and once more
+ * after NOSCRIPT (Redis lost its script cache), the script goes in whole
+ * with EVAL. fn gets the reply, REDIS_REPLY_ERROR included, or NULL when
+ * Redis is unreachable; it is called later, never from inside this call. */
+void scripts_run(enum script_id id, int nkeys, const char *const *keys, int nargs,
+		 const char *const *args, redis_reply_fn fn, void *ctx);
 
 /* The name of a script, by id ("lock_acquire"), for log lines. */
 const char *scripts_name(enum script_id id);

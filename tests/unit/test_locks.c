@@ -1,7 +1,7 @@
 /* test_locks.c -- the lock table: Redisson's key and channel names (hash
  * tags included) and the decoding of script replies into domain results.
  * scripts_run() is wrapped (-Wl,--wrap) to check the KEYS and ARGV a call
- * passes and to hand back a canned reply. */
+ * passes and to hand a canned reply to its callback at once. */
 #include "unit.h"
 
 #include "../../service/locks.c"
@@ -14,10 +14,10 @@ static char last_keys[6][300];
 static char last_args[4][300];
 static int last_nkeys, last_nargs;
 
-redisReply *__wrap_scripts_run(enum script_id id, int nkeys, const char *const *keys,
-			       int nargs, const char *const *args);
-redisReply *__wrap_scripts_run(enum script_id id, int nkeys, const char *const *keys,
-			       int nargs, const char *const *args)
+void __wrap_scripts_run(enum script_id id, int nkeys, const char *const *keys, int nargs,
+			const char *const *args, redis_reply_fn fn, void *ctx);
+void __wrap_scripts_run(enum script_id id, int nkeys, const char *const *keys, int nargs,
+			const char *const *args, redis_reply_fn fn, void *ctx)
 {
 	redisReply *r = canned;
 
@@ -29,7 +29,65 @@ redisReply *__wrap_scripts_run(enum script_id id, int nkeys, const char *const *
 	for (int i = 0; i < nargs && i < 4; i++)
 		snprintf(last_args[i], sizeof(last_args[i]), "%s", args[i]);
 	canned = NULL;
-	return r;
+	fn(ctx, r);		/* as redis_conn does: the reply is freed after */
+	if (r)
+		freeReplyObject(r);
+}
+
+/* The outcome handed to the last operation's callback. */
+static enum lock_result got;
+static struct lock_state got_st;
+
+static void record(void *ctx, enum lock_result r, const struct lock_state *st)
+{
+	(void)ctx;
+	got = r;
+	got_st = *st;
+}
+
+/* The operations, called as if they answered at once. */
+static enum lock_result acquire(enum lock_kind k, const char *name, const char *owner,
+				int64_t ttl, bool queue, struct lock_state *st)
+{
+	got = LOCK_RESULT_COUNT;
+	locks_acquire(k, name, owner, ttl, queue, record, NULL);
+	*st = got_st;
+	return got;
+}
+
+static enum lock_result release(enum lock_kind k, const char *name, const char *owner,
+				struct lock_state *st)
+{
+	got = LOCK_RESULT_COUNT;
+	locks_release(k, name, owner, record, NULL);
+	*st = got_st;
+	return got;
+}
+
+static enum lock_result renew(enum lock_kind k, const char *name, const char *owner,
+			      int64_t ttl, struct lock_state *st)
+{
+	got = LOCK_RESULT_COUNT;
+	locks_renew(k, name, owner, ttl, record, NULL);
+	*st = got_st;
+	return got;
+}
+
+static enum lock_result status(enum lock_kind k, const char *name, const char *owner,
+			       struct lock_state *st)
+{
+	got = LOCK_RESULT_COUNT;
+	locks_status(k, name, owner, record, NULL);
+	*st = got_st;
+	return got;
+}
+
+static enum lock_result force_release(enum lock_kind k, const char *name, struct lock_state *st)
+{
+	got = LOCK_RESULT_COUNT;
+	locks_force_release(k, name, record, NULL);
+	*st = got_st;
+	return got;
 }
 
 static redisReply *reply_new(int type)
@@ -105,7 +163,7 @@ static void test_locks__acquire_passes_lock_and_token_keys(void **state)
 
 	(void)state;
 	canned = ints(4, 1LL, 7LL, 2LL, 30000LL);
-	assert_int_equal(locks_acquire(LOCK_KIND_LOCK, "job", "w1", 30000, false, &st), LOCK_OK);
+	assert_int_equal(acquire(LOCK_KIND_LOCK, "job", "w1", 30000, false, &st), LOCK_OK);
 	assert_int_equal(last_id, SCRIPT_LOCK_ACQUIRE);
 	assert_int_equal(last_nkeys, 2);
 	assert_string_equal(last_keys[0], "job");
@@ -123,10 +181,10 @@ static void test_locks__acquire_decodes_held_and_wrong_kind(void **state)
 
 	(void)state;
 	canned = ints(2, 0LL, 1234LL);
-	assert_int_equal(locks_acquire(LOCK_KIND_LOCK, "job", "w1", 1000, true, &st), LOCK_HELD);
+	assert_int_equal(acquire(LOCK_KIND_LOCK, "job", "w1", 1000, true, &st), LOCK_HELD);
 	assert_int_equal(st.ttl_ms, 1234);
 	canned = ints(1, -1LL);
-	assert_int_equal(locks_acquire(LOCK_KIND_LOCK, "job", "w1", 1000, true, &st), LOCK_WRONG_KIND);
+	assert_int_equal(acquire(LOCK_KIND_LOCK, "job", "w1", 1000, true, &st), LOCK_WRONG_KIND);
 }
 
 static void test_locks__release_codes(void **state)
@@ -135,18 +193,18 @@ static void test_locks__release_codes(void **state)
 
 	(void)state;
 	canned = ints(2, 1LL, 0LL);
-	assert_int_equal(locks_release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_OK);
+	assert_int_equal(release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_OK);
 	assert_string_equal(last_keys[1], "redisson_lock__channel:{job}");
 	assert_int_equal(st.holds, 0);
 	canned = ints(2, 1LL, 3LL);
-	assert_int_equal(locks_release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_OK);
+	assert_int_equal(release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_OK);
 	assert_int_equal(st.holds, 3);
 	canned = ints(1, 0LL);
-	assert_int_equal(locks_release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_NOT_HELD);
+	assert_int_equal(release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_NOT_HELD);
 	canned = ints(1, -2LL);
-	assert_int_equal(locks_release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_NOT_OWNER);
+	assert_int_equal(release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_NOT_OWNER);
 	canned = ints(1, -1LL);
-	assert_int_equal(locks_release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_WRONG_KIND);
+	assert_int_equal(release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_WRONG_KIND);
 }
 
 static void test_locks__backend_down_and_script_errors(void **state)
@@ -156,11 +214,11 @@ static void test_locks__backend_down_and_script_errors(void **state)
 
 	(void)state;
 	canned = NULL;
-	assert_int_equal(locks_renew(LOCK_KIND_LOCK, "job", "w1", 100, &st), LOCK_BACKEND_DOWN);
+	assert_int_equal(renew(LOCK_KIND_LOCK, "job", "w1", 100, &st), LOCK_BACKEND_DOWN);
 	err->str = xstrdup("ERR something");
 	err->len = strlen(err->str);
 	canned = err;
-	assert_int_equal(locks_status(LOCK_KIND_LOCK, "job", NULL, &st), LOCK_BACKEND_DOWN);
+	assert_int_equal(status(LOCK_KIND_LOCK, "job", NULL, &st), LOCK_BACKEND_DOWN);
 }
 
 static void test_locks__status_and_force_release(void **state)
@@ -170,19 +228,19 @@ static void test_locks__status_and_force_release(void **state)
 
 	(void)state;
 	canned = ints(3, 1LL, 900LL, 2LL);
-	assert_int_equal(locks_status(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_OK);
+	assert_int_equal(status(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_OK);
 	assert_true(st.locked);
 	assert_int_equal(st.ttl_ms, 900);
 	assert_int_equal(st.holds, 2);
 	assert_string_equal(last_args[0], "w1");
 	canned = ints(3, 0LL, -2LL, 0LL);
-	assert_int_equal(locks_status(LOCK_KIND_LOCK, "job", NULL, &st), LOCK_OK);
+	assert_int_equal(status(LOCK_KIND_LOCK, "job", NULL, &st), LOCK_OK);
 	assert_false(st.locked);
 	assert_int_equal(st.ttl_ms, 0);
 	assert_string_equal(last_args[0], "");
 	one->integer = 1;
 	canned = one;
-	assert_int_equal(locks_force_release(LOCK_KIND_LOCK, "job", &st), LOCK_OK);
+	assert_int_equal(force_release(LOCK_KIND_LOCK, "job", &st), LOCK_OK);
 	assert_true(st.locked);
 }
 
@@ -196,7 +254,7 @@ static void test_locks__fair_lock_keys_and_per_owner_channel(void **state)
 	free(ch);
 	locks_configure(6000);
 	canned = ints(3, 0LL, 500LL, 1LL);
-	assert_int_equal(locks_acquire(LOCK_KIND_FAIR, "job", "w1", 1000, true, &st), LOCK_HELD);
+	assert_int_equal(acquire(LOCK_KIND_FAIR, "job", "w1", 1000, true, &st), LOCK_HELD);
 	assert_int_equal(last_id, SCRIPT_FAIR_ACQUIRE);
 	assert_int_equal(last_nkeys, 5);
 	assert_string_equal(last_keys[2], "redisson_lock_queue:{job}");
@@ -206,10 +264,10 @@ static void test_locks__fair_lock_keys_and_per_owner_channel(void **state)
 	assert_true(st.queued);
 	assert_int_equal(st.retry_ms, 500);		/* the head watches the lease */
 	canned = ints(3, 0LL, 9000LL, 0LL);
-	assert_int_equal(locks_acquire(LOCK_KIND_FAIR, "job", "w2", 1000, true, &st), LOCK_HELD);
+	assert_int_equal(acquire(LOCK_KIND_FAIR, "job", "w2", 1000, true, &st), LOCK_HELD);
 	assert_int_equal(st.retry_ms, 2000);		/* others only refresh their place */
 	canned = ints(3, 0LL, 500LL, 0LL);
-	assert_int_equal(locks_acquire(LOCK_KIND_FAIR, "job", "w2", 1000, false, &st), LOCK_HELD);
+	assert_int_equal(acquire(LOCK_KIND_FAIR, "job", "w2", 1000, false, &st), LOCK_HELD);
 	assert_string_equal(last_args[2], "0");		/* no wait: never queued */
 	assert_false(st.queued);
 	locks_configure(5000);
@@ -221,14 +279,14 @@ static void test_locks__rwlock_keys_follow_redissons_tag_rule(void **state)
 
 	(void)state;
 	canned = ints(4, 1LL, 3LL, 1LL, 1000LL);
-	assert_int_equal(locks_acquire(LOCK_KIND_READ, "doc", "r1", 1000, true, &st), LOCK_OK);
+	assert_int_equal(acquire(LOCK_KIND_READ, "doc", "r1", 1000, true, &st), LOCK_OK);
 	assert_int_equal(last_id, SCRIPT_RW_READ_ACQUIRE);
 	assert_string_equal(last_keys[1], "redisson_lock_token:{doc}");
 	assert_string_equal(last_keys[2], "{doc}");
 	assert_string_equal(last_keys[3], "dlockd_rwlock_writers:{doc}");
 	assert_string_equal(last_args[2], "0");		/* readers hold no queue place */
 	canned = ints(4, 1LL, 4LL, 1LL, 1000LL);
-	assert_int_equal(locks_acquire(LOCK_KIND_WRITE, "{test}:abc", "w", 1000, true, &st),
+	assert_int_equal(acquire(LOCK_KIND_WRITE, "{test}:abc", "w", 1000, true, &st),
 			 LOCK_OK);
 	assert_string_equal(last_keys[2], "{test}:abc");
 	assert_string_equal(last_keys[3], "dlockd_rwlock_writers:{test}:abc");
@@ -241,15 +299,15 @@ static void test_locks__rwlock_release_reports_whether_free(void **state)
 
 	(void)state;
 	canned = ints(3, 1LL, 0LL, 0LL);	/* other readers remain */
-	assert_int_equal(locks_release(LOCK_KIND_READ, "doc", "r1", &st), LOCK_OK);
+	assert_int_equal(release(LOCK_KIND_READ, "doc", "r1", &st), LOCK_OK);
 	assert_string_equal(last_keys[1], "redisson_rwlock:{doc}");
 	assert_true(st.locked);
 	assert_int_equal(st.holds, 0);
 	canned = ints(3, 1LL, 0LL, 1LL);
-	assert_int_equal(locks_release(LOCK_KIND_WRITE, "doc", "w", &st), LOCK_OK);
+	assert_int_equal(release(LOCK_KIND_WRITE, "doc", "w", &st), LOCK_OK);
 	assert_false(st.locked);
 	canned = ints(5, 2LL, 800LL, 0LL, 0LL, 2LL);
-	assert_int_equal(locks_status(LOCK_KIND_WRITE, "doc", "w", &st), LOCK_OK);
+	assert_int_equal(status(LOCK_KIND_WRITE, "doc", "w", &st), LOCK_OK);
 	assert_int_equal(st.mode, LOCK_MODE_WRITE);
 	assert_int_equal(st.holds, 2);
 }

@@ -1,0 +1,2 @@
+build-dev/service/log.o: service/log.c service/log.h
+service/log.h:
