@@ -63,6 +63,9 @@ static MHD_socket listen_fd = MHD_INVALID_SOCKET;
 static __thread struct loop *current;
 /* Requests of this loop with a Redis call in flight (rq->next set). */
 static __thread unsigned awaiting;
+/* A connection of this loop was resumed from its own thread: MHD must run
+ * again before the loop sleeps (MHD does not wake our epoll_wait itself). */
+static __thread bool rerun;
 /* This loop is stopping: new requests get 503. */
 static __thread bool stopping;
 
@@ -300,6 +303,8 @@ static int loop_timeout(struct loop *l)
 	MHD_UNSIGNED_LONG_LONG mhd_ms;
 	int64_t ms = redis_conn_timeout_ms(now_ms());
 
+	if (rerun)
+		return 0;
 	if (l->daemon && MHD_get_timeout(l->daemon, &mhd_ms) == MHD_YES &&
 	    (ms < 0 || (int64_t)mhd_ms < ms))
 		ms = (int64_t)mhd_ms;
@@ -330,6 +335,7 @@ static void loop_turn(struct loop *l)
 		}
 	}
 	redis_conn_run(now_ms());
+	rerun = false;
 	if (l->daemon)
 		MHD_run(l->daemon);
 	redis_conn_flush();
@@ -378,7 +384,9 @@ static void kick(struct loop *l)
 void server_resume(struct request *rq)
 {
 	MHD_resume_connection(rq->conn);
-	if (rq->loop != current)
+	if (rq->loop == current)
+		rerun = true;
+	else
 		kick(rq->loop);	/* MHD's own wake-up does not reach our epoll_wait */
 }
 
