@@ -1,2 +1,0 @@
-build-dev/service/util.o: service/util.c service/util.h
-service/util.h:

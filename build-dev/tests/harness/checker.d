@@ -1,4 +1,0 @@
-build-dev/tests/harness/checker.o: tests/harness/checker.c \
- tests/harness/checker.h tests/harness/harness.h
-tests/harness/checker.h:
-tests/harness/harness.h:
