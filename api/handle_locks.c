@@ -87,7 +87,7 @@ static void give_up(struct request *rq)
 	leave_waiter(rq);
 	if (rq->queued) {
 		rq->queued = false;
-		locks_dequeue(rq->route.kind, rq->name, rq->params.owner);
+		locks_dequeue(rq->route.kind, rq->name, rq->params.owner, NULL, NULL);
 	}
 }
 
@@ -162,6 +162,14 @@ static int client_fd(struct request *rq)
 
 static enum MHD_Result acquire_tried(struct request *rq);
 
+static enum MHD_Result acquire_failed(struct request *rq)
+{
+	metrics_lock(rq->route.kind, MOP_ACQUIRE, rq->failure);
+	if (rq->params.wait_ms > 0)
+		metrics_wait(rq->route.kind, false, now_us() - rq->started_us);
+	return reply_failure(rq, rq->failure);
+}
+
 static enum MHD_Result acquire_try(struct request *rq)
 {
 	locks_acquire(rq->route.kind, rq->name, rq->params.owner, rq->params.ttl_ms,
@@ -203,11 +211,16 @@ static enum MHD_Result acquire_tried(struct request *rq)
 		waiters_sleep(rq->waiter, retry_at);
 		return MHD_YES;
 	}
-	give_up(rq);
-	metrics_lock(rq->route.kind, MOP_ACQUIRE, r);
-	if (rq->params.wait_ms > 0)
-		metrics_wait(rq->route.kind, false, now_us() - rq->started_us);
-	return reply_failure(rq, r);
+	rq->failure = r;
+	leave_waiter(rq);
+	if (rq->queued) {
+		/* out of the queue before the answer: whoever hears "locked"
+		 * finds nobody waiting on its behalf */
+		rq->queued = false;
+		locks_dequeue(rq->route.kind, rq->name, rq->params.owner, lock_done, rq);
+		return await(rq, acquire_failed);
+	}
+	return acquire_failed(rq);
 }
 
 static enum MHD_Result acquire(struct request *rq)

@@ -11,7 +11,7 @@ enum MHD_Result handle_lock(struct request *rq);
 /* A waiting acquire whose connection was resumed. */
 enum MHD_Result handle_lock_resumed(struct request *rq);
 /* The request is over: forget its waiter, and release a grant the client
- * never received. Runs on the connection's worker thread. */
+ * never received. Runs on the connection's event loop thread. */
 void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode toe);
 
 /* GET /healthz, /readyz, /metrics. */

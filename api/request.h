@@ -65,6 +65,7 @@ struct request {
 	enum MHD_Result (*next)(struct request *rq);
 	enum lock_result result;
 	struct lock_state state;
+	enum lock_result failure;	/* an acquire's, kept while it leaves the queue */
 	bool redis_ok;			/* /readyz: Redis answered PING */
 
 	unsigned status;		/* answered with */

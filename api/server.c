@@ -404,25 +404,23 @@ static struct MHD_Daemon *daemon_start(const struct config *cfg, unsigned max_co
 {
 	unsigned flags = MHD_USE_EPOLL | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME |
 			 MHD_USE_ERROR_LOG;
+	/* the first daemon binds; the others accept on its socket */
+	struct MHD_OptionItem where[] = {
+		{ MHD_OPTION_SOCK_ADDR, 0, (void *)&cfg->listen_addr },
+		{ MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL },
+		{ MHD_OPTION_END, 0, NULL },
+	};
 
+	if (listen_fd != MHD_INVALID_SOCKET) {
+		where[0] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, listen_fd, NULL };
+		where[1] = where[2];
+	}
 	if (cfg->listen_addr.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	if (listen_fd != MHD_INVALID_SOCKET)
-		return MHD_start_daemon(
-			flags, 0, NULL, NULL, access_handler, (void *)cfg,
-			MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,	/* first, to catch all */
-			MHD_OPTION_LISTEN_SOCKET, listen_fd,
-			MHD_OPTION_CONNECTION_LIMIT, max_conns,
-			MHD_OPTION_CONNECTION_TIMEOUT, cfg->idle_timeout_s,
-			MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
-			MHD_OPTION_NOTIFY_CONNECTION, guard_notify, NULL,
-			MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
-			MHD_OPTION_END);
 	return MHD_start_daemon(
 		flags, 0, NULL, NULL, access_handler, (void *)cfg,
-		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-		MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)&cfg->listen_addr,
-		MHD_OPTION_LISTENING_ADDRESS_REUSE, 1,
+		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,	/* first, to catch all */
+		MHD_OPTION_ARRAY, where,
 		MHD_OPTION_CONNECTION_LIMIT, max_conns,
 		MHD_OPTION_CONNECTION_TIMEOUT, cfg->idle_timeout_s,
 		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,

@@ -379,13 +379,15 @@ void locks_acquire(enum lock_kind kind, const char *name, const char *owner, int
 	run(c, &k->acquire, 3, args);
 }
 
-void locks_dequeue(enum lock_kind kind, const char *name, const char *owner)
+void locks_dequeue(enum lock_kind kind, const char *name, const char *owner,
+		   lock_done_fn done, void *ctx)
 {
 	const struct kind_row *k = &kinds[kind];
 	const char *args[] = { owner };
 
-	if (k->queues)
-		run(call_new(kind, name, "leaving the queue", NULL, NULL), &k->dequeue, 1, args);
+	if (!k->queues)
+		abort();	/* only a kind with a queue reports st->queued */
+	run(call_new(kind, name, "leaving the queue", done, ctx), &k->dequeue, 1, args);
 }
 
 static void release_decode(struct call *c, const redisReply *r, enum lock_result *res,

@@ -69,9 +69,11 @@ typedef void (*lock_done_fn)(void *ctx, enum lock_result r, const struct lock_st
  * again at st->retry_ms to keep it. */
 void locks_acquire(enum lock_kind kind, const char *name, const char *owner, int64_t ttl_ms,
 		   bool queue, lock_done_fn done, void *ctx);
-/* A queued caller stops waiting without the lock: give its place back so
- * nobody waits behind it (a failure is logged; the place goes stale). */
-void locks_dequeue(enum lock_kind kind, const char *name, const char *owner);
+/* A queued caller (st->queued) stops waiting without the lock: give its
+ * place back so nobody waits behind it. done may be NULL: then a failure
+ * is only logged (the place goes stale by itself). */
+void locks_dequeue(enum lock_kind kind, const char *name, const char *owner,
+		   lock_done_fn done, void *ctx);
 /* Release one hold; st->holds is what the owner still holds (0: free).
  * done may be NULL: then only a failure is logged. */
 void locks_release(enum lock_kind kind, const char *name, const char *owner,

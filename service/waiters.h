@@ -1,7 +1,7 @@
 /* waiters.h -- requests waiting for a lock, keyed by the pub/sub channel
  * that announces its release. A waiter is joined once per request and then
  * sleeps and wakes as often as it must retry; every wake calls its resume
- * function exactly once. Thread-safe: called from MHD workers and from the
+ * function exactly once. Thread-safe: called from the event loops and from the
  * pubsub thread. */
 #ifndef DLOCKD_WAITERS_H
 #define DLOCKD_WAITERS_H
