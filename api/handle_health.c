@@ -46,9 +46,7 @@ enum MHD_Result handle_health(struct request *rq)
 		return reply_json(rq, 200, json_pack("{s:s}", "status", "ok"));
 	case OP_READYZ:
 		redis_conn_send(1, (const char *[]){ "PING" }, NULL, false, on_pong, rq);
-		rq->next = ready_checked;
-		MHD_suspend_connection(rq->conn);
-		return MHD_YES;
+		return server_await(rq, ready_checked);
 	case OP_METRICS:
 		text = metrics_render(waiters_count(), &len);
 		return reply_text(rq, 200, "text/plain; version=0.0.4", text, len);

@@ -4,7 +4,7 @@
  * from the route; what differs between kinds is the service's business.
  *
  * Every Redis call is sent without waiting: the handler suspends the
- * connection (await) and names the function that goes on once the
+ * connection (server_await) and names the function that goes on once the
  * outcome is in (rq->next); lock_done stores it and resumes.
  *
  * A waiting acquire follows DESIGN.md §2: try; on "held", join the lock's
@@ -81,14 +81,16 @@ static void leave_waiter(struct request *rq)
 }
 
 /* The request stops waiting without the lock: leave, and give back its
- * queue place so nobody waits behind it. */
-static void give_up(struct request *rq)
+ * queue place so nobody waits behind it. Returns true when a place was
+ * given back; done (may be NULL) then hears when Redis has it. */
+static bool give_up(struct request *rq, lock_done_fn done)
 {
 	leave_waiter(rq);
-	if (rq->queued) {
-		rq->queued = false;
-		locks_dequeue(rq->route.kind, rq->name, rq->params.owner, NULL, NULL);
-	}
+	if (!rq->queued)
+		return false;
+	rq->queued = false;
+	locks_dequeue(rq->route.kind, rq->name, rq->params.owner, done, done ? rq : NULL);
+	return true;
 }
 
 static enum MHD_Result reply_granted(struct request *rq, const struct lock_state *st)
@@ -135,14 +137,6 @@ static void acquired(void *ctx, enum lock_result r, const struct lock_state *st)
 	lock_done(ctx, r, st);
 }
 
-/* The operation is on its way: sleep until lock_done, then run next. */
-static enum MHD_Result await(struct request *rq, enum MHD_Result (*next)(struct request *))
-{
-	rq->next = next;
-	MHD_suspend_connection(rq->conn);
-	return MHD_YES;
-}
-
 /* ----- Acquire and wait ----- */
 
 static void resume_request(void *ctx)
@@ -174,7 +168,7 @@ static enum MHD_Result acquire_try(struct request *rq)
 {
 	locks_acquire(rq->route.kind, rq->name, rq->params.owner, rq->params.ttl_ms,
 		      rq->params.wait_ms > 0, acquired, rq);
-	return await(rq, acquire_tried);
+	return server_await(rq, acquire_tried);
 }
 
 static enum MHD_Result acquire_tried(struct request *rq)
@@ -211,15 +205,11 @@ static enum MHD_Result acquire_tried(struct request *rq)
 		waiters_sleep(rq->waiter, retry_at);
 		return MHD_YES;
 	}
+	/* out of the queue before the answer: whoever hears "locked" finds
+	 * nobody waiting on its behalf */
 	rq->failure = r;
-	leave_waiter(rq);
-	if (rq->queued) {
-		/* out of the queue before the answer: whoever hears "locked"
-		 * finds nobody waiting on its behalf */
-		rq->queued = false;
-		locks_dequeue(rq->route.kind, rq->name, rq->params.owner, lock_done, rq);
-		return await(rq, acquire_failed);
-	}
+	if (give_up(rq, lock_done))
+		return server_await(rq, acquire_failed);
 	return acquire_failed(rq);
 }
 
@@ -239,10 +229,10 @@ enum MHD_Result handle_lock_resumed(struct request *rq)
 {
 	switch (waiters_wake_reason(rq->waiter)) {
 	case WAKE_GONE:
-		give_up(rq);
+		give_up(rq, NULL);
 		return MHD_NO;
 	case WAKE_SHUTDOWN:
-		give_up(rq);
+		give_up(rq, NULL);
 		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
 				   "dlockd is shutting down; retry on another instance");
 	default:
@@ -252,7 +242,7 @@ enum MHD_Result handle_lock_resumed(struct request *rq)
 
 void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode toe)
 {
-	give_up(rq);
+	give_up(rq, NULL);
 	if (rq->grant_pending && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
 		locks_release(rq->route.kind, rq->name, rq->params.owner, NULL, NULL);
 		metrics_lock(rq->route.kind, MOP_ACQUIRE, METRIC_ABANDONED);
@@ -299,10 +289,10 @@ static enum MHD_Result release(struct request *rq)
 				   "only an admin token may force a release");
 	if (force) {
 		locks_force_release(rq->route.kind, rq->name, lock_done, rq);
-		return await(rq, force_released);
+		return server_await(rq, force_released);
 	}
 	locks_release(rq->route.kind, rq->name, rq->params.owner, lock_done, rq);
-	return await(rq, released);
+	return server_await(rq, released);
 }
 
 static enum MHD_Result renewed(struct request *rq)
@@ -323,7 +313,7 @@ static enum MHD_Result heartbeat(struct request *rq)
 	if (!(rq->params.given & P_TTL))
 		rq->params.ttl_ms = rq->cfg->default_ttl_ms;
 	locks_renew(rq->route.kind, rq->name, rq->params.owner, rq->params.ttl_ms, lock_done, rq);
-	return await(rq, renewed);
+	return server_await(rq, renewed);
 }
 
 static bool is_rw(const struct request *rq)
@@ -357,7 +347,7 @@ static enum MHD_Result status(struct request *rq)
 		return MHD_YES;
 	locks_status(rq->route.kind, rq->name,
 		     (rq->params.given & P_OWNER) ? rq->params.owner : NULL, lock_done, rq);
-	return await(rq, status_read);
+	return server_await(rq, status_read);
 }
 
 enum MHD_Result handle_lock(struct request *rq)

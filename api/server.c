@@ -66,7 +66,7 @@ static __thread unsigned awaiting;
 /* A connection of this loop was resumed from its own thread: MHD must run
  * again before the loop sleeps (MHD does not wake our epoll_wait itself). */
 static __thread bool rerun;
-/* This loop is stopping: new requests get 503. */
+/* This loop is stopping: new lock requests get 503. */
 static __thread bool stopping;
 
 /* ----- Request life ----- */
@@ -181,6 +181,9 @@ static enum MHD_Result dispatch(struct request *rq)
 				   why[0] ? why : "name may not contain NUL bytes");
 	if (auth_or_reply(rq) < 0)
 		return MHD_YES;
+	if (stopping)	/* its Redis call could outlive the loop */
+		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
+				   "dlockd is shutting down; retry on another instance");
 	return handle_lock(rq);
 }
 
@@ -212,9 +215,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 		ret = handle_lock_resumed(rq);
 	} else {
 		guard_busy(conn, true);
-		ret = stopping ? reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
-					     "dlockd is shutting down; retry on another instance")
-			       : dispatch(rq);
+		ret = dispatch(rq);
 	}
 	if (rq->next)
 		awaiting++;
@@ -356,7 +357,7 @@ static void *loop_main(void *arg)
 		}
 		loop_turn(l);
 	}
-	/* New requests get 503; those with a call in flight get its answer. */
+	/* New lock requests get 503; those with a call in flight get its answer. */
 	stopping = true;
 	until = now_ms() + STOP_WAIT_MS;
 	while ((awaiting > 0 || !redis_conn_idle()) && now_ms() < until)
@@ -370,6 +371,13 @@ static void *loop_main(void *arg)
 		loop_turn(l);
 	redis_conn_thread_exit();
 	return NULL;
+}
+
+enum MHD_Result server_await(struct request *rq, enum MHD_Result (*next)(struct request *))
+{
+	rq->next = next;
+	MHD_suspend_connection(rq->conn);
+	return MHD_YES;
 }
 
 /* Make l's epoll_wait() return. */

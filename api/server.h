@@ -5,6 +5,8 @@
 
 #include "../service/config.h"
 
+#include <microhttpd.h>
+
 struct request;
 
 /* Start serving on cfg->listen_addr; cfg must outlive the server. Returns
@@ -12,6 +14,9 @@ struct request;
 int server_start(const struct config *cfg);
 /* Stop accepting connections; requests in progress go on. */
 void server_quiesce(void);
+/* rq sent a Redis call: suspend its connection until the call's callback
+ * stores the outcome and calls server_resume(); MHD then runs next. */
+enum MHD_Result server_await(struct request *rq, enum MHD_Result (*next)(struct request *));
 /* Resume rq's suspended connection, from any thread: MHD calls the
  * handler again on rq's loop. */
 void server_resume(struct request *rq);

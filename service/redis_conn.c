@@ -133,6 +133,33 @@ static struct timeval tv_ms(int ms)
 	return (struct timeval){ .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
 }
 
+/* The commands a new connection runs before any other: AUTH and SELECT,
+ * as the URL asks. Returns how many; db keeps SELECT's argument. */
+struct setup_cmd {
+	int argc;
+	const char *argv[3];
+};
+
+static int setup_cmds(struct setup_cmd cmds[2], char db[16])
+{
+	int n = 0;
+
+	if (conf_url.password) {
+		struct setup_cmd *a = &cmds[n++];
+
+		a->argc = 0;
+		a->argv[a->argc++] = "AUTH";
+		if (conf_url.user)
+			a->argv[a->argc++] = conf_url.user;
+		a->argv[a->argc++] = conf_url.password;
+	}
+	if (conf_url.db) {
+		snprintf(db, 16, "%d", conf_url.db);
+		cmds[n++] = (struct setup_cmd){ 2, { "SELECT", db } };
+	}
+	return n;
+}
+
 /* Run a set-up command; 0 when it answered OK. */
 static int setup_command(redisContext *c, int argc, const char **argv)
 {
@@ -148,7 +175,10 @@ static int setup_command(redisContext *c, int argc, const char **argv)
 
 redisContext *redis_conn_open(void)
 {
+	struct setup_cmd cmds[2];
+	char db[16];
 	redisContext *c;
+	int n;
 
 	if (conf_url.unix_path)
 		c = redisConnectUnixWithTimeout(conf_url.unix_path, tv_ms(CONNECT_TIMEOUT_MS));
@@ -163,21 +193,10 @@ redisContext *redis_conn_open(void)
 	redisSetTimeout(c, tv_ms(COMMAND_TIMEOUT_MS));
 	if (!conf_url.unix_path)
 		redisEnableKeepAlive(c);
-	if (conf_url.password) {
-		const char *auth2[] = { "AUTH", conf_url.password };
-		const char *auth3[] = { "AUTH", conf_url.user, conf_url.password };
-
-		if (conf_url.user ? setup_command(c, 3, auth3) : setup_command(c, 2, auth2))
+	n = setup_cmds(cmds, db);
+	for (int i = 0; i < n; i++)
+		if (setup_command(c, cmds[i].argc, cmds[i].argv))
 			goto fail;
-	}
-	if (conf_url.db) {
-		char db[16];
-		const char *sel[] = { "SELECT", db };
-
-		snprintf(db, sizeof(db), "%d", conf_url.db);
-		if (setup_command(c, 2, sel))
-			goto fail;
-	}
 	return c;
 fail:
 	redisFree(c);
@@ -272,6 +291,13 @@ void redis_conn_thread_init(void)
 	tc->backoff_ms = BACKOFF_MIN_MS;
 }
 
+/* No reconnect before the backoff, which doubles up to BACKOFF_MAX_MS. */
+static void back_off(void)
+{
+	tc->next_try_ms = now_ms() + tc->backoff_ms;
+	tc->backoff_ms = tc->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : tc->backoff_ms * 2;
+}
+
 /* Close the connection; what waits on it fails on the next run. */
 static void conn_drop(const char *why)
 {
@@ -285,9 +311,7 @@ static void conn_drop(const char *why)
 		tc->next_try_ms = now_ms();	/* it worked: try again at once */
 		tc->backoff_ms = BACKOFF_MIN_MS;
 	} else {
-		tc->next_try_ms = now_ms() + tc->backoff_ms;
-		tc->backoff_ms = tc->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
-								    : tc->backoff_ms * 2;
+		back_off();
 	}
 	tc->connected = tc->ready = tc->broken = false;
 }
@@ -309,12 +333,11 @@ static void send_raw(int argc, const char **argv, const size_t *lens, redis_repl
 }
 
 /* Set-up replies: an error means the connection is no use. */
-static char auth_cmd[] = "AUTH", select_cmd[] = "SELECT";
-
 static void on_setup(void *ctx, redisReply *r)
 {
+	(void)ctx;
 	if (r && r->type == REDIS_REPLY_ERROR) {
-		log_warn("redis %s failed: %s", (char *)ctx, r->str);
+		log_warn("redis set-up (AUTH or SELECT) failed: %s", r->str);
 		tc->broken = true;
 	}
 }
@@ -344,6 +367,10 @@ static void on_time(void *ctx, redisReply *r)
 /* Start a non-blocking connect with the set-up commands queued on it. */
 static void conn_open_async(void)
 {
+	struct setup_cmd cmds[2];
+	char db[16];
+	int n;
+
 	tc->ctx = conf_url.unix_path ? redisConnectUnixNonBlock(conf_url.unix_path)
 				     : redisConnectNonBlock(conf_url.host, conf_url.port);
 	if (!tc->ctx || tc->ctx->err) {
@@ -351,28 +378,14 @@ static void conn_open_async(void)
 		if (tc->ctx)
 			redisFree(tc->ctx);
 		tc->ctx = NULL;
-		tc->next_try_ms = now_ms() + tc->backoff_ms;
-		tc->backoff_ms = tc->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
-								    : tc->backoff_ms * 2;
+		back_off();
 		return;
 	}
 	if (!conf_url.unix_path)
 		redisEnableKeepAlive(tc->ctx);
-	if (conf_url.password) {
-		const char *auth[] = { "AUTH", conf_url.user, conf_url.password };
-
-		if (conf_url.user)
-			send_raw(3, auth, NULL, on_setup, auth_cmd);
-		else
-			send_raw(2, (const char *[]){ "AUTH", conf_url.password }, NULL, on_setup,
-				 auth_cmd);
-	}
-	if (conf_url.db) {
-		char db[16];
-
-		snprintf(db, sizeof(db), "%d", conf_url.db);
-		send_raw(2, (const char *[]){ "SELECT", db }, NULL, on_setup, select_cmd);
-	}
+	n = setup_cmds(cmds, db);
+	for (int i = 0; i < n; i++)
+		send_raw(cmds[i].argc, cmds[i].argv, NULL, on_setup, NULL);
 	send_raw(1, (const char *[]){ "TIME" }, NULL, on_time, (void *)(intptr_t)wall_ms());
 }
 

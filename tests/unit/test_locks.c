@@ -45,49 +45,37 @@ static void record(void *ctx, enum lock_result r, const struct lock_state *st)
 	got_st = *st;
 }
 
-/* The operations, called as if they answered at once. */
+/* The operations, called as if they answered at once: the mock calls
+ * record() before locks_*() returns. */
+#define OUTCOME(st, call) (got = LOCK_RESULT_COUNT, (call), *(st) = got_st, got)
+
 static enum lock_result acquire(enum lock_kind k, const char *name, const char *owner,
 				int64_t ttl, bool queue, struct lock_state *st)
 {
-	got = LOCK_RESULT_COUNT;
-	locks_acquire(k, name, owner, ttl, queue, record, NULL);
-	*st = got_st;
-	return got;
+	return OUTCOME(st, locks_acquire(k, name, owner, ttl, queue, record, NULL));
 }
 
 static enum lock_result release(enum lock_kind k, const char *name, const char *owner,
 				struct lock_state *st)
 {
-	got = LOCK_RESULT_COUNT;
-	locks_release(k, name, owner, record, NULL);
-	*st = got_st;
-	return got;
+	return OUTCOME(st, locks_release(k, name, owner, record, NULL));
 }
 
 static enum lock_result renew(enum lock_kind k, const char *name, const char *owner,
 			      int64_t ttl, struct lock_state *st)
 {
-	got = LOCK_RESULT_COUNT;
-	locks_renew(k, name, owner, ttl, record, NULL);
-	*st = got_st;
-	return got;
+	return OUTCOME(st, locks_renew(k, name, owner, ttl, record, NULL));
 }
 
 static enum lock_result status(enum lock_kind k, const char *name, const char *owner,
 			       struct lock_state *st)
 {
-	got = LOCK_RESULT_COUNT;
-	locks_status(k, name, owner, record, NULL);
-	*st = got_st;
-	return got;
+	return OUTCOME(st, locks_status(k, name, owner, record, NULL));
 }
 
 static enum lock_result force_release(enum lock_kind k, const char *name, struct lock_state *st)
 {
-	got = LOCK_RESULT_COUNT;
-	locks_force_release(k, name, record, NULL);
-	*st = got_st;
-	return got;
+	return OUTCOME(st, locks_force_release(k, name, record, NULL));
 }
 
 static redisReply *reply_new(int type)
