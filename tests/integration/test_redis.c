@@ -1,6 +1,6 @@
 /* test_redis.c -- Redis failures: down at start, killed while requests
  * wait, restarted (data lost) in the middle of a wait, script cache
- * flushed. dlockd answers 503 with Retry-After meanwhile, never leaves a
+ * flushed, a password and a database other than 0. dlockd answers 503 with Retry-After meanwhile, never leaves a
  * waiter past its deadline, and recovers without a restart. Each test runs
  * its own redis-server and dlockd. */
 #include "../harness/harness.h"
@@ -197,6 +197,90 @@ TEST(a_call_redis_gets_after_dlockd_gave_up_does_nothing)
 	http_on(d.base, "DELETE", "/locks/late?owner=a", NULL, &r);
 	CHECK_STATUS(r, 200, "the client's retry releases it");
 	http_free(&r);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
+/* A connection to rs that has given the password and chosen db. */
+static redisContext *client_auth(const struct redis_srv *rs, const char *pw, int db)
+{
+	redisContext *c = redis_client(rs);
+	redisReply *a = c ? redisCommand(c, "AUTH %s", pw) : NULL;
+	redisReply *s = a ? redisCommand(c, "SELECT %d", db) : NULL;
+	bool ok = a && a->type == REDIS_REPLY_STATUS && s && s->type == REDIS_REPLY_STATUS;
+
+	if (a)
+		freeReplyObject(a);
+	if (s)
+		freeReplyObject(s);
+	if (!ok && c) {
+		redisFree(c);
+		c = NULL;
+	}
+	return c;
+}
+
+/* A password and a database other than 0 in the URL: every connection
+ * dlockd makes (the pipelined ones and the subscriber) authenticates and
+ * selects, and a wrong password is a clear 503, not a hang. */
+TEST(redis_with_password_and_database)
+{
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d, bad;
+	char url[160];
+	struct http_resp r;
+	struct bg w;
+	redisContext *c;
+	redisReply *rep;
+	int64_t released;
+
+	CHECK(redis_start(&rs) == 0, "start Redis");
+	c = redis_client(&rs);
+	rep = c ? redisCommand(c, "CONFIG SET requirepass s3cret") : NULL;
+	CHECK(rep && rep->type == REDIS_REPLY_STATUS, "Redis now wants a password");
+	freeReplyObject(rep);
+	redisFree(c);
+
+	snprintf(url, sizeof(url), "redis://:s3cret@127.0.0.1:%d/3", rs.port);
+	CHECK(dlockd_start(&d, url, NULL) == 0, "start dlockd");
+	CHECK(WAIT_FOR(status_is(&d, "/readyz", 200), 5000), "ready with the password");
+	http_on(d.base, "PUT", "/locks/pw?owner=a&ttl_ms=60000", NULL, &r);
+	CHECK_STATUS(r, 200, "acquire");
+	http_free(&r);
+	bg_start_on(&w, d.base, "PUT", "/locks/pw?owner=b&wait_ms=30000", NULL);
+	CHECK(WAIT_FOR(metric_value(&d, "dlockd_waiters") == 1, 5000), "waiter waiting");
+	http_on(d.base, "DELETE", "/locks/pw?owner=a", NULL, &r);
+	released = mono_ms();
+	CHECK_STATUS(r, 200, "release");
+	http_free(&r);
+	bg_join(&w);
+	CHECK_STATUS(w.r, 200, "the waiter gets the lock");
+	CHECK(w.done_ms - released < 3000 * slow_factor(),
+	      "woken by the authenticated subscriber, %lld ms after the release",
+	      (long long)(w.done_ms - released));
+	http_free(&w.r);
+
+	c = client_auth(&rs, "s3cret", 3);
+	rep = c ? redisCommand(c, "HGET pw b") : NULL;
+	CHECK(rep && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, "1"),
+	      "the lock lives in database 3");
+	freeReplyObject(rep);
+	redisFree(c);
+	c = client_auth(&rs, "s3cret", 0);
+	rep = c ? redisCommand(c, "EXISTS pw") : NULL;
+	CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 0,
+	      "and not in database 0");
+	freeReplyObject(rep);
+	redisFree(c);
+
+	snprintf(url, sizeof(url), "redis://:wrong@127.0.0.1:%d/3", rs.port);
+	CHECK(dlockd_start(&bad, url, NULL) == 0, "start dlockd with a wrong password");
+	http_on(bad.base, "PUT", "/locks/pw?owner=c", NULL, &r);
+	CHECK_ERROR(r, 503, "backend_unavailable", "a wrong password is a 503");
+	CHECK(r.retry_after[0], "with Retry-After");
+	http_free(&r);
+	CHECK(status_is(&bad, "/readyz", 503), "and not ready");
+	CHECK(dlockd_stop(&bad, 5000) == 0, "clean exit");
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	redis_stop(&rs, false);
 }
