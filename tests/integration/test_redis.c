@@ -1,8 +1,9 @@
 /* test_redis.c -- Redis failures: down at start, killed while requests
  * wait, restarted (data lost) in the middle of a wait, script cache
- * flushed, a password and a database other than 0. dlockd answers 503 with Retry-After meanwhile, never leaves a
- * waiter past its deadline, and recovers without a restart. Each test runs
- * its own redis-server and dlockd. */
+ * flushed; a password and a database other than 0. dlockd answers 503
+ * with Retry-After meanwhile, never leaves a waiter past its deadline, and
+ * recovers without a restart. Each test runs its own redis-server and
+ * dlockd. */
 #include "../harness/harness.h"
 
 #include <signal.h>
