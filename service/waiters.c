@@ -391,7 +391,10 @@ int waiters_next_change(char **name, bool *subscribe)
 	return found;
 }
 
-void waiters_on_subscribed(const char *channel)
+/* Redis confirmed a SUBSCRIBE or UNSUBSCRIBE of channel: once none is in
+ * flight, the waiters retry (a release may have come before the
+ * subscription); after an unsubscribe the channel may go. */
+static void on_confirmed(const char *channel, bool unsubscribed)
 {
 	struct channel *ch;
 
@@ -403,25 +406,20 @@ void waiters_on_subscribed(const char *channel)
 			ch->epoch++;
 			wake_all(ch, WAKE_RETRY);
 		}
+		if (unsubscribed)
+			channel_maybe_free(ch);
 	}
 	pthread_mutex_unlock(&W.lock);
 }
 
+void waiters_on_subscribed(const char *channel)
+{
+	on_confirmed(channel, false);
+}
+
 void waiters_on_unsubscribed(const char *channel)
 {
-	struct channel *ch;
-
-	pthread_mutex_lock(&W.lock);
-	ch = channel_find(channel);
-	if (ch && ch->inflight) {
-		ch->inflight--;
-		if (channel_confirmed(ch)) {
-			ch->epoch++;
-			wake_all(ch, WAKE_RETRY);
-		}
-		channel_maybe_free(ch);
-	}
-	pthread_mutex_unlock(&W.lock);
+	on_confirmed(channel, true);
 }
 
 void waiters_on_message(const char *channel, const char *payload, size_t len)
