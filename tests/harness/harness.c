@@ -86,6 +86,46 @@ int free_port(void)
 	return port;
 }
 
+/* Every process spawn() started and nobody has reaped yet, so that what a
+ * failed test left running (it returns at its first failed CHECK) is
+ * stopped before the next test. */
+static struct {
+	pthread_mutex_t lock;
+	pid_t pid[512];
+	int n;
+} spawned = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void spawned_add(pid_t pid)
+{
+	pthread_mutex_lock(&spawned.lock);
+	if (spawned.n < (int)(sizeof(spawned.pid) / sizeof(spawned.pid[0])))
+		spawned.pid[spawned.n++] = pid;
+	pthread_mutex_unlock(&spawned.lock);
+}
+
+/* Kill (by pid, our own children only) what is still running apart from
+ * the shared Redis and dlockd; returns how many there were. */
+static int stop_strays(void)
+{
+	int kept = 0, strays = 0;
+
+	pthread_mutex_lock(&spawned.lock);
+	for (int i = 0; i < spawned.n; i++) {
+		pid_t pid = spawned.pid[i];
+
+		if (pid == H_redis.pid || pid == H_dlockd.pid) {
+			spawned.pid[kept++] = pid;
+		} else if (waitpid(pid, NULL, WNOHANG) == 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			strays++;
+		}
+	}
+	spawned.n = kept;
+	pthread_mutex_unlock(&spawned.lock);
+	return strays;
+}
+
 static pid_t spawn(const char *const argv[], const char *log_path)
 {
 	pid_t pid = fork();
@@ -102,6 +142,8 @@ static pid_t spawn(const char *const argv[], const char *log_path)
 		execvp(argv[0], (char *const *)argv);
 		_exit(127);
 	}
+	if (pid > 0)
+		spawned_add(pid);
 	return pid;
 }
 
@@ -750,6 +792,8 @@ int main(int argc, char **argv)
 		t0 = mono_ms();
 		tests[i].fn();
 		n++;
+		if (stop_strays() && !cur_failed)
+			test_fail(__FILE__, __LINE__, "left processes running (stopped now)");
 		if (cur_failed)
 			failed++;
 		else
