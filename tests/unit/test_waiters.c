@@ -69,6 +69,27 @@ static struct waiter *join(const char *ch, struct fake_req *rq, bool *confirmed)
 	return waiters_join(ch, -1, resume, rq, now_ms() + 60000, 0, confirmed);
 }
 
+/* Three waiters on "ch" (w[1] a writer when writer_in_middle), the
+ * subscription confirmed and each asleep after its first retry. */
+static void three_asleep(struct waiter *w[3], struct fake_req rq[3], bool writer_in_middle)
+{
+	bool confirmed, sub;
+
+	for (int i = 0; i < 3; i++)
+		w[i] = waiters_join("ch", -1, resume, &rq[i], now_ms() + 60000,
+				    i == 1 && writer_in_middle ? WAITER_WRITER : 0, &confirmed);
+	drain_changes("ch", &sub);
+	waiters_on_subscribed("ch");
+	for (int i = 0; i < 3; i++)
+		first_sleep(w[i], &rq[i]);
+}
+
+static void leave_all(struct waiter *w[3])
+{
+	for (int i = 0; i < 3; i++)
+		waiters_leave(w[i]);
+}
+
 static void test_waiters__first_join_subscribes_last_leave_unsubscribes(void **state)
 {
 	struct fake_req a = { 0 }, b = { 0 };
@@ -115,15 +136,9 @@ static void test_waiters__zero_wakes_the_oldest_only(void **state)
 {
 	struct fake_req rq[3] = { { 0 } };
 	struct waiter *w[3];
-	bool confirmed, sub;
 
 	(void)state;
-	for (int i = 0; i < 3; i++)
-		w[i] = join("ch", &rq[i], &confirmed);
-	drain_changes("ch", &sub);
-	waiters_on_subscribed("ch");
-	for (int i = 0; i < 3; i++)
-		first_sleep(w[i], &rq[i]);
+	three_asleep(w, rq, false);
 	waiters_on_message("ch", "0", 1);
 	assert_int_equal(rq[0].resumed, 2);
 	assert_int_equal(rq[1].resumed, 1);
@@ -131,44 +146,29 @@ static void test_waiters__zero_wakes_the_oldest_only(void **state)
 	waiters_on_message("ch", "0", 1);
 	assert_int_equal(rq[1].resumed, 2);
 	assert_int_equal(rq[2].resumed, 1);
-	for (int i = 0; i < 3; i++)
-		waiters_leave(w[i]);
+	leave_all(w);
 }
 
 static void test_waiters__one_wakes_everybody(void **state)
 {
 	struct fake_req rq[3] = { { 0 } };
 	struct waiter *w[3];
-	bool confirmed, sub;
 
 	(void)state;
-	for (int i = 0; i < 3; i++)
-		w[i] = join("ch", &rq[i], &confirmed);
-	drain_changes("ch", &sub);
-	waiters_on_subscribed("ch");
-	for (int i = 0; i < 3; i++)
-		first_sleep(w[i], &rq[i]);
+	three_asleep(w, rq, false);
 	waiters_on_message("ch", "1", 1);
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(rq[i].resumed, 2);
-	for (int i = 0; i < 3; i++)
-		waiters_leave(w[i]);
+	leave_all(w);
 }
 
 static void test_waiters__messages_prefer_the_oldest_writer(void **state)
 {
 	struct fake_req rq[3] = { { 0 } };
 	struct waiter *w[3];
-	bool confirmed, sub;
 
 	(void)state;
-	w[0] = join("ch", &rq[0], &confirmed);			/* a reader */
-	w[1] = waiters_join("ch", -1, resume, &rq[1], now_ms() + 60000, WAITER_WRITER, &confirmed);
-	w[2] = join("ch", &rq[2], &confirmed);			/* another reader */
-	drain_changes("ch", &sub);
-	waiters_on_subscribed("ch");
-	for (int i = 0; i < 3; i++)
-		first_sleep(w[i], &rq[i]);
+	three_asleep(w, rq, true);	/* a reader, a writer, another reader */
 	waiters_on_message("ch", "1", 1);
 	assert_int_equal(rq[1].resumed, 2);	/* the writer, alone */
 	assert_int_equal(rq[0].resumed, 1);
