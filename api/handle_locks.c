@@ -42,24 +42,92 @@ static int retry_after_s(int64_t ttl_ms)
 	return (int)((ttl_ms + 999) / 1000);
 }
 
-static enum MHD_Result reply_failure(struct request *rq, enum lock_result r)
+static const char *plural(int64_t n)
+{
+	return n == 1 ? "" : "s";
+}
+
+/* 409 locked: say what is in the way (the script told us). */
+static enum MHD_Result reply_locked(struct request *rq, const struct lock_state *st)
+{
+	const char *label = locks_kind_label(rq->route.kind);
+	json_t *extra = json_pack("{s:I}", "ttl_ms", (json_int_t)rq->holder_ttl_ms);
+	long long n = (long long)st->others;
+
+	rq->retry_after_s = retry_after_s(rq->holder_ttl_ms);
+	switch (st->why) {
+	case LOCK_WHY_QUEUE:
+		return reply_error(rq, ERR_LOCKED, extra,
+				   "fair lock '%s' is free but %lld waiter%s queued for it and go%s "
+				   "first", rq->name, n, n == 1 ? " is" : "s are", n == 1 ? "es" : "");
+	case LOCK_WHY_WRITER_WAITING:
+		return reply_error(rq, ERR_LOCKED, extra,
+				   "a writer is waiting for read-write lock '%s'; new readers queue "
+				   "behind it", rq->name);
+	case LOCK_WHY_READERS:
+		return reply_error(rq, ERR_LOCKED, extra, "read-write lock '%s' is read by %lld owner%s",
+				   rq->name, n, plural(n));
+	case LOCK_WHY_OTHER_READERS:
+		return reply_error(rq, ERR_LOCKED, extra,
+				   "read-write lock '%s' is read by %lld other owner%s as well as by "
+				   "'%s'; it can be written once only '%s' reads it", rq->name, n,
+				   plural(n), rq->params.owner, rq->params.owner);
+	case LOCK_WHY_WRITER:
+		return reply_error(rq, ERR_LOCKED, extra,
+				   "read-write lock '%s' is written by another owner", rq->name);
+	default:
+		return reply_error(rq, ERR_LOCKED, extra, "%s '%s' is held by another owner", label,
+				   rq->name);
+	}
+}
+
+/* 409 not_owner: who holds it instead. */
+static enum MHD_Result reply_not_owner(struct request *rq, const struct lock_state *st)
+{
+	long long n = (long long)st->others;
+
+	switch (st->why) {
+	case LOCK_WHY_READERS:
+		return reply_error(rq, ERR_NOT_OWNER, NULL,
+				   "write lock '%s' is not held by '%s': it is read by %lld owner%s",
+				   rq->name, rq->params.owner, n, plural(n));
+	case LOCK_WHY_OTHER_READERS:
+		return reply_error(rq, ERR_NOT_OWNER, NULL,
+				   "write lock '%s' is not held by '%s', which reads it (with %lld "
+				   "other owner%s)", rq->name, rq->params.owner, n, plural(n));
+	case LOCK_WHY_WRITER:
+		return reply_error(rq, ERR_NOT_OWNER, NULL,
+				   "read-write lock '%s' is written by another owner", rq->name);
+	default:
+		return reply_error(rq, ERR_NOT_OWNER, NULL, "%s '%s' is held by another owner",
+				   locks_kind_label(rq->route.kind), rq->name);
+	}
+}
+
+static enum MHD_Result reply_failure(struct request *rq, enum lock_result r,
+				     const struct lock_state *st)
 {
 	const char *label = locks_kind_label(rq->route.kind);
 
 	switch (r) {
 	case LOCK_HELD:
-		rq->retry_after_s = retry_after_s(rq->holder_ttl_ms);
-		return reply_error(rq, ERR_LOCKED, json_pack("{s:I}", "ttl_ms",
-							    (json_int_t)rq->holder_ttl_ms),
-				   "%s '%s' is held by another owner", label, rq->name);
+		return reply_locked(rq, st);
 	case LOCK_NOT_HELD:
+		if (rq->route.kind == LOCK_KIND_READ)	/* read holds are each owner's own */
+			return reply_error(rq, ERR_NOT_HELD, NULL,
+					   "read lock '%s' is not held by '%s': its lease ran out or "
+					   "it was released", rq->name, rq->params.owner);
 		return reply_error(rq, ERR_NOT_HELD, NULL,
 				   "%s '%s' is not held: its lease ran out or it was released",
 				   label, rq->name);
 	case LOCK_NOT_OWNER:
-		return reply_error(rq, ERR_NOT_OWNER, NULL,
-				   "%s '%s' is held by another owner", label, rq->name);
+		return reply_not_owner(rq, st);
 	case LOCK_WRONG_KIND:
+		if (st->why == LOCK_WHY_NOT_A_LOCK)
+			return reply_error(rq, ERR_WRONG_KIND, NULL,
+					   "name '%s' is in use by something that is not a lock (data "
+					   "without a lease, or of another type); it is left alone",
+					   rq->name);
 		return reply_error(rq, ERR_WRONG_KIND, NULL,
 				   "name '%s' is in use as another kind of lock", rq->name);
 	case LOCK_BACKEND_DOWN:
@@ -161,7 +229,7 @@ static enum MHD_Result acquire_failed(struct request *rq)
 	metrics_lock(rq->route.kind, MOP_ACQUIRE, rq->failure);
 	if (rq->params.wait_ms > 0)
 		metrics_wait(rq->route.kind, false, now_us() - rq->started_us);
-	return reply_failure(rq, rq->failure);
+	return reply_failure(rq, rq->failure, &rq->failure_state);
 }
 
 static enum MHD_Result acquire_try(struct request *rq)
@@ -208,6 +276,7 @@ static enum MHD_Result acquire_tried(struct request *rq)
 	/* out of the queue before the answer: whoever hears "locked" finds
 	 * nobody waiting on its behalf */
 	rq->failure = r;
+	rq->failure_state = *st;
 	if (give_up(rq, lock_done))
 		return server_await(rq, acquire_failed);
 	return acquire_failed(rq);
@@ -258,7 +327,7 @@ static enum MHD_Result force_released(struct request *rq)
 {
 	metrics_lock(rq->route.kind, MOP_FORCE_RELEASE, rq->result);
 	if (rq->result != LOCK_OK)
-		return reply_failure(rq, rq->result);
+		return reply_failure(rq, rq->result, &rq->state);
 	return reply_json(rq, 200, json_pack("{s:b}", "released", rq->state.locked));
 }
 
@@ -266,7 +335,7 @@ static enum MHD_Result released(struct request *rq)
 {
 	metrics_lock(rq->route.kind, MOP_RELEASE, rq->result);
 	if (rq->result != LOCK_OK)
-		return reply_failure(rq, rq->result);
+		return reply_failure(rq, rq->result, &rq->state);
 	return reply_json(rq, 200, json_pack("{s:b, s:I}", "released", !rq->state.locked,
 					     "holds", (json_int_t)rq->state.holds));
 }
@@ -299,7 +368,7 @@ static enum MHD_Result renewed(struct request *rq)
 {
 	metrics_lock(rq->route.kind, MOP_HEARTBEAT, rq->result);
 	if (rq->result != LOCK_OK)
-		return reply_failure(rq, rq->result);
+		return reply_failure(rq, rq->result, &rq->state);
 	return reply_json(rq, 200, json_pack("{s:I}", "ttl_ms", (json_int_t)rq->state.ttl_ms));
 }
 
@@ -328,7 +397,7 @@ static enum MHD_Result status_read(struct request *rq)
 	json_t *body;
 
 	if (rq->result != LOCK_OK)
-		return reply_failure(rq, rq->result);
+		return reply_failure(rq, rq->result, &rq->state);
 	body = json_pack("{s:s, s:b, s:I}", "name", rq->name, "locked", st->locked,
 			 "ttl_ms", (json_int_t)st->ttl_ms);
 	if (is_rw(rq)) {

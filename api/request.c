@@ -51,6 +51,16 @@ int request_check_owner(const char *owner, size_t len, char *why, size_t why_len
 {
 	if (check_id("owner", owner, len, OWNER_MAX_LEN, why, why_len) < 0)
 		return -1;
+	/* Owners are hash fields next to the layout's own (Redisson never
+	 * makes such ids): "mode" marks a read-write lock, so a lock held by
+	 * "mode" would look like one and could never be released. Timeout keys
+	 * <tag>:<owner>:rwlock_timeout:<k> cannot collide: two owners give
+	 * two keys, since both end in their own decimal k. */
+	if (len == 4 && !memcmp(owner, "mode", 4)) {
+		snprintf(why, why_len, "owner 'mode' is reserved: it is the field that marks a "
+			 "read-write lock");
+		return -1;
+	}
 	if (len >= 6 && !memcmp(owner + len - 6, ":write", 6)) {
 		snprintf(why, why_len, "owner '%s' may not end in ':write' (it marks writer fields)",
 			 owner);

@@ -6,19 +6,29 @@
   ARGV[1] lease ms                    ARGV[2] owner field
   ARGV[3] queue entry lifetime ms; "0" = try once, never queue
   Returns {1, token, holds, pttl}  acquired
-          {0, pttl, head}          not acquired; pttl of N (-2: free); head = 1
-                                   when the caller is first in the queue
+          {0, pttl, head, why, n}  not acquired; pttl of N (-2: free); head = 1
+                                   when the caller is first in the queue;
+                                   why 0: another owner holds N; why 1: N is
+                                   free but the n other queued waiters go first
           {-1}                     N is a read-write lock
+          {-3}                     N, its counter or its queue holds something
+                                   that is not a lock; nothing is written
   Only the queue head (or anyone, when nobody queues) may take a free lock.
   A queued caller's deadline becomes Redis' now + ARGV[3]: calling again is
   how a live waiter keeps its place; a waiter nobody refreshes is dropped
   once its deadline passes. Whoever becomes head is told on its channel. ]]
-local kind = redis.call('type', KEYS[1]).ok
-if kind ~= 'none' and (kind ~= 'hash' or redis.call('hexists', KEYS[1], 'mode') == 1) then
+local owner = ARGV[2]
+if not owner_ok(owner) then
+  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
+end
+local kind = lock_kind(KEYS[1])
+if kind == 'rw' then
   return {-1}
+elseif kind == 'other' or not counter_ok(KEYS[2]) or not type_ok(KEYS[3], 'list') or
+       not type_ok(KEYS[4], 'zset') then
+  return {-3}
 end
 local now = fair_now()
-local owner = ARGV[2]
 local old_head = redis.call('lindex', KEYS[3], 0)
 local head = fair_purge(KEYS[3], KEYS[4], now)
 local lease = tonumber(ARGV[1])
@@ -43,10 +53,14 @@ if head ~= old_head and head ~= owner then
   fair_notify(KEYS[5], head)	-- dead heads were dropped: the new one may go
 end
 local life = tonumber(ARGV[3])
+local queued = redis.call('zscore', KEYS[4], owner)
 if life > 0 then
   if redis.call('zadd', KEYS[4], now + life, owner) == 1 then
     redis.call('rpush', KEYS[3], owner)
     head = head or owner
+    queued = true
   end
 end
-return {0, redis.call('pttl', KEYS[1]), head == owner and 1 or 0}
+local others = redis.call('llen', KEYS[3]) - (queued and 1 or 0)
+return {0, redis.call('pttl', KEYS[1]), head == owner and 1 or 0, kind == 'none' and 1 or 0,
+        others}

@@ -3,8 +3,12 @@
   KEYS[2] deadlines redisson_lock_timeout:{N}
   KEYS[3] channel prefix redisson_lock__channel:{N}
   ARGV[1] owner field
-  Returns 1 if it was queued, 0 if not. When it was the head, the next
-  waiter is told, so nobody waits behind an empty place. ]]
+  Returns 1 if it was queued, 0 if not (or the queue is not a queue: left
+  untouched). When it was the head, the next waiter is told, so nobody
+  waits behind an empty place. ]]
+if not type_ok(KEYS[1], 'list') or not type_ok(KEYS[2], 'zset') then
+  return 0
+end
 local head = redis.call('lindex', KEYS[1], 0)
 local removed = redis.call('zrem', KEYS[2], ARGV[1])
 redis.call('lrem', KEYS[1], 0, ARGV[1])

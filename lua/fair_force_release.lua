@@ -4,10 +4,13 @@
   KEYS[4] channel prefix redisson_lock__channel:{N}
   Returns 1   it was held and is now free; the queue head was told
           0   nobody held it
-          -1  N is a read-write lock (left untouched) ]]
-local kind = redis.call('type', KEYS[1]).ok
-if kind ~= 'none' and (kind ~= 'hash' or redis.call('hexists', KEYS[1], 'mode') == 1) then
+          -1  N is a read-write lock (left untouched)
+          -3  N or its queue holds something that is not a lock (left untouched) ]]
+local kind = lock_kind(KEYS[1])
+if kind == 'rw' then
   return -1
+elseif kind == 'other' or not type_ok(KEYS[2], 'list') or not type_ok(KEYS[3], 'zset') then
+  return -3
 end
 local head = fair_purge(KEYS[2], KEYS[3], fair_now())
 if kind == 'none' then

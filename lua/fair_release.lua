@@ -7,10 +7,16 @@
                       queue head's channel only
           {0}         nobody holds N (the head is told anyway, as Redisson does)
           {-2}        another owner holds N
-          {-1}        N is a read-write lock ]]
-local kind = redis.call('type', KEYS[1]).ok
-if kind ~= 'none' and (kind ~= 'hash' or redis.call('hexists', KEYS[1], 'mode') == 1) then
+          {-1}        N is a read-write lock
+          {-3}        N or its queue holds something that is not a lock ]]
+if not owner_ok(ARGV[1]) then
+  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
+end
+local kind = lock_kind(KEYS[1])
+if kind == 'rw' then
   return {-1}
+elseif kind == 'other' or not type_ok(KEYS[2], 'list') or not type_ok(KEYS[3], 'zset') then
+  return {-3}
 end
 local head = fair_purge(KEYS[2], KEYS[3], fair_now())
 if kind == 'none' then

@@ -2,13 +2,15 @@
   KEYS[1] lock hash N                 KEYS[2] channel redisson_lock__channel:{N}
   Returns 1   it was held and is now free; "0" was published
           0   nobody held it
-          -1  N is not an exclusive lock (left untouched) ]]
-local kind = redis.call('type', KEYS[1]).ok
+          -1  N is a read-write lock (left untouched)
+          -3  N holds something that is not a lock (left untouched) ]]
+local kind = lock_kind(KEYS[1])
 if kind == 'none' then
   return 0
-end
-if kind ~= 'hash' or redis.call('hexists', KEYS[1], 'mode') == 1 then
+elseif kind == 'rw' then
   return -1
+elseif kind == 'other' then
+  return -3
 end
 redis.call('del', KEYS[1])
 redis.call('publish', KEYS[2], '0')

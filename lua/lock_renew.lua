@@ -4,14 +4,19 @@
   Returns {1, lease}  renewed: N now expires in lease ms
           {0}         nobody holds N (the lease already ran out)
           {-2}        another owner holds N
-          {-1}        N is not an exclusive lock
+          {-1}        N is a read-write lock
+          {-3}        N holds something that is not a lock
   Never re-creates a lock: only an existing owner field is renewed. ]]
-local kind = redis.call('type', KEYS[1]).ok
+if not owner_ok(ARGV[2]) then
+  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
+end
+local kind = lock_kind(KEYS[1])
 if kind == 'none' then
   return {0}
-end
-if kind ~= 'hash' or redis.call('hexists', KEYS[1], 'mode') == 1 then
+elseif kind == 'rw' then
   return {-1}
+elseif kind == 'other' then
+  return {-3}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   return {-2}

@@ -1,15 +1,22 @@
 --[[ rw_force_release.lua -- free a read-write lock held in the given mode.
   KEYS[1] lock hash N                 KEYS[2] channel redisson_rwlock:{N}
+  KEYS[3] timeout key prefix {N}
   ARGV[1] "read" or "write": the side being forced
   Returns 1   it was held in that mode and is now free ("0" after readers,
               "1" after a writer, as Redisson does)
-          0   not held in that mode (left untouched)
-          -1  N is not a read-write lock ]]
-local kind = rw_kind(KEYS[1])
+          0   not held in that mode (left untouched; expired read holds dropped)
+          -1  N is a lock or fair lock (left untouched)
+          -3  N holds something that is not a lock (left untouched) ]]
+local kind = lock_kind(KEYS[1])
 if kind == 'none' then
   return 0
-elseif kind == 'other' then
+elseif kind == 'lock' then
   return -1
+elseif kind == 'other' then
+  return -3
+end
+if rw_purge(KEYS[1], KEYS[3]) == 'none' then
+  return 0
 end
 if redis.call('hget', KEYS[1], 'mode') ~= ARGV[1] then
   return 0

@@ -5,27 +5,38 @@
   ARGV[1] lease ms                    ARGV[2] owner field
   Returns {1, token, holds, pttl}  acquired; pttl of N, which lives as long as
                                    its longest hold
-          {0, pttl, by_writer}     not acquired: a writer holds it, or (by_writer
-                                   = 1) a writer waits and the caller is a new reader
-          {-1}                     N is not a read-write lock
+          {0, pttl, 0, why, 0}     not acquired: why 5, a writer holds it; why
+                                   2, a writer waits and the caller is a new
+                                   reader
+          {-1}                     N is a lock or fair lock
+          {-3}                     N (or a key of its own) holds something that
+                                   is not a lock; nothing is written
   Readers share; the write holder may also read (downgrade). A new reader
   queues behind a live waiting writer, so readers cannot starve writers;
-  one already reading may re-enter. ]]
-local kind = rw_kind(KEYS[1])
-if kind == 'other' then
-  return {-1}
-end
+  one already reading may re-enter. Expired read holds are dropped first. ]]
 local owner, lease = ARGV[2], tonumber(ARGV[1])
+if not owner_ok(owner) then
+  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
+end
+local kind = lock_kind(KEYS[1])
+if kind == 'lock' then
+  return {-1}
+elseif kind == 'other' or not counter_ok(KEYS[2]) or not type_ok(KEYS[4], 'zset') then
+  return {-3}
+end
+if kind == 'rw' then
+  kind = rw_purge(KEYS[1], KEYS[3])
+end
 local mode = redis.call('hget', KEYS[1], 'mode')
 local reading = kind == 'rw' and redis.call('hexists', KEYS[1], owner) == 1
 local writing = mode == 'write' and redis.call('hexists', KEYS[1], owner .. ':write') == 1
 if mode == 'write' and not writing then
-  return {0, redis.call('pttl', KEYS[1]), 0}
+  return {0, redis.call('pttl', KEYS[1]), 0, 5, 0}
 end
 if not reading and not writing then
   redis.call('zremrangebyscore', KEYS[4], '-inf', rw_now())
   if redis.call('zcard', KEYS[4]) > 0 then
-    return {0, redis.call('pttl', KEYS[1]), 1}
+    return {0, redis.call('pttl', KEYS[1]), 0, 2, 0}
   end
 end
 if not mode then

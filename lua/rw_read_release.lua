@@ -4,26 +4,42 @@
   ARGV[1] owner field
   Returns {1, holds, free}  released; holds = the owner's read holds left;
                             free = 1 when nobody holds N any more ("0" published)
-          {0}               nobody holds N
-          {-2}              the owner holds no read lock on N
-          {-1}              N is not a read-write lock
-  The lock then lives exactly as long as its longest remaining read hold
-  (a write holder's lease is never cut). When one reader is left, "0" is
-  published too: a writer waiting to upgrade from that read may go now. ]]
-local refused = rw_refuse(KEYS[1])
-if refused then
-  return refused
-end
+          {0}               the owner holds no read lock on N (never took it,
+                            released it, or its lease ran out)
+          {-2}              another owner holds the write lock
+          {-1}              N is a lock or fair lock
+          {-3}              N holds something that is not a lock
+  Expired read holds are dropped first. The lock then lives exactly as long
+  as its longest remaining read hold (a write holder's lease is never cut).
+  When one reader is left, "0" is published too: a writer waiting to upgrade
+  from that read may go now. ]]
 local owner = ARGV[1]
+if not owner_ok(owner) then
+  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
+end
+local kind = lock_kind(KEYS[1])
+if kind == 'none' then
+  return {0}
+elseif kind == 'lock' then
+  return {-1}
+elseif kind == 'other' then
+  return {-3}
+end
+if rw_purge(KEYS[1], KEYS[3]) == 'none' then
+  return {0}
+end
+local mode = redis.call('hget', KEYS[1], 'mode')
 if redis.call('hexists', KEYS[1], owner) == 0 then
-  return {-2}
+  if mode == 'write' and redis.call('hexists', KEYS[1], owner .. ':write') == 0 then
+    return {-2}
+  end
+  return {0}
 end
 local holds = redis.call('hincrby', KEYS[1], owner, -1)
 if holds == 0 then
   redis.call('hdel', KEYS[1], owner)
 end
 redis.call('del', KEYS[3] .. ':' .. owner .. ':rwlock_timeout:' .. (holds + 1))
-local mode = redis.call('hget', KEYS[1], 'mode')
 if redis.call('hlen', KEYS[1]) > 1 then
   local longest = rw_longest(KEYS[1], KEYS[3])
   if mode == 'write' then

@@ -2,20 +2,38 @@
   KEYS[1] lock hash N                 KEYS[2] timeout key prefix {N}
   ARGV[1] lease ms                    ARGV[2] owner field
   Returns {1, lease}  renewed: each hold and N now last at least lease ms
-          {0}         nobody holds N
-          {-2}        the owner holds no read lock on N
-          {-1}        N is not a read-write lock ]]
-local refused = rw_refuse(KEYS[1])
-if refused then
-  return refused
+          {0}         the owner holds no read lock on N (never took it,
+                      released it, or its lease ran out)
+          {-2}        another owner holds the write lock
+          {-1}        N is a lock or fair lock
+          {-3}        N holds something that is not a lock
+  Expired read holds are dropped first: a lease that ran out is not renewed. ]]
+local owner = ARGV[2]
+if not owner_ok(owner) then
+  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
 end
-local holds = tonumber(redis.call('hget', KEYS[1], ARGV[2]))
+local kind = lock_kind(KEYS[1])
+if kind == 'none' then
+  return {0}
+elseif kind == 'lock' then
+  return {-1}
+elseif kind == 'other' then
+  return {-3}
+end
+if rw_purge(KEYS[1], KEYS[2]) == 'none' then
+  return {0}
+end
+local holds = tonumber(redis.call('hget', KEYS[1], owner))
 if not holds then
-  return {-2}
+  if redis.call('hget', KEYS[1], 'mode') == 'write' and
+     redis.call('hexists', KEYS[1], owner .. ':write') == 0 then
+    return {-2}
+  end
+  return {0}
 end
 local lease = tonumber(ARGV[1])
 for k = 1, holds do
-  redis.call('set', KEYS[2] .. ':' .. ARGV[2] .. ':rwlock_timeout:' .. k, 1, 'px', lease)
+  redis.call('set', KEYS[2] .. ':' .. owner .. ':rwlock_timeout:' .. k, 1, 'px', lease)
 end
 lease_at_least(KEYS[1], lease)
 return {1, lease}

@@ -5,16 +5,29 @@
                                       <owner>:write)
   ARGV[3] waiting-writer entry lifetime ms; "0" = try once, do not register
   Returns {1, token, holds, pttl}  acquired
-          {0, pttl, 0}             not acquired; the caller is registered as a
-                                   waiting writer (refreshed by calling again)
-          {-1}                     N is not a read-write lock
+          {0, pttl, 0, why, n}     not acquired; the caller is registered as a
+                                   waiting writer (refreshed by calling again).
+                                   why 5: another writer holds it; why 3: n
+                                   readers hold it; why 4: the caller reads,
+                                   and so do n other readers
+          {-1}                     N is a lock or fair lock
+          {-3}                     N (or a key of its own) holds something that
+                                   is not a lock; nothing is written
   Upgrade: the only reader may take the write lock (Redisson deadlocks there).
-  A re-entry never shortens the lease. ]]
-local kind = rw_kind(KEYS[1])
-if kind == 'other' then
-  return {-1}
-end
+  A re-entry never shortens the lease. Expired read holds are dropped first. ]]
 local owner, lease = ARGV[2], tonumber(ARGV[1])
+if not owner_ok(owner) then
+  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
+end
+local kind = lock_kind(KEYS[1])
+if kind == 'lock' then
+  return {-1}
+elseif kind == 'other' or not counter_ok(KEYS[2]) or not type_ok(KEYS[4], 'zset') then
+  return {-3}
+end
+if kind == 'rw' then
+  rw_purge(KEYS[1], KEYS[3])
+end
 local wf = owner .. ':write'
 local mode = redis.call('hget', KEYS[1], 'mode')
 local holds
@@ -32,7 +45,15 @@ else
   if life > 0 then
     redis.call('zadd', KEYS[4], rw_now() + life, owner)
   end
-  return {0, redis.call('pttl', KEYS[1]), 0}
+  local why, n = 5, 0
+  if mode == 'read' then
+    n = rw_readers(KEYS[1])
+    why = 3
+    if redis.call('hexists', KEYS[1], owner) == 1 then
+      why, n = 4, n - 1
+    end
+  end
+  return {0, redis.call('pttl', KEYS[1]), 0, why, n}
 end
 redis.call('zrem', KEYS[4], owner)
 local pttl = lease_at_least(KEYS[1], lease)

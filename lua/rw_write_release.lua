@@ -5,18 +5,32 @@
   Returns {1, holds, free}  released; holds = write holds left; free = 1 when
                             nobody holds N any more
           {0}               nobody holds N
-          {-2}              the owner does not hold the write lock
-          {-1}              N is not a read-write lock
-  The last write hold publishes "1" (every waiting reader may enter): when
-  the lock is freed, and also on a downgrade to the owner's read holds,
-  where Redisson publishes nothing and leaves readers asleep. ]]
-local refused = rw_refuse(KEYS[1])
-if refused then
-  return refused
+          {-2, why, n}      the owner does not hold the write lock: why 5,
+                            another writer does; why 3, n readers hold N; why
+                            4, the caller reads, and so do n other readers
+          {-1}              N is a lock or fair lock
+          {-3}              N holds something that is not a lock
+  Expired read holds are dropped first. The last write hold publishes "1"
+  (every waiting reader may enter): when the lock is freed, and also on a
+  downgrade to the owner's read holds, where Redisson publishes nothing and
+  leaves readers asleep. ]]
+if not owner_ok(ARGV[1]) then
+  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
+end
+local kind = lock_kind(KEYS[1])
+if kind == 'none' then
+  return {0}
+elseif kind == 'lock' then
+  return {-1}
+elseif kind == 'other' then
+  return {-3}
+end
+if rw_purge(KEYS[1], KEYS[3]) == 'none' then
+  return {0}
 end
 local wf = ARGV[1] .. ':write'
 if redis.call('hexists', KEYS[1], wf) == 0 then
-  return {-2}
+  return rw_not_writer(KEYS[1], ARGV[1])
 end
 local holds = redis.call('hincrby', KEYS[1], wf, -1)
 if holds > 0 then

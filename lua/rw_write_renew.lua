@@ -4,14 +4,26 @@
   Returns {1, lease}  renewed: N expires in lease ms, or later if the owner's
                       own read holds last longer
           {0}         nobody holds N
-          {-2}        the owner does not hold the write lock
-          {-1}        N is not a read-write lock ]]
-local refused = rw_refuse(KEYS[1])
-if refused then
-  return refused
+          {-2, why, n} the owner does not hold the write lock (why and n as
+                      in rw_write_release.lua)
+          {-1}        N is a lock or fair lock
+          {-3}        N holds something that is not a lock ]]
+if not owner_ok(ARGV[2]) then
+  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
+end
+local kind = lock_kind(KEYS[1])
+if kind == 'none' then
+  return {0}
+elseif kind == 'lock' then
+  return {-1}
+elseif kind == 'other' then
+  return {-3}
+end
+if rw_purge(KEYS[1], KEYS[2]) == 'none' then
+  return {0}
 end
 if redis.call('hexists', KEYS[1], ARGV[2] .. ':write') == 0 then
-  return {-2}
+  return rw_not_writer(KEYS[1], ARGV[2])
 end
 local lease = tonumber(ARGV[1])
 local longest = rw_longest(KEYS[1], KEYS[2])

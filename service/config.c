@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +31,7 @@ struct option_row {
 enum {
 	O_LISTEN, O_REDIS, O_THREADS, O_DEFAULT_TTL, O_MAX_TTL, O_MAX_WAIT,
 	O_QUEUE_TTL, O_MAX_BODY, O_MAX_CONN, O_IDLE_TIMEOUT, O_LOG_LEVEL,
-	O_LOG_FORMAT, O_AUTH_FILE, O_COUNT
+	O_LOG_FORMAT, O_AUTH_FILE, O_KEY_PREFIX, O_COUNT
 };
 
 static const struct option_row rows[O_COUNT] = {
@@ -67,6 +68,10 @@ static const struct option_row rows[O_COUNT] = {
 	[O_AUTH_FILE] = { "auth-file", "DLOCKD_AUTH_FILE", OPT_STRING, 0, 0, "FILE",
 		"bearer tokens, one '<token> <role> <prefix>' per line; re-read\n"
 		"                        on SIGHUP (default: no auth)" },
+	[O_KEY_PREFIX] = { "key-prefix", "DLOCKD_KEY_PREFIX", OPT_STRING, 0, 0, "STR",
+		"put STR before every lock name in Redis (lock N is key STRN, and\n"
+		"                        its channels and other keys follow), as Redisson's\n"
+		"                        NameMapper does; 1-64 of A-Z a-z 0-9 . _ : - (default none)" },
 };
 
 static void usage(FILE *out)
@@ -148,6 +153,27 @@ int config_parse_listen(const char *s, struct sockaddr_storage *addr, socklen_t 
 	return -1;
 }
 
+/* A key prefix is made of the characters of lock names (no '{': it must
+ * not change Redisson's hash-tag rule) and is short enough that the
+ * longest name with it stays a modest key. */
+#define KEY_PREFIX_MAX 64
+
+static bool key_prefix_ok(const char *s)
+{
+	size_t len = strlen(s);
+
+	if (len == 0 || len > KEY_PREFIX_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == ':' || c == '-'))
+			return false;
+	}
+	return true;
+}
+
 /* Store one option value; prints the error and returns -1 when it is bad. */
 static int set_option(struct config *cfg, int i, const char *val, const char *from)
 {
@@ -171,6 +197,15 @@ static int set_option(struct config *cfg, int i, const char *val, const char *fr
 	case O_AUTH_FILE:
 		free(cfg->auth_file);
 		cfg->auth_file = xstrdup(val);
+		break;
+	case O_KEY_PREFIX:
+		if (!key_prefix_ok(val)) {
+			fprintf(stderr, "dlockd: %s '%s' must be 1 to %d of A-Z a-z 0-9 . _ : -\n",
+				from, val, KEY_PREFIX_MAX);
+			return -1;
+		}
+		free(cfg->key_prefix);
+		cfg->key_prefix = xstrdup(val);
 		break;
 	case O_THREADS: cfg->threads = (unsigned)n; break;
 	case O_DEFAULT_TTL: cfg->default_ttl_ms = n; break;
@@ -281,5 +316,6 @@ void config_release(struct config *cfg)
 	free(cfg->listen);
 	free(cfg->redis_url);
 	free(cfg->auth_file);
-	cfg->listen = cfg->redis_url = cfg->auth_file = NULL;
+	free(cfg->key_prefix);
+	cfg->listen = cfg->redis_url = cfg->auth_file = cfg->key_prefix = NULL;
 }

@@ -11,6 +11,7 @@ struct config {
 	socklen_t listen_addr_len;
 	char *redis_url;
 	char *auth_file;		/* NULL: no auth */
+	char *key_prefix;		/* put before every lock name in Redis; "" none */
 	unsigned threads;		/* event loops, each with one pipelined Redis connection */
 	int64_t default_ttl_ms;
 	int64_t max_ttl_ms;

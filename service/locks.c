@@ -3,6 +3,8 @@
  * replies into domain results. Key names follow Redisson byte for byte
  * (reference/redisson-locks.md §1) so both can share one Redis; the one key
  * of dlockd's own, dlockd_rwlock_writers:{N}, is invisible to Redisson.
+ * With a key prefix (--key-prefix) lock N is <prefix>N in Redis, and every
+ * derived name is built from that, as Redisson's NameMapper does.
  *
  * Every derived name of a lock is built once per call (struct keys) and a
  * kind's row lists, per operation, which of them go into KEYS and in what
@@ -79,9 +81,9 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 		.force_mode = "read",
 		.acquire = { SCRIPT_RW_READ_ACQUIRE, { K_LOCK, K_TOKEN, K_TAG, K_WRITERS } },
 		.release = { SCRIPT_RW_READ_RELEASE, { K_LOCK, K_CHANNEL, K_TAG } },
-		.force_release = { SCRIPT_RW_FORCE_RELEASE, { K_LOCK, K_CHANNEL } },
+		.force_release = { SCRIPT_RW_FORCE_RELEASE, { K_LOCK, K_CHANNEL, K_TAG } },
 		.renew = { SCRIPT_RW_READ_RENEW, { K_LOCK, K_TAG } },
-		.status = { SCRIPT_RW_STATUS, { K_LOCK } },
+		.status = { SCRIPT_RW_STATUS, { K_LOCK, K_TAG } },
 	},
 	[LOCK_KIND_WRITE] = {
 		.label = "write lock",
@@ -91,9 +93,9 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 		.force_mode = "write",
 		.acquire = { SCRIPT_RW_WRITE_ACQUIRE, { K_LOCK, K_TOKEN, K_TAG, K_WRITERS } },
 		.release = { SCRIPT_RW_WRITE_RELEASE, { K_LOCK, K_CHANNEL, K_TAG } },
-		.force_release = { SCRIPT_RW_FORCE_RELEASE, { K_LOCK, K_CHANNEL } },
+		.force_release = { SCRIPT_RW_FORCE_RELEASE, { K_LOCK, K_CHANNEL, K_TAG } },
 		.renew = { SCRIPT_RW_WRITE_RENEW, { K_LOCK, K_TAG } },
-		.status = { SCRIPT_RW_STATUS, { K_LOCK } },
+		.status = { SCRIPT_RW_STATUS, { K_LOCK, K_TAG } },
 		.dequeue = { SCRIPT_RW_WRITE_DEQUEUE, { K_WRITERS, K_CHANNEL } },
 	},
 };
@@ -104,6 +106,20 @@ static int64_t queue_ttl_ms = 5000;
 void locks_configure(int64_t ttl_ms)
 {
 	queue_ttl_ms = ttl_ms;
+}
+
+/* Prepended to every lock name before any key is built from it. */
+static const char *key_prefix = "";
+
+void locks_set_key_prefix(const char *prefix)
+{
+	key_prefix = prefix ? prefix : "";
+}
+
+/* The name lock N has in Redis: <prefix>N. The caller frees it. */
+static char *redis_name(const char *name)
+{
+	return xasprintf("%s%s", key_prefix, name);
 }
 
 const char *locks_kind_label(enum lock_kind kind)
@@ -139,8 +155,10 @@ static char *locks_prefix_name(const char *prefix, const char *name)
 
 char *locks_wait_channel(enum lock_kind kind, const char *name, const char *owner)
 {
-	char *base = locks_prefix_name(kinds[kind].channel_prefix, name), *ch;
+	char *rname = redis_name(name);
+	char *base = locks_prefix_name(kinds[kind].channel_prefix, rname), *ch;
 
+	free(rname);
 	if (!kinds[kind].per_owner_channel)
 		return base;
 	ch = xasprintf("%s:%s", base, owner);
@@ -151,7 +169,7 @@ char *locks_wait_channel(enum lock_kind kind, const char *name, const char *owne
 /* Every name a script of this lock may need, built on demand. */
 struct keys {
 	enum lock_kind kind;
-	const char *name;
+	const char *name;		/* the name in Redis: <prefix>N */
 	char *k[K_COUNT];
 };
 
@@ -207,7 +225,8 @@ static void on_reply(void *arg, redisReply *r);
  * filled in by the caller before and decoded after. */
 static void run(struct call *c, const struct op_row *op, int nargs, const char *const *args)
 {
-	struct keys ks = { .kind = c->kind, .name = c->name };
+	char *rname = redis_name(c->name);
+	struct keys ks = { .kind = c->kind, .name = rname };
 	const char *keys[MAX_KEYS];
 	int n = 0;
 
@@ -220,6 +239,7 @@ static void run(struct call *c, const struct op_row *op, int nargs, const char *
 	scripts_run(op->script, n, keys, nargs, args, on_reply, c);
 	for (int i = 0; i < K_COUNT; i++)
 		free(ks.k[i]);
+	free(rname);
 }
 
 static struct call *call_new(enum lock_kind kind, const char *name, const char *what,
@@ -263,15 +283,26 @@ static enum lock_result check_reply(const redisReply *r, enum script_id id)
 	return LOCK_OK;
 }
 
-/* Map the shared status codes 0 / -1 / -2 of release and renew. */
-static enum lock_result common_code(long long code)
+/* Map the shared status codes 0 / -1 / -2 / -3 of release and renew
+ * (-1 another kind of lock, -3 not a lock at all). */
+static enum lock_result common_code(long long code, struct lock_state *out)
 {
 	switch (code) {
 	case 0: return LOCK_NOT_HELD;
 	case -1: return LOCK_WRONG_KIND;
 	case -2: return LOCK_NOT_OWNER;
+	case -3:
+		out->why = LOCK_WHY_NOT_A_LOCK;
+		return LOCK_WRONG_KIND;
 	default: return LOCK_OK;
 	}
+}
+
+/* A script's why code (lua/ headers); an unknown one says nothing more. */
+static enum lock_why why_code(long long code)
+{
+	return code >= LOCK_WHY_QUEUE && code <= LOCK_WHY_WRITER ? (enum lock_why)code
+								  : LOCK_WHY_NONE;
 }
 
 static int64_t min_positive(int64_t a, int64_t b)
@@ -357,10 +388,14 @@ static void acquire_decode(struct call *c, const redisReply *r, enum lock_result
 		out->locked = elem_int(r, 1) != -2;
 		out->retry_ms = retry_after(c->kind, elem_int(r, 1), elem_int(r, 2) == 1);
 		out->queued = c->queue;
+		out->why = why_code(elem_int(r, 3));
+		out->others = elem_int(r, 4);
 		*res = LOCK_HELD;
 		break;
 	default:
 		*res = LOCK_WRONG_KIND;
+		if (elem_int(r, 0) == -3)
+			out->why = LOCK_WHY_NOT_A_LOCK;
 	}
 }
 
@@ -394,7 +429,12 @@ static void release_decode(struct call *c, const redisReply *r, enum lock_result
 			   struct lock_state *out)
 {
 	(void)c;
-	*res = common_code(elem_int(r, 0));
+	*res = common_code(elem_int(r, 0), out);
+	if (*res == LOCK_NOT_OWNER) {
+		out->why = why_code(elem_int(r, 1));
+		out->others = elem_int(r, 2);
+		return;
+	}
 	out->holds = elem_int(r, 1);
 	/* read-write releases say whether the lock is free; for the exclusive
 	 * kinds it is free when the owner's holds are gone */
@@ -415,8 +455,11 @@ static void force_decode(struct call *c, const redisReply *r, enum lock_result *
 			 struct lock_state *out)
 {
 	(void)c;
-	if (r->integer < 0)
+	if (r->integer < 0) {
 		*res = LOCK_WRONG_KIND;
+		if (r->integer == -3)
+			out->why = LOCK_WHY_NOT_A_LOCK;
+	}
 	out->locked = r->integer == 1;	/* it was held and is now free */
 }
 
@@ -433,7 +476,12 @@ void locks_force_release(enum lock_kind kind, const char *name, lock_done_fn don
 static void renew_decode(struct call *c, const redisReply *r, enum lock_result *res,
 			 struct lock_state *out)
 {
-	*res = common_code(elem_int(r, 0));
+	*res = common_code(elem_int(r, 0), out);
+	if (*res == LOCK_NOT_OWNER) {
+		out->why = why_code(elem_int(r, 1));
+		out->others = elem_int(r, 2);
+		return;
+	}
 	out->ttl_ms = lease_left(elem_int(r, 1), c->sent_ms);
 	out->locked = *res == LOCK_OK;
 	if (*res == LOCK_OK && out->ttl_ms == 0)
@@ -459,6 +507,8 @@ static void status_decode(struct call *c, const redisReply *r, enum lock_result 
 
 	if (first < 0) {
 		*res = LOCK_WRONG_KIND;
+		if (first == -3)
+			out->why = LOCK_WHY_NOT_A_LOCK;
 		return;
 	}
 	out->locked = first > 0;

@@ -38,6 +38,20 @@ enum lock_result {
 	LOCK_RESULT_COUNT
 };
 
+/* What stands in the way, when there is more to say than the result: the
+ * values are the "why" codes the scripts return (lua/ headers). */
+enum lock_why {
+	LOCK_WHY_NONE = 0,		/* another owner holds it */
+	LOCK_WHY_QUEUE = 1,		/* fair lock free, but st->others queued waiters go first */
+	LOCK_WHY_WRITER_WAITING = 2,	/* a writer waits: new readers queue behind it */
+	LOCK_WHY_READERS = 3,		/* st->others readers hold it */
+	LOCK_WHY_OTHER_READERS = 4,	/* the caller reads, and so do st->others more */
+	LOCK_WHY_WRITER = 5,		/* another owner holds the write side */
+	LOCK_WHY_NOT_A_LOCK = 6,	/* LOCK_WRONG_KIND: the name holds data that is not
+					 * a lock (a hash without TTL, another type, a
+					 * fencing counter that is not a number) */
+};
+
 struct lock_state {
 	int64_t token;		/* acquire: fencing token of this acquisition */
 	int64_t holds;		/* holds of the owner (after the operation) */
@@ -50,12 +64,18 @@ struct lock_state {
 				 * a queue; give it back with locks_dequeue() */
 	enum lock_mode mode;	/* status of a read-write lock */
 	int64_t readers;	/* status of a read-write lock: reader count */
+	enum lock_why why;	/* LOCK_HELD, LOCK_NOT_OWNER, LOCK_WRONG_KIND: why */
+	int64_t others;		/* the count why speaks of */
 };
 
 /* Set how long a waiter's queue place (fair locks, waiting writers) lives
  * unless it is refreshed: a waiter whose dlockd died stops blocking others
  * after this. Call once before any thread uses the module. */
 void locks_configure(int64_t queue_ttl_ms);
+/* Put every Redis key and channel of lock N under the name <prefix>N, as
+ * Redisson's NameMapper does (NULL or "": none); names in results stay N.
+ * Call once before any thread uses the module; prefix must outlive it. */
+void locks_set_key_prefix(const char *prefix);
 
 /* An operation's outcome; st is valid during the call only. */
 typedef void (*lock_done_fn)(void *ctx, enum lock_result r, const struct lock_state *st);

@@ -88,6 +88,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	locks_configure(cfg.queue_ttl_ms);
+	locks_set_key_prefix(cfg.key_prefix);
 	if (scripts_init() < 0 || redis_conn_setup(cfg.redis_url) < 0) {
 		log_error("cannot set up scripts or the redis url");
 		return 1;

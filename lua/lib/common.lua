@@ -13,7 +13,21 @@
                               before; Redisson's INCR stays monotonic too.
                               The counter lives as long as the longest lease
                               it granted, so a name leaves nothing behind in
-                              Redis once its holders are gone ]]
+                              Redis once its holders are gone
+  lock_kind(key)              what the lock's name holds: 'none'; 'lock' (a
+                              hash with a TTL, every field a hold count: a
+                              lock or fair lock); 'rw' (the same plus a mode
+                              field read/write); 'other' (anything else: the
+                              name is not a lock; dlockd and Redisson always
+                              set a TTL, so a hash without one is an
+                              application's own data)
+  counter_ok(key)             key is absent or an integer INCR can add to
+  type_ok(key, t)             key is absent or of type t
+  owner_ok(owner)             owner is no field of the layout ('mode', a
+                              '...:write' writer field); dlockd refuses such
+                              owners before they reach a script
+  Redis does not undo the writes of a script that fails half way, so every
+  script checks with these (and returns, or fails) before its first write. ]]
 do
   local t = redis.call('time')
   if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[#ARGV]) then
@@ -44,3 +58,49 @@ local function next_token(key, lease)
   return token
 end
 
+
+local function lock_kind(key)
+  local t = redis.call('type', key).ok
+  if t == 'none' then
+    return 'none'
+  end
+  if t ~= 'hash' or redis.call('pttl', key) == -1 then
+    return 'other'
+  end
+  local mode
+  local f = redis.call('hgetall', key)
+  for i = 1, #f, 2 do
+    if f[i] == 'mode' then
+      mode = f[i + 1]
+    elseif #f[i + 1] > 18 or not string.match(f[i + 1], '^%-?%d+$') then
+      return 'other'
+    end
+  end
+  if not mode then
+    return 'lock'
+  elseif mode == 'read' or mode == 'write' then
+    return 'rw'
+  end
+  return 'other'
+end
+
+local function counter_ok(key)
+  local t = redis.call('type', key).ok
+  if t == 'none' then
+    return true
+  end
+  if t ~= 'string' then
+    return false
+  end
+  local v = redis.call('get', key)
+  return #v <= 18 and string.match(v, '^%-?%d+$') ~= nil
+end
+
+local function type_ok(key, t)
+  local got = redis.call('type', key).ok
+  return got == 'none' or got == t
+end
+
+local function owner_ok(owner)
+  return owner ~= 'mode' and string.sub(owner, -6) ~= ':write'
+end

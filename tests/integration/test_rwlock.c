@@ -394,9 +394,13 @@ TEST(rw_heartbeats_and_force_release_per_side)
 	      "every read hold and the lock renewed");
 	req("POST", RW(n, "write/heartbeat", "owner=r"), &r);
 	CHECK_ERROR(r, 409, "not_owner", "a reader cannot renew the write side");
+	CHECK(strstr(json_str(&r, "message"), "not held by 'r', which reads it"),
+	      "and is told it reads, not that another owner holds it: %s", r.body);
 	http_free(&r);
 	req("POST", RW(n, "read/heartbeat", "owner=x"), &r);
-	CHECK_ERROR(r, 409, "not_owner", "someone else cannot renew");
+	CHECK_ERROR(r, 409, "not_held", "someone who does not read cannot renew (read holds are "
+		    "each reader's own: x holds none)");
+	CHECK(strstr(json_str(&r, "message"), "not held by 'x'"), "message: %s", r.body);
 	http_free(&r);
 	req("DELETE", RW(n, "write", "force=true"), &r);
 	CHECK(json_bool(&r, "released") == 0, "forcing the write side leaves readers: %s", r.body);

@@ -1,0 +1,410 @@
+/* test_layout.c -- dlockd and what else lives in its Redis database: owner
+ * ids that would collide with the layout's own fields are refused, data
+ * that is not a lock (a hash without TTL, a counter that is not a number)
+ * is refused untouched and never half-written, expired read holds are gone
+ * for every operation, 409 "locked" says what is in the way, and
+ * --key-prefix puts every key under a prefix a Redisson NameMapper can
+ * share. */
+#include "../harness/harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+static char pbuf[512];
+
+/* "/<res>/<name>[/<side>][?<query>]" */
+static const char *P(const char *res, const char *name, const char *side, const char *query)
+{
+	snprintf(pbuf, sizeof(pbuf), "/%s/%s%s%s%s%s", res, name, side[0] ? "/" : "", side,
+		 query[0] ? "?" : "", query);
+	return pbuf;
+}
+
+static long req(const char *method, const char *path, struct http_resp *out)
+{
+	struct http_resp r;
+	long st;
+
+	http(method, path, NULL, &r);
+	st = r.status;
+	if (out)
+		*out = r;
+	else
+		http_free(&r);
+	return st;
+}
+
+static bool has(const struct http_resp *r, const char *text)
+{
+	const char *m = json_str(r, "message");
+
+	return m && strstr(m, text);
+}
+
+/* Redis' clock in ms. */
+static long long redis_now_ms(void)
+{
+	redisReply *t = rcmd("TIME");
+	long long ms = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+
+	freeReplyObject(t);
+	return ms;
+}
+
+/* ----- D2: owner ids of the layout's own fields ----- */
+
+TEST(owner_mode_is_refused_for_every_kind_and_takes_no_effect)
+{
+	const char *n = lockname("m");
+	static const char *const calls[][4] = {
+		{ "PUT", "locks", "", "owner=mode" },
+		{ "DELETE", "locks", "", "owner=mode" },
+		{ "POST", "locks", "heartbeat", "owner=mode" },
+		{ "GET", "locks", "", "owner=mode" },
+		{ "PUT", "fairlocks", "", "owner=mode" },
+		{ "PUT", "rwlocks", "read", "owner=mode" },
+		{ "PUT", "rwlocks", "write", "owner=mode" },
+		{ "DELETE", "rwlocks", "read", "owner=mode" },
+		{ "POST", "rwlocks", "read/heartbeat", "owner=mode" },
+	};
+	struct http_resp r;
+
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+		req(calls[i][0], P(calls[i][1], n, calls[i][2], calls[i][3]), &r);
+		CHECK_ERROR(r, 400, "invalid_argument", pbuf);
+		CHECK(has(&r, "'mode'") && has(&r, "read-write"),
+		      "%s %s: the message says why: %s", calls[i][0], pbuf, r.body);
+		http_free(&r);
+	}
+	http("PUT", "/locks/x", "{\"owner\":\"mode\"}", &r);
+	CHECK_ERROR(r, 400, "invalid_argument", "owner mode in a JSON body");
+	http_free(&r);
+	CHECK(rcmd_int("EXISTS %s", n) == 0, "nothing was written");
+	/* the two holders of issue 14: now the read side is simply free */
+	CHECK(req("PUT", P("rwlocks", n, "read", "owner=r1"), NULL) == 200, "a reader may take it");
+	CHECK(req("DELETE", P("rwlocks", n, "read", "owner=r1"), NULL) == 200, "and release it");
+	/* other ids close to the layout's words are ordinary owners */
+	CHECK(req("PUT", P("locks", n, "", "owner=modes"), NULL) == 200, "'modes' is an owner");
+	CHECK(req("DELETE", P("locks", n, "", "owner=modes"), NULL) == 200, "and can release");
+}
+
+/* A fencing counter that is not a number makes INCR fail: before the fix
+ * the lock hash was written first and stayed held behind a 503. */
+TEST(a_script_that_cannot_finish_writes_nothing)
+{
+	static const char *const kinds[][2] = {
+		{ "locks", "" }, { "fairlocks", "" }, { "rwlocks", "read" }, { "rwlocks", "write" },
+	};
+	struct http_resp r;
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		const char *n = lockname("tok");
+
+		rcmd_int("SET redisson_lock_token:{%s} not-a-number", n);
+		req("PUT", P(kinds[i][0], n, kinds[i][1], "owner=a&ttl_ms=60000"), &r);
+		CHECK_ERROR(r, 409, "wrong_kind", pbuf);
+		CHECK(has(&r, "not a lock"), "%s: says what is wrong: %s", pbuf, r.body);
+		http_free(&r);
+		CHECK(rcmd_int("EXISTS %s", n) == 0, "%s: no lock was left behind", pbuf);
+		CHECK(rcmd_int("EXISTS redisson_lock_queue:{%s} redisson_lock_timeout:{%s}", n, n) == 0,
+		      "%s: no queue place either", pbuf);
+	}
+	/* a waiting-writer key of the wrong type: refused before any write */
+	const char *n = lockname("wz");
+
+	rcmd_int("SET dlockd_rwlock_writers:{%s} x", n);
+	req("PUT", P("rwlocks", n, "write", "owner=a&ttl_ms=60000"), &r);
+	CHECK_ERROR(r, 409, "wrong_kind", "writers key of the wrong type");
+	http_free(&r);
+	CHECK(rcmd_int("EXISTS %s", n) == 0, "no write lock was left behind");
+}
+
+/* ----- Also: a hash with no TTL is never a lock ----- */
+
+TEST(a_hash_without_ttl_is_not_a_lock_for_any_operation)
+{
+	const char *n = lockname("user:42");
+	const char *m = lockname("wedge");
+	static const char *const calls[][4] = {
+		{ "PUT", "locks", "", "owner=a" },
+		{ "DELETE", "locks", "", "force=true" },
+		{ "DELETE", "locks", "", "owner=a" },
+		{ "POST", "locks", "heartbeat", "owner=a" },
+		{ "GET", "locks", "", "" },
+		{ "PUT", "fairlocks", "", "owner=a" },
+		{ "DELETE", "fairlocks", "", "force=true" },
+		{ "DELETE", "fairlocks", "", "owner=a" },
+		{ "PUT", "rwlocks", "read", "owner=a" },
+		{ "PUT", "rwlocks", "write", "owner=a" },
+		{ "DELETE", "rwlocks", "read", "force=true" },
+		{ "DELETE", "rwlocks", "write", "force=true" },
+		{ "DELETE", "rwlocks", "read", "owner=a" },
+		{ "DELETE", "rwlocks", "write", "owner=a" },
+		{ "POST", "rwlocks", "read/heartbeat", "owner=a" },
+		{ "POST", "rwlocks", "write/heartbeat", "owner=a" },
+		{ "GET", "rwlocks", "", "" },
+	};
+	struct http_resp r;
+	redisReply *rep;
+
+	/* an application's own hash, and what owner=mode used to leave */
+	rcmd_int("HSET %s name bob a 1", n);
+	rcmd_int("HSET %s mode read", m);
+	for (int k = 0; k < 2; k++) {
+		const char *name = k ? m : n;
+
+		for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+			req(calls[i][0], P(calls[i][1], name, calls[i][2], calls[i][3]), &r);
+			CHECK_ERROR(r, 409, "wrong_kind", pbuf);
+			CHECK(has(&r, "not a lock"), "%s %s: message %s", calls[i][0], pbuf, r.body);
+			http_free(&r);
+		}
+		CHECK(rcmd_int("PTTL %s", name) == -1, "%s is left without a TTL", name);
+	}
+	rep = rcmd("HGETALL %s", n);
+	CHECK(rep && rep->elements == 4, "the application's hash is untouched");
+	freeReplyObject(rep);
+	rep = rcmd("HGETALL %s", m);
+	CHECK(rep && rep->elements == 2, "so is the other");
+	freeReplyObject(rep);
+}
+
+/* ----- D5: an expired read hold is gone ----- */
+
+TEST(an_expired_read_hold_is_gone_for_every_operation)
+{
+	const char *n = lockname("rw1");
+	struct http_resp r;
+
+	CHECK(req("PUT", P("rwlocks", n, "read", "owner=r1&ttl_ms=500"), NULL) == 200, "r1 reads");
+	CHECK(req("PUT", P("rwlocks", n, "read", "owner=r2&ttl_ms=60000"), NULL) == 200, "r2 reads");
+	CHECK(WAIT_FOR(rcmd_int("EXISTS {%s}:r1:rwlock_timeout:1", n) == 0, 5000),
+	      "r1's lease ran out");
+	req("GET", P("rwlocks", n, "", ""), &r);
+	CHECK(json_int(&r, "readers") == 1 && !strcmp(json_str(&r, "mode"), "read"),
+	      "status counts r2 only: %s", r.body);
+	http_free(&r);
+	req("POST", P("rwlocks", n, "read/heartbeat", "owner=r1"), &r);
+	CHECK_ERROR(r, 409, "not_held", "r1's heartbeat");
+	CHECK(has(&r, "'r1'"), "names the reader: %s", r.body);
+	http_free(&r);
+	req("DELETE", P("rwlocks", n, "read", "owner=r1"), &r);
+	CHECK_ERROR(r, 409, "not_held", "r1's release");
+	http_free(&r);
+	CHECK(rcmd_int("HEXISTS %s r1", n) == 0, "r1's field is gone");
+	req("PUT", P("rwlocks", n, "write", "owner=r2&ttl_ms=60000"), &r);
+	CHECK_STATUS(r, 200, "r2, now the only reader, upgrades");
+	http_free(&r);
+	req("DELETE", P("rwlocks", n, "write", "owner=r2"), NULL);
+	req("DELETE", P("rwlocks", n, "read", "owner=r2"), NULL);
+	CHECK(rcmd_int("EXISTS %s", n) == 0, "free");
+
+	/* per hold: of two holds the short one goes, the long one stays */
+	CHECK(req("PUT", P("rwlocks", n, "read", "owner=r&ttl_ms=500"), NULL) == 200, "hold 1");
+	CHECK(req("PUT", P("rwlocks", n, "read", "owner=r&ttl_ms=60000"), NULL) == 200, "hold 2");
+	CHECK(req("PUT", P("rwlocks", n, "read", "owner=o&ttl_ms=60000"), NULL) == 200, "other");
+	CHECK(WAIT_FOR(rcmd_int("EXISTS {%s}:r:rwlock_timeout:1", n) == 0, 5000),
+	      "hold 1 ran out");
+	req("GET", P("rwlocks", n, "", ""), &r);
+	CHECK(json_int(&r, "readers") == 2, "both readers still read: %s", r.body);
+	http_free(&r);
+	CHECK(rcmd_int("HGET %s r", n) == 1 && rcmd_int("PTTL {%s}:r:rwlock_timeout:1", n) > 55000 &&
+	      rcmd_int("EXISTS {%s}:r:rwlock_timeout:2", n) == 0,
+	      "one hold left, its key is hold 1 as Redisson numbers them");
+	req("DELETE", P("rwlocks", n, "read", "owner=r"), &r);
+	CHECK(r.status == 200 && json_int(&r, "holds") == 0, "its last hold released: %s", r.body);
+	http_free(&r);
+	req("DELETE", P("rwlocks", n, "read", "owner=r"), &r);
+	CHECK_ERROR(r, 409, "not_held", "no hold left");
+	http_free(&r);
+	req("DELETE", P("rwlocks", n, "read", "owner=o"), NULL);
+	CHECK(rcmd_int("EXISTS %s", n) == 0, "free");
+
+	/* a writer that also reads: its expired read hold goes, the write stays */
+	CHECK(req("PUT", P("rwlocks", n, "write", "owner=w&ttl_ms=60000"), NULL) == 200, "w writes");
+	CHECK(req("PUT", P("rwlocks", n, "read", "owner=w&ttl_ms=300"), NULL) == 200, "and reads");
+	CHECK(WAIT_FOR(rcmd_int("EXISTS {%s}:w:rwlock_timeout:1", n) == 0, 5000), "read ran out");
+	req("DELETE", P("rwlocks", n, "read", "owner=w"), &r);
+	CHECK_ERROR(r, 409, "not_held", "the expired read hold of the writer");
+	http_free(&r);
+	req("DELETE", P("rwlocks", n, "write", "owner=w"), &r);
+	CHECK(r.status == 200 && json_bool(&r, "released") == 1, "the write release frees it: %s",
+	      r.body);
+	http_free(&r);
+	CHECK(rcmd_int("EXISTS %s", n) == 0, "free");
+}
+
+/* ----- Also: 409 locked says what is in the way ----- */
+
+TEST(locked_says_what_is_in_the_way)
+{
+	const char *f = lockname("fq"), *n = lockname("rwm");
+	struct http_resp r;
+	struct bg w;
+
+	/* a fair lock nobody holds, with a (Redisson) waiter queued */
+	rcmd_int("RPUSH redisson_lock_queue:{%s} java:1", f);
+	rcmd_int("ZADD redisson_lock_timeout:{%s} %lld java:1", f, redis_now_ms() + 60000);
+	req("PUT", P("fairlocks", f, "", "owner=b"), &r);
+	CHECK_ERROR(r, 409, "locked", "fair lock with a queue");
+	CHECK(has(&r, "is free") && has(&r, "1 waiter") && !has(&r, "held by"),
+	      "says the queue is in the way: %s", r.body);
+	http_free(&r);
+	rcmd_int("DEL redisson_lock_queue:{%s} redisson_lock_timeout:{%s}", f, f);
+	CHECK(req("PUT", P("fairlocks", f, "", "owner=a"), NULL) == 200, "a holds");
+	req("PUT", P("fairlocks", f, "", "owner=b"), &r);
+	CHECK_ERROR(r, 409, "locked", "fair lock held");
+	CHECK(has(&r, "held by another owner"), "held: %s", r.body);
+	http_free(&r);
+	req("DELETE", P("fairlocks", f, "", "owner=a"), NULL);
+
+	/* the caller reads, others read too: asks for write */
+	req("PUT", P("rwlocks", n, "read", "owner=r1&ttl_ms=60000"), NULL);
+	req("PUT", P("rwlocks", n, "read", "owner=r2&ttl_ms=60000"), NULL);
+	req("PUT", P("rwlocks", n, "write", "owner=r1"), &r);
+	CHECK_ERROR(r, 409, "locked", "upgrade with another reader");
+	CHECK(has(&r, "read by 1 other owner") && !has(&r, "held by"), "message: %s", r.body);
+	http_free(&r);
+	req("PUT", P("rwlocks", n, "write", "owner=w"), &r);
+	CHECK_ERROR(r, 409, "locked", "write while two read");
+	CHECK(has(&r, "read by 2 owners"), "message: %s", r.body);
+	http_free(&r);
+
+	/* a writer waits: a new reader queues behind it */
+	bg_start(&w, "PUT", P("rwlocks", n, "write", "owner=w&wait_ms=20000"), NULL);
+	CHECK(WAIT_FOR(rcmd_int("EXISTS dlockd_rwlock_writers:{%s}", n) == 1, 5000), "w waits");
+	req("PUT", P("rwlocks", n, "read", "owner=r3"), &r);
+	CHECK_ERROR(r, 409, "locked", "new reader behind a waiting writer");
+	CHECK(has(&r, "a writer is waiting") && !has(&r, "held by"), "message: %s", r.body);
+	http_free(&r);
+	req("DELETE", P("rwlocks", n, "read", "owner=r1"), NULL);
+	req("DELETE", P("rwlocks", n, "read", "owner=r2"), NULL);
+	bg_join(&w);
+	CHECK_STATUS(w.r, 200, "the writer gets it");
+	http_free(&w.r);
+
+	/* a writer holds: readers and writers are told so */
+	req("PUT", P("rwlocks", n, "read", "owner=r3"), &r);
+	CHECK_ERROR(r, 409, "locked", "read while written");
+	CHECK(has(&r, "written by another owner"), "message: %s", r.body);
+	http_free(&r);
+	req("PUT", P("rwlocks", n, "write", "owner=w2"), &r);
+	CHECK_ERROR(r, 409, "locked", "write while written");
+	CHECK(has(&r, "written by another owner"), "message: %s", r.body);
+	http_free(&r);
+	req("DELETE", P("rwlocks", n, "write", "owner=w"), NULL);
+}
+
+/* ----- Also: --key-prefix ----- */
+
+/* Redisson's RLock acquire: nil when acquired, else the PTTL. */
+static const char *redisson_acquire =
+	"if ((redis.call('exists', KEYS[1]) == 0) or "
+	"(redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then "
+	"redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+	"redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; "
+	"return redis.call('pttl', KEYS[1]);";
+
+/* Redisson's RLock unlock (without the latch): 1 freed, 0 still held, nil not held. */
+static const char *redisson_unlock =
+	"if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
+	"local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
+	"if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; "
+	"else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); return 1; end; "
+	"return nil;";
+
+TEST(key_prefix_puts_every_key_under_it_and_redisson_shares_it)
+{
+	static const char *const flags[] = { "--key-prefix", "app1:", NULL };
+	const char *n = lockname("px");
+	char p[512], chan[300], mapped[200];
+	struct dlockd_srv d;
+	struct http_resp r;
+	struct bg w;
+	redisReply *rep;
+
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --key-prefix");
+	snprintf(mapped, sizeof(mapped), "app1:%s", n);
+	snprintf(p, sizeof(p), "/locks/%s?owner=svc&ttl_ms=60000", n);
+	http_on(d.base, "PUT", p, NULL, &r);
+	CHECK_STATUS(r, 200, "acquire");
+	CHECK(!strcmp(json_str(&r, "name"), n), "the answer shows the name as given: %s", r.body);
+	http_free(&r);
+	CHECK(rcmd_int("EXISTS %s", n) == 0 && rcmd_int("HGET %s svc", mapped) == 1 &&
+	      rcmd_int("EXISTS redisson_lock_token:{%s}", mapped) == 1,
+	      "the hash and the counter carry the prefix");
+	/* the unprefixed dlockd sees another lock */
+	snprintf(p, sizeof(p), "/locks/%s?owner=other", n);
+	CHECK(req("PUT", p, NULL) == 200, "the same name without the prefix is another lock");
+	CHECK(req("DELETE", p, NULL) == 200, "released");
+
+	/* a Redisson client whose NameMapper adds app1: contends on it */
+	rep = rcmd("EVAL %s 1 %s 30000 java:1", redisson_acquire, mapped);
+	CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer > 55000,
+	      "Redisson sees dlockd's holder");
+	freeReplyObject(rep);
+	snprintf(p, sizeof(p), "/locks/%s?owner=svc", n);
+	http_on(d.base, "DELETE", p, NULL, &r);
+	CHECK_STATUS(r, 200, "release");
+	http_free(&r);
+	rep = rcmd("EVAL %s 1 %s 30000 java:1", redisson_acquire, mapped);
+	CHECK(rep && rep->type == REDIS_REPLY_NIL, "then Redisson acquires");
+	freeReplyObject(rep);
+	snprintf(p, sizeof(p), "/locks/%s?owner=svc&wait_ms=20000", n);
+	bg_start_on(&w, d.base, "PUT", p, NULL);
+	CHECK(WAIT_FOR(metric_value(&d, "dlockd_waiters") >= 1, 5000), "dlockd waits");
+	snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}", mapped);
+	rep = rcmd("EVAL %s 2 %s %s 0 30000 java:1 publish", redisson_unlock, mapped, chan);
+	CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1, "Redisson unlocks");
+	freeReplyObject(rep);
+	bg_join(&w);
+	CHECK_STATUS(w.r, 200, "its message on the prefixed channel wakes the dlockd waiter");
+	http_free(&w.r);
+	snprintf(p, sizeof(p), "/locks/%s?owner=svc", n);
+	http_on(d.base, "DELETE", p, NULL, &r);
+	CHECK_STATUS(r, 200, "release");
+	http_free(&r);
+
+	/* the other kinds' keys too */
+	snprintf(p, sizeof(p), "/rwlocks/%s/read?owner=r&ttl_ms=60000", n);
+	http_on(d.base, "PUT", p, NULL, &r);
+	CHECK_STATUS(r, 200, "read");
+	http_free(&r);
+	CHECK(rcmd_int("PTTL {%s}:r:rwlock_timeout:1", mapped) > 55000, "read hold key prefixed");
+	snprintf(p, sizeof(p), "/rwlocks/%s/read?force=true", n);
+	http_on(d.base, "DELETE", p, NULL, &r);
+	http_free(&r);
+	snprintf(p, sizeof(p), "/fairlocks/%s?owner=a&ttl_ms=60000", n);
+	http_on(d.base, "PUT", p, NULL, &r);
+	http_free(&r);
+	snprintf(p, sizeof(p), "/fairlocks/%s?owner=b&wait_ms=5000", n);
+	bg_start_on(&w, d.base, "PUT", p, NULL);
+	CHECK(WAIT_FOR(rcmd_int("LLEN redisson_lock_queue:{%s}", mapped) == 1, 5000),
+	      "the fair queue is prefixed");
+	snprintf(p, sizeof(p), "/fairlocks/%s?owner=a", n);
+	http_on(d.base, "DELETE", p, NULL, &r);
+	http_free(&r);
+	bg_join(&w);
+	CHECK_STATUS(w.r, 200, "the queued waiter gets it");
+	http_free(&w.r);
+	snprintf(p, sizeof(p), "/fairlocks/%s?owner=b", n);
+	http_on(d.base, "DELETE", p, NULL, &r);
+	http_free(&r);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+TEST(key_prefix_is_checked)
+{
+	static const char *const bad[] = { "'a b'", "'{x}'", "x/y" };
+	char cmd[600];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(cmd, sizeof(cmd), "%s --key-prefix %s >/dev/null 2>&1", dlockd_binary(),
+			 bad[i]);
+		CHECK(WEXITSTATUS(system(cmd)) == 2, "--key-prefix %s is refused", bad[i]);
+	}
+	snprintf(cmd, sizeof(cmd), "%s --key-prefix %065d >/dev/null 2>&1", dlockd_binary(), 0);
+	CHECK(WEXITSTATUS(system(cmd)) == 2, "a prefix over 64 characters is refused");
+}
