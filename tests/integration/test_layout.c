@@ -407,4 +407,9 @@ TEST(key_prefix_is_checked)
 	}
 	snprintf(cmd, sizeof(cmd), "%s --key-prefix %065d >/dev/null 2>&1", dlockd_binary(), 0);
 	CHECK(WEXITSTATUS(system(cmd)) == 2, "a prefix over 64 characters is refused");
+	snprintf(cmd, sizeof(cmd), "DLOCKD_KEY_PREFIX='a{' %s >/dev/null 2>&1", dlockd_binary());
+	CHECK(WEXITSTATUS(system(cmd)) == 2, "so is a bad DLOCKD_KEY_PREFIX");
+	snprintf(cmd, sizeof(cmd), "%s --help | grep -q 'key-prefix STR' && %s --help | "
+		 "grep -q DLOCKD_KEY_PREFIX", dlockd_binary(), dlockd_binary());
+	CHECK(WEXITSTATUS(system(cmd)) == 0, "--help lists it");
 }

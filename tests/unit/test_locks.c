@@ -300,6 +300,83 @@ static void test_locks__rwlock_release_reports_whether_free(void **state)
 	assert_int_equal(st.holds, 2);
 }
 
+static void test_locks__held_says_why_and_not_a_lock_is_told_apart(void **state)
+{
+	struct lock_state st;
+	redisReply *minus3 = reply_new(REDIS_REPLY_INTEGER);
+
+	(void)state;
+	canned = ints(5, 0LL, -2LL, 0LL, 1LL, 3LL);	/* free fair lock, 3 queued */
+	assert_int_equal(acquire(LOCK_KIND_FAIR, "job", "w1", 1000, false, &st), LOCK_HELD);
+	assert_int_equal(st.why, LOCK_WHY_QUEUE);
+	assert_int_equal(st.others, 3);
+	canned = ints(5, 0LL, 900LL, 0LL, 4LL, 1LL);	/* the caller and 1 other read */
+	assert_int_equal(acquire(LOCK_KIND_WRITE, "doc", "r1", 1000, false, &st), LOCK_HELD);
+	assert_int_equal(st.why, LOCK_WHY_OTHER_READERS);
+	assert_int_equal(st.others, 1);
+	canned = ints(5, 0LL, 900LL, 0LL, 99LL, 0LL);	/* an unknown code says nothing */
+	assert_int_equal(acquire(LOCK_KIND_READ, "doc", "r1", 1000, false, &st), LOCK_HELD);
+	assert_int_equal(st.why, LOCK_WHY_NONE);
+	canned = ints(2, 0LL, 900LL);			/* the plain lock's short reply */
+	assert_int_equal(acquire(LOCK_KIND_LOCK, "job", "w1", 1000, false, &st), LOCK_HELD);
+	assert_int_equal(st.why, LOCK_WHY_NONE);
+	canned = ints(1, -3LL);
+	assert_int_equal(acquire(LOCK_KIND_LOCK, "job", "w1", 1000, false, &st), LOCK_WRONG_KIND);
+	assert_int_equal(st.why, LOCK_WHY_NOT_A_LOCK);
+	canned = ints(1, -1LL);
+	assert_int_equal(acquire(LOCK_KIND_LOCK, "job", "w1", 1000, false, &st), LOCK_WRONG_KIND);
+	assert_int_equal(st.why, LOCK_WHY_NONE);
+	canned = ints(1, -3LL);
+	assert_int_equal(release(LOCK_KIND_READ, "doc", "r1", &st), LOCK_WRONG_KIND);
+	assert_int_equal(st.why, LOCK_WHY_NOT_A_LOCK);
+	canned = ints(1, -3LL);
+	assert_int_equal(renew(LOCK_KIND_LOCK, "job", "w1", 100, &st), LOCK_WRONG_KIND);
+	assert_int_equal(st.why, LOCK_WHY_NOT_A_LOCK);
+	canned = ints(1, -3LL);
+	assert_int_equal(status(LOCK_KIND_WRITE, "doc", NULL, &st), LOCK_WRONG_KIND);
+	assert_int_equal(st.why, LOCK_WHY_NOT_A_LOCK);
+	minus3->integer = -3;
+	canned = minus3;
+	assert_int_equal(force_release(LOCK_KIND_LOCK, "job", &st), LOCK_WRONG_KIND);
+	assert_int_equal(st.why, LOCK_WHY_NOT_A_LOCK);
+	canned = ints(3, -2LL, 3LL, 2LL);		/* write release: 2 readers hold it */
+	assert_int_equal(release(LOCK_KIND_WRITE, "doc", "w", &st), LOCK_NOT_OWNER);
+	assert_int_equal(st.why, LOCK_WHY_READERS);
+	assert_int_equal(st.others, 2);
+	assert_int_equal(st.holds, 0);
+}
+
+static void test_locks__key_prefix_goes_before_every_name(void **state)
+{
+	struct lock_state st;
+	char *ch;
+
+	(void)state;
+	locks_set_key_prefix("app1:");
+	canned = ints(4, 1LL, 3LL, 1LL, 1000LL);
+	assert_int_equal(acquire(LOCK_KIND_READ, "doc", "r1", 1000, true, &st), LOCK_OK);
+	assert_string_equal(last_keys[0], "app1:doc");
+	assert_string_equal(last_keys[1], "redisson_lock_token:{app1:doc}");
+	assert_string_equal(last_keys[2], "{app1:doc}");
+	assert_string_equal(last_keys[3], "dlockd_rwlock_writers:{app1:doc}");
+	canned = ints(3, 0LL, 500LL, 1LL);
+	assert_int_equal(acquire(LOCK_KIND_FAIR, "job", "w1", 1000, true, &st), LOCK_HELD);
+	assert_string_equal(last_keys[0], "app1:job");
+	assert_string_equal(last_keys[2], "redisson_lock_queue:{app1:job}");
+	assert_string_equal(last_keys[3], "redisson_lock_timeout:{app1:job}");
+	assert_string_equal(last_keys[4], "redisson_lock__channel:{app1:job}");
+	ch = locks_wait_channel(LOCK_KIND_FAIR, "job", "w1");
+	assert_string_equal(ch, "redisson_lock__channel:{app1:job}:w1");
+	free(ch);
+	ch = locks_wait_channel(LOCK_KIND_WRITE, "doc", "w1");
+	assert_string_equal(ch, "redisson_rwlock:{app1:doc}");
+	free(ch);
+	locks_set_key_prefix(NULL);
+	canned = ints(3, 1LL, 900LL, 1LL);
+	assert_int_equal(status(LOCK_KIND_LOCK, "job", NULL, &st), LOCK_OK);
+	assert_string_equal(last_keys[0], "job");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -314,6 +391,8 @@ int main(void)
 		cmocka_unit_test(test_locks__fair_lock_keys_and_per_owner_channel),
 		cmocka_unit_test(test_locks__rwlock_keys_follow_redissons_tag_rule),
 		cmocka_unit_test(test_locks__rwlock_release_reports_whether_free),
+		cmocka_unit_test(test_locks__held_says_why_and_not_a_lock_is_told_apart),
+		cmocka_unit_test(test_locks__key_prefix_goes_before_every_name),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -96,6 +96,12 @@ static void test_request__owners_may_not_end_in_write(void **state)
 	assert_int_equal(request_check_owner("a:write", 7, why, sizeof(why)), -1);
 	assert_non_null(strstr(why, ":write"));
 	assert_int_equal(request_check_owner("writer", 6, why, sizeof(why)), 0);
+	/* "mode" marks a read-write lock hash: an owner of that name collides */
+	assert_int_equal(request_check_owner("mode", 4, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "'mode' is reserved"));
+	assert_int_equal(request_check_owner("modes", 5, why, sizeof(why)), 0);
+	assert_int_equal(request_check_owner("Mode", 4, why, sizeof(why)), 0);
+	assert_int_equal(request_check_owner("a:rwlock_timeout:1", 18, why, sizeof(why)), 0);
 	memset(owner, 'o', 129);
 	assert_int_equal(request_check_owner(owner, 128, why, sizeof(why)), 0);
 	assert_int_equal(request_check_owner(owner, 129, why, sizeof(why)), -1);
@@ -209,6 +215,7 @@ static void test_request__bad_json_bodies_are_refused(void **state)
 		{ "{\"wait_ms\":-1}", ERR_INVALID_ARGUMENT },
 		{ "{\"owner\":null}", ERR_INVALID_ARGUMENT },
 		{ "{\"owner\":\"x:write\"}", ERR_INVALID_ARGUMENT },
+		{ "{\"owner\":\"mode\"}", ERR_INVALID_ARGUMENT },
 		{ "{\"owner\":\"a\\u0000b\"}", ERR_INVALID_JSON },
 		{ "{\"force\":true}", ERR_INVALID_ARGUMENT },	/* not taken by acquire */
 	};
