@@ -77,9 +77,7 @@ enum MHD_Result reply_json(struct request *rq, unsigned status, json_t *body)
 		return MHD_NO;
 	len = strlen(text);
 	/* a trailing newline keeps `curl` output readable in a terminal */
-	text = realloc(text, len + 2);
-	if (!text)
-		return MHD_NO;
+	text = xrealloc(text, len + 2);
 	text[len++] = '\n';
 	text[len] = '\0';
 	return queue(rq, status, "application/json", text, len);
