@@ -38,7 +38,8 @@ DESTDIR ?=
 BUILD_PACKAGES = build-essential pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev
 FUZZ_PACKAGES = clang libclang-rt-14-dev
 RUN_PACKAGES = redis-server redis-tools
-TEST_PACKAGES = libcurl4-openssl-dev libcmocka-dev redis-server redis-tools nodejs npm
+TEST_PACKAGES = libcurl4-openssl-dev libcmocka-dev redis-server redis-tools nodejs npm \
+	curl python3
 LINT_PACKAGES = yamllint nodejs npm binutils
 
 # The version: `git describe` in a git checkout, else openapi.yaml's
