@@ -7,16 +7,19 @@
 # starts a private redis-server on a unix socket under BUILD/run/ (no port
 # to collide with, nothing saved) and stops it again however this ends:
 # Ctrl-C, SIGTERM, or dlockd failing to start or dying. The exit status is
-# dlockd's (130/143 when stopped by SIGINT/SIGTERM).
+# dlockd's (130/143 when stopped by SIGINT/SIGTERM). dlockd's pid is in
+# BUILD/run/dlockd.pid while it runs (kill -HUP it to re-read --auth-file).
 set -u
 bin=${1:?usage: run-local.sh path/to/dlockd [dlockd flags...]}
 shift
+dir=$(cd "$(dirname "$bin")" && pwd)/run
+mkdir -p "$dir"
 
 if [ -n "${DLOCKD_REDIS_URL:-}" ]; then
+	echo $$ >"$dir/dlockd.pid"
 	exec "$bin" "$@"
 fi
 
-dir=$(cd "$(dirname "$bin")" && pwd)/run
 sock=$dir/redis.sock
 redis_pid=
 dlockd_pid=
@@ -29,6 +32,7 @@ stop() {
 		kill -TERM "$dlockd_pid" 2>/dev/null
 		wait "$dlockd_pid" 2>/dev/null
 		dlockd_pid=
+		rm -f "$dir/dlockd.pid"
 	fi
 	if [ -n "$redis_pid" ]; then
 		kill -TERM "$redis_pid" 2>/dev/null
@@ -47,7 +51,6 @@ trap 'stop; exit 143' TERM
 
 command -v redis-server >/dev/null ||
 	{ echo "run-local.sh: redis-server is not installed (make run installs it)" >&2; exit 1; }
-mkdir -p "$dir"
 rm -f "$sock" "$dir/redis.pid"
 # Daemonized, so it is in a session of its own and a Ctrl-C reaches only
 # dlockd and this script; this script stops it after dlockd.
@@ -70,9 +73,11 @@ echo "private redis-server on unix://$sock (pid $redis_pid; redis-cli -s $sock)"
 
 DLOCKD_REDIS_URL="unix://$sock" "$bin" "$@" &
 dlockd_pid=$!
+echo $dlockd_pid >"$dir/dlockd.pid"
 # wait returns early (status > 128) when a trapped signal arrives; the
 # trap then stops both.
 wait "$dlockd_pid"
 rc=$?
 dlockd_pid=
+rm -f "$dir/dlockd.pid"
 exit $rc

@@ -23,7 +23,7 @@ async function call(method, target, body) {
       signal: AbortSignal.timeout(30000),
     });
   } catch (err) {
-    throw new Error(`cannot reach dlockd at ${url}: ${err.cause?.code ?? err.message}`);
+    throw new Error(`cannot reach dlockd at ${url}: ${err.cause?.code ?? err.cause?.message ?? err.message}`);
   }
   const json = await res.json();
   if (!res.ok) throw Object.assign(new Error(`${json.error}: ${json.message}`), { status: res.status });
