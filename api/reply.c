@@ -1,6 +1,6 @@
 /* reply.c -- every answer dlockd gives goes through here: JSON bodies, the
- * error model of DESIGN.md §4 (one code -> status table), and the headers
- * that go with some errors (Allow, Retry-After). */
+ * error model of the README and openapi.yaml (one code -> status table),
+ * and the headers that go with some errors (Allow, Retry-After). */
 #include "reply.h"
 
 #include "../service/log.h"
