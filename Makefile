@@ -54,7 +54,8 @@ all: $(BUILD)/dlockd
 
 # Install what is missing; a no-op (one dpkg query) when all is there. Node
 # and npm count as present when the commands are (NodeSource's nodejs ships
-# npm and conflicts with Debian's npm package). Every compile waits for
+# npm and conflicts with Debian's npm package), build-essential when cc and
+# make are (the Dockerfile's build stage installs gcc, not build-essential). Every compile waits for
 # deps-build (an order-only prerequisite), so `make -j` never compiles
 # before the headers are there; the other lists wait for deps-build too, so
 # that two apt-get never run at once.
@@ -66,7 +67,9 @@ deps-fuzz: DEB_PACKAGES = $(FUZZ_PACKAGES)
 deps deps-run deps-lint deps-fuzz: deps-build
 deps deps-build deps-run deps-lint deps-fuzz:
 	@missing=$$(for p in $(DEB_PACKAGES); do \
-		case $$p in nodejs|npm) command -v $${p%js} >/dev/null && continue;; esac; \
+		case $$p in nodejs|npm) command -v $${p%js} >/dev/null && continue;; \
+		build-essential) command -v cc >/dev/null && command -v make >/dev/null && continue;; \
+		esac; \
 		dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:" $$missing; \
