@@ -1,5 +1,6 @@
-# dlockd -- build, run and test. `make run` and `make test` install the
-# Debian packages they need first (apt-get; root or sudo).
+# dlockd -- build, run and test. Each target installs the Debian packages
+# it needs first (apt-get; root or sudo), and only those: `make` the build
+# packages, `make run` also redis-server, `make test` also the test tools.
 
 BUILD ?= build
 CC ?= cc
@@ -36,24 +37,39 @@ DESTDIR ?=
 
 BUILD_PACKAGES = build-essential pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev
 FUZZ_PACKAGES = clang libclang-rt-14-dev
-TEST_PACKAGES = $(BUILD_PACKAGES) libcurl4-openssl-dev libcmocka-dev redis-server \
-	nodejs npm
+RUN_PACKAGES = redis-server redis-tools
+TEST_PACKAGES = libcurl4-openssl-dev libcmocka-dev redis-server redis-tools nodejs npm \
+	curl python3
 LINT_PACKAGES = yamllint nodejs npm binutils
 
-.PHONY: all deps deps-build deps-lint deps-fuzz run test test-asan test-valgrind unit integration \
-	install lint contract-tools bench fuzz chaos clean
-all: deps $(BUILD)/dlockd
+# The version: `git describe` in a git checkout, else openapi.yaml's
+# info.version. Only service/version.o is compiled with it, and only when
+# it changed (the FORCE'd stamp below keeps its mtime otherwise).
+DLOCKD_VERSION := $(shell { [ -e .git ] && git describe --always --dirty 2>/dev/null; } || \
+	sed -n 's/^  version: *//p' openapi.yaml | head -n 1)
+
+.PHONY: all deps deps-build deps-run deps-lint deps-fuzz run test test-asan test-valgrind \
+	unit integration install lint contract-tools bench fuzz chaos clean FORCE
+all: $(BUILD)/dlockd
 
 # Install what is missing; a no-op (one dpkg query) when all is there. Node
 # and npm count as present when the commands are (NodeSource's nodejs ships
-# npm and conflicts with Debian's npm package).
+# npm and conflicts with Debian's npm package), build-essential when cc and
+# make are (the Dockerfile's build stage installs gcc, not build-essential). Every compile waits for
+# deps-build (an order-only prerequisite), so `make -j` never compiles
+# before the headers are there; the other lists wait for deps-build too, so
+# that two apt-get never run at once.
 deps: DEB_PACKAGES = $(TEST_PACKAGES)
 deps-build: DEB_PACKAGES = $(BUILD_PACKAGES)
+deps-run: DEB_PACKAGES = $(RUN_PACKAGES)
 deps-lint: DEB_PACKAGES = $(LINT_PACKAGES)
-deps-fuzz: DEB_PACKAGES = $(BUILD_PACKAGES) $(FUZZ_PACKAGES)
-deps deps-build deps-lint deps-fuzz:
+deps-fuzz: DEB_PACKAGES = $(FUZZ_PACKAGES)
+deps deps-run deps-lint deps-fuzz: deps-build
+deps deps-build deps-run deps-lint deps-fuzz:
 	@missing=$$(for p in $(DEB_PACKAGES); do \
-		case $$p in nodejs|npm) command -v $${p%js} >/dev/null && continue;; esac; \
+		case $$p in nodejs|npm) command -v $${p%js} >/dev/null && continue;; \
+		build-essential) command -v cc >/dev/null && command -v make >/dev/null && continue;; \
+		esac; \
 		dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 		echo "installing Debian packages:" $$missing; \
@@ -67,7 +83,7 @@ deps deps-build deps-lint deps-fuzz:
 $(BUILD)/dlockd: $(BUILD)/service/main.o $(LIB_OBJS)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c | deps-build
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -MMD -MP -c -o $@ $<
 
@@ -94,7 +110,13 @@ $(BUILD)/lua_scripts.c: $(LUA) $(LUA_LIB) Makefile
 	  echo 'const unsigned lua_sources_count = sizeof(lua_sources) / sizeof(lua_sources[0]);'; \
 	} > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/lua_scripts.o: $(BUILD)/lua_scripts.c
+$(BUILD)/version.txt: FORCE
+	@mkdir -p $(@D)
+	@[ "$$(cat $@ 2>/dev/null)" = '$(DLOCKD_VERSION)' ] || echo '$(DLOCKD_VERSION)' >$@
+$(BUILD)/service/version.o: $(BUILD)/version.txt
+$(BUILD)/service/version.o: ALL_CFLAGS += -DDLOCKD_VERSION='"$(DLOCKD_VERSION)"'
+
+$(BUILD)/lua_scripts.o: $(BUILD)/lua_scripts.c | deps-build
 	$(CC) $(ALL_CFLAGS) $(WARN) -Wno-missing-prototypes -c -o $@ $<
 
 # openapi.yaml, embedded so that GET /openapi.yaml serves the contract of
@@ -110,7 +132,7 @@ $(BUILD)/openapi_doc.c: openapi.yaml Makefile
 	  echo 'const size_t openapi_doc_len = sizeof(openapi_doc) - 1;'; \
 	} > $@.tmp && mv $@.tmp $@
 
-$(BUILD)/openapi_doc.o: $(BUILD)/openapi_doc.c
+$(BUILD)/openapi_doc.o: $(BUILD)/openapi_doc.c | deps-build
 	$(CC) $(ALL_CFLAGS) $(WARN) -Wno-missing-prototypes -Wno-overlength-strings -c -o $@ $<
 
 # Unit tests include the module under test (tests/unit/test_x.c includes
@@ -119,12 +141,13 @@ $(BUILD)/openapi_doc.o: $(BUILD)/openapi_doc.c
 $(BUILD)/tests/test_locks: UNIT_WRAP = -Wl,--wrap=scripts_run
 $(BUILD)/tests/test_request: UNIT_WRAP = -Wl,--wrap=MHD_get_connection_values \
 	-Wl,--wrap=reply_error
-$(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB_OBJS)
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB_OBJS) | deps
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \
 		$(filter-out $(BUILD)/service/$*.o $(BUILD)/api/$*.o,$(LIB_OBJS)) \
 		$(ALL_LDFLAGS) $(UNIT_WRAP) $(PKG_LIBS) $(TEST_LIBS)
 
+$(ITEST_OBJS): | deps
 $(ITEST_BIN): $(ITEST_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS)
@@ -189,7 +212,7 @@ FUZZ_SECONDS ?= 300
 FUZZ_BIN = build-fuzz/fuzz_request
 FUZZ_FLAGS = -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=all
-$(FUZZ_BIN): tests/fuzz/fuzz_request.c api/request.c api/routes.c api/*.h service/*.h
+$(FUZZ_BIN): tests/fuzz/fuzz_request.c api/request.c api/routes.c api/*.h service/*.h | deps-fuzz
 	@mkdir -p $(@D)
 	clang $(FUZZ_FLAGS) $(PKG_CFLAGS) -o $@ $< \
 		-Wl,--wrap=MHD_get_connection_values -Wl,--wrap=reply_error $(PKG_LIBS)
@@ -198,8 +221,10 @@ fuzz: deps-fuzz $(FUZZ_BIN)
 	cd build-fuzz && ./fuzz_request -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 		-print_final_stats=1 corpus
 
-# Build, start a private redis-server unless DLOCKD_REDIS_URL is set, serve.
-run: all
+# Build, start a private redis-server unless DLOCKD_REDIS_URL is set, serve
+# until Ctrl-C or SIGTERM (deploy/run-local.sh); DLOCKD_* variables set
+# dlockd's settings (DLOCKD_LISTEN=127.0.0.1:9090 make run).
+run: deps-run $(BUILD)/dlockd
 	@sh deploy/run-local.sh $(BUILD)/dlockd
 
 clean:

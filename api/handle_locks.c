@@ -7,8 +7,8 @@
  * connection (server_await) and names the function that goes on once the
  * outcome is in (rq->next); lock_done stores it and resumes.
  *
- * A waiting acquire follows DESIGN.md §2: try; on "held", join the lock's
- * channel, and if the subscription is already live try once more (a release
+ * A waiting acquire (docs/ARCHITECTURE.md) goes: try; on "held", join the
+ * lock's channel, and if the subscription is already live try once more (a release
  * in between would otherwise be missed), else sleep until it is confirmed;
  * then suspend the connection and sleep until a wake (release message,
  * lease end, deadline, hang-up, shutdown), try again, and so on. */

@@ -1,6 +1,6 @@
 /* reply.c -- every answer dlockd gives goes through here: JSON bodies, the
- * error model of DESIGN.md §4 (one code -> status table), and the headers
- * that go with some errors (Allow, Retry-After). */
+ * error model of the README and openapi.yaml (one code -> status table),
+ * and the headers that go with some errors (Allow, Retry-After). */
 #include "reply.h"
 
 #include "../service/log.h"
@@ -77,9 +77,7 @@ enum MHD_Result reply_json(struct request *rq, unsigned status, json_t *body)
 		return MHD_NO;
 	len = strlen(text);
 	/* a trailing newline keeps `curl` output readable in a terminal */
-	text = realloc(text, len + 2);
-	if (!text)
-		return MHD_NO;
+	text = xrealloc(text, len + 2);
 	text[len++] = '\n';
 	text[len] = '\0';
 	return queue(rq, status, "application/json", text, len);

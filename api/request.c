@@ -1,7 +1,7 @@
 /* request.c -- what a request asks for: the lock name and owner validators
- * of DESIGN.md §4, and its parameters from a JSON body or the query string
- * (never both), each checked for type and range before anything touches
- * Redis. Messages name the parameter and the value, git style. */
+ * of the README's contract, and its parameters from a JSON body or the
+ * query string (never both), each checked for type and range before
+ * anything touches Redis. Messages name the parameter and the value, git style. */
 #include "request.h"
 
 #include "reply.h"

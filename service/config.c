@@ -6,6 +6,7 @@
 #include "log.h"
 #include "redis_conn.h"
 #include "util.h"
+#include "version.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -23,9 +24,10 @@ struct option_row {
 	const char *flag;
 	const char *env;
 	enum opt_type type;
-	int64_t min, max;
+	int64_t min, max;	/* OPT_INT: the accepted range */
 	const char *metavar;
 	const char *help;
+	const char *deflt;
 };
 
 enum {
@@ -34,45 +36,80 @@ enum {
 	O_LOG_FORMAT, O_AUTH_FILE, O_KEY_PREFIX, O_COUNT
 };
 
+/* The help texts are wrapped by usage(); README.md's settings table says
+ * the same. */
 static const struct option_row rows[O_COUNT] = {
 	[O_LISTEN] = { "listen", "DLOCKD_LISTEN", OPT_STRING, 0, 0, "HOST:PORT",
-		"address to serve HTTP on; [::1]:PORT for IPv6 (default 127.0.0.1:8080)" },
+		"address to serve HTTP on: an IPv4 address, [IPv6] or localhost, "
+		"and a port (0: any free one)", "127.0.0.1:8080" },
 	[O_REDIS] = { "redis", "DLOCKD_REDIS_URL", OPT_STRING, 0, 0, "URL",
-		"redis://[user:password@]host:port/db or unix:///path/to/socket\n"
-		"                        (default redis://127.0.0.1:6379/0)" },
+		"redis://[user:password@]host:port/db or unix:///path/to/socket",
+		"redis://127.0.0.1:6379/0" },
 	[O_THREADS] = { "threads", "DLOCKD_THREADS", OPT_INT, 1, 256, "N",
-		"event loop threads, each with its own HTTP connections and one\n"
-		"                        pipelined Redis connection (default: one per core)" },
-	[O_DEFAULT_TTL] = { "default-ttl-ms", "DLOCKD_DEFAULT_TTL_MS", OPT_INT, 1, INT32_MAX, "MS",
-		"lease when a request gives no ttl_ms (default 30000)" },
+		"event loop threads, each with its share of the HTTP connections "
+		"and one pipelined Redis connection", "one per core, at most 64" },
+	[O_DEFAULT_TTL] = { "default-ttl-ms", "DLOCKD_DEFAULT_TTL_MS", OPT_INT, 1, INT32_MAX,
+		"MS", "lease when a request gives no ttl_ms; at most --max-ttl-ms", "30000" },
 	[O_MAX_TTL] = { "max-ttl-ms", "DLOCKD_MAX_TTL_MS", OPT_INT, 1, INT32_MAX, "MS",
-		"largest ttl_ms accepted (default 86400000)" },
+		"largest ttl_ms accepted; at least --default-ttl-ms", "86400000" },
 	[O_MAX_WAIT] = { "max-wait-ms", "DLOCKD_MAX_WAIT_MS", OPT_INT, 0, INT32_MAX, "MS",
-		"largest wait_ms accepted (default 300000)" },
+		"largest wait_ms accepted (0: no request waits)", "300000" },
 	[O_QUEUE_TTL] = { "queue-ttl-ms", "DLOCKD_QUEUE_TTL_MS", OPT_INT, 300, 600000, "MS",
-		"a waiter's place in a fair-lock queue (or as a waiting writer) lives\n"
-		"                        this long unless its dlockd refreshes it; a dead dlockd's\n"
-		"                        waiters stop blocking others after it (default 5000)" },
+		"a waiter's place in a fair-lock queue (or as a waiting writer) lives "
+		"this long unless its dlockd refreshes it (every third of it); a dead "
+		"dlockd's waiters stop blocking others after it", "5000" },
 	[O_MAX_BODY] = { "max-body-bytes", "DLOCKD_MAX_BODY_BYTES", OPT_INT, 64, 16 << 20, "N",
-		"larger request bodies get 413 (default 16384)" },
+		"larger request bodies get 413", "16384" },
 	[O_MAX_CONN] = { "max-connections", "DLOCKD_MAX_CONNECTIONS", OPT_INT, 16, 1 << 20, "N",
-		"open HTTP connections, waiting ones included (default 20000)" },
+		"open HTTP connections, waiting ones included, split evenly among "
+		"the threads (rounded up)", "20000" },
 	[O_IDLE_TIMEOUT] = { "idle-timeout-s", "DLOCKD_IDLE_TIMEOUT_S", OPT_INT, 1, 86400, "S",
-		"close a connection that has not sent a whole request this long after\n"
-		"connecting or after its last answer, however slowly it trickles; a\n"
-		"waiting request is not idle (default 60)" },
+		"close a connection that has not sent a whole request this long "
+		"after connecting or after its last answer, however slowly it "
+		"trickles; a waiting request is not idle", "60" },
 	[O_LOG_LEVEL] = { "log-level", "DLOCKD_LOG_LEVEL", OPT_LEVEL, 0, 0, "LEVEL",
-		"error, warn, info or debug (default info)" },
+		"error, warn, info or debug", "info" },
 	[O_LOG_FORMAT] = { "log-format", "DLOCKD_LOG_FORMAT", OPT_FORMAT, 0, 0, "FORMAT",
-		"json (one object per line) or text (default json)" },
+		"json (one object per line) or text", "json" },
 	[O_AUTH_FILE] = { "auth-file", "DLOCKD_AUTH_FILE", OPT_STRING, 0, 0, "FILE",
-		"bearer tokens, one '<token> <role> <prefix>' per line; re-read\n"
-		"                        on SIGHUP (default: no auth)" },
+		"bearer tokens, one '<token> <role> <prefix>' per line; re-read on "
+		"SIGHUP", "none (no auth)" },
 	[O_KEY_PREFIX] = { "key-prefix", "DLOCKD_KEY_PREFIX", OPT_STRING, 0, 0, "STR",
-		"put STR before every lock name in Redis (lock N is key STRN, and\n"
-		"                        its channels and other keys follow), as Redisson's\n"
-		"                        NameMapper does; 1-64 of A-Z a-z 0-9 . _ : - (default none)" },
+		"put STR before every lock name in Redis (lock N is key STRN, and "
+		"its channels and other keys follow), as Redisson's NameMapper does; "
+		"1-64 of A-Z a-z 0-9 . _ : -", "none" },
 };
+
+#define HELP_INDENT 24
+#define HELP_WIDTH 80
+
+/* text after a HELP_INDENT-wide left column, wrapped at spaces so that no
+ * line passes HELP_WIDTH; every continuation line is indented. A '\t'
+ * is a space that does not break. */
+static void wrap(FILE *out, const char *text)
+{
+	int col = HELP_INDENT;
+	const char *p = text;
+
+	while (*p) {
+		size_t word = strcspn(p, " ");
+
+		if (col > HELP_INDENT && col + 1 + (int)word > HELP_WIDTH) {
+			fprintf(out, "\n%*s", HELP_INDENT, "");
+			col = HELP_INDENT;
+		} else if (col > HELP_INDENT) {
+			fputc(' ', out);
+			col++;
+		}
+		for (size_t k = 0; k < word; k++)
+			fputc(p[k] == '\t' ? ' ' : p[k], out);
+		col += (int)word;
+		p += word;
+		while (*p == ' ')
+			p++;
+	}
+	fputc('\n', out);
+}
 
 static void usage(FILE *out)
 {
@@ -82,12 +119,23 @@ static void usage(FILE *out)
 		"Every option can also be set by the environment variable shown;\n"
 		"a flag wins over its variable.\n\n");
 	for (int i = 0; i < O_COUNT; i++) {
-		char left[64];
+		const struct option_row *r = &rows[i];
+		char left[64], text[512];
+		int n;
 
-		snprintf(left, sizeof(left), "--%s %s", rows[i].flag, rows[i].metavar);
-		fprintf(out, "  %-22s%s\n  %-22s[env %s]\n", left, rows[i].help, "", rows[i].env);
+		snprintf(left, sizeof(left), "--%s %s", r->flag, r->metavar);
+		n = snprintf(text, sizeof(text), "%s. Default:\t%s.", r->help, r->deflt);
+		if (r->type == OPT_INT)
+			snprintf(text + n, sizeof(text) - (size_t)n, " Range:\t%lld..%lld.",
+				 (long long)r->min, (long long)r->max);
+		fprintf(out, "  %-*s", HELP_INDENT - 2, left);
+		if (strlen(left) > HELP_INDENT - 3)
+			fprintf(out, "\n%*s", HELP_INDENT, "");
+		wrap(out, text);
+		fprintf(out, "%*s[env %s]\n", HELP_INDENT, "", r->env);
 	}
-	fprintf(out, "  %-22sprint this help and exit\n", "-h, --help");
+	fprintf(out, "  %-*sprint this help and exit\n", HELP_INDENT - 2, "-h, --help");
+	fprintf(out, "  %-*sprint the version and exit\n", HELP_INDENT - 2, "-V, --version");
 }
 
 int config_parse_int(const char *s, int64_t min, int64_t max, int64_t *out)
@@ -250,7 +298,7 @@ static int check_consistent(struct config *cfg)
 	}
 	redis_url_release(&url);
 	if (cfg->default_ttl_ms > cfg->max_ttl_ms) {
-		fprintf(stderr, "dlockd: default ttl %lld is larger than max ttl %lld\n",
+		fprintf(stderr, "dlockd: --default-ttl-ms %lld is larger than --max-ttl-ms %lld\n",
 			(long long)cfg->default_ttl_ms, (long long)cfg->max_ttl_ms);
 		return -1;
 	}
@@ -259,7 +307,7 @@ static int check_consistent(struct config *cfg)
 
 int config_load(struct config *cfg, int argc, char **argv)
 {
-	struct option longopts[O_COUNT + 2];
+	struct option longopts[O_COUNT + 3];
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	int c;
 
@@ -286,12 +334,17 @@ int config_load(struct config *cfg, int argc, char **argv)
 		longopts[i] = (struct option){ rows[i].flag, required_argument, NULL, 1000 + i };
 	}
 	longopts[O_COUNT] = (struct option){ "help", no_argument, NULL, 'h' };
-	longopts[O_COUNT + 1] = (struct option){ NULL, 0, NULL, 0 };
+	longopts[O_COUNT + 1] = (struct option){ "version", no_argument, NULL, 'V' };
+	longopts[O_COUNT + 2] = (struct option){ NULL, 0, NULL, 0 };
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
 		if (c == 'h') {
 			usage(stdout);
+			return 1;
+		}
+		if (c == 'V') {
+			printf("dlockd %s\n", dlockd_version);
 			return 1;
 		}
 		if (c < 1000) {

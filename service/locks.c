@@ -1,7 +1,7 @@
 /* locks.c -- the lock-kind table: for each kind, which script does each
  * operation and which Redis keys it is given, plus the decoding of script
  * replies into domain results. Key names follow Redisson byte for byte
- * (reference/redisson-locks.md §1) so both can share one Redis; the one key
+ * (docs/ARCHITECTURE.md lists them) so both can share one Redis; the one key
  * of dlockd's own, dlockd_rwlock_writers:{N}, is invisible to Redisson.
  * With a key prefix (--key-prefix) lock N is <prefix>N in Redis, and every
  * derived name is built from that, as Redisson's NameMapper does.
@@ -134,7 +134,7 @@ unsigned locks_wait_flags(enum lock_kind kind)
 
 /* ----- Key building ----- */
 
-/* Redisson's hash-tag rule (reference §0.1): {name}, or name itself when
+/* Redisson's hash-tag rule: {name}, or name itself when
  * it already contains '{'. Every derived key hashes to name's slot; the
  * rwlock scripts build Redisson's suffixName keys as <tag>:<field>:...
  * The caller frees the results of both. */

@@ -10,6 +10,7 @@
 #include "redis_conn.h"
 #include "scripts.h"
 #include "util.h"
+#include "version.h"
 #include "waiters.h"
 #include "../api/server.h"
 
@@ -19,6 +20,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 /* How long waiting requests get to receive their 503 at shutdown. */
 #define DRAIN_MS 1500
@@ -103,8 +105,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	shown_url = redacted_url(cfg.redis_url);
-	log_info("dlockd listening on %s (port %d), redis %s, %u threads", cfg.listen, port,
-		 shown_url, cfg.threads);
+	log_info("dlockd %s listening on %s (port %d), redis %s, %u threads, pid %d",
+		 dlockd_version, cfg.listen, port, shown_url, cfg.threads, (int)getpid());
 	free(shown_url);
 
 	do {

@@ -5,6 +5,7 @@
 #include "metrics.h"
 
 #include "util.h"
+#include "version.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -179,6 +180,8 @@ char *metrics_render(unsigned waiters, size_t *len)
 	struct out o = { .p = xmalloc(8192), .cap = 8192 };
 	char labels[128];
 
+	header(&o, "dlockd_build_info", "gauge", "Always 1; the version label says which dlockd this is.");
+	emit(&o, "dlockd_build_info{version=\"%s\"} 1\n", dlockd_version);
 	for (int i = 0; i < METRIC_COUNT; i++) {
 		header(&o, metric_rows[i].name, "counter", metric_rows[i].help);
 		emit(&o, "%s %llu\n", metric_rows[i].name, get(&counters[i]));

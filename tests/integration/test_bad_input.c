@@ -1,6 +1,6 @@
 /* test_bad_input.c -- every malformed, out-of-range or oversized request
- * gets the JSON error of DESIGN.md §4, and none of them changes the state
- * of a lock held by someone else. Cases are data (Taler style). */
+ * gets the JSON error of the README's contract, and none of them changes
+ * the state of a lock held by someone else. Cases are data (Taler style). */
 #include "../harness/harness.h"
 
 #include <stdio.h>

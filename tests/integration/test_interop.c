@@ -1,6 +1,6 @@
 /* test_interop.c -- dlockd and a Redisson client on one Redis. The Redisson
  * client is played with raw Redis commands and Redisson's own scripts
- * (reference/redisson-locks.md §2.1): field "<uuid>:<threadId>", PEXPIRE,
+ * (as Redisson's RedissonLock sends them): field "<uuid>:<threadId>", PEXPIRE,
  * PUBLISH redisson_lock__channel:{N} 0. */
 #include "../harness/harness.h"
 

@@ -1,5 +1,5 @@
-/* test_locks.c -- the /locks contract of DESIGN.md §4 against real dlockd
- * and Redis: acquire, re-entry, fencing tokens, release, force release,
+/* test_locks.c -- the /locks contract of the README and openapi.yaml
+ * against real dlockd and Redis: acquire, re-entry, fencing tokens, release, force release,
  * heartbeat, status, and the Redis layout Redisson expects. */
 #include "../harness/harness.h"
 

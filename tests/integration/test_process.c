@@ -1,12 +1,13 @@
-/* test_process.c -- the dlockd process: --help, bad flags, configured
- * limits, and SIGTERM with requests waiting (each answered 503, exit 0
- * within a couple of seconds). */
+/* test_process.c -- the dlockd process: --help, --version, bad flags,
+ * configured limits, and SIGTERM with requests waiting (each answered 503,
+ * exit 0 within a couple of seconds). */
 #include "../harness/harness.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 static int run_capture(const char *cmd, char *out, size_t cap)
 {
@@ -38,6 +39,70 @@ TEST(help_lists_every_setting)
 		CHECK(strstr(out, want[i]), "--help mentions %s", want[i]);
 }
 
+TEST(help_wraps_within_80_columns)
+{
+	char cmd[300], out[8192], *line, *save = NULL;
+	bool options = false;
+
+	snprintf(cmd, sizeof(cmd), "%s --help", dlockd_binary());
+	CHECK(run_capture(cmd, out, sizeof(out)) == 0, "--help exits 0");
+	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		CHECK(strlen(line) <= 80, "a line of %zu columns: %s", strlen(line), line);
+		if (!strncmp(line, "  --", 4))
+			options = true;
+		else if (options)
+			CHECK(!strncmp(line, "  -", 3) || strspn(line, " ") == 24,
+			      "a continuation line is indented to the help column: '%s'", line);
+	}
+	CHECK(options, "--help lists options");
+	snprintf(cmd, sizeof(cmd), "%s --help", dlockd_binary());
+	run_capture(cmd, out, sizeof(out));
+	CHECK(strstr(out, "Range: 300..600000") && strstr(out, "Default: 30000") &&
+	      strstr(out, "at least --default-ttl-ms") && strstr(out, "--version"),
+	      "ranges, defaults, the default/max ttl coupling and --version are shown:\n%s", out);
+}
+
+/* The version dlockd should report: git describe of this checkout (the
+ * Makefile's), or openapi.yaml's info.version outside git. */
+static void expected_version(char *out, size_t cap)
+{
+	if (access(".git", F_OK) == 0 &&
+	    run_capture("git describe --always --dirty 2>/dev/null", out, cap) == 0 && *out) {
+		out[strcspn(out, "\n")] = '\0';
+		return;
+	}
+	run_capture("sed -n 's/^  version: *//p' openapi.yaml | head -n 1", out, cap);
+	out[strcspn(out, "\n")] = '\0';
+}
+
+TEST(version_is_printed_exported_and_logged)
+{
+	char cmd[300], out[512], want[256], line[512], series[300];
+	struct dlockd_srv d;
+	FILE *f;
+	bool logged = false;
+
+	expected_version(want, sizeof(want));
+	CHECK(*want, "the expected version is known");
+	snprintf(cmd, sizeof(cmd), "%s --version", dlockd_binary());
+	CHECK(run_capture(cmd, out, sizeof(out)) == 0, "--version exits 0");
+	snprintf(line, sizeof(line), "dlockd %s\n", want);
+	CHECK(!strcmp(out, line), "--version prints '%s', want '%s'", out, line);
+
+	/* a dlockd of its own: the suite's was started before any rebuild */
+	CHECK(dlockd_start(&d, NULL, NULL) == 0, "start");
+	snprintf(series, sizeof(series), "dlockd_build_info{version=\"%s\"}", want);
+	CHECK(metric_value(&d, series) == 1, "/metrics has %s 1", series);
+	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
+	snprintf(out, sizeof(out), "dlockd %s listening", want);
+	f = fopen(d.log, "r");
+	while (f && fgets(line, sizeof(line), f))
+		logged |= strstr(line, out) != NULL;
+	if (f)
+		fclose(f);
+	CHECK(logged, "the start-up line says '%s' (see %s)", out, d.log);
+}
+
 TEST(bad_flags_are_refused)
 {
 	char cmd[300], out[4096];
@@ -50,6 +115,11 @@ TEST(bad_flags_are_refused)
 	snprintf(cmd, sizeof(cmd), "DLOCKD_LOG_LEVEL=loud %s 2>&1", dlockd_binary());
 	CHECK(run_capture(cmd, out, sizeof(out)) == 2, "exit 2 on a bad env value");
 	CHECK(strstr(out, "DLOCKD_LOG_LEVEL"), "names the variable: %s", out);
+	snprintf(cmd, sizeof(cmd), "%s --default-ttl-ms 60001 --max-ttl-ms 60000 2>&1",
+		 dlockd_binary());
+	CHECK(run_capture(cmd, out, sizeof(out)) == 2, "exit 2 when the default ttl passes the max");
+	CHECK(strstr(out, "--default-ttl-ms") && strstr(out, "--max-ttl-ms"),
+	      "names both flags: %s", out);
 }
 
 TEST(configured_limits_apply)
