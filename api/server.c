@@ -68,36 +68,127 @@ static __thread unsigned awaiting;
 static __thread bool rerun;
 /* This loop is stopping: new lock requests get 503. */
 static __thread bool stopping;
+/* Requests whose handler asked to wait (server_await) during this MHD_run:
+ * their connections are suspended once it returns (see server_await). */
+static __thread struct request **pending;
+static __thread unsigned npending, pending_cap;
 
 /* ----- Request life ----- */
 
-static struct request *request_create(struct MHD_Connection *conn, const struct config *cfg,
-				      const char *url, const char *method)
+/* MHD's URI log callback: the request line is in, nothing of it decoded
+ * yet. The request starts here so that it keeps the path exactly as sent:
+ * routing on a decoded path would let "%2F" pass for a separator. */
+static void *request_begin(void *cls, const char *uri, struct MHD_Connection *conn)
 {
 	struct request *rq = xcalloc(1, sizeof(*rq));
-	const char *cl;
+	size_t len = uri ? strcspn(uri, "?") : 0;
 
+	(void)cls;
+	(void)conn;
+	rq->url = xmalloc(len + 1);
+	memcpy(rq->url, uri ? uri : "", len);
+	rq->url[len] = '\0';
+	rq->started_us = now_us();
+	return rq;
+}
+
+/* The headers are in: route the request and look at how its body is framed. */
+static void request_start(struct request *rq, struct MHD_Connection *conn,
+			  const struct config *cfg, const char *method)
+{
+	const char *cl;
+	size_t len;
+
+	rq->started = true;
 	rq->conn = conn;
 	rq->loop = current;
 	rq->cfg = cfg;
-	rq->url = url;
 	rq->method_name = method;
 	rq->method = routes_method(method);
-	rq->started_us = now_us();
-	rq->route_status = routes_match(url, rq->method, &rq->route);
-	if (rq->route.name) {
-		rq->name = xmalloc(rq->route.name_len + 1);
-		memcpy(rq->name, rq->route.name, rq->route.name_len);
-		rq->name[rq->route.name_len] = '\0';
-	}
+	rq->route_status = routes_match(rq->url, rq->method, &rq->route);
+	if (rq->route.name)
+		rq->name = routes_name(&rq->route, &len);
 	cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (cl && strtoull(cl, NULL, 10) > cfg->max_body_bytes)
 		rq->body_too_large = true;
-	return rq;
+}
+
+/* What the framing check found in the headers. */
+struct framing {
+	unsigned content_length, transfer_encoding;
+	const char *te;			/* the (last) Transfer-Encoding value */
+	char bad_name[72];		/* a field name that is not a token */
+};
+
+static bool tchar(unsigned char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+	       (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				      size_t key_len, const char *value, size_t value_len)
+{
+	struct framing *f = cls;
+
+	(void)kind;
+	(void)value_len;
+	for (size_t i = 0; i < key_len; i++) {
+		if (!tchar((unsigned char)key[i])) {
+			if (!f->bad_name[0])
+				snprintf(f->bad_name, sizeof(f->bad_name), "%.*s",
+					 (int)(key_len > 64 ? 64 : key_len), key);
+			return MHD_YES;
+		}
+	}
+	if (key_len == 14 && !strncasecmp(key, "Content-Length", 14))
+		f->content_length++;
+	if (key_len == 17 && !strncasecmp(key, "Transfer-Encoding", 17)) {
+		f->transfer_encoding++;
+		f->te = value ? value : "";
+	}
+	return MHD_YES;
+}
+
+/* RFC 9112 §6.1, §6.3 and §5.1: a message whose body length two parties
+ * could read differently (how a request is smuggled past a proxy) is
+ * refused with 400 and its connection closed, whatever MHD would make of
+ * it. Returns 0, or -1 after queuing that answer. */
+static int framing_or_reply(struct request *rq, const char *version)
+{
+	struct framing f = { 0 };
+	const char *why = NULL;
+
+	MHD_get_connection_values_n(rq->conn, MHD_HEADER_KIND, framing_header, &f);
+	if (f.bad_name[0])
+		why = "a header field name holds a character a name may not (whitespace before the colon?)";
+	else if (f.content_length > 1)
+		why = "Content-Length is given more than once";
+	else if (f.transfer_encoding && f.content_length)
+		why = "Transfer-Encoding and Content-Length may not come together";
+	else if (f.transfer_encoding > 1 || (f.transfer_encoding && strcasecmp(f.te, "chunked")))
+		why = "the only transfer coding taken is 'Transfer-Encoding: chunked'";
+	else if (f.transfer_encoding && version && !strcmp(version, MHD_HTTP_VERSION_1_0))
+		why = "an HTTP/1.0 request may not use Transfer-Encoding";
+	if (!why)
+		return 0;
+	rq->close = true;
+	reply_error(rq, ERR_INVALID_REQUEST, NULL, "%s; the connection is closed", why);
+	return -1;
+}
+
+/* rq will not be suspended after all (its connection is closing). */
+static void unpend(struct request *rq)
+{
+	rq->suspend_pending = false;
+	for (unsigned i = 0; i < npending; i++)
+		if (pending[i] == rq)
+			pending[i] = NULL;
 }
 
 static void request_free(struct request *rq)
 {
+	free(rq->url);
 	free(rq->name);
 	free(rq->body);
 	free(rq);
@@ -175,10 +266,8 @@ static enum MHD_Result dispatch(struct request *rq)
 				   "request body is larger than %zu bytes", rq->cfg->max_body_bytes);
 	if (!rq->name)
 		return handle_health(rq);
-	if (request_check_name(rq->name, strlen(rq->name), why, sizeof(why)) < 0 ||
-	    strlen(rq->name) != rq->route.name_len)
-		return reply_error(rq, ERR_INVALID_NAME, NULL, "%s",
-				   why[0] ? why : "name may not contain NUL bytes");
+	if (request_check_name(rq->name, strlen(rq->name), why, sizeof(why)) < 0)
+		return reply_error(rq, ERR_INVALID_NAME, NULL, "%s", why);
 	if (auth_or_reply(rq) < 0)
 		return MHD_YES;
 	if (stopping)	/* its Redis call could outlive the loop */
@@ -195,11 +284,16 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 	struct request *rq = *req_cls;
 	enum MHD_Result ret;
 
-	(void)version;
-	if (!rq) {
-		*req_cls = request_create(conn, cls, url, method);
+	(void)url;	/* decoded by MHD; rq->url has it as sent */
+	if (!rq)	/* MHD gave no request line to request_begin() */
+		*req_cls = rq = request_begin(NULL, NULL, conn);
+	if (!rq->started) {
+		request_start(rq, conn, cls, method);
+		framing_or_reply(rq, version);	/* or wait for the body */
 		return MHD_YES;
 	}
+	if (rq->suspend_pending)
+		return MHD_YES;	/* not yet suspended: the outcome cannot be in */
 	if (*upload_data_size) {
 		body_append(rq, upload_data, *upload_data_size);
 		*upload_data_size = 0;
@@ -231,8 +325,16 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 	guard_busy(conn, false);
 	if (!rq)
 		return;
+	if (rq->suspend_pending)
+		unpend(rq);
 	if (rq->next)
 		awaiting--;	/* the outcome came, but the client left first */
+	if (!rq->started) {	/* MHD answered it (400, 413, 431...) or it broke off */
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
+
+		rq->status = ci ? ci->http_status : 0;
+	}
 	handle_lock_completed(rq, toe);
 	log_access(&(struct log_access){
 		.method = rq->method_name,
@@ -240,6 +342,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 		.status = rq->status,
 		.duration_ms = (double)(now_us() - rq->started_us) / 1000.0,
 		.kind = rq->name ? locks_kind_label(rq->route.kind) : NULL,
+		.why = rq->started ? NULL : "refused by the HTTP parser",
 		.lock = rq->name,
 		.owner = rq->params.owner[0] ? rq->params.owner : NULL,
 		.delivered = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK,
@@ -250,7 +353,8 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 
 /* ----- MHD callbacks ----- */
 
-/* MHD's unescaper for the path and the query (routes_unescape). */
+/* MHD's unescaper for the path and the query (routes_unescape); routing
+ * uses the path as sent (request_begin). */
 static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
 {
 	(void)cls;
@@ -272,6 +376,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 /* ----- The loops ----- */
+
+static void suspend_pending(void);
 
 static void epoll_set(int epfd, int op, int fd, uint32_t events)
 {
@@ -339,7 +445,8 @@ static void loop_turn(struct loop *l)
 	rerun = false;
 	if (l->daemon)
 		MHD_run(l->daemon);
-	redis_conn_flush();
+	suspend_pending();
+	redis_conn_flush();	/* no outcome can come before this */
 	watch_redis(l);
 }
 
@@ -370,14 +477,42 @@ static void *loop_main(void *arg)
 	while (!redis_conn_idle() && now_ms() < until)
 		loop_turn(l);
 	redis_conn_thread_exit();
+	free(pending);
+	pending = NULL;
 	return NULL;
 }
 
+/* Why the suspension waits until MHD_run() returns: libmicrohttpd 0.9.75
+ * leaves a connection suspended from the handler in the "read" state it
+ * had while the request came in, and on resuming reads first; a client
+ * that half-closed after its request (shutdown(SHUT_WR), as some do) then
+ * reads as gone and the connection is closed unanswered, though the
+ * operation ran. Returning from the handler without an answer first lets
+ * MHD settle the connection (it stops reading a request that is whole);
+ * suspended then, it is resumed straight to the handler. */
 enum MHD_Result server_await(struct request *rq, enum MHD_Result (*next)(struct request *))
 {
 	rq->next = next;
-	MHD_suspend_connection(rq->conn);
+	if (npending == pending_cap) {
+		pending_cap = pending_cap ? 2 * pending_cap : 64;
+		pending = xrealloc(pending, pending_cap * sizeof(*pending));
+	}
+	pending[npending++] = rq;
+	rq->suspend_pending = true;
 	return MHD_YES;
+}
+
+static void suspend_pending(void)
+{
+	for (unsigned i = 0; i < npending; i++) {
+		struct request *rq = pending[i];
+
+		if (rq && rq->suspend_pending) {
+			rq->suspend_pending = false;
+			MHD_suspend_connection(rq->conn);
+		}
+	}
+	npending = 0;
 }
 
 /* Make l's epoll_wait() return. */
@@ -433,6 +568,7 @@ static struct MHD_Daemon *daemon_start(const struct config *cfg, unsigned max_co
 		MHD_OPTION_CONNECTION_TIMEOUT, cfg->idle_timeout_s,
 		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
 		MHD_OPTION_NOTIFY_CONNECTION, guard_notify, NULL,
+		MHD_OPTION_URI_LOG_CALLBACK, request_begin, NULL,
 		MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
 		MHD_OPTION_END);
 }
