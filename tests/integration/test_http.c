@@ -4,7 +4,8 @@
  * client that half-closes after its request still gets its answer, an
  * escaped slash is part of a name and never a path separator, HEAD is
  * answered wherever GET is, log lines parse whatever the path held, and
- * past --max-connections a new client gets a prompt 503. */
+ * past --max-connections a new client gets a prompt 503 (not a hang in
+ * the listen backlog). */
 #include "../harness/harness.h"
 
 #include <curl/curl.h>
@@ -449,4 +450,47 @@ TEST(log_lines_parse_whatever_the_path)
 	CHECK(n > 5, "every text log line is a line of its own (%d lines); first bad: %s", n, bad);
 	CHECK(forged == 0, "no forged line");
 	CHECK(cafe == 1, "the name caf\xc3\xa9 is logged as the UTF-8 it is (%d lines)", cafe);
+}
+
+/* ----- --max-connections ----- */
+
+TEST(past_max_connections_a_client_gets_503_at_once)
+{
+	static const char *const flags[] = { "--max-connections", "16", "--threads", "2", NULL };
+	struct dlockd_srv d;
+	struct raw_resp r;
+	struct http_resp h;
+	int idle[16], fd;
+	int64_t t0;
+
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start");
+	for (int i = 0; i < 16; i++) {
+		idle[i] = raw_connect(d.port);
+		CHECK(idle[i] >= 0, "idle connection %d", i);
+	}
+	/* the idle ones are accepted asynchronously: until all are, one more
+	 * may still be taken */
+	CHECK(WAIT_FOR(({ bool o; int f = raw_connect(d.port);
+			  raw_exchange_fd(f, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 35,
+					  false, 300, 3000, &r);
+			  o = r.status == 503; raw_free(&r); close(f); o; }), 5000),
+	      "a connection past the limit is refused");
+	fd = raw_connect(d.port);
+	CHECK(fd >= 0, "connect");
+	t0 = mono_ms();
+	raw_exchange_fd(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 35, false, 1000, 10000, &r);
+	close(fd);
+	CHECK(r.status == 503 && !strcmp(raw_error(&r), "overloaded"),
+	      "503 overloaded past the limit: %s", r.buf);
+	CHECK(strstr(r.buf, "Retry-After: 1\r\n") && strstr(r.buf, "Connection: close\r\n"),
+	      "with Retry-After and Connection: close: %s", r.buf);
+	CHECK(r.eof, "and the connection is closed");
+	CHECK(mono_ms() - t0 < 1000 * slow_factor(), "at once (%lld ms)", (long long)(mono_ms() - t0));
+	raw_free(&r);
+	for (int i = 0; i < 16; i++)
+		close(idle[i]);
+	CHECK(WAIT_FOR(({ bool ok = http_on(d.base, "GET", "/healthz", NULL, &h) == 0 &&
+				     h.status == 200; http_free(&h); ok; }), 5000),
+	      "requests are served again once the idle connections are gone");
+	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
 }
