@@ -8,11 +8,17 @@
  * replies come in, their connections are resumed and answered in the same
  * turn of the loop. Nothing blocks a loop but epoll_wait().
  *
- * The access handler makes one struct request per request on the first
- * call, collects the body (capped: 413 past max_body_bytes), then routes
- * it. A request that sent a Redis call re-enters with rq->next set; a
- * waiting request re-enters with rq->waiter set. The completed callback
- * frees the request, after handle_lock_completed() had its say. */
+ * dlockd owns the listening socket: the loop woken for a new connection
+ * hands it to its daemon (MHD_add_connection), or, when --max-connections
+ * are open over all loops, answers 503 itself and closes it.
+ *
+ * A request starts when MHD has its request line (request_begin keeps the
+ * path as sent, for routing); on the access handler's first call it is
+ * routed and its framing checked (400 and close when ambiguous), then the
+ * body is collected (capped: 413 past max_body_bytes) and it is
+ * dispatched. A request that sent a Redis call re-enters with rq->next
+ * set; a waiting request re-enters with rq->waiter set. The completed
+ * callback frees the request, after handle_lock_completed() had its say. */
 #include "server.h"
 
 #include "conn_guard.h"
