@@ -19,6 +19,7 @@ static const struct {
 	[ERR_INVALID_NAME] = { 400, "invalid_name" },
 	[ERR_INVALID_ARGUMENT] = { 400, "invalid_argument" },
 	[ERR_INVALID_JSON] = { 400, "invalid_json" },
+	[ERR_INVALID_REQUEST] = { 400, "invalid_request" },
 	[ERR_NOT_FOUND] = { 404, "not_found" },
 	[ERR_METHOD_NOT_ALLOWED] = { 405, "method_not_allowed" },
 	[ERR_LOCKED] = { 409, "locked" },
@@ -50,6 +51,8 @@ static enum MHD_Result queue(struct request *rq, unsigned status, const char *co
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
 	if (status == 405 && rq->route.allow)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, rq->route.allow);
+	if (rq->close)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
 	if (rq->retry_after_s > 0) {
 		snprintf(value, sizeof(value), "%d", rq->retry_after_s);
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, value);

@@ -11,6 +11,7 @@ enum api_error {
 	ERR_INVALID_NAME,
 	ERR_INVALID_ARGUMENT,
 	ERR_INVALID_JSON,
+	ERR_INVALID_REQUEST,
 	ERR_NOT_FOUND,
 	ERR_METHOD_NOT_ALLOWED,
 	ERR_LOCKED,
@@ -32,7 +33,8 @@ enum MHD_Result reply_text(struct request *rq, unsigned status, const char *cont
 			   char *text, size_t len);
 /* Queue {"error": code, "message": ...} with the status of err, plus any
  * fields of extra (stolen, may be NULL). 401 carries WWW-Authenticate,
- * 405 Allow from rq->route.allow; 409 locked and 503 Retry-After. */
+ * 405 Allow from rq->route.allow; 409 locked and 503 Retry-After; with
+ * rq->close, "Connection: close" (MHD closes once it is sent). */
 enum MHD_Result reply_error(struct request *rq, enum api_error err, json_t *extra,
 			    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 

@@ -37,10 +37,10 @@ struct request {
 	const struct config *cfg;
 	enum http_method method;
 	const char *method_name;	/* MHD's, valid for the request's life */
-	const char *url;		/* MHD's, likewise */
+	char *url;			/* the path as sent (escaped, no query) */
 	enum route_status route_status;
 	struct route_match route;
-	char *name;			/* the lock name, NUL-terminated copy */
+	char *name;			/* the lock name, decoded (routes_name) */
 	char *body;
 	size_t body_len;
 	bool body_too_large;
@@ -69,6 +69,10 @@ struct request {
 	struct lock_state failure_state;	/* and what its last attempt found */
 	bool redis_ok;			/* /readyz: Redis answered PING */
 
+	bool started;			/* the access handler has seen it */
+	bool close;			/* answer with "Connection: close" */
+	bool suspend_pending;		/* server_await: suspend once MHD returns */
+
 	unsigned status;		/* answered with */
 	int retry_after_s;		/* > 0: send Retry-After */
 	int64_t started_us;
@@ -84,7 +88,9 @@ int request_check_owner(const char *owner, size_t len, char *why, size_t why_len
  * after queuing the 400 reply. */
 int request_params_or_reply(struct request *rq, unsigned allowed);
 
-/* Has the client hung up (the socket reports EOF or an error)? */
+/* Has the client hung up (the socket reports EOF or an error)? A client
+ * that only half-closed (shutdown(SHUT_WR)) looks the same: TCP cannot
+ * tell the two apart until a write fails. */
 bool request_client_gone(struct request *rq);
 
 #endif

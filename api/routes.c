@@ -1,9 +1,15 @@
 /* routes.c -- the route table. A row is a fixed path, or a prefix and a
  * suffix with the lock name between them; rows with longer suffixes come
  * first so "/locks/a/heartbeat" is the heartbeat of "a", not a lock named
- * "a/heartbeat" (which would be refused as an invalid name anyway). */
+ * "a/heartbeat" (which would be refused as an invalid name anyway).
+ *
+ * Paths are matched as the client sent them, escapes and all, and only the
+ * name is decoded afterwards: "/rwlocks/a%2Fwrite" is the status resource
+ * of a lock named "a/write" (an invalid name), never the write side of
+ * "a". HEAD is taken wherever GET is (RFC 9110 §9.3.2). */
 #include "routes.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -24,18 +30,18 @@ struct route {
 
 static const struct route routes[] = {
 	{ "/locks/{name}/heartbeat", "/locks/", "/heartbeat", LOCK_KIND_LOCK, HEARTBEAT, "POST" },
-	{ "/locks/{name}", "/locks/", "", LOCK_KIND_LOCK, LOCK_OPS, "GET, PUT, DELETE" },
+	{ "/locks/{name}", "/locks/", "", LOCK_KIND_LOCK, LOCK_OPS, "GET, HEAD, PUT, DELETE" },
 	{ "/fairlocks/{name}/heartbeat", "/fairlocks/", "/heartbeat", LOCK_KIND_FAIR, HEARTBEAT, "POST" },
-	{ "/fairlocks/{name}", "/fairlocks/", "", LOCK_KIND_FAIR, LOCK_OPS, "GET, PUT, DELETE" },
+	{ "/fairlocks/{name}", "/fairlocks/", "", LOCK_KIND_FAIR, LOCK_OPS, "GET, HEAD, PUT, DELETE" },
 	{ "/rwlocks/{name}/write/heartbeat", "/rwlocks/", "/write/heartbeat", LOCK_KIND_WRITE, HEARTBEAT, "POST" },
 	{ "/rwlocks/{name}/read/heartbeat", "/rwlocks/", "/read/heartbeat", LOCK_KIND_READ, HEARTBEAT, "POST" },
 	{ "/rwlocks/{name}/write", "/rwlocks/", "/write", LOCK_KIND_WRITE, SIDE_OPS, "PUT, DELETE" },
 	{ "/rwlocks/{name}/read", "/rwlocks/", "/read", LOCK_KIND_READ, SIDE_OPS, "PUT, DELETE" },
-	{ "/rwlocks/{name}", "/rwlocks/", "", LOCK_KIND_READ, { [METHOD_GET] = OP_STATUS }, "GET" },
-	{ "/healthz", "/healthz", NULL, 0, { [METHOD_GET] = OP_HEALTHZ }, "GET" },
-	{ "/readyz", "/readyz", NULL, 0, { [METHOD_GET] = OP_READYZ }, "GET" },
-	{ "/metrics", "/metrics", NULL, 0, { [METHOD_GET] = OP_METRICS }, "GET" },
-	{ "/openapi.yaml", "/openapi.yaml", NULL, 0, { [METHOD_GET] = OP_OPENAPI }, "GET" },
+	{ "/rwlocks/{name}", "/rwlocks/", "", LOCK_KIND_READ, { [METHOD_GET] = OP_STATUS }, "GET, HEAD" },
+	{ "/healthz", "/healthz", NULL, 0, { [METHOD_GET] = OP_HEALTHZ }, "GET, HEAD" },
+	{ "/readyz", "/readyz", NULL, 0, { [METHOD_GET] = OP_READYZ }, "GET, HEAD" },
+	{ "/metrics", "/metrics", NULL, 0, { [METHOD_GET] = OP_METRICS }, "GET, HEAD" },
+	{ "/openapi.yaml", "/openapi.yaml", NULL, 0, { [METHOD_GET] = OP_OPENAPI }, "GET, HEAD" },
 };
 
 static const char *labels[ARRAY_LEN(routes) + 1];
@@ -51,7 +57,8 @@ const char *const *routes_labels(unsigned *n)
 
 enum http_method routes_method(const char *method)
 {
-	static const char *const names[METHOD_COUNT] = { "GET", "PUT", "POST", "DELETE" };
+	static const char *const names[METHOD_COUNT] = { "GET", "PUT", "POST", "DELETE",
+							  "HEAD" };
 
 	for (int i = 0; i < METHOD_COUNT; i++)
 		if (!strcmp(method, names[i]))
@@ -90,6 +97,8 @@ enum route_status routes_match(const char *path, enum http_method method,
 		m->kind = r->kind;
 		m->allow = r->allow;
 		m->id = (unsigned)i;
+		if (method == METHOD_HEAD)
+			method = METHOD_GET;	/* the same answer, without its body */
 		if (method == METHOD_OTHER || r->ops[method] == OP_NONE)
 			return ROUTE_METHOD_NOT_ALLOWED;
 		m->op = r->ops[method];
@@ -127,4 +136,16 @@ size_t routes_unescape(char *s)
 	}
 	*out = '\0';
 	return (size_t)(out - s);
+}
+
+char *routes_name(const struct route_match *m, size_t *len)
+{
+	char *name = malloc(m->name_len + 1);
+
+	if (!name)
+		return NULL;
+	memcpy(name, m->name, m->name_len);
+	name[m->name_len] = '\0';
+	*len = routes_unescape(name);
+	return name;
 }

@@ -18,8 +18,9 @@ enum route_op {
 	OP_OPENAPI,
 };
 
-enum http_method { METHOD_GET, METHOD_PUT, METHOD_POST, METHOD_DELETE, METHOD_COUNT,
-		   METHOD_OTHER = METHOD_COUNT };
+/* HEAD is routed as GET (routes_match); ops[] rows never name it. */
+enum http_method { METHOD_GET, METHOD_PUT, METHOD_POST, METHOD_DELETE, METHOD_HEAD,
+		   METHOD_COUNT, METHOD_OTHER = METHOD_COUNT };
 
 enum route_status {
 	ROUTE_OK,			/* m->op is set */
@@ -30,9 +31,10 @@ enum route_status {
 struct route_match {
 	enum route_op op;
 	enum lock_kind kind;
-	const char *name;	/* points into the path; NULL for routes without one */
+	const char *name;	/* points into the path, still escaped; NULL for
+				 * routes without one */
 	size_t name_len;
-	const char *allow;	/* "GET, PUT, DELETE" */
+	const char *allow;	/* "GET, HEAD, PUT, DELETE" */
 	unsigned id;		/* index into routes_labels(); n when none matched */
 };
 
@@ -41,12 +43,17 @@ struct route_match {
 const char *const *routes_labels(unsigned *n);
 
 enum http_method routes_method(const char *method);
-/* Match an (unescaped) path and a method against the table. */
-/* Decode %HH escapes in place (MHD's unescape callback, for the path and
- * the query); "%00" stays as it is. Returns the new length. */
+/* Decode %HH escapes in place (MHD's unescape callback, for the query;
+ * routes_name, for the name); "%00" stays as it is. Returns the new
+ * length. */
 size_t routes_unescape(char *s);
 
+/* Match a path as the client sent it (still escaped, no query string)
+ * and a method against the table. */
 enum route_status routes_match(const char *path, enum http_method method,
 			       struct route_match *m);
+/* The name m points at, decoded, in a fresh string (NULL when out of
+ * memory); *len is its length. It holds no NUL ("%00" is kept). */
+char *routes_name(const struct route_match *m, size_t *len);
 
 #endif

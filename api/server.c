@@ -8,11 +8,17 @@
  * replies come in, their connections are resumed and answered in the same
  * turn of the loop. Nothing blocks a loop but epoll_wait().
  *
- * The access handler makes one struct request per request on the first
- * call, collects the body (capped: 413 past max_body_bytes), then routes
- * it. A request that sent a Redis call re-enters with rq->next set; a
- * waiting request re-enters with rq->waiter set. The completed callback
- * frees the request, after handle_lock_completed() had its say. */
+ * dlockd owns the listening socket: the loop woken for a new connection
+ * hands it to its daemon (MHD_add_connection), or, when --max-connections
+ * are open over all loops, answers 503 itself and closes it.
+ *
+ * A request starts when MHD has its request line (request_begin keeps the
+ * path as sent, for routing); on the access handler's first call it is
+ * routed and its framing checked (400 and close when ambiguous), then the
+ * body is collected (capped: 413 past max_body_bytes) and it is
+ * dispatched. A request that sent a Redis call re-enters with rq->next
+ * set; a waiting request re-enters with rq->waiter set. The completed
+ * callback frees the request, after handle_lock_completed() had its say. */
 #include "server.h"
 
 #include "conn_guard.h"
@@ -26,7 +32,9 @@
 #include "../service/util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <microhttpd.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -35,12 +43,18 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "../service/redis_conn.h"
 
 /* How long a stopping loop waits for its Redis calls to be answered. */
 #define STOP_WAIT_MS 5000
+/* A refused connection is kept this long (at most) after its 503, reading
+ * what the client still sends, so that closing it does not reset the
+ * connection before the client has read the answer. */
+#define REFUSED_LINGER_MS 2000
+#define REFUSED_MAX 256		/* per loop; past it, closed at once */
 
 enum loop_phase { LOOP_RUN, LOOP_QUIESCE, LOOP_QUIESCED, LOOP_STOP };
 
@@ -49,15 +63,25 @@ struct loop {
 	int epfd;		/* MHD's epoll fd, the Redis socket, kick */
 	int kick;		/* eventfd: the phase changed */
 	int redis_fd;		/* registered in epfd, or -1 */
+	int mhd_fd;		/* MHD's epoll fd, in epfd */
 	unsigned redis_events;
 	int phase;		/* enum loop_phase, set by the main thread */
 	pthread_t thread;
 	bool started;
+	/* refused connections lingering after their 503 */
+	struct refused { int fd; int64_t until_ms; } refused[REFUSED_MAX];
+	unsigned nrefused;
 };
 
 static struct loop *loops;
 static unsigned nloops;
-static MHD_socket listen_fd = MHD_INVALID_SOCKET;
+/* dlockd's own listening socket: the loops accept (server_accept) and
+ * hand each connection to their MHD daemon, or refuse it with 503. */
+static int listen_fd = -1;
+static unsigned max_connections;
+static unsigned other_route;		/* the metrics label "other" */
+/* Connections MHD holds, over all loops (conn_notify). */
+static unsigned open_connections;
 
 /* The loop this thread runs. */
 static __thread struct loop *current;
@@ -68,36 +92,129 @@ static __thread unsigned awaiting;
 static __thread bool rerun;
 /* This loop is stopping: new lock requests get 503. */
 static __thread bool stopping;
+/* A connection handed to MHD_add_connection, already counted. */
+static __thread bool adding;
+/* Requests whose handler asked to wait (server_await) during this MHD_run:
+ * their connections are suspended once it returns (see server_await). */
+static __thread struct request **pending;
+static __thread unsigned npending, pending_cap;
 
 /* ----- Request life ----- */
 
-static struct request *request_create(struct MHD_Connection *conn, const struct config *cfg,
-				      const char *url, const char *method)
+/* MHD's URI log callback: the request line is in, nothing of it decoded
+ * yet. The request starts here so that it keeps the path exactly as sent:
+ * routing on a decoded path would let "%2F" pass for a separator. */
+static void *request_begin(void *cls, const char *uri, struct MHD_Connection *conn)
 {
 	struct request *rq = xcalloc(1, sizeof(*rq));
-	const char *cl;
+	size_t len = uri ? strcspn(uri, "?") : 0;
 
+	(void)cls;
+	(void)conn;
+	rq->url = xmalloc(len + 1);
+	memcpy(rq->url, uri ? uri : "", len);
+	rq->url[len] = '\0';
+	rq->started_us = now_us();
+	return rq;
+}
+
+/* The headers are in: route the request and look at how its body is framed. */
+static void request_start(struct request *rq, struct MHD_Connection *conn,
+			  const struct config *cfg, const char *method)
+{
+	const char *cl;
+	size_t len;
+
+	rq->started = true;
 	rq->conn = conn;
 	rq->loop = current;
 	rq->cfg = cfg;
-	rq->url = url;
 	rq->method_name = method;
 	rq->method = routes_method(method);
-	rq->started_us = now_us();
-	rq->route_status = routes_match(url, rq->method, &rq->route);
-	if (rq->route.name) {
-		rq->name = xmalloc(rq->route.name_len + 1);
-		memcpy(rq->name, rq->route.name, rq->route.name_len);
-		rq->name[rq->route.name_len] = '\0';
-	}
+	rq->route_status = routes_match(rq->url, rq->method, &rq->route);
+	if (rq->route.name)
+		rq->name = routes_name(&rq->route, &len);
 	cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (cl && strtoull(cl, NULL, 10) > cfg->max_body_bytes)
 		rq->body_too_large = true;
-	return rq;
+}
+
+/* What the framing check found in the headers. */
+struct framing {
+	unsigned content_length, transfer_encoding;
+	const char *te;			/* the (last) Transfer-Encoding value */
+	char bad_name[72];		/* a field name that is not a token */
+};
+
+static bool tchar(unsigned char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+	       (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				      size_t key_len, const char *value, size_t value_len)
+{
+	struct framing *f = cls;
+
+	(void)kind;
+	(void)value_len;
+	for (size_t i = 0; i < key_len; i++) {
+		if (!tchar((unsigned char)key[i])) {
+			if (!f->bad_name[0])
+				snprintf(f->bad_name, sizeof(f->bad_name), "%.*s",
+					 (int)(key_len > 64 ? 64 : key_len), key);
+			return MHD_YES;
+		}
+	}
+	if (key_len == 14 && !strncasecmp(key, "Content-Length", 14))
+		f->content_length++;
+	if (key_len == 17 && !strncasecmp(key, "Transfer-Encoding", 17)) {
+		f->transfer_encoding++;
+		f->te = value ? value : "";
+	}
+	return MHD_YES;
+}
+
+/* RFC 9112 §6.1, §6.3 and §5.1: a message whose body length two parties
+ * could read differently (how a request is smuggled past a proxy) is
+ * refused with 400 and its connection closed, whatever MHD would make of
+ * it. Returns 0, or -1 after queuing that answer. */
+static int framing_or_reply(struct request *rq, const char *version)
+{
+	struct framing f = { 0 };
+	const char *why = NULL;
+
+	MHD_get_connection_values_n(rq->conn, MHD_HEADER_KIND, framing_header, &f);
+	if (f.bad_name[0])
+		why = "a header field name holds a character a name may not (whitespace before the colon?)";
+	else if (f.content_length > 1)
+		why = "Content-Length is given more than once";
+	else if (f.transfer_encoding && f.content_length)
+		why = "Transfer-Encoding and Content-Length may not come together";
+	else if (f.transfer_encoding > 1 || (f.transfer_encoding && strcasecmp(f.te, "chunked")))
+		why = "the only transfer coding taken is 'Transfer-Encoding: chunked'";
+	else if (f.transfer_encoding && version && !strcmp(version, MHD_HTTP_VERSION_1_0))
+		why = "an HTTP/1.0 request may not use Transfer-Encoding";
+	if (!why)
+		return 0;
+	rq->close = true;
+	reply_error(rq, ERR_INVALID_REQUEST, NULL, "%s; the connection is closed", why);
+	return -1;
+}
+
+/* rq will not be suspended after all (its connection is closing). */
+static void unpend(struct request *rq)
+{
+	rq->suspend_pending = false;
+	for (unsigned i = 0; i < npending; i++)
+		if (pending[i] == rq)
+			pending[i] = NULL;
 }
 
 static void request_free(struct request *rq)
 {
+	free(rq->url);
 	free(rq->name);
 	free(rq->body);
 	free(rq);
@@ -175,10 +292,8 @@ static enum MHD_Result dispatch(struct request *rq)
 				   "request body is larger than %zu bytes", rq->cfg->max_body_bytes);
 	if (!rq->name)
 		return handle_health(rq);
-	if (request_check_name(rq->name, strlen(rq->name), why, sizeof(why)) < 0 ||
-	    strlen(rq->name) != rq->route.name_len)
-		return reply_error(rq, ERR_INVALID_NAME, NULL, "%s",
-				   why[0] ? why : "name may not contain NUL bytes");
+	if (request_check_name(rq->name, strlen(rq->name), why, sizeof(why)) < 0)
+		return reply_error(rq, ERR_INVALID_NAME, NULL, "%s", why);
 	if (auth_or_reply(rq) < 0)
 		return MHD_YES;
 	if (stopping)	/* its Redis call could outlive the loop */
@@ -195,11 +310,16 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 	struct request *rq = *req_cls;
 	enum MHD_Result ret;
 
-	(void)version;
-	if (!rq) {
-		*req_cls = request_create(conn, cls, url, method);
+	(void)url;	/* decoded by MHD; rq->url has it as sent */
+	if (!rq)	/* MHD gave no request line to request_begin() */
+		*req_cls = rq = request_begin(NULL, NULL, conn);
+	if (!rq->started) {
+		request_start(rq, conn, cls, method);
+		framing_or_reply(rq, version);	/* or wait for the body */
 		return MHD_YES;
 	}
+	if (rq->suspend_pending)
+		return MHD_YES;	/* not yet suspended: the outcome cannot be in */
 	if (*upload_data_size) {
 		body_append(rq, upload_data, *upload_data_size);
 		*upload_data_size = 0;
@@ -231,8 +351,16 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 	guard_busy(conn, false);
 	if (!rq)
 		return;
+	if (rq->suspend_pending)
+		unpend(rq);
 	if (rq->next)
 		awaiting--;	/* the outcome came, but the client left first */
+	if (!rq->started) {	/* MHD answered it (400, 413, 431...) or it broke off */
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
+
+		rq->status = ci ? ci->http_status : 0;
+	}
 	handle_lock_completed(rq, toe);
 	log_access(&(struct log_access){
 		.method = rq->method_name,
@@ -240,6 +368,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 		.status = rq->status,
 		.duration_ms = (double)(now_us() - rq->started_us) / 1000.0,
 		.kind = rq->name ? locks_kind_label(rq->route.kind) : NULL,
+		.why = rq->started ? NULL : "refused by the HTTP parser",
 		.lock = rq->name,
 		.owner = rq->params.owner[0] ? rq->params.owner : NULL,
 		.delivered = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK,
@@ -250,12 +379,27 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 
 /* ----- MHD callbacks ----- */
 
-/* MHD's unescaper for the path and the query (routes_unescape). */
+/* MHD's unescaper for the path and the query (routes_unescape); routing
+ * uses the path as sent (request_begin). */
 static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
 {
 	(void)cls;
 	(void)c;
 	return routes_unescape(s);
+}
+
+/* MHD's connection notifications: the slowloris guard, and the count
+ * of open connections for --max-connections. */
+static void conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+			enum MHD_ConnectionNotificationCode code)
+{
+	guard_notify(cls, conn, socket_context, code);
+	if (code == MHD_CONNECTION_NOTIFY_CLOSED)
+		__atomic_sub_fetch(&open_connections, 1, __ATOMIC_RELAXED);
+	else if (adding)
+		adding = false;	/* counted when it was admitted */
+	else
+		__atomic_add_fetch(&open_connections, 1, __ATOMIC_RELAXED);
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -272,6 +416,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 }
 
 /* ----- The loops ----- */
+
+static void suspend_pending(void);
 
 static void epoll_set(int epfd, int op, int fd, uint32_t events)
 {
@@ -314,6 +460,108 @@ static int loop_timeout(struct loop *l)
 	return (int)ms;
 }
 
+/* ----- Accepting ----- */
+
+/* The whole answer to a connection past --max-connections (server_start). */
+static char overloaded[512];
+static size_t overloaded_len;
+
+static void overloaded_build(void)
+{
+	static const char body[] = "{\"error\":\"overloaded\",\"message\":\"dlockd has as many "
+				   "connections open as it may take; retry shortly\"}\n";
+	int n = snprintf(overloaded, sizeof(overloaded),
+			 "HTTP/1.1 503 Service Unavailable\r\n"
+			 "Content-Type: application/json\r\n"
+			 "Cache-Control: no-store\r\n"
+			 "Retry-After: 1\r\n"
+			 "Connection: close\r\n"
+			 "Content-Length: %zu\r\n"
+			 "\r\n%s", sizeof(body) - 1, body);
+
+	overloaded_len = (size_t)n;
+}
+
+/* Past --max-connections: answer 503 at once (without waiting for the
+ * request: a server may answer early), then linger to let it be read. */
+static void refuse(struct loop *l, int fd)
+{
+	char junk[4096];
+	ssize_t n;
+
+	for (int i = 0; i < 16 && (n = read(fd, junk, sizeof(junk))) > 0; i++)
+		;	/* what has come so far: unread bytes at close() mean a reset */
+	n = write(fd, overloaded, overloaded_len);
+	shutdown(fd, SHUT_WR);
+	metrics_request(other_route, 503, 0);
+	log_access(&(struct log_access){ .status = 503, .why = "over --max-connections",
+					 .delivered = n == (ssize_t)overloaded_len });
+	if (l->nrefused == REFUSED_MAX) {
+		close(fd);
+		return;
+	}
+	l->refused[l->nrefused++] = (struct refused){ fd, now_ms() + REFUSED_LINGER_MS };
+	epoll_set(l->epfd, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP);
+}
+
+/* Drop refused connections that are done (EOF, error) or overdue; with
+ * fd >= 0, read what fd has first. */
+static void refused_sweep(struct loop *l, int fd)
+{
+	int64_t now = now_ms();
+
+	for (unsigned i = 0; i < l->nrefused; ) {
+		struct refused *r = &l->refused[i];
+		bool done = now >= r->until_ms;
+
+		if (r->fd == fd) {
+			char junk[4096];
+			ssize_t n = 1;
+
+			for (int k = 0; k < 16 && (n = read(fd, junk, sizeof(junk))) > 0; k++)
+				;
+			done |= n == 0 || (n < 0 && errno != EAGAIN);
+		}
+		if (done) {
+			close(r->fd);	/* leaves the epoll set with it */
+			*r = l->refused[--l->nrefused];
+		} else {
+			i++;
+		}
+	}
+}
+
+/* New connections are waiting: admit each to this loop's MHD daemon, or
+ * refuse it when --max-connections are open already. */
+static void server_accept(struct loop *l)
+{
+	for (int i = 0; i < 64; i++) {
+		struct sockaddr_storage addr;
+		socklen_t len = sizeof(addr);
+		int fd = accept4(listen_fd, (struct sockaddr *)&addr, &len,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED &&
+			    errno != EINTR)
+				log_warn("accept: %s", strerror(errno));
+			return;
+		}
+		if (__atomic_add_fetch(&open_connections, 1, __ATOMIC_RELAXED) > max_connections) {
+			__atomic_sub_fetch(&open_connections, 1, __ATOMIC_RELAXED);
+			refuse(l, fd);
+			continue;
+		}
+		adding = true;
+		if (MHD_add_connection(l->daemon, fd, (struct sockaddr *)&addr, len) != MHD_YES)
+			log_warn("could not take a connection: %s", strerror(errno));	/* MHD closed it */
+		if (adding) {	/* MHD never started it */
+			adding = false;
+			__atomic_sub_fetch(&open_connections, 1, __ATOMIC_RELAXED);
+		}
+	}
+}
+
 /* One turn: wait, read replies (resuming their requests), let MHD serve
  * its connections (handlers queue Redis calls), write the calls. */
 static void loop_turn(struct loop *l)
@@ -333,13 +581,21 @@ static void loop_turn(struct loop *l)
 				redis_conn_on_writable();
 			if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
 				redis_conn_on_readable();
+		} else if (fd == listen_fd && listen_fd >= 0 &&
+			   __atomic_load_n(&l->phase, __ATOMIC_ACQUIRE) == LOOP_RUN) {
+			server_accept(l);
+		} else if (fd != l->mhd_fd) {
+			refused_sweep(l, fd);
 		}
 	}
+	if (l->nrefused)
+		refused_sweep(l, -1);
 	redis_conn_run(now_ms());
 	rerun = false;
 	if (l->daemon)
 		MHD_run(l->daemon);
-	redis_conn_flush();
+	suspend_pending();
+	redis_conn_flush();	/* no outcome can come before this */
 	watch_redis(l);
 }
 
@@ -352,7 +608,7 @@ static void *loop_main(void *arg)
 	redis_conn_thread_init();
 	while (__atomic_load_n(&l->phase, __ATOMIC_ACQUIRE) < LOOP_STOP) {
 		if (__atomic_load_n(&l->phase, __ATOMIC_ACQUIRE) == LOOP_QUIESCE) {
-			MHD_quiesce_daemon(l->daemon);	/* the listening socket is the main thread's */
+			epoll_set(l->epfd, EPOLL_CTL_DEL, listen_fd, 0);	/* the main thread's */
 			__atomic_store_n(&l->phase, LOOP_QUIESCED, __ATOMIC_RELEASE);
 		}
 		loop_turn(l);
@@ -364,20 +620,50 @@ static void *loop_main(void *arg)
 		loop_turn(l);
 	if (awaiting > 0)
 		log_error("%u requests still wait for redis at shutdown", awaiting);
+	while (l->nrefused)
+		close(l->refused[--l->nrefused].fd);
 	MHD_stop_daemon(l->daemon);	/* completed callbacks may queue calls */
 	l->daemon = NULL;
 	until = now_ms() + STOP_WAIT_MS;
 	while (!redis_conn_idle() && now_ms() < until)
 		loop_turn(l);
 	redis_conn_thread_exit();
+	free(pending);
+	pending = NULL;
 	return NULL;
 }
 
+/* Why the suspension waits until MHD_run() returns: libmicrohttpd 0.9.75
+ * leaves a connection suspended from the handler in the "read" state it
+ * had while the request came in, and on resuming reads first; a client
+ * that half-closed after its request (shutdown(SHUT_WR), as some do) then
+ * reads as gone and the connection is closed unanswered, though the
+ * operation ran. Returning from the handler without an answer first lets
+ * MHD settle the connection (it stops reading a request that is whole);
+ * suspended then, it is resumed straight to the handler. */
 enum MHD_Result server_await(struct request *rq, enum MHD_Result (*next)(struct request *))
 {
 	rq->next = next;
-	MHD_suspend_connection(rq->conn);
+	if (npending == pending_cap) {
+		pending_cap = pending_cap ? 2 * pending_cap : 64;
+		pending = xrealloc(pending, pending_cap * sizeof(*pending));
+	}
+	pending[npending++] = rq;
+	rq->suspend_pending = true;
 	return MHD_YES;
+}
+
+static void suspend_pending(void)
+{
+	for (unsigned i = 0; i < npending; i++) {
+		struct request *rq = pending[i];
+
+		if (rq && rq->suspend_pending) {
+			rq->suspend_pending = false;
+			MHD_suspend_connection(rq->conn);
+		}
+	}
+	npending = 0;
 }
 
 /* Make l's epoll_wait() return. */
@@ -408,56 +694,72 @@ static void set_phase(enum loop_phase phase)
 
 /* ----- Start and stop ----- */
 
-static struct MHD_Daemon *daemon_start(const struct config *cfg, unsigned max_conns)
+static struct MHD_Daemon *daemon_start(const struct config *cfg)
 {
 	unsigned flags = MHD_USE_EPOLL | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME |
-			 MHD_USE_ERROR_LOG;
-	/* the first daemon binds; the others accept on its socket */
-	struct MHD_OptionItem where[] = {
-		{ MHD_OPTION_SOCK_ADDR, 0, (void *)&cfg->listen_addr },
-		{ MHD_OPTION_LISTENING_ADDRESS_REUSE, 1, NULL },
-		{ MHD_OPTION_END, 0, NULL },
-	};
+			 MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
 
-	if (listen_fd != MHD_INVALID_SOCKET) {
-		where[0] = (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, listen_fd, NULL };
-		where[1] = where[2];
-	}
 	if (cfg->listen_addr.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	return MHD_start_daemon(
 		flags, 0, NULL, NULL, access_handler, (void *)cfg,
 		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,	/* first, to catch all */
-		MHD_OPTION_ARRAY, where,
-		MHD_OPTION_CONNECTION_LIMIT, max_conns,
+		/* the count is kept across loops (server_accept); this is a backstop */
+		MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
 		MHD_OPTION_CONNECTION_TIMEOUT, cfg->idle_timeout_s,
 		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
-		MHD_OPTION_NOTIFY_CONNECTION, guard_notify, NULL,
+		MHD_OPTION_NOTIFY_CONNECTION, conn_notify, NULL,
+		MHD_OPTION_URI_LOG_CALLBACK, request_begin, NULL,
 		MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
 		MHD_OPTION_END);
 }
 
-static int loop_init(struct loop *l, const struct config *cfg, unsigned max_conns)
+/* Bind and listen on cfg->listen_addr; returns the port, or -1. */
+static int listen_open(const struct config *cfg)
+{
+	struct sockaddr_storage bound;
+	socklen_t len = sizeof(bound);
+	int one = 1;
+
+	listen_fd = socket(cfg->listen_addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			   0);
+	if (listen_fd < 0)
+		goto fail;
+	setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (cfg->listen_addr.ss_family == AF_INET6)
+		setsockopt(listen_fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (bind(listen_fd, (const struct sockaddr *)&cfg->listen_addr, cfg->listen_addr_len) < 0 ||
+	    listen(listen_fd, SOMAXCONN) < 0 ||
+	    getsockname(listen_fd, (struct sockaddr *)&bound, &len) < 0)
+		goto fail;
+	return ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+						 : ((struct sockaddr_in *)&bound)->sin_port);
+fail:
+	log_error("cannot listen on %s: %s", cfg->listen, strerror(errno));
+	if (listen_fd >= 0)
+		close(listen_fd);
+	listen_fd = -1;
+	return -1;
+}
+
+static int loop_init(struct loop *l, const struct config *cfg)
 {
 	const union MHD_DaemonInfo *info;
 
 	l->redis_fd = -1;
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
 	l->kick = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	l->daemon = daemon_start(cfg, max_conns);
+	l->daemon = daemon_start(cfg);
 	if (l->epfd < 0 || l->kick < 0 || !l->daemon)
 		return -1;
 	info = MHD_get_daemon_info(l->daemon, MHD_DAEMON_INFO_EPOLL_FD);
 	if (!info)
 		return -1;
-	epoll_set(l->epfd, EPOLL_CTL_ADD, info->epoll_fd, EPOLLIN);
+	l->mhd_fd = info->epoll_fd;
+	epoll_set(l->epfd, EPOLL_CTL_ADD, l->mhd_fd, EPOLLIN);
 	epoll_set(l->epfd, EPOLL_CTL_ADD, l->kick, EPOLLIN);
-	if (listen_fd == MHD_INVALID_SOCKET) {
-		info = MHD_get_daemon_info(l->daemon, MHD_DAEMON_INFO_LISTEN_FD);
-		if (!info)
-			return -1;
-		listen_fd = info->listen_fd;
-	}
+	/* one loop woken per new connection */
+	epoll_set(l->epfd, EPOLL_CTL_ADD, listen_fd, EPOLLIN | EPOLLEXCLUSIVE);
 	if (pthread_create(&l->thread, NULL, loop_main, l))
 		return -1;
 	l->started = true;
@@ -466,17 +768,22 @@ static int loop_init(struct loop *l, const struct config *cfg, unsigned max_conn
 
 int server_start(const struct config *cfg)
 {
-	const union MHD_DaemonInfo *info;
-	unsigned nroutes, max_conns;
+	unsigned nroutes;
 	const char *const *labels = routes_labels(&nroutes);
+	int port;
 
 	metrics_set_routes(labels, nroutes);
+	other_route = nroutes;
+	max_connections = cfg->max_connections;
+	overloaded_build();
+	port = listen_open(cfg);
+	if (port < 0)
+		return -1;
 	nloops = cfg->threads;
 	loops = xcalloc(nloops, sizeof(*loops));
-	max_conns = (cfg->max_connections + nloops - 1) / nloops;
 	for (unsigned i = 0; i < nloops; i++) {
-		loops[i].epfd = loops[i].kick = -1;
-		if (loop_init(&loops[i], cfg, max_conns) < 0) {
+		loops[i].epfd = loops[i].kick = loops[i].mhd_fd = -1;
+		if (loop_init(&loops[i], cfg) < 0) {
 			server_stop();
 			return -1;
 		}
@@ -485,8 +792,7 @@ int server_start(const struct config *cfg)
 		server_stop();
 		return -1;
 	}
-	info = MHD_get_daemon_info(loops[0].daemon, MHD_DAEMON_INFO_BIND_PORT);
-	return info ? info->port : 0;
+	return port;
 }
 
 void server_quiesce(void)
@@ -494,11 +800,8 @@ void server_quiesce(void)
 	struct timespec tick = { 0, 1000 * 1000 };
 	bool all;
 
-	if (!loops || listen_fd == MHD_INVALID_SOCKET)
+	if (!loops || listen_fd < 0)
 		return;
-	for (unsigned i = 0; i < nloops; i++)
-		if (!loops[i].started && loops[i].daemon)
-			MHD_quiesce_daemon(loops[i].daemon);
 	set_phase(LOOP_QUIESCE);
 	do {
 		all = true;
@@ -510,7 +813,7 @@ void server_quiesce(void)
 			nanosleep(&tick, NULL);
 	} while (!all);
 	close(listen_fd);
-	listen_fd = MHD_INVALID_SOCKET;
+	listen_fd = -1;
 }
 
 void server_stop(void)

@@ -14,8 +14,9 @@ struct request;
 int server_start(const struct config *cfg);
 /* Stop accepting connections; requests in progress go on. */
 void server_quiesce(void);
-/* rq sent a Redis call: suspend its connection until the call's callback
- * stores the outcome and calls server_resume(); MHD then runs next. */
+/* rq sent a Redis call: suspend its connection (once MHD_run returns)
+ * until the call's callback stores the outcome and calls server_resume();
+ * MHD then runs next. */
 enum MHD_Result server_await(struct request *rq, enum MHD_Result (*next)(struct request *));
 /* Resume rq's suspended connection, from any thread: MHD calls the
  * handler again on rq's loop. */

@@ -61,8 +61,8 @@ static const struct option_row rows[O_COUNT] = {
 	[O_MAX_BODY] = { "max-body-bytes", "DLOCKD_MAX_BODY_BYTES", OPT_INT, 64, 16 << 20, "N",
 		"larger request bodies get 413", "16384" },
 	[O_MAX_CONN] = { "max-connections", "DLOCKD_MAX_CONNECTIONS", OPT_INT, 16, 1 << 20, "N",
-		"open HTTP connections, waiting ones included, split evenly among "
-		"the threads (rounded up)", "20000" },
+		"open HTTP connections, waiting ones included, over all the threads; "
+		"past it a new connection gets 503 overloaded", "20000" },
 	[O_IDLE_TIMEOUT] = { "idle-timeout-s", "DLOCKD_IDLE_TIMEOUT_S", OPT_INT, 1, 86400, "S",
 		"close a connection that has not sent a whole request this long "
 		"after connecting or after its last answer, however slowly it "

@@ -3,6 +3,7 @@
 #ifndef DLOCKD_LOG_H
 #define DLOCKD_LOG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum log_level {
@@ -17,15 +18,17 @@ enum log_format {
 	LOG_FORMAT_TEXT,	/* "<ts> <level> <msg>" */
 };
 
-/* What one answered request was. Strings may be NULL. */
+/* What one answered request was. Strings may be NULL (left out of the
+ * line). Any bytes may be in them: the line escapes what it must. */
 struct log_access {
 	const char *method;
-	const char *path;	/* decoded path, no query string */
+	const char *path;	/* the path as the client sent it, no query string */
 	unsigned status;
 	double duration_ms;
 	const char *kind;	/* lock kind label */
 	const char *lock;
 	const char *owner;
+	const char *why;	/* a note, for answers given outside the routes */
 	int delivered;		/* 0: the client was gone before the answer */
 };
 
@@ -40,6 +43,9 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 /* The access line of one request, at info level. */
 void log_access(const struct log_access *a);
+/* The length of the valid UTF-8 character at s (n > 0 bytes left), or 0
+ * when the byte there does not start one. */
+size_t log_utf8_len(const unsigned char *s, size_t n);
 
 #define log_error(...) log_msg(LOG_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)

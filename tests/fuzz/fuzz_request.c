@@ -5,12 +5,15 @@
  * iterator and the error reply are wrapped (-Wl,--wrap).
  *
  * Input: "METHOD\nPATH\nk=v&k=v\nBODY..." (missing parts are empty). The
- * path and the query go through dlockd's unescaper first, as MHD would
- * hand them over.
+ * path is routed as sent, and only the name decoded (as server.c does);
+ * the query goes through dlockd's unescaper first, as MHD would hand it
+ * over.
  * Checked besides ASan/UBSan: the unescaper agrees with a plain reference
- * decoder and never shortens a string with a NUL; a request is refused
- * with exactly one error, or every parameter it carries is within its
- * documented range. */
+ * decoder and never shortens a string with a NUL; a routed name lies
+ * within the path, decodes to no longer a string without NULs, and when
+ * valid holds only name characters (so no '/', escaped or not); a request
+ * is refused with exactly one error, or every parameter it carries is
+ * within its documented range. */
 #include "../../api/request.c"
 #include "../../api/routes.c"
 
@@ -123,15 +126,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(body, p, blen);
 	body[blen] = '\0';
 
-	/* routing, on the unescaped path */
-	check_unescape(path);
+	/* routing, on the path as sent; then the name is decoded */
 	plen = strlen(path);
-	if (routes_match(path, routes_method(method), &m) == ROUTE_OK && m.name) {
+	if (routes_match(path, routes_method(method), &m) != ROUTE_NOT_FOUND && m.name) {
+		size_t nlen;
+		char *name;
+
 		assert(m.name >= path && m.name + m.name_len <= path + plen);
-		if (request_check_name(m.name, m.name_len, why, sizeof(why)) == 0)
-			for (size_t i = 0; i < m.name_len; i++)
-				assert(id_char((unsigned char)m.name[i]));
+		name = routes_name(&m, &nlen);
+		assert(name && nlen <= m.name_len && strlen(name) == nlen);
+		if (request_check_name(name, nlen, why, sizeof(why)) == 0)
+			for (size_t i = 0; i < nlen; i++)
+				assert(id_char((unsigned char)name[i]));
+		free(name);
 	}
+	check_unescape(path);
 
 	/* query pairs, as MHD would hand them over (already unescaped) */
 	npairs = 0;

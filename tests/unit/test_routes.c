@@ -1,5 +1,6 @@
-/* test_routes.c -- the route table: paths to operations and lock kinds,
- * 404 for unknown paths, 405 with the Allow list for wrong methods. */
+/* test_routes.c -- the route table: paths (as sent, escapes and all) to
+ * operations and lock kinds, HEAD wherever GET, 404 for unknown paths, 405
+ * with the Allow list for wrong methods. */
 #include "unit.h"
 
 #include "../../api/routes.c"
@@ -56,7 +57,7 @@ static void test_routes__fair_and_rw_locks(void **state)
 	expect_route("/rwlocks/doc", METHOD_GET, OP_STATUS, "doc");
 	expect_route("/rwlocks/read", METHOD_GET, OP_STATUS, "read");	/* a lock named "read" */
 	assert_int_equal(routes_match("/rwlocks/doc", METHOD_PUT, &rm), ROUTE_METHOD_NOT_ALLOWED);
-	assert_string_equal(rm.allow, "GET");
+	assert_string_equal(rm.allow, "GET, HEAD");
 	assert_int_equal(routes_match("/rwlocks/doc/write", METHOD_GET, &rm),
 			 ROUTE_METHOD_NOT_ALLOWED);
 	assert_string_equal(rm.allow, "PUT, DELETE");
@@ -87,12 +88,55 @@ static void test_routes__wrong_method_lists_allowed_ones(void **state)
 
 	(void)state;
 	assert_int_equal(routes_match("/locks/a", METHOD_POST, &rm), ROUTE_METHOD_NOT_ALLOWED);
-	assert_string_equal(rm.allow, "GET, PUT, DELETE");
+	assert_string_equal(rm.allow, "GET, HEAD, PUT, DELETE");
 	assert_int_equal(routes_match("/locks/a/heartbeat", METHOD_GET, &rm),
 			 ROUTE_METHOD_NOT_ALLOWED);
 	assert_string_equal(rm.allow, "POST");
 	assert_int_equal(routes_match("/healthz", METHOD_OTHER, &rm), ROUTE_METHOD_NOT_ALLOWED);
-	assert_string_equal(rm.allow, "GET");
+	assert_string_equal(rm.allow, "GET, HEAD");
+	assert_int_equal(routes_match("/locks/a", METHOD_HEAD, &rm), ROUTE_OK);
+	assert_int_equal(routes_match("/locks/a/heartbeat", METHOD_HEAD, &rm),
+			 ROUTE_METHOD_NOT_ALLOWED);
+}
+
+static void test_routes__head_is_get_without_body(void **state)
+{
+	(void)state;
+	expect_route("/healthz", METHOD_HEAD, OP_HEALTHZ, NULL);
+	expect_route("/readyz", METHOD_HEAD, OP_READYZ, NULL);
+	expect_route("/metrics", METHOD_HEAD, OP_METRICS, NULL);
+	expect_route("/openapi.yaml", METHOD_HEAD, OP_OPENAPI, NULL);
+	expect_route("/locks/a", METHOD_HEAD, OP_STATUS, "a");
+	expect_route("/rwlocks/a", METHOD_HEAD, OP_STATUS, "a");
+}
+
+/* The path is routed as sent; an escaped slash is part of the name. */
+static void test_routes__escaped_slash_is_no_separator(void **state)
+{
+	struct route_match rm;
+	size_t len;
+	char *name;
+
+	(void)state;
+	assert_int_equal(routes_match("/rwlocks/enc1%2Fwrite", METHOD_PUT, &rm),
+			 ROUTE_METHOD_NOT_ALLOWED);	/* the status resource of "enc1/write" */
+	assert_int_equal(routes_match("/rwlocks/enc1%2fwrite", METHOD_GET, &rm), ROUTE_OK);
+	assert_int_equal(rm.op, OP_STATUS);
+	name = routes_name(&rm, &len);
+	assert_string_equal(name, "enc1/write");
+	assert_int_equal(len, 10);
+	free(name);
+	assert_int_equal(routes_match("/locks/enc2%2Fheartbeat", METHOD_POST, &rm),
+			 ROUTE_METHOD_NOT_ALLOWED);
+	expect_route("/locks/enc2%2Fheartbeat", METHOD_GET, OP_STATUS, "enc2%2Fheartbeat");
+	expect_route("/locks/a%2Fb/heartbeat", METHOD_POST, OP_HEARTBEAT, "a%2Fb");
+	assert_int_equal(routes_match("/%6Cocks/a", METHOD_GET, &rm), ROUTE_NOT_FOUND);
+	/* decoding keeps %00 (no NUL can cut the name short) */
+	assert_int_equal(routes_match("/locks/caf%C3%A9%00x", METHOD_GET, &rm), ROUTE_OK);
+	name = routes_name(&rm, &len);
+	assert_string_equal(name, "caf\xc3\xa9%00x");
+	assert_int_equal(len, strlen(name));
+	free(name);
 }
 
 static void test_routes__method_names(void **state)
@@ -102,6 +146,7 @@ static void test_routes__method_names(void **state)
 	assert_int_equal(routes_method("PUT"), METHOD_PUT);
 	assert_int_equal(routes_method("POST"), METHOD_POST);
 	assert_int_equal(routes_method("DELETE"), METHOD_DELETE);
+	assert_int_equal(routes_method("HEAD"), METHOD_HEAD);
 	assert_int_equal(routes_method("get"), METHOD_OTHER);
 	assert_int_equal(routes_method("PATCH"), METHOD_OTHER);
 }
@@ -116,6 +161,8 @@ int main(void)
 		cmocka_unit_test(test_routes__unknown_paths_are_not_found),
 		cmocka_unit_test(test_routes__wrong_method_lists_allowed_ones),
 		cmocka_unit_test(test_routes__method_names),
+		cmocka_unit_test(test_routes__head_is_get_without_body),
+		cmocka_unit_test(test_routes__escaped_slash_is_no_separator),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

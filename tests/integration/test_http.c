@@ -1,0 +1,496 @@
+/* test_http.c -- HTTP as dlockd speaks it, over raw sockets where curl
+ * would not send what is tested: ambiguous message framing is refused with
+ * 400 and the connection closed (no request smuggled behind it runs), a
+ * client that half-closes after its request still gets its answer, an
+ * escaped slash is part of a name and never a path separator, HEAD is
+ * answered wherever GET is, log lines parse whatever the path held, and
+ * past --max-connections a new client gets a prompt 503 (not a hang in
+ * the listen backlog). */
+#include "../harness/harness.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ----- Raw exchanges ----- */
+
+struct raw_resp {
+	char buf[16384];
+	size_t len;
+	bool eof;		/* the server closed the connection */
+	int status;		/* of the first response; 0 if none */
+	json_t *json;		/* its body, if JSON */
+};
+
+/* Send req on fd (then shutdown(SHUT_WR) when half_close), and read until
+ * the server closes or has been quiet for quiet_ms after the first byte
+ * (a kept-alive connection), or timeout_ms in all. */
+static void raw_exchange_fd(int fd, const char *req, size_t len, bool half_close, int quiet_ms,
+			    int timeout_ms, struct raw_resp *out)
+{
+	int64_t until = mono_ms() + (int64_t)timeout_ms * slow_factor();
+	const char *body;
+
+	memset(out, 0, sizeof(*out));
+	if (write(fd, req, len) != (ssize_t)len)
+		return;
+	if (half_close)
+		shutdown(fd, SHUT_WR);
+	while (mono_ms() < until && out->len + 1 < sizeof(out->buf)) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		int wait = out->len ? quiet_ms * slow_factor() : (int)(until - mono_ms());
+		ssize_t n;
+
+		if (poll(&p, 1, wait > 0 ? wait : 0) <= 0)
+			break;
+		n = read(fd, out->buf + out->len, sizeof(out->buf) - 1 - out->len);
+		if (n <= 0) {
+			out->eof = true;
+			break;
+		}
+		out->len += (size_t)n;
+	}
+	out->buf[out->len] = '\0';
+	sscanf(out->buf, "HTTP/1.%*d %d", &out->status);
+	body = strstr(out->buf, "\r\n\r\n");
+	if (body)
+		out->json = json_loads(body + 4, JSON_DISABLE_EOF_CHECK, NULL);
+}
+
+static int raw_exchange(int port, const char *req, bool half_close, struct raw_resp *out)
+{
+	int fd = raw_connect(port);
+
+	if (fd < 0)
+		return -1;
+	raw_exchange_fd(fd, req, strlen(req), half_close, 1500, 10000, out);
+	close(fd);
+	return 0;
+}
+
+static const char *raw_error(const struct raw_resp *r)
+{
+	json_t *e = r->json ? json_object_get(r->json, "error") : NULL;
+
+	return e && json_is_string(e) ? json_string_value(e) : "(none)";
+}
+
+static void raw_free(struct raw_resp *r)
+{
+	if (r->json)
+		json_decref(r->json);
+	r->json = NULL;
+}
+
+static void hold(const char *name, const char *owner)
+{
+	struct http_resp r;
+	char p[512];
+
+	snprintf(p, sizeof(p), "/locks/%s?owner=%s&ttl_ms=60000", name, owner);
+	http("PUT", p, NULL, &r);
+	http_free(&r);
+}
+
+static int locked(const char *path)
+{
+	struct http_resp r;
+	int v;
+
+	http("GET", path, NULL, &r);
+	v = json_bool(&r, "locked");
+	http_free(&r);
+	return v;
+}
+
+/* ----- D6: framing ----- */
+
+TEST(ambiguous_framing_is_refused_and_closed)
+{
+	/* each smuggles "DELETE /locks/<victim>?force=true" past a proxy that
+	 * frames the body the other way */
+	static const char *const cases[][2] = {
+		{ "Content-Length and Transfer-Encoding",
+		  "PUT /locks/%s-a?owner=a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+		  "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n%s" },
+		{ "two Content-Length",
+		  "PUT /locks/%s-b?owner=a HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+		  "Content-Length: 200\r\n\r\n%s" },
+		{ "space before the colon",
+		  "PUT /locks/%s-c?owner=a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding : chunked\r\n"
+		  "\r\n0\r\n\r\n%s" },
+		{ "space before the colon of Content-Length",
+		  "PUT /locks/%s-d?owner=a HTTP/1.1\r\nHost: x\r\nContent-Length : 70\r\n\r\n%s" },
+		{ "a coding other than chunked",
+		  "PUT /locks/%s-e?owner=a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n"
+		  "\r\n0\r\n\r\n%s" },
+		{ "Transfer-Encoding twice",
+		  "PUT /locks/%s-f?owner=a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+		  "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n%s" },
+		{ "Transfer-Encoding in HTTP/1.0",
+		  "PUT /locks/%s-g?owner=a HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n"
+		  "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n%s" },
+		{ "an obsolete line folding",
+		  "PUT /locks/%s-h?owner=a HTTP/1.1\r\nHost: x\r\n Content-Length: 0\r\n\r\n%s" },
+	};
+	const char *victim = lockname("victim");
+	char smuggled[256], req[1024], vpath[300];
+
+	snprintf(smuggled, sizeof(smuggled),
+		 "DELETE /locks/%s?force=true HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+		 victim);
+	snprintf(vpath, sizeof(vpath), "/locks/%s", victim);
+	hold(victim, "keeper");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct raw_resp r;
+		char p[300];
+
+		snprintf(req, sizeof(req), cases[i][1], victim, smuggled);
+		CHECK(raw_exchange(H_dlockd.port, req, false, &r) == 0, "connect");
+		CHECK(r.status == 400 && !strcmp(raw_error(&r), "invalid_request"),
+		      "%s: 400 invalid_request, got %d: %s", cases[i][0], r.status, r.buf);
+		CHECK(strstr(r.buf, "Connection: close"), "%s: says it closes", cases[i][0]);
+		CHECK(r.eof, "%s: the connection is closed after the answer", cases[i][0]);
+		CHECK(!strstr(r.buf + 12, "HTTP/1.1 200"), "%s: no second answer: %s",
+		      cases[i][0], r.buf);
+		raw_free(&r);
+		CHECK(locked(vpath) == 1, "%s: the smuggled force release did not run",
+		      cases[i][0]);
+		snprintf(p, sizeof(p), "/locks/%s-%c", victim, (char)('a' + i));
+		CHECK(locked(p) == 0, "%s: the refused request took no lock", cases[i][0]);
+	}
+	/* chunked alone is fine */
+	snprintf(req, sizeof(req), "PUT /locks/%s-ok HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+		 "\r\n11\r\n{\"owner\":\"chunk\"}\r\n0\r\n\r\n", victim);
+	{
+		struct raw_resp r;
+
+		CHECK(raw_exchange(H_dlockd.port, req, false, &r) == 0, "connect");
+		CHECK(r.status == 200 && !r.eof, "a chunked body is taken: %s", r.buf);
+		raw_free(&r);
+	}
+}
+
+/* ----- D7: half-close ----- */
+
+TEST(half_closed_client_gets_its_answer)
+{
+	const char *n = lockname("hc");
+	char req[512];
+	struct raw_resp r;
+
+	hold(n, "a");
+	snprintf(req, sizeof(req), "GET /locks/%s?owner=a HTTP/1.1\r\nHost: x\r\n\r\n", n);
+	CHECK(raw_exchange(H_dlockd.port, req, true, &r) == 0, "connect");
+	CHECK(r.status == 200 && r.json && json_is_true(json_object_get(r.json, "held")),
+	      "status after SHUT_WR: %s", r.buf);
+	raw_free(&r);
+	snprintf(req, sizeof(req), "POST /locks/%s/heartbeat?owner=a HTTP/1.1\r\nHost: x\r\n\r\n", n);
+	CHECK(raw_exchange(H_dlockd.port, req, true, &r) == 0, "connect");
+	CHECK(r.status == 200 && r.json && json_object_get(r.json, "ttl_ms"),
+	      "heartbeat after SHUT_WR: %s", r.buf);
+	raw_free(&r);
+	for (int i = 0; i < 5; i++) {	/* it lost the answer every time */
+		char p[300];
+
+		if (i)
+			hold(n, "a");
+		snprintf(req, sizeof(req), "DELETE /locks/%s?owner=a HTTP/1.1\r\nHost: x\r\n\r\n", n);
+		CHECK(raw_exchange(H_dlockd.port, req, true, &r) == 0, "connect");
+		CHECK(r.status == 200 && r.json && json_is_true(json_object_get(r.json, "released")),
+		      "release after SHUT_WR (round %d): %s", i, r.buf);
+		CHECK(r.eof, "then the connection is closed");
+		raw_free(&r);
+		snprintf(p, sizeof(p), "/locks/%s", n);
+		CHECK(locked(p) == 0, "released");
+	}
+	CHECK(raw_exchange(H_dlockd.port, "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n", true, &r) == 0,
+	      "connect");
+	CHECK(r.status == 200, "readyz after SHUT_WR: %s", r.buf);
+	raw_free(&r);
+}
+
+/* A waiting acquire takes a half-close for a hang-up: it stops waiting
+ * and no grant is made for it (README, "half-close"). */
+TEST(half_closed_waiting_acquire_is_given_up)
+{
+	const char *n = lockname("hcw");
+	char req[512], p[300];
+	struct raw_resp r;
+	int fd;
+
+	hold(n, "keeper");
+	fd = raw_connect(H_dlockd.port);
+	CHECK(fd >= 0, "connect");
+	snprintf(req, sizeof(req), "PUT /locks/%s?owner=w&wait_ms=20000 HTTP/1.1\r\nHost: x\r\n\r\n",
+		 n);
+	raw_exchange_fd(fd, req, strlen(req), true, 1500, 10000, &r);
+	close(fd);
+	CHECK(r.eof && r.len == 0, "closed without an answer, well before wait_ms: %s", r.buf);
+	snprintf(p, sizeof(p), "/locks/%s?owner=keeper", n);
+	{
+		struct http_resp h;
+
+		http("DELETE", p, NULL, &h);
+		CHECK_STATUS(h, 200, "the keeper releases");
+		http_free(&h);
+	}
+	sleep_ms(300);
+	snprintf(p, sizeof(p), "/locks/%s", n);
+	CHECK(locked(p) == 0, "nobody got the lock for the half-closed waiter");
+	raw_free(&r);
+}
+
+/* ----- D8: escaped slashes ----- */
+
+TEST(escaped_slash_is_part_of_the_name)
+{
+	const char *n = lockname("enc");
+	struct http_resp r;
+	char p[512];
+
+	snprintf(p, sizeof(p), "/rwlocks/%s%%2Fwrite?owner=z", n);
+	http("PUT", p, NULL, &r);
+	CHECK(r.status == 405 || r.status == 400, "PUT on an escaped '/write' is no write lock: %ld %s",
+	      r.status, r.body);
+	http_free(&r);
+	snprintf(p, sizeof(p), "/rwlocks/%s", n);
+	CHECK(locked(p) == 0, "no write lock taken on %s", n);
+
+	hold(n, "z");
+	snprintf(p, sizeof(p), "/locks/%s%%2Fheartbeat?owner=z&ttl_ms=3600000", n);
+	http("POST", p, NULL, &r);
+	CHECK(r.status == 405 || r.status == 400, "an escaped '/heartbeat' renews nothing: %ld %s",
+	      r.status, r.body);
+	http_free(&r);
+	snprintf(p, sizeof(p), "/locks/%s", n);
+	http("GET", p, NULL, &r);
+	CHECK(json_int(&r, "ttl_ms") <= 60000, "the lease was not renewed: %s", r.body);
+	http_free(&r);
+	snprintf(p, sizeof(p), "/locks/%s%%2Fheartbeat", n);
+	http("GET", p, NULL, &r);
+	CHECK_ERROR(r, 400, "invalid_name", "a name with an escaped slash");
+	http_free(&r);
+}
+
+/* ----- HEAD ----- */
+
+static size_t count_body(char *data, size_t size, size_t n, void *cls)
+{
+	*(size_t *)cls += size * n;
+	(void)data;
+	return size * n;
+}
+
+/* HEAD path with curl's NOBODY: status, Content-Length, bytes of body. */
+static long head(const char *path, double *length, size_t *body, char *allow, size_t cap)
+{
+	CURL *c = curl_easy_init();
+	struct curl_header *h;
+	char url[512];
+	long status = -1;
+	curl_off_t len = -1;
+
+	*body = 0;
+	snprintf(url, sizeof(url), "%s%s", H_dlockd.base, path);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, count_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L * slow_factor());
+	if (curl_easy_perform(c) == CURLE_OK) {
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+		curl_easy_getinfo(c, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &len);
+		if (allow) {
+			allow[0] = '\0';
+			if (curl_easy_header(c, "Allow", 0, CURLH_HEADER, -1, &h) == CURLHE_OK)
+				snprintf(allow, cap, "%s", h->value);
+		}
+	}
+	*length = (double)len;
+	curl_easy_cleanup(c);
+	return status;
+}
+
+TEST(head_is_answered_wherever_get_is)
+{
+	const char *n = lockname("head");
+	static const char *const fixed[] = { "/healthz", "/readyz", "/metrics", "/openapi.yaml" };
+	char p[300], allow[64];
+	double len;
+	size_t body;
+	struct http_resp r;
+
+	hold(n, "h");
+	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]) + 2; i++) {
+		const char *path = i < 4 ? fixed[i] : p;
+
+		if (i == 4)
+			snprintf(p, sizeof(p), "/locks/%s", n);
+		if (i == 5)
+			snprintf(p, sizeof(p), "/rwlocks/%s-rw", n);
+		CHECK(head(path, &len, &body, NULL, 0) == 200, "HEAD %s answers 200", path);
+		CHECK(len > 0 && body == 0, "HEAD %s: Content-Length %.0f, %zu body bytes", path, len,
+		      body);
+	}
+	CHECK(head("/locks/x/heartbeat", &len, &body, allow, sizeof(allow)) == 405,
+	      "HEAD where GET is not allowed");
+	CHECK(!strcmp(allow, "POST"), "Allow: %s", allow);
+	http("PUT", "/healthz", NULL, &r);
+	CHECK(!strcmp(r.allow, "GET, HEAD"), "405 lists HEAD with GET: %s", r.allow);
+	http_free(&r);
+	snprintf(p, sizeof(p), "/locks/%s", n);
+	http("POST", p, NULL, &r);
+	CHECK(!strcmp(r.allow, "GET, HEAD, PUT, DELETE"), "Allow: %s", r.allow);
+	http_free(&r);
+}
+
+/* ----- D9: the log ----- */
+
+/* Every line of d's log parses as JSON (text: is a line of its own);
+ * returns the number of lines, or -1 at the first bad one (in bad). */
+static int check_log(const struct dlockd_srv *d, bool json, char *bad, size_t cap,
+		     int *forged, int *cafe)
+{
+	FILE *f = fopen(d->log, "r");
+	char *line = NULL;
+	size_t lcap = 0;
+	ssize_t k;
+	int n = 0;
+
+	*forged = *cafe = 0;
+	while (f && (k = getline(&line, &lcap, f)) > 0) {
+		json_t *j, *lock;
+
+		n++;
+		if (json) {
+			j = json_loads(line, 0, NULL);
+			if (!j) {
+				snprintf(bad, cap, "%.300s", line);
+				n = -1;
+				break;
+			}
+			if (json_object_get(j, "forged"))
+				(*forged)++;
+			lock = json_object_get(j, "lock");
+			if (lock && json_is_string(lock) &&
+			    !strcmp(json_string_value(lock), "caf\xc3\xa9"))
+				(*cafe)++;
+			json_decref(j);
+		} else {
+			if (strncmp(line, "20", 2) || !strchr(line, 'Z')) {
+				snprintf(bad, cap, "%.300s", line);
+				n = -1;
+				break;
+			}
+			const char *at = strstr(line, " lock=caf\xc3\xa9");
+
+			if (at && (at[11] == ' ' || at[11] == '\n'))
+				(*cafe)++;
+		}
+		if (strstr(line, "forged\"") == line || !strncmp(line, "forged", 6))
+			(*forged)++;
+	}
+	free(line);
+	if (f)
+		fclose(f);
+	return n;
+}
+
+static void log_abuse(const struct dlockd_srv *d)
+{
+	static char big[5200];
+	struct http_resp r;
+	struct raw_resp rr;
+	char req[600];
+
+	/* a path over 4 KB, of escaped UTF-8 */
+	strcpy(big, "/locks/");
+	while (strlen(big) + 7 < sizeof(big))
+		strcat(big, "%C3%A9");
+	http_on(d->base, "GET", big, NULL, &r);
+	http_free(&r);
+	/* a line feed and a forged line in the path */
+	http_on(d->base, "GET", "/locks/a%0A%7B%22forged%22%3A1%7D", NULL, &r);
+	http_free(&r);
+	http_on(d->base, "GET", "/nope%0Aforged%20line", NULL, &r);
+	http_free(&r);
+	http_on(d->base, "GET", "/locks/caf%C3%A9", NULL, &r);
+	http_free(&r);
+	/* raw control bytes and invalid UTF-8 in the request line */
+	snprintf(req, sizeof(req), "GET /locks/x\x01\x7f\xff\xc3 HTTP/1.1\r\nHost: x\r\n\r\n");
+	raw_exchange(d->port, req, false, &rr);
+	raw_free(&rr);
+}
+
+TEST(log_lines_parse_whatever_the_path)
+{
+	static const char *const text[] = { "--log-format", "text", NULL };
+	struct dlockd_srv d;
+	char bad[400] = "";
+	int n, forged, cafe;
+
+	CHECK(dlockd_start(&d, NULL, NULL) == 0, "start");
+	log_abuse(&d);
+	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
+	n = check_log(&d, true, bad, sizeof(bad), &forged, &cafe);
+	CHECK(n > 5, "every JSON log line parses (%d lines); first bad: %s", n, bad);
+	CHECK(forged == 0, "no forged line");
+	CHECK(cafe == 1, "the name caf\xc3\xa9 is logged as the UTF-8 it is (%d lines)", cafe);
+
+	CHECK(dlockd_start(&d, NULL, text) == 0, "start with --log-format text");
+	log_abuse(&d);
+	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
+	n = check_log(&d, false, bad, sizeof(bad), &forged, &cafe);
+	CHECK(n > 5, "every text log line is a line of its own (%d lines); first bad: %s", n, bad);
+	CHECK(forged == 0, "no forged line");
+	CHECK(cafe == 1, "the name caf\xc3\xa9 is logged as the UTF-8 it is (%d lines)", cafe);
+}
+
+/* ----- --max-connections ----- */
+
+TEST(past_max_connections_a_client_gets_503_at_once)
+{
+	static const char *const flags[] = { "--max-connections", "16", "--threads", "2", NULL };
+	struct dlockd_srv d;
+	struct raw_resp r;
+	struct http_resp h;
+	int idle[16], fd;
+	int64_t t0;
+
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start");
+	for (int i = 0; i < 16; i++) {
+		idle[i] = raw_connect(d.port);
+		CHECK(idle[i] >= 0, "idle connection %d", i);
+	}
+	/* the idle ones are accepted asynchronously: until all are, one more
+	 * may still be taken */
+	CHECK(WAIT_FOR(({ bool o; int f = raw_connect(d.port);
+			  raw_exchange_fd(f, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 35,
+					  false, 300, 3000, &r);
+			  o = r.status == 503; raw_free(&r); close(f); o; }), 5000),
+	      "a connection past the limit is refused");
+	fd = raw_connect(d.port);
+	CHECK(fd >= 0, "connect");
+	t0 = mono_ms();
+	raw_exchange_fd(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", 35, false, 1000, 10000, &r);
+	close(fd);
+	CHECK(r.status == 503 && !strcmp(raw_error(&r), "overloaded"),
+	      "503 overloaded past the limit: %s", r.buf);
+	CHECK(strstr(r.buf, "Retry-After: 1\r\n") && strstr(r.buf, "Connection: close\r\n"),
+	      "with Retry-After and Connection: close: %s", r.buf);
+	CHECK(r.eof, "and the connection is closed");
+	CHECK(mono_ms() - t0 < 1000 * slow_factor(), "at once (%lld ms)", (long long)(mono_ms() - t0));
+	raw_free(&r);
+	for (int i = 0; i < 16; i++)
+		close(idle[i]);
+	CHECK(WAIT_FOR(({ bool ok = http_on(d.base, "GET", "/healthz", NULL, &h) == 0 &&
+				     h.status == 200; http_free(&h); ok; }), 5000),
+	      "requests are served again once the idle connections are gone");
+	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
+}
