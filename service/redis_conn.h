@@ -3,25 +3,14 @@
 #ifndef DLOCKD_REDIS_CONN_H
 #define DLOCKD_REDIS_CONN_H
 
+#include "redis_url.h"
+
 #include <hiredis/hiredis.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-struct redis_url {
-	char *host;		/* NULL for a unix socket */
-	int port;
-	char *unix_path;	/* NULL for TCP */
-	char *user;		/* NULL unless given */
-	char *password;		/* NULL unless given */
-	int db;
-};
-
-/* Parse redis://[user:password@]host[:port][/db] or unix:///path. Returns 0
- * and fills u (release it with redis_url_release), or -1 if malformed. */
-int redis_url_parse(const char *s, struct redis_url *u);
-void redis_url_release(struct redis_url *u);
-
-/* Remember the URL every later connection uses; call once before threads. */
+/* Remember the URL every later connection uses; call once before threads.
+ * -1 (and a log line saying why) if the URL is malformed. */
 int redis_conn_setup(const char *url);
 void redis_conn_cleanup(void);
 
