@@ -42,7 +42,9 @@ static int retry_after_s(int64_t ttl_ms)
 	return (int)((ttl_ms + 999) / 1000);
 }
 
-static enum MHD_Result reply_failure(struct request *rq, enum lock_result r)
+/* The answer to a failed operation; why is the service's explanation of a
+ * Redis failure (struct lock_state), or NULL. */
+static enum MHD_Result reply_failure(struct request *rq, enum lock_result r, const char *why)
 {
 	const char *label = locks_kind_label(rq->route.kind);
 
@@ -63,8 +65,12 @@ static enum MHD_Result reply_failure(struct request *rq, enum lock_result r)
 		return reply_error(rq, ERR_WRONG_KIND, NULL,
 				   "name '%s' is in use as another kind of lock", rq->name);
 	case LOCK_BACKEND_DOWN:
-		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
-				   "redis cannot be reached; retry shortly");
+		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL, "%s",
+				   why ? why : "redis cannot be reached; retry shortly");
+	case LOCK_SCRIPT_ERROR:
+		metrics_inc(METRIC_REDIS_ERRORS);	/* as the 503s count themselves */
+		return reply_error(rq, ERR_INTERNAL, NULL, "%s '%s': %s", label, rq->name,
+				   why ? why : "the lock script failed in redis");
 	case LOCK_OK:
 	case LOCK_RESULT_COUNT:
 		break;
@@ -137,6 +143,15 @@ static void acquired(void *ctx, enum lock_result r, const struct lock_state *st)
 	lock_done(ctx, r, st);
 }
 
+/* A failed acquire's queue place is given back: answer the failure, which
+ * rq->failure and rq->state still hold. */
+static void dequeued(void *ctx, enum lock_result r, const struct lock_state *st)
+{
+	(void)r;
+	(void)st;
+	server_resume(ctx);
+}
+
 /* ----- Acquire and wait ----- */
 
 static void resume_request(void *ctx)
@@ -161,7 +176,7 @@ static enum MHD_Result acquire_failed(struct request *rq)
 	metrics_lock(rq->route.kind, MOP_ACQUIRE, rq->failure);
 	if (rq->params.wait_ms > 0)
 		metrics_wait(rq->route.kind, false, now_us() - rq->started_us);
-	return reply_failure(rq, rq->failure);
+	return reply_failure(rq, rq->failure, rq->state.why);
 }
 
 static enum MHD_Result acquire_try(struct request *rq)
@@ -208,7 +223,7 @@ static enum MHD_Result acquire_tried(struct request *rq)
 	/* out of the queue before the answer: whoever hears "locked" finds
 	 * nobody waiting on its behalf */
 	rq->failure = r;
-	if (give_up(rq, lock_done))
+	if (give_up(rq, dequeued))
 		return server_await(rq, acquire_failed);
 	return acquire_failed(rq);
 }
@@ -258,7 +273,7 @@ static enum MHD_Result force_released(struct request *rq)
 {
 	metrics_lock(rq->route.kind, MOP_FORCE_RELEASE, rq->result);
 	if (rq->result != LOCK_OK)
-		return reply_failure(rq, rq->result);
+		return reply_failure(rq, rq->result, rq->state.why);
 	return reply_json(rq, 200, json_pack("{s:b}", "released", rq->state.locked));
 }
 
@@ -266,7 +281,7 @@ static enum MHD_Result released(struct request *rq)
 {
 	metrics_lock(rq->route.kind, MOP_RELEASE, rq->result);
 	if (rq->result != LOCK_OK)
-		return reply_failure(rq, rq->result);
+		return reply_failure(rq, rq->result, rq->state.why);
 	return reply_json(rq, 200, json_pack("{s:b, s:I}", "released", !rq->state.locked,
 					     "holds", (json_int_t)rq->state.holds));
 }
@@ -299,7 +314,7 @@ static enum MHD_Result renewed(struct request *rq)
 {
 	metrics_lock(rq->route.kind, MOP_HEARTBEAT, rq->result);
 	if (rq->result != LOCK_OK)
-		return reply_failure(rq, rq->result);
+		return reply_failure(rq, rq->result, rq->state.why);
 	return reply_json(rq, 200, json_pack("{s:I}", "ttl_ms", (json_int_t)rq->state.ttl_ms));
 }
 
@@ -328,7 +343,7 @@ static enum MHD_Result status_read(struct request *rq)
 	json_t *body;
 
 	if (rq->result != LOCK_OK)
-		return reply_failure(rq, rq->result);
+		return reply_failure(rq, rq->result, rq->state.why);
 	body = json_pack("{s:s, s:b, s:I}", "name", rq->name, "locked", st->locked,
 			 "ttl_ms", (json_int_t)st->ttl_ms);
 	if (is_rw(rq)) {

@@ -35,6 +35,53 @@
 
 static struct redis_url conf_url;
 
+/* ----- Error replies ----- */
+
+static const char why_noperm[] =
+	"redis refused the command: no permission (NOPERM); dlockd's redis user needs "
+	"EVAL, EVALSHA, SCRIPT, TIME, PING, SUBSCRIBE and the commands and keys of the "
+	"lock scripts";
+
+static const struct {
+	const char *code;	/* the error's first word */
+	const char *why;
+} unavailable[] = {
+	{ "BUSY", "redis is busy running a script (SCRIPT KILL stops it); retry shortly" },
+	{ "LOADING", "redis is loading its data into memory; retry shortly" },
+	{ "MASTERDOWN", "redis is a replica that lost its master; retry shortly" },
+	{ "READONLY", "redis is a read-only replica; point dlockd's --redis at the master" },
+	{ "OOM", "redis is out of memory (maxmemory reached); retry later" },
+	{ "NOPERM", why_noperm },
+	{ "NOAUTH", "redis refused the command: authentication required (NOAUTH); give the "
+		    "password in --redis" },
+	{ "WRONGPASS", "redis refused dlockd's user or password (WRONGPASS)" },
+	{ "TRYAGAIN", "redis cluster is moving the lock's slot (TRYAGAIN); retry shortly" },
+	{ "CLUSTERDOWN", "redis cluster is down (CLUSTERDOWN); retry shortly" },
+	{ "MOVED", "redis is a cluster node that does not serve this lock (MOVED); dlockd "
+		   "needs a non-cluster redis" },
+	{ "ASK", "redis is a cluster node that does not serve this lock (ASK); dlockd "
+		 "needs a non-cluster redis" },
+	{ "MISCONF", "redis refuses writes: it cannot save to disk (MISCONF); retry later" },
+	{ "NOREPLICAS", "redis refuses writes: not enough replicas (NOREPLICAS); retry later" },
+	{ "NOSCRIPT", "redis lost the lock script (NOSCRIPT); retry shortly" },
+	{ "DLOCKD_LATE", "redis was too slow: the call reached it after dlockd gave up and "
+			 "changed nothing; retry shortly" },
+};
+
+const char *redis_error_unavailable(const char *err)
+{
+	/* a command inside a script refused by the ACL (Redis 7) */
+	if (!strncmp(err, "ERR The user executing the script can't run", 43))
+		return why_noperm;
+	for (size_t i = 0; i < ARRAY_SIZE(unavailable); i++) {
+		size_t n = strlen(unavailable[i].code);
+
+		if (!strncmp(err, unavailable[i].code, n) && (err[n] == ' ' || err[n] == '\0'))
+			return unavailable[i].why;
+	}
+	return NULL;
+}
+
 /* ----- Opening a connection ----- */
 
 static struct timeval tv_ms(int ms)
@@ -366,6 +413,25 @@ static void release_held(void)
 	}
 }
 
+/* Answer every held command with r, an error reply (its callbacks run
+ * here; what they send is held anew). */
+static void fail_held(redisReply *r)
+{
+	struct pending_list l = tc->held;
+	struct pending *p;
+
+	tc->held.head = tc->held.tail = NULL;
+	while ((p = list_pop(&l))) {
+		free(p->held);
+		p->fn(p->ctx, r);
+		free(p);
+		if (!tc->ctx) {
+			list_append(&tc->failed, &l);	/* a callback's send dropped it */
+			return;
+		}
+	}
+}
+
 /* Set-up replies: an error means the connection is no use. */
 static void on_setup(void *ctx, redisReply *r)
 {
@@ -391,21 +457,26 @@ static void on_time(void *ctx, redisReply *r)
 	int64_t sent = (int64_t)(intptr_t)ctx, now = now_ms(), sample, rtt = now - sent;
 
 	tc->probing = false;
-	if (!r)
+	if (!r || tc->broken)
 		return;		/* the connection is gone; a new one measures anew */
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-	    r->element[0]->type != REDIS_REPLY_STRING ||
-	    r->element[1]->type != REDIS_REPLY_STRING) {
-		log_warn("redis TIME failed: %s",
-			 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
-		tc->broken = true;
-		return;
-	}
-	if (tc->broken)
-		return;
 	if (!tc->ready) {
 		tc->ready = true;
 		tc->backoff_ms = BACKOFF_MIN_MS;
+	}
+	if (r->type == REDIS_REPLY_ERROR) {
+		/* Redis cannot serve now (BUSY, LOADING, an ACL...): what waits
+		 * for the offset gets that answer, the next command asks again */
+		log_warn("redis TIME failed: %s", r->str);
+		fail_held(r);
+		tc->next_probe_ms = now + PROBE_RETRY_MS;
+		return;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_STRING ||
+	    r->element[1]->type != REDIS_REPLY_STRING) {
+		log_warn("redis TIME gave an unexpected reply");
+		tc->broken = true;
+		return;
 	}
 	sample = strtoll(r->element[0]->str, NULL, 10) * 1000 +
 		 strtoll(r->element[1]->str, NULL, 10) / 1000 - now;
@@ -466,6 +537,8 @@ void redis_conn_send(int argc, const char **argv, const size_t *lens, bool deadl
 	p = pending_new(fn, ctx);
 	if (tc->ctx && !tc->timed) {
 		hold(p, argc, argv, lens, deadline);
+		if (!tc->probing)
+			probe();	/* the last TIME was refused: ask again */
 		return;
 	}
 	if (tc->ctx && !tc->probing && now_ms() >= tc->next_probe_ms)

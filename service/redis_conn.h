@@ -9,6 +9,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* What an error reply of Redis means, for a person, when it says Redis
+ * cannot serve the command now or not for dlockd as set up (BUSY, LOADING,
+ * MASTERDOWN, READONLY, OOM, NOPERM, NOAUTH, TRYAGAIN, CLUSTERDOWN, MOVED,
+ * MISCONF, NOREPLICAS, and DLOCKD_LATE from the scripts' deadline check):
+ * a sentence (static) for a 503; the command changed nothing. NULL for any
+ * other error: a script failed (a bug, or data it cannot read). The one
+ * place where Redis' error codes are told apart. */
+const char *redis_error_unavailable(const char *err);
+
 /* Remember the URL every later connection uses; call once before threads.
  * -1 (and a log line saying why) if the URL is malformed. */
 int redis_conn_setup(const char *url);
