@@ -436,9 +436,10 @@ static void fail_held(redisReply *r)
 static void on_setup(void *ctx, redisReply *r)
 {
 	(void)ctx;
-	if (r && r->type == REDIS_REPLY_ERROR) {
+	if (r && r->type == REDIS_REPLY_ERROR && !tc->broken) {
 		log_warn("redis set-up (AUTH or SELECT) failed: %s", r->str);
 		tc->broken = true;
+		fail_held(r);	/* they hear why (WRONGPASS...), not "unreachable" */
 	}
 }
 

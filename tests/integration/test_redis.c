@@ -279,6 +279,7 @@ TEST(redis_with_password_and_database)
 	http_on(bad.base, "PUT", "/locks/pw?owner=c", NULL, &r);
 	CHECK_ERROR(r, 503, "backend_unavailable", "a wrong password is a 503");
 	CHECK(r.retry_after[0], "with Retry-After");
+	CHECK(strstr(json_str(&r, "message"), "WRONGPASS"), "that says so: %s", r.body);
 	http_free(&r);
 	CHECK(status_is(&bad, "/readyz", 503), "and not ready");
 	CHECK(dlockd_stop(&bad, 5000) == 0, "clean exit");
@@ -389,5 +390,68 @@ TEST(a_stall_during_the_clock_probe_does_not_let_a_503_take_effect)
 			http_free(&r), r.status == 200), 3000),
 	      "the holder's retry releases it (last status %ld)", r.status);
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
+/* Does file path contain s? */
+static bool file_has(const char *path, const char *s)
+{
+	char buf[65536];
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+	if (f)
+		fclose(f);
+	buf[n] = '\0';
+	return strstr(buf, s) != NULL;
+}
+
+/* A password with '@', '/' and ':' reaches Redis percent-encoded in the
+ * URL (it used to be taken apart at its '@' and '/'), over TCP and over a
+ * unix socket with ?db=&password=; the log shows neither form of it. */
+TEST(redis_password_with_at_slash_colon_percent_encoded)
+{
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d, du;
+	char sock[80], url[128];
+	struct http_resp r;
+	redisContext *c;
+	redisReply *rep;
+
+	snprintf(sock, sizeof(sock), "%s/enc-%d.sock", test_tmpdir(), free_port());
+	snprintf(rs.extra, sizeof(rs.extra), "--unixsocket %s --unixsocketperm 700", sock);
+	CHECK(redis_start(&rs) == 0, "start Redis");
+	c = redis_client(&rs);
+	rep = c ? redisCommand(c, "CONFIG SET requirepass %s", "p@ss/w:rd") : NULL;
+	CHECK(rep && rep->type == REDIS_REPLY_STATUS, "Redis now wants the password p@ss/w:rd");
+	freeReplyObject(rep);
+	redisFree(c);
+
+	snprintf(url, sizeof(url), "redis://:p%%40ss%%2Fw%%3Ard@127.0.0.1:%d/2", rs.port);
+	CHECK(dlockd_start(&d, url, NULL) == 0, "start dlockd over TCP");
+	http_on(d.base, "PUT", "/locks/enc?owner=a&ttl_ms=60000", NULL, &r);
+	CHECK_STATUS(r, 200, "acquire with the encoded password");
+	http_free(&r);
+	snprintf(url, sizeof(url), "unix://%s?db=2&password=p%%40ss%%2Fw%%3Ard", sock);
+	CHECK(dlockd_start(&du, url, NULL) == 0, "start dlockd over the unix socket");
+	http_on(du.base, "PUT", "/locks/enc?owner=b", NULL, &r);
+	CHECK_ERROR(r, 409, "locked", "the same lock in the same db, seen over the socket");
+	http_free(&r);
+	http_on(du.base, "DELETE", "/locks/enc?owner=a", NULL, &r);
+	CHECK_STATUS(r, 200, "released over the socket");
+	http_free(&r);
+
+	c = client_auth(&rs, "p@ss/w:rd", 2);
+	rep = c ? redisCommand(c, "EXISTS enc") : NULL;
+	CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 0,
+	      "gone from database 2");
+	freeReplyObject(rep);
+	redisFree(c);
+	CHECK(dlockd_stop(&d, 5000) == 0 && dlockd_stop(&du, 5000) == 0, "clean exit");
+	CHECK(file_has(d.log, "redis://***@127.0.0.1") && file_has(du.log, "password=***"),
+	      "the log shows the URLs with the password hidden");
+	CHECK(!file_has(d.log, "p%40ss") && !file_has(d.log, "p@ss") &&
+	      !file_has(du.log, "p%40ss") && !file_has(du.log, "p@ss"),
+	      "and never the password");
 	redis_stop(&rs, false);
 }
