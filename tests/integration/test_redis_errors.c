@@ -242,3 +242,36 @@ TEST(a_script_that_fails_in_redis_is_a_500_not_unreachable)
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	redis_stop(&rs, false);
 }
+
+/* A fencing counter that is not an integer used to fail the acquire
+ * script after it had written the lock (Redis does not roll a script
+ * back): a 503 that had taken effect. It now counts as lost: the grant
+ * goes through with a token from Redis' clock, above any before it. */
+TEST(a_corrupt_fencing_counter_leaves_no_half_written_lock)
+{
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	struct http_resp r;
+	bool ok;
+
+	start_pair(&rs, &d, NULL, &ok);
+	CHECK(ok, "start Redis and dlockd");
+	CHECK(on_redis(&rs, "SET %s abc", "redisson_lock_token:{ctr}"), "a counter of letters");
+	CHECK(on_redis(&rs, "HSET %s a 1", "redisson_lock_token:{ctr2}"), "a counter that is a hash");
+	http_on(d.base, "PUT", "/locks/ctr?owner=a", NULL, &r);
+	CHECK_STATUS(r, 200, "acquire over a corrupt counter");
+	CHECK(json_int(&r, "fencing_token") > 1000000000000000LL,
+	      "a token from Redis' clock in microseconds: %lld", json_int(&r, "fencing_token"));
+	http_free(&r);
+	http_on(d.base, "PUT", "/fairlocks/ctr2?owner=a", NULL, &r);
+	CHECK_STATUS(r, 200, "fair acquire over a counter that is a hash");
+	http_free(&r);
+	http_on(d.base, "DELETE", "/locks/ctr?owner=a", NULL, &r);
+	CHECK_STATUS(r, 200, "release");
+	http_free(&r);
+	http_on(d.base, "PUT", "/locks/ctr?owner=b", NULL, &r);
+	CHECK_STATUS(r, 200, "and the next acquire counts on from there");
+	http_free(&r);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
