@@ -1,11 +1,13 @@
 /* handle_health.c -- /healthz (the process answers), /readyz (Redis answers
- * PING on this loop's connection and the subscriber is connected),
+ * PING on this loop's connection -- not an error such as LOADING, whose
+ * meaning the 503 says -- and the subscriber is connected),
  * /metrics (Prometheus text) and /openapi.yaml (the contract, embedded at
  * build time). */
 #include "handlers.h"
 
 #include "reply.h"
 #include "server.h"
+#include "../service/log.h"
 #include "../service/metrics.h"
 #include "../service/pubsub.h"
 #include "../service/redis_conn.h"
@@ -18,19 +20,32 @@
 extern const char openapi_doc[];
 extern const size_t openapi_doc_len;
 
+/* PING's answer; an error reply (LOADING, BUSY, NOPERM...) is kept,
+ * explained, in rq->state.fault. */
 static void on_pong(void *ctx, redisReply *r)
 {
 	struct request *rq = ctx;
 
 	rq->redis_ok = r && r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "PONG");
+	rq->state.fault = NULL;
+	if (r && r->type == REDIS_REPLY_ERROR) {
+		rq->state.fault = redis_error_unavailable(r->str);
+		if (!rq->state.fault)
+			rq->state.fault = "redis answered PING with an error (see dlockd's log)";
+		log_warn("readyz: redis answered PING: %s", r->str);
+	}
 	server_resume(rq);
 }
 
 static enum MHD_Result ready_checked(struct request *rq)
 {
-	if (!rq->redis_ok || !pubsub_connected())
+	if (!rq->redis_ok)
+		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL, "%s",
+				   rq->state.fault ? rq->state.fault
+						 : "redis cannot be reached; retry shortly");
+	if (!pubsub_connected())
 		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
-				   "redis cannot be reached; retry shortly");
+				   "redis cannot be reached by the subscriber; retry shortly");
 	return reply_json(rq, 200, json_pack("{s:s}", "status", "ready"));
 }
 

@@ -131,8 +131,12 @@ static enum MHD_Result reply_failure(struct request *rq, enum lock_result r,
 		return reply_error(rq, ERR_WRONG_KIND, NULL,
 				   "name '%s' is in use as another kind of lock", rq->name);
 	case LOCK_BACKEND_DOWN:
-		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
-				   "redis cannot be reached; retry shortly");
+		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL, "%s",
+				   st->fault ? st->fault : "redis cannot be reached; retry shortly");
+	case LOCK_SCRIPT_ERROR:
+		metrics_inc(METRIC_REDIS_ERRORS);	/* as the 503s count themselves */
+		return reply_error(rq, ERR_INTERNAL, NULL, "%s '%s': %s", label, rq->name,
+				   st->fault ? st->fault : "the lock script failed in redis");
 	case LOCK_OK:
 	case LOCK_RESULT_COUNT:
 		break;
@@ -205,6 +209,15 @@ static void acquired(void *ctx, enum lock_result r, const struct lock_state *st)
 	lock_done(ctx, r, st);
 }
 
+/* A failed acquire's queue place is given back: answer the failure, which
+ * rq->failure and rq->state still hold. */
+static void dequeued(void *ctx, enum lock_result r, const struct lock_state *st)
+{
+	(void)r;
+	(void)st;
+	server_resume(ctx);
+}
+
 /* ----- Acquire and wait ----- */
 
 static void resume_request(void *ctx)
@@ -229,7 +242,7 @@ static enum MHD_Result acquire_failed(struct request *rq)
 	metrics_lock(rq->route.kind, MOP_ACQUIRE, rq->failure);
 	if (rq->params.wait_ms > 0)
 		metrics_wait(rq->route.kind, false, now_us() - rq->started_us);
-	return reply_failure(rq, rq->failure, &rq->failure_state);
+	return reply_failure(rq, rq->failure, &rq->state);
 }
 
 static enum MHD_Result acquire_try(struct request *rq)
@@ -276,8 +289,7 @@ static enum MHD_Result acquire_tried(struct request *rq)
 	/* out of the queue before the answer: whoever hears "locked" finds
 	 * nobody waiting on its behalf */
 	rq->failure = r;
-	rq->failure_state = *st;
-	if (give_up(rq, lock_done))
+	if (give_up(rq, dequeued))
 		return server_await(rq, acquire_failed);
 	return acquire_failed(rq);
 }

@@ -66,7 +66,6 @@ struct request {
 	enum lock_result result;
 	struct lock_state state;
 	enum lock_result failure;	/* an acquire's, kept while it leaves the queue */
-	struct lock_state failure_state;	/* and what its last attempt found */
 	bool redis_ok;			/* /readyz: Redis answered PING */
 
 	bool started;			/* the access handler has seen it */

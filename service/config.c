@@ -4,7 +4,7 @@
 #include "config.h"
 
 #include "log.h"
-#include "redis_conn.h"
+#include "redis_url.h"
 #include "util.h"
 #include "version.h"
 
@@ -43,8 +43,9 @@ static const struct option_row rows[O_COUNT] = {
 		"address to serve HTTP on: an IPv4 address, [IPv6] or localhost, "
 		"and a port (0: any free one)", "127.0.0.1:8080" },
 	[O_REDIS] = { "redis", "DLOCKD_REDIS_URL", OPT_STRING, 0, 0, "URL",
-		"redis://[user:password@]host:port/db or unix:///path/to/socket",
-		"redis://127.0.0.1:6379/0" },
+		"redis://[user:password@]host:port/db or unix:///path/to/socket, "
+		"either with ?db=N&user=U&password=P; percent-encode '@' '/' ':' '?' "
+		"'#' '%' '&' in them (%40 %2F ...)", "redis://127.0.0.1:6379/0" },
 	[O_THREADS] = { "threads", "DLOCKD_THREADS", OPT_INT, 1, 256, "N",
 		"event loop threads, each with its share of the HTTP connections "
 		"and one pipelined Redis connection", "one per core, at most 64" },
@@ -285,15 +286,18 @@ static int set_option(struct config *cfg, int i, const char *val, const char *fr
 static int check_consistent(struct config *cfg)
 {
 	struct redis_url url;
+	char why[256];
 
 	if (config_parse_listen(cfg->listen, &cfg->listen_addr, &cfg->listen_addr_len) < 0) {
 		fprintf(stderr, "dlockd: listen address '%s' is not HOST:PORT or [V6]:PORT\n",
 			cfg->listen);
 		return -1;
 	}
-	if (redis_url_parse(cfg->redis_url, &url) < 0) {
-		fprintf(stderr, "dlockd: redis url '%s' is not redis://[user:password@]host:port/db "
-			"or unix:///path\n", cfg->redis_url);
+	if (redis_url_parse(cfg->redis_url, &url, why, sizeof(why)) < 0) {
+		char *shown = redis_url_redacted(cfg->redis_url);
+
+		fprintf(stderr, "dlockd: %s\n  in --redis '%s'\n", why, shown);
+		free(shown);
 		return -1;
 	}
 	redis_url_release(&url);

@@ -12,6 +12,7 @@
 #include "locks.h"
 
 #include "log.h"
+#include "redis_conn.h"
 #include "scripts.h"
 #include "util.h"
 
@@ -266,19 +267,35 @@ static long long elem_int(const redisReply *r, size_t i)
 	return r->element[i]->integer;
 }
 
-/* Check a script's reply; NULL (backend down) and error replies are
- * logged and become LOCK_BACKEND_DOWN. Returns LOCK_OK when r is usable. */
-static enum lock_result check_reply(const redisReply *r, enum script_id id)
+/* Check a script's reply: the one place where Redis' answers become
+ * failures. No reply: Redis cannot be reached. An error that says Redis
+ * cannot serve now (busy, loading, a replica, out of memory, refused:
+ * redis_error_unavailable) is a 503 with Redis' reason; any other error
+ * is the script failing -- a bug or data it cannot read -- logged with
+ * the script and Redis' words, and never called "unreachable". Returns
+ * LOCK_OK when r is usable. */
+static enum lock_result check_reply(const redisReply *r, const struct call *c,
+				    struct lock_state *st)
 {
 	if (!r)
 		return LOCK_BACKEND_DOWN;
 	if (r->type == REDIS_REPLY_ERROR) {
-		log_error("script %s failed: %s", scripts_name(id), r->str);
-		return LOCK_BACKEND_DOWN;
+		st->fault = redis_error_unavailable(r->str);
+		if (st->fault) {
+			log_warn("script %s for %s '%s': redis answered: %s",
+				 scripts_name(c->script), kinds[c->kind].label, c->name, r->str);
+			return LOCK_BACKEND_DOWN;
+		}
+		log_error("script %s failed for %s '%s': %s", scripts_name(c->script),
+			  kinds[c->kind].label, c->name, r->str);
+		st->fault = "the lock script failed in redis (dlockd's log has redis' error)";
+		return LOCK_SCRIPT_ERROR;
 	}
 	if (r->type != REDIS_REPLY_ARRAY && r->type != REDIS_REPLY_INTEGER) {
-		log_error("script %s gave an unexpected reply type %d", scripts_name(id), r->type);
-		return LOCK_BACKEND_DOWN;
+		log_error("script %s gave an unexpected reply type %d", scripts_name(c->script),
+			  r->type);
+		st->fault = "the lock script gave redis an answer dlockd does not understand";
+		return LOCK_SCRIPT_ERROR;
 	}
 	return LOCK_OK;
 }
@@ -355,9 +372,10 @@ static void on_reply(void *arg, redisReply *r)
 {
 	struct call *c = arg;
 	struct lock_state st;
-	enum lock_result res = check_reply(r, c->script);
+	enum lock_result res;
 
 	memset(&st, 0, sizeof(st));
+	res = check_reply(r, c, &st);
 	if (res == LOCK_OK && c->decode)
 		c->decode(c, r, &res, &st);
 	if (c->done)
@@ -380,6 +398,8 @@ static void acquire_decode(struct call *c, const redisReply *r, enum lock_result
 		if (out->ttl_ms == 0) {
 			log_warn("redis granted %s '%s' too late to be of use (lease over)",
 				 kinds[c->kind].label, c->name);
+			out->fault = "redis answered too slowly: the lease was over before its "
+				   "answer came; retry shortly";
 			*res = LOCK_BACKEND_DOWN;
 		}
 		break;
@@ -484,8 +504,12 @@ static void renew_decode(struct call *c, const redisReply *r, enum lock_result *
 	}
 	out->ttl_ms = lease_left(elem_int(r, 1), c->sent_ms);
 	out->locked = *res == LOCK_OK;
-	if (*res == LOCK_OK && out->ttl_ms == 0)
-		*res = LOCK_BACKEND_DOWN;	/* renewed too late to count */
+	if (*res == LOCK_OK && out->ttl_ms == 0) {
+		/* renewed too late to count */
+		out->fault = "redis answered too slowly: the lease was over before its "
+			   "answer came; retry shortly";
+		*res = LOCK_BACKEND_DOWN;
+	}
 }
 
 void locks_renew(enum lock_kind kind, const char *name, const char *owner, int64_t ttl_ms,

@@ -34,7 +34,12 @@ enum lock_result {
 	LOCK_NOT_HELD,		/* release/renew: nobody holds it */
 	LOCK_NOT_OWNER,		/* release/renew: another owner holds it */
 	LOCK_WRONG_KIND,	/* the name is in use as another kind of lock */
-	LOCK_BACKEND_DOWN,	/* Redis unreachable or answering errors */
+	LOCK_BACKEND_DOWN,	/* Redis unreachable, or it cannot serve now (busy,
+				 * loading, a replica, out of memory, refused):
+				 * nothing changed; st->why says which */
+	LOCK_SCRIPT_ERROR,	/* the script failed in Redis (a bug, or data it
+				 * cannot read): nothing known to have changed;
+				 * logged with Redis' words */
 	LOCK_RESULT_COUNT
 };
 
@@ -66,6 +71,9 @@ struct lock_state {
 	int64_t readers;	/* status of a read-write lock: reader count */
 	enum lock_why why;	/* LOCK_HELD, LOCK_NOT_OWNER, LOCK_WRONG_KIND: why */
 	int64_t others;		/* the count why speaks of */
+	const char *fault;	/* LOCK_BACKEND_DOWN, LOCK_SCRIPT_ERROR: what went
+				 * wrong, for people (static); NULL = Redis could
+				 * not be reached */
 };
 
 /* Set how long a waiter's queue place (fair locks, waiting writers) lives
@@ -82,7 +90,8 @@ typedef void (*lock_done_fn)(void *ctx, enum lock_result r, const struct lock_st
 
 /* The operations below send their script on the calling event loop's
  * Redis connection and return at once; done is called exactly once, later,
- * on the same thread (LOCK_BACKEND_DOWN when Redis did not answer). */
+ * on the same thread (LOCK_BACKEND_DOWN when Redis did not answer or
+ * cannot serve now, LOCK_SCRIPT_ERROR when the script failed). */
 
 /* Try to take the lock. With queue, a caller that is going to wait takes
  * (or refreshes) its place in the lock's queue where the kind has one; call

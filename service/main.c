@@ -51,16 +51,6 @@ static void drain_waiters(void)
 	nanosleep(&tick, NULL);
 }
 
-/* url with any user:password@ shown as ***@, for logging; caller frees. */
-static char *redacted_url(const char *url)
-{
-	const char *at = strchr(url, '@'), *scheme = strstr(url, "://");
-
-	if (!at || !scheme || at < scheme)
-		return xstrdup(url);
-	return xasprintf("%.*s://***%s", (int)(scheme - url), url, at);
-}
-
 int main(int argc, char **argv)
 {
 	char *shown_url;
@@ -104,7 +94,7 @@ int main(int argc, char **argv)
 		log_error("cannot listen on %s", cfg.listen);
 		return 1;
 	}
-	shown_url = redacted_url(cfg.redis_url);
+	shown_url = redis_url_redacted(cfg.redis_url);
 	log_info("dlockd %s listening on %s (port %d), redis %s, %u threads, pid %d",
 		 dlockd_version, cfg.listen, port, shown_url, cfg.threads, (int)getpid());
 	free(shown_url);

@@ -31,7 +31,8 @@ static const char *const op_labels[MOP_COUNT] = { "acquire", "release", "force_r
 static const char *const result_labels[LOCK_RESULT_COUNT + 1] = {
 	[LOCK_OK] = "ok", [LOCK_HELD] = "locked", [LOCK_NOT_HELD] = "not_held",
 	[LOCK_NOT_OWNER] = "not_owner", [LOCK_WRONG_KIND] = "wrong_kind",
-	[LOCK_BACKEND_DOWN] = "backend_unavailable", [METRIC_ABANDONED] = "abandoned",
+	[LOCK_BACKEND_DOWN] = "backend_unavailable", [LOCK_SCRIPT_ERROR] = "script_error",
+	[METRIC_ABANDONED] = "abandoned",
 };
 
 /* HTTP statuses dlockd answers with; anything else counts as "other". */

@@ -1,4 +1,4 @@
-/* redis_conn.c -- hiredis connections: URL parsing, a blocking connection
+/* redis_conn.c -- hiredis connections: a blocking connection
  * for the subscriber, and one pipelined, non-blocking connection per event
  * loop thread.
  *
@@ -11,7 +11,8 @@
  * the next command reconnects, but no sooner than a backoff (50 ms doubling
  * to 1 s) so that a dead Redis costs a request a clock read, not a
  * connect(). Set-up (AUTH, SELECT, TIME) is pipelined ahead of the first
- * commands. Callbacks never run inside redis_conn_send(). */
+ * commands, which are held until TIME has told how far Redis' clock is
+ * from ours. Callbacks never run inside redis_conn_send(). */
 #include "redis_conn.h"
 
 #include "log.h"
@@ -21,7 +22,6 @@
 #include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define CONNECT_TIMEOUT_MS 1000
 #define COMMAND_TIMEOUT_MS 2000
@@ -29,101 +29,57 @@
 #define BACKOFF_MAX_MS 1000
 
 /* A command must have run this long after it was sent, or not at all
- * (redis_conn_deadline_ms); the rest of COMMAND_TIMEOUT_MS is for its
- * reply to arrive. */
+ * (see "Deadlines in Redis' clock" below); the rest of COMMAND_TIMEOUT_MS
+ * is for its reply to arrive. */
 #define DEADLINE_MS (COMMAND_TIMEOUT_MS - 500)
 
 static struct redis_url conf_url;
 
-/* ----- URL parsing ----- */
+/* ----- Error replies ----- */
 
-static char *dup_range(const char *a, const char *b)
+static const char why_noperm[] =
+	"redis refused the command: no permission (NOPERM); dlockd's redis user needs "
+	"EVAL, EVALSHA, SCRIPT, TIME, PING, SUBSCRIBE and the commands and keys of the "
+	"lock scripts";
+
+static const struct {
+	const char *code;	/* the error's first word */
+	const char *why;
+} unavailable[] = {
+	{ "BUSY", "redis is busy running a script (SCRIPT KILL stops it); retry shortly" },
+	{ "LOADING", "redis is loading its data into memory; retry shortly" },
+	{ "MASTERDOWN", "redis is a replica that lost its master; retry shortly" },
+	{ "READONLY", "redis is a read-only replica; point dlockd's --redis at the master" },
+	{ "OOM", "redis is out of memory (maxmemory reached); retry later" },
+	{ "NOPERM", why_noperm },
+	{ "NOAUTH", "redis refused the command: authentication required (NOAUTH); give the "
+		    "password in --redis" },
+	{ "WRONGPASS", "redis refused dlockd's user or password (WRONGPASS)" },
+	{ "TRYAGAIN", "redis cluster is moving the lock's slot (TRYAGAIN); retry shortly" },
+	{ "CLUSTERDOWN", "redis cluster is down (CLUSTERDOWN); retry shortly" },
+	{ "MOVED", "redis is a cluster node that does not serve this lock (MOVED); dlockd "
+		   "needs a non-cluster redis" },
+	{ "ASK", "redis is a cluster node that does not serve this lock (ASK); dlockd "
+		 "needs a non-cluster redis" },
+	{ "MISCONF", "redis refuses writes: it cannot save to disk (MISCONF); retry later" },
+	{ "NOREPLICAS", "redis refuses writes: not enough replicas (NOREPLICAS); retry later" },
+	{ "NOSCRIPT", "redis lost the lock script (NOSCRIPT); retry shortly" },
+	{ "DLOCKD_LATE", "redis was too slow: the call reached it after dlockd gave up and "
+			 "changed nothing; retry shortly" },
+};
+
+const char *redis_error_unavailable(const char *err)
 {
-	char *s = xmalloc((size_t)(b - a) + 1);
+	/* a command inside a script refused by the ACL (Redis 7) */
+	if (!strncmp(err, "ERR The user executing the script can't run", 43))
+		return why_noperm;
+	for (size_t i = 0; i < ARRAY_SIZE(unavailable); i++) {
+		size_t n = strlen(unavailable[i].code);
 
-	memcpy(s, a, (size_t)(b - a));
-	s[b - a] = '\0';
-	return s;
-}
-
-static int parse_num(const char *a, const char *b, int min, int max, int *out)
-{
-	long v = 0;
-
-	if (a == b || b - a > 9)
-		return -1;
-	for (const char *p = a; p < b; p++) {
-		if (*p < '0' || *p > '9')
-			return -1;
-		v = v * 10 + (*p - '0');
+		if (!strncmp(err, unavailable[i].code, n) && (err[n] == ' ' || err[n] == '\0'))
+			return unavailable[i].why;
 	}
-	if (v < min || v > max)
-		return -1;
-	*out = (int)v;
-	return 0;
-}
-
-int redis_url_parse(const char *s, struct redis_url *u)
-{
-	const char *p, *at, *slash, *colon, *end;
-
-	memset(u, 0, sizeof(*u));
-	u->port = 6379;
-	if (!strncmp(s, "unix://", 7)) {
-		if (s[7] != '/' || s[8] == '\0')
-			return -1;
-		u->unix_path = xstrdup(s + 7);
-		return 0;
-	}
-	if (strncmp(s, "redis://", 8))
-		return -1;
-	p = s + 8;
-	end = p + strlen(p);
-	slash = strchr(p, '/');
-	if (!slash)
-		slash = end;
-	at = memchr(p, '@', (size_t)(slash - p));
-	if (at) {
-		colon = memchr(p, ':', (size_t)(at - p));
-		if (!colon)
-			goto fail;	/* "user@" alone is ambiguous; require user:password@ */
-		if (colon > p)
-			u->user = dup_range(p, colon);
-		u->password = dup_range(colon + 1, at);
-		p = at + 1;
-	}
-	if (*p == '[') {
-		const char *close = memchr(p, ']', (size_t)(slash - p));
-
-		if (!close)
-			goto fail;
-		u->host = dup_range(p + 1, close);
-		colon = close + 1 < slash && close[1] == ':' ? close + 1 : NULL;
-		if (!colon && close + 1 != slash)
-			goto fail;
-	} else {
-		colon = memchr(p, ':', (size_t)(slash - p));
-		u->host = dup_range(p, colon ? colon : slash);
-	}
-	if (!u->host[0])
-		goto fail;
-	if (colon && parse_num(colon + 1, slash, 1, 65535, &u->port) < 0)
-		goto fail;
-	if (slash < end && slash + 1 < end && parse_num(slash + 1, end, 0, 1000000, &u->db) < 0)
-		goto fail;
-	return 0;
-fail:
-	redis_url_release(u);
-	return -1;
-}
-
-void redis_url_release(struct redis_url *u)
-{
-	free(u->host);
-	free(u->unix_path);
-	free(u->user);
-	free(u->password);
-	memset(u, 0, sizeof(*u));
+	return NULL;
 }
 
 /* ----- Opening a connection ----- */
@@ -205,7 +161,13 @@ fail:
 
 int redis_conn_setup(const char *url)
 {
-	return redis_url_parse(url, &conf_url);
+	char why[256];
+
+	if (redis_url_parse(url, &conf_url, why, sizeof(why)) < 0) {
+		log_error("%s", why);
+		return -1;
+	}
+	return 0;
 }
 
 void redis_conn_cleanup(void)
@@ -215,12 +177,22 @@ void redis_conn_cleanup(void)
 
 /* ----- The loop's pipelined connection ----- */
 
-/* A command sent and not yet answered. */
+/* A command sent (or held) and not yet answered. */
 struct pending {
 	redis_reply_fn fn;
 	void *ctx;
 	int64_t give_up_ms;	/* monotonic */
 	struct pending *next;
+	struct held_cmd *held;	/* still to be sent (see below); NULL once sent */
+};
+
+/* A command waiting for its connection's clock offset, copied. */
+struct held_cmd {
+	int argc;
+	bool deadline;
+	const char *argv[REDIS_CONN_MAX_ARGS];
+	size_t lens[REDIS_CONN_MAX_ARGS];
+	char data[];
 };
 
 struct pending_list {
@@ -232,16 +204,59 @@ struct thread_conn {
 	bool connected;			/* the socket's connect() completed */
 	bool ready;			/* set-up answered: the connection works */
 	bool broken;			/* drop it once the current callbacks return */
+	struct pending_list held;	/* not sent until the offset is known */
 	struct pending_list sent;	/* awaiting replies, in send order */
 	struct pending_list failed;	/* to be told "no reply" by redis_conn_run */
 	int64_t next_try_ms;		/* monotonic; no reconnect before this */
 	int64_t backoff_ms;
+
+	/* Redis' clock minus now_ms(), a lower bound (see below) */
+	int64_t offset_ms;
+	bool timed;			/* offset_ms is measured on this connection */
+	bool probing;			/* a TIME is in flight */
+	int probes;			/* samples in the current round */
+	int64_t round_best;		/* largest sample of the round */
+	int64_t round_best_rtt;		/* ... and its round trip */
+	int64_t next_probe_ms;		/* monotonic: measure again after this */
 };
 
 static __thread struct thread_conn *tc;
 
-/* Redis' clock minus ours (ms), from the last TIME answer of any loop. */
-static int64_t clock_offset_ms;
+/* ----- Deadlines in Redis' clock -----
+ *
+ * A call with a deadline carries the time, in Redis' clock, past which it
+ * must do nothing: lua/lib/common.lua compares it with Redis' TIME and
+ * answers DLOCKD_LATE, having changed nothing. dlockd gives up on a call
+ * COMMAND_TIMEOUT_MS after sending it and answers 503, and a 503 must
+ * never take effect; so the deadline must fall, in Redis' clock, before
+ * that moment whatever happened earlier -- DEADLINE_MS after the send,
+ * leaving time for the reply of a call that did run to come back.
+ *
+ * That needs Redis' clock minus ours. Each connection learns it from
+ * TIME: Redis read its clock at some instant between our send and the
+ * reply's arrival, so TIME's answer minus our clock when the reply
+ * ARRIVED is never above the true difference -- a lower bound, short by
+ * at most the round trip. With it a deadline can only come earlier than
+ * meant, never later. (The midpoint of the round trip, used before, is
+ * off by half of any stall while TIME was in flight, up to a second too
+ * LATE, and a call answered 503 still ran.) Our clock is the monotonic
+ * one, which no step of the local clock moves; Redis' is its wall clock,
+ * which only a step on Redis' host could move.
+ *
+ * A long round trip makes the bound loose and deadlines early by as much,
+ * beyond DEADLINE_MS every call would be refused as late; so a sample
+ * whose round trip exceeded PROBE_GOOD_RTT_MS is followed at once by
+ * another TIME, and the largest sample of the round is kept. A round ends
+ * with a quick sample, or after PROBE_MAX; then the next comes after
+ * PROBE_EVERY_MS (the two clocks drift) or, if no sample was quick, after
+ * PROBE_RETRY_MS. Until a connection's first round has ended, commands
+ * are held, in order, and sent when it has; later rounds keep the old
+ * value until they end. The offset belongs to the connection: a new one
+ * (perhaps to another Redis, after a failover) measures it anew. */
+#define PROBE_GOOD_RTT_MS 50
+#define PROBE_MAX 4
+#define PROBE_EVERY_MS 60000
+#define PROBE_RETRY_MS 1000
 
 static void list_push(struct pending_list *l, struct pending *p)
 {
@@ -277,14 +292,6 @@ static void list_append(struct pending_list *to, struct pending_list *from)
 	from->head = from->tail = NULL;
 }
 
-static int64_t wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void redis_conn_thread_init(void)
 {
 	tc = xcalloc(1, sizeof(*tc));
@@ -307,6 +314,7 @@ static void conn_drop(const char *why)
 	redisFree(tc->ctx);
 	tc->ctx = NULL;
 	list_append(&tc->failed, &tc->sent);
+	list_append(&tc->failed, &tc->held);
 	if (tc->ready) {
 		tc->next_try_ms = now_ms();	/* it worked: try again at once */
 		tc->backoff_ms = BACKOFF_MIN_MS;
@@ -314,53 +322,180 @@ static void conn_drop(const char *why)
 		back_off();
 	}
 	tc->connected = tc->ready = tc->broken = false;
+	tc->timed = tc->probing = false;
 }
 
-static void send_raw(int argc, const char **argv, const size_t *lens, redis_reply_fn fn,
-		     void *ctx)
+static struct pending *pending_new(redis_reply_fn fn, void *ctx)
 {
-	struct pending *p = xmalloc(sizeof(*p));
+	struct pending *p = xcalloc(1, sizeof(*p));
 
 	p->fn = fn;
 	p->ctx = ctx;
 	p->give_up_ms = now_ms() + COMMAND_TIMEOUT_MS;
-	if (tc->ctx && redisAppendCommandArgv(tc->ctx, argc, argv, lens) != REDIS_OK) {
+	return p;
+}
+
+/* Append p's command to the connection, with its deadline argument last
+ * if asked, and await the reply; or fail p if the connection is down. */
+static void append(struct pending *p, int argc, const char **argv, const size_t *lens,
+		   bool deadline)
+{
+	const char *av[REDIS_CONN_MAX_ARGS + 1];
+	size_t lv[REDIS_CONN_MAX_ARGS + 1];
+	char by[24];
+
+	if (!tc->ctx) {
+		list_push(&tc->failed, p);
+		return;
+	}
+	for (int i = 0; i < argc; i++) {
+		av[i] = argv[i];
+		lv[i] = lens ? lens[i] : strlen(argv[i]);
+	}
+	if (deadline) {
+		/* past it, in Redis' clock, dlockd has answered (or will
+		 * answer) 503: the command must do nothing */
+		snprintf(by, sizeof(by), "%lld",
+			 (long long)(p->give_up_ms - (COMMAND_TIMEOUT_MS - DEADLINE_MS) +
+				     tc->offset_ms));
+		av[argc] = by;
+		lv[argc++] = strlen(by);
+	}
+	if (redisAppendCommandArgv(tc->ctx, argc, av, lv) != REDIS_OK) {
 		conn_drop(tc->ctx->errstr);
 		list_push(&tc->failed, p);
 		return;
 	}
-	list_push(tc->ctx ? &tc->sent : &tc->failed, p);
+	list_push(&tc->sent, p);
+}
+
+/* A command of the connection's own (set-up, TIME): never held. */
+static void send_raw(int argc, const char **argv, redis_reply_fn fn, void *ctx)
+{
+	append(pending_new(fn, ctx), argc, argv, NULL, false);
+}
+
+/* Keep a copy of the command in p until the offset is known. */
+static void hold(struct pending *p, int argc, const char **argv, const size_t *lens,
+		 bool deadline)
+{
+	size_t size = 0;
+	struct held_cmd *h;
+	char *at;
+
+	for (int i = 0; i < argc; i++)
+		size += lens ? lens[i] : strlen(argv[i]);
+	h = xmalloc(sizeof(*h) + size + 1);
+	h->argc = argc;
+	h->deadline = deadline;
+	at = h->data;
+	for (int i = 0; i < argc; i++) {
+		h->lens[i] = lens ? lens[i] : strlen(argv[i]);
+		memcpy(at, argv[i], h->lens[i]);
+		h->argv[i] = at;
+		at += h->lens[i];
+	}
+	p->held = h;
+	list_push(&tc->held, p);
+}
+
+/* Send what was held, in order, now that the offset is known. */
+static void release_held(void)
+{
+	struct pending *p;
+
+	while ((p = list_pop(&tc->held))) {
+		struct held_cmd *h = p->held;
+
+		p->held = NULL;
+		append(p, h->argc, h->argv, h->lens, h->deadline);
+		free(h);
+	}
+}
+
+/* Answer every held command with r, an error reply (its callbacks run
+ * here; what they send is held anew). */
+static void fail_held(redisReply *r)
+{
+	struct pending_list l = tc->held;
+	struct pending *p;
+
+	tc->held.head = tc->held.tail = NULL;
+	while ((p = list_pop(&l))) {
+		free(p->held);
+		p->fn(p->ctx, r);
+		free(p);
+		if (!tc->ctx) {
+			list_append(&tc->failed, &l);	/* a callback's send dropped it */
+			return;
+		}
+	}
 }
 
 /* Set-up replies: an error means the connection is no use. */
 static void on_setup(void *ctx, redisReply *r)
 {
 	(void)ctx;
-	if (r && r->type == REDIS_REPLY_ERROR) {
+	if (r && r->type == REDIS_REPLY_ERROR && !tc->broken) {
 		log_warn("redis set-up (AUTH or SELECT) failed: %s", r->str);
 		tc->broken = true;
+		fail_held(r);	/* they hear why (WRONGPASS...), not "unreachable" */
 	}
 }
 
-/* Learn how far Redis' clock is from ours (to a round trip), so that
- * deadlines can be given in Redis' clock even when Redis runs elsewhere. */
+static void on_time(void *ctx, redisReply *r);
+
+/* Ask Redis for its clock (one TIME in flight at most). */
+static void probe(void)
+{
+	tc->probing = true;
+	send_raw(1, (const char *[]){ "TIME" }, on_time, (void *)(intptr_t)now_ms());
+}
+
+/* A TIME sample: Redis' clock minus ours at the reply's arrival. */
 static void on_time(void *ctx, redisReply *r)
 {
-	int64_t sent = (int64_t)(intptr_t)ctx, now = wall_ms();
+	int64_t sent = (int64_t)(intptr_t)ctx, now = now_ms(), sample, rtt = now - sent;
 
-	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-	    r->element[0]->type != REDIS_REPLY_STRING) {
-		if (r)
-			tc->broken = true;
-		return;
-	}
-	__atomic_store_n(&clock_offset_ms,
-			 strtoll(r->element[0]->str, NULL, 10) * 1000 +
-			 strtoll(r->element[1]->str, NULL, 10) / 1000 - (sent + now) / 2,
-			 __ATOMIC_RELAXED);
-	if (!tc->broken) {
+	tc->probing = false;
+	if (!r || tc->broken)
+		return;		/* the connection is gone; a new one measures anew */
+	if (!tc->ready) {
 		tc->ready = true;
 		tc->backoff_ms = BACKOFF_MIN_MS;
+	}
+	if (r->type == REDIS_REPLY_ERROR) {
+		/* Redis cannot serve now (BUSY, LOADING, an ACL...): what waits
+		 * for the offset gets that answer, the next command asks again */
+		log_warn("redis TIME failed: %s", r->str);
+		fail_held(r);
+		tc->next_probe_ms = now + PROBE_RETRY_MS;
+		return;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_STRING ||
+	    r->element[1]->type != REDIS_REPLY_STRING) {
+		log_warn("redis TIME gave an unexpected reply");
+		tc->broken = true;
+		return;
+	}
+	sample = strtoll(r->element[0]->str, NULL, 10) * 1000 +
+		 strtoll(r->element[1]->str, NULL, 10) / 1000 - now;
+	if (tc->probes == 0 || sample > tc->round_best) {
+		tc->round_best = sample;
+		tc->round_best_rtt = rtt;
+	}
+	if (rtt > PROBE_GOOD_RTT_MS && ++tc->probes < PROBE_MAX) {
+		probe();	/* a stall loosened the bound: measure again */
+		return;
+	}
+	tc->probes = 0;
+	tc->offset_ms = tc->round_best;
+	tc->next_probe_ms = now + (tc->round_best_rtt > PROBE_GOOD_RTT_MS ? PROBE_RETRY_MS
+									  : PROBE_EVERY_MS);
+	if (!tc->timed) {
+		tc->timed = true;
+		release_held();
 	}
 }
 
@@ -385,34 +520,31 @@ static void conn_open_async(void)
 		redisEnableKeepAlive(tc->ctx);
 	n = setup_cmds(cmds, db);
 	for (int i = 0; i < n; i++)
-		send_raw(cmds[i].argc, cmds[i].argv, NULL, on_setup, NULL);
-	send_raw(1, (const char *[]){ "TIME" }, NULL, on_time, (void *)(intptr_t)wall_ms());
+		send_raw(cmds[i].argc, cmds[i].argv, on_setup, NULL);
+	tc->timed = false;
+	tc->probes = 0;
+	probe();
 }
 
 void redis_conn_send(int argc, const char **argv, const size_t *lens, bool deadline,
 		     redis_reply_fn fn, void *ctx)
 {
-	const char *av[REDIS_CONN_MAX_ARGS + 1];
-	size_t lv[REDIS_CONN_MAX_ARGS + 1];
-	char by[24];
+	struct pending *p;
 
 	if (argc > REDIS_CONN_MAX_ARGS)
 		abort();
 	if (!tc->ctx && now_ms() >= tc->next_try_ms)
 		conn_open_async();
-	for (int i = 0; i < argc; i++) {
-		av[i] = argv[i];
-		lv[i] = lens ? lens[i] : strlen(argv[i]);
+	p = pending_new(fn, ctx);
+	if (tc->ctx && !tc->timed) {
+		hold(p, argc, argv, lens, deadline);
+		if (!tc->probing)
+			probe();	/* the last TIME was refused: ask again */
+		return;
 	}
-	if (deadline) {
-		/* past it, dlockd has answered 503: the command must do nothing */
-		snprintf(by, sizeof(by), "%lld",
-			 (long long)(wall_ms() + __atomic_load_n(&clock_offset_ms, __ATOMIC_RELAXED) +
-				     DEADLINE_MS));
-		av[argc] = by;
-		lv[argc++] = strlen(by);
-	}
-	send_raw(argc, av, lv, fn, ctx);
+	if (tc->ctx && !tc->probing && now_ms() >= tc->next_probe_ms)
+		probe();
+	append(p, argc, argv, lens, deadline);
 }
 
 int redis_conn_fd(unsigned *events)
@@ -504,7 +636,11 @@ bool redis_conn_run(int64_t now)
 		snprintf(why, sizeof(why), "no reply within %d ms", COMMAND_TIMEOUT_MS);
 		conn_drop(why);
 	}
+	/* held past their time (the clock is still being measured) */
+	while (tc->held.head && now >= tc->held.head->give_up_ms)
+		list_push(&tc->failed, list_pop(&tc->held));
 	while ((p = list_pop(&tc->failed))) {
+		free(p->held);
 		p->fn(p->ctx, NULL);
 		free(p);
 		ran = true;
@@ -514,16 +650,21 @@ bool redis_conn_run(int64_t now)
 
 int64_t redis_conn_timeout_ms(int64_t now)
 {
+	int64_t at;
+
 	if (tc->failed.head)
 		return 0;
-	if (!tc->sent.head)
+	if (!tc->sent.head && !tc->held.head)
 		return -1;
-	return tc->sent.head->give_up_ms > now ? tc->sent.head->give_up_ms - now : 0;
+	at = tc->sent.head ? tc->sent.head->give_up_ms : INT64_MAX;
+	if (tc->held.head && tc->held.head->give_up_ms < at)
+		at = tc->held.head->give_up_ms;
+	return at > now ? at - now : 0;
 }
 
 bool redis_conn_idle(void)
 {
-	return !tc->sent.head && !tc->failed.head;
+	return !tc->sent.head && !tc->held.head && !tc->failed.head;
 }
 
 void redis_conn_thread_exit(void)
@@ -535,6 +676,7 @@ void redis_conn_thread_exit(void)
 		tc->ctx = NULL;
 	}
 	list_append(&tc->failed, &tc->sent);
+	list_append(&tc->failed, &tc->held);
 	redis_conn_run(now_ms());
 	free(tc);
 	tc = NULL;

@@ -3,25 +3,23 @@
 #ifndef DLOCKD_REDIS_CONN_H
 #define DLOCKD_REDIS_CONN_H
 
+#include "redis_url.h"
+
 #include <hiredis/hiredis.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-struct redis_url {
-	char *host;		/* NULL for a unix socket */
-	int port;
-	char *unix_path;	/* NULL for TCP */
-	char *user;		/* NULL unless given */
-	char *password;		/* NULL unless given */
-	int db;
-};
+/* What an error reply of Redis means, for a person, when it says Redis
+ * cannot serve the command now or not for dlockd as set up (BUSY, LOADING,
+ * MASTERDOWN, READONLY, OOM, NOPERM, NOAUTH, TRYAGAIN, CLUSTERDOWN, MOVED,
+ * MISCONF, NOREPLICAS, and DLOCKD_LATE from the scripts' deadline check):
+ * a sentence (static) for a 503; the command changed nothing. NULL for any
+ * other error: a script failed (a bug, or data it cannot read). The one
+ * place where Redis' error codes are told apart. */
+const char *redis_error_unavailable(const char *err);
 
-/* Parse redis://[user:password@]host[:port][/db] or unix:///path. Returns 0
- * and fills u (release it with redis_url_release), or -1 if malformed. */
-int redis_url_parse(const char *s, struct redis_url *u);
-void redis_url_release(struct redis_url *u);
-
-/* Remember the URL every later connection uses; call once before threads. */
+/* Remember the URL every later connection uses; call once before threads.
+ * -1 (and a log line saying why) if the URL is malformed. */
 int redis_conn_setup(const char *url);
 void redis_conn_cleanup(void);
 

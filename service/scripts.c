@@ -5,10 +5,12 @@
  * The SHA1 of each script is learnt from a SCRIPT LOAD sent (pipelined)
  * with its first call, which itself goes as EVAL, and kept for the life of
  * the process: it depends only on the source, so every connection and
- * every Redis restart agrees on it. A NOSCRIPT reply (Redis restarted or
+ * every Redis restart agrees on it. A refused SCRIPT LOAD is only logged
+ * (the EVAL behind it answers the caller) and tried again on the next call. A NOSCRIPT reply (Redis restarted or
  * SCRIPT FLUSH) is retried once with EVAL, which caches the script again. */
 #include "scripts.h"
 
+#include "log.h"
 #include "util.h"
 
 #include <pthread.h>
@@ -71,7 +73,11 @@ const char *scripts_name(enum script_id id)
 	return script_names[id];
 }
 
-/* Learn a script's SHA from SCRIPT LOAD (sent once before its first EVAL). */
+/* Learn a script's SHA from SCRIPT LOAD (sent before its EVAL until one
+ * is learnt). Redis may refuse it at any time -- busy with another
+ * client's script, loading, an ACL without SCRIPT -- and then no SHA is
+ * kept: the EVAL behind it gets its own error, which the caller answers
+ * (a 503), and the next call loads again. */
 static void on_loaded(void *ctx, redisReply *r)
 {
 	enum script_id id = (enum script_id)(intptr_t)ctx;
@@ -79,9 +85,9 @@ static void on_loaded(void *ctx, redisReply *r)
 	if (!r)
 		return;
 	if (r->type != REDIS_REPLY_STRING || r->len != 40) {
-		fprintf(stderr, "fatal: redis refused script %s: %s\n", script_names[id],
-			r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
-		abort();
+		log_warn("redis did not load script %s: %s", script_names[id],
+			 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+		return;
 	}
 	pthread_mutex_lock(&sha_lock);
 	memcpy(scripts[id].sha, r->str, 41);

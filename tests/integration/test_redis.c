@@ -1,6 +1,8 @@
 /* test_redis.c -- Redis failures: down at start, killed while requests
  * wait, restarted (data lost) in the middle of a wait, script cache
- * flushed; a password and a database other than 0. dlockd answers 503
+ * flushed; a stall while the clock offset is measured; a password and a
+ * database other than 0, and a password with '@' '/' ':' percent-encoded,
+ * over TCP and a unix socket. dlockd answers 503
  * with Retry-After meanwhile, never leaves a waiter past its deadline, and
  * recovers without a restart. Each test runs its own redis-server and
  * dlockd. */
@@ -279,9 +281,181 @@ TEST(redis_with_password_and_database)
 	http_on(bad.base, "PUT", "/locks/pw?owner=c", NULL, &r);
 	CHECK_ERROR(r, 503, "backend_unavailable", "a wrong password is a 503");
 	CHECK(r.retry_after[0], "with Retry-After");
+	CHECK(strstr(json_str(&r, "message"), "WRONGPASS"), "that says so: %s", r.body);
 	http_free(&r);
 	CHECK(status_is(&bad, "/readyz", 503), "and not ready");
 	CHECK(dlockd_stop(&bad, 5000) == 0, "clean exit");
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
+/* Is lock name held by owner in rs? */
+static bool held_by(const struct redis_srv *rs, const char *name, const char *owner)
+{
+	redisContext *c = redis_client(rs);
+	redisReply *rep = c ? redisCommand(c, "HGET %s %s", name, owner) : NULL;
+	bool held = rep && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, "1");
+
+	if (rep)
+		freeReplyObject(rep);
+	redisFree(c);
+	return held;
+}
+
+static long long redis_exists(const struct redis_srv *rs, const char *key)
+{
+	redisContext *c = redis_client(rs);
+	redisReply *rep = c ? redisCommand(c, "EXISTS %s", key) : NULL;
+	long long n = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
+
+	if (rep)
+		freeReplyObject(rep);
+	redisFree(c);
+	return n;
+}
+
+/* The deadline a call carries into Redis is dlockd's clock converted to
+ * Redis' clock with an offset learnt from a TIME round trip when a
+ * connection opens. If Redis stalls while that TIME is in flight, a
+ * midpoint estimate is off by half the stall and makes every later
+ * deadline too late: a call dlockd gave up on (503) then still runs.
+ * Here: a stall makes dlockd drop its connection (2 s command timeout);
+ * the reconnect's TIME is held for 1.7 s; then, on that connection, a
+ * release and an acquire are stalled until dlockd answers 503, and must
+ * leave Redis as it was.
+ *
+ * Timing, against dlockd's 2000 ms command timeout: the TIME stall must
+ * stay under it (or the connection is dropped and measured again), so
+ * Redis resumes 1700 ms after the probe went out -- 300 ms for this
+ * thread to be late on a loaded machine. A midpoint offset is then
+ * ~850 ms too large, so the old deadline (sent + 1500 ms + 850 ms) lies
+ * ~350 ms after dlockd's 503 at 2000 ms; Redis resumes as soon as both
+ * 503s are in. Later calls must work again (a stalled probe must not
+ * leave the deadline too early either): retried until they do, for a
+ * few seconds. */
+TEST(a_stall_during_the_clock_probe_does_not_let_a_503_take_effect)
+{
+	const char *const flags[] = { "--threads", "1", NULL };
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	char url[128];
+	struct http_resp r;
+	struct bg stalled, probe, rel, put;
+	int64_t t0;
+
+	CHECK(redis_start(&rs) == 0, "start Redis");
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
+	CHECK(dlockd_start(&d, url, flags) == 0, "start dlockd");
+	/* load lock_acquire and lock_release, so the stalled calls are
+	 * EVALSHA and not SCRIPT LOAD */
+	http_on(d.base, "PUT", "/locks/warm?owner=a", NULL, &r);
+	CHECK_STATUS(r, 200, "warm-up acquire");
+	http_free(&r);
+	http_on(d.base, "DELETE", "/locks/warm?owner=a", NULL, &r);
+	CHECK_STATUS(r, 200, "warm-up release");
+	http_free(&r);
+
+	/* 1. a stall drops the connection */
+	kill(rs.pid, SIGSTOP);
+	bg_start_on(&stalled, d.base, "PUT", "/locks/skew?owner=x", NULL);
+	bg_join(&stalled);
+	CHECK_ERROR(stalled.r, 503, "backend_unavailable", "acquire while Redis is stalled");
+	http_free(&stalled.r);
+	/* 2. the reconnect's TIME waits 1.7 s for Redis */
+	t0 = mono_ms();
+	bg_start_on(&probe, d.base, "GET", "/readyz", NULL);
+	sleep_ms(1700 - (int)(mono_ms() - t0));
+	kill(rs.pid, SIGCONT);
+	bg_join(&probe);
+	if (probe.r.status != 200)	/* this thread was late: TIME timed out */
+		fprintf(stderr, "# note: the probe was not stalled but timed out (%ld); "
+			"the stall below is still checked\n", probe.r.status);
+	http_free(&probe.r);
+	/* 3. calls on the connection work (retried: a probe re-measured
+	 * right after the stall may still be in flight) */
+	CHECK(WAIT_FOR((http_on(d.base, "PUT", "/locks/rel?owner=holder&ttl_ms=60000", NULL, &r),
+			http_free(&r), r.status == 200), 3000),
+	      "the holder gets the lock after the stall (last status %ld)", r.status);
+	/* 4. a release and an acquire stalled past dlockd's timeout */
+	kill(rs.pid, SIGSTOP);
+	bg_start_on(&rel, d.base, "DELETE", "/locks/rel?owner=holder", NULL);
+	bg_start_on(&put, d.base, "PUT", "/locks/put503?ttl_ms=60000", NULL);
+	bg_join(&rel);
+	bg_join(&put);
+	kill(rs.pid, SIGCONT);
+	CHECK_ERROR(rel.r, 503, "backend_unavailable", "release while Redis is stalled");
+	CHECK_ERROR(put.r, 503, "backend_unavailable", "acquire while Redis is stalled");
+	http_free(&rel.r);
+	http_free(&put.r);
+	CHECK(WAIT_FOR(status_is(&d, "/readyz", 200), 5000), "ready again");
+	CHECK(held_by(&rs, "rel", "holder"), "the release answered 503 did not take effect");
+	CHECK(redis_exists(&rs, "put503") == 0, "the acquire answered 503 left no lock");
+	CHECK(WAIT_FOR((http_on(d.base, "DELETE", "/locks/rel?owner=holder", NULL, &r),
+			http_free(&r), r.status == 200), 3000),
+	      "the holder's retry releases it (last status %ld)", r.status);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
+/* Does file path contain s? */
+static bool file_has(const char *path, const char *s)
+{
+	char buf[65536];
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+	if (f)
+		fclose(f);
+	buf[n] = '\0';
+	return strstr(buf, s) != NULL;
+}
+
+/* A password with '@', '/' and ':' reaches Redis percent-encoded in the
+ * URL (it used to be taken apart at its '@' and '/'), over TCP and over a
+ * unix socket with ?db=&password=; the log shows neither form of it. */
+TEST(redis_password_with_at_slash_colon_percent_encoded)
+{
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d, du;
+	char sock[80], url[128];
+	struct http_resp r;
+	redisContext *c;
+	redisReply *rep;
+
+	snprintf(sock, sizeof(sock), "%s/enc-%d.sock", test_tmpdir(), free_port());
+	snprintf(rs.extra, sizeof(rs.extra), "--unixsocket %s --unixsocketperm 700", sock);
+	CHECK(redis_start(&rs) == 0, "start Redis");
+	c = redis_client(&rs);
+	rep = c ? redisCommand(c, "CONFIG SET requirepass %s", "p@ss/w:rd") : NULL;
+	CHECK(rep && rep->type == REDIS_REPLY_STATUS, "Redis now wants the password p@ss/w:rd");
+	freeReplyObject(rep);
+	redisFree(c);
+
+	snprintf(url, sizeof(url), "redis://:p%%40ss%%2Fw%%3Ard@127.0.0.1:%d/2", rs.port);
+	CHECK(dlockd_start(&d, url, NULL) == 0, "start dlockd over TCP");
+	http_on(d.base, "PUT", "/locks/enc?owner=a&ttl_ms=60000", NULL, &r);
+	CHECK_STATUS(r, 200, "acquire with the encoded password");
+	http_free(&r);
+	snprintf(url, sizeof(url), "unix://%s?db=2&password=p%%40ss%%2Fw%%3Ard", sock);
+	CHECK(dlockd_start(&du, url, NULL) == 0, "start dlockd over the unix socket");
+	http_on(du.base, "PUT", "/locks/enc?owner=b", NULL, &r);
+	CHECK_ERROR(r, 409, "locked", "the same lock in the same db, seen over the socket");
+	http_free(&r);
+	http_on(du.base, "DELETE", "/locks/enc?owner=a", NULL, &r);
+	CHECK_STATUS(r, 200, "released over the socket");
+	http_free(&r);
+
+	c = client_auth(&rs, "p@ss/w:rd", 2);
+	rep = c ? redisCommand(c, "EXISTS enc") : NULL;
+	CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 0,
+	      "gone from database 2");
+	freeReplyObject(rep);
+	redisFree(c);
+	CHECK(dlockd_stop(&d, 5000) == 0 && dlockd_stop(&du, 5000) == 0, "clean exit");
+	CHECK(file_has(d.log, "redis://***@127.0.0.1") && file_has(du.log, "password=***"),
+	      "the log shows the URLs with the password hidden");
+	CHECK(!file_has(d.log, "p%40ss") && !file_has(d.log, "p@ss") &&
+	      !file_has(du.log, "p%40ss") && !file_has(du.log, "p@ss"),
+	      "and never the password");
 	redis_stop(&rs, false);
 }

@@ -1,5 +1,6 @@
-/* test_config.c -- settings: integers, listen addresses, Redis URLs, and
- * the order environment < flags. */
+/* test_config.c -- settings: integers, listen addresses, the order
+ * environment < flags, and what is refused at start (Redis URLs
+ * themselves: test_redis_url.c). */
 #include "unit.h"
 
 #include "../../service/config.c"
@@ -39,46 +40,6 @@ static void test_config__listen_addresses(void **state)
 	assert_int_equal(config_parse_listen("example.com:80", &a, &len), -1);
 }
 
-static void test_config__redis_urls(void **state)
-{
-	struct redis_url u;
-
-	(void)state;
-	assert_int_equal(redis_url_parse("redis://127.0.0.1:6380/2", &u), 0);
-	assert_string_equal(u.host, "127.0.0.1");
-	assert_int_equal(u.port, 6380);
-	assert_int_equal(u.db, 2);
-	assert_null(u.password);
-	redis_url_release(&u);
-
-	assert_int_equal(redis_url_parse("redis://app:s3cret@[::1]:7000/0", &u), 0);
-	assert_string_equal(u.user, "app");
-	assert_string_equal(u.password, "s3cret");
-	assert_string_equal(u.host, "::1");
-	assert_int_equal(u.port, 7000);
-	redis_url_release(&u);
-
-	assert_int_equal(redis_url_parse("redis://:pw@localhost", &u), 0);
-	assert_null(u.user);
-	assert_string_equal(u.password, "pw");
-	assert_int_equal(u.port, 6379);
-	assert_int_equal(u.db, 0);
-	redis_url_release(&u);
-
-	assert_int_equal(redis_url_parse("unix:///run/redis.sock", &u), 0);
-	assert_string_equal(u.unix_path, "/run/redis.sock");
-	assert_null(u.host);
-	redis_url_release(&u);
-
-	assert_int_equal(redis_url_parse("http://x", &u), -1);
-	assert_int_equal(redis_url_parse("redis://", &u), -1);
-	assert_int_equal(redis_url_parse("redis://h:0", &u), -1);
-	assert_int_equal(redis_url_parse("redis://h:port", &u), -1);
-	assert_int_equal(redis_url_parse("redis://h/db", &u), -1);
-	assert_int_equal(redis_url_parse("redis://user@h", &u), -1);
-	assert_int_equal(redis_url_parse("unix://relative", &u), -1);
-}
-
 static void test_config__flags_win_over_environment(void **state)
 {
 	char *argv[] = { (char[]){ "dlockd" }, (char[]){ "--max-ttl-ms" }, (char[]){ "5000" }, (char[]){ "--threads" }, (char[]){ "3" }, NULL };
@@ -110,14 +71,39 @@ static void test_config__inconsistent_settings_are_refused(void **state)
 	config_release(&cfg);
 }
 
+/* A bad --redis is refused at start with what is wrong, and the password
+ * is not printed. */
+static void test_config__a_bad_redis_url_is_refused_with_why(void **state)
+{
+	char *argv[] = { (char[]){ "dlockd" }, (char[]){ "--redis" },
+			 (char[]){ "redis://:hunter2@127.0.0.1/0?foo=1" }, NULL };
+	struct config cfg;
+	char out[1024] = "";
+	FILE *saved = stderr, *err = tmpfile();
+	size_t n;
+
+	(void)state;
+	assert_non_null(err);
+	stderr = err;
+	assert_int_equal(config_load(&cfg, 3, argv), -1);
+	stderr = saved;
+	config_release(&cfg);
+	rewind(err);
+	n = fread(out, 1, sizeof(out) - 1, err);
+	out[n] = '\0';
+	fclose(err);
+	assert_non_null(strstr(out, "redis url: unknown parameter 'foo'"));
+	assert_null(strstr(out, "hunter2"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_config__integers_are_whole_and_in_range),
 		cmocka_unit_test(test_config__listen_addresses),
-		cmocka_unit_test(test_config__redis_urls),
 		cmocka_unit_test(test_config__flags_win_over_environment),
 		cmocka_unit_test(test_config__inconsistent_settings_are_refused),
+		cmocka_unit_test(test_config__a_bad_redis_url_is_refused_with_why),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -195,18 +195,64 @@ static void test_locks__release_codes(void **state)
 	assert_int_equal(release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_WRONG_KIND);
 }
 
+static redisReply *error_reply(const char *text)
+{
+	redisReply *err = reply_new(REDIS_REPLY_ERROR);
+
+	err->str = xstrdup(text);
+	err->len = strlen(err->str);
+	return err;
+}
+
+/* No reply: unreachable. An error that says Redis cannot serve now: a
+ * 503 with Redis' reason. Any other error: the script failed -- never
+ * "unreachable". */
 static void test_locks__backend_down_and_script_errors(void **state)
 {
+	static const struct {
+		const char *error;
+		enum lock_result want;
+		const char *why;	/* in st.fault */
+	} cases[] = {
+		{ "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN "
+		  "NOSAVE.", LOCK_BACKEND_DOWN, "busy running a script" },
+		{ "LOADING Redis is loading the dataset in memory", LOCK_BACKEND_DOWN, "loading" },
+		{ "READONLY You can't write against a read only replica. script: 1, on "
+		  "@user_script:1.", LOCK_BACKEND_DOWN, "read-only replica" },
+		{ "OOM command not allowed when used memory > 'maxmemory'.", LOCK_BACKEND_DOWN,
+		  "out of memory" },
+		{ "NOPERM this user has no permissions to run the 'evalsha' command",
+		  LOCK_BACKEND_DOWN, "no permission (NOPERM)" },
+		{ "ERR The user executing the script can't run this command or subcommand "
+		  "script: 1, on @user_script:1.", LOCK_BACKEND_DOWN, "no permission (NOPERM)" },
+		{ "MASTERDOWN Link with MASTER is down", LOCK_BACKEND_DOWN, "lost its master" },
+		{ "TRYAGAIN Multiple keys request during rehashing of slot", LOCK_BACKEND_DOWN,
+		  "TRYAGAIN" },
+		{ "CLUSTERDOWN The cluster is down", LOCK_BACKEND_DOWN, "cluster is down" },
+		{ "DLOCKD_LATE the call reached redis after its deadline", LOCK_BACKEND_DOWN,
+		  "changed nothing" },
+		{ "WRONGTYPE Operation against a key holding the wrong kind of value script: 1",
+		  LOCK_SCRIPT_ERROR, "script failed" },
+		{ "ERR user_script:1: Script attempted to access nonexistent global variable 'x'",
+		  LOCK_SCRIPT_ERROR, "script failed" },
+		{ "ERR something", LOCK_SCRIPT_ERROR, "script failed" },
+		{ "BUSYKEY Target key name already exists.", LOCK_SCRIPT_ERROR, "script failed" },
+	};
 	struct lock_state st;
-	redisReply *err = reply_new(REDIS_REPLY_ERROR);
 
 	(void)state;
 	canned = NULL;
 	assert_int_equal(renew(LOCK_KIND_LOCK, "job", "w1", 100, &st), LOCK_BACKEND_DOWN);
-	err->str = xstrdup("ERR something");
-	err->len = strlen(err->str);
-	canned = err;
-	assert_int_equal(status(LOCK_KIND_LOCK, "job", NULL, &st), LOCK_BACKEND_DOWN);
+	assert_null(st.fault);
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		canned = error_reply(cases[i].error);
+		if (status(LOCK_KIND_LOCK, "job", NULL, &st) != cases[i].want)
+			fail_msg("'%s' gave %d, want %d", cases[i].error, (int)got,
+				 (int)cases[i].want);
+		if (!st.fault || !strstr(st.fault, cases[i].why))
+			fail_msg("'%s' explained as '%s', want '%s'", cases[i].error,
+				 st.fault ? st.fault : "(null)", cases[i].why);
+	}
 }
 
 static void test_locks__status_and_force_release(void **state)

@@ -1,0 +1,35 @@
+/* redis_url.h -- the --redis setting: parsing a Redis URL, and showing one
+ * in logs without its password. */
+#ifndef DLOCKD_REDIS_URL_H
+#define DLOCKD_REDIS_URL_H
+
+#include <stddef.h>
+
+struct redis_url {
+	char *host;		/* NULL for a unix socket */
+	int port;
+	char *unix_path;	/* NULL for TCP */
+	char *user;		/* NULL unless given */
+	char *password;		/* NULL unless given */
+	int db;
+};
+
+/* Parse
+ *   redis://[[user]:password@]host[:port][/db][?param=value&...]
+ *   unix:///path/to/socket[?param=value&...]
+ * where the params are db, user and password, on either scheme. The user,
+ * the password, the socket path and every param value are percent-decoded
+ * (RFC 3986): write '@', '/', ':', '?', '#', '%' and '&' in them as %40,
+ * %2F, %3A, %3F, %23, %25 and %26. '+' is a plus, not a space.
+ * Returns 0 and fills u (release it with redis_url_release), or -1 and
+ * writes into why (why_len bytes, may be NULL/0) what is wrong, starting
+ * "redis url: ...", without ever quoting the password. */
+int redis_url_parse(const char *s, struct redis_url *u, char *why, size_t why_len);
+void redis_url_release(struct redis_url *u);
+
+/* s with its user:password@ shown as ***@ and any password= value as ***,
+ * for log lines and error messages; works on malformed URLs too (when in
+ * doubt it hides more). The caller frees it. */
+char *redis_url_redacted(const char *s);
+
+#endif

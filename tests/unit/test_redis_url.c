@@ -1,0 +1,196 @@
+/* test_redis_url.c -- the --redis URL: hosts, ports and dbs; user and
+ * password percent-decoded; unix sockets with ?db=, ?user=, ?password=;
+ * what is refused, with the message that says why; hiding the password. */
+#include "unit.h"
+
+#include "../../service/redis_url.c"
+
+/* Parse s, which must be refused with a message containing want; the
+ * message must never contain the secret. */
+static void refused(const char *s, const char *want)
+{
+	struct redis_url u;
+	char why[256];
+
+	if (redis_url_parse(s, &u, why, sizeof(why)) != -1)
+		fail_msg("'%s' was accepted", s);
+	if (!strstr(why, want))
+		fail_msg("'%s': message '%s' does not say '%s'", s, why, want);
+	if (strncmp(why, "redis url: ", 11))
+		fail_msg("'%s': message '%s' does not start 'redis url: '", s, why);
+	if (strstr(why, "secret"))
+		fail_msg("'%s': message '%s' quotes the password", s, why);
+	assert_null(u.host);
+	assert_null(u.password);
+}
+
+static void test_redis_url__tcp(void **state)
+{
+	struct redis_url u;
+
+	(void)state;
+	assert_int_equal(redis_url_parse("redis://127.0.0.1:6380/2", &u, NULL, 0), 0);
+	assert_string_equal(u.host, "127.0.0.1");
+	assert_int_equal(u.port, 6380);
+	assert_int_equal(u.db, 2);
+	assert_null(u.password);
+	assert_null(u.user);
+	redis_url_release(&u);
+
+	assert_int_equal(redis_url_parse("redis://app:s3cret@[::1]:7000/0", &u, NULL, 0), 0);
+	assert_string_equal(u.user, "app");
+	assert_string_equal(u.password, "s3cret");
+	assert_string_equal(u.host, "::1");
+	assert_int_equal(u.port, 7000);
+	redis_url_release(&u);
+
+	assert_int_equal(redis_url_parse("redis://:pw@localhost", &u, NULL, 0), 0);
+	assert_null(u.user);
+	assert_string_equal(u.password, "pw");
+	assert_int_equal(u.port, 6379);
+	assert_int_equal(u.db, 0);
+	redis_url_release(&u);
+
+	assert_int_equal(redis_url_parse("redis://redis-0.redis.svc/", &u, NULL, 0), 0);
+	assert_string_equal(u.host, "redis-0.redis.svc");
+	assert_int_equal(u.db, 0);
+	redis_url_release(&u);
+}
+
+/* RFC 3986: '@', '/', ':' (and anything else) percent-encoded in the
+ * user and the password. A raw ':' in the password is fine too: the
+ * first ':' ends the user. */
+static void test_redis_url__userinfo_is_percent_decoded(void **state)
+{
+	struct redis_url u;
+
+	(void)state;
+	assert_int_equal(redis_url_parse("redis://:p%40ss%2Fw%3Ard@h:1/3", &u, NULL, 0), 0);
+	assert_string_equal(u.password, "p@ss/w:rd");
+	assert_null(u.user);
+	assert_string_equal(u.host, "h");
+	assert_int_equal(u.port, 1);
+	assert_int_equal(u.db, 3);
+	redis_url_release(&u);
+
+	assert_int_equal(redis_url_parse("redis://us%3Aer%40x:a:b%25c%20d+e@h", &u, NULL, 0), 0);
+	assert_string_equal(u.user, "us:er@x");
+	assert_string_equal(u.password, "a:b%c d+e");
+	redis_url_release(&u);
+
+	assert_int_equal(redis_url_parse("redis://:%3f%23%26@h", &u, NULL, 0), 0);
+	assert_string_equal(u.password, "?#&");
+	redis_url_release(&u);
+}
+
+/* The query, on either scheme: db, user, password (decoded). */
+static void test_redis_url__query_parameters(void **state)
+{
+	struct redis_url u;
+
+	(void)state;
+	assert_int_equal(redis_url_parse("unix:///run/redis.sock", &u, NULL, 0), 0);
+	assert_string_equal(u.unix_path, "/run/redis.sock");
+	assert_null(u.host);
+	assert_int_equal(u.db, 0);
+	redis_url_release(&u);
+
+	assert_int_equal(redis_url_parse("unix:///run/redis.sock?db=1", &u, NULL, 0), 0);
+	assert_string_equal(u.unix_path, "/run/redis.sock");
+	assert_int_equal(u.db, 1);
+	assert_null(u.password);
+	redis_url_release(&u);
+
+	assert_int_equal(redis_url_parse("unix:///tmp/r%20s.sock?db=4&password=p%40ss%2Fw%3Ard"
+					 "&user=app", &u, NULL, 0), 0);
+	assert_string_equal(u.unix_path, "/tmp/r s.sock");
+	assert_int_equal(u.db, 4);
+	assert_string_equal(u.password, "p@ss/w:rd");
+	assert_string_equal(u.user, "app");
+	redis_url_release(&u);
+
+	assert_int_equal(redis_url_parse("redis://h:7?db=5&password=x", &u, NULL, 0), 0);
+	assert_int_equal(u.port, 7);
+	assert_int_equal(u.db, 5);
+	assert_string_equal(u.password, "x");
+	redis_url_release(&u);
+}
+
+static void test_redis_url__refusals_say_why(void **state)
+{
+	(void)state;
+	refused("http://x", "scheme 'http' is not redis:// or unix://");
+	refused("rediss://h", "scheme 'rediss'");
+	refused("localhost:6379", "not redis://host:port/db or unix:///path");
+	refused("redis://", "host '' is not a host name");
+	refused("redis://h:0", "port '0' is not a number from 1 to 65535");
+	refused("redis://h:port", "port 'port'");
+	refused("redis://h:99999", "port '99999'");
+	refused("redis://h/db", "db 'db' is not a database number");
+	refused("redis://h/-1", "db '-1'");
+	refused("redis://h/99999999999", "db '99999999999'");
+	refused("redis://h/1/2", "path '/1/2' is not /DB");
+	refused("redis://user@h", "a user without a password");
+	refused("redis://h?user=app", "a user without a password");
+	refused("unix://relative", "unix:///absolute/path");
+	refused("unix://", "unix:///absolute/path");
+	refused("unix:///s?foo=1", "unknown parameter 'foo'");
+	refused("redis://h/0?timeout=5", "unknown parameter 'timeout'");
+	refused("unix:///s?db", "parameter 'db' has no value");
+	refused("unix:///s?db=x", "db 'x' is not a database number");
+	refused("unix:///s?db=99999999999", "db '99999999999'");
+	refused("unix:///s?db=1&db=2", "db given twice");
+	refused("redis://h/1?db=2", "db given twice");
+	refused("redis://:secret@h?password=secret", "password given twice");
+	refused("unix:///s?db=1&", "empty parameter");
+	refused("unix:///s?&db=1", "empty parameter");
+	refused("unix:///s?password=secret%zz", "bad percent-escape in the password");
+	refused("redis://:secret%4@h", "bad percent-escape in the password");
+	refused("redis://:secret%00@h", "%00");
+	refused("unix:///s%2", "bad percent-escape in the socket path");
+	/* a raw '@', '/', '?' or '#' in a password: refused, never quoted */
+	refused("redis://:sec@ret@h", "write '@', '/' and '?'");
+	refused("redis://:sec/secret@h", "write '@', '/' and '?'");
+	refused("redis://:sec?secret@h", "write '@', '/' and '?'");
+	refused("redis://:sec#secret@h", "'#'");
+	refused("unix:///s?password=secret@x", "%40");
+	refused("redis://h h", "host 'h h'");
+	refused("redis://[::1", "IPv6");
+	refused("redis://[::1]x", "after the IPv6 address");
+}
+
+static void shown(const char *url, const char *want)
+{
+	char *s = redis_url_redacted(url);
+
+	if (strcmp(s, want))
+		fail_msg("'%s' shown as '%s', want '%s'", url, s, want);
+	free(s);
+}
+
+static void test_redis_url__the_password_is_hidden(void **state)
+{
+	(void)state;
+	shown("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0");
+	shown("redis://app:s3cret@h:1/2", "redis://***@h:1/2");
+	shown("redis://:p%40ss%2Fw%3Ard@h/3", "redis://***@h/3");
+	shown("redis://:p@ss/w@rd@h", "redis://***@h");
+	shown("redis://:raw/pass@h/0", "redis://***@h/0");
+	shown("unix:///run/r.sock?db=1&password=p%40ss&user=u",
+	      "unix:///run/r.sock?db=1&password=***&user=u");
+	shown("redis://h?password=a&password=", "redis://h?password=***&password=***");
+	shown("no-scheme", "no-scheme");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_redis_url__tcp),
+		cmocka_unit_test(test_redis_url__userinfo_is_percent_decoded),
+		cmocka_unit_test(test_redis_url__query_parameters),
+		cmocka_unit_test(test_redis_url__refusals_say_why),
+		cmocka_unit_test(test_redis_url__the_password_is_hidden),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
