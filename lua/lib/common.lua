@@ -11,8 +11,6 @@
                               lost with Redis' data) starts at Redis' clock in
                               microseconds, above every token handed out
                               before; Redisson's INCR stays monotonic too.
-                              A counter that is not an integer counts as lost
-                              (the script must not fail after its writes).
                               The counter lives as long as the longest lease
                               it granted, so a name leaves nothing behind in
                               Redis once its holders are gone
@@ -47,15 +45,8 @@ local function lease_at_least(key, lease)
 end
 
 local function next_token(key, lease)
-  -- a counter that is not an integer (someone wrote into dlockd's key)
-  -- must not fail the script after its writes: it counts as lost
-  local token = redis.pcall('incr', key)
-  if type(token) ~= 'number' then
-    redis.log(redis.LOG_WARNING, 'dlockd: fencing counter ' .. key .. ' was not an integer (' ..
-      tostring(token.err) .. '); restarting it from the clock')
-    redis.call('del', key)
-    token = 1
-  end
+  -- counter_ok(key) was checked before the script's first write
+  local token = redis.call('incr', key)
   if token == 1 then
     -- a new counter, or one expired or lost with Redis' data: start from
     -- the clock, above every token handed out before (each took a script

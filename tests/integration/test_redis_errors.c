@@ -1,10 +1,11 @@
 /* test_redis_errors.c -- Redis answering with an error instead of a
  * result: busy running another client's script while dlockd loads its
  * own, a read-only replica, an ACL that refuses dlockd's commands, out of
- * memory, a script failing on data it cannot read. dlockd stays up,
- * answers 503 with Retry-After and Redis' reason (or 500 for a failing
- * script, never "cannot be reached"), changes nothing, and works again
- * once Redis does. Each test runs its own redis-server and dlockd. */
+ * memory; and foreign data under a lock's keys, which the scripts refuse
+ * before they write. dlockd stays up, answers 503 with Retry-After and
+ * Redis' reason (409 wrong_kind for foreign data, never "cannot be
+ * reached"), changes nothing, and works again once Redis does. A script
+ * that fails in Redis is a 500 (tests/unit/test_locks.c). Each test runs its own redis-server and dlockd. */
 #include "../harness/harness.h"
 
 #include <signal.h>
@@ -214,41 +215,20 @@ TEST(redis_out_of_memory_is_a_503_that_says_so)
 	redis_stop(&rs, false);
 }
 
-/* A fair lock whose queue key holds a string: the script fails on the
- * data (WRONGTYPE). That is no unreachable Redis: a 500 that says the
- * script failed, nothing changed, and the metric counts it. */
-TEST(a_script_that_fails_in_redis_is_a_500_not_unreachable)
+/* Keys of a lock's layout that hold something else (a fair lock's queue
+ * that is a string, a fencing counter of letters or a hash): each script
+ * checks before its first write (Redis does not roll a failing script
+ * back), so the answer is 409 wrong_kind -- never 503 "cannot be reached",
+ * never a half-written lock -- and the foreign data is left as it was. */
+TEST(data_of_another_kind_under_a_locks_keys_is_wrong_kind_and_left_alone)
 {
-	struct redis_srv rs = { 0 };
-	struct dlockd_srv d;
-	struct http_resp r;
-	double errors;
-	bool ok;
-
-	start_pair(&rs, &d, NULL, &ok);
-	CHECK(ok, "start Redis and dlockd");
-	CHECK(on_redis(&rs, "SET %s x", "redisson_lock_queue:{bad}"), "a queue that is a string");
-	http_on(d.base, "PUT", "/fairlocks/bad?owner=a", NULL, &r);
-	CHECK_ERROR(r, 500, "internal", "acquire on a corrupt queue");
-	CHECK(!r.retry_after[0], "no Retry-After: retrying will not help");
-	CHECK(message_has(&r, "script failed"), "saying the script failed: %s", r.body);
-	CHECK(!message_has(&r, "cannot be reached"), "not that Redis cannot be reached");
-	http_free(&r);
-	CHECK(exists_on(&rs, "bad") == 0, "no lock");
-	errors = metric_value(&d, "dlockd_redis_errors_total");
-	CHECK(errors >= 1, "counted as a Redis error (%g)", errors);
-	CHECK(metric_value(&d, "dlockd_lock_operations_total{kind=\"fairlock\",op=\"acquire\","
-			       "result=\"script_error\"}") == 1, "and as a script error");
-	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
-	redis_stop(&rs, false);
-}
-
-/* A fencing counter that is not an integer used to fail the acquire
- * script after it had written the lock (Redis does not roll a script
- * back): a 503 that had taken effect. It now counts as lost: the grant
- * goes through with a token from Redis' clock, above any before it. */
-TEST(a_corrupt_fencing_counter_leaves_no_half_written_lock)
-{
+	static const struct {
+		const char *setup, *key, *lock, *path;
+	} cases[] = {
+		{ "SET %s x", "redisson_lock_queue:{bad}", "bad", "/fairlocks/bad?owner=a" },
+		{ "SET %s abc", "redisson_lock_token:{ctr}", "ctr", "/locks/ctr?owner=a" },
+		{ "HSET %s a 1", "redisson_lock_token:{ctr2}", "ctr2", "/fairlocks/ctr2?owner=a" },
+	};
 	struct redis_srv rs = { 0 };
 	struct dlockd_srv d;
 	struct http_resp r;
@@ -256,22 +236,15 @@ TEST(a_corrupt_fencing_counter_leaves_no_half_written_lock)
 
 	start_pair(&rs, &d, NULL, &ok);
 	CHECK(ok, "start Redis and dlockd");
-	CHECK(on_redis(&rs, "SET %s abc", "redisson_lock_token:{ctr}"), "a counter of letters");
-	CHECK(on_redis(&rs, "HSET %s a 1", "redisson_lock_token:{ctr2}"), "a counter that is a hash");
-	http_on(d.base, "PUT", "/locks/ctr?owner=a", NULL, &r);
-	CHECK_STATUS(r, 200, "acquire over a corrupt counter");
-	CHECK(json_int(&r, "fencing_token") > 1000000000000000LL,
-	      "a token from Redis' clock in microseconds: %lld", json_int(&r, "fencing_token"));
-	http_free(&r);
-	http_on(d.base, "PUT", "/fairlocks/ctr2?owner=a", NULL, &r);
-	CHECK_STATUS(r, 200, "fair acquire over a counter that is a hash");
-	http_free(&r);
-	http_on(d.base, "DELETE", "/locks/ctr?owner=a", NULL, &r);
-	CHECK_STATUS(r, 200, "release");
-	http_free(&r);
-	http_on(d.base, "PUT", "/locks/ctr?owner=b", NULL, &r);
-	CHECK_STATUS(r, 200, "and the next acquire counts on from there");
-	http_free(&r);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		CHECK(on_redis(&rs, cases[i].setup, cases[i].key), "set up %s", cases[i].key);
+		http_on(d.base, "PUT", cases[i].path, NULL, &r);
+		CHECK_ERROR(r, 409, "wrong_kind", cases[i].path);
+		CHECK(!message_has(&r, "cannot be reached"), "not that Redis cannot be reached");
+		http_free(&r);
+		CHECK(exists_on(&rs, cases[i].lock) == 0, "%s: no half-written lock", cases[i].path);
+		CHECK(exists_on(&rs, cases[i].key) == 1, "%s: the data is left", cases[i].key);
+	}
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	redis_stop(&rs, false);
 }
