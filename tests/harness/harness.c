@@ -691,6 +691,7 @@ long long redis_evalsha_calls(void)
 struct test {
 	const char *name;
 	test_fn fn;
+	bool selftest;
 };
 
 static struct test tests[256];
@@ -698,11 +699,10 @@ static int ntests;
 static int cur_failed;
 static const char *cur_name;
 
-void test_register(const char *name, test_fn fn, bool own)
+void test_register(const char *name, test_fn fn, bool selftest)
 {
-	(void)own;
 	if (ntests < (int)(sizeof(tests) / sizeof(tests[0])))
-		tests[ntests++] = (struct test){ name, fn };
+		tests[ntests++] = (struct test){ name, fn, selftest };
 }
 
 void test_fail(const char *file, int line, const char *fmt, ...)
@@ -761,6 +761,8 @@ int main(int argc, char **argv)
 	int passed = 0, failed = 0, n = 0;
 	const char *bin = getenv("DLOCKD_BIN");
 	const char *keep = getenv("DLOCKD_KEEP_TMP");
+	const char *self = getenv("DLOCKD_SELFTEST");
+	bool selftests = self && *self == '1';
 
 	if (bin)
 		dlockd_bin = bin;
@@ -782,6 +784,8 @@ int main(int argc, char **argv)
 		int64_t t0;
 		bool selected = argc < 2;
 
+		if (tests[i].selftest != selftests)
+			continue;
 		for (int a = 1; a < argc; a++)
 			if (strstr(tests[i].name, argv[a]))
 				selected = true;

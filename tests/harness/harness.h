@@ -120,7 +120,9 @@ void bg_join(struct bg *b);
 /* ----- Runner ----- */
 
 typedef void (*test_fn)(void);
-void test_register(const char *name, test_fn fn, bool own_processes);
+/* A selftest runs only when DLOCKD_SELFTEST=1, and then only selftests run
+ * (tests of the harness that fail on purpose; see test_harness.c). */
+void test_register(const char *name, test_fn fn, bool selftest);
 void test_fail(const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 bool test_failed(void);
@@ -136,6 +138,10 @@ int slow_factor(void);
 #define TEST(name) \
 	static void name(void); \
 	__attribute__((constructor)) static void reg_##name(void) { test_register(#name, name, false); } \
+	static void name(void)
+#define SELFTEST(name) \
+	static void name(void); \
+	__attribute__((constructor)) static void reg_##name(void) { test_register(#name, name, true); } \
 	static void name(void)
 
 #define CHECK(cond, ...) \
