@@ -1,11 +1,14 @@
 /* test_harness.c -- the harness itself: a test that fails a CHECK while a
  * request of its own still runs in the background must not harm the tests
- * after it, and the runner must report that test's own failure.
+ * after it, and the runner must report that test's own failure; what a
+ * test leaves running is ended (and reported) before the next test; a
+ * thread it leaves running stops the run.
  *
- * The SELFTESTs below run only in a child run of this binary
- * (DLOCKD_SELFTEST=1, with its own redis-server and dlockd), where the
- * first fails on purpose; the TEST at the end starts that run and checks
- * its report, so the suite itself stays green. */
+ * The SELFTESTs below run only in child runs of this binary
+ * (DLOCKD_SELFTEST=1, each with its own redis-server and dlockd), where
+ * some fail on purpose; the TESTs at the end start those runs and check
+ * their reports, so the suite itself stays green. */
+#include "../harness/checker.h"
 #include "../harness/harness.h"
 
 #include <stdio.h>
@@ -19,6 +22,7 @@
 enum { WAITER_MS = 2000, WATCH_MS = 3500, FILL = 64 * 1024, FILL_BYTE = 0x5a };
 
 #define DELIBERATE "deliberate failure while a request waits in the background"
+#define DELIBERATE_LOAD "deliberate failure while a load runs"
 
 /* Take a lock, start a request that waits for it, fail. Not inlined and
  * called below a used pad, so that its struct bg lies deep inside the
@@ -42,7 +46,7 @@ static __attribute__((noinline)) void fail_while_a_request_waits(void)
 	http_free(&w.r);
 }
 
-SELFTEST(selftest_1_fails_while_a_request_waits)
+SELFTEST(selftest_stack_1_fails_while_a_request_waits)
 {
 	volatile char pad[8192];
 
@@ -61,7 +65,7 @@ static long changed_at(const volatile unsigned char *fill)
 	return -1;
 }
 
-SELFTEST(selftest_2_next_test_has_its_stack_to_itself)
+SELFTEST(selftest_stack_2_next_test_has_its_stack_to_itself)
 {
 	volatile unsigned char fill[FILL];
 
@@ -76,9 +80,94 @@ SELFTEST(selftest_2_next_test_has_its_stack_to_itself)
 	      "the request of the test before is no longer waiting");
 }
 
-/* The child run's whole output (stdout and stderr), NUL-terminated; its
- * wait status in *status. NULL if it could not be started. */
-static char *run_selftests(int *status)
+static bool waiters_zero(void)
+{
+	return metric_value(&H_dlockd, "dlockd_waiters") == 0;
+}
+
+/* A request waiting on a held lock, never joined; the test passes
+ * otherwise. (Its struct bg is static: the runner's rule is for a test
+ * that forgets bg_join, not a licence to.) */
+SELFTEST(selftest_left_1_forgets_a_bg_join)
+{
+	static struct bg w;
+	const char *n = lockname("held");
+	char p[512];
+	struct http_resp r;
+
+	snprintf(p, sizeof(p), "/locks/%s?owner=holder", n);
+	http("PUT", p, NULL, &r);
+	CHECK_STATUS(r, 200, "the holder takes the lock");
+	http_free(&r);
+	snprintf(p, sizeof(p), "/locks/%s?owner=waiter&wait_ms=%d", n, 3 * WAITER_MS * slow_factor());
+	bg_start(&w, "PUT", p, NULL);
+	CHECK(WAIT_FOR(!waiters_zero(), 5000), "the request waits");
+}
+
+static int ran_kept, ran_cancelled;
+
+static void count_run(void *arg)
+{
+	++*(int *)arg;
+}
+
+/* A load of two clients and two test_at_end hooks (one cancelled), then a
+ * failed CHECK. */
+SELFTEST(selftest_left_2_fails_with_a_load_and_hooks)
+{
+	static const char *bases[1];
+	struct load_opts o = {
+		.prefix = lockname("load"), .bases = bases, .nbases = 1, .clients = 2,
+		.ttl_ms = 1000, .wait_ms = 1000, .hold_max_ms = 5,
+	};
+	struct load *l;
+
+	bases[0] = H_dlockd.base;
+	test_at_end(count_run, &ran_kept);
+	test_at_end(count_run, &ran_cancelled);
+	test_at_end_cancel(&ran_cancelled);
+	l = load_start(&o);
+	CHECK(WAIT_FOR(load_grants(l) > 0, 5000), "the load runs");
+	CHECK(false, DELIBERATE_LOAD);
+}
+
+SELFTEST(selftest_left_3_next_test_finds_all_ended)
+{
+	CHECK(ran_kept == 1 && ran_cancelled == 0, "hooks: kept ran %d times, cancelled %d",
+	      ran_kept, ran_cancelled);
+	/* the aborted request's connection is gone: dlockd drops the waiter */
+	CHECK(WAIT_FOR(waiters_zero(), 1000), "the forgotten request no longer waits");
+}
+
+/* A thread of the test's own, blocked for good. */
+static int never_fd[2] = { -1, -1 };
+
+static void *blocked(void *arg)
+{
+	char c;
+
+	(void)arg;
+	if (read(never_fd[0], &c, 1) < 0)
+		return NULL;
+	return NULL;
+}
+
+SELFTEST(selftest_thread_1_leaves_a_thread)
+{
+	pthread_t t;
+
+	CHECK(pipe(never_fd) == 0, "pipe");
+	CHECK(pthread_create(&t, NULL, blocked, NULL) == 0, "start a thread");
+}
+
+SELFTEST(selftest_thread_2_never_runs)
+{
+}
+
+/* The whole output (stdout and stderr, NUL-terminated) of a child run of
+ * the selftests whose names contain which; its wait status in *status.
+ * NULL if it could not be started. */
+static char *run_selftests(const char *which, int *status)
 {
 	char exe[512], cmd[2048];
 	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -89,8 +178,8 @@ static char *run_selftests(int *status)
 	if (len <= 0)
 		return NULL;
 	exe[len] = '\0';
-	snprintf(cmd, sizeof(cmd), "DLOCKD_SELFTEST=1 DLOCKD_BIN='%s' '%s' selftest_ 2>&1",
-		 dlockd_binary(), exe);
+	snprintf(cmd, sizeof(cmd), "DLOCKD_SELFTEST=1 DLOCKD_BIN='%s' '%s' %s 2>&1",
+		 dlockd_binary(), exe, which);
 	f = popen(cmd, "r");
 	if (!f)
 		return NULL;
@@ -144,37 +233,27 @@ static void print_indented(const char *out)
 		printf("#   | %.*s\n", (int)strcspn(p, "\n"), p);
 }
 
-static void check_selftest_run(const char *out, int status)
+/* The report of a run that must exit 1 (tests failed) without a sanitizer
+ * report. */
+static void check_exit_1(const char *out, int status)
 {
-	char line[1024];
-
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1,
-	      "the run exits 1 (one test failed), not %s %d",
+	      "the run exits 1 (tests failed), not %s %d",
 	      WIFEXITED(status) ? "status" : "signal",
 	      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 	CHECK(!strstr(out, "Sanitizer") && !strstr(out, "runtime error"),
 	      "no sanitizer report");
-	CHECK(first_line(out, "# selftest_", line, sizeof(line)),
-	      "the run reports a failure message");
-	CHECK(strstr(line, "# selftest_1_fails_while_a_request_waits: "
-		      "tests/integration/test_harness.c:") && strstr(line, ": " DELIBERATE),
-	      "the first failure reported is the deliberate one, not '%s'", line);
-	CHECK(first_line(out, "not ok ", line, sizeof(line)) &&
-	      !strncmp(line, "not ok 1 - selftest_1_fails_while_a_request_waits (", 51),
-	      "the failing test is reported as such, and only it: '%s'", line);
-	CHECK(first_line(out, "ok 2 - selftest_2_next_test_has_its_stack_to_itself (", line,
-			 sizeof(line)), "the test after it passes");
-	CHECK(first_line(out, "integration: 1 passed, 1 failed", line, sizeof(line)),
-	      "the run counts one pass and one failure");
 }
 
-TEST(harness_a_failed_check_leaves_no_request_behind)
+/* Run the selftests named with which; check() their output; print it if
+ * the test failed, else remove the run's directory. */
+static void selftest_run(const char *which, void (*check)(const char *out, int status))
 {
 	int status = -1;
-	char *out = run_selftests(&status);
+	char *out = run_selftests(which, &status);
 
-	CHECK(out, "run %s with DLOCKD_SELFTEST=1", "this binary");
-	check_selftest_run(out, status);
+	CHECK(out, "run this binary with DLOCKD_SELFTEST=1");
+	check(out, status);
 	if (test_failed()) {
 		printf("# the selftest run said:\n");
 		print_indented(out);
@@ -182,4 +261,79 @@ TEST(harness_a_failed_check_leaves_no_request_behind)
 		remove_child_tmpdir(out);
 	}
 	free(out);
+}
+
+static void check_stack(const char *out, int status)
+{
+	char line[1024];
+
+	check_exit_1(out, status);
+	if (test_failed())
+		return;
+	CHECK(first_line(out, "# selftest_", line, sizeof(line)),
+	      "the run reports a failure message");
+	CHECK(strstr(line, "# selftest_stack_1_fails_while_a_request_waits: "
+		      "tests/integration/test_harness.c:") && strstr(line, ": " DELIBERATE),
+	      "the first failure reported is the deliberate one, not '%s'", line);
+	CHECK(first_line(out, "not ok ", line, sizeof(line)) &&
+	      !strncmp(line, "not ok 1 - selftest_stack_1_fails_while_a_request_waits (", 57),
+	      "the failing test is reported as such, and only it: '%s'", line);
+	CHECK(first_line(out, "ok 2 - selftest_stack_2_next_test_has_its_stack_to_itself (", line,
+			 sizeof(line)), "the test after it passes");
+	CHECK(first_line(out, "integration: 1 passed, 1 failed", line, sizeof(line)),
+	      "the run counts one pass and one failure");
+}
+
+TEST(harness_a_failed_check_leaves_no_request_behind)
+{
+	selftest_run("selftest_stack_", check_stack);
+}
+
+static void check_left(const char *out, int status)
+{
+	char line[1024];
+
+	check_exit_1(out, status);
+	if (test_failed())
+		return;
+	CHECK(first_line(out, "# selftest_left_1_forgets_a_bg_join: ", line, sizeof(line)) &&
+	      strstr(line, "left 1 background request(s) running"),
+	      "a forgotten bg_join is reported: '%s'", line);
+	CHECK(first_line(out, "not ok 1 - selftest_left_1_forgets_a_bg_join (", line,
+			 sizeof(line)), "and fails the test");
+	CHECK(first_line(out, "# selftest_left_2_fails_with_a_load_and_hooks: ", line,
+			 sizeof(line)) && strstr(line, ": " DELIBERATE_LOAD),
+	      "the deliberate failure is reported: '%s'", line);
+	CHECK(first_line(out, "not ok 2 - selftest_left_2_fails_with_a_load_and_hooks (", line,
+			 sizeof(line)), "and fails the test");
+	CHECK(first_line(out, "ok 3 - selftest_left_3_next_test_finds_all_ended (", line,
+			 sizeof(line)), "the test after them finds hooks run, requests ended");
+	CHECK(first_line(out, "integration: 1 passed, 2 failed", line, sizeof(line)),
+	      "the run counts one pass and two failures");
+}
+
+TEST(harness_ends_what_a_test_left_running)
+{
+	selftest_run("selftest_left_", check_left);
+}
+
+static void check_thread(const char *out, int status)
+{
+	char line[1024];
+
+	check_exit_1(out, status);
+	if (test_failed())
+		return;
+	CHECK(first_line(out, "# selftest_thread_1_leaves_a_thread: ", line, sizeof(line)) &&
+	      strstr(line, "left 1 thread(s) running"), "the thread is reported: '%s'", line);
+	CHECK(first_line(out, "not ok 1 - selftest_thread_1_leaves_a_thread (", line,
+			 sizeof(line)), "and fails the test");
+	CHECK(first_line(out, "Bail out! selftest_thread_1_leaves_a_thread left threads running",
+			 line, sizeof(line)), "the run stops there");
+	CHECK(!strstr(out, "selftest_thread_2"), "no later test runs");
+}
+
+TEST(harness_stops_the_run_when_a_test_leaves_a_thread)
+{
+	selftest_run("selftest_thread_", check_thread);
 }
