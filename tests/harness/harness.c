@@ -4,7 +4,13 @@
  * directory from mkdtemp, redis-server bound to 127.0.0.1 on a free port,
  * dlockd on another, both stopped by pid at the end (and on a failed start).
  * Tests run one after another against the shared pair; each uses lock names
- * of its own, so they do not see each other's state. */
+ * of its own, so they do not see each other's state.
+ *
+ * A failed CHECK returns from the test at once, so whatever the test still
+ * had running is the runner's to end before the next test starts (end_test):
+ * background requests (owned by the harness, never written into a test's
+ * memory once its CHECK failed), test_at_end hooks, processes. A thread the
+ * test started itself and left running stops the run. */
 #include "harness.h"
 
 #include <arpa/inet.h>
@@ -568,7 +574,7 @@ double metric_value(const struct dlockd_srv *d, const char *name)
 /* ----- Background requests ----- */
 
 /* One background request, owned by the harness from bg_start until it is
- * joined: by bg_join, or by the runner after the test (bg_end_all). The
+ * joined: by bg_join, or by the runner after the test (bg_join_all). The
  * thread reads and writes only this; it writes into the test's struct bg
  * (owner) only under bgs.lock and only while owner is set. Whoever takes
  * a request back from the test clears owner under that lock first. */
@@ -577,7 +583,7 @@ struct bg_run {
 	struct bg *owner;	/* the test's; NULL once taken back */
 	char base[128], method[8];
 	char *path, *body;
-	int abort;		/* atomic: make the request give up (bg_abort) */
+	int abort;		/* atomic: make the request give up */
 	bool done;		/* the thread is about to end */
 	struct bg_run *next;
 };
@@ -693,7 +699,7 @@ static int bg_take_back_all(void)
 
 	pthread_mutex_lock(&bgs.lock);
 	for (struct bg_run *run = bgs.running; run; run = run->next) {
-		if (run->owner && !run->done)
+		if (run->owner)
 			owned++;
 		run->owner = NULL;
 		__atomic_store_n(&run->abort, 1, __ATOMIC_RELEASE);
@@ -960,8 +966,9 @@ const char *lockname(const char *hint)
 	return out;
 }
 
-/* Threads of this process now (the runner's and every other). */
-static int count_threads(void)
+/* Threads of this process now, but for those of background requests that
+ * did not end when aborted (bgs.hung): the runner's and the test's. */
+static int test_threads(void)
 {
 	DIR *d = opendir("/proc/self/task");
 	struct dirent *e;
@@ -972,7 +979,7 @@ static int count_threads(void)
 	while ((e = readdir(d)))
 		n += e->d_name[0] != '.';
 	closedir(d);
-	return n;
+	return n - bg_hung_running();
 }
 
 /* End what the test left running, which it does when a failed CHECK
@@ -997,10 +1004,9 @@ static bool end_test(int threads_before)
 	if (hung)
 		test_fail(__FILE__, __LINE__, "%d background request(s) did not end when aborted",
 			  hung);
-	if (!WAIT_FOR(count_threads() <= threads_before + bg_hung_running(), 5000)) {
+	if (!WAIT_FOR(test_threads() <= threads_before, 5000)) {
 		test_fail(__FILE__, __LINE__, "left %d thread(s) running: join every thread a test "
-			  "starts before a CHECK can return", count_threads() - threads_before -
-			  bg_hung_running());
+			  "starts before a CHECK can return", test_threads() - threads_before);
 		return false;
 	}
 	return true;
@@ -1066,7 +1072,7 @@ int main(int argc, char **argv)
 			continue;
 		cur_name = tests[i].name;
 		cur_failed = 0;
-		threads = count_threads();
+		threads = test_threads();
 		t0 = mono_ms();
 		tests[i].fn();
 		n++;
