@@ -41,6 +41,7 @@ struct load {
 	struct section *secs;
 	long nsecs;		/* atomic */
 	int stop;		/* atomic */
+	bool joined;		/* load_stop joined the clients */
 	int long_holders;	/* atomic */
 	int64_t ev_begin, ev_end;	/* atomic; 0 = not yet */
 	long acq[5];		/* ok, refused (409), unavailable, conn failed, other */
@@ -208,6 +209,16 @@ static void *client_main(void *arg)
 	return NULL;
 }
 
+/* A test that returns (at a failed CHECK) with its load running: stop and
+ * free it before the next test. */
+static void load_end(void *arg)
+{
+	struct load *l = arg;
+
+	load_stop(l);
+	load_free(l);
+}
+
 struct load *load_start(const struct load_opts *o)
 {
 	struct load *l = calloc(1, sizeof(*l));
@@ -227,6 +238,7 @@ struct load *load_start(const struct load_opts *o)
 		snprintf(c->owner, sizeof(c->owner), "c%d", i);
 		pthread_create(&l->threads[i], NULL, client_main, c);
 	}
+	test_at_end(load_end, l);
 	return l;
 }
 
@@ -252,13 +264,18 @@ long load_grants(struct load *l)
 
 void load_stop(struct load *l)
 {
+	if (l->joined)
+		return;
 	__atomic_store_n(&l->stop, 1, __ATOMIC_RELEASE);
 	for (int i = 0; i < l->o.clients; i++)
 		pthread_join(l->threads[i], NULL);
+	l->joined = true;
 }
 
 void load_free(struct load *l)
 {
+	test_at_end_cancel(l);
+	load_stop(l);
 	free(l->secs);
 	free(l->threads);
 	free(l);

@@ -47,6 +47,8 @@ struct load_report {
 
 struct load;
 
+/* The load is the harness's: if the test returns (a failed CHECK) without
+ * load_free, the runner stops and frees it before the next test. */
 struct load *load_start(const struct load_opts *o);
 /* The fault starts / is over (mono_ms() now); one event per load. */
 void load_event_begin(struct load *l);
@@ -55,7 +57,7 @@ void load_event_end(struct load *l);
 int load_long_holders(struct load *l);
 /* Grants so far. */
 long load_grants(struct load *l);
-/* Stop the clients (each finishes its round) and join them. */
+/* Stop the clients (each finishes its round) and join them; once. */
 void load_stop(struct load *l);
 /* Check what was recorded. With loss_excused (Redis lost its data in the
  * event), a section granted before the event counts only up to it: a holder
@@ -64,6 +66,7 @@ void load_stop(struct load *l);
 void load_check(struct load *l, bool loss_excused, struct load_report *rep);
 /* One line of figures, for the test log and tests/RELIABILITY.md. */
 void load_print(const char *what, const struct load_report *rep);
+/* Stops it first if need be. */
 void load_free(struct load *l);
 
 #endif

@@ -4,11 +4,18 @@
  * directory from mkdtemp, redis-server bound to 127.0.0.1 on a free port,
  * dlockd on another, both stopped by pid at the end (and on a failed start).
  * Tests run one after another against the shared pair; each uses lock names
- * of its own, so they do not see each other's state. */
+ * of its own, so they do not see each other's state.
+ *
+ * A failed CHECK returns from the test at once, so whatever the test still
+ * had running is the runner's to end before the next test starts (end_test):
+ * background requests (owned by the harness, never written into a test's
+ * memory once its CHECK failed), test_at_end hooks, processes. A thread the
+ * test started itself and left running stops the run. */
 #include "harness.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -394,6 +401,16 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *cls)
 }
 
 static __thread const char *bearer;
+/* Set on a background request's thread: its requests give up (status -1)
+ * once *http_abort is non-zero. */
+static __thread const int *http_abort;
+
+static int on_progress(void *cls, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+		       curl_off_t ulnow)
+{
+	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	return __atomic_load_n((const int *)cls, __ATOMIC_ACQUIRE) != 0;
+}
 
 void http_bearer(const char *token)
 {
@@ -466,6 +483,11 @@ int http_on(const char *base, const char *method, const char *path, const char *
 	curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 120000L * slow_factor());
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	if (http_abort) {	/* called at least once a second, also while idle */
+		curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+		curl_easy_setopt(c, CURLOPT_XFERINFODATA, (void *)http_abort);
+	}
 	if (bearer) {
 		char h[512];
 
@@ -551,27 +573,92 @@ double metric_value(const struct dlockd_srv *d, const char *name)
 
 /* ----- Background requests ----- */
 
+/* One background request, owned by the harness from bg_start until it is
+ * joined: by bg_join, or by the runner after the test (bg_join_all). The
+ * thread reads and writes only this; it writes into the test's struct bg
+ * (owner) only under bgs.lock and only while owner is set. Whoever takes
+ * a request back from the test clears owner under that lock first. */
+struct bg_run {
+	pthread_t thread;
+	struct bg *owner;	/* the test's; NULL once taken back */
+	char base[128], method[8];
+	char *path, *body;
+	int abort;		/* atomic: make the request give up */
+	bool done;		/* the thread is about to end */
+	struct bg_run *next;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	struct bg_run *running;	/* started and not joined yet */
+	struct bg_run *hung;	/* did not end when aborted: never freed */
+} bgs = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
 static void *bg_main(void *arg)
 {
-	struct bg *b = arg;
+	struct bg_run *run = arg;
+	struct http_resp r;
+	int64_t done_ms;
 
-	http_on(b->base, b->method, b->path, b->has_body ? b->body : NULL, &b->r);
-	b->done_ms = mono_ms();
+	http_abort = &run->abort;
+	http_on(run->base, run->method, run->path, run->body, &r);
+	done_ms = mono_ms();
+	pthread_mutex_lock(&bgs.lock);
+	if (run->owner) {
+		run->owner->r = r;
+		__atomic_store_n(&run->owner->done_ms, done_ms, __ATOMIC_RELEASE);
+	} else {
+		http_free(&r);
+	}
+	run->done = true;
+	pthread_mutex_unlock(&bgs.lock);
 	return NULL;
+}
+
+static void bg_run_free(struct bg_run *run)
+{
+	free(run->path);
+	free(run->body);
+	free(run);
 }
 
 void bg_start_on(struct bg *b, const char *base, const char *method, const char *path,
 		 const char *body)
 {
+	struct bg_run *run = calloc(1, sizeof(*run));
+	bool restarted = false;
+	int rc;
+
 	memset(b, 0, sizeof(*b));
-	b->base = base;
-	snprintf(b->method, sizeof(b->method), "%s", method);
-	snprintf(b->path, sizeof(b->path), "%s", path);
-	if (body) {
-		snprintf(b->body, sizeof(b->body), "%s", body);
-		b->has_body = true;
+	snprintf(run->base, sizeof(run->base), "%s", base);
+	snprintf(run->method, sizeof(run->method), "%s", method);
+	run->path = strdup(path);
+	run->body = body ? strdup(body) : NULL;
+	run->owner = b;
+	pthread_mutex_lock(&bgs.lock);
+	for (struct bg_run *o = bgs.running; o; o = o->next)
+		if (o->owner == b) {	/* started again before its bg_join */
+			o->owner = NULL;
+			__atomic_store_n(&o->abort, 1, __ATOMIC_RELEASE);
+			restarted = true;
+		}
+	rc = pthread_create(&run->thread, NULL, bg_main, run);
+	if (rc == 0) {
+		run->next = bgs.running;
+		bgs.running = run;
+		b->run = run;
 	}
-	pthread_create(&b->thread, NULL, bg_main, b);
+	pthread_mutex_unlock(&bgs.lock);
+	if (rc != 0) {
+		bg_run_free(run);
+		b->r.status = -1;
+		b->done_ms = mono_ms();
+		test_fail(__FILE__, __LINE__, "bg_start %s %s: no thread (%s)", method, path,
+			  strerror(rc));
+	}
+	if (restarted)
+		test_fail(__FILE__, __LINE__, "bg_start %s %s on a struct bg whose request still "
+			  "runs: bg_join it first", method, path);
 }
 
 void bg_start(struct bg *b, const char *method, const char *path, const char *body)
@@ -581,7 +668,89 @@ void bg_start(struct bg *b, const char *method, const char *path, const char *bo
 
 void bg_join(struct bg *b)
 {
-	pthread_join(b->thread, NULL);
+	struct bg_run *run = b->run, **pp;
+	bool ours;
+
+	if (!run)
+		return;
+	pthread_mutex_lock(&bgs.lock);
+	ours = run->owner == b;
+	pthread_mutex_unlock(&bgs.lock);
+	if (!ours)		/* taken back by a failed CHECK: the runner joins it */
+		return;
+	pthread_join(run->thread, NULL);
+	pthread_mutex_lock(&bgs.lock);
+	for (pp = &bgs.running; *pp; pp = &(*pp)->next)
+		if (*pp == run) {
+			*pp = run->next;
+			break;
+		}
+	pthread_mutex_unlock(&bgs.lock);
+	b->run = NULL;
+	bg_run_free(run);
+}
+
+/* Take every running request back from the test and make it give up;
+ * returns how many the test still owned. Touches no struct bg: the test's
+ * memory may be gone already. */
+static int bg_take_back_all(void)
+{
+	int owned = 0;
+
+	pthread_mutex_lock(&bgs.lock);
+	for (struct bg_run *run = bgs.running; run; run = run->next) {
+		if (run->owner)
+			owned++;
+		run->owner = NULL;
+		__atomic_store_n(&run->abort, 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&bgs.lock);
+	return owned;
+}
+
+/* Join every request taken back, waiting up to timeout_ms in all (an
+ * aborted request gives up within about a second); one that does not end
+ * is kept, never freed, so its thread has its own memory to finish in.
+ * Returns how many did not end. */
+static int bg_join_all(int timeout_ms)
+{
+	struct timespec until;
+	struct bg_run *list, *next;
+	int hung = 0;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += timeout_ms / 1000;
+	pthread_mutex_lock(&bgs.lock);
+	list = bgs.running;
+	bgs.running = NULL;
+	pthread_mutex_unlock(&bgs.lock);
+	for (struct bg_run *run = list; run; run = next) {
+		next = run->next;
+		if (pthread_timedjoin_np(run->thread, NULL, &until) == 0) {
+			bg_run_free(run);
+			continue;
+		}
+		printf("# background request %s %s%s did not end when aborted; left running\n",
+		       run->method, run->base, run->path);
+		pthread_mutex_lock(&bgs.lock);
+		run->next = bgs.hung;
+		bgs.hung = run;
+		pthread_mutex_unlock(&bgs.lock);
+		hung++;
+	}
+	return hung;
+}
+
+/* Threads of requests that did not end when aborted and still run. */
+static int bg_hung_running(void)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&bgs.lock);
+	for (struct bg_run *run = bgs.hung; run; run = run->next)
+		n += !run->done;
+	pthread_mutex_unlock(&bgs.lock);
+	return n;
 }
 
 int raw_connect(int port)
@@ -691,6 +860,7 @@ long long redis_evalsha_calls(void)
 struct test {
 	const char *name;
 	test_fn fn;
+	bool selftest;
 };
 
 static struct test tests[256];
@@ -698,11 +868,10 @@ static int ntests;
 static int cur_failed;
 static const char *cur_name;
 
-void test_register(const char *name, test_fn fn, bool own)
+void test_register(const char *name, test_fn fn, bool selftest)
 {
-	(void)own;
 	if (ntests < (int)(sizeof(tests) / sizeof(tests[0])))
-		tests[ntests++] = (struct test){ name, fn };
+		tests[ntests++] = (struct test){ name, fn, selftest };
 }
 
 void test_fail(const char *file, int line, const char *fmt, ...)
@@ -715,6 +884,69 @@ void test_fail(const char *file, int line, const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stdout);
 	cur_failed = 1;
+	/* A failed CHECK returns next: the test's struct bg go with its
+	 * frame, so no request may write into them any more. */
+	bg_take_back_all();
+}
+
+/* What to run when the current test is over (test_at_end). */
+static struct {
+	pthread_mutex_t lock;
+	struct {
+		void (*fn)(void *);
+		void *arg;
+	} hook[64];
+	int n;
+} at_end = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+void test_at_end(void (*fn)(void *), void *arg)
+{
+	bool full;
+
+	pthread_mutex_lock(&at_end.lock);
+	full = at_end.n == (int)(sizeof(at_end.hook) / sizeof(at_end.hook[0]));
+	if (!full) {
+		at_end.hook[at_end.n].fn = fn;
+		at_end.hook[at_end.n++].arg = arg;
+	}
+	pthread_mutex_unlock(&at_end.lock);
+	if (full)
+		test_fail(__FILE__, __LINE__, "more than %d test_at_end hooks",
+			  (int)(sizeof(at_end.hook) / sizeof(at_end.hook[0])));
+}
+
+void test_at_end_cancel(void *arg)
+{
+	pthread_mutex_lock(&at_end.lock);
+	for (int i = at_end.n - 1; i >= 0; i--)
+		if (at_end.hook[i].arg == arg) {
+			memmove(&at_end.hook[i], &at_end.hook[i + 1],
+				(size_t)(at_end.n - i - 1) * sizeof(at_end.hook[0]));
+			at_end.n--;
+			break;
+		}
+	pthread_mutex_unlock(&at_end.lock);
+}
+
+/* Run the hooks still registered, last first (a hook may register or
+ * cancel others). */
+static void run_at_end(void)
+{
+	for (;;) {
+		void (*fn)(void *) = NULL;
+		void *arg = NULL;
+
+		pthread_mutex_lock(&at_end.lock);
+		if (at_end.n > 0) {
+			at_end.n--;
+			fn = at_end.hook[at_end.n].fn;
+			arg = at_end.hook[at_end.n].arg;
+		}
+		pthread_mutex_unlock(&at_end.lock);
+		if (!fn)
+			break;
+		fn(arg);
+	}
 }
 
 bool test_failed(void)
@@ -732,6 +964,52 @@ const char *lockname(const char *hint)
 	snprintf(out, 128, "t%d-%s-%s-%d", (int)getpid(), cur_name, hint,
 		 __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
 	return out;
+}
+
+/* Threads of this process now, but for those of background requests that
+ * did not end when aborted (bgs.hung): the runner's and the test's. */
+static int test_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - bg_hung_running();
+}
+
+/* End what the test left running, which it does when a failed CHECK
+ * returns early, before the next test starts: its background requests
+ * (taken back and aborted at once; joined once its processes are gone, as
+ * a request to them then ends too), its test_at_end hooks, the processes
+ * it started. Then no thread of it may be left: one could write into the
+ * stack of a later test (its own threads are the test's to join before
+ * any CHECK can return). Returns false if one is, and the run must stop. */
+static bool end_test(int threads_before)
+{
+	int owned = bg_take_back_all(), strays, hung;
+
+	run_at_end();
+	strays = stop_strays();
+	hung = bg_join_all(10000 * slow_factor());
+	if (owned && !cur_failed)
+		test_fail(__FILE__, __LINE__, "left %d background request(s) running (aborted "
+			  "now): bg_join what you bg_start", owned);
+	if (strays && !cur_failed)
+		test_fail(__FILE__, __LINE__, "left processes running (stopped now)");
+	if (hung)
+		test_fail(__FILE__, __LINE__, "%d background request(s) did not end when aborted",
+			  hung);
+	if (!WAIT_FOR(test_threads() <= threads_before, 5000)) {
+		test_fail(__FILE__, __LINE__, "left %d thread(s) running: join every thread a test "
+			  "starts before a CHECK can return", test_threads() - threads_before);
+		return false;
+	}
+	return true;
 }
 
 static void cleanup(void)
@@ -761,6 +1039,8 @@ int main(int argc, char **argv)
 	int passed = 0, failed = 0, n = 0;
 	const char *bin = getenv("DLOCKD_BIN");
 	const char *keep = getenv("DLOCKD_KEEP_TMP");
+	const char *self = getenv("DLOCKD_SELFTEST");
+	bool selftests = self && *self == '1';
 
 	if (bin)
 		dlockd_bin = bin;
@@ -780,8 +1060,11 @@ int main(int argc, char **argv)
 	       (int)H_dlockd.pid, tmpdir);
 	for (int i = 0; i < ntests; i++) {
 		int64_t t0;
-		bool selected = argc < 2;
+		int threads;
+		bool selected = argc < 2, clean;
 
+		if (tests[i].selftest != selftests)
+			continue;
 		for (int a = 1; a < argc; a++)
 			if (strstr(tests[i].name, argv[a]))
 				selected = true;
@@ -789,17 +1072,23 @@ int main(int argc, char **argv)
 			continue;
 		cur_name = tests[i].name;
 		cur_failed = 0;
+		threads = test_threads();
 		t0 = mono_ms();
 		tests[i].fn();
 		n++;
-		if (stop_strays() && !cur_failed)
-			test_fail(__FILE__, __LINE__, "left processes running (stopped now)");
+		clean = end_test(threads);
 		if (cur_failed)
 			failed++;
 		else
 			passed++;
 		printf("%s %d - %s (%lld ms)\n", cur_failed ? "not ok" : "ok", n, tests[i].name,
 		       (long long)(mono_ms() - t0));
+		if (!clean) {
+			printf("Bail out! %s left threads running; later tests could not be "
+			       "trusted\n", tests[i].name);
+			fflush(stdout);
+			return 1;
+		}
 		fflush(stdout);
 	}
 	{

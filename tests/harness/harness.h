@@ -100,30 +100,45 @@ long long redis_evalsha_calls(void);
  * rendered); 0 when the series is not listed, -1 when /metrics failed. */
 double metric_value(const struct dlockd_srv *d, const char *name);
 
-/* A request run on its own thread, for waits that block. */
+/* A request run on its own thread, for waits that block. Start it, read
+ * done_ms while it runs if you like, bg_join it, read r, http_free(&b->r).
+ *
+ * The harness owns the request, not the test: the thread keeps its own
+ * copy of what to send and of the answer, and hands the answer to the
+ * test's struct bg (r, then done_ms) only while the test still owns that.
+ * A failed CHECK (test_fail()) takes every running request back from the
+ * test before the CHECK returns, so a struct bg on the test's stack is
+ * never written after the test's frame is gone; the runner then ends (and
+ * joins) every request a test left running before the next test starts. */
 struct bg {
-	pthread_t thread;
-	const char *base;
-	char method[8];
-	char path[512];
-	char body[512];
-	bool has_body;
-	struct http_resp r;
-	int64_t done_ms;	/* mono_ms() when the answer arrived */
+	struct http_resp r;	/* the answer; status -1 if none came */
+	int64_t done_ms;	/* mono_ms() when the answer arrived; 0 until then */
+	struct bg_run *run;	/* the harness's, while it runs */
 };
 void bg_start(struct bg *b, const char *method, const char *path, const char *body);
 void bg_start_on(struct bg *b, const char *base, const char *method, const char *path,
 		 const char *body);
-/* Wait for it; the caller http_free()s b->r. */
+/* Wait for it; the caller http_free()s b->r. Returns at once for a request
+ * a failed CHECK took back (b->r is then as bg_start left it, or the
+ * answer if it had come). */
 void bg_join(struct bg *b);
 
 /* ----- Runner ----- */
 
 typedef void (*test_fn)(void);
-void test_register(const char *name, test_fn fn, bool own_processes);
+/* A selftest runs only when DLOCKD_SELFTEST=1, and then only selftests run
+ * (tests of the harness that fail on purpose; see test_harness.c). */
+void test_register(const char *name, test_fn fn, bool selftest);
 void test_fail(const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 bool test_failed(void);
+/* Run fn(arg) when the current test is over, if test_at_end_cancel(arg) was
+ * not called before: for what a test (or harness code, like checker.c's
+ * load) starts and must end even when a failed CHECK returns early. The
+ * runner calls these (last registered first) once the test has returned,
+ * so arg must outlive the test: static or heap, never the test's stack. */
+void test_at_end(void (*fn)(void *), void *arg);
+void test_at_end_cancel(void *arg);
 /* A lock name unique to this run and this call. */
 const char *lockname(const char *hint);
 int64_t mono_ms(void);
@@ -136,6 +151,10 @@ int slow_factor(void);
 #define TEST(name) \
 	static void name(void); \
 	__attribute__((constructor)) static void reg_##name(void) { test_register(#name, name, false); } \
+	static void name(void)
+#define SELFTEST(name) \
+	static void name(void); \
+	__attribute__((constructor)) static void reg_##name(void) { test_register(#name, name, true); } \
 	static void name(void)
 
 #define CHECK(cond, ...) \
