@@ -26,7 +26,8 @@
 #include <string.h>
 
 _Static_assert((unsigned)LOCK_WAIT_WRITER == (unsigned)WAITER_WRITER &&
-	       (unsigned)LOCK_WAIT_TIMER_ALL == (unsigned)WAITER_TIMER_ALL,
+	       (unsigned)LOCK_WAIT_TIMER_ALL == (unsigned)WAITER_TIMER_ALL &&
+	       (unsigned)LOCK_WAIT_RECHECK == (unsigned)WAITER_RECHECK,
 	       "lock wait flags are waiter flags");
 
 /* While Redis is unreachable a waiter retries this often (it is also woken
@@ -144,10 +145,13 @@ static enum MHD_Result reply_failure(struct request *rq, enum lock_result r,
 	return reply_error(rq, ERR_INTERNAL, NULL, "unexpected lock result %d", (int)r);
 }
 
-static void leave_waiter(struct request *rq)
+/* Stop waiting. lease_end_ms (monotonic, 0 = unknown): when the lease of
+ * the lock's holder ends as rq last saw it (its own, once granted), for
+ * the other waiters, who may then have nobody else to tell them. */
+static void leave_waiter(struct request *rq, int64_t lease_end_ms)
 {
 	if (rq->waiter) {
-		waiters_leave(rq->waiter);
+		waiters_leave(rq->waiter, lease_end_ms);
 		rq->waiter = NULL;
 	}
 }
@@ -155,9 +159,9 @@ static void leave_waiter(struct request *rq)
 /* The request stops waiting without the lock: leave, and give back its
  * queue place so nobody waits behind it. Returns true when a place was
  * given back; done (may be NULL) then hears when Redis has it. */
-static bool give_up(struct request *rq, lock_done_fn done)
+static bool give_up(struct request *rq, lock_done_fn done, int64_t lease_end_ms)
 {
-	leave_waiter(rq);
+	leave_waiter(rq, lease_end_ms);
 	if (!rq->queued)
 		return false;
 	rq->queued = false;
@@ -167,7 +171,7 @@ static bool give_up(struct request *rq, lock_done_fn done)
 
 static enum MHD_Result reply_granted(struct request *rq, const struct lock_state *st)
 {
-	leave_waiter(rq);
+	leave_waiter(rq, st->ttl_ms > 0 ? now_ms() + st->ttl_ms : 0);
 	if (rq->params.wait_ms > 0)
 		metrics_wait(rq->route.kind, true, now_us() - rq->started_us);
 	if (request_client_gone(rq))
@@ -289,7 +293,8 @@ static enum MHD_Result acquire_tried(struct request *rq)
 	/* out of the queue before the answer: whoever hears "locked" finds
 	 * nobody waiting on its behalf */
 	rq->failure = r;
-	if (give_up(rq, dequeued))
+	retry_at = r == LOCK_HELD && st->retry_ms > 0 ? now_ms() + st->retry_ms : 0;
+	if (give_up(rq, dequeued, retry_at))
 		return server_await(rq, acquire_failed);
 	return acquire_failed(rq);
 }
@@ -310,10 +315,10 @@ enum MHD_Result handle_lock_resumed(struct request *rq)
 {
 	switch (waiters_wake_reason(rq->waiter)) {
 	case WAKE_GONE:
-		give_up(rq, NULL);
+		give_up(rq, NULL, 0);
 		return MHD_NO;
 	case WAKE_SHUTDOWN:
-		give_up(rq, NULL);
+		give_up(rq, NULL, 0);
 		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
 				   "dlockd is shutting down; retry on another instance");
 	default:
@@ -323,7 +328,7 @@ enum MHD_Result handle_lock_resumed(struct request *rq)
 
 void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode toe)
 {
-	give_up(rq, NULL);
+	give_up(rq, NULL, 0);
 	if (rq->grant_pending && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
 		locks_release(rq->route.kind, rq->name, rq->params.owner, NULL, NULL);
 		metrics_lock(rq->route.kind, MOP_ACQUIRE, METRIC_ABANDONED);
@@ -381,6 +386,14 @@ static enum MHD_Result renewed(struct request *rq)
 	metrics_lock(rq->route.kind, MOP_HEARTBEAT, rq->result);
 	if (rq->result != LOCK_OK)
 		return reply_failure(rq, rq->result, &rq->state);
+	if (rq->state.ttl_ms > 0) {
+		/* a shorter lease ends sooner than this lock's waiters here
+		 * were told: expiry publishes nothing */
+		char *channel = locks_wait_channel(rq->route.kind, rq->name, rq->params.owner);
+
+		waiters_lease_ends(channel, now_ms() + rq->state.ttl_ms);
+		free(channel);
+	}
 	return reply_json(rq, 200, json_pack("{s:I}", "ttl_ms", (json_int_t)rq->state.ttl_ms));
 }
 

@@ -17,6 +17,32 @@
  *     nothing) wakes the oldest sleeper, or all of them on a read-write
  *     lock's channel, where every reader may enter at once;
  *   - a waiter's deadline timer, or its client hanging up, wakes it alone.
+ *
+ * Lease ends. Every sleeper must be retried no later than the lease end of
+ * whoever holds the lock by then, yet one lease end must not wake them all
+ * (a plain lock's: one retry can win). So the channel, not the waiter,
+ * carries the retry timer, armed at the earliest lease end anyone reported
+ * since it last fired (earlier is only an extra retry; later could oversleep
+ * a holder that died), and this holds while a channel has sleepers:
+ *     its retry timer is armed, or some joined waiter is awake,
+ * because every awake waiter ends in one of the cases that re-arm it:
+ *   - it sleeps again, reporting the lease it saw (waiters_sleep);
+ *   - it is granted: it reports its own lease (waiters_leave): if it dies
+ *     holding the lock, the others are retried when that lease ends;
+ *   - it gives up (deadline, hang-up) reporting the lease it last saw, or
+ *     none: then if it was the last one awake and no timer is armed, the
+ *     oldest sleeper is woken at once to look (one script run).
+ * A lease can also get shorter without anyone here trying: a heartbeat
+ * with a smaller ttl_ms. Served by this dlockd, it reports the new end
+ * (waiters_lease_ends). Served by another instance (or a Redisson partial
+ * unlock, which re-applies a shorter lease), nothing tells us: a channel of
+ * WAITER_RECHECK waiters (plain locks) is therefore looked at by one sleeper
+ * at least every RECHECK_MS -- one script run per channel, not per waiter.
+ * (Publishing a message on a shortening heartbeat would tell every
+ * instance at once, and Redisson waiters would take it as "try now",
+ * which is harmless, but it needs the renew scripts to know the channel;
+ * fair-lock heads and read-write waiters already look again every queue
+ * refresh, so only plain locks need the re-check.)
  * One mutex guards everything; resume callbacks are called with it held
  * and must not call back into this module. */
 #include "waiters.h"
@@ -29,6 +55,11 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
+
+/* A WAITER_RECHECK channel's sleepers look at the holder this often at
+ * least, however long its lease: a heartbeat through another instance may
+ * have shortened it. */
+#define RECHECK_MS 2000
 
 enum timer_type { TIMER_DEADLINE, TIMER_RETRY };
 
@@ -48,8 +79,11 @@ struct channel {
 	unsigned refs;			/* joined waiters */
 	unsigned permits;		/* wakes banked while nobody slept */
 	bool timer_all;			/* the retry timer wakes every sleeper */
+	bool recheck;			/* the retry timer is never > RECHECK_MS away */
 	struct waiter *head, *tail;	/* sleepers, oldest first */
-	struct timer retry;		/* lease-expiry retry of the oldest sleeper */
+	unsigned nsleeping;		/* ... and how many */
+	struct timer retry;		/* the holder's lease end: retry the oldest
+					 * sleeper (all, with timer_all) */
 };
 
 struct waiter {
@@ -196,6 +230,7 @@ static void sleeper_unlink(struct waiter *w)
 		ch->tail = w->prev;
 	w->prev = w->next = NULL;
 	w->sleeping = false;
+	ch->nsleeping--;
 	heap_remove(&W.timers, &w->deadline.node);
 	if (w->fd >= 0)
 		epoll_ctl(W.hup_epfd, EPOLL_CTL_DEL, w->fd, NULL);
@@ -218,6 +253,40 @@ static unsigned wake_all(struct channel *ch, enum waiter_wake reason)
 		n++;
 	}
 	return n;
+}
+
+/* Have ch's sleepers retried at at_ms (monotonic) at the latest: the
+ * earlier of that and the time already armed. Returns true when the
+ * pubsub thread must be told (its next timeout came earlier). */
+static bool arm_retry(struct channel *ch, int64_t at_ms)
+{
+	if (ch->recheck) {
+		int64_t cap = now_ms() + RECHECK_MS;
+
+		if (at_ms <= 0 || at_ms > cap)
+			at_ms = cap;
+	}
+	if (at_ms <= 0)
+		return false;
+	if (heap_armed(&ch->retry.node) && ch->retry.node.at_ms <= at_ms)
+		return false;
+	heap_set(&W.timers, &ch->retry.node, at_ms);
+	return ch->retry.node.idx == 0;
+}
+
+/* A waiter of ch left, and others are joined: keep the sleepers covered
+ * (see the top of this file) by the lease end it saw (0: none) -- armed
+ * even if nobody sleeps yet: those awake may have tried before that lease
+ * began and report an older one -- or, when it saw none and nobody else is
+ * awake to report one, by having the oldest look now. Returns
+ * arm_retry()'s answer. */
+static bool keep_covered(struct channel *ch, int64_t lease_end_ms)
+{
+	if (lease_end_ms > 0)
+		return arm_retry(ch, lease_end_ms);
+	if (ch->head && ch->nsleeping == ch->refs && !heap_armed(&ch->retry.node))
+		wake(ch->head, WAKE_RETRY);
+	return false;
 }
 
 /* The oldest sleeping writer of ch, or NULL. */
@@ -251,6 +320,7 @@ struct waiter *waiters_join(const char *channel, int fd, waiter_resume_fn resume
 	ch = channel_get(channel);
 	w->ch = ch;
 	ch->timer_all |= (flags & WAITER_TIMER_ALL) != 0;
+	ch->recheck |= (flags & WAITER_RECHECK) != 0;
 	ch->refs++;
 	W.nwaiters++;
 	if (!ch->subscribed || ch->refs == 1)
@@ -277,12 +347,10 @@ void waiters_sleep(struct waiter *w, int64_t retry_at_ms)
 	else
 		ch->head = w;
 	ch->tail = w;
+	ch->nsleeping++;
 	heap_set(&W.timers, &w->deadline.node, w->deadline_ms);
 	notify = w->deadline.node.idx == 0;
-	if (retry_at_ms > 0) {
-		heap_set(&W.timers, &ch->retry.node, retry_at_ms);
-		notify |= ch->retry.node.idx == 0;
-	}
+	notify |= arm_retry(ch, retry_at_ms);
 	if (w->fd >= 0) {
 		struct epoll_event ev = { .events = EPOLLRDHUP, .data.ptr = w };
 
@@ -315,7 +383,7 @@ enum waiter_wake waiters_wake_reason(struct waiter *w)
 	return r;
 }
 
-void waiters_leave(struct waiter *w)
+void waiters_leave(struct waiter *w, int64_t lease_end_ms)
 {
 	struct channel *ch = w->ch;
 	bool notify = false;
@@ -328,11 +396,28 @@ void waiters_leave(struct waiter *w)
 		ch->permits = 0;
 		heap_remove(&W.timers, &ch->retry.node);
 		notify = channel_mark_dirty(ch);	/* unsubscribe, then free */
-	} else if (ch->permits > ch->refs) {
-		ch->permits = ch->refs;
+	} else {
+		if (ch->permits > ch->refs)
+			ch->permits = ch->refs;
+		if (!W.shutting_down)
+			notify = keep_covered(ch, lease_end_ms);
 	}
 	pthread_mutex_unlock(&W.lock);
 	free(w);
+	if (notify && W.notify)
+		W.notify();
+}
+
+void waiters_lease_ends(const char *channel, int64_t at_ms)
+{
+	struct channel *ch;
+	bool notify = false;
+
+	pthread_mutex_lock(&W.lock);
+	ch = channel_find(channel);
+	if (ch && ch->refs && at_ms > 0)
+		notify = arm_retry(ch, at_ms);
+	pthread_mutex_unlock(&W.lock);
 	if (notify && W.notify)
 		W.notify();
 }

@@ -35,6 +35,8 @@ void waiters_release(void);
 enum waiter_flags {
 	WAITER_WRITER = 1 << 0,		/* a "0" wakes the oldest writer before others */
 	WAITER_TIMER_ALL = 1 << 1,	/* the channel's retry timer wakes every sleeper */
+	WAITER_RECHECK = 1 << 2,	/* the holder's lease may shrink unseen: have
+					 * one sleeper look every few seconds */
 };
 
 /* Register a waiter on channel, watching client socket fd (-1: none) for
@@ -49,14 +51,26 @@ struct waiter *waiters_join(const char *channel, int fd, waiter_resume_fn resume
 /* Sleep until woken; the caller has suspended its connection, because
  * resume may run at once, from this thread or another. retry_at_ms
  * (monotonic, 0 = none) asks for a retry then even without a message, for
- * when the holder's lease runs out: one sleeper of the channel is woken. */
+ * when the holder's lease runs out: the channel's sleepers are covered by
+ * one retry timer, armed at the earliest such time reported since it last
+ * fired, which wakes the oldest sleeper (every sleeper with
+ * WAITER_TIMER_ALL). */
 void waiters_sleep(struct waiter *w, int64_t retry_at_ms);
 
 /* Why w was last woken; resets it to WAKE_NONE. */
 enum waiter_wake waiters_wake_reason(struct waiter *w);
 
-/* Forget w (the request is done) and free it. */
-void waiters_leave(struct waiter *w);
+/* Forget w (the request is done) and free it. lease_end_ms (monotonic,
+ * 0 = unknown) is when the lease of the lock's holder ends as w last saw
+ * it -- its own lease when w was granted, the holder's when it gave up --
+ * so that the channel's other sleepers are retried by then: a waiter that
+ * won and dies holding the lock publishes nothing. */
+void waiters_leave(struct waiter *w, int64_t lease_end_ms);
+
+/* The holder of the lock announced on channel has a lease that now ends at
+ * at_ms (monotonic): a heartbeat may have shortened it. Its sleepers are
+ * retried by then; nothing happens when nobody waits on channel. */
+void waiters_lease_ends(const char *channel, int64_t at_ms);
 
 /* Wake every sleeper with WAKE_SHUTDOWN; later sleeps wake at once. */
 void waiters_shutdown(void);
