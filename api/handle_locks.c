@@ -26,8 +26,7 @@
 #include <string.h>
 
 _Static_assert((unsigned)LOCK_WAIT_WRITER == (unsigned)WAITER_WRITER &&
-	       (unsigned)LOCK_WAIT_TIMER_ALL == (unsigned)WAITER_TIMER_ALL &&
-	       (unsigned)LOCK_WAIT_RECHECK == (unsigned)WAITER_RECHECK,
+	       (unsigned)LOCK_WAIT_TIMER_ALL == (unsigned)WAITER_TIMER_ALL,
 	       "lock wait flags are waiter flags");
 
 /* While Redis is unreachable a waiter retries this often (it is also woken

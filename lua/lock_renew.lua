@@ -1,12 +1,18 @@
 --[[ lock_renew.lua -- heartbeat: set the lease of a lock the owner holds.
   KEYS[1] lock hash N
+  KEYS[2] (plain locks only) channel redisson_lock__channel:{N}
   ARGV[1] lease ms                    ARGV[2] owner field
   Returns {1, lease}  renewed: N now expires in lease ms
           {0}         nobody holds N (the lease already ran out)
           {-2}        another owner holds N
           {-1}        N is a read-write lock
           {-3}        N holds something that is not a lock
-  Never re-creates a lock: only an existing owner field is renewed. ]]
+  Never re-creates a lock: only an existing owner field is renewed.
+  A lease made shorter publishes "0" on KEYS[2]: waiters (of every dlockd
+  instance) time their retry from the lease they saw, and expiry publishes
+  nothing, so without it they would sleep past the new, earlier end. A
+  Redisson waiter takes the message as "try now", finds the lock held and
+  waits again with the new lease: harmless. ]]
 if not owner_ok(ARGV[2]) then
   return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
 end
@@ -21,5 +27,9 @@ end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   return {-2}
 end
+local shorter = KEYS[2] and redis.call('pttl', KEYS[1]) > tonumber(ARGV[1])
 redis.call('pexpire', KEYS[1], ARGV[1])
+if shorter then
+  redis.call('publish', KEYS[2], 0)
+end
 return {1, tonumber(ARGV[1])}

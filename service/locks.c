@@ -55,11 +55,10 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 	[LOCK_KIND_LOCK] = {
 		.label = "lock",
 		.channel_prefix = "redisson_lock__channel",
-		.wait_flags = LOCK_WAIT_RECHECK,
 		.acquire = { SCRIPT_LOCK_ACQUIRE, { K_LOCK, K_TOKEN } },
 		.release = { SCRIPT_LOCK_RELEASE, { K_LOCK, K_CHANNEL } },
 		.force_release = { SCRIPT_LOCK_FORCE_RELEASE, { K_LOCK, K_CHANNEL } },
-		.renew = { SCRIPT_LOCK_RENEW, { K_LOCK } },
+		.renew = { SCRIPT_LOCK_RENEW, { K_LOCK, K_CHANNEL } },
 		.status = { SCRIPT_LOCK_STATUS, { K_LOCK } },
 	},
 	[LOCK_KIND_FAIR] = {

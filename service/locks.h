@@ -20,9 +20,6 @@ enum lock_kind {
 enum lock_wait_flags {
 	LOCK_WAIT_WRITER = 1 << 0,	/* preferred when one waiter is woken */
 	LOCK_WAIT_TIMER_ALL = 1 << 1,	/* a lease-end timer wakes every waiter */
-	LOCK_WAIT_RECHECK = 1 << 2,	/* nothing else makes a waiter look again
-					 * (no queue to refresh): have one look at
-					 * the holder every few seconds */
 };
 
 enum lock_mode {

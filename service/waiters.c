@@ -34,15 +34,12 @@
  *     oldest sleeper is woken at once to look (one script run).
  * A lease can also get shorter without anyone here trying: a heartbeat
  * with a smaller ttl_ms. Served by this dlockd, it reports the new end
- * (waiters_lease_ends). Served by another instance (or a Redisson partial
- * unlock, which re-applies a shorter lease), nothing tells us: a channel of
- * WAITER_RECHECK waiters (plain locks) is therefore looked at by one sleeper
- * at least every RECHECK_MS -- one script run per channel, not per waiter.
- * (Publishing a message on a shortening heartbeat would tell every
- * instance at once, and Redisson waiters would take it as "try now",
- * which is harmless, but it needs the renew scripts to know the channel;
- * fair-lock heads and read-write waiters already look again every queue
- * refresh, so only plain locks need the re-check.)
+ * (waiters_lease_ends). Whichever instance serves it, a plain lock's renew
+ * script publishes "0" when it shortens the lease, so one sleeper here
+ * retries and reports the new end; fair-lock heads and read-write waiters
+ * look again at every queue refresh anyway. (A Redisson partial unlock
+ * re-applies its own lease silently: a dlockd waiter then retries at the
+ * end of the lease it saw last.)
  * One mutex guards everything; resume callbacks are called with it held
  * and must not call back into this module. */
 #include "waiters.h"
@@ -55,11 +52,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
-
-/* A WAITER_RECHECK channel's sleepers look at the holder this often at
- * least, however long its lease: a heartbeat through another instance may
- * have shortened it. */
-#define RECHECK_MS 2000
 
 enum timer_type { TIMER_DEADLINE, TIMER_RETRY };
 
@@ -79,7 +71,6 @@ struct channel {
 	unsigned refs;			/* joined waiters */
 	unsigned permits;		/* wakes banked while nobody slept */
 	bool timer_all;			/* the retry timer wakes every sleeper */
-	bool recheck;			/* the retry timer is never > RECHECK_MS away */
 	struct waiter *head, *tail;	/* sleepers, oldest first */
 	unsigned nsleeping;		/* ... and how many */
 	struct timer retry;		/* the holder's lease end: retry the oldest
@@ -260,12 +251,6 @@ static unsigned wake_all(struct channel *ch, enum waiter_wake reason)
  * pubsub thread must be told (its next timeout came earlier). */
 static bool arm_retry(struct channel *ch, int64_t at_ms)
 {
-	if (ch->recheck) {
-		int64_t cap = now_ms() + RECHECK_MS;
-
-		if (at_ms <= 0 || at_ms > cap)
-			at_ms = cap;
-	}
 	if (at_ms <= 0)
 		return false;
 	if (heap_armed(&ch->retry.node) && ch->retry.node.at_ms <= at_ms)
@@ -320,7 +305,6 @@ struct waiter *waiters_join(const char *channel, int fd, waiter_resume_fn resume
 	ch = channel_get(channel);
 	w->ch = ch;
 	ch->timer_all |= (flags & WAITER_TIMER_ALL) != 0;
-	ch->recheck |= (flags & WAITER_RECHECK) != 0;
 	ch->refs++;
 	W.nwaiters++;
 	if (!ch->subscribed || ch->refs == 1)

@@ -35,8 +35,6 @@ void waiters_release(void);
 enum waiter_flags {
 	WAITER_WRITER = 1 << 0,		/* a "0" wakes the oldest writer before others */
 	WAITER_TIMER_ALL = 1 << 1,	/* the channel's retry timer wakes every sleeper */
-	WAITER_RECHECK = 1 << 2,	/* the holder's lease may shrink unseen: have
-					 * one sleeper look every few seconds */
 };
 
 /* Register a waiter on channel, watching client socket fd (-1: none) for

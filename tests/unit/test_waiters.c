@@ -4,8 +4,8 @@
  * changes handed to the pubsub thread follow the joined count; the
  * channel's retry timer keeps every sleeper covered by the earliest lease
  * end reported (by a sleeper, a granted waiter, a heartbeat), wakes one
- * sleeper, is handed over when the one it woke gives up knowing nothing,
- * and is never further than the re-check on a WAITER_RECHECK channel. */
+ * sleeper, and is handed over when the one it woke gives up knowing
+ * nothing. */
 #include "unit.h"
 
 #include "../../service/waiters.c"
@@ -377,31 +377,6 @@ static void test_waiters__a_look_that_ends_blind_is_handed_over(void **state)
 	waiters_leave(w[0], 0);
 }
 
-static void test_waiters__recheck_bounds_the_retry_timer(void **state)
-{
-	struct fake_req a = { 0 }, b = { 0 };
-	struct waiter *wa, *wb;
-	bool confirmed, sub;
-
-	(void)state;
-	wa = waiters_join("ch", -1, resume, &a, now_ms() + 60000, WAITER_RECHECK, &confirmed);
-	wb = waiters_join("ch2", -1, resume, &b, now_ms() + 60000, 0, &confirmed);
-	drain_changes(NULL, &sub);
-	waiters_on_subscribed("ch");
-	waiters_on_subscribed("ch2");
-	waiters_sleep(wa, now_ms() + 60000);	/* a long lease: looked at anyway */
-	waiters_sleep(wb, now_ms() + 60000);
-	assert_true(retry_in("ch") > RECHECK_MS - 500 && retry_in("ch") <= RECHECK_MS);
-	assert_true(retry_in("ch2") > 59000);
-	waiters_leave(wa, 0);
-	waiters_leave(wb, 0);
-
-	wa = waiters_join("ch", -1, resume, &a, now_ms() + 60000, WAITER_RECHECK, &confirmed);
-	waiters_sleep(wa, 0);			/* no expiry seen: looked at too */
-	assert_true(retry_in("ch") > RECHECK_MS - 500 && retry_in("ch") <= RECHECK_MS);
-	waiters_leave(wa, 0);
-}
-
 static void test_waiters__a_shortened_lease_moves_the_retry_earlier(void **state)
 {
 	struct fake_req a = { 0 };
@@ -445,7 +420,6 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_waiters__lease_end_wakes_one_and_a_winner_covers_the_rest, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_waiters__winner_covers_those_still_awake, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_waiters__a_look_that_ends_blind_is_handed_over, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_waiters__recheck_bounds_the_retry_timer, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_waiters__a_shortened_lease_moves_the_retry_earlier, setup, teardown),
 	};
 
