@@ -8,16 +8,9 @@
           {-1}        N is a read-write lock
           {-3}        N holds something that is not a lock
   A partial release keeps the remaining lease. ]]
-if not owner_ok(ARGV[1]) then
-  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
-end
-local kind = lock_kind(KEYS[1])
-if kind == 'none' then
-  return {0}
-elseif kind == 'rw' then
-  return {-1}
-elseif kind == 'other' then
-  return {-3}
+local refusal = held_refusal(KEYS[1], 'lock', ARGV[1])
+if refusal then
+  return refusal
 end
 if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
   return {-2}

@@ -13,16 +13,9 @@
   nothing, so without it they would sleep past the new, earlier end. A
   Redisson waiter takes the message as "try now", finds the lock held and
   waits again with the new lease: harmless. ]]
-if not owner_ok(ARGV[2]) then
-  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
-end
-local kind = lock_kind(KEYS[1])
-if kind == 'none' then
-  return {0}
-elseif kind == 'rw' then
-  return {-1}
-elseif kind == 'other' then
-  return {-3}
+local refusal = held_refusal(KEYS[1], 'lock', ARGV[2])
+if refusal then
+  return refusal
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   return {-2}

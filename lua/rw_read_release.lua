@@ -14,19 +14,9 @@
   When one reader is left, "0" is published too: a writer waiting to upgrade
   from that read may go now. ]]
 local owner = ARGV[1]
-if not owner_ok(owner) then
-  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
-end
-local kind = lock_kind(KEYS[1])
-if kind == 'none' then
-  return {0}
-elseif kind == 'lock' then
-  return {-1}
-elseif kind == 'other' then
-  return {-3}
-end
-if rw_purge(KEYS[1], KEYS[3]) == 'none' then
-  return {0}
+local refusal = rw_held_refusal(KEYS[1], KEYS[3], owner)
+if refusal then
+  return refusal
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if redis.call('hexists', KEYS[1], owner) == 0 then

@@ -9,19 +9,9 @@
           {-3}        N holds something that is not a lock
   Expired read holds are dropped first: a lease that ran out is not renewed. ]]
 local owner = ARGV[2]
-if not owner_ok(owner) then
-  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
-end
-local kind = lock_kind(KEYS[1])
-if kind == 'none' then
-  return {0}
-elseif kind == 'lock' then
-  return {-1}
-elseif kind == 'other' then
-  return {-3}
-end
-if rw_purge(KEYS[1], KEYS[2]) == 'none' then
-  return {0}
+local refusal = rw_held_refusal(KEYS[1], KEYS[2], owner)
+if refusal then
+  return refusal
 end
 local holds = tonumber(redis.call('hget', KEYS[1], owner))
 if not holds then

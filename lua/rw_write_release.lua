@@ -14,19 +14,9 @@
   (every waiting reader may enter): when the lock is freed, and also on a
   downgrade to the owner's read holds, where Redisson publishes nothing and
   leaves readers asleep. ]]
-if not owner_ok(ARGV[1]) then
-  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
-end
-local kind = lock_kind(KEYS[1])
-if kind == 'none' then
-  return {0}
-elseif kind == 'lock' then
-  return {-1}
-elseif kind == 'other' then
-  return {-3}
-end
-if rw_purge(KEYS[1], KEYS[3]) == 'none' then
-  return {0}
+local refusal = rw_held_refusal(KEYS[1], KEYS[3], ARGV[1])
+if refusal then
+  return refusal
 end
 local wf = ARGV[1] .. ':write'
 if redis.call('hexists', KEYS[1], wf) == 0 then

@@ -8,19 +8,9 @@
                       in rw_write_release.lua)
           {-1}        N is a lock or fair lock
           {-3}        N holds something that is not a lock ]]
-if not owner_ok(ARGV[2]) then
-  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
-end
-local kind = lock_kind(KEYS[1])
-if kind == 'none' then
-  return {0}
-elseif kind == 'lock' then
-  return {-1}
-elseif kind == 'other' then
-  return {-3}
-end
-if rw_purge(KEYS[1], KEYS[2]) == 'none' then
-  return {0}
+local refusal = rw_held_refusal(KEYS[1], KEYS[2], ARGV[2])
+if refusal then
+  return refusal
 end
 if redis.call('hexists', KEYS[1], ARGV[2] .. ':write') == 0 then
   return rw_not_writer(KEYS[1], ARGV[2])

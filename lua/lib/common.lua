@@ -26,6 +26,13 @@
   owner_ok(owner)             owner is no field of the layout ('mode', a
                               '...:write' writer field); dlockd refuses such
                               owners before they reach a script
+  held_refusal(key, want, owner)
+                              the checks a release or renewal of a lock of
+                              kind want ('lock' or 'rw') by owner starts
+                              with: nil to go on, else the reply to give at
+                              once: {0} nobody holds key, {-1} it is the
+                              other kind, {-3} it is not a lock, or an error
+                              for an owner that is a field of the layout
   Redis does not undo the writes of a script that fails half way, so every
   script checks with these (and returns, or fails) before its first write. ]]
 do
@@ -104,4 +111,19 @@ end
 
 local function owner_ok(owner)
   return owner ~= 'mode' and string.sub(owner, -6) ~= ':write'
+end
+
+local function held_refusal(key, want, owner)
+  if not owner_ok(owner) then
+    return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
+  end
+  local kind = lock_kind(key)
+  if kind == 'none' then
+    return {0}
+  elseif kind == 'other' then
+    return {-3}
+  elseif kind ~= want then
+    return {-1}
+  end
+  return nil
 end

@@ -12,6 +12,9 @@
                              deleted; one with fewer readers lives as long as
                              its longest hold (as Redisson's unlock sets it).
                              Returns 'none' when key is gone, else 'rw'.
+  rw_held_refusal(key, tag, owner)
+                             held_refusal(key, 'rw', owner), then rw_purge:
+                             nil to go on, else the reply to give at once
   rw_longest(key, prefix)    the longest pttl of any read hold's timeout key
                              <prefix>:<field>:rwlock_timeout:<k> (-2: none live)
   rw_readers(key)            how many reader fields the hash has
@@ -72,6 +75,17 @@ local function rw_purge(key, tag)
     redis.call('pexpire', key, longest)
   end
   return 'rw'
+end
+
+local function rw_held_refusal(key, tag, owner)
+  local refusal = held_refusal(key, 'rw', owner)
+  if refusal then
+    return refusal
+  end
+  if rw_purge(key, tag) == 'none' then
+    return {0}
+  end
+  return nil
 end
 
 local function rw_longest(key, prefix)
