@@ -66,6 +66,8 @@ static const struct {
 	{ "NOSCRIPT", "redis lost the lock script (NOSCRIPT); retry shortly" },
 	{ "DLOCKD_LATE", "redis was too slow: the call reached it after dlockd gave up and "
 			 "changed nothing; retry shortly" },
+	{ "DLOCKD_SETUP", "redis refused dlockd's connection set-up (AUTH, or SELECT of the "
+			  "database in --redis); dlockd's log has redis' words" },
 };
 
 const char *redis_error_unavailable(const char *err)
@@ -439,7 +441,18 @@ static void on_setup(void *ctx, redisReply *r)
 	if (r && r->type == REDIS_REPLY_ERROR && !tc->broken) {
 		log_warn("redis set-up (AUTH or SELECT) failed: %s", r->str);
 		tc->broken = true;
-		fail_held(r);	/* they hear why (WRONGPASS...), not "unreachable" */
+		if (redis_error_unavailable(r->str)) {
+			fail_held(r);	/* they hear why (WRONGPASS...), not "unreachable" */
+		} else {
+			/* e.g. SELECT's "ERR DB index is out of range": an error of
+			 * the set-up, not of the commands held behind it (a 503,
+			 * not a failing script's 500) */
+			redisReply setup = *r;
+
+			setup.str = (char *)"DLOCKD_SETUP";
+			setup.len = strlen(setup.str);
+			fail_held(&setup);
+		}
 	}
 }
 

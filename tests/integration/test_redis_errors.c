@@ -155,6 +155,28 @@ TEST(redis_replica_is_a_503_that_says_read_only)
 	redis_stop(&master, false);
 }
 
+/* A database Redis does not have (SELECT refused at set-up): the calls
+ * held behind the set-up hear a 503 that says so, not a 500 of a failing
+ * script. */
+TEST(redis_refusing_the_database_is_a_503_that_says_so)
+{
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	char url[128];
+	struct http_resp r;
+
+	CHECK(redis_start(&rs) == 0, "start Redis");
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/100", rs.port);
+	CHECK(dlockd_start(&d, url, NULL) == 0, "start dlockd on database 100 of 16");
+	http_on(d.base, "PUT", "/locks/db100?owner=a", NULL, &r);
+	CHECK_ERROR(r, 503, "backend_unavailable", "acquire on a database Redis refuses");
+	CHECK(r.retry_after[0], "with Retry-After");
+	CHECK(message_has(&r, "SELECT"), "saying why: %s", r.body);
+	http_free(&r);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
 /* An ACL user that may not run scripts at all (dlockd used to abort on
  * the refused SCRIPT LOAD), and one whose scripts may not write. */
 TEST(redis_acl_refusal_is_a_503_that_says_no_permission)
