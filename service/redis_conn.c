@@ -5,12 +5,21 @@
  * A loop's connection takes commands from every request the loop serves
  * and writes them in one go when the loop asks (redis_conn_flush), so that
  * Redis reads and answers many per system call; replies come back in send
- * order and go to their callbacks from redis_conn_on_readable(). A command
- * not answered within COMMAND_TIMEOUT_MS, or any I/O error, drops the
- * connection: every command still waiting is told "no reply" (NULL), and
- * the next command reconnects, but no sooner than a backoff (50 ms doubling
- * to 1 s) so that a dead Redis costs a request a clock read, not a
- * connect(). Set-up (AUTH, SELECT, TIME) is pipelined ahead of the first
+ * order and go to their callbacks from redis_conn_on_readable().
+ *
+ * A command not answered within COMMAND_TIMEOUT_MS of being sent is told
+ * "no reply" (NULL: the caller answers 503) at that moment, not sooner:
+ * only then is its deadline (below) surely past in Redis' clock, so that a
+ * stalled Redis that runs it later does nothing. Its reply, should one
+ * come, is dropped. From then on the connection takes no new command (each
+ * is told "no reply" at once: it never reaches Redis), and once every
+ * command on it has been told, it is closed. Answering the younger
+ * commands early, when the oldest timed out, let a stalled Redis run
+ * calls already answered 503 (their deadlines were still ahead). Any I/O
+ * error drops the connection at once (Redis is gone, or its connection
+ * is). The next command reconnects, but no sooner than a backoff (50 ms
+ * doubling to 1 s) so that a dead Redis costs a request a clock read, not
+ * a connect(). Set-up (AUTH, SELECT, TIME) is pipelined ahead of the first
  * commands, which are held until TIME has told how far Redis' clock is
  * from ours. Callbacks never run inside redis_conn_send(). */
 #include "redis_conn.h"
@@ -184,6 +193,7 @@ struct pending {
 	redis_reply_fn fn;
 	void *ctx;
 	int64_t give_up_ms;	/* monotonic */
+	bool answered;		/* told "no reply" at give_up_ms; a late reply is dropped */
 	struct pending *next;
 	struct held_cmd *held;	/* still to be sent (see below); NULL once sent */
 };
@@ -206,8 +216,13 @@ struct thread_conn {
 	bool connected;			/* the socket's connect() completed */
 	bool ready;			/* set-up answered: the connection works */
 	bool broken;			/* drop it once the current callbacks return */
+	bool overdue;			/* a command went unanswered past its give-up:
+					 * send nothing more, close once all are told */
 	struct pending_list held;	/* not sent until the offset is known */
 	struct pending_list sent;	/* awaiting replies, in send order */
+	struct pending *due;		/* the first of sent not yet told "no reply"
+					 * (those before it were: a prefix, as
+					 * give_up_ms grows along sent); NULL: none */
 	struct pending_list failed;	/* to be told "no reply" by redis_conn_run */
 	int64_t next_try_ms;		/* monotonic; no reconnect before this */
 	int64_t backoff_ms;
@@ -307,6 +322,21 @@ static void back_off(void)
 	tc->backoff_ms = tc->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : tc->backoff_ms * 2;
 }
 
+/* Move the commands of sent that still wait for an answer to failed, and
+ * free those already told "no reply". */
+static void fail_sent(void)
+{
+	struct pending *p;
+
+	tc->due = NULL;
+	while ((p = list_pop(&tc->sent))) {
+		if (p->answered)
+			free(p);
+		else
+			list_push(&tc->failed, p);
+	}
+}
+
 /* Close the connection; what waits on it fails on the next run. */
 static void conn_drop(const char *why)
 {
@@ -315,7 +345,7 @@ static void conn_drop(const char *why)
 	log_warn("redis connection lost: %s", why);
 	redisFree(tc->ctx);
 	tc->ctx = NULL;
-	list_append(&tc->failed, &tc->sent);
+	fail_sent();
 	list_append(&tc->failed, &tc->held);
 	if (tc->ready) {
 		tc->next_try_ms = now_ms();	/* it worked: try again at once */
@@ -323,7 +353,7 @@ static void conn_drop(const char *why)
 	} else {
 		back_off();
 	}
-	tc->connected = tc->ready = tc->broken = false;
+	tc->connected = tc->ready = tc->broken = tc->overdue = false;
 	tc->timed = tc->probing = false;
 }
 
@@ -369,6 +399,8 @@ static void append(struct pending *p, int argc, const char **argv, const size_t 
 		return;
 	}
 	list_push(&tc->sent, p);
+	if (!tc->due)
+		tc->due = p;
 }
 
 /* A command of the connection's own (set-up, TIME): never held. */
@@ -549,6 +581,10 @@ void redis_conn_send(int argc, const char **argv, const size_t *lens, bool deadl
 	if (!tc->ctx && now_ms() >= tc->next_try_ms)
 		conn_open_async();
 	p = pending_new(fn, ctx);
+	if (tc->ctx && tc->overdue) {
+		list_push(&tc->failed, p);	/* never sent: told at once */
+		return;
+	}
 	if (tc->ctx && !tc->timed) {
 		hold(p, argc, argv, lens, deadline);
 		if (!tc->probing)
@@ -626,7 +662,11 @@ void redis_conn_on_readable(void)
 			conn_drop("a reply nobody asked for");
 			return;
 		}
-		p->fn(p->ctx, r);
+		tc->overdue = false;	/* Redis answers again */
+		if (tc->due == p)
+			tc->due = p->next;
+		if (!p->answered)
+			p->fn(p->ctx, r);
 		freeReplyObject(r);
 		free(p);
 		if (!tc->ctx)
@@ -643,7 +683,17 @@ bool redis_conn_run(int64_t now)
 	struct pending *p;
 	bool ran = false;
 
-	if (tc->sent.head && now >= tc->sent.head->give_up_ms) {
+	/* commands past their give-up are told one by one, in send order
+	 * (give_up_ms grows along the list); what they send meanwhile is
+	 * failed at once, as the connection is overdue */
+	while ((p = tc->due) && now >= p->give_up_ms) {
+		tc->due = p->next;
+		p->answered = true;
+		tc->overdue = true;
+		p->fn(p->ctx, NULL);
+		ran = true;
+	}
+	if (tc->ctx && tc->overdue && !tc->due) {
 		char why[64];
 
 		snprintf(why, sizeof(why), "no reply within %d ms", COMMAND_TIMEOUT_MS);
@@ -667,9 +717,9 @@ int64_t redis_conn_timeout_ms(int64_t now)
 
 	if (tc->failed.head)
 		return 0;
-	if (!tc->sent.head && !tc->held.head)
+	if (!tc->due && !tc->held.head)
 		return -1;
-	at = tc->sent.head ? tc->sent.head->give_up_ms : INT64_MAX;
+	at = tc->due ? tc->due->give_up_ms : INT64_MAX;
 	if (tc->held.head && tc->held.head->give_up_ms < at)
 		at = tc->held.head->give_up_ms;
 	return at > now ? at - now : 0;
@@ -688,7 +738,7 @@ void redis_conn_thread_exit(void)
 		redisFree(tc->ctx);
 		tc->ctx = NULL;
 	}
-	list_append(&tc->failed, &tc->sent);
+	fail_sent();
 	list_append(&tc->failed, &tc->held);
 	redis_conn_run(now_ms());
 	free(tc);

@@ -37,8 +37,9 @@ redisContext *redis_conn_open(void);
 #define REDIS_CONN_MAX_ARGS 24
 
 /* A command's outcome: its reply (freed by redis_conn after the call), or
- * NULL when Redis is unreachable or did not answer within 2 s (then the
- * connection was dropped; answer 503). */
+ * NULL when Redis is unreachable or did not answer within 2 s of the send
+ * (answer 503: by then a command with a deadline can no longer take
+ * effect). */
 typedef void (*redis_reply_fn)(void *ctx, redisReply *r);
 
 enum { REDIS_CONN_READ = 1, REDIS_CONN_WRITE = 2 };

@@ -397,6 +397,113 @@ TEST(a_stall_during_the_clock_probe_does_not_let_a_503_take_effect)
 	redis_stop(&rs, false);
 }
 
+static long long rcmd_int_on(const struct redis_srv *rs, const char *cmd)
+{
+	redisContext *c = redis_client(rs);
+	redisReply *rep = c ? redisCommand(c, cmd) : NULL;
+	long long n = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
+
+	if (rep)
+		freeReplyObject(rep);
+	redisFree(c);
+	return n;
+}
+/* An answer and the state must agree for every call made while Redis
+ * stalls: 503 means it did nothing, 200 that it took effect. The oldest
+ * call times out 2 s into the stall; younger ones (sent 1.6-1.95 s in)
+ * used to be answered 503 with it, although their deadlines were still
+ * ahead: Redis, resumed at 2.3 s, ran the releases, the lease-cutting
+ * heartbeat and the acquire they carried (found by hostile probing). Each
+ * is now told at its own give-up, or gets its real answer once Redis
+ * runs it. Redis resumes at resume_ms: at 2.3 s the younger calls run in
+ * time and answer 200; at 4.2 s all are past their give-up and answer 503.
+ * On a slow machine a call may land on either side; the check is that
+ * answer and state agree, whichever it is. */
+static void stall_with_calls(int resume_ms)
+{
+	const char *const flags[] = { "--threads", "1", NULL };
+	static const struct {
+		int at_ms;
+		const char *method, *path;
+	} calls[] = {
+		{ 0, "PUT", "/locks/s0?owner=x" },
+		{ 1600, "DELETE", "/locks/s1?owner=h" },
+		{ 1800, "POST", "/locks/s3/heartbeat?owner=h&ttl_ms=5000" },
+		{ 1900, "DELETE", "/locks/s2?owner=h" },
+		{ 1950, "PUT", "/locks/s4?owner=y" },
+	};
+	enum { NCALLS = sizeof(calls) / sizeof(calls[0]) };
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	char url[128], path[64];
+	struct http_resp r;
+	struct bg b[NCALLS];
+	long long pttl;
+	int64_t t0;
+
+	CHECK(redis_start(&rs) == 0, "start Redis");
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
+	CHECK(dlockd_start(&d, url, flags) == 0, "start dlockd");
+	for (int i = 1; i <= 3; i++) {	/* also loads acquire, release, renew */
+		snprintf(path, sizeof(path), "/locks/s%d?owner=h&ttl_ms=60000", i);
+		http_on(d.base, "PUT", path, NULL, &r);
+		CHECK_STATUS(r, 200, "h takes a lock");
+		http_free(&r);
+	}
+	http_on(d.base, "POST", "/locks/s3/heartbeat?owner=h&ttl_ms=60000", NULL, &r);
+	CHECK_STATUS(r, 200, "warm-up heartbeat");
+	http_free(&r);
+	http_on(d.base, "DELETE", "/locks/s9?owner=h", NULL, &r);
+	http_free(&r);
+
+	kill(rs.pid, SIGSTOP);
+	t0 = mono_ms();
+	for (int i = 0; i < NCALLS; i++) {
+		int64_t wait = calls[i].at_ms - (mono_ms() - t0);
+
+		if (wait > 0)
+			sleep_ms((int)wait);
+		bg_start_on(&b[i], d.base, calls[i].method, calls[i].path, NULL);
+	}
+	sleep_ms((int)(resume_ms - (mono_ms() - t0) > 0 ? resume_ms - (mono_ms() - t0) : 0));
+	kill(rs.pid, SIGCONT);
+	for (int i = 0; i < NCALLS; i++)
+		bg_join(&b[i]);
+	CHECK(WAIT_FOR(status_is(&d, "/readyz", 200), 5000), "ready again");
+
+	CHECK_ERROR(b[0].r, 503, "backend_unavailable", "the call that timed out");
+	CHECK(redis_exists(&rs, "s0") == 0, "the acquire answered 503 left no lock");
+	for (int i = 1; i < NCALLS; i++) {
+		CHECK(b[i].r.status == 200 || b[i].r.status == 503, "%s %s: status %ld",
+		      calls[i].method, calls[i].path, b[i].r.status);
+		printf("# Redis resumed at %d ms; %s %s sent at %d ms: %ld\n", resume_ms,
+		       calls[i].method, calls[i].path, calls[i].at_ms, b[i].r.status);
+	}
+	CHECK(held_by(&rs, "s1", "h") == (b[1].r.status == 503),
+	      "s1: release answered %ld, lock %s", b[1].r.status,
+	      held_by(&rs, "s1", "h") ? "still held" : "gone");
+	pttl = rcmd_int_on(&rs, "PTTL s3");
+	CHECK((pttl > 30000) == (b[2].r.status == 503),
+	      "s3: heartbeat to 5 s answered %ld, lease left %lld ms", b[2].r.status, pttl);
+	CHECK(held_by(&rs, "s2", "h") == (b[3].r.status == 503),
+	      "s2: release answered %ld, lock %s", b[3].r.status,
+	      held_by(&rs, "s2", "h") ? "still held" : "gone");
+	CHECK(held_by(&rs, "s4", "y") == (b[4].r.status == 200),
+	      "s4: acquire answered %ld, lock %s", b[4].r.status,
+	      held_by(&rs, "s4", "y") ? "held by y" : "not held by y");
+	for (int i = 0; i < NCALLS; i++)
+		http_free(&b[i].r);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
+TEST(calls_sent_later_in_a_stall_never_take_effect_after_a_503)
+{
+	stall_with_calls(2300);
+	if (!test_failed())
+		stall_with_calls(4200);
+}
+
 /* Does file path contain s? */
 static bool file_has(const char *path, const char *s)
 {
