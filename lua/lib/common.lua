@@ -6,13 +6,16 @@
   again since), so it does nothing and returns an error.
   lease_at_least(key, lease)  make key live at least lease ms more (never
                               shorter than it already does); returns its pttl
-  next_token(key, lease)      the next fencing token: INCR, except that a new
-                              counter (INCR gave 1: never used, expired, or
-                              lost with Redis' data) starts at Redis' clock in
-                              microseconds, above every token handed out
-                              before; Redisson's INCR stays monotonic too.
-                              The counter lives as long as the longest lease
-                              it granted, so a name leaves nothing behind in
+  next_token(key, lease)      the next fencing token: INCR, raised to Redis'
+                              clock in microseconds when below it. Every
+                              token handed out was at most the clock of its
+                              grant (or its predecessor + 1: fewer than one
+                              grant per microsecond), so a counter that is
+                              new, expired, lost with Redis' data or restored
+                              from an older snapshot or AOF never goes back;
+                              Redisson's INCR stays monotonic too. The
+                              counter lives as long as the longest lease it
+                              granted, so a name leaves nothing behind in
                               Redis once its holders are gone
   lock_kind(key)              what the lock's name holds: 'none'; 'lock' (a
                               hash with a TTL, every field a hold count: a
@@ -54,13 +57,11 @@ end
 local function next_token(key, lease)
   -- counter_ok(key) was checked before the script's first write
   local token = redis.call('incr', key)
-  if token == 1 then
-    -- a new counter, or one expired or lost with Redis' data: start from
-    -- the clock, above every token handed out before (each took a script
-    -- run, so fewer than one per microsecond)
-    local t = redis.call('time')
-    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('set', key, token)
+  local t = redis.call('time')
+  local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  if token < now_us then
+    -- INCRBY keeps the counter's TTL, where SET would drop it
+    token = redis.call('incrby', key, now_us - token)
   end
   lease_at_least(key, lease)
   return token

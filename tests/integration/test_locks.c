@@ -104,8 +104,8 @@ TEST(redis_layout_is_redissons)
 		CHECK(theirs == mine + 1, "Redisson's INCR continues the sequence: %lld after %lld",
 		      theirs, mine);
 		http("PUT", P("/locks/%s%s", n, "?owner=app-1:42"), NULL, &r);
-		CHECK(json_int(&r, "fencing_token") == theirs + 1,
-		      "and dlockd continues after it: %s", r.body);
+		CHECK(json_int(&r, "fencing_token") > theirs,
+		      "and dlockd continues above it: %s", r.body);
 		http_free(&r);
 	}
 }
@@ -126,7 +126,7 @@ TEST(token_counter_expires_with_the_lease_and_tokens_still_increase)
 	http("PUT", P("/locks/%s%s", n, "?owner=a&ttl_ms=300"), NULL, &r);
 	t2 = json_int(&r, "fencing_token");
 	http_free(&r);
-	CHECK(t2 == t1 + 1, "tokens are dense while the counter lives: %lld then %lld", t1, t2);
+	CHECK(t2 > t1, "tokens rise while the counter lives: %lld then %lld", t1, t2);
 	http("DELETE", P("/locks/%s%s", n, "?owner=a"), NULL, &r);
 	http_free(&r);
 	http("DELETE", P("/locks/%s%s", n, "?owner=a"), NULL, &r);
