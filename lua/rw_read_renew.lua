@@ -1,7 +1,9 @@
 --[[ rw_read_renew.lua -- heartbeat of a reader: renew every read hold it has.
   KEYS[1] lock hash N                 KEYS[2] timeout key prefix {N}
   ARGV[1] lease ms                    ARGV[2] owner field
-  Returns {1, lease}  renewed: each hold and N now last at least lease ms
+  Returns {1, lease}  renewed: each of the owner's holds lasts lease ms; a
+                      read-mode N as long as its longest hold, a
+                      write-mode N at least lease ms
           {0}         the owner holds no read lock on N (never took it,
                       released it, or its lease ran out)
           {-2}        another owner holds the write lock
@@ -25,5 +27,11 @@ local lease = tonumber(ARGV[1])
 for k = 1, holds do
   redis.call('set', KEYS[2] .. ':' .. owner .. ':rwlock_timeout:' .. k, 1, 'px', lease)
 end
-lease_at_least(KEYS[1], lease)
+if redis.call('hget', KEYS[1], 'mode') == 'read' then
+  -- N lives exactly as long as its longest hold, so a shorter heartbeat
+  -- may end it sooner (as Redisson's unlock recomputes it)
+  redis.call('pexpire', KEYS[1], rw_longest(KEYS[1], KEYS[2]))
+else
+  lease_at_least(KEYS[1], lease)	-- the writer's own lease is never cut
+end
 return {1, lease}

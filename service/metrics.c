@@ -18,7 +18,7 @@ static const struct {
 	const char *help;
 } metric_rows[METRIC_COUNT] = {
 	[METRIC_REDIS_ERRORS] = { "dlockd_redis_errors_total",
-		"Requests answered 503 because Redis could not be used." },
+		"Requests answered 503 because Redis could not be used, or 500 because a lock script failed in it." },
 	[METRIC_REDIS_RECONNECTS] = { "dlockd_redis_reconnects_total",
 		"Times the subscriber connection to Redis was lost and reopened." },
 	[METRIC_PUBSUB_MESSAGES] = { "dlockd_pubsub_messages_total",

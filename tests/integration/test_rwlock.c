@@ -140,6 +140,29 @@ TEST(rw_writer_waits_only_for_the_longest_live_read_lease)
 	req("DELETE", RW(n, "write", "owner=w"), NULL);
 }
 
+/* A read heartbeat with a shorter ttl_ms shortens that reader's holds, and
+ * the lock lives exactly as long as its longest hold: a heartbeat used to
+ * only lengthen the lock, so status and 409s overstated the lease. */
+TEST(rw_shorter_read_heartbeat_shortens_the_lock)
+{
+	const char *n = lockname("rhb");
+	struct http_resp r;
+
+	CHECK(req("PUT", RW(n, "read", "owner=a&ttl_ms=60000"), NULL) == 200, "a reads 60 s");
+	CHECK(req("POST", RW(n, "read/heartbeat", "owner=a&ttl_ms=1000"), NULL) == 200,
+	      "a's heartbeat to 1 s");
+	req("GET", RW(n, "", ""), &r);
+	CHECK(json_int(&r, "ttl_ms") > 0 && json_int(&r, "ttl_ms") <= 1000,
+	      "the lock now lives 1 s: %s", r.body);
+	http_free(&r);
+	CHECK(req("PUT", RW(n, "read", "owner=b&ttl_ms=5000"), NULL) == 200, "b reads 5 s");
+	CHECK(req("POST", RW(n, "read/heartbeat", "owner=b&ttl_ms=2000"), NULL) == 200,
+	      "b's heartbeat to 2 s");
+	CHECK(rcmd_int("PTTL %s", n) > 1000 && rcmd_int("PTTL %s", n) <= 2000,
+	      "the longest hold is b's 2 s: PTTL %lld", rcmd_int("PTTL %s", n));
+	CHECK(WAIT_FOR(rcmd_int("EXISTS %s", n) == 0, 4000), "free when both holds ran out");
+}
+
 TEST(rw_downgrade_wakes_waiting_readers_at_once)
 {
 	const char *n = lockname("down");
