@@ -38,6 +38,12 @@ struct request {
 	enum http_method method;
 	const char *method_name;	/* MHD's, valid for the request's life */
 	char *url;			/* the path as sent (escaped, no query) */
+	/* MHD's copy of the request target, as request_begin saw it (up to
+	 * its first NUL): afterwards only its address is compared, it is
+	 * never read (MHD cuts and decodes it in place). */
+	const char *target;
+	size_t target_len;
+	bool target_ctl;		/* it holds a control byte or a space */
 	enum route_status route_status;
 	struct route_match route;
 	char *name;			/* the lock name, decoded (routes_name) */

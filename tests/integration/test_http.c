@@ -1,6 +1,8 @@
 /* test_http.c -- HTTP as dlockd speaks it, over raw sockets where curl
- * would not send what is tested: ambiguous message framing is refused with
- * 400 and the connection closed (no request smuggled behind it runs), a
+ * would not send what is tested: ambiguous message framing, a folded
+ * header line, a second Authorization or Host, and a NUL or control byte
+ * in the request target are refused with 400 and the connection closed
+ * (no request smuggled behind it runs, no cut name or owner is used), a
  * client that half-closes after its request still gets its answer, an
  * escaped slash is part of a name and never a path separator, HEAD is
  * answered wherever GET is, log lines parse whatever the path held, and
@@ -87,28 +89,65 @@ static void raw_free(struct raw_resp *r)
 	r->json = NULL;
 }
 
-static void hold(const char *name, const char *owner)
+static void hold_on(const struct dlockd_srv *d, const char *name, const char *owner)
 {
 	struct http_resp r;
 	char p[512];
 
 	snprintf(p, sizeof(p), "/locks/%s?owner=%s&ttl_ms=60000", name, owner);
-	http("PUT", p, NULL, &r);
+	http_on(d->base, "PUT", p, NULL, &r);
 	http_free(&r);
 }
 
-static int locked(const char *path)
+static void hold(const char *name, const char *owner)
+{
+	hold_on(&H_dlockd, name, owner);
+}
+
+static int locked_on(const struct dlockd_srv *d, const char *path)
 {
 	struct http_resp r;
 	int v;
 
-	http("GET", path, NULL, &r);
+	http_on(d->base, "GET", path, NULL, &r);
 	v = json_bool(&r, "locked");
 	http_free(&r);
 	return v;
 }
 
+static int locked(const char *path)
+{
+	return locked_on(&H_dlockd, path);
+}
+
 /* ----- D6: framing ----- */
+
+/* Send req (len bytes: it may hold NULs) to d on a connection of its own
+ * and check that it is refused with 400 (invalid_request when code is given;
+ * NULL: MHD's own answer, not JSON) and the connection closed, so the
+ * force release of vpath smuggled behind it never ran, and that took (a
+ * lock path the request would have taken, cut or whole) stays free. */
+static void refused_and_closed(const struct dlockd_srv *d, const char *what, const char *req,
+			       size_t len, const char *code, const char *vpath, const char *took)
+{
+	struct raw_resp r;
+	int fd = raw_connect(d->port);
+
+	CHECK(fd >= 0, "connect");
+	raw_exchange_fd(fd, req, len, false, 1500, 10000, &r);
+	close(fd);
+	CHECK(r.status == 400, "%s: 400, got %d: %s", what, r.status, r.buf);
+	if (code)
+		CHECK(!strcmp(raw_error(&r), code), "%s: %s, got %s", what, code, raw_error(&r));
+	CHECK(strstr(r.buf, "Connection: close"), "%s: says it closes", what);
+	CHECK(r.eof, "%s: the connection is closed after the answer", what);
+	CHECK(!strstr(r.buf + 12, "HTTP/1.1 200"), "%s: no second answer: %s", what, r.buf);
+	raw_free(&r);
+	if (vpath)
+		CHECK(locked_on(d, vpath) == 1, "%s: the smuggled force release did not run", what);
+	if (took)
+		CHECK(locked_on(d, took) == 0, "%s: the refused request took no lock (%s)", what, took);
+}
 
 TEST(ambiguous_framing_is_refused_and_closed)
 {
@@ -147,22 +186,11 @@ TEST(ambiguous_framing_is_refused_and_closed)
 	snprintf(vpath, sizeof(vpath), "/locks/%s", victim);
 	hold(victim, "keeper");
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct raw_resp r;
 		char p[300];
 
 		snprintf(req, sizeof(req), cases[i][1], victim, smuggled);
-		CHECK(raw_exchange(H_dlockd.port, req, false, &r) == 0, "connect");
-		CHECK(r.status == 400 && !strcmp(raw_error(&r), "invalid_request"),
-		      "%s: 400 invalid_request, got %d: %s", cases[i][0], r.status, r.buf);
-		CHECK(strstr(r.buf, "Connection: close"), "%s: says it closes", cases[i][0]);
-		CHECK(r.eof, "%s: the connection is closed after the answer", cases[i][0]);
-		CHECK(!strstr(r.buf + 12, "HTTP/1.1 200"), "%s: no second answer: %s",
-		      cases[i][0], r.buf);
-		raw_free(&r);
-		CHECK(locked(vpath) == 1, "%s: the smuggled force release did not run",
-		      cases[i][0]);
 		snprintf(p, sizeof(p), "/locks/%s-%c", victim, (char)('a' + i));
-		CHECK(locked(p) == 0, "%s: the refused request took no lock", cases[i][0]);
+		refused_and_closed(&H_dlockd, cases[i][0], req, strlen(req), "invalid_request", vpath, p);
 	}
 	/* chunked alone is fine */
 	snprintf(req, sizeof(req), "PUT /locks/%s-ok HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
@@ -174,6 +202,201 @@ TEST(ambiguous_framing_is_refused_and_closed)
 		CHECK(r.status == 200 && !r.eof, "a chunked body is taken: %s", r.buf);
 		raw_free(&r);
 	}
+}
+
+/* MHD 0.9.75 takes an obs-fold (RFC 9112 §5.2) by gluing the continuation
+ * to the field NAME ("Content-Length: 0" + " 53" is a field
+ * "Content-Length53" with the value "0"): the body length is then what no
+ * proxy would make of it. Any folded line is refused, on any field. */
+TEST(folded_header_lines_are_refused_and_closed)
+{
+	static const char *const cases[][2] = {
+		{ "a folded Content-Length",
+		  "PUT /locks/%s-a?owner=a HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n 53\r\n\r\n%s" },
+		{ "a folded Content-Length with a body",
+		  "PUT /locks/%s-b?owner=a HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n 3\r\n\r\n"
+		  "{\"owner\":\"b\"}%s" },
+		{ "a folded Transfer-Encoding",
+		  "PUT /locks/%s-c?owner=a HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n chunked\r\n"
+		  "\r\n0\r\n\r\n%s" },
+		{ "a fold on an unrelated field",
+		  "PUT /locks/%s-d?owner=a HTTP/1.1\r\nHost: x\r\nX-Pad: a\r\n b\r\n\r\n%s" },
+		{ "a fold with a tab",
+		  "PUT /locks/%s-e?owner=a HTTP/1.1\r\nHost: x\r\nX-Pad: a\r\n\tb\r\n\r\n%s" },
+		{ "a folded Authorization",
+		  "PUT /locks/%s-f?owner=a HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer\r\n tok\r\n"
+		  "\r\n%s" },
+		{ "a field folded over three lines",
+		  "PUT /locks/%s-g?owner=a HTTP/1.1\r\nX-Pad: a\r\n b\r\n c\r\nHost: x\r\n\r\n%s" },
+		{ "a fold on the last field, bare LF",
+		  "PUT /locks/%s-h?owner=a HTTP/1.1\nHost: x\nContent-Length: 0\n 7\n\n%s" },
+	};
+	const char *victim = lockname("fvictim");
+	char smuggled[256], req[1024], vpath[300];
+
+	snprintf(smuggled, sizeof(smuggled),
+		 "DELETE /locks/%s?force=true HTTP/1.1\r\nHost: x\r\n\r\n", victim);
+	snprintf(vpath, sizeof(vpath), "/locks/%s", victim);
+	hold(victim, "keeper");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char p[300];
+
+		snprintf(req, sizeof(req), cases[i][1], victim, smuggled);
+		snprintf(p, sizeof(p), "/locks/%s-%c", victim, (char)('a' + i));
+		refused_and_closed(&H_dlockd, cases[i][0], req, strlen(req), "invalid_request", vpath, p);
+	}
+	/* what MHD refuses itself (not JSON): a Content-Length not all digits */
+	snprintf(req, sizeof(req), "PUT /locks/%s-x?owner=a HTTP/1.1\r\nHost: x\r\n"
+		 "Content-Length: 1 3\r\n\r\n%s", victim, smuggled);
+	{
+		char p[300];
+
+		snprintf(p, sizeof(p), "/locks/%s-x", victim);
+		refused_and_closed(&H_dlockd, "Content-Length '1 3'", req, strlen(req), NULL, vpath, p);
+		snprintf(req, sizeof(req), "PUT /locks/%s-y?owner=a HTTP/1.1\r\nHost: x\r\n"
+			 "Content-Length: +0\r\n\r\n%s", victim, smuggled);
+		snprintf(p, sizeof(p), "/locks/%s-y", victim);
+		refused_and_closed(&H_dlockd, "Content-Length '+0'", req, strlen(req), NULL, vpath, p);
+	}
+}
+
+/* Many long fields make MHD grow (and move) its read buffer: none of them
+ * is taken for a folded line, and a fold after them still is. */
+TEST(long_header_fields_are_not_taken_for_folds)
+{
+	static char req[24000];
+	const char *n = lockname("longh");
+	char took[300];
+	size_t len;
+	struct raw_resp r;
+	int fd;
+
+	len = (size_t)snprintf(req, sizeof(req), "PUT /locks/%s?owner=a HTTP/1.1\r\nHost: x\r\n", n);
+	for (int i = 0; i < 18; i++) {
+		len += (size_t)snprintf(req + len, sizeof(req) - len, "X-Pad-%d:%s", i, i % 2 ? " " : "\t ");
+		memset(req + len, 'a' + i, 1000);
+		len += 1000;
+		len += (size_t)snprintf(req + len, sizeof(req) - len, "\r\n");
+	}
+	memcpy(req + len, "\r\n", 3);
+	fd = raw_connect(H_dlockd.port);
+	CHECK(fd >= 0, "connect");
+	raw_exchange_fd(fd, req, len + 2, false, 1500, 10000, &r);
+	close(fd);
+	CHECK(r.status == 200, "18 KB of header fields are taken: %.300s", r.buf);
+	raw_free(&r);
+	snprintf(took, sizeof(took), "/locks/%s-f", n);
+	len = (size_t)snprintf(req, sizeof(req), "PUT %s?owner=a HTTP/1.1\r\nHost: x\r\n", took);
+	for (int i = 0; i < 18; i++) {
+		len += (size_t)snprintf(req + len, sizeof(req) - len, "X-Pad-%d: ", i);
+		memset(req + len, 'a' + i, 1000);
+		len += 1000;
+		len += (size_t)snprintf(req + len, sizeof(req) - len, "\r\n");
+	}
+	len += (size_t)snprintf(req + len, sizeof(req) - len, "X-Last: a\r\n b\r\n\r\n");
+	refused_and_closed(&H_dlockd, "a fold after 18 KB of fields", req, len, "invalid_request",
+			   NULL, took);
+}
+
+/* MHD finds the HTTP version from the end of the request line, so a raw
+ * NUL stays inside the target, where every C string of it ends: the name,
+ * owner or parameters would be cut short silently. Such a target, and one
+ * with any other control character or a raw space, is refused; the log
+ * does not show the cut path as if it were the request. ('^' below stands
+ * for the NUL.) */
+TEST(nul_and_control_bytes_in_the_target_are_refused)
+{
+	static const char *const cases[][3] = {
+		/* what, target (%s: the name), the lock a cut request would take */
+		{ "a NUL in the path", "/locks/%sfair^/../../x?owner=zz", "%sfair" },
+		{ "a NUL in the owner", "/locks/%sb?owner=z^z", "%sb" },
+		{ "a NUL before a parameter", "/locks/%sc?owner=zz^&ttl_ms=5", "%sc" },
+		{ "a NUL ending the target", "/locks/%sd?owner=zz^", "%sd" },
+		{ "a raw 0x01 in the path", "/locks/%se\x01?owner=zz", "%se" },
+		{ "a raw DEL in the owner", "/locks/%sf?owner=z\x7fz", "%sf" },
+		{ "a raw tab in the owner", "/locks/%sg?owner=z\tz", "%sg" },
+		{ "a raw space in the owner", "/locks/%sh?owner=zz ttl_ms=5", "%sh" },
+	};
+	const char *n = lockname("nul");
+	const char *victim = lockname("nvictim");
+	struct dlockd_srv d;
+	char target[400], req[1024], took[300], vpath[300], fair[400], line[4096];
+	bool cut_logged = false, nul_logged = false;
+	FILE *log;
+
+	CHECK(dlockd_start(&d, NULL, NULL) == 0, "start");	/* for its log */
+	snprintf(vpath, sizeof(vpath), "/locks/%s", victim);
+	hold_on(&d, victim, "keeper");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *caret;
+		size_t len;
+
+		snprintf(target, sizeof(target), cases[i][1], n);
+		snprintf(took, sizeof(took), cases[i][2], n);
+		len = (size_t)snprintf(req, sizeof(req), "PUT %s HTTP/1.1\r\nHost: x\r\n\r\n"
+				       "DELETE %s?force=true HTTP/1.1\r\nHost: x\r\n\r\n", target, vpath);
+		caret = strchr(req, '^');
+		if (caret)
+			*caret = '\0';
+		snprintf(target, sizeof(target), "/locks/%s", took);
+		refused_and_closed(&d, cases[i][0], req, len, "invalid_request", vpath, target);
+	}
+	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
+	snprintf(fair, sizeof(fair), "\"path\":\"/locks/%sfair\"", n);
+	log = fopen(d.log, "r");
+	CHECK(log, "the log");
+	while (log && fgets(line, sizeof(line), log)) {
+		cut_logged |= strstr(line, fair) && strstr(line, "\"method\":\"PUT\"");
+		nul_logged |= strstr(line, "fair%00") && strstr(line, "\"status\":400");
+	}
+	if (log)
+		fclose(log);
+	CHECK(!cut_logged, "the log does not show the cut path as the request");
+	CHECK(nul_logged, "the log shows where the NUL was, and the 400");
+}
+
+/* The first Authorization would win (an admin token, then a client's, and
+ * a force release is let through); RFC 9112 §3.2 refuses two Hosts. */
+TEST(a_repeated_authorization_or_host_is_refused)
+{
+	char file[300];
+	const char *flags[] = { "--auth-file", file, NULL };
+	struct dlockd_srv d;
+	const char *victim = lockname("avictim");
+	const char *n = lockname("twohost");
+	char req[1024], vpath[300], p[400];
+	struct http_resp r;
+	FILE *f;
+
+	snprintf(file, sizeof(file), "%s/http-tokens", test_tmpdir());
+	f = fopen(file, "w");
+	CHECK(f, "token file");
+	fputs("tok-http-admin-5c1e admin *\ntok-http-client-9a7d client *\n", f);
+	fclose(f);
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --auth-file");
+	snprintf(vpath, sizeof(vpath), "/locks/%s", victim);
+	snprintf(p, sizeof(p), "%s?owner=keeper&ttl_ms=60000", vpath);
+	http_bearer("tok-http-client-9a7d");
+	http_on(d.base, "PUT", p, NULL, &r);
+	if (r.status != 200)
+		http_bearer(NULL);	/* CHECK returns */
+	CHECK_STATUS(r, 200, "the keeper takes the lock");
+	http_free(&r);
+	snprintf(req, sizeof(req), "DELETE %s?force=true HTTP/1.1\r\nHost: x\r\n"
+		 "Authorization: Bearer tok-http-admin-5c1e\r\n"
+		 "Authorization: Bearer tok-http-client-9a7d\r\n\r\n", vpath);
+	refused_and_closed(&d, "admin then client", req, strlen(req), "invalid_request", vpath, NULL);
+	snprintf(req, sizeof(req), "DELETE %s?force=true HTTP/1.1\r\nHost: x\r\n"
+		 "Authorization: Bearer tok-http-client-9a7d\r\n"
+		 "Authorization: Bearer tok-http-admin-5c1e\r\n\r\n", vpath);
+	refused_and_closed(&d, "client then admin", req, strlen(req), "invalid_request", vpath, NULL);
+	snprintf(req, sizeof(req), "PUT /locks/%s?owner=a HTTP/1.1\r\nHost: x\r\nHost: y\r\n"
+		 "Authorization: Bearer tok-http-client-9a7d\r\n\r\n", n);
+	snprintf(p, sizeof(p), "/locks/%s", n);
+	refused_and_closed(&d, "Host twice", req, strlen(req), "invalid_request", vpath, p);
+	http_bearer(NULL);
+	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
+	rcmd_int("DEL %s", victim);
 }
 
 /* ----- D7: half-close ----- */
