@@ -1,5 +1,9 @@
 --[[ lib/fair.lua -- prepended at build time to every fair_*.lua.
   fair_now()                 Redis' clock in ms (every instance agrees on it)
+  fair_head(queue, zset, now, skip)
+                             the first waiter in the queue (other than skip)
+                             whose deadline is not past, and its index; false
+                             if none. Reads only
   fair_purge(queue, zset, now)
                              drop queue heads whose deadline is past; returns
                              the live head (or false)
@@ -9,19 +13,29 @@ local function fair_now()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
-local function fair_purge(queue, zset, now)
+local function fair_head(queue, zset, now, skip)
+  local i = 0
   while true do
-    local head = redis.call('lindex', queue, 0)
-    if not head then
+    local w = redis.call('lindex', queue, i)
+    if not w then
       return false
     end
-    local deadline = redis.call('zscore', zset, head)
-    if deadline and tonumber(deadline) > now then
-      return head
+    if w ~= skip then
+      local deadline = redis.call('zscore', zset, w)
+      if deadline and tonumber(deadline) > now then
+        return w, i
+      end
     end
-    redis.call('lpop', queue)
-    redis.call('zrem', zset, head)
+    i = i + 1
   end
+end
+
+local function fair_purge(queue, zset, now)
+  local head, at = fair_head(queue, zset, now)
+  for _ = 1, at or redis.call('llen', queue) do
+    redis.call('zrem', zset, redis.call('lpop', queue))
+  end
+  return head
 end
 
 local function fair_notify(prefix, w)
