@@ -416,3 +416,55 @@ TEST(redis_refusing_publish_is_a_503_that_changes_nothing)
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	redis_stop(&rs, false);
 }
+
+/* A waiter that gives up (its deadline) while Redis refuses the channel:
+ * leaving the queue would tell the next waiter, which Redis refuses, so
+ * the leaving changes nothing either; the place it keeps expires with
+ * its lifetime (--queue-ttl-ms), as a dead instance's does. The client
+ * hears its acquire's own answer. */
+TEST(redis_refusing_publish_leaves_a_given_up_place_to_expire)
+{
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	struct http_resp r;
+	struct bg b;
+	char *before, *after;
+	bool ok;
+
+	start_pair(&rs, &d, NULL, &ok);
+	CHECK(ok, "start Redis and dlockd");
+	CHECK(on_redis(&rs, "ACL SETUSER default resetchannels"), "refuse every channel");
+
+	/* a fair queue's head, with another waiter behind it */
+	http_on(d.base, "PUT", "/fairlocks/g1?owner=h&ttl_ms=60000", NULL, &r);
+	CHECK_STATUS(r, 200, "h takes g1");
+	http_free(&r);
+	bg_start_on(&b, d.base, "PUT", "/fairlocks/g1?owner=q&wait_ms=1500", NULL);
+	CHECK(WAIT_FOR(exists_on(&rs, "redisson_lock_queue:{g1}") == 1, 5000), "q queues");
+	CHECK(on_redis(&rs, QUEUE_WAITER, queue_waiter_lua, "g1", "g1", "w2"), "w2 behind q");
+	CHECK((before = dump_of(&rs, "redisson_lock_queue:{g1}")), "DUMP");
+	bg_join(&b);
+	CHECK_ERROR(b.r, 409, "locked", "q gives up");
+	http_free(&b.r);
+	after = dump_of(&rs, "redisson_lock_queue:{g1}");
+	ok = after && !strcmp(after, before);
+	free(after);
+	free(before);
+	CHECK(ok, "the queue is as it was: q first, then w2");
+
+	/* a waiting writer, which holds new readers back */
+	http_on(d.base, "PUT", "/rwlocks/g2/read?owner=h&ttl_ms=60000", NULL, &r);
+	CHECK_STATUS(r, 200, "h reads g2");
+	http_free(&r);
+	bg_start_on(&b, d.base, "PUT", "/rwlocks/g2/write?owner=w&wait_ms=1500", NULL);
+	bg_join(&b);
+	CHECK_ERROR(b.r, 409, "locked", "the writer gives up");
+	http_free(&b.r);
+	CHECK(on_redis(&rs, "ZSCORE dlockd_rwlock_writers:{g2} w") &&
+	      exists_on(&rs, "dlockd_rwlock_writers:{g2}") == 1, "the writer is still registered");
+
+	CHECK(on_redis(&rs, "ACL SETUSER default allchannels"), "allow channels again");
+	CHECK(kill(d.pid, 0) == 0, "dlockd is still running");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
