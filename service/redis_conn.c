@@ -39,8 +39,8 @@ static struct redis_url conf_url;
 
 static const char why_noperm[] =
 	"redis refused the command: no permission (NOPERM); dlockd's redis user needs "
-	"EVAL, EVALSHA, SCRIPT, TIME, PING, SUBSCRIBE and the commands and keys of the "
-	"lock scripts";
+	"EVAL, EVALSHA, SCRIPT, TIME, PING, SUBSCRIBE, the commands and keys of the "
+	"lock scripts, and their channels (allchannels or &*)";
 
 static const struct {
 	const char *code;	/* the error's first word */
