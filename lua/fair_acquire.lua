@@ -42,7 +42,7 @@ if take and head == owner then
 elseif not take and not reenter and head ~= old_head and head ~= owner then
   fair_notify(KEYS[5], head)	-- dead heads are dropped: the new one may go
 end
-fair_purge(KEYS[3], KEYS[4], now)
+fair_purge(KEYS[3], KEYS[4], now, at)
 if take then
   if head == owner then
     redis.call('lpop', KEYS[3])

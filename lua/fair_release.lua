@@ -18,20 +18,20 @@ if kind == 'rw' then
 elseif kind == 'other' or not type_ok(KEYS[2], 'list') or not type_ok(KEYS[3], 'zset') then
   return {-3}
 end
-local now = fair_now()
+local head, at = fair_head(KEYS[2], KEYS[3], fair_now())
 local holds = 0
 if kind ~= 'none' then
   holds = redis.call('hget', KEYS[1], ARGV[1])
   if not holds then
-    fair_purge(KEYS[2], KEYS[3], now)
+    fair_purge(KEYS[2], KEYS[3], nil, at)
     return {-2}
   end
   holds = tonumber(holds) - 1
 end
 if holds <= 0 then
-  fair_notify(KEYS[4], (fair_head(KEYS[2], KEYS[3], now)))
+  fair_notify(KEYS[4], head)
 end
-fair_purge(KEYS[2], KEYS[3], now)
+fair_purge(KEYS[2], KEYS[3], nil, at)
 if kind == 'none' then
   return {0}
 elseif holds > 0 then

@@ -2,11 +2,12 @@
   fair_now()                 Redis' clock in ms (every instance agrees on it)
   fair_head(queue, zset, now, skip)
                              the first waiter in the queue (other than skip)
-                             whose deadline is not past, and its index; false
-                             if none. Reads only
-  fair_purge(queue, zset, now)
-                             drop queue heads whose deadline is past; returns
-                             the live head (or false)
+                             whose deadline is not past (false if none), and
+                             its index (the queue's length if none). Reads only
+  fair_purge(queue, zset, now, at)
+                             drop queue heads whose deadline is past (the at
+                             first ones, when fair_head gave at); returns the
+                             live head (or false, or nothing when at is given)
   fair_notify(prefix, w)     publish "0" to waiter w's own channel <prefix>:<w> ]]
 local function fair_now()
   local t = redis.call('time')
@@ -18,7 +19,7 @@ local function fair_head(queue, zset, now, skip)
   while true do
     local w = redis.call('lindex', queue, i)
     if not w then
-      return false
+      return false, i
     end
     if w ~= skip then
       local deadline = redis.call('zscore', zset, w)
@@ -30,9 +31,12 @@ local function fair_head(queue, zset, now, skip)
   end
 end
 
-local function fair_purge(queue, zset, now)
-  local head, at = fair_head(queue, zset, now)
-  for _ = 1, at or redis.call('llen', queue) do
+local function fair_purge(queue, zset, now, at)
+  local head
+  if not at then
+    head, at = fair_head(queue, zset, now)
+  end
+  for _ = 1, at do
     redis.call('zrem', zset, redis.call('lpop', queue))
   end
   return head
