@@ -16,7 +16,8 @@
   Only the queue head (or anyone, when nobody queues) may take a free lock.
   A queued caller's deadline becomes Redis' now + ARGV[3]: calling again is
   how a live waiter keeps its place; a waiter nobody refreshes is dropped
-  once its deadline passes. Whoever becomes head is told on its channel. ]]
+  once its deadline passes. Whoever becomes head is told on its channel,
+  before anything is written. ]]
 local owner = ARGV[2]
 if not owner_ok(owner) then
   return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
@@ -30,27 +31,31 @@ elseif kind == 'other' or not counter_ok(KEYS[2]) or not type_ok(KEYS[3], 'list'
 end
 local now = fair_now()
 local old_head = redis.call('lindex', KEYS[3], 0)
-local head = fair_purge(KEYS[3], KEYS[4], now)
+local head, at = fair_head(KEYS[3], KEYS[4], now)
 local lease = tonumber(ARGV[1])
+local take = kind == 'none' and (not head or head == owner)
+local reenter = kind ~= 'none' and redis.call('hexists', KEYS[1], owner) == 1
 
-if kind == 'none' and (not head or head == owner) then
+if take and head == owner then
+  -- the next in line now watches this holder's lease
+  fair_notify(KEYS[5], redis.call('lindex', KEYS[3], at + 1))
+elseif not take and not reenter and head ~= old_head and head ~= owner then
+  fair_notify(KEYS[5], head)	-- dead heads are dropped: the new one may go
+end
+fair_purge(KEYS[3], KEYS[4], now, at)
+if take then
   if head == owner then
     redis.call('lpop', KEYS[3])
     redis.call('zrem', KEYS[4], owner)
-    -- the next in line now watches this holder's lease
-    fair_notify(KEYS[5], redis.call('lindex', KEYS[3], 0))
   end
   redis.call('hset', KEYS[1], owner, 1)
   redis.call('pexpire', KEYS[1], lease)
   return {1, next_token(KEYS[2], tonumber(ARGV[1])), 1, lease}
 end
-if kind ~= 'none' and redis.call('hexists', KEYS[1], owner) == 1 then
+if reenter then
   local holds = redis.call('hincrby', KEYS[1], owner, 1)
   local pttl = lease_at_least(KEYS[1], lease)
   return {1, next_token(KEYS[2], tonumber(ARGV[1])), holds, pttl}
-end
-if head ~= old_head and head ~= owner then
-  fair_notify(KEYS[5], head)	-- dead heads were dropped: the new one may go
 end
 local life = tonumber(ARGV[3])
 local queued = redis.call('zscore', KEYS[4], owner)

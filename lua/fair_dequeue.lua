@@ -4,15 +4,19 @@
   KEYS[3] channel prefix redisson_lock__channel:{N}
   ARGV[1] owner field
   Returns 1 if it was queued, 0 if not (or the queue is not a queue: left
-  untouched). When it was the head, the next waiter is told, so nobody
-  waits behind an empty place. ]]
+  untouched). When it was the head, the next waiter is told (before
+  anything is written), so nobody waits behind an empty place. ]]
 if not type_ok(KEYS[1], 'list') or not type_ok(KEYS[2], 'zset') then
   return 0
 end
-local head = redis.call('lindex', KEYS[1], 0)
+local now = fair_now()
+local was_head = redis.call('lindex', KEYS[1], 0) == ARGV[1]
+if was_head then
+  fair_notify(KEYS[3], (fair_head(KEYS[1], KEYS[2], now, ARGV[1])))
+end
 local removed = redis.call('zrem', KEYS[2], ARGV[1])
 redis.call('lrem', KEYS[1], 0, ARGV[1])
-if head == ARGV[1] then
-  fair_notify(KEYS[3], fair_purge(KEYS[1], KEYS[2], fair_now()))
+if was_head then
+  fair_purge(KEYS[1], KEYS[2], now)
 end
 return removed

@@ -12,10 +12,13 @@ if kind == 'rw' then
 elseif kind == 'other' or not type_ok(KEYS[2], 'list') or not type_ok(KEYS[3], 'zset') then
   return -3
 end
-local head = fair_purge(KEYS[2], KEYS[3], fair_now())
+local head, at = fair_head(KEYS[2], KEYS[3], fair_now())
+if kind ~= 'none' then
+  fair_notify(KEYS[4], head)
+end
+fair_purge(KEYS[2], KEYS[3], nil, at)
 if kind == 'none' then
   return 0
 end
 redis.call('del', KEYS[1])
-fair_notify(KEYS[4], head)
 return 1

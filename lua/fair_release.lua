@@ -18,18 +18,25 @@ if kind == 'rw' then
 elseif kind == 'other' or not type_ok(KEYS[2], 'list') or not type_ok(KEYS[3], 'zset') then
   return {-3}
 end
-local head = fair_purge(KEYS[2], KEYS[3], fair_now())
-if kind == 'none' then
+local head, at = fair_head(KEYS[2], KEYS[3], fair_now())
+local holds = 0
+if kind ~= 'none' then
+  holds = redis.call('hget', KEYS[1], ARGV[1])
+  if not holds then
+    fair_purge(KEYS[2], KEYS[3], nil, at)
+    return {-2}
+  end
+  holds = tonumber(holds) - 1
+end
+if holds <= 0 then
   fair_notify(KEYS[4], head)
+end
+fair_purge(KEYS[2], KEYS[3], nil, at)
+if kind == 'none' then
   return {0}
-end
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
-  return {-2}
-end
-local holds = redis.call('hincrby', KEYS[1], ARGV[1], -1)
-if holds > 0 then
+elseif holds > 0 then
+  redis.call('hincrby', KEYS[1], ARGV[1], -1)
   return {1, holds}
 end
 redis.call('del', KEYS[1])
-fair_notify(KEYS[4], head)
 return {1, 0}

@@ -12,6 +12,6 @@ elseif kind == 'rw' then
 elseif kind == 'other' then
   return -3
 end
-redis.call('del', KEYS[1])
 redis.call('publish', KEYS[2], '0')
+redis.call('del', KEYS[1])
 return 1

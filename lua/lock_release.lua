@@ -12,13 +12,15 @@ local refusal = held_refusal(KEYS[1], 'lock', ARGV[1])
 if refusal then
   return refusal
 end
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+local holds = redis.call('hget', KEYS[1], ARGV[1])
+if not holds then
   return {-2}
 end
-local holds = redis.call('hincrby', KEYS[1], ARGV[1], -1)
+holds = tonumber(holds) - 1
 if holds > 0 then
+  redis.call('hincrby', KEYS[1], ARGV[1], -1)
   return {1, holds}
 end
-redis.call('del', KEYS[1])
 redis.call('publish', KEYS[2], '0')
+redis.call('del', KEYS[1])
 return {1, 0}

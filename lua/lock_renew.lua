@@ -20,9 +20,8 @@ end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
   return {-2}
 end
-local shorter = KEYS[2] and redis.call('pttl', KEYS[1]) > tonumber(ARGV[1])
-redis.call('pexpire', KEYS[1], ARGV[1])
-if shorter then
+if KEYS[2] and redis.call('pttl', KEYS[1]) > tonumber(ARGV[1]) then
   redis.call('publish', KEYS[2], 0)
 end
+redis.call('pexpire', KEYS[1], ARGV[1])
 return {1, tonumber(ARGV[1])}

@@ -15,12 +15,13 @@ elseif kind == 'lock' then
 elseif kind == 'other' then
   return -3
 end
-if rw_purge(KEYS[1], KEYS[3]) == 'none' then
-  return 0
+local s = rw_scan(KEYS[1], KEYS[3])
+local held = s.writers > 0 or rw_scan_left(s, nil) > 0
+if held and s.mode == ARGV[1] then
+  redis.call('publish', KEYS[2], ARGV[1] == 'write' and '1' or '0')
 end
-if redis.call('hget', KEYS[1], 'mode') ~= ARGV[1] then
+if rw_purge(KEYS[1], KEYS[3], s) == 'none' or s.mode ~= ARGV[1] then
   return 0
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[1] == 'write' and '1' or '0')
 return 1

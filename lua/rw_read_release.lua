@@ -12,11 +12,26 @@
   Expired read holds are dropped first. The lock then lives exactly as long
   as its longest remaining read hold (a write holder's lease is never cut).
   When one reader is left, "0" is published too: a writer waiting to upgrade
-  from that read may go now. ]]
+  from that read may go now. Either "0" goes out before anything is written. ]]
 local owner = ARGV[1]
-local refusal = rw_held_refusal(KEYS[1], KEYS[3], owner)
+local refusal = held_refusal(KEYS[1], 'rw', owner)
 if refusal then
   return refusal
+end
+-- "0" goes out before the first write, decided from what the release will
+-- leave: nobody (or no live read hold), or one reader of a read lock
+local s = rw_scan(KEYS[1], KEYS[3])
+for _, r in ipairs(s.readers) do
+  if r.field == owner and #r.live > 0 then
+    local readers, longest = rw_scan_left(s, owner)
+    if readers + s.writers == 0 or
+       (s.mode ~= 'write' and (longest <= 0 or readers == 1)) then
+      redis.call('publish', KEYS[2], '0')
+    end
+  end
+end
+if rw_purge(KEYS[1], KEYS[3], s) == 'none' then
+  return {0}
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if redis.call('hexists', KEYS[1], owner) == 0 then
@@ -40,12 +55,8 @@ if redis.call('hlen', KEYS[1]) > 1 then
   end
   if longest > 0 then
     redis.call('pexpire', KEYS[1], longest)
-    if rw_readers(KEYS[1]) == 1 then
-      redis.call('publish', KEYS[2], '0')
-    end
     return {1, holds, 0}
   end
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], '0')
 return {1, holds, 1}

@@ -8,8 +8,7 @@
 if not type_ok(KEYS[1], 'zset') then
   return 0
 end
-local removed = redis.call('zrem', KEYS[1], ARGV[1])
-if removed == 1 and redis.call('zcard', KEYS[1]) == 0 then
+if redis.call('zscore', KEYS[1], ARGV[1]) and redis.call('zcard', KEYS[1]) == 1 then
   redis.call('publish', KEYS[2], '1')
 end
-return removed
+return redis.call('zrem', KEYS[1], ARGV[1])

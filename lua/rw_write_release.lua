@@ -11,18 +11,24 @@
           {-1}              N is a lock or fair lock
           {-3}              N holds something that is not a lock
   Expired read holds are dropped first. The last write hold publishes "1"
-  (every waiting reader may enter): when the lock is freed, and also on a
-  downgrade to the owner's read holds, where Redisson publishes nothing and
-  leaves readers asleep. ]]
-local refusal = rw_held_refusal(KEYS[1], KEYS[3], ARGV[1])
+  (every waiting reader may enter), before anything is written: when the
+  lock is freed, and also on a downgrade to the owner's read holds, where
+  Redisson publishes nothing and leaves readers asleep. ]]
+local refusal = held_refusal(KEYS[1], 'rw', ARGV[1])
 if refusal then
   return refusal
 end
 local wf = ARGV[1] .. ':write'
-if redis.call('hexists', KEYS[1], wf) == 0 then
+local holds = redis.call('hget', KEYS[1], wf)
+if holds and tonumber(holds) <= 1 then
+  redis.call('publish', KEYS[2], '1')	-- the last write hold goes
+end
+if rw_purge(KEYS[1], KEYS[3]) == 'none' then
+  return {0}
+elseif not holds then
   return rw_not_writer(KEYS[1], ARGV[1])
 end
-local holds = redis.call('hincrby', KEYS[1], wf, -1)
+holds = redis.call('hincrby', KEYS[1], wf, -1)
 if holds > 0 then
   return {1, holds, 0}
 end
@@ -39,5 +45,4 @@ end
 if free == 1 then
   redis.call('del', KEYS[1])
 end
-redis.call('publish', KEYS[2], '1')
 return {1, 0, free}

@@ -48,8 +48,8 @@ static struct redis_url conf_url;
 
 static const char why_noperm[] =
 	"redis refused the command: no permission (NOPERM); dlockd's redis user needs "
-	"EVAL, EVALSHA, SCRIPT, TIME, PING, SUBSCRIBE and the commands and keys of the "
-	"lock scripts";
+	"EVAL, EVALSHA, SCRIPT, TIME, PING, SUBSCRIBE, the commands and keys of the "
+	"lock scripts, and their channels (allchannels or &*)";
 
 static const struct {
 	const char *code;	/* the error's first word */
@@ -81,9 +81,18 @@ static const struct {
 
 const char *redis_error_unavailable(const char *err)
 {
-	/* a command inside a script refused by the ACL (Redis 7) */
-	if (!strncmp(err, "ERR The user executing the script can't run", 43))
-		return why_noperm;
+	/* a command inside a script refused by the ACL: Redis 7.0 says "can't
+	 * run this command", "can't access at least one of the keys" or "can't
+	 * publish to the channel mentioned in the command"; 7.2 and later say
+	 * "ERR ACL failure in script: ..." */
+	static const char *const script_noperm[] = {
+		"ERR The user executing the script can't ",
+		"ERR ACL failure in script: ",
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(script_noperm); i++)
+		if (!strncmp(err, script_noperm[i], strlen(script_noperm[i])))
+			return why_noperm;
 	for (size_t i = 0; i < ARRAY_SIZE(unavailable); i++) {
 		size_t n = strlen(unavailable[i].code);
 

@@ -37,7 +37,10 @@
                               other kind, {-3} it is not a lock, or an error
                               for an owner that is a field of the layout
   Redis does not undo the writes of a script that fails half way, so every
-  script checks with these (and returns, or fails) before its first write. ]]
+  script checks with these (and returns, or fails) before its first write,
+  and one that publishes decides what to say from reads alone and publishes
+  before that write too (the ACL may refuse the channel; a script runs
+  whole, so a subscriber acting on the message already sees its writes). ]]
 do
   local t = redis.call('time')
   if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[#ARGV]) then

@@ -1,27 +1,45 @@
 --[[ lib/fair.lua -- prepended at build time to every fair_*.lua.
   fair_now()                 Redis' clock in ms (every instance agrees on it)
-  fair_purge(queue, zset, now)
-                             drop queue heads whose deadline is past; returns
-                             the live head (or false)
+  fair_head(queue, zset, now, skip)
+                             the first waiter in the queue (other than skip)
+                             whose deadline is not past (false if none), and
+                             its index (the queue's length if none). Reads only
+  fair_purge(queue, zset, now, at)
+                             drop queue heads whose deadline is past (the at
+                             first ones, when fair_head gave at); returns the
+                             live head (or false, or nothing when at is given)
   fair_notify(prefix, w)     publish "0" to waiter w's own channel <prefix>:<w> ]]
 local function fair_now()
   local t = redis.call('time')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
-local function fair_purge(queue, zset, now)
+local function fair_head(queue, zset, now, skip)
+  local i = 0
   while true do
-    local head = redis.call('lindex', queue, 0)
-    if not head then
-      return false
+    local w = redis.call('lindex', queue, i)
+    if not w then
+      return false, i
     end
-    local deadline = redis.call('zscore', zset, head)
-    if deadline and tonumber(deadline) > now then
-      return head
+    if w ~= skip then
+      local deadline = redis.call('zscore', zset, w)
+      if deadline and tonumber(deadline) > now then
+        return w, i
+      end
     end
-    redis.call('lpop', queue)
-    redis.call('zrem', zset, head)
+    i = i + 1
   end
+end
+
+local function fair_purge(queue, zset, now, at)
+  local head
+  if not at then
+    head, at = fair_head(queue, zset, now)
+  end
+  for _ = 1, at do
+    redis.call('zrem', zset, redis.call('lpop', queue))
+  end
+  return head
 end
 
 local function fair_notify(prefix, w)

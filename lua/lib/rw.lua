@@ -1,6 +1,16 @@
 --[[ lib/rw.lua -- prepended at build time to every rw_*.lua.
   rw_now()                   Redis' clock in ms
-  rw_purge(key, tag)         key is a read-write lock (lock_kind 'rw'): drop
+  rw_scan(key, tag)          key is a read-write lock (lock_kind 'rw'): what
+                             rw_purge would keep, from reads alone: a table
+                             {mode, writers = how many writer fields,
+                             readers = the reader fields in hash order, each
+                             {field, n = its count, live = {{k, pttl}, ...}
+                             its holds whose timeout key
+                             <tag>:<field>:rwlock_timeout:<k> is there}}
+  rw_scan_left(s, owner)     from scan s, as if owner gave up its last live
+                             read hold: how many readers keep a live hold,
+                             and the longest pttl of those holds (-2: none)
+  rw_purge(key, tag, s)      (s: its rw_scan, or nil to scan now) drop
                              every read hold whose timeout key
                              <tag>:<field>:rwlock_timeout:<k> is gone (its
                              lease ran out), so an expired reader counts for
@@ -31,47 +41,78 @@ local function rw_is_reader(field)
   return field ~= 'mode' and string.sub(field, -6) ~= ':write'
 end
 
-local function rw_purge(key, tag)
+local function rw_scan(key, tag)
   local fields = redis.call('hgetall', key)
-  local mode, readers, writer, dropped, longest = nil, 0, false, false, -2
+  local s = {writers = 0, readers = {}}
   for i = 1, #fields, 2 do
     local f = fields[i]
     if f == 'mode' then
-      mode = fields[i + 1]
+      s.mode = fields[i + 1]
     elseif not rw_is_reader(f) then
-      writer = true
+      s.writers = s.writers + 1
     else
-      local n, live = tonumber(fields[i + 1]), 0
+      local r = {field = f, n = tonumber(fields[i + 1]), live = {}}
       local base = tag .. ':' .. f .. ':rwlock_timeout:'
-      for k = 1, n do
+      for k = 1, r.n do
         local t = redis.call('pttl', base .. k)
         if t ~= -2 then
-          live = live + 1
-          if live ~= k then
-            redis.call('rename', base .. k, base .. live)
-          end
-          if t > longest then
-            longest = t
-          end
+          r.live[#r.live + 1] = {k, t}
         end
       end
-      if live == 0 then
-        redis.call('hdel', key, f)
-        dropped = true
-      else
-        readers = readers + 1
-        if live ~= n then
-          redis.call('hset', key, f, live)
-          dropped = true
+      s.readers[#s.readers + 1] = r
+    end
+  end
+  return s
+end
+
+local function rw_scan_left(s, owner)
+  local readers, longest = 0, -2
+  for _, r in ipairs(s.readers) do
+    local n = #r.live
+    if r.field == owner then
+      n = n - 1	-- its last one goes (rw_purge renumbers the rest 1..n)
+    end
+    if n > 0 then
+      readers = readers + 1
+      for j = 1, n do
+        if r.live[j][2] > longest then
+          longest = r.live[j][2]
         end
       end
     end
   end
-  if readers == 0 and not writer then
+  return readers, longest
+end
+
+local function rw_purge(key, tag, s)
+  s = s or rw_scan(key, tag)
+  local readers, dropped, longest = 0, false, -2
+  for _, r in ipairs(s.readers) do
+    local base = tag .. ':' .. r.field .. ':rwlock_timeout:'
+    for j, h in ipairs(r.live) do
+      if h[1] ~= j then
+        redis.call('rename', base .. h[1], base .. j)
+      end
+      if h[2] > longest then
+        longest = h[2]
+      end
+    end
+    if #r.live == 0 then
+      redis.call('hdel', key, r.field)
+      dropped = true
+    else
+      readers = readers + 1
+      if #r.live ~= r.n then
+        redis.call('hset', key, r.field, #r.live)
+        dropped = true
+      end
+    end
+  end
+  if readers == 0 and s.writers == 0 then
     redis.call('del', key)
     return 'none'
   end
-  if dropped and mode == 'read' and longest > 0 then
+  if dropped and s.mode == 'read' and longest > 0 then
     redis.call('pexpire', key, longest)
   end
   return 'rw'

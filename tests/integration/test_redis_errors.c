@@ -270,3 +270,201 @@ TEST(data_of_another_kind_under_a_locks_keys_is_wrong_kind_and_left_alone)
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	redis_stop(&rs, false);
 }
+
+/* What key holds, in a form to compare: its DUMP (the value, not its TTL)
+ * in hex, or "-" when it does not exist. The caller frees it. */
+static char *dump_of(const struct redis_srv *rs, const char *key)
+{
+	redisContext *c = redis_client(rs);
+	redisReply *rep = c ? redisCommand(c, "DUMP %s", key) : NULL;
+	char *s = NULL;
+
+	if (rep && rep->type == REDIS_REPLY_STRING) {
+		s = malloc(rep->len * 2 + 1);
+		for (size_t i = 0; s && i < rep->len; i++)
+			sprintf(s + 2 * i, "%02x", (unsigned char)rep->str[i]);
+		if (s && !rep->len)
+			s[0] = '\0';
+	} else if (rep && rep->type == REDIS_REPLY_NIL) {
+		s = strdup("-");
+	}
+	if (rep)
+		freeReplyObject(rep);
+	redisFree(c);
+	return s;
+}
+
+static long long pttl_on(const struct redis_srv *rs, const char *key)
+{
+	redisContext *c = redis_client(rs);
+	redisReply *rep = c ? redisCommand(c, "PTTL %s", key) : NULL;
+	long long n = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -3;
+
+	if (rep)
+		freeReplyObject(rep);
+	redisFree(c);
+	return n;
+}
+
+/* Put owner at the tail of fair lock name's queue, live for 10 minutes. */
+#define QUEUE_WAITER "EVAL %s 2 redisson_lock_queue:{%s} redisson_lock_timeout:{%s} %s"
+static const char queue_waiter_lua[] =
+	"local t = redis.call('time') "
+	"redis.call('rpush', KEYS[1], ARGV[1]) "
+	"return redis.call('zadd', KEYS[2], t[1] * 1000 + 600000, ARGV[1])";
+
+/* Redis 7 refuses PUBLISH to a user without channels (ACL SETUSER
+ * resetchannels; acl-pubsub-default makes every new user so), and inside
+ * a script the refusal comes after the writes before it, which Redis does
+ * not undo: every script publishes before its first write. So each call
+ * whose script publishes is a 503 that says why and leaves every key of
+ * the lock as it was; once channels are allowed again it works. */
+TEST(redis_refusing_publish_is_a_503_that_changes_nothing)
+{
+	static const struct {
+		const char *what;
+		const char *setup[3];		/* PUTs that must answer 200 */
+		const char *queue[2];		/* fair-queue waiters: {lock, owner} */
+		const char *method, *path, *body;
+		const char *keys[4];		/* left exactly as they were */
+		const char *lease_key;		/* whose lease must stay long */
+	} cases[] = {
+		{ "plain release", { "/locks/c1?owner=h&ttl_ms=60000" }, { NULL },
+		  "DELETE", "/locks/c1?owner=h", NULL, { "c1" }, "c1" },
+		{ "forced release", { "/locks/c2?owner=h&ttl_ms=60000" }, { NULL },
+		  "DELETE", "/locks/c2?force=true", NULL, { "c2" }, "c2" },
+		{ "heartbeat that shortens the lease", { "/locks/c3?owner=h&ttl_ms=60000" }, { NULL },
+		  "POST", "/locks/c3/heartbeat", "{\"owner\":\"h\",\"ttl_ms\":5000}", { "c3" }, "c3" },
+		{ "fair release with a queued waiter", { "/fairlocks/f1?owner=h&ttl_ms=60000" },
+		  { "f1", "w" }, "DELETE", "/fairlocks/f1?owner=h", NULL,
+		  { "f1", "redisson_lock_queue:{f1}", "redisson_lock_timeout:{f1}" }, "f1" },
+		{ "forced fair release with a queued waiter", { "/fairlocks/f2?owner=h&ttl_ms=60000" },
+		  { "f2", "w" }, "DELETE", "/fairlocks/f2?force=true", NULL,
+		  { "f2", "redisson_lock_queue:{f2}", "redisson_lock_timeout:{f2}" }, "f2" },
+		{ "fair acquire by the queue head with a waiter behind", { NULL }, { "f3", "h" },
+		  "PUT", "/fairlocks/f3?owner=h", NULL,
+		  { "f3", "redisson_lock_queue:{f3}", "redisson_lock_timeout:{f3}",
+		    "redisson_lock_token:{f3}" }, NULL },
+		{ "write release", { "/rwlocks/r1/write?owner=h&ttl_ms=60000" }, { NULL },
+		  "DELETE", "/rwlocks/r1/write?owner=h", NULL, { "r1" }, "r1" },
+		{ "read release that frees the lock", { "/rwlocks/r2/read?owner=h&ttl_ms=60000" },
+		  { NULL }, "DELETE", "/rwlocks/r2/read?owner=h", NULL,
+		  { "r2", "{r2}:h:rwlock_timeout:1" }, "r2" },
+		{ "read release that leaves one reader",
+		  { "/rwlocks/r3/read?owner=a&ttl_ms=60000", "/rwlocks/r3/read?owner=b&ttl_ms=60000" },
+		  { NULL }, "DELETE", "/rwlocks/r3/read?owner=a", NULL,
+		  { "r3", "{r3}:a:rwlock_timeout:1", "{r3}:b:rwlock_timeout:1" }, "r3" },
+		{ "write release that downgrades to a read",
+		  { "/rwlocks/r4/write?owner=h&ttl_ms=60000", "/rwlocks/r4/read?owner=h&ttl_ms=60000" },
+		  { NULL }, "DELETE", "/rwlocks/r4/write?owner=h", NULL,
+		  { "r4", "{r4}:h:rwlock_timeout:1" }, "r4" },
+		{ "forced write release", { "/rwlocks/r5/write?owner=h&ttl_ms=60000" }, { NULL },
+		  "DELETE", "/rwlocks/r5/write?force=true", NULL, { "r5" }, "r5" },
+		{ "forced read release", { "/rwlocks/r6/read?owner=h&ttl_ms=60000" }, { NULL },
+		  "DELETE", "/rwlocks/r6/read?force=true", NULL,
+		  { "r6", "{r6}:h:rwlock_timeout:1" }, "r6" },
+	};
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	struct http_resp r;
+	bool ok;
+
+	start_pair(&rs, &d, NULL, &ok);
+	CHECK(ok, "start Redis and dlockd");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *before[4] = { NULL }, *after;
+		const char *what = cases[i].what;
+
+		for (size_t s = 0; s < 3 && cases[i].setup[s]; s++) {
+			http_on(d.base, "PUT", cases[i].setup[s], NULL, &r);
+			CHECK_STATUS(r, 200, cases[i].setup[s]);
+			http_free(&r);
+		}
+		if (cases[i].queue[0]) {
+			CHECK(on_redis(&rs, QUEUE_WAITER, queue_waiter_lua, cases[i].queue[0],
+				       cases[i].queue[0], cases[i].queue[1]) &&
+			      on_redis(&rs, QUEUE_WAITER, queue_waiter_lua, cases[i].queue[0],
+				       cases[i].queue[0], "w2"), "%s: queue waiters", what);
+		}
+		for (size_t k = 0; k < 4 && cases[i].keys[k]; k++)
+			CHECK((before[k] = dump_of(&rs, cases[i].keys[k])), "%s: DUMP", what);
+		CHECK(on_redis(&rs, "ACL SETUSER default resetchannels"), "refuse every channel");
+
+		http_on(d.base, cases[i].method, cases[i].path, cases[i].body, &r);
+		CHECK_ERROR(r, 503, "backend_unavailable", what);
+		CHECK(atoi(r.retry_after) >= 1, "%s: Retry-After, got '%s'", what, r.retry_after);
+		CHECK(message_has(&r, "NOPERM"), "%s: saying why: %s", what, r.body);
+		http_free(&r);
+		for (size_t k = 0; k < 4 && cases[i].keys[k]; k++) {
+			CHECK((after = dump_of(&rs, cases[i].keys[k])), "%s: DUMP", what);
+			ok = !strcmp(after, before[k]);
+			CHECK(ok, "%s: %s changed (%s, was %s)", what, cases[i].keys[k], after,
+			      before[k]);
+			free(after);
+			free(before[k]);
+		}
+		if (cases[i].lease_key)
+			CHECK(pttl_on(&rs, cases[i].lease_key) > 30000, "%s: the lease is kept (%lld)",
+			      what, pttl_on(&rs, cases[i].lease_key));
+
+		CHECK(on_redis(&rs, "ACL SETUSER default allchannels"), "allow channels again");
+		http_on(d.base, cases[i].method, cases[i].path, cases[i].body, &r);
+		CHECK_STATUS(r, 200, what);
+		http_free(&r);
+	}
+	CHECK(kill(d.pid, 0) == 0, "dlockd is still running");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
+/* A waiter that gives up (its deadline) while Redis refuses the channel:
+ * leaving the queue would tell the next waiter, which Redis refuses, so
+ * the leaving changes nothing either; the place it keeps expires with
+ * its lifetime (--queue-ttl-ms), as a dead instance's does. The client
+ * hears its acquire's own answer. */
+TEST(redis_refusing_publish_leaves_a_given_up_place_to_expire)
+{
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	struct http_resp r;
+	struct bg b;
+	char *before, *after;
+	bool ok;
+
+	start_pair(&rs, &d, NULL, &ok);
+	CHECK(ok, "start Redis and dlockd");
+	CHECK(on_redis(&rs, "ACL SETUSER default resetchannels"), "refuse every channel");
+
+	/* a fair queue's head, with another waiter behind it */
+	http_on(d.base, "PUT", "/fairlocks/g1?owner=h&ttl_ms=60000", NULL, &r);
+	CHECK_STATUS(r, 200, "h takes g1");
+	http_free(&r);
+	bg_start_on(&b, d.base, "PUT", "/fairlocks/g1?owner=q&wait_ms=1500", NULL);
+	CHECK(WAIT_FOR(exists_on(&rs, "redisson_lock_queue:{g1}") == 1, 5000), "q queues");
+	CHECK(on_redis(&rs, QUEUE_WAITER, queue_waiter_lua, "g1", "g1", "w2"), "w2 behind q");
+	CHECK((before = dump_of(&rs, "redisson_lock_queue:{g1}")), "DUMP");
+	bg_join(&b);
+	CHECK_ERROR(b.r, 409, "locked", "q gives up");
+	http_free(&b.r);
+	after = dump_of(&rs, "redisson_lock_queue:{g1}");
+	ok = after && !strcmp(after, before);
+	free(after);
+	free(before);
+	CHECK(ok, "the queue is as it was: q first, then w2");
+
+	/* a waiting writer, which holds new readers back */
+	http_on(d.base, "PUT", "/rwlocks/g2/read?owner=h&ttl_ms=60000", NULL, &r);
+	CHECK_STATUS(r, 200, "h reads g2");
+	http_free(&r);
+	bg_start_on(&b, d.base, "PUT", "/rwlocks/g2/write?owner=w&wait_ms=1500", NULL);
+	bg_join(&b);
+	CHECK_ERROR(b.r, 409, "locked", "the writer gives up");
+	http_free(&b.r);
+	CHECK(on_redis(&rs, "ZSCORE dlockd_rwlock_writers:{g2} w") &&
+	      exists_on(&rs, "dlockd_rwlock_writers:{g2}") == 1, "the writer is still registered");
+
+	CHECK(on_redis(&rs, "ACL SETUSER default allchannels"), "allow channels again");
+	CHECK(kill(d.pid, 0) == 0, "dlockd is still running");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}

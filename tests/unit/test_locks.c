@@ -225,6 +225,15 @@ static void test_locks__backend_down_and_script_errors(void **state)
 		  LOCK_BACKEND_DOWN, "no permission (NOPERM)" },
 		{ "ERR The user executing the script can't run this command or subcommand "
 		  "script: 1, on @user_script:1.", LOCK_BACKEND_DOWN, "no permission (NOPERM)" },
+		{ "ERR The user executing the script can't publish to the channel mentioned in "
+		  "the command script: 1, on @user_script:1.", LOCK_BACKEND_DOWN,
+		  "no permission (NOPERM)" },
+		{ "ERR The user executing the script can't access at least one of the keys "
+		  "mentioned in the command script: 1, on @user_script:1.", LOCK_BACKEND_DOWN,
+		  "no permission (NOPERM)" },
+		{ "ERR ACL failure in script: User dlockd has no permissions to access the "
+		  "'redisson_lock__channel:{job}' channel script: 1, on @user_script:1.",
+		  LOCK_BACKEND_DOWN, "no permission (NOPERM)" },
 		{ "MASTERDOWN Link with MASTER is down", LOCK_BACKEND_DOWN, "lost its master" },
 		{ "TRYAGAIN Multiple keys request during rehashing of slot", LOCK_BACKEND_DOWN,
 		  "TRYAGAIN" },
