@@ -7,7 +7,12 @@
  * is appended, then written in one go. When the connection drops it
  * reconnects with backoff (100 ms doubling to 1 s); waiters_on_disconnect()
  * makes every channel subscribe again, and each confirmation wakes that
- * channel's sleepers, since a release may have gone unseen meanwhile. */
+ * channel's sleepers, since a release may have gone unseen meanwhile.
+ * Redis refusing a SUBSCRIBE (an ACL without the lock channels: Redis 7's
+ * default for a new user) says so in the log, and the connection is
+ * dropped and made again after REFUSED_RETRY_MS, so that no channel is
+ * left waiting for a confirmation that never comes; meanwhile waiters
+ * are retried at their holders' lease ends, not by messages. */
 #include "pubsub.h"
 
 #include "log.h"
@@ -27,6 +32,7 @@
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 1000
+#define REFUSED_RETRY_MS 5000
 
 enum { TAG_NOTIFY = 1, TAG_REDIS, TAG_HANGUP };
 
@@ -120,14 +126,21 @@ static void send_changes(void)
 	}
 }
 
-static void handle_reply(redisReply *r)
+/* Handle one reply; false when Redis refused a (UN)SUBSCRIBE. */
+static bool handle_reply(redisReply *r)
 {
 	const char *kind;
 
+	if (r->type == REDIS_REPLY_ERROR) {
+		log_warn("redis refused a subscription: %s; waiters are woken only at lease "
+			 "ends until dlockd's redis user may use the lock channels "
+			 "(allchannels or &*)", r->str);
+		return false;
+	}
 	if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
 	    r->element[0]->type != REDIS_REPLY_STRING ||
 	    r->element[1]->type != REDIS_REPLY_STRING)
-		return;
+		return true;
 	kind = r->element[0]->str;
 	if (!strcmp(kind, "message") && r->element[2]->type == REDIS_REPLY_STRING) {
 		metrics_inc(METRIC_PUBSUB_MESSAGES);
@@ -137,6 +150,7 @@ static void handle_reply(redisReply *r)
 	} else if (!strcmp(kind, "unsubscribe")) {
 		waiters_on_unsubscribed(r->element[1]->str);
 	}
+	return true;
 }
 
 static void read_replies(void)
@@ -154,7 +168,12 @@ static void read_replies(void)
 		}
 		if (!reply)
 			break;
-		handle_reply(reply);
+		if (!handle_reply(reply)) {
+			freeReplyObject(reply);
+			disconnect();
+			P.next_connect_ms = now_ms() + REFUSED_RETRY_MS;
+			return;
+		}
 		freeReplyObject(reply);
 	}
 }

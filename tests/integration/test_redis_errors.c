@@ -306,6 +306,76 @@ static long long pttl_on(const struct redis_srv *rs, const char *key)
 	return n;
 }
 
+/* Does dlockd's log file contain s? */
+static bool log_has(const struct dlockd_srv *d, const char *s)
+{
+	char buf[1 << 16];
+	FILE *f = fopen(d->log, "r");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+	if (f)
+		fclose(f);
+	buf[n] = '\0';
+	return strstr(buf, s) != NULL;
+}
+
+/* Redis refusing the SUBSCRIBE itself (no channels for the user): the
+ * refusal was ignored without a word, and the channel kept waiting for a
+ * confirmation that never came. Now it is logged, waiters are still
+ * served at the holder's lease end, and once channels are allowed the
+ * subscriber is back within REFUSED_RETRY_MS (5 s): a release wakes a
+ * waiter at once again. */
+TEST(redis_refusing_subscribe_is_logged_and_waiters_still_served)
+{
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	struct http_resp r;
+	struct bg w;
+	int64_t t0;
+	bool ok;
+
+	start_pair(&rs, &d, NULL, &ok);
+	CHECK(ok, "start Redis and dlockd");
+	CHECK(on_redis(&rs, "ACL SETUSER default resetchannels"), "no channels for dlockd");
+	http_on(d.base, "PUT", "/locks/sub1?owner=h&ttl_ms=1500", NULL, &r);
+	CHECK_STATUS(r, 200, "h holds sub1 for 1.5 s");
+	http_free(&r);
+	t0 = mono_ms();
+	bg_start_on(&w, d.base, "PUT", "/locks/sub1?owner=w&wait_ms=20000", NULL);
+	bg_join(&w);
+	CHECK_STATUS(w.r, 200, "the waiter is served");
+	CHECK(w.done_ms - t0 < 4000 * slow_factor(), "at h's lease end, not its 20 s wait: %lld ms",
+	      (long long)(w.done_ms - t0));
+	http_free(&w.r);
+	CHECK(WAIT_FOR(log_has(&d, "redis refused a subscription"), 3000),
+	      "the refusal is in the log");
+
+	CHECK(on_redis(&rs, "ACL SETUSER default allchannels"), "channels allowed again");
+	/* the subscriber is back within 5 s: until then a waiter on a 60 s
+	 * lock gets no message and gives up after its 3 s */
+	ok = false;
+	for (int i = 0; i < 8 && !ok; i++) {
+		char put[64], del[64];
+
+		snprintf(put, sizeof(put), "/locks/sub2-%d?owner=h&ttl_ms=60000", i);
+		http_on(d.base, "PUT", put, NULL, &r);
+		CHECK_STATUS(r, 200, "h holds a lock for 60 s");
+		http_free(&r);
+		snprintf(put, sizeof(put), "/locks/sub2-%d?owner=w&wait_ms=3000", i);
+		bg_start_on(&w, d.base, "PUT", put, NULL);
+		sleep_ms(500);
+		snprintf(del, sizeof(del), "/locks/sub2-%d?owner=h", i);
+		http_on(d.base, "DELETE", del, NULL, &r);
+		http_free(&r);
+		bg_join(&w);
+		ok = w.r.status == 200;
+		http_free(&w.r);
+	}
+	CHECK(ok, "a release wakes a waiter again once channels are allowed");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
 /* Put owner at the tail of fair lock name's queue, live for 10 minutes. */
 #define QUEUE_WAITER "EVAL %s 2 redisson_lock_queue:{%s} redisson_lock_timeout:{%s} %s"
 static const char queue_waiter_lua[] =
