@@ -7,17 +7,22 @@
  * Redis reads and answers many per system call; replies come back in send
  * order and go to their callbacks from redis_conn_on_readable().
  *
- * A command not answered within COMMAND_TIMEOUT_MS of being sent is told
- * "no reply" (NULL: the caller answers 503) at that moment, not sooner:
- * only then is its deadline (below) surely past in Redis' clock, so that a
- * stalled Redis that runs it later does nothing. Its reply, should one
- * come, is dropped. From then on the connection takes no new command (each
- * is told "no reply" at once: it never reaches Redis), and once every
- * command on it has been told, it is closed. Answering the younger
- * commands early, when the oldest timed out, let a stalled Redis run
- * calls already answered 503 (their deadlines were still ahead). Any I/O
- * error drops the connection at once (Redis is gone, or its connection
- * is). The next command reconnects, but no sooner than a backoff (50 ms
+ * A command not answered within COMMAND_TIMEOUT_MS of being sent makes
+ * the connection overdue: it takes no new command (each is told "no
+ * reply", NULL, at once: it never reaches Redis, and its caller answers
+ * 503). The commands already sent keep waiting for their replies, each
+ * until REPLY_WAIT_MS after its own send: a stalled Redis that resumes
+ * runs them (or, past their deadline (below), refuses them) and answers,
+ * and the caller hears what really happened. Redis may also have run a
+ * command in time and be late only with its reply (another client's slow
+ * command in the same event-loop turn): a 503 then would have taken
+ * effect. Only a command with no reply after REPLY_WAIT_MS is told "no
+ * reply"; its late reply, should one come, is dropped; once every command
+ * has been told, the connection is closed. (Answering every command when
+ * the oldest timed out let a stalled Redis run calls already answered
+ * 503; answering at 2 s let a slow neighbour's command hide a call that
+ * had run.) Any I/O error drops the connection at once (Redis is gone,
+ * or its connection is). The next command reconnects, but no sooner than a backoff (50 ms
  * doubling to 1 s) so that a dead Redis costs a request a clock read, not
  * a connect(). Set-up (AUTH, SELECT, TIME) is pipelined ahead of the first
  * commands, which are held until TIME has told how far Redis' clock is
@@ -34,12 +39,14 @@
 
 #define CONNECT_TIMEOUT_MS 1000
 #define COMMAND_TIMEOUT_MS 2000
+/* A command sent gets "no reply" only after this long (see above). */
+#define REPLY_WAIT_MS 10000
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
 
 /* A command must have run this long after it was sent, or not at all
- * (see "Deadlines in Redis' clock" below); the rest of COMMAND_TIMEOUT_MS
- * is for its reply to arrive. */
+ * (see "Deadlines in Redis' clock" below); the rest of REPLY_WAIT_MS is
+ * for its reply to arrive. */
 #define DEADLINE_MS (COMMAND_TIMEOUT_MS - 500)
 
 static struct redis_url conf_url;
@@ -202,7 +209,8 @@ struct pending {
 	redis_reply_fn fn;
 	void *ctx;
 	int64_t give_up_ms;	/* monotonic */
-	bool answered;		/* told "no reply" at give_up_ms; a late reply is dropped */
+	bool answered;		/* told "no reply" (REPLY_WAIT_MS after its send);
+				 * a late reply is dropped */
 	struct pending *next;
 	struct held_cmd *held;	/* still to be sent (see below); NULL once sent */
 };
@@ -253,10 +261,11 @@ static __thread struct thread_conn *tc;
  * A call with a deadline carries the time, in Redis' clock, past which it
  * must do nothing: lua/lib/common.lua compares it with Redis' TIME and
  * answers DLOCKD_LATE, having changed nothing. dlockd gives up on a call
- * COMMAND_TIMEOUT_MS after sending it and answers 503, and a 503 must
- * never take effect; so the deadline must fall, in Redis' clock, before
- * that moment whatever happened earlier -- DEADLINE_MS after the send,
- * leaving time for the reply of a call that did run to come back.
+ * REPLY_WAIT_MS after sending it at the latest and answers 503, and a 503
+ * must never take effect; so the deadline must fall, in Redis' clock,
+ * well before that moment whatever happened earlier -- DEADLINE_MS after
+ * the send, leaving the rest for the reply of a call that did run to come
+ * back.
  *
  * That needs Redis' clock minus ours. Each connection learns it from
  * TIME: Redis read its clock at some instant between our send and the
@@ -692,20 +701,22 @@ bool redis_conn_run(int64_t now)
 	struct pending *p;
 	bool ran = false;
 
-	/* commands past their give-up are told one by one, in send order
-	 * (give_up_ms grows along the list); what they send meanwhile is
-	 * failed at once, as the connection is overdue */
-	while ((p = tc->due) && now >= p->give_up_ms) {
+	/* the oldest command unanswered past its give-up: send no more */
+	if (tc->due && now >= tc->due->give_up_ms)
+		tc->overdue = true;
+	/* commands with no reply after REPLY_WAIT_MS are told one by one, in
+	 * send order (give_up_ms grows along the list); what they send
+	 * meanwhile is failed at once, as the connection is overdue */
+	while ((p = tc->due) && now >= p->give_up_ms + REPLY_WAIT_MS - COMMAND_TIMEOUT_MS) {
 		tc->due = p->next;
 		p->answered = true;
-		tc->overdue = true;
 		p->fn(p->ctx, NULL);
 		ran = true;
 	}
 	if (tc->ctx && tc->overdue && !tc->due) {
 		char why[64];
 
-		snprintf(why, sizeof(why), "no reply within %d ms", COMMAND_TIMEOUT_MS);
+		snprintf(why, sizeof(why), "no reply within %d ms", REPLY_WAIT_MS);
 		conn_drop(why);
 	}
 	/* held past their time (the clock is still being measured) */
@@ -728,7 +739,9 @@ int64_t redis_conn_timeout_ms(int64_t now)
 		return 0;
 	if (!tc->due && !tc->held.head)
 		return -1;
-	at = tc->due ? tc->due->give_up_ms : INT64_MAX;
+	at = !tc->due ? INT64_MAX
+	     : tc->overdue ? tc->due->give_up_ms + REPLY_WAIT_MS - COMMAND_TIMEOUT_MS
+	     : tc->due->give_up_ms;
 	if (tc->held.head && tc->held.head->give_up_ms < at)
 		at = tc->held.head->give_up_ms;
 	return at > now ? at - now : 0;

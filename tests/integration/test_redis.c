@@ -504,6 +504,69 @@ TEST(calls_sent_later_in_a_stall_never_take_effect_after_a_503)
 		stall_with_calls(4200);
 }
 
+/* Send a busy loop of seconds s on c without waiting for its answer. */
+static void busy_send(redisContext *c, const char *s)
+{
+	int done = 0;
+
+	redisAppendCommand(c, "EVAL %s 0 %s",
+			   "local t = redis.call('time') local t0 = t[1] + t[2] / 1e6 "
+			   "repeat t = redis.call('time') until t[1] + t[2] / 1e6 - t0 > "
+			   "tonumber(ARGV[1]) return 1", s);
+	while (!done && redisBufferWrite(c, &done) == REDIS_OK)
+		;
+}
+
+/* Redis runs dlockd's release in time, 1 s into the turn that another
+ * client's 1 s script began, but writes its answer only after a second
+ * client's 1.5 s script has run too: 2.5 s after the send. dlockd used to
+ * answer 503 at 2 s, and the release had taken effect (found by hostile
+ * probing). A call already sent now waits for its reply (up to 10 s), so
+ * the answer says what happened. */
+TEST(a_call_redis_ran_but_answered_late_is_not_a_503)
+{
+	const char *const flags[] = { "--threads", "1", NULL };
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	redisContext *a = NULL, *b = NULL;
+	redisReply *rep;
+	char url[128];
+	struct http_resp r;
+	struct bg rel;
+
+	CHECK(redis_start(&rs) == 0, "start Redis");
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
+	CHECK(dlockd_start(&d, url, flags) == 0, "start dlockd");
+	http_on(d.base, "PUT", "/locks/late?owner=h&ttl_ms=60000", NULL, &r);
+	CHECK_STATUS(r, 200, "h takes the lock (and loads the scripts)");
+	http_free(&r);
+	http_on(d.base, "DELETE", "/locks/warm?owner=h", NULL, &r);
+	http_free(&r);
+	a = redis_client(&rs);
+	b = redis_client(&rs);
+	CHECK(a && b, "two more clients of Redis, connected before the stall");
+
+	busy_send(a, "1.0");
+	sleep_ms(100);
+	bg_start_on(&rel, d.base, "DELETE", "/locks/late?owner=h", NULL);
+	sleep_ms(150);
+	busy_send(b, "1.5");
+	bg_join(&rel);
+	CHECK(redis_exists(&rs, "late") == (rel.r.status == 503),
+	      "the release answered %ld and the lock is %s", rel.r.status,
+	      redis_exists(&rs, "late") ? "still there" : "gone");
+	CHECK_STATUS(rel.r, 200, "the release ran in time: its answer, late, says so");
+	http_free(&rel.r);
+	if (redisGetReply(a, (void **)&rep) == REDIS_OK)
+		freeReplyObject(rep);
+	if (redisGetReply(b, (void **)&rep) == REDIS_OK)
+		freeReplyObject(rep);
+	redisFree(a);
+	redisFree(b);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
 /* Does file path contain s? */
 static bool file_has(const char *path, const char *s)
 {
