@@ -125,6 +125,13 @@ static void *request_begin(void *cls, const char *uri, struct MHD_Connection *co
 	return rq;
 }
 
+/* A character of a token (RFC 9110 §5.6.2): methods and field names. */
+static bool tchar(unsigned char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+	       (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
 /* Is there a NUL inside the request target? MHD 0.9.75 finds the version
  * by searching back from the end of the request line and cuts the line in
  * place, "<target>\0HTTP/1.1", so every C string of the target (the path
@@ -167,6 +174,14 @@ static const char *request_start(struct request *rq, struct MHD_Connection *conn
 	const char *cl;
 	size_t len;
 
+	/* the method is a token (RFC 9110 §9.1) ending right before the
+	 * target: a NUL in it would leave MHD a shorter method than sent */
+	if (!bad && rq->target && method && method + strlen(method) + 1 != rq->target)
+		bad = "the request method holds a NUL byte";
+	for (const char *m = method; !bad && m && *m; m++)
+		if (!tchar((unsigned char)*m))
+			bad = "the request method holds a character a method may not";
+
 	rq->started = true;
 	rq->conn = conn;
 	rq->loop = current;
@@ -195,14 +210,9 @@ struct framing {
 	unsigned content_length, transfer_encoding, authorization, host;
 	const char *te;			/* the (last) Transfer-Encoding value */
 	bool folded;			/* a line folded onto the next (obs-fold) */
+	bool ctl_value;			/* a value holding a bare CR or another control */
 	char bad_name[72];		/* a field name that is not a token */
 };
-
-static bool tchar(unsigned char c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-	       (c && strchr("!#$%&'*+-.^_`|~", c));
-}
 
 /* Did this field come on one line? MHD 0.9.75 leaves a field where it lay
  * in its read buffer, the colon overwritten: "<name>\0<blanks><value>".
@@ -230,10 +240,18 @@ static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const 
 	struct framing *f = cls;
 
 	(void)kind;
-	(void)value_len;
 	if (!one_line(key, key_len, value)) {
 		f->folded = true;
 		return MHD_YES;
+	}
+	/* RFC 9110 §5.5: no CR, LF, NUL or other control but HTAB in a value;
+	 * a bare CR that MHD leaves in the value another parser may take
+	 * for a line end, and read a field this one does not see */
+	for (size_t i = 0; i < value_len; i++) {
+		unsigned char c = (unsigned char)value[i];
+
+		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			f->ctl_value = true;
 	}
 	for (size_t i = 0; i < key_len; i++) {
 		if (!tchar((unsigned char)key[i])) {
@@ -274,6 +292,8 @@ static const char *framing_check(struct request *rq, const char *version)
 		why = "a header field is folded onto the next line (obs-fold); send each on one line";
 	else if (f.bad_name[0])
 		why = "a header field name holds a character a name may not (whitespace before the colon?)";
+	else if (f.ctl_value)
+		why = "a header field value holds a control character (a bare CR?)";
 	else if (f.content_length > 1)
 		why = "Content-Length is given more than once";
 	else if (f.transfer_encoding && f.content_length)

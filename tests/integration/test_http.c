@@ -355,6 +355,43 @@ TEST(nul_and_control_bytes_in_the_target_are_refused)
 	CHECK(nul_logged, "the log shows where the NUL was, and the 400");
 }
 
+/* A NUL or control byte in the method, or a bare CR or other control in a
+ * header value (found by hostile probing): MHD served "GET\0PUT /x" as a
+ * GET and took "X: a\rContent-Length: 0" as one field where a parser
+ * ending lines on a bare CR sees a Content-Length; each is refused and
+ * closed, and the force release sent behind it never runs. */
+TEST(control_bytes_in_the_method_or_a_field_value_are_refused)
+{
+	static const char *const cases[][2] = {
+		/* what, request head ('^' becomes a NUL; %s: the lock name) */
+		{ "a NUL in the method", "GET^PUT /locks/%sa?owner=c HTTP/1.1\r\nHost: x\r\n\r\n" },
+		{ "a control byte before the method", "\x01PUT /locks/%sb?owner=c HTTP/1.1\r\nHost: x\r\n\r\n" },
+		{ "a NUL inside the method", "PU^T /locks/%sc?owner=c HTTP/1.1\r\nHost: x\r\n\r\n" },
+		{ "a bare CR in a field value", "PUT /locks/%sd?owner=c HTTP/1.1\r\nHost: x\r\n"
+		  "X: a\rContent-Length: 0\r\nContent-Length: 0\r\n\r\n" },
+		{ "a control byte in a field value", "PUT /locks/%se?owner=c HTTP/1.1\r\nHost: x\r\n"
+		  "X: a\x0b" "b\r\n\r\n" },
+	};
+	const char *n = lockname("ctl");
+	const char *victim = lockname("cvictim");
+	char head[512], req[1024], vpath[300], took[300];
+
+	snprintf(vpath, sizeof(vpath), "/locks/%s", victim);
+	hold(victim, "keeper");
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t len;
+
+		snprintf(head, sizeof(head), cases[i][1], n);
+		len = (size_t)snprintf(req, sizeof(req), "%sDELETE %s?force=true HTTP/1.1\r\n"
+				       "Host: x\r\n\r\n", head, vpath);
+		for (char *c = req; c < req + len; c++)
+			if (*c == '^')
+				*c = '\0';
+		snprintf(took, sizeof(took), "/locks/%s%c", n, "abcde"[i]);
+		refused_and_closed(&H_dlockd, cases[i][0], req, len, NULL, vpath, took);
+	}
+}
+
 /* The first Authorization would win (an admin token, then a client's, and
  * a force release is let through); RFC 9112 §3.2 refuses two Hosts. */
 TEST(a_repeated_authorization_or_host_is_refused)
