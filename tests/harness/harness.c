@@ -842,6 +842,45 @@ long long rcmd_int(const char *fmt, ...)
 	return v;
 }
 
+long long rcmd_int_on(const struct redis_srv *r, const char *fmt, ...)
+{
+	redisContext *c = redis_client(r);
+	redisReply *rep = NULL;
+	long long v = -999999;
+	va_list ap;
+
+	if (c) {
+		va_start(ap, fmt);
+		rep = redisvCommand(c, fmt, ap);
+		va_end(ap);
+	}
+	if (rep && rep->type == REDIS_REPLY_INTEGER)
+		v = rep->integer;
+	if (rep)
+		freeReplyObject(rep);
+	if (c)
+		redisFree(c);
+	return v;
+}
+
+bool file_contains(const char *path, const char *s)
+{
+	enum { CAP = 1 << 16 };
+	char *buf = malloc(CAP);
+	FILE *f = fopen(path, "r");
+	size_t n = f && buf ? fread(buf, 1, CAP - 1, f) : 0;
+	bool found = false;
+
+	if (buf) {
+		buf[n] = '\0';
+		found = strstr(buf, s) != NULL;
+	}
+	if (f)
+		fclose(f);
+	free(buf);
+	return found;
+}
+
 long long redis_evalsha_calls(void)
 {
 	redisReply *r = rcmd("INFO commandstats");

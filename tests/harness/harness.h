@@ -93,6 +93,11 @@ redisContext *redis_client(const struct redis_srv *r);
 /* Run a command on the shared Redis; returns the reply (free it). */
 redisReply *rcmd(const char *fmt, ...);
 long long rcmd_int(const char *fmt, ...);
+/* The integer reply of a command on r, on a connection of its own;
+ * -999999 when there is none (no connection, an error, another type). */
+long long rcmd_int_on(const struct redis_srv *r, const char *fmt, ...);
+/* Does the file at path (its first 64 KiB) contain s? */
+bool file_contains(const char *path, const char *s);
 /* Calls of EVALSHA so far on the shared Redis (INFO commandstats). */
 long long redis_evalsha_calls(void);
 

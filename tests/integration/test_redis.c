@@ -302,18 +302,6 @@ static bool held_by(const struct redis_srv *rs, const char *name, const char *ow
 	return held;
 }
 
-static long long redis_exists(const struct redis_srv *rs, const char *key)
-{
-	redisContext *c = redis_client(rs);
-	redisReply *rep = c ? redisCommand(c, "EXISTS %s", key) : NULL;
-	long long n = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
-
-	if (rep)
-		freeReplyObject(rep);
-	redisFree(c);
-	return n;
-}
-
 /* The deadline a call carries into Redis is dlockd's clock converted to
  * Redis' clock with an offset learnt from a TIME round trip when a
  * connection opens. If Redis stalls while that TIME is in flight, a
@@ -389,7 +377,7 @@ TEST(a_stall_during_the_clock_probe_does_not_let_a_503_take_effect)
 	http_free(&put.r);
 	CHECK(WAIT_FOR(status_is(&d, "/readyz", 200), 5000), "ready again");
 	CHECK(held_by(&rs, "rel", "holder"), "the release answered 503 did not take effect");
-	CHECK(redis_exists(&rs, "put503") == 0, "the acquire answered 503 left no lock");
+	CHECK(rcmd_int_on(&rs, "EXISTS put503") == 0, "the acquire answered 503 left no lock");
 	CHECK(WAIT_FOR((http_on(d.base, "DELETE", "/locks/rel?owner=holder", NULL, &r),
 			http_free(&r), r.status == 200), 3000),
 	      "the holder's retry releases it (last status %ld)", r.status);
@@ -397,17 +385,6 @@ TEST(a_stall_during_the_clock_probe_does_not_let_a_503_take_effect)
 	redis_stop(&rs, false);
 }
 
-static long long rcmd_int_on(const struct redis_srv *rs, const char *cmd)
-{
-	redisContext *c = redis_client(rs);
-	redisReply *rep = c ? redisCommand(c, cmd) : NULL;
-	long long n = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
-
-	if (rep)
-		freeReplyObject(rep);
-	redisFree(c);
-	return n;
-}
 /* An answer and the state must agree for every call made while Redis
  * stalls: 503 means it did nothing, 200 that it took effect. The oldest
  * call times out 2 s into the stall; younger ones (sent 1.6-1.95 s in)
@@ -472,7 +449,7 @@ static void stall_with_calls(int resume_ms)
 	CHECK(WAIT_FOR(status_is(&d, "/readyz", 200), 5000), "ready again");
 
 	CHECK_ERROR(b[0].r, 503, "backend_unavailable", "the call that timed out");
-	CHECK(redis_exists(&rs, "s0") == 0, "the acquire answered 503 left no lock");
+	CHECK(rcmd_int_on(&rs, "EXISTS s0") == 0, "the acquire answered 503 left no lock");
 	for (int i = 1; i < NCALLS; i++) {
 		CHECK(b[i].r.status == 200 || b[i].r.status == 503, "%s %s: status %ld",
 		      calls[i].method, calls[i].path, b[i].r.status);
@@ -552,9 +529,9 @@ TEST(a_call_redis_ran_but_answered_late_is_not_a_503)
 	sleep_ms(150);
 	busy_send(b, "1.5");
 	bg_join(&rel);
-	CHECK(redis_exists(&rs, "late") == (rel.r.status == 503),
+	CHECK(rcmd_int_on(&rs, "EXISTS late") == (rel.r.status == 503),
 	      "the release answered %ld and the lock is %s", rel.r.status,
-	      redis_exists(&rs, "late") ? "still there" : "gone");
+	      rcmd_int_on(&rs, "EXISTS late") ? "still there" : "gone");
 	CHECK_STATUS(rel.r, 200, "the release ran in time: its answer, late, says so");
 	http_free(&rel.r);
 	if (redisGetReply(a, (void **)&rep) == REDIS_OK)
@@ -565,19 +542,6 @@ TEST(a_call_redis_ran_but_answered_late_is_not_a_503)
 	redisFree(b);
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	redis_stop(&rs, false);
-}
-
-/* Does file path contain s? */
-static bool file_has(const char *path, const char *s)
-{
-	char buf[65536];
-	FILE *f = fopen(path, "r");
-	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-
-	if (f)
-		fclose(f);
-	buf[n] = '\0';
-	return strstr(buf, s) != NULL;
 }
 
 /* Redis restarted from data older than its last grants (an RDB saved
@@ -668,10 +632,10 @@ TEST(redis_password_with_at_slash_colon_percent_encoded)
 	freeReplyObject(rep);
 	redisFree(c);
 	CHECK(dlockd_stop(&d, 5000) == 0 && dlockd_stop(&du, 5000) == 0, "clean exit");
-	CHECK(file_has(d.log, "redis://***@127.0.0.1") && file_has(du.log, "password=***"),
+	CHECK(file_contains(d.log, "redis://***@127.0.0.1") && file_contains(du.log, "password=***"),
 	      "the log shows the URLs with the password hidden");
-	CHECK(!file_has(d.log, "p%40ss") && !file_has(d.log, "p@ss") &&
-	      !file_has(du.log, "p%40ss") && !file_has(du.log, "p@ss"),
+	CHECK(!file_contains(d.log, "p%40ss") && !file_contains(d.log, "p@ss") &&
+	      !file_contains(du.log, "p%40ss") && !file_contains(du.log, "p@ss"),
 	      "and never the password");
 	redis_stop(&rs, false);
 }

@@ -5,7 +5,8 @@
  * before they write. dlockd stays up, answers 503 with Retry-After and
  * Redis' reason (409 wrong_kind for foreign data, never "cannot be
  * reached"), changes nothing, and works again once Redis does. A script
- * that fails in Redis is a 500 (tests/unit/test_locks.c). Each test runs its own redis-server and dlockd. */
+ * that fails in Redis is a 500 (tests/unit/test_locks.c). Each test runs
+ * its own redis-server and dlockd. */
 #include "../harness/harness.h"
 
 #include <signal.h>
@@ -32,18 +33,6 @@ static bool on_redis(const struct redis_srv *rs, const char *fmt, ...)
 		freeReplyObject(rep);
 	redisFree(c);
 	return ok;
-}
-
-static long long exists_on(const struct redis_srv *rs, const char *key)
-{
-	redisContext *c = redis_client(rs);
-	redisReply *rep = c ? redisCommand(c, "EXISTS %s", key) : NULL;
-	long long n = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -1;
-
-	if (rep)
-		freeReplyObject(rep);
-	redisFree(c);
-	return n;
 }
 
 /* PING on rs answers BUSY (a script runs past busy-reply-threshold). */
@@ -148,8 +137,8 @@ TEST(redis_replica_is_a_503_that_says_read_only)
 	CHECK_ERROR(r, 503, "backend_unavailable", "fair acquire on a replica");
 	CHECK(message_has(&r, "read-only replica"), "saying why: %s", r.body);
 	http_free(&r);
-	CHECK(exists_on(&master, "ro") == 0 && exists_on(&replica, "ro") == 0 &&
-	      exists_on(&master, "ro2") == 0, "no lock anywhere");
+	CHECK(rcmd_int_on(&master, "EXISTS ro") == 0 && rcmd_int_on(&replica, "EXISTS ro") == 0 &&
+	      rcmd_int_on(&master, "EXISTS ro2") == 0, "no lock anywhere");
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	redis_stop(&replica, false);
 	redis_stop(&master, false);
@@ -206,7 +195,7 @@ TEST(redis_acl_refusal_is_a_503_that_says_no_permission)
 	CHECK_ERROR(r, 503, "backend_unavailable", "acquire whose script may not write");
 	CHECK(message_has(&r, "no permission (NOPERM)"), "saying why: %s", r.body);
 	http_free(&r);
-	CHECK(exists_on(&rs, "acl") == 0, "no lock");
+	CHECK(rcmd_int_on(&rs, "EXISTS acl") == 0, "no lock");
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	CHECK(dlockd_stop(&d2, 5000) == 0, "clean exit");
 	redis_stop(&rs, false);
@@ -228,7 +217,7 @@ TEST(redis_out_of_memory_is_a_503_that_says_so)
 	CHECK(r.retry_after[0], "with Retry-After");
 	CHECK(message_has(&r, "out of memory"), "saying why: %s", r.body);
 	http_free(&r);
-	CHECK(exists_on(&rs, "oom") == 0, "no lock");
+	CHECK(rcmd_int_on(&rs, "EXISTS oom") == 0, "no lock");
 	CHECK(on_redis(&rs, "CONFIG SET maxmemory 0"), "memory again");
 	http_on(d.base, "PUT", "/locks/oom?owner=a", NULL, &r);
 	CHECK_STATUS(r, 200, "acquire works again");
@@ -264,8 +253,9 @@ TEST(data_of_another_kind_under_a_locks_keys_is_wrong_kind_and_left_alone)
 		CHECK_ERROR(r, 409, "wrong_kind", cases[i].path);
 		CHECK(!message_has(&r, "cannot be reached"), "not that Redis cannot be reached");
 		http_free(&r);
-		CHECK(exists_on(&rs, cases[i].lock) == 0, "%s: no half-written lock", cases[i].path);
-		CHECK(exists_on(&rs, cases[i].key) == 1, "%s: the data is left", cases[i].key);
+		CHECK(rcmd_int_on(&rs, "EXISTS %s", cases[i].lock) == 0, "%s: no half-written lock",
+		      cases[i].path);
+		CHECK(rcmd_int_on(&rs, "EXISTS %s", cases[i].key) == 1, "%s: the data is left", cases[i].key);
 	}
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	redis_stop(&rs, false);
@@ -292,31 +282,6 @@ static char *dump_of(const struct redis_srv *rs, const char *key)
 		freeReplyObject(rep);
 	redisFree(c);
 	return s;
-}
-
-static long long pttl_on(const struct redis_srv *rs, const char *key)
-{
-	redisContext *c = redis_client(rs);
-	redisReply *rep = c ? redisCommand(c, "PTTL %s", key) : NULL;
-	long long n = rep && rep->type == REDIS_REPLY_INTEGER ? rep->integer : -3;
-
-	if (rep)
-		freeReplyObject(rep);
-	redisFree(c);
-	return n;
-}
-
-/* Does dlockd's log file contain s? */
-static bool log_has(const struct dlockd_srv *d, const char *s)
-{
-	char buf[1 << 16];
-	FILE *f = fopen(d->log, "r");
-	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-
-	if (f)
-		fclose(f);
-	buf[n] = '\0';
-	return strstr(buf, s) != NULL;
 }
 
 /* Redis refusing the SUBSCRIBE itself (no channels for the user): the
@@ -347,7 +312,7 @@ TEST(redis_refusing_subscribe_is_logged_and_waiters_still_served)
 	CHECK(w.done_ms - t0 < 4000 * slow_factor(), "at h's lease end, not its 20 s wait: %lld ms",
 	      (long long)(w.done_ms - t0));
 	http_free(&w.r);
-	CHECK(WAIT_FOR(log_has(&d, "redis refused a subscription"), 3000),
+	CHECK(WAIT_FOR(file_contains(d.log, "redis refused a subscription"), 3000),
 	      "the refusal is in the log");
 
 	CHECK(on_redis(&rs, "ACL SETUSER default allchannels"), "channels allowed again");
@@ -474,8 +439,8 @@ TEST(redis_refusing_publish_is_a_503_that_changes_nothing)
 			free(before[k]);
 		}
 		if (cases[i].lease_key)
-			CHECK(pttl_on(&rs, cases[i].lease_key) > 30000, "%s: the lease is kept (%lld)",
-			      what, pttl_on(&rs, cases[i].lease_key));
+			CHECK(rcmd_int_on(&rs, "PTTL %s", cases[i].lease_key) > 30000, "%s: the lease is kept (%lld)",
+			      what, rcmd_int_on(&rs, "PTTL %s", cases[i].lease_key));
 
 		CHECK(on_redis(&rs, "ACL SETUSER default allchannels"), "allow channels again");
 		http_on(d.base, cases[i].method, cases[i].path, cases[i].body, &r);
@@ -510,7 +475,7 @@ TEST(redis_refusing_publish_leaves_a_given_up_place_to_expire)
 	CHECK_STATUS(r, 200, "h takes g1");
 	http_free(&r);
 	bg_start_on(&b, d.base, "PUT", "/fairlocks/g1?owner=q&wait_ms=1500", NULL);
-	CHECK(WAIT_FOR(exists_on(&rs, "redisson_lock_queue:{g1}") == 1, 5000), "q queues");
+	CHECK(WAIT_FOR(rcmd_int_on(&rs, "EXISTS redisson_lock_queue:{g1}") == 1, 5000), "q queues");
 	CHECK(on_redis(&rs, QUEUE_WAITER, queue_waiter_lua, "g1", "g1", "w2"), "w2 behind q");
 	CHECK((before = dump_of(&rs, "redisson_lock_queue:{g1}")), "DUMP");
 	bg_join(&b);
@@ -531,7 +496,8 @@ TEST(redis_refusing_publish_leaves_a_given_up_place_to_expire)
 	CHECK_ERROR(b.r, 409, "locked", "the writer gives up");
 	http_free(&b.r);
 	CHECK(on_redis(&rs, "ZSCORE dlockd_rwlock_writers:{g2} w") &&
-	      exists_on(&rs, "dlockd_rwlock_writers:{g2}") == 1, "the writer is still registered");
+	      rcmd_int_on(&rs, "EXISTS dlockd_rwlock_writers:{g2}") == 1,
+	      "the writer is still registered");
 
 	CHECK(on_redis(&rs, "ACL SETUSER default allchannels"), "allow channels again");
 	CHECK(kill(d.pid, 0) == 0, "dlockd is still running");
