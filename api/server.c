@@ -63,6 +63,7 @@ struct loop {
 	int epfd;		/* MHD's epoll fd, the Redis socket, kick */
 	int kick;		/* eventfd: the phase changed */
 	int redis_fd;		/* registered in epfd, or -1 */
+	unsigned redis_gen;	/* ... for this connection (redis_conn_fd) */
 	int mhd_fd;		/* MHD's epoll fd, in epfd */
 	unsigned redis_events;
 	int phase;		/* enum loop_phase, set by the main thread */
@@ -538,17 +539,21 @@ static void epoll_set(int epfd, int op, int fd, uint32_t events)
 /* Watch the Redis socket for what the connection wants now. */
 static void watch_redis(struct loop *l)
 {
-	unsigned want;
-	int fd = redis_conn_fd(&want);
+	unsigned want, gen;
+	int fd = redis_conn_fd(&want, &gen);
 	uint32_t ev = (want & REDIS_CONN_READ ? EPOLLIN : 0) | (want & REDIS_CONN_WRITE ? EPOLLOUT : 0);
+	bool same = fd == l->redis_fd && gen == l->redis_gen;
 
-	if (fd == l->redis_fd && ev == l->redis_events)
+	if (same && ev == l->redis_events)
 		return;
-	if (l->redis_fd >= 0 && fd != l->redis_fd)
-		epoll_set(l->epfd, EPOLL_CTL_DEL, l->redis_fd, 0);	/* closed: gone already */
+	/* a closed socket has left the set already; a new one may have got
+	 * its number: the DEL then finds nothing, and the ADD registers it */
+	if (l->redis_fd >= 0 && !same)
+		epoll_set(l->epfd, EPOLL_CTL_DEL, l->redis_fd, 0);
 	if (fd >= 0)
-		epoll_set(l->epfd, fd == l->redis_fd ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, ev);
+		epoll_set(l->epfd, same ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, ev);
 	l->redis_fd = fd;
+	l->redis_gen = gen;
 	l->redis_events = ev;
 }
 

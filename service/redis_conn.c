@@ -241,6 +241,7 @@ struct thread_conn {
 					 * (those before it were: a prefix, as
 					 * give_up_ms grows along sent); NULL: none */
 	struct pending_list failed;	/* to be told "no reply" by redis_conn_run */
+	unsigned generation;		/* bumped by every new connection */
 	int64_t next_try_ms;		/* monotonic; no reconnect before this */
 	int64_t backoff_ms;
 
@@ -571,6 +572,7 @@ static void conn_open_async(void)
 
 	tc->ctx = conf_url.unix_path ? redisConnectUnixNonBlock(conf_url.unix_path)
 				     : redisConnectNonBlock(conf_url.host, conf_url.port);
+	tc->generation++;
 	if (!tc->ctx || tc->ctx->err) {
 		log_debug("redis connect failed: %s", tc->ctx ? tc->ctx->errstr : "out of memory");
 		if (tc->ctx)
@@ -614,9 +616,10 @@ void redis_conn_send(int argc, const char **argv, const size_t *lens, bool deadl
 	append(p, argc, argv, lens, deadline);
 }
 
-int redis_conn_fd(unsigned *events)
+int redis_conn_fd(unsigned *events, unsigned *generation)
 {
 	*events = 0;
+	*generation = tc->generation;
 	if (!tc->ctx)
 		return -1;
 	if (tc->connected)

@@ -56,8 +56,10 @@ void redis_conn_thread_exit(void);
 void redis_conn_send(int argc, const char **argv, const size_t *lens, bool deadline,
 		     redis_reply_fn fn, void *ctx);
 
-/* The socket to watch and for what (REDIS_CONN_*), or -1 while down. */
-int redis_conn_fd(unsigned *events);
+/* The socket to watch and for what (REDIS_CONN_*), or -1 while down;
+ * *generation changes with every new connection, since a new socket may
+ * get the number of the one just closed (which left the epoll set). */
+int redis_conn_fd(unsigned *events, unsigned *generation);
 /* Write what is queued, as far as the socket takes it. */
 void redis_conn_flush(void);
 /* The socket reported writable: finish connecting, then flush. */
