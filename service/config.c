@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +49,9 @@ static const struct option_row rows[O_COUNT] = {
 		"'#' '%' '&' in them (%40 %2F ...)", "redis://127.0.0.1:6379/0" },
 	[O_THREADS] = { "threads", "DLOCKD_THREADS", OPT_INT, 1, 256, "N",
 		"event loop threads, each with its share of the HTTP connections "
-		"and one pipelined Redis connection", "one per core, at most 64" },
+		"and one pipelined Redis connection",
+		"one per CPU dlockd may use (its affinity mask, capped by a cgroup v2 CPU "
+		"quota), at most 64" },
 	[O_DEFAULT_TTL] = { "default-ttl-ms", "DLOCKD_DEFAULT_TTL_MS", OPT_INT, 1, INT32_MAX,
 		"MS", "lease when a request gives no ttl_ms; at most --max-ttl-ms", "30000" },
 	[O_MAX_TTL] = { "max-ttl-ms", "DLOCKD_MAX_TTL_MS", OPT_INT, 1, INT32_MAX, "MS",
@@ -309,17 +312,62 @@ static int check_consistent(struct config *cfg)
 	return 0;
 }
 
+unsigned config_cpu_quota(const char *cpu_max)
+{
+	long long quota, period;
+
+	if (!cpu_max || sscanf(cpu_max, "%lld %lld", &quota, &period) != 2 || quota <= 0 ||
+	    period <= 0)
+		return 0;
+	return (unsigned)((quota + period - 1) / period);
+}
+
+/* The CPUs dlockd may run on: its affinity mask (taskset, a cpuset),
+ * capped by the CPU quota of its cgroup v2 ("0::<path>" in
+ * /proc/self/cgroup), so that a sidecar limited to half a core on a
+ * 64-core node runs one loop, not 64. At least 1. */
+static unsigned usable_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	char line[512], path[600], buf[64];
+	cpu_set_t set;
+	FILE *f, *m;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0)
+		n = CPU_COUNT(&set);
+	f = fopen("/proc/self/cgroup", "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "0::", 3))
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		snprintf(path, sizeof(path), "/sys/fs/cgroup%s/cpu.max",
+			 strcmp(line + 3, "/") ? line + 3 : "");
+		m = fopen(path, "r");
+		if (m && fgets(buf, sizeof(buf), m)) {
+			unsigned q = config_cpu_quota(buf);
+
+			if (q && q < n)
+				n = q;
+		}
+		if (m)
+			fclose(m);
+	}
+	if (f)
+		fclose(f);
+	return n > 0 ? (unsigned)n : 1;
+}
+
 int config_load(struct config *cfg, int argc, char **argv)
 {
 	struct option longopts[O_COUNT + 3];
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned cpus = usable_cpus();
 	int c;
 
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->listen = xstrdup("127.0.0.1:8080");
 	cfg->redis_url = xstrdup("redis://127.0.0.1:6379/0");
-	/* A loop never blocks on Redis, so one per core keeps them busy. */
-	cfg->threads = cores > 0 ? (unsigned)(cores > 64 ? 64 : cores) : 2;
+	/* A loop never blocks on Redis, so one per usable CPU keeps them busy. */
+	cfg->threads = cpus > 64 ? 64 : cpus;
 	cfg->default_ttl_ms = 30000;
 	cfg->max_ttl_ms = 86400000;
 	cfg->max_wait_ms = 300000;

@@ -33,6 +33,11 @@ void config_release(struct config *cfg);
 /* Parse "host:port" or "[v6]:port" into addr; 0 on success, -1 if malformed. */
 int config_parse_listen(const char *s, struct sockaddr_storage *addr, socklen_t *len);
 
+/* The CPUs a cgroup v2 "cpu.max" line ("<quota> <period>" in µs, or
+ * "max <period>") allows, rounded up; 0 when it sets no limit or is not
+ * such a line. */
+unsigned config_cpu_quota(const char *cpu_max);
+
 /* Parse a whole decimal integer in [min, max]; 0 on success, -1 otherwise. */
 int config_parse_int(const char *s, int64_t min, int64_t max, int64_t *out);
 

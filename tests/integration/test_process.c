@@ -103,6 +103,19 @@ TEST(version_is_printed_exported_and_logged)
 	CHECK(logged, "the start-up line says '%s' (see %s)", out, d.log);
 }
 
+/* The default --threads follows the CPUs dlockd may use: pinned to one
+ * CPU (taskset, as a cpuset or a CPU quota of half a core would), it runs
+ * one event loop, not one per core of the machine. */
+TEST(default_threads_follow_the_affinity_mask)
+{
+	char cmd[600], out[8192];
+
+	snprintf(cmd, sizeof(cmd), "timeout -s TERM 1 taskset -c 0 %s --listen 127.0.0.1:0 "
+		 "--redis redis://127.0.0.1:1/0 2>&1", dlockd_binary());
+	run_capture(cmd, out, sizeof(out));
+	CHECK(strstr(out, ", 1 threads,"), "pinned to CPU 0: one loop; the start-up line: %s", out);
+}
+
 TEST(bad_flags_are_refused)
 {
 	char cmd[300], out[4096];

@@ -73,6 +73,18 @@ static void test_config__inconsistent_settings_are_refused(void **state)
 
 /* A bad --redis is refused at start with what is wrong, and the password
  * is not printed. */
+static void test_config__cgroup_cpu_quota_rounds_up(void **state)
+{
+	(void)state;
+	assert_int_equal(config_cpu_quota("50000 100000\n"), 1);	/* half a core */
+	assert_int_equal(config_cpu_quota("150000 100000"), 2);
+	assert_int_equal(config_cpu_quota("400000 100000"), 4);
+	assert_int_equal(config_cpu_quota("max 100000\n"), 0);	/* no limit */
+	assert_int_equal(config_cpu_quota(""), 0);
+	assert_int_equal(config_cpu_quota("0 100000"), 0);
+	assert_int_equal(config_cpu_quota(NULL), 0);
+}
+
 static void test_config__a_bad_redis_url_is_refused_with_why(void **state)
 {
 	char *argv[] = { (char[]){ "dlockd" }, (char[]){ "--redis" },
@@ -104,6 +116,7 @@ int main(void)
 		cmocka_unit_test(test_config__flags_win_over_environment),
 		cmocka_unit_test(test_config__inconsistent_settings_are_refused),
 		cmocka_unit_test(test_config__a_bad_redis_url_is_refused_with_why),
+		cmocka_unit_test(test_config__cgroup_cpu_quota_rounds_up),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
