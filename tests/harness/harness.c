@@ -522,6 +522,20 @@ int http(const char *method, const char *path, const char *body, struct http_res
 	return http_on(H_dlockd.base, method, path, body, r);
 }
 
+long req(const char *method, const char *path, struct http_resp *out)
+{
+	struct http_resp r;
+	long st;
+
+	http(method, path, NULL, &r);
+	st = r.status;
+	if (out)
+		*out = r;
+	else
+		http_free(&r);
+	return st;
+}
+
 void http_free(struct http_resp *r)
 {
 	free(r->body);
@@ -880,6 +894,20 @@ bool file_contains(const char *path, const char *s)
 	free(buf);
 	return found;
 }
+
+const char redisson_acquire[] =
+	"if ((redis.call('exists', KEYS[1]) == 0) or "
+	"(redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then "
+	"redis.call('hincrby', KEYS[1], ARGV[2], 1); "
+	"redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; "
+	"return redis.call('pttl', KEYS[1]);";
+
+const char redisson_unlock[] =
+	"if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
+	"local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
+	"if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; "
+	"else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); return 1; end; "
+	"return nil;";
 
 long long redis_evalsha_calls(void)
 {

@@ -80,6 +80,10 @@ int http(const char *method, const char *path, const char *body, struct http_res
  * (NULL: none). */
 void http_bearer(const char *token);
 void http_free(struct http_resp *r);
+/* method path on H_dlockd with no body; returns the status (0: no
+ * answer). With out, the response is handed over (http_free it), else
+ * freed. */
+long req(const char *method, const char *path, struct http_resp *out);
 const char *json_str(const struct http_resp *r, const char *key);
 long long json_int(const struct http_resp *r, const char *key);
 int json_bool(const struct http_resp *r, const char *key);	/* -1 if absent */
@@ -98,6 +102,14 @@ long long rcmd_int(const char *fmt, ...);
 long long rcmd_int_on(const struct redis_srv *r, const char *fmt, ...);
 /* Does the file at path (its first 64 KiB) contain s? */
 bool file_contains(const char *path, const char *s);
+/* Redisson's own RLock scripts, as a Java client runs them:
+ * acquire  KEYS[1] lock, ARGV[1] lease ms, ARGV[2] field: nil when
+ *          acquired, else the PTTL;
+ * unlock   KEYS[1] lock, KEYS[2] channel, ARGV[1] message, ARGV[2] lease
+ *          ms, ARGV[3] field, ARGV[4] publish command: 1 freed, 0 still
+ *          held, nil not held. */
+extern const char redisson_acquire[], redisson_unlock[];
+
 /* Calls of EVALSHA so far on the shared Redis (INFO commandstats). */
 long long redis_evalsha_calls(void);
 

@@ -8,22 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Redisson's RLock acquire: nil when acquired, else the PTTL. */
-static const char *redisson_acquire =
-	"if ((redis.call('exists', KEYS[1]) == 0) or "
-	"(redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then "
-	"redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-	"redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; "
-	"return redis.call('pttl', KEYS[1]);";
-
-/* Redisson's RLock unlock (without the latch): 1 freed, 0 still held, nil not held. */
-static const char *redisson_unlock =
-	"if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
-	"local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
-	"if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; "
-	"else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); return 1; end; "
-	"return nil;";
-
 #define JAVA_FIELD "9c345276-aa6e-44c1-b478-bf4b14ba1498:805"
 
 TEST(redisson_holder_excludes_dlockd_and_its_release_wakes_a_dlockd_waiter)

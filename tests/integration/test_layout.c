@@ -22,20 +22,6 @@ static const char *P(const char *res, const char *name, const char *side, const 
 	return pbuf;
 }
 
-static long req(const char *method, const char *path, struct http_resp *out)
-{
-	struct http_resp r;
-	long st;
-
-	http(method, path, NULL, &r);
-	st = r.status;
-	if (out)
-		*out = r;
-	else
-		http_free(&r);
-	return st;
-}
-
 static bool has(const struct http_resp *r, const char *text)
 {
 	const char *m = json_str(r, "message");
@@ -298,22 +284,6 @@ TEST(locked_says_what_is_in_the_way)
 }
 
 /* ----- Also: --key-prefix ----- */
-
-/* Redisson's RLock acquire: nil when acquired, else the PTTL. */
-static const char *redisson_acquire =
-	"if ((redis.call('exists', KEYS[1]) == 0) or "
-	"(redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then "
-	"redis.call('hincrby', KEYS[1], ARGV[2], 1); "
-	"redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; "
-	"return redis.call('pttl', KEYS[1]);";
-
-/* Redisson's RLock unlock (without the latch): 1 freed, 0 still held, nil not held. */
-static const char *redisson_unlock =
-	"if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
-	"local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
-	"if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); return 0; "
-	"else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); return 1; end; "
-	"return nil;";
 
 TEST(key_prefix_puts_every_key_under_it_and_redisson_shares_it)
 {

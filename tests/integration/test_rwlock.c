@@ -19,20 +19,6 @@ static const char *RW(const char *name, const char *side, const char *query)
 	return pbuf;
 }
 
-static long req(const char *method, const char *path, struct http_resp *out)
-{
-	struct http_resp r;
-	long st;
-
-	http(method, path, NULL, &r);
-	st = r.status;
-	if (out)
-		*out = r;
-	else
-		http_free(&r);
-	return st;
-}
-
 static bool waiting(int n)
 {
 	return metric_value(&H_dlockd, "dlockd_waiters") >= n;
