@@ -1,0 +1,20 @@
+/* backend.h -- what the lock domain runs on in one event loop: the loop,
+ * its Redis connection and its waiters. Made by the composition root
+ * (main.c) for each loop; handlers pass it to every lock operation, and
+ * never look inside. */
+#ifndef DLOCKD_BACKEND_H
+#define DLOCKD_BACKEND_H
+
+struct loop;
+struct pubsub;
+struct redis_conn;
+struct waiters;
+
+struct backend {
+	struct loop *loop;
+	struct redis_conn *redis;	/* the loop's pipelined connection */
+	struct waiters *waiters;	/* the loop's waiting requests */
+	struct pubsub *pubsub;		/* the subscriber, shared by every loop */
+};
+
+#endif
