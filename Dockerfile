@@ -11,7 +11,7 @@ RUN apt-get update \
       libmicrohttpd-dev libjansson-dev libhiredis-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY Makefile openapi.yaml ./
+COPY Makefile openapi.yaml main.c ./
 COPY api api
 COPY service service
 COPY lua lua

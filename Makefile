@@ -20,7 +20,7 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 TEST_LIBS = $(shell pkg-config --libs libcurl cmocka 2>/dev/null)
 
-SERVICE_SRC = $(filter-out service/main.c,$(wildcard service/*.c))
+SERVICE_SRC = $(wildcard service/*.c)
 API_SRC = $(wildcard api/*.c)
 LIB_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(SERVICE_SRC) $(API_SRC)) $(BUILD)/lua_scripts.o \
 	$(BUILD)/openapi_doc.o
@@ -49,7 +49,7 @@ DLOCKD_VERSION := $(shell { [ -e .git ] && git describe --always --dirty 2>/dev/
 	sed -n 's/^  version: *//p' openapi.yaml | head -n 1)
 
 .PHONY: all deps deps-build deps-run deps-lint deps-fuzz run test test-asan test-valgrind \
-	unit integration install lint contract-tools bench fuzz chaos clean FORCE
+	check-layers unit integration install lint contract-tools bench fuzz chaos clean FORCE
 all: $(BUILD)/dlockd
 
 # Install what is missing; a no-op (one dpkg query) when all is there. Node
@@ -80,7 +80,7 @@ deps deps-build deps-run deps-lint deps-fuzz:
 		{ echo "could not install: $$missing" >&2; exit 1; }; \
 	fi
 
-$(BUILD)/dlockd: $(BUILD)/service/main.o $(LIB_OBJS)
+$(BUILD)/dlockd: $(BUILD)/main.o $(LIB_OBJS)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
 $(BUILD)/%.o: %.c | deps-build
@@ -162,8 +162,13 @@ $(CONTRACT)/node_modules/.done: $(CONTRACT)/package.json $(CONTRACT)/package-loc
 	cd $(CONTRACT) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# The layers: service/ never includes api/, api/ never speaks Redis, lua/
+# never knows HTTP (tests/check-layers.sh; `make test` runs it first).
+check-layers:
+	@sh tests/check-layers.sh
+
 # Every test; prints "N passed, M failed" last and fails if M > 0.
-test: deps $(BUILD)/dlockd $(UNIT_BINS) $(ITEST_BIN) contract-tools
+test: check-layers deps $(BUILD)/dlockd $(UNIT_BINS) $(ITEST_BIN) contract-tools
 	@sh tests/run.sh $(BUILD)
 
 test-asan:

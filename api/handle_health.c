@@ -1,5 +1,5 @@
 /* handle_health.c -- /healthz (the process answers), /readyz (Redis answers
- * PING on this loop's connection -- not an error such as LOADING, whose
+ * PING on this loop's backend -- not an error such as LOADING, whose
  * meaning the 503 says -- and the subscriber is connected),
  * /metrics (Prometheus text) and /openapi.yaml (the contract, embedded at
  * build time). */
@@ -7,10 +7,7 @@
 
 #include "reply.h"
 #include "server.h"
-#include "../service/log.h"
 #include "../service/metrics.h"
-#include "../service/pubsub.h"
-#include "../service/redis_conn.h"
 #include "../service/util.h"
 #include "../service/waiters.h"
 
@@ -20,30 +17,22 @@
 extern const char openapi_doc[];
 extern const size_t openapi_doc_len;
 
-/* PING's answer; an error reply (LOADING, BUSY, NOPERM...) is kept,
- * explained, in rq->state.fault. */
-static void on_pong(void *ctx, redisReply *r)
+static void on_pong(void *ctx, enum lock_result r, const struct lock_state *st)
 {
 	struct request *rq = ctx;
 
-	rq->redis_ok = r && r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "PONG");
-	rq->state.fault = NULL;
-	if (r && r->type == REDIS_REPLY_ERROR) {
-		rq->state.fault = redis_error_unavailable(r->str);
-		if (!rq->state.fault)
-			rq->state.fault = "redis answered PING with an error (see dlockd's log)";
-		log_warn("readyz: redis answered PING: %s", r->str);
-	}
+	rq->op.result = r;
+	rq->op.state = *st;
 	server_resume(rq);
 }
 
 static enum MHD_Result ready_checked(struct request *rq)
 {
-	if (!rq->redis_ok)
+	if (rq->op.result != LOCK_OK)
 		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL, "%s",
-				   rq->state.fault ? rq->state.fault
-						 : "redis cannot be reached; retry shortly");
-	if (!pubsub_connected())
+				   rq->op.state.fault ? rq->op.state.fault
+						    : "redis cannot be reached; retry shortly");
+	if (!locks_subscriber_up(rq->backend))
 		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
 				   "redis cannot be reached by the subscriber; retry shortly");
 	return reply_json(rq, 200, json_pack("{s:s}", "status", "ready"));
@@ -60,10 +49,10 @@ enum MHD_Result handle_health(struct request *rq)
 	case OP_HEALTHZ:
 		return reply_json(rq, 200, json_pack("{s:s}", "status", "ok"));
 	case OP_READYZ:
-		redis_conn_send(1, (const char *[]){ "PING" }, NULL, false, on_pong, rq);
-		return server_await(rq, ready_checked);
+		locks_ping(rq->backend, on_pong, rq);
+		return server_suspend(rq, ready_checked);
 	case OP_METRICS:
-		text = metrics_render(waiters_count(), &len);
+		text = metrics_render(waiters_count_all(), &len);
 		return reply_text(rq, 200, "text/plain; version=0.0.4", text, len);
 	case OP_OPENAPI:
 		text = xmalloc(openapi_doc_len);

@@ -1,23 +1,27 @@
-/* server.c -- the event loops, and the life of a request on them.
+/* server.c -- the HTTP server: one libmicrohttpd daemon per event loop,
+ * and the life of a request on it.
  *
- * Each of --threads loop threads runs its own libmicrohttpd daemon (all
- * accept on one listening socket) in MHD's external epoll mode, together
- * with its own pipelined Redis connection (redis_conn.c), in one epoll
- * set: a request's Redis call is queued without blocking, the connection
- * is suspended, and the loop writes every queued call in one go; when the
- * replies come in, their connections are resumed and answered in the same
- * turn of the loop. Nothing blocks a loop but epoll_wait().
+ * Each loop (service/loop.c, run by its own thread) carries a daemon in
+ * MHD's external epoll mode: MHD's epoll fd is watched by the loop, and
+ * MHD_run runs in a task deferred to the end of the turn whenever that fd
+ * is ready, MHD's timeout is due, a connection was handed to the daemon or
+ * a suspended one resumed. A handler sends its lock operation (queued on
+ * the loop's Redis connection without blocking) and suspends its
+ * connection (server_suspend); the operation's outcome resumes it
+ * (server_resume) and the handler's next step answers. Nothing blocks a
+ * loop but its epoll_wait.
  *
- * dlockd owns the listening socket: the loop woken for a new connection
- * hands it to its daemon (MHD_add_connection), or, when --max-connections
- * are open over all loops, answers 503 itself and closes it.
+ * dlockd owns the listening socket: every loop watches it (one loop woken
+ * per connection), hands each connection to its daemon
+ * (MHD_add_connection), or, when --max-connections are open over all
+ * loops, answers 503 itself and closes it.
  *
  * A request starts when MHD has its request line (request_begin keeps the
  * path as sent, for routing); on the access handler's first call it is
  * routed and its target and framing checked (400 and close when the
  * target or a header could be read two ways), then the body is collected
- * (capped: 413 past max_body_bytes) and it is dispatched. A request that sent a Redis call re-enters with rq->next
- * set; a waiting request re-enters with rq->waiter set. The completed
+ * (capped: 413 past max_body_bytes) and it is dispatched. A suspended
+ * request re-enters with rq->next set, its one way back. The completed
  * callback frees the request, after handle_lock_completed() had its say. */
 #include "server.h"
 
@@ -27,7 +31,10 @@
 #include "request.h"
 #include "routes.h"
 #include "../service/auth.h"
+#include "../service/backend.h"
+#include "../service/locks.h"
 #include "../service/log.h"
+#include "../service/loop.h"
 #include "../service/metrics.h"
 #include "../service/util.h"
 
@@ -41,40 +48,50 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
-
-#include "../service/redis_conn.h"
 
 /* How long a stopping loop waits for its Redis calls to be answered. */
 #define STOP_WAIT_MS 5000
+/* How often a stopping loop looks whether it is done. */
+#define STOP_POLL_MS 10
 /* A refused connection is kept this long (at most) after its 503, reading
  * what the client still sends, so that closing it does not reset the
  * connection before the client has read the answer. */
 #define REFUSED_LINGER_MS 2000
 #define REFUSED_MAX 256		/* per loop; past it, closed at once */
 
-enum loop_phase { LOOP_RUN, LOOP_QUIESCE, LOOP_QUIESCED, LOOP_STOP };
+enum stop_phase { RUNNING, STOP_REQUESTS, STOP_REDIS };
 
-struct loop {
+/* The HTTP side of one event loop; touched only by the loop's thread,
+ * after server_start() set it up. */
+struct http_loop {
+	struct loop *loop;
+	const struct backend *backend;
+	const struct config *cfg;
 	struct MHD_Daemon *daemon;
-	int epfd;		/* MHD's epoll fd, the Redis socket, kick */
-	int kick;		/* eventfd: the phase changed */
-	int redis_fd;		/* registered in epfd, or -1 */
-	unsigned redis_gen;	/* ... for this connection (redis_conn_fd) */
-	int mhd_fd;		/* MHD's epoll fd, in epfd */
-	unsigned redis_events;
-	int phase;		/* enum loop_phase, set by the main thread */
-	pthread_t thread;
-	bool started;
+	int mhd_fd;			/* MHD's epoll fd, watched by the loop */
+	struct loop_task run;		/* MHD_run, then suspend what asked */
+	struct loop_timer mhd_timeout;	/* MHD's next timeout */
+	struct guard *guard;
+	unsigned awaiting;		/* requests suspended (rq->next set) */
+	bool adding;			/* a connection in MHD_add_connection, counted */
+	/* requests whose handler suspended during this MHD_run: their
+	 * connections are suspended once it returns (see server_suspend) */
+	struct request **pending;
+	unsigned npending, pending_cap;
 	/* refused connections lingering after their 503 */
 	struct refused { int fd; int64_t until_ms; } refused[REFUSED_MAX];
 	unsigned nrefused;
+	struct loop_timer linger;	/* the first lingering one is due */
+	/* stopping: new lock requests get 503, then the daemon stops */
+	enum stop_phase stop;
+	int64_t stop_until_ms;
+	struct loop_timer stop_poll;
 };
 
-static struct loop *loops;
+static struct http_loop *loops;
 static unsigned nloops;
 /* dlockd's own listening socket: the loops accept (server_accept) and
  * hand each connection to their MHD daemon, or refuse it with 503. */
@@ -83,22 +100,8 @@ static unsigned max_connections;
 static unsigned other_route;		/* the metrics label "other" */
 /* Connections MHD holds, over all loops (conn_notify). */
 static unsigned open_connections;
-
-/* The loop this thread runs. */
-static __thread struct loop *current;
-/* Requests of this loop with a Redis call in flight (rq->next set). */
-static __thread unsigned awaiting;
-/* A connection of this loop was resumed from its own thread: MHD must run
- * again before the loop sleeps (MHD does not wake our epoll_wait itself). */
-static __thread bool rerun;
-/* This loop is stopping: new lock requests get 503. */
-static __thread bool stopping;
-/* A connection handed to MHD_add_connection, already counted. */
-static __thread bool adding;
-/* Requests whose handler asked to wait (server_await) during this MHD_run:
- * their connections are suspended once it returns (see server_await). */
-static __thread struct request **pending;
-static __thread unsigned npending, pending_cap;
+/* Loops that stopped watching the listening socket (server_quiesce). */
+static unsigned quiesced;
 
 /* ----- Request life ----- */
 
@@ -112,8 +115,8 @@ static void *request_begin(void *cls, const char *uri, struct MHD_Connection *co
 	size_t tlen = uri ? strlen(uri) : 0;
 	size_t len = uri ? strcspn(uri, "?") : 0;
 
-	(void)cls;
 	(void)conn;
+	rq->hl = cls;
 	rq->url = xmalloc(len + 1);
 	memcpy(rq->url, uri ? uri : "", len);
 	rq->url[len] = '\0';
@@ -169,7 +172,7 @@ static const char *target_check(struct request *rq, const char *version)
 /* The headers are in: route the request; returns what is wrong with its
  * target, or NULL. */
 static const char *request_start(struct request *rq, struct MHD_Connection *conn,
-				 const struct config *cfg, const char *method, const char *version)
+				 struct http_loop *h, const char *method, const char *version)
 {
 	const char *bad = target_check(rq, version);
 	const char *cl;
@@ -185,15 +188,16 @@ static const char *request_start(struct request *rq, struct MHD_Connection *conn
 
 	rq->started = true;
 	rq->conn = conn;
-	rq->loop = current;
-	rq->cfg = cfg;
+	rq->hl = h;
+	rq->backend = h->backend;
+	rq->cfg = h->cfg;
 	rq->method_name = method;
 	rq->method = routes_method(method);
 	rq->route_status = routes_match(rq->url, rq->method, &rq->route);
 	if (rq->route.name)
 		rq->name = routes_name(&rq->route, &len);
 	cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-	if (cl && strtoull(cl, NULL, 10) > cfg->max_body_bytes)
+	if (cl && strtoull(cl, NULL, 10) > h->cfg->max_body_bytes)
 		rq->body_too_large = true;
 	return bad;
 }
@@ -313,10 +317,12 @@ static const char *framing_check(struct request *rq, const char *version)
 /* rq will not be suspended after all (its connection is closing). */
 static void unpend(struct request *rq)
 {
+	struct http_loop *h = rq->hl;
+
 	rq->suspend_pending = false;
-	for (unsigned i = 0; i < npending; i++)
-		if (pending[i] == rq)
-			pending[i] = NULL;
+	for (unsigned i = 0; i < h->npending; i++)
+		if (h->pending[i] == rq)
+			h->pending[i] = NULL;
 }
 
 static void request_free(struct request *rq)
@@ -403,7 +409,7 @@ static enum MHD_Result dispatch(struct request *rq)
 		return reply_error(rq, ERR_INVALID_NAME, NULL, "%s", why);
 	if (auth_or_reply(rq) < 0)
 		return MHD_YES;
-	if (stopping)	/* its Redis call could outlive the loop */
+	if (rq->hl->stop != RUNNING)	/* its Redis call could outlive the loop */
 		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
 				   "dlockd is shutting down; retry on another instance");
 	return handle_lock(rq);
@@ -419,7 +425,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 
 	(void)url;	/* decoded by MHD; rq->url has it as sent */
 	if (!rq)	/* MHD gave no request line to request_begin() */
-		*req_cls = rq = request_begin(NULL, NULL, conn);
+		*req_cls = rq = request_begin(cls, NULL, conn);
 	if (!rq->started) {
 		const char *why = request_start(rq, conn, cls, method, version);
 
@@ -438,16 +444,14 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 		enum MHD_Result (*next)(struct request *) = rq->next;
 
 		rq->next = NULL;
-		awaiting--;
+		rq->hl->awaiting--;
 		ret = next(rq);
-	} else if (rq->waiter) {
-		ret = handle_lock_resumed(rq);
 	} else {
 		guard_busy(conn, true);
 		ret = dispatch(rq);
 	}
 	if (rq->next)
-		awaiting++;
+		rq->hl->awaiting++;
 	return ret;
 }
 
@@ -463,7 +467,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 	if (rq->suspend_pending)
 		unpend(rq);
 	if (rq->next)
-		awaiting--;	/* the outcome came, but the client left first */
+		rq->hl->awaiting--;	/* the client left, or the daemon stopped, first */
 	if (!rq->started) {	/* MHD answered it (400, 413, 431...) or it broke off */
 		const union MHD_ConnectionInfo *ci =
 			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
@@ -502,11 +506,13 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
 static void conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
 			enum MHD_ConnectionNotificationCode code)
 {
-	guard_notify(cls, conn, socket_context, code);
+	struct http_loop *h = cls;
+
+	guard_notify(h->guard, conn, socket_context, code);
 	if (code == MHD_CONNECTION_NOTIFY_CLOSED)
 		__atomic_sub_fetch(&open_connections, 1, __ATOMIC_RELAXED);
-	else if (adding)
-		adding = false;	/* counted when it was admitted */
+	else if (h->adding)
+		h->adding = false;	/* counted when it was admitted */
 	else
 		__atomic_add_fetch(&open_connections, 1, __ATOMIC_RELAXED);
 }
@@ -524,53 +530,84 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	log_warn("http: %s", msg);
 }
 
-/* ----- The loops ----- */
+/* ----- Running MHD on the loop ----- */
 
-static void suspend_pending(void);
-
-static void epoll_set(int epfd, int op, int fd, uint32_t events)
+static void suspend_pending(struct http_loop *h)
 {
-	struct epoll_event ev = { .events = events, .data.fd = fd };
+	for (unsigned i = 0; i < h->npending; i++) {
+		struct request *rq = h->pending[i];
 
-	if (epoll_ctl(epfd, op, fd, &ev) < 0 && op != EPOLL_CTL_DEL)
-		log_error("epoll_ctl(%d): %s", fd, strerror(errno));
+		if (rq && rq->suspend_pending) {
+			rq->suspend_pending = false;
+			MHD_suspend_connection(rq->conn);
+		}
+	}
+	h->npending = 0;
 }
 
-/* Watch the Redis socket for what the connection wants now. */
-static void watch_redis(struct loop *l)
+/* The deferred task: let MHD serve every ready connection (handlers send
+ * their lock operations), suspend those that asked, and watch MHD's next
+ * timeout. It runs before the loop sleeps, so the operations sent go out
+ * in the same turn (the Redis connection flushes after it). */
+static void mhd_run(struct loop *l, void *data)
 {
-	unsigned want, gen;
-	int fd = redis_conn_fd(&want, &gen);
-	uint32_t ev = (want & REDIS_CONN_READ ? EPOLLIN : 0) | (want & REDIS_CONN_WRITE ? EPOLLOUT : 0);
-	bool same = fd == l->redis_fd && gen == l->redis_gen;
+	struct http_loop *h = data;
+	MHD_UNSIGNED_LONG_LONG ms;
 
-	if (same && ev == l->redis_events)
+	if (!h->daemon)
 		return;
-	/* a closed socket has left the set already; a new one may have got
-	 * its number: the DEL then finds nothing, and the ADD registers it */
-	if (l->redis_fd >= 0 && !same)
-		epoll_set(l->epfd, EPOLL_CTL_DEL, l->redis_fd, 0);
-	if (fd >= 0)
-		epoll_set(l->epfd, same ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, ev);
-	l->redis_fd = fd;
-	l->redis_gen = gen;
-	l->redis_events = ev;
+	MHD_run(h->daemon);
+	suspend_pending(h);
+	if (MHD_get_timeout(h->daemon, &ms) == MHD_YES)
+		loop_timer_set(l, &h->mhd_timeout, now_ms() + (int64_t)(ms > 60000 ? 60000 : ms));
+	else
+		loop_timer_stop(l, &h->mhd_timeout);
 }
 
-/* Milliseconds epoll_wait may sleep: until MHD's or Redis' next timeout. */
-static int loop_timeout(struct loop *l)
+static void mhd_due(struct loop *l, struct loop_timer *t)
 {
-	MHD_UNSIGNED_LONG_LONG mhd_ms;
-	int64_t ms = redis_conn_timeout_ms(now_ms());
+	struct http_loop *h = container_of(t, struct http_loop, mhd_timeout);
 
-	if (rerun)
-		return 0;
-	if (l->daemon && MHD_get_timeout(l->daemon, &mhd_ms) == MHD_YES &&
-	    (ms < 0 || (int64_t)mhd_ms < ms))
-		ms = (int64_t)mhd_ms;
-	if (ms < 0 || ms > 1000)
-		ms = 1000;	/* the phase is also looked at now and then */
-	return (int)ms;
+	loop_defer(l, &h->run);
+}
+
+static void mhd_ready(struct loop *l, int fd, unsigned events, void *data)
+{
+	struct http_loop *h = data;
+
+	(void)fd;
+	(void)events;
+	loop_defer(l, &h->run);
+}
+
+/* Why the suspension waits until MHD_run() returns: libmicrohttpd 0.9.75
+ * leaves a connection suspended from the handler in the "read" state it
+ * had while the request came in, and on resuming reads first; a client
+ * that half-closed after its request (shutdown(SHUT_WR), as some do) then
+ * reads as gone and the connection is closed unanswered, though the
+ * operation ran. Returning from the handler without an answer first lets
+ * MHD settle the connection (it stops reading a request that is whole);
+ * suspended then, it is resumed straight to the handler. Outcomes never
+ * come inside a handler (lock operations answer later, from the loop), so
+ * a resume always finds the connection suspended. */
+enum MHD_Result server_suspend(struct request *rq, enum MHD_Result (*next)(struct request *))
+{
+	struct http_loop *h = rq->hl;
+
+	rq->next = next;
+	if (h->npending == h->pending_cap) {
+		h->pending_cap = h->pending_cap ? 2 * h->pending_cap : 64;
+		h->pending = xrealloc(h->pending, h->pending_cap * sizeof(*h->pending));
+	}
+	h->pending[h->npending++] = rq;
+	rq->suspend_pending = true;
+	return MHD_YES;
+}
+
+void server_resume(struct request *rq)
+{
+	MHD_resume_connection(rq->conn);
+	loop_defer(rq->hl->loop, &rq->hl->run);
 }
 
 /* ----- Accepting ----- */
@@ -595,36 +632,14 @@ static void overloaded_build(void)
 	overloaded_len = (size_t)n;
 }
 
-/* Past --max-connections: answer 503 at once (without waiting for the
- * request: a server may answer early), then linger to let it be read. */
-static void refuse(struct loop *l, int fd)
-{
-	char junk[4096];
-	ssize_t n;
-
-	for (int i = 0; i < 16 && (n = read(fd, junk, sizeof(junk))) > 0; i++)
-		;	/* what has come so far: unread bytes at close() mean a reset */
-	n = write(fd, overloaded, overloaded_len);
-	shutdown(fd, SHUT_WR);
-	metrics_request(other_route, 503, 0);
-	log_access(&(struct log_access){ .status = 503, .why = "over --max-connections",
-					 .delivered = n == (ssize_t)overloaded_len });
-	if (l->nrefused == REFUSED_MAX) {
-		close(fd);
-		return;
-	}
-	l->refused[l->nrefused++] = (struct refused){ fd, now_ms() + REFUSED_LINGER_MS };
-	epoll_set(l->epfd, EPOLL_CTL_ADD, fd, EPOLLIN | EPOLLRDHUP);
-}
-
 /* Drop refused connections that are done (EOF, error) or overdue; with
  * fd >= 0, read what fd has first. */
-static void refused_sweep(struct loop *l, int fd)
+static void refused_sweep(struct http_loop *h, int fd)
 {
-	int64_t now = now_ms();
+	int64_t now = now_ms(), next = 0;
 
-	for (unsigned i = 0; i < l->nrefused; ) {
-		struct refused *r = &l->refused[i];
+	for (unsigned i = 0; i < h->nrefused; ) {
+		struct refused *r = &h->refused[i];
 		bool done = now >= r->until_ms;
 
 		if (r->fd == fd) {
@@ -636,193 +651,167 @@ static void refused_sweep(struct loop *l, int fd)
 			done |= n == 0 || (n < 0 && errno != EAGAIN);
 		}
 		if (done) {
-			close(r->fd);	/* leaves the epoll set with it */
-			*r = l->refused[--l->nrefused];
+			loop_unwatch(h->loop, r->fd);
+			close(r->fd);
+			*r = h->refused[--h->nrefused];
 		} else {
+			if (!next || r->until_ms < next)
+				next = r->until_ms;
 			i++;
 		}
 	}
+	if (next)
+		loop_timer_set(h->loop, &h->linger, next);
+	else
+		loop_timer_stop(h->loop, &h->linger);
+}
+
+static void refused_ready(struct loop *l, int fd, unsigned events, void *data)
+{
+	(void)l;
+	(void)events;
+	refused_sweep(data, fd);
+}
+
+static void linger_due(struct loop *l, struct loop_timer *t)
+{
+	(void)l;
+	refused_sweep(container_of(t, struct http_loop, linger), -1);
+}
+
+/* Past --max-connections: answer 503 at once (without waiting for the
+ * request: a server may answer early), then linger to let it be read. */
+static void refuse(struct http_loop *h, int fd)
+{
+	char junk[4096];
+	ssize_t n;
+
+	for (int i = 0; i < 16 && (n = read(fd, junk, sizeof(junk))) > 0; i++)
+		;	/* what has come so far: unread bytes at close() mean a reset */
+	n = write(fd, overloaded, overloaded_len);
+	shutdown(fd, SHUT_WR);
+	metrics_request(other_route, 503, 0);
+	log_access(&(struct log_access){ .status = 503, .why = "over --max-connections",
+					 .delivered = n == (ssize_t)overloaded_len });
+	if (h->nrefused == REFUSED_MAX || loop_watch(h->loop, fd, LOOP_READ | LOOP_HANGUP,
+						     refused_ready, h) < 0) {
+		close(fd);
+		return;
+	}
+	h->refused[h->nrefused++] = (struct refused){ fd, now_ms() + REFUSED_LINGER_MS };
+	if (!loop_timer_armed(&h->linger))
+		loop_timer_set(h->loop, &h->linger, now_ms() + REFUSED_LINGER_MS);
 }
 
 /* New connections are waiting: admit each to this loop's MHD daemon, or
  * refuse it when --max-connections are open already. */
-static void server_accept(struct loop *l)
+static void server_accept(struct loop *l, int lfd, unsigned events, void *data)
 {
+	struct http_loop *h = data;
+
+	(void)events;
 	for (int i = 0; i < 64; i++) {
 		struct sockaddr_storage addr;
 		socklen_t len = sizeof(addr);
-		int fd = accept4(listen_fd, (struct sockaddr *)&addr, &len,
-				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		int fd = accept4(lfd, (struct sockaddr *)&addr, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED &&
 			    errno != EINTR)
 				log_warn("accept: %s", strerror(errno));
-			return;
+			break;
 		}
 		if (__atomic_add_fetch(&open_connections, 1, __ATOMIC_RELAXED) > max_connections) {
 			__atomic_sub_fetch(&open_connections, 1, __ATOMIC_RELAXED);
-			refuse(l, fd);
+			refuse(h, fd);
 			continue;
 		}
-		adding = true;
-		if (MHD_add_connection(l->daemon, fd, (struct sockaddr *)&addr, len) != MHD_YES)
+		h->adding = true;
+		if (MHD_add_connection(h->daemon, fd, (struct sockaddr *)&addr, len) != MHD_YES)
 			log_warn("could not take a connection: %s", strerror(errno));	/* MHD closed it */
-		if (adding) {	/* MHD never started it */
-			adding = false;
+		if (h->adding) {	/* MHD never started it */
+			h->adding = false;
 			__atomic_sub_fetch(&open_connections, 1, __ATOMIC_RELAXED);
 		}
 	}
+	loop_defer(l, &h->run);
 }
 
-/* One turn: wait, read replies (resuming their requests), let MHD serve
- * its connections (handlers queue Redis calls), write the calls. */
-static void loop_turn(struct loop *l)
+/* ----- Stopping ----- */
+
+/* On the loop: stop watching the listening socket (the main thread closes
+ * it once every loop has). */
+static void quiesce(struct loop *l, void *data)
 {
-	struct epoll_event ev[16];
-	int n = epoll_wait(l->epfd, ev, ARRAY_SIZE(ev), loop_timeout(l));
-	uint64_t junk;
+	(void)data;
+	loop_unwatch(l, listen_fd);
+	__atomic_add_fetch(&quiesced, 1, __ATOMIC_RELEASE);
+}
 
-	for (int i = 0; i < n; i++) {
-		int fd = ev[i].data.fd;
+/* On the loop, every STOP_POLL_MS while stopping: first let the requests
+ * with a call in flight get its answer (new lock requests get 503), then
+ * stop the daemon (its completed callbacks may send releases), then let
+ * those be answered, then stop the loop. */
+static void stop_step(struct loop *l, struct loop_timer *t)
+{
+	struct http_loop *h = container_of(t, struct http_loop, stop_poll);
+	int64_t now = now_ms();
+	bool idle = locks_idle(h->backend);
 
-		if (fd == l->kick) {
-			if (read(l->kick, &junk, sizeof(junk)) < 0 && errno != EAGAIN)
-				log_warn("loop kick: %s", strerror(errno));
-		} else if (fd == l->redis_fd) {
-			if (ev[i].events & EPOLLOUT)
-				redis_conn_on_writable();
-			if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
-				redis_conn_on_readable();
-		} else if (fd == listen_fd && listen_fd >= 0 &&
-			   __atomic_load_n(&l->phase, __ATOMIC_ACQUIRE) == LOOP_RUN) {
-			server_accept(l);
-		} else if (fd != l->mhd_fd) {
-			refused_sweep(l, fd);
+	if (h->stop == STOP_REQUESTS && ((h->awaiting == 0 && idle) || now >= h->stop_until_ms)) {
+		if (h->awaiting > 0)
+			log_error("%u requests still wait for redis at shutdown", h->awaiting);
+		while (h->nrefused) {
+			loop_unwatch(l, h->refused[--h->nrefused].fd);
+			close(h->refused[h->nrefused].fd);
 		}
+		loop_timer_stop(l, &h->linger);
+		loop_unwatch(l, h->mhd_fd);
+		loop_cancel(l, &h->run);
+		loop_timer_stop(l, &h->mhd_timeout);
+		MHD_stop_daemon(h->daemon);
+		h->daemon = NULL;
+		guard_free(h->guard);
+		h->guard = NULL;
+		h->stop = STOP_REDIS;
+		h->stop_until_ms = now + STOP_WAIT_MS;
+		idle = locks_idle(h->backend);
 	}
-	if (l->nrefused)
-		refused_sweep(l, -1);
-	redis_conn_run(now_ms());
-	rerun = false;
-	if (l->daemon)
-		MHD_run(l->daemon);
-	suspend_pending();
-	redis_conn_flush();	/* no outcome can come before this */
-	watch_redis(l);
-}
-
-static void *loop_main(void *arg)
-{
-	struct loop *l = arg;
-	int64_t until;
-
-	current = l;
-	redis_conn_thread_init();
-	while (__atomic_load_n(&l->phase, __ATOMIC_ACQUIRE) < LOOP_STOP) {
-		if (__atomic_load_n(&l->phase, __ATOMIC_ACQUIRE) == LOOP_QUIESCE) {
-			epoll_set(l->epfd, EPOLL_CTL_DEL, listen_fd, 0);	/* the main thread's */
-			__atomic_store_n(&l->phase, LOOP_QUIESCED, __ATOMIC_RELEASE);
-		}
-		loop_turn(l);
+	if (h->stop == STOP_REDIS && (idle || now >= h->stop_until_ms)) {
+		loop_stop(l);
+		return;
 	}
-	/* New lock requests get 503; those with a call in flight get its answer. */
-	stopping = true;
-	until = now_ms() + STOP_WAIT_MS;
-	while ((awaiting > 0 || !redis_conn_idle()) && now_ms() < until)
-		loop_turn(l);
-	if (awaiting > 0)
-		log_error("%u requests still wait for redis at shutdown", awaiting);
-	while (l->nrefused)
-		close(l->refused[--l->nrefused].fd);
-	MHD_stop_daemon(l->daemon);	/* completed callbacks may queue calls */
-	l->daemon = NULL;
-	until = now_ms() + STOP_WAIT_MS;
-	while (!redis_conn_idle() && now_ms() < until)
-		loop_turn(l);
-	redis_conn_thread_exit();
-	free(pending);
-	pending = NULL;
-	return NULL;
+	loop_timer_set(l, t, now + STOP_POLL_MS);
 }
 
-/* Why the suspension waits until MHD_run() returns: libmicrohttpd 0.9.75
- * leaves a connection suspended from the handler in the "read" state it
- * had while the request came in, and on resuming reads first; a client
- * that half-closed after its request (shutdown(SHUT_WR), as some do) then
- * reads as gone and the connection is closed unanswered, though the
- * operation ran. Returning from the handler without an answer first lets
- * MHD settle the connection (it stops reading a request that is whole);
- * suspended then, it is resumed straight to the handler. */
-enum MHD_Result server_await(struct request *rq, enum MHD_Result (*next)(struct request *))
+static void stop(struct loop *l, void *data)
 {
-	rq->next = next;
-	if (npending == pending_cap) {
-		pending_cap = pending_cap ? 2 * pending_cap : 64;
-		pending = xrealloc(pending, pending_cap * sizeof(*pending));
-	}
-	pending[npending++] = rq;
-	rq->suspend_pending = true;
-	return MHD_YES;
-}
+	struct http_loop *h = data;
 
-static void suspend_pending(void)
-{
-	for (unsigned i = 0; i < npending; i++) {
-		struct request *rq = pending[i];
-
-		if (rq && rq->suspend_pending) {
-			rq->suspend_pending = false;
-			MHD_suspend_connection(rq->conn);
-		}
-	}
-	npending = 0;
-}
-
-/* Make l's epoll_wait() return. */
-static void kick(struct loop *l)
-{
-	const uint64_t one = 1;
-
-	if (write(l->kick, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		log_warn("loop kick: %s", strerror(errno));
-}
-
-void server_resume(struct request *rq)
-{
-	MHD_resume_connection(rq->conn);
-	if (rq->loop == current)
-		rerun = true;
-	else
-		kick(rq->loop);	/* MHD's own wake-up does not reach our epoll_wait */
-}
-
-static void set_phase(enum loop_phase phase)
-{
-	for (unsigned i = 0; i < nloops; i++) {
-		__atomic_store_n(&loops[i].phase, phase, __ATOMIC_RELEASE);
-		kick(&loops[i]);
-	}
+	h->stop = STOP_REQUESTS;
+	h->stop_until_ms = now_ms() + STOP_WAIT_MS;
+	stop_step(l, &h->stop_poll);
 }
 
 /* ----- Start and stop ----- */
 
-static struct MHD_Daemon *daemon_start(const struct config *cfg)
+static struct MHD_Daemon *daemon_start(struct http_loop *h)
 {
+	const struct config *cfg = h->cfg;
 	unsigned flags = MHD_USE_EPOLL | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME |
 			 MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
 
 	if (cfg->listen_addr.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	return MHD_start_daemon(
-		flags, 0, NULL, NULL, access_handler, (void *)cfg,
+		flags, 0, NULL, NULL, access_handler, h,
 		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,	/* first, to catch all */
 		/* the count is kept across loops (server_accept); this is a backstop */
 		MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
 		MHD_OPTION_CONNECTION_TIMEOUT, cfg->idle_timeout_s,
 		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
-		MHD_OPTION_NOTIFY_CONNECTION, conn_notify, NULL,
-		MHD_OPTION_URI_LOG_CALLBACK, request_begin, NULL,
+		MHD_OPTION_NOTIFY_CONNECTION, conn_notify, h,
+		MHD_OPTION_URI_LOG_CALLBACK, request_begin, h,
 		MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
 		MHD_OPTION_END);
 }
@@ -855,31 +844,35 @@ fail:
 	return -1;
 }
 
-static int loop_init(struct loop *l, const struct config *cfg)
+static int http_loop_init(struct http_loop *h, const struct config *cfg,
+			  const struct backend *b)
 {
 	const union MHD_DaemonInfo *info;
 
-	l->redis_fd = -1;
-	l->epfd = epoll_create1(EPOLL_CLOEXEC);
-	l->kick = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	l->daemon = daemon_start(cfg);
-	if (l->epfd < 0 || l->kick < 0 || !l->daemon)
+	h->loop = b->loop;
+	h->backend = b;
+	h->cfg = cfg;
+	h->mhd_fd = -1;
+	loop_task_init(&h->run, mhd_run, h);
+	loop_timer_init(&h->mhd_timeout, mhd_due);
+	loop_timer_init(&h->linger, linger_due);
+	loop_timer_init(&h->stop_poll, stop_step);
+	h->guard = guard_new(h->loop, cfg->idle_timeout_s);
+	h->daemon = daemon_start(h);
+	if (!h->daemon)
 		return -1;
-	info = MHD_get_daemon_info(l->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+	info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_EPOLL_FD);
 	if (!info)
 		return -1;
-	l->mhd_fd = info->epoll_fd;
-	epoll_set(l->epfd, EPOLL_CTL_ADD, l->mhd_fd, EPOLLIN);
-	epoll_set(l->epfd, EPOLL_CTL_ADD, l->kick, EPOLLIN);
-	/* one loop woken per new connection */
-	epoll_set(l->epfd, EPOLL_CTL_ADD, listen_fd, EPOLLIN | EPOLLEXCLUSIVE);
-	if (pthread_create(&l->thread, NULL, loop_main, l))
+	h->mhd_fd = info->epoll_fd;
+	if (loop_watch(h->loop, h->mhd_fd, LOOP_READ, mhd_ready, h) < 0 ||
+	    /* one loop woken per new connection */
+	    loop_watch(h->loop, listen_fd, LOOP_READ | LOOP_EXCLUSIVE, server_accept, h) < 0)
 		return -1;
-	l->started = true;
 	return 0;
 }
 
-int server_start(const struct config *cfg)
+int server_start(const struct config *cfg, const struct backend *const *backends, unsigned n)
 {
 	unsigned nroutes;
 	const char *const *labels = routes_labels(&nroutes);
@@ -892,18 +885,13 @@ int server_start(const struct config *cfg)
 	port = listen_open(cfg);
 	if (port < 0)
 		return -1;
-	nloops = cfg->threads;
+	nloops = n;
 	loops = xcalloc(nloops, sizeof(*loops));
 	for (unsigned i = 0; i < nloops; i++) {
-		loops[i].epfd = loops[i].kick = loops[i].mhd_fd = -1;
-		if (loop_init(&loops[i], cfg) < 0) {
-			server_stop();
+		if (http_loop_init(&loops[i], cfg, backends[i]) < 0) {
+			server_free();
 			return -1;
 		}
-	}
-	if (guard_start(cfg->idle_timeout_s) < 0) {
-		server_stop();
-		return -1;
 	}
 	return port;
 }
@@ -911,44 +899,49 @@ int server_start(const struct config *cfg)
 void server_quiesce(void)
 {
 	struct timespec tick = { 0, 1000 * 1000 };
-	bool all;
+	unsigned posted = 0;
 
 	if (!loops || listen_fd < 0)
 		return;
-	set_phase(LOOP_QUIESCE);
-	do {
-		all = true;
-		for (unsigned i = 0; i < nloops; i++)
-			if (loops[i].started &&
-			    __atomic_load_n(&loops[i].phase, __ATOMIC_ACQUIRE) == LOOP_QUIESCE)
-				all = false;
-		if (!all)
-			nanosleep(&tick, NULL);
-	} while (!all);
+	for (unsigned i = 0; i < nloops; i++)
+		if (loop_post(loops[i].loop, quiesce, NULL) == 0)
+			posted++;
+	while (__atomic_load_n(&quiesced, __ATOMIC_ACQUIRE) < posted)
+		nanosleep(&tick, NULL);
 	close(listen_fd);
 	listen_fd = -1;
 }
 
 void server_stop(void)
 {
-	if (!loops)
-		return;
 	server_quiesce();
-	set_phase(LOOP_STOP);
-	for (unsigned i = 0; i < nloops; i++) {
-		struct loop *l = &loops[i];
+	for (unsigned i = 0; i < nloops; i++)
+		if (loop_post(loops[i].loop, stop, &loops[i]) < 0)
+			loop_stop(loops[i].loop);	/* it never ran */
+}
 
-		if (l->started)
-			pthread_join(l->thread, NULL);
-		else if (l->daemon)
-			MHD_stop_daemon(l->daemon);
-		if (l->epfd >= 0)
-			close(l->epfd);
-		if (l->kick >= 0)
-			close(l->kick);
+void server_free(void)
+{
+	for (unsigned i = 0; i < nloops; i++) {
+		struct http_loop *h = &loops[i];
+
+		if (h->daemon) {	/* the loop never ran, or never stopped it */
+			loop_unwatch(h->loop, h->mhd_fd);
+			loop_cancel(h->loop, &h->run);
+			MHD_stop_daemon(h->daemon);
+		}
+		loop_timer_stop(h->loop, &h->mhd_timeout);
+		loop_timer_stop(h->loop, &h->linger);
+		loop_timer_stop(h->loop, &h->stop_poll);
+		while (h->nrefused)
+			close(h->refused[--h->nrefused].fd);
+		guard_free(h->guard);
+		free(h->pending);
 	}
 	free(loops);
 	loops = NULL;
 	nloops = 0;
-	guard_stop();
+	if (listen_fd >= 0)
+		close(listen_fd);
+	listen_fd = -1;
 }

@@ -1,5 +1,6 @@
-/* server.h -- the HTTP server: event loops, each with a libmicrohttpd
- * daemon and a pipelined Redis connection. */
+/* server.h -- the HTTP server: one libmicrohttpd daemon on each event
+ * loop, and the one way a request waits: suspended until its operation's
+ * outcome resumes it. */
 #ifndef DLOCKD_SERVER_H
 #define DLOCKD_SERVER_H
 
@@ -7,22 +8,29 @@
 
 #include <microhttpd.h>
 
+struct backend;
 struct request;
 
-/* Start serving on cfg->listen_addr; cfg must outlive the server. Returns
- * the port bound (useful with port 0), or -1. */
-int server_start(const struct config *cfg);
-/* Stop accepting connections; requests in progress go on. */
+/* Serve on cfg->listen_addr from the loops of backends[0..n), one daemon
+ * each; call before the loops run (cfg and backends must outlive the
+ * server). Returns the port bound (useful with port 0), or -1. */
+int server_start(const struct config *cfg, const struct backend *const *backends, unsigned n);
+/* Stop accepting connections (returns once no loop watches the listening
+ * socket); requests in progress go on. */
 void server_quiesce(void);
-/* rq sent a Redis call: suspend its connection (once MHD_run returns)
- * until the call's callback stores the outcome and calls server_resume();
- * MHD then runs next. */
-enum MHD_Result server_await(struct request *rq, enum MHD_Result (*next)(struct request *));
-/* Resume rq's suspended connection, from any thread: MHD calls the
- * handler again on rq's loop. */
-void server_resume(struct request *rq);
-/* Close every connection and join the loops. Waiting requests must have
- * been answered first (waiters_shutdown). */
+/* Stop the loops: each answers the requests whose operation is in flight
+ * (new lock requests get 503), stops its daemon, lets the operations that
+ * sent go out, and returns from loop_run(). Waiting requests must have
+ * been answered first (waiters_shutdown_all). */
 void server_stop(void);
+/* Free the server once the loops' threads have ended. */
+void server_free(void);
+
+/* The one way a request waits: its handler sent an operation and returns
+ * server_suspend(rq, next); the connection is suspended (once MHD_run
+ * returns) until the operation's callback calls server_resume(rq), on the
+ * loop's thread; MHD then calls the handler again, which runs next. */
+enum MHD_Result server_suspend(struct request *rq, enum MHD_Result (*next)(struct request *));
+void server_resume(struct request *rq);
 
 #endif

@@ -12,6 +12,8 @@
 #include "locks.h"
 
 #include "log.h"
+#include "backend.h"
+#include "pubsub.h"
 #include "redis_conn.h"
 #include "scripts.h"
 #include "util.h"
@@ -224,7 +226,8 @@ static void on_reply(void *arg, redisReply *r);
 
 /* Run op's script with its keys and args; c (freed with the reply) is
  * filled in by the caller before and decoded after. */
-static void run(struct call *c, const struct op_row *op, int nargs, const char *const *args)
+static void run(const struct backend *b, struct call *c, const struct op_row *op, int nargs,
+		const char *const *args)
 {
 	char *rname = redis_name(c->name);
 	struct keys ks = { .kind = c->kind, .name = rname };
@@ -237,7 +240,7 @@ static void run(struct call *c, const struct op_row *op, int nargs, const char *
 	}
 	c->script = op->script;
 	c->sent_ms = now_ms();
-	scripts_run(op->script, n, keys, nargs, args, on_reply, c);
+	scripts_run(b->redis, op->script, n, keys, nargs, args, on_reply, c);
 	for (int i = 0; i < K_COUNT; i++)
 		free(ks.k[i]);
 	free(rname);
@@ -419,8 +422,8 @@ static void acquire_decode(struct call *c, const redisReply *r, enum lock_result
 	}
 }
 
-void locks_acquire(enum lock_kind kind, const char *name, const char *owner, int64_t ttl_ms,
-		   bool queue, lock_done_fn done, void *ctx)
+void locks_acquire(const struct backend *b, enum lock_kind kind, const char *name,
+		   const char *owner, int64_t ttl_ms, bool queue, lock_done_fn done, void *ctx)
 {
 	const struct kind_row *k = &kinds[kind];
 	struct call *c = call_new(kind, name, "acquire", done, ctx);
@@ -431,18 +434,18 @@ void locks_acquire(enum lock_kind kind, const char *name, const char *owner, int
 	c->decode = acquire_decode;
 	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
 	snprintf(life, sizeof(life), "%lld", c->queue ? (long long)queue_ttl_ms : 0LL);
-	run(c, &k->acquire, 3, args);
+	run(b, c, &k->acquire, 3, args);
 }
 
-void locks_dequeue(enum lock_kind kind, const char *name, const char *owner,
-		   lock_done_fn done, void *ctx)
+void locks_dequeue(const struct backend *b, enum lock_kind kind, const char *name,
+		   const char *owner, lock_done_fn done, void *ctx)
 {
 	const struct kind_row *k = &kinds[kind];
 	const char *args[] = { owner };
 
 	if (!k->queues)
 		abort();	/* only a kind with a queue reports st->queued */
-	run(call_new(kind, name, "leaving the queue", done, ctx), &k->dequeue, 1, args);
+	run(b, call_new(kind, name, "leaving the queue", done, ctx), &k->dequeue, 1, args);
 }
 
 static void release_decode(struct call *c, const redisReply *r, enum lock_result *res,
@@ -461,14 +464,14 @@ static void release_decode(struct call *c, const redisReply *r, enum lock_result
 	out->locked = r->elements > 2 ? elem_int(r, 2) == 0 : out->holds > 0;
 }
 
-void locks_release(enum lock_kind kind, const char *name, const char *owner,
-		   lock_done_fn done, void *ctx)
+void locks_release(const struct backend *b, enum lock_kind kind, const char *name,
+		   const char *owner, lock_done_fn done, void *ctx)
 {
 	struct call *c = call_new(kind, name, "release", done, ctx);
 	const char *args[] = { owner };
 
 	c->decode = release_decode;
-	run(c, &kinds[kind].release, 1, args);
+	run(b, c, &kinds[kind].release, 1, args);
 }
 
 static void force_decode(struct call *c, const redisReply *r, enum lock_result *res,
@@ -483,14 +486,15 @@ static void force_decode(struct call *c, const redisReply *r, enum lock_result *
 	out->locked = r->integer == 1;	/* it was held and is now free */
 }
 
-void locks_force_release(enum lock_kind kind, const char *name, lock_done_fn done, void *ctx)
+void locks_force_release(const struct backend *b, enum lock_kind kind, const char *name,
+			 lock_done_fn done, void *ctx)
 {
 	const struct kind_row *k = &kinds[kind];
 	struct call *c = call_new(kind, name, "forced release", done, ctx);
 	const char *args[] = { k->force_mode };
 
 	c->decode = force_decode;
-	run(c, &k->force_release, k->force_mode ? 1 : 0, args);
+	run(b, c, &k->force_release, k->force_mode ? 1 : 0, args);
 }
 
 static void renew_decode(struct call *c, const redisReply *r, enum lock_result *res,
@@ -512,8 +516,8 @@ static void renew_decode(struct call *c, const redisReply *r, enum lock_result *
 	}
 }
 
-void locks_renew(enum lock_kind kind, const char *name, const char *owner, int64_t ttl_ms,
-		 lock_done_fn done, void *ctx)
+void locks_renew(const struct backend *b, enum lock_kind kind, const char *name,
+		 const char *owner, int64_t ttl_ms, lock_done_fn done, void *ctx)
 {
 	struct call *c = call_new(kind, name, "renewal", done, ctx);
 	char lease[24];
@@ -521,7 +525,7 @@ void locks_renew(enum lock_kind kind, const char *name, const char *owner, int64
 
 	c->decode = renew_decode;
 	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
-	run(c, &kinds[kind].renew, 2, args);
+	run(b, c, &kinds[kind].renew, 2, args);
 }
 
 static void status_decode(struct call *c, const redisReply *r, enum lock_result *res,
@@ -546,12 +550,52 @@ static void status_decode(struct call *c, const redisReply *r, enum lock_result 
 	}
 }
 
-void locks_status(enum lock_kind kind, const char *name, const char *owner, lock_done_fn done,
-		  void *ctx)
+void locks_status(const struct backend *b, enum lock_kind kind, const char *name,
+		  const char *owner, lock_done_fn done, void *ctx)
 {
 	struct call *c = call_new(kind, name, "status", done, ctx);
 	const char *args[] = { owner ? owner : "" };
 
 	c->decode = status_decode;
-	run(c, &kinds[kind].status, 1, args);
+	run(b, c, &kinds[kind].status, 1, args);
+}
+
+/* ----- The backend itself ----- */
+
+/* PING's answer: LOCK_OK for PONG; an error reply (LOADING, BUSY,
+ * NOPERM...) is LOCK_BACKEND_DOWN with its meaning in st->fault. */
+static void on_pong(void *arg, redisReply *r)
+{
+	struct call *c = arg;
+	struct lock_state st = { 0 };
+	enum lock_result res = LOCK_OK;
+
+	if (!r || r->type != REDIS_REPLY_STATUS || strcmp(r->str, "PONG")) {
+		res = LOCK_BACKEND_DOWN;
+		if (r && r->type == REDIS_REPLY_ERROR) {
+			st.fault = redis_error_unavailable(r->str);
+			if (!st.fault)
+				st.fault = "redis answered PING with an error (see dlockd's log)";
+			log_warn("readyz: redis answered PING: %s", r->str);
+		}
+	}
+	c->done(c->ctx, res, &st);
+	free(c);
+}
+
+void locks_ping(const struct backend *b, lock_done_fn done, void *ctx)
+{
+	struct call *c = call_new(LOCK_KIND_LOCK, "", "ping", done, ctx);
+
+	redis_conn_send(b->redis, 1, (const char *[]){ "PING" }, NULL, false, on_pong, c);
+}
+
+bool locks_idle(const struct backend *b)
+{
+	return redis_conn_idle(b->redis);
+}
+
+bool locks_subscriber_up(const struct backend *b)
+{
+	return pubsub_connected(b->pubsub);
 }

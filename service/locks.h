@@ -1,12 +1,15 @@
 /* locks.h -- the lock domain: acquire, release, renew and read locks kept in
  * Redis. Callers pass names and owners; keys, channels and scripts are this
- * module's business. All calls run on the calling event loop's Redis
- * connection and answer through a callback. */
+ * module's business. Every operation runs on the Redis connection of the
+ * backend it is given (the calling event loop's) and answers through a
+ * callback, on that loop. */
 #ifndef DLOCKD_LOCKS_H
 #define DLOCKD_LOCKS_H
 
 #include <stdbool.h>
 #include <stdint.h>
+
+struct backend;
 
 enum lock_kind {
 	LOCK_KIND_LOCK,		/* reentrant exclusive lock (Redisson RLock) */
@@ -88,32 +91,41 @@ void locks_set_key_prefix(const char *prefix);
 /* An operation's outcome; st is valid during the call only. */
 typedef void (*lock_done_fn)(void *ctx, enum lock_result r, const struct lock_state *st);
 
-/* The operations below send their script on the calling event loop's
- * Redis connection and return at once; done is called exactly once, later,
- * on the same thread (LOCK_BACKEND_DOWN when Redis did not answer or
- * cannot serve now, LOCK_SCRIPT_ERROR when the script failed). */
+/* The operations below send their script on b's Redis connection and
+ * return at once; done is called exactly once, later, on b's loop
+ * (LOCK_BACKEND_DOWN when Redis did not answer or cannot serve now,
+ * LOCK_SCRIPT_ERROR when the script failed). */
 
 /* Try to take the lock. With queue, a caller that is going to wait takes
  * (or refreshes) its place in the lock's queue where the kind has one; call
  * again at st->retry_ms to keep it. */
-void locks_acquire(enum lock_kind kind, const char *name, const char *owner, int64_t ttl_ms,
-		   bool queue, lock_done_fn done, void *ctx);
+void locks_acquire(const struct backend *b, enum lock_kind kind, const char *name,
+		   const char *owner, int64_t ttl_ms, bool queue, lock_done_fn done, void *ctx);
 /* A queued caller (st->queued) stops waiting without the lock: give its
  * place back so nobody waits behind it. done may be NULL: then a failure
  * is only logged (the place goes stale by itself). */
-void locks_dequeue(enum lock_kind kind, const char *name, const char *owner,
-		   lock_done_fn done, void *ctx);
+void locks_dequeue(const struct backend *b, enum lock_kind kind, const char *name,
+		   const char *owner, lock_done_fn done, void *ctx);
 /* Release one hold; st->holds is what the owner still holds (0: free).
  * done may be NULL: then only a failure is logged. */
-void locks_release(enum lock_kind kind, const char *name, const char *owner,
-		   lock_done_fn done, void *ctx);
+void locks_release(const struct backend *b, enum lock_kind kind, const char *name,
+		   const char *owner, lock_done_fn done, void *ctx);
 /* Free the lock whoever holds it; st->locked tells whether it was held. */
-void locks_force_release(enum lock_kind kind, const char *name, lock_done_fn done, void *ctx);
-void locks_renew(enum lock_kind kind, const char *name, const char *owner, int64_t ttl_ms,
-		 lock_done_fn done, void *ctx);
+void locks_force_release(const struct backend *b, enum lock_kind kind, const char *name,
+			 lock_done_fn done, void *ctx);
+void locks_renew(const struct backend *b, enum lock_kind kind, const char *name,
+		 const char *owner, int64_t ttl_ms, lock_done_fn done, void *ctx);
 /* owner may be NULL; then st->holds is 0. */
-void locks_status(enum lock_kind kind, const char *name, const char *owner, lock_done_fn done,
-		  void *ctx);
+void locks_status(const struct backend *b, enum lock_kind kind, const char *name,
+		  const char *owner, lock_done_fn done, void *ctx);
+
+/* Does b's Redis answer PING? LOCK_OK, or LOCK_BACKEND_DOWN with
+ * st->fault saying what Redis said (NULL: no answer). */
+void locks_ping(const struct backend *b, lock_done_fn done, void *ctx);
+/* No operation is in flight on b. */
+bool locks_idle(const struct backend *b);
+/* Is the subscriber that wakes b's waiters connected? */
+bool locks_subscriber_up(const struct backend *b);
 
 /* The pub/sub channel a waiter for (kind, name, owner) listens on; the
  * caller frees it. */
@@ -122,6 +134,5 @@ char *locks_wait_channel(enum lock_kind kind, const char *name, const char *owne
 unsigned locks_wait_flags(enum lock_kind kind);
 /* "lock", "fairlock", "read", "write": for messages and logs. */
 const char *locks_kind_label(enum lock_kind kind);
-
 
 #endif

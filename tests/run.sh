@@ -27,6 +27,11 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
 if [ "$only" != integration ]; then
+	echo "== layers"
+	sh tests/check-layers.sh --self-test >"$out" 2>&1
+	rc=$?
+	cat "$out"
+	count layers "$out" "$rc"
 	for t in "$build"/tests/test_*; do
 		[ -x "$t" ] || continue
 		echo "== $(basename "$t")"

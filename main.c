@@ -1,0 +1,201 @@
+/* main.c -- dlockd's entry point and composition root: read the settings,
+ * build the pieces and wire them together (the subscriber; per event loop
+ * its Redis connection, its waiters and its HTTP daemon; the loops'
+ * threads), wait for SIGTERM/SIGINT (SIGHUP re-reads the auth file), then
+ * stop: stop accepting, answer every waiting request with 503, give them
+ * a moment to go out, let each loop finish, and tear down in reverse. */
+#include "api/server.h"
+#include "service/auth.h"
+#include "service/backend.h"
+#include "service/config.h"
+#include "service/locks.h"
+#include "service/log.h"
+#include "service/loop.h"
+#include "service/pubsub.h"
+#include "service/redis_conn.h"
+#include "service/redis_url.h"
+#include "service/scripts.h"
+#include "service/util.h"
+#include "service/version.h"
+#include "service/waiters.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+/* How long waiting requests get to receive their 503 at shutdown. */
+#define DRAIN_MS 1500
+
+/* One event loop: its thread and what runs on it. */
+struct worker {
+	struct backend backend;
+	pthread_t thread;
+	bool started;
+};
+
+/* Waiting clients each hold a socket: allow as many as the hard limit. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static void drain_waiters(void)
+{
+	int64_t until = now_ms() + DRAIN_MS;
+	struct timespec tick = { 0, 10 * 1000 * 1000 };
+
+	waiters_shutdown_all();
+	while (waiters_count_all() > 0 && now_ms() < until)
+		nanosleep(&tick, NULL);
+	if (waiters_count_all() > 0)
+		log_warn("%u waiting requests did not get their answer before shutdown",
+			 waiters_count_all());
+	/* let the last 503s leave the socket buffers */
+	nanosleep(&tick, NULL);
+}
+
+static void *worker_main(void *arg)
+{
+	loop_run(arg);
+	return NULL;
+}
+
+/* The loop, Redis connection and waiters of one worker; -1 if the kernel
+ * refuses a loop. */
+static int worker_init(struct worker *w, const struct redis_url *url, struct pubsub *ps)
+{
+	struct backend *b = &w->backend;
+
+	b->loop = loop_new();
+	if (!b->loop)
+		return -1;
+	b->redis = redis_conn_new(b->loop, url);
+	b->waiters = waiters_new(b->loop, pubsub_want, ps);
+	b->pubsub = ps;
+	return 0;
+}
+
+static void worker_free(struct worker *w)
+{
+	struct backend *b = &w->backend;
+
+	if (!b->loop)
+		return;
+	waiters_free(b->waiters);
+	redis_conn_free(b->redis);	/* what is still in flight is told "no reply" */
+	loop_free(b->loop);
+}
+
+int main(int argc, char **argv)
+{
+	const struct backend **backends = NULL;
+	struct worker *workers = NULL;
+	struct redis_url url = { 0 };
+	struct pubsub *ps = NULL;
+	char *shown_url, why[256];
+	struct config cfg;
+	sigset_t stop_signals;
+	int rc, sig, port = -1;
+	unsigned n;
+
+	rc = config_load(&cfg, argc, argv);
+	if (rc != 0) {
+		config_release(&cfg);
+		return rc > 0 ? 0 : 2;
+	}
+	log_set_level(cfg.log_level);
+	log_set_format(cfg.log_format);
+	if (auth_load(cfg.auth_file) < 0) {
+		config_release(&cfg);
+		return 2;
+	}
+	raise_fd_limit();
+
+	/* Every thread inherits this mask, so only sigwait() below sees them. */
+	sigemptyset(&stop_signals);
+	sigaddset(&stop_signals, SIGTERM);
+	sigaddset(&stop_signals, SIGINT);
+	sigaddset(&stop_signals, SIGHUP);	/* re-read --auth-file */
+	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	locks_configure(cfg.queue_ttl_ms);
+	locks_set_key_prefix(cfg.key_prefix);
+	if (scripts_init() < 0) {
+		log_error("a lock script is missing from the build");
+		return 1;
+	}
+	if (redis_url_parse(cfg.redis_url, &url, why, sizeof(why)) < 0) {
+		log_error("%s", why);
+		return 1;
+	}
+	ps = pubsub_start(&url);
+	if (!ps) {
+		log_error("cannot start the subscriber thread");
+		return 1;
+	}
+	n = cfg.threads;
+	workers = xcalloc(n, sizeof(*workers));
+	backends = xcalloc(n, sizeof(*backends));
+	for (unsigned i = 0; i < n; i++) {
+		if (worker_init(&workers[i], &url, ps) < 0)
+			goto stop;
+		backends[i] = &workers[i].backend;
+	}
+	port = server_start(&cfg, backends, n);
+	if (port < 0) {
+		log_error("cannot listen on %s", cfg.listen);
+		goto stop;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (pthread_create(&workers[i].thread, NULL, worker_main,
+				   workers[i].backend.loop)) {
+			log_error("cannot start an event loop thread");
+			goto stop;
+		}
+		workers[i].started = true;
+	}
+	shown_url = redis_url_redacted(cfg.redis_url);
+	log_info("dlockd %s listening on %s (port %d), redis %s, %u threads, pid %d",
+		 dlockd_version, cfg.listen, port, shown_url, cfg.threads, (int)getpid());
+	free(shown_url);
+
+	do {
+		if (sigwait(&stop_signals, &sig) != 0)
+			sig = SIGTERM;
+		if (sig == SIGHUP)
+			auth_reload();
+	} while (sig != SIGTERM && sig != SIGINT);
+	log_info("signal %d: stopping", sig);
+
+	server_quiesce();
+	drain_waiters();
+stop:
+	server_stop();
+	for (unsigned i = 0; i < n; i++)
+		if (workers[i].started)
+			pthread_join(workers[i].thread, NULL);
+	server_free();
+	pubsub_stop(ps);
+	for (unsigned i = 0; i < n; i++)
+		worker_free(&workers[i]);
+	free(workers);
+	free(backends);
+	redis_url_release(&url);
+	auth_release();
+	config_release(&cfg);
+	if (port < 0)
+		return 1;
+	log_info("stopped");
+	return 0;
+}
