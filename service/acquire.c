@@ -224,7 +224,6 @@ bool acquire_end(struct acquire *a, bool delivered)
 
 	if (a->phase == ACQUIRE_IDLE)
 		return false;
-	assert(a->phase != ACQUIRE_TRYING && a->phase != ACQUIRE_GIVING_BACK);
 	leave(a, 0);
 	give_back(a, NULL);
 	if (a->grant_pending && !delivered) {

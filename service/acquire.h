@@ -103,9 +103,11 @@ void acquire_start(struct acquire *a);
  * client. A grant that was not delivered is released (nobody learns of
  * it); returns true then, for the caller to count and log. A request that
  * ends while a waits (only when its connection is closed under it) stops
- * waiting and gives back its queue place without a word. Not while a
- * Redis call is in flight (TRYING, GIVING_BACK): its callback would find a
- * gone. A zeroed, never started a is left alone. */
+ * waiting and gives back its queue place without a word. a must not be
+ * freed while a Redis call of it is in flight (TRYING, GIVING_BACK): that
+ * call's callback still comes (a suspended connection is not closed, but
+ * MHD_stop_daemon closes every one). A zeroed, never started a is left
+ * alone. */
 bool acquire_end(struct acquire *a, bool delivered);
 
 #endif
