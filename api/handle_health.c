@@ -21,17 +21,17 @@ extern const char openapi_doc[];
 extern const size_t openapi_doc_len;
 
 /* PING's answer; an error reply (LOADING, BUSY, NOPERM...) is kept,
- * explained, in rq->state.fault. */
+ * explained, in rq->redis_fault. */
 static void on_pong(void *ctx, redisReply *r)
 {
 	struct request *rq = ctx;
 
 	rq->redis_ok = r && r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "PONG");
-	rq->state.fault = NULL;
+	rq->redis_fault = NULL;
 	if (r && r->type == REDIS_REPLY_ERROR) {
-		rq->state.fault = redis_error_unavailable(r->str);
-		if (!rq->state.fault)
-			rq->state.fault = "redis answered PING with an error (see dlockd's log)";
+		rq->redis_fault = redis_error_unavailable(r->str);
+		if (!rq->redis_fault)
+			rq->redis_fault = "redis answered PING with an error (see dlockd's log)";
 		log_warn("readyz: redis answered PING: %s", r->str);
 	}
 	server_resume(rq);
@@ -41,8 +41,8 @@ static enum MHD_Result ready_checked(struct request *rq)
 {
 	if (!rq->redis_ok)
 		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL, "%s",
-				   rq->state.fault ? rq->state.fault
-						 : "redis cannot be reached; retry shortly");
+				   rq->redis_fault ? rq->redis_fault
+						   : "redis cannot be reached; retry shortly");
 	if (!pubsub_connected())
 		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
 				   "redis cannot be reached by the subscriber; retry shortly");

@@ -18,6 +18,8 @@ void server_quiesce(void);
  * until the call's callback stores the outcome and calls server_resume();
  * MHD then runs next. */
 enum MHD_Result server_await(struct request *rq, enum MHD_Result (*next)(struct request *));
+/* The one suspend primitive, by the name it keeps once server_await goes. */
+#define server_suspend server_await
 /* Resume rq's suspended connection, from any thread: MHD calls the
  * handler again on rq's loop. */
 void server_resume(struct request *rq);
