@@ -141,6 +141,12 @@ $(BUILD)/openapi_doc.o: $(BUILD)/openapi_doc.c | deps-build
 $(BUILD)/tests/test_locks: UNIT_WRAP = -Wl,--wrap=scripts_run
 $(BUILD)/tests/test_request: UNIT_WRAP = -Wl,--wrap=MHD_get_connection_values \
 	-Wl,--wrap=reply_error
+# test_acquire injects every collaborator of the acquire machine
+# (struct acquire_ops): it links nothing of dlockd.
+$(BUILD)/tests/test_acquire: tests/unit/test_acquire.c | deps
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \
+		$(ALL_LDFLAGS) $(TEST_LIBS)
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB_OBJS) | deps
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \

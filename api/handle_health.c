@@ -21,16 +21,16 @@ static void on_pong(void *ctx, enum lock_result r, const struct lock_state *st)
 {
 	struct request *rq = ctx;
 
-	rq->op.result = r;
-	rq->op.state = *st;
+	rq->lock.result = r;
+	rq->lock.state = *st;
 	server_resume(rq);
 }
 
 static enum MHD_Result ready_checked(struct request *rq)
 {
-	if (rq->op.result != LOCK_OK)
+	if (rq->lock.result != LOCK_OK)
 		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL, "%s",
-				   rq->op.state.fault ? rq->op.state.fault
+				   rq->lock.state.fault ? rq->lock.state.fault
 						    : "redis cannot be reached; retry shortly");
 	if (!locks_subscriber_up(rq->backend))
 		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,

@@ -109,11 +109,11 @@ static enum param_flags param_flag(struct parse *ps, const char *key)
 			continue;
 		if (!(ps->allowed & param_keys[i].flag))
 			break;
-		if (ps->rq->params.given & param_keys[i].flag) {
+		if (ps->rq->lock.params.given & param_keys[i].flag) {
 			snprintf(ps->why, sizeof(ps->why), "parameter '%s' is given twice", key);
 			return 0;
 		}
-		ps->rq->params.given |= param_keys[i].flag;
+		ps->rq->lock.params.given |= param_keys[i].flag;
 		return param_keys[i].flag;
 	}
 	list_allowed(ps->allowed, allowed, sizeof(allowed));
@@ -135,17 +135,17 @@ static void set_number(struct parse *ps, enum param_flags f, const char *key, lo
 		return;
 	}
 	if (f == P_TTL)
-		ps->rq->params.ttl_ms = v;
+		ps->rq->lock.params.ttl_ms = v;
 	else
-		ps->rq->params.wait_ms = v;
+		ps->rq->lock.params.wait_ms = v;
 }
 
 static void set_owner(struct parse *ps, const char *s, size_t len)
 {
 	if (request_check_owner(s, len, ps->why, sizeof(ps->why)) < 0)
 		return;
-	memcpy(ps->rq->params.owner, s, len);
-	ps->rq->params.owner[len] = '\0';
+	memcpy(ps->rq->lock.params.owner, s, len);
+	ps->rq->lock.params.owner[len] = '\0';
 }
 
 /* One query parameter; MHD has already unescaped it. */
@@ -168,9 +168,9 @@ static enum MHD_Result query_param(void *cls, enum MHD_ValueKind kind, const cha
 		set_owner(ps, value, strlen(value));
 	} else if (f == P_FORCE) {
 		if (!strcmp(value, "true") || !strcmp(value, "1"))
-			ps->rq->params.force = true;
+			ps->rq->lock.params.force = true;
 		else if (!strcmp(value, "false") || !strcmp(value, "0"))
-			ps->rq->params.force = false;
+			ps->rq->lock.params.force = false;
 		else
 			snprintf(ps->why, sizeof(ps->why), "force '%.64s' is not true or false",
 				 value);
@@ -212,7 +212,7 @@ static void body_param(struct parse *ps, const char *key, json_t *v)
 		if (!json_is_boolean(v))
 			snprintf(ps->why, sizeof(ps->why), "force must be true or false");
 		else
-			ps->rq->params.force = json_is_true(v);
+			ps->rq->lock.params.force = json_is_true(v);
 		break;
 	default:
 		if (!json_is_integer(v)) {
@@ -257,7 +257,7 @@ int request_params_or_reply(struct request *rq, unsigned allowed)
 	struct parse ps = { .rq = rq, .allowed = allowed };
 	bool has_body = rq->body_len > 0;
 
-	memset(&rq->params, 0, sizeof(rq->params));
+	memset(&rq->lock.params, 0, sizeof(rq->lock.params));
 	MHD_get_connection_values(rq->conn, MHD_GET_ARGUMENT_KIND, query_param, &ps);
 	if (has_body && (ps.nquery > 0 || ps.why[0])) {
 		reply_error(rq, ERR_INVALID_ARGUMENT, NULL,

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../service/acquire.h"
 #include "../service/config.h"
 #include "../service/locks.h"
 #include "routes.h"
@@ -29,11 +30,26 @@ struct params {
 	bool force;
 };
 
+/* A lock operation's side of a request: what it asks for and what Redis
+ * answered. Nothing in it is HTTP; the handler fills and reads it. */
+struct lock_call {
+	struct params params;
+	/* a single Redis call's outcome (release, heartbeat, status), stored
+	 * by lock_done before the connection is resumed */
+	enum lock_result result;
+	struct lock_state state;
+	/* PUT: the acquire machine (service/acquire.h): its inputs, its
+	 * outcome, and all its waiting */
+	struct acquire acquire;
+};
+
 /* Per-request state on MHD's *req_cls: made on the first callback, freed
- * when MHD reports the request completed. */
+ * when MHD reports the request completed. The HTTP side is here; the lock
+ * operation's is in lock. */
 struct request {
 	struct MHD_Connection *conn;
-	struct loop *loop;		/* the event loop serving it (server.c) */
+	struct http_loop *hl;		/* the loop's HTTP side serving it (server.c) */
+	const struct backend *backend;	/* that loop's lock domain (server.c) */
 	const struct config *cfg;
 	enum http_method method;
 	const char *method_name;	/* MHD's, valid for the request's life */
@@ -50,37 +66,22 @@ struct request {
 	char *body;
 	size_t body_len;
 	bool body_too_large;
-	struct params params;
-
-	/* waiting */
-	struct waiter *waiter;
-	bool queued;			/* holds a queue place (fair lock, waiting
-					 * writer) to give back if it leaves unserved */
-	int64_t deadline_ms;		/* monotonic */
-	int64_t holder_ttl_ms;		/* lease left of the holder at that attempt */
-
-	/* a lock acquired for this request (set when Redis granted it):
-	 * released again unless the answer reaches the client */
-	bool grant_pending;
 
 	bool admin;			/* auth off, or an admin token */
 
-	/* a Redis call in flight: the connection is suspended until its
-	 * outcome is in result/state, then MHD calls the handler, which runs
-	 * next */
+	/* suspended (server_suspend) until something calls server_resume();
+	 * MHD then calls the handler, which runs next */
 	enum MHD_Result (*next)(struct request *rq);
-	enum lock_result result;
-	struct lock_state state;
-	enum lock_result failure;	/* an acquire's, kept while it leaves the queue */
-	bool redis_ok;			/* /readyz: Redis answered PING */
+	bool suspend_pending;		/* suspend once MHD returns */
 
 	bool started;			/* the access handler has seen it */
 	bool close;			/* answer with "Connection: close" */
-	bool suspend_pending;		/* server_await: suspend once MHD returns */
 
 	unsigned status;		/* answered with */
 	int retry_after_s;		/* > 0: send Retry-After */
 	int64_t started_us;
+
+	struct lock_call lock;
 };
 
 /* Validate a lock name or owner id; on failure write the reason for the
@@ -89,8 +90,8 @@ int request_check_name(const char *name, size_t len, char *why, size_t why_len);
 int request_check_owner(const char *owner, size_t len, char *why, size_t why_len);
 
 /* Parse the parameters of rq from its JSON body or its query string (not
- * both) into rq->params, accepting only those in allowed. Returns 0, or -1
- * after queuing the 400 reply. */
+ * both) into rq->lock.params, accepting only those in allowed. Returns 0,
+ * or -1 after queuing the 400 reply. */
 int request_params_or_reply(struct request *rq, unsigned allowed);
 
 /* Has the client hung up (the socket reports EOF or an error)? A client

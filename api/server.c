@@ -483,7 +483,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 		.kind = rq->name ? locks_kind_label(rq->route.kind) : NULL,
 		.why = rq->started ? NULL : "refused by the HTTP parser",
 		.lock = rq->name,
-		.owner = rq->params.owner[0] ? rq->params.owner : NULL,
+		.owner = rq->lock.params.owner[0] ? rq->lock.params.owner : NULL,
 		.delivered = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK,
 	});
 	request_free(rq);

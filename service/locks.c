@@ -15,6 +15,7 @@
 #include "backend.h"
 #include "pubsub.h"
 #include "redis_conn.h"
+#include "waiters.h"
 #include "scripts.h"
 #include "util.h"
 
@@ -218,6 +219,8 @@ struct call {
 		       struct lock_state *out);
 	lock_done_fn done;		/* NULL: only failures are logged */
 	void *ctx;
+	const struct backend *b;	/* renew: whose waiters hear the new lease end */
+	char *owner;			/* renew: the owner whose lease it is */
 	const char *what;		/* "release", ... for the log */
 	char name[];
 };
@@ -386,6 +389,7 @@ static void on_reply(void *arg, redisReply *r)
 	else if (res != LOCK_OK && res != LOCK_NOT_HELD)
 		log_warn("%s of %s '%s' failed (%d); the lease or queue place ends by itself",
 			 c->what, kinds[c->kind].label, c->name, (int)res);
+	free(c->owner);
 	free(c);
 }
 
@@ -514,6 +518,14 @@ static void renew_decode(struct call *c, const redisReply *r, enum lock_result *
 			   "answer came; retry shortly";
 		*res = LOCK_BACKEND_DOWN;
 	}
+	if (*res == LOCK_OK && out->ttl_ms > 0) {
+		/* a shorter lease ends sooner than this lock's waiters were
+		 * told, and expiry publishes nothing: they retry by then */
+		char *channel = locks_wait_channel(c->kind, c->name, c->owner);
+
+		waiters_lease_ends(c->b->waiters, channel, now_ms() + out->ttl_ms);
+		free(channel);
+	}
 }
 
 void locks_renew(const struct backend *b, enum lock_kind kind, const char *name,
@@ -524,6 +536,8 @@ void locks_renew(const struct backend *b, enum lock_kind kind, const char *name,
 	const char *args[] = { lease, owner };
 
 	c->decode = renew_decode;
+	c->b = b;
+	c->owner = xstrdup(owner);
 	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
 	run(b, c, &kinds[kind].renew, 2, args);
 }

@@ -167,12 +167,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rc = request_params_or_reply(&rq, P_OWNER | P_TTL | P_WAIT | P_FORCE);
 	assert(rc == 0 ? errors == 0 : errors == 1);
 	if (rc == 0) {
-		if (rq.params.given & P_TTL)
-			assert(rq.params.ttl_ms >= 1 && rq.params.ttl_ms <= cfg.max_ttl_ms);
-		if (rq.params.given & P_WAIT)
-			assert(rq.params.wait_ms >= 0 && rq.params.wait_ms <= cfg.max_wait_ms);
-		if (rq.params.given & P_OWNER)
-			assert(request_check_owner(rq.params.owner, strlen(rq.params.owner), why,
+		if (rq.lock.params.given & P_TTL)
+			assert(rq.lock.params.ttl_ms >= 1 && rq.lock.params.ttl_ms <= cfg.max_ttl_ms);
+		if (rq.lock.params.given & P_WAIT)
+			assert(rq.lock.params.wait_ms >= 0 && rq.lock.params.wait_ms <= cfg.max_wait_ms);
+		if (rq.lock.params.given & P_OWNER)
+			assert(request_check_owner(rq.lock.params.owner, strlen(rq.lock.params.owner), why,
 						   sizeof(why)) == 0);
 	}
 	free(method);

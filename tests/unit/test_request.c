@@ -117,10 +117,10 @@ static void test_request__query_parameters_are_parsed(void **state)
 	(void)state;
 	assert_int_equal(parse(&rq, q, NULL, ALL), 0);
 	assert_int_equal(errors_replied, 0);
-	assert_string_equal(rq.params.owner, "w1");
-	assert_int_equal(rq.params.ttl_ms, 5000);
-	assert_int_equal(rq.params.wait_ms, 0);
-	assert_int_equal(rq.params.given, ALL);
+	assert_string_equal(rq.lock.params.owner, "w1");
+	assert_int_equal(rq.lock.params.ttl_ms, 5000);
+	assert_int_equal(rq.lock.params.wait_ms, 0);
+	assert_int_equal(rq.lock.params.given, ALL);
 }
 
 static void test_request__bad_query_numbers_are_refused(void **state)
@@ -177,9 +177,9 @@ static void test_request__force_takes_true_or_false(void **state)
 
 	(void)state;
 	assert_int_equal(parse(&rq, yes, NULL, P_OWNER | P_FORCE), 0);
-	assert_true(rq.params.force);
+	assert_true(rq.lock.params.force);
 	assert_int_equal(parse(&rq, no, NULL, P_OWNER | P_FORCE), 0);
-	assert_false(rq.params.force);
+	assert_false(rq.lock.params.force);
 	assert_int_equal(parse(&rq, bad, NULL, P_OWNER | P_FORCE), -1);
 }
 
@@ -191,11 +191,11 @@ static void test_request__json_body_is_parsed(void **state)
 
 	(void)state;
 	assert_int_equal(parse(&rq, NULL, "{\"owner\":\"w\",\"ttl_ms\":100,\"wait_ms\":5}", ALL), 0);
-	assert_string_equal(rq.params.owner, "w");
-	assert_int_equal(rq.params.ttl_ms, 100);
-	assert_int_equal(rq.params.wait_ms, 5);
+	assert_string_equal(rq.lock.params.owner, "w");
+	assert_int_equal(rq.lock.params.ttl_ms, 100);
+	assert_int_equal(rq.lock.params.wait_ms, 5);
 	assert_int_equal(parse(&rq, NULL, "{}", ALL), 0);
-	assert_int_equal(rq.params.given, 0);
+	assert_int_equal(rq.lock.params.given, 0);
 }
 
 static void test_request__bad_json_bodies_are_refused(void **state)

@@ -1,0 +1,42 @@
+/* acquire_ops.c -- the acquire machine's real collaborators (acquire.h):
+ * the lock domain's scripts and the loop's waiters, on the event loop
+ * whose backend the request runs on. The only place the acquire path
+ * calls locks_acquire/dequeue/release and waiters_*; the machine itself
+ * (acquire.c) goes through this table so that its unit test can inject
+ * outcomes. */
+#include "acquire.h"
+
+#include "backend.h"
+#include "locks.h"
+#include "util.h"
+#include "waiters.h"
+
+#include <stdlib.h>
+
+_Static_assert((unsigned)LOCK_WAIT_WRITER == (unsigned)WAITER_WRITER &&
+	       (unsigned)LOCK_WAIT_TIMER_ALL == (unsigned)WAITER_TIMER_ALL,
+	       "lock wait flags are waiter flags");
+
+/* Join the channel that announces (kind, name)'s release, on b's loop. */
+static struct waiter *join(const struct backend *b, enum lock_kind kind, const char *name,
+			   const char *owner, int fd, waiter_resume_fn resume, void *ctx,
+			   int64_t deadline_ms, bool *confirmed)
+{
+	char *channel = locks_wait_channel(kind, name, owner);
+	struct waiter *w = waiters_join(b->waiters, channel, fd, resume, ctx, deadline_ms,
+					locks_wait_flags(kind), confirmed);
+
+	free(channel);
+	return w;
+}
+
+const struct acquire_ops acquire_ops_real = {
+	.try_acquire = locks_acquire,
+	.dequeue = locks_dequeue,
+	.release = locks_release,
+	.join = join,
+	.sleep = waiters_sleep,
+	.wake_reason = waiters_wake_reason,
+	.leave = waiters_leave,
+	.now_ms = now_ms,
+};
