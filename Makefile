@@ -141,6 +141,20 @@ $(BUILD)/openapi_doc.o: $(BUILD)/openapi_doc.c | deps-build
 $(BUILD)/tests/test_locks: UNIT_WRAP = -Wl,--wrap=scripts_run
 $(BUILD)/tests/test_request: UNIT_WRAP = -Wl,--wrap=MHD_get_connection_values \
 	-Wl,--wrap=reply_error
+# The waiters and the subscriber are tested on their own event loop, with
+# only the modules below them: they must not need the HTTP or lock layers.
+WAITERS_TEST_OBJS = $(addprefix $(BUILD)/service/,loop.o heap.o util.o log.o)
+PUBSUB_TEST_OBJS = $(addprefix $(BUILD)/service/,loop.o heap.o util.o log.o metrics.o \
+	version.o redis_conn.o redis_url.o)
+$(BUILD)/tests/test_waiters: DEP_OBJS = $(WAITERS_TEST_OBJS)
+$(BUILD)/tests/test_pubsub: DEP_OBJS = $(PUBSUB_TEST_OBJS)
+$(BUILD)/tests/test_waiters: tests/unit/test_waiters.c $(WAITERS_TEST_OBJS) | deps
+$(BUILD)/tests/test_pubsub: tests/unit/test_pubsub.c $(PUBSUB_TEST_OBJS) | deps
+$(BUILD)/tests/test_waiters $(BUILD)/tests/test_pubsub:
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \
+		$(DEP_OBJS) $(ALL_LDFLAGS) $(PKG_LIBS) $(TEST_LIBS)
+
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB_OBJS) | deps
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \
