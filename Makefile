@@ -147,6 +147,20 @@ $(BUILD)/tests/test_acquire: tests/unit/test_acquire.c | deps
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \
 		$(ALL_LDFLAGS) $(TEST_LIBS)
+# The waiters and the subscriber are tested on their own event loop, with
+# only the modules below them: they must not need the HTTP or lock layers.
+WAITERS_TEST_OBJS = $(addprefix $(BUILD)/service/,loop.o heap.o util.o log.o)
+PUBSUB_TEST_OBJS = $(addprefix $(BUILD)/service/,loop.o heap.o util.o log.o metrics.o \
+	version.o redis_conn.o redis_url.o)
+$(BUILD)/tests/test_waiters: DEP_OBJS = $(WAITERS_TEST_OBJS)
+$(BUILD)/tests/test_pubsub: DEP_OBJS = $(PUBSUB_TEST_OBJS)
+$(BUILD)/tests/test_waiters: tests/unit/test_waiters.c $(WAITERS_TEST_OBJS) | deps
+$(BUILD)/tests/test_pubsub: tests/unit/test_pubsub.c $(PUBSUB_TEST_OBJS) | deps
+$(BUILD)/tests/test_waiters $(BUILD)/tests/test_pubsub:
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \
+		$(DEP_OBJS) $(ALL_LDFLAGS) $(PKG_LIBS) $(TEST_LIBS)
+
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB_OBJS) | deps
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \

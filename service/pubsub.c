@@ -1,133 +1,353 @@
-/* pubsub.c -- one thread owning the subscriber connection.
+/* pubsub.c -- the subscriber: one thread running an event loop of its own
+ * (loop.h) that owns the subscriber connection to Redis.
  *
- * Its loop waits in epoll on: the Redis connection (replies and messages),
- * an eventfd (pubsub_notify: new subscription changes or an earlier timer),
- * and the waiters' hang-up epoll fd, with the next waiter timer as timeout.
- * Subscription changes are pipelined: every pending SUBSCRIBE/UNSUBSCRIBE
- * is appended, then written in one go. When the connection drops it
- * reconnects with backoff (100 ms doubling to 1 s); waiters_on_disconnect()
- * makes every channel subscribe again, and each confirmation wakes that
- * channel's sleepers, since a release may have gone unseen meanwhile.
- * Redis refusing a SUBSCRIBE (an ACL without the lock channels: Redis 7's
- * default for a new user) says so in the log, and the connection is
- * dropped and made again after REFUSED_RETRY_MS, so that no channel is
- * left waiting for a confirmation that never comes; meanwhile waiters
- * are retried at their holders' lease ends, not by messages. */
+ * The loops' waiters ask for channels through pubsub_want(), which posts
+ * to this loop; per channel it keeps the set of struct waiters (one per
+ * event loop) that want it, SUBSCRIBEs when the first wants it and
+ * UNSUBSCRIBEs when the last stops. Subscription changes are pipelined:
+ * every pending SUBSCRIBE/UNSUBSCRIBE is appended, then written in one go,
+ * before the loop sleeps. A channel is live once the replies to everything
+ * sent for it have come and the last was a SUBSCRIBE; then each loop that
+ * wants it is told (waiters_deliver_confirmed), and a loop that asks for a
+ * channel already live is told at once. Every message goes to every loop
+ * that wants its channel (waiters_deliver_message); nothing here decides
+ * who wakes.
+ *
+ * When the connection drops, each loop with channels is told
+ * (waiters_deliver_disconnect: nothing is live), and it reconnects with
+ * backoff (100 ms doubling to 1 s), subscribes every wanted channel again
+ * and confirms each to its loops, which wakes their sleepers, since a
+ * release may have gone unseen meanwhile. Redis refusing a SUBSCRIBE (an
+ * ACL without the lock channels: Redis 7's default for a new user) says so
+ * in the log, and the connection is dropped and made again after
+ * REFUSED_RETRY_MS, so that no channel is left waiting for a confirmation
+ * that never comes; meanwhile waiters are retried at their holders' lease
+ * ends, not by messages.
+ *
+ * Everything but pubsub_want(), pubsub_connected() and the start/stop
+ * calls runs on the subscriber's thread; the only state shared is the
+ * loop's mailbox and the `connected' flag. */
 #include "pubsub.h"
 
 #include "log.h"
+#include "loop.h"
 #include "metrics.h"
 #include "redis_conn.h"
 #include "util.h"
 #include "waiters.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 1000
 #define REFUSED_RETRY_MS 5000
 
-enum { TAG_NOTIFY = 1, TAG_REDIS, TAG_HANGUP };
+/* As many loops as --threads allows. */
+#define MAX_LOOPS 256
+#define SET_WORDS (MAX_LOOPS / 64)
 
-static struct {
+/* A set of loops' waiters, by their index in struct pubsub's loops. */
+struct loop_set {
+	uint64_t bits[SET_WORDS];
+};
+
+struct sub_channel {
+	char *name;
+	struct sub_channel *hnext;	/* hash bucket chain */
+	struct sub_channel *dnext;	/* dirty list */
+	bool dirty;			/* on the dirty list */
+	bool subscribed;		/* SUBSCRIBE last sent on this connection */
+	unsigned inflight;		/* (UN)SUBSCRIBE replies still to come */
+	struct loop_set want;		/* the loops that want it */
+};
+
+struct pubsub {
+	const struct redis_url *url;	/* not ours */
+	struct loop *loop;
 	pthread_t thread;
 	bool started;
-	atomic_bool stop;
 	atomic_bool connected;
-	int event_fd;
-	int epfd;
 	redisContext *ctx;
-	int64_t next_connect_ms;
+	struct loop_timer reconnect;
 	int64_t backoff_ms;
-} P = { .event_fd = -1, .epfd = -1 };
+	struct sub_channel **buckets;
+	size_t nbuckets, nchannels;
+	struct sub_channel *dirty_head, *dirty_tail;
+	struct waiters *loops[MAX_LOOPS];	/* every struct waiters heard of */
+	unsigned nloops;
+};
 
-void pubsub_notify(void)
+/* ----- Loop sets ----- */
+
+static bool set_has(const struct loop_set *s, unsigned i)
 {
-	uint64_t one = 1;
+	return s->bits[i / 64] >> (i % 64) & 1;
+}
 
-	if (P.event_fd >= 0 && write(P.event_fd, &one, sizeof(one)) < 0) {
-		/* EAGAIN: the counter is already non-zero, the thread will look */
+static void set_put(struct loop_set *s, unsigned i, bool on)
+{
+	if (on)
+		s->bits[i / 64] |= (uint64_t)1 << (i % 64);
+	else
+		s->bits[i / 64] &= ~((uint64_t)1 << (i % 64));
+}
+
+static bool set_empty(const struct loop_set *s)
+{
+	for (unsigned k = 0; k < SET_WORDS; k++)
+		if (s->bits[k])
+			return false;
+	return true;
+}
+
+/* The index of ws in ps->loops, given one if it is new; -1 past MAX_LOOPS. */
+static int loop_index(struct pubsub *ps, struct waiters *ws)
+{
+	for (unsigned i = 0; i < ps->nloops; i++)
+		if (ps->loops[i] == ws)
+			return (int)i;
+	if (ps->nloops == MAX_LOOPS) {
+		log_error("subscriber: more than %d loops; the others' waiters are woken "
+			  "only at lease ends", MAX_LOOPS);
+		return -1;
 	}
+	ps->loops[ps->nloops] = ws;
+	return (int)ps->nloops++;
 }
 
-bool pubsub_connected(void)
+/* ----- Channel table ----- */
+
+static size_t hash_name(const char *s)
 {
-	return atomic_load(&P.connected);
+	size_t h = 1469598103934665603ULL;
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 1099511628211ULL;
+	return h;
 }
 
-static void epoll_add(int fd, uint32_t tag)
+static struct sub_channel *channel_find(struct pubsub *ps, const char *name)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = tag };
+	struct sub_channel *c = ps->buckets[hash_name(name) & (ps->nbuckets - 1)];
 
-	epoll_ctl(P.epfd, EPOLL_CTL_ADD, fd, &ev);
+	while (c && strcmp(c->name, name))
+		c = c->hnext;
+	return c;
 }
 
-static void disconnect(void)
+static void table_grow(struct pubsub *ps)
 {
-	if (!P.ctx)
+	size_t n = ps->nbuckets * 2;
+	struct sub_channel **b = xcalloc(n, sizeof(*b));
+
+	for (size_t i = 0; i < ps->nbuckets; i++) {
+		struct sub_channel *c = ps->buckets[i], *next;
+
+		for (; c; c = next) {
+			size_t k = hash_name(c->name) & (n - 1);
+
+			next = c->hnext;
+			c->hnext = b[k];
+			b[k] = c;
+		}
+	}
+	free(ps->buckets);
+	ps->buckets = b;
+	ps->nbuckets = n;
+}
+
+static struct sub_channel *channel_get(struct pubsub *ps, const char *name)
+{
+	struct sub_channel *c = channel_find(ps, name);
+	size_t k;
+
+	if (c)
+		return c;
+	if (ps->nchannels >= ps->nbuckets)
+		table_grow(ps);
+	c = xcalloc(1, sizeof(*c));
+	c->name = xstrdup(name);
+	k = hash_name(name) & (ps->nbuckets - 1);
+	c->hnext = ps->buckets[k];
+	ps->buckets[k] = c;
+	ps->nchannels++;
+	return c;
+}
+
+/* Free c if nothing refers to it any more: no loop wants it, no
+ * subscription, no reply pending, not queued for sending. */
+static void channel_maybe_free(struct pubsub *ps, struct sub_channel *c)
+{
+	struct sub_channel **pp;
+
+	if (!set_empty(&c->want) || c->subscribed || c->inflight || c->dirty)
+		return;
+	pp = &ps->buckets[hash_name(c->name) & (ps->nbuckets - 1)];
+	while (*pp != c)
+		pp = &(*pp)->hnext;
+	*pp = c->hnext;
+	ps->nchannels--;
+	free(c->name);
+	free(c);
+}
+
+static bool channel_live(const struct pubsub *ps, const struct sub_channel *c)
+{
+	return ps->ctx && c->subscribed && c->inflight == 0;
+}
+
+static void mark_dirty(struct pubsub *ps, struct sub_channel *c)
+{
+	if (c->dirty)
+		return;
+	c->dirty = true;
+	c->dnext = NULL;
+	if (ps->dirty_tail)
+		ps->dirty_tail->dnext = c;
+	else
+		ps->dirty_head = c;
+	ps->dirty_tail = c;
+}
+
+/* ----- The connection ----- */
+
+static void on_redis(struct loop *l, int fd, unsigned events, void *data);
+
+static void disconnect(struct pubsub *ps, int64_t retry_in_ms)
+{
+	struct loop_set told = { { 0 } };
+
+	if (!ps->ctx)
 		return;
 	log_warn("redis subscriber connection lost: %s",
-		 P.ctx->errstr[0] ? P.ctx->errstr : "closed");
-	epoll_ctl(P.epfd, EPOLL_CTL_DEL, P.ctx->fd, NULL);
-	redisFree(P.ctx);
-	P.ctx = NULL;
-	atomic_store(&P.connected, false);
+		 ps->ctx->errstr[0] ? ps->ctx->errstr : "closed");
+	loop_unwatch(ps->loop, ps->ctx->fd);
+	redisFree(ps->ctx);
+	ps->ctx = NULL;
+	atomic_store(&ps->connected, false);
 	metrics_inc(METRIC_REDIS_RECONNECTS);
-	waiters_on_disconnect();
-	P.next_connect_ms = now_ms() + P.backoff_ms;
+	for (size_t i = 0; i < ps->nbuckets; i++) {
+		struct sub_channel *c = ps->buckets[i], *next;
+
+		for (; c; c = next) {
+			next = c->hnext;
+			c->subscribed = false;
+			c->inflight = 0;
+			for (unsigned k = 0; k < SET_WORDS; k++)
+				told.bits[k] |= c->want.bits[k];
+			if (!set_empty(&c->want))
+				mark_dirty(ps, c);
+			else
+				channel_maybe_free(ps, c);
+		}
+	}
+	for (unsigned i = 0; i < ps->nloops; i++)
+		if (set_has(&told, i))
+			waiters_deliver_disconnect(ps->loops[i]);
+	loop_timer_set(ps->loop, &ps->reconnect, now_ms() + retry_in_ms);
 }
 
-static void try_connect(void)
+static void on_reconnect_timer(struct loop *l, struct loop_timer *t)
 {
-	int64_t now = now_ms();
+	struct pubsub *ps = container_of(t, struct pubsub, reconnect);
 
-	if (P.ctx || now < P.next_connect_ms)
+	if (ps->ctx)
 		return;
-	P.ctx = redis_conn_open();
-	if (!P.ctx) {
-		P.next_connect_ms = now + P.backoff_ms;
-		P.backoff_ms = P.backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : P.backoff_ms * 2;
+	/* TODO: redis_open_blocking(ps->url) once redis_conn.h has it */
+	ps->ctx = redis_conn_open();
+	if (!ps->ctx) {
+		loop_timer_set(l, t, now_ms() + ps->backoff_ms);
+		ps->backoff_ms = ps->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
+								      : ps->backoff_ms * 2;
 		return;
 	}
-	P.backoff_ms = BACKOFF_MIN_MS;
-	epoll_add(P.ctx->fd, TAG_REDIS);
-	atomic_store(&P.connected, true);
+	if (loop_watch(l, ps->ctx->fd, LOOP_READ, on_redis, ps) < 0) {
+		redisFree(ps->ctx);
+		ps->ctx = NULL;
+		loop_timer_set(l, t, now_ms() + ps->backoff_ms);
+		return;
+	}
+	ps->backoff_ms = BACKOFF_MIN_MS;
+	atomic_store(&ps->connected, true);
 	log_info("redis subscriber connected");
+	/* every wanted channel is on the dirty list since the disconnect (or
+	 * since it was wanted): send_changes subscribes them before we sleep */
 }
 
-/* Send every pending subscription change in one write. */
-static void send_changes(void)
+/* Before the loop sleeps: send every pending subscription change in one
+ * write. */
+static void send_changes(struct loop *l, void *data)
 {
-	char *name;
-	bool subscribe;
+	struct pubsub *ps = data;
 	int done = 0, queued = 0;
 
-	if (!P.ctx)
+	(void)l;
+	if (!ps->ctx)
 		return;
-	while (waiters_next_change(&name, &subscribe)) {
-		const char *argv[] = { subscribe ? "SUBSCRIBE" : "UNSUBSCRIBE", name };
+	while (ps->dirty_head) {
+		struct sub_channel *c = ps->dirty_head;
+		bool want = !set_empty(&c->want);
+		const char *argv[2] = { NULL, c->name };
 
-		redisAppendCommandArgv(P.ctx, 2, argv, NULL);
-		free(name);
+		ps->dirty_head = c->dnext;
+		if (!ps->dirty_head)
+			ps->dirty_tail = NULL;
+		c->dirty = false;
+		if (want && !c->subscribed)
+			argv[0] = "SUBSCRIBE";
+		else if (!want && c->subscribed)
+			argv[0] = "UNSUBSCRIBE";
+		if (!argv[0]) {
+			channel_maybe_free(ps, c);
+			continue;
+		}
+		c->subscribed = want;
+		c->inflight++;
+		redisAppendCommandArgv(ps->ctx, 2, argv, NULL);
 		queued++;
 	}
 	while (queued && !done) {
-		if (redisBufferWrite(P.ctx, &done) == REDIS_ERR) {
-			disconnect();
+		if (redisBufferWrite(ps->ctx, &done) == REDIS_ERR) {
+			disconnect(ps, ps->backoff_ms);
 			return;
 		}
 	}
 }
 
+/* Redis confirmed a SUBSCRIBE or UNSUBSCRIBE of name: once none is in
+ * flight and it is subscribed, every loop that wants it is told. */
+static void on_confirmed(struct pubsub *ps, const char *name)
+{
+	struct sub_channel *c = channel_find(ps, name);
+
+	if (!c || !c->inflight)
+		return;
+	c->inflight--;
+	if (channel_live(ps, c)) {
+		for (unsigned i = 0; i < ps->nloops; i++)
+			if (set_has(&c->want, i))
+				waiters_deliver_confirmed(ps->loops[i], c->name);
+	}
+	channel_maybe_free(ps, c);
+}
+
+static void on_message(struct pubsub *ps, const char *name, const char *payload, size_t len)
+{
+	struct sub_channel *c = channel_find(ps, name);
+
+	metrics_inc(METRIC_PUBSUB_MESSAGES);
+	if (!c)
+		return;
+	for (unsigned i = 0; i < ps->nloops; i++)
+		if (set_has(&c->want, i))
+			waiters_deliver_message(ps->loops[i], name, payload, len);
+}
+
 /* Handle one reply; false when Redis refused a (UN)SUBSCRIBE. */
-static bool handle_reply(redisReply *r)
+static bool handle_reply(struct pubsub *ps, redisReply *r)
 {
 	const char *kind;
 
@@ -142,125 +362,155 @@ static bool handle_reply(redisReply *r)
 	    r->element[1]->type != REDIS_REPLY_STRING)
 		return true;
 	kind = r->element[0]->str;
-	if (!strcmp(kind, "message") && r->element[2]->type == REDIS_REPLY_STRING) {
-		metrics_inc(METRIC_PUBSUB_MESSAGES);
-		waiters_on_message(r->element[1]->str, r->element[2]->str, r->element[2]->len);
-	} else if (!strcmp(kind, "subscribe")) {
-		waiters_on_subscribed(r->element[1]->str);
-	} else if (!strcmp(kind, "unsubscribe")) {
-		waiters_on_unsubscribed(r->element[1]->str);
-	}
+	if (!strcmp(kind, "message") && r->element[2]->type == REDIS_REPLY_STRING)
+		on_message(ps, r->element[1]->str, r->element[2]->str, r->element[2]->len);
+	else if (!strcmp(kind, "subscribe") || !strcmp(kind, "unsubscribe"))
+		on_confirmed(ps, r->element[1]->str);
 	return true;
 }
 
-static void read_replies(void)
+static void on_redis(struct loop *l, int fd, unsigned events, void *data)
 {
+	struct pubsub *ps = data;
 	void *reply;
 
-	if (redisBufferRead(P.ctx) == REDIS_ERR) {
-		disconnect();
+	(void)l;
+	(void)fd;
+	(void)events;
+	if (redisBufferRead(ps->ctx) == REDIS_ERR) {
+		disconnect(ps, ps->backoff_ms);
 		return;
 	}
 	for (;;) {
-		if (redisGetReplyFromReader(P.ctx, &reply) == REDIS_ERR) {
-			disconnect();
+		if (redisGetReplyFromReader(ps->ctx, &reply) == REDIS_ERR) {
+			disconnect(ps, ps->backoff_ms);
 			return;
 		}
 		if (!reply)
 			break;
-		if (!handle_reply(reply)) {
+		if (!handle_reply(ps, reply)) {
 			freeReplyObject(reply);
-			disconnect();
-			P.next_connect_ms = now_ms() + REFUSED_RETRY_MS;
+			disconnect(ps, REFUSED_RETRY_MS);
 			return;
 		}
 		freeReplyObject(reply);
 	}
 }
 
+/* ----- What the loops ask ----- */
+
+struct want_note {
+	struct pubsub *ps;
+	struct waiters *ws;
+	bool want;
+	char channel[];
+};
+
+static void run_want(struct loop *l, void *data)
+{
+	struct want_note *n = data;
+	struct pubsub *ps = n->ps;
+	int i = loop_index(ps, n->ws);
+	struct sub_channel *c;
+
+	(void)l;
+	if (i < 0)
+		goto out;
+	c = n->want ? channel_get(ps, n->channel) : channel_find(ps, n->channel);
+	if (!c)
+		goto out;
+	set_put(&c->want, (unsigned)i, n->want);
+	if (n->want && channel_live(ps, c))
+		waiters_deliver_confirmed(n->ws, c->name);	/* joins a live channel */
+	else if (set_empty(&c->want) == c->subscribed)
+		mark_dirty(ps, c);	/* the first wants it, or the last let go */
+	else
+		channel_maybe_free(ps, c);	/* else a reply to come confirms it */
+out:
+	free(n);
+}
+
+void pubsub_want(void *sub, struct waiters *ws, const char *channel, bool want)
+{
+	struct pubsub *ps = sub;
+	size_t len = strlen(channel);
+	struct want_note *n = xmalloc(sizeof(*n) + len + 1);
+
+	n->ps = ps;
+	n->ws = ws;
+	n->want = want;
+	memcpy(n->channel, channel, len + 1);
+	if (loop_post(ps->loop, run_want, n) < 0)
+		free(n);	/* the subscriber has stopped */
+}
+
+bool pubsub_connected(const struct pubsub *ps)
+{
+	return atomic_load(&ps->connected);
+}
+
+/* ----- Set-up ----- */
+
 static void *pubsub_main(void *arg)
 {
-	struct epoll_event evs[16];
+	struct pubsub *ps = arg;
 
-	(void)arg;
-	while (!atomic_load(&P.stop)) {
-		int timeout, n;
-
-		try_connect();
-		send_changes();
-		timeout = waiters_next_timeout_ms();
-		if (!P.ctx) {
-			int left = (int)(P.next_connect_ms - now_ms());
-
-			if (left < 0)
-				left = 0;
-			if (timeout < 0 || left < timeout)
-				timeout = left;
-		}
-		n = epoll_wait(P.epfd, evs, (int)ARRAY_SIZE(evs), timeout);
-		if (n < 0 && errno != EINTR) {
-			log_error("pubsub epoll_wait: %s", strerror(errno));
-			break;
-		}
-		for (int i = 0; i < n; i++) {
-			uint64_t count;
-
-			switch (evs[i].data.u32) {
-			case TAG_NOTIFY:
-				if (read(P.event_fd, &count, sizeof(count)) < 0) {
-					/* EAGAIN: already drained */
-				}
-				break;
-			case TAG_REDIS:
-				if (P.ctx)
-					read_replies();
-				break;
-			case TAG_HANGUP:
-				waiters_check_hangups();
-				break;
-			}
-		}
-		waiters_run_timers();
-	}
+	loop_run(ps->loop);
 	return NULL;
 }
 
-int pubsub_init(void)
+static void pubsub_free(struct pubsub *ps)
 {
-	P.event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	P.epfd = epoll_create1(EPOLL_CLOEXEC);
-	P.backoff_ms = BACKOFF_MIN_MS;
-	if (P.event_fd < 0 || P.epfd < 0)
-		return -1;
-	epoll_add(P.event_fd, TAG_NOTIFY);
-	return 0;
+	if (ps->ctx) {
+		loop_unwatch(ps->loop, ps->ctx->fd);
+		redisFree(ps->ctx);
+	}
+	for (size_t i = 0; i < ps->nbuckets; i++) {
+		struct sub_channel *c = ps->buckets[i], *next;
+
+		for (; c; c = next) {
+			next = c->hnext;
+			free(c->name);
+			free(c);
+		}
+	}
+	free(ps->buckets);
+	loop_free(ps->loop);
+	free(ps);
 }
 
-int pubsub_start(void)
+struct pubsub *pubsub_start(const struct redis_url *url)
 {
-	epoll_add(waiters_hangup_fd(), TAG_HANGUP);
-	atomic_store(&P.stop, false);
-	if (pthread_create(&P.thread, NULL, pubsub_main, NULL))
-		return -1;
-	P.started = true;
-	return 0;
+	struct pubsub *ps = xcalloc(1, sizeof(*ps));
+
+	ps->url = url;
+	ps->backoff_ms = BACKOFF_MIN_MS;
+	ps->nbuckets = 64;
+	ps->buckets = xcalloc(ps->nbuckets, sizeof(*ps->buckets));
+	ps->loop = loop_new();
+	if (!ps->loop) {
+		pubsub_free(ps);
+		return NULL;
+	}
+	loop_timer_init(&ps->reconnect, on_reconnect_timer);
+	loop_timer_set(ps->loop, &ps->reconnect, now_ms());	/* connect first thing */
+	loop_before_sleep(ps->loop, send_changes, ps);
+	if (pthread_create(&ps->thread, NULL, pubsub_main, ps)) {
+		log_error("cannot start the subscriber thread");
+		pubsub_free(ps);
+		return NULL;
+	}
+	ps->started = true;
+	return ps;
 }
 
-void pubsub_stop(void)
+void pubsub_stop(struct pubsub *ps)
 {
-	if (P.started) {
-		atomic_store(&P.stop, true);
-		pubsub_notify();
-		pthread_join(P.thread, NULL);
-		P.started = false;
+	if (!ps)
+		return;
+	if (ps->started) {
+		loop_stop(ps->loop);
+		pthread_join(ps->thread, NULL);
 	}
-	if (P.ctx) {
-		redisFree(P.ctx);
-		P.ctx = NULL;
-	}
-	if (P.epfd >= 0)
-		close(P.epfd);
-	if (P.event_fd >= 0)
-		close(P.event_fd);
-	P.epfd = P.event_fd = -1;
+	pubsub_free(ps);
 }

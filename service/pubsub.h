@@ -1,19 +1,25 @@
-/* pubsub.h -- the subscriber thread: keeps Redis subscriptions in step with
- * the waiters, delivers release messages, and runs waiter timers. */
+/* pubsub.h -- the subscriber: one thread with its own event loop and its
+ * own Redis connection, keeping Redis' subscriptions equal to the channels
+ * the loops' waiters need, and handing each loop the confirmations and
+ * messages of its channels. */
 #ifndef DLOCKD_PUBSUB_H
 #define DLOCKD_PUBSUB_H
 
 #include <stdbool.h>
 
-/* Create the notification fd; call before waiters_init(pubsub_notify). */
-int pubsub_init(void);
-/* Start the thread. */
-int pubsub_start(void);
-/* Stop the thread and close its connection. */
-void pubsub_stop(void);
-/* Wake the thread to look at subscription changes and timers again. */
-void pubsub_notify(void);
-/* Is the subscriber connection up (for /readyz)? */
-bool pubsub_connected(void);
+struct pubsub;
+struct redis_url;
+struct waiters;
+
+/* Start the subscriber thread, connecting to url (which must outlive it);
+ * NULL if the thread cannot start. */
+struct pubsub *pubsub_start(const struct redis_url *url);
+/* Stop the thread and free ps. */
+void pubsub_stop(struct pubsub *ps);
+/* Any thread: waiters ws needs channel (want) or no longer does; matches
+ * waiters_subscribe_fn with sub = ps. */
+void pubsub_want(void *ps, struct waiters *ws, const char *channel, bool want);
+/* Any thread: is the subscriber connection up (for /readyz)? */
+bool pubsub_connected(const struct pubsub *ps);
 
 #endif

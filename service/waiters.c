@@ -1,10 +1,12 @@
-/* waiters.c -- HTTP requests suspended until a lock may be free.
+/* waiters.c -- HTTP requests suspended until a lock may be free, one
+ * struct waiters per event loop.
  *
- * A channel (one per pub/sub channel being waited on) counts the waiters
- * joined to it and lists the sleeping ones oldest first. The pubsub thread
- * keeps Redis' subscriptions equal to "channels with waiters" by draining
- * the dirty list (waiters_next_change) and reports replies and messages
- * back here. Wake-ups:
+ * A channel (one per pub/sub channel this loop's requests wait on) counts
+ * the waiters joined to it and lists the sleeping ones oldest first. The
+ * loop's first waiter on a channel asks the subscriber for it and its last
+ * one gives it back (waiters_subscribe_fn); the subscriber tells the loop,
+ * through its mailbox, when the subscription is live, every message, and
+ * when its connection dropped (waiters_deliver_*). Wake-ups:
  *   - "0" wakes the oldest sleeper (the oldest writer first: after a read
  *     release only a writer can be waiting to win); "1" wakes the oldest
  *     writer if one sleeps (readers queue behind a waiting writer, so only
@@ -17,13 +19,20 @@
  *     nothing) wakes the oldest sleeper, or all of them on a read-write
  *     lock's channel, where every reader may enter at once;
  *   - a waiter's deadline timer, or its client hanging up, wakes it alone.
+ * Every loop that has waiters on a channel hears each of its messages, and
+ * applies the rules above to its own sleepers only: a "0" wakes the oldest
+ * sleeper of EACH such loop, so one release costs up to one script run per
+ * loop (--threads), not one in all; only one of them can win, the others
+ * sleep again. (Waking one loop's alone would need the loops to agree on
+ * who is oldest over all of them, for no gain in correctness.)
  *
  * Lease ends. Every sleeper must be retried no later than the lease end of
  * whoever holds the lock by then, yet one lease end must not wake them all
  * (a plain lock's: one retry can win). So the channel, not the waiter,
  * carries the retry timer, armed at the earliest lease end anyone reported
  * since it last fired (earlier is only an extra retry; later could oversleep
- * a holder that died), and this holds while a channel has sleepers:
+ * a holder that died), and this holds, in every loop, while a channel has
+ * sleepers there:
  *     its retry timer is armed, or some joined waiter is awake,
  * because every awake waiter ends in one of the cases that re-arm it:
  *   - it sleeps again, reporting the lease it saw (waiters_sleep);
@@ -32,76 +41,92 @@
  *   - it gives up (deadline, hang-up) reporting the lease it last saw, or
  *     none: then if it was the last one awake and no timer is armed, the
  *     oldest sleeper is woken at once to look (one script run).
+ * A waiter's report reaches only its own loop's channel; the other loops'
+ * sleepers of the same lock are covered by their own awake waiters and
+ * timers, as if they were another dlockd.
  * A lease can also get shorter without anyone here trying: a heartbeat
  * with a smaller ttl_ms. Served by this dlockd, it reports the new end
- * (waiters_lease_ends). Whichever instance serves it, a plain lock's renew
- * script publishes "0" when it shortens the lease, so one sleeper here
- * retries and reports the new end; fair-lock heads and read-write waiters
- * look again at every queue refresh anyway. (A Redisson partial unlock
- * re-applies its own lease silently: a dlockd waiter then retries at the
- * end of the lease it saw last.)
- * One mutex guards everything; resume callbacks are called with it held
- * and must not call back into this module. */
+ * (waiters_lease_ends), which reaches every loop. Whichever instance
+ * serves it, a plain lock's renew script publishes "0" when it shortens
+ * the lease, so one sleeper per loop retries and reports the new end;
+ * fair-lock heads and read-write waiters look again at every queue
+ * refresh anyway. (A Redisson partial unlock re-applies its own lease
+ * silently: a dlockd waiter then retries at the end of the lease it saw
+ * last.)
+ *
+ * Threads. Everything about a struct waiters happens on its loop's thread,
+ * without a mutex: its timers are the loop's, its sleepers' client sockets
+ * are watched by the loop (LOOP_HANGUP), and what other threads have to say
+ * (the subscriber's deliveries, another loop's lease ends, shutdown) is
+ * posted to the loop's mailbox. A wake never calls resume at once: the
+ * waiter goes on the ready list, which a task the loop runs before it
+ * sleeps drains (as Redis' blocked.c hands unblocked clients to
+ * beforeSleep), so the request has always suspended its connection and
+ * returned to the loop before its resume runs. The only shared state is
+ * the registry of every loop's struct waiters (its mutex guards the list
+ * only) and two atomics: the waiter count and the shutdown flag. */
 #include "waiters.h"
 
-#include "heap.h"
+#include "loop.h"
 #include "util.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <unistd.h>
-
-enum timer_type { TIMER_DEADLINE, TIMER_RETRY };
-
-struct timer {
-	struct heap_node node;
-	enum timer_type type;
-};
 
 struct channel {
 	char *name;
 	struct channel *hnext;		/* hash bucket chain */
-	struct channel *dnext;		/* dirty list */
-	bool dirty;			/* on the dirty list */
-	bool subscribed;		/* SUBSCRIBE sent on this pubsub connection */
-	unsigned inflight;		/* (UN)SUBSCRIBE replies still to come */
-	uint64_t epoch;			/* bumped at each confirmed subscription */
+	struct waiters *ws;
+	bool live;			/* the subscription is confirmed (the
+					 * subscriber said so, and has not said
+					 * its connection dropped since) */
+	uint64_t epoch;			/* bumped at each confirmation */
 	unsigned refs;			/* joined waiters */
 	unsigned permits;		/* wakes banked while nobody slept */
 	bool timer_all;			/* the retry timer wakes every sleeper */
 	struct waiter *head, *tail;	/* sleepers, oldest first */
 	unsigned nsleeping;		/* ... and how many */
-	struct timer retry;		/* the holder's lease end: retry the oldest
+	struct loop_timer retry;	/* the holder's lease end: retry the oldest
 					 * sleeper (all, with timer_all) */
 };
 
 struct waiter {
 	struct channel *ch;
-	struct waiter *prev, *next;	/* in ch's sleepers while sleeping */
-	struct timer deadline;		/* armed while sleeping */
+	struct waiter *prev, *next;	/* in ch's sleepers while sleeping, in the
+					 * ready list while ready */
+	struct loop_timer deadline;	/* armed while sleeping */
 	int64_t deadline_ms;		/* monotonic */
 	int fd;				/* client socket; -1 = not watched */
 	waiter_resume_fn resume;
 	void *ctx;
 	uint64_t epoch_seen;		/* ch->epoch when it last (re)tried */
 	bool sleeping;
+	bool ready;			/* woken, resume not yet called */
 	bool writer;			/* preferred by a "0" */
 	enum waiter_wake reason;
 };
 
-static struct {
-	pthread_mutex_t lock;
+struct waiters {
+	struct loop *loop;
+	waiters_subscribe_fn subscribe;
+	void *sub;
 	struct channel **buckets;
 	size_t nbuckets, nchannels;
-	struct channel *dirty_head, *dirty_tail;
-	struct heap timers;
-	int hup_epfd;
-	unsigned nwaiters;
-	bool shutting_down;
-	void (*notify)(void);
-} W = { .lock = PTHREAD_MUTEX_INITIALIZER, .hup_epfd = -1 };
+	unsigned nwaiters;		/* joined here */
+	struct waiter *ready_head, *ready_tail;	/* woken, oldest wake first */
+	struct loop_task resume_task;	/* drains the ready list */
+	struct waiters *rnext;		/* in the registry */
+};
+
+/* Every loop's struct waiters. */
+static struct {
+	pthread_mutex_t lock;		/* guards list only */
+	struct waiters *list;
+	atomic_uint nwaiters;		/* joined, over all loops */
+	atomic_bool shutting_down;
+} R = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* ----- Channel table ----- */
 
@@ -114,22 +139,22 @@ static size_t hash_name(const char *s)
 	return h;
 }
 
-static struct channel *channel_find(const char *name)
+static struct channel *channel_find(struct waiters *ws, const char *name)
 {
-	struct channel *ch = W.buckets[hash_name(name) & (W.nbuckets - 1)];
+	struct channel *ch = ws->buckets[hash_name(name) & (ws->nbuckets - 1)];
 
 	while (ch && strcmp(ch->name, name))
 		ch = ch->hnext;
 	return ch;
 }
 
-static void table_grow(void)
+static void table_grow(struct waiters *ws)
 {
-	size_t n = W.nbuckets * 2;
+	size_t n = ws->nbuckets * 2;
 	struct channel **b = xcalloc(n, sizeof(*b));
 
-	for (size_t i = 0; i < W.nbuckets; i++) {
-		struct channel *ch = W.buckets[i], *next;
+	for (size_t i = 0; i < ws->nbuckets; i++) {
+		struct channel *ch = ws->buckets[i], *next;
 
 		for (; ch; ch = next) {
 			size_t k = hash_name(ch->name) & (n - 1);
@@ -139,77 +164,90 @@ static void table_grow(void)
 			b[k] = ch;
 		}
 	}
-	free(W.buckets);
-	W.buckets = b;
-	W.nbuckets = n;
+	free(ws->buckets);
+	ws->buckets = b;
+	ws->nbuckets = n;
 }
 
-static struct channel *channel_get(const char *name)
+static void on_retry_timer(struct loop *l, struct loop_timer *t);
+
+/* ch, made (and asked of the subscriber) if this loop has none. */
+static struct channel *channel_get(struct waiters *ws, const char *name)
 {
-	struct channel *ch = channel_find(name);
+	struct channel *ch = channel_find(ws, name);
 	size_t k;
 
 	if (ch)
 		return ch;
-	if (W.nchannels >= W.nbuckets)
-		table_grow();
+	if (ws->nchannels >= ws->nbuckets)
+		table_grow(ws);
 	ch = xcalloc(1, sizeof(*ch));
 	ch->name = xstrdup(name);
-	ch->retry.type = TIMER_RETRY;
-	heap_node_init(&ch->retry.node);
-	k = hash_name(name) & (W.nbuckets - 1);
-	ch->hnext = W.buckets[k];
-	W.buckets[k] = ch;
-	W.nchannels++;
+	ch->ws = ws;
+	loop_timer_init(&ch->retry, on_retry_timer);
+	k = hash_name(name) & (ws->nbuckets - 1);
+	ch->hnext = ws->buckets[k];
+	ws->buckets[k] = ch;
+	ws->nchannels++;
+	ws->subscribe(ws->sub, ws, name, true);
 	return ch;
 }
 
+/* The last waiter of ch left: give the channel back and forget it. What the
+ * subscriber still sends about it finds no channel and is dropped; should a
+ * waiter join it again, the channel starts anew, not live. */
 static void channel_free(struct channel *ch)
 {
-	struct channel **pp = &W.buckets[hash_name(ch->name) & (W.nbuckets - 1)];
+	struct waiters *ws = ch->ws;
+	struct channel **pp = &ws->buckets[hash_name(ch->name) & (ws->nbuckets - 1)];
 
 	while (*pp != ch)
 		pp = &(*pp)->hnext;
 	*pp = ch->hnext;
-	W.nchannels--;
-	heap_remove(&W.timers, &ch->retry.node);
+	ws->nchannels--;
+	loop_timer_stop(ws->loop, &ch->retry);
+	ws->subscribe(ws->sub, ws, ch->name, false);
 	free(ch->name);
 	free(ch);
 }
 
-/* Free ch if nothing refers to it any more: no waiters, no subscription,
- * no reply pending, not queued for the pubsub thread. */
-static void channel_maybe_free(struct channel *ch)
-{
-	if (!ch->refs && !ch->subscribed && !ch->inflight && !ch->dirty)
-		channel_free(ch);
-}
+/* ----- Sleeping and waking ----- */
 
-static bool channel_confirmed(const struct channel *ch)
+static void ready_unlink(struct waiter *w)
 {
-	return ch->subscribed && ch->inflight == 0;
-}
+	struct waiters *ws = w->ch->ws;
 
-/* Queue ch for the pubsub thread; returns true when the caller must notify. */
-static bool channel_mark_dirty(struct channel *ch)
-{
-	if (ch->dirty)
-		return false;
-	ch->dirty = true;
-	ch->dnext = NULL;
-	if (W.dirty_tail)
-		W.dirty_tail->dnext = ch;
+	if (w->prev)
+		w->prev->next = w->next;
 	else
-		W.dirty_head = ch;
-	W.dirty_tail = ch;
-	return true;
+		ws->ready_head = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	else
+		ws->ready_tail = w->prev;
+	w->prev = w->next = NULL;
+	w->ready = false;
 }
 
-/* ----- Sleeping and waking (W.lock held) ----- */
+/* Call the resume function of every woken waiter, in the order woken: a
+ * task of the loop, so never from inside a waiters_* call. A resume may
+ * call back into waiters (even wake others: they are resumed in this pass). */
+static void run_resumes(struct loop *l, void *data)
+{
+	struct waiters *ws = data;
+	struct waiter *w;
+
+	(void)l;
+	while ((w = ws->ready_head)) {
+		ready_unlink(w);
+		w->resume(w->ctx);
+	}
+}
 
 static void sleeper_unlink(struct waiter *w)
 {
 	struct channel *ch = w->ch;
+	struct waiters *ws = ch->ws;
 
 	if (w->prev)
 		w->prev->next = w->next;
@@ -222,17 +260,29 @@ static void sleeper_unlink(struct waiter *w)
 	w->prev = w->next = NULL;
 	w->sleeping = false;
 	ch->nsleeping--;
-	heap_remove(&W.timers, &w->deadline.node);
+	loop_timer_stop(ws->loop, &w->deadline);
 	if (w->fd >= 0)
-		epoll_ctl(W.hup_epfd, EPOLL_CTL_DEL, w->fd, NULL);
+		loop_unwatch(ws->loop, w->fd);
 }
 
+/* w (sleeping) is awake from now on; its resume runs before the loop
+ * sleeps next. */
 static void wake(struct waiter *w, enum waiter_wake reason)
 {
+	struct waiters *ws = w->ch->ws;
+
 	sleeper_unlink(w);
 	w->reason = reason;
 	w->epoch_seen = w->ch->epoch;
-	w->resume(w->ctx);
+	w->ready = true;
+	w->prev = ws->ready_tail;
+	w->next = NULL;
+	if (ws->ready_tail)
+		ws->ready_tail->next = w;
+	else
+		ws->ready_head = w;
+	ws->ready_tail = w;
+	loop_defer(ws->loop, &ws->resume_task);
 }
 
 static unsigned wake_all(struct channel *ch, enum waiter_wake reason)
@@ -247,31 +297,27 @@ static unsigned wake_all(struct channel *ch, enum waiter_wake reason)
 }
 
 /* Have ch's sleepers retried at at_ms (monotonic) at the latest: the
- * earlier of that and the time already armed. Returns true when the
- * pubsub thread must be told (its next timeout came earlier). */
-static bool arm_retry(struct channel *ch, int64_t at_ms)
+ * earlier of that and the time already armed. */
+static void arm_retry(struct channel *ch, int64_t at_ms)
 {
 	if (at_ms <= 0)
-		return false;
-	if (heap_armed(&ch->retry.node) && ch->retry.node.at_ms <= at_ms)
-		return false;
-	heap_set(&W.timers, &ch->retry.node, at_ms);
-	return ch->retry.node.idx == 0;
+		return;
+	if (loop_timer_armed(&ch->retry) && ch->retry.node.at_ms <= at_ms)
+		return;
+	loop_timer_set(ch->ws->loop, &ch->retry, at_ms);
 }
 
 /* A waiter of ch left, and others are joined: keep the sleepers covered
  * (see the top of this file) by the lease end it saw (0: none) -- armed
  * even if nobody sleeps yet: those awake may have tried before that lease
  * began and report an older one -- or, when it saw none and nobody else is
- * awake to report one, by having the oldest look now. Returns
- * arm_retry()'s answer. */
-static bool keep_covered(struct channel *ch, int64_t lease_end_ms)
+ * awake to report one, by having the oldest look now. */
+static void keep_covered(struct channel *ch, int64_t lease_end_ms)
 {
 	if (lease_end_ms > 0)
-		return arm_retry(ch, lease_end_ms);
-	if (ch->head && ch->nsleeping == ch->refs && !heap_armed(&ch->retry.node))
+		arm_retry(ch, lease_end_ms);
+	else if (ch->head && ch->nsleeping == ch->refs && !loop_timer_armed(&ch->retry))
 		wake(ch->head, WAKE_RETRY);
-	return false;
 }
 
 /* The oldest sleeping writer of ch, or NULL. */
@@ -284,45 +330,68 @@ static struct waiter *oldest_writer(const struct channel *ch)
 	return w;
 }
 
+static void on_deadline(struct loop *l, struct loop_timer *t)
+{
+	(void)l;
+	wake(container_of(t, struct waiter, deadline), WAKE_DEADLINE);
+}
+
+static void on_retry_timer(struct loop *l, struct loop_timer *t)
+{
+	struct channel *ch = container_of(t, struct channel, retry);
+
+	(void)l;
+	if (ch->timer_all)
+		wake_all(ch, WAKE_RETRY);
+	else if (ch->head)
+		wake(ch->head, WAKE_RETRY);
+}
+
+/* The client socket of a sleeping waiter hung up (or half-closed). */
+static void on_hangup(struct loop *l, int fd, unsigned events, void *data)
+{
+	struct waiter *w = data;
+
+	(void)l;
+	(void)fd;
+	(void)events;
+	if (w->sleeping)
+		wake(w, WAKE_GONE);
+}
+
 /* ----- Request side ----- */
 
-struct waiter *waiters_join(const char *channel, int fd, waiter_resume_fn resume,
-			    void *ctx, int64_t deadline_ms, unsigned flags, bool *confirmed)
+struct waiter *waiters_join(struct waiters *ws, const char *channel, int fd,
+			    waiter_resume_fn resume, void *ctx, int64_t deadline_ms,
+			    unsigned flags, bool *confirmed)
 {
 	struct waiter *w = xcalloc(1, sizeof(*w));
-	struct channel *ch;
-	bool notify = false;
+	struct channel *ch = channel_get(ws, channel);
 
+	w->ch = ch;
 	w->fd = fd;
 	w->resume = resume;
 	w->ctx = ctx;
 	w->deadline_ms = deadline_ms;
 	w->writer = flags & WAITER_WRITER;
-	w->deadline.type = TIMER_DEADLINE;
-	heap_node_init(&w->deadline.node);
-
-	pthread_mutex_lock(&W.lock);
-	ch = channel_get(channel);
-	w->ch = ch;
+	loop_timer_init(&w->deadline, on_deadline);
 	ch->timer_all |= (flags & WAITER_TIMER_ALL) != 0;
 	ch->refs++;
-	W.nwaiters++;
-	if (!ch->subscribed || ch->refs == 1)
-		notify = channel_mark_dirty(ch);
+	ws->nwaiters++;
+	atomic_fetch_add(&R.nwaiters, 1);
 	w->epoch_seen = ch->epoch;
-	*confirmed = channel_confirmed(ch);
-	pthread_mutex_unlock(&W.lock);
-	if (notify && W.notify)
-		W.notify();
+	*confirmed = ch->live;
 	return w;
 }
 
 void waiters_sleep(struct waiter *w, int64_t retry_at_ms)
 {
 	struct channel *ch = w->ch;
-	bool notify = false;
+	struct waiters *ws = ch->ws;
 
-	pthread_mutex_lock(&W.lock);
+	arm_retry(ch, retry_at_ms);
+	if (w->sleeping || w->ready)
+		return;		/* a wake is on its way already */
 	w->sleeping = true;
 	w->prev = ch->tail;
 	w->next = NULL;
@@ -332,18 +401,13 @@ void waiters_sleep(struct waiter *w, int64_t retry_at_ms)
 		ch->head = w;
 	ch->tail = w;
 	ch->nsleeping++;
-	heap_set(&W.timers, &w->deadline.node, w->deadline_ms);
-	notify = w->deadline.node.idx == 0;
-	notify |= arm_retry(ch, retry_at_ms);
-	if (w->fd >= 0) {
-		struct epoll_event ev = { .events = EPOLLRDHUP, .data.ptr = w };
+	loop_timer_set(ws->loop, &w->deadline, w->deadline_ms);
+	if (w->fd >= 0)
+		loop_watch(ws->loop, w->fd, LOOP_HANGUP, on_hangup, w);
 
-		epoll_ctl(W.hup_epfd, EPOLL_CTL_ADD, w->fd, &ev);
-	}
-
-	if (W.shutting_down) {
+	if (atomic_load(&R.shutting_down)) {
 		wake(w, WAKE_SHUTDOWN);
-	} else if (channel_confirmed(ch) && ch->epoch != w->epoch_seen) {
+	} else if (ch->live && ch->epoch != w->epoch_seen) {
 		wake(w, WAKE_RETRY);	/* (re)subscribed since its last try */
 	} else if (ch->permits) {
 		ch->permits--;
@@ -351,152 +415,75 @@ void waiters_sleep(struct waiter *w, int64_t retry_at_ms)
 	} else if (now_ms() >= w->deadline_ms) {
 		wake(w, WAKE_DEADLINE);
 	}
-	pthread_mutex_unlock(&W.lock);
-	if (notify && W.notify)
-		W.notify();
 }
 
 enum waiter_wake waiters_wake_reason(struct waiter *w)
 {
-	enum waiter_wake r;
+	enum waiter_wake r = w->reason;
 
-	pthread_mutex_lock(&W.lock);
-	r = w->reason;
 	w->reason = WAKE_NONE;
-	pthread_mutex_unlock(&W.lock);
 	return r;
 }
 
 void waiters_leave(struct waiter *w, int64_t lease_end_ms)
 {
 	struct channel *ch = w->ch;
-	bool notify = false;
+	struct waiters *ws = ch->ws;
 
-	pthread_mutex_lock(&W.lock);
 	if (w->sleeping)
 		sleeper_unlink(w);
-	W.nwaiters--;
+	if (w->ready)
+		ready_unlink(w);
+	ws->nwaiters--;
+	atomic_fetch_sub(&R.nwaiters, 1);
 	if (--ch->refs == 0) {
-		ch->permits = 0;
-		heap_remove(&W.timers, &ch->retry.node);
-		notify = channel_mark_dirty(ch);	/* unsubscribe, then free */
+		channel_free(ch);
 	} else {
 		if (ch->permits > ch->refs)
 			ch->permits = ch->refs;
-		if (!W.shutting_down)
-			notify = keep_covered(ch, lease_end_ms);
+		if (!atomic_load(&R.shutting_down))
+			keep_covered(ch, lease_end_ms);
 	}
-	pthread_mutex_unlock(&W.lock);
 	free(w);
-	if (notify && W.notify)
-		W.notify();
 }
 
-void waiters_lease_ends(const char *channel, int64_t at_ms)
-{
-	struct channel *ch;
-	bool notify = false;
+/* ----- What other threads post ----- */
 
-	pthread_mutex_lock(&W.lock);
-	ch = channel_find(channel);
-	if (ch && ch->refs && at_ms > 0)
-		notify = arm_retry(ch, at_ms);
-	pthread_mutex_unlock(&W.lock);
-	if (notify && W.notify)
-		W.notify();
+enum note_kind { NOTE_CONFIRMED, NOTE_MESSAGE, NOTE_DISCONNECT, NOTE_LEASE_END };
+
+/* One delivery to a loop, freed by the loop once handled. */
+struct note {
+	struct waiters *ws;
+	enum note_kind kind;
+	int64_t at_ms;			/* NOTE_LEASE_END */
+	size_t len;			/* NOTE_MESSAGE: the payload's */
+	char *payload;			/* NOTE_MESSAGE: in text, after channel */
+	char text[];			/* the channel's name, NUL, the payload */
+};
+
+static void lease_ends_here(struct waiters *ws, const char *channel, int64_t at_ms)
+{
+	struct channel *ch = channel_find(ws, channel);
+
+	if (ch && at_ms > 0)
+		arm_retry(ch, at_ms);
 }
 
-void waiters_shutdown(void)
+static void on_confirmed(struct waiters *ws, const char *channel)
 {
-	pthread_mutex_lock(&W.lock);
-	W.shutting_down = true;
-	for (size_t i = 0; i < W.nbuckets; i++)
-		for (struct channel *ch = W.buckets[i]; ch; ch = ch->hnext)
-			wake_all(ch, WAKE_SHUTDOWN);
-	pthread_mutex_unlock(&W.lock);
+	struct channel *ch = channel_find(ws, channel);
+
+	if (!ch)
+		return;		/* its waiters left meanwhile */
+	ch->live = true;
+	ch->epoch++;
+	wake_all(ch, WAKE_RETRY);
 }
 
-unsigned waiters_count(void)
+static void on_message(struct waiters *ws, const char *channel, const char *payload, size_t len)
 {
-	unsigned n;
+	struct channel *ch = channel_find(ws, channel);
 
-	pthread_mutex_lock(&W.lock);
-	n = W.nwaiters;
-	pthread_mutex_unlock(&W.lock);
-	return n;
-}
-
-/* ----- Pubsub side ----- */
-
-int waiters_next_change(char **name, bool *subscribe)
-{
-	int found = 0;
-
-	pthread_mutex_lock(&W.lock);
-	while (!found && W.dirty_head) {
-		struct channel *ch = W.dirty_head;
-
-		W.dirty_head = ch->dnext;
-		if (!W.dirty_head)
-			W.dirty_tail = NULL;
-		ch->dirty = false;
-		if (ch->refs && !ch->subscribed) {
-			ch->subscribed = true;
-			*subscribe = true;
-			found = 1;
-		} else if (!ch->refs && ch->subscribed) {
-			ch->subscribed = false;
-			*subscribe = false;
-			found = 1;
-		}
-		if (found) {
-			ch->inflight++;
-			*name = xstrdup(ch->name);
-		} else {
-			channel_maybe_free(ch);
-		}
-	}
-	pthread_mutex_unlock(&W.lock);
-	return found;
-}
-
-/* Redis confirmed a SUBSCRIBE or UNSUBSCRIBE of channel: once none is in
- * flight, the waiters retry (a release may have come before the
- * subscription); after an unsubscribe the channel may go. */
-static void on_confirmed(const char *channel, bool unsubscribed)
-{
-	struct channel *ch;
-
-	pthread_mutex_lock(&W.lock);
-	ch = channel_find(channel);
-	if (ch && ch->inflight) {
-		ch->inflight--;
-		if (channel_confirmed(ch)) {
-			ch->epoch++;
-			wake_all(ch, WAKE_RETRY);
-		}
-		if (unsubscribed)
-			channel_maybe_free(ch);
-	}
-	pthread_mutex_unlock(&W.lock);
-}
-
-void waiters_on_subscribed(const char *channel)
-{
-	on_confirmed(channel, false);
-}
-
-void waiters_on_unsubscribed(const char *channel)
-{
-	on_confirmed(channel, true);
-}
-
-void waiters_on_message(const char *channel, const char *payload, size_t len)
-{
-	struct channel *ch;
-
-	pthread_mutex_lock(&W.lock);
-	ch = channel_find(channel);
 	if (!ch || len != 1) {
 		/* not ours, or not a lock message */
 	} else if (payload[0] == '0') {
@@ -518,125 +505,146 @@ void waiters_on_message(const char *channel, const char *payload, size_t len)
 			ch->permits = ch->refs > woken ? ch->refs - woken : 0;
 		}
 	}
-	pthread_mutex_unlock(&W.lock);
 }
 
-void waiters_on_disconnect(void)
+static void on_disconnect(struct waiters *ws)
 {
-	pthread_mutex_lock(&W.lock);
-	for (size_t i = 0; i < W.nbuckets; i++) {
-		struct channel *ch = W.buckets[i], *next;
+	for (size_t i = 0; i < ws->nbuckets; i++)
+		for (struct channel *ch = ws->buckets[i]; ch; ch = ch->hnext)
+			ch->live = false;
+}
 
-		for (; ch; ch = next) {
-			next = ch->hnext;
-			ch->subscribed = false;
-			ch->inflight = 0;
-			if (ch->refs)
-				channel_mark_dirty(ch);
-			else
-				channel_maybe_free(ch);
-		}
+static void on_shutdown(struct waiters *ws)
+{
+	for (size_t i = 0; i < ws->nbuckets; i++)
+		for (struct channel *ch = ws->buckets[i]; ch; ch = ch->hnext)
+			wake_all(ch, WAKE_SHUTDOWN);
+}
+
+/* On the loop's thread: handle note and free it. */
+static void run_note(struct loop *l, void *data)
+{
+	struct note *n = data;
+
+	(void)l;
+	switch (n->kind) {
+	case NOTE_CONFIRMED:
+		on_confirmed(n->ws, n->text);
+		break;
+	case NOTE_MESSAGE:
+		on_message(n->ws, n->text, n->payload, n->len);
+		break;
+	case NOTE_DISCONNECT:
+		on_disconnect(n->ws);
+		break;
+	case NOTE_LEASE_END:
+		lease_ends_here(n->ws, n->text, n->at_ms);
+		break;
 	}
-	pthread_mutex_unlock(&W.lock);
+	free(n);
 }
 
-int waiters_next_timeout_ms(void)
+/* Post a note about channel (NULL: none) to ws's loop. */
+static void post_note(struct waiters *ws, enum note_kind kind, const char *channel,
+		      const char *payload, size_t len, int64_t at_ms)
 {
-	struct heap_node *top;
-	int64_t left = -1;
+	size_t clen = channel ? strlen(channel) : 0;
+	struct note *n = xmalloc(sizeof(*n) + clen + 1 + len + 1);
 
-	pthread_mutex_lock(&W.lock);
-	top = heap_top(&W.timers);
-	if (top) {
-		left = top->at_ms - now_ms();
-		if (left < 0)
-			left = 0;
-		if (left > 60000)
-			left = 60000;
-	}
-	pthread_mutex_unlock(&W.lock);
-	return (int)left;
+	n->ws = ws;
+	n->kind = kind;
+	n->at_ms = at_ms;
+	n->len = len;
+	memcpy(n->text, channel ? channel : "", clen + 1);
+	n->payload = n->text + clen + 1;
+	if (len)
+		memcpy(n->payload, payload, len);
+	n->payload[len] = '\0';
+	if (loop_post(ws->loop, run_note, n) < 0)
+		free(n);	/* the loop has stopped: nobody waits there */
 }
 
-void waiters_run_timers(void)
+void waiters_lease_ends(struct waiters *ws, const char *channel, int64_t at_ms)
 {
-	struct heap_node *top;
-	int64_t now = now_ms();
-
-	pthread_mutex_lock(&W.lock);
-	while ((top = heap_top(&W.timers)) && top->at_ms <= now) {
-		struct timer *t = container_of(top, struct timer, node);
-
-		heap_remove(&W.timers, top);
-		if (t->type == TIMER_DEADLINE) {
-			wake(container_of(t, struct waiter, deadline), WAKE_DEADLINE);
-		} else {
-			struct channel *ch = container_of(t, struct channel, retry);
-
-			if (ch->timer_all)
-				wake_all(ch, WAKE_RETRY);
-			else if (ch->head)
-				wake(ch->head, WAKE_RETRY);
-		}
-	}
-	pthread_mutex_unlock(&W.lock);
+	if (at_ms <= 0)
+		return;
+	lease_ends_here(ws, channel, at_ms);
+	pthread_mutex_lock(&R.lock);
+	for (struct waiters *o = R.list; o; o = o->rnext)
+		if (o != ws)
+			post_note(o, NOTE_LEASE_END, channel, NULL, 0, at_ms);
+	pthread_mutex_unlock(&R.lock);
 }
 
-int waiters_hangup_fd(void)
+void waiters_deliver_confirmed(struct waiters *ws, const char *channel)
 {
-	return W.hup_epfd;
+	post_note(ws, NOTE_CONFIRMED, channel, NULL, 0, 0);
 }
 
-void waiters_check_hangups(void)
+void waiters_deliver_message(struct waiters *ws, const char *channel, const char *payload,
+			     size_t len)
 {
-	struct epoll_event evs[64];
-	int n;
+	post_note(ws, NOTE_MESSAGE, channel, payload, len, 0);
+}
 
-	pthread_mutex_lock(&W.lock);
-	/* Under the lock: a waiter leaves (and is freed) only with the lock
-	 * held and after deregistering, so every pointer returned is live. */
-	n = epoll_wait(W.hup_epfd, evs, (int)ARRAY_SIZE(evs), 0);
-	for (int i = 0; i < n; i++) {
-		struct waiter *w = evs[i].data.ptr;
+void waiters_deliver_disconnect(struct waiters *ws)
+{
+	post_note(ws, NOTE_DISCONNECT, NULL, NULL, 0, 0);
+}
 
-		if (w->sleeping)
-			wake(w, WAKE_GONE);
-	}
-	pthread_mutex_unlock(&W.lock);
+static void run_shutdown(struct loop *l, void *data)
+{
+	(void)l;
+	on_shutdown(data);
+}
+
+void waiters_shutdown_all(void)
+{
+	atomic_store(&R.shutting_down, true);
+	pthread_mutex_lock(&R.lock);
+	for (struct waiters *ws = R.list; ws; ws = ws->rnext)
+		loop_post(ws->loop, run_shutdown, ws);	/* -1: stopped, nobody waits */
+	pthread_mutex_unlock(&R.lock);
+}
+
+unsigned waiters_count_all(void)
+{
+	return atomic_load(&R.nwaiters);
 }
 
 /* ----- Set-up ----- */
 
-int waiters_init(void (*notify)(void))
+struct waiters *waiters_new(struct loop *l, waiters_subscribe_fn subscribe, void *sub)
 {
-	W.nbuckets = 64;
-	W.buckets = xcalloc(W.nbuckets, sizeof(*W.buckets));
-	W.nchannels = 0;
-	W.dirty_head = W.dirty_tail = NULL;
-	W.nwaiters = 0;
-	W.shutting_down = false;
-	W.notify = notify;
-	heap_init(&W.timers);
-	W.hup_epfd = epoll_create1(EPOLL_CLOEXEC);
-	return W.hup_epfd < 0 ? -1 : 0;
+	struct waiters *ws = xcalloc(1, sizeof(*ws));
+
+	ws->loop = l;
+	ws->subscribe = subscribe;
+	ws->sub = sub;
+	ws->nbuckets = 64;
+	ws->buckets = xcalloc(ws->nbuckets, sizeof(*ws->buckets));
+	loop_task_init(&ws->resume_task, run_resumes, ws);
+	pthread_mutex_lock(&R.lock);
+	ws->rnext = R.list;
+	R.list = ws;
+	pthread_mutex_unlock(&R.lock);
+	return ws;
 }
 
-void waiters_release(void)
+void waiters_free(struct waiters *ws)
 {
-	for (size_t i = 0; i < W.nbuckets; i++) {
-		struct channel *ch = W.buckets[i], *next;
+	struct waiters **pp;
 
-		for (; ch; ch = next) {
-			next = ch->hnext;
-			free(ch->name);
-			free(ch);
-		}
-	}
-	free(W.buckets);
-	W.buckets = NULL;
-	W.nbuckets = W.nchannels = 0;
-	heap_release(&W.timers);
-	if (W.hup_epfd >= 0)
-		close(W.hup_epfd);
-	W.hup_epfd = -1;
+	if (!ws)
+		return;
+	pthread_mutex_lock(&R.lock);
+	for (pp = &R.list; *pp && *pp != ws; pp = &(*pp)->rnext)
+		;
+	if (*pp)
+		*pp = ws->rnext;
+	pthread_mutex_unlock(&R.lock);
+	loop_cancel(ws->loop, &ws->resume_task);
+	/* every waiter has left, so every channel is gone with it */
+	free(ws->buckets);
+	free(ws);
 }

@@ -1,8 +1,18 @@
-/* waiters.h -- requests waiting for a lock, keyed by the pub/sub channel
- * that announces its release. A waiter is joined once per request and then
- * sleeps and wakes as often as it must retry; every wake calls its resume
- * function exactly once. Thread-safe: called from the event loops and from the
- * pubsub thread. */
+/* waiters.h -- requests waiting for a lock, on one event loop, keyed by
+ * the pub/sub channel that announces its release.
+ *
+ * Each event loop has its own struct waiters: its channels, its sleepers,
+ * their timers (a waiter's deadline, a channel's lease-end retry) armed on
+ * the loop, and their clients' sockets watched by the loop for hang-up.
+ * Every call is made on that loop's thread, and nothing here takes a
+ * mutex, except the few marked "any thread". The subscriber (pubsub.c,
+ * its own thread) keeps Redis' subscriptions equal to the union of every
+ * loop's channels (it hears of changes through the subscribe function
+ * given to waiters_new) and hands each loop the confirmations and
+ * messages of its channels through the loop's mailbox
+ * (waiters_deliver_*), as Redis' blocked.c hands unblocked clients to
+ * beforeSleep. A wake never runs the resume function from inside a
+ * waiters_* call: it runs from a task the loop runs before it sleeps. */
 #ifndef DLOCKD_WAITERS_H
 #define DLOCKD_WAITERS_H
 
@@ -10,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct loop;
+struct waiters;
 struct waiter;
 
 enum waiter_wake {
@@ -23,13 +35,21 @@ enum waiter_wake {
 
 typedef void (*waiter_resume_fn)(void *ctx);
 
-/* Set up; notify is called (without locks held) whenever the pubsub thread
- * has subscription changes to send or an earlier timer to watch. */
-int waiters_init(void (*notify)(void));
-/* Free everything; only once no thread uses the module any more. */
-void waiters_release(void);
+/* How a loop's waiters tell the subscriber which channels they need: on
+ * the loop's thread, when the loop's first waiter joins channel (want) and
+ * when its last leaves (!want). It must not call back into ws. */
+typedef void (*waiters_subscribe_fn)(void *sub, struct waiters *ws, const char *channel,
+				     bool want);
 
-/* ----- Called for a request ----- */
+/* The waiters of loop l (which must outlive them), registered for
+ * waiters_lease_ends(), waiters_shutdown_all() and waiters_count_all();
+ * subscribe(sub, ...) is how they ask for channels. Free with
+ * waiters_free(). */
+struct waiters *waiters_new(struct loop *l, waiters_subscribe_fn subscribe, void *sub);
+/* Free ws once every waiter has left, its loop has stopped (loop_run()
+ * returned: nothing posted to it is pending) and no thread will deliver to
+ * it any more (the subscriber is stopped), and before its loop is freed. */
+void waiters_free(struct waiters *ws);
 
 /* Flags of a waiter (the same values as enum lock_wait_flags). */
 enum waiter_flags {
@@ -41,61 +61,54 @@ enum waiter_flags {
  * hang-up while it sleeps, with its wait ending at deadline_ms (monotonic).
  * The channel is subscribed if it is not yet. *confirmed is true when the
  * subscription is already live, so the caller must retry once before
- * sleeping (a release between its first try and now was not missed only if
- * it tries again). Free the waiter with waiters_leave(). */
-struct waiter *waiters_join(const char *channel, int fd, waiter_resume_fn resume,
-			    void *ctx, int64_t deadline_ms, unsigned flags, bool *confirmed);
+ * sleeping (a release between its first try and now was not missed only
+ * if it tries again). Free the waiter with waiters_leave(). */
+struct waiter *waiters_join(struct waiters *ws, const char *channel, int fd,
+			    waiter_resume_fn resume, void *ctx, int64_t deadline_ms,
+			    unsigned flags, bool *confirmed);
 
-/* Sleep until woken; the caller has suspended its connection, because
- * resume may run at once, from this thread or another. retry_at_ms
- * (monotonic, 0 = none) asks for a retry then even without a message, for
- * when the holder's lease runs out: the channel's sleepers are covered by
- * one retry timer, armed at the earliest such time reported since it last
- * fired, which wakes the oldest sleeper (every sleeper with
+/* Sleep until woken; resume(ctx) runs once per wake, later, from the loop.
+ * retry_at_ms (monotonic, 0 = none) asks for a retry then even without a
+ * message, for when the holder's lease runs out: the channel's sleepers
+ * are covered by one retry timer, armed at the earliest such time reported
+ * since it last fired, which wakes the oldest sleeper (every sleeper with
  * WAITER_TIMER_ALL). */
 void waiters_sleep(struct waiter *w, int64_t retry_at_ms);
 
 /* Why w was last woken; resets it to WAKE_NONE. */
 enum waiter_wake waiters_wake_reason(struct waiter *w);
 
-/* Forget w (the request is done) and free it. lease_end_ms (monotonic,
- * 0 = unknown) is when the lease of the lock's holder ends as w last saw
- * it -- its own lease when w was granted, the holder's when it gave up --
- * so that the channel's other sleepers are retried by then: a waiter that
- * won and dies holding the lock publishes nothing. */
+/* Forget w (the request is done) and free it; a wake already on its way
+ * is cancelled (its resume will not run). lease_end_ms (monotonic, 0 = unknown) is when the lease of
+ * the lock's holder ends as w last saw it -- its own lease when w was
+ * granted, the holder's when it gave up -- so that the channel's other
+ * sleepers are retried by then. */
 void waiters_leave(struct waiter *w, int64_t lease_end_ms);
 
 /* The holder of the lock announced on channel has a lease that now ends at
- * at_ms (monotonic): a heartbeat may have shortened it. Its sleepers are
- * retried by then; nothing happens when nobody waits on channel. */
-void waiters_lease_ends(const char *channel, int64_t at_ms);
+ * at_ms (monotonic): a heartbeat may have shortened it. Sleepers on channel,
+ * in this loop and (posted) in every other loop, are retried by then. */
+void waiters_lease_ends(struct waiters *ws, const char *channel, int64_t at_ms);
 
-/* Wake every sleeper with WAKE_SHUTDOWN; later sleeps wake at once. */
-void waiters_shutdown(void);
-/* Joined waiters, sleeping or not. */
-unsigned waiters_count(void);
+/* ----- Any thread ----- */
 
-/* ----- Called by the pubsub thread ----- */
+/* Wake every sleeper of every loop with WAKE_SHUTDOWN; later sleeps wake
+ * at once. */
+void waiters_shutdown_all(void);
+/* Joined waiters over all loops, sleeping or not. */
+unsigned waiters_count_all(void);
 
-/* Next subscription change to send: returns 1 and sets *name (caller frees)
- * and *subscribe, or 0 when there is none. */
-int waiters_next_change(char **name, bool *subscribe);
-void waiters_on_subscribed(const char *channel);
-void waiters_on_unsubscribed(const char *channel);
+/* ----- Any thread (the subscriber's): each is posted to ws's loop, and
+ * dropped if that loop has stopped ----- */
+
+/* The subscription of channel is live (again): its sleepers retry. */
+void waiters_deliver_confirmed(struct waiters *ws, const char *channel);
 /* A message: "0" wakes the oldest sleeper, "1" every sleeper; but where a
- * writer sleeps, both wake just the oldest writer ("1": readers queue
- * behind a waiting writer, so nobody else could win). */
-void waiters_on_message(const char *channel, const char *payload, size_t len);
-/* The subscriber connection was lost: every channel must be subscribed
- * again, and its sleepers retried once it is. */
-void waiters_on_disconnect(void);
-/* Milliseconds until the next timer is due; -1 when none is armed. */
-int waiters_next_timeout_ms(void);
-/* Fire the due timers: deadlines, lease-expiry retries. */
-void waiters_run_timers(void);
-/* An epoll fd that turns readable when a sleeping client hangs up;
- * waiters_check_hangups() then wakes those waiters. */
-int waiters_hangup_fd(void);
-void waiters_check_hangups(void);
+ * writer sleeps, both wake just the oldest writer. */
+void waiters_deliver_message(struct waiters *ws, const char *channel, const char *payload,
+			     size_t len);
+/* The subscriber connection was lost: no channel is live until confirmed
+ * again. */
+void waiters_deliver_disconnect(struct waiters *ws);
 
 #endif

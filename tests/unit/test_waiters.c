@@ -1,91 +1,153 @@
-/* test_waiters.c -- who is woken and why: "0" wakes the oldest sleeper,
+/* test_waiters.c -- who is woken and why, on a real event loop turned by
+ * hand (loop_turn) with a fake subscriber: "0" wakes the oldest sleeper,
  * "1" all of them, a message with nobody asleep is banked, a confirmed
- * subscription wakes the channel, deadlines fire, and the subscription
- * changes handed to the pubsub thread follow the joined count; the
- * channel's retry timer keeps every sleeper covered by the earliest lease
- * end reported (by a sleeper, a granted waiter, a heartbeat), wakes one
- * sleeper, and is handed over when the one it woke gives up knowing
- * nothing. */
+ * subscription wakes the channel, deadlines fire, and the channels asked
+ * of the subscriber follow the joined count; the channel's retry timer
+ * keeps every sleeper covered by the earliest lease end reported (by a
+ * sleeper, a granted waiter, a heartbeat), wakes one sleeper, and is
+ * handed over when the one it woke gives up knowing nothing. And the
+ * threading: a resume runs from the loop, never inside a waiters_* call;
+ * a sleeping client's hang-up is seen by the loop; a heartbeat's lease end
+ * and a shutdown reach every loop; deliveries may come from any thread. */
 #include "unit.h"
 
 #include "../../service/waiters.c"
+
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 struct fake_req {
 	int resumed;
 };
 
-static int notified;
+/* What the waiters asked of the fake subscriber. */
+struct sub_call {
+	struct waiters *ws;
+	char channel[64];
+	bool want;
+};
 
-static void on_notify(void)
+static struct sub_call subs[32];
+static int nsubs;
+static bool inside_waiters;	/* a test is inside a waiters_* call */
+
+static struct loop *L, *L2;
+static struct waiters *WS, *WS2;
+
+static void fake_subscribe(void *sub, struct waiters *ws, const char *channel, bool want)
 {
-	notified++;
+	assert_ptr_equal(sub, &subs);
+	assert_true(nsubs < (int)ARRAY_SIZE(subs));
+	subs[nsubs].ws = ws;
+	snprintf(subs[nsubs].channel, sizeof(subs[nsubs].channel), "%s", channel);
+	subs[nsubs].want = want;
+	nsubs++;
 }
 
 static void resume(void *ctx)
 {
+	assert_false(inside_waiters);
 	((struct fake_req *)ctx)->resumed++;
 }
 
 static int setup(void **state)
 {
 	(void)state;
-	notified = 0;
-	return waiters_init(on_notify);
+	nsubs = 0;
+	inside_waiters = false;
+	atomic_store(&R.shutting_down, false);
+	atomic_store(&R.nwaiters, 0);	/* what a failed test left behind */
+	L = loop_new();
+	L2 = loop_new();
+	if (!L || !L2)
+		return -1;
+	WS = waiters_new(L, fake_subscribe, &subs);
+	WS2 = waiters_new(L2, fake_subscribe, &subs);
+	return 0;
 }
 
 static int teardown(void **state)
 {
+	unsigned left = waiters_count_all();
+	size_t channels = WS->nchannels + WS2->nchannels;
+
 	(void)state;
-	waiters_release();
+	waiters_free(WS);
+	waiters_free(WS2);
+	loop_free(L);
+	loop_free(L2);
+	assert_int_equal(left, 0);
+	assert_int_equal(channels, 0);		/* nothing left behind */
 	return 0;
 }
 
-/* Drain the subscription changes; returns how many, the last in *sub. */
-static int drain_changes(const char *want_name, bool *sub)
+/* One turn of L without sleeping: what was posted, the due timers, the
+ * deferred resumes. */
+static void turn(void)
 {
-	char *name;
-	int n = 0;
+	loop_turn(L, 0);
+}
 
-	while (waiters_next_change(&name, sub)) {
-		if (want_name)
-			assert_string_equal(name, want_name);
-		free(name);
-		n++;
-	}
-	return n;
+static void confirm(struct waiters *ws, const char *ch)
+{
+	waiters_deliver_confirmed(ws, ch);
+	loop_turn(ws->loop, 0);
+}
+
+static void message(struct waiters *ws, const char *ch, const char *payload)
+{
+	waiters_deliver_message(ws, ch, payload, strlen(payload));
+	loop_turn(ws->loop, 0);
 }
 
 /* Joined before the subscription was confirmed, w's first sleep ends at
- * once (subscribe-then-retry); consume that wake and sleep for real. */
+ * once (subscribe-then-retry), from the loop; consume that wake and sleep
+ * for real. */
 static void first_sleep(struct waiter *w, struct fake_req *rq)
 {
+	struct loop *l = w->ch->ws->loop;
 	int before = rq->resumed;
 
 	waiters_sleep(w, 0);
+	assert_int_equal(rq->resumed, before);
+	loop_turn(l, 0);
 	assert_int_equal(rq->resumed, before + 1);
 	assert_int_equal(waiters_wake_reason(w), WAKE_RETRY);
 	waiters_sleep(w, 0);
+	loop_turn(l, 0);
 	assert_int_equal(rq->resumed, before + 1);
+}
+
+static struct waiter *join_on(struct waiters *ws, const char *ch, struct fake_req *rq,
+			      bool *confirmed)
+{
+	return waiters_join(ws, ch, -1, resume, rq, now_ms() + 60000, 0, confirmed);
 }
 
 static struct waiter *join(const char *ch, struct fake_req *rq, bool *confirmed)
 {
-	return waiters_join(ch, -1, resume, rq, now_ms() + 60000, 0, confirmed);
+	return join_on(WS, ch, rq, confirmed);
 }
 
-/* Three waiters on "ch" (w[1] a writer when writer_in_middle), the
+/* Three waiters on "ch" of ws (w[1] a writer when writer_in_middle), the
  * subscription confirmed and each asleep after its first retry. */
-static void three_asleep(struct waiter *w[3], struct fake_req rq[3], bool writer_in_middle)
+static void three_asleep_on(struct waiters *ws, struct waiter *w[3], struct fake_req rq[3],
+			    bool writer_in_middle)
 {
-	bool confirmed, sub;
+	bool confirmed;
 
 	for (int i = 0; i < 3; i++)
-		w[i] = waiters_join("ch", -1, resume, &rq[i], now_ms() + 60000,
+		w[i] = waiters_join(ws, "ch", -1, resume, &rq[i], now_ms() + 60000,
 				    i == 1 && writer_in_middle ? WAITER_WRITER : 0, &confirmed);
-	drain_changes("ch", &sub);
-	waiters_on_subscribed("ch");
+	confirm(ws, "ch");
 	for (int i = 0; i < 3; i++)
 		first_sleep(w[i], &rq[i]);
+}
+
+static void three_asleep(struct waiter *w[3], struct fake_req rq[3], bool writer_in_middle)
+{
+	three_asleep_on(WS, w, rq, writer_in_middle);
 }
 
 static void leave_all(struct waiter *w[3])
@@ -98,42 +160,80 @@ static void test_waiters__first_join_subscribes_last_leave_unsubscribes(void **s
 {
 	struct fake_req a = { 0 }, b = { 0 };
 	struct waiter *wa, *wb;
-	bool confirmed, sub;
+	bool confirmed;
 
 	(void)state;
 	wa = join("ch", &a, &confirmed);
 	assert_false(confirmed);
-	assert_int_equal(notified, 1);
+	assert_int_equal(nsubs, 1);
+	assert_ptr_equal(subs[0].ws, WS);
+	assert_string_equal(subs[0].channel, "ch");
+	assert_true(subs[0].want);
 	wb = join("ch", &b, &confirmed);
-	assert_int_equal(drain_changes("ch", &sub), 1);
-	assert_true(sub);
-	waiters_on_subscribed("ch");
+	assert_int_equal(nsubs, 1);
+	confirm(WS, "ch");
 	waiters_leave(wa, 0);
-	assert_int_equal(drain_changes("ch", &sub), 0);	/* b still waits */
+	assert_int_equal(nsubs, 1);		/* b still waits */
+	assert_int_equal(waiters_count_all(), 1);
 	waiters_leave(wb, 0);
-	assert_int_equal(drain_changes("ch", &sub), 1);
-	assert_false(sub);
-	waiters_on_unsubscribed("ch");
-	assert_int_equal(W.nchannels, 0);		/* nothing left behind */
-	assert_int_equal(waiters_count(), 0);
+	assert_int_equal(nsubs, 2);
+	assert_string_equal(subs[1].channel, "ch");
+	assert_false(subs[1].want);
+	/* what the subscriber still says about it finds nobody */
+	message(WS, "ch", "0");
+	confirm(WS, "ch");
+	assert_int_equal(WS->nchannels, 0);
+	/* joined again, it is asked for anew and not live until confirmed */
+	wa = join("ch", &a, &confirmed);
+	assert_false(confirmed);
+	assert_int_equal(nsubs, 3);
+	assert_true(subs[2].want);
+	confirm(WS, "ch");
+	wb = join("ch", &b, &confirmed);
+	assert_true(confirmed);
+	waiters_leave(wa, 0);
+	waiters_leave(wb, 0);
+	assert_int_equal(a.resumed + b.resumed, 0);
 }
 
 static void test_waiters__confirmation_wakes_sleepers_to_retry(void **state)
 {
 	struct fake_req a = { 0 };
 	struct waiter *w;
-	bool confirmed, sub;
+	bool confirmed;
 
 	(void)state;
 	w = join("ch", &a, &confirmed);
 	waiters_sleep(w, 0);
+	turn();
 	assert_int_equal(a.resumed, 0);
-	drain_changes("ch", &sub);
-	waiters_on_subscribed("ch");
+	confirm(WS, "ch");
 	assert_int_equal(a.resumed, 1);
 	assert_int_equal(waiters_wake_reason(w), WAKE_RETRY);
 	assert_int_equal(waiters_wake_reason(w), WAKE_NONE);
 	waiters_leave(w, 0);
+}
+
+static void test_waiters__a_disconnect_makes_channels_wait_for_a_new_confirmation(void **state)
+{
+	struct fake_req a = { 0 }, b = { 0 };
+	struct waiter *wa, *wb;
+	bool confirmed;
+
+	(void)state;
+	wa = join("ch", &a, &confirmed);
+	confirm(WS, "ch");
+	first_sleep(wa, &a);
+	waiters_deliver_disconnect(WS);
+	turn();
+	assert_int_equal(a.resumed, 1);		/* nothing to retry yet */
+	wb = join("ch", &b, &confirmed);
+	assert_false(confirmed);		/* not live: wait for it */
+	confirm(WS, "ch");			/* resubscribed: a release may be unseen */
+	assert_int_equal(a.resumed, 2);
+	assert_int_equal(waiters_wake_reason(wa), WAKE_RETRY);
+	waiters_leave(wa, 0);
+	waiters_leave(wb, 0);
 }
 
 static void test_waiters__zero_wakes_the_oldest_only(void **state)
@@ -143,14 +243,35 @@ static void test_waiters__zero_wakes_the_oldest_only(void **state)
 
 	(void)state;
 	three_asleep(w, rq, false);
-	waiters_on_message("ch", "0", 1);
+	message(WS, "ch", "0");
 	assert_int_equal(rq[0].resumed, 2);
 	assert_int_equal(rq[1].resumed, 1);
 	assert_int_equal(rq[2].resumed, 1);
-	waiters_on_message("ch", "0", 1);
+	message(WS, "ch", "0");
 	assert_int_equal(rq[1].resumed, 2);
 	assert_int_equal(rq[2].resumed, 1);
 	leave_all(w);
+}
+
+static void test_waiters__zero_wakes_the_oldest_of_each_loop(void **state)
+{
+	struct fake_req rq[3] = { { 0 } }, rq2[3] = { { 0 } };
+	struct waiter *w[3], *w2[3];
+
+	(void)state;
+	three_asleep(w, rq, false);
+	three_asleep_on(WS2, w2, rq2, false);
+	/* the subscriber hands the release to both loops */
+	message(WS, "ch", "0");
+	message(WS2, "ch", "0");
+	assert_int_equal(rq[0].resumed, 2);
+	assert_int_equal(rq2[0].resumed, 2);
+	for (int i = 1; i < 3; i++) {
+		assert_int_equal(rq[i].resumed, 1);
+		assert_int_equal(rq2[i].resumed, 1);
+	}
+	leave_all(w);
+	leave_all(w2);
 }
 
 static void test_waiters__one_wakes_everybody(void **state)
@@ -160,7 +281,7 @@ static void test_waiters__one_wakes_everybody(void **state)
 
 	(void)state;
 	three_asleep(w, rq, false);
-	waiters_on_message("ch", "1", 1);
+	message(WS, "ch", "1");
 	for (int i = 0; i < 3; i++)
 		assert_int_equal(rq[i].resumed, 2);
 	leave_all(w);
@@ -173,12 +294,12 @@ static void test_waiters__messages_prefer_the_oldest_writer(void **state)
 
 	(void)state;
 	three_asleep(w, rq, true);	/* a reader, a writer, another reader */
-	waiters_on_message("ch", "1", 1);
+	message(WS, "ch", "1");
 	assert_int_equal(rq[1].resumed, 2);	/* the writer, alone */
 	assert_int_equal(rq[0].resumed, 1);
 	assert_int_equal(rq[2].resumed, 1);
 	waiters_leave(w[1], now_ms() + 60000);	/* granted */
-	waiters_on_message("ch", "1", 1);	/* no writer left: every reader */
+	message(WS, "ch", "1");			/* no writer left: every reader */
 	assert_int_equal(rq[0].resumed, 2);
 	assert_int_equal(rq[2].resumed, 2);
 	waiters_leave(w[0], 0);
@@ -189,24 +310,25 @@ static void test_waiters__message_while_nobody_sleeps_is_banked(void **state)
 {
 	struct fake_req a = { 0 };
 	struct waiter *w;
-	bool confirmed, sub;
+	bool confirmed;
 
 	(void)state;
 	w = join("ch", &a, &confirmed);
-	drain_changes("ch", &sub);
-	waiters_on_subscribed("ch");
+	confirm(WS, "ch");
 	first_sleep(w, &a);
-	waiters_on_message("ch", "0", 1);
+	message(WS, "ch", "0");
 	assert_int_equal(a.resumed, 2);
 	(void)waiters_wake_reason(w);
 	/* the waiter is between two tries when the next release arrives */
-	waiters_on_message("ch", "0", 1);
-	waiters_on_message("ch", "0", 1);	/* capped at one per joined waiter */
+	message(WS, "ch", "0");
+	message(WS, "ch", "0");		/* capped at one per joined waiter */
 	assert_int_equal(a.resumed, 2);
 	waiters_sleep(w, 0);
+	turn();
 	assert_int_equal(a.resumed, 3);
 	assert_int_equal(waiters_wake_reason(w), WAKE_RETRY);
 	waiters_sleep(w, 0);
+	turn();
 	assert_int_equal(a.resumed, 3);		/* only one permit was kept */
 	waiters_leave(w, 0);
 }
@@ -215,16 +337,17 @@ static void test_waiters__other_payloads_and_channels_wake_nobody(void **state)
 {
 	struct fake_req a = { 0 };
 	struct waiter *w;
-	bool confirmed, sub;
+	bool confirmed;
 
 	(void)state;
 	w = join("ch", &a, &confirmed);
-	drain_changes("ch", &sub);
-	waiters_on_subscribed("ch");
+	confirm(WS, "ch");
 	first_sleep(w, &a);
-	waiters_on_message("ch", "2", 1);
-	waiters_on_message("ch", "00", 2);
-	waiters_on_message("other", "0", 1);
+	message(WS, "ch", "2");
+	message(WS, "ch", "00");
+	message(WS, "other", "0");
+	message(WS2, "ch", "0");	/* another loop's: nobody waits there */
+	loop_turn(L2, 0);
 	assert_int_equal(a.resumed, 1);
 	waiters_leave(w, 0);
 }
@@ -233,17 +356,18 @@ static void test_waiters__deadline_and_retry_timers_fire(void **state)
 {
 	struct fake_req a = { 0 }, b = { 0 };
 	struct waiter *wa, *wb;
-	bool confirmed, sub;
+	bool confirmed;
 
 	(void)state;
-	wa = waiters_join("ch", -1, resume, &a, now_ms() + 20, 0, &confirmed);
-	wb = waiters_join("ch2", -1, resume, &b, now_ms() + 60000, 0, &confirmed);
-	drain_changes(NULL, &sub);	/* never confirmed: no wake from that */
+	wa = waiters_join(WS, "ch", -1, resume, &a, now_ms() + 20, 0, &confirmed);
+	wb = waiters_join(WS, "ch2", -1, resume, &b, now_ms() + 60000, 0, &confirmed);
+	/* never confirmed: no wake from that */
 	waiters_sleep(wa, 0);
 	waiters_sleep(wb, now_ms() + 10);	/* the holder's lease ends in 10 ms */
-	assert_true(waiters_next_timeout_ms() <= 20);
+	turn();
+	assert_int_equal(a.resumed + b.resumed, 0);
 	usleep(30 * 1000);
-	waiters_run_timers();
+	turn();
 	assert_int_equal(a.resumed, 1);
 	assert_int_equal(waiters_wake_reason(wa), WAKE_DEADLINE);
 	assert_int_equal(b.resumed, 1);
@@ -254,36 +378,52 @@ static void test_waiters__deadline_and_retry_timers_fire(void **state)
 
 static void test_waiters__shutdown_wakes_everyone(void **state)
 {
-	struct fake_req a = { 0 };
-	struct waiter *w;
+	struct fake_req a = { 0 }, b = { 0 };
+	struct waiter *wa, *wb;
 	bool confirmed;
 
 	(void)state;
-	w = join("ch", &a, &confirmed);
-	waiters_sleep(w, 0);
-	waiters_shutdown();
+	wa = join("ch", &a, &confirmed);
+	wb = join_on(WS2, "ch", &b, &confirmed);
+	waiters_sleep(wa, 0);
+	waiters_sleep(wb, 0);
+	waiters_shutdown_all();
+	assert_int_equal(a.resumed + b.resumed, 0);	/* posted to each loop */
+	turn();
+	loop_turn(L2, 0);
 	assert_int_equal(a.resumed, 1);
-	assert_int_equal(waiters_wake_reason(w), WAKE_SHUTDOWN);
-	waiters_sleep(w, 0);			/* a later sleep wakes at once */
+	assert_int_equal(waiters_wake_reason(wa), WAKE_SHUTDOWN);
+	assert_int_equal(b.resumed, 1);
+	assert_int_equal(waiters_wake_reason(wb), WAKE_SHUTDOWN);
+	waiters_sleep(wa, 0);			/* a later sleep wakes at once */
+	turn();
 	assert_int_equal(a.resumed, 2);
-	waiters_leave(w, 0);
+	assert_int_equal(waiters_count_all(), 2);
+	waiters_leave(wa, 0);
+	waiters_leave(wb, 0);
 }
 
-/* When ch's retry timer fires, in ms from now; -1 when it is not armed. */
-static int64_t retry_in(const char *ch)
+/* When ch's retry timer in ws fires, in ms from now; -1 when it is not
+ * armed. */
+static int64_t retry_in_on(struct waiters *ws, const char *ch)
 {
-	struct channel *c = channel_find(ch);
+	struct channel *c = channel_find(ws, ch);
 
-	if (!c || !heap_armed(&c->retry.node))
+	if (!c || !loop_timer_armed(&c->retry))
 		return -1;
 	return c->retry.node.at_ms - now_ms();
+}
+
+static int64_t retry_in(const char *ch)
+{
+	return retry_in_on(WS, ch);
 }
 
 /* Wake w (asleep on "ch" and the oldest there) with a "0" and have it sleep
  * again, reporting a lease that ends in lease_ms. */
 static void report(struct waiter *w, int64_t lease_ms)
 {
-	waiters_on_message("ch", "0", 1);
+	message(WS, "ch", "0");
 	assert_int_equal(waiters_wake_reason(w), WAKE_RETRY);
 	waiters_sleep(w, now_ms() + lease_ms);
 }
@@ -316,7 +456,7 @@ static void test_waiters__lease_end_wakes_one_and_a_winner_covers_the_rest(void 
 	three_asleep(w, rq, false);
 	report(w[0], 10);
 	usleep(20 * 1000);
-	waiters_run_timers();
+	turn();
 	/* the oldest (now w[1]) looks; the others sleep on */
 	assert_int_equal(rq[1].resumed, 2);
 	assert_int_equal(rq[2].resumed, 1);
@@ -327,7 +467,7 @@ static void test_waiters__lease_end_wakes_one_and_a_winner_covers_the_rest(void 
 	waiters_leave(w[1], now_ms() + 10);
 	assert_true(retry_in("ch") >= 0 && retry_in("ch") <= 10);
 	usleep(20 * 1000);
-	waiters_run_timers();
+	turn();
 	assert_int_equal(rq[2].resumed, 2);
 	assert_int_equal(rq[0].resumed, 2);
 	waiters_leave(w[2], now_ms() + 60000);
@@ -338,21 +478,23 @@ static void test_waiters__winner_covers_those_still_awake(void **state)
 {
 	struct fake_req rq[2] = { { 0 } };
 	struct waiter *w[2];
-	bool confirmed, sub;
+	bool confirmed;
 
 	(void)state;
 	for (int i = 0; i < 2; i++)
 		w[i] = join("ch", &rq[i], &confirmed);
-	drain_changes("ch", &sub);
-	waiters_on_subscribed("ch");
+	confirm(WS, "ch");
 	/* both awake (a "1" woke them): one wins before the other, which
 	 * tried while the lock was free but was refused, sleeps blind */
 	waiters_leave(w[0], now_ms() + 10);
 	waiters_sleep(w[1], 0);
+	turn();			/* its first sleep: it retries (subscribe-then-retry) */
+	assert_int_equal(rq[1].resumed, 1);
+	waiters_sleep(w[1], 0);
 	assert_true(retry_in("ch") >= 0 && retry_in("ch") <= 10);
 	usleep(20 * 1000);
-	waiters_run_timers();
-	assert_int_equal(rq[1].resumed, 1);
+	turn();
+	assert_int_equal(rq[1].resumed, 2);
 	waiters_leave(w[1], 0);
 }
 
@@ -365,13 +507,16 @@ static void test_waiters__a_look_that_ends_blind_is_handed_over(void **state)
 	three_asleep(w, rq, false);
 	report(w[0], 10);
 	usleep(20 * 1000);
-	waiters_run_timers();
+	turn();
 	assert_int_equal(rq[1].resumed, 2);	/* w[1] looks for the others */
 	/* a sleeper hanging up meanwhile changes nothing: w[1] will report */
 	waiters_leave(w[2], 0);
+	turn();
 	assert_int_equal(rq[0].resumed, 2);
 	/* w[1]'s client hangs up before it saw the lock: w[0] looks instead */
 	waiters_leave(w[1], 0);
+	assert_int_equal(rq[0].resumed, 2);	/* from the loop, not from leave */
+	turn();
 	assert_int_equal(rq[0].resumed, 3);
 	assert_int_equal(waiters_wake_reason(w[0]), WAKE_RETRY);
 	waiters_leave(w[0], 0);
@@ -381,46 +526,181 @@ static void test_waiters__a_shortened_lease_moves_the_retry_earlier(void **state
 {
 	struct fake_req a = { 0 };
 	struct waiter *w;
-	bool confirmed, sub;
+	bool confirmed;
 
 	(void)state;
 	w = join("ch", &a, &confirmed);
-	drain_changes("ch", &sub);
-	waiters_on_subscribed("ch");
+	confirm(WS, "ch");
 	first_sleep(w, &a);
 	report(w, 60000);
-	notified = 0;
-	waiters_lease_ends("ch", now_ms() + 10);	/* a heartbeat shortened it */
-	assert_int_equal(notified, 1);			/* the pubsub thread's timeout */
+	waiters_lease_ends(WS, "ch", now_ms() + 10);	/* a heartbeat shortened it */
 	assert_true(retry_in("ch") >= 0 && retry_in("ch") <= 10);
-	waiters_lease_ends("ch", now_ms() + 30000);	/* a longer one: no later */
+	waiters_lease_ends(WS, "ch", now_ms() + 30000);	/* a longer one: no later */
 	assert_true(retry_in("ch") >= 0 && retry_in("ch") <= 10);
-	waiters_lease_ends("nobody", now_ms() + 10);	/* nobody waits there */
-	assert_null(channel_find("nobody"));
+	waiters_lease_ends(WS, "nobody", now_ms() + 10);	/* nobody waits there */
+	assert_null(channel_find(WS, "nobody"));
 	usleep(20 * 1000);
-	waiters_run_timers();
+	turn();
 	assert_int_equal(a.resumed, 3);
 	assert_int_equal(waiters_wake_reason(w), WAKE_RETRY);
 	waiters_leave(w, 0);
+	loop_turn(L2, 0);	/* what was posted there finds no channel */
+	assert_int_equal(WS2->nchannels, 0);
 }
+
+/* ----- Threads and the loop ----- */
+
+/* A resume that checks it is not called from inside waiters_sleep(). */
+static void test_waiters__a_wake_resumes_from_the_loop_only(void **state)
+{
+	struct fake_req a = { 0 }, b = { 0 };
+	struct waiter *wa, *wb;
+	bool confirmed;
+
+	(void)state;
+	wa = join("ch", &a, &confirmed);
+	confirm(WS, "ch");
+	/* confirmed since it joined: its sleep wakes it at once, but resume
+	 * runs from the loop, after waiters_sleep() returned */
+	inside_waiters = true;
+	waiters_sleep(wa, 0);
+	inside_waiters = false;
+	assert_int_equal(a.resumed, 0);
+	turn();
+	assert_int_equal(a.resumed, 1);
+	assert_int_equal(waiters_wake_reason(wa), WAKE_RETRY);
+	/* a wake on its way is cancelled by a leave: no resume of a freed
+	 * request (a banked permit wakes wb at once) */
+	message(WS, "ch", "0");			/* banked: nobody sleeps */
+	wb = join("ch", &b, &confirmed);
+	assert_true(confirmed);
+	waiters_sleep(wb, 0);
+	waiters_leave(wb, 0);
+	turn();
+	assert_int_equal(b.resumed, 0);
+	waiters_leave(wa, 0);
+}
+
+static void test_waiters__a_sleeping_client_hanging_up_is_gone(void **state)
+{
+	struct fake_req a = { 0 };
+	struct waiter *w;
+	bool confirmed;
+	int sv[2];
+
+	(void)state;
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	w = waiters_join(WS, "ch", sv[0], resume, &a, now_ms() + 60000, 0, &confirmed);
+	confirm(WS, "ch");
+	first_sleep(w, &a);
+	turn();
+	assert_int_equal(a.resumed, 1);		/* the socket is quiet */
+	/* the client half-closes: EPOLLRDHUP */
+	assert_int_equal(shutdown(sv[1], SHUT_WR), 0);
+	loop_turn(L, 1000);
+	assert_int_equal(a.resumed, 2);
+	assert_int_equal(waiters_wake_reason(w), WAKE_GONE);
+	/* awake, it is no longer watched: nothing more comes */
+	loop_turn(L, 0);
+	assert_int_equal(a.resumed, 2);
+	waiters_leave(w, 0);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static void test_waiters__lease_ends_reach_the_other_loops(void **state)
+{
+	struct fake_req a = { 0 }, b = { 0 };
+	struct waiter *wa, *wb;
+	bool confirmed;
+
+	(void)state;
+	wa = join("ch", &a, &confirmed);
+	wb = join_on(WS2, "ch", &b, &confirmed);
+	confirm(WS, "ch");
+	confirm(WS2, "ch");
+	first_sleep(wa, &a);
+	first_sleep(wb, &b);
+	/* a heartbeat served by L's loop shortens the lease */
+	waiters_lease_ends(WS, "ch", now_ms() + 10);
+	assert_true(retry_in("ch") >= 0 && retry_in("ch") <= 10);
+	assert_int_equal(retry_in_on(WS2, "ch"), -1);	/* posted, not yet seen */
+	loop_turn(L2, 0);
+	assert_true(retry_in_on(WS2, "ch") >= 0 && retry_in_on(WS2, "ch") <= 10);
+	usleep(20 * 1000);
+	turn();
+	loop_turn(L2, 0);
+	assert_int_equal(a.resumed, 2);
+	assert_int_equal(b.resumed, 2);
+	assert_int_equal(waiters_wake_reason(wb), WAKE_RETRY);
+	waiters_leave(wa, 0);
+	waiters_leave(wb, 0);
+}
+
+struct delivery {
+	struct waiters *ws;
+	const char *channel;
+};
+
+static void *deliver_zero(void *arg)
+{
+	struct delivery *d = arg;
+
+	waiters_deliver_message(d->ws, d->channel, "0", 1);
+	return NULL;
+}
+
+static void test_waiters__a_delivery_from_another_thread_wakes_its_waiter(void **state)
+{
+	struct fake_req a = { 0 }, b = { 0 };
+	struct waiter *wa, *wb;
+	struct delivery d = { WS, "b" };
+	pthread_t t;
+	bool confirmed;
+
+	(void)state;
+	wa = join("a", &a, &confirmed);
+	wb = join("b", &b, &confirmed);
+	confirm(WS, "a");
+	confirm(WS, "b");
+	first_sleep(wa, &a);
+	first_sleep(wb, &b);
+	assert_int_equal(pthread_create(&t, NULL, deliver_zero, &d), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(b.resumed, 1);		/* in L's mailbox */
+	loop_turn(L, 1000);
+	assert_int_equal(b.resumed, 2);
+	assert_int_equal(waiters_wake_reason(wb), WAKE_RETRY);
+	assert_int_equal(a.resumed, 1);
+	waiters_leave(wa, 0);
+	waiters_leave(wb, 0);
+}
+
+#define T(name) cmocka_unit_test_setup_teardown(test_waiters__##name, setup, teardown)
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_waiters__first_join_subscribes_last_leave_unsubscribes, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_waiters__confirmation_wakes_sleepers_to_retry, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_waiters__zero_wakes_the_oldest_only, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_waiters__one_wakes_everybody, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_waiters__messages_prefer_the_oldest_writer, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_waiters__message_while_nobody_sleeps_is_banked, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_waiters__other_payloads_and_channels_wake_nobody, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_waiters__deadline_and_retry_timers_fire, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_waiters__shutdown_wakes_everyone, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_waiters__retry_timer_keeps_the_earliest_lease_end, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_waiters__lease_end_wakes_one_and_a_winner_covers_the_rest, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_waiters__winner_covers_those_still_awake, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_waiters__a_look_that_ends_blind_is_handed_over, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_waiters__a_shortened_lease_moves_the_retry_earlier, setup, teardown),
+		T(first_join_subscribes_last_leave_unsubscribes),
+		T(confirmation_wakes_sleepers_to_retry),
+		T(a_disconnect_makes_channels_wait_for_a_new_confirmation),
+		T(zero_wakes_the_oldest_only),
+		T(zero_wakes_the_oldest_of_each_loop),
+		T(one_wakes_everybody),
+		T(messages_prefer_the_oldest_writer),
+		T(message_while_nobody_sleeps_is_banked),
+		T(other_payloads_and_channels_wake_nobody),
+		T(deadline_and_retry_timers_fire),
+		T(shutdown_wakes_everyone),
+		T(retry_timer_keeps_the_earliest_lease_end),
+		T(lease_end_wakes_one_and_a_winner_covers_the_rest),
+		T(winner_covers_those_still_awake),
+		T(a_look_that_ends_blind_is_handed_over),
+		T(a_shortened_lease_moves_the_retry_earlier),
+		T(a_wake_resumes_from_the_loop_only),
+		T(a_sleeping_client_hanging_up_is_gone),
+		T(lease_ends_reach_the_other_loops),
+		T(a_delivery_from_another_thread_wakes_its_waiter),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
