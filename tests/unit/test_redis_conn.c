@@ -523,6 +523,16 @@ static void test_redis_conn__every_callback_once_on_drop(void **state)
 	assert_int_equal(fx->b.ncmds, 1);	/* the held ones were never sent */
 	redis_conn_free(c);
 
+	/* freed while one is held */
+	memset(held, 0, sizeof(held));
+	c = redis_conn_new(fx->loop, &fx->url_b);
+	send_cmd(c, "ECHO", "h3", &held[0]);
+	TURN_UNTIL(fx->loop, fx->b.ncmds == 2, WAIT_MS);	/* its TIME */
+	assert_int_equal(held[0].calls, 0);
+	redis_conn_free(c);
+	assert_int_equal(held[0].calls, 1);
+	assert_true(held[0].null);
+
 	/* freed with commands in flight; a callback sends again meanwhile */
 	fx->a.silent = false;
 	c = connected(fx, &fx->url_a);
