@@ -167,6 +167,14 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB_OBJS) | deps
 		$(filter-out $(BUILD)/service/$*.o $(BUILD)/api/$*.o,$(LIB_OBJS)) \
 		$(ALL_LDFLAGS) $(UNIT_WRAP) $(PKG_LIBS) $(TEST_LIBS)
 
+# test_redis_conn runs the connection on a real loop against a fake Redis
+# of its own: it links the loop and what the connection uses, no more.
+REDIS_CONN_TEST_OBJS = $(patsubst %,$(BUILD)/service/%.o,loop heap log util)
+$(BUILD)/tests/test_redis_conn: tests/unit/test_redis_conn.c $(REDIS_CONN_TEST_OBJS) | deps
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \
+		$(REDIS_CONN_TEST_OBJS) $(ALL_LDFLAGS) $(PKG_LIBS) $(TEST_LIBS)
+
 $(ITEST_OBJS): | deps
 $(ITEST_BIN): $(ITEST_OBJS)
 	@mkdir -p $(@D)

@@ -1,11 +1,25 @@
-/* redis_conn.c -- hiredis connections: a blocking connection
- * for the subscriber, and one pipelined, non-blocking connection per event
- * loop thread.
+/* redis_conn.c -- hiredis connections: a blocking connection for the
+ * subscriber (redis_open_blocking), and pipelined, non-blocking connection
+ * objects that attach themselves to an event loop (struct redis_conn),
+ * any number per loop.
  *
- * A loop's connection takes commands from every request the loop serves
- * and writes them in one go when the loop asks (redis_conn_flush), so that
- * Redis reads and answers many per system call; replies come back in send
- * order and go to their callbacks from redis_conn_on_readable().
+ * A connection takes commands from every request its loop serves and
+ * writes them in one go before the loop sleeps (a deferred task queued by
+ * the first command of a turn), so that Redis reads and answers many per
+ * system call; replies come back in send order and go to their callbacks
+ * from the loop's callback for the socket, which the connection watches
+ * itself (for writing until connected and while output is queued, for
+ * reading once connected). It keeps one loop timer, set to its next
+ * give-up (below).
+ *
+ * Why not hiredis' async API (redisAsyncContext with an adapter, which
+ * this otherwise resembles): hiredis 0.14.1, Debian 12's, has no command
+ * timeout in its async API at all, and dlockd needs its own rules for
+ * when to give up on a command (below), a backoff on reconnecting, and a
+ * probe of Redis' clock that holds the first commands back (see
+ * "Deadlines in Redis' clock"). So the non-blocking context is driven by
+ * hand, with redisAppendCommandArgv, redisBufferWrite, redisBufferRead
+ * and redisGetReplyFromReader.
  *
  * A command not answered within COMMAND_TIMEOUT_MS of being sent makes
  * the connection overdue: it takes no new command (each is told "no
@@ -26,10 +40,12 @@
  * doubling to 1 s) so that a dead Redis costs a request a clock read, not
  * a connect(). Set-up (AUTH, SELECT, TIME) is pipelined ahead of the first
  * commands, which are held until TIME has told how far Redis' clock is
- * from ours. Callbacks never run inside redis_conn_send(). */
+ * from ours. Callbacks never run inside redis_conn_send(): a command that
+ * fails at once is told so from a deferred task of the loop. */
 #include "redis_conn.h"
 
 #include "log.h"
+#include "loop.h"
 #include "util.h"
 
 #include <errno.h>
@@ -49,7 +65,21 @@
  * for its reply to arrive. */
 #define DEADLINE_MS (COMMAND_TIMEOUT_MS - 500)
 
-static struct redis_url conf_url;
+/* The times above, as the pipelined connections use them. Never changed
+ * by dlockd; the unit test (which includes this file) shortens them. */
+static struct redis_conn_timing {
+	int64_t command_timeout_ms;	/* COMMAND_TIMEOUT_MS */
+	int64_t reply_wait_ms;		/* REPLY_WAIT_MS */
+	int64_t deadline_ms;		/* DEADLINE_MS */
+	int64_t backoff_min_ms;		/* BACKOFF_MIN_MS */
+	int64_t backoff_max_ms;		/* BACKOFF_MAX_MS */
+} timing = {
+	.command_timeout_ms = COMMAND_TIMEOUT_MS,
+	.reply_wait_ms = REPLY_WAIT_MS,
+	.deadline_ms = DEADLINE_MS,
+	.backoff_min_ms = BACKOFF_MIN_MS,
+	.backoff_max_ms = BACKOFF_MAX_MS,
+};
 
 /* ----- Error replies ----- */
 
@@ -123,21 +153,21 @@ struct setup_cmd {
 	const char *argv[3];
 };
 
-static int setup_cmds(struct setup_cmd cmds[2], char db[16])
+static int setup_cmds(const struct redis_url *url, struct setup_cmd cmds[2], char db[16])
 {
 	int n = 0;
 
-	if (conf_url.password) {
+	if (url->password) {
 		struct setup_cmd *a = &cmds[n++];
 
 		a->argc = 0;
 		a->argv[a->argc++] = "AUTH";
-		if (conf_url.user)
-			a->argv[a->argc++] = conf_url.user;
-		a->argv[a->argc++] = conf_url.password;
+		if (url->user)
+			a->argv[a->argc++] = url->user;
+		a->argv[a->argc++] = url->password;
 	}
-	if (conf_url.db) {
-		snprintf(db, 16, "%d", conf_url.db);
+	if (url->db) {
+		snprintf(db, 16, "%d", url->db);
 		cmds[n++] = (struct setup_cmd){ 2, { "SELECT", db } };
 	}
 	return n;
@@ -156,17 +186,17 @@ static int setup_command(redisContext *c, int argc, const char **argv)
 	return ok ? 0 : -1;
 }
 
-redisContext *redis_conn_open(void)
+redisContext *redis_open_blocking(const struct redis_url *url)
 {
 	struct setup_cmd cmds[2];
 	char db[16];
 	redisContext *c;
 	int n;
 
-	if (conf_url.unix_path)
-		c = redisConnectUnixWithTimeout(conf_url.unix_path, tv_ms(CONNECT_TIMEOUT_MS));
+	if (url->unix_path)
+		c = redisConnectUnixWithTimeout(url->unix_path, tv_ms(CONNECT_TIMEOUT_MS));
 	else
-		c = redisConnectWithTimeout(conf_url.host, conf_url.port, tv_ms(CONNECT_TIMEOUT_MS));
+		c = redisConnectWithTimeout(url->host, url->port, tv_ms(CONNECT_TIMEOUT_MS));
 	if (!c)
 		return NULL;
 	if (c->err) {
@@ -174,9 +204,9 @@ redisContext *redis_conn_open(void)
 		goto fail;
 	}
 	redisSetTimeout(c, tv_ms(COMMAND_TIMEOUT_MS));
-	if (!conf_url.unix_path)
+	if (!url->unix_path)
 		redisEnableKeepAlive(c);
-	n = setup_cmds(cmds, db);
+	n = setup_cmds(url, cmds, db);
 	for (int i = 0; i < n; i++)
 		if (setup_command(c, cmds[i].argc, cmds[i].argv))
 			goto fail;
@@ -186,23 +216,7 @@ fail:
 	return NULL;
 }
 
-int redis_conn_setup(const char *url)
-{
-	char why[256];
-
-	if (redis_url_parse(url, &conf_url, why, sizeof(why)) < 0) {
-		log_error("%s", why);
-		return -1;
-	}
-	return 0;
-}
-
-void redis_conn_cleanup(void)
-{
-	redis_url_release(&conf_url);
-}
-
-/* ----- The loop's pipelined connection ----- */
+/* ----- The pipelined connection ----- */
 
 /* A command sent (or held) and not yet answered. */
 struct pending {
@@ -228,20 +242,25 @@ struct pending_list {
 	struct pending *head, *tail;
 };
 
-struct thread_conn {
+struct redis_conn {
+	struct loop *loop;
+	const struct redis_url *url;	/* the caller's */
 	redisContext *ctx;		/* non-blocking; NULL while down */
+	unsigned watching;		/* LOOP_* ctx's socket is watched for; 0: not */
 	bool connected;			/* the socket's connect() completed */
 	bool ready;			/* set-up answered: the connection works */
 	bool broken;			/* drop it once the current callbacks return */
 	bool overdue;			/* a command went unanswered past its give-up:
 					 * send nothing more, close once all are told */
+	bool closing;			/* redis_conn_free() runs: fail every send */
 	struct pending_list held;	/* not sent until the offset is known */
 	struct pending_list sent;	/* awaiting replies, in send order */
 	struct pending *due;		/* the first of sent not yet told "no reply"
 					 * (those before it were: a prefix, as
 					 * give_up_ms grows along sent); NULL: none */
-	struct pending_list failed;	/* to be told "no reply" by redis_conn_run */
-	unsigned generation;		/* bumped by every new connection */
+	struct pending_list failed;	/* to be told "no reply" by fail_task */
+	unsigned connects;		/* connect attempts so far: tells a new
+					 * context from the one a callback ran on */
 	int64_t next_try_ms;		/* monotonic; no reconnect before this */
 	int64_t backoff_ms;
 
@@ -253,9 +272,11 @@ struct thread_conn {
 	int64_t round_best;		/* largest sample of the round */
 	int64_t round_best_rtt;		/* ... and its round trip */
 	int64_t next_probe_ms;		/* monotonic: measure again after this */
-};
 
-static __thread struct thread_conn *tc;
+	struct loop_timer timer;	/* the next give-up (conn_run) */
+	struct loop_task flush_task;	/* write what is queued, set the watch */
+	struct loop_task fail_task;	/* tell the failed commands */
+};
 
 /* ----- Deadlines in Redis' clock -----
  *
@@ -328,52 +349,58 @@ static void list_append(struct pending_list *to, struct pending_list *from)
 	from->head = from->tail = NULL;
 }
 
-void redis_conn_thread_init(void)
-{
-	tc = xcalloc(1, sizeof(*tc));
-	tc->backoff_ms = BACKOFF_MIN_MS;
-}
-
 /* No reconnect before the backoff, which doubles up to BACKOFF_MAX_MS. */
-static void back_off(void)
+static void back_off(struct redis_conn *c)
 {
-	tc->next_try_ms = now_ms() + tc->backoff_ms;
-	tc->backoff_ms = tc->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : tc->backoff_ms * 2;
+	c->next_try_ms = now_ms() + c->backoff_ms;
+	c->backoff_ms = c->backoff_ms * 2 > timing.backoff_max_ms ? timing.backoff_max_ms
+								  : c->backoff_ms * 2;
 }
 
 /* Move the commands of sent that still wait for an answer to failed, and
  * free those already told "no reply". */
-static void fail_sent(void)
+static void fail_sent(struct redis_conn *c)
 {
 	struct pending *p;
 
-	tc->due = NULL;
-	while ((p = list_pop(&tc->sent))) {
+	c->due = NULL;
+	while ((p = list_pop(&c->sent))) {
 		if (p->answered)
 			free(p);
 		else
-			list_push(&tc->failed, p);
+			list_push(&c->failed, p);
 	}
 }
 
-/* Close the connection; what waits on it fails on the next run. */
-static void conn_drop(const char *why)
+/* Stop watching the socket and close it. */
+static void conn_close(struct redis_conn *c)
 {
-	if (!tc->ctx)
+	if (c->watching)
+		loop_unwatch(c->loop, c->ctx->fd);	/* before redisFree closes it */
+	c->watching = 0;
+	redisFree(c->ctx);
+	c->ctx = NULL;
+}
+
+/* Close the connection; what waits on it fails before the loop sleeps. */
+static void conn_drop(struct redis_conn *c, const char *why)
+{
+	if (!c->ctx)
 		return;
 	log_warn("redis connection lost: %s", why);
-	redisFree(tc->ctx);
-	tc->ctx = NULL;
-	fail_sent();
-	list_append(&tc->failed, &tc->held);
-	if (tc->ready) {
-		tc->next_try_ms = now_ms();	/* it worked: try again at once */
-		tc->backoff_ms = BACKOFF_MIN_MS;
+	conn_close(c);
+	fail_sent(c);
+	list_append(&c->failed, &c->held);
+	if (c->ready) {
+		c->next_try_ms = now_ms();	/* it worked: try again at once */
+		c->backoff_ms = timing.backoff_min_ms;
 	} else {
-		back_off();
+		back_off(c);
 	}
-	tc->connected = tc->ready = tc->broken = tc->overdue = false;
-	tc->timed = tc->probing = false;
+	c->connected = c->ready = c->broken = c->overdue = false;
+	c->timed = c->probing = false;
+	if (c->failed.head)
+		loop_defer(c->loop, &c->fail_task);
 }
 
 static struct pending *pending_new(redis_reply_fn fn, void *ctx)
@@ -382,21 +409,29 @@ static struct pending *pending_new(redis_reply_fn fn, void *ctx)
 
 	p->fn = fn;
 	p->ctx = ctx;
-	p->give_up_ms = now_ms() + COMMAND_TIMEOUT_MS;
+	p->give_up_ms = now_ms() + timing.command_timeout_ms;
 	return p;
 }
 
+/* Fail p: it is told "no reply" before the loop sleeps. */
+static void fail_later(struct redis_conn *c, struct pending *p)
+{
+	list_push(&c->failed, p);
+	loop_defer(c->loop, &c->fail_task);
+}
+
 /* Append p's command to the connection, with its deadline argument last
- * if asked, and await the reply; or fail p if the connection is down. */
-static void append(struct pending *p, int argc, const char **argv, const size_t *lens,
-		   bool deadline)
+ * if asked, and await the reply; or fail p if the connection is down.
+ * The first command of a turn queues the write. */
+static void append(struct redis_conn *c, struct pending *p, int argc, const char **argv,
+		   const size_t *lens, bool deadline)
 {
 	const char *av[REDIS_CONN_MAX_ARGS + 1];
 	size_t lv[REDIS_CONN_MAX_ARGS + 1];
 	char by[24];
 
-	if (!tc->ctx) {
-		list_push(&tc->failed, p);
+	if (!c->ctx) {
+		fail_later(c, p);
 		return;
 	}
 	for (int i = 0; i < argc; i++) {
@@ -407,30 +442,33 @@ static void append(struct pending *p, int argc, const char **argv, const size_t 
 		/* past it, in Redis' clock, dlockd has answered (or will
 		 * answer) 503: the command must do nothing */
 		snprintf(by, sizeof(by), "%lld",
-			 (long long)(p->give_up_ms - (COMMAND_TIMEOUT_MS - DEADLINE_MS) +
-				     tc->offset_ms));
+			 (long long)(p->give_up_ms -
+				     (timing.command_timeout_ms - timing.deadline_ms) +
+				     c->offset_ms));
 		av[argc] = by;
 		lv[argc++] = strlen(by);
 	}
-	if (redisAppendCommandArgv(tc->ctx, argc, av, lv) != REDIS_OK) {
-		conn_drop(tc->ctx->errstr);
-		list_push(&tc->failed, p);
+	if (redisAppendCommandArgv(c->ctx, argc, av, lv) != REDIS_OK) {
+		conn_drop(c, c->ctx->errstr);
+		fail_later(c, p);
 		return;
 	}
-	list_push(&tc->sent, p);
-	if (!tc->due)
-		tc->due = p;
+	list_push(&c->sent, p);
+	if (!c->due)
+		c->due = p;
+	loop_defer(c->loop, &c->flush_task);
 }
 
 /* A command of the connection's own (set-up, TIME): never held. */
-static void send_raw(int argc, const char **argv, redis_reply_fn fn, void *ctx)
+static void send_raw(struct redis_conn *c, int argc, const char **argv, redis_reply_fn fn,
+		     void *ctx)
 {
-	append(pending_new(fn, ctx), argc, argv, NULL, false);
+	append(c, pending_new(fn, ctx), argc, argv, NULL, false);
 }
 
 /* Keep a copy of the command in p until the offset is known. */
-static void hold(struct pending *p, int argc, const char **argv, const size_t *lens,
-		 bool deadline)
+static void hold(struct redis_conn *c, struct pending *p, int argc, const char **argv,
+		 const size_t *lens, bool deadline)
 {
 	size_t size = 0;
 	struct held_cmd *h;
@@ -449,51 +487,63 @@ static void hold(struct pending *p, int argc, const char **argv, const size_t *l
 		at += h->lens[i];
 	}
 	p->held = h;
-	list_push(&tc->held, p);
+	list_push(&c->held, p);
 }
 
 /* Send what was held, in order, now that the offset is known. */
-static void release_held(void)
+static void release_held(struct redis_conn *c)
 {
 	struct pending *p;
 
-	while ((p = list_pop(&tc->held))) {
+	while ((p = list_pop(&c->held))) {
 		struct held_cmd *h = p->held;
 
 		p->held = NULL;
-		append(p, h->argc, h->argv, h->lens, h->deadline);
+		append(c, p, h->argc, h->argv, h->lens, h->deadline);
 		free(h);
 	}
 }
 
 /* Answer every held command with r, an error reply (its callbacks run
  * here; what they send is held anew). */
-static void fail_held(redisReply *r)
+static void fail_held(struct redis_conn *c, redisReply *r)
 {
-	struct pending_list l = tc->held;
+	struct pending_list l = c->held;
+	unsigned connects = c->connects;
 	struct pending *p;
 
-	tc->held.head = tc->held.tail = NULL;
+	c->held.head = c->held.tail = NULL;
 	while ((p = list_pop(&l))) {
 		free(p->held);
 		p->fn(p->ctx, r);
 		free(p);
-		if (!tc->ctx) {
-			list_append(&tc->failed, &l);	/* a callback's send dropped it */
+		if (!c->ctx || c->connects != connects) {
+			/* a callback's send dropped it */
+			list_append(&c->failed, &l);
+			if (c->failed.head)
+				loop_defer(c->loop, &c->fail_task);
 			return;
 		}
 	}
 }
 
+/* What TIME's callback needs: the connection, and when TIME was sent
+ * (freed by the callback, which every command gets exactly once). */
+struct probe_ctx {
+	struct redis_conn *conn;
+	int64_t sent_ms;
+};
+
 /* Set-up replies: an error means the connection is no use. */
 static void on_setup(void *ctx, redisReply *r)
 {
-	(void)ctx;
-	if (r && r->type == REDIS_REPLY_ERROR && !tc->broken) {
+	struct redis_conn *c = ctx;
+
+	if (r && r->type == REDIS_REPLY_ERROR && !c->broken) {
 		log_warn("redis set-up (AUTH or SELECT) failed: %s", r->str);
-		tc->broken = true;
+		c->broken = true;
 		if (redis_error_unavailable(r->str)) {
-			fail_held(r);	/* they hear why (WRONGPASS...), not "unreachable" */
+			fail_held(c, r);	/* they hear why (WRONGPASS...), not "unreachable" */
 		} else {
 			/* e.g. SELECT's "ERR DB index is out of range": an error of
 			 * the set-up, not of the commands held behind it (a 503,
@@ -502,7 +552,7 @@ static void on_setup(void *ctx, redisReply *r)
 
 			setup.str = (char *)"DLOCKD_SETUP";
 			setup.len = strlen(setup.str);
-			fail_held(&setup);
+			fail_held(c, &setup);
 		}
 	}
 }
@@ -510,262 +560,346 @@ static void on_setup(void *ctx, redisReply *r)
 static void on_time(void *ctx, redisReply *r);
 
 /* Ask Redis for its clock (one TIME in flight at most). */
-static void probe(void)
+static void probe(struct redis_conn *c)
 {
-	tc->probing = true;
-	send_raw(1, (const char *[]){ "TIME" }, on_time, (void *)(intptr_t)now_ms());
+	struct probe_ctx *o = xmalloc(sizeof(*o));
+
+	o->conn = c;
+	o->sent_ms = now_ms();
+	c->probing = true;
+	send_raw(c, 1, (const char *[]){ "TIME" }, on_time, o);
 }
 
 /* A TIME sample: Redis' clock minus ours at the reply's arrival. */
 static void on_time(void *ctx, redisReply *r)
 {
-	int64_t sent = (int64_t)(intptr_t)ctx, now = now_ms(), sample, rtt = now - sent;
+	struct probe_ctx *o = ctx;
+	struct redis_conn *c = o->conn;
+	int64_t sent = o->sent_ms, now = now_ms(), sample, rtt = now - sent;
 
-	tc->probing = false;
-	if (!r || tc->broken)
+	free(o);
+	c->probing = false;
+	if (!r || c->broken)
 		return;		/* the connection is gone; a new one measures anew */
-	if (!tc->ready) {
-		tc->ready = true;
-		tc->backoff_ms = BACKOFF_MIN_MS;
+	if (!c->ready) {
+		c->ready = true;
+		c->backoff_ms = timing.backoff_min_ms;
 	}
 	if (r->type == REDIS_REPLY_ERROR) {
 		/* Redis cannot serve now (BUSY, LOADING, an ACL...): what waits
 		 * for the offset gets that answer, the next command asks again */
 		log_warn("redis TIME failed: %s", r->str);
-		fail_held(r);
-		tc->next_probe_ms = now + PROBE_RETRY_MS;
+		fail_held(c, r);
+		c->next_probe_ms = now + PROBE_RETRY_MS;
 		return;
 	}
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
 	    r->element[0]->type != REDIS_REPLY_STRING ||
 	    r->element[1]->type != REDIS_REPLY_STRING) {
 		log_warn("redis TIME gave an unexpected reply");
-		tc->broken = true;
+		c->broken = true;
 		return;
 	}
 	sample = strtoll(r->element[0]->str, NULL, 10) * 1000 +
 		 strtoll(r->element[1]->str, NULL, 10) / 1000 - now;
-	if (tc->probes == 0 || sample > tc->round_best) {
-		tc->round_best = sample;
-		tc->round_best_rtt = rtt;
+	if (c->probes == 0 || sample > c->round_best) {
+		c->round_best = sample;
+		c->round_best_rtt = rtt;
 	}
-	if (rtt > PROBE_GOOD_RTT_MS && ++tc->probes < PROBE_MAX) {
-		probe();	/* a stall loosened the bound: measure again */
+	if (rtt > PROBE_GOOD_RTT_MS && ++c->probes < PROBE_MAX) {
+		probe(c);	/* a stall loosened the bound: measure again */
 		return;
 	}
-	tc->probes = 0;
-	tc->offset_ms = tc->round_best;
-	tc->next_probe_ms = now + (tc->round_best_rtt > PROBE_GOOD_RTT_MS ? PROBE_RETRY_MS
-									  : PROBE_EVERY_MS);
-	if (!tc->timed) {
-		tc->timed = true;
-		release_held();
+	c->probes = 0;
+	c->offset_ms = c->round_best;
+	c->next_probe_ms = now + (c->round_best_rtt > PROBE_GOOD_RTT_MS ? PROBE_RETRY_MS
+									: PROBE_EVERY_MS);
+	if (!c->timed) {
+		c->timed = true;
+		release_held(c);
 	}
 }
 
 /* Start a non-blocking connect with the set-up commands queued on it. */
-static void conn_open_async(void)
+static void conn_open_async(struct redis_conn *c)
 {
+	const struct redis_url *url = c->url;
 	struct setup_cmd cmds[2];
 	char db[16];
 	int n;
 
-	tc->ctx = conf_url.unix_path ? redisConnectUnixNonBlock(conf_url.unix_path)
-				     : redisConnectNonBlock(conf_url.host, conf_url.port);
-	tc->generation++;
-	if (!tc->ctx || tc->ctx->err) {
-		log_debug("redis connect failed: %s", tc->ctx ? tc->ctx->errstr : "out of memory");
-		if (tc->ctx)
-			redisFree(tc->ctx);
-		tc->ctx = NULL;
-		back_off();
+	c->ctx = url->unix_path ? redisConnectUnixNonBlock(url->unix_path)
+				: redisConnectNonBlock(url->host, url->port);
+	c->connects++;
+	if (!c->ctx || c->ctx->err) {
+		log_debug("redis connect failed: %s", c->ctx ? c->ctx->errstr : "out of memory");
+		if (c->ctx)
+			redisFree(c->ctx);
+		c->ctx = NULL;
+		back_off(c);
 		return;
 	}
-	if (!conf_url.unix_path)
-		redisEnableKeepAlive(tc->ctx);
-	n = setup_cmds(cmds, db);
+	if (!url->unix_path)
+		redisEnableKeepAlive(c->ctx);
+	n = setup_cmds(url, cmds, db);
 	for (int i = 0; i < n; i++)
-		send_raw(cmds[i].argc, cmds[i].argv, on_setup, NULL);
-	tc->timed = false;
-	tc->probes = 0;
-	probe();
+		send_raw(c, cmds[i].argc, cmds[i].argv, on_setup, c);
+	c->timed = false;
+	c->probes = 0;
+	probe(c);
 }
 
-void redis_conn_send(int argc, const char **argv, const size_t *lens, bool deadline,
-		     redis_reply_fn fn, void *ctx)
+static void conn_schedule(struct redis_conn *c);
+
+void redis_conn_send(struct redis_conn *c, int argc, const char **argv, const size_t *lens,
+		     bool deadline, redis_reply_fn fn, void *ctx)
 {
 	struct pending *p;
 
 	if (argc > REDIS_CONN_MAX_ARGS)
 		abort();
-	if (!tc->ctx && now_ms() >= tc->next_try_ms)
-		conn_open_async();
 	p = pending_new(fn, ctx);
-	if (tc->ctx && tc->overdue) {
-		list_push(&tc->failed, p);	/* never sent: told at once */
+	if (c->closing) {
+		list_push(&c->failed, p);	/* redis_conn_free() tells it */
 		return;
 	}
-	if (tc->ctx && !tc->timed) {
-		hold(p, argc, argv, lens, deadline);
-		if (!tc->probing)
-			probe();	/* the last TIME was refused: ask again */
+	if (!c->ctx && now_ms() >= c->next_try_ms)
+		conn_open_async(c);
+	if (c->ctx && c->overdue) {
+		fail_later(c, p);	/* never sent: told at once */
 		return;
 	}
-	if (tc->ctx && !tc->probing && now_ms() >= tc->next_probe_ms)
-		probe();
-	append(p, argc, argv, lens, deadline);
+	if (c->ctx && !c->timed) {
+		hold(c, p, argc, argv, lens, deadline);
+		if (!c->probing)
+			probe(c);	/* the last TIME was refused: ask again */
+	} else {
+		if (c->ctx && !c->probing && now_ms() >= c->next_probe_ms)
+			probe(c);
+		append(c, p, argc, argv, lens, deadline);
+	}
+	conn_schedule(c);
 }
 
-int redis_conn_fd(unsigned *events, unsigned *generation)
+/* ----- Driving it from the loop ----- */
+
+/* Give up on commands past their time (see the top of the file) and tell
+ * failed commands. */
+static void conn_run(struct redis_conn *c, int64_t now)
 {
-	*events = 0;
-	*generation = tc->generation;
-	if (!tc->ctx)
-		return -1;
-	if (tc->connected)
-		*events |= REDIS_CONN_READ;
-	if (!tc->connected || sdslen(tc->ctx->obuf) > 0)
-		*events |= REDIS_CONN_WRITE;
-	return tc->ctx->fd;
+	struct pending *p;
+
+	/* the oldest command unanswered past its give-up: send no more */
+	if (c->due && now >= c->due->give_up_ms)
+		c->overdue = true;
+	/* commands with no reply after REPLY_WAIT_MS are told one by one, in
+	 * send order (give_up_ms grows along the list); what they send
+	 * meanwhile is failed at once, as the connection is overdue */
+	while ((p = c->due) &&
+	       now >= p->give_up_ms + timing.reply_wait_ms - timing.command_timeout_ms) {
+		c->due = p->next;
+		p->answered = true;
+		p->fn(p->ctx, NULL);
+	}
+	if (c->ctx && c->overdue && !c->due) {
+		char why[64];
+
+		snprintf(why, sizeof(why), "no reply within %lld ms",
+			 (long long)timing.reply_wait_ms);
+		conn_drop(c, why);
+	}
+	/* held past their time (the clock is still being measured) */
+	while (c->held.head && now >= c->held.head->give_up_ms)
+		list_push(&c->failed, list_pop(&c->held));
+	while ((p = list_pop(&c->failed))) {
+		free(p->held);
+		p->fn(p->ctx, NULL);
+		free(p);
+	}
 }
 
-void redis_conn_flush(void)
+/* Set the timer to when conn_run has something to do next. */
+static void conn_schedule(struct redis_conn *c)
 {
+	int64_t at;
+
+	if (!c->due && !c->held.head) {
+		loop_timer_stop(c->loop, &c->timer);
+		return;
+	}
+	at = !c->due ? INT64_MAX
+	     : c->overdue ? c->due->give_up_ms + timing.reply_wait_ms - timing.command_timeout_ms
+	     : c->due->give_up_ms;
+	if (c->held.head && c->held.head->give_up_ms < at)
+		at = c->held.head->give_up_ms;
+	if (!loop_timer_armed(&c->timer) || c->timer.node.at_ms != at)
+		loop_timer_set(c->loop, &c->timer, at);
+}
+
+static void on_timer(struct loop *l, struct loop_timer *t)
+{
+	struct redis_conn *c = container_of(t, struct redis_conn, timer);
+
+	(void)l;
+	conn_run(c, now_ms());
+	conn_schedule(c);
+}
+
+static void on_failed(struct loop *l, void *data)
+{
+	struct redis_conn *c = data;
+	struct pending *p;
+
+	(void)l;
+	while ((p = list_pop(&c->failed))) {
+		free(p->held);
+		p->fn(p->ctx, NULL);
+		free(p);
+	}
+	conn_schedule(c);
+}
+
+static void on_io(struct loop *l, int fd, unsigned events, void *data);
+
+/* Write what is queued, as far as the socket takes it, and watch the
+ * socket for what the connection now waits for: writable until connected
+ * and while output is left, readable once connected. Runs before the
+ * loop sleeps, after every callback that could queue a command. */
+static void conn_flush(struct loop *l, void *data)
+{
+	struct redis_conn *c = data;
+	unsigned want;
 	int done = 0;
 
-	if (tc->ctx && tc->connected && sdslen(tc->ctx->obuf) > 0 &&
-	    redisBufferWrite(tc->ctx, &done) != REDIS_OK)
-		conn_drop(tc->ctx->errstr);
+	(void)l;
+	if (c->ctx && c->connected && sdslen(c->ctx->obuf) > 0 &&
+	    redisBufferWrite(c->ctx, &done) != REDIS_OK)
+		conn_drop(c, c->ctx->errstr);
+	if (c->ctx) {
+		want = (c->connected ? LOOP_READ : 0) |
+		       (!c->connected || sdslen(c->ctx->obuf) > 0 ? LOOP_WRITE : 0);
+		if (want != c->watching) {
+			if (loop_watch(c->loop, c->ctx->fd, want, on_io, c) == 0)
+				c->watching = want;
+			else
+				conn_drop(c, "cannot watch its socket");
+		}
+	}
+	conn_schedule(c);
 }
 
-void redis_conn_on_writable(void)
+/* The socket reported writable: finish connecting; conn_flush writes. */
+static void on_writable(struct redis_conn *c)
 {
 	int err = 0;
 	socklen_t len = sizeof(err);
 
-	if (!tc->ctx)
+	if (!c->ctx || c->connected)
 		return;
-	if (!tc->connected) {
-		/* the non-blocking connect() is over: did it work? */
-		if (getsockopt(tc->ctx->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err) {
-			conn_drop(err ? strerror(err) : "connect failed");
-			return;
-		}
-		tc->connected = true;
+	/* the non-blocking connect() is over: did it work? */
+	if (getsockopt(c->ctx->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err) {
+		conn_drop(c, err ? strerror(err) : "connect failed");
+		return;
 	}
-	redis_conn_flush();
+	c->connected = true;
 }
 
-void redis_conn_on_readable(void)
+/* The socket is readable: read and hand out the replies. */
+static void on_readable(struct redis_conn *c)
 {
+	unsigned connects = c->connects;
 	redisReply *r;
 
-	if (!tc->ctx || !tc->connected)
+	if (!c->ctx || !c->connected)
 		return;
-	if (redisBufferRead(tc->ctx) != REDIS_OK) {
-		conn_drop(tc->ctx->errstr[0] ? tc->ctx->errstr : "closed");
+	if (redisBufferRead(c->ctx) != REDIS_OK) {
+		conn_drop(c, c->ctx->errstr[0] ? c->ctx->errstr : "closed");
 		return;
 	}
 	for (;;) {
 		void *reply = NULL;
 		struct pending *p;
 
-		if (redisGetReplyFromReader(tc->ctx, &reply) != REDIS_OK) {
-			conn_drop(tc->ctx->errstr);
+		if (redisGetReplyFromReader(c->ctx, &reply) != REDIS_OK) {
+			conn_drop(c, c->ctx->errstr);
 			return;
 		}
 		if (!reply)
 			break;
 		r = reply;
-		p = list_pop(&tc->sent);
+		p = list_pop(&c->sent);
 		if (!p) {
 			freeReplyObject(r);
-			conn_drop("a reply nobody asked for");
+			conn_drop(c, "a reply nobody asked for");
 			return;
 		}
-		tc->overdue = false;	/* Redis answers again */
-		if (tc->due == p)
-			tc->due = p->next;
+		c->overdue = false;	/* Redis answers again */
+		if (c->due == p)
+			c->due = p->next;
 		if (!p->answered)
 			p->fn(p->ctx, r);
 		freeReplyObject(r);
 		free(p);
-		if (!tc->ctx)
+		if (!c->ctx || c->connects != connects)
 			return;		/* a callback's command could not be sent */
-		if (tc->broken) {
-			conn_drop("set-up refused");
+		if (c->broken) {
+			conn_drop(c, "set-up refused");
 			return;
 		}
 	}
 }
 
-bool redis_conn_run(int64_t now)
+static void on_io(struct loop *l, int fd, unsigned events, void *data)
+{
+	struct redis_conn *c = data;
+
+	(void)fd;
+	if (events & LOOP_WRITE || (events & LOOP_ERROR && !c->connected))
+		on_writable(c);
+	if (events & (LOOP_READ | LOOP_ERROR))
+		on_readable(c);
+	conn_schedule(c);
+	loop_defer(l, &c->flush_task);	/* write what the callbacks queued, rewatch */
+}
+
+/* ----- Life cycle ----- */
+
+struct redis_conn *redis_conn_new(struct loop *l, const struct redis_url *url)
+{
+	struct redis_conn *c = xcalloc(1, sizeof(*c));
+
+	c->loop = l;
+	c->url = url;
+	c->backoff_ms = timing.backoff_min_ms;
+	loop_timer_init(&c->timer, on_timer);
+	loop_task_init(&c->flush_task, conn_flush, c);
+	loop_task_init(&c->fail_task, on_failed, c);
+	return c;
+}
+
+bool redis_conn_idle(const struct redis_conn *c)
+{
+	return !c->sent.head && !c->held.head && !c->failed.head;
+}
+
+void redis_conn_free(struct redis_conn *c)
 {
 	struct pending *p;
-	bool ran = false;
 
-	/* the oldest command unanswered past its give-up: send no more */
-	if (tc->due && now >= tc->due->give_up_ms)
-		tc->overdue = true;
-	/* commands with no reply after REPLY_WAIT_MS are told one by one, in
-	 * send order (give_up_ms grows along the list); what they send
-	 * meanwhile is failed at once, as the connection is overdue */
-	while ((p = tc->due) && now >= p->give_up_ms + REPLY_WAIT_MS - COMMAND_TIMEOUT_MS) {
-		tc->due = p->next;
-		p->answered = true;
-		p->fn(p->ctx, NULL);
-		ran = true;
-	}
-	if (tc->ctx && tc->overdue && !tc->due) {
-		char why[64];
-
-		snprintf(why, sizeof(why), "no reply within %d ms", REPLY_WAIT_MS);
-		conn_drop(why);
-	}
-	/* held past their time (the clock is still being measured) */
-	while (tc->held.head && now >= tc->held.head->give_up_ms)
-		list_push(&tc->failed, list_pop(&tc->held));
-	while ((p = list_pop(&tc->failed))) {
+	if (!c)
+		return;
+	c->closing = true;
+	if (c->ctx)
+		conn_close(c);
+	fail_sent(c);
+	list_append(&c->failed, &c->held);
+	while ((p = list_pop(&c->failed))) {
 		free(p->held);
 		p->fn(p->ctx, NULL);
 		free(p);
-		ran = true;
 	}
-	return ran;
-}
-
-int64_t redis_conn_timeout_ms(int64_t now)
-{
-	int64_t at;
-
-	if (tc->failed.head)
-		return 0;
-	if (!tc->due && !tc->held.head)
-		return -1;
-	at = !tc->due ? INT64_MAX
-	     : tc->overdue ? tc->due->give_up_ms + REPLY_WAIT_MS - COMMAND_TIMEOUT_MS
-	     : tc->due->give_up_ms;
-	if (tc->held.head && tc->held.head->give_up_ms < at)
-		at = tc->held.head->give_up_ms;
-	return at > now ? at - now : 0;
-}
-
-bool redis_conn_idle(void)
-{
-	return !tc->sent.head && !tc->held.head && !tc->failed.head;
-}
-
-void redis_conn_thread_exit(void)
-{
-	if (!tc)
-		return;
-	if (tc->ctx) {
-		redisFree(tc->ctx);
-		tc->ctx = NULL;
-	}
-	fail_sent();
-	list_append(&tc->failed, &tc->held);
-	redis_conn_run(now_ms());
-	free(tc);
-	tc = NULL;
+	loop_timer_stop(c->loop, &c->timer);
+	loop_cancel(c->loop, &c->flush_task);
+	loop_cancel(c->loop, &c->fail_task);
+	free(c);
 }

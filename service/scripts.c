@@ -1,6 +1,6 @@
 /* scripts.c -- Lua scripts embedded at build time (build/lua_scripts.c is
- * generated from the files in lua/), run with EVALSHA on the loop's
- * pipelined connection.
+ * generated from the files in lua/), run with EVALSHA on a pipelined
+ * connection (redis_conn.c) that the caller names.
  *
  * The SHA1 of each script is learnt from a SCRIPT LOAD sent (pipelined)
  * with its first call, which itself goes as EVAL, and kept for the life of
@@ -96,6 +96,7 @@ static void on_loaded(void *ctx, redisReply *r)
 
 /* One script call: its arguments are kept for a retry with EVAL. */
 struct call {
+	struct redis_conn *conn;	/* the retry with EVAL goes on it too */
 	enum script_id id;
 	bool retried;
 	redis_reply_fn fn;
@@ -131,18 +132,19 @@ static void send_call(struct call *c, bool whole)
 	memcpy(sha, scripts[c->id].sha, 41);
 	pthread_mutex_unlock(&sha_lock);
 	if (!sha[0] && !whole)
-		redis_conn_send(3, (const char *[]){ "SCRIPT", "LOAD", scripts[c->id].source },
-				NULL, false, on_loaded, (void *)(intptr_t)c->id);
+		redis_conn_send(c->conn, 3,
+				(const char *[]){ "SCRIPT", "LOAD", scripts[c->id].source }, NULL,
+				false, on_loaded, (void *)(intptr_t)c->id);
 	whole = whole || !sha[0];
 	argv[argc++] = whole ? "EVAL" : "EVALSHA";
 	argv[argc++] = whole ? scripts[c->id].source : sha;
 	for (int i = 0; i < c->argc; i++)
 		argv[argc++] = c->argv[i];
-	redis_conn_send(argc, argv, NULL, true, on_reply, c);
+	redis_conn_send(c->conn, argc, argv, NULL, true, on_reply, c);
 }
 
-void scripts_run(enum script_id id, int nkeys, const char *const *keys, int nargs,
-		 const char *const *args, redis_reply_fn fn, void *ctx)
+void scripts_run(struct redis_conn *conn, enum script_id id, int nkeys, const char *const *keys,
+		 int nargs, const char *const *args, redis_reply_fn fn, void *ctx)
 {
 	size_t size = 16;
 	struct call *c;
@@ -155,6 +157,7 @@ void scripts_run(enum script_id id, int nkeys, const char *const *keys, int narg
 	for (int i = 0; i < nargs; i++)
 		size += strlen(args[i]) + 1;
 	c = xmalloc(sizeof(*c) + size);
+	c->conn = conn;
 	c->id = id;
 	c->retried = false;
 	c->fn = fn;

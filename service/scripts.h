@@ -1,5 +1,5 @@
-/* scripts.h -- the Lua scripts of lua/, run with EVALSHA on the calling
- * event loop's pipelined Redis connection. */
+/* scripts.h -- the Lua scripts of lua/, run with EVALSHA on a pipelined
+ * Redis connection (the calling event loop's). */
 #ifndef DLOCKD_SCRIPTS_H
 #define DLOCKD_SCRIPTS_H
 
@@ -30,13 +30,13 @@ enum script_id {
 /* Bind every script id to its embedded source; -1 if one is missing. */
 int scripts_init(void);
 
-/* Run script id with keys and args (copied) on the loop's connection,
- * with the deadline argument last. Until its SHA is known, and once more
- * after NOSCRIPT (Redis lost its script cache), the script goes in whole
- * with EVAL. fn gets the reply, REDIS_REPLY_ERROR included, or NULL when
+/* Run script id with keys and args (copied) on connection c, from the
+ * thread of c's loop, with the deadline argument last. Until its SHA is
+ * known, and once more after NOSCRIPT (Redis lost its script cache), the
+ * script goes in whole with EVAL (on c too). fn gets the reply, REDIS_REPLY_ERROR included, or NULL when
  * Redis is unreachable; it is called later, never from inside this call. */
-void scripts_run(enum script_id id, int nkeys, const char *const *keys, int nargs,
-		 const char *const *args, redis_reply_fn fn, void *ctx);
+void scripts_run(struct redis_conn *c, enum script_id id, int nkeys, const char *const *keys,
+		 int nargs, const char *const *args, redis_reply_fn fn, void *ctx);
 
 /* The name of a script, by id ("lock_acquire"), for log lines. */
 const char *scripts_name(enum script_id id);
