@@ -256,8 +256,7 @@ static void on_reconnect_timer(struct loop *l, struct loop_timer *t)
 
 	if (ps->ctx)
 		return;
-	/* TODO: redis_open_blocking(ps->url) once redis_conn.h has it */
-	ps->ctx = redis_conn_open();
+	ps->ctx = redis_open_blocking(ps->url);
 	if (!ps->ctx) {
 		loop_timer_set(l, t, now_ms() + ps->backoff_ms);
 		ps->backoff_ms = ps->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
