@@ -14,13 +14,16 @@ static char last_keys[6][300];
 static char last_args[4][300];
 static int last_nkeys, last_nargs;
 
-void __wrap_scripts_run(enum script_id id, int nkeys, const char *const *keys, int nargs,
-			const char *const *args, redis_reply_fn fn, void *ctx);
-void __wrap_scripts_run(enum script_id id, int nkeys, const char *const *keys, int nargs,
-			const char *const *args, redis_reply_fn fn, void *ctx)
+void __wrap_scripts_run(struct redis_conn *c, enum script_id id, int nkeys,
+			const char *const *keys, int nargs, const char *const *args,
+			redis_reply_fn fn, void *ctx);
+void __wrap_scripts_run(struct redis_conn *c, enum script_id id, int nkeys,
+			const char *const *keys, int nargs, const char *const *args,
+			redis_reply_fn fn, void *ctx)
 {
 	redisReply *r = canned;
 
+	(void)c;
 	last_id = id;
 	last_nkeys = nkeys;
 	last_nargs = nargs;
@@ -33,6 +36,20 @@ void __wrap_scripts_run(enum script_id id, int nkeys, const char *const *keys, i
 	if (r)
 		freeReplyObject(r);
 }
+
+/* A renewal tells the waiters of the lock's channel its new lease end. */
+static char lease_end_channel[300];
+
+void __wrap_waiters_lease_ends(struct waiters *ws, const char *channel, int64_t at_ms);
+void __wrap_waiters_lease_ends(struct waiters *ws, const char *channel, int64_t at_ms)
+{
+	(void)ws;
+	(void)at_ms;
+	snprintf(lease_end_channel, sizeof(lease_end_channel), "%s", channel);
+}
+
+/* No loop, no connection: scripts_run and waiters_lease_ends are mocks. */
+static const struct backend B;
 
 /* The outcome handed to the last operation's callback. */
 static enum lock_result got;
@@ -52,30 +69,30 @@ static void record(void *ctx, enum lock_result r, const struct lock_state *st)
 static enum lock_result acquire(enum lock_kind k, const char *name, const char *owner,
 				int64_t ttl, bool queue, struct lock_state *st)
 {
-	return OUTCOME(st, locks_acquire(k, name, owner, ttl, queue, record, NULL));
+	return OUTCOME(st, locks_acquire(&B, k, name, owner, ttl, queue, record, NULL));
 }
 
 static enum lock_result release(enum lock_kind k, const char *name, const char *owner,
 				struct lock_state *st)
 {
-	return OUTCOME(st, locks_release(k, name, owner, record, NULL));
+	return OUTCOME(st, locks_release(&B, k, name, owner, record, NULL));
 }
 
 static enum lock_result renew(enum lock_kind k, const char *name, const char *owner,
 			      int64_t ttl, struct lock_state *st)
 {
-	return OUTCOME(st, locks_renew(k, name, owner, ttl, record, NULL));
+	return OUTCOME(st, locks_renew(&B, k, name, owner, ttl, record, NULL));
 }
 
 static enum lock_result status(enum lock_kind k, const char *name, const char *owner,
 			       struct lock_state *st)
 {
-	return OUTCOME(st, locks_status(k, name, owner, record, NULL));
+	return OUTCOME(st, locks_status(&B, k, name, owner, record, NULL));
 }
 
 static enum lock_result force_release(enum lock_kind k, const char *name, struct lock_state *st)
 {
-	return OUTCOME(st, locks_force_release(k, name, record, NULL));
+	return OUTCOME(st, locks_force_release(&B, k, name, record, NULL));
 }
 
 static redisReply *reply_new(int type)
@@ -193,6 +210,26 @@ static void test_locks__release_codes(void **state)
 	assert_int_equal(release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_NOT_OWNER);
 	canned = ints(1, -1LL);
 	assert_int_equal(release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_WRONG_KIND);
+}
+
+/* A renewal that took reports the lock's channel and new lease end to the
+ * waiters (a shorter lease publishes nothing they could miss); a refused
+ * one reports nothing. */
+static void test_locks__renewal_tells_the_waiters_its_lease_end(void **state)
+{
+	struct lock_state st;
+
+	(void)state;
+	lease_end_channel[0] = '\0';
+	canned = ints(1, 0LL);
+	assert_int_equal(renew(LOCK_KIND_LOCK, "job", "w1", 5000, &st), LOCK_NOT_HELD);
+	assert_string_equal(lease_end_channel, "");
+	canned = ints(2, 1LL, 5000LL);
+	assert_int_equal(renew(LOCK_KIND_LOCK, "job", "w1", 5000, &st), LOCK_OK);
+	assert_string_equal(lease_end_channel, "redisson_lock__channel:{job}");
+	canned = ints(2, 1LL, 5000LL);
+	assert_int_equal(renew(LOCK_KIND_FAIR, "q", "w1", 5000, &st), LOCK_OK);
+	assert_string_equal(lease_end_channel, "redisson_lock__channel:{q}:w1");
 }
 
 static redisReply *error_reply(const char *text)
@@ -441,6 +478,7 @@ int main(void)
 		cmocka_unit_test(test_locks__acquire_passes_lock_and_token_keys),
 		cmocka_unit_test(test_locks__acquire_decodes_held_and_wrong_kind),
 		cmocka_unit_test(test_locks__release_codes),
+		cmocka_unit_test(test_locks__renewal_tells_the_waiters_its_lease_end),
 		cmocka_unit_test(test_locks__backend_down_and_script_errors),
 		cmocka_unit_test(test_locks__status_and_force_release),
 		cmocka_unit_test(test_locks__fair_lock_keys_and_per_owner_channel),

@@ -204,6 +204,9 @@ static bool wait_connected(bool up)
 	return false;
 }
 
+/* The fake Redis' address; it outlives the subscriber. */
+static struct redis_url URL;
+
 static int setup(void **state)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -217,9 +220,9 @@ static int setup(void **state)
 	    listen(listen_fd, 4) < 0 || getsockname(listen_fd, (struct sockaddr *)&a, &alen) < 0)
 		return -1;
 	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", ntohs(a.sin_port));
-	if (redis_conn_setup(url) < 0)
+	if (redis_url_parse(url, &URL, NULL, 0) < 0)
 		return -1;
-	PS = pubsub_start(NULL);
+	PS = pubsub_start(&URL);
 	if (!PS)
 		return -1;
 	accept_subscriber();
@@ -235,7 +238,7 @@ static int teardown(void **state)
 		close(conn_fd);
 	close(listen_fd);
 	conn_fd = listen_fd = -1;
-	redis_conn_cleanup();
+	redis_url_release(&URL);
 	return 0;
 }
 
