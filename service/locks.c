@@ -338,12 +338,18 @@ static int64_t min_positive(int64_t a, int64_t b)
 /* When a caller that was refused should try again without a message.
  * pttl is the holder's lease as the script saw it: -2 free, -1 no expiry,
  * 0 expiring within the millisecond (look again at once, not never). */
+/* Lease-end retries come this long after the lease end Redis reported. */
+#define EXPIRY_MARGIN_MS 2
+
 static int64_t retry_after(enum lock_kind kind, int64_t pttl, bool head)
 {
 	int64_t refresh = queue_ttl_ms / 3 > 0 ? queue_ttl_ms / 3 : 1;
 
-	if (pttl == 0)
-		pttl = 1;
+	/* Redis counts PTTL and our timers count now in whole milliseconds, so
+	 * a retry at exactly the lease end can come a millisecond early and
+	 * find the lease not quite over: one wasted run per loop that waits */
+	if (pttl >= 0)
+		pttl += EXPIRY_MARGIN_MS;
 
 	switch (kind) {
 	case LOCK_KIND_LOCK:
