@@ -9,7 +9,10 @@
  * when work is deferred), call the callbacks of the ready descriptors, fire
  * the due timers, then run the before-sleep hooks (in the order added) and
  * the deferred tasks (in the order deferred, including those deferred
- * meanwhile) until none is left. */
+ * meanwhile) until none is left.
+ *
+ * The mailbox's mutex is a leaf: loop_post() takes it for a list push and
+ * calls nothing under it; posted functions run on the loop without it. */
 #ifndef DLOCKD_LOOP_H
 #define DLOCKD_LOOP_H
 

@@ -12,7 +12,12 @@
  * messages of its channels through the loop's mailbox
  * (waiters_deliver_*), as Redis' blocked.c hands unblocked clients to
  * beforeSleep. A wake never runs the resume function from inside a
- * waiters_* call: it runs from a task the loop runs before it sleeps. */
+ * waiters_* call: it runs from a task the loop runs before it sleeps.
+ *
+ * Lock order: the "any thread" calls take the registry's mutex (the list
+ * of every loop's struct waiters) and, under it, post to each loop, which
+ * takes that loop's mailbox mutex (a leaf): registry -> mailbox. Nothing
+ * is called back with either held. */
 #ifndef DLOCKD_WAITERS_H
 #define DLOCKD_WAITERS_H
 
