@@ -15,10 +15,12 @@
  *     runs in the background: bg_start, then bg_join (never leave one);
  *   - never sleep_ms() to get past a race: wait for what you need with
  *     WAIT_FOR(cond, ms), or the ready-made waits: wait_waiters() (dlockd
- *     counts N waiting requests), wait_no_waiters(), wait_parked() (they
- *     also subscribed and made their post-subscribe retry: only a release
- *     message, a lease end or the deadline can wake them now -- take this
- *     before a release whose wake-up you time), channel_subscribers();
+ *     counts N waiting requests), wait_no_waiters(), channel_subscribers(),
+ *     and before a release whose wake-up you time, wait_parked(): they
+ *     also subscribed and made their post-subscribe retry, so only the
+ *     release message can wake them now (s0 = redis_evalsha_calls();
+ *     bg_start(...); CHECK(wait_parked(NULL, 1, s0, 5000,
+ *     "redisson_lock__channel:{%s}", n), ...));
  *   - "granted within N ms of the release": take t = mono_ms() right
  *     after the release, then CHECK_GRANTED_WITHIN(b, t, N, "what");
  *   - timeouts generous (a loaded 2-core machine; WAIT_FOR and the helpers
