@@ -585,6 +585,120 @@ double metric_value(const struct dlockd_srv *d, const char *name)
 	return v;
 }
 
+/* ----- Helpers for lock tests ----- */
+
+static const struct dlockd_srv *or_shared(const struct dlockd_srv *d)
+{
+	return d ? d : &H_dlockd;
+}
+
+long status_of(const struct dlockd_srv *d, const char *method, const char *fmt, ...)
+{
+	char p[1024];
+	struct http_resp r;
+	va_list ap;
+	long st;
+
+	va_start(ap, fmt);
+	vsnprintf(p, sizeof(p), fmt, ap);
+	va_end(ap);
+	http_on(or_shared(d)->base, method, p, NULL, &r);
+	st = r.status;
+	http_free(&r);
+	return st;
+}
+
+int flag_of(const struct dlockd_srv *d, const char *key, const char *fmt, ...)
+{
+	char p[1024];
+	struct http_resp r;
+	va_list ap;
+	int v = -1;
+
+	va_start(ap, fmt);
+	vsnprintf(p, sizeof(p), fmt, ap);
+	va_end(ap);
+	if (http_on(or_shared(d)->base, "GET", p, NULL, &r) == 0 && r.status == 200)
+		v = json_bool(&r, key);
+	http_free(&r);
+	return v;
+}
+
+bool lock_hold(const struct dlockd_srv *d, const char *name, const char *owner, int ttl_ms)
+{
+	char p[1024];
+	struct http_resp r;
+	bool ok;
+
+	snprintf(p, sizeof(p), "/locks/%s?owner=%s&ttl_ms=%d", name, owner, ttl_ms);
+	http_on(or_shared(d)->base, "PUT", p, NULL, &r);
+	ok = r.status == 200;
+	if (!ok)	/* the caller's CHECK says where; this says why */
+		printf("# PUT %s: status %ld, body %s\n", p, r.status, r.body ? r.body : "(none)");
+	http_free(&r);
+	return ok;
+}
+
+long lock_release(const struct dlockd_srv *d, const char *name, const char *owner)
+{
+	return status_of(d, "DELETE", "/locks/%s?owner=%s", name, owner);
+}
+
+double waiters_of(const struct dlockd_srv *d)
+{
+	return metric_value(or_shared(d), "dlockd_waiters");
+}
+
+bool wait_waiters(const struct dlockd_srv *d, int n, int timeout_ms)
+{
+	return WAIT_FOR(waiters_of(d) >= n, timeout_ms);
+}
+
+bool wait_no_waiters(const struct dlockd_srv *d, int timeout_ms)
+{
+	return WAIT_FOR(waiters_of(d) == 0, timeout_ms);
+}
+
+long long channel_subscribers(const struct redis_srv *rs, const char *fmt, ...)
+{
+	char chan[1024];
+	redisContext *c = rs ? redis_client(rs) : NULL;
+	redisReply *r;
+	va_list ap;
+	long long n = -1;
+
+	va_start(ap, fmt);
+	vsnprintf(chan, sizeof(chan), fmt, ap);
+	va_end(ap);
+	if (rs)
+		r = c ? redisCommand(c, "PUBSUB NUMSUB %s", chan) : NULL;
+	else
+		r = rcmd("PUBSUB NUMSUB %s", chan);
+	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+	    r->element[1]->type == REDIS_REPLY_INTEGER)
+		n = r->element[1]->integer;
+	if (r)
+		freeReplyObject(r);
+	if (c)
+		redisFree(c);
+	return n;
+}
+
+bool wait_parked(const struct dlockd_srv *d, int n, long long scripts0, int timeout_ms,
+		 const char *chan_fmt, ...)
+{
+	char chan[1024] = "";
+	va_list ap;
+
+	if (chan_fmt) {
+		va_start(ap, chan_fmt);
+		vsnprintf(chan, sizeof(chan), chan_fmt, ap);
+		va_end(ap);
+	}
+	return WAIT_FOR(waiters_of(d) >= n && redis_evalsha_calls() >= scripts0 + 2LL * n &&
+			(!chan_fmt || channel_subscribers(NULL, "%s", chan) >= 1), timeout_ms);
+}
+
 /* ----- Background requests ----- */
 
 /* One background request, owned by the harness from bg_start until it is

@@ -1,6 +1,34 @@
 /* harness.h -- integration-test harness: real redis-server and dlockd
  * processes on free loopback ports, an HTTP client (libcurl), a Redis
- * client (hiredis) and a tiny test runner. */
+ * client (hiredis) and a tiny test runner.
+ *
+ * Writing a test. Put TEST(name) { ... } in a tests/integration/ file (a new
+ * file is picked up by the Makefile) and run it alone with
+ * `DLOCKD_BIN=build/dlockd build/tests/dlockd_integration name`. Tests run
+ * one after another against the shared H_redis and H_dlockd; start your own
+ * (redis_start, dlockd_start) only for what must not touch those. Then:
+ *   - a fresh name per lock: lockname("hint");
+ *   - requests: req() or status_of() when the status is all you need,
+ *     http()/http_on() for the body; lock_hold()/lock_release() for a plain
+ *     lock; flag_of(d, "locked", "/locks/%s", n) for a status field;
+ *   - check with CHECK, CHECK_STATUS, CHECK_ERROR; a request that waits
+ *     runs in the background: bg_start, then bg_join (never leave one);
+ *   - never sleep_ms() to get past a race: wait for what you need with
+ *     WAIT_FOR(cond, ms), or the ready-made waits: wait_waiters() (dlockd
+ *     counts N waiting requests), wait_no_waiters(), channel_subscribers(),
+ *     and before a release whose wake-up you time, wait_parked(): they
+ *     also subscribed and made their post-subscribe retry, so only the
+ *     release message can wake them now (s0 = redis_evalsha_calls();
+ *     bg_start(...); CHECK(wait_parked(NULL, 1, s0, 5000,
+ *     "redisson_lock__channel:{%s}", n), ...));
+ *   - "granted within N ms of the release": take t = mono_ms() right
+ *     after the release, then CHECK_GRANTED_WITHIN(b, t, N, "what");
+ *   - timeouts generous (a loaded 2-core machine; WAIT_FOR and the helpers
+ *     stretch them by slow_factor(), multiply your own timing bounds by it);
+ *   - only loopback, only processes the test started, by pid; sleep_ms()
+ *     only where the wait itself is under test (a lease running out, a
+ *     stall), with a comment saying so;
+ *   - test through HTTP, /metrics and Redis only, never dlockd's insides. */
 #ifndef DLOCKD_HARNESS_H
 #define DLOCKD_HARNESS_H
 
@@ -117,6 +145,41 @@ long long redis_evalsha_calls(void);
  * rendered); 0 when the series is not listed, -1 when /metrics failed. */
 double metric_value(const struct dlockd_srv *d, const char *name);
 
+/* ----- Helpers for lock tests ----- */
+
+/* In these, d NULL means the shared H_dlockd, and paths are printf formats. */
+
+/* method on the path, no body; the status (0: no answer). */
+long status_of(const struct dlockd_srv *d, const char *method, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* GET the path and return its boolean field key ("locked", "held"): 1, 0,
+ * or -1 (no 200, no such field). */
+int flag_of(const struct dlockd_srv *d, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* PUT /locks/name?owner=owner&ttl_ms=ttl_ms: granted (200)? Prints the
+ * answer otherwise; CHECK the result. */
+bool lock_hold(const struct dlockd_srv *d, const char *name, const char *owner, int ttl_ms);
+/* DELETE /locks/name?owner=owner; the status. */
+long lock_release(const struct dlockd_srv *d, const char *name, const char *owner);
+/* dlockd_waiters of d: requests waiting now (-1: /metrics failed). */
+double waiters_of(const struct dlockd_srv *d);
+/* Wait (WAIT_FOR) until d counts at least n waiters / none at all. */
+bool wait_waiters(const struct dlockd_srv *d, int n, int timeout_ms);
+bool wait_no_waiters(const struct dlockd_srv *d, int timeout_ms);
+/* Subscribers of the channel on rs (NULL: the shared Redis) by PUBSUB
+ * NUMSUB; -1 if Redis did not say. */
+long long channel_subscribers(const struct redis_srv *rs, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Wait until the n waiting acquires started on d after
+ * scripts0 = redis_evalsha_calls() are parked: d counts n waiters or more,
+ * the shared Redis ran 2n scripts since scripts0 (each waiter's first try
+ * and its retry once its subscription is live), and the channel chan_fmt
+ * (NULL: not checked; e.g. "redisson_lock__channel:{%s}") has a
+ * subscriber. From then on only a release message, a lease end or the
+ * deadline wakes them. */
+bool wait_parked(const struct dlockd_srv *d, int n, long long scripts0, int timeout_ms,
+		 const char *chan_fmt, ...) __attribute__((format(printf, 5, 6)));
+
 /* A request run on its own thread, for waits that block. Start it, read
  * done_ms while it runs if you like, bg_join it, read r, http_free(&b->r).
  *
@@ -185,6 +248,16 @@ int slow_factor(void);
 		   "%s: error %s, want %s", what, json_str(&(r), "error"), want_code); \
 	     CHECK(json_str(&(r), "message") && *json_str(&(r), "message"), \
 		   "%s: no message", what); } while (0)
+
+/* Join b, a waiting acquire, and check that it was granted (200) less
+ * than ms (stretched by slow_factor()) after since: a mono_ms() taken
+ * right after the release that should wake it. b.r is left to read and
+ * http_free. */
+#define CHECK_GRANTED_WITHIN(b, since, ms, what) \
+	do { bg_join(&(b)); CHECK_STATUS((b).r, 200, what); \
+	     CHECK((b).done_ms - (since) < (int64_t)(ms) * slow_factor(), \
+		   "%s: granted %lld ms after the release; want < %d", what, \
+		   (long long)((b).done_ms - (since)), (int)(ms)); } while (0)
 
 /* Wait (bounded) for cond to hold, polling every 10 ms. */
 #define WAIT_FOR(cond, timeout_ms) \

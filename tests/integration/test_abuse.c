@@ -264,5 +264,5 @@ TEST(abuse_many_distinct_names_leave_nothing_behind)
 	/* under valgrind or AddressSanitizer (quarantine) RSS is theirs */
 	CHECK(slow_factor() > 1 || sanitized() || rss1 - rss0 < 2048,
 	      "dlockd memory back near its baseline (+%ld KiB)", rss1 - rss0);
-	CHECK(metric_value(&H_dlockd, "dlockd_waiters") == 0, "no waiter left");
+	CHECK(waiters_of(NULL) == 0, "no waiter left");
 }

@@ -101,7 +101,7 @@ TEST(auth_tokens_roles_and_prefixes)
 	/* a broken file keeps the old tokens */
 	write_file(file, "only-two fields\n");
 	kill(d.pid, SIGHUP);
-	sleep_ms(300);
+	CHECK(WAIT_FOR(file_contains(d.log, "not reloaded"), 3000), "the bad file is refused");
 	CHECK(st(&d, "new-token-71c3", "GET", "/locks/team-a-job", NULL) == 200,
 	      "a bad file on SIGHUP keeps the tokens in force");
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");

@@ -125,7 +125,7 @@ static long long keys_left(void)
 static bool waiters_gone(void)
 {
 	for (int i = 0; i < W.n; i++)
-		if (W.d[i].pid > 0 && metric_value(&W.d[i], "dlockd_waiters") != 0)
+		if (W.d[i].pid > 0 && waiters_of(&W.d[i]) != 0)
 			return false;
 	return true;
 }
@@ -236,7 +236,7 @@ static void dlockd_killed(void)
 	/* the restart must fit in a lease, also under valgrind */
 	start_load(3000 * slow_factor(), 6000 * slow_factor());
 	run_until_long_holders(1500);
-	CHECK(WAIT_FOR(metric_value(&W.d[0], "dlockd_waiters") > 0, 5000), "requests wait");
+	CHECK(WAIT_FOR(waiters_of(&W.d[0]) > 0, 5000), "requests wait");
 	load_event_begin(W.load);
 	dlockd_kill(&W.d[0]);
 	sleep_ms(300);

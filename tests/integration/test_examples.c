@@ -91,19 +91,6 @@ static bool says(const char *path, const char *needle)
 	return strstr(slurp(path, buf, sizeof(buf)), needle) != NULL;
 }
 
-static bool lock_free(const char *lock)
-{
-	struct http_resp r;
-	char p[300];
-	bool free_ = false;
-
-	snprintf(p, sizeof(p), "/locks/%s", lock);
-	if (http("GET", p, NULL, &r) == 0 && r.status == 200)
-		free_ = json_bool(&r, "locked") == 0;
-	http_free(&r);
-	return free_;
-}
-
 static void two_copies_and_ctrl_c(const char *tag, const char *const argv[], struct client *a,
 				   struct client *b)
 {
@@ -115,7 +102,7 @@ static void two_copies_and_ctrl_c(const char *tag, const char *const argv[], str
 	      "%s: the first copy takes the lock: %s %s", tag, slurp(a->out, buf, sizeof(buf)),
 	      slurp(a->err, buf + 4096, 4096));
 	client_start(b, argv, H_dlockd.base, lock, tag);
-	CHECK(WAIT_FOR(metric_value(&H_dlockd, "dlockd_waiters") >= 1 || says(b->out, "acquired") ||
+	CHECK(WAIT_FOR(waiters_of(NULL) >= 1 || says(b->out, "acquired") ||
 		       client_exited(b), 20000),
 	      "%s: the second copy starts", tag);
 	CHECK(!says(b->out, "acquired") && !client_exited(b),
@@ -139,7 +126,8 @@ static void two_copies_and_ctrl_c(const char *tag, const char *const argv[], str
 	      slurp(b->err, buf + 4096, 4096));
 	CHECK(says(b->out, "done, releasing") && says(b->out, "released"),
 	      "%s: and releases: %s", tag, slurp(b->out, buf, sizeof(buf)));
-	CHECK(lock_free(lock), "%s: nothing holds the lock afterwards", tag);
+	CHECK(flag_of(NULL, "locked", "/locks/%s", lock) == 0,
+	      "%s: nothing holds the lock afterwards", tag);
 }
 
 static void dlockd_down(const char *tag, const char *const argv[], struct client *c)

@@ -40,7 +40,7 @@ static __attribute__((noinline)) void fail_while_a_request_waits(void)
 	http_free(&r);
 	snprintf(p, sizeof(p), "/locks/%s?owner=waiter&wait_ms=%d", n, WAITER_MS * slow_factor());
 	bg_start(&w, "PUT", p, NULL);
-	CHECK(WAIT_FOR(metric_value(&H_dlockd, "dlockd_waiters") == 1, 5000), "the request waits");
+	CHECK(WAIT_FOR(waiters_of(NULL) == 1, 5000), "the request waits");
 	CHECK(false, DELIBERATE);
 	bg_join(&w);
 	http_free(&w.r);
@@ -76,13 +76,8 @@ SELFTEST(selftest_stack_2_next_test_has_its_stack_to_itself)
 	CHECK(!WAIT_FOR(changed_at(fill) >= 0, WATCH_MS),
 	      "something wrote into this test's stack, at byte %ld of %d", changed_at(fill),
 	      FILL);
-	CHECK(metric_value(&H_dlockd, "dlockd_waiters") == 0,
+	CHECK(waiters_of(NULL) == 0,
 	      "the request of the test before is no longer waiting");
-}
-
-static bool waiters_zero(void)
-{
-	return metric_value(&H_dlockd, "dlockd_waiters") == 0;
 }
 
 /* A request waiting on a held lock, never joined; the test passes
@@ -101,7 +96,7 @@ SELFTEST(selftest_left_1_forgets_a_bg_join)
 	http_free(&r);
 	snprintf(p, sizeof(p), "/locks/%s?owner=waiter&wait_ms=%d", n, 3 * WAITER_MS * slow_factor());
 	bg_start(&w, "PUT", p, NULL);
-	CHECK(WAIT_FOR(!waiters_zero(), 5000), "the request waits");
+	CHECK(wait_waiters(NULL, 1, 5000), "the request waits");
 }
 
 static int ran_kept, ran_cancelled;
@@ -136,7 +131,7 @@ SELFTEST(selftest_left_3_next_test_finds_all_ended)
 	CHECK(ran_kept == 1 && ran_cancelled == 0, "hooks: kept ran %d times, cancelled %d",
 	      ran_kept, ran_cancelled);
 	/* the aborted request's connection is gone: dlockd drops the waiter */
-	CHECK(WAIT_FOR(waiters_zero(), 1000), "the forgotten request no longer waits");
+	CHECK(wait_no_waiters(NULL, 1000), "the forgotten request no longer waits");
 }
 
 /* A thread of the test's own, blocked for good. */

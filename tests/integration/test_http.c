@@ -89,37 +89,6 @@ static void raw_free(struct raw_resp *r)
 	r->json = NULL;
 }
 
-static void hold_on(const struct dlockd_srv *d, const char *name, const char *owner)
-{
-	struct http_resp r;
-	char p[512];
-
-	snprintf(p, sizeof(p), "/locks/%s?owner=%s&ttl_ms=60000", name, owner);
-	http_on(d->base, "PUT", p, NULL, &r);
-	http_free(&r);
-}
-
-static void hold(const char *name, const char *owner)
-{
-	hold_on(&H_dlockd, name, owner);
-}
-
-static int locked_on(const struct dlockd_srv *d, const char *path)
-{
-	struct http_resp r;
-	int v;
-
-	http_on(d->base, "GET", path, NULL, &r);
-	v = json_bool(&r, "locked");
-	http_free(&r);
-	return v;
-}
-
-static int locked(const char *path)
-{
-	return locked_on(&H_dlockd, path);
-}
-
 /* ----- D6: framing ----- */
 
 /* Send req (len bytes: it may hold NULs) to d on a connection of its own
@@ -144,9 +113,11 @@ static void refused_and_closed(const struct dlockd_srv *d, const char *what, con
 	CHECK(!strstr(r.buf + 12, "HTTP/1.1 200"), "%s: no second answer: %s", what, r.buf);
 	raw_free(&r);
 	if (vpath)
-		CHECK(locked_on(d, vpath) == 1, "%s: the smuggled force release did not run", what);
+		CHECK(flag_of(d, "locked", "%s", vpath) == 1,
+		      "%s: the smuggled force release did not run", what);
 	if (took)
-		CHECK(locked_on(d, took) == 0, "%s: the refused request took no lock (%s)", what, took);
+		CHECK(flag_of(d, "locked", "%s", took) == 0,
+		      "%s: the refused request took no lock (%s)", what, took);
 }
 
 TEST(ambiguous_framing_is_refused_and_closed)
@@ -184,7 +155,7 @@ TEST(ambiguous_framing_is_refused_and_closed)
 		 "DELETE /locks/%s?force=true HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
 		 victim);
 	snprintf(vpath, sizeof(vpath), "/locks/%s", victim);
-	hold(victim, "keeper");
+	CHECK(lock_hold(NULL, victim, "keeper", 60000), "keeper takes %s", victim);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char p[300];
 
@@ -237,7 +208,7 @@ TEST(folded_header_lines_are_refused_and_closed)
 	snprintf(smuggled, sizeof(smuggled),
 		 "DELETE /locks/%s?force=true HTTP/1.1\r\nHost: x\r\n\r\n", victim);
 	snprintf(vpath, sizeof(vpath), "/locks/%s", victim);
-	hold(victim, "keeper");
+	CHECK(lock_hold(NULL, victim, "keeper", 60000), "keeper takes %s", victim);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char p[300];
 
@@ -326,7 +297,7 @@ TEST(nul_and_control_bytes_in_the_target_are_refused)
 
 	CHECK(dlockd_start(&d, NULL, NULL) == 0, "start");	/* for its log */
 	snprintf(vpath, sizeof(vpath), "/locks/%s", victim);
-	hold_on(&d, victim, "keeper");
+	CHECK(lock_hold(&d, victim, "keeper", 60000), "keeper takes %s", victim);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char *caret;
 		size_t len;
@@ -377,7 +348,7 @@ TEST(control_bytes_in_the_method_or_a_field_value_are_refused)
 	char head[512], req[1024], vpath[300], took[300];
 
 	snprintf(vpath, sizeof(vpath), "/locks/%s", victim);
-	hold(victim, "keeper");
+	CHECK(lock_hold(NULL, victim, "keeper", 60000), "keeper takes %s", victim);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		size_t len;
 
@@ -444,7 +415,7 @@ TEST(half_closed_client_gets_its_answer)
 	char req[512];
 	struct raw_resp r;
 
-	hold(n, "a");
+	CHECK(lock_hold(NULL, n, "a", 60000), "a takes %s", n);
 	snprintf(req, sizeof(req), "GET /locks/%s?owner=a HTTP/1.1\r\nHost: x\r\n\r\n", n);
 	CHECK(raw_exchange(H_dlockd.port, req, true, &r) == 0, "connect");
 	CHECK(r.status == 200 && r.json && json_is_true(json_object_get(r.json, "held")),
@@ -459,7 +430,7 @@ TEST(half_closed_client_gets_its_answer)
 		char p[300];
 
 		if (i)
-			hold(n, "a");
+			CHECK(lock_hold(NULL, n, "a", 60000), "a takes %s", n);
 		snprintf(req, sizeof(req), "DELETE /locks/%s?owner=a HTTP/1.1\r\nHost: x\r\n\r\n", n);
 		CHECK(raw_exchange(H_dlockd.port, req, true, &r) == 0, "connect");
 		CHECK(r.status == 200 && r.json && json_is_true(json_object_get(r.json, "released")),
@@ -467,7 +438,7 @@ TEST(half_closed_client_gets_its_answer)
 		CHECK(r.eof, "then the connection is closed");
 		raw_free(&r);
 		snprintf(p, sizeof(p), "/locks/%s", n);
-		CHECK(locked(p) == 0, "released");
+		CHECK(flag_of(NULL, "locked", "%s", p) == 0, "released");
 	}
 	CHECK(raw_exchange(H_dlockd.port, "GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n", true, &r) == 0,
 	      "connect");
@@ -480,11 +451,11 @@ TEST(half_closed_client_gets_its_answer)
 TEST(half_closed_waiting_acquire_is_given_up)
 {
 	const char *n = lockname("hcw");
-	char req[512], p[300];
+	char req[512];
 	struct raw_resp r;
 	int fd;
 
-	hold(n, "keeper");
+	CHECK(lock_hold(NULL, n, "keeper", 60000), "keeper takes %s", n);
 	fd = raw_connect(H_dlockd.port);
 	CHECK(fd >= 0, "connect");
 	snprintf(req, sizeof(req), "PUT /locks/%s?owner=w&wait_ms=20000 HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -492,17 +463,13 @@ TEST(half_closed_waiting_acquire_is_given_up)
 	raw_exchange_fd(fd, req, strlen(req), true, 1500, 10000, &r);
 	close(fd);
 	CHECK(r.eof && r.len == 0, "closed without an answer, well before wait_ms: %s", r.buf);
-	snprintf(p, sizeof(p), "/locks/%s?owner=keeper", n);
-	{
-		struct http_resp h;
-
-		http("DELETE", p, NULL, &h);
-		CHECK_STATUS(h, 200, "the keeper releases");
-		http_free(&h);
-	}
+	CHECK(wait_no_waiters(NULL, 3000), "and it waits no more");
+	CHECK(lock_release(NULL, n, "keeper") == 200, "the keeper releases");
+	/* nothing to wait for: a window in which a waiter wrongly kept
+	 * would take the lock */
 	sleep_ms(300);
-	snprintf(p, sizeof(p), "/locks/%s", n);
-	CHECK(locked(p) == 0, "nobody got the lock for the half-closed waiter");
+	CHECK(flag_of(NULL, "locked", "/locks/%s", n) == 0,
+	      "nobody got the lock for the half-closed waiter");
 	raw_free(&r);
 }
 
@@ -520,9 +487,9 @@ TEST(escaped_slash_is_part_of_the_name)
 	      r.status, r.body);
 	http_free(&r);
 	snprintf(p, sizeof(p), "/rwlocks/%s", n);
-	CHECK(locked(p) == 0, "no write lock taken on %s", n);
+	CHECK(flag_of(NULL, "locked", "%s", p) == 0, "no write lock taken on %s", n);
 
-	hold(n, "z");
+	CHECK(lock_hold(NULL, n, "z", 60000), "z takes %s", n);
 	snprintf(p, sizeof(p), "/locks/%s%%2Fheartbeat?owner=z&ttl_ms=3600000", n);
 	http("POST", p, NULL, &r);
 	CHECK(r.status == 405 || r.status == 400, "an escaped '/heartbeat' renews nothing: %ld %s",
@@ -586,7 +553,7 @@ TEST(head_is_answered_wherever_get_is)
 	size_t body;
 	struct http_resp r;
 
-	hold(n, "h");
+	CHECK(lock_hold(NULL, n, "h", 60000), "h takes %s", n);
 	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]) + 2; i++) {
 		const char *path = i < 4 ? fixed[i] : p;
 

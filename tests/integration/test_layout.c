@@ -294,6 +294,7 @@ TEST(key_prefix_puts_every_key_under_it_and_redisson_shares_it)
 	struct http_resp r;
 	struct bg w;
 	redisReply *rep;
+	long long scripts0;
 
 	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --key-prefix");
 	snprintf(mapped, sizeof(mapped), "app1:%s", n);
@@ -323,8 +324,10 @@ TEST(key_prefix_puts_every_key_under_it_and_redisson_shares_it)
 	CHECK(rep && rep->type == REDIS_REPLY_NIL, "then Redisson acquires");
 	freeReplyObject(rep);
 	snprintf(p, sizeof(p), "/locks/%s?owner=svc&wait_ms=20000", n);
+	scripts0 = redis_evalsha_calls();
 	bg_start_on(&w, d.base, "PUT", p, NULL);
-	CHECK(WAIT_FOR(metric_value(&d, "dlockd_waiters") >= 1, 5000), "dlockd waits");
+	CHECK(wait_parked(&d, 1, scripts0, 5000, "redisson_lock__channel:{%s}", mapped),
+	      "dlockd waits on the prefixed channel");
 	snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}", mapped);
 	rep = rcmd("EVAL %s 2 %s %s 0 30000 java:1 publish", redisson_unlock, mapped, chan);
 	CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1, "Redisson unlocks");

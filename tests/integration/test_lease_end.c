@@ -15,22 +15,6 @@
  * for a loaded machine, far below the waits (20 s) a missed wake-up costs. */
 #define LATE_MS 1500
 
-static bool waiters_at_least(const struct dlockd_srv *d, int n)
-{
-	return metric_value(d, "dlockd_waiters") >= n;
-}
-
-static long put(const char *base, const char *path)
-{
-	struct http_resp r;
-	long st;
-
-	http_on(base, "PUT", path, NULL, &r);
-	st = r.status;
-	http_free(&r);
-	return st;
-}
-
 /* The issue's reproduction, for the lock resource fmt ("/locks/%s", ...):
  * h holds for 1 s; w1 and w2 wait (lease 500 ms). One of them is granted
  * at h's lease end and dies holding it; the other must be granted when
@@ -43,11 +27,10 @@ static void winner_dies(const char *fmt, const char *hint)
 	const struct bg *first, *second;
 
 	snprintf(res, sizeof(res), fmt, n);
-	snprintf(p, sizeof(p), "%s?owner=h&ttl_ms=1000", res);
-	CHECK(put(H_dlockd.base, p) == 200, "h takes %s", res);
+	CHECK(status_of(NULL, "PUT", "%s?owner=h&ttl_ms=1000", res) == 200, "h takes %s", res);
 	snprintf(p, sizeof(p), "%s?owner=w1&ttl_ms=500&wait_ms=20000", res);
 	bg_start(&w1, "PUT", p, NULL);
-	CHECK(WAIT_FOR(waiters_at_least(&H_dlockd, 1), 3000), "w1 waits");
+	CHECK(wait_waiters(NULL, 1, 3000), "w1 waits");
 	snprintf(p, sizeof(p), "%s?owner=w2&ttl_ms=500&wait_ms=20000", res);
 	bg_start(&w2, "PUT", p, NULL);
 	bg_join(&w1);
@@ -91,11 +74,11 @@ TEST(lease_end_rw_readers_behind_a_writer_that_won_and_died)
 	struct bg w, r1, r2;
 	int64_t w_end;
 
-	snprintf(p, sizeof(p), "/rwlocks/%s/write?owner=h&ttl_ms=1000", n);
-	CHECK(put(H_dlockd.base, p) == 200, "h takes the write lock");
+	CHECK(status_of(NULL, "PUT", "/rwlocks/%s/write?owner=h&ttl_ms=1000", n) == 200,
+	      "h takes the write lock");
 	snprintf(p, sizeof(p), "/rwlocks/%s/write?owner=w&ttl_ms=500&wait_ms=20000", n);
 	bg_start(&w, "PUT", p, NULL);
-	CHECK(WAIT_FOR(waiters_at_least(&H_dlockd, 1), 3000), "w waits");
+	CHECK(wait_waiters(NULL, 1, 3000), "w waits");
 	snprintf(p, sizeof(p), "/rwlocks/%s/read?owner=r1&ttl_ms=5000&wait_ms=20000", n);
 	bg_start(&r1, "PUT", p, NULL);
 	snprintf(p, sizeof(p), "/rwlocks/%s/read?owner=r2&ttl_ms=5000&wait_ms=20000", n);
@@ -136,18 +119,19 @@ static int64_t shortened(const char *hint, const char *hb_base, int64_t *rtt)
 	struct http_resp r;
 	struct bg w;
 	int64_t end, sent;
+	long long scripts0;
 
-	snprintf(p, sizeof(p), "/locks/%s?owner=h&ttl_ms=10000", n);
-	if (put(H_dlockd.base, p) != 200)
+	if (!lock_hold(NULL, n, "h", 10000))
 		return INT64_MIN;
 	snprintf(p, sizeof(p), "/locks/%s?owner=w&wait_ms=20000", n);
+	scripts0 = redis_evalsha_calls();
 	bg_start(&w, "PUT", p, NULL);
-	if (!WAIT_FOR(waiters_at_least(&H_dlockd, 1), 3000)) {
+	/* asleep, having seen the 10 s lease */
+	if (!wait_parked(NULL, 1, scripts0, 3000, "redisson_lock__channel:{%s}", n)) {
 		bg_join(&w);
 		http_free(&w.r);
 		return INT64_MIN;
 	}
-	sleep_ms(200);		/* asleep, having seen the 10 s lease */
 	snprintf(p, sizeof(p), "/locks/%s/heartbeat?owner=h&ttl_ms=300", n);
 	sent = mono_ms();
 	http_on(hb_base, "POST", p, NULL, &r);
@@ -210,39 +194,35 @@ TEST(lease_end_and_release_with_fifty_waiters_cost_few_script_runs)
 	const char *n = lockname("herd");
 	static struct bg w[N];
 	char p[512], who[128];
-	struct http_resp r;
 	long long calls0, calls1, calls2;
 	int granted = 0;
 	int64_t t0 = mono_ms();
 
-	snprintf(p, sizeof(p), "/locks/%s?owner=holder&ttl_ms=%d", n, 3000 * slow_factor());
-	CHECK(put(H_dlockd.base, p) == 200, "holder");
+	CHECK(lock_hold(NULL, n, "holder", 3000 * slow_factor()), "holder");
+	calls0 = redis_evalsha_calls();
 	for (int i = 0; i < N; i++) {
 		snprintf(p, sizeof(p), "/locks/%s?owner=w%d&ttl_ms=60000&wait_ms=%d", n, i,
 			 8000 * slow_factor());
 		bg_start(&w[i], "PUT", p, NULL);
 	}
-	CHECK(WAIT_FOR(waiters_at_least(&H_dlockd, N), 2500), "all %d waiting", N);
-	sleep_ms(300);		/* each past its post-subscribe retry */
+	CHECK(wait_parked(NULL, N, calls0, 2500, "redisson_lock__channel:{%s}", n),
+	      "all %d waiting, each past its post-subscribe retry", N);
 	calls0 = redis_evalsha_calls();
 	CHECK(mono_ms() - t0 < 2800 * slow_factor(), "set up before the lease ended");
 	CHECK(WAIT_FOR(({ holder_of(n, who, sizeof(who)); who[0] == 'w'; }), 5000),
 	      "a waiter is granted at the holder's lease end");
-	sleep_ms(500);
+	sleep_ms(500);		/* the window measured: a wake-all would show in it */
 	calls1 = redis_evalsha_calls();
 	/* the one retry that wins; a wake-all would be 50 */
 	printf("# lease end with %d waiters: %lld script runs\n", N, calls1 - calls0);
 	CHECK(calls1 - calls0 <= 3, "%lld script runs for a lease end with %d waiters; want <= 3",
 	      calls1 - calls0, N);
 
-	snprintf(p, sizeof(p), "/locks/%s?owner=%s", n, who);
-	http("DELETE", p, NULL, &r);
-	CHECK_STATUS(r, 200, "the first winner releases");
-	http_free(&r);
+	CHECK(lock_release(NULL, n, who) == 200, "the first winner releases");
 	CHECK(WAIT_FOR(({ char h[128]; holder_of(n, h, sizeof(h));
 			  h[0] == 'w' && strcmp(h, who); }), 3000),
 	      "the release hands the lock to another waiter");
-	sleep_ms(500);
+	sleep_ms(500);		/* the window measured, as above */
 	calls2 = redis_evalsha_calls();
 	/* the release, the one woken waiter's acquire (plus a re-check) */
 	printf("# release with %d waiters: %lld script runs\n", N - 1, calls2 - calls1);

@@ -171,7 +171,7 @@ TEST(force_release_frees_any_holder_and_wakes_a_waiter)
 	http_free(&r);
 	snprintf(p2, sizeof(p2), "/locks/%s?owner=b&wait_ms=20000", n);
 	bg_start(&w, "PUT", p2, NULL);
-	CHECK(WAIT_FOR(metric_value(&H_dlockd, "dlockd_waiters") >= 1, 5000), "waiter registered");
+	CHECK(wait_waiters(NULL, 1, 5000), "waiter registered");
 	http("DELETE", P("/locks/%s%s", n, "?force=true"), NULL, &r);
 	CHECK_STATUS(r, 200, "force release");
 	CHECK(json_bool(&r, "released") == 1, "it was held: %s", r.body);
@@ -213,7 +213,7 @@ TEST(heartbeat_renews_only_while_held)
 	http("PUT", P("/locks/%s%s", n, "?owner=a&ttl_ms=200"), NULL, &r);
 	http_free(&r);
 	CHECK(rcmd_int("PEXPIRE %s 150", n) == 1, "shorten the lease");
-	sleep_ms(400);
+	CHECK(WAIT_FOR(rcmd_int("EXISTS %s", n) == 0, 3000), "the lease runs out");
 	http("POST", P("/locks/%s/heartbeat%s", n, "?owner=a"), NULL, &r);
 	CHECK_ERROR(r, 409, "not_held", "heartbeat after the lease ran out");
 	http_free(&r);

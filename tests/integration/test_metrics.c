@@ -13,14 +13,6 @@ static double m(const char *series)
 	return metric_value(&H_dlockd, series);
 }
 
-static void put(const char *path)
-{
-	struct http_resp r;
-
-	http("PUT", path, NULL, &r);
-	http_free(&r);
-}
-
 TEST(metrics_count_requests_operations_and_waits)
 {
 	const char *n = lockname("m");
@@ -46,20 +38,20 @@ TEST(metrics_count_requests_operations_and_waits)
 	CHECK(req0 >= 0, "/metrics answers");
 
 	snprintf(p, sizeof(p), "/locks/%s?owner=a", n);
-	put(p);
+	req("PUT", p, NULL);
 	snprintf(p, sizeof(p), "/locks/%s?owner=b&wait_ms=100", n);
-	put(p);					/* waits, times out: 409 */
+	req("PUT", p, NULL);		/* waits, times out: 409 */
 	snprintf(p, sizeof(p), "/fairlocks/%s-f?owner=a", n);
-	put(p);
+	req("PUT", p, NULL);
 	snprintf(p, sizeof(p), "/rwlocks/%s-r/read?owner=a", n);
-	put(p);
+	req("PUT", p, NULL);
 	snprintf(p, sizeof(p), "/rwlocks/%s-w/write?owner=a", n);
-	put(p);
+	req("PUT", p, NULL);
 	snprintf(p, sizeof(p), "/locks/%s?owner=a", n);
 	http("DELETE", p, NULL, &r);
 	http_free(&r);
 	snprintf(p, sizeof(p), "/locks/%s?owner=c&wait_ms=1000", n);
-	put(p);					/* free: granted at once */
+	req("PUT", p, NULL);		/* free: granted at once */
 	snprintf(p, sizeof(p), "/locks/%s/heartbeat?owner=gone", n);
 	rcmd_int("DEL %s", n);			/* c's lease "runs out" */
 	http("POST", p, NULL, &r);

@@ -184,7 +184,7 @@ TEST(sigterm_answers_waiters_503_and_exits_0)
 	snprintf(p, sizeof(p), "/locks/%s?wait_ms=60000", n);
 	for (int i = 0; i < N; i++)
 		bg_start_on(&w[i], d.base, "PUT", p, NULL);
-	CHECK(WAIT_FOR(metric_value(&d, "dlockd_waiters") == N, 5000), "waiters waiting");
+	CHECK(WAIT_FOR(waiters_of(&d) == N, 5000), "waiters waiting");
 	t0 = mono_ms();
 	rc = dlockd_stop(&d, 5000);
 	CHECK(rc == 0, "exit status 0 after SIGTERM, got %d", rc);

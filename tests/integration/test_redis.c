@@ -16,15 +16,6 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-static bool status_is(const struct dlockd_srv *d, const char *path, long want)
-{
-	struct http_resp r;
-	bool ok = http_on(d->base, "GET", path, NULL, &r) == 0 && r.status == want;
-
-	http_free(&r);
-	return ok;
-}
-
 TEST(redis_down_at_start_gives_503_then_recovers)
 {
 	struct redis_srv rs = { .port = free_port() };
@@ -44,7 +35,7 @@ TEST(redis_down_at_start_gives_503_then_recovers)
 	http_free(&r);
 
 	CHECK(redis_start(&rs) == 0, "start Redis");
-	CHECK(WAIT_FOR(status_is(&d, "/readyz", 200), 10000), "ready once Redis is up");
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 10000), "ready once Redis is up");
 	http_on(d.base, "PUT", "/locks/x?owner=a", NULL, &r);
 	CHECK_STATUS(r, 200, "acquire works after recovery");
 	http_free(&r);
@@ -65,16 +56,16 @@ TEST(redis_restart_in_the_middle_of_a_wait)
 	CHECK(redis_start(&rs) == 0, "start Redis");
 	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
 	CHECK(dlockd_start(&d, url, NULL) == 0, "start dlockd");
-	CHECK(WAIT_FOR(status_is(&d, "/readyz", 200), 5000), "ready");
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000), "ready");
 	http_on(d.base, "PUT", "/locks/job?owner=holder&ttl_ms=60000", NULL, &r);
 	CHECK_STATUS(r, 200, "holder");
 	token_before = json_int(&r, "fencing_token");
 	http_free(&r);
 	bg_start_on(&w, d.base, "PUT", "/locks/job?owner=waiter&wait_ms=30000", NULL);
-	CHECK(WAIT_FOR(metric_value(&d, "dlockd_waiters") == 1, 5000), "waiter waiting");
+	CHECK(WAIT_FOR(waiters_of(&d) == 1, 5000), "waiter waiting");
 
 	redis_stop(&rs, true);		/* the lock and its 60 s lease die with it */
-	sleep_ms(500);
+	sleep_ms(500);			/* down for a while, the waiter retrying */
 	CHECK(redis_start(&rs) == 0, "restart Redis on the same port");
 	restarted = mono_ms();
 	bg_join(&w);
@@ -87,7 +78,7 @@ TEST(redis_restart_in_the_middle_of_a_wait)
 	      "within %lld ms of the restart: resubscribe and retry, not the old lease",
 	      (long long)(w.done_ms - restarted));
 	http_free(&w.r);
-	CHECK(WAIT_FOR(status_is(&d, "/readyz", 200), 5000), "ready again");
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000), "ready again");
 	{
 		redisContext *c = redis_client(&rs);
 		redisReply *rep = c ? redisCommand(c, "HGET job waiter") : NULL;
@@ -120,7 +111,7 @@ TEST(redis_gone_waiters_are_answered_by_their_deadline)
 	http_free(&r);
 	t0 = mono_ms();
 	bg_start_on(&w, d.base, "PUT", "/locks/j?owner=waiter&wait_ms=1500", NULL);
-	CHECK(WAIT_FOR(metric_value(&d, "dlockd_waiters") == 1, 5000), "waiter waiting");
+	CHECK(WAIT_FOR(waiters_of(&d) == 1, 5000), "waiter waiting");
 	redis_stop(&rs, true);
 	bg_join(&w);
 	CHECK_ERROR(w.r, 503, "backend_unavailable", "the waiter is answered while Redis is gone");
@@ -131,13 +122,13 @@ TEST(redis_gone_waiters_are_answered_by_their_deadline)
 	CHECK_ERROR(r, 503, "backend_unavailable", "release while Redis is gone");
 	CHECK(r.retry_after[0], "with Retry-After");
 	http_free(&r);
-	CHECK(WAIT_FOR(status_is(&d, "/readyz", 503), 3000), "not ready");
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 503, 3000), "not ready");
 
 	CHECK(metric_value(&d, "dlockd_redis_errors_total") >= 2, "503s counted as Redis errors");
 	CHECK(metric_value(&d, "dlockd_redis_reconnects_total") >= 1,
 	      "the lost subscriber connection is counted");
 	CHECK(redis_start(&rs) == 0, "Redis back");
-	CHECK(WAIT_FOR(status_is(&d, "/readyz", 200), 10000), "ready again without a restart");
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 10000), "ready again without a restart");
 	http_on(d.base, "PUT", "/locks/j?owner=holder", NULL, &r);
 	CHECK_STATUS(r, 200, "locks work again");
 	http_free(&r);
@@ -193,7 +184,7 @@ TEST(a_call_redis_gets_after_dlockd_gave_up_does_nothing)
 	kill(rs.pid, SIGCONT);
 	CHECK_ERROR(r, 503, "backend_unavailable", "release while Redis is stalled");
 	http_free(&r);
-	sleep_ms(300);		/* Redis runs what was queued */
+	sleep_ms(300);		/* Redis runs what was queued (nothing to see if it does not) */
 	c = redis_client(&rs);
 	rep = c ? redisCommand(c, "HGET late a") : NULL;
 	CHECK(rep && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, "1"),
@@ -249,12 +240,12 @@ TEST(redis_with_password_and_database)
 
 	snprintf(url, sizeof(url), "redis://:s3cret@127.0.0.1:%d/3", rs.port);
 	CHECK(dlockd_start(&d, url, NULL) == 0, "start dlockd");
-	CHECK(WAIT_FOR(status_is(&d, "/readyz", 200), 5000), "ready with the password");
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000), "ready with the password");
 	http_on(d.base, "PUT", "/locks/pw?owner=a&ttl_ms=60000", NULL, &r);
 	CHECK_STATUS(r, 200, "acquire");
 	http_free(&r);
 	bg_start_on(&w, d.base, "PUT", "/locks/pw?owner=b&wait_ms=30000", NULL);
-	CHECK(WAIT_FOR(metric_value(&d, "dlockd_waiters") == 1, 5000), "waiter waiting");
+	CHECK(WAIT_FOR(waiters_of(&d) == 1, 5000), "waiter waiting");
 	http_on(d.base, "DELETE", "/locks/pw?owner=a", NULL, &r);
 	released = mono_ms();
 	CHECK_STATUS(r, 200, "release");
@@ -286,7 +277,7 @@ TEST(redis_with_password_and_database)
 	CHECK(r.retry_after[0], "with Retry-After");
 	CHECK(strstr(json_str(&r, "message"), "WRONGPASS"), "that says so: %s", r.body);
 	http_free(&r);
-	CHECK(status_is(&bad, "/readyz", 503), "and not ready");
+	CHECK(status_of(&bad, "GET", "/readyz") == 503, "and not ready");
 	CHECK(dlockd_stop(&bad, 5000) == 0, "clean exit");
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	redis_stop(&rs, false);
@@ -378,7 +369,7 @@ TEST(a_stall_during_the_clock_probe_does_not_let_a_503_take_effect)
 	CHECK_ERROR(put.r, 503, "backend_unavailable", "acquire while Redis is stalled");
 	http_free(&rel.r);
 	http_free(&put.r);
-	CHECK(WAIT_FOR(status_is(&d, "/readyz", 200), 5000), "ready again");
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000), "ready again");
 	CHECK(held_by(&rs, "rel", "holder"), "the release answered 503 did not take effect");
 	CHECK(rcmd_int_on(&rs, "EXISTS put503") == 0, "the acquire answered 503 left no lock");
 	CHECK(WAIT_FOR((http_on(d.base, "DELETE", "/locks/rel?owner=holder", NULL, &r),
@@ -449,7 +440,7 @@ static void stall_with_calls(int resume_ms)
 	kill(rs.pid, SIGCONT);
 	for (int i = 0; i < NCALLS; i++)
 		bg_join(&b[i]);
-	CHECK(WAIT_FOR(status_is(&d, "/readyz", 200), 5000), "ready again");
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000), "ready again");
 
 	CHECK_ERROR(b[0].r, 503, "backend_unavailable", "the call that timed out");
 	CHECK(rcmd_int_on(&rs, "EXISTS s0") == 0, "the acquire answered 503 left no lock");
@@ -526,6 +517,8 @@ TEST(a_call_redis_ran_but_answered_late_is_not_a_503)
 	b = redis_client(&rs);
 	CHECK(a && b, "two more clients of Redis, connected before the stall");
 
+	/* the timeline under test: a's script runs, the release arrives during
+	 * it, b's script is queued behind the release */
 	busy_send(a, "1.0");
 	sleep_ms(100);
 	bg_start_on(&rel, d.base, "DELETE", "/locks/late?owner=h", NULL);
@@ -574,7 +567,7 @@ TEST(a_reconnect_that_reuses_the_socket_number_is_heard)
 	http_free(&r);
 	fd = raw_connect(d.port);
 	CHECK(fd >= 0, "an HTTP connection, accepted before the reconnect");
-	sleep_ms(200);
+	sleep_ms(200);		/* dlockd accepts it (nothing to see from here) */
 	/* the close and the request reach dlockd's loop in one turn: it drops
 	 * the connection and opens a new one before it looks at epoll again */
 	t0 = mono_ms();
@@ -617,9 +610,9 @@ TEST(a_waiter_gets_the_lock_soon_after_redis_restarts)
 	CHECK_STATUS(r, 200, "h holds the lock");
 	http_free(&r);
 	bg_start_on(&w, d.base, "PUT", "/locks/rs1?owner=w&wait_ms=20000", NULL);
-	sleep_ms(500);
+	CHECK(wait_waiters(&d, 1, 5000), "w waits");
 	redis_stop(&rs, true);		/* no persistence: the lock goes with it */
-	sleep_ms(1200);
+	sleep_ms(1200);			/* down: the waiter retries every 250 ms */
 	CHECK(redis_start(&rs) == 0, "Redis again, on the same port");
 	back = mono_ms();
 	bg_join(&w);

@@ -328,7 +328,10 @@ TEST(redis_refusing_subscribe_is_logged_and_waiters_still_served)
 		http_free(&r);
 		snprintf(put, sizeof(put), "/locks/sub2-%d?owner=w&wait_ms=3000", i);
 		bg_start_on(&w, d.base, "PUT", put, NULL);
-		sleep_ms(500);
+		/* waiting, and subscribed if channels work again; else the
+		 * release below wakes nobody and w gives up */
+		WAIT_FOR(waiters_of(&d) >= 1 &&
+			 channel_subscribers(&rs, "redisson_lock__channel:{sub2-%d}", i) >= 1, 2000);
 		snprintf(del, sizeof(del), "/locks/sub2-%d?owner=h", i);
 		http_on(d.base, "DELETE", del, NULL, &r);
 		http_free(&r);

@@ -19,11 +19,6 @@ static const char *RW(const char *name, const char *side, const char *query)
 	return pbuf;
 }
 
-static bool waiting(int n)
-{
-	return metric_value(&H_dlockd, "dlockd_waiters") >= n;
-}
-
 TEST(rw_readers_share_and_writers_exclude)
 {
 	const char *n = lockname("share");
@@ -115,7 +110,7 @@ TEST(rw_writer_waits_only_for_the_longest_live_read_lease)
 	req("PUT", RW(n, "read", "owner=b&ttl_ms=10000"), NULL);
 	t0 = mono_ms();
 	bg_start(&w, "PUT", RW(n, "write", "owner=w&wait_ms=8000"), NULL);
-	CHECK(WAIT_FOR(waiting(1), 3000), "writer waits");
+	CHECK(wait_waiters(NULL, 1, 3000), "writer waits");
 	req("DELETE", RW(n, "read", "owner=b"), NULL);
 	bg_join(&w);
 	CHECK_STATUS(w.r, 200, "the writer gets it once A's lease ran out");
@@ -155,21 +150,19 @@ TEST(rw_downgrade_wakes_waiting_readers_at_once)
 	struct http_resp r;
 	struct bg rd;
 	int64_t released_at;
+	long long scripts0;
 
 	CHECK(req("PUT", RW(n, "write", "owner=w&ttl_ms=60000"), NULL) == 200, "writer");
 	CHECK(req("PUT", RW(n, "read", "owner=w"), NULL) == 200, "the writer may also read");
+	scripts0 = redis_evalsha_calls();
 	bg_start(&rd, "PUT", RW(n, "read", "owner=r&wait_ms=20000"), NULL);
-	CHECK(WAIT_FOR(waiting(1), 3000), "a reader waits");
-	sleep_ms(200);
+	CHECK(wait_parked(NULL, 1, scripts0, 3000, "redisson_rwlock:{%s}", n), "a reader waits");
 	req("DELETE", RW(n, "write", "owner=w"), &r);
 	CHECK(json_bool(&r, "released") == 0, "downgraded, not free: %s", r.body);
 	http_free(&r);
 	released_at = mono_ms();
-	bg_join(&rd);
-	CHECK_STATUS(rd.r, 200, "the waiting reader enters");
-	CHECK(rd.done_ms - released_at < 500 * slow_factor(),
-	      "%lld ms after the downgrade (Redisson: only when the 60 s lease ends)",
-	      (long long)(rd.done_ms - released_at));
+	/* Redisson would let it in only when the 60 s lease ends */
+	CHECK_GRANTED_WITHIN(rd, released_at, 500, "the waiting reader enters on the downgrade");
 	http_free(&rd.r);
 	req("GET", RW(n, "", ""), &r);
 	CHECK(!strcmp(json_str(&r, "mode"), "read") && json_int(&r, "readers") == 2,
@@ -185,6 +178,7 @@ TEST(rw_sole_reader_upgrades_others_make_it_wait)
 	struct http_resp r;
 	struct bg up;
 	int64_t released_at;
+	long long scripts0;
 
 	req("PUT", RW(n, "read", "owner=a"), NULL);
 	CHECK(req("PUT", RW(n, "write", "owner=a"), &r) == 200, "the sole reader upgrades: %s",
@@ -203,15 +197,13 @@ TEST(rw_sole_reader_upgrades_others_make_it_wait)
 	CHECK_ERROR(r, 409, "locked", "with another reader the upgrade waits, bounded by wait_ms");
 	CHECK(r.ms >= 350, "it waited (%.0f ms)", r.ms);
 	http_free(&r);
+	scripts0 = redis_evalsha_calls();
 	bg_start(&up, "PUT", RW(n, "write", "owner=a&wait_ms=20000"), NULL);
-	CHECK(WAIT_FOR(waiting(1), 3000), "upgrade waiting");
-	sleep_ms(200);
+	CHECK(wait_parked(NULL, 1, scripts0, 3000, "redisson_rwlock:{%s}", n), "upgrade waiting");
 	req("DELETE", RW(n, "read", "owner=b"), NULL);
 	released_at = mono_ms();
-	bg_join(&up);
-	CHECK_STATUS(up.r, 200, "the upgrade goes through once the other reader left");
-	CHECK(up.done_ms - released_at < 500 * slow_factor(), "%lld ms after it left",
-	      (long long)(up.done_ms - released_at));
+	CHECK_GRANTED_WITHIN(up, released_at, 500,
+			     "the upgrade goes through once the other reader left");
 	http_free(&up.r);
 	req("DELETE", RW(n, "write", "owner=a"), NULL);
 	req("DELETE", RW(n, "read", "owner=a"), NULL);
@@ -224,22 +216,19 @@ TEST(rw_write_release_wakes_every_reader_together)
 	static struct bg rd[N];
 	char q[64];
 	int64_t released_at;
+	long long scripts0;
 
-	req("PUT", RW(n, "write", "owner=w&ttl_ms=60000"), NULL);
+	CHECK(req("PUT", RW(n, "write", "owner=w&ttl_ms=60000"), NULL) == 200, "writer");
+	scripts0 = redis_evalsha_calls();
 	for (int i = 0; i < N; i++) {
 		snprintf(q, sizeof(q), "owner=r%d&wait_ms=20000", i);
 		bg_start(&rd[i], "PUT", RW(n, "read", q), NULL);
 	}
-	CHECK(WAIT_FOR(waiting(N), 5000), "%d readers wait", N);
-	sleep_ms(200);
+	CHECK(wait_parked(NULL, N, scripts0, 5000, "redisson_rwlock:{%s}", n), "%d readers wait", N);
 	req("DELETE", RW(n, "write", "owner=w"), NULL);
 	released_at = mono_ms();
 	for (int i = 0; i < N; i++) {
-		bg_join(&rd[i]);
-		CHECK_STATUS(rd[i].r, 200, "reader enters");
-		CHECK(rd[i].done_ms - released_at < 1000 * slow_factor(),
-		      "reader %d entered %lld ms after the release", i,
-		      (long long)(rd[i].done_ms - released_at));
+		CHECK_GRANTED_WITHIN(rd[i], released_at, 1000, "a reader enters");
 		http_free(&rd[i].r);
 	}
 	CHECK(rcmd_int("HLEN %s", n) == N + 1, "all %d read at once", N);
@@ -254,17 +243,15 @@ TEST(rw_read_release_that_frees_the_lock_wakes_a_writer)
 	const char *n = lockname("rw1");
 	struct bg w;
 	int64_t released_at;
+	long long scripts0;
 
-	req("PUT", RW(n, "read", "owner=r&ttl_ms=60000"), NULL);
+	CHECK(req("PUT", RW(n, "read", "owner=r&ttl_ms=60000"), NULL) == 200, "reader");
+	scripts0 = redis_evalsha_calls();
 	bg_start(&w, "PUT", RW(n, "write", "owner=w&wait_ms=20000"), NULL);
-	CHECK(WAIT_FOR(waiting(1), 3000), "writer waits");
-	sleep_ms(200);
+	CHECK(wait_parked(NULL, 1, scripts0, 3000, "redisson_rwlock:{%s}", n), "writer waits");
 	req("DELETE", RW(n, "read", "owner=r"), NULL);
 	released_at = mono_ms();
-	bg_join(&w);
-	CHECK_STATUS(w.r, 200, "writer enters");
-	CHECK(w.done_ms - released_at < 500 * slow_factor(), "%lld ms after the release",
-	      (long long)(w.done_ms - released_at));
+	CHECK_GRANTED_WITHIN(w, released_at, 500, "writer enters");
 	http_free(&w.r);
 	req("DELETE", RW(n, "write", "owner=w"), NULL);
 }
@@ -274,20 +261,24 @@ TEST(rw_new_readers_queue_behind_a_waiting_writer)
 	const char *n = lockname("starve");
 	struct http_resp r;
 	struct bg w, late;
-	long long tw, tr;
+	long long tw, tr, scripts0;
 
 	req("PUT", RW(n, "read", "owner=early&ttl_ms=60000"), NULL);
+	scripts0 = redis_evalsha_calls();
 	bg_start(&w, "PUT", RW(n, "write", "owner=w&wait_ms=20000"), NULL);
 	CHECK(WAIT_FOR(rcmd_int("ZCARD dlockd_rwlock_writers:{%s}", n) == 1, 3000),
 	      "the writer is registered as waiting");
+	CHECK(wait_parked(NULL, 1, scripts0, 3000, "redisson_rwlock:{%s}", n), "and parked");
 	req("PUT", RW(n, "read", "owner=late"), &r);
 	CHECK_ERROR(r, 409, "locked", "a new reader does not overtake the waiting writer");
 	http_free(&r);
 	CHECK(req("PUT", RW(n, "read", "owner=early"), NULL) == 200,
 	      "a reader already inside may re-enter (no self-deadlock)");
+	scripts0 = redis_evalsha_calls();
 	bg_start(&late, "PUT", RW(n, "read", "owner=late&wait_ms=20000"), NULL);
-	CHECK(WAIT_FOR(waiting(2), 3000), "the late reader waits too");
-	sleep_ms(200);
+	CHECK(wait_waiters(NULL, 2, 3000), "the late reader waits too");
+	CHECK(wait_parked(NULL, 1, scripts0, 3000, "redisson_rwlock:{%s}", n),
+	      "past its post-subscribe retry");
 	req("DELETE", RW(n, "read", "owner=early"), NULL);
 	req("DELETE", RW(n, "read", "owner=early"), NULL);
 	bg_join(&w);
@@ -295,7 +286,7 @@ TEST(rw_new_readers_queue_behind_a_waiting_writer)
 	tw = json_int(&w.r, "fencing_token");
 	http_free(&w.r);
 	CHECK(rcmd_int("ZCARD dlockd_rwlock_writers:{%s}", n) == 0, "no longer waiting");
-	sleep_ms(100);
+	sleep_ms(100);		/* a window in which a wrongly woken reader would enter */
 	CHECK(late.done_ms == 0, "the late reader still waits while the writer holds");
 	req("DELETE", RW(n, "write", "owner=w"), NULL);
 	bg_join(&late);
@@ -347,7 +338,8 @@ TEST(rw_steady_stream_of_readers_does_not_starve_a_writer)
 		pthread_create(&t[i], NULL, reader_stream, (void *)i);
 		sleep_ms(100);		/* staggered: their holds overlap */
 	}
-	sleep_ms(500);
+	CHECK(WAIT_FOR(__atomic_load_n(&stream_reads, __ATOMIC_RELAXED) >= STREAMS, 3000),
+	      "the stream flows (%d reads)", stream_reads);
 	asked = mono_ms();
 	req("PUT", RW(stream_name, "write", "owner=w&wait_ms=20000"), &r);
 	CHECK_STATUS(r, 200, "the writer gets in while the stream goes on");
@@ -472,6 +464,7 @@ TEST(rwlock_interop_with_redisson_readers_and_messages)
 	redisContext *sub = redis_client(NULL);
 	redisReply *rep;
 	struct timeval tv = { 3 * slow_factor(), 0 };
+	long long scripts0;
 
 	/* a Redisson reader holds: mode, its field, its timeout key */
 	rcmd_int("HSET %s mode read java:1 1", n);
@@ -480,18 +473,15 @@ TEST(rwlock_interop_with_redisson_readers_and_messages)
 	CHECK(req("PUT", RW(n, "read", "owner=svc"), NULL) == 200, "a dlockd reader shares with it");
 	req("DELETE", RW(n, "read", "owner=svc"), NULL);
 	CHECK(rcmd_int("PTTL %s", n) > 55000, "and leaves the Redisson reader's lease alone");
+	scripts0 = redis_evalsha_calls();
 	bg_start(&w, "PUT", RW(n, "write", "owner=svc&wait_ms=20000"), NULL);
-	CHECK(WAIT_FOR(waiting(1), 3000), "dlockd writer waits");
-	sleep_ms(200);
+	CHECK(wait_parked(NULL, 1, scripts0, 3000, "redisson_rwlock:{%s}", n), "dlockd writer waits");
 	/* Redisson's read unlock: last hold gone, DEL, "0" on the channel */
 	rcmd_int("HDEL %s java:1", n);
 	rcmd_int("DEL {%s}:java:1:rwlock_timeout:1 %s", n, n);
 	rcmd_int("PUBLISH redisson_rwlock:{%s} 0", n);
 	released_at = mono_ms();
-	bg_join(&w);
-	CHECK_STATUS(w.r, 200, "woken by Redisson's read unlock");
-	CHECK(w.done_ms - released_at < 500 * slow_factor(), "%lld ms after it",
-	      (long long)(w.done_ms - released_at));
+	CHECK_GRANTED_WITHIN(w, released_at, 500, "woken by Redisson's read unlock");
 	http_free(&w.r);
 
 	CHECK(sub, "subscriber");

@@ -62,5 +62,5 @@ TEST(mutual_exclusion_16_clients_100_rounds)
 	for (int i = 1; i < CLIENTS * ROUNDS; i++)
 		CHECK(tokens[i] > tokens[i - 1], "token of section %d (%lld) not above section %d (%lld)",
 		      i, tokens[i], i - 1, tokens[i - 1]);
-	CHECK(metric_value(&H_dlockd, "dlockd_waiters") == 0, "no waiter left");
+	CHECK(waiters_of(NULL) == 0, "no waiter left");
 }
