@@ -425,6 +425,8 @@ enum waiter_wake waiters_wake_reason(struct waiter *w)
 	return r;
 }
 
+static void lease_ends_elsewhere(struct waiters *ws, const char *channel, int64_t at_ms);
+
 void waiters_leave(struct waiter *w, int64_t lease_end_ms)
 {
 	struct channel *ch = w->ch;
@@ -436,6 +438,11 @@ void waiters_leave(struct waiter *w, int64_t lease_end_ms)
 		ready_unlink(w);
 	ws->nwaiters--;
 	atomic_fetch_sub(&R.nwaiters, 1);
+	/* the lease it saw (its own, once granted) covers the sleepers of the
+	 * other loops too: one of them may have tried just before this grant
+	 * and be asleep until a queue refresh */
+	if (lease_end_ms > 0 && !atomic_load(&R.shutting_down))
+		lease_ends_elsewhere(ws, ch->name, lease_end_ms);
 	if (--ch->refs == 0) {
 		channel_free(ch);
 	} else {
@@ -564,16 +571,23 @@ static void post_note(struct waiters *ws, enum note_kind kind, const char *chann
 		free(n);	/* the loop has stopped: nobody waits there */
 }
 
-void waiters_lease_ends(struct waiters *ws, const char *channel, int64_t at_ms)
+/* Tell every loop but ws's that the lease of channel's lock ends at
+ * at_ms: their sleepers may have last seen an older holder, or none. */
+static void lease_ends_elsewhere(struct waiters *ws, const char *channel, int64_t at_ms)
 {
-	if (at_ms <= 0)
-		return;
-	lease_ends_here(ws, channel, at_ms);
 	pthread_mutex_lock(&R.lock);
 	for (struct waiters *o = R.list; o; o = o->rnext)
 		if (o != ws)
 			post_note(o, NOTE_LEASE_END, channel, NULL, 0, at_ms);
 	pthread_mutex_unlock(&R.lock);
+}
+
+void waiters_lease_ends(struct waiters *ws, const char *channel, int64_t at_ms)
+{
+	if (at_ms <= 0)
+		return;
+	lease_ends_here(ws, channel, at_ms);
+	lease_ends_elsewhere(ws, channel, at_ms);
 }
 
 void waiters_deliver_confirmed(struct waiters *ws, const char *channel)

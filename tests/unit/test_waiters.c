@@ -637,6 +637,34 @@ static void test_waiters__lease_ends_reach_the_other_loops(void **state)
 	waiters_leave(wb, 0);
 }
 
+/* A waiter granted on one loop reports its own lease end to the others:
+ * a sleeper there may have tried just before the grant (and seen no
+ * holder, only a queue) and be asleep until a queue refresh; should the
+ * winner die holding the lock, it is retried at the winner's lease end. */
+static void test_waiters__a_winners_lease_end_reaches_the_other_loops(void **state)
+{
+	struct fake_req a = { 0 }, b = { 0 };
+	struct waiter *wa, *wb;
+	bool confirmed;
+
+	(void)state;
+	wa = join("ch", &a, &confirmed);
+	wb = join_on(WS2, "ch", &b, &confirmed);
+	confirm(WS, "ch");
+	confirm(WS2, "ch");
+	first_sleep(wb, &b);
+	assert_int_equal(retry_in_on(WS2, "ch"), -1);
+	waiters_leave(wa, now_ms() + 10);	/* granted, with a 10 ms lease */
+	loop_turn(L2, 0);
+	assert_true(retry_in_on(WS2, "ch") >= 0 && retry_in_on(WS2, "ch") <= 10);
+	usleep(20 * 1000);
+	loop_turn(L2, 0);
+	loop_turn(L2, 0);
+	assert_int_equal(b.resumed, 2);
+	assert_int_equal(waiters_wake_reason(wb), WAKE_RETRY);
+	waiters_leave(wb, 0);
+}
+
 struct delivery {
 	struct waiters *ws;
 	const char *channel;
@@ -699,6 +727,7 @@ int main(void)
 		T(a_shortened_lease_moves_the_retry_earlier),
 		T(a_wake_resumes_from_the_loop_only),
 		T(a_sleeping_client_hanging_up_is_gone),
+		T(a_winners_lease_end_reaches_the_other_loops),
 		T(lease_ends_reach_the_other_loops),
 		T(a_delivery_from_another_thread_wakes_its_waiter),
 	};
