@@ -384,9 +384,16 @@ struct run {
 	int64_t until_us;
 	long long cycles;	/* completed acquire+release cycles */
 	int errors;
-	/* hand-off latency: when token t was released, when t+1 was granted */
-	int64_t *released_at, *granted_at;
-	long long max_token;
+	/* hand-off latency: when each token was granted and released; the
+	 * grant with the next higher token is the next holder's (tokens
+	 * follow Redis' clock, so they grow by more than 1 a grant) */
+	struct stamp *grants, *releases;
+	size_t ngrants, nreleases;
+};
+
+struct stamp {
+	long long token;
+	int64_t at_us;
 };
 
 #define MAX_TOKENS (1 << 21)
@@ -396,19 +403,32 @@ struct client_arg {
 	int id;
 };
 
+static void note(struct stamp *v, size_t *n, long long token)
+{
+	size_t i;
+
+	if (!v || token <= 0)
+		return;
+	i = __atomic_fetch_add(n, 1, __ATOMIC_RELAXED);
+	if (i < MAX_TOKENS)
+		v[i] = (struct stamp){ token, now_us() };
+}
+
 static void note_grant(struct run *run, long long token)
 {
-	if (run->granted_at && token > 0 && token < MAX_TOKENS) {
-		run->granted_at[token] = now_us();
-		if (token > __atomic_load_n(&run->max_token, __ATOMIC_RELAXED))
-			__atomic_store_n(&run->max_token, token, __ATOMIC_RELAXED);
-	}
+	note(run->grants, &run->ngrants, token);
 }
 
 static void note_release(struct run *run, long long token)
 {
-	if (run->released_at && token > 0 && token < MAX_TOKENS)
-		run->released_at[token] = now_us();
+	note(run->releases, &run->nreleases, token);
+}
+
+static int cmp_stamp(const void *a, const void *b)
+{
+	long long x = ((const struct stamp *)a)->token, y = ((const struct stamp *)b)->token;
+
+	return (x > y) - (x < y);
 }
 
 static void *http_client(void *arg)
@@ -533,16 +553,8 @@ static struct outcome run_once(enum kind k, enum mode m, bool floor, int clients
 
 	snprintf(run.name, sizeof(run.name), "bench-%s-%d-%d", tag, getpid(), serial++);
 	if (m == HOT) {
-		/* an existing counter: tokens 2, 3, ... index the latency arrays
-		 * (a new one would start at Redis' clock in microseconds) */
-		redisContext *rc = redis_connect();
-		redisReply *r = redisCommand(rc, "SET redisson_lock_token:{%s} 1", run.name);
-
-		if (r)
-			freeReplyObject(r);
-		redisFree(rc);
-		run.released_at = calloc(MAX_TOKENS, sizeof(int64_t));
-		run.granted_at = calloc(MAX_TOKENS, sizeof(int64_t));
+		run.grants = calloc(MAX_TOKENS, sizeof(*run.grants));
+		run.releases = calloc(MAX_TOKENS, sizeof(*run.releases));
 	}
 	t0 = now_us();
 	run.until_us = t0 + (int64_t)(seconds * 1e6);
@@ -556,14 +568,21 @@ static struct outcome run_once(enum kind k, enum mode m, bool floor, int clients
 	o.errors = run.errors;
 	if (m == HOT) {
 		int64_t *lat = calloc(MAX_TOKENS, sizeof(int64_t));
-		size_t n = 0;
+		size_t n = 0, ng = run.ngrants < MAX_TOKENS ? run.ngrants : MAX_TOKENS;
+		size_t nr = run.nreleases < MAX_TOKENS ? run.nreleases : MAX_TOKENS;
 
-		/* release of t is noted just before the DELETE is sent, the
-		 * grant of t+1 when its answer arrives */
-		for (long long tk = 1; tk < run.max_token; tk++)
-			if (run.released_at[tk] && run.granted_at[tk + 1] &&
-			    run.granted_at[tk + 1] >= run.released_at[tk])
-				lat[n++] = run.granted_at[tk + 1] - run.released_at[tk];
+		/* a release is noted just before its DELETE is sent, a grant
+		 * when its answer arrives; the next grant in token order is
+		 * the hand-off's */
+		qsort(run.grants, ng, sizeof(*run.grants), cmp_stamp);
+		qsort(run.releases, nr, sizeof(*run.releases), cmp_stamp);
+		for (size_t i = 0; i + 1 < ng; i++) {
+			struct stamp *rel = bsearch(&run.grants[i], run.releases, nr,
+						    sizeof(*run.releases), cmp_stamp);
+
+			if (rel && run.grants[i + 1].at_us >= rel->at_us)
+				lat[n++] = run.grants[i + 1].at_us - rel->at_us;
+		}
 		qsort(lat, n, sizeof(*lat), cmp_i64);
 		if (n) {
 			o.p50_ms = (double)lat[n / 2] / 1000.0;
@@ -571,8 +590,8 @@ static struct outcome run_once(enum kind k, enum mode m, bool floor, int clients
 			o.max_ms = (double)lat[n - 1] / 1000.0;
 		}
 		free(lat);
-		free(run.released_at);
-		free(run.granted_at);
+		free(run.grants);
+		free(run.releases);
 	}
 	free(t);
 	free(args);
