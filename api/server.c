@@ -52,8 +52,12 @@
 #include <time.h>
 #include <unistd.h>
 
-/* How long a stopping loop waits for its Redis calls to be answered. */
-#define STOP_WAIT_MS 5000
+/* How long a stopping loop waits for its Redis calls to be answered:
+ * past the 10 s a call sent waits for its reply (redis_conn.c), so that
+ * every suspended request has been resumed and answered before its
+ * daemon stops (MHD aborts the process when a daemon stops with a
+ * connection still suspended). */
+#define STOP_WAIT_MS 11000
 /* How often a stopping loop looks whether it is done. */
 #define STOP_POLL_MS 10
 /* A refused connection is kept this long (at most) after its 503, reading
@@ -759,8 +763,14 @@ static void stop_step(struct loop *l, struct loop_timer *t)
 	bool idle = locks_idle(h->backend);
 
 	if (h->stop == STOP_REQUESTS && ((h->awaiting == 0 && idle) || now >= h->stop_until_ms)) {
-		if (h->awaiting > 0)
-			log_error("%u requests still wait for redis at shutdown", h->awaiting);
+		if (h->awaiting > 0) {
+			/* never: every call is answered within the wait; but
+			 * stopping MHD now would abort the process */
+			log_error("%u requests still wait for redis at shutdown; leaving their "
+				  "connections to the exit", h->awaiting);
+			loop_stop(l);
+			return;
+		}
 		while (h->nrefused) {
 			loop_unwatch(l, h->refused[--h->nrefused].fd);
 			close(h->refused[h->nrefused].fd);

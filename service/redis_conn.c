@@ -232,7 +232,7 @@ struct pending {
 /* A command waiting for its connection's clock offset, copied. */
 struct held_cmd {
 	int argc;
-	bool deadline;
+	int64_t deadline_from;	/* 0: no deadline argument (see append) */
 	const char *argv[REDIS_CONN_MAX_ARGS];
 	size_t lens[REDIS_CONN_MAX_ARGS];
 	char data[];
@@ -421,10 +421,11 @@ static void fail_later(struct redis_conn *c, struct pending *p)
 }
 
 /* Append p's command to the connection, with its deadline argument last
- * if asked, and await the reply; or fail p if the connection is down.
- * The first command of a turn queues the write. */
+ * if deadline_from (now_ms() clock) is set: DEADLINE_MS after it, in
+ * Redis' clock. Then await the reply; or fail p if the connection is
+ * down. The first command of a turn queues the write. */
 static void append(struct redis_conn *c, struct pending *p, int argc, const char **argv,
-		   const size_t *lens, bool deadline)
+		   const size_t *lens, int64_t deadline_from)
 {
 	const char *av[REDIS_CONN_MAX_ARGS + 1];
 	size_t lv[REDIS_CONN_MAX_ARGS + 1];
@@ -438,13 +439,11 @@ static void append(struct redis_conn *c, struct pending *p, int argc, const char
 		av[i] = argv[i];
 		lv[i] = lens ? lens[i] : strlen(argv[i]);
 	}
-	if (deadline) {
+	if (deadline_from) {
 		/* past it, in Redis' clock, dlockd has answered (or will
 		 * answer) 503: the command must do nothing */
 		snprintf(by, sizeof(by), "%lld",
-			 (long long)(p->give_up_ms -
-				     (timing.command_timeout_ms - timing.deadline_ms) +
-				     c->offset_ms));
+			 (long long)(deadline_from + timing.deadline_ms + c->offset_ms));
 		av[argc] = by;
 		lv[argc++] = strlen(by);
 	}
@@ -468,7 +467,7 @@ static void send_raw(struct redis_conn *c, int argc, const char **argv, redis_re
 
 /* Keep a copy of the command in p until the offset is known. */
 static void hold(struct redis_conn *c, struct pending *p, int argc, const char **argv,
-		 const size_t *lens, bool deadline)
+		 const size_t *lens, int64_t deadline_from)
 {
 	size_t size = 0;
 	struct held_cmd *h;
@@ -478,7 +477,7 @@ static void hold(struct redis_conn *c, struct pending *p, int argc, const char *
 		size += lens ? lens[i] : strlen(argv[i]);
 	h = xmalloc(sizeof(*h) + size + 1);
 	h->argc = argc;
-	h->deadline = deadline;
+	h->deadline_from = deadline_from;
 	at = h->data;
 	for (int i = 0; i < argc; i++) {
 		h->lens[i] = lens ? lens[i] : strlen(argv[i]);
@@ -499,7 +498,7 @@ static void release_held(struct redis_conn *c)
 		struct held_cmd *h = p->held;
 
 		p->held = NULL;
-		append(c, p, h->argc, h->argv, h->lens, h->deadline);
+		append(c, p, h->argc, h->argv, h->lens, h->deadline_from);
 		free(h);
 	}
 }
@@ -654,6 +653,13 @@ static void conn_schedule(struct redis_conn *c);
 void redis_conn_send(struct redis_conn *c, int argc, const char **argv, const size_t *lens,
 		     bool deadline, redis_reply_fn fn, void *ctx)
 {
+	redis_conn_send_from(c, argc, argv, lens, deadline ? now_ms() : 0, fn, ctx);
+}
+
+void redis_conn_send_from(struct redis_conn *c, int argc, const char **argv,
+			  const size_t *lens, int64_t deadline_from, redis_reply_fn fn,
+			  void *ctx)
+{
 	struct pending *p;
 
 	if (argc > REDIS_CONN_MAX_ARGS)
@@ -670,13 +676,13 @@ void redis_conn_send(struct redis_conn *c, int argc, const char **argv, const si
 		return;
 	}
 	if (c->ctx && !c->timed) {
-		hold(c, p, argc, argv, lens, deadline);
+		hold(c, p, argc, argv, lens, deadline_from);
 		if (!c->probing)
 			probe(c);	/* the last TIME was refused: ask again */
 	} else {
 		if (c->ctx && !c->probing && now_ms() >= c->next_probe_ms)
 			probe(c);
-		append(c, p, argc, argv, lens, deadline);
+		append(c, p, argc, argv, lens, deadline_from);
 	}
 	conn_schedule(c);
 }

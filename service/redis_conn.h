@@ -57,6 +57,13 @@ typedef void (*redis_reply_fn)(void *ctx, redisReply *r);
  * command must then do nothing (lua/lib/common.lua checks it). */
 void redis_conn_send(struct redis_conn *c, int argc, const char **argv, const size_t *lens,
 		     bool deadline, redis_reply_fn fn, void *ctx);
+/* The same, with the deadline counted from deadline_from (now_ms() clock;
+ * 0: none) instead of now: a command sent again (a script retried after
+ * NOSCRIPT) keeps the deadline of its first send, so that a call that
+ * reached Redis too late is never run late by its retry. */
+void redis_conn_send_from(struct redis_conn *c, int argc, const char **argv,
+			  const size_t *lens, int64_t deadline_from, redis_reply_fn fn,
+			  void *ctx);
 
 /* No command of c is waiting for its reply or its callback. */
 bool redis_conn_idle(const struct redis_conn *c);

@@ -99,6 +99,7 @@ struct call {
 	struct redis_conn *conn;	/* the retry with EVAL goes on it too */
 	enum script_id id;
 	bool retried;
+	int64_t sent_ms;		/* the first send: the retry keeps its deadline */
 	redis_reply_fn fn;
 	void *ctx;
 	int argc;			/* numkeys, keys and args */
@@ -140,7 +141,7 @@ static void send_call(struct call *c, bool whole)
 	argv[argc++] = whole ? scripts[c->id].source : sha;
 	for (int i = 0; i < c->argc; i++)
 		argv[argc++] = c->argv[i];
-	redis_conn_send(c->conn, argc, argv, NULL, true, on_reply, c);
+	redis_conn_send_from(c->conn, argc, argv, NULL, c->sent_ms, on_reply, c);
 }
 
 void scripts_run(struct redis_conn *conn, enum script_id id, int nkeys, const char *const *keys,
@@ -160,6 +161,7 @@ void scripts_run(struct redis_conn *conn, enum script_id id, int nkeys, const ch
 	c->conn = conn;
 	c->id = id;
 	c->retried = false;
+	c->sent_ms = now_ms();
 	c->fn = fn;
 	c->ctx = ctx;
 	c->argc = 0;

@@ -719,3 +719,69 @@ TEST(redis_password_with_at_slash_colon_percent_encoded)
 	      "and never the password");
 	redis_stop(&rs, false);
 }
+
+/* Found by hostile probing: a script call that reaches Redis after its
+ * deadline but finds the script cache empty (Redis restarted, or SCRIPT
+ * FLUSH) is answered NOSCRIPT without running; dlockd sends it again as
+ * EVAL, and that retry used to carry a new deadline: a release answered
+ * 503 ran late and freed the lock. The retry keeps its first deadline. */
+TEST(a_script_retried_after_noscript_keeps_its_first_deadline)
+{
+	const char *const flags[] = { "--threads", "1", NULL };
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	char url[128];
+	struct bg rel;
+
+	CHECK(redis_start(&rs) == 0, "start Redis");
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
+	CHECK(dlockd_start(&d, url, flags) == 0, "start dlockd");
+	CHECK(lock_hold(&d, "ns", "a", 60000), "a takes the lock");
+	CHECK(lock_release(&d, "ns", "a") == 200, "a releases it (the SHAs are known)");
+	CHECK(lock_hold(&d, "ns", "a", 60000), "a takes it again");
+	rcmd_int_on(&rs, "SCRIPT FLUSH");	/* as a restart would */
+	kill(rs.pid, SIGSTOP);
+	bg_start_on(&rel, d.base, "DELETE", "/locks/ns?owner=a", NULL);
+	sleep_ms(2500);		/* the stall the test is about: past the 1.5 s deadline */
+	kill(rs.pid, SIGCONT);
+	bg_join(&rel);
+	CHECK_ERROR(rel.r, 503, "backend_unavailable", "the release that reached Redis late");
+	http_free(&rel.r);
+	CHECK(held_by(&rs, "ns", "a"), "the release answered 503 did not take effect");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
+/* Found by hostile probing: SIGTERM while a call waits on a stalled Redis
+ * made dlockd abort (libmicrohttpd stops a daemon with a suspended
+ * connection only by aborting) and left the request unanswered. The loop
+ * now waits for the call's answer, which comes within 10 s of its send
+ * (503 if Redis never answers), and exits 0; the answer and the lock's
+ * state agree. */
+TEST(sigterm_while_a_call_waits_on_a_stalled_redis_exits_cleanly)
+{
+	const char *const flags[] = { "--threads", "1", NULL };
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	char url[128];
+	struct bg rel;
+
+	CHECK(redis_start(&rs) == 0, "start Redis");
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
+	CHECK(dlockd_start(&d, url, flags) == 0, "start dlockd");
+	CHECK(lock_hold(&d, "st", "a", 60000), "a takes the lock");
+	kill(rs.pid, SIGSTOP);
+	bg_start_on(&rel, d.base, "DELETE", "/locks/st?owner=a", NULL);
+	sleep_ms(300);
+	kill(d.pid, SIGTERM);
+	sleep_ms(6000);		/* stalled past the old 5 s stop wait */
+	kill(rs.pid, SIGCONT);
+	bg_join(&rel);
+	CHECK(rel.r.status == 200 || rel.r.status == 503,
+	      "the release in flight is answered (got %ld)", rel.r.status);
+	CHECK(rel.r.status == 200 ? !held_by(&rs, "st", "a") : held_by(&rs, "st", "a"),
+	      "its answer (%ld) and the lock's state agree", rel.r.status);
+	http_free(&rel.r);
+	CHECK(dlockd_stop(&d, 15000) == 0, "dlockd exits 0");
+	redis_stop(&rs, false);
+}
