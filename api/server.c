@@ -91,6 +91,7 @@ struct http_loop {
 	struct loop_timer linger;	/* the first lingering one is due */
 	/* stopping: new lock requests get 503, then the daemon stops */
 	enum stop_phase stop;
+	bool settled;			/* nothing in flight at the last poll */
 	int64_t stop_until_ms;
 	struct loop_timer stop_poll;
 };
@@ -760,9 +761,15 @@ static void stop_step(struct loop *l, struct loop_timer *t)
 {
 	struct http_loop *h = container_of(t, struct http_loop, stop_poll);
 	int64_t now = now_ms();
-	bool idle = locks_idle(h->backend);
+	bool idle = locks_idle(h->backend), settled;
 
-	if (h->stop == STOP_REQUESTS && ((h->awaiting == 0 && idle) || now >= h->stop_until_ms)) {
+	/* answers queued since the last MHD_run go out before the daemon stops
+	 * (a timer runs before this turn's deferred MHD_run), and the requests
+	 * must have been settled at the previous poll too */
+	if (h->stop == STOP_REQUESTS)
+		mhd_run(l, h);
+	settled = h->awaiting == 0 && idle;
+	if (h->stop == STOP_REQUESTS && ((settled && h->settled) || now >= h->stop_until_ms)) {
 		if (h->awaiting > 0) {
 			/* never: every call is answered within the wait; but
 			 * stopping MHD now would abort the process */
@@ -791,6 +798,7 @@ static void stop_step(struct loop *l, struct loop_timer *t)
 		loop_stop(l);
 		return;
 	}
+	h->settled = settled;
 	loop_timer_set(l, t, now + STOP_POLL_MS);
 }
 
