@@ -169,16 +169,11 @@ static long long scripts_run_so_far(void)
 }
 
 /* Queued owners of name whose deadline is still ahead in Redis' clock. */
+static long long redis_now_ms(void);
+
 static long long live_places(const char *name)
 {
-	redisReply *t = rcmd("TIME");
-	long long now_ms = 0;
-
-	if (t && t->type == REDIS_REPLY_ARRAY && t->elements == 2)
-		now_ms = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
-	if (t)
-		freeReplyObject(t);
-	return rcmd_int("ZCOUNT redisson_lock_timeout:{%s} (%lld +inf", name, now_ms);
+	return rcmd_int("ZCOUNT redisson_lock_timeout:{%s} (%lld +inf", name, redis_now_ms());
 }
 
 TEST(fair_queue_places_are_kept_in_one_script_per_loop_not_one_per_waiter)
@@ -264,6 +259,87 @@ TEST(fair_queue_places_are_kept_in_one_script_per_loop_not_one_per_waiter)
 		http_free(&w[i].r);
 	}
 	CHECK(WAIT_FOR(queue_len(n) == 0, 5000), "stopping dlockd took its waiters out of the queue");
+}
+
+/* Redis' clock in ms. */
+static long long redis_now_ms(void)
+{
+	redisReply *t = rcmd("TIME");
+	long long ms = 0;
+
+	if (t && t->type == REDIS_REPLY_ARRAY && t->elements == 2)
+		ms = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+	if (t)
+		freeReplyObject(t);
+	return ms;
+}
+
+TEST(fair_refresh_wakes_a_head_nobody_told_and_requeues_a_lost_place)
+{
+	static const char *const flags[] = { "--queue-ttl-ms", "1500", NULL };
+	struct dlockd_srv d;
+	const char *n = lockname("rrefresh");
+	char p[512];
+	struct bg w;
+	long long s0;
+	int64_t t;
+
+	/* places refreshed every 500 ms */
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd");
+
+	/* a Redisson waiter heads the queue of a free lock; dlockd's queues
+	 * behind it, its place kept by the loop */
+	rcmd_int("RPUSH redisson_lock_queue:{%s} java-uuid:1", n);
+	rcmd_int("ZADD redisson_lock_timeout:{%s} %lld java-uuid:1", n, redis_now_ms() + 300000);
+	s0 = redis_evalsha_calls();
+	snprintf(p, sizeof(p), "/fairlocks/%s?owner=svc&wait_ms=20000", n);
+	bg_start_on(&w, d.base, "PUT", p, NULL);
+	CHECK(wait_parked(&d, 1, s0, 5000, "redisson_lock__channel:{%s}:svc", n),
+	      "dlockd's waiter queued behind the Redisson head");
+	CHECK(queue_len(n) == 2, "two queued");
+	/* the Redisson waiter gives up (acquireFailed): it leaves the queue and
+	 * publishes nothing */
+	rcmd_int("LREM redisson_lock_queue:{%s} 0 java-uuid:1", n);
+	rcmd_int("ZREM redisson_lock_timeout:{%s} java-uuid:1", n);
+	t = mono_ms();
+	/* at the next refresh (500 ms), not at its deadline (20 s) */
+	CHECK_GRANTED_WITHIN(w, t, 3000, "the refresh found it at the head, unannounced, and woke it");
+	http_free(&w.r);
+	CHECK(status_of(&d, "DELETE", "/fairlocks/%s?owner=svc", n) == 200, "svc releases");
+
+	/* a holder; a waiter queued behind it loses its place (Redis lost the
+	 * queue): the refresh finds it gone and it queues again */
+	CHECK(status_of(&d, "PUT", "/fairlocks/%s?owner=holder&ttl_ms=60000", n) == 200, "holder");
+	rcmd_int("RPUSH redisson_lock_queue:{%s} java-uuid:2", n);
+	rcmd_int("ZADD redisson_lock_timeout:{%s} %lld java-uuid:2", n, redis_now_ms() + 300000);
+	s0 = redis_evalsha_calls();
+	bg_start_on(&w, d.base, "PUT", p, NULL);
+	CHECK(wait_parked(&d, 1, s0, 5000, "redisson_lock__channel:{%s}:svc", n),
+	      "dlockd's waiter queued behind the Redisson one");
+	CHECK(queued(n, "svc"), "svc queued");
+	rcmd_int("DEL redisson_lock_queue:{%s} redisson_lock_timeout:{%s}", n, n);
+	CHECK(WAIT_FOR(queued(n, "svc") && queue_len(n) == 1, 3000),
+	      "the waiter whose place was lost is queued again");
+	CHECK(w.done_ms == 0, "and still waits");
+	CHECK(status_of(&d, "DELETE", "/fairlocks/%s?owner=holder", n) == 200, "release");
+	bg_join(&w);
+	CHECK_STATUS(w.r, 200, "served once the holder releases");
+	http_free(&w.r);
+
+	/* a dead head (its dlockd gone: its deadline runs out) ahead of a free
+	 * lock: the refresh drops it and tells the next on its channel */
+	CHECK(status_of(&d, "DELETE", "/fairlocks/%s?owner=svc", n) == 200, "svc releases again");
+	rcmd_int("RPUSH redisson_lock_queue:{%s} dead", n);
+	rcmd_int("ZADD redisson_lock_timeout:{%s} %lld dead", n, redis_now_ms() + 1000);
+	s0 = redis_evalsha_calls();
+	bg_start_on(&w, d.base, "PUT", p, NULL);
+	CHECK(wait_parked(&d, 1, s0, 5000, "redisson_lock__channel:{%s}:svc", n),
+	      "dlockd's waiter queued behind the dead head");
+	t = mono_ms() + 1000;	/* when the dead head's place runs out, at the latest */
+	CHECK_GRANTED_WITHIN(w, t, 3000, "served once the dead head's place ran out");
+	http_free(&w.r);
+	CHECK(queue_len(n) == 0, "nobody left queued");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 }
 
 /* ----- Leaving the queue ----- */
