@@ -55,6 +55,10 @@
  * refresh anyway. (A Redisson partial unlock re-applies its own lease
  * silently: a dlockd waiter then retries at the end of the lease it saw
  * last.)
+ * A fair-lock waiter queued behind its queue's head is the one sleeper
+ * with no retry time: it is alone on its own channel, told there when its
+ * turn comes, and the loop's queue refresh (fair_queue.c) wakes it with
+ * waiters_retry() should it have to look for another reason.
  *
  * Threads. Everything about a struct waiters happens on its loop's thread,
  * without a mutex: its timers are the loop's, its sleepers' client sockets
