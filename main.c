@@ -8,6 +8,7 @@
 #include "service/auth.h"
 #include "service/backend.h"
 #include "service/config.h"
+#include "service/fair_queue.h"
 #include "service/locks.h"
 #include "service/log.h"
 #include "service/loop.h"
@@ -70,7 +71,7 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* The loop, Redis connection and waiters of one worker; -1 if the kernel
+/* The loop, Redis connection, waiters and queue refresher of one worker; -1 if the kernel
  * refuses a loop. */
 static int worker_init(struct worker *w, const struct redis_url *url, struct pubsub *ps)
 {
@@ -81,6 +82,7 @@ static int worker_init(struct worker *w, const struct redis_url *url, struct pub
 		return -1;
 	b->redis = redis_conn_new(b->loop, url);
 	b->waiters = waiters_new(b->loop, pubsub_want, ps);
+	b->fair = fair_queue_new(b);
 	b->pubsub = ps;
 	return 0;
 }
@@ -93,6 +95,7 @@ static void worker_free(struct worker *w)
 		return;
 	waiters_free(b->waiters);
 	redis_conn_free(b->redis);	/* what is still in flight is told "no reply" */
+	fair_queue_free(b->fair);	/* after: a refresh's answer finds it */
 	loop_free(b->loop);
 }
 

@@ -7,7 +7,7 @@
  * bench/results/latest.json. Absolute numbers drift on a shared machine;
  * the ratios against the floor measured in the same run are the result.
  *
- *   build/bench/bench [--seconds S] [--quick]   (make bench) */
+ *   build/bench/bench [--seconds S] [--quick] [--only WORD] [BIN]   (make bench) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -656,8 +656,14 @@ static void redis_calls(redisContext *c, long long *total, long long *evalsha)
 		freeReplyObject(r);
 }
 
-/* n waiters on `locks` locks (1, or one each); returns nothing, records rows. */
-static void many_waiters(int n, int locks, const char *label)
+/* How long an idle fair queue is watched: three refresh periods at the
+ * default --queue-ttl-ms of 5 s. */
+#define FAIR_IDLE_MS 5000
+
+/* n waiters on `locks` locks (1, or one each) of kind ("locks" or
+ * "fairlocks"); returns nothing, records rows. A fair queue is first left
+ * idle for FAIR_IDLE_MS, to see what keeping its places costs. */
+static void many_waiters(int n, int locks, const char *kind, const char *label)
 {
 	struct waiter_conn *w = calloc((size_t)n, sizeof(*w));
 	int ep = epoll_create1(0), done = 0, granted = 0, errors = 0;
@@ -665,7 +671,8 @@ static void many_waiters(int n, int locks, const char *label)
 	struct conn ctl;
 	long rss0, rss;
 	int thr0, thr;
-	long long calls0, calls1, eval0, eval1;
+	long long calls0, calls1, eval0, eval1, idle_calls = 0, idle_eval = 0;
+	double idle_s = 0;
 	int64_t t0, t_all_waiting;
 	char path[256], scenario[96];
 
@@ -673,8 +680,8 @@ static void many_waiters(int n, int locks, const char *label)
 	proc_usage(dlockd_pid, &rss0, &thr0);
 	/* holders */
 	for (int l = 0; l < locks; l++) {
-		snprintf(path, sizeof(path), "/locks/mw-%s-%d-%d?owner=holder&ttl_ms=600000", label,
-			 getpid(), l);
+		snprintf(path, sizeof(path), "/%s/mw-%s-%d-%d?owner=holder&ttl_ms=600000", kind,
+			 label, getpid(), l);
 		if (http_req(&ctl, "PUT", path, NULL) != 200) {
 			fprintf(stderr, "bench: holder of %s not granted: %s\n", path, ctl.buf);
 			errors++;
@@ -695,7 +702,7 @@ static void many_waiters(int n, int locks, const char *label)
 		}
 		fcntl(w[i].fd, F_SETFL, O_NONBLOCK);
 		epoll_ctl(ep, EPOLL_CTL_ADD, w[i].fd, &ev);
-		snprintf(path, sizeof(path), "/locks/%s?owner=w%d&ttl_ms=30000&wait_ms=240000",
+		snprintf(path, sizeof(path), "/%s/%s?owner=w%d&ttl_ms=30000&wait_ms=240000", kind,
 			 w[i].name, i);
 		send_req(w[i].fd, "PUT", path);
 	}
@@ -720,12 +727,23 @@ static void many_waiters(int n, int locks, const char *label)
 	t_all_waiting = now_us() - t0;
 	sleep_ms(500);
 	proc_usage(dlockd_pid, &rss, &thr);
+	if (!strcmp(kind, "fairlocks")) {
+		/* nobody releases: only keeping the queue places costs */
+		redis_calls(rc, &calls0, &eval0);
+		t0 = now_us();
+		sleep_ms(FAIR_IDLE_MS);
+		redis_calls(rc, &calls1, &eval1);
+		idle_s = (double)(now_us() - t0) / 1e6;
+		idle_calls = calls1 - calls0;
+		idle_eval = eval1 - eval0;
+	}
 	redis_calls(rc, &calls0, &eval0);
 
 	/* release the holders; each waiter releases as soon as it is served */
 	t0 = now_us();
 	for (int l = 0; l < locks; l++) {
-		snprintf(path, sizeof(path), "/locks/mw-%s-%d-%d?owner=holder", label, getpid(), l);
+		snprintf(path, sizeof(path), "/%s/mw-%s-%d-%d?owner=holder", kind, label, getpid(),
+			 l);
 		if (http_req(&ctl, "DELETE", path, NULL) != 200)
 			errors++;
 	}
@@ -755,7 +773,8 @@ static void many_waiters(int n, int locks, const char *label)
 					granted++;
 				else
 					errors++;
-				snprintf(path, sizeof(path), "/locks/%s?owner=w%d", c->name, c->owner);
+				snprintf(path, sizeof(path), "/%s/%s?owner=w%d", kind, c->name,
+					 c->owner);
 				send_req(c->fd, "DELETE", path);
 				c->state = 1;
 			} else if (c->state == 1) {
@@ -765,14 +784,19 @@ static void many_waiters(int n, int locks, const char *label)
 		}
 	}
 	redis_calls(rc, &calls1, &eval1);
-	snprintf(scenario, sizeof(scenario), "%d waiters on %s", n,
-		 locks == 1 ? "1 lock" : "1 lock each");
+	snprintf(scenario, sizeof(scenario), "%d %swaiters on %s", n,
+		 strcmp(kind, "fairlocks") ? "" : "fair ", locks == 1 ? "1 lock" : "1 lock each");
 	result(scenario, "dlockd RSS idle", (double)rss0 / 1024.0, -1, "MiB");
 	result(scenario, "dlockd RSS waiting", (double)rss / 1024.0, -1, "MiB");
 	result(scenario, "threads idle", thr0, -1, "");
 	result(scenario, "threads waiting", thr, -1, "");
 	result(scenario, "time to all waiting", (double)t_all_waiting / 1e6, -1, "s");
 	result(scenario, "time to drain", (double)(now_us() - t0) / 1e6, -1, "s");
+	if (idle_s > 0) {
+		result(scenario, "EVALSHA/s idle", (double)idle_eval / idle_s, -1, "/s");
+		result(scenario, "cmds/s idle incl. inside scripts", (double)idle_calls / idle_s, -1,
+		       "/s");
+	}
 	result(scenario, "served exactly once", granted, n, "waiters");
 	result(scenario, "errors", errors, 0, "");
 	/* each hand-off: the holder's release script, the next waiter's
@@ -999,9 +1023,17 @@ int main(int argc, char **argv)
 	versus("uncontended rwlock read, 16 clients", K_READ, UNCONTENDED, 16);
 	if (wanted("waiters")) {
 		start_dlockd(bin);
-		many_waiters(quick ? 1000 : 10000, 1, "one");
+		many_waiters(quick ? 1000 : 10000, 1, "locks", "one");
 		start_dlockd(bin);
-		many_waiters(quick ? 1000 : 10000, quick ? 1000 : 10000, "each");
+		many_waiters(quick ? 1000 : 10000, quick ? 1000 : 10000, "locks", "each");
+	}
+	if (wanted("fair waiters")) {
+		start_dlockd(bin);
+		many_waiters(1000, 1, "fairlocks", "fair1k");
+		if (!quick) {
+			start_dlockd(bin);
+			many_waiters(10000, 1, "fairlocks", "fair10k");
+		}
 	}
 	report();
 	return 0;

@@ -11,12 +11,15 @@
  *               --tried: held, or Redis down while already
  *                 waiting, and the deadline ahead:
  *                   not joined yet: join; channel live -----> TRYING
- *                   else sleep until lease end / +250 ms ---> SLEEPING
+ *                   else sleep until lease end / +250 ms;
+ *                   queued behind a fair lock's head: with
+ *                   the place kept by the loop (keep) ------> SLEEPING
  *               --tried: anything else (refused; leave the
  *                 waiter with the holder's lease end):
  *                   holding a queue place: give it back ----> GIVING_BACK
  *                   else ---------------------------------> DONE refused
- *   SLEEPING    --woken: retry, deadline (a last try) ------> TRYING
+ *   SLEEPING    --woken (drop the kept place first):
+ *                 retry, deadline (a last try) ------------> TRYING
  *               --woken: gone / shutdown (leave, give the
  *                 queue place back unawaited) -------------> DONE gone / shutdown
  *   GIVING_BACK --dequeued ---------------------------------> DONE refused
@@ -27,6 +30,13 @@
  * confirmation wakes it. A new request gets LOCK_BACKEND_DOWN answered at
  * once; one already waiting keeps retrying every BACKEND_RETRY_MS until its
  * deadline (it is also woken when the subscriber reconnects).
+ *
+ * Queue places. A waiter queued behind a fair lock's head has nothing to
+ * retry for (it is told on its own channel when its turn comes) but its
+ * place must be refreshed: while it sleeps, the loop's refresher keeps it
+ * together with every other such place of the lock (keep_place), and
+ * wakes it if it must look again. The place is kept exactly while the
+ * machine sleeps: dropped at every wake and when the request ends.
  *
  * Leaving, a waiter tells the channel when the lease it last saw ends --
  * its own once granted, the holder's when refused, unknown otherwise -- so
@@ -87,10 +97,20 @@ static void try_once(struct acquire *a)
 	a->ops->try_acquire(a->b, a->kind, a->name, a->owner, a->ttl_ms, a->wait_ms > 0, tried, a);
 }
 
+/* The loop no longer keeps a's queue place (a is awake, or leaving). */
+static void drop_place(struct acquire *a)
+{
+	if (a->place) {
+		a->ops->drop_place(a->place);
+		a->place = NULL;
+	}
+}
+
 /* Stop waiting, telling the channel when the lease a last saw ends
  * (monotonic, 0 = unknown). */
 static void leave(struct acquire *a, int64_t lease_end_ms)
 {
+	drop_place(a);
 	if (a->waiter) {
 		a->ops->leave(a->waiter, lease_end_ms);
 		a->waiter = NULL;
@@ -150,6 +170,8 @@ static void on_tried(struct acquire *a)
 		else if (st->retry_ms > 0)
 			retry_at = now + st->retry_ms;
 		a->phase = ACQUIRE_SLEEPING;
+		if (r == LOCK_HELD && st->refresh_place)
+			a->place = a->ops->keep_place(a->b, a->name, a->owner, a->waiter);
 		a->ops->sleep(a->waiter, retry_at);
 		return;
 	}
@@ -166,6 +188,7 @@ static void on_woken(struct acquire *a)
 {
 	enum waiter_wake why = a->ops->wake_reason(a->waiter);
 
+	drop_place(a);
 	switch (why) {
 	case WAKE_GONE:
 	case WAKE_SHUTDOWN:

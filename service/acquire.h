@@ -19,6 +19,7 @@
 #include "waiters.h"
 
 struct backend;
+struct fair_place;
 
 /* Where the machine is (acquire.c explains each phase and its moves). */
 enum acquire_phase {
@@ -57,6 +58,11 @@ struct acquire_ops {
 	void (*sleep)(struct waiter *w, int64_t retry_at_ms);
 	enum waiter_wake (*wake_reason)(struct waiter *w);
 	void (*leave)(struct waiter *w, int64_t lease_end_ms);
+	/* a waiter queued behind a fair lock's head (st->refresh_place) has
+	 * the loop keep its place while it sleeps (fair_queue.h) */
+	struct fair_place *(*keep_place)(const struct backend *b, const char *name,
+					 const char *owner, struct waiter *w);
+	void (*drop_place)(struct fair_place *p);
 	int64_t (*now_ms)(void);	/* monotonic */
 };
 
@@ -89,6 +95,8 @@ struct acquire {
 	enum acquire_phase phase;
 	int64_t deadline_ms;		/* monotonic: start + wait_ms */
 	struct waiter *waiter;		/* joined on the lock's channel, or NULL */
+	struct fair_place *place;	/* asleep with its queue place kept by the
+					 * loop's refresh, or NULL */
 	bool queued;			/* holds a queue place (fair lock, waiting
 					 * writer) to give back if it leaves unserved */
 	bool grant_pending;		/* granted, and the answer not known to be

@@ -1,12 +1,14 @@
 /* acquire_ops.c -- the acquire machine's real collaborators (acquire.h):
- * the lock domain's scripts and the loop's waiters, on the event loop
- * whose backend the request runs on. The only place the acquire path
- * calls locks_acquire/dequeue/release and waiters_*; the machine itself
+ * the lock domain's scripts, the loop's waiters and its fair-queue
+ * refresher, on the event loop whose backend the request runs on. The
+ * only place the acquire path calls locks_acquire/dequeue/release,
+ * waiters_* and fair_queue_*; the machine itself
  * (acquire.c) goes through this table so that its unit test can inject
  * outcomes. */
 #include "acquire.h"
 
 #include "backend.h"
+#include "fair_queue.h"
 #include "locks.h"
 #include "util.h"
 #include "waiters.h"
@@ -30,6 +32,13 @@ static struct waiter *join(const struct backend *b, enum lock_kind kind, const c
 	return w;
 }
 
+/* Have b's loop keep owner's place in fair lock name's queue. */
+static struct fair_place *keep_place(const struct backend *b, const char *name,
+				     const char *owner, struct waiter *w)
+{
+	return fair_queue_keep(b->fair, name, owner, w);
+}
+
 const struct acquire_ops acquire_ops_real = {
 	.try_acquire = locks_acquire,
 	.dequeue = locks_dequeue,
@@ -38,5 +47,7 @@ const struct acquire_ops acquire_ops_real = {
 	.sleep = waiters_sleep,
 	.wake_reason = waiters_wake_reason,
 	.leave = waiters_leave,
+	.keep_place = keep_place,
+	.drop_place = fair_queue_drop,
 	.now_ms = now_ms,
 };

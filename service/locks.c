@@ -52,6 +52,7 @@ struct kind_row {
 	unsigned wait_flags;		/* enum lock_wait_flags */
 	const char *force_mode;		/* ARGV of force release, or NULL */
 	struct op_row acquire, release, force_release, renew, status, dequeue;
+	struct op_row refresh;		/* fair: many waiters' queue places at once */
 };
 
 static const struct kind_row kinds[LOCK_KIND_COUNT] = {
@@ -77,6 +78,7 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 		.renew = { SCRIPT_LOCK_RENEW, { K_LOCK } },
 		.status = { SCRIPT_LOCK_STATUS, { K_LOCK } },
 		.dequeue = { SCRIPT_FAIR_DEQUEUE, { K_QUEUE, K_DEADLINES, K_CHANNEL } },
+		.refresh = { SCRIPT_FAIR_REFRESH, { K_LOCK, K_QUEUE, K_DEADLINES, K_CHANNEL } },
 	},
 	[LOCK_KIND_READ] = {
 		.label = "read lock",
@@ -110,6 +112,11 @@ static int64_t queue_ttl_ms = 5000;
 void locks_configure(int64_t ttl_ms)
 {
 	queue_ttl_ms = ttl_ms;
+}
+
+int64_t locks_queue_refresh_ms(void)
+{
+	return queue_ttl_ms / 3 > 0 ? queue_ttl_ms / 3 : 1;
 }
 
 /* Prepended to every lock name before any key is built from it. */
@@ -227,10 +234,10 @@ struct call {
 
 static void on_reply(void *arg, redisReply *r);
 
-/* Run op's script with its keys and args; c (freed with the reply) is
- * filled in by the caller before and decoded after. */
-static void run(const struct backend *b, struct call *c, const struct op_row *op, int nargs,
-		const char *const *args)
+/* Run op's script with its keys and args; fn(c, reply) gets the reply,
+ * and frees c, which the caller fills in before. */
+static void run_to(const struct backend *b, struct call *c, const struct op_row *op, int nargs,
+		   const char *const *args, redis_reply_fn fn)
 {
 	char *rname = redis_name(c->name);
 	struct keys ks = { .kind = c->kind, .name = rname };
@@ -243,10 +250,17 @@ static void run(const struct backend *b, struct call *c, const struct op_row *op
 	}
 	c->script = op->script;
 	c->sent_ms = now_ms();
-	scripts_run(b->redis, op->script, n, keys, nargs, args, on_reply, c);
+	scripts_run(b->redis, op->script, n, keys, nargs, args, fn, c);
 	for (int i = 0; i < K_COUNT; i++)
 		free(ks.k[i]);
 	free(rname);
+}
+
+/* Run op's script, its reply decoded by on_reply. */
+static void run(const struct backend *b, struct call *c, const struct op_row *op, int nargs,
+		const char *const *args)
+{
+	run_to(b, c, op, nargs, args, on_reply);
 }
 
 static struct call *call_new(enum lock_kind kind, const char *name, const char *what,
@@ -343,7 +357,7 @@ static int64_t min_positive(int64_t a, int64_t b)
 
 static int64_t retry_after(enum lock_kind kind, int64_t pttl, bool head)
 {
-	int64_t refresh = queue_ttl_ms / 3 > 0 ? queue_ttl_ms / 3 : 1;
+	int64_t refresh = locks_queue_refresh_ms();
 
 	/* Redis counts PTTL and our timers count now in whole milliseconds, so
 	 * a retry at exactly the lease end can come a millisecond early and
@@ -356,8 +370,9 @@ static int64_t retry_after(enum lock_kind kind, int64_t pttl, bool head)
 		return pttl > 0 ? pttl : 0;
 	case LOCK_KIND_FAIR:
 		/* only the head watches the holder's lease; the others are
-		 * told on their channel when their turn comes */
-		return head ? min_positive(pttl, refresh) : refresh;
+		 * told on their channel when their turn comes, and their
+		 * places are refreshed by locks_fair_refresh (refresh_place) */
+		return head ? min_positive(pttl, refresh) : 0;
 	default:
 		/* a waiting writer may die without a word: look again */
 		return min_positive(pttl, refresh);
@@ -421,6 +436,7 @@ static void acquire_decode(struct call *c, const redisReply *r, enum lock_result
 		out->locked = elem_int(r, 1) != -2;
 		out->retry_ms = retry_after(c->kind, elem_int(r, 1), elem_int(r, 2) == 1);
 		out->queued = c->queue;
+		out->refresh_place = c->queue && c->kind == LOCK_KIND_FAIR && elem_int(r, 2) != 1;
 		out->why = why_code(elem_int(r, 3));
 		out->others = elem_int(r, 4);
 		*res = LOCK_HELD;
@@ -456,6 +472,64 @@ void locks_dequeue(const struct backend *b, enum lock_kind kind, const char *nam
 	if (!k->queues)
 		abort();	/* only a kind with a queue reports st->queued */
 	run(b, call_new(kind, name, "leaving the queue", done, ctx), &k->dequeue, 1, args);
+}
+
+/* What a fair_refresh's caller hears: c->ctx of its call. */
+struct refresh_wait {
+	lock_refresh_fn done;
+	void *ctx;
+};
+
+static void on_refresh_reply(void *arg, redisReply *r)
+{
+	struct call *c = arg;
+	struct refresh_wait *rw = c->ctx;
+	struct lock_state st = { 0 };
+	enum lock_result res = check_reply(r, c, &st);
+	const char **retry = NULL;
+	size_t n = 0;
+
+	if (res == LOCK_OK && (r->type != REDIS_REPLY_ARRAY || elem_int(r, 0) != 1)) {
+		res = common_code(elem_int(r, 0), &st);
+		if (res == LOCK_OK || res == LOCK_NOT_HELD) {
+			log_error("script %s gave an unexpected reply", scripts_name(c->script));
+			res = LOCK_SCRIPT_ERROR;
+		}
+	}
+	if (res == LOCK_OK) {
+		retry = xcalloc(r->elements, sizeof(*retry));
+		for (size_t i = 1; i < r->elements; i++)
+			if (r->element[i]->type == REDIS_REPLY_STRING)
+				retry[n++] = r->element[i]->str;
+	}
+	rw->done(rw->ctx, res, retry, n);
+	free(retry);
+	free(rw);
+	free(c);
+}
+
+void locks_fair_refresh(const struct backend *b, const char *name, const char *const *owners,
+			size_t n, lock_refresh_fn done, void *ctx)
+{
+	struct refresh_wait *rw = xmalloc(sizeof(*rw));
+	struct call *c = call_new(LOCK_KIND_FAIR, name, "queue refresh", NULL, rw);
+	size_t size = 1;
+	char life[24], *list, *at;
+	const char *args[2] = { life, NULL };
+
+	rw->done = done;
+	rw->ctx = ctx;
+	/* one argument however many owners: <length>:<owner>, one after another */
+	for (size_t i = 0; i < n; i++)
+		size += strlen(owners[i]) + 24;
+	list = at = xmalloc(size);
+	*at = '\0';
+	for (size_t i = 0; i < n; i++)
+		at += sprintf(at, "%zu:%s", strlen(owners[i]), owners[i]);
+	args[1] = list;
+	snprintf(life, sizeof(life), "%lld", (long long)queue_ttl_ms);
+	run_to(b, c, &kinds[LOCK_KIND_FAIR].refresh, 2, args, on_refresh_reply);
+	free(list);
 }
 
 static void release_decode(struct call *c, const redisReply *r, enum lock_result *res,

@@ -7,6 +7,7 @@
 #define DLOCKD_LOCKS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct backend;
@@ -70,6 +71,11 @@ struct lock_state {
 	bool locked;		/* anyone holds it (after the operation) */
 	bool queued;		/* LOCK_HELD with queue: the caller holds a place in
 				 * a queue; give it back with locks_dequeue() */
+	bool refresh_place;	/* LOCK_HELD, queued in a fair lock's queue behind
+				 * its head: nothing to retry for (retry_ms is 0:
+				 * it is told on its channel when its turn comes),
+				 * but the place must be kept alive every
+				 * locks_queue_refresh_ms() with locks_fair_refresh() */
 	enum lock_mode mode;	/* status of a read-write lock */
 	int64_t readers;	/* status of a read-write lock: reader count */
 	enum lock_why why;	/* LOCK_HELD, LOCK_NOT_OWNER, LOCK_WRONG_KIND: why */
@@ -83,6 +89,8 @@ struct lock_state {
  * unless it is refreshed: a waiter whose dlockd died stops blocking others
  * after this. Call once before any thread uses the module. */
 void locks_configure(int64_t queue_ttl_ms);
+/* How often a queue place must be refreshed: a third of its life. */
+int64_t locks_queue_refresh_ms(void);
 /* Put every Redis key and channel of lock N under the name <prefix>N, as
  * Redisson's NameMapper does (NULL or "": none); names in results stay N.
  * Call once before any thread uses the module; prefix must outlive it. */
@@ -98,7 +106,8 @@ typedef void (*lock_done_fn)(void *ctx, enum lock_result r, const struct lock_st
 
 /* Try to take the lock. With queue, a caller that is going to wait takes
  * (or refreshes) its place in the lock's queue where the kind has one; call
- * again at st->retry_ms to keep it. */
+ * again at st->retry_ms to keep it (or, st->refresh_place, have
+ * locks_fair_refresh() keep it). */
 void locks_acquire(const struct backend *b, enum lock_kind kind, const char *name,
 		   const char *owner, int64_t ttl_ms, bool queue, lock_done_fn done, void *ctx);
 /* A queued caller (st->queued) stops waiting without the lock: give its
@@ -106,6 +115,18 @@ void locks_acquire(const struct backend *b, enum lock_kind kind, const char *nam
  * is only logged (the place goes stale by itself). */
 void locks_dequeue(const struct backend *b, enum lock_kind kind, const char *name,
 		   const char *owner, lock_done_fn done, void *ctx);
+/* The outcome of a locks_fair_refresh(): r is LOCK_OK, or the refresh did
+ * not happen (LOCK_BACKEND_DOWN, LOCK_SCRIPT_ERROR, LOCK_WRONG_KIND); on
+ * LOCK_OK the n owners in retry (valid during the call only, in the order
+ * they were given) must try again now with locks_acquire(): their place is
+ * gone, or they are the queue's head and were not told. */
+typedef void (*lock_refresh_fn)(void *ctx, enum lock_result r, const char *const *retry,
+				size_t n);
+/* Keep the queue places of the n owners waiting for fair lock name (each
+ * queued behind the head, st->refresh_place) for another queue life, in
+ * one script; dead heads are dropped on the way and the new head told. */
+void locks_fair_refresh(const struct backend *b, const char *name, const char *const *owners,
+			size_t n, lock_refresh_fn done, void *ctx);
 /* Release one hold; st->holds is what the owner still holds (0: free).
  * done may be NULL: then only a failure is logged. */
 void locks_release(const struct backend *b, enum lock_kind kind, const char *name,

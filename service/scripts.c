@@ -38,6 +38,7 @@ static const char *const script_names[SCRIPT_COUNT] = {
 	[SCRIPT_FAIR_RELEASE] = "fair_release",
 	[SCRIPT_FAIR_FORCE_RELEASE] = "fair_force_release",
 	[SCRIPT_FAIR_DEQUEUE] = "fair_dequeue",
+	[SCRIPT_FAIR_REFRESH] = "fair_refresh",
 	[SCRIPT_RW_READ_ACQUIRE] = "rw_read_acquire",
 	[SCRIPT_RW_READ_RELEASE] = "rw_read_release",
 	[SCRIPT_RW_READ_RENEW] = "rw_read_renew",

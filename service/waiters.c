@@ -18,7 +18,9 @@
  *   - a channel's retry timer (the holder's lease end: expiry publishes
  *     nothing) wakes the oldest sleeper, or all of them on a read-write
  *     lock's channel, where every reader may enter at once;
- *   - a waiter's deadline timer, or its client hanging up, wakes it alone.
+ *   - a waiter's deadline timer, or its client hanging up, wakes it alone;
+ *     so does waiters_retry() (a fair-lock waiter whose queue place the
+ *     loop's refresh found gone: fair_queue.c).
  * Every loop that has waiters on a channel hears each of its messages, and
  * applies the rules above to its own sleepers only: a "0" wakes the oldest
  * sleeper of EACH such loop, so one release costs up to one script run per
@@ -53,6 +55,10 @@
  * refresh anyway. (A Redisson partial unlock re-applies its own lease
  * silently: a dlockd waiter then retries at the end of the lease it saw
  * last.)
+ * A fair-lock waiter queued behind its queue's head is the one sleeper
+ * with no retry time: it is alone on its own channel, told there when its
+ * turn comes, and the loop's queue refresh (fair_queue.c) wakes it with
+ * waiters_retry() should it have to look for another reason.
  *
  * Threads. Everything about a struct waiters happens on its loop's thread,
  * without a mutex: its timers are the loop's, its sleepers' client sockets
@@ -415,6 +421,12 @@ void waiters_sleep(struct waiter *w, int64_t retry_at_ms)
 	} else if (now_ms() >= w->deadline_ms) {
 		wake(w, WAKE_DEADLINE);
 	}
+}
+
+void waiters_retry(struct waiter *w)
+{
+	if (w->sleeping)
+		wake(w, WAKE_RETRY);
 }
 
 enum waiter_wake waiters_wake_reason(struct waiter *w)

@@ -80,6 +80,11 @@ struct waiter *waiters_join(struct waiters *ws, const char *channel, int fd,
  * WAITER_TIMER_ALL). */
 void waiters_sleep(struct waiter *w, int64_t retry_at_ms);
 
+/* Wake w alone to try again now (WAKE_RETRY), if it sleeps: for what
+ * learns, apart from its channel, that it must look (its queue place is
+ * gone). A waiter already woken keeps that wake. */
+void waiters_retry(struct waiter *w);
+
 /* Why w was last woken; resets it to WAKE_NONE. */
 enum waiter_wake waiters_wake_reason(struct waiter *w);
 

@@ -151,6 +151,197 @@ TEST(fair_hand_off_costs_the_same_with_a_long_queue)
 	CHECK(WAIT_FOR(queue_len(n) == 0, 3000), "stopping dlockd took its waiters out of the queue");
 }
 
+/* Scripts run on the shared Redis so far: EVALSHA and EVAL (a script's
+ * first call on a new dlockd goes as EVAL). */
+static long long scripts_run_so_far(void)
+{
+	redisReply *r = rcmd("INFO commandstats");
+	long long n = 0;
+	const char *p;
+
+	for (const char *cmd = "cmdstat_evalsha:calls="; cmd;
+	     cmd = strcmp(cmd, "cmdstat_eval:calls=") ? "cmdstat_eval:calls=" : NULL)
+		if (r && r->type == REDIS_REPLY_STRING && (p = strstr(r->str, cmd)))
+			n += strtoll(p + strlen(cmd), NULL, 10);
+	if (r)
+		freeReplyObject(r);
+	return n;
+}
+
+/* Queued owners of name whose deadline is still ahead in Redis' clock. */
+static long long redis_now_ms(void);
+
+static long long live_places(const char *name)
+{
+	return rcmd_int("ZCOUNT redisson_lock_timeout:{%s} (%lld +inf", name, redis_now_ms());
+}
+
+TEST(fair_queue_places_are_kept_in_one_script_per_loop_not_one_per_waiter)
+{
+	enum { N = 200, HANDOFFS = 40, THREADS = 2, REFRESH_MS = 1000 };
+	static const char *const flags[] = { "--queue-ttl-ms", "3000", "--threads", "2", NULL };
+	static struct bg w[N];
+	static bool served[N];
+	struct dlockd_srv d;
+	const char *n = lockname("refresh");
+	char p[512];
+	long long s0, s1;
+	int64_t t0, t1;
+	double periods;
+
+	/* places live 3 s and are refreshed every second */
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd");
+	CHECK(status_of(&d, "PUT", "/fairlocks/%s?owner=holder&ttl_ms=600000", n) == 200,
+	      "holder");
+	s0 = redis_evalsha_calls();
+	for (int i = 0; i < N; i++) {
+		snprintf(p, sizeof(p), "/fairlocks/%s?owner=w%03d&wait_ms=120000", n, i);
+		bg_start_on(&w[i], d.base, "PUT", p, NULL);
+		served[i] = false;
+	}
+	CHECK(WAIT_FOR(waiters_of(&d) == N && queue_len(n) == N, 30000), "%d queued", N);
+	CHECK(wait_parked(&d, N, s0, 30000, NULL), "%d past their post-subscribe retry", N);
+
+	/* nobody releases: what keeps 200 places alive? (the idle time itself
+	 * is what is measured, over four refresh periods) */
+	s0 = scripts_run_so_far();
+	t0 = mono_ms();
+	sleep_ms(4 * REFRESH_MS);
+	s1 = scripts_run_so_far();
+	t1 = mono_ms();
+	periods = (double)(t1 - t0) / REFRESH_MS;
+	printf("# %d fair waiters idle: %lld scripts in %.1f refresh periods (%.1f per period)\n",
+	       N, s1 - s0, periods, (double)(s1 - s0) / periods);
+	/* per period: one refresh per loop, and the head looking at the lease */
+	CHECK(s1 - s0 <= (long long)((periods + 1) * (THREADS + 2)),
+	      "%lld scripts in %.1f refresh periods with %d fair waiters; want a few per period "
+	      "per loop, not one per waiter", s1 - s0, periods, N);
+	CHECK(queue_len(n) == N && live_places(n) == N,
+	      "every place is still queued and ahead of its deadline past --queue-ttl-ms "
+	      "(%lld queued, %lld live)", queue_len(n), live_places(n));
+
+	/* hand-offs: each served waiter releases at once */
+	s0 = scripts_run_so_far();
+	t0 = mono_ms();
+	CHECK(status_of(&d, "DELETE", "/fairlocks/%s?owner=holder", n) == 200, "release");
+	for (int k = 0; k <= HANDOFFS; k++) {
+		int got = -1;
+
+		CHECK(WAIT_FOR(({
+			for (int i = 0; i < N && got < 0; i++)
+				if (!served[i] && __atomic_load_n(&w[i].done_ms, __ATOMIC_ACQUIRE))
+					got = i;
+			got >= 0; }), 10000), "hand-off %d: a waiter is served", k);
+		served[got] = true;
+		bg_join(&w[got]);
+		CHECK_STATUS(w[got].r, 200, "the waiter served");
+		http_free(&w[got].r);
+		if (k < HANDOFFS)
+			CHECK(status_of(&d, "DELETE", "/fairlocks/%s?owner=w%03d", n, got) == 200,
+			      "w%03d releases", got);
+	}
+	/* the window measured: the next head looks at the new lease, and the
+	 * window spans two refresh periods, so what keeps the others' places
+	 * (bursts, once per period) counts too */
+	sleep_ms((int)(t0 + 2 * REFRESH_MS - mono_ms() > 300 ? t0 + 2 * REFRESH_MS - mono_ms()
+							      : 300));
+	s1 = scripts_run_so_far();
+	printf("# %d hand-offs with %d fair waiters: %.2f scripts each\n", HANDOFFS + 1, N,
+	       (double)(s1 - s0) / (HANDOFFS + 1));
+	/* the release, the head's acquire, the next head looking at the lease */
+	CHECK(s1 - s0 <= 4 * (HANDOFFS + 1), "%lld scripts for %d hand-offs with %d queued; "
+	      "want <= 4 each", s1 - s0, HANDOFFS + 1, N);
+	CHECK(dlockd_stop(&d, 10000) == 0, "clean exit (the waiters get 503)");
+	for (int i = 0; i < N; i++) {
+		if (served[i])
+			continue;
+		bg_join(&w[i]);
+		http_free(&w[i].r);
+	}
+	CHECK(WAIT_FOR(queue_len(n) == 0, 5000), "stopping dlockd took its waiters out of the queue");
+}
+
+/* Redis' clock in ms. */
+static long long redis_now_ms(void)
+{
+	redisReply *t = rcmd("TIME");
+	long long ms = 0;
+
+	if (t && t->type == REDIS_REPLY_ARRAY && t->elements == 2)
+		ms = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+	if (t)
+		freeReplyObject(t);
+	return ms;
+}
+
+TEST(fair_refresh_wakes_a_head_nobody_told_and_requeues_a_lost_place)
+{
+	static const char *const flags[] = { "--queue-ttl-ms", "1500", NULL };
+	struct dlockd_srv d;
+	const char *n = lockname("rrefresh");
+	char p[512];
+	struct bg w;
+	long long s0;
+	int64_t t;
+
+	/* places refreshed every 500 ms */
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd");
+
+	/* a Redisson waiter heads the queue of a free lock; dlockd's queues
+	 * behind it, its place kept by the loop */
+	rcmd_int("RPUSH redisson_lock_queue:{%s} java-uuid:1", n);
+	rcmd_int("ZADD redisson_lock_timeout:{%s} %lld java-uuid:1", n, redis_now_ms() + 300000);
+	s0 = redis_evalsha_calls();
+	snprintf(p, sizeof(p), "/fairlocks/%s?owner=svc&wait_ms=20000", n);
+	bg_start_on(&w, d.base, "PUT", p, NULL);
+	CHECK(wait_parked(&d, 1, s0, 5000, "redisson_lock__channel:{%s}:svc", n),
+	      "dlockd's waiter queued behind the Redisson head");
+	CHECK(queue_len(n) == 2, "two queued");
+	/* the Redisson waiter gives up (acquireFailed): it leaves the queue and
+	 * publishes nothing */
+	rcmd_int("LREM redisson_lock_queue:{%s} 0 java-uuid:1", n);
+	rcmd_int("ZREM redisson_lock_timeout:{%s} java-uuid:1", n);
+	t = mono_ms();
+	/* at the next refresh (500 ms), not at its deadline (20 s) */
+	CHECK_GRANTED_WITHIN(w, t, 3000, "the refresh found it at the head, unannounced, and woke it");
+	http_free(&w.r);
+	CHECK(status_of(&d, "DELETE", "/fairlocks/%s?owner=svc", n) == 200, "svc releases");
+
+	/* a holder; a waiter queued behind it loses its place (Redis lost the
+	 * queue): the refresh finds it gone and it queues again */
+	CHECK(status_of(&d, "PUT", "/fairlocks/%s?owner=holder&ttl_ms=60000", n) == 200, "holder");
+	rcmd_int("RPUSH redisson_lock_queue:{%s} java-uuid:2", n);
+	rcmd_int("ZADD redisson_lock_timeout:{%s} %lld java-uuid:2", n, redis_now_ms() + 300000);
+	s0 = redis_evalsha_calls();
+	bg_start_on(&w, d.base, "PUT", p, NULL);
+	CHECK(wait_parked(&d, 1, s0, 5000, "redisson_lock__channel:{%s}:svc", n),
+	      "dlockd's waiter queued behind the Redisson one");
+	CHECK(queued(n, "svc"), "svc queued");
+	rcmd_int("DEL redisson_lock_queue:{%s} redisson_lock_timeout:{%s}", n, n);
+	CHECK(WAIT_FOR(queued(n, "svc") && queue_len(n) == 1, 3000),
+	      "the waiter whose place was lost is queued again");
+	CHECK(w.done_ms == 0, "and still waits");
+	CHECK(status_of(&d, "DELETE", "/fairlocks/%s?owner=holder", n) == 200, "release");
+	bg_join(&w);
+	CHECK_STATUS(w.r, 200, "served once the holder releases");
+	http_free(&w.r);
+
+	/* a dead head (its dlockd gone: its deadline runs out) ahead of a free
+	 * lock: the refresh drops it and tells the next on its channel */
+	CHECK(status_of(&d, "DELETE", "/fairlocks/%s?owner=svc", n) == 200, "svc releases again");
+	rcmd_int("RPUSH redisson_lock_queue:{%s} dead", n);
+	rcmd_int("ZADD redisson_lock_timeout:{%s} %lld dead", n, redis_now_ms() + 1000);
+	s0 = redis_evalsha_calls();
+	bg_start_on(&w, d.base, "PUT", p, NULL);
+	CHECK(wait_parked(&d, 1, s0, 5000, "redisson_lock__channel:{%s}:svc", n),
+	      "dlockd's waiter queued behind the dead head");
+	t = mono_ms() + 1000;	/* when the dead head's place runs out, at the latest */
+	CHECK_GRANTED_WITHIN(w, t, 3000, "served once the dead head's place ran out");
+	http_free(&w.r);
+	CHECK(queue_len(n) == 0, "nobody left queued");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
 /* ----- Leaving the queue ----- */
 
 TEST(fair_waiter_that_times_out_or_hangs_up_leaves_the_queue)

@@ -6,7 +6,8 @@
  * last try refused and its queue place given back before the answer; Redis
  * down for a new request and for one already waiting; the client gone and
  * dlockd stopping while it sleeps; and the end of the request releasing a
- * grant that was not delivered. */
+ * grant that was not delivered; a waiter queued behind a fair lock's head
+ * having its place kept by the loop exactly while it sleeps. */
 #include "unit.h"
 
 #include "../../service/acquire.c"
@@ -18,6 +19,8 @@
 
 static char fake_waiter_mem;
 #define FAKE_WAITER ((struct waiter *)&fake_waiter_mem)
+static char fake_place_mem;
+#define FAKE_PLACE ((struct fair_place *)&fake_place_mem)
 static char fake_backend_mem;
 #define FAKE_BACKEND ((const struct backend *)&fake_backend_mem)
 
@@ -118,6 +121,23 @@ static void fake_leave(struct waiter *w, int64_t lease_end_ms)
 	record("leave(%lld)", (long long)lease_end_ms);
 }
 
+static struct fair_place *fake_keep_place(const struct backend *b, const char *name,
+					   const char *owner, struct waiter *w)
+{
+	assert_ptr_equal(b, FAKE_BACKEND);
+	assert_string_equal(name, "deploy");
+	assert_string_equal(owner, "ci-2");
+	assert_ptr_equal(w, FAKE_WAITER);
+	record("keep");
+	return FAKE_PLACE;
+}
+
+static void fake_drop_place(struct fair_place *p)
+{
+	assert_ptr_equal(p, FAKE_PLACE);
+	record("drop");
+}
+
 static int64_t fake_now_ms(void)
 {
 	return fake_now;
@@ -131,6 +151,8 @@ static const struct acquire_ops fake_ops = {
 	.sleep = fake_sleep,
 	.wake_reason = fake_wake_reason,
 	.leave = fake_leave,
+	.keep_place = fake_keep_place,
+	.drop_place = fake_drop_place,
 	.now_ms = fake_now_ms,
 };
 
@@ -209,6 +231,11 @@ static const struct lock_state granted = { .token = 42, .holds = 1, .ttl_ms = 30
 /* Held by another owner for 20 s; the caller holds a queue place. */
 static const struct lock_state held = { .ttl_ms = 20000, .retry_ms = 20000, .queued = true,
 					.others = 0, .why = LOCK_WHY_NONE };
+
+/* Queued behind the head of a fair lock held for 20 s: nothing to retry
+ * for, the place to be kept by the loop. */
+static const struct lock_state behind = { .ttl_ms = 20000, .retry_ms = 0, .queued = true,
+					  .refresh_place = true, .others = 3 };
 
 /* ----- Tests ----- */
 
@@ -469,6 +496,77 @@ static void test_acquire__never_started_is_left_alone(void **state)
 	check_calls("");
 }
 
+static void test_acquire__behind_the_head_sleeps_with_its_place_kept(void **state)
+{
+	struct acquire a;
+
+	(void)state;
+	start(&a, 5000);
+	answer_try(LOCK_HELD, behind);
+	/* no retry time: the loop keeps its place while it sleeps */
+	check_calls("try(queue) join(6000, fd 7) keep sleep(0)");
+	assert_int_equal(a.phase, ACQUIRE_SLEEPING);
+	assert_ptr_equal(a.place, FAKE_PLACE);
+	/* told on its channel that its turn came (or the refresh found its
+	 * place gone): the place is dropped before it tries */
+	wake(WAKE_RETRY);
+	check_calls("drop try(queue)");
+	assert_null(a.place);
+	/* now the head: watches the holder's lease itself, nothing kept */
+	answer_try(LOCK_HELD, held);
+	check_calls("sleep(21000)");
+	assert_null(a.place);
+	wake(WAKE_RETRY);
+	answer_try(LOCK_HELD, behind);	/* back behind a head (its place went stale) */
+	check_calls("try(queue) keep sleep(0)");
+	fake_now = 6000;
+	wake(WAKE_DEADLINE);
+	answer_try(LOCK_HELD, behind);
+	/* the last try: refused, and nothing kept any more */
+	check_calls("drop try(queue) leave(0) dequeue(await)");
+	answer_dequeue();
+	check_calls("done");
+	assert_int_equal(a.outcome, ACQUIRE_REFUSED);
+	assert_null(a.place);
+}
+
+static void test_acquire__behind_the_head_gone_or_ended_drops_its_place(void **state)
+{
+	struct acquire a;
+
+	(void)state;
+	start(&a, 5000);
+	answer_try(LOCK_HELD, behind);
+	check_calls("try(queue) join(6000, fd 7) keep sleep(0)");
+	wake(WAKE_GONE);
+	check_calls("drop leave(0) dequeue(unawaited) done");
+	assert_int_equal(a.outcome, ACQUIRE_GONE);
+
+	setup(NULL);
+	start(&a, 5000);
+	answer_try(LOCK_HELD, behind);
+	check_calls("try(queue) join(6000, fd 7) keep sleep(0)");
+	/* the request ends under it while it sleeps */
+	assert_false(acquire_end(&a, false));
+	check_calls("drop leave(0) dequeue(unawaited)");
+	assert_null(a.place);
+	assert_int_equal(dones, 0);
+}
+
+static void test_acquire__backend_down_keeps_no_place(void **state)
+{
+	struct acquire a;
+
+	(void)state;
+	start(&a, 5000);
+	answer_try(LOCK_HELD, behind);
+	wake(WAKE_RETRY);
+	answer_try(LOCK_BACKEND_DOWN, (struct lock_state){ .refresh_place = true });
+	/* retries every 250 ms by itself; nothing for the loop to keep */
+	check_calls("try(queue) join(6000, fd 7) keep sleep(0) drop try(queue) sleep(1250)");
+	assert_null(a.place);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -493,6 +591,11 @@ int main(void)
 		cmocka_unit_test_setup(test_acquire__request_closed_while_asleep_leaves_quietly,
 				       setup),
 		cmocka_unit_test_setup(test_acquire__never_started_is_left_alone, setup),
+		cmocka_unit_test_setup(test_acquire__behind_the_head_sleeps_with_its_place_kept,
+				       setup),
+		cmocka_unit_test_setup(test_acquire__behind_the_head_gone_or_ended_drops_its_place,
+				       setup),
+		cmocka_unit_test_setup(test_acquire__backend_down_keeps_no_place, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

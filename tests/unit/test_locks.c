@@ -343,13 +343,85 @@ static void test_locks__fair_lock_keys_and_per_owner_channel(void **state)
 	assert_string_equal(last_args[2], "6000");	/* queue place lifetime */
 	assert_true(st.queued);
 	assert_int_equal(st.retry_ms, 502);		/* the head watches the lease (and 2 ms) */
+	assert_false(st.refresh_place);			/* and so refreshes its own place */
 	canned = ints(3, 0LL, 9000LL, 0LL);
 	assert_int_equal(acquire(LOCK_KIND_FAIR, "job", "w2", 1000, true, &st), LOCK_HELD);
-	assert_int_equal(st.retry_ms, 2000);		/* others only refresh their place */
+	/* the others are told when their turn comes; the loop keeps their place */
+	assert_int_equal(st.retry_ms, 0);
+	assert_true(st.refresh_place);
+	assert_int_equal(locks_queue_refresh_ms(), 2000);
 	canned = ints(3, 0LL, 500LL, 0LL);
 	assert_int_equal(acquire(LOCK_KIND_FAIR, "job", "w2", 1000, false, &st), LOCK_HELD);
 	assert_string_equal(last_args[2], "0");		/* no wait: never queued */
 	assert_false(st.queued);
+	assert_false(st.refresh_place);
+	locks_configure(5000);
+}
+
+/* What locks_fair_refresh's caller heard. */
+static enum lock_result refresh_got;
+static char refresh_retry[4][32];
+static size_t refresh_n;
+
+static void refresh_record(void *ctx, enum lock_result r, const char *const *retry, size_t n)
+{
+	(void)ctx;
+	refresh_got = r;
+	refresh_n = n;
+	for (size_t i = 0; i < n && i < 4; i++)
+		snprintf(refresh_retry[i], sizeof(refresh_retry[i]), "%s", retry[i]);
+}
+
+static redisReply *str_reply(const char *s)
+{
+	redisReply *r = reply_new(REDIS_REPLY_STRING);
+
+	r->str = xstrdup(s);
+	r->len = strlen(s);
+	return r;
+}
+
+static void test_locks__fair_refresh_sends_every_owner_in_one_argument(void **state)
+{
+	static const char *const owners[] = { "w1", "ci:job-22", "x" };
+	redisReply *r;
+
+	(void)state;
+	locks_configure(6000);
+	/* {1, "x"}: x must look again */
+	r = ints(1, 1LL);
+	r->elements = 2;
+	r->element = xrealloc(r->element, 2 * sizeof(*r->element));
+	r->element[1] = str_reply("x");
+	canned = r;
+	refresh_got = LOCK_RESULT_COUNT;
+	locks_fair_refresh(&B, "job", owners, 3, refresh_record, NULL);
+	assert_int_equal(last_id, SCRIPT_FAIR_REFRESH);
+	assert_int_equal(last_nkeys, 4);
+	assert_string_equal(last_keys[0], "job");
+	assert_string_equal(last_keys[1], "redisson_lock_queue:{job}");
+	assert_string_equal(last_keys[2], "redisson_lock_timeout:{job}");
+	assert_string_equal(last_keys[3], "redisson_lock__channel:{job}");
+	assert_int_equal(last_nargs, 2);
+	assert_string_equal(last_args[0], "6000");	/* the place's new life */
+	assert_string_equal(last_args[1], "2:w19:ci:job-221:x");
+	assert_int_equal(refresh_got, LOCK_OK);
+	assert_int_equal(refresh_n, 1);
+	assert_string_equal(refresh_retry[0], "x");
+
+	/* not a fair lock any more, or no answer: the refresh did not happen */
+	canned = ints(1, -1LL);
+	locks_fair_refresh(&B, "job", owners, 3, refresh_record, NULL);
+	assert_int_equal(refresh_got, LOCK_WRONG_KIND);
+	canned = ints(1, -3LL);
+	locks_fair_refresh(&B, "job", owners, 3, refresh_record, NULL);
+	assert_int_equal(refresh_got, LOCK_WRONG_KIND);
+	canned = NULL;
+	locks_fair_refresh(&B, "job", owners, 3, refresh_record, NULL);
+	assert_int_equal(refresh_got, LOCK_BACKEND_DOWN);
+	canned = reply_new(REDIS_REPLY_INTEGER);
+	locks_fair_refresh(&B, "job", owners, 3, refresh_record, NULL);
+	assert_int_equal(refresh_got, LOCK_SCRIPT_ERROR);
 	locks_configure(5000);
 }
 
@@ -482,6 +554,7 @@ int main(void)
 		cmocka_unit_test(test_locks__backend_down_and_script_errors),
 		cmocka_unit_test(test_locks__status_and_force_release),
 		cmocka_unit_test(test_locks__fair_lock_keys_and_per_owner_channel),
+		cmocka_unit_test(test_locks__fair_refresh_sends_every_owner_in_one_argument),
 		cmocka_unit_test(test_locks__rwlock_keys_follow_redissons_tag_rule),
 		cmocka_unit_test(test_locks__rwlock_release_reports_whether_free),
 		cmocka_unit_test(test_locks__held_says_why_and_not_a_lock_is_told_apart),

@@ -5,7 +5,8 @@
  * of the subscriber follow the joined count; the channel's retry timer
  * keeps every sleeper covered by the earliest lease end reported (by a
  * sleeper, a granted waiter, a heartbeat), wakes one sleeper, and is
- * handed over when the one it woke gives up knowing nothing. And the
+ * handed over when the one it woke gives up knowing nothing; a waiter told
+ * to retry by itself (waiters_retry) is woken alone. And the
  * threading: a resume runs from the loop, never inside a waiters_* call;
  * a sleeping client's hang-up is seen by the loop; a heartbeat's lease end
  * and a shutdown reach every loop; deliveries may come from any thread. */
@@ -708,6 +709,30 @@ static void test_waiters__a_delivery_from_another_thread_wakes_its_waiter(void *
 	waiters_leave(wb, 0);
 }
 
+static void test_waiters__retry_wakes_that_sleeper_alone(void **state)
+{
+	struct waiter *w[3];
+	struct fake_req rq[3] = { 0 };
+
+	(void)state;
+	three_asleep(w, rq, false);
+	inside_waiters = true;
+	waiters_retry(w[1]);		/* its queue place is gone: look again */
+	inside_waiters = false;
+	assert_int_equal(rq[1].resumed, 1);	/* not yet: from the loop */
+	turn();
+	assert_int_equal(rq[0].resumed, 1);
+	assert_int_equal(rq[1].resumed, 2);
+	assert_int_equal(rq[2].resumed, 1);
+	assert_int_equal(waiters_wake_reason(w[1]), WAKE_RETRY);
+	/* awake: a second retry changes nothing */
+	waiters_retry(w[1]);
+	turn();
+	assert_int_equal(rq[1].resumed, 2);
+	assert_int_equal(w[1]->ch->nsleeping, 2);
+	leave_all(w);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(test_waiters__##name, setup, teardown)
 
 int main(void)
@@ -734,6 +759,7 @@ int main(void)
 		T(a_winners_lease_end_reaches_the_other_loops),
 		T(lease_ends_reach_the_other_loops),
 		T(a_delivery_from_another_thread_wakes_its_waiter),
+		T(retry_wakes_that_sleeper_alone),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
