@@ -149,8 +149,8 @@ $(BUILD)/tests/test_acquire: tests/unit/test_acquire.c | deps
 		$(ALL_LDFLAGS) $(TEST_LIBS)
 # The waiters and the subscriber are tested on their own event loop, with
 # only the modules below them: they must not need the HTTP or lock layers.
-WAITERS_TEST_OBJS = $(addprefix $(BUILD)/service/,loop.o heap.o util.o log.o)
-PUBSUB_TEST_OBJS = $(addprefix $(BUILD)/service/,loop.o heap.o util.o log.o metrics.o \
+WAITERS_TEST_OBJS = $(addprefix $(BUILD)/service/,loop.o heap.o util.o log.o names.o)
+PUBSUB_TEST_OBJS = $(addprefix $(BUILD)/service/,loop.o heap.o util.o log.o names.o metrics.o \
 	version.o redis_conn.o redis_url.o)
 $(BUILD)/tests/test_waiters: DEP_OBJS = $(WAITERS_TEST_OBJS)
 $(BUILD)/tests/test_pubsub: DEP_OBJS = $(PUBSUB_TEST_OBJS)

@@ -33,6 +33,7 @@
 #include "backend.h"
 #include "locks.h"
 #include "loop.h"
+#include "names.h"
 #include "util.h"
 #include "waiters.h"
 
@@ -51,7 +52,7 @@ struct fair_place {
 /* The places of one lock on this loop. */
 struct fair_lock {
 	char *name;
-	struct fair_lock *hnext;	/* hash bucket chain */
+	struct name_entry entry;	/* in fq->locks, by name */
 	struct fair_queue *fq;
 	struct fair_place *head, *tail;	/* kept places, oldest first */
 	size_t nplaces;
@@ -63,69 +64,26 @@ struct fair_lock {
 
 struct fair_queue {
 	const struct backend *b;
-	struct fair_lock **buckets;
-	size_t nbuckets, nlocks;
+	struct name_table locks;	/* struct fair_lock, by name */
 };
 
 /* ----- The table of locks ----- */
-
-static size_t hash_name(const char *s)
-{
-	size_t h = 1469598103934665603ULL;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 1099511628211ULL;
-	return h;
-}
-
-static struct fair_lock **lock_slot(struct fair_queue *fq, const char *name)
-{
-	struct fair_lock **pp = &fq->buckets[hash_name(name) & (fq->nbuckets - 1)];
-
-	while (*pp && strcmp((*pp)->name, name))
-		pp = &(*pp)->hnext;
-	return pp;
-}
-
-static void table_grow(struct fair_queue *fq)
-{
-	size_t n = fq->nbuckets * 2;
-	struct fair_lock **b = xcalloc(n, sizeof(*b));
-
-	for (size_t i = 0; i < fq->nbuckets; i++) {
-		struct fair_lock *lk = fq->buckets[i], *next;
-
-		for (; lk; lk = next) {
-			size_t k = hash_name(lk->name) & (n - 1);
-
-			next = lk->hnext;
-			lk->hnext = b[k];
-			b[k] = lk;
-		}
-	}
-	free(fq->buckets);
-	fq->buckets = b;
-	fq->nbuckets = n;
-}
 
 static void on_timer(struct loop *l, struct loop_timer *t);
 
 static struct fair_lock *lock_get(struct fair_queue *fq, const char *name)
 {
-	struct fair_lock **pp = lock_slot(fq, name), *lk = *pp;
+	struct name_entry *e = names_find(&fq->locks, name);
+	struct fair_lock *lk;
 
-	if (lk)
-		return lk;
-	if (fq->nlocks >= fq->nbuckets) {
-		table_grow(fq);
-		pp = lock_slot(fq, name);
-	}
+	if (e)
+		return container_of(e, struct fair_lock, entry);
 	lk = xcalloc(1, sizeof(*lk));
 	lk->name = xstrdup(name);
+	lk->entry.name = lk->name;
 	lk->fq = fq;
 	loop_timer_init(&lk->timer, on_timer);
-	*pp = lk;
-	fq->nlocks++;
+	names_add(&fq->locks, &lk->entry);
 	return lk;
 }
 
@@ -133,13 +91,10 @@ static struct fair_lock *lock_get(struct fair_queue *fq, const char *name)
 static void lock_maybe_free(struct fair_lock *lk)
 {
 	struct fair_queue *fq = lk->fq;
-	struct fair_lock **pp;
 
 	if (lk->nplaces || lk->sent)
 		return;
-	pp = lock_slot(fq, lk->name);
-	*pp = lk->hnext;
-	fq->nlocks--;
+	names_remove(&fq->locks, &lk->entry);
 	loop_timer_stop(fq->b->loop, &lk->timer);
 	free(lk->name);
 	free(lk);
@@ -249,8 +204,7 @@ struct fair_queue *fair_queue_new(const struct backend *b)
 	struct fair_queue *fq = xcalloc(1, sizeof(*fq));
 
 	fq->b = b;
-	fq->nbuckets = 16;
-	fq->buckets = xcalloc(fq->nbuckets, sizeof(*fq->buckets));
+	names_init(&fq->locks);
 	return fq;
 }
 
@@ -260,26 +214,23 @@ void fair_queue_free(struct fair_queue *fq)
 		return;
 	/* every waiter has left and every refresh was answered: no lock is
 	 * left; whatever is (a waiter that never left) is let go */
-	for (size_t i = 0; i < fq->nbuckets; i++) {
-		struct fair_lock *lk = fq->buckets[i], *next;
+	names_each_safe(&fq->locks, e, next) {
+		struct fair_lock *lk = container_of(e, struct fair_lock, entry);
 
-		for (; lk; lk = next) {
-			next = lk->hnext;
-			for (size_t k = 0; k < lk->nsent; k++)
-				if (!lk->sent[k]->w)
-					free(lk->sent[k]);	/* dropped: in no list */
-			while (lk->head) {
-				struct fair_place *p = lk->head;
+		for (size_t k = 0; k < lk->nsent; k++)
+			if (!lk->sent[k]->w)
+				free(lk->sent[k]);	/* dropped: in no list */
+		while (lk->head) {
+			struct fair_place *p = lk->head;
 
-				lk->head = p->next;
-				free(p);
-			}
-			loop_timer_stop(fq->b->loop, &lk->timer);
-			free(lk->sent);
-			free(lk->name);
-			free(lk);
+			lk->head = p->next;
+			free(p);
 		}
+		loop_timer_stop(fq->b->loop, &lk->timer);
+		free(lk->sent);
+		free(lk->name);
+		free(lk);
 	}
-	free(fq->buckets);
+	names_release(&fq->locks);
 	free(fq);
 }

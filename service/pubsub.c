@@ -32,6 +32,7 @@
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
+#include "names.h"
 #include "redis_conn.h"
 #include "util.h"
 #include "waiters.h"
@@ -56,7 +57,7 @@ struct loop_set {
 
 struct sub_channel {
 	char *name;
-	struct sub_channel *hnext;	/* hash bucket chain */
+	struct name_entry entry;	/* in ps->channels, by name */
 	struct sub_channel *dnext;	/* dirty list */
 	bool dirty;			/* on the dirty list */
 	bool subscribed;		/* SUBSCRIBE last sent on this connection */
@@ -73,8 +74,7 @@ struct pubsub {
 	redisContext *ctx;
 	struct loop_timer reconnect;
 	int64_t backoff_ms;
-	struct sub_channel **buckets;
-	size_t nbuckets, nchannels;
+	struct name_table channels;	/* struct sub_channel, by name */
 	struct sub_channel *dirty_head, *dirty_tail;
 	struct waiters *loops[MAX_LOOPS];	/* every struct waiters heard of */
 	unsigned nloops;
@@ -120,60 +120,23 @@ static int loop_index(struct pubsub *ps, struct waiters *ws)
 
 /* ----- Channel table ----- */
 
-static size_t hash_name(const char *s)
-{
-	size_t h = 1469598103934665603ULL;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 1099511628211ULL;
-	return h;
-}
-
 static struct sub_channel *channel_find(struct pubsub *ps, const char *name)
 {
-	struct sub_channel *c = ps->buckets[hash_name(name) & (ps->nbuckets - 1)];
+	struct name_entry *e = names_find(&ps->channels, name);
 
-	while (c && strcmp(c->name, name))
-		c = c->hnext;
-	return c;
-}
-
-static void table_grow(struct pubsub *ps)
-{
-	size_t n = ps->nbuckets * 2;
-	struct sub_channel **b = xcalloc(n, sizeof(*b));
-
-	for (size_t i = 0; i < ps->nbuckets; i++) {
-		struct sub_channel *c = ps->buckets[i], *next;
-
-		for (; c; c = next) {
-			size_t k = hash_name(c->name) & (n - 1);
-
-			next = c->hnext;
-			c->hnext = b[k];
-			b[k] = c;
-		}
-	}
-	free(ps->buckets);
-	ps->buckets = b;
-	ps->nbuckets = n;
+	return e ? container_of(e, struct sub_channel, entry) : NULL;
 }
 
 static struct sub_channel *channel_get(struct pubsub *ps, const char *name)
 {
 	struct sub_channel *c = channel_find(ps, name);
-	size_t k;
 
 	if (c)
 		return c;
-	if (ps->nchannels >= ps->nbuckets)
-		table_grow(ps);
 	c = xcalloc(1, sizeof(*c));
 	c->name = xstrdup(name);
-	k = hash_name(name) & (ps->nbuckets - 1);
-	c->hnext = ps->buckets[k];
-	ps->buckets[k] = c;
-	ps->nchannels++;
+	c->entry.name = c->name;
+	names_add(&ps->channels, &c->entry);
 	return c;
 }
 
@@ -181,15 +144,9 @@ static struct sub_channel *channel_get(struct pubsub *ps, const char *name)
  * subscription, no reply pending, not queued for sending. */
 static void channel_maybe_free(struct pubsub *ps, struct sub_channel *c)
 {
-	struct sub_channel **pp;
-
 	if (!set_empty(&c->want) || c->subscribed || c->inflight || c->dirty)
 		return;
-	pp = &ps->buckets[hash_name(c->name) & (ps->nbuckets - 1)];
-	while (*pp != c)
-		pp = &(*pp)->hnext;
-	*pp = c->hnext;
-	ps->nchannels--;
+	names_remove(&ps->channels, &c->entry);
 	free(c->name);
 	free(c);
 }
@@ -229,20 +186,17 @@ static void disconnect(struct pubsub *ps, int64_t retry_in_ms)
 	ps->ctx = NULL;
 	atomic_store(&ps->connected, false);
 	metrics_inc(METRIC_REDIS_RECONNECTS);
-	for (size_t i = 0; i < ps->nbuckets; i++) {
-		struct sub_channel *c = ps->buckets[i], *next;
+	names_each_safe(&ps->channels, e, next) {
+		struct sub_channel *c = container_of(e, struct sub_channel, entry);
 
-		for (; c; c = next) {
-			next = c->hnext;
-			c->subscribed = false;
-			c->inflight = 0;
-			for (unsigned k = 0; k < SET_WORDS; k++)
-				told.bits[k] |= c->want.bits[k];
-			if (!set_empty(&c->want))
-				mark_dirty(ps, c);
-			else
-				channel_maybe_free(ps, c);
-		}
+		c->subscribed = false;
+		c->inflight = 0;
+		for (unsigned k = 0; k < SET_WORDS; k++)
+			told.bits[k] |= c->want.bits[k];
+		if (!set_empty(&c->want))
+			mark_dirty(ps, c);
+		else
+			channel_maybe_free(ps, c);
 	}
 	for (unsigned i = 0; i < ps->nloops; i++)
 		if (set_has(&told, i))
@@ -464,16 +418,13 @@ static void pubsub_free(struct pubsub *ps)
 		loop_unwatch(ps->loop, ps->ctx->fd);
 		redisFree(ps->ctx);
 	}
-	for (size_t i = 0; i < ps->nbuckets; i++) {
-		struct sub_channel *c = ps->buckets[i], *next;
+	names_each_safe(&ps->channels, e, next) {
+		struct sub_channel *c = container_of(e, struct sub_channel, entry);
 
-		for (; c; c = next) {
-			next = c->hnext;
-			free(c->name);
-			free(c);
-		}
+		free(c->name);
+		free(c);
 	}
-	free(ps->buckets);
+	names_release(&ps->channels);
 	loop_free(ps->loop);
 	free(ps);
 }
@@ -484,8 +435,7 @@ struct pubsub *pubsub_start(const struct redis_url *url)
 
 	ps->url = url;
 	ps->backoff_ms = BACKOFF_MIN_MS;
-	ps->nbuckets = 64;
-	ps->buckets = xcalloc(ps->nbuckets, sizeof(*ps->buckets));
+	names_init(&ps->channels);
 	ps->loop = loop_new();
 	if (!ps->loop) {
 		pubsub_free(ps);

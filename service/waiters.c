@@ -74,6 +74,7 @@
 #include "waiters.h"
 
 #include "loop.h"
+#include "names.h"
 #include "util.h"
 
 #include <pthread.h>
@@ -83,7 +84,7 @@
 
 struct channel {
 	char *name;
-	struct channel *hnext;		/* hash bucket chain */
+	struct name_entry entry;	/* in ws->channels, by name */
 	struct waiters *ws;
 	bool live;			/* the subscription is confirmed (the
 					 * subscriber said so, and has not said
@@ -118,8 +119,7 @@ struct waiters {
 	struct loop *loop;
 	waiters_subscribe_fn subscribe;
 	void *sub;
-	struct channel **buckets;
-	size_t nbuckets, nchannels;
+	struct name_table channels;	/* struct channel, by name */
 	unsigned nwaiters;		/* joined here */
 	struct waiter *ready_head, *ready_tail;	/* woken, oldest wake first */
 	struct loop_task resume_task;	/* drains the ready list */
@@ -136,43 +136,11 @@ static struct {
 
 /* ----- Channel table ----- */
 
-static size_t hash_name(const char *s)
-{
-	size_t h = 1469598103934665603ULL;
-
-	while (*s)
-		h = (h ^ (unsigned char)*s++) * 1099511628211ULL;
-	return h;
-}
-
 static struct channel *channel_find(struct waiters *ws, const char *name)
 {
-	struct channel *ch = ws->buckets[hash_name(name) & (ws->nbuckets - 1)];
+	struct name_entry *e = names_find(&ws->channels, name);
 
-	while (ch && strcmp(ch->name, name))
-		ch = ch->hnext;
-	return ch;
-}
-
-static void table_grow(struct waiters *ws)
-{
-	size_t n = ws->nbuckets * 2;
-	struct channel **b = xcalloc(n, sizeof(*b));
-
-	for (size_t i = 0; i < ws->nbuckets; i++) {
-		struct channel *ch = ws->buckets[i], *next;
-
-		for (; ch; ch = next) {
-			size_t k = hash_name(ch->name) & (n - 1);
-
-			next = ch->hnext;
-			ch->hnext = b[k];
-			b[k] = ch;
-		}
-	}
-	free(ws->buckets);
-	ws->buckets = b;
-	ws->nbuckets = n;
+	return e ? container_of(e, struct channel, entry) : NULL;
 }
 
 static void on_retry_timer(struct loop *l, struct loop_timer *t);
@@ -181,20 +149,15 @@ static void on_retry_timer(struct loop *l, struct loop_timer *t);
 static struct channel *channel_get(struct waiters *ws, const char *name)
 {
 	struct channel *ch = channel_find(ws, name);
-	size_t k;
 
 	if (ch)
 		return ch;
-	if (ws->nchannels >= ws->nbuckets)
-		table_grow(ws);
 	ch = xcalloc(1, sizeof(*ch));
 	ch->name = xstrdup(name);
+	ch->entry.name = ch->name;
 	ch->ws = ws;
 	loop_timer_init(&ch->retry, on_retry_timer);
-	k = hash_name(name) & (ws->nbuckets - 1);
-	ch->hnext = ws->buckets[k];
-	ws->buckets[k] = ch;
-	ws->nchannels++;
+	names_add(&ws->channels, &ch->entry);
 	ws->subscribe(ws->sub, ws, name, true);
 	return ch;
 }
@@ -205,12 +168,8 @@ static struct channel *channel_get(struct waiters *ws, const char *name)
 static void channel_free(struct channel *ch)
 {
 	struct waiters *ws = ch->ws;
-	struct channel **pp = &ws->buckets[hash_name(ch->name) & (ws->nbuckets - 1)];
 
-	while (*pp != ch)
-		pp = &(*pp)->hnext;
-	*pp = ch->hnext;
-	ws->nchannels--;
+	names_remove(&ws->channels, &ch->entry);
 	loop_timer_stop(ws->loop, &ch->retry);
 	ws->subscribe(ws->sub, ws, ch->name, false);
 	free(ch->name);
@@ -528,16 +487,14 @@ static void on_message(struct waiters *ws, const char *channel, const char *payl
 
 static void on_disconnect(struct waiters *ws)
 {
-	for (size_t i = 0; i < ws->nbuckets; i++)
-		for (struct channel *ch = ws->buckets[i]; ch; ch = ch->hnext)
-			ch->live = false;
+	names_each(&ws->channels, e)
+		container_of(e, struct channel, entry)->live = false;
 }
 
 static void on_shutdown(struct waiters *ws)
 {
-	for (size_t i = 0; i < ws->nbuckets; i++)
-		for (struct channel *ch = ws->buckets[i]; ch; ch = ch->hnext)
-			wake_all(ch, WAKE_SHUTDOWN);
+	names_each(&ws->channels, e)
+		wake_all(container_of(e, struct channel, entry), WAKE_SHUTDOWN);
 }
 
 /* On the loop's thread: handle note and free it. */
@@ -647,8 +604,7 @@ struct waiters *waiters_new(struct loop *l, waiters_subscribe_fn subscribe, void
 	ws->loop = l;
 	ws->subscribe = subscribe;
 	ws->sub = sub;
-	ws->nbuckets = 64;
-	ws->buckets = xcalloc(ws->nbuckets, sizeof(*ws->buckets));
+	names_init(&ws->channels);
 	loop_task_init(&ws->resume_task, run_resumes, ws);
 	pthread_mutex_lock(&R.lock);
 	ws->rnext = R.list;
@@ -671,6 +627,6 @@ void waiters_free(struct waiters *ws)
 	pthread_mutex_unlock(&R.lock);
 	loop_cancel(ws->loop, &ws->resume_task);
 	/* every waiter has left, so every channel is gone with it */
-	free(ws->buckets);
+	names_release(&ws->channels);
 	free(ws);
 }

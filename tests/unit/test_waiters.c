@@ -71,7 +71,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	unsigned left = waiters_count_all();
-	size_t channels = WS->nchannels + WS2->nchannels;
+	size_t channels = WS->channels.n + WS2->channels.n;
 
 	(void)state;
 	/* what one loop posted the other (a winner's lease end) is handled,
@@ -187,7 +187,7 @@ static void test_waiters__first_join_subscribes_last_leave_unsubscribes(void **s
 	/* what the subscriber still says about it finds nobody */
 	message(WS, "ch", "0");
 	confirm(WS, "ch");
-	assert_int_equal(WS->nchannels, 0);
+	assert_int_equal(WS->channels.n, 0);
 	/* joined again, it is asked for anew and not live until confirmed */
 	wa = join("ch", &a, &confirmed);
 	assert_false(confirmed);
@@ -550,7 +550,7 @@ static void test_waiters__a_shortened_lease_moves_the_retry_earlier(void **state
 	assert_int_equal(waiters_wake_reason(w), WAKE_RETRY);
 	waiters_leave(w, 0);
 	loop_turn(L2, 0);	/* what was posted there finds no channel */
-	assert_int_equal(WS2->nchannels, 0);
+	assert_int_equal(WS2->channels.n, 0);
 }
 
 /* ----- Threads and the loop ----- */
