@@ -285,6 +285,14 @@ int dlockd_start(struct dlockd_srv *d, const char *redis_url, const char *const 
 	return dlockd_spawn(d, flags);
 }
 
+int dlockd_start_on(struct dlockd_srv *d, const struct redis_srv *rs, const char *const *flags)
+{
+	char url[64];
+
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs->port);
+	return dlockd_start(d, url, flags);
+}
+
 int dlockd_restart(struct dlockd_srv *d, const char *const *flags)
 {
 	return dlockd_spawn(d, flags);

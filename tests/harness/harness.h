@@ -66,6 +66,8 @@ void redis_stop(struct redis_srv *r, bool hard);
 /* Start dlockd against redis_url (NULL: the shared Redis) with extra flags
  * (NULL-terminated); waits until /healthz answers. */
 int dlockd_start(struct dlockd_srv *d, const char *redis_url, const char *const *flags);
+/* The same against a private Redis of the test's (database 0). */
+int dlockd_start_on(struct dlockd_srv *d, const struct redis_srv *rs, const char *const *flags);
 /* Start it again on the same port and Redis, after a stop or kill; the
  * log goes on in the same file. */
 int dlockd_restart(struct dlockd_srv *d, const char *const *flags);

@@ -20,11 +20,9 @@ TEST(redis_down_at_start_gives_503_then_recovers)
 {
 	struct redis_srv rs = { .port = free_port() };
 	struct dlockd_srv d;
-	char url[128];
 	struct http_resp r;
 
-	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
-	CHECK(dlockd_start(&d, url, NULL) == 0, "dlockd starts without Redis");
+	CHECK(dlockd_start_on(&d, &rs, NULL) == 0, "dlockd starts without Redis");
 	http_on(d.base, "GET", "/readyz", NULL, &r);
 	CHECK_ERROR(r, 503, "backend_unavailable", "not ready without Redis");
 	http_free(&r);
@@ -47,15 +45,13 @@ TEST(redis_restart_in_the_middle_of_a_wait)
 {
 	struct redis_srv rs = { 0 };
 	struct dlockd_srv d;
-	char url[128];
 	struct http_resp r;
 	struct bg w;
 	int64_t restarted;
 	long long token_before;
 
 	CHECK(redis_start(&rs) == 0, "start Redis");
-	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
-	CHECK(dlockd_start(&d, url, NULL) == 0, "start dlockd");
+	CHECK(dlockd_start_on(&d, &rs, NULL) == 0, "start dlockd");
 	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000), "ready");
 	http_on(d.base, "PUT", "/locks/job?owner=holder&ttl_ms=60000", NULL, &r);
 	CHECK_STATUS(r, 200, "holder");
@@ -99,14 +95,12 @@ TEST(redis_gone_waiters_are_answered_by_their_deadline)
 {
 	struct redis_srv rs = { 0 };
 	struct dlockd_srv d;
-	char url[128];
 	struct http_resp r;
 	struct bg w;
 	int64_t t0;
 
 	CHECK(redis_start(&rs) == 0, "start Redis");
-	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
-	CHECK(dlockd_start(&d, url, NULL) == 0, "start dlockd");
+	CHECK(dlockd_start_on(&d, &rs, NULL) == 0, "start dlockd");
 	http_on(d.base, "PUT", "/locks/j?owner=holder&ttl_ms=60000", NULL, &r);
 	http_free(&r);
 	t0 = mono_ms();
@@ -161,14 +155,12 @@ TEST(a_call_redis_gets_after_dlockd_gave_up_does_nothing)
 {
 	struct redis_srv rs = { 0 };
 	struct dlockd_srv d;
-	char url[128];
 	struct http_resp r;
 	redisContext *c;
 	redisReply *rep;
 
 	CHECK(redis_start(&rs) == 0, "start Redis");
-	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
-	CHECK(dlockd_start(&d, url, NULL) == 0, "start dlockd");
+	CHECK(dlockd_start_on(&d, &rs, NULL) == 0, "start dlockd");
 	/* scripts load on first use: release once, so the stalled call is the
 	 * release itself and not its SCRIPT LOAD */
 	http_on(d.base, "PUT", "/locks/warm?owner=a", NULL, &r);
@@ -320,14 +312,12 @@ TEST(a_stall_during_the_clock_probe_does_not_let_a_503_take_effect)
 	const char *const flags[] = { "--threads", "1", NULL };
 	struct redis_srv rs = { 0 };
 	struct dlockd_srv d;
-	char url[128];
 	struct http_resp r;
 	struct bg stalled, probe, rel, put;
 	int64_t t0;
 
 	CHECK(redis_start(&rs) == 0, "start Redis");
-	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
-	CHECK(dlockd_start(&d, url, flags) == 0, "start dlockd");
+	CHECK(dlockd_start_on(&d, &rs, flags) == 0, "start dlockd");
 	/* load lock_acquire and lock_release, so the stalled calls are
 	 * EVALSHA and not SCRIPT LOAD */
 	http_on(d.base, "PUT", "/locks/warm?owner=a", NULL, &r);
@@ -406,15 +396,14 @@ static void stall_with_calls(int resume_ms)
 	enum { NCALLS = sizeof(calls) / sizeof(calls[0]) };
 	struct redis_srv rs = { 0 };
 	struct dlockd_srv d;
-	char url[128], path[64];
+	char path[64];
 	struct http_resp r;
 	struct bg b[NCALLS];
 	long long pttl;
 	int64_t t0;
 
 	CHECK(redis_start(&rs) == 0, "start Redis");
-	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
-	CHECK(dlockd_start(&d, url, flags) == 0, "start dlockd");
+	CHECK(dlockd_start_on(&d, &rs, flags) == 0, "start dlockd");
 	for (int i = 1; i <= 3; i++) {	/* also loads acquire, release, renew */
 		snprintf(path, sizeof(path), "/locks/s%d?owner=h&ttl_ms=60000", i);
 		http_on(d.base, "PUT", path, NULL, &r);
@@ -501,13 +490,11 @@ TEST(a_call_redis_ran_but_answered_late_is_not_a_503)
 	struct dlockd_srv d;
 	redisContext *a = NULL, *b = NULL;
 	redisReply *rep;
-	char url[128];
 	struct http_resp r;
 	struct bg rel;
 
 	CHECK(redis_start(&rs) == 0, "start Redis");
-	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
-	CHECK(dlockd_start(&d, url, flags) == 0, "start dlockd");
+	CHECK(dlockd_start_on(&d, &rs, flags) == 0, "start dlockd");
 	http_on(d.base, "PUT", "/locks/late?owner=h&ttl_ms=60000", NULL, &r);
 	CHECK_STATUS(r, 200, "h takes the lock (and loads the scripts)");
 	http_free(&r);
@@ -553,15 +540,14 @@ TEST(a_reconnect_that_reuses_the_socket_number_is_heard)
 	static const char req[] = "PUT /locks/fdreuse?owner=a HTTP/1.1\r\nHost: x\r\n\r\n";
 	struct redis_srv rs = { 0 };
 	struct dlockd_srv d;
-	char url[128], buf[2048];
+	char buf[2048];
 	struct http_resp r;
 	int64_t t0;
 	ssize_t n = 0;
 	int fd;
 
 	CHECK(redis_start(&rs) == 0, "start Redis");
-	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
-	CHECK(dlockd_start(&d, url, flags) == 0, "start dlockd");
+	CHECK(dlockd_start_on(&d, &rs, flags) == 0, "start dlockd");
 	http_on(d.base, "GET", "/readyz", NULL, &r);
 	CHECK_STATUS(r, 200, "ready");
 	http_free(&r);
@@ -598,14 +584,12 @@ TEST(a_waiter_gets_the_lock_soon_after_redis_restarts)
 	const char *const flags[] = { "--threads", "1", NULL };
 	struct redis_srv rs = { 0 };
 	struct dlockd_srv d;
-	char url[128];
 	struct http_resp r;
 	struct bg w;
 	int64_t back;
 
 	CHECK(redis_start(&rs) == 0, "start Redis");
-	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
-	CHECK(dlockd_start(&d, url, flags) == 0, "start dlockd");
+	CHECK(dlockd_start_on(&d, &rs, flags) == 0, "start dlockd");
 	http_on(d.base, "PUT", "/locks/rs1?owner=h&ttl_ms=60000", NULL, &r);
 	CHECK_STATUS(r, 200, "h holds the lock");
 	http_free(&r);
@@ -632,15 +616,13 @@ TEST(fencing_tokens_rise_across_a_restart_from_an_older_snapshot)
 {
 	struct redis_srv rs = { 0 };
 	struct dlockd_srv d;
-	char url[128];
 	struct http_resp r;
 	long long last = 0, next = 0;
 	redisContext *c;
 	redisReply *rep;
 
 	CHECK(redis_start(&rs) == 0, "start Redis");
-	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
-	CHECK(dlockd_start(&d, url, NULL) == 0, "start dlockd");
+	CHECK(dlockd_start_on(&d, &rs, NULL) == 0, "start dlockd");
 	for (int i = 0; i < 6; i++) {
 		http_on(d.base, "PUT", "/locks/fence?owner=a&ttl_ms=60000", NULL, &r);
 		CHECK_STATUS(r, 200, "grant");
@@ -730,12 +712,10 @@ TEST(a_script_retried_after_noscript_keeps_its_first_deadline)
 	const char *const flags[] = { "--threads", "1", NULL };
 	struct redis_srv rs = { 0 };
 	struct dlockd_srv d;
-	char url[128];
 	struct bg rel;
 
 	CHECK(redis_start(&rs) == 0, "start Redis");
-	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
-	CHECK(dlockd_start(&d, url, flags) == 0, "start dlockd");
+	CHECK(dlockd_start_on(&d, &rs, flags) == 0, "start dlockd");
 	CHECK(lock_hold(&d, "ns", "a", 60000), "a takes the lock");
 	CHECK(lock_release(&d, "ns", "a") == 200, "a releases it (the SHAs are known)");
 	CHECK(lock_hold(&d, "ns", "a", 60000), "a takes it again");
@@ -763,12 +743,10 @@ TEST(sigterm_while_a_call_waits_on_a_stalled_redis_exits_cleanly)
 	const char *const flags[] = { "--threads", "1", NULL };
 	struct redis_srv rs = { 0 };
 	struct dlockd_srv d;
-	char url[128];
 	struct bg rel;
 
 	CHECK(redis_start(&rs) == 0, "start Redis");
-	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
-	CHECK(dlockd_start(&d, url, flags) == 0, "start dlockd");
+	CHECK(dlockd_start_on(&d, &rs, flags) == 0, "start dlockd");
 	CHECK(lock_hold(&d, "st", "a", 60000), "a takes the lock");
 	kill(rs.pid, SIGSTOP);
 	bg_start_on(&rel, d.base, "DELETE", "/locks/st?owner=a", NULL);
