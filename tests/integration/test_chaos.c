@@ -207,8 +207,11 @@ static void redis_restarted(bool aof)
 		CHECK(rep.straddled_lost == rep.straddled,
 		      "without persistence every holder hears not_held (%ld of %ld), "
 		      "never a silent success", rep.straddled_lost, rep.straddled);
-	CHECK(rep.grants_after_event > 50, "locks are granted again after the restart (%ld)",
-	      rep.grants_after_event);
+	/* with AOF the clients first wait out the holds that survived (30 s
+	 * under valgrind, where 19 grants were seen in the rest of the phase
+	 * on a busy machine): "again" is what this checks, not a rate */
+	CHECK(rep.grants_after_event > (aof ? 10 : 50),
+	      "locks are granted again after the restart (%ld)", rep.grants_after_event);
 	CHECK_SETTLED(8000);
 }
 
