@@ -160,6 +160,11 @@ int main(int argc, char **argv)
 		log_error("cannot listen on %s", cfg.listen);
 		goto stop;
 	}
+	/* before the loops run: whoever sees an answer has seen this line */
+	shown_url = redis_url_redacted(cfg.redis_url);
+	log_info("dlockd %s listening on %s (port %d), redis %s, %u threads, pid %d",
+		 dlockd_version, cfg.listen, port, shown_url, cfg.threads, (int)getpid());
+	free(shown_url);
 	for (unsigned i = 0; i < n; i++) {
 		if (pthread_create(&workers[i].thread, NULL, worker_main,
 				   workers[i].backend.loop)) {
@@ -168,10 +173,6 @@ int main(int argc, char **argv)
 		}
 		workers[i].started = true;
 	}
-	shown_url = redis_url_redacted(cfg.redis_url);
-	log_info("dlockd %s listening on %s (port %d), redis %s, %u threads, pid %d",
-		 dlockd_version, cfg.listen, port, shown_url, cfg.threads, (int)getpid());
-	free(shown_url);
 
 	do {
 		if (sigwait(&stop_signals, &sig) != 0)
