@@ -92,6 +92,12 @@ static enum MHD_Result reply_not_owner(struct request *rq, const struct lock_sta
 	case LOCK_WHY_WRITER:
 		return reply_error(rq, ERR_NOT_OWNER, NULL,
 				   "read-write lock '%s' is written by another owner", rq->name);
+	case LOCK_WHY_PRINCIPAL:
+		return reply_error(rq, ERR_NOT_OWNER, NULL,
+				   "%s '%s' is held by '%s' under another bearer token: only that "
+				   "token may repeat, re-enter, renew or release it (an admin may "
+				   "force a release)", locks_kind_label(rq->route.kind), rq->name,
+				   rq->lock.params.owner);
 	default:
 		return reply_error(rq, ERR_NOT_OWNER, NULL, "%s '%s' is held by another owner",
 				   locks_kind_label(rq->route.kind), rq->name);
@@ -217,7 +223,7 @@ static enum MHD_Result acquire(struct request *rq)
 {
 	struct params *p = &rq->lock.params;
 
-	if (request_params_or_reply(rq, P_OWNER | P_TTL | P_WAIT) < 0)
+	if (request_params_or_reply(rq, P_OWNER | P_TTL | P_WAIT | P_REENTRANT) < 0)
 		return MHD_YES;
 	if (!(p->given & P_OWNER))
 		random_hex(p->owner, 16);
@@ -229,6 +235,8 @@ static enum MHD_Result acquire(struct request *rq)
 		.kind = rq->route.kind,
 		.name = rq->name,
 		.owner = p->owner,
+		.principal = rq->principal,
+		.reentrant = p->reentrant,
 		.ttl_ms = p->ttl_ms,
 		.wait_ms = p->wait_ms,
 		.fd = client_fd(rq),
@@ -287,8 +295,8 @@ static enum MHD_Result release(struct request *rq)
 		locks_force_release(rq->backend, rq->route.kind, rq->name, lock_done, rq);
 		return server_suspend(rq, force_released);
 	}
-	locks_release(rq->backend, rq->route.kind, rq->name, rq->lock.params.owner, lock_done,
-		      rq);
+	locks_release(rq->backend, rq->route.kind, rq->name, rq->lock.params.owner, rq->principal,
+		      lock_done, rq);
 	return server_suspend(rq, released);
 }
 
@@ -309,7 +317,7 @@ static enum MHD_Result heartbeat(struct request *rq)
 				   "owner is required to renew a lease");
 	if (!(rq->lock.params.given & P_TTL))
 		rq->lock.params.ttl_ms = rq->cfg->default_ttl_ms;
-	locks_renew(rq->backend, rq->route.kind, rq->name, rq->lock.params.owner,
+	locks_renew(rq->backend, rq->route.kind, rq->name, rq->lock.params.owner, rq->principal,
 		    rq->lock.params.ttl_ms, lock_done, rq);
 	return server_suspend(rq, renewed);
 }

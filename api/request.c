@@ -76,6 +76,7 @@ static const struct {
 	enum param_flags flag;
 } param_keys[] = {
 	{ "owner", P_OWNER }, { "ttl_ms", P_TTL }, { "wait_ms", P_WAIT }, { "force", P_FORCE },
+	{ "reentrant", P_REENTRANT },
 };
 
 struct parse {
@@ -166,13 +167,16 @@ static enum MHD_Result query_param(void *cls, enum MHD_ValueKind kind, const cha
 		value = "";
 	if (f == P_OWNER) {
 		set_owner(ps, value, strlen(value));
-	} else if (f == P_FORCE) {
+	} else if (f == P_FORCE || f == P_REENTRANT) {
+		bool *flag = f == P_FORCE ? &ps->rq->lock.params.force
+					  : &ps->rq->lock.params.reentrant;
+
 		if (!strcmp(value, "true") || !strcmp(value, "1"))
-			ps->rq->lock.params.force = true;
+			*flag = true;
 		else if (!strcmp(value, "false") || !strcmp(value, "0"))
-			ps->rq->lock.params.force = false;
+			*flag = false;
 		else
-			snprintf(ps->why, sizeof(ps->why), "force '%.64s' is not true or false",
+			snprintf(ps->why, sizeof(ps->why), "%s '%.64s' is not true or false", key,
 				 value);
 	} else {
 		char *end;
@@ -209,10 +213,13 @@ static void body_param(struct parse *ps, const char *key, json_t *v)
 			set_owner(ps, json_string_value(v), json_string_length(v));
 		break;
 	case P_FORCE:
+	case P_REENTRANT:
 		if (!json_is_boolean(v))
-			snprintf(ps->why, sizeof(ps->why), "force must be true or false");
-		else
+			snprintf(ps->why, sizeof(ps->why), "%s must be true or false", key);
+		else if (f == P_FORCE)
 			ps->rq->lock.params.force = json_is_true(v);
+		else
+			ps->rq->lock.params.reentrant = json_is_true(v);
 		break;
 	default:
 		if (!json_is_integer(v)) {

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "../service/acquire.h"
+#include "../service/auth.h"
 #include "../service/config.h"
 #include "../service/locks.h"
 #include "routes.h"
@@ -20,6 +21,7 @@ enum param_flags {
 	P_TTL = 1 << 1,
 	P_WAIT = 1 << 2,
 	P_FORCE = 1 << 3,
+	P_REENTRANT = 1 << 4,
 };
 
 struct params {
@@ -28,6 +30,7 @@ struct params {
 	int64_t ttl_ms;
 	int64_t wait_ms;
 	bool force;
+	bool reentrant;
 };
 
 /* A lock operation's side of a request: what it asks for and what Redis
@@ -68,6 +71,10 @@ struct request {
 	bool body_too_large;
 
 	bool admin;			/* auth off, or an admin token */
+	/* the name of the request's auth token (its 4th field in --auth-file),
+	 * copied at the auth check; "" with auth off. Lock operations bind
+	 * holdings to it; the access log may show it. Never the token. */
+	char principal[AUTH_NAME_MAX + 1];
 
 	/* suspended (server_suspend) until something calls server_resume();
 	 * MHD then calls the handler, which runs next */

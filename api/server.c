@@ -363,6 +363,7 @@ static int auth_or_reply(struct request *rq)
 	enum auth_role role = AUTH_CLIENT;
 
 	rq->admin = true;
+	rq->principal[0] = '\0';
 	if (!auth_enabled())
 		return 0;
 	rq->admin = false;
@@ -375,7 +376,7 @@ static int auth_or_reply(struct request *rq)
 	h += 7;
 	while (*h == ' ')
 		h++;
-	switch (auth_check(h, strlen(h), rq->name, &role)) {
+	switch (auth_check(h, strlen(h), rq->name, &role, rq->principal)) {
 	case AUTH_UNKNOWN:
 		reply_error(rq, ERR_UNAUTHORIZED, NULL, "the bearer token is not known");
 		return -1;

@@ -1,18 +1,27 @@
---[[ fair_acquire.lua -- take or re-enter a FIFO fair lock (Redisson RFairLock).
+--[[ fair_acquire.lua -- take a FIFO fair lock (Redisson RFairLock), or
+  repeat or re-enter the caller's holding of it.
   KEYS[1] lock hash N                 KEYS[2] fencing counter redisson_lock_token:{N}
   KEYS[3] queue redisson_lock_queue:{N}
   KEYS[4] deadlines redisson_lock_timeout:{N}
   KEYS[5] channel prefix redisson_lock__channel:{N}; waiter w listens on <prefix>:<w>
+  KEYS[6] holders dlockd_lock_owners:{N}
   ARGV[1] lease ms                    ARGV[2] owner field
   ARGV[3] queue entry lifetime ms; "0" = try once, never queue
-  Returns {1, token, holds, pttl}  acquired
+  ARGV[4] "1": a re-entry counts a hold; "0": it is a repeat, no hold added
+  ARGV[5] the caller's token name (principal); "" with auth off
+  Returns {1, token, holds, pttl, added}
+                                   held (as in lock_acquire.lua: the
+                                   holding's token, added 0 for a repeat)
           {0, pttl, head, why, n}  not acquired; pttl of N (-2: free); head = 1
                                    when the caller is first in the queue;
                                    why 0: another owner holds N; why 1: N is
                                    free but the n other queued waiters go first
+          {-2, 7, 0}               the owner holds N under another token name:
+                                   nothing is written
           {-1}                     N is a read-write lock
-          {-3}                     N, its counter or its queue holds something
-                                   that is not a lock; nothing is written
+          {-3}                     N, its counter, its queue or its holders'
+                                   hash holds something that is not a lock's;
+                                   nothing is written
   Only the queue head (or anyone, when nobody queues) may take a free lock.
   A queued caller's deadline becomes Redis' now + ARGV[3]: calling again is
   how a live waiter keeps its place; a waiter nobody refreshes is dropped
@@ -26,7 +35,7 @@ local kind = lock_kind(KEYS[1])
 if kind == 'rw' then
   return {-1}
 elseif kind == 'other' or not counter_ok(KEYS[2]) or not type_ok(KEYS[3], 'list') or
-       not type_ok(KEYS[4], 'zset') then
+       not type_ok(KEYS[4], 'zset') or not type_ok(KEYS[6], 'hash') then
   return {-3}
 end
 local now = fair_now()
@@ -35,6 +44,9 @@ local head, at = fair_head(KEYS[3], KEYS[4], now)
 local lease = tonumber(ARGV[1])
 local take = kind == 'none' and (not head or head == owner)
 local reenter = kind ~= 'none' and redis.call('hexists', KEYS[1], owner) == 1
+if reenter and owners_refused(KEYS[6], owner, ARGV[5]) then
+  return {-2, 7, 0}
+end
 
 if take and head == owner then
   -- the next in line now watches this holder's lease
@@ -50,12 +62,21 @@ if take then
   end
   redis.call('hset', KEYS[1], owner, 1)
   redis.call('pexpire', KEYS[1], lease)
-  return {1, next_token(KEYS[2], tonumber(ARGV[1])), 1, lease}
+  local token = owners_token(KEYS[6], owner, KEYS[2], lease, ARGV[5], true)
+  owners_sync(KEYS[6], KEYS[1])
+  return {1, token, 1, lease, 1}
 end
 if reenter then
-  local holds = redis.call('hincrby', KEYS[1], owner, 1)
+  local holds, added
+  if ARGV[4] == '1' then
+    holds, added = redis.call('hincrby', KEYS[1], owner, 1), 1
+  else
+    holds, added = tonumber(redis.call('hget', KEYS[1], owner)), 0
+  end
   local pttl = lease_at_least(KEYS[1], lease)
-  return {1, next_token(KEYS[2], tonumber(ARGV[1])), holds, pttl}
+  local token = owners_token(KEYS[6], owner, KEYS[2], lease, ARGV[5], false)
+  owners_sync(KEYS[6], KEYS[1])
+  return {1, token, holds, pttl, added}
 end
 local life = tonumber(ARGV[3])
 local queued = redis.call('zscore', KEYS[4], owner)

@@ -2,20 +2,26 @@
   KEYS[1] lock hash N                 KEYS[2] queue redisson_lock_queue:{N}
   KEYS[3] deadlines redisson_lock_timeout:{N}
   KEYS[4] channel prefix redisson_lock__channel:{N}
-  ARGV[1] owner field
+  KEYS[5] holders dlockd_lock_owners:{N}
+  ARGV[1] owner field                 ARGV[2] the caller's token name ("": auth off)
   Returns {1, holds}  one hold released; holds = 0: free, and "0" went to the
                       queue head's channel only
           {0}         nobody holds N (the head is told anyway, as Redisson does)
           {-2}        another owner holds N
+          {-2, 7, 0}  the owner holds N under another token name
           {-1}        N is a read-write lock
-          {-3}        N or its queue holds something that is not a lock ]]
+          {-3}        N, its queue or its holders' hash holds something that is
+                      not a lock's
+  Past the kind checks, dead queue heads (deadline past) are dropped
+  whatever the answer; no hold changes unless one is released. ]]
 if not owner_ok(ARGV[1]) then
   return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
 end
 local kind = lock_kind(KEYS[1])
 if kind == 'rw' then
   return {-1}
-elseif kind == 'other' or not type_ok(KEYS[2], 'list') or not type_ok(KEYS[3], 'zset') then
+elseif kind == 'other' or not type_ok(KEYS[2], 'list') or not type_ok(KEYS[3], 'zset') or
+       not type_ok(KEYS[5], 'hash') then
   return {-3}
 end
 local head, at = fair_head(KEYS[2], KEYS[3], fair_now())
@@ -25,6 +31,9 @@ if kind ~= 'none' then
   if not holds then
     fair_purge(KEYS[2], KEYS[3], nil, at)
     return {-2}
+  elseif owners_refused(KEYS[5], ARGV[1], ARGV[2]) then
+    fair_purge(KEYS[2], KEYS[3], nil, at)
+    return {-2, 7, 0}
   end
   holds = tonumber(holds) - 1
 end
@@ -38,5 +47,5 @@ elseif holds > 0 then
   redis.call('hincrby', KEYS[1], ARGV[1], -1)
   return {1, holds}
 end
-redis.call('del', KEYS[1])
+redis.call('del', KEYS[1], KEYS[5])
 return {1, 0}

@@ -1,24 +1,52 @@
---[[ lock_acquire.lua -- take or re-enter an exclusive (Redisson RLock) lock.
+--[[ lock_acquire.lua -- take an exclusive (Redisson RLock) lock, or repeat
+  or re-enter the caller's holding of it.
   KEYS[1] lock hash N                 KEYS[2] fencing counter redisson_lock_token:{N}
+  KEYS[3] holders dlockd_lock_owners:{N}
   ARGV[1] lease ms                    ARGV[2] owner field
-  Returns {1, token, holds, pttl}  acquired; pttl is the lease now in force
+  ARGV[3] queue place life (unused: a plain lock has no queue)
+  ARGV[4] "1": a re-entry counts a hold (Redisson's RLock); "0": it is a
+          repeat of the same acquire and changes no hold
+  ARGV[5] the caller's token name (principal); "" with auth off
+  Returns {1, token, holds, pttl, added}
+                                   held; token is the holding's, the same for
+                                   every repeat and re-entry while it lasts;
+                                   pttl is the lease now in force; added 1 when
+                                   a hold was added (a new holding, or a
+                                   counted re-entry), 0 for a repeat
           {0, pttl, 0, 0, 0}       another owner holds it
+          {-2, 7, 0}               the owner holds it under another token name:
+                                   nothing is written
           {-1}                     N is a read-write lock
-          {-3}                     N (or its counter) holds something that is
-                                   not a lock; nothing is written
-  A re-entry never shortens the lease: it becomes max(remaining, lease). ]]
-if not owner_ok(ARGV[2]) then
+          {-3}                     N (or its counter or holders' hash) holds
+                                   something that is not a lock's; nothing is
+                                   written
+  A repeat or re-entry never shortens the lease: it becomes
+  max(remaining, lease). ]]
+local owner, lease, principal = ARGV[2], tonumber(ARGV[1]), ARGV[5]
+if not owner_ok(owner) then
   return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
 end
 local kind = lock_kind(KEYS[1])
 if kind == 'rw' then
   return {-1}
-elseif kind == 'other' or not counter_ok(KEYS[2]) then
+elseif kind == 'other' or not counter_ok(KEYS[2]) or not type_ok(KEYS[3], 'hash') then
   return {-3}
 end
-if kind == 'none' or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  local holds = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  local pttl = lease_at_least(KEYS[1], tonumber(ARGV[1]))
-  return {1, next_token(KEYS[2], tonumber(ARGV[1])), holds, pttl}
+local fresh = kind == 'none'
+if not fresh then
+  if redis.call('hexists', KEYS[1], owner) == 0 then
+    return {0, redis.call('pttl', KEYS[1]), 0, 0, 0}
+  elseif owners_refused(KEYS[3], owner, principal) then
+    return {-2, 7, 0}
+  end
 end
-return {0, redis.call('pttl', KEYS[1]), 0, 0, 0}
+local holds, added
+if fresh or ARGV[4] == '1' then
+  holds, added = redis.call('hincrby', KEYS[1], owner, 1), 1
+else
+  holds, added = tonumber(redis.call('hget', KEYS[1], owner)), 0
+end
+local pttl = lease_at_least(KEYS[1], lease)
+local token = owners_token(KEYS[3], owner, KEYS[2], lease, principal, fresh)
+owners_sync(KEYS[3], KEYS[1])
+return {1, token, holds, pttl, added}

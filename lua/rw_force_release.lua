@@ -1,18 +1,19 @@
 --[[ rw_force_release.lua -- free a read-write lock held in the given mode.
   KEYS[1] lock hash N                 KEYS[2] channel redisson_rwlock:{N}
-  KEYS[3] timeout key prefix {N}
+  KEYS[3] timeout key prefix {N}      KEYS[4] holders dlockd_lock_owners:{N}
   ARGV[1] "read" or "write": the side being forced
   Returns 1   it was held in that mode and is now free ("0" after readers,
               "1" after a writer, as Redisson does)
           0   not held in that mode (left untouched; expired read holds dropped)
           -1  N is a lock or fair lock (left untouched)
-          -3  N holds something that is not a lock (left untouched) ]]
+          -3  N (or its holders' hash) holds something that is not a lock's
+              (left untouched) ]]
 local kind = lock_kind(KEYS[1])
 if kind == 'none' then
   return 0
 elseif kind == 'lock' then
   return -1
-elseif kind == 'other' then
+elseif kind == 'other' or not type_ok(KEYS[4], 'hash') then
   return -3
 end
 local s = rw_scan(KEYS[1], KEYS[3])
@@ -20,8 +21,8 @@ local held = s.writers > 0 or rw_scan_left(s, nil) > 0
 if held and s.mode == ARGV[1] then
   redis.call('publish', KEYS[2], ARGV[1] == 'write' and '1' or '0')
 end
-if rw_purge(KEYS[1], KEYS[3], s) == 'none' or s.mode ~= ARGV[1] then
+if rw_purge(KEYS[1], KEYS[3], KEYS[4], s) == 'none' or s.mode ~= ARGV[1] then
   return 0
 end
-redis.call('del', KEYS[1])
+redis.call('del', KEYS[1], KEYS[4])
 return 1

@@ -1,37 +1,55 @@
---[[ rw_read_acquire.lua -- take or re-enter the read side of a read-write lock.
+--[[ rw_read_acquire.lua -- take the read side of a read-write lock, or
+  repeat or re-enter the caller's read holding.
   KEYS[1] lock hash N                 KEYS[2] fencing counter redisson_lock_token:{N}
   KEYS[3] timeout key prefix {N}: hold k of owner F lives in {N}:F:rwlock_timeout:k
   KEYS[4] waiting writers dlockd_rwlock_writers:{N} (owner -> deadline, Redis ms)
+  KEYS[5] holders dlockd_lock_owners:{N}
   ARGV[1] lease ms                    ARGV[2] owner field
-  Returns {1, token, holds, pttl}  acquired; pttl of N, which lives as long as
-                                   its longest hold
+  ARGV[3] (unused: readers take no queue place)
+  ARGV[4] "1": a re-entry counts a hold (a new read hold with its own
+          lease); "0": it is a repeat: every read hold of the owner lasts
+          at least lease ms more, and none is added
+  ARGV[5] the caller's token name (principal); "" with auth off
+  Returns {1, token, holds, pttl, added}
+                                   held; token is the read holding's (the
+                                   same while the owner reads); pttl of N,
+                                   which lives as long as its longest hold;
+                                   added 0 for a repeat
           {0, pttl, 0, why, 0}     not acquired: why 5, a writer holds it; why
                                    2, a writer waits and the caller is a new
                                    reader
+          {-2, 7, 0}               the owner reads (or writes) N under another
+                                   token name
           {-1}                     N is a lock or fair lock
           {-3}                     N (or a key of its own) holds something that
-                                   is not a lock; nothing is written
-  Readers share; the write holder may also read (downgrade). A new reader
+                                   is not a lock's; nothing is written
+  Readers share; the write holder may also read (downgrade): its first read
+  is a holding of its own (field <owner>, token of its own). A new reader
   queues behind a live waiting writer, so readers cannot starve writers;
   one already reading may re-enter. Expired read holds are dropped first. ]]
-local owner, lease = ARGV[2], tonumber(ARGV[1])
+local owner, lease, principal = ARGV[2], tonumber(ARGV[1]), ARGV[5]
 if not owner_ok(owner) then
   return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
 end
 local kind = lock_kind(KEYS[1])
 if kind == 'lock' then
   return {-1}
-elseif kind == 'other' or not counter_ok(KEYS[2]) or not type_ok(KEYS[4], 'zset') then
+elseif kind == 'other' or not counter_ok(KEYS[2]) or not type_ok(KEYS[4], 'zset') or
+       not type_ok(KEYS[5], 'hash') then
   return {-3}
 end
 if kind == 'rw' then
-  kind = rw_purge(KEYS[1], KEYS[3])
+  kind = rw_purge(KEYS[1], KEYS[3], KEYS[5])
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
 local reading = kind == 'rw' and redis.call('hexists', KEYS[1], owner) == 1
 local writing = mode == 'write' and redis.call('hexists', KEYS[1], owner .. ':write') == 1
 if mode == 'write' and not writing then
   return {0, redis.call('pttl', KEYS[1]), 0, 5, 0}
+end
+if (reading and owners_refused(KEYS[5], owner, principal)) or
+   (writing and owners_refused(KEYS[5], owner .. ':write', principal)) then
+  return {-2, 7, 0}
 end
 if not reading and not writing then
   redis.call('zremrangebyscore', KEYS[4], '-inf', rw_now())
@@ -42,7 +60,18 @@ end
 if not mode then
   redis.call('hset', KEYS[1], 'mode', 'read')
 end
-local holds = redis.call('hincrby', KEYS[1], owner, 1)
-redis.call('set', KEYS[3] .. ':' .. owner .. ':rwlock_timeout:' .. holds, 1, 'px', lease)
+local base = KEYS[3] .. ':' .. owner .. ':rwlock_timeout:'
+local holds, added
+if reading and ARGV[4] ~= '1' then
+  holds, added = tonumber(redis.call('hget', KEYS[1], owner)), 0
+  for k = 1, holds do
+    lease_at_least(base .. k, lease)
+  end
+else
+  holds, added = redis.call('hincrby', KEYS[1], owner, 1), 1
+  redis.call('set', base .. holds, 1, 'px', lease)
+end
 local pttl = lease_at_least(KEYS[1], lease)
-return {1, next_token(KEYS[2], tonumber(ARGV[1])), holds, pttl}
+local token = owners_token(KEYS[5], owner, KEYS[2], lease, principal, not reading)
+owners_sync(KEYS[5], KEYS[1])
+return {1, token, holds, pttl, added}

@@ -1,20 +1,23 @@
 --[[ rw_read_release.lua -- release one read hold.
   KEYS[1] lock hash N                 KEYS[2] channel redisson_rwlock:{N}
-  KEYS[3] timeout key prefix {N}
-  ARGV[1] owner field
+  KEYS[3] timeout key prefix {N}      KEYS[4] holders dlockd_lock_owners:{N}
+  ARGV[1] owner field                 ARGV[2] the caller's token name ("": auth off)
   Returns {1, holds, free}  released; holds = the owner's read holds left;
                             free = 1 when nobody holds N any more ("0" published)
           {0}               the owner holds no read lock on N (never took it,
                             released it, or its lease ran out)
           {-2}              another owner holds the write lock
+          {-2, 7, 0}        the owner reads N under another token name:
+                            nothing is written
           {-1}              N is a lock or fair lock
-          {-3}              N holds something that is not a lock
+          {-3}              N (or its holders' hash) holds something that is
+                            not a lock's
   Expired read holds are dropped first. The lock then lives exactly as long
   as its longest remaining read hold (a write holder's lease is never cut).
   When one reader is left, "0" is published too: a writer waiting to upgrade
   from that read may go now. Either "0" goes out before anything is written. ]]
 local owner = ARGV[1]
-local refusal = held_refusal(KEYS[1], 'rw', owner)
+local refusal = held_refusal(KEYS[1], 'rw', owner, KEYS[4])
 if refusal then
   return refusal
 end
@@ -23,6 +26,9 @@ end
 local s = rw_scan(KEYS[1], KEYS[3])
 for _, r in ipairs(s.readers) do
   if r.field == owner and #r.live > 0 then
+    if owners_refused(KEYS[4], owner, ARGV[2]) then
+      return {-2, 7, 0}
+    end
     local readers, longest = rw_scan_left(s, owner)
     if readers + s.writers == 0 or
        (s.mode ~= 'write' and (longest <= 0 or readers == 1)) then
@@ -30,7 +36,7 @@ for _, r in ipairs(s.readers) do
     end
   end
 end
-if rw_purge(KEYS[1], KEYS[3], s) == 'none' then
+if rw_purge(KEYS[1], KEYS[3], KEYS[4], s) == 'none' then
   return {0}
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
@@ -51,12 +57,14 @@ if redis.call('hlen', KEYS[1]) > 1 then
     if longest > redis.call('pttl', KEYS[1]) then
       redis.call('pexpire', KEYS[1], longest)
     end
+    owners_sync(KEYS[4], KEYS[1])
     return {1, holds, 0}
   end
   if longest > 0 then
     redis.call('pexpire', KEYS[1], longest)
+    owners_sync(KEYS[4], KEYS[1])
     return {1, holds, 0}
   end
 end
-redis.call('del', KEYS[1])
+redis.call('del', KEYS[1], KEYS[4])
 return {1, holds, 1}

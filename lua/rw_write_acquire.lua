@@ -1,45 +1,66 @@
---[[ rw_write_acquire.lua -- take or re-enter the write side of a read-write lock.
+--[[ rw_write_acquire.lua -- take the write side of a read-write lock, or
+  repeat or re-enter the caller's write holding.
   KEYS[1] lock hash N                 KEYS[2] fencing counter redisson_lock_token:{N}
   KEYS[3] timeout key prefix {N}      KEYS[4] waiting writers dlockd_rwlock_writers:{N}
+  KEYS[5] holders dlockd_lock_owners:{N}
   ARGV[1] lease ms                    ARGV[2] owner field (the writer field is
                                       <owner>:write)
   ARGV[3] waiting-writer entry lifetime ms; "0" = try once, do not register
-  Returns {1, token, holds, pttl}  acquired
+  ARGV[4] "1": a re-entry counts a hold; "0": it is a repeat, no hold added
+  ARGV[5] the caller's token name (principal); "" with auth off
+  Returns {1, token, holds, pttl, added}
+                                   held; token is the write holding's (the
+                                   same while the owner writes); added 0 for
+                                   a repeat
           {0, pttl, 0, why, n}     not acquired; the caller is registered as a
                                    waiting writer (refreshed by calling again).
                                    why 5: another writer holds it; why 3: n
                                    readers hold it; why 4: the caller reads,
                                    and so do n other readers
+          {-2, 7, 0}               the owner writes N (or, upgrading, reads it)
+                                   under another token name
           {-1}                     N is a lock or fair lock
           {-3}                     N (or a key of its own) holds something that
-                                   is not a lock; nothing is written
-  Upgrade: the only reader may take the write lock (Redisson deadlocks there).
-  A re-entry never shortens the lease. Expired read holds are dropped first. ]]
-local owner, lease = ARGV[2], tonumber(ARGV[1])
+                                   is not a lock's; nothing is written
+  Upgrade: the only reader may take the write lock (Redisson deadlocks
+  there): a holding of its own (field <owner>:write, token of its own).
+  A repeat or re-entry never shortens the lease. Expired read holds are
+  dropped first. ]]
+local owner, lease, principal = ARGV[2], tonumber(ARGV[1]), ARGV[5]
 if not owner_ok(owner) then
   return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
 end
 local kind = lock_kind(KEYS[1])
 if kind == 'lock' then
   return {-1}
-elseif kind == 'other' or not counter_ok(KEYS[2]) or not type_ok(KEYS[4], 'zset') then
+elseif kind == 'other' or not counter_ok(KEYS[2]) or not type_ok(KEYS[4], 'zset') or
+       not type_ok(KEYS[5], 'hash') then
   return {-3}
 end
 if kind == 'rw' then
-  rw_purge(KEYS[1], KEYS[3])
+  rw_purge(KEYS[1], KEYS[3], KEYS[5])
 end
 local wf = owner .. ':write'
 local mode = redis.call('hget', KEYS[1], 'mode')
-local holds
+local holds, added, fresh = 1, 1, true
 if not mode then
   redis.call('hset', KEYS[1], 'mode', 'write', wf, 1)
-  holds = 1
 elseif mode == 'write' and redis.call('hexists', KEYS[1], wf) == 1 then
-  holds = redis.call('hincrby', KEYS[1], wf, 1)
+  if owners_refused(KEYS[5], wf, principal) then
+    return {-2, 7, 0}
+  end
+  fresh = false
+  if ARGV[4] == '1' then
+    holds = redis.call('hincrby', KEYS[1], wf, 1)
+  else
+    holds, added = tonumber(redis.call('hget', KEYS[1], wf)), 0
+  end
 elseif mode == 'read' and redis.call('hlen', KEYS[1]) == 2 and
        redis.call('hexists', KEYS[1], owner) == 1 then
+  if owners_refused(KEYS[5], owner, principal) then
+    return {-2, 7, 0}
+  end
   redis.call('hset', KEYS[1], 'mode', 'write', wf, 1)
-  holds = 1
 else
   local life = tonumber(ARGV[3])
   if life > 0 then
@@ -57,4 +78,6 @@ else
 end
 redis.call('zrem', KEYS[4], owner)
 local pttl = lease_at_least(KEYS[1], lease)
-return {1, next_token(KEYS[2], tonumber(ARGV[1])), holds, pttl}
+local token = owners_token(KEYS[5], wf, KEYS[2], lease, principal, fresh)
+owners_sync(KEYS[5], KEYS[1])
+return {1, token, holds, pttl, added}

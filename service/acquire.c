@@ -93,8 +93,11 @@ static void dequeued(void *ctx, enum lock_result r, const struct lock_state *st)
 
 static void try_once(struct acquire *a)
 {
+	unsigned flags = (a->wait_ms > 0 ? LOCK_QUEUE : 0) | (a->reentrant ? LOCK_REENTRANT : 0);
+
 	a->phase = ACQUIRE_TRYING;
-	a->ops->try_acquire(a->b, a->kind, a->name, a->owner, a->ttl_ms, a->wait_ms > 0, tried, a);
+	a->ops->try_acquire(a->b, a->kind, a->name, a->owner, a->principal, a->ttl_ms, flags,
+			    tried, a);
 }
 
 /* The loop no longer keeps a's queue place (a is awake, or leaving). */
@@ -148,7 +151,7 @@ static void on_tried(struct acquire *a)
 	a->queued |= st->queued;
 	if (r == LOCK_OK) {
 		a->queued = false;	/* the grant took it out of any queue */
-		a->grant_pending = true;
+		a->grant_pending = st->added;
 		leave(a, st->ttl_ms > 0 ? now + st->ttl_ms : 0);
 		finish(a, ACQUIRE_GRANTED);
 		return;
@@ -250,7 +253,7 @@ bool acquire_end(struct acquire *a, bool delivered)
 	leave(a, 0);
 	give_back(a, NULL);
 	if (a->grant_pending && !delivered) {
-		a->ops->release(a->b, a->kind, a->name, a->owner, NULL, NULL);
+		a->ops->release(a->b, a->kind, a->name, a->owner, a->principal, NULL, NULL);
 		released = true;
 	}
 	a->grant_pending = false;

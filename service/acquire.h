@@ -46,12 +46,12 @@ enum acquire_outcome {
  * real ones (acquire_ops.c); unit tests inject outcomes through their own. */
 struct acquire_ops {
 	void (*try_acquire)(const struct backend *b, enum lock_kind kind, const char *name,
-			    const char *owner, int64_t ttl_ms, bool queue, lock_done_fn done,
-			    void *ctx);
+			    const char *owner, const char *principal, int64_t ttl_ms,
+			    unsigned flags, lock_done_fn done, void *ctx);
 	void (*dequeue)(const struct backend *b, enum lock_kind kind, const char *name,
 			const char *owner, lock_done_fn done, void *ctx);
 	void (*release)(const struct backend *b, enum lock_kind kind, const char *name,
-			const char *owner, lock_done_fn done, void *ctx);
+			const char *owner, const char *principal, lock_done_fn done, void *ctx);
 	struct waiter *(*join)(const struct backend *b, enum lock_kind kind, const char *name,
 			       const char *owner, int fd, waiter_resume_fn resume, void *ctx,
 			       int64_t deadline_ms, bool *confirmed);
@@ -76,6 +76,10 @@ struct acquire {
 	enum lock_kind kind;
 	const char *name;		/* borrowed: must outlive the acquire */
 	const char *owner;		/* borrowed: must outlive the acquire */
+	const char *principal;		/* the auth token's name, "" with auth off
+					 * (locks.h); borrowed like owner */
+	bool reentrant;			/* a holder's acquire adds a hold
+					 * (LOCK_REENTRANT) instead of repeating */
 	int64_t ttl_ms;			/* the lease asked for */
 	int64_t wait_ms;		/* how long to wait for it; 0 = try once */
 	int fd;				/* client socket watched for hang-up while
@@ -99,8 +103,10 @@ struct acquire {
 					 * loop's refresh, or NULL */
 	bool queued;			/* holds a queue place (fair lock, waiting
 					 * writer) to give back if it leaves unserved */
-	bool grant_pending;		/* granted, and the answer not known to be
-					 * delivered: released by acquire_end() */
+	bool grant_pending;		/* granted with a hold added (st.added), and
+					 * the answer not known to be delivered:
+					 * that hold is released by acquire_end()
+					 * (a repeat added none: nothing to undo) */
 };
 
 /* Start a's first try; a's inputs are set and the rest of it is zeroed.
@@ -108,8 +114,10 @@ struct acquire {
 void acquire_start(struct acquire *a);
 
 /* The request that owns a is over; delivered says its answer reached the
- * client. A grant that was not delivered is released (nobody learns of
- * it); returns true then, for the caller to count and log. A request that
+ * client. The hold a grant added (a new holding, a counted re-entry) is
+ * released when its answer was not delivered (nobody learns of it); a
+ * repeat added none and is left as it is. Returns true when a hold was
+ * released, for the caller to count and log. A request that
  * ends while a waits (only when its connection is closed under it) stops
  * waiting and gives back its queue place without a word. a must not be
  * freed while a Redis call of it is in flight (TRYING, GIVING_BACK): that

@@ -3,7 +3,9 @@
  * file changes nothing and requests never see half a table. Lookups take
  * the read lock and compare the presented token with every entry in
  * constant time, without an early exit, so timing tells nothing about
- * which bytes were right. Tokens never reach the log. */
+ * which bytes were right. Each token has a name (its principal), unique in
+ * the file, which the lock operations bind holdings to. Tokens never reach
+ * the log; names may. */
 #include "auth.h"
 
 #include "log.h"
@@ -20,6 +22,7 @@ struct token {
 	size_t len;
 	enum auth_role role;
 	char *prefix;		/* "" = every name */
+	char name[AUTH_NAME_MAX + 1];
 };
 
 struct table {
@@ -44,6 +47,14 @@ static void table_free(struct table *t)
 	t->n = 0;
 }
 
+/* A token name's rules: 1..AUTH_NAME_MAX of A-Z a-z 0-9 . _ - */
+static bool name_ok(const char *s)
+{
+	size_t n = strspn(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-");
+
+	return n > 0 && n <= AUTH_NAME_MAX && s[n] == '\0';
+}
+
 /* Parse path into t; on error write "path:line: why" into why. */
 static int table_read(const char *path, struct table *t, char *why, size_t why_len)
 {
@@ -57,19 +68,25 @@ static int table_read(const char *path, struct table *t, char *why, size_t why_l
 		return -1;
 	}
 	while (fgets(line, sizeof(line), f)) {
-		char *fields[4], *save = NULL, *hash = strchr(line, '#');
+		char *fields[5], *save = NULL, *hash = strchr(line, '#');
 		int nf = 0;
 
 		lineno++;
 		if (hash)
 			*hash = '\0';
-		for (char *tok = strtok_r(line, " \t\r\n", &save); tok && nf < 4;
+		for (char *tok = strtok_r(line, " \t\r\n", &save); tok && nf < 5;
 		     tok = strtok_r(NULL, " \t\r\n", &save))
 			fields[nf++] = tok;
 		if (nf == 0)
 			continue;
-		if (nf != 3) {
-			snprintf(why, why_len, "%s:%d: want '<token> <role> <prefix>'", path, lineno);
+		if (nf == 3) {
+			snprintf(why, why_len, "%s:%d: the token needs a name (a 4th field: "
+				 "'<token> <role> <prefix> <name>')", path, lineno);
+			goto fail;
+		}
+		if (nf != 4) {
+			snprintf(why, why_len, "%s:%d: want '<token> <role> <prefix> <name>'", path,
+				 lineno);
 			goto fail;
 		}
 		if (strcmp(fields[1], "client") && strcmp(fields[1], "admin")) {
@@ -77,13 +94,26 @@ static int table_read(const char *path, struct table *t, char *why, size_t why_l
 				 lineno, fields[1]);
 			goto fail;
 		}
+		if (!name_ok(fields[3])) {
+			snprintf(why, why_len, "%s:%d: name '%.64s' must be 1 to %d of "
+				 "A-Z a-z 0-9 . _ -", path, lineno, fields[3], AUTH_NAME_MAX);
+			goto fail;
+		}
+		for (size_t i = 0; i < t->n; i++) {
+			if (!strcmp(t->v[i].name, fields[3])) {
+				snprintf(why, why_len, "%s:%d: name '%s' is given to another "
+					 "token already", path, lineno, fields[3]);
+				goto fail;
+			}
+		}
 		t->v = xrealloc(t->v, (t->n + 1) * sizeof(*t->v));
-		t->v[t->n++] = (struct token){
+		t->v[t->n] = (struct token){
 			.secret = xstrdup(fields[0]),
 			.len = strlen(fields[0]),
 			.role = strcmp(fields[1], "admin") ? AUTH_CLIENT : AUTH_ADMIN,
 			.prefix = xstrdup(strcmp(fields[2], "*") ? fields[2] : ""),
 		};
+		strcpy(t->v[t->n++].name, fields[3]);
 	}
 	fclose(f);
 	if (t->n == 0) {
@@ -149,7 +179,7 @@ static int same(const char *a, size_t alen, const char *b, size_t blen)
 }
 
 enum auth_result auth_check(const char *token, size_t len, const char *name,
-			    enum auth_role *role)
+			    enum auth_role *role, char principal[AUTH_NAME_MAX + 1])
 {
 	enum auth_result res = AUTH_UNKNOWN;
 	const struct token *hit = NULL;
@@ -160,6 +190,7 @@ enum auth_result auth_check(const char *token, size_t len, const char *name,
 			hit = &current.v[i];
 	if (hit) {
 		*role = hit->role;
+		memcpy(principal, hit->name, sizeof(hit->name));
 		res = !strncmp(name, hit->prefix, strlen(hit->prefix)) ? AUTH_OK : AUTH_OUT_OF_SCOPE;
 	}
 	pthread_rwlock_unlock(&table_lock);

@@ -6,6 +6,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* A token's name: 1..AUTH_NAME_MAX of A-Z a-z 0-9 . _ - */
+#define AUTH_NAME_MAX 64
+
 enum auth_role {
 	AUTH_CLIENT,	/* acquire, release, renew and read its own locks */
 	AUTH_ADMIN,	/* that, plus force release */
@@ -18,9 +21,11 @@ enum auth_result {
 };
 
 /* Read the token file (NULL: auth stays off). One token per line,
- * "<token> <role> <prefix>", role client or admin, prefix the start of the
- * lock names it may touch or "*" for all; '#' starts a comment. Returns 0,
- * or -1 after printing file:line and the problem. */
+ * "<token> <role> <prefix> <name>", role client or admin, prefix the start
+ * of the lock names it may touch or "*" for all, name the token's name
+ * (unique in the file; locks taken under the token are bound to it); '#'
+ * starts a comment. Returns 0, or -1 after printing file:line and the
+ * problem. */
 int auth_load(const char *path);
 /* Read the same file again (SIGHUP). On error the old tokens stay in
  * force and -1 is returned after logging why. */
@@ -28,9 +33,11 @@ int auth_reload(void);
 /* Is auth on? */
 bool auth_enabled(void);
 /* May token (len bytes, not NUL-terminated) touch lock name? Compares in
- * time independent of where the token differs. */
+ * time independent of where the token differs. On AUTH_OK and
+ * AUTH_OUT_OF_SCOPE, *role is set and the token's name copied into
+ * principal (a reload may free the table: keep the copy, not a pointer). */
 enum auth_result auth_check(const char *token, size_t len, const char *name,
-			    enum auth_role *role);
+			    enum auth_role *role, char principal[AUTH_NAME_MAX + 1]);
 void auth_release(void);
 
 #endif

@@ -1,8 +1,10 @@
 /* locks.c -- the lock-kind table: for each kind, which script does each
  * operation and which Redis keys it is given, plus the decoding of script
  * replies into domain results. Key names follow Redisson byte for byte
- * (docs/ARCHITECTURE.md lists them) so both can share one Redis; the one key
- * of dlockd's own, dlockd_rwlock_writers:{N}, is invisible to Redisson.
+ * (docs/ARCHITECTURE.md lists them) so both can share one Redis; dlockd's
+ * own keys, dlockd_rwlock_writers:{N} and the holders' hash
+ * dlockd_lock_owners:{N} (each holding's fencing token and token name), are
+ * invisible to Redisson.
  * With a key prefix (--key-prefix) lock N is <prefix>N in Redis, and every
  * derived name is built from that, as Redisson's NameMapper does.
  *
@@ -34,10 +36,11 @@ enum key_id {
 	K_DEADLINES,	/* redisson_lock_timeout:{N} */
 	K_TAG,		/* {N}: prefix of the rwlock_timeout keys */
 	K_WRITERS,	/* dlockd_rwlock_writers:{N} */
+	K_OWNERS,	/* dlockd_lock_owners:{N}: each holding's token and principal */
 	K_COUNT
 };
 
-#define MAX_KEYS 5
+#define MAX_KEYS 6
 
 struct op_row {
 	enum script_id script;
@@ -59,10 +62,10 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 	[LOCK_KIND_LOCK] = {
 		.label = "lock",
 		.channel_prefix = "redisson_lock__channel",
-		.acquire = { SCRIPT_LOCK_ACQUIRE, { K_LOCK, K_TOKEN } },
-		.release = { SCRIPT_LOCK_RELEASE, { K_LOCK, K_CHANNEL } },
-		.force_release = { SCRIPT_LOCK_FORCE_RELEASE, { K_LOCK, K_CHANNEL } },
-		.renew = { SCRIPT_LOCK_RENEW, { K_LOCK, K_CHANNEL } },
+		.acquire = { SCRIPT_LOCK_ACQUIRE, { K_LOCK, K_TOKEN, K_OWNERS } },
+		.release = { SCRIPT_LOCK_RELEASE, { K_LOCK, K_CHANNEL, K_OWNERS } },
+		.force_release = { SCRIPT_LOCK_FORCE_RELEASE, { K_LOCK, K_CHANNEL, K_OWNERS } },
+		.renew = { SCRIPT_LOCK_RENEW, { K_LOCK, K_OWNERS, K_CHANNEL } },
 		.status = { SCRIPT_LOCK_STATUS, { K_LOCK } },
 	},
 	[LOCK_KIND_FAIR] = {
@@ -71,11 +74,12 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 		.per_owner_channel = true,
 		.queues = true,
 		.acquire = { SCRIPT_FAIR_ACQUIRE,
-			     { K_LOCK, K_TOKEN, K_QUEUE, K_DEADLINES, K_CHANNEL } },
-		.release = { SCRIPT_FAIR_RELEASE, { K_LOCK, K_QUEUE, K_DEADLINES, K_CHANNEL } },
+			     { K_LOCK, K_TOKEN, K_QUEUE, K_DEADLINES, K_CHANNEL, K_OWNERS } },
+		.release = { SCRIPT_FAIR_RELEASE,
+			     { K_LOCK, K_QUEUE, K_DEADLINES, K_CHANNEL, K_OWNERS } },
 		.force_release = { SCRIPT_FAIR_FORCE_RELEASE,
-				   { K_LOCK, K_QUEUE, K_DEADLINES, K_CHANNEL } },
-		.renew = { SCRIPT_LOCK_RENEW, { K_LOCK } },
+				   { K_LOCK, K_QUEUE, K_DEADLINES, K_CHANNEL, K_OWNERS } },
+		.renew = { SCRIPT_LOCK_RENEW, { K_LOCK, K_OWNERS } },
 		.status = { SCRIPT_LOCK_STATUS, { K_LOCK } },
 		.dequeue = { SCRIPT_FAIR_DEQUEUE, { K_QUEUE, K_DEADLINES, K_CHANNEL } },
 		.refresh = { SCRIPT_FAIR_REFRESH, { K_LOCK, K_QUEUE, K_DEADLINES, K_CHANNEL } },
@@ -85,11 +89,13 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 		.channel_prefix = "redisson_rwlock",
 		.wait_flags = LOCK_WAIT_TIMER_ALL,
 		.force_mode = "read",
-		.acquire = { SCRIPT_RW_READ_ACQUIRE, { K_LOCK, K_TOKEN, K_TAG, K_WRITERS } },
-		.release = { SCRIPT_RW_READ_RELEASE, { K_LOCK, K_CHANNEL, K_TAG } },
-		.force_release = { SCRIPT_RW_FORCE_RELEASE, { K_LOCK, K_CHANNEL, K_TAG } },
-		.renew = { SCRIPT_RW_READ_RENEW, { K_LOCK, K_TAG } },
-		.status = { SCRIPT_RW_STATUS, { K_LOCK, K_TAG } },
+		.acquire = { SCRIPT_RW_READ_ACQUIRE,
+			     { K_LOCK, K_TOKEN, K_TAG, K_WRITERS, K_OWNERS } },
+		.release = { SCRIPT_RW_READ_RELEASE, { K_LOCK, K_CHANNEL, K_TAG, K_OWNERS } },
+		.force_release = { SCRIPT_RW_FORCE_RELEASE,
+				   { K_LOCK, K_CHANNEL, K_TAG, K_OWNERS } },
+		.renew = { SCRIPT_RW_READ_RENEW, { K_LOCK, K_TAG, K_OWNERS } },
+		.status = { SCRIPT_RW_STATUS, { K_LOCK, K_TAG, K_OWNERS } },
 	},
 	[LOCK_KIND_WRITE] = {
 		.label = "write lock",
@@ -97,11 +103,13 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 		.queues = true,
 		.wait_flags = LOCK_WAIT_TIMER_ALL | LOCK_WAIT_WRITER,
 		.force_mode = "write",
-		.acquire = { SCRIPT_RW_WRITE_ACQUIRE, { K_LOCK, K_TOKEN, K_TAG, K_WRITERS } },
-		.release = { SCRIPT_RW_WRITE_RELEASE, { K_LOCK, K_CHANNEL, K_TAG } },
-		.force_release = { SCRIPT_RW_FORCE_RELEASE, { K_LOCK, K_CHANNEL, K_TAG } },
-		.renew = { SCRIPT_RW_WRITE_RENEW, { K_LOCK, K_TAG } },
-		.status = { SCRIPT_RW_STATUS, { K_LOCK, K_TAG } },
+		.acquire = { SCRIPT_RW_WRITE_ACQUIRE,
+			     { K_LOCK, K_TOKEN, K_TAG, K_WRITERS, K_OWNERS } },
+		.release = { SCRIPT_RW_WRITE_RELEASE, { K_LOCK, K_CHANNEL, K_TAG, K_OWNERS } },
+		.force_release = { SCRIPT_RW_FORCE_RELEASE,
+				   { K_LOCK, K_CHANNEL, K_TAG, K_OWNERS } },
+		.renew = { SCRIPT_RW_WRITE_RENEW, { K_LOCK, K_TAG, K_OWNERS } },
+		.status = { SCRIPT_RW_STATUS, { K_LOCK, K_TAG, K_OWNERS } },
 		.dequeue = { SCRIPT_RW_WRITE_DEQUEUE, { K_WRITERS, K_CHANNEL } },
 	},
 };
@@ -208,6 +216,9 @@ static const char *key_get(struct keys *ks, enum key_id id)
 		break;
 	case K_WRITERS:
 		ks->k[id] = locks_prefix_name("dlockd_rwlock_writers", ks->name);
+		break;
+	case K_OWNERS:
+		ks->k[id] = locks_prefix_name("dlockd_lock_owners", ks->name);
 		break;
 	case K_END:
 	case K_COUNT:
@@ -338,8 +349,9 @@ static enum lock_result common_code(long long code, struct lock_state *out)
 /* A script's why code (lua/ headers); an unknown one says nothing more. */
 static enum lock_why why_code(long long code)
 {
-	return code >= LOCK_WHY_QUEUE && code <= LOCK_WHY_WRITER ? (enum lock_why)code
-								  : LOCK_WHY_NONE;
+	if ((code >= LOCK_WHY_QUEUE && code <= LOCK_WHY_WRITER) || code == LOCK_WHY_PRINCIPAL)
+		return (enum lock_why)code;
+	return LOCK_WHY_NONE;
 }
 
 static int64_t min_positive(int64_t a, int64_t b)
@@ -423,6 +435,7 @@ static void acquire_decode(struct call *c, const redisReply *r, enum lock_result
 		out->holds = elem_int(r, 2);
 		out->ttl_ms = lease_left(elem_int(r, 3), c->sent_ms);
 		out->locked = true;
+		out->added = elem_int(r, 4) == 1;
 		if (out->ttl_ms == 0) {
 			log_warn("redis granted %s '%s' too late to be of use (lease over)",
 				 kinds[c->kind].label, c->name);
@@ -441,6 +454,11 @@ static void acquire_decode(struct call *c, const redisReply *r, enum lock_result
 		out->others = elem_int(r, 4);
 		*res = LOCK_HELD;
 		break;
+	case -2:
+		out->locked = true;
+		out->why = why_code(elem_int(r, 1));
+		*res = LOCK_NOT_OWNER;
+		break;
 	default:
 		*res = LOCK_WRONG_KIND;
 		if (elem_int(r, 0) == -3)
@@ -449,18 +467,20 @@ static void acquire_decode(struct call *c, const redisReply *r, enum lock_result
 }
 
 void locks_acquire(const struct backend *b, enum lock_kind kind, const char *name,
-		   const char *owner, int64_t ttl_ms, bool queue, lock_done_fn done, void *ctx)
+		   const char *owner, const char *principal, int64_t ttl_ms, unsigned flags,
+		   lock_done_fn done, void *ctx)
 {
 	const struct kind_row *k = &kinds[kind];
 	struct call *c = call_new(kind, name, "acquire", done, ctx);
 	char lease[24], life[24];
-	const char *args[] = { lease, owner, life };
+	const char *args[] = { lease, owner, life, (flags & LOCK_REENTRANT) ? "1" : "0",
+			       principal };
 
-	c->queue = queue && k->queues;
+	c->queue = (flags & LOCK_QUEUE) && k->queues;
 	c->decode = acquire_decode;
 	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
 	snprintf(life, sizeof(life), "%lld", c->queue ? (long long)queue_ttl_ms : 0LL);
-	run(b, c, &k->acquire, 3, args);
+	run(b, c, &k->acquire, 5, args);
 }
 
 void locks_dequeue(const struct backend *b, enum lock_kind kind, const char *name,
@@ -549,13 +569,13 @@ static void release_decode(struct call *c, const redisReply *r, enum lock_result
 }
 
 void locks_release(const struct backend *b, enum lock_kind kind, const char *name,
-		   const char *owner, lock_done_fn done, void *ctx)
+		   const char *owner, const char *principal, lock_done_fn done, void *ctx)
 {
 	struct call *c = call_new(kind, name, "release", done, ctx);
-	const char *args[] = { owner };
+	const char *args[] = { owner, principal };
 
 	c->decode = release_decode;
-	run(b, c, &kinds[kind].release, 1, args);
+	run(b, c, &kinds[kind].release, 2, args);
 }
 
 static void force_decode(struct call *c, const redisReply *r, enum lock_result *res,
@@ -609,17 +629,18 @@ static void renew_decode(struct call *c, const redisReply *r, enum lock_result *
 }
 
 void locks_renew(const struct backend *b, enum lock_kind kind, const char *name,
-		 const char *owner, int64_t ttl_ms, lock_done_fn done, void *ctx)
+		 const char *owner, const char *principal, int64_t ttl_ms, lock_done_fn done,
+		 void *ctx)
 {
 	struct call *c = call_new(kind, name, "renewal", done, ctx);
 	char lease[24];
-	const char *args[] = { lease, owner };
+	const char *args[] = { lease, owner, principal };
 
 	c->decode = renew_decode;
 	c->b = b;
 	c->owner = xstrdup(owner);
 	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
-	run(b, c, &kinds[kind].renew, 2, args);
+	run(b, c, &kinds[kind].renew, 3, args);
 }
 
 static void status_decode(struct call *c, const redisReply *r, enum lock_result *res,

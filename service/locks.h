@@ -36,7 +36,9 @@ enum lock_result {
 	LOCK_OK,		/* done: acquired, released, renewed or read */
 	LOCK_HELD,		/* acquire: another owner holds it */
 	LOCK_NOT_HELD,		/* release/renew: nobody holds it */
-	LOCK_NOT_OWNER,		/* release/renew: another owner holds it */
+	LOCK_NOT_OWNER,		/* release/renew: another owner holds it; any
+				 * operation: the owner holds it under another
+				 * principal (why LOCK_WHY_PRINCIPAL) */
 	LOCK_WRONG_KIND,	/* the name is in use as another kind of lock */
 	LOCK_BACKEND_DOWN,	/* Redis unreachable, or it cannot serve now (busy,
 				 * loading, a replica, out of memory, refused):
@@ -59,11 +61,27 @@ enum lock_why {
 	LOCK_WHY_NOT_A_LOCK = 6,	/* LOCK_WRONG_KIND: the name holds data that is not
 					 * a lock (a hash without TTL, another type, a
 					 * fencing counter that is not a number) */
+	LOCK_WHY_PRINCIPAL = 7,		/* LOCK_NOT_OWNER: the owner holds it, but under
+					 * another auth token's name */
+};
+
+/* How locks_acquire() acquires. */
+enum lock_acquire_flags {
+	LOCK_QUEUE = 1 << 0,		/* the caller is going to wait: take (or
+					 * refresh) its place in the kind's queue */
+	LOCK_REENTRANT = 1 << 1,	/* an owner that holds it already adds a hold
+					 * (Redisson's RLock); without, its acquire is a
+					 * repeat: same token, same holds, lease
+					 * max(remaining, ttl) */
 };
 
 struct lock_state {
-	int64_t token;		/* acquire: fencing token of this acquisition */
+	int64_t token;		/* acquire: fencing token of the holding, the same
+				 * for its repeats and re-entries */
 	int64_t holds;		/* holds of the owner (after the operation) */
+	bool added;		/* acquire granted: a hold was added (a new
+				 * holding or a counted re-entry), so releasing
+				 * one undoes it; false for a repeat */
 	int64_t ttl_ms;		/* lease left; on LOCK_HELD the holder's; -1 = no expiry */
 	int64_t retry_ms;	/* LOCK_HELD: try again after this long even if no
 				 * message comes (the holder's lease ends, or the
@@ -104,12 +122,20 @@ typedef void (*lock_done_fn)(void *ctx, enum lock_result r, const struct lock_st
  * (LOCK_BACKEND_DOWN when Redis did not answer or cannot serve now,
  * LOCK_SCRIPT_ERROR when the script failed). */
 
-/* Try to take the lock. With queue, a caller that is going to wait takes
- * (or refreshes) its place in the lock's queue where the kind has one; call
- * again at st->retry_ms to keep it (or, st->refresh_place, have
- * locks_fair_refresh() keep it). */
+/* principal, in the calls below, is the name of the auth token the
+ * request came with ("" with auth off): a holding made under one name is
+ * refused to every other (LOCK_NOT_OWNER, why LOCK_WHY_PRINCIPAL),
+ * whatever owner id the caller sends. Only the name reaches Redis, never
+ * the token. */
+
+/* Take the lock, or repeat or (LOCK_REENTRANT) re-enter the owner's
+ * holding of it (enum lock_acquire_flags). With LOCK_QUEUE, a caller that
+ * is going to wait takes (or refreshes) its place in the lock's queue
+ * where the kind has one; call again at st->retry_ms to keep it (or,
+ * st->refresh_place, have locks_fair_refresh() keep it). */
 void locks_acquire(const struct backend *b, enum lock_kind kind, const char *name,
-		   const char *owner, int64_t ttl_ms, bool queue, lock_done_fn done, void *ctx);
+		   const char *owner, const char *principal, int64_t ttl_ms, unsigned flags,
+		   lock_done_fn done, void *ctx);
 /* A queued caller (st->queued) stops waiting without the lock: give its
  * place back so nobody waits behind it. done may be NULL: then a failure
  * is only logged (the place goes stale by itself). */
@@ -130,12 +156,13 @@ void locks_fair_refresh(const struct backend *b, const char *name, const char *c
 /* Release one hold; st->holds is what the owner still holds (0: free).
  * done may be NULL: then only a failure is logged. */
 void locks_release(const struct backend *b, enum lock_kind kind, const char *name,
-		   const char *owner, lock_done_fn done, void *ctx);
+		   const char *owner, const char *principal, lock_done_fn done, void *ctx);
 /* Free the lock whoever holds it; st->locked tells whether it was held. */
 void locks_force_release(const struct backend *b, enum lock_kind kind, const char *name,
 			 lock_done_fn done, void *ctx);
 void locks_renew(const struct backend *b, enum lock_kind kind, const char *name,
-		 const char *owner, int64_t ttl_ms, lock_done_fn done, void *ctx);
+		 const char *owner, const char *principal, int64_t ttl_ms, lock_done_fn done,
+		 void *ctx);
 /* owner may be NULL; then st->holds is 0. */
 void locks_status(const struct backend *b, enum lock_kind kind, const char *name,
 		  const char *owner, lock_done_fn done, void *ctx);

@@ -29,13 +29,42 @@
   owner_ok(owner)             owner is no field of the layout ('mode', a
                               '...:write' writer field); dlockd refuses such
                               owners before they reach a script
-  held_refusal(key, want, owner)
+  held_refusal(key, want, owner, owners)
                               the checks a release or renewal of a lock of
                               kind want ('lock' or 'rw') by owner starts
                               with: nil to go on, else the reply to give at
                               once: {0} nobody holds key, {-1} it is the
-                              other kind, {-3} it is not a lock, or an error
-                              for an owner that is a field of the layout
+                              other kind, {-3} it (or its holders' hash
+                              owners) is not a lock's, or an error for an
+                              owner that is a field of the layout
+  The holders' hash (dlockd's own: dlockd_lock_owners:{N}, passed as
+  owners) has one field per holding dlockd made, named as that holding's
+  field in the lock hash (the owner; '<owner>:write' for a writer); its
+  value is '<token>', or '<token> <principal>' when the holding was made
+  under an auth token of that name. An entry counts only while the lock
+  hash has its field (Redisson, or a purge of expired read holds, may have
+  dropped the holding without a word: the entry is then stale, ignored and
+  overwritten); the hash lives as long as the lock hash (owners_sync).
+  owners_entry(owners, field) the token (a number) and principal ('' for
+                              none) of field's entry; nil if it has none
+  owners_refused(owners, field, principal)
+                              true when the holding of field (which the lock
+                              hash has) was made under another token name
+                              than principal: it may not be repeated,
+                              re-entered, renewed or released. Never with
+                              auth off (principal '') or for a holding
+                              whose entry has no principal (made with auth
+                              off, by Redisson, or by an older dlockd)
+  owners_token(owners, field, counter, lease, principal, fresh)
+                              the fencing token of field's holding: with
+                              fresh (a holding that starts now), or when it
+                              has no entry, a new one (next_token) recorded
+                              with principal; else the entry's, and the
+                              counter lives at least lease more
+  owners_sync(owners, key)    after the lock hash key was written: drop the
+                              entries of fields key no longer has (all of
+                              them when key is gone) and give owners key's
+                              lease
   Redis does not undo the writes of a script that fails half way, so every
   script checks with these (and returns, or fails) before its first write,
   and one that publishes decides what to say from reads alone and publishes
@@ -117,7 +146,7 @@ local function owner_ok(owner)
   return owner ~= 'mode' and string.sub(owner, -6) ~= ':write'
 end
 
-local function held_refusal(key, want, owner)
+local function held_refusal(key, want, owner, owners)
   if not owner_ok(owner) then
     return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
   end
@@ -128,6 +157,59 @@ local function held_refusal(key, want, owner)
     return {-3}
   elseif kind ~= want then
     return {-1}
+  elseif not type_ok(owners, 'hash') then
+    return {-3}
   end
   return nil
+end
+
+local function owners_entry(owners, field)
+  local v = redis.call('hget', owners, field)
+  local token, principal = string.match(v or '', '^(%d+) ?([^ ]*)$')
+  if not token then
+    return nil
+  end
+  return tonumber(token), principal
+end
+
+local function owners_refused(owners, field, principal)
+  if principal == '' then
+    return false
+  end
+  local _, p = owners_entry(owners, field)
+  return p ~= nil and p ~= '' and p ~= principal
+end
+
+local function owners_token(owners, field, counter, lease, principal, fresh)
+  local token = not fresh and owners_entry(owners, field)
+  if token then
+    lease_at_least(counter, lease)
+    return token
+  end
+  token = next_token(counter, lease)
+  if principal == '' then
+    redis.call('hset', owners, field, string.format('%d', token))
+  else
+    redis.call('hset', owners, field, string.format('%d %s', token, principal))
+  end
+  return token
+end
+
+local function owners_sync(owners, key)
+  local pttl = redis.call('pttl', key)
+  if pttl == -2 then
+    redis.call('del', owners)
+    return
+  end
+  local fields = redis.call('hkeys', owners)
+  local left = #fields
+  for _, f in ipairs(fields) do
+    if redis.call('hexists', key, f) == 0 then
+      redis.call('hdel', owners, f)
+      left = left - 1
+    end
+  end
+  if left > 0 and pttl > 0 then
+    redis.call('pexpire', owners, pttl)
+  end
 end

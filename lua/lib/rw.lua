@@ -10,7 +10,8 @@
   rw_scan_left(s, owner)     from scan s, as if owner gave up its last live
                              read hold: how many readers keep a live hold,
                              and the longest pttl of those holds (-2: none)
-  rw_purge(key, tag, s)      (s: its rw_scan, or nil to scan now) drop
+  rw_purge(key, tag, owners, s)
+                             (s: its rw_scan, or nil to scan now) drop
                              every read hold whose timeout key
                              <tag>:<field>:rwlock_timeout:<k> is gone (its
                              lease ran out), so an expired reader counts for
@@ -21,10 +22,12 @@
                              them. A read lock with no reader left is
                              deleted; one with fewer readers lives as long as
                              its longest hold (as Redisson's unlock sets it).
+                             The holders' hash owners follows (owners_sync).
                              Returns 'none' when key is gone, else 'rw'.
-  rw_held_refusal(key, tag, owner)
-                             held_refusal(key, 'rw', owner), then rw_purge:
-                             nil to go on, else the reply to give at once
+  rw_held_refusal(key, tag, owner, owners)
+                             held_refusal(key, 'rw', owner, owners), then
+                             rw_purge: nil to go on, else the reply to give
+                             at once
   rw_longest(key, prefix)    the longest pttl of any read hold's timeout key
                              <prefix>:<field>:rwlock_timeout:<k> (-2: none live)
   rw_readers(key)            how many reader fields the hash has
@@ -84,7 +87,7 @@ local function rw_scan_left(s, owner)
   return readers, longest
 end
 
-local function rw_purge(key, tag, s)
+local function rw_purge(key, tag, owners, s)
   s = s or rw_scan(key, tag)
   local readers, dropped, longest = 0, false, -2
   for _, r in ipairs(s.readers) do
@@ -109,21 +112,24 @@ local function rw_purge(key, tag, s)
     end
   end
   if readers == 0 and s.writers == 0 then
-    redis.call('del', key)
+    redis.call('del', key, owners)
     return 'none'
   end
   if dropped and s.mode == 'read' and longest > 0 then
     redis.call('pexpire', key, longest)
   end
+  if dropped then
+    owners_sync(owners, key)
+  end
   return 'rw'
 end
 
-local function rw_held_refusal(key, tag, owner)
-  local refusal = held_refusal(key, 'rw', owner)
+local function rw_held_refusal(key, tag, owner, owners)
+  local refusal = held_refusal(key, 'rw', owner, owners)
   if refusal then
     return refusal
   end
-  if rw_purge(key, tag) == 'none' then
+  if rw_purge(key, tag, owners) == 'none' then
     return {0}
   end
   return nil

@@ -48,15 +48,18 @@ static void record(const char *fmt, ...)
 }
 
 static void fake_try(const struct backend *b, enum lock_kind kind, const char *name,
-		     const char *owner, int64_t ttl_ms, bool queue, lock_done_fn done, void *ctx)
+		     const char *owner, const char *principal, int64_t ttl_ms, unsigned flags,
+		     lock_done_fn done, void *ctx)
 {
 	assert_ptr_equal(b, FAKE_BACKEND);
 	assert_int_equal(kind, LOCK_KIND_FAIR);
 	assert_string_equal(name, "deploy");
 	assert_string_equal(owner, "ci-2");
+	assert_string_equal(principal, "team-a");
 	assert_int_equal(ttl_ms, 30000);
 	assert_null(pending_try);	/* one call in flight at a time */
-	record("try(%s)", queue ? "queue" : "once");
+	record("try(%s%s)", (flags & LOCK_QUEUE) ? "queue" : "once",
+	       (flags & LOCK_REENTRANT) ? ", reentrant" : "");
 	pending_try = done;
 	pending_try_ctx = ctx;
 }
@@ -74,12 +77,13 @@ static void fake_dequeue(const struct backend *b, enum lock_kind kind, const cha
 }
 
 static void fake_release(const struct backend *b, enum lock_kind kind, const char *name,
-			 const char *owner, lock_done_fn done, void *ctx)
+			 const char *owner, const char *principal, lock_done_fn done, void *ctx)
 {
 	assert_ptr_equal(b, FAKE_BACKEND);
 	assert_int_equal(kind, LOCK_KIND_FAIR);
 	assert_string_equal(name, "deploy");
 	assert_string_equal(owner, "ci-2");
+	assert_string_equal(principal, "team-a");
 	assert_null(done);
 	assert_null(ctx);
 	record("release");
@@ -184,7 +188,8 @@ static void start(struct acquire *a, int64_t wait_ms)
 	memset(a, 0, sizeof(*a));
 	*a = (struct acquire){
 		.ops = &fake_ops, .b = FAKE_BACKEND, .kind = LOCK_KIND_FAIR,
-		.name = "deploy", .owner = "ci-2", .ttl_ms = 30000, .wait_ms = wait_ms,
+		.name = "deploy", .owner = "ci-2", .principal = "team-a", .ttl_ms = 30000,
+		.wait_ms = wait_ms,
 		.fd = 7, .done = on_done, .done_ctx = &dones,
 	};
 	acquire_start(a);
@@ -227,7 +232,10 @@ static void check_calls(const char *want)
 	calls[0] = '\0';
 }
 
-static const struct lock_state granted = { .token = 42, .holds = 1, .ttl_ms = 30000 };
+static const struct lock_state granted = { .token = 42, .holds = 1, .ttl_ms = 30000,
+					   .added = true };
+/* The owner held it already: a repeat, which added no hold. */
+static const struct lock_state repeated = { .token = 42, .holds = 1, .ttl_ms = 30000 };
 /* Held by another owner for 20 s; the caller holds a queue place. */
 static const struct lock_state held = { .ttl_ms = 20000, .retry_ms = 20000, .queued = true,
 					.others = 0, .why = LOCK_WHY_NONE };
@@ -473,6 +481,40 @@ static void test_acquire__undelivered_grant_is_released_at_the_end(void **state)
 	check_calls("");
 }
 
+/* A repeat whose answer is lost added no hold: releasing one would free
+ * the holding its first answer told the client about. */
+static void test_acquire__undelivered_repeat_is_left_alone(void **state)
+{
+	struct acquire a;
+
+	(void)state;
+	start(&a, 0);
+	answer_try(LOCK_OK, repeated);
+	check_calls("try(once) done");
+	assert_false(a.grant_pending);
+	assert_false(acquire_end(&a, false));
+	check_calls("");
+}
+
+/* reentrant asks the script to count a re-entry as a hold. */
+static void test_acquire__reentrant_is_passed_on(void **state)
+{
+	struct acquire a;
+
+	(void)state;
+	memset(&a, 0, sizeof(a));
+	a = (struct acquire){
+		.ops = &fake_ops, .b = FAKE_BACKEND, .kind = LOCK_KIND_FAIR,
+		.name = "deploy", .owner = "ci-2", .principal = "team-a", .reentrant = true,
+		.ttl_ms = 30000, .done = on_done, .done_ctx = &dones,
+	};
+	acquire_start(&a);
+	answer_try(LOCK_OK, granted);
+	check_calls("try(once, reentrant) done");
+	assert_true(acquire_end(&a, false));	/* the added hold goes */
+	check_calls("release");
+}
+
 static void test_acquire__request_closed_while_asleep_leaves_quietly(void **state)
 {
 	struct acquire a;
@@ -586,6 +628,8 @@ int main(void)
 		cmocka_unit_test_setup(test_acquire__script_error_ends_the_wait, setup),
 		cmocka_unit_test_setup(test_acquire__client_gone_while_asleep, setup),
 		cmocka_unit_test_setup(test_acquire__shutdown_while_asleep, setup),
+		cmocka_unit_test_setup(test_acquire__undelivered_repeat_is_left_alone, setup),
+		cmocka_unit_test_setup(test_acquire__reentrant_is_passed_on, setup),
 		cmocka_unit_test_setup(test_acquire__undelivered_grant_is_released_at_the_end,
 				       setup),
 		cmocka_unit_test_setup(test_acquire__request_closed_while_asleep_leaves_quietly,

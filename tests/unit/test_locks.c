@@ -11,7 +11,7 @@
 static redisReply *canned;		/* handed back, then freed by the caller */
 static enum script_id last_id;
 static char last_keys[6][300];
-static char last_args[4][300];
+static char last_args[6][300];
 static int last_nkeys, last_nargs;
 
 void __wrap_scripts_run(struct redis_conn *c, enum script_id id, int nkeys,
@@ -29,7 +29,7 @@ void __wrap_scripts_run(struct redis_conn *c, enum script_id id, int nkeys,
 	last_nargs = nargs;
 	for (int i = 0; i < nkeys && i < 6; i++)
 		snprintf(last_keys[i], sizeof(last_keys[i]), "%s", keys[i]);
-	for (int i = 0; i < nargs && i < 4; i++)
+	for (int i = 0; i < nargs && i < 6; i++)
 		snprintf(last_args[i], sizeof(last_args[i]), "%s", args[i]);
 	canned = NULL;
 	fn(ctx, r);		/* as redis_conn does: the reply is freed after */
@@ -69,19 +69,20 @@ static void record(void *ctx, enum lock_result r, const struct lock_state *st)
 static enum lock_result acquire(enum lock_kind k, const char *name, const char *owner,
 				int64_t ttl, bool queue, struct lock_state *st)
 {
-	return OUTCOME(st, locks_acquire(&B, k, name, owner, ttl, queue, record, NULL));
+	return OUTCOME(st, locks_acquire(&B, k, name, owner, "", ttl, queue ? LOCK_QUEUE : 0,
+					 record, NULL));
 }
 
 static enum lock_result release(enum lock_kind k, const char *name, const char *owner,
 				struct lock_state *st)
 {
-	return OUTCOME(st, locks_release(&B, k, name, owner, record, NULL));
+	return OUTCOME(st, locks_release(&B, k, name, owner, "", record, NULL));
 }
 
 static enum lock_result renew(enum lock_kind k, const char *name, const char *owner,
 			      int64_t ttl, struct lock_state *st)
 {
-	return OUTCOME(st, locks_renew(&B, k, name, owner, ttl, record, NULL));
+	return OUTCOME(st, locks_renew(&B, k, name, owner, "", ttl, record, NULL));
 }
 
 static enum lock_result status(enum lock_kind k, const char *name, const char *owner,
@@ -162,22 +163,54 @@ static void test_locks__wait_channel_of_an_exclusive_lock(void **state)
 
 /* ----- Operations: keys passed and replies decoded ----- */
 
-static void test_locks__acquire_passes_lock_and_token_keys(void **state)
+static void test_locks__acquire_passes_lock_token_and_holders_keys(void **state)
 {
 	struct lock_state st;
 
 	(void)state;
-	canned = ints(4, 1LL, 7LL, 2LL, 30000LL);
+	canned = ints(5, 1LL, 7LL, 2LL, 30000LL, 1LL);
 	assert_int_equal(acquire(LOCK_KIND_LOCK, "job", "w1", 30000, false, &st), LOCK_OK);
 	assert_int_equal(last_id, SCRIPT_LOCK_ACQUIRE);
-	assert_int_equal(last_nkeys, 2);
+	assert_int_equal(last_nkeys, 3);
 	assert_string_equal(last_keys[0], "job");
 	assert_string_equal(last_keys[1], "redisson_lock_token:{job}");
+	assert_string_equal(last_keys[2], "dlockd_lock_owners:{job}");
+	assert_int_equal(last_nargs, 5);
 	assert_string_equal(last_args[0], "30000");
 	assert_string_equal(last_args[1], "w1");
+	assert_string_equal(last_args[3], "0");		/* not reentrant */
+	assert_string_equal(last_args[4], "");		/* no principal: auth off */
 	assert_int_equal(st.token, 7);
 	assert_int_equal(st.holds, 2);
 	assert_int_equal(st.ttl_ms, 30000);
+	assert_true(st.added);
+	canned = ints(5, 1LL, 7LL, 2LL, 30000LL, 0LL);	/* a repeat */
+	assert_int_equal(acquire(LOCK_KIND_LOCK, "job", "w1", 30000, false, &st), LOCK_OK);
+	assert_false(st.added);
+}
+
+/* The flags and the principal reach the script; a holding made under
+ * another principal is not_owner, for an acquire too. */
+static void test_locks__acquire_reentrant_principal_and_not_owner(void **state)
+{
+	(void)state;
+	canned = ints(3, -2LL, 7LL, 0LL);
+	got = LOCK_RESULT_COUNT;
+	locks_acquire(&B, LOCK_KIND_WRITE, "doc", "w1", "team-a", 1000,
+		      LOCK_QUEUE | LOCK_REENTRANT, record, NULL);
+	assert_int_equal(got, LOCK_NOT_OWNER);
+	assert_int_equal(got_st.why, LOCK_WHY_PRINCIPAL);
+	assert_int_equal(last_nkeys, 5);
+	assert_string_equal(last_keys[4], "dlockd_lock_owners:{doc}");
+	assert_string_equal(last_args[3], "1");
+	assert_string_equal(last_args[4], "team-a");
+	canned = ints(3, -2LL, 7LL, 0LL);
+	got = LOCK_RESULT_COUNT;
+	locks_release(&B, LOCK_KIND_READ, "doc", "w1", "team-b", record, NULL);
+	assert_int_equal(got, LOCK_NOT_OWNER);
+	assert_int_equal(got_st.why, LOCK_WHY_PRINCIPAL);
+	assert_string_equal(last_keys[3], "dlockd_lock_owners:{doc}");
+	assert_string_equal(last_args[1], "team-b");
 }
 
 static void test_locks__acquire_decodes_held_and_wrong_kind(void **state)
@@ -200,6 +233,7 @@ static void test_locks__release_codes(void **state)
 	canned = ints(2, 1LL, 0LL);
 	assert_int_equal(release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_OK);
 	assert_string_equal(last_keys[1], "redisson_lock__channel:{job}");
+	assert_string_equal(last_keys[2], "dlockd_lock_owners:{job}");
 	assert_int_equal(st.holds, 0);
 	canned = ints(2, 1LL, 3LL);
 	assert_int_equal(release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_OK);
@@ -336,10 +370,11 @@ static void test_locks__fair_lock_keys_and_per_owner_channel(void **state)
 	canned = ints(3, 0LL, 500LL, 1LL);
 	assert_int_equal(acquire(LOCK_KIND_FAIR, "job", "w1", 1000, true, &st), LOCK_HELD);
 	assert_int_equal(last_id, SCRIPT_FAIR_ACQUIRE);
-	assert_int_equal(last_nkeys, 5);
+	assert_int_equal(last_nkeys, 6);
 	assert_string_equal(last_keys[2], "redisson_lock_queue:{job}");
 	assert_string_equal(last_keys[3], "redisson_lock_timeout:{job}");
 	assert_string_equal(last_keys[4], "redisson_lock__channel:{job}");
+	assert_string_equal(last_keys[5], "dlockd_lock_owners:{job}");
 	assert_string_equal(last_args[2], "6000");	/* queue place lifetime */
 	assert_true(st.queued);
 	assert_int_equal(st.retry_ms, 502);		/* the head watches the lease (and 2 ms) */
@@ -547,7 +582,8 @@ int main(void)
 		cmocka_unit_test(test_locks__key_uses_hash_tag),
 		cmocka_unit_test(test_locks__name_with_brace_gets_no_extra_tag),
 		cmocka_unit_test(test_locks__wait_channel_of_an_exclusive_lock),
-		cmocka_unit_test(test_locks__acquire_passes_lock_and_token_keys),
+		cmocka_unit_test(test_locks__acquire_passes_lock_token_and_holders_keys),
+		cmocka_unit_test(test_locks__acquire_reentrant_principal_and_not_owner),
 		cmocka_unit_test(test_locks__acquire_decodes_held_and_wrong_kind),
 		cmocka_unit_test(test_locks__release_codes),
 		cmocka_unit_test(test_locks__renewal_tells_the_waiters_its_lease_end),

@@ -183,6 +183,33 @@ static void test_request__force_takes_true_or_false(void **state)
 	assert_int_equal(parse(&rq, bad, NULL, P_OWNER | P_FORCE), -1);
 }
 
+/* reentrant, like force: true/1 or false/0 in the query, a boolean in a
+ * body; anything else is a 400 invalid_argument naming it. */
+static void test_request__reentrant_takes_true_or_false(void **state)
+{
+	static const char *const yes[] = { "reentrant", "1", NULL };
+	static const char *const no[] = { "reentrant", "false", NULL };
+	static const char *const bad[] = { "reentrant", "TRUE", NULL };
+	const unsigned acquire = ALL | P_REENTRANT;
+	struct request rq;
+
+	(void)state;
+	assert_int_equal(parse(&rq, yes, NULL, acquire), 0);
+	assert_true(rq.lock.params.reentrant);
+	assert_int_equal(parse(&rq, no, NULL, acquire), 0);
+	assert_false(rq.lock.params.reentrant);
+	assert_int_equal(parse(&rq, bad, NULL, acquire), -1);
+	assert_int_equal(last_error, ERR_INVALID_ARGUMENT);
+	assert_non_null(strstr(last_message, "reentrant 'TRUE' is not true or false"));
+	assert_int_equal(parse(&rq, NULL, "{\"reentrant\":true}", acquire), 0);
+	assert_true(rq.lock.params.reentrant);
+	assert_int_equal(parse(&rq, NULL, "{\"reentrant\":\"true\"}", acquire), -1);
+	assert_int_equal(last_error, ERR_INVALID_ARGUMENT);
+	assert_non_null(strstr(last_message, "reentrant must be true or false"));
+	assert_int_equal(parse(&rq, yes, NULL, P_OWNER | P_FORCE), -1);	/* PUT only */
+	assert_non_null(strstr(last_message, "unknown parameter 'reentrant'"));
+}
+
 /* ----- JSON body ----- */
 
 static void test_request__json_body_is_parsed(void **state)
@@ -250,6 +277,7 @@ int main(void)
 		cmocka_unit_test(test_request__bad_query_numbers_are_refused),
 		cmocka_unit_test(test_request__unknown_twice_and_not_taken_parameters),
 		cmocka_unit_test(test_request__force_takes_true_or_false),
+		cmocka_unit_test(test_request__reentrant_takes_true_or_false),
 		cmocka_unit_test(test_request__json_body_is_parsed),
 		cmocka_unit_test(test_request__bad_json_bodies_are_refused),
 		cmocka_unit_test(test_request__body_and_query_together_are_refused),
