@@ -164,7 +164,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rq.body = body;
 	rq.body_len = blen;
 	errors = 0;
-	rc = request_params_or_reply(&rq, P_OWNER | P_TTL | P_WAIT | P_FORCE);
+	rc = request_params_or_reply(&rq, P_OWNER | P_TTL | P_WAIT | P_FORCE | P_REENTRANT);
 	assert(rc == 0 ? errors == 0 : errors == 1);
 	if (rc == 0) {
 		if (rq.lock.params.given & P_TTL)

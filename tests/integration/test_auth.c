@@ -53,10 +53,10 @@ TEST(auth_tokens_roles_and_prefixes)
 
 	snprintf(file, sizeof(file), "%s/tokens", test_tmpdir());
 	write_file(file, "# dlockd tokens\n"
-		   CLIENT_A " client team-a-   # team A's services\n"
-		   ADMIN " admin *\n"
+		   CLIENT_A " client team-a- team-a   # team A's services\n"
+		   ADMIN " admin * ops\n"
 		   "\n"
-		   ANY " client *\n");
+		   ANY " client * any\n");
 	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --auth-file");
 
 	CHECK(st(&d, NULL, "GET", "/healthz", NULL) == 200, "probes need no token");
@@ -92,14 +92,14 @@ TEST(auth_tokens_roles_and_prefixes)
 	http_free(&r);
 
 	/* SIGHUP: team A's token is revoked, a new one appears */
-	write_file(file, ADMIN " admin *\nnew-token-71c3 client team-a-\n");
+	write_file(file, ADMIN " admin * ops\nnew-token-71c3 client team-a- team-a-2\n");
 	kill(d.pid, SIGHUP);
 	CHECK(WAIT_FOR(st(&d, CLIENT_A, "GET", "/locks/team-a-job", NULL) == 401, 3000),
 	      "a revoked token is refused after SIGHUP");
 	CHECK(st(&d, "new-token-71c3", "GET", "/locks/team-a-job", NULL) == 200,
 	      "a new token works after SIGHUP");
 	/* a broken file keeps the old tokens */
-	write_file(file, "only-two fields\n");
+	write_file(file, "only-two fields\n");	/* (a token without a name, too) */
 	kill(d.pid, SIGHUP);
 	CHECK(WAIT_FOR(file_contains(d.log, "not reloaded"), 3000), "the bad file is refused");
 	CHECK(st(&d, "new-token-71c3", "GET", "/locks/team-a-job", NULL) == 200,
@@ -115,8 +115,22 @@ TEST(auth_tokens_roles_and_prefixes)
 	rcmd_int("DEL team-a-job");
 }
 
+/* Each bad file stops dlockd at start (exit 2) with file:line and what is
+ * wrong, never the token itself. */
 TEST(auth_file_errors_stop_dlockd_at_start)
 {
+	static const struct {
+		const char *text;
+		const char *want;	/* in the message, after ":2:" */
+	} bad[] = {
+		{ "ok-token client * ok\nsecret-token superuser * su\n", "superuser" },
+		{ "ok-token client * ok\nsecret-token client billing-\n",
+		  "the token needs a name (a 4th field" },
+		{ "ok-token client * ok\nsecret-token client * ok\n", "name 'ok' is given to another" },
+		{ "ok-token client * ok\nsecret-token client * a/b\n", "name 'a/b' must be 1 to 64" },
+		{ "ok-token client * ok\nsecret-token client * a b\n", "want '<token> <role> <prefix> "
+		  "<name>'" },
+	};
 	char file[300], cmd[700], out[2048];
 	const char *bin = dlockd_binary();
 	FILE *p;
@@ -124,14 +138,124 @@ TEST(auth_file_errors_stop_dlockd_at_start)
 	int rc;
 
 	snprintf(file, sizeof(file), "%s/bad-tokens", test_tmpdir());
-	write_file(file, "ok-token client *\nsecret-token superuser *\n");
-	snprintf(cmd, sizeof(cmd), "%s --auth-file %s --listen 127.0.0.1:0 2>&1", bin, file);
-	p = popen(cmd, "r");
-	n = p ? fread(out, 1, sizeof(out) - 1, p) : 0;
-	out[n] = '\0';
-	rc = p ? pclose(p) : -1;
-	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "exit 2 on a bad auth file (%d)", rc);
-	CHECK(strstr(out, ":2:") && strstr(out, "superuser"), "names the line and the problem: %s",
-	      out);
-	CHECK(!strstr(out, "secret-token"), "without echoing the token: %s", out);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		write_file(file, bad[i].text);
+		snprintf(cmd, sizeof(cmd), "%s --auth-file %s --listen 127.0.0.1:0 2>&1", bin, file);
+		p = popen(cmd, "r");
+		n = p ? fread(out, 1, sizeof(out) - 1, p) : 0;
+		out[n] = '\0';
+		rc = p ? pclose(p) : -1;
+		CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "exit 2 on a bad auth file (%d): %s",
+		      rc, bad[i].text);
+		CHECK(strstr(out, ":2:") && strstr(out, bad[i].want),
+		      "names the line and the problem (%s): %s", bad[i].want, out);
+		CHECK(!strstr(out, "secret-token"), "without echoing the token: %s", out);
+	}
+}
+
+#define BILL_A "tok-bill-a-6d0e91c4b27f"
+#define BILL_B "tok-bill-b-2a7c58e9f013"
+
+/* A holding is bound to the name of the token it was taken under: another
+ * client token whose prefix covers the name, sending the same owner id, is
+ * refused 409 not_owner on DELETE, heartbeat and PUT (repeat or re-entry),
+ * and the lock is left as it was; the first token still releases it, an
+ * admin still forces it. For every kind. */
+TEST(auth_holdings_are_bound_to_their_tokens_name)
+{
+	static const struct {
+		const char *res;	/* the resource of lock %s */
+		const char *field;	/* the owner's field in the lock hash */
+	} sides[] = {
+		{ "/locks/%s", "w1" },
+		{ "/fairlocks/%s", "w1" },
+		{ "/rwlocks/%s/read", "w1" },
+		{ "/rwlocks/%s/write", "w1:write" },
+	};
+	char file[300], res[200], p[400];
+	const char *flags[] = { "--auth-file", file, NULL };
+	struct dlockd_srv d;
+	struct http_resp r;
+	redisReply *rep;
+
+	snprintf(file, sizeof(file), "%s/bound-tokens", test_tmpdir());
+	write_file(file, BILL_A " client billing- team-a\n"
+		   BILL_B " client bill team-b\n"
+		   ADMIN " admin * ops\n");
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --auth-file");
+
+	for (size_t i = 0; i < sizeof(sides) / sizeof(sides[0]); i++) {
+		const char *n = "billing-y";
+		long long token, pttl;
+		char want[80];
+
+		snprintf(res, sizeof(res), sides[i].res, n);
+		snprintf(p, sizeof(p), "%s?owner=w1&ttl_ms=30000", res);
+		st(&d, BILL_A, "PUT", p, &r);
+		CHECK_STATUS(r, 200, "team-a takes it as w1");
+		token = json_int(&r, "fencing_token");
+		http_free(&r);
+		snprintf(want, sizeof(want), "%lld team-a", token);
+		rep = rcmd("HGET dlockd_lock_owners:{%s} %s", n, sides[i].field);
+		CHECK(rep && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, want),
+		      "%s: the holding records its token and the token's name, '%s'", res, want);
+		freeReplyObject(rep);
+		pttl = rcmd_int("PTTL %s", n);
+
+		snprintf(p, sizeof(p), "%s?owner=w1", res);
+		st(&d, BILL_B, "DELETE", p, &r);
+		CHECK_ERROR(r, 409, "not_owner", "team-b's DELETE as w1");
+		CHECK(strstr(json_str(&r, "message"), "under another bearer token"), "%s", r.body);
+		http_free(&r);
+		snprintf(p, sizeof(p), "%s/heartbeat?owner=w1&ttl_ms=90000", res);
+		st(&d, BILL_B, "POST", p, &r);
+		CHECK_ERROR(r, 409, "not_owner", "team-b's heartbeat as w1");
+		http_free(&r);
+		snprintf(p, sizeof(p), "%s?owner=w1&ttl_ms=90000", res);
+		st(&d, BILL_B, "PUT", p, &r);
+		CHECK_ERROR(r, 409, "not_owner", "team-b's PUT as w1");
+		http_free(&r);
+		snprintf(p, sizeof(p), "%s?owner=w1&ttl_ms=90000&reentrant=true", res);
+		st(&d, BILL_B, "PUT", p, &r);
+		CHECK_ERROR(r, 409, "not_owner", "team-b's re-entry as w1");
+		http_free(&r);
+		snprintf(p, sizeof(p), "%s?owner=w1", res);
+		st(&d, ADMIN, "DELETE", p, &r);
+		CHECK_ERROR(r, 409, "not_owner", "an admin's plain DELETE as w1 (force is the way)");
+		http_free(&r);
+
+		CHECK(rcmd_int("HGET %s %s", n, sides[i].field) == 1 &&
+		      rcmd_int("PTTL %s", n) <= pttl, "%s: untouched: one hold, lease not extended",
+		      res);
+		snprintf(p, sizeof(p), "%s?owner=w1&ttl_ms=30000", res);
+		st(&d, BILL_A, "PUT", p, &r);
+		CHECK(r.status == 200 && json_int(&r, "fencing_token") == token &&
+		      json_int(&r, "holds") == 1, "%s: team-a's repeat: %s", res, r.body);
+		http_free(&r);
+		snprintf(p, sizeof(p), "%s?owner=w1", res);
+		st(&d, BILL_A, "DELETE", p, &r);
+		CHECK(r.status == 200 && json_bool(&r, "released") == 1, "%s: team-a releases: %s",
+		      res, r.body);
+		http_free(&r);
+		CHECK(rcmd_int("EXISTS %s", n) == 0, "%s: free", res);
+	}
+
+	/* GET shows the lock held by w1 with one hold, to either token */
+	CHECK(st(&d, BILL_A, "PUT", "/locks/billing-y?owner=w1", NULL) == 200, "team-a again");
+	st(&d, BILL_B, "GET", "/locks/billing-y?owner=w1", &r);
+	CHECK(json_bool(&r, "held") == 1 && json_int(&r, "holds") == 1, "status: %s", r.body);
+	http_free(&r);
+	st(&d, ADMIN, "DELETE", "/locks/billing-y?force=true", &r);
+	CHECK(r.status == 200 && json_bool(&r, "released") == 1, "an admin forces it: %s", r.body);
+	http_free(&r);
+	CHECK(rcmd_int("EXISTS dlockd_lock_owners:{billing-y}") == 0, "holders' hash gone");
+
+	/* a stale entry (its lock gone) binds nothing */
+	rcmd_int("HSET dlockd_lock_owners:{billing-y} w1 %s", "5 team-b");
+	CHECK(st(&d, BILL_A, "PUT", "/locks/billing-y?owner=w1", NULL) == 200,
+	      "team-a takes w1 despite team-b's stale entry");
+	CHECK(st(&d, BILL_A, "DELETE", "/locks/billing-y?owner=w1", NULL) == 200, "and releases");
+	CHECK(rcmd_int("EXISTS billing-y dlockd_lock_owners:{billing-y}") == 0, "nothing left");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	CHECK(!file_contains(d.log, "tok-bill-"), "no token in the log");
 }

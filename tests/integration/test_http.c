@@ -379,7 +379,7 @@ TEST(a_repeated_authorization_or_host_is_refused)
 	snprintf(file, sizeof(file), "%s/http-tokens", test_tmpdir());
 	f = fopen(file, "w");
 	CHECK(f, "token file");
-	fputs("tok-http-admin-5c1e admin *\ntok-http-client-9a7d client *\n", f);
+	fputs("tok-http-admin-5c1e admin * ops\ntok-http-client-9a7d client * app\n", f);
 	fclose(f);
 	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --auth-file");
 	snprintf(vpath, sizeof(vpath), "/locks/%s", victim);

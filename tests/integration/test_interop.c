@@ -75,8 +75,10 @@ TEST(dlockd_release_publishes_0_to_redisson_subscribers)
 	snprintf(p, sizeof(p), "/locks/%s?owner=svc", n);
 	http("PUT", p, NULL, &r);
 	http_free(&r);
+	snprintf(p, sizeof(p), "/locks/%s?owner=svc&reentrant=true", n);
 	http("PUT", p, NULL, &r);	/* re-entry: the partial release must not publish */
 	http_free(&r);
+	snprintf(p, sizeof(p), "/locks/%s?owner=svc", n);
 	http("DELETE", p, NULL, &r);
 	http_free(&r);
 	http("DELETE", p, NULL, &r);
