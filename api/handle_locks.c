@@ -160,10 +160,17 @@ static void lock_done(void *ctx, enum lock_result r, const struct lock_state *st
 
 /* ----- Acquire ----- */
 
-/* The acquire machine has its outcome: let MHD call acquire_answer. */
-static void acquire_over(void *ctx)
+/* The acquire or watch machine has its outcome: let MHD call the
+ * request's next (acquire_answer, status_answer). */
+static void machine_done(void *ctx)
 {
 	server_resume(ctx);
+}
+
+static enum MHD_Result reply_shutting_down(struct request *rq)
+{
+	return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
+			   "dlockd is shutting down; retry on another instance");
 }
 
 static int client_fd(struct request *rq)
@@ -197,7 +204,7 @@ static enum MHD_Result reply_refused(struct request *rq, enum lock_result r,
 	return reply_failure(rq, r, st);
 }
 
-/* Resumed by acquire_over: answer the outcome. */
+/* Resumed by machine_done: answer the outcome. */
 static enum MHD_Result acquire_answer(struct request *rq)
 {
 	const struct acquire *a = &rq->lock.acquire;
@@ -210,8 +217,7 @@ static enum MHD_Result acquire_answer(struct request *rq)
 	case ACQUIRE_GONE:
 		return MHD_NO;
 	case ACQUIRE_SHUTDOWN:
-		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
-				   "dlockd is shutting down; retry on another instance");
+		return reply_shutting_down(rq);
 	case ACQUIRE_NO_OUTCOME:
 		break;
 	}
@@ -240,7 +246,7 @@ static enum MHD_Result acquire(struct request *rq)
 		.ttl_ms = p->ttl_ms,
 		.wait_ms = p->wait_ms,
 		.fd = client_fd(rq),
-		.done = acquire_over,
+		.done = machine_done,
 		.done_ctx = rq,
 	};
 	acquire_start(&rq->lock.acquire);
@@ -401,7 +407,7 @@ static enum MHD_Result status_read(struct request *rq, const struct lock_view *v
 	return reply_json(rq, 200, body);
 }
 
-/* Resumed by watch_over: answer the outcome. */
+/* Resumed by machine_done: answer the outcome. */
 static enum MHD_Result status_answer(struct request *rq)
 {
 	const struct watch *w = &rq->lock.watch;
@@ -414,19 +420,12 @@ static enum MHD_Result status_answer(struct request *rq)
 	case WATCH_GONE:
 		return MHD_NO;
 	case WATCH_SHUTDOWN:
-		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
-				   "dlockd is shutting down; retry on another instance");
+		return reply_shutting_down(rq);
 	case WATCH_NO_OUTCOME:
 		break;
 	}
 	return reply_error(rq, ERR_INTERNAL, NULL, "status of '%s' resumed without an outcome",
 			   rq->name);
-}
-
-/* The watch machine has its outcome: let MHD call status_answer. */
-static void watch_over(void *ctx)
-{
-	server_resume(ctx);
 }
 
 static enum MHD_Result status(struct request *rq)
@@ -446,7 +445,7 @@ static enum MHD_Result status(struct request *rq)
 		.index = (p->given & P_INDEX) ? p->index : -1,
 		.wait_ms = p->wait_ms,
 		.fd = client_fd(rq),
-		.done = watch_over,
+		.done = machine_done,
 		.done_ctx = rq,
 	};
 	watch_start(&rq->lock.watch);

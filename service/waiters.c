@@ -196,19 +196,37 @@ static void channel_free(struct channel *ch)
 
 /* ----- Sleeping and waking ----- */
 
+/* The lists of waiters (a channel's sleepers or watchers, a loop's ready
+ * list) are doubly linked through prev/next, from *head to *tail. */
+static void list_append(struct waiter **head, struct waiter **tail, struct waiter *w)
+{
+	w->prev = *tail;
+	w->next = NULL;
+	if (*tail)
+		(*tail)->next = w;
+	else
+		*head = w;
+	*tail = w;
+}
+
+static void list_unlink(struct waiter **head, struct waiter **tail, struct waiter *w)
+{
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		*head = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	else
+		*tail = w->prev;
+	w->prev = w->next = NULL;
+}
+
 static void ready_unlink(struct waiter *w)
 {
 	struct waiters *ws = w->ch->ws;
 
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		ws->ready_head = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	else
-		ws->ready_tail = w->prev;
-	w->prev = w->next = NULL;
+	list_unlink(&ws->ready_head, &ws->ready_tail, w);
 	w->ready = false;
 }
 
@@ -231,18 +249,11 @@ static void sleeper_unlink(struct waiter *w)
 {
 	struct channel *ch = w->ch;
 	struct waiters *ws = ch->ws;
-	struct waiter **head = w->watch ? &ch->whead : &ch->head;
-	struct waiter **tail = w->watch ? &ch->wtail : &ch->tail;
 
-	if (w->prev)
-		w->prev->next = w->next;
+	if (w->watch)
+		list_unlink(&ch->whead, &ch->wtail, w);
 	else
-		*head = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	else
-		*tail = w->prev;
-	w->prev = w->next = NULL;
+		list_unlink(&ch->head, &ch->tail, w);
 	w->sleeping = false;
 	if (!w->watch)
 		ch->nsleeping--;
@@ -262,13 +273,7 @@ static void wake(struct waiter *w, enum waiter_wake reason)
 	w->epoch_seen = w->ch->epoch;
 	w->msgs_seen = w->ch->msgs;
 	w->ready = true;
-	w->prev = ws->ready_tail;
-	w->next = NULL;
-	if (ws->ready_tail)
-		ws->ready_tail->next = w;
-	else
-		ws->ready_head = w;
-	ws->ready_tail = w;
+	list_append(&ws->ready_head, &ws->ready_tail, w);
 	loop_defer(ws->loop, &ws->resume_task);
 }
 
@@ -424,13 +429,7 @@ static void watch_sleep(struct waiter *w, int64_t retry_at_ms)
 		return;
 	}
 	w->sleeping = true;
-	w->prev = ch->wtail;
-	w->next = NULL;
-	if (ch->wtail)
-		ch->wtail->next = w;
-	else
-		ch->whead = w;
-	ch->wtail = w;
+	list_append(&ch->whead, &ch->wtail, w);
 	arm_deadline(w);
 	if (w->fd >= 0)
 		loop_watch(ws->loop, w->fd, LOOP_HANGUP, on_hangup, w);
@@ -458,13 +457,7 @@ void waiters_sleep(struct waiter *w, int64_t retry_at_ms)
 	if (w->sleeping || w->ready)
 		return;		/* a wake is on its way already */
 	w->sleeping = true;
-	w->prev = ch->tail;
-	w->next = NULL;
-	if (ch->tail)
-		ch->tail->next = w;
-	else
-		ch->head = w;
-	ch->tail = w;
+	list_append(&ch->head, &ch->tail, w);
 	ch->nsleeping++;
 	loop_timer_set(ws->loop, &w->deadline, w->deadline_ms);
 	if (w->fd >= 0)

@@ -23,42 +23,43 @@ static bool watches_parked(const struct dlockd_srv *d, int n, const char *name)
 			channel_subscribers(NULL, "dlockd_lock_state:{%s}", name) >= 1, 5000);
 }
 
-/* PUT path; the grant's fencing token, or -1 (printed) when not granted. */
-static long long take(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static long long take(const char *fmt, ...)
+/* method path (a printf format); the integer field key of its 200
+ * answer, or -1 (printed) when it did not answer 200. */
+static long long int_of(const char *method, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static long long int_of(const char *method, const char *key, const char *fmt, ...)
 {
 	char path[512];
 	struct http_resp r;
-	long long token = -1;
+	long long v = -1;
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(path, sizeof(path), fmt, ap);
 	va_end(ap);
-	if (req("PUT", path, &r) == 200)
-		token = json_int(&r, "fencing_token");
+	if (req(method, path, &r) == 200)
+		v = json_int(&r, key);
 	else
-		printf("# PUT %s: %ld %s\n", path, r.status, r.body ? r.body : "");
+		printf("# %s %s: %ld %s\n", method, path, r.status, r.body ? r.body : "");
 	http_free(&r);
-	return token;
+	return v;
 }
 
-/* The index a status answer gives; -1 when it gave none. */
-static long long index_of(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static long long index_of(const char *fmt, ...)
+/* PUT: the grant's fencing token; GET: the state's index. */
+#define take(...) int_of("PUT", "fencing_token", __VA_ARGS__)
+#define index_of(...) int_of("GET", "index", __VA_ARGS__)
+
+/* Start GET path (a printf format) in the background. */
+static void get_bg(struct bg *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void get_bg(struct bg *w, const char *fmt, ...)
 {
 	char path[512];
-	struct http_resp r;
-	long long index = -1;
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(path, sizeof(path), fmt, ap);
 	va_end(ap);
-	if (req("GET", path, &r) == 200)
-		index = json_int(&r, "index");
-	http_free(&r);
-	return index;
+	bg_start(w, "GET", path, NULL);
 }
 
 /* holders[i] of a status answer (NULL if none). */
@@ -92,12 +93,10 @@ TEST(watch_of_a_free_lock_is_answered_when_it_is_taken)
 {
 	const char *n = lockname("free");
 	struct bg w;
-	char p[512];
 	long long token;
 	int64_t t;
 
-	snprintf(p, sizeof(p), "/locks/%s?index=0&wait_ms=30000", n);
-	bg_start(&w, "GET", p, NULL);
+	get_bg(&w, "/locks/%s?index=0&wait_ms=30000", n);
 	CHECK(watches_parked(NULL, 1, n), "the watch waits on the free lock");
 	t = mono_ms();
 	token = take("/locks/%s?owner=leader-1", n);
@@ -122,15 +121,13 @@ TEST(watch_of_a_held_lock_is_answered_when_it_is_released)
 {
 	const char *n = lockname("held");
 	struct bg w;
-	char p[512];
 	long long token;
 	int64_t t;
 
 	token = take("/locks/%s?owner=leader-1&ttl_ms=60000", n);
 	CHECK(token > 0, "leader-1 holds it for a minute");
 	CHECK(index_of("/locks/%s", n) == token, "a status gives the holder's token as index");
-	snprintf(p, sizeof(p), "/locks/%s?index=%lld&wait_ms=30000", n, token);
-	bg_start(&w, "GET", p, NULL);
+	get_bg(&w, "/locks/%s?index=%lld&wait_ms=30000", n, token);
 	CHECK(watches_parked(NULL, 1, n), "the watch waits");
 	CHECK(lock_release(NULL, n, "leader-1") == 200, "leader-1 lets go");
 	t = mono_ms();
@@ -148,15 +145,13 @@ TEST(watch_sees_a_lease_run_out_without_a_release)
 {
 	const char *n = lockname("expiry");
 	struct bg w;
-	char p[512];
 	long long token;
 	int64_t t0;
 
 	t0 = mono_ms();
 	token = take("/locks/%s?owner=leader-1&ttl_ms=800", n);
 	CHECK(token > 0, "leader-1 holds it for 800 ms, and dies");
-	snprintf(p, sizeof(p), "/locks/%s?index=%lld&wait_ms=30000", n, token);
-	bg_start(&w, "GET", p, NULL);
+	get_bg(&w, "/locks/%s?index=%lld&wait_ms=30000", n, token);
 	bg_join(&w);
 	CHECK_STATUS(w.r, 200, "the watch");
 	/* the lease's end publishes nothing: the watch looks when it ends */
@@ -266,8 +261,7 @@ TEST(watch_of_a_fair_lock_sees_the_hand_off)
 	snprintf(p, sizeof(p), "/fairlocks/%s?owner=job-2&wait_ms=30000", n);
 	bg_start(&q, "PUT", p, NULL);
 	CHECK(wait_parked(NULL, 1, s0, 5000, NULL), "job-2 queues");
-	snprintf(p, sizeof(p), "/fairlocks/%s?index=%lld&wait_ms=30000", n, token);
-	bg_start(&w, "GET", p, NULL);
+	get_bg(&w, "/fairlocks/%s?index=%lld&wait_ms=30000", n, token);
 	CHECK(watches_parked(NULL, 1, n), "the watch waits");
 	/* a fair release speaks only to the queue head's channel: dlockd's
 	 * own message wakes the watch */
@@ -289,15 +283,13 @@ TEST(watch_of_a_rwlock_sees_a_new_reader_and_the_writer)
 {
 	const char *n = lockname("rw");
 	struct bg w;
-	char p[512];
 	long long a, b, c, x;
 
 	a = take("/rwlocks/%s/read?owner=a", n);
 	b = take("/rwlocks/%s/read?owner=b", n);
 	CHECK(a > 0 && b > a, "a and b read");
 	CHECK(index_of("/rwlocks/%s", n) == b, "the index of a read lock: its newest reader's");
-	snprintf(p, sizeof(p), "/rwlocks/%s?index=%lld&wait_ms=30000", n, b);
-	bg_start(&w, "GET", p, NULL);
+	get_bg(&w, "/rwlocks/%s?index=%lld&wait_ms=30000", n, b);
 	CHECK(watches_parked(NULL, 1, n), "the watch waits");
 	c = take("/rwlocks/%s/read?owner=c", n);
 	CHECK(c > b, "c reads too");
@@ -307,8 +299,7 @@ TEST(watch_of_a_rwlock_sees_a_new_reader_and_the_writer)
 	http_free(&w.r);
 
 	/* the newest reader leaving, while others read: its message wakes */
-	snprintf(p, sizeof(p), "/rwlocks/%s?index=%lld&wait_ms=30000", n, c);
-	bg_start(&w, "GET", p, NULL);
+	get_bg(&w, "/rwlocks/%s?index=%lld&wait_ms=30000", n, c);
 	CHECK(watches_parked(NULL, 1, n), "the watch waits again");
 	CHECK(status_of(NULL, "DELETE", "/rwlocks/%s/read?owner=c", n) == 200, "c leaves");
 	bg_join(&w);
@@ -318,8 +309,7 @@ TEST(watch_of_a_rwlock_sees_a_new_reader_and_the_writer)
 
 	CHECK(status_of(NULL, "DELETE", "/rwlocks/%s/read?owner=a", n) == 200, "a leaves");
 	CHECK(status_of(NULL, "DELETE", "/rwlocks/%s/read?owner=b", n) == 200, "b leaves");
-	snprintf(p, sizeof(p), "/rwlocks/%s?index=0&wait_ms=30000", n);
-	bg_start(&w, "GET", p, NULL);
+	get_bg(&w, "/rwlocks/%s?index=0&wait_ms=30000", n);
 	CHECK(watches_parked(NULL, 1, n), "the watch of the free lock waits");
 	x = take("/rwlocks/%s/write?owner=x", n);
 	CHECK(x > 0, "x writes");
@@ -336,7 +326,7 @@ TEST(watch_hears_a_redisson_client_let_go)
 {
 	const char *n = lockname("redisson");
 	const char *field = "8743c9c0-0795-4907-87fd-6c719a6b4586:1";
-	char chan[300], p[512];
+	char chan[300];
 	redisReply *rep;
 	struct bg w;
 	int64_t t;
@@ -346,8 +336,7 @@ TEST(watch_hears_a_redisson_client_let_go)
 	CHECK(rep && rep->type == REDIS_REPLY_NIL, "a Redisson client takes the lock");
 	freeReplyObject(rep);
 	CHECK(index_of("/locks/%s", n) == 1, "a holding dlockd has no token of has index 1");
-	snprintf(p, sizeof(p), "/locks/%s?index=1&wait_ms=30000", n);
-	bg_start(&w, "GET", p, NULL);
+	get_bg(&w, "/locks/%s?index=1&wait_ms=30000", n);
 	CHECK(watches_parked(NULL, 1, n) &&
 	      WAIT_FOR(channel_subscribers(NULL, "%s", chan) >= 1, 5000),
 	      "the watch waits on both channels");
