@@ -1,12 +1,17 @@
 /* handle_locks.c -- every lock resource: /locks/{name}, /fairlocks/{name}
  * and /rwlocks/{name}/read|write: acquire (PUT, waiting if asked), release
- * (DELETE), status (GET) and heartbeat (POST .../heartbeat). The kind comes
- * from the route; what differs between kinds is the service's business.
+ * (DELETE), status (GET, waiting for a change if asked) and heartbeat (POST
+ * .../heartbeat). The kind comes from the route; what differs between
+ * kinds is the service's business. Who may see which owner ids in a
+ * status is decided here (owner_shown), from the token names the service
+ * reads.
  *
  * Every Redis call is sent without waiting: the handler suspends the
  * connection once (server_suspend) and names the function that answers
- * when it is resumed (rq->next). A release, heartbeat or status is one
- * call, whose outcome lock_done stores before it resumes. An acquire,
+ * when it is resumed (rq->next). A release or heartbeat is one call, whose
+ * outcome lock_done stores before it resumes. A status, one read or a
+ * watch for a change, is run by the watch machine (service/watch.h) in
+ * rq->lock.watch, likewise. An acquire,
  * waiting or not, is run by the acquire machine (service/acquire.h) in
  * rq->lock.acquire -- its tries, its sleeps on the lock's channel, the
  * queue place it gives back (docs/ARCHITECTURE.md) -- while the connection

@@ -6,7 +6,9 @@
  * keeps every sleeper covered by the earliest lease end reported (by a
  * sleeper, a granted waiter, a heartbeat), wakes one sleeper, and is
  * handed over when the one it woke gives up knowing nothing; a waiter told
- * to retry by itself (waiters_retry) is woken alone. And the
+ * to retry by itself (waiters_retry) is woken alone; watchers are woken by
+ * every message, apart from the acquirers, by a message that came while
+ * they were awake, and by their own timer. And the
  * threading: a resume runs from the loop, never inside a waiters_* call;
  * a sleeping client's hang-up is seen by the loop; a heartbeat's lease end
  * and a shutdown reach every loop; deliveries may come from any thread. */
