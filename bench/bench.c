@@ -293,28 +293,31 @@ static void script_sha(redisContext *c, const char *name, char sha[41])
 static int floor_acquire(struct floor_client *fc, enum kind k, const char *name,
 			 const char *owner, bool queue, long long *token, long long *pttl)
 {
-	char tok[300], q[300], dl[300], ch[300], tag[300], wr[300];
+	char tok[300], q[300], dl[300], ch[300], tag[300], wr[300], own[300];
 	const char *life = queue ? "5000" : "0";
 	redisReply *r;
 	int res = -1;
 
+	/* ARGV: lease, owner, queue life, reentrant "0", principal "" (auth off) */
 	snprintf(tok, sizeof(tok), "redisson_lock_token:{%s}", name);
+	snprintf(own, sizeof(own), "dlockd_lock_owners:{%s}", name);
 	switch (k) {
 	case K_LOCK:
-		r = redisCommand(fc->cmd, "EVALSHA %s 2 %s %s 30000 %s " DEADLINE, fc->acq_sha, name, tok, owner);
+		r = redisCommand(fc->cmd, "EVALSHA %s 3 %s %s %s 30000 %s 0 0 %s " DEADLINE, fc->acq_sha,
+				 name, tok, own, owner, "");
 		break;
 	case K_FAIR:
 		snprintf(q, sizeof(q), "redisson_lock_queue:{%s}", name);
 		snprintf(dl, sizeof(dl), "redisson_lock_timeout:{%s}", name);
 		snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 5 %s %s %s %s %s 30000 %s %s " DEADLINE, fc->acq_sha,
-				 name, tok, q, dl, ch, owner, life);
+		r = redisCommand(fc->cmd, "EVALSHA %s 6 %s %s %s %s %s %s 30000 %s %s 0 %s " DEADLINE,
+				 fc->acq_sha, name, tok, q, dl, ch, own, owner, life, "");
 		break;
 	default:
 		snprintf(tag, sizeof(tag), "{%s}", name);
 		snprintf(wr, sizeof(wr), "dlockd_rwlock_writers:{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s 30000 %s %s " DEADLINE, fc->acq_sha, name,
-				 tok, tag, wr, owner, life);
+		r = redisCommand(fc->cmd, "EVALSHA %s 5 %s %s %s %s %s 30000 %s %s 0 %s " DEADLINE,
+				 fc->acq_sha, name, tok, tag, wr, own, owner, life, "");
 	}
 	if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2) {
 		res = r->element[0]->integer == 1;
@@ -330,24 +333,28 @@ static int floor_acquire(struct floor_client *fc, enum kind k, const char *name,
 
 static int floor_release(struct floor_client *fc, enum kind k, const char *name, const char *owner)
 {
-	char q[300], dl[300], ch[300], tag[300];
+	char q[300], dl[300], ch[300], tag[300], own[300];
 	redisReply *r;
 	int ok;
 
+	/* ARGV: owner, principal "" (auth off) */
 	snprintf(ch, sizeof(ch), kinds[k].channel, name);
+	snprintf(own, sizeof(own), "dlockd_lock_owners:{%s}", name);
 	switch (k) {
 	case K_LOCK:
-		r = redisCommand(fc->cmd, "EVALSHA %s 2 %s %s %s " DEADLINE, fc->rel_sha, name, ch, owner);
+		r = redisCommand(fc->cmd, "EVALSHA %s 3 %s %s %s %s %s " DEADLINE, fc->rel_sha, name, ch, own,
+				 owner, "");
 		break;
 	case K_FAIR:
 		snprintf(q, sizeof(q), "redisson_lock_queue:{%s}", name);
 		snprintf(dl, sizeof(dl), "redisson_lock_timeout:{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s %s " DEADLINE, fc->rel_sha, name, q, dl, ch,
-				 owner);
+		r = redisCommand(fc->cmd, "EVALSHA %s 5 %s %s %s %s %s %s %s " DEADLINE, fc->rel_sha, name, q,
+				 dl, ch, own, owner, "");
 		break;
 	default:
 		snprintf(tag, sizeof(tag), "{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 3 %s %s %s %s " DEADLINE, fc->rel_sha, name, ch, tag, owner);
+		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s %s %s " DEADLINE, fc->rel_sha, name, ch,
+				 tag, own, owner, "");
 	}
 	ok = r && r->type == REDIS_REPLY_ARRAY;
 	if (r)

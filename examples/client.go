@@ -90,7 +90,7 @@ func newOwner() string {
 
 func main() {
 	lock := url + "/locks/" + env("DLOCKD_LOCK", "nightly-report")
-	// Unique per run: locks are reentrant per owner, so two runs sharing
+	// Unique per run: the holder's PUT is granted again (a repeat), so two runs sharing
 	// an owner would both "hold" the lock at once.
 	owner := newOwner()
 	// Ctrl-C and SIGTERM cancel ctx: the wait or the work stops, and the

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 const url = process.env.DLOCKD_URL ?? 'http://127.0.0.1:8080';
 const lock = `${url}/locks/${process.env.DLOCKD_LOCK ?? 'nightly-report'}`;
-// Unique per run: locks are reentrant per owner, so two runs sharing an
+// Unique per run: the holder's PUT is granted again (a repeat), so two runs sharing an
 // owner would both "hold" the lock at once.
 const owner = `report-${randomUUID()}`;
 

@@ -13,7 +13,7 @@ import uuid
 
 URL = os.environ.get("DLOCKD_URL", "http://127.0.0.1:8080")
 LOCK = URL + "/locks/" + os.environ.get("DLOCKD_LOCK", "nightly-report")
-# Unique per run: locks are reentrant per owner, so two runs sharing an
+# Unique per run: the holder's PUT is granted again (a repeat), so two runs sharing an
 # owner would both "hold" the lock at once.
 OWNER = "report-" + uuid.uuid4().hex
 

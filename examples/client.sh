@@ -5,7 +5,7 @@
 set -u
 url=${DLOCKD_URL:-http://127.0.0.1:8080}
 lock=$url/locks/${DLOCKD_LOCK:-nightly-report}
-# Unique per run: locks are reentrant per owner, so two runs sharing an
+# Unique per run: the holder's PUT is granted again (a repeat), so two runs sharing an
 # owner would both "hold" the lock at once.
 owner=report-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 

@@ -13,7 +13,7 @@
 struct backend;
 
 enum lock_kind {
-	LOCK_KIND_LOCK,		/* reentrant exclusive lock (Redisson RLock) */
+	LOCK_KIND_LOCK,		/* exclusive lock (Redisson RLock) */
 	LOCK_KIND_FAIR,		/* FIFO fair lock (Redisson RFairLock) */
 	LOCK_KIND_READ,		/* read side of a read-write lock (RReadWriteLock) */
 	LOCK_KIND_WRITE,	/* write side of a read-write lock */

@@ -172,6 +172,16 @@ TEST(auth_holdings_are_bound_to_their_tokens_name)
 		{ "/rwlocks/%s/read", "w1" },
 		{ "/rwlocks/%s/write", "w1:write" },
 	};
+	/* as w1, with another token than the holding's: each is refused */
+	static const struct {
+		const char *token, *method, *rest, *what;
+	} refused[] = {
+		{ BILL_B, "DELETE", "?owner=w1", "team-b's DELETE" },
+		{ BILL_B, "POST", "/heartbeat?owner=w1&ttl_ms=90000", "team-b's heartbeat" },
+		{ BILL_B, "PUT", "?owner=w1&ttl_ms=90000", "team-b's PUT" },
+		{ BILL_B, "PUT", "?owner=w1&ttl_ms=90000&reentrant=true", "team-b's re-entry" },
+		{ ADMIN, "DELETE", "?owner=w1", "an admin's plain DELETE (force is the way)" },
+	};
 	char file[300], res[200], p[400];
 	const char *flags[] = { "--auth-file", file, NULL };
 	struct dlockd_srv d;
@@ -202,27 +212,14 @@ TEST(auth_holdings_are_bound_to_their_tokens_name)
 		freeReplyObject(rep);
 		pttl = rcmd_int("PTTL %s", n);
 
-		snprintf(p, sizeof(p), "%s?owner=w1", res);
-		st(&d, BILL_B, "DELETE", p, &r);
-		CHECK_ERROR(r, 409, "not_owner", "team-b's DELETE as w1");
-		CHECK(strstr(json_str(&r, "message"), "under another bearer token"), "%s", r.body);
-		http_free(&r);
-		snprintf(p, sizeof(p), "%s/heartbeat?owner=w1&ttl_ms=90000", res);
-		st(&d, BILL_B, "POST", p, &r);
-		CHECK_ERROR(r, 409, "not_owner", "team-b's heartbeat as w1");
-		http_free(&r);
-		snprintf(p, sizeof(p), "%s?owner=w1&ttl_ms=90000", res);
-		st(&d, BILL_B, "PUT", p, &r);
-		CHECK_ERROR(r, 409, "not_owner", "team-b's PUT as w1");
-		http_free(&r);
-		snprintf(p, sizeof(p), "%s?owner=w1&ttl_ms=90000&reentrant=true", res);
-		st(&d, BILL_B, "PUT", p, &r);
-		CHECK_ERROR(r, 409, "not_owner", "team-b's re-entry as w1");
-		http_free(&r);
-		snprintf(p, sizeof(p), "%s?owner=w1", res);
-		st(&d, ADMIN, "DELETE", p, &r);
-		CHECK_ERROR(r, 409, "not_owner", "an admin's plain DELETE as w1 (force is the way)");
-		http_free(&r);
+		for (size_t j = 0; j < sizeof(refused) / sizeof(refused[0]); j++) {
+			snprintf(p, sizeof(p), "%s%s", res, refused[j].rest);
+			st(&d, refused[j].token, refused[j].method, p, &r);
+			CHECK_ERROR(r, 409, "not_owner", refused[j].what);
+			CHECK(strstr(json_str(&r, "message"), "under another bearer token"), "%s: %s",
+			      refused[j].what, r.body);
+			http_free(&r);
+		}
 
 		CHECK(rcmd_int("HGET %s %s", n, sides[i].field) == 1 &&
 		      rcmd_int("PTTL %s", n) <= pttl, "%s: untouched: one hold, lease not extended",

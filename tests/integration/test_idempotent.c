@@ -50,6 +50,22 @@ static long long holds_in_redis(const struct side *s, const char *n, const char 
 	return rcmd_int("HGET %s %s", n, field);
 }
 
+/* PUT query on side s of lock n: the grant's fencing token, or -1 (the
+ * answer printed) when it was not granted. */
+static long long take(const struct side *s, const char *n, const char *query)
+{
+	struct http_resp r;
+	long long token = -1;
+
+	req("PUT", res(s, n, query), &r);
+	if (r.status == 200)
+		token = json_int(&r, "fencing_token");
+	else
+		printf("# %s: PUT %s: %ld %s\n", s->label, query, r.status, r.body ? r.body : "");
+	http_free(&r);
+	return token;
+}
+
 /* Send "PUT path" on a connection of its own, wait until its whole answer
  * has arrived, and hang up without reading it: a client whose read timed
  * out, or whose connection broke after dlockd answered. Returns the
@@ -144,14 +160,10 @@ TEST(repeated_put_keeps_token_and_holds_and_takes_the_longer_lease)
 	for (size_t i = 0; i < NSIDES; i++) {
 		const struct side *s = &sides[i];
 		const char *n = lockname("repeat");
+		long long token = take(s, n, "owner=w1&ttl_ms=60000");
 		struct http_resp r;
-		long long token;
 
-		req("PUT", res(s, n, "owner=w1&ttl_ms=60000"), &r);
-		CHECK_STATUS(r, 200, s->label);
-		token = json_int(&r, "fencing_token");
-		http_free(&r);
-
+		CHECK(token > 0, "%s: granted", s->label);
 		req("PUT", res(s, n, "owner=w1&ttl_ms=1000"), &r);
 		CHECK(r.status == 200 && json_int(&r, "fencing_token") == token &&
 		      json_int(&r, "holds") == 1 && json_int(&r, "ttl_ms") > 59000,
@@ -180,13 +192,10 @@ TEST(reentrant_true_counts_holds_under_one_token)
 	for (size_t i = 0; i < NSIDES; i++) {
 		const struct side *s = &sides[i];
 		const char *n = lockname("reent");
+		long long token = take(s, n, "owner=w1&ttl_ms=60000&reentrant=false");
 		struct http_resp r;
-		long long token;
 
-		req("PUT", res(s, n, "owner=w1&ttl_ms=60000&reentrant=false"), &r);
-		CHECK_STATUS(r, 200, s->label);
-		token = json_int(&r, "fencing_token");
-		http_free(&r);
+		CHECK(token > 0, "%s: granted", s->label);
 		http("PUT", res(s, n, NULL), "{\"owner\":\"w1\",\"reentrant\":true}", &r);
 		CHECK(r.status == 200 && json_int(&r, "holds") == 2 &&
 		      json_int(&r, "fencing_token") == token,
@@ -228,6 +237,36 @@ TEST(reentrant_takes_true_or_false_only)
 	CHECK_ERROR(r, 400, "invalid_argument", "reentrant is for PUT only");
 	http_free(&r);
 	CHECK(rcmd_int("EXISTS %s", n) == 0, "nothing was taken");
+}
+
+/* A holders' hash that is not a hash is data dlockd did not put there:
+ * wrong_kind, and nothing is written, whatever the operation. */
+TEST(holders_hash_of_another_type_is_refused_untouched)
+{
+	for (size_t i = 0; i < NSIDES; i++) {
+		const struct side *s = &sides[i];
+		const char *n = lockname("ownersbad");
+		const char *h = lockname("ownersbad-held");
+		struct http_resp r;
+
+		rcmd_int("SET dlockd_lock_owners:{%s} x", n);
+		req("PUT", res(s, n, "owner=w1"), &r);
+		CHECK_ERROR(r, 409, "wrong_kind", s->label);
+		http_free(&r);
+		CHECK(rcmd_int("EXISTS %s", n) == 0, "%s: nothing taken", s->label);
+
+		CHECK(take(s, h, "owner=w1&ttl_ms=60000") > 0, "%s: held", s->label);
+		rcmd_int("DEL dlockd_lock_owners:{%s}", h);
+		rcmd_int("SET dlockd_lock_owners:{%s} x", h);
+		req("DELETE", res(s, h, "owner=w1"), &r);
+		CHECK_ERROR(r, 409, "wrong_kind", s->label);
+		http_free(&r);
+		req("DELETE", res(s, h, "force=true"), &r);
+		CHECK_ERROR(r, 409, "wrong_kind", s->label);
+		http_free(&r);
+		CHECK(holds_in_redis(s, h, "w1") == 1, "%s: left as it was", s->label);
+		rcmd_int("DEL %s dlockd_lock_owners:{%s} dlockd_lock_owners:{%s}", h, h, n);
+	}
 }
 
 /* The holders' hash: one field per holding, named as in the lock hash,
