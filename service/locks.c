@@ -22,6 +22,7 @@
 #include "util.h"
 
 #include <hiredis/hiredis.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -834,13 +835,21 @@ int locks_watch_channels(enum lock_kind kind, const char *name, char *channels[2
 	return 2;
 }
 
+/* When a failed PUBLISH was last logged (now_ms()): at most one line a
+ * minute, not one per request (an ACL that refuses the channel refuses
+ * them all). */
+static _Atomic int64_t publish_failure_logged_ms;
+
 static void on_published(void *arg, redisReply *r)
 {
 	char *channel = arg;
+	int64_t now = now_ms(), last = atomic_load(&publish_failure_logged_ms);
 
-	if (!r || r->type == REDIS_REPLY_ERROR)
-		log_warn("PUBLISH on %s failed (%s): its watchers see the change at a lease end "
-			 "or their wait_ms", channel, r ? r->str : "no answer");
+	if ((!r || r->type == REDIS_REPLY_ERROR) && (last == 0 || now - last >= 60000) &&
+	    atomic_compare_exchange_strong(&publish_failure_logged_ms, &last, now))
+		log_warn("PUBLISH on %s failed (%s): watchers see changes only at a lease end "
+			 "or their wait_ms (logged once a minute)", channel,
+			 r ? r->str : "no answer");
 	free(channel);
 }
 
