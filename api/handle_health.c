@@ -10,6 +10,7 @@
 #include "../service/metrics.h"
 #include "../service/util.h"
 #include "../service/waiters.h"
+#include "../service/watch.h"
 
 #include <string.h>
 
@@ -42,6 +43,7 @@ enum MHD_Result handle_health(struct request *rq)
 {
 	char *text;
 	size_t len;
+	unsigned all, watchers;	/* joined waiters, and of them watchers */
 
 	if (request_params_or_reply(rq, 0) < 0)
 		return MHD_YES;
@@ -52,7 +54,9 @@ enum MHD_Result handle_health(struct request *rq)
 		locks_ping(rq->backend, on_pong, rq);
 		return server_suspend(rq, ready_checked);
 	case OP_METRICS:
-		text = metrics_render(waiters_count_all(), &len);
+		all = waiters_count_all();
+		watchers = waiters_count_watchers();
+		text = metrics_render(all > watchers ? all - watchers : 0, watch_count_all(), &len);
 		return reply_text(rq, 200, "text/plain; version=0.0.4", text, len);
 	case OP_OPENAPI:
 		text = xmalloc(openapi_doc_len);

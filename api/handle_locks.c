@@ -1,12 +1,17 @@
 /* handle_locks.c -- every lock resource: /locks/{name}, /fairlocks/{name}
  * and /rwlocks/{name}/read|write: acquire (PUT, waiting if asked), release
- * (DELETE), status (GET) and heartbeat (POST .../heartbeat). The kind comes
- * from the route; what differs between kinds is the service's business.
+ * (DELETE), status (GET, waiting for a change if asked) and heartbeat (POST
+ * .../heartbeat). The kind comes from the route; what differs between
+ * kinds is the service's business. Who may see which owner ids in a
+ * status is decided here (owner_shown), from the token names the service
+ * reads.
  *
  * Every Redis call is sent without waiting: the handler suspends the
  * connection once (server_suspend) and names the function that answers
- * when it is resumed (rq->next). A release, heartbeat or status is one
- * call, whose outcome lock_done stores before it resumes. An acquire,
+ * when it is resumed (rq->next). A release or heartbeat is one call, whose
+ * outcome lock_done stores before it resumes. A status, one read or a
+ * watch for a change, is run by the watch machine (service/watch.h) in
+ * rq->lock.watch, likewise. An acquire,
  * waiting or not, is run by the acquire machine (service/acquire.h) in
  * rq->lock.acquire -- its tries, its sleeps on the lock's channel, the
  * queue place it gives back (docs/ARCHITECTURE.md) -- while the connection
@@ -160,10 +165,17 @@ static void lock_done(void *ctx, enum lock_result r, const struct lock_state *st
 
 /* ----- Acquire ----- */
 
-/* The acquire machine has its outcome: let MHD call acquire_answer. */
-static void acquire_over(void *ctx)
+/* The acquire or watch machine has its outcome: let MHD call the
+ * request's next (acquire_answer, status_answer). */
+static void machine_done(void *ctx)
 {
 	server_resume(ctx);
+}
+
+static enum MHD_Result reply_shutting_down(struct request *rq)
+{
+	return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
+			   "dlockd is shutting down; retry on another instance");
 }
 
 static int client_fd(struct request *rq)
@@ -197,7 +209,7 @@ static enum MHD_Result reply_refused(struct request *rq, enum lock_result r,
 	return reply_failure(rq, r, st);
 }
 
-/* Resumed by acquire_over: answer the outcome. */
+/* Resumed by machine_done: answer the outcome. */
 static enum MHD_Result acquire_answer(struct request *rq)
 {
 	const struct acquire *a = &rq->lock.acquire;
@@ -210,8 +222,7 @@ static enum MHD_Result acquire_answer(struct request *rq)
 	case ACQUIRE_GONE:
 		return MHD_NO;
 	case ACQUIRE_SHUTDOWN:
-		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
-				   "dlockd is shutting down; retry on another instance");
+		return reply_shutting_down(rq);
 	case ACQUIRE_NO_OUTCOME:
 		break;
 	}
@@ -240,7 +251,7 @@ static enum MHD_Result acquire(struct request *rq)
 		.ttl_ms = p->ttl_ms,
 		.wait_ms = p->wait_ms,
 		.fd = client_fd(rq),
-		.done = acquire_over,
+		.done = machine_done,
 		.done_ctx = rq,
 	};
 	acquire_start(&rq->lock.acquire);
@@ -249,6 +260,7 @@ static enum MHD_Result acquire(struct request *rq)
 
 void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode toe)
 {
+	watch_end(&rq->lock.watch);
 	if (acquire_end(&rq->lock.acquire, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)) {
 		metrics_lock(rq->route.kind, MOP_ACQUIRE, METRIC_ABANDONED);
 		log_info("answer to the grant of lock '%s' was not delivered; released it",
@@ -327,34 +339,122 @@ static bool is_rw(const struct request *rq)
 	return rq->route.kind == LOCK_KIND_READ || rq->route.kind == LOCK_KIND_WRITE;
 }
 
-static enum MHD_Result status_read(struct request *rq)
+/* May rq see the owner id of a holding made under principal (NULL: none
+ * recorded)? With auth off or an admin token, always; a client token, only
+ * for holdings made under its own name (README, "Inspecting a lock"). */
+static bool owner_shown(const struct request *rq, const char *principal)
+{
+	return rq->admin || (principal && rq->principal[0] && !strcmp(principal, rq->principal));
+}
+
+static json_t *holding_json(const struct request *rq, const struct lock_holding *h)
+{
+	json_t *o = json_object();
+
+	if (owner_shown(rq, h->principal))
+		json_object_set_new(o, "owner", json_string(h->owner));
+	if (h->side != LOCK_MODE_NONE)
+		json_object_set_new(o, "side",
+				    json_string(h->side == LOCK_MODE_WRITE ? "write" : "read"));
+	json_object_set_new(o, "holds", json_integer(h->holds));
+	if (h->token > 0)
+		json_object_set_new(o, "fencing_token", json_integer(h->token));
+	json_object_set_new(o, "ttl_ms", json_integer(h->ttl_ms));
+	return o;
+}
+
+/* A fair lock's queue: the first places, in order; the owners queued are
+ * an admin's to see (places keep no token name). */
+static void queue_json(const struct request *rq, json_t *body, const struct lock_view *v)
+{
+	json_t *queue = json_array();
+
+	for (size_t i = 0; i < v->nplaces; i++) {
+		json_t *o = json_object();
+
+		if (rq->admin)
+			json_object_set_new(o, "owner", json_string(v->places[i].owner));
+		json_object_set_new(o, "ttl_ms", json_integer(v->places[i].ttl_ms));
+		json_array_append_new(queue, o);
+	}
+	json_object_set_new(body, "queue", queue);
+	json_object_set_new(body, "queue_length", json_integer(v->queued));
+}
+
+static enum MHD_Result status_read(struct request *rq, const struct lock_view *v)
 {
 	static const char *const modes[] = { "none", "read", "write" };
-	const struct lock_state *st = &rq->lock.state;
-	json_t *body;
+	const struct params *p = &rq->lock.params;
+	json_t *body, *holders = json_array();
+	int64_t readers = 0;
 
-	if (rq->lock.result != LOCK_OK)
-		return reply_failure(rq, rq->lock.result, &rq->lock.state);
-	body = json_pack("{s:s, s:b, s:I}", "name", rq->name, "locked", st->locked,
-			 "ttl_ms", (json_int_t)st->ttl_ms);
-	if (is_rw(rq)) {
-		json_object_set_new(body, "mode", json_string(modes[st->mode]));
-		json_object_set_new(body, "readers", json_integer(st->readers));
-	} else if (rq->lock.params.given & P_OWNER) {
-		json_object_set_new(body, "holds", json_integer(st->holds));
-		json_object_set_new(body, "held", json_boolean(st->holds > 0));
+	body = json_pack("{s:s, s:b, s:I}", "name", rq->name, "locked", v->locked, "ttl_ms",
+			 (json_int_t)v->ttl_ms);
+	for (size_t i = 0; i < v->nholders; i++) {
+		json_array_append_new(holders, holding_json(rq, &v->holders[i]));
+		readers += v->holders[i].side == LOCK_MODE_READ;
 	}
+	if (is_rw(rq)) {
+		json_object_set_new(body, "mode", json_string(modes[v->mode]));
+		json_object_set_new(body, "readers", json_integer(readers));
+	} else if (p->given & P_OWNER) {
+		const struct lock_holding *h = locks_view_holding(v, p->owner, LOCK_MODE_NONE);
+
+		json_object_set_new(body, "holds", json_integer(h ? h->holds : 0));
+		json_object_set_new(body, "held", json_boolean(h != NULL));
+	}
+	json_object_set_new(body, "index", json_integer(v->index));
+	if (p->given & P_INDEX)
+		json_object_set_new(body, "changed", json_boolean(rq->lock.watch.changed));
+	json_object_set_new(body, "holders", holders);
+	if (rq->route.kind == LOCK_KIND_FAIR)
+		queue_json(rq, body, v);
 	return reply_json(rq, 200, body);
+}
+
+/* Resumed by machine_done: answer the outcome. */
+static enum MHD_Result status_answer(struct request *rq)
+{
+	const struct watch *w = &rq->lock.watch;
+
+	switch (w->outcome) {
+	case WATCH_READ:
+		return status_read(rq, w->view);
+	case WATCH_FAILED:
+		return reply_failure(rq, w->result, &w->state);
+	case WATCH_GONE:
+		return MHD_NO;
+	case WATCH_SHUTDOWN:
+		return reply_shutting_down(rq);
+	case WATCH_NO_OUTCOME:
+		break;
+	}
+	return reply_error(rq, ERR_INTERNAL, NULL, "status of '%s' resumed without an outcome",
+			   rq->name);
 }
 
 static enum MHD_Result status(struct request *rq)
 {
-	if (request_params_or_reply(rq, is_rw(rq) ? 0 : P_OWNER) < 0)
+	const struct params *p = &rq->lock.params;
+
+	if (request_params_or_reply(rq, (is_rw(rq) ? 0 : P_OWNER) | P_WAIT | P_INDEX) < 0)
 		return MHD_YES;
-	locks_status(rq->backend, rq->route.kind, rq->name,
-		     (rq->lock.params.given & P_OWNER) ? rq->lock.params.owner : NULL,
-		     lock_done, rq);
-	return server_suspend(rq, status_read);
+	if (p->wait_ms > 0 && !(p->given & P_INDEX))
+		return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
+				   "wait_ms needs index: the index of the state you last saw "
+				   "(a status answer's index; 0 for free)");
+	rq->lock.watch = (struct watch){
+		.b = rq->backend,
+		.kind = rq->route.kind,
+		.name = rq->name,
+		.index = (p->given & P_INDEX) ? p->index : -1,
+		.wait_ms = p->wait_ms,
+		.fd = client_fd(rq),
+		.done = machine_done,
+		.done_ctx = rq,
+	};
+	watch_start(&rq->lock.watch);
+	return server_suspend(rq, status_answer);
 }
 
 enum MHD_Result handle_lock(struct request *rq)

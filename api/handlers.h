@@ -9,8 +9,8 @@
 /* PUT, DELETE, GET, POST heartbeat on a lock (rq->route.op says which). */
 enum MHD_Result handle_lock(struct request *rq);
 /* The request is over: end its acquire (service/acquire.h), which releases
- * a grant the client never received. Runs on the connection's event loop
- * thread, for every request. */
+ * a grant the client never received, and its watch (service/watch.h).
+ * Runs on the connection's event loop thread, for every request. */
 void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode toe);
 
 /* GET /healthz, /readyz, /metrics. */

@@ -76,7 +76,7 @@ static const struct {
 	enum param_flags flag;
 } param_keys[] = {
 	{ "owner", P_OWNER }, { "ttl_ms", P_TTL }, { "wait_ms", P_WAIT }, { "force", P_FORCE },
-	{ "reentrant", P_REENTRANT },
+	{ "reentrant", P_REENTRANT }, { "index", P_INDEX },
 };
 
 struct parse {
@@ -128,7 +128,7 @@ static void set_number(struct parse *ps, enum param_flags f, const char *key, lo
 {
 	const struct config *cfg = ps->rq->cfg;
 	int64_t min = f == P_TTL ? 1 : 0;
-	int64_t max = f == P_TTL ? cfg->max_ttl_ms : cfg->max_wait_ms;
+	int64_t max = f == P_TTL ? cfg->max_ttl_ms : f == P_INDEX ? INDEX_MAX : cfg->max_wait_ms;
 
 	if (v < min || v > max) {
 		snprintf(ps->why, sizeof(ps->why), "%s '%s' is out of range %lld..%lld", key,
@@ -137,6 +137,8 @@ static void set_number(struct parse *ps, enum param_flags f, const char *key, lo
 	}
 	if (f == P_TTL)
 		ps->rq->lock.params.ttl_ms = v;
+	else if (f == P_INDEX)
+		ps->rq->lock.params.index = v;
 	else
 		ps->rq->lock.params.wait_ms = v;
 }
@@ -223,8 +225,8 @@ static void body_param(struct parse *ps, const char *key, json_t *v)
 		break;
 	default:
 		if (!json_is_integer(v)) {
-			snprintf(ps->why, sizeof(ps->why),
-				 "%s must be an integer number of milliseconds", key);
+			snprintf(ps->why, sizeof(ps->why), "%s must be an integer%s", key,
+				 f == P_INDEX ? "" : " number of milliseconds");
 			break;
 		}
 		snprintf(text, sizeof(text), "%" JSON_INTEGER_FORMAT, json_integer_value(v));

@@ -10,10 +10,13 @@
 #include "../service/auth.h"
 #include "../service/config.h"
 #include "../service/locks.h"
+#include "../service/watch.h"
 #include "routes.h"
 
 #define NAME_MAX_LEN 200
 #define OWNER_MAX_LEN 128
+/* A state's index is a fencing token (or 0, or 1): below 2^53. */
+#define INDEX_MAX 9007199254740991LL
 
 /* Which parameters an operation takes. */
 enum param_flags {
@@ -22,6 +25,7 @@ enum param_flags {
 	P_WAIT = 1 << 2,
 	P_FORCE = 1 << 3,
 	P_REENTRANT = 1 << 4,
+	P_INDEX = 1 << 5,
 };
 
 struct params {
@@ -31,6 +35,7 @@ struct params {
 	int64_t wait_ms;
 	bool force;
 	bool reentrant;
+	int64_t index;
 };
 
 /* A lock operation's side of a request: what it asks for and what Redis
@@ -44,6 +49,9 @@ struct lock_call {
 	/* PUT: the acquire machine (service/acquire.h): its inputs, its
 	 * outcome, and all its waiting */
 	struct acquire acquire;
+	/* GET: the watch machine (service/watch.h): one read, or a long poll
+	 * for a change of state */
+	struct watch watch;
 };
 
 /* Per-request state on MHD's *req_cls: made on the first callback, freed

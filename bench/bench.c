@@ -641,6 +641,73 @@ static void send_req(int fd, const char *method, const char *path)
 		fprintf(stderr, "bench: short write\n");
 }
 
+/* Connect w (number i) to dlockd and have ep watch it; -1 (counted by
+ * the caller) when the connection failed. */
+static int connect_one(struct waiter_conn *w, int ep, int i)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)i };
+
+	w->fd = tcp_connect(http_port);
+	if (w->fd < 0) {
+		fprintf(stderr, "bench: connect %d failed: %s\n", i, strerror(errno));
+		w->state = 2;
+		return -1;
+	}
+	fcntl(w->fd, F_SETFL, O_NONBLOCK);
+	epoll_ctl(ep, EPOLL_CTL_ADD, w->fd, &ev);
+	return 0;
+}
+
+/* Poll /metrics every 50 ms until the gauge series (e.g. "dlockd_waiters")
+ * is at least want, at most 60 s; returns how long that took (us). */
+static int64_t wait_gauge(struct conn *ctl, const char *series, long long want)
+{
+	int64_t t0 = now_us();
+	char pat[64];
+
+	snprintf(pat, sizeof(pat), "\n%s ", series);
+	for (;;) {
+		const char *body, *p;
+		long long got = -1;
+
+		if (http_req(ctl, "GET", "/metrics", &body) == 200 && (p = strstr(body, pat)))
+			got = strtoll(p + strlen(pat), NULL, 10);
+		if (got >= want || now_us() - t0 > 60000000) {
+			if (got < want)
+				fprintf(stderr, "bench: %s only %lld of %lld\n", series, got, want);
+			return now_us() - t0;
+		}
+		sleep_ms(50);
+	}
+}
+
+/* Read what came on w: its response's status once whole, 0 while not, -1
+ * when the connection ended (then ep no longer watches it). */
+static int read_some(struct waiter_conn *w, int ep)
+{
+	ssize_t got = read(w->fd, w->buf + w->len, sizeof(w->buf) - 1 - w->len);
+
+	if (got <= 0) {
+		epoll_ctl(ep, EPOLL_CTL_DEL, w->fd, NULL);
+		return -1;
+	}
+	w->len += (size_t)got;
+	w->buf[w->len] = '\0';
+	return response_ready(w);
+}
+
+/* Close the n connections of w and free it, with ep, ctl and rc. */
+static void close_all(struct waiter_conn *w, int n, int ep, struct conn *ctl, redisContext *rc)
+{
+	for (int i = 0; i < n; i++)
+		if (w[i].fd >= 0)
+			close(w[i].fd);
+	close(ep);
+	close(ctl->fd);
+	redisFree(rc);
+	free(w);
+}
+
 /* From one INFO commandstats: calls of every command but INFO (those run
  * inside scripts included: Redis 7 counts them) and of EVALSHA alone. */
 static void redis_calls(redisContext *c, long long *total, long long *evalsha)
@@ -695,43 +762,19 @@ static void many_waiters(int n, int locks, const char *kind, const char *label)
 		}
 	}
 	for (int i = 0; i < n; i++) {
-		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)i };
-
-		w[i].fd = tcp_connect(http_port);
 		w[i].owner = i;
 		snprintf(w[i].name, sizeof(w[i].name), "mw-%s-%d-%d", label, getpid(), i % locks);
-		if (w[i].fd < 0) {
-			fprintf(stderr, "bench: connect %d failed: %s\n", i, strerror(errno));
+		if (connect_one(&w[i], ep, i) < 0) {
 			errors++;
-			w[i].state = 2;
 			done++;
 			continue;
 		}
-		fcntl(w[i].fd, F_SETFL, O_NONBLOCK);
-		epoll_ctl(ep, EPOLL_CTL_ADD, w[i].fd, &ev);
 		snprintf(path, sizeof(path), "/%s/%s?owner=w%d&ttl_ms=30000&wait_ms=240000", kind,
 			 w[i].name, i);
 		send_req(w[i].fd, "PUT", path);
 	}
 	/* until every request waits */
-	t0 = now_us();
-	for (;;) {
-		const char *body;
-		long long waiting = -1;
-
-		if (http_req(&ctl, "GET", "/metrics", &body) == 200) {
-			const char *p = strstr(body, "\ndlockd_waiters ");
-
-			waiting = p ? strtoll(p + 16, NULL, 10) : -1;
-		}
-		if (waiting >= n - errors || now_us() - t0 > 60000000) {
-			if (waiting < n - errors)
-				fprintf(stderr, "bench: only %lld of %d waiting\n", waiting, n);
-			break;
-		}
-		sleep_ms(50);
-	}
-	t_all_waiting = now_us() - t0;
+	t_all_waiting = wait_gauge(&ctl, "dlockd_waiters", n - errors);
 	sleep_ms(500);
 	proc_usage(dlockd_pid, &rss, &thr);
 	if (!strcmp(kind, "fairlocks")) {
@@ -760,19 +803,15 @@ static void many_waiters(int n, int locks, const char *kind, const char *label)
 
 		for (int e = 0; e < k; e++) {
 			struct waiter_conn *c = &w[evs[e].data.u32];
-			ssize_t got = read(c->fd, c->buf + c->len, sizeof(c->buf) - 1 - c->len);
-			int status;
+			int status = read_some(c, ep);
 
-			if (got <= 0) {
+			if (status < 0) {
 				errors++;
 				c->state = 2;
 				done++;
-				epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
 				continue;
 			}
-			c->len += (size_t)got;
-			c->buf[c->len] = '\0';
-			if (!(status = response_ready(c)))
+			if (!status)
 				continue;
 			c->len = 0;
 			if (c->state == 0) {
@@ -812,13 +851,93 @@ static void many_waiters(int n, int locks, const char *kind, const char *label)
 	       -1, "");
 	result(scenario, "cmds incl. inside scripts", (double)(calls1 - calls0) / (granted ? granted : 1),
 	       -1, "");
-	for (int i = 0; i < n; i++)
-		if (w[i].fd >= 0)
-			close(w[i].fd);
-	close(ep);
-	close(ctl.fd);
-	redisFree(rc);
-	free(w);
+	close_all(w, n, ep, &ctl, rc);
+}
+
+static int cmp_double(const void *a, const void *b);
+
+/* n watches (GET ?index=T&wait_ms) of one held lock; once all wait, the
+ * holder releases: how long from the release to each answer. */
+static void many_watchers(int n)
+{
+	struct waiter_conn *w = calloc((size_t)n, sizeof(*w));
+	double *lat = calloc((size_t)n, sizeof(*lat));
+	int ep = epoll_create1(0), done = 0, answered = 0, errors = 0;
+	redisContext *rc = redis_connect();
+	struct conn ctl;
+	const char *body;
+	long rss0, rss;
+	int thr0, thr;
+	long long token = 0, calls0, calls1, eval0, eval1;
+	int64_t t0, t_all_watching;
+	char name[96], path[256], scenario[96];
+
+	conn_open(&ctl, http_port);
+	proc_usage(dlockd_pid, &rss0, &thr0);
+	snprintf(name, sizeof(name), "mwatch-%d", getpid());
+	snprintf(path, sizeof(path), "/locks/%s?owner=leader&ttl_ms=600000", name);
+	if (http_req(&ctl, "PUT", path, &body) == 200)
+		token = json_field(body, "fencing_token");
+	else
+		errors++;
+	snprintf(path, sizeof(path), "/locks/%s?index=%lld&wait_ms=240000", name, token);
+	for (int i = 0; i < n; i++) {
+		if (connect_one(&w[i], ep, i) < 0) {
+			errors++;
+			done++;
+			continue;
+		}
+		send_req(w[i].fd, "GET", path);
+	}
+	t_all_watching = wait_gauge(&ctl, "dlockd_watches", n - errors);
+	sleep_ms(500);
+	proc_usage(dlockd_pid, &rss, &thr);
+	redis_calls(rc, &calls0, &eval0);
+
+	snprintf(path, sizeof(path), "/locks/%s?owner=leader", name);
+	t0 = now_us();
+	if (http_req(&ctl, "DELETE", path, NULL) != 200)
+		errors++;
+	while (done < n && now_us() - t0 < 60000000) {
+		struct epoll_event evs[256];
+		int k = epoll_wait(ep, evs, 256, 1000);
+		int64_t t = now_us();
+
+		for (int e = 0; e < k; e++) {
+			struct waiter_conn *c = &w[evs[e].data.u32];
+			int status = read_some(c, ep);
+
+			if (!status)
+				continue;
+			if (status == 200 && strstr(c->buf, "\"changed\":true"))
+				lat[answered++] = (double)(t - t0) / 1000.0;
+			else
+				errors++;
+			c->state = 2;
+			done++;
+			if (status > 0)
+				epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
+		}
+	}
+	redis_calls(rc, &calls1, &eval1);
+	qsort(lat, (size_t)answered, sizeof(double), cmp_double);
+	snprintf(scenario, sizeof(scenario), "%d watchers on 1 lock", n);
+	result(scenario, "dlockd RSS idle", (double)rss0 / 1024.0, -1, "MiB");
+	result(scenario, "dlockd RSS watching", (double)rss / 1024.0, -1, "MiB");
+	result(scenario, "threads idle", thr0, -1, "");
+	result(scenario, "threads watching", thr, -1, "");
+	result(scenario, "time to all watching", (double)t_all_watching / 1e6, -1, "s");
+	result(scenario, "release to answer p50", answered ? lat[answered / 2] : -1, -1, "ms");
+	result(scenario, "release to answer p99", answered ? lat[answered * 99 / 100] : -1, -1, "ms");
+	result(scenario, "release to last answer", answered ? lat[answered - 1] : -1, -1, "ms");
+	result(scenario, "answered", answered, n, "watchers");
+	result(scenario, "errors", errors, 0, "");
+	/* the release, then one status read per watcher (each read by its own
+	 * script: the reads are not shared) */
+	result(scenario, "EVALSHA per watcher", (double)(eval1 - eval0) / (answered ? answered : 1),
+	       -1, "");
+	free(lat);
+	close_all(w, n, ep, &ctl, rc);
 }
 
 /* ----- Set-up, the scenarios, the report ----- */
@@ -1041,6 +1160,10 @@ int main(int argc, char **argv)
 			start_dlockd(bin);
 			many_waiters(10000, 1, "fairlocks", "fair10k");
 		}
+	}
+	if (wanted("watchers")) {
+		start_dlockd(bin);
+		many_watchers(quick ? 1000 : 5000);
 	}
 	report();
 	return 0;

@@ -1,20 +1,60 @@
---[[ lock_status.lua -- read the state of an exclusive lock.
-  KEYS[1] lock hash N
-  ARGV[1] owner field, or "" for none
-  Returns {locked, pttl, holds}  locked 1/0; pttl of N (-2 absent); holds of
-                                 ARGV[1] (0 when not given)
-          {-1}                   N is a read-write lock
-          {-3}                   N holds something that is not a lock ]]
+--[[ lock_status.lua -- what an exclusive or fair lock is now: its holders,
+  each with its holding's fencing token and token name, and a fair lock's
+  queue. Only reads.
+  KEYS[1] lock hash N                 KEYS[2] holders dlockd_lock_owners:{N}
+  KEYS[3] (fair locks) queue redisson_lock_queue:{N}
+  KEYS[4] (fair locks) deadlines redisson_lock_timeout:{N}
+  ARGV[1] (fair locks) how many queue places to list, at most
+  Returns {locked, pttl, holders, places, queued}
+            locked 1 or 0; pttl of N (-2: absent)
+            holders {owner, holds, token, principal, ...}: four per field of
+              N; token 0 and principal '' when the holders' hash has no
+              entry for it (a Redisson holder), principal '' when the
+              holding was made with auth off
+            places {owner, left_ms, ...}: the first ARGV[1] live places of
+              the queue in its order, each with its deadline less Redis'
+              now (places past their deadline, which the next acquire or
+              release drops, are left out); {} for a plain lock
+            queued: how many live places the queue has (0 for a plain lock)
+          {-1}  N is a read-write lock
+          {-3}  N, its holders' hash or its queue holds something that is
+                not a lock's ]]
 local kind = lock_kind(KEYS[1])
-if kind == 'none' then
-  return {0, -2, 0}
-elseif kind == 'rw' then
+if kind == 'rw' then
   return {-1}
-elseif kind == 'other' then
+elseif kind == 'other' or not type_ok(KEYS[2], 'hash') or
+       (KEYS[3] and (not type_ok(KEYS[3], 'list') or not type_ok(KEYS[4], 'zset'))) then
   return {-3}
 end
-local holds = 0
-if ARGV[1] ~= '' then
-  holds = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+local holders = {}
+if kind == 'lock' then
+  local f = redis.call('hgetall', KEYS[1])
+  for i = 1, #f, 2 do
+    local token, principal = owners_entry(KEYS[2], f[i])
+    holders[#holders + 1] = f[i]
+    holders[#holders + 1] = tonumber(f[i + 1])
+    holders[#holders + 1] = token or 0
+    holders[#holders + 1] = principal or ''
+  end
 end
-return {1, redis.call('pttl', KEYS[1]), holds}
+local places, queued = {}, 0
+if KEYS[3] then
+  local t = redis.call('time')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local max = tonumber(ARGV[1])
+  queued = redis.call('zcount', KEYS[4], '(' .. now, '+inf')
+  local i = 0
+  while #places < 2 * max do
+    local w = redis.call('lindex', KEYS[3], i)
+    if not w then
+      break
+    end
+    local deadline = tonumber(redis.call('zscore', KEYS[4], w) or '0')
+    if deadline > now then
+      places[#places + 1] = w
+      places[#places + 1] = deadline - now
+    end
+    i = i + 1
+  end
+end
+return {kind == 'lock' and 1 or 0, redis.call('pttl', KEYS[1]), holders, places, queued}

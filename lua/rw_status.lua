@@ -1,26 +1,56 @@
---[[ rw_status.lua -- read the state of a read-write lock.
+--[[ rw_status.lua -- what a read-write lock is now: its writer and its
+  readers, each with its holding's fencing token, token name and lease.
   KEYS[1] lock hash N                 KEYS[2] timeout key prefix {N}
   KEYS[3] holders dlockd_lock_owners:{N} (its stale entries go with the purge)
-  ARGV[1] owner field, or "" for none
-  Returns {mode, pttl, readers, read_holds, write_holds}
-            mode 0 free, 1 read, 2 write; pttl of N (-2 absent); readers =
-            reader fields; the holds of ARGV[1] (0 when not given)
+  Returns {mode, pttl, holders}
+            mode 0 free, 1 read, 2 write; pttl of N (-2: absent)
+            holders {owner, holds, token, principal, side, pttl, ...}: six
+              per holding: side 1, a reader (holds = its live read holds,
+              pttl = the longest of their leases); side 2, the writer (the
+              owner without ':write', pttl = N's); token 0 and principal ''
+              when the holders' hash has no entry (a Redisson holder),
+              principal '' when the holding was made with auth off
           {-1}  N is a lock or fair lock
           {-3}  N (or its holders' hash) holds something that is not a lock's
-  Expired read holds are dropped first, so they are not counted. ]]
+  Expired read holds are dropped first, so they are not shown. ]]
 local kind = lock_kind(KEYS[1])
 if kind == 'lock' then
   return {-1}
 elseif kind == 'other' or not type_ok(KEYS[3], 'hash') then
   return {-3}
 end
-if kind == 'none' or rw_purge(KEYS[1], KEYS[2], KEYS[3]) == 'none' then
-  return {0, -2, 0, 0, 0}
+if kind == 'none' then
+  return {0, -2, {}}
 end
-local mode = redis.call('hget', KEYS[1], 'mode') == 'write' and 2 or 1
-local r, w = 0, 0
-if ARGV[1] ~= '' then
-  r = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-  w = tonumber(redis.call('hget', KEYS[1], ARGV[1] .. ':write') or '0')
+local s = rw_scan(KEYS[1], KEYS[2])
+if rw_purge(KEYS[1], KEYS[2], KEYS[3], s) == 'none' then
+  return {0, -2, {}}
 end
-return {mode, redis.call('pttl', KEYS[1]), rw_readers(KEYS[1]), r, w}
+local pttl = redis.call('pttl', KEYS[1])
+local holders = {}
+local function add(owner, field, holds, side, left)
+  local token, principal = owners_entry(KEYS[3], field)
+  for _, v in ipairs({owner, holds, token or 0, principal or '', side, left}) do
+    holders[#holders + 1] = v
+  end
+end
+for _, r in ipairs(s.readers) do
+  if #r.live > 0 then
+    local longest = -2
+    for _, h in ipairs(r.live) do
+      if h[2] == -1 or longest == -1 then
+        longest = -1
+      elseif h[2] > longest then
+        longest = h[2]
+      end
+    end
+    add(r.field, r.field, #r.live, 1, longest)
+  end
+end
+local f = redis.call('hgetall', KEYS[1])
+for i = 1, #f, 2 do
+  if string.sub(f[i], -6) == ':write' then
+    add(string.sub(f[i], 1, -7), f[i], tonumber(f[i + 1]), 2, pttl)
+  end
+end
+return {redis.call('hget', KEYS[1], 'mode') == 'write' and 2 or 1, pttl, holders}

@@ -22,6 +22,7 @@
 #include "util.h"
 
 #include <hiredis/hiredis.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,7 +67,7 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 		.release = { SCRIPT_LOCK_RELEASE, { K_LOCK, K_CHANNEL, K_OWNERS } },
 		.force_release = { SCRIPT_LOCK_FORCE_RELEASE, { K_LOCK, K_CHANNEL, K_OWNERS } },
 		.renew = { SCRIPT_LOCK_RENEW, { K_LOCK, K_OWNERS, K_CHANNEL } },
-		.status = { SCRIPT_LOCK_STATUS, { K_LOCK } },
+		.status = { SCRIPT_LOCK_STATUS, { K_LOCK, K_OWNERS } },
 	},
 	[LOCK_KIND_FAIR] = {
 		.label = "fair lock",
@@ -80,7 +81,7 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 		.force_release = { SCRIPT_FAIR_FORCE_RELEASE,
 				   { K_LOCK, K_QUEUE, K_DEADLINES, K_CHANNEL, K_OWNERS } },
 		.renew = { SCRIPT_LOCK_RENEW, { K_LOCK, K_OWNERS } },
-		.status = { SCRIPT_LOCK_STATUS, { K_LOCK } },
+		.status = { SCRIPT_LOCK_STATUS, { K_LOCK, K_OWNERS, K_QUEUE, K_DEADLINES } },
 		.dequeue = { SCRIPT_FAIR_DEQUEUE, { K_QUEUE, K_DEADLINES, K_CHANNEL } },
 		.refresh = { SCRIPT_FAIR_REFRESH, { K_LOCK, K_QUEUE, K_DEADLINES, K_CHANNEL } },
 	},
@@ -237,13 +238,14 @@ struct call {
 		       struct lock_state *out);
 	lock_done_fn done;		/* NULL: only failures are logged */
 	void *ctx;
-	const struct backend *b;	/* renew: whose waiters hear the new lease end */
+	const struct backend *b;	/* whose connection and waiters it runs on */
 	char *owner;			/* renew: the owner whose lease it is */
 	const char *what;		/* "release", ... for the log */
 	char name[];
 };
 
 static void on_reply(void *arg, redisReply *r);
+static void publish_change(const struct call *c, const char *what);
 
 /* Run op's script with its keys and args; fn(c, reply) gets the reply,
  * and frees c, which the caller fills in before. */
@@ -260,6 +262,7 @@ static void run_to(const struct backend *b, struct call *c, const struct op_row 
 		n++;
 	}
 	c->script = op->script;
+	c->b = b;
 	c->sent_ms = now_ms();
 	scripts_run(b->redis, op->script, n, keys, nargs, args, fn, c);
 	for (int i = 0; i < K_COUNT; i++)
@@ -436,6 +439,8 @@ static void acquire_decode(struct call *c, const redisReply *r, enum lock_result
 		out->ttl_ms = lease_left(elem_int(r, 3), c->sent_ms);
 		out->locked = true;
 		out->added = elem_int(r, 4) == 1;
+		if (out->added && out->holds == 1)
+			publish_change(c, "acquired");	/* a new holding */
 		if (out->ttl_ms == 0) {
 			log_warn("redis granted %s '%s' too late to be of use (lease over)",
 				 kinds[c->kind].label, c->name);
@@ -555,7 +560,6 @@ void locks_fair_refresh(const struct backend *b, const char *name, const char *c
 static void release_decode(struct call *c, const redisReply *r, enum lock_result *res,
 			   struct lock_state *out)
 {
-	(void)c;
 	*res = common_code(elem_int(r, 0), out);
 	if (*res == LOCK_NOT_OWNER) {
 		out->why = why_code(elem_int(r, 1));
@@ -566,6 +570,8 @@ static void release_decode(struct call *c, const redisReply *r, enum lock_result
 	/* read-write releases say whether the lock is free; for the exclusive
 	 * kinds it is free when the owner's holds are gone */
 	out->locked = r->elements > 2 ? elem_int(r, 2) == 0 : out->holds > 0;
+	if (*res == LOCK_OK && out->holds == 0)
+		publish_change(c, "released");	/* the owner's holding ended */
 }
 
 void locks_release(const struct backend *b, enum lock_kind kind, const char *name,
@@ -581,13 +587,14 @@ void locks_release(const struct backend *b, enum lock_kind kind, const char *nam
 static void force_decode(struct call *c, const redisReply *r, enum lock_result *res,
 			 struct lock_state *out)
 {
-	(void)c;
 	if (r->integer < 0) {
 		*res = LOCK_WRONG_KIND;
 		if (r->integer == -3)
 			out->why = LOCK_WHY_NOT_A_LOCK;
 	}
 	out->locked = r->integer == 1;	/* it was held and is now free */
+	if (out->locked)
+		publish_change(c, "released");
 }
 
 void locks_force_release(const struct backend *b, enum lock_kind kind, const char *name,
@@ -637,42 +644,224 @@ void locks_renew(const struct backend *b, enum lock_kind kind, const char *name,
 	const char *args[] = { lease, owner, principal };
 
 	c->decode = renew_decode;
-	c->b = b;
 	c->owner = xstrdup(owner);
 	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
 	run(b, c, &kinds[kind].renew, 3, args);
 }
 
-static void status_decode(struct call *c, const redisReply *r, enum lock_result *res,
-			  struct lock_state *out)
-{
-	long long first = elem_int(r, 0);
+/* ----- Inspect ----- */
 
-	if (first < 0) {
-		*res = LOCK_WRONG_KIND;
-		if (first == -3)
-			out->why = LOCK_WHY_NOT_A_LOCK;
-		return;
-	}
-	out->locked = first > 0;
-	out->ttl_ms = out->locked ? elem_int(r, 1) : 0;
-	if (c->script == SCRIPT_RW_STATUS) {
-		out->mode = (enum lock_mode)first;
-		out->readers = elem_int(r, 2);
-		out->holds = elem_int(r, c->kind == LOCK_KIND_WRITE ? 4 : 3);
-	} else {
-		out->holds = elem_int(r, 2);
-	}
+/* The queue places an inspect lists, at most (the rest are counted). */
+#define PLACES_SHOWN 100
+
+/* What an inspect's caller hears: c->ctx of its call. */
+struct view_wait {
+	lock_view_fn done;
+	void *ctx;
+};
+
+/* Element i of array reply r, or NULL. */
+static const redisReply *elem(const redisReply *r, size_t i)
+{
+	if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
+		return NULL;
+	return r->element[i];
 }
 
-void locks_status(const struct backend *b, enum lock_kind kind, const char *name,
-		  const char *owner, lock_done_fn done, void *ctx)
+/* Element i as a fresh string, or NULL when it is none or "" (no
+ * principal recorded). */
+static char *elem_dup(const redisReply *r, size_t i)
 {
-	struct call *c = call_new(kind, name, "status", done, ctx);
-	const char *args[] = { owner ? owner : "" };
+	const redisReply *e = elem(r, i);
 
-	c->decode = status_decode;
-	run(b, c, &kinds[kind].status, 1, args);
+	if (!e || e->type != REDIS_REPLY_STRING || e->len == 0)
+		return NULL;
+	return xstrdup(e->str);
+}
+
+/* The index of a state (docs/ARCHITECTURE.md, "Watching"): the fencing
+ * token of its holding -- a read-write lock's writer while it writes, else
+ * its newest reader's -- 1 for a holding dlockd has no token of (a
+ * Redisson client's), 0 when free. */
+static int64_t view_index(const struct lock_view *v)
+{
+	int64_t index = 0;
+
+	for (size_t i = 0; i < v->nholders; i++) {
+		const struct lock_holding *h = &v->holders[i];
+		int64_t t = h->token > 0 ? h->token : 1;
+
+		if (v->mode == LOCK_MODE_WRITE && h->side != LOCK_MODE_WRITE)
+			continue;
+		if (t > index)
+			index = t;
+	}
+	return index;
+}
+
+/* A status script's reply (lua/lock_status.lua, lua/rw_status.lua) as a
+ * view; NULL when it is not shaped as they promise. */
+static struct lock_view *view_decode(const struct call *c, const redisReply *r)
+{
+	bool rw = c->script == SCRIPT_RW_STATUS;
+	size_t per = rw ? 6 : 4;
+	const redisReply *h = elem(r, 2), *q = elem(r, 3);
+	struct lock_view *v;
+
+	if (!h || h->type != REDIS_REPLY_ARRAY || h->elements % per ||
+	    (q && (q->type != REDIS_REPLY_ARRAY || q->elements % 2)))
+		return NULL;
+	v = xcalloc(1, sizeof(*v));
+	v->locked = elem_int(r, 0) > 0;
+	v->mode = rw ? (enum lock_mode)elem_int(r, 0) : LOCK_MODE_NONE;
+	v->ttl_ms = v->locked ? elem_int(r, 1) : 0;
+	v->holders = xcalloc(h->elements / per + 1, sizeof(*v->holders));
+	for (size_t i = 0; i < h->elements; i += per) {
+		struct lock_holding *x = &v->holders[v->nholders];
+
+		x->owner = elem_dup(h, i);
+		if (!x->owner)
+			continue;
+		x->holds = elem_int(h, i + 1);
+		x->token = elem_int(h, i + 2);
+		x->principal = elem_dup(h, i + 3);
+		x->side = !rw ? LOCK_MODE_NONE
+			      : elem_int(h, i + 4) == 2 ? LOCK_MODE_WRITE : LOCK_MODE_READ;
+		x->ttl_ms = rw ? elem_int(h, i + 5) : v->ttl_ms;
+		if (x->ttl_ms >= 0 && (v->changes_in_ms <= 0 || x->ttl_ms < v->changes_in_ms))
+			v->changes_in_ms = x->ttl_ms > 0 ? x->ttl_ms : 1;
+		v->nholders++;
+	}
+	if (v->changes_in_ms == 0)
+		v->changes_in_ms = -1;	/* free, or no holding with a lease */
+	v->places = xcalloc(q ? q->elements / 2 + 1 : 1, sizeof(*v->places));
+	for (size_t i = 0; q && i < q->elements; i += 2) {
+		struct lock_place *p = &v->places[v->nplaces];
+
+		p->owner = elem_dup(q, i);
+		p->ttl_ms = elem_int(q, i + 1);
+		if (p->owner)
+			v->nplaces++;
+	}
+	v->queued = elem_int(r, 4);
+	v->index = view_index(v);
+	return v;
+}
+
+static void on_view_reply(void *arg, redisReply *r)
+{
+	struct call *c = arg;
+	struct view_wait *vw = c->ctx;
+	struct lock_state st = { 0 };
+	enum lock_result res = check_reply(r, c, &st);
+	struct lock_view *v = NULL;
+
+	if (res == LOCK_OK && r->type == REDIS_REPLY_ARRAY && elem_int(r, 0) < 0) {
+		res = LOCK_WRONG_KIND;
+		if (elem_int(r, 0) == -3)
+			st.why = LOCK_WHY_NOT_A_LOCK;
+	} else if (res == LOCK_OK && !(v = view_decode(c, r))) {
+		log_error("script %s gave a reply it does not promise", scripts_name(c->script));
+		st.fault = "the lock script gave redis an answer dlockd does not understand";
+		res = LOCK_SCRIPT_ERROR;
+	}
+	if (v) {
+		st.locked = v->locked;
+		st.ttl_ms = v->ttl_ms;
+		st.mode = v->mode;
+	}
+	vw->done(vw->ctx, res, &st, v);
+	free(vw);
+	free(c);
+}
+
+void locks_inspect(const struct backend *b, enum lock_kind kind, const char *name,
+		   lock_view_fn done, void *ctx)
+{
+	struct view_wait *vw = xmalloc(sizeof(*vw));
+	struct call *c = call_new(kind, name, "status", NULL, vw);
+	char shown[24];
+	const char *args[] = { shown };
+
+	vw->done = done;
+	vw->ctx = ctx;
+	snprintf(shown, sizeof(shown), "%d", PLACES_SHOWN);
+	run_to(b, c, &kinds[kind].status, kind == LOCK_KIND_FAIR ? 1 : 0, args, on_view_reply);
+}
+
+void locks_view_free(struct lock_view *v)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; i < v->nholders; i++) {
+		free(v->holders[i].owner);
+		free(v->holders[i].principal);
+	}
+	for (size_t i = 0; i < v->nplaces; i++)
+		free(v->places[i].owner);
+	free(v->holders);
+	free(v->places);
+	free(v);
+}
+
+const struct lock_holding *locks_view_holding(const struct lock_view *v, const char *owner,
+					      enum lock_mode side)
+{
+	for (size_t i = 0; v && i < v->nholders; i++)
+		if (v->holders[i].side == side && !strcmp(v->holders[i].owner, owner))
+			return &v->holders[i];
+	return NULL;
+}
+
+/* ----- Watching ----- */
+
+/* dlockd_lock_state:{N}: what a watcher of lock name hears from dlockd
+ * when a holding starts or ends. The caller frees it. */
+static char *state_channel(const char *name)
+{
+	char *rname = redis_name(name);
+	char *ch = locks_prefix_name("dlockd_lock_state", rname);
+
+	free(rname);
+	return ch;
+}
+
+int locks_watch_channels(enum lock_kind kind, const char *name, char *channels[2])
+{
+	channels[0] = state_channel(name);
+	if (kinds[kind].per_owner_channel)
+		return 1;	/* a fair lock's releases speak to its queue head only */
+	channels[1] = locks_wait_channel(kind, name, NULL);
+	return 2;
+}
+
+/* When a failed PUBLISH was last logged (now_ms()): at most one line a
+ * minute, not one per request (an ACL that refuses the channel refuses
+ * them all). */
+static _Atomic int64_t publish_failure_logged_ms;
+
+static void on_published(void *arg, redisReply *r)
+{
+	char *channel = arg;
+	int64_t now = now_ms(), last = atomic_load(&publish_failure_logged_ms);
+
+	if ((!r || r->type == REDIS_REPLY_ERROR) && (last == 0 || now - last >= 60000) &&
+	    atomic_compare_exchange_strong(&publish_failure_logged_ms, &last, now))
+		log_warn("PUBLISH on %s failed (%s): watchers see changes only at a lease end "
+			 "or their wait_ms (logged once a minute)", channel,
+			 r ? r->str : "no answer");
+	free(channel);
+}
+
+/* The request c made started (what "acquired") or ended ("released") a
+ * holding: tell the lock's watchers, on every dlockd. Sent once Redis has
+ * answered, so a watcher woken by it reads the change. */
+static void publish_change(const struct call *c, const char *what)
+{
+	char *channel = state_channel(c->name);
+	const char *argv[] = { "PUBLISH", channel, what };
+
+	redis_conn_send(c->b->redis, 3, argv, NULL, false, on_published, channel);
 }
 
 /* ----- The backend itself ----- */

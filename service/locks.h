@@ -94,8 +94,7 @@ struct lock_state {
 				 * it is told on its channel when its turn comes),
 				 * but the place must be kept alive every
 				 * locks_queue_refresh_ms() with locks_fair_refresh() */
-	enum lock_mode mode;	/* status of a read-write lock */
-	int64_t readers;	/* status of a read-write lock: reader count */
+	enum lock_mode mode;	/* inspect of a read-write lock */
 	enum lock_why why;	/* LOCK_HELD, LOCK_NOT_OWNER, LOCK_WRONG_KIND: why */
 	int64_t others;		/* the count why speaks of */
 	const char *fault;	/* LOCK_BACKEND_DOWN, LOCK_SCRIPT_ERROR: what went
@@ -163,9 +162,71 @@ void locks_force_release(const struct backend *b, enum lock_kind kind, const cha
 void locks_renew(const struct backend *b, enum lock_kind kind, const char *name,
 		 const char *owner, const char *principal, int64_t ttl_ms, lock_done_fn done,
 		 void *ctx);
-/* owner may be NULL; then st->holds is 0. */
-void locks_status(const struct backend *b, enum lock_kind kind, const char *name,
-		  const char *owner, lock_done_fn done, void *ctx);
+/* ----- Inspecting and watching ----- */
+
+/* One holding of a lock, as an inspect reads it. */
+struct lock_holding {
+	char *owner;		/* the owner id (a writer's without ":write") */
+	char *principal;	/* the name of the auth token it was made under;
+				 * NULL: none (auth off, a Redisson client) */
+	int64_t holds;
+	int64_t token;		/* its fencing token; 0: unknown (a holding dlockd
+				 * did not make: a Redisson client's) */
+	int64_t ttl_ms;		/* its lease left (a reader's: its longest live
+				 * read hold's); -1: no expiry */
+	enum lock_mode side;	/* read-write locks: READ or WRITE; else NONE */
+};
+
+/* A place in a fair lock's queue. */
+struct lock_place {
+	char *owner;
+	int64_t ttl_ms;		/* until its deadline, in Redis' clock: the place
+				 * is dropped then unless its waiter refreshes it */
+};
+
+/* What a lock is now, as one script read it. */
+struct lock_view {
+	bool locked;
+	enum lock_mode mode;	/* read-write locks */
+	int64_t ttl_ms;		/* the lock's lease left; 0 free, -1 no expiry */
+	int64_t index;		/* the state's index: the fencing token of its
+				 * holding (a read-write lock's writer, else its
+				 * newest reader), 1 when that holding has none
+				 * known, 0 when free. Any change of holder
+				 * changes it */
+	int64_t changes_in_ms;	/* the earliest lease end of a holding, in ms
+				 * from the read: the state may change by itself
+				 * then (expiry publishes nothing); -1: never */
+	size_t nholders;
+	struct lock_holding *holders;	/* in the hash's order */
+	size_t nplaces;
+	struct lock_place *places;	/* fair locks: the first live places, in
+					 * queue order */
+	int64_t queued;		/* fair locks: live places in all */
+};
+
+/* An inspect's outcome. On LOCK_OK, v is the caller's (free it with
+ * locks_view_free) and st has locked, ttl_ms and mode; otherwise v is NULL
+ * and st says why (LOCK_WRONG_KIND, LOCK_BACKEND_DOWN, LOCK_SCRIPT_ERROR). */
+typedef void (*lock_view_fn)(void *ctx, enum lock_result r, const struct lock_state *st,
+			     struct lock_view *v);
+/* Read lock name (a read-write lock for LOCK_KIND_READ and _WRITE) in one
+ * script: holders with their holds, fencing tokens, token names and
+ * leases; a fair lock's queue. A read-write lock's expired read holds are
+ * dropped on the way. */
+void locks_inspect(const struct backend *b, enum lock_kind kind, const char *name,
+		   lock_view_fn done, void *ctx);
+void locks_view_free(struct lock_view *v);
+/* The holding of owner on side in v, or NULL. */
+const struct lock_holding *locks_view_holding(const struct lock_view *v, const char *owner,
+					      enum lock_mode side);
+
+/* The channels a watcher of lock name listens on (0..1 are set, the caller
+ * frees them; returns how many): dlockd_lock_state:{N}, on which every
+ * dlockd says when a request of its started or ended a holding (once Redis
+ * answered it), and for plain and read-write locks the kind's Redisson
+ * channel too, where Redisson clients' releases are heard. */
+int locks_watch_channels(enum lock_kind kind, const char *name, char *channels[2]);
 
 /* Does b's Redis answer PING? LOCK_OK, or LOCK_BACKEND_DOWN with
  * st->fault saying what Redis said (NULL: no answer). */

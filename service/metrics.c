@@ -176,7 +176,7 @@ static const char *route_label(unsigned r)
 	return route_labels && r <= nroutes ? route_labels[r] : "other";
 }
 
-char *metrics_render(unsigned waiters, size_t *len)
+char *metrics_render(unsigned waiters, unsigned watches, size_t *len)
 {
 	struct out o = { .p = xmalloc(8192), .cap = 8192 };
 	char labels[128];
@@ -208,6 +208,9 @@ char *metrics_render(unsigned waiters, size_t *len)
 
 	header(&o, "dlockd_waiters", "gauge", "Requests waiting for a lock now.");
 	emit(&o, "dlockd_waiters %u\n", waiters);
+	header(&o, "dlockd_watches", "gauge",
+	       "Status requests waiting for a lock to change now (GET with wait_ms).");
+	emit(&o, "dlockd_watches %u\n", watches);
 
 	header(&o, "dlockd_wait_seconds", "histogram",
 	       "How long waiting acquires (wait_ms > 0) waited, by kind and outcome.");

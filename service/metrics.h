@@ -44,7 +44,8 @@ void metrics_set_routes(const char *const *labels, unsigned n);
 /* One answered request: its route index, HTTP status and duration. */
 void metrics_request(unsigned route, unsigned status, int64_t duration_us);
 
-/* Render everything plus the waiters gauge; the caller frees the text. */
-char *metrics_render(unsigned waiters, size_t *len);
+/* Render everything plus the gauges of waiting acquires and of watches;
+ * the caller frees the text. */
+char *metrics_render(unsigned waiters, unsigned watches, size_t *len);
 
 #endif

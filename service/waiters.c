@@ -21,6 +21,15 @@
  *   - a waiter's deadline timer, or its client hanging up, wakes it alone;
  *     so does waiters_retry() (a fair-lock waiter whose queue place the
  *     loop's refresh found gone: fair_queue.c).
+ * Watchers (WAITER_WATCH: a GET waiting for the lock to change, watch.c)
+ * sleep on a list of their own and take no part in the above: every
+ * message and confirmation of their channel wakes all of them, and each
+ * has one timer, at the earlier of its deadline and the time it asked to
+ * look again (a lease ending: expiry publishes nothing). A message that
+ * comes while a watcher is awake is not lost: the channel counts its
+ * messages, and a watcher that goes to sleep having missed one is woken
+ * at once (it may have read the lock before that message's change).
+ * Watchers neither take permits nor count for the lease-end rules below.
  * Every loop that has waiters on a channel hears each of its messages, and
  * applies the rules above to its own sleepers only: a "0" wakes the oldest
  * sleeper of EACH such loop, so one release costs up to one script run per
@@ -90,11 +99,14 @@ struct channel {
 					 * subscriber said so, and has not said
 					 * its connection dropped since) */
 	uint64_t epoch;			/* bumped at each confirmation */
-	unsigned refs;			/* joined waiters */
+	unsigned refs;			/* joined waiters (watchers apart) */
+	unsigned nwatch;		/* joined watchers */
 	unsigned permits;		/* wakes banked while nobody slept */
+	uint64_t msgs;			/* messages heard on it (watchers compare) */
 	bool timer_all;			/* the retry timer wakes every sleeper */
 	struct waiter *head, *tail;	/* sleepers, oldest first */
 	unsigned nsleeping;		/* ... and how many */
+	struct waiter *whead, *wtail;	/* sleeping watchers, apart */
 	struct loop_timer retry;	/* the holder's lease end: retry the oldest
 					 * sleeper (all, with timer_all) */
 };
@@ -103,15 +115,20 @@ struct waiter {
 	struct channel *ch;
 	struct waiter *prev, *next;	/* in ch's sleepers while sleeping, in the
 					 * ready list while ready */
-	struct loop_timer deadline;	/* armed while sleeping */
-	int64_t deadline_ms;		/* monotonic */
+	struct loop_timer deadline;	/* armed while sleeping (a watcher's: at
+					 * the earlier of its deadline and its
+					 * retry_at_ms) */
+	int64_t deadline_ms;		/* monotonic; 0 = none (watchers only) */
+	int64_t retry_at_ms;		/* a watcher's own look-again time; 0 = none */
 	int fd;				/* client socket; -1 = not watched */
 	waiter_resume_fn resume;
 	void *ctx;
 	uint64_t epoch_seen;		/* ch->epoch when it last (re)tried */
+	uint64_t msgs_seen;		/* a watcher's: ch->msgs when it last woke */
 	bool sleeping;
 	bool ready;			/* woken, resume not yet called */
 	bool writer;			/* preferred by a "0" */
+	bool watch;			/* a watcher (WAITER_WATCH) */
 	enum waiter_wake reason;
 };
 
@@ -131,6 +148,7 @@ static struct {
 	pthread_mutex_t lock;		/* guards list only */
 	struct waiters *list;
 	atomic_uint nwaiters;		/* joined, over all loops */
+	atomic_uint nwatchers;		/* ... of which watchers */
 	atomic_bool shutting_down;
 } R = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -178,19 +196,37 @@ static void channel_free(struct channel *ch)
 
 /* ----- Sleeping and waking ----- */
 
+/* The lists of waiters (a channel's sleepers or watchers, a loop's ready
+ * list) are doubly linked through prev/next, from *head to *tail. */
+static void list_append(struct waiter **head, struct waiter **tail, struct waiter *w)
+{
+	w->prev = *tail;
+	w->next = NULL;
+	if (*tail)
+		(*tail)->next = w;
+	else
+		*head = w;
+	*tail = w;
+}
+
+static void list_unlink(struct waiter **head, struct waiter **tail, struct waiter *w)
+{
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		*head = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	else
+		*tail = w->prev;
+	w->prev = w->next = NULL;
+}
+
 static void ready_unlink(struct waiter *w)
 {
 	struct waiters *ws = w->ch->ws;
 
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		ws->ready_head = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	else
-		ws->ready_tail = w->prev;
-	w->prev = w->next = NULL;
+	list_unlink(&ws->ready_head, &ws->ready_tail, w);
 	w->ready = false;
 }
 
@@ -214,17 +250,13 @@ static void sleeper_unlink(struct waiter *w)
 	struct channel *ch = w->ch;
 	struct waiters *ws = ch->ws;
 
-	if (w->prev)
-		w->prev->next = w->next;
+	if (w->watch)
+		list_unlink(&ch->whead, &ch->wtail, w);
 	else
-		ch->head = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	else
-		ch->tail = w->prev;
-	w->prev = w->next = NULL;
+		list_unlink(&ch->head, &ch->tail, w);
 	w->sleeping = false;
-	ch->nsleeping--;
+	if (!w->watch)
+		ch->nsleeping--;
 	loop_timer_stop(ws->loop, &w->deadline);
 	if (w->fd >= 0)
 		loop_unwatch(ws->loop, w->fd);
@@ -239,14 +271,9 @@ static void wake(struct waiter *w, enum waiter_wake reason)
 	sleeper_unlink(w);
 	w->reason = reason;
 	w->epoch_seen = w->ch->epoch;
+	w->msgs_seen = w->ch->msgs;
 	w->ready = true;
-	w->prev = ws->ready_tail;
-	w->next = NULL;
-	if (ws->ready_tail)
-		ws->ready_tail->next = w;
-	else
-		ws->ready_head = w;
-	ws->ready_tail = w;
+	list_append(&ws->ready_head, &ws->ready_tail, w);
 	loop_defer(ws->loop, &ws->resume_task);
 }
 
@@ -259,6 +286,14 @@ static unsigned wake_all(struct channel *ch, enum waiter_wake reason)
 		n++;
 	}
 	return n;
+}
+
+/* Every sleeping watcher of ch: whatever ch says, the lock may have
+ * changed. */
+static void wake_watchers(struct channel *ch, enum waiter_wake reason)
+{
+	while (ch->whead)
+		wake(ch->whead, reason);
 }
 
 /* Have ch's sleepers retried at at_ms (monotonic) at the latest: the
@@ -297,8 +332,28 @@ static struct waiter *oldest_writer(const struct channel *ch)
 
 static void on_deadline(struct loop *l, struct loop_timer *t)
 {
+	struct waiter *w = container_of(t, struct waiter, deadline);
+
 	(void)l;
-	wake(container_of(t, struct waiter, deadline), WAKE_DEADLINE);
+	/* a watcher's timer may be its look-again time, before its deadline */
+	if (w->watch && (w->deadline_ms <= 0 || now_ms() < w->deadline_ms))
+		wake(w, WAKE_RETRY);
+	else
+		wake(w, WAKE_DEADLINE);
+}
+
+/* Arm w's timer: its deadline, or for a watcher the earlier of that and
+ * its look-again time (either may be 0: none). */
+static void arm_deadline(struct waiter *w)
+{
+	int64_t at = w->deadline_ms;
+
+	if (w->retry_at_ms > 0 && (at <= 0 || w->retry_at_ms < at))
+		at = w->retry_at_ms;
+	if (at > 0)
+		loop_timer_set(w->ch->ws->loop, &w->deadline, at);
+	else
+		loop_timer_stop(w->ch->ws->loop, &w->deadline);
 }
 
 static void on_retry_timer(struct loop *l, struct loop_timer *t)
@@ -339,14 +394,54 @@ struct waiter *waiters_join(struct waiters *ws, const char *channel, int fd,
 	w->ctx = ctx;
 	w->deadline_ms = deadline_ms;
 	w->writer = flags & WAITER_WRITER;
+	w->watch = flags & WAITER_WATCH;
 	loop_timer_init(&w->deadline, on_deadline);
-	ch->timer_all |= (flags & WAITER_TIMER_ALL) != 0;
-	ch->refs++;
+	if (w->watch) {
+		ch->nwatch++;
+		atomic_fetch_add(&R.nwatchers, 1);
+	} else {
+		ch->timer_all |= (flags & WAITER_TIMER_ALL) != 0;
+		ch->refs++;
+	}
 	ws->nwaiters++;
 	atomic_fetch_add(&R.nwaiters, 1);
 	w->epoch_seen = ch->epoch;
+	w->msgs_seen = ch->msgs;
 	*confirmed = ch->live;
 	return w;
+}
+
+/* waiters_sleep() of a watcher: it sleeps apart from the channel's other
+ * sleepers, on its own timer, and looks again at once if anything came on
+ * the channel since it last woke (or joined): it may have read the lock
+ * before that. */
+static void watch_sleep(struct waiter *w, int64_t retry_at_ms)
+{
+	struct channel *ch = w->ch;
+	struct waiters *ws = ch->ws;
+	int64_t now = now_ms();
+
+	w->retry_at_ms = retry_at_ms;
+	if (w->ready)
+		return;		/* a wake is on its way already */
+	if (w->sleeping) {
+		arm_deadline(w);	/* asleep still: only its time moves */
+		return;
+	}
+	w->sleeping = true;
+	list_append(&ch->whead, &ch->wtail, w);
+	arm_deadline(w);
+	if (w->fd >= 0)
+		loop_watch(ws->loop, w->fd, LOOP_HANGUP, on_hangup, w);
+
+	if (atomic_load(&R.shutting_down))
+		wake(w, WAKE_SHUTDOWN);
+	else if ((ch->live && ch->epoch != w->epoch_seen) || ch->msgs != w->msgs_seen)
+		wake(w, WAKE_RETRY);
+	else if (w->deadline_ms > 0 && now >= w->deadline_ms)
+		wake(w, WAKE_DEADLINE);
+	else if (retry_at_ms > 0 && now >= retry_at_ms)
+		wake(w, WAKE_RETRY);
 }
 
 void waiters_sleep(struct waiter *w, int64_t retry_at_ms)
@@ -354,17 +449,15 @@ void waiters_sleep(struct waiter *w, int64_t retry_at_ms)
 	struct channel *ch = w->ch;
 	struct waiters *ws = ch->ws;
 
+	if (w->watch) {
+		watch_sleep(w, retry_at_ms);
+		return;
+	}
 	arm_retry(ch, retry_at_ms);
 	if (w->sleeping || w->ready)
 		return;		/* a wake is on its way already */
 	w->sleeping = true;
-	w->prev = ch->tail;
-	w->next = NULL;
-	if (ch->tail)
-		ch->tail->next = w;
-	else
-		ch->head = w;
-	ch->tail = w;
+	list_append(&ch->head, &ch->tail, w);
 	ch->nsleeping++;
 	loop_timer_set(ws->loop, &w->deadline, w->deadline_ms);
 	if (w->fd >= 0)
@@ -409,12 +502,21 @@ void waiters_leave(struct waiter *w, int64_t lease_end_ms)
 		ready_unlink(w);
 	ws->nwaiters--;
 	atomic_fetch_sub(&R.nwaiters, 1);
+	if (w->watch) {
+		/* a watcher covers nobody: nothing to hand over */
+		ch->nwatch--;
+		atomic_fetch_sub(&R.nwatchers, 1);
+		if (ch->refs + ch->nwatch == 0)
+			channel_free(ch);
+		free(w);
+		return;
+	}
 	/* the lease it saw (its own, once granted) covers the sleepers of the
 	 * other loops too: one of them may have tried just before this grant
 	 * and be asleep until a queue refresh */
 	if (lease_end_ms > 0 && !atomic_load(&R.shutting_down))
 		lease_ends_elsewhere(ws, ch->name, lease_end_ms);
-	if (--ch->refs == 0) {
+	if (--ch->refs + ch->nwatch == 0) {
 		channel_free(ch);
 	} else {
 		if (ch->permits > ch->refs)
@@ -456,14 +558,20 @@ static void on_confirmed(struct waiters *ws, const char *channel)
 	ch->live = true;
 	ch->epoch++;
 	wake_all(ch, WAKE_RETRY);
+	wake_watchers(ch, WAKE_RETRY);
 }
 
 static void on_message(struct waiters *ws, const char *channel, const char *payload, size_t len)
 {
 	struct channel *ch = channel_find(ws, channel);
 
+	if (ch) {
+		/* whatever it says, the lock may have changed: watchers look */
+		ch->msgs++;
+		wake_watchers(ch, WAKE_RETRY);
+	}
 	if (!ch || len != 1) {
-		/* not ours, or not a lock message */
+		/* not ours, or not a message to acquirers */
 	} else if (payload[0] == '0') {
 		struct waiter *w = oldest_writer(ch);
 
@@ -493,8 +601,12 @@ static void on_disconnect(struct waiters *ws)
 
 static void on_shutdown(struct waiters *ws)
 {
-	names_each(&ws->channels, e)
-		wake_all(container_of(e, struct channel, entry), WAKE_SHUTDOWN);
+	names_each(&ws->channels, e) {
+		struct channel *ch = container_of(e, struct channel, entry);
+
+		wake_all(ch, WAKE_SHUTDOWN);
+		wake_watchers(ch, WAKE_SHUTDOWN);
+	}
 }
 
 /* On the loop's thread: handle note and free it. */
@@ -593,6 +705,11 @@ void waiters_shutdown_all(void)
 unsigned waiters_count_all(void)
 {
 	return atomic_load(&R.nwaiters);
+}
+
+unsigned waiters_count_watchers(void)
+{
+	return atomic_load(&R.nwatchers);
 }
 
 /* ----- Set-up ----- */

@@ -60,6 +60,12 @@ void waiters_free(struct waiters *ws);
 enum waiter_flags {
 	WAITER_WRITER = 1 << 0,		/* a "0" wakes the oldest writer before others */
 	WAITER_TIMER_ALL = 1 << 1,	/* the channel's retry timer wakes every sleeper */
+	WAITER_WATCH = 1 << 2,		/* a watcher (GET ...?wait_ms: waits for the lock
+					 * to change, never to take it): woken by every
+					 * message and confirmation of its channel and by
+					 * its own timer, apart from the acquirers, whose
+					 * wakes, permits and retry timer it never takes
+					 * or owes; it may have no deadline (0) */
 };
 
 /* Register a waiter on channel, watching client socket fd (-1: none) for
@@ -77,7 +83,11 @@ struct waiter *waiters_join(struct waiters *ws, const char *channel, int fd,
  * message, for when the holder's lease runs out: the channel's sleepers
  * are covered by one retry timer, armed at the earliest such time reported
  * since it last fired, which wakes the oldest sleeper (every sleeper with
- * WAITER_TIMER_ALL). */
+ * WAITER_TIMER_ALL).
+ * A watcher (WAITER_WATCH) is woken at retry_at_ms by a timer of its own
+ * (WAKE_RETRY; WAKE_DEADLINE from its deadline on), and at once if any
+ * message or confirmation came on its channel since it last woke or
+ * joined. Asleep already, it only moves its timer to retry_at_ms. */
 void waiters_sleep(struct waiter *w, int64_t retry_at_ms);
 
 /* Wake w alone to try again now (WAKE_RETRY), if it sleeps: for what
@@ -105,8 +115,10 @@ void waiters_lease_ends(struct waiters *ws, const char *channel, int64_t at_ms);
 /* Wake every sleeper of every loop with WAKE_SHUTDOWN; later sleeps wake
  * at once. */
 void waiters_shutdown_all(void);
-/* Joined waiters over all loops, sleeping or not. */
+/* Joined waiters over all loops, sleeping or not, watchers included. */
 unsigned waiters_count_all(void);
+/* ... of which watchers (WAITER_WATCH). */
+unsigned waiters_count_watchers(void);
 
 /* ----- Any thread (the subscriber's): each is posted to ws's loop, and
  * dropped if that loop has stopped ----- */
@@ -114,7 +126,8 @@ unsigned waiters_count_all(void);
 /* The subscription of channel is live (again): its sleepers retry. */
 void waiters_deliver_confirmed(struct waiters *ws, const char *channel);
 /* A message: "0" wakes the oldest sleeper, "1" every sleeper; but where a
- * writer sleeps, both wake just the oldest writer. */
+ * writer sleeps, both wake just the oldest writer. Any message wakes every
+ * sleeping watcher of the channel. */
 void waiters_deliver_message(struct waiters *ws, const char *channel, const char *payload,
 			     size_t len);
 /* The subscriber connection was lost: no channel is live until confirmed

@@ -48,7 +48,33 @@ void __wrap_waiters_lease_ends(struct waiters *ws, const char *channel, int64_t 
 	snprintf(lease_end_channel, sizeof(lease_end_channel), "%s", channel);
 }
 
-/* No loop, no connection: scripts_run and waiters_lease_ends are mocks. */
+/* What dlockd published last, and how often: a request that started or
+ * ended a holding tells the lock's watchers. */
+static char published[2][300];
+static int npublished;
+
+void __wrap_redis_conn_send(struct redis_conn *c, int argc, const char **argv,
+			    const size_t *lens, bool deadline, redis_reply_fn fn, void *ctx);
+void __wrap_redis_conn_send(struct redis_conn *c, int argc, const char **argv,
+			    const size_t *lens, bool deadline, redis_reply_fn fn, void *ctx)
+{
+	redisReply *r = xcalloc(1, sizeof(*r));
+
+	(void)c;
+	(void)lens;
+	(void)deadline;
+	assert_int_equal(argc, 3);
+	assert_string_equal(argv[0], "PUBLISH");
+	snprintf(published[0], sizeof(published[0]), "%s", argv[1]);
+	snprintf(published[1], sizeof(published[1]), "%s", argv[2]);
+	npublished++;
+	r->type = REDIS_REPLY_INTEGER;
+	fn(ctx, r);
+	freeReplyObject(r);
+}
+
+/* No loop, no connection: scripts_run, redis_conn_send and
+ * waiters_lease_ends are mocks. */
 static const struct backend B;
 
 /* The outcome handed to the last operation's callback. */
@@ -85,10 +111,22 @@ static enum lock_result renew(enum lock_kind k, const char *name, const char *ow
 	return OUTCOME(st, locks_renew(&B, k, name, owner, "", ttl, record, NULL));
 }
 
-static enum lock_result status(enum lock_kind k, const char *name, const char *owner,
-			       struct lock_state *st)
+/* The view the last inspect handed over (freed by the next one). */
+static struct lock_view *got_view;
+
+static void view_record(void *ctx, enum lock_result r, const struct lock_state *st,
+			struct lock_view *v)
 {
-	return OUTCOME(st, locks_status(&B, k, name, owner, record, NULL));
+	(void)ctx;
+	got = r;
+	got_st = *st;
+	locks_view_free(got_view);
+	got_view = v;
+}
+
+static enum lock_result inspect(enum lock_kind k, const char *name, struct lock_state *st)
+{
+	return OUTCOME(st, locks_inspect(&B, k, name, view_record, NULL));
 }
 
 static enum lock_result force_release(enum lock_kind k, const char *name, struct lock_state *st)
@@ -117,6 +155,38 @@ static redisReply *ints(int n, ...)
 		r->element[i] = reply_new(REDIS_REPLY_INTEGER);
 		r->element[i]->integer = va_arg(ap, long long);
 	}
+	va_end(ap);
+	return r;
+}
+
+static redisReply *str_reply(const char *s)
+{
+	redisReply *r = reply_new(REDIS_REPLY_STRING);
+
+	r->str = xstrdup(s);
+	r->len = strlen(s);
+	return r;
+}
+
+static redisReply *int_reply(long long v)
+{
+	redisReply *r = reply_new(REDIS_REPLY_INTEGER);
+
+	r->integer = v;
+	return r;
+}
+
+/* An array reply of the n replies given (taken over). */
+static redisReply *arr(int n, ...)
+{
+	redisReply *r = reply_new(REDIS_REPLY_ARRAY);
+	va_list ap;
+
+	r->elements = (size_t)n;
+	r->element = xcalloc((size_t)n + 1, sizeof(*r->element));
+	va_start(ap, n);
+	for (int i = 0; i < n; i++)
+		r->element[i] = va_arg(ap, redisReply *);
 	va_end(ap);
 	return r;
 }
@@ -326,7 +396,7 @@ static void test_locks__backend_down_and_script_errors(void **state)
 	assert_null(st.fault);
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		canned = error_reply(cases[i].error);
-		if (status(LOCK_KIND_LOCK, "job", NULL, &st) != cases[i].want)
+		if (inspect(LOCK_KIND_LOCK, "job", &st) != cases[i].want)
 			fail_msg("'%s' gave %d, want %d", cases[i].error, (int)got,
 				 (int)cases[i].want);
 		if (!st.fault || !strstr(st.fault, cases[i].why))
@@ -335,27 +405,183 @@ static void test_locks__backend_down_and_script_errors(void **state)
 	}
 }
 
-static void test_locks__status_and_force_release(void **state)
+static void test_locks__inspect_and_force_release(void **state)
 {
 	struct lock_state st;
-	redisReply *one = reply_new(REDIS_REPLY_INTEGER);
+	const struct lock_holding *h;
 
 	(void)state;
-	canned = ints(3, 1LL, 900LL, 2LL);
-	assert_int_equal(status(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_OK);
+	canned = arr(5, int_reply(1), int_reply(900),
+		     arr(4, str_reply("w1"), int_reply(2), int_reply(17), str_reply("svc")),
+		     arr(0), int_reply(0));
+	assert_int_equal(inspect(LOCK_KIND_LOCK, "job", &st), LOCK_OK);
+	assert_int_equal(last_id, SCRIPT_LOCK_STATUS);
+	assert_int_equal(last_nkeys, 2);
+	assert_string_equal(last_keys[1], "dlockd_lock_owners:{job}");
+	assert_int_equal(last_nargs, 0);
 	assert_true(st.locked);
 	assert_int_equal(st.ttl_ms, 900);
-	assert_int_equal(st.holds, 2);
-	assert_string_equal(last_args[0], "w1");
-	canned = ints(3, 0LL, -2LL, 0LL);
-	assert_int_equal(status(LOCK_KIND_LOCK, "job", NULL, &st), LOCK_OK);
+	assert_true(got_view->locked);
+	assert_int_equal(got_view->index, 17);
+	assert_int_equal(got_view->changes_in_ms, 900);
+	assert_int_equal(got_view->nholders, 1);
+	h = locks_view_holding(got_view, "w1", LOCK_MODE_NONE);
+	assert_non_null(h);
+	assert_int_equal(h->holds, 2);
+	assert_int_equal(h->token, 17);
+	assert_int_equal(h->ttl_ms, 900);
+	assert_string_equal(h->principal, "svc");
+	assert_null(locks_view_holding(got_view, "w2", LOCK_MODE_NONE));
+
+	/* a holder dlockd has no token of (a Redisson client): index 1 */
+	canned = arr(5, int_reply(1), int_reply(-1),
+		     arr(4, str_reply("uuid:1"), int_reply(1), int_reply(0), str_reply("")),
+		     arr(0), int_reply(0));
+	assert_int_equal(inspect(LOCK_KIND_LOCK, "job", &st), LOCK_OK);
+	assert_int_equal(got_view->index, 1);
+	assert_null(got_view->holders[0].principal);
+	assert_int_equal(got_view->changes_in_ms, -1);	/* no lease: never by itself */
+
+	canned = arr(5, int_reply(0), int_reply(-2), arr(0), arr(0), int_reply(0));
+	assert_int_equal(inspect(LOCK_KIND_LOCK, "job", &st), LOCK_OK);
 	assert_false(st.locked);
 	assert_int_equal(st.ttl_ms, 0);
-	assert_string_equal(last_args[0], "");
-	one->integer = 1;
-	canned = one;
+	assert_int_equal(got_view->index, 0);
+	assert_int_equal(got_view->nholders, 0);
+	assert_int_equal(got_view->changes_in_ms, -1);
+
+	npublished = 0;
+	canned = int_reply(1);
 	assert_int_equal(force_release(LOCK_KIND_LOCK, "job", &st), LOCK_OK);
 	assert_true(st.locked);
+	assert_int_equal(npublished, 1);
+	assert_string_equal(published[0], "dlockd_lock_state:{job}");
+	assert_string_equal(published[1], "released");
+	canned = int_reply(0);			/* nobody held it: nothing changed */
+	assert_int_equal(force_release(LOCK_KIND_LOCK, "job", &st), LOCK_OK);
+	assert_int_equal(npublished, 1);
+	locks_view_free(got_view);
+	got_view = NULL;
+}
+
+static void test_locks__inspect_of_a_fair_lock_lists_its_queue(void **state)
+{
+	struct lock_state st;
+
+	(void)state;
+	canned = arr(5, int_reply(1), int_reply(700),
+		     arr(4, str_reply("w1"), int_reply(1), int_reply(42), str_reply("")),
+		     arr(4, str_reply("q1"), int_reply(4900), str_reply("q2"), int_reply(3000)),
+		     int_reply(7));
+	assert_int_equal(inspect(LOCK_KIND_FAIR, "job", &st), LOCK_OK);
+	assert_int_equal(last_nkeys, 4);
+	assert_string_equal(last_keys[2], "redisson_lock_queue:{job}");
+	assert_string_equal(last_keys[3], "redisson_lock_timeout:{job}");
+	assert_int_equal(last_nargs, 1);
+	assert_string_equal(last_args[0], "100");	/* places listed, at most */
+	assert_int_equal(got_view->index, 42);
+	assert_int_equal(got_view->nplaces, 2);
+	assert_string_equal(got_view->places[0].owner, "q1");
+	assert_int_equal(got_view->places[0].ttl_ms, 4900);
+	assert_string_equal(got_view->places[1].owner, "q2");
+	assert_int_equal(got_view->queued, 7);
+
+	/* a reply not shaped as promised is the script failing */
+	canned = arr(5, int_reply(1), int_reply(700), arr(3, str_reply("w1"), int_reply(1),
+							  int_reply(2)), arr(0), int_reply(0));
+	assert_int_equal(inspect(LOCK_KIND_FAIR, "job", &st), LOCK_SCRIPT_ERROR);
+	assert_null(got_view);
+	canned = int_reply(1);
+	assert_int_equal(inspect(LOCK_KIND_FAIR, "job", &st), LOCK_SCRIPT_ERROR);
+}
+
+static void test_locks__inspect_of_a_rwlock_indexes_writer_then_newest_reader(void **state)
+{
+	struct lock_state st;
+	const struct lock_holding *h;
+
+	(void)state;
+	/* written, and the writer reads too (a downgrade to come) */
+	canned = arr(3, int_reply(2), int_reply(800),
+		     arr(12, str_reply("w"), int_reply(1), int_reply(9), str_reply(""),
+			 int_reply(1), int_reply(300),
+			 str_reply("w"), int_reply(2), int_reply(5), str_reply(""),
+			 int_reply(2), int_reply(800)));
+	assert_int_equal(inspect(LOCK_KIND_READ, "doc", &st), LOCK_OK);
+	assert_int_equal(last_id, SCRIPT_RW_STATUS);
+	assert_string_equal(last_keys[2], "dlockd_lock_owners:{doc}");
+	assert_int_equal(st.mode, LOCK_MODE_WRITE);
+	assert_int_equal(got_view->index, 5);		/* the writer's */
+	assert_int_equal(got_view->changes_in_ms, 300);	/* the read hold ends first */
+	h = locks_view_holding(got_view, "w", LOCK_MODE_WRITE);
+	assert_non_null(h);
+	assert_int_equal(h->holds, 2);
+	assert_int_equal(h->ttl_ms, 800);
+	h = locks_view_holding(got_view, "w", LOCK_MODE_READ);
+	assert_non_null(h);
+	assert_int_equal(h->ttl_ms, 300);
+
+	/* read: the newest reader's */
+	canned = arr(3, int_reply(1), int_reply(800),
+		     arr(12, str_reply("a"), int_reply(1), int_reply(9), str_reply(""),
+			 int_reply(1), int_reply(800),
+			 str_reply("b"), int_reply(3), int_reply(12), str_reply("svc"),
+			 int_reply(1), int_reply(500)));
+	assert_int_equal(inspect(LOCK_KIND_WRITE, "doc", &st), LOCK_OK);
+	assert_int_equal(st.mode, LOCK_MODE_READ);
+	assert_int_equal(got_view->index, 12);
+	assert_int_equal(got_view->nholders, 2);
+
+	canned = ints(1, -1LL);
+	assert_int_equal(inspect(LOCK_KIND_READ, "doc", &st), LOCK_WRONG_KIND);
+	assert_null(got_view);
+}
+
+static void test_locks__new_and_ended_holdings_are_published(void **state)
+{
+	struct lock_state st;
+
+	(void)state;
+	npublished = 0;
+	canned = ints(5, 1LL, 7LL, 1LL, 1000LL, 1LL);	/* a new holding */
+	assert_int_equal(acquire(LOCK_KIND_LOCK, "job", "w1", 1000, false, &st), LOCK_OK);
+	assert_int_equal(npublished, 1);
+	assert_string_equal(published[0], "dlockd_lock_state:{job}");
+	assert_string_equal(published[1], "acquired");
+	canned = ints(5, 1LL, 7LL, 1LL, 1000LL, 0LL);	/* a repeat */
+	assert_int_equal(acquire(LOCK_KIND_LOCK, "job", "w1", 1000, false, &st), LOCK_OK);
+	canned = ints(5, 1LL, 7LL, 2LL, 1000LL, 1LL);	/* a counted re-entry */
+	assert_int_equal(acquire(LOCK_KIND_LOCK, "job", "w1", 1000, false, &st), LOCK_OK);
+	canned = ints(2, 1LL, 1LL);			/* one hold of two released */
+	assert_int_equal(release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_OK);
+	canned = ints(5, 0LL, 900LL, 0LL, 0LL, 0LL);	/* held by another */
+	assert_int_equal(acquire(LOCK_KIND_LOCK, "job", "w2", 1000, false, &st), LOCK_HELD);
+	assert_int_equal(npublished, 1);
+	canned = ints(3, 1LL, 0LL, 0LL);		/* a reader's holding ends */
+	assert_int_equal(release(LOCK_KIND_READ, "doc", "r1", &st), LOCK_OK);
+	assert_int_equal(npublished, 2);
+	assert_string_equal(published[0], "dlockd_lock_state:{doc}");
+	assert_string_equal(published[1], "released");
+}
+
+static void test_locks__watch_channels(void **state)
+{
+	char *ch[2];
+
+	(void)state;
+	assert_int_equal(locks_watch_channels(LOCK_KIND_LOCK, "job", ch), 2);
+	assert_string_equal(ch[0], "dlockd_lock_state:{job}");
+	assert_string_equal(ch[1], "redisson_lock__channel:{job}");
+	free(ch[0]);
+	free(ch[1]);
+	assert_int_equal(locks_watch_channels(LOCK_KIND_READ, "doc", ch), 2);
+	assert_string_equal(ch[1], "redisson_rwlock:{doc}");
+	free(ch[0]);
+	free(ch[1]);
+	/* a fair lock's releases speak to its queue head alone */
+	assert_int_equal(locks_watch_channels(LOCK_KIND_FAIR, "q", ch), 1);
+	assert_string_equal(ch[0], "dlockd_lock_state:{q}");
+	free(ch[0]);
 }
 
 static void test_locks__fair_lock_keys_and_per_owner_channel(void **state)
@@ -405,15 +631,6 @@ static void refresh_record(void *ctx, enum lock_result r, const char *const *ret
 	refresh_n = n;
 	for (size_t i = 0; i < n && i < 4; i++)
 		snprintf(refresh_retry[i], sizeof(refresh_retry[i]), "%s", retry[i]);
-}
-
-static redisReply *str_reply(const char *s)
-{
-	redisReply *r = reply_new(REDIS_REPLY_STRING);
-
-	r->str = xstrdup(s);
-	r->len = strlen(s);
-	return r;
 }
 
 static void test_locks__fair_refresh_sends_every_owner_in_one_argument(void **state)
@@ -493,10 +710,6 @@ static void test_locks__rwlock_release_reports_whether_free(void **state)
 	canned = ints(3, 1LL, 0LL, 1LL);
 	assert_int_equal(release(LOCK_KIND_WRITE, "doc", "w", &st), LOCK_OK);
 	assert_false(st.locked);
-	canned = ints(5, 2LL, 800LL, 0LL, 0LL, 2LL);
-	assert_int_equal(status(LOCK_KIND_WRITE, "doc", "w", &st), LOCK_OK);
-	assert_int_equal(st.mode, LOCK_MODE_WRITE);
-	assert_int_equal(st.holds, 2);
 }
 
 static void test_locks__held_says_why_and_not_a_lock_is_told_apart(void **state)
@@ -532,7 +745,7 @@ static void test_locks__held_says_why_and_not_a_lock_is_told_apart(void **state)
 	assert_int_equal(renew(LOCK_KIND_LOCK, "job", "w1", 100, &st), LOCK_WRONG_KIND);
 	assert_int_equal(st.why, LOCK_WHY_NOT_A_LOCK);
 	canned = ints(1, -3LL);
-	assert_int_equal(status(LOCK_KIND_WRITE, "doc", NULL, &st), LOCK_WRONG_KIND);
+	assert_int_equal(inspect(LOCK_KIND_WRITE, "doc", &st), LOCK_WRONG_KIND);
 	assert_int_equal(st.why, LOCK_WHY_NOT_A_LOCK);
 	minus3->integer = -3;
 	canned = minus3;
@@ -571,9 +784,11 @@ static void test_locks__key_prefix_goes_before_every_name(void **state)
 	assert_string_equal(ch, "redisson_rwlock:{app1:doc}");
 	free(ch);
 	locks_set_key_prefix(NULL);
-	canned = ints(3, 1LL, 900LL, 1LL);
-	assert_int_equal(status(LOCK_KIND_LOCK, "job", NULL, &st), LOCK_OK);
+	canned = arr(5, int_reply(0), int_reply(-2), arr(0), arr(0), int_reply(0));
+	assert_int_equal(inspect(LOCK_KIND_LOCK, "job", &st), LOCK_OK);
 	assert_string_equal(last_keys[0], "job");
+	locks_view_free(got_view);
+	got_view = NULL;
 }
 
 int main(void)
@@ -588,7 +803,11 @@ int main(void)
 		cmocka_unit_test(test_locks__release_codes),
 		cmocka_unit_test(test_locks__renewal_tells_the_waiters_its_lease_end),
 		cmocka_unit_test(test_locks__backend_down_and_script_errors),
-		cmocka_unit_test(test_locks__status_and_force_release),
+		cmocka_unit_test(test_locks__inspect_and_force_release),
+		cmocka_unit_test(test_locks__inspect_of_a_fair_lock_lists_its_queue),
+		cmocka_unit_test(test_locks__inspect_of_a_rwlock_indexes_writer_then_newest_reader),
+		cmocka_unit_test(test_locks__new_and_ended_holdings_are_published),
+		cmocka_unit_test(test_locks__watch_channels),
 		cmocka_unit_test(test_locks__fair_lock_keys_and_per_owner_channel),
 		cmocka_unit_test(test_locks__fair_refresh_sends_every_owner_in_one_argument),
 		cmocka_unit_test(test_locks__rwlock_keys_follow_redissons_tag_rule),

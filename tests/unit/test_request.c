@@ -210,6 +210,34 @@ static void test_request__reentrant_takes_true_or_false(void **state)
 	assert_non_null(strstr(last_message, "unknown parameter 'reentrant'"));
 }
 
+/* index (GET): 0..2^53 - 1 in the query or a body, an integer. */
+static void test_request__index_is_an_integer_below_2_to_the_53(void **state)
+{
+	static const char *const top[] = { "index", "9007199254740991", "wait_ms", "10", NULL };
+	static const char *const over[] = { "index", "9007199254740992", NULL };
+	static const char *const neg[] = { "index", "-1", NULL };
+	const unsigned get = P_OWNER | P_WAIT | P_INDEX;
+	struct request rq;
+
+	(void)state;
+	assert_int_equal(parse(&rq, top, NULL, get), 0);
+	assert_int_equal(rq.lock.params.index, 9007199254740991LL);
+	assert_int_equal(rq.lock.params.wait_ms, 10);
+	assert_true(rq.lock.params.given & P_INDEX);
+	assert_int_equal(parse(&rq, over, NULL, get), -1);
+	assert_int_equal(last_error, ERR_INVALID_ARGUMENT);
+	assert_non_null(strstr(last_message, "index '9007199254740992' is out of range "
+				"0..9007199254740991"));
+	assert_int_equal(parse(&rq, neg, NULL, get), -1);
+	assert_int_equal(parse(&rq, NULL, "{\"index\":0}", get), 0);
+	assert_true(rq.lock.params.given & P_INDEX);
+	assert_int_equal(parse(&rq, NULL, "{\"index\":\"5\"}", get), -1);
+	assert_non_null(strstr(last_message, "index must be an integer"));
+	assert_null(strstr(last_message, "milliseconds"));
+	assert_int_equal(parse(&rq, top, NULL, ALL), -1);	/* GET only */
+	assert_non_null(strstr(last_message, "unknown parameter 'index'"));
+}
+
 /* ----- JSON body ----- */
 
 static void test_request__json_body_is_parsed(void **state)
@@ -278,6 +306,7 @@ int main(void)
 		cmocka_unit_test(test_request__unknown_twice_and_not_taken_parameters),
 		cmocka_unit_test(test_request__force_takes_true_or_false),
 		cmocka_unit_test(test_request__reentrant_takes_true_or_false),
+		cmocka_unit_test(test_request__index_is_an_integer_below_2_to_the_53),
 		cmocka_unit_test(test_request__json_body_is_parsed),
 		cmocka_unit_test(test_request__bad_json_bodies_are_refused),
 		cmocka_unit_test(test_request__body_and_query_together_are_refused),

@@ -6,7 +6,9 @@
  * keeps every sleeper covered by the earliest lease end reported (by a
  * sleeper, a granted waiter, a heartbeat), wakes one sleeper, and is
  * handed over when the one it woke gives up knowing nothing; a waiter told
- * to retry by itself (waiters_retry) is woken alone. And the
+ * to retry by itself (waiters_retry) is woken alone; watchers are woken by
+ * every message, apart from the acquirers, by a message that came while
+ * they were awake, and by their own timer. And the
  * threading: a resume runs from the loop, never inside a waiters_* call;
  * a sleeping client's hang-up is seen by the loop; a heartbeat's lease end
  * and a shutdown reach every loop; deliveries may come from any thread. */
@@ -59,6 +61,7 @@ static int setup(void **state)
 	inside_waiters = false;
 	atomic_store(&R.shutting_down, false);
 	atomic_store(&R.nwaiters, 0);	/* what a failed test left behind */
+	atomic_store(&R.nwatchers, 0);
 	L = loop_new();
 	L2 = loop_new();
 	if (!L || !L2)
@@ -733,6 +736,124 @@ static void test_waiters__retry_wakes_that_sleeper_alone(void **state)
 	leave_all(w);
 }
 
+/* ----- Watchers ----- */
+
+static struct waiter *watcher(const char *ch, struct fake_req *rq, int64_t deadline_ms)
+{
+	bool confirmed;
+
+	return waiters_join(WS, ch, -1, resume, rq, deadline_ms, WAITER_WATCH, &confirmed);
+}
+
+static void test_waiters__every_message_wakes_every_watcher_and_takes_nothing(void **state)
+{
+	struct fake_req rq[3] = { { 0 } }, v[2] = { { 0 } };
+	struct waiter *w[3], *x[2];
+
+	(void)state;
+	three_asleep(w, rq, false);
+	for (int i = 0; i < 2; i++) {
+		x[i] = watcher("ch", &v[i], now_ms() + 60000);
+		waiters_sleep(x[i], 0);
+	}
+	turn();
+	assert_int_equal(v[0].resumed + v[1].resumed, 0);
+	assert_int_equal(waiters_count_all(), 5);
+	assert_int_equal(waiters_count_watchers(), 2);
+	/* a "0": the oldest acquirer, as before, and every watcher */
+	message(WS, "ch", "0");
+	assert_int_equal(rq[0].resumed, 2);
+	assert_int_equal(rq[1].resumed + rq[2].resumed, 2);
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(v[i].resumed, 1);
+		assert_int_equal(waiters_wake_reason(x[i]), WAKE_RETRY);
+		waiters_sleep(x[i], 0);
+	}
+	/* any payload: dlockd's own "acquired" wakes the watchers only */
+	message(WS, "ch", "acquired");
+	assert_int_equal(v[0].resumed + v[1].resumed, 4);
+	assert_int_equal(rq[1].resumed + rq[2].resumed, 2);
+	/* a watcher leaving hands nothing over: no acquirer is woken */
+	waiters_leave(x[0], 0);
+	waiters_leave(x[1], 0);
+	turn();
+	assert_int_equal(rq[1].resumed + rq[2].resumed, 2);
+	assert_int_equal(waiters_count_watchers(), 0);
+	/* with no acquirer asleep, a "0" is banked for the acquirers only */
+	waiters_leave(w[1], 0);
+	waiters_leave(w[2], 0);
+	x[0] = watcher("ch", &v[0], now_ms() + 60000);
+	waiters_sleep(x[0], 0);
+	message(WS, "ch", "0");
+	assert_int_equal(v[0].resumed, 3);
+	assert_int_equal(channel_find(WS, "ch")->permits, 1);
+	waiters_leave(x[0], 0);
+	waiters_leave(w[0], 0);
+}
+
+static void test_waiters__a_message_while_a_watcher_looks_wakes_it_as_it_sleeps(void **state)
+{
+	struct fake_req a = { 0 };
+	struct waiter *x;
+
+	(void)state;
+	x = watcher("ch", &a, now_ms() + 60000);
+	confirm(WS, "ch");
+	waiters_sleep(x, 0);	/* confirmed since it joined: look again */
+	turn();
+	assert_int_equal(a.resumed, 1);
+	assert_int_equal(waiters_wake_reason(x), WAKE_RETRY);
+	/* awake (reading the lock), it hears of a change */
+	message(WS, "ch", "released");
+	assert_int_equal(a.resumed, 1);
+	waiters_sleep(x, 0);	/* its read may predate the change: at once */
+	turn();
+	assert_int_equal(a.resumed, 2);
+	assert_int_equal(waiters_wake_reason(x), WAKE_RETRY);
+	waiters_sleep(x, 0);	/* nothing new: it sleeps */
+	turn();
+	assert_int_equal(a.resumed, 2);
+	waiters_leave(x, 0);
+	assert_int_equal(WS->channels.n, 0);	/* its channel went with it */
+	assert_int_equal(nsubs, 2);
+	assert_false(subs[1].want);
+}
+
+static void test_waiters__a_watcher_has_its_own_timer(void **state)
+{
+	struct fake_req a = { 0 }, b = { 0 };
+	struct waiter *x, *y;
+
+	(void)state;
+	x = watcher("ch", &a, now_ms() + 60000);
+	y = watcher("ch2", &b, 0);		/* no deadline at all */
+	waiters_sleep(x, now_ms() + 60000);
+	waiters_sleep(y, 0);
+	turn();
+	/* asleep, it only moves its timer: to the lease end it read */
+	waiters_sleep(x, now_ms() + 10);
+	usleep(20 * 1000);
+	turn();
+	assert_int_equal(a.resumed, 1);
+	assert_int_equal(waiters_wake_reason(x), WAKE_RETRY);
+	assert_null(channel_find(WS, "ch")->head);	/* not among the acquirers */
+	waiters_leave(x, 0);
+	/* its deadline */
+	x = watcher("ch", &a, now_ms() + 10);
+	waiters_sleep(x, now_ms() + 60000);
+	usleep(20 * 1000);
+	turn();
+	assert_int_equal(a.resumed, 2);
+	assert_int_equal(waiters_wake_reason(x), WAKE_DEADLINE);
+	waiters_leave(x, 0);
+	assert_int_equal(b.resumed, 0);
+	waiters_shutdown_all();
+	turn();
+	assert_int_equal(b.resumed, 1);
+	assert_int_equal(waiters_wake_reason(y), WAKE_SHUTDOWN);
+	waiters_leave(y, 0);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(test_waiters__##name, setup, teardown)
 
 int main(void)
@@ -760,6 +881,9 @@ int main(void)
 		T(lease_ends_reach_the_other_loops),
 		T(a_delivery_from_another_thread_wakes_its_waiter),
 		T(retry_wakes_that_sleeper_alone),
+		T(every_message_wakes_every_watcher_and_takes_nothing),
+		T(a_message_while_a_watcher_looks_wakes_it_as_it_sleeps),
+		T(a_watcher_has_its_own_timer),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
