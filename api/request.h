@@ -68,6 +68,9 @@ struct request {
 	bool body_too_large;
 
 	bool admin;			/* auth off, or an admin token */
+	/* the name of the caller's token, for the log; "" when auth is off
+	 * or the token has none */
+	const char *principal;
 
 	/* suspended (server_suspend) until something calls server_resume();
 	 * MHD then calls the handler, which runs next */
@@ -78,6 +81,7 @@ struct request {
 	bool close;			/* answer with "Connection: close" */
 
 	unsigned status;		/* answered with */
+	const char *error;		/* its error code (reply_error), or NULL */
 	int retry_after_s;		/* > 0: send Retry-After */
 	int64_t started_us;
 

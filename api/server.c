@@ -41,6 +41,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -131,6 +132,7 @@ static void *request_begin(void *cls, const char *uri, struct MHD_Connection *co
 		if ((unsigned char)uri[i] <= ' ' || uri[i] == 0x7f)
 			rq->target_ctl = true;
 	rq->started_us = now_us();
+	rq->principal = "";
 	return rq;
 }
 
@@ -460,10 +462,30 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 	return ret;
 }
 
+/* The client's address as "127.0.0.1:5555" or "[::1]:5555" in buf, or
+ * NULL when MHD does not know it. */
+static const char *peer_of(struct MHD_Connection *conn, char *buf, size_t len)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+	char host[NI_MAXHOST], port[NI_MAXSERV];
+	bool v6 = sa && sa->sa_family == AF_INET6;
+
+	if (!sa || getnameinfo(sa, v6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in),
+			       host, sizeof(host), port, sizeof(port),
+			       NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+		return NULL;
+	snprintf(buf, len, v6 ? "[%s]:%s" : "%s:%s", host, port);
+	return buf;
+}
+
 static void request_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 			      enum MHD_RequestTerminationCode toe)
 {
 	struct request *rq = *req_cls;
+	char peer[NI_MAXHOST + NI_MAXSERV + 4];
+	bool force;
 
 	(void)cls;
 	guard_busy(conn, false);
@@ -480,6 +502,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 		rq->status = ci ? ci->http_status : 0;
 	}
 	handle_lock_completed(rq, toe);
+	force = rq->route.op == OP_RELEASE && rq->lock.params.force;
 	log_access(&(struct log_access){
 		.method = rq->method_name,
 		.path = rq->url,
@@ -489,6 +512,11 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 		.why = rq->started ? NULL : "refused by the HTTP parser",
 		.lock = rq->name,
 		.owner = rq->lock.params.owner[0] ? rq->lock.params.owner : NULL,
+		.error = rq->error,
+		/* who forced a release: the token's name and where it came from */
+		.force = force,
+		.principal = rq->principal && *rq->principal ? rq->principal : NULL,
+		.peer = force ? peer_of(conn, peer, sizeof(peer)) : NULL,
 		.delivered = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK,
 	});
 	request_free(rq);
@@ -696,7 +724,8 @@ static void refuse(struct http_loop *h, int fd)
 	n = write(fd, overloaded, overloaded_len);
 	shutdown(fd, SHUT_WR);
 	metrics_request(other_route, 503, 0);
-	log_access(&(struct log_access){ .status = 503, .why = "over --max-connections",
+	log_access(&(struct log_access){ .status = 503, .error = "overloaded",
+					 .why = "over --max-connections",
 					 .delivered = n == (ssize_t)overloaded_len });
 	if (h->nrefused == REFUSED_MAX || loop_watch(h->loop, fd, LOOP_READ | LOOP_HANGUP,
 						     refused_ready, h) < 0) {
