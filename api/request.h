@@ -2,6 +2,7 @@
 #ifndef DLOCKD_REQUEST_H
 #define DLOCKD_REQUEST_H
 
+#include <jansson.h>
 #include <microhttpd.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -11,7 +12,7 @@
 #include "../service/locks.h"
 #include "routes.h"
 
-#define NAME_MAX_LEN 200
+#define NAME_MAX_LEN LOCKS_NAME_MAX
 #define OWNER_MAX_LEN 128
 
 /* Which parameters an operation takes. */
@@ -20,6 +21,9 @@ enum param_flags {
 	P_TTL = 1 << 1,
 	P_WAIT = 1 << 2,
 	P_FORCE = 1 << 3,
+	P_PREFIX = 1 << 4,		/* the listing's */
+	P_LIMIT = 1 << 5,
+	P_CURSOR = 1 << 6,
 };
 
 struct params {
@@ -28,6 +32,9 @@ struct params {
 	int64_t ttl_ms;
 	int64_t wait_ms;
 	bool force;
+	char prefix[NAME_MAX_LEN + 1];	/* "" when not given */
+	int64_t limit;
+	char cursor[LOCKS_CURSOR_MAX + 1];
 };
 
 /* A lock operation's side of a request: what it asks for and what Redis
@@ -86,6 +93,9 @@ struct request {
 	int64_t started_us;
 
 	struct lock_call lock;
+	/* an answer built when the outcome came (a listing's page, which
+	 * lives only during its callback); freed with the request */
+	json_t *answer;
 };
 
 /* Validate a lock name or owner id; on failure write the reason for the

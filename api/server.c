@@ -334,6 +334,7 @@ static void unpend(struct request *rq)
 
 static void request_free(struct request *rq)
 {
+	json_decref(rq->answer);
 	free(rq->url);
 	free(rq->name);
 	free(rq->body);
@@ -358,10 +359,11 @@ static void body_append(struct request *rq, const char *data, size_t len)
 }
 
 /* With --auth-file, a lock request needs "Authorization: Bearer <token>"
- * whose prefix covers the name; 0, or -1 after the 401/403 is queued. */
+ * whose prefix covers the name (a listing: the prefix it asks for, which
+ * the token's must start); 0, or -1 after the 401/403 is queued. */
 static int auth_or_reply(struct request *rq)
 {
-	const char *h;
+	const char *h, *scope = rq->name ? rq->name : rq->lock.params.prefix;
 	enum auth_role role = AUTH_CLIENT;
 
 	rq->admin = true;
@@ -377,13 +379,18 @@ static int auth_or_reply(struct request *rq)
 	h += 7;
 	while (*h == ' ')
 		h++;
-	switch (auth_check(h, strlen(h), rq->name, &role)) {
+	switch (auth_check(h, strlen(h), scope, &role)) {
 	case AUTH_UNKNOWN:
 		reply_error(rq, ERR_UNAUTHORIZED, NULL, "the bearer token is not known");
 		return -1;
 	case AUTH_OUT_OF_SCOPE:
-		reply_error(rq, ERR_FORBIDDEN, NULL,
-			    "the bearer token may not touch lock '%s'", rq->name);
+		if (!rq->name)
+			reply_error(rq, ERR_FORBIDDEN, NULL,
+				    "the bearer token may not list locks under prefix '%s': ask for "
+				    "a prefix that starts with the token's own", scope);
+		else
+			reply_error(rq, ERR_FORBIDDEN, NULL,
+				    "the bearer token may not touch lock '%s'", rq->name);
 		return -1;
 	case AUTH_OK:
 		break;
@@ -410,10 +417,15 @@ static enum MHD_Result dispatch(struct request *rq)
 	if (rq->body_too_large)
 		return reply_error(rq, ERR_BODY_TOO_LARGE, NULL,
 				   "request body is larger than %zu bytes", rq->cfg->max_body_bytes);
-	if (!rq->name)
+	if (rq->route.op == OP_LIST) {
+		/* the prefix asked for is what the token must cover */
+		if (request_params_or_reply(rq, P_PREFIX | P_LIMIT | P_CURSOR) < 0)
+			return MHD_YES;
+	} else if (!rq->name) {
 		return handle_health(rq);
-	if (request_check_name(rq->name, strlen(rq->name), why, sizeof(why)) < 0)
+	} else if (request_check_name(rq->name, strlen(rq->name), why, sizeof(why)) < 0) {
 		return reply_error(rq, ERR_INVALID_NAME, NULL, "%s", why);
+	}
 	if (auth_or_reply(rq) < 0)
 		return MHD_YES;
 	if (rq->hl->stop != RUNNING)	/* its Redis call could outlive the loop */

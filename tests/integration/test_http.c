@@ -549,19 +549,21 @@ static long head(const char *path, double *length, size_t *body, char *allow, si
 TEST(head_is_answered_wherever_get_is)
 {
 	const char *n = lockname("head");
-	static const char *const fixed[] = { "/healthz", "/readyz", "/metrics", "/openapi.yaml" };
+	static const char *const fixed[] = { "/healthz", "/readyz", "/metrics", "/openapi.yaml",
+					     "/locks?limit=1" };
+	const size_t nfixed = sizeof(fixed) / sizeof(fixed[0]);
 	char p[300], allow[64];
 	double len;
 	size_t body;
 	struct http_resp r;
 
 	CHECK(lock_hold(NULL, n, "h", 60000), "h takes %s", n);
-	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]) + 2; i++) {
-		const char *path = i < 4 ? fixed[i] : p;
+	for (size_t i = 0; i < nfixed + 2; i++) {
+		const char *path = i < nfixed ? fixed[i] : p;
 
-		if (i == 4)
+		if (i == nfixed)
 			snprintf(p, sizeof(p), "/locks/%s", n);
-		if (i == 5)
+		if (i == nfixed + 1)
 			snprintf(p, sizeof(p), "/rwlocks/%s-rw", n);
 		CHECK(head(path, &len, &body, NULL, 0) == 200, "HEAD %s answers 200", path);
 		CHECK(len > 0 && body == 0, "HEAD %s: Content-Length %.0f, %zu body bytes", path, len,
