@@ -139,7 +139,8 @@ $(BUILD)/openapi_doc.o: $(BUILD)/openapi_doc.c | deps-build
 # Unit tests include the module under test (tests/unit/test_x.c includes
 # service/x.c or api/x.c), so they link everything but that module. Where a
 # test mocks a neighbour, --wrap reroutes just that symbol.
-$(BUILD)/tests/test_locks: UNIT_WRAP = -Wl,--wrap=scripts_run -Wl,--wrap=waiters_lease_ends
+$(BUILD)/tests/test_locks: UNIT_WRAP = -Wl,--wrap=scripts_run -Wl,--wrap=waiters_lease_ends \
+	-Wl,--wrap=redis_conn_send
 $(BUILD)/tests/test_request: UNIT_WRAP = -Wl,--wrap=MHD_get_connection_values \
 	-Wl,--wrap=reply_error
 # test_acquire injects every collaborator of the acquire machine

@@ -680,33 +680,43 @@ void locks_status(const struct backend *b, enum lock_kind kind, const char *name
 
 /* ----- Listing ----- */
 
-/* Keys SCAN visits per call (it filters by MATCH and TYPE afterwards). */
-#define LIST_SCAN_COUNT "1000"
+/* The keys a page's first SCAN visits (it filters by MATCH and TYPE
+ * afterwards); later ones are sized by the density of locks seen. */
+#define LIST_SCAN_COUNT 1000
 /* Hashes one lock_list call looks at, at most. */
 #define LIST_INSPECT_MAX 64
-/* Redis calls (SCANs and lock_lists) one page may take, at most: each is
- * short, and a page never keeps Redis or the loop busy for long. */
+/* Redis calls (SCANs and lock_lists) after which a page that got
+ * somewhere ends: each call is short, and a page never keeps Redis or
+ * the loop busy for long. */
 #define LIST_CALLS_MAX 24
 
-/* One page being listed. A page's cursor is the SCAN cursor of the batch
- * it stopped in ("<cursor>"), followed, when it stopped inside that batch,
- * by the name it got to (":<name>"): the next page runs the same SCAN
- * again and skips the names up to that one (a batch is gone through in
- * name order). The cursor is the client's to keep, so nothing of it lives
- * here between pages. */
+/* One page being listed. A page ends between two of SCAN's batches, so
+ * its cursor is SCAN's own, and the next page goes on exactly as SCAN
+ * would (its promise holds across pages). A batch that holds more locks
+ * than the page has room for is not cut: SCAN is asked again from the
+ * same cursor for fewer keys (a prefix of the same batch), down to one
+ * bucket of Redis' table. Only a single bucket holding more locks than
+ * the room (a limit below a handful) is cut: taken in name order, the
+ * cursor then says "<cursor>:<name>", and the next page asks SCAN for that
+ * one bucket again and skips the names up to <name>. Nothing of a page
+ * lives here once it is answered. */
 struct listing {
 	const struct backend *b;
 	char *prefix;		/* as asked, for the log */
 	char *pattern;		/* SCAN's MATCH: <key prefix><prefix>*, escaped */
 	char scan[24];		/* the SCAN cursor of the batch at hand */
 	char next[24];		/* the cursor SCAN gave after that batch */
-	char *after;		/* the page's cursor's name: the batch's names up
-				 * to it were listed already (NULL: none) */
+	unsigned count;		/* SCAN's COUNT for the batch at hand */
+	char *after;		/* the batch's names up to this one were
+				 * listed already (a cut bucket); NULL: none */
 	unsigned limit, calls;
+	bool moved;		/* the page got past a batch */
 	char **names;		/* the batch's hashes, as lock names, sorted */
-	size_t nnames, at;	/* names[0..at) are done */
+	size_t nnames, at;	/* names[0..at) were looked at */
 	size_t inspecting;	/* names[at..at + inspecting) are with lock_list */
-	struct lock_entry *v;	/* the locks found, limit at most */
+	struct lock_entry *bv;	/* the batch's locks, in name order */
+	size_t bn;
+	struct lock_entry *v;	/* the page's locks, limit at most */
 	size_t n;
 	lock_list_fn done;
 	void *ctx;
@@ -740,13 +750,15 @@ static char *match_pattern(const char *prefix)
 	return out;
 }
 
-/* Read a page's cursor into l->scan and l->after; -1 if it is not one. */
+/* Read a page's cursor into l->scan, l->after and l->count; -1 if it is
+ * not one. */
 static int cursor_parse(struct listing *l, const char *cursor)
 {
 	size_t digits = cursor ? strspn(cursor, "0123456789") : 0;
 	const char *name = cursor ? cursor + digits + 1 : NULL;
 
 	strcpy(l->scan, "0");
+	l->count = LIST_SCAN_COUNT;
 	if (!cursor || !*cursor)
 		return 0;
 	/* SCAN's cursors are unsigned 64-bit numbers: 20 digits at most */
@@ -757,9 +769,21 @@ static int cursor_parse(struct listing *l, const char *cursor)
 		return -1;
 	memcpy(l->scan, cursor, digits);
 	l->scan[digits] = '\0';
-	if (cursor[digits])
+	if (cursor[digits]) {
 		l->after = xstrdup(name);
+		l->count = 1;	/* the cut bucket again */
+	}
 	return 0;
+}
+
+static void entries_free(struct lock_entry *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = 0; j < v[i].nholders; j++)
+			free((void *)v[i].holders[j].owner);
+		free((void *)v[i].holders);
+		free((void *)v[i].name);
+	}
 }
 
 static void list_batch_free(struct listing *l)
@@ -769,16 +793,15 @@ static void list_batch_free(struct listing *l)
 	free(l->names);
 	l->names = NULL;
 	l->nnames = l->at = 0;
+	entries_free(l->bv, l->bn);
+	free(l->bv);
+	l->bv = NULL;
+	l->bn = 0;
 }
 
 static void list_free(struct listing *l)
 {
-	for (size_t i = 0; i < l->n; i++) {
-		for (size_t j = 0; j < l->v[i].nholders; j++)
-			free((void *)l->v[i].holders[j].owner);
-		free((void *)l->v[i].holders);
-		free((void *)l->v[i].name);
-	}
+	entries_free(l->v, l->n);
 	free(l->v);
 	list_batch_free(l);
 	free(l->after);
@@ -793,8 +816,8 @@ static void list_fail(struct listing *l, enum lock_result res, const struct lock
 	list_free(l);
 }
 
-/* The page is over: at the end of the keys (end), else stopped in the
- * batch at hand after the name upto (NULL: at its start). */
+/* The page is over: at the end of the keys (end), else the next starts at
+ * l->scan, past the name upto of its bucket (NULL: none). */
 static void list_finish(struct listing *l, bool end, const char *upto)
 {
 	struct lock_state st = { 0 };
@@ -812,11 +835,19 @@ static void list_finish(struct listing *l, bool end, const char *upto)
 static void on_scan(void *arg, redisReply *r);
 static void on_inspect(void *arg, redisReply *r);
 
+/* SCAN the batch at l->scan, or end the page if it took its calls (and
+ * got somewhere: a page always makes progress, so paging always ends). */
 static void list_scan(struct listing *l)
 {
-	const char *argv[] = { "SCAN", l->scan, "MATCH", l->pattern, "COUNT", LIST_SCAN_COUNT,
+	char count[16];
+	const char *argv[] = { "SCAN", l->scan, "MATCH", l->pattern, "COUNT", count,
 			       "TYPE", "hash" };
 
+	if (l->calls >= LIST_CALLS_MAX && (l->n > 0 || l->moved)) {
+		list_finish(l, false, l->after);
+		return;
+	}
+	snprintf(count, sizeof(count), "%u", l->count);
 	l->calls++;
 	redis_conn_send(l->b->redis, 8, argv, NULL, false, on_scan, l);
 }
@@ -847,27 +878,57 @@ static void list_inspect(struct listing *l)
 	free((void *)args[1]);
 }
 
-/* What to do next: look at more of the batch, SCAN on, or end the page
- * (full, out of calls, or at the end of the keys). */
-static void list_step(struct listing *l)
+/* Move the batch's first k locks into the page (the rest are dropped). */
+static void list_take(struct listing *l, size_t k)
 {
-	if (l->at < l->nnames) {
-		if (l->n == l->limit || (l->calls >= LIST_CALLS_MAX && l->at > 0))
-			list_finish(l, false, l->at ? l->names[l->at - 1] : NULL);
-		else
-			list_inspect(l);
+	memcpy(l->v + l->n, l->bv, k * sizeof(*l->bv));
+	l->n += k;
+	memmove(l->bv, l->bv + k, (l->bn - k) * sizeof(*l->bv));
+	l->bn -= k;
+}
+
+/* The batch is looked at. If its locks fit, they join the page and the
+ * page goes on with the next batch (SCAN sized by the locks seen) or
+ * ends; if not, SCAN is asked again for fewer keys, or, down to one
+ * bucket, it is cut. */
+static void list_batch_done(struct listing *l)
+{
+	size_t room = l->limit - l->n, bn = l->bn;
+	uint64_t want;
+
+	if (bn > room && l->count > 1) {
+		/* a prefix of the same batch, with about half the room's worth */
+		want = (uint64_t)l->count * room / (2 * bn);
+		l->count = want > 0 ? (unsigned)want : 1;
+		list_batch_free(l);
+		list_scan(l);
 		return;
 	}
+	if (bn > room) {
+		/* one bucket with more locks than room: cut it in name order */
+		char *upto = xstrdup(l->bv[room - 1].name);
+
+		list_take(l, room);
+		list_finish(l, false, upto);
+		free(upto);
+		return;
+	}
+	list_take(l, bn);
 	list_batch_free(l);
 	free(l->after);
 	l->after = NULL;
+	l->moved = true;
 	memcpy(l->scan, l->next, sizeof(l->scan));
+	room -= bn;
 	if (!strcmp(l->scan, "0"))
 		list_finish(l, true, NULL);
-	else if (l->n == l->limit || l->calls >= LIST_CALLS_MAX)
+	else if (room == 0)
 		list_finish(l, false, NULL);
-	else
+	else {
+		want = bn ? (uint64_t)l->count * room / bn : (uint64_t)l->count * 4;
+		l->count = want < 1 ? 1 : want > LIST_SCAN_COUNT ? LIST_SCAN_COUNT : (unsigned)want;
 		list_scan(l);
+	}
 }
 
 static int compare_names(const void *a, const void *b)
@@ -876,7 +937,7 @@ static int compare_names(const void *a, const void *b)
 }
 
 /* SCAN's answer: {next cursor, {key, ...}}. The batch is the keys that
- * can be lock names under the key prefix, past the cursor's name, sorted. */
+ * can be lock names under the key prefix, past l->after, sorted. */
 static void on_scan(void *arg, redisReply *r)
 {
 	struct listing *l = arg;
@@ -910,8 +971,12 @@ static void on_scan(void *arg, redisReply *r)
 		l->names[l->nnames++] = xstrdup(k->str + plen);
 	}
 	qsort(l->names, l->nnames, sizeof(*l->names), compare_names);
+	l->bv = xcalloc(l->nnames + 1, sizeof(*l->bv));
 	l->at = 0;
-	list_step(l);
+	if (l->nnames)
+		list_inspect(l);
+	else
+		list_batch_done(l);
 }
 
 /* A copy of an owner field for people: printable ASCII, each other byte
@@ -926,11 +991,10 @@ static char *owner_copy(const redisReply *f)
 	return s;
 }
 
-/* One lock of lock_list's answer into l->v; -1 if e is not one. */
-static int entry_decode(struct listing *l, const char *name, const redisReply *e)
+/* One lock of lock_list's answer into le; -1 if e is not one. */
+static int entry_decode(struct lock_entry *le, const char *name, const redisReply *e)
 {
 	size_t first, step, nh;
-	struct lock_entry *le = &l->v[l->n];
 	struct lock_holder *h;
 	bool rw;
 
@@ -969,36 +1033,39 @@ static int entry_decode(struct listing *l, const char *name, const redisReply *e
 		.nholders = nh,
 		.holders = h,
 	};
-	l->n++;
 	return 0;
 }
 
 /* lock_list's answer: one element per name asked about, 0 for those that
- * are no lock now. Stops taking locks once the page is full. */
+ * are no lock now. */
 static void on_inspect(void *arg, redisReply *r)
 {
 	struct listing *l = arg;
 	struct lock_state st = { 0 };
-	enum lock_result res = check_answer(r, scripts_name(SCRIPT_LOCK_LIST), "the listing of",
-					    l->prefix, &st);
+	const char *script = scripts_name(SCRIPT_LOCK_LIST);
+	enum lock_result res = check_answer(r, script, "the listing of", l->prefix, &st);
 
 	if (res == LOCK_OK && (r->type != REDIS_REPLY_ARRAY || r->elements != l->inspecting))
-		res = unexpected(scripts_name(SCRIPT_LOCK_LIST), "the listing of", l->prefix, &st);
-	for (size_t i = 0; res == LOCK_OK && i < l->inspecting && l->n < l->limit; i++) {
+		res = unexpected(script, "the listing of", l->prefix, &st);
+	for (size_t i = 0; res == LOCK_OK && i < l->inspecting; i++) {
 		const redisReply *e = r->element[i];
 
-		if (!(e->type == REDIS_REPLY_INTEGER && e->integer == 0) &&
-		    entry_decode(l, l->names[l->at], e) < 0) {
-			res = unexpected(scripts_name(SCRIPT_LOCK_LIST), "the listing of",
-					 l->prefix, &st);
-			break;
-		}
-		l->at++;
+		if (e->type == REDIS_REPLY_INTEGER && e->integer == 0)
+			continue;
+		if (entry_decode(&l->bv[l->bn], l->names[l->at + i], e) < 0)
+			res = unexpected(script, "the listing of", l->prefix, &st);
+		else
+			l->bn++;
 	}
-	if (res != LOCK_OK)
+	if (res != LOCK_OK) {
 		list_fail(l, res, &st);
+		return;
+	}
+	l->at += l->inspecting;
+	if (l->at < l->nnames)
+		list_inspect(l);
 	else
-		list_step(l);
+		list_batch_done(l);
 }
 
 int locks_list(const struct backend *b, const char *prefix, unsigned limit, const char *cursor,

@@ -194,12 +194,13 @@ typedef void (*lock_list_fn)(void *ctx, enum lock_result r, const struct lock_st
 /* List the locks held (every kind) whose names start with prefix ("":
  * all), at most limit (1..LOCKS_LIST_MAX) of them, from cursor (NULL or
  * "": the start; else a page's cursor) on. It walks Redis' keys with SCAN
- * (MATCH <key prefix><prefix>*, TYPE hash) on b's connection, a bounded
- * number of calls per page, so a page may hold fewer than limit locks
- * (none, even) and still have a cursor. A lock held from the first page
- * to the last is in one of them (SCAN's promise; one that Redis' table
- * was resized under may come twice). Returns -1
- * (done is not called) when cursor is not one this module made. */
+ * (MATCH <key prefix><prefix>*, TYPE hash) on b's connection, and a page
+ * ends between two of SCAN's batches after a bounded number of calls, so
+ * it may hold fewer than limit locks (none, even) and still have a
+ * cursor. A lock held from the first page to the last is in one of them
+ * (SCAN's promise; one Redis' table was resized under may come twice).
+ * Returns -1 (done is not called) when cursor is not one this module
+ * made. */
 int locks_list(const struct backend *b, const char *prefix, unsigned limit, const char *cursor,
 	       lock_list_fn done, void *ctx);
 

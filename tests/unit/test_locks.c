@@ -1,7 +1,8 @@
 /* test_locks.c -- the lock table: Redisson's key and channel names (hash
- * tags included) and the decoding of script replies into domain results.
- * scripts_run() is wrapped (-Wl,--wrap) to check the KEYS and ARGV a call
- * passes and to hand a canned reply to its callback at once. */
+ * tags included) and the decoding of script replies into domain results;
+ * the listing's paging over SCAN. scripts_run() and redis_conn_send() are
+ * wrapped (-Wl,--wrap) to check the KEYS and ARGV a call passes and to
+ * hand a canned reply to its callback at once. */
 #include "unit.h"
 
 #include "../../service/locks.c"
@@ -33,6 +34,32 @@ void __wrap_scripts_run(struct redis_conn *c, enum script_id id, int nkeys,
 		snprintf(last_args[i], sizeof(last_args[i]), "%s", args[i]);
 	canned = NULL;
 	fn(ctx, r);		/* as redis_conn does: the reply is freed after */
+	if (r)
+		freeReplyObject(r);
+}
+
+/* The listing's SCANs: the COUNT asked for, answered with scans[] in turn. */
+static redisReply *scans[4];
+static int nscans;
+static char last_count[16], last_cursor[32];
+
+void __wrap_redis_conn_send(struct redis_conn *c, int argc, const char **argv,
+			    const size_t *lens, bool deadline, redis_reply_fn fn, void *ctx);
+void __wrap_redis_conn_send(struct redis_conn *c, int argc, const char **argv,
+			    const size_t *lens, bool deadline, redis_reply_fn fn, void *ctx)
+{
+	redisReply *r = nscans ? scans[0] : NULL;
+
+	(void)c;
+	(void)lens;
+	assert_false(deadline);
+	assert_int_equal(argc, 8);
+	assert_string_equal(argv[0], "SCAN");
+	snprintf(last_cursor, sizeof(last_cursor), "%s", argv[1]);
+	snprintf(last_count, sizeof(last_count), "%s", argv[5]);
+	if (nscans)
+		memmove(scans, scans + 1, --nscans * sizeof(*scans));
+	fn(ctx, r);
 	if (r)
 		freeReplyObject(r);
 }
@@ -567,9 +594,11 @@ static void test_locks__listing_pattern_and_cursor(void **state)
 	assert_int_equal(cursor_parse(&l, "1234"), 0);
 	assert_string_equal(l.scan, "1234");
 	assert_null(l.after);
+	assert_int_equal(l.count, LIST_SCAN_COUNT);
 	assert_int_equal(cursor_parse(&l, "18446744073709551615:job:7"), 0);
 	assert_string_equal(l.scan, "18446744073709551615");
 	assert_string_equal(l.after, "job:7");
+	assert_int_equal(l.count, 1);		/* that one bucket again */
 	free(l.after);
 	l.after = NULL;
 	assert_int_equal(cursor_parse(&l, "abc"), -1);
@@ -617,6 +646,7 @@ static struct listing *listing_new(unsigned limit)
 	l->pattern = xstrdup("*");
 	strcpy(l->scan, "77");
 	l->b = &B;
+	l->count = LIST_SCAN_COUNT;
 	l->limit = limit;
 	l->v = xcalloc(limit, sizeof(*l->v));
 	l->done = list_record;
@@ -634,6 +664,7 @@ static struct listing *listing_at_a(unsigned limit)
 	l->names[0] = xstrdup("a");
 	l->nnames = 1;
 	l->inspecting = 1;
+	l->bv = xcalloc(1, sizeof(*l->bv));
 	return l;
 }
 
@@ -732,8 +763,41 @@ static void test_locks__listing_scan_answers(void **state)
 	assert_int_equal(list_n, 0);
 	assert_string_equal(list_cursor, "");
 
-	/* a page full after the first of two names: the next page runs the
-	 * same SCAN again, past "a" */
+	/* two locks for a page of one: SCAN again from the same cursor for
+	 * fewer keys, and that batch fits */
+	l = listing_new(1);
+	canned = arr(2, arr(4, int_reply(1), int_reply(900), str_reply("w1"), int_reply(1)),
+		     arr(4, int_reply(1), int_reply(800), str_reply("w2"), int_reply(1)));
+	scans[0] = arr(2, str_reply("66"), arr(1, str_reply("a")));
+	nscans = 1;
+	r = arr(2, str_reply("55"), arr(2, str_reply("b"), str_reply("a")));
+	list_got = LOCK_RESULT_COUNT;
+	on_scan(l, r);		/* its lock_list call takes canned, its SCAN scans[0] */
+	freeReplyObject(r);
+	assert_string_equal(last_cursor, "77");		/* the same batch... */
+	assert_string_equal(last_count, "250");		/* ...for half the room's worth */
+	assert_int_equal(last_id, SCRIPT_LOCK_LIST);
+	assert_string_equal(last_args[0], "1:a");
+	assert_string_equal(last_args[1], "3:{a}");
+	assert_int_equal(list_got, LOCK_BACKEND_DOWN);	/* the mock had no second answer */
+
+	/* one bucket (COUNT 1) with two locks for a page of one: cut by name */
+	l = listing_new(1);
+	l->count = 1;
+	canned = arr(2, arr(4, int_reply(1), int_reply(900), str_reply("w1"), int_reply(1)),
+		     arr(4, int_reply(1), int_reply(800), str_reply("w2"), int_reply(1)));
+	r = arr(2, str_reply("55"), arr(2, str_reply("b"), str_reply("a")));
+	on_scan(l, r);
+	freeReplyObject(r);
+	assert_int_equal(list_got, LOCK_OK);
+	assert_int_equal(list_n, 1);
+	assert_string_equal(list_first, "a lock 900 w1=1/0");
+	assert_string_equal(list_cursor, "77:a");
+	assert_string_equal(last_args[0], "1:a1:b");
+	assert_string_equal(last_args[1], "3:{a}3:{b}");
+
+	/* a batch that fits: the page goes on from SCAN's next cursor, and
+	 * ends full */
 	l = listing_new(1);
 	canned = arr(2, arr(4, int_reply(1), int_reply(900), str_reply("w1"), int_reply(1)),
 		     int_reply(0));
@@ -742,11 +806,7 @@ static void test_locks__listing_scan_answers(void **state)
 	freeReplyObject(r);
 	assert_int_equal(list_got, LOCK_OK);
 	assert_int_equal(list_n, 1);
-	assert_string_equal(list_first, "a lock 900 w1=1/0");
-	assert_string_equal(list_cursor, "77:a");
-	assert_int_equal(last_id, SCRIPT_LOCK_LIST);
-	assert_string_equal(last_args[0], "1:a1:b");
-	assert_string_equal(last_args[1], "3:{a}3:{b}");
+	assert_string_equal(list_cursor, "55");
 
 	/* malformed answers */
 	r = arr(1, str_reply("0"));
