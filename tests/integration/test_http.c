@@ -15,6 +15,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -683,13 +684,21 @@ TEST(log_lines_parse_whatever_the_path)
 	CHECK(cafe == 1, "the name caf\xc3\xa9 is logged as the UTF-8 it is (%d lines)", cafe);
 }
 
-/* The status of method path on d, with token (NULL: none). */
+/* The status of method on the path (a printf format) on d, with token
+ * (NULL: none). */
 static long status_with(const struct dlockd_srv *d, const char *token, const char *method,
-			const char *path)
+			const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static long status_with(const struct dlockd_srv *d, const char *token, const char *method,
+			const char *fmt, ...)
 {
 	struct http_resp r;
+	char path[400];
+	va_list ap;
 	long s;
 
+	va_start(ap, fmt);
+	vsnprintf(path, sizeof(path), fmt, ap);
+	va_end(ap);
 	http_bearer(token);
 	s = http_on(d->base, method, path, NULL, &r) == 0 ? r.status : 0;
 	http_bearer(NULL);
@@ -705,7 +714,6 @@ TEST(access_log_names_forced_releases_and_error_codes)
 	const char *a = "tok-log-admin-4c1d", *c = "tok-log-client-9e2b";
 	const char *n = lockname("log"), *m = lockname("logrw");
 	struct dlockd_srv d;
-	char path[300];
 
 	snprintf(file, sizeof(file), "%s/log-tokens", test_tmpdir());
 	{
@@ -716,20 +724,16 @@ TEST(access_log_names_forced_releases_and_error_codes)
 		fclose(f);
 	}
 	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --auth-file");
-	snprintf(path, sizeof(path), "/locks/%s?owner=w1", n);
-	CHECK(status_with(&d, c, "PUT", path) == 200, "w1 takes it");
-	snprintf(path, sizeof(path), "/locks/%s?owner=w2", n);
-	CHECK(status_with(&d, c, "PUT", path) == 409, "locked");
-	CHECK(status_with(&d, c, "DELETE", path) == 409, "not_owner");
-	snprintf(path, sizeof(path), "/locks/%s?force=true", n);
-	CHECK(status_with(&d, c, "DELETE", path) == 403, "a client may not force");
-	CHECK(status_with(&d, a, "DELETE", path) == 200, "an admin may");
-	snprintf(path, sizeof(path), "/locks/%s?owner=w1", n);
-	CHECK(status_with(&d, c, "DELETE", path) == 409, "not_held");
-	snprintf(path, sizeof(path), "/rwlocks/%s/read?owner=r1&ttl_ms=5000", m);
-	CHECK(status_with(&d, c, "PUT", path) == 200, "a read lock");
-	snprintf(path, sizeof(path), "/locks/%s?owner=w1", m);
-	CHECK(status_with(&d, c, "PUT", path) == 409, "wrong_kind");
+	CHECK(status_with(&d, c, "PUT", "/locks/%s?owner=w1", n) == 200, "w1 takes it");
+	CHECK(status_with(&d, c, "PUT", "/locks/%s?owner=w2", n) == 409, "locked");
+	CHECK(status_with(&d, c, "DELETE", "/locks/%s?owner=w2", n) == 409, "not_owner");
+	CHECK(status_with(&d, c, "DELETE", "/locks/%s?force=true", n) == 403,
+	      "a client may not force");
+	CHECK(status_with(&d, a, "DELETE", "/locks/%s?force=true", n) == 200, "an admin may");
+	CHECK(status_with(&d, c, "DELETE", "/locks/%s?owner=w1", n) == 409, "not_held");
+	CHECK(status_with(&d, c, "PUT", "/rwlocks/%s/read?owner=r1&ttl_ms=5000", m) == 200,
+	      "a read lock");
+	CHECK(status_with(&d, c, "PUT", "/locks/%s?owner=w1", m) == 409, "wrong_kind");
 	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
 
 	CHECK(file_lines_with(d.log, "\"method\":\"DELETE\"", "\"status\":200",
@@ -754,12 +758,9 @@ TEST(access_log_names_forced_releases_and_error_codes)
 
 	/* the same in text lines */
 	CHECK(dlockd_start(&d, NULL, text) == 0, "start with --log-format text");
-	snprintf(path, sizeof(path), "/locks/%s?owner=w1", n);
-	CHECK(status_with(&d, NULL, "PUT", path) == 200, "w1 takes it");
-	snprintf(path, sizeof(path), "/locks/%s?owner=w2", n);
-	CHECK(status_with(&d, NULL, "PUT", path) == 409, "locked");
-	snprintf(path, sizeof(path), "/locks/%s?force=true", n);
-	CHECK(status_with(&d, NULL, "DELETE", path) == 200, "forced");
+	CHECK(status_with(&d, NULL, "PUT", "/locks/%s?owner=w1", n) == 200, "w1 takes it");
+	CHECK(status_with(&d, NULL, "PUT", "/locks/%s?owner=w2", n) == 409, "locked");
+	CHECK(status_with(&d, NULL, "DELETE", "/locks/%s?force=true", n) == 200, "forced");
 	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
 	CHECK(file_lines_with(d.log, " DELETE /locks/", " 200 ", " force", " peer=127.0.0.1:",
 			      NULL) == 1, "a forced release in text says force and the peer");
