@@ -89,8 +89,9 @@ $(BUILD)/%.o: %.c | deps-build
 
 # The Lua scripts, embedded as C strings: { "lock_acquire", "<source>" }.
 # Every script starts with the helpers of lua/lib/common.lua, and fair_*.lua
-# and rw_*.lua with those of lua/lib/fair.lua or lua/lib/rw.lua too, so
-# scripts share them instead of keeping copies.
+# and rw_*.lua with those of lua/lib/fair.lua or lua/lib/rw.lua too (as
+# does lock_list.lua, which reads read-write locks), so scripts share them
+# instead of keeping copies.
 LUA_LIB = $(wildcard lua/lib/*.lua)
 $(BUILD)/lua_scripts.c: $(LUA) $(LUA_LIB) Makefile
 	@mkdir -p $(@D)
@@ -101,7 +102,7 @@ $(BUILD)/lua_scripts.c: $(LUA) $(LUA_LIB) Makefile
 	  echo 'const struct lua_source lua_sources[] = {'; \
 	  for f in $(LUA); do \
 	    n=$$(basename $$f .lua); lib=lua/lib/common.lua; \
-	    case $$n in fair_*) lib="$$lib lua/lib/fair.lua";; rw_*) lib="$$lib lua/lib/rw.lua";; esac; \
+	    case $$n in fair_*) lib="$$lib lua/lib/fair.lua";; rw_*|lock_list) lib="$$lib lua/lib/rw.lua";; esac; \
 	    printf '\t{ "%s",\n' "$$n"; \
 	    cat $$lib $$f | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/\t  "/' -e 's/$$/\\n"/'; \
 	    printf '\t},\n'; \

@@ -1,7 +1,8 @@
 /* main.c -- dlockd's entry point and composition root: read the settings,
  * build the pieces and wire them together (the subscriber; per event loop
  * its Redis connection, its waiters and its HTTP daemon; the loops'
- * threads), wait for SIGTERM/SIGINT (SIGHUP re-reads the auth file), then
+ * threads), wait for SIGTERM/SIGINT (SIGHUP re-reads the auth file, and
+ * so does a change of it on disk, looked for every second), then
  * stop: stop accepting, answer every waiting request with 503, give them
  * a moment to go out, let each loop finish, and tear down in reverse. */
 #include "api/server.h"
@@ -20,6 +21,7 @@
 #include "service/version.h"
 #include "service/waiters.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,6 +33,9 @@
 
 /* How long waiting requests get to receive their 503 at shutdown. */
 #define DRAIN_MS 1500
+/* How often the auth file is looked at for a change on disk (a mounted
+ * Kubernetes Secret is updated in place, and nobody sends SIGHUP). */
+#define AUTH_LOOK_S 1
 
 /* One event loop: its thread and what runs on it. */
 struct worker {
@@ -124,7 +129,7 @@ int main(int argc, char **argv)
 	}
 	raise_fd_limit();
 
-	/* Every thread inherits this mask, so only sigwait() below sees them. */
+	/* Every thread inherits this mask, so only sigtimedwait() below sees them. */
 	sigemptyset(&stop_signals);
 	sigaddset(&stop_signals, SIGTERM);
 	sigaddset(&stop_signals, SIGINT);
@@ -174,12 +179,22 @@ int main(int argc, char **argv)
 		workers[i].started = true;
 	}
 
-	do {
-		if (sigwait(&stop_signals, &sig) != 0)
-			sig = SIGTERM;
-		if (sig == SIGHUP)
+	for (;;) {
+		struct timespec look = { AUTH_LOOK_S, 0 };
+
+		/* with auth on, wake every AUTH_LOOK_S to look at the file */
+		sig = sigtimedwait(&stop_signals, NULL, auth_enabled() ? &look : NULL);
+		if (sig == SIGHUP) {
 			auth_reload();
-	} while (sig != SIGTERM && sig != SIGINT);
+		} else if (sig == SIGTERM || sig == SIGINT) {
+			break;
+		} else if (sig < 0 && errno == EAGAIN) {
+			auth_reload_if_changed();
+		} else if (sig < 0 && errno != EINTR) {
+			sig = SIGTERM;
+			break;
+		}
+	}
 	log_info("signal %d: stopping", sig);
 
 	server_quiesce();

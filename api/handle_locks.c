@@ -1,10 +1,10 @@
 /* handle_locks.c -- every lock resource: /locks/{name}, /fairlocks/{name}
  * and /rwlocks/{name}/read|write: acquire (PUT, waiting if asked), release
  * (DELETE), status (GET, waiting for a change if asked) and heartbeat (POST
- * .../heartbeat). The kind comes from the route; what differs between
- * kinds is the service's business. Who may see which owner ids in a
- * status is decided here (owner_shown), from the token names the service
- * reads.
+ * .../heartbeat); and the listing of the locks held (GET /locks). The kind
+ * comes from the route; what differs between kinds is the service's
+ * business. Who may see which owner ids in a status or a listing is decided
+ * here (owner_shown), from the token names the service reads.
  *
  * Every Redis call is sent without waiting: the handler suspends the
  * connection once (server_suspend) and names the function that answers
@@ -457,6 +457,91 @@ static enum MHD_Result status(struct request *rq)
 	return server_suspend(rq, status_answer);
 }
 
+/* ----- Listing ----- */
+
+#define LIST_DEFAULT_LIMIT 100
+
+/* A page as JSON: {locks: [{name, kind, ttl_ms, holders, mode?}], cursor?}.
+ * Owner ids only for whoever may see every lock's (auth off, or an admin
+ * token); a client token sees the hold counts. */
+static json_t *page_json(const struct request *rq, const struct lock_page *page)
+{
+	static const char *const modes[] = { "none", "read", "write" };
+	json_t *locks = json_array(), *body;
+
+	for (size_t i = 0; i < page->n; i++) {
+		const struct lock_entry *e = &page->locks[i];
+		json_t *holders = json_array(), *lock;
+
+		for (size_t j = 0; j < e->nholders; j++) {
+			const struct lock_holder *h = &e->holders[j];
+			json_t *o = json_object();
+
+			if (rq->admin)
+				json_object_set_new(o, "owner", json_string(h->owner));
+			json_object_set_new(o, "holds", json_integer(h->holds));
+			if (e->rw)
+				json_object_set_new(o, "mode", json_string(modes[h->side]));
+			json_array_append_new(holders, o);
+		}
+		lock = json_pack("{s:s, s:s}", "name", e->name, "kind", e->rw ? "rwlock" : "lock");
+		if (e->rw)
+			json_object_set_new(lock, "mode", json_string(modes[e->mode]));
+		json_object_set_new(lock, "ttl_ms", json_integer(e->ttl_ms));
+		json_object_set_new(lock, "holders", holders);
+		json_array_append_new(locks, lock);
+	}
+	body = json_pack("{s:o}", "locks", locks);
+	if (page->cursor)
+		json_object_set_new(body, "cursor", json_string(page->cursor));
+	return body;
+}
+
+/* The listing's outcome: build the page now (it lives only during this
+ * call), answer it when MHD calls listed_answer. */
+static void listed(void *ctx, enum lock_result r, const struct lock_state *st,
+		   const struct lock_page *page)
+{
+	struct request *rq = ctx;
+
+	rq->lock.result = r;
+	rq->lock.state = *st;
+	if (page)
+		rq->answer = page_json(rq, page);
+	server_resume(rq);
+}
+
+static enum MHD_Result listed_answer(struct request *rq)
+{
+	const struct lock_state *st = &rq->lock.state;
+	json_t *body = rq->answer;
+
+	rq->answer = NULL;
+	switch (rq->lock.result) {
+	case LOCK_OK:
+		return body ? reply_json(rq, 200, body) : MHD_NO;
+	case LOCK_BACKEND_DOWN:
+		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL, "%s",
+				   st->fault ? st->fault : "redis cannot be reached; retry shortly");
+	default:
+		metrics_inc(METRIC_REDIS_ERRORS);	/* as the 503s count themselves */
+		return reply_error(rq, ERR_INTERNAL, NULL, "listing the locks: %s",
+				   st->fault ? st->fault : "redis failed");
+	}
+}
+
+static enum MHD_Result list(struct request *rq)
+{
+	const struct params *p = &rq->lock.params;
+	int64_t limit = (p->given & P_LIMIT) ? p->limit : LIST_DEFAULT_LIMIT;
+
+	if (locks_list(rq->backend, p->prefix, (unsigned)limit,
+		       (p->given & P_CURSOR) ? p->cursor : NULL, listed, rq) < 0)
+		return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
+				   "cursor '%.64s' is not one a page of the listing gave", p->cursor);
+	return server_suspend(rq, listed_answer);
+}
+
 enum MHD_Result handle_lock(struct request *rq)
 {
 	switch (rq->route.op) {
@@ -464,6 +549,7 @@ enum MHD_Result handle_lock(struct request *rq)
 	case OP_RELEASE: return release(rq);
 	case OP_HEARTBEAT: return heartbeat(rq);
 	case OP_STATUS: return status(rq);
+	case OP_LIST: return list(rq);
 	default:
 		return reply_error(rq, ERR_INTERNAL, NULL, "no lock handler for this route");
 	}

@@ -6,7 +6,9 @@
 
 #include "request.h"
 
-/* PUT, DELETE, GET, POST heartbeat on a lock (rq->route.op says which). */
+/* PUT, DELETE, GET, POST heartbeat on a lock (rq->route.op says which),
+ * and GET /locks, whose parameters dispatch has read already (the token
+ * must cover the prefix it asks for). */
 enum MHD_Result handle_lock(struct request *rq);
 /* The request is over: end its acquire (service/acquire.h), which releases
  * a grant the client never received, and its watch (service/watch.h).

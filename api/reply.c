@@ -113,5 +113,6 @@ enum MHD_Result reply_error(struct request *rq, enum api_error err, json_t *extr
 	}
 	if (err == ERR_INTERNAL)
 		log_error("%s %s: %s", rq->method_name, rq->url, message);
+	rq->error = errors[err].code;	/* for the access line */
 	return reply_json(rq, errors[err].status, body);
 }

@@ -15,12 +15,6 @@
 
 /* ----- Validators ----- */
 
-static bool id_char(unsigned char c)
-{
-	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-	       c == '.' || c == '_' || c == ':' || c == '-';
-}
-
 /* Quote at most 64 bytes of s for a message; the JSON encoder escapes the rest. */
 static int check_id(const char *what, const char *s, size_t len, size_t max,
 		    char *why, size_t why_len)
@@ -33,7 +27,7 @@ static int check_id(const char *what, const char *s, size_t len, size_t max,
 		return -1;
 	}
 	for (size_t i = 0; i < len; i++) {
-		if (!id_char((unsigned char)s[i])) {
+		if (!locks_id_char((unsigned char)s[i])) {
 			snprintf(why, why_len, "%s '%.*s%s' may only contain A-Z a-z 0-9 . _ : -",
 				 what, shown, s, len > 64 ? "..." : "");
 			return -1;
@@ -77,6 +71,7 @@ static const struct {
 } param_keys[] = {
 	{ "owner", P_OWNER }, { "ttl_ms", P_TTL }, { "wait_ms", P_WAIT }, { "force", P_FORCE },
 	{ "reentrant", P_REENTRANT }, { "index", P_INDEX },
+	{ "prefix", P_PREFIX }, { "limit", P_LIMIT }, { "cursor", P_CURSOR },
 };
 
 struct parse {
@@ -127,28 +122,44 @@ static void set_number(struct parse *ps, enum param_flags f, const char *key, lo
 		       const char *text)
 {
 	const struct config *cfg = ps->rq->cfg;
-	int64_t min = f == P_TTL ? 1 : 0;
-	int64_t max = f == P_TTL ? cfg->max_ttl_ms : f == P_INDEX ? INDEX_MAX : cfg->max_wait_ms;
+	struct params *p = &ps->rq->lock.params;
+	int64_t min = f == P_WAIT || f == P_INDEX ? 0 : 1;
+	int64_t max = f == P_TTL ? cfg->max_ttl_ms : f == P_WAIT ? cfg->max_wait_ms
+			: f == P_INDEX ? INDEX_MAX : LOCKS_LIST_MAX;
 
 	if (v < min || v > max) {
 		snprintf(ps->why, sizeof(ps->why), "%s '%s' is out of range %lld..%lld", key,
 			 text, (long long)min, (long long)max);
 		return;
 	}
-	if (f == P_TTL)
-		ps->rq->lock.params.ttl_ms = v;
-	else if (f == P_INDEX)
-		ps->rq->lock.params.index = v;
-	else
-		ps->rq->lock.params.wait_ms = v;
+	*(f == P_TTL ? &p->ttl_ms : f == P_WAIT ? &p->wait_ms : f == P_INDEX ? &p->index
+										: &p->limit) = v;
 }
 
-static void set_owner(struct parse *ps, const char *s, size_t len)
+/* A string parameter: owner, prefix (a name's start: may be empty) or
+ * cursor (opaque here: the service reads it). */
+static void set_string(struct parse *ps, enum param_flags f, const char *s, size_t len)
 {
-	if (request_check_owner(s, len, ps->why, sizeof(ps->why)) < 0)
+	struct params *p = &ps->rq->lock.params;
+	char *to = f == P_OWNER ? p->owner : f == P_PREFIX ? p->prefix : p->cursor;
+
+	if (f == P_OWNER && request_check_owner(s, len, ps->why, sizeof(ps->why)) < 0)
 		return;
-	memcpy(ps->rq->lock.params.owner, s, len);
-	ps->rq->lock.params.owner[len] = '\0';
+	if (f == P_PREFIX && len > 0 &&
+	    check_id("prefix", s, len, NAME_MAX_LEN, ps->why, sizeof(ps->why)) < 0)
+		return;
+	if (f == P_CURSOR && (len == 0 || len > LOCKS_CURSOR_MAX || memchr(s, '\0', len))) {
+		snprintf(ps->why, sizeof(ps->why), "cursor must be a cursor a page of the listing "
+			 "gave, 1 to %d characters", LOCKS_CURSOR_MAX);
+		return;
+	}
+	memcpy(to, s, len);
+	to[len] = '\0';
+}
+
+static bool is_string_param(enum param_flags f)
+{
+	return f == P_OWNER || f == P_PREFIX || f == P_CURSOR;
 }
 
 /* One query parameter; MHD has already unescaped it. */
@@ -167,8 +178,8 @@ static enum MHD_Result query_param(void *cls, enum MHD_ValueKind kind, const cha
 		return MHD_NO;
 	if (!value)
 		value = "";
-	if (f == P_OWNER) {
-		set_owner(ps, value, strlen(value));
+	if (is_string_param(f)) {
+		set_string(ps, f, value, strlen(value));
 	} else if (f == P_FORCE || f == P_REENTRANT) {
 		bool *flag = f == P_FORCE ? &ps->rq->lock.params.force
 					  : &ps->rq->lock.params.reentrant;
@@ -209,10 +220,12 @@ static void body_param(struct parse *ps, const char *key, json_t *v)
 		return;
 	switch (f) {
 	case P_OWNER:
+	case P_PREFIX:
+	case P_CURSOR:
 		if (!json_is_string(v))
-			snprintf(ps->why, sizeof(ps->why), "owner must be a string");
+			snprintf(ps->why, sizeof(ps->why), "%s must be a string", key);
 		else
-			set_owner(ps, json_string_value(v), json_string_length(v));
+			set_string(ps, f, json_string_value(v), json_string_length(v));
 		break;
 	case P_FORCE:
 	case P_REENTRANT:

@@ -2,6 +2,7 @@
 #ifndef DLOCKD_REQUEST_H
 #define DLOCKD_REQUEST_H
 
+#include <jansson.h>
 #include <microhttpd.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -13,7 +14,7 @@
 #include "../service/watch.h"
 #include "routes.h"
 
-#define NAME_MAX_LEN 200
+#define NAME_MAX_LEN LOCKS_NAME_MAX
 #define OWNER_MAX_LEN 128
 /* A state's index is a fencing token (or 0, or 1): below 2^53. */
 #define INDEX_MAX 9007199254740991LL
@@ -26,6 +27,9 @@ enum param_flags {
 	P_FORCE = 1 << 3,
 	P_REENTRANT = 1 << 4,
 	P_INDEX = 1 << 5,
+	P_PREFIX = 1 << 6,		/* the listing's */
+	P_LIMIT = 1 << 7,
+	P_CURSOR = 1 << 8,
 };
 
 struct params {
@@ -36,6 +40,9 @@ struct params {
 	bool force;
 	bool reentrant;
 	int64_t index;
+	char prefix[NAME_MAX_LEN + 1];	/* "" when not given */
+	int64_t limit;
+	char cursor[LOCKS_CURSOR_MAX + 1];
 };
 
 /* A lock operation's side of a request: what it asks for and what Redis
@@ -93,10 +100,14 @@ struct request {
 	bool close;			/* answer with "Connection: close" */
 
 	unsigned status;		/* answered with */
+	const char *error;		/* its error code (reply_error), or NULL */
 	int retry_after_s;		/* > 0: send Retry-After */
 	int64_t started_us;
 
 	struct lock_call lock;
+	/* an answer built when the outcome came (a listing's page, which
+	 * lives only during its callback); freed with the request */
+	json_t *answer;
 };
 
 /* Validate a lock name or owner id; on failure write the reason for the

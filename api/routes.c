@@ -38,6 +38,7 @@ static const struct route routes[] = {
 	{ "/rwlocks/{name}/write", "/rwlocks/", "/write", LOCK_KIND_WRITE, SIDE_OPS, "PUT, DELETE" },
 	{ "/rwlocks/{name}/read", "/rwlocks/", "/read", LOCK_KIND_READ, SIDE_OPS, "PUT, DELETE" },
 	{ "/rwlocks/{name}", "/rwlocks/", "", LOCK_KIND_READ, { [METHOD_GET] = OP_STATUS }, "GET, HEAD" },
+	{ "/locks", "/locks", NULL, 0, { [METHOD_GET] = OP_LIST }, "GET, HEAD" },
 	{ "/healthz", "/healthz", NULL, 0, { [METHOD_GET] = OP_HEALTHZ }, "GET, HEAD" },
 	{ "/readyz", "/readyz", NULL, 0, { [METHOD_GET] = OP_READYZ }, "GET, HEAD" },
 	{ "/metrics", "/metrics", NULL, 0, { [METHOD_GET] = OP_METRICS }, "GET, HEAD" },

@@ -12,6 +12,7 @@ enum route_op {
 	OP_RELEASE,		/* DELETE the same */
 	OP_STATUS,		/* GET    /locks/{name}, /rwlocks/{name} */
 	OP_HEARTBEAT,		/* POST   .../heartbeat */
+	OP_LIST,		/* GET    /locks: the locks held, every kind */
 	OP_HEALTHZ,
 	OP_READYZ,
 	OP_METRICS,

@@ -41,6 +41,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -332,6 +333,7 @@ static void unpend(struct request *rq)
 
 static void request_free(struct request *rq)
 {
+	json_decref(rq->answer);
 	free(rq->url);
 	free(rq->name);
 	free(rq->body);
@@ -356,10 +358,11 @@ static void body_append(struct request *rq, const char *data, size_t len)
 }
 
 /* With --auth-file, a lock request needs "Authorization: Bearer <token>"
- * whose prefix covers the name; 0, or -1 after the 401/403 is queued. */
+ * whose prefix covers the name (a listing: the prefix it asks for, which
+ * the token's must start); 0, or -1 after the 401/403 is queued. */
 static int auth_or_reply(struct request *rq)
 {
-	const char *h;
+	const char *h, *scope = rq->name ? rq->name : rq->lock.params.prefix;
 	enum auth_role role = AUTH_CLIENT;
 
 	rq->admin = true;
@@ -376,13 +379,18 @@ static int auth_or_reply(struct request *rq)
 	h += 7;
 	while (*h == ' ')
 		h++;
-	switch (auth_check(h, strlen(h), rq->name, &role, rq->principal)) {
+	switch (auth_check(h, strlen(h), scope, &role, rq->principal)) {
 	case AUTH_UNKNOWN:
 		reply_error(rq, ERR_UNAUTHORIZED, NULL, "the bearer token is not known");
 		return -1;
 	case AUTH_OUT_OF_SCOPE:
-		reply_error(rq, ERR_FORBIDDEN, NULL,
-			    "the bearer token may not touch lock '%s'", rq->name);
+		if (!rq->name)
+			reply_error(rq, ERR_FORBIDDEN, NULL,
+				    "the bearer token may not list locks under prefix '%s': ask for "
+				    "a prefix that starts with the token's own", scope);
+		else
+			reply_error(rq, ERR_FORBIDDEN, NULL,
+				    "the bearer token may not touch lock '%s'", rq->name);
 		return -1;
 	case AUTH_OK:
 		break;
@@ -409,10 +417,15 @@ static enum MHD_Result dispatch(struct request *rq)
 	if (rq->body_too_large)
 		return reply_error(rq, ERR_BODY_TOO_LARGE, NULL,
 				   "request body is larger than %zu bytes", rq->cfg->max_body_bytes);
-	if (!rq->name)
+	if (rq->route.op == OP_LIST) {
+		/* the prefix asked for is what the token must cover */
+		if (request_params_or_reply(rq, P_PREFIX | P_LIMIT | P_CURSOR) < 0)
+			return MHD_YES;
+	} else if (!rq->name) {
 		return handle_health(rq);
-	if (request_check_name(rq->name, strlen(rq->name), why, sizeof(why)) < 0)
+	} else if (request_check_name(rq->name, strlen(rq->name), why, sizeof(why)) < 0) {
 		return reply_error(rq, ERR_INVALID_NAME, NULL, "%s", why);
+	}
 	if (auth_or_reply(rq) < 0)
 		return MHD_YES;
 	if (rq->hl->stop != RUNNING)	/* its Redis call could outlive the loop */
@@ -461,10 +474,30 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 	return ret;
 }
 
+/* The client's address as "127.0.0.1:5555" or "[::1]:5555" in buf, or
+ * NULL when MHD does not know it. */
+static const char *peer_of(struct MHD_Connection *conn, char *buf, size_t len)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+	char host[NI_MAXHOST], port[NI_MAXSERV];
+	bool v6 = sa && sa->sa_family == AF_INET6;
+
+	if (!sa || getnameinfo(sa, v6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in),
+			       host, sizeof(host), port, sizeof(port),
+			       NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+		return NULL;
+	snprintf(buf, len, v6 ? "[%s]:%s" : "%s:%s", host, port);
+	return buf;
+}
+
 static void request_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 			      enum MHD_RequestTerminationCode toe)
 {
 	struct request *rq = *req_cls;
+	char peer[NI_MAXHOST + NI_MAXSERV + 4];
+	bool force;
 
 	(void)cls;
 	guard_busy(conn, false);
@@ -481,6 +514,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 		rq->status = ci ? ci->http_status : 0;
 	}
 	handle_lock_completed(rq, toe);
+	force = rq->route.op == OP_RELEASE && rq->lock.params.force;
 	log_access(&(struct log_access){
 		.method = rq->method_name,
 		.path = rq->url,
@@ -490,6 +524,11 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 		.why = rq->started ? NULL : "refused by the HTTP parser",
 		.lock = rq->name,
 		.owner = rq->lock.params.owner[0] ? rq->lock.params.owner : NULL,
+		.error = rq->error,
+		/* who forced a release: the token's name and where it came from */
+		.force = force,
+		.principal = rq->principal[0] ? rq->principal : NULL,
+		.peer = force ? peer_of(conn, peer, sizeof(peer)) : NULL,
 		.delivered = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK,
 	});
 	request_free(rq);
@@ -697,7 +736,8 @@ static void refuse(struct http_loop *h, int fd)
 	n = write(fd, overloaded, overloaded_len);
 	shutdown(fd, SHUT_WR);
 	metrics_request(other_route, 503, 0);
-	log_access(&(struct log_access){ .status = 503, .why = "over --max-connections",
+	log_access(&(struct log_access){ .status = 503, .error = "overloaded",
+					 .why = "over --max-connections",
 					 .delivered = n == (ssize_t)overloaded_len });
 	if (h->nrefused == REFUSED_MAX || loop_watch(h->loop, fd, LOOP_READ | LOOP_HANGUP,
 						     refused_ready, h) < 0) {

@@ -28,15 +28,9 @@ if kind == 'rw' then
 elseif kind == 'other' or not type_ok(KEYS[2], 'list') or not type_ok(KEYS[3], 'zset') then
   return {-3}
 end
-local listed, pos = {}, 1
-while pos <= #ARGV[2] do
-  local colon = string.find(ARGV[2], ':', pos, true)
-  local len = colon and tonumber(string.sub(ARGV[2], pos, colon - 1))
-  if not len then
-    return redis.error_reply('DLOCKD_ARGS malformed owner list')
-  end
-  listed[#listed + 1] = string.sub(ARGV[2], colon + 1, colon + len)
-  pos = colon + len + 1
+local listed = unpack_list(ARGV[2])
+if not listed then
+  return redis.error_reply('DLOCKD_ARGS malformed owner list')
 end
 
 local now = fair_now()

@@ -30,6 +30,11 @@ int auth_load(const char *path);
 /* Read the same file again (SIGHUP). On error the old tokens stay in
  * force and -1 is returned after logging why. */
 int auth_reload(void);
+/* The same, only if the file looks changed (stat of the path, following
+ * symlinks: device, inode, size, mtime) since it was last read or found
+ * unreadable, so a bad file is tried (and logged) once per change. Cheap:
+ * call it every second or so. 0 when nothing changed or the reload worked. */
+int auth_reload_if_changed(void);
 /* Is auth on? */
 bool auth_enabled(void);
 /* May token (len bytes, not NUL-terminated) touch lock name? Compares in

@@ -11,7 +11,9 @@
  * are not valid UTF-8 as \n, \r, \t, \\ or \xHH (spaces too in access
  * fields, which are separated by spaces). A field longer than its cap is
  * cut at a character boundary and ends in "...[+N bytes]", so every line
- * is whole and parses. */
+ * is whole and parses. An access line names the error code of an error
+ * answer, and a forced release says so, with the caller's token name and
+ * address. */
 #include "log.h"
 
 #include <stdarg.h>
@@ -288,6 +290,30 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	finish(&l);
 }
 
+/* The access fields every line may carry, after the lock: " key=value"
+ * in text, ,"key":"value" in JSON; NULL values are left out. */
+static void access_fields(struct line *l, const struct log_access *a)
+{
+	const struct { const char *key, *value; } f[] = {
+		{ "owner", a->owner }, { "error", a->error },
+		{ "principal", a->principal }, { "peer", a->peer },
+	};
+
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		if (!f[i].value)
+			continue;
+		if (log_format == LOG_FORMAT_JSON) {
+			put(l, ",\"%s\":", f[i].key);
+			put_json_string(l, f[i].value, FIELD_MAX_BYTES);
+		} else {
+			put(l, " %s=", f[i].key);
+			put_text(l, f[i].value, FIELD_MAX_BYTES, true);
+		}
+	}
+	if (a->force)
+		put(l, log_format == LOG_FORMAT_JSON ? ",\"force\":true" : " force");
+}
+
 static void access_text(struct line *l, const struct log_access *a)
 {
 	put_bytes(l, " ", 1);
@@ -301,10 +327,7 @@ static void access_text(struct line *l, const struct log_access *a)
 		put_bytes(l, "=", 1);
 		put_text(l, a->lock, FIELD_MAX_BYTES, true);
 	}
-	if (a->owner) {
-		put(l, " owner=");
-		put_text(l, a->owner, FIELD_MAX_BYTES, true);
-	}
+	access_fields(l, a);
 	if (a->why) {
 		put(l, " (");
 		put_text(l, a->why, FIELD_MAX_BYTES, false);
@@ -342,10 +365,7 @@ void log_access(const struct log_access *a)
 		put(&l, ",\"lock\":");
 		put_json_string(&l, a->lock, FIELD_MAX_BYTES);
 	}
-	if (a->owner) {
-		put(&l, ",\"owner\":");
-		put_json_string(&l, a->owner, FIELD_MAX_BYTES);
-	}
+	access_fields(&l, a);
 	if (a->why) {
 		put(&l, ",\"why\":");
 		put_json_string(&l, a->why, FIELD_MAX_BYTES);

@@ -28,6 +28,10 @@ struct log_access {
 	const char *kind;	/* lock kind label */
 	const char *lock;
 	const char *owner;
+	const char *error;	/* the error code answered ("locked"), if any */
+	int force;		/* a forced release was asked for */
+	const char *principal;	/* the name of the caller's token, if any */
+	const char *peer;	/* the client's address ("127.0.0.1:5555") */
 	const char *why;	/* a note, for answers given outside the routes */
 	int delivered;		/* 0: the client was gone before the answer */
 };

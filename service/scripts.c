@@ -48,6 +48,7 @@ static const char *const script_names[SCRIPT_COUNT] = {
 	[SCRIPT_RW_WRITE_DEQUEUE] = "rw_write_dequeue",
 	[SCRIPT_RW_FORCE_RELEASE] = "rw_force_release",
 	[SCRIPT_RW_STATUS] = "rw_status",
+	[SCRIPT_LOCK_LIST] = "lock_list",
 };
 
 static struct {

@@ -29,6 +29,10 @@
   owner_ok(owner)             owner is no field of the layout ('mode', a
                               '...:write' writer field); dlockd refuses such
                               owners before they reach a script
+  unpack_list(s)              the strings of one argument that holds many,
+                              each as <length>:<string>, one after the
+                              other ("3:ci-2:abc" is ci-2 then abc); nil
+                              when s is malformed
   held_refusal(key, want, owner, owners)
                               the checks a release or renewal of a lock of
                               kind want ('lock' or 'rw') by owner starts
@@ -144,6 +148,20 @@ end
 
 local function owner_ok(owner)
   return owner ~= 'mode' and string.sub(owner, -6) ~= ':write'
+end
+
+local function unpack_list(s)
+  local v, pos = {}, 1
+  while pos <= #s do
+    local colon = string.find(s, ':', pos, true)
+    local len = colon and tonumber(string.sub(s, pos, colon - 1))
+    if not len or colon + len > #s then
+      return nil
+    end
+    v[#v + 1] = string.sub(s, colon + 1, colon + len)
+    pos = colon + len + 1
+  end
+  return v
 end
 
 local function held_refusal(key, want, owner, owners)

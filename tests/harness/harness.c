@@ -1017,6 +1017,30 @@ bool file_contains(const char *path, const char *s)
 	return found;
 }
 
+int file_lines_with(const char *path, ...)
+{
+	FILE *f = fopen(path, "r");
+	char *line = NULL;
+	size_t cap = 0;
+	int n = 0;
+
+	while (f && getline(&line, &cap, f) >= 0) {
+		bool all = true;
+		va_list ap;
+
+		va_start(ap, path);
+		for (const char *s = va_arg(ap, const char *); s && all;
+		     s = va_arg(ap, const char *))
+			all = strstr(line, s) != NULL;
+		va_end(ap);
+		n += all;
+	}
+	free(line);
+	if (f)
+		fclose(f);
+	return n;
+}
+
 const char redisson_acquire[] =
 	"if ((redis.call('exists', KEYS[1]) == 0) or "
 	"(redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then "

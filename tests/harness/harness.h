@@ -132,6 +132,9 @@ long long rcmd_int(const char *fmt, ...);
 long long rcmd_int_on(const struct redis_srv *r, const char *fmt, ...);
 /* Does the file at path (its first 64 KiB) contain s? */
 bool file_contains(const char *path, const char *s);
+/* How many lines of the file at path (all of it; a dlockd's log: d->log)
+ * contain every one of the strings given, NULL-terminated. */
+int file_lines_with(const char *path, ...) __attribute__((sentinel));
 /* Redisson's own RLock scripts, as a Java client runs them:
  * acquire  KEYS[1] lock, ARGV[1] lease ms, ARGV[2] field: nil when
  *          acquired, else the PTTL;

@@ -1,14 +1,18 @@
 /* test_auth.c -- --auth-file: bearer tokens, 401 without or with an
  * unknown token, 403 outside a token's prefix or for a client's force
- * release, probes open, SIGHUP reload, bad files refused, tokens never
- * logged. Each test runs its own dlockd. */
+ * release, probes open, SIGHUP reload, reload when the file changes on
+ * disk (in place, renamed over, swapped behind a symlink as Kubernetes
+ * does), bad files refused, tokens never logged. Each test runs its own
+ * dlockd. */
 #include "../harness/harness.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #define CLIENT_A "tok-client-a-3f9c2e71d0b84a56"
 #define ADMIN "tok-admin-8e1d47c2a9f05b63"
@@ -113,6 +117,90 @@ TEST(auth_tokens_roles_and_prefixes)
 		fclose(log);
 	CHECK(!leaked, "no token appears in the log");
 	rcmd_int("DEL team-a-job");
+}
+
+/* Does the token get 200 on a status read (1), 401 (0), or else (-1)? */
+static int token_works(const struct dlockd_srv *d, const char *token)
+{
+	long s = st(d, token, "GET", "/locks/team-a-job", NULL);
+
+	return s == 200 ? 1 : s == 401 ? 0 : -1;
+}
+
+/* Kubernetes' AtomicWriter: the files of a version go into a new
+ * directory, a symlink to it is made beside ..data and renamed over it. */
+static void k8s_publish(const char *dir, const char *version, const char *tokens)
+{
+	char path[400], link[400];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, version);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/%s/tokens", dir, version);
+	write_file(path, tokens);
+	snprintf(link, sizeof(link), "%s/..data_tmp", dir);
+	unlink(link);
+	if (symlink(version, link) == 0) {
+		snprintf(path, sizeof(path), "%s/..data", dir);
+		rename(link, path);
+	}
+}
+
+TEST(auth_file_reloads_when_it_changes_on_disk)
+{
+	char dir[300], file[400], tmp[400];
+	const char *flags[] = { "--auth-file", file, NULL };
+	const int t = 5000;	/* looked at every second */
+	struct dlockd_srv d;
+
+	/* a mounted Secret: tokens -> ..data/tokens, ..data -> ..v1 */
+	snprintf(dir, sizeof(dir), "%s/secret-%d", test_tmpdir(), (int)getpid());
+	mkdir(dir, 0700);
+	k8s_publish(dir, "..v1", "tok-one client * one\n");
+	snprintf(file, sizeof(file), "%s/tokens", dir);
+	CHECK(symlink("..data/tokens", file) == 0, "the Secret's symlink");
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --auth-file");
+	CHECK(token_works(&d, "tok-one") == 1, "the first token works");
+
+	/* rewritten in place (through the symlinks), no signal */
+	write_file(file, "tok-two client * two\n");
+	CHECK(WAIT_FOR(token_works(&d, "tok-two") == 1, t), "a file rewritten in place is read");
+	CHECK(token_works(&d, "tok-one") == 0, "its old token is refused");
+
+	/* the Kubernetes way: a new version swapped in behind ..data */
+	k8s_publish(dir, "..v2", "tok-three client * three\n");
+	CHECK(WAIT_FOR(token_works(&d, "tok-three") == 1, t), "a Secret update is read");
+	CHECK(token_works(&d, "tok-two") == 0, "the old version's token is refused");
+
+	/* written beside and renamed over the path */
+	snprintf(tmp, sizeof(tmp), "%s/tokens.new", dir);
+	write_file(tmp, "tok-four admin * four\n");
+	CHECK(rename(tmp, file) == 0, "rename over the path");
+	CHECK(WAIT_FOR(token_works(&d, "tok-four") == 1, t), "a file renamed over the path is read");
+	CHECK(token_works(&d, "tok-three") == 0, "its old token is refused");
+	CHECK(file_lines_with(d.log, "reloaded (it changed on disk): 1 tokens", NULL) == 3,
+	      "one line per reload");
+
+	/* a bad file: the old tokens stay, and the log says why, once */
+	write_file(file, "only-two fields\n");
+	CHECK(WAIT_FOR(file_lines_with(d.log, "not reloaded (it changed on disk)",
+				       "want '<token> <role> <prefix> <name>'", NULL) == 1, t),
+	      "the bad file is refused, with the reason");
+	CHECK(token_works(&d, "tok-four") == 1, "the old tokens stay in force");
+	/* the wait is what is tested: a bad file is tried once per change,
+	 * not once per look */
+	sleep_ms(2500);
+	CHECK(file_lines_with(d.log, "not reloaded", NULL) == 1, "logged once, not every second");
+	CHECK(file_lines_with(d.log, "reloaded (it changed on disk)", NULL) == 4,
+	      "no reload without a change");
+
+	/* the file gone, then back */
+	unlink(file);
+	CHECK(WAIT_FOR(file_lines_with(d.log, "not reloaded", "No such file", NULL) == 1, t),
+	      "a missing file is refused");
+	CHECK(token_works(&d, "tok-four") == 1, "the old tokens stay in force");
+	write_file(file, "tok-five client * five\n");
+	CHECK(WAIT_FOR(token_works(&d, "tok-five") == 1, t), "the file back is read");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 }
 
 /* Each bad file stops dlockd at start (exit 2) with file:line and what is

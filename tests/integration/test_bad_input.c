@@ -68,7 +68,9 @@ static const struct bad_case cases[] = {
 	{ "GET a heartbeat", "GET", "/locks/" V "/heartbeat", NULL, 405, "method_not_allowed" },
 	{ "PUT healthz", "PUT", "/healthz", NULL, 405, "method_not_allowed" },
 	{ "unknown route", "GET", "/nope", NULL, 404, "not_found" },
-	{ "collection root", "GET", "/locks", NULL, 404, "not_found" },
+	{ "fair locks' collection (GET /locks lists them)", "GET", "/fairlocks", NULL, 404,
+	  "not_found" },
+	{ "PUT the collection", "PUT", "/locks", NULL, 405, "method_not_allowed" },
 	{ "prefix lookalike", "GET", "/locksx/a", NULL, 404, "not_found" },
 	{ "deep path", "PUT", "/locks/" V "/heartbeat/x", NULL, 400, "invalid_name" },
 };

@@ -5,7 +5,9 @@
  * (no request smuggled behind it runs, no cut name or owner is used), a
  * client that half-closes after its request still gets its answer, an
  * escaped slash is part of a name and never a path separator, HEAD is
- * answered wherever GET is, log lines parse whatever the path held, and
+ * answered wherever GET is, log lines parse whatever the path held and
+ * say what an operator needs (a forced release: force and the peer; an
+ * error answer: its code), and
  * past --max-connections a new client gets a prompt 503 (not a hang in
  * the listen backlog). */
 #include "../harness/harness.h"
@@ -13,6 +15,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -547,19 +550,21 @@ static long head(const char *path, double *length, size_t *body, char *allow, si
 TEST(head_is_answered_wherever_get_is)
 {
 	const char *n = lockname("head");
-	static const char *const fixed[] = { "/healthz", "/readyz", "/metrics", "/openapi.yaml" };
+	static const char *const fixed[] = { "/healthz", "/readyz", "/metrics", "/openapi.yaml",
+					     "/locks?limit=1" };
+	const size_t nfixed = sizeof(fixed) / sizeof(fixed[0]);
 	char p[300], allow[64];
 	double len;
 	size_t body;
 	struct http_resp r;
 
 	CHECK(lock_hold(NULL, n, "h", 60000), "h takes %s", n);
-	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]) + 2; i++) {
-		const char *path = i < 4 ? fixed[i] : p;
+	for (size_t i = 0; i < nfixed + 2; i++) {
+		const char *path = i < nfixed ? fixed[i] : p;
 
-		if (i == 4)
+		if (i == nfixed)
 			snprintf(p, sizeof(p), "/locks/%s", n);
-		if (i == 5)
+		if (i == nfixed + 1)
 			snprintf(p, sizeof(p), "/rwlocks/%s-rw", n);
 		CHECK(head(path, &len, &body, NULL, 0) == 200, "HEAD %s answers 200", path);
 		CHECK(len > 0 && body == 0, "HEAD %s: Content-Length %.0f, %zu body bytes", path, len,
@@ -677,6 +682,91 @@ TEST(log_lines_parse_whatever_the_path)
 	CHECK(n > 5, "every text log line is a line of its own (%d lines); first bad: %s", n, bad);
 	CHECK(forged == 0, "no forged line");
 	CHECK(cafe == 1, "the name caf\xc3\xa9 is logged as the UTF-8 it is (%d lines)", cafe);
+}
+
+/* The status of method on the path (a printf format) on d, with token
+ * (NULL: none). */
+static long status_with(const struct dlockd_srv *d, const char *token, const char *method,
+			const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static long status_with(const struct dlockd_srv *d, const char *token, const char *method,
+			const char *fmt, ...)
+{
+	struct http_resp r;
+	char path[400];
+	va_list ap;
+	long s;
+
+	va_start(ap, fmt);
+	vsnprintf(path, sizeof(path), fmt, ap);
+	va_end(ap);
+	http_bearer(token);
+	s = http_on(d->base, method, path, NULL, &r) == 0 ? r.status : 0;
+	http_bearer(NULL);
+	http_free(&r);
+	return s;
+}
+
+TEST(access_log_names_forced_releases_and_error_codes)
+{
+	char file[300];
+	const char *flags[] = { "--auth-file", file, NULL };
+	static const char *const text[] = { "--log-format", "text", NULL };
+	const char *a = "tok-log-admin-4c1d", *c = "tok-log-client-9e2b";
+	const char *n = lockname("log"), *m = lockname("logrw");
+	struct dlockd_srv d;
+
+	snprintf(file, sizeof(file), "%s/log-tokens", test_tmpdir());
+	{
+		FILE *f = fopen(file, "w");
+
+		CHECK(f, "write the token file");
+		fprintf(f, "%s admin * ops\n%s client * app\n", a, c);
+		fclose(f);
+	}
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --auth-file");
+	CHECK(status_with(&d, c, "PUT", "/locks/%s?owner=w1", n) == 200, "w1 takes it");
+	CHECK(status_with(&d, c, "PUT", "/locks/%s?owner=w2", n) == 409, "locked");
+	CHECK(status_with(&d, c, "DELETE", "/locks/%s?owner=w2", n) == 409, "not_owner");
+	CHECK(status_with(&d, c, "DELETE", "/locks/%s?force=true", n) == 403,
+	      "a client may not force");
+	CHECK(status_with(&d, a, "DELETE", "/locks/%s?force=true", n) == 200, "an admin may");
+	CHECK(status_with(&d, c, "DELETE", "/locks/%s?owner=w1", n) == 409, "not_held");
+	CHECK(status_with(&d, c, "PUT", "/rwlocks/%s/read?owner=r1&ttl_ms=5000", m) == 200,
+	      "a read lock");
+	CHECK(status_with(&d, c, "PUT", "/locks/%s?owner=w1", m) == 409, "wrong_kind");
+	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
+
+	CHECK(file_lines_with(d.log, "\"method\":\"DELETE\"", "\"status\":200",
+			      "\"force\":true", "\"peer\":\"127.0.0.1:", NULL) == 1,
+	      "the forced release says force and the peer");
+	CHECK(file_lines_with(d.log, "\"status\":403", "\"error\":\"forbidden\"",
+			      "\"force\":true", "\"peer\":\"127.0.0.1:", NULL) == 1,
+	      "so does a refused one");
+	CHECK(file_lines_with(d.log, "\"force\"", NULL) == 2, "and no other line");
+	CHECK(file_lines_with(d.log, "\"peer\"", NULL) == 2, "the peer only there");
+	CHECK(file_lines_with(d.log, "\"method\":\"PUT\"", "\"status\":409",
+			      "\"error\":\"locked\"", "\"owner\":\"w2\"", NULL) == 1,
+	      "a 409 locked says so");
+	CHECK(file_lines_with(d.log, "\"status\":409", "\"error\":\"not_owner\"", NULL) == 1,
+	      "a 409 not_owner says so");
+	CHECK(file_lines_with(d.log, "\"status\":409", "\"error\":\"not_held\"", NULL) == 1,
+	      "a 409 not_held says so");
+	CHECK(file_lines_with(d.log, "\"status\":409", "\"error\":\"wrong_kind\"", NULL) == 1,
+	      "a 409 wrong_kind says so");
+	CHECK(file_lines_with(d.log, "\"status\":200", "\"error\"", NULL) == 0,
+	      "a success names no error");
+
+	/* the same in text lines */
+	CHECK(dlockd_start(&d, NULL, text) == 0, "start with --log-format text");
+	CHECK(status_with(&d, NULL, "PUT", "/locks/%s?owner=w1", n) == 200, "w1 takes it");
+	CHECK(status_with(&d, NULL, "PUT", "/locks/%s?owner=w2", n) == 409, "locked");
+	CHECK(status_with(&d, NULL, "DELETE", "/locks/%s?force=true", n) == 200, "forced");
+	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
+	CHECK(file_lines_with(d.log, " DELETE /locks/", " 200 ", " force", " peer=127.0.0.1:",
+			      NULL) == 1, "a forced release in text says force and the peer");
+	CHECK(file_lines_with(d.log, " PUT /locks/", " 409 ", " owner=w2 error=locked", NULL) == 1,
+	      "a 409 in text says its code");
+	rcmd_int("DEL %s", m);
 }
 
 /* ----- --max-connections ----- */

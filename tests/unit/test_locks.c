@@ -1,7 +1,8 @@
 /* test_locks.c -- the lock table: Redisson's key and channel names (hash
- * tags included) and the decoding of script replies into domain results.
- * scripts_run() is wrapped (-Wl,--wrap) to check the KEYS and ARGV a call
- * passes and to hand a canned reply to its callback at once. */
+ * tags included) and the decoding of script replies into domain results;
+ * the listing's paging over SCAN. scripts_run() and redis_conn_send() are
+ * wrapped (-Wl,--wrap) to check the KEYS and ARGV a call passes and to
+ * hand a canned reply to its callback at once. */
 #include "unit.h"
 
 #include "../../service/locks.c"
@@ -33,6 +34,32 @@ void __wrap_scripts_run(struct redis_conn *c, enum script_id id, int nkeys,
 		snprintf(last_args[i], sizeof(last_args[i]), "%s", args[i]);
 	canned = NULL;
 	fn(ctx, r);		/* as redis_conn does: the reply is freed after */
+	if (r)
+		freeReplyObject(r);
+}
+
+/* The listing's SCANs: the COUNT asked for, answered with scans[] in turn. */
+static redisReply *scans[4];
+static int nscans;
+static char last_count[16], last_cursor[32];
+
+void __wrap_redis_conn_send(struct redis_conn *c, int argc, const char **argv,
+			    const size_t *lens, bool deadline, redis_reply_fn fn, void *ctx);
+void __wrap_redis_conn_send(struct redis_conn *c, int argc, const char **argv,
+			    const size_t *lens, bool deadline, redis_reply_fn fn, void *ctx)
+{
+	redisReply *r = nscans ? scans[0] : NULL;
+
+	(void)c;
+	(void)lens;
+	assert_false(deadline);
+	assert_int_equal(argc, 8);
+	assert_string_equal(argv[0], "SCAN");
+	snprintf(last_cursor, sizeof(last_cursor), "%s", argv[1]);
+	snprintf(last_count, sizeof(last_count), "%s", argv[5]);
+	if (nscans)
+		memmove(scans, scans + 1, --nscans * sizeof(*scans));
+	fn(ctx, r);
 	if (r)
 		freeReplyObject(r);
 }
@@ -791,6 +818,267 @@ static void test_locks__key_prefix_goes_before_every_name(void **state)
 	got_view = NULL;
 }
 
+/* ----- Listing ----- */
+
+static void test_locks__listing_pattern_and_cursor(void **state)
+{
+	struct listing l = { 0 };
+	char *p;
+
+	(void)state;
+	p = match_pattern("job-");
+	assert_string_equal(p, "job-*");
+	free(p);
+	p = match_pattern("");
+	assert_string_equal(p, "*");
+	free(p);
+	locks_set_key_prefix("k[1]*?\\:");	/* no such prefix passes --key-prefix; escaped anyway */
+	p = match_pattern("a");
+	assert_string_equal(p, "k\\[1\\]\\*\\?\\\\:a*");
+	free(p);
+	locks_set_key_prefix(NULL);
+
+	assert_int_equal(cursor_parse(&l, NULL), 0);
+	assert_string_equal(l.scan, "0");
+	assert_null(l.after);
+	assert_int_equal(cursor_parse(&l, "1234"), 0);
+	assert_string_equal(l.scan, "1234");
+	assert_null(l.after);
+	assert_int_equal(l.count, LIST_SCAN_COUNT);
+	assert_int_equal(cursor_parse(&l, "18446744073709551615:job:7"), 0);
+	assert_string_equal(l.scan, "18446744073709551615");
+	assert_string_equal(l.after, "job:7");
+	assert_int_equal(l.count, 1);		/* that one bucket again */
+	free(l.after);
+	l.after = NULL;
+	assert_int_equal(cursor_parse(&l, "abc"), -1);
+	assert_int_equal(cursor_parse(&l, "12:"), -1);
+	assert_int_equal(cursor_parse(&l, "12:a b"), -1);
+	assert_int_equal(cursor_parse(&l, "12x"), -1);
+	assert_int_equal(cursor_parse(&l, "-1"), -1);
+	assert_int_equal(cursor_parse(&l, "18446744073709551616"), -1);
+	assert_int_equal(cursor_parse(&l, "123456789012345678901"), -1);
+	assert_null(l.after);
+}
+
+/* What the last listing's callback got. */
+static enum lock_result list_got;
+static size_t list_n;
+static char list_cursor[300], list_first[300];
+
+static void list_record(void *ctx, enum lock_result r, const struct lock_state *st,
+			const struct lock_page *page)
+{
+	(void)ctx;
+	(void)st;
+	list_got = r;
+	list_n = page ? page->n : 0;
+	snprintf(list_cursor, sizeof(list_cursor), "%s", page && page->cursor ? page->cursor : "");
+	list_first[0] = '\0';
+	if (page && page->n) {
+		const struct lock_entry *e = &page->locks[0];
+
+		snprintf(list_first, sizeof(list_first), "%s %s %lld", e->name,
+			 e->rw ? "rw" : "lock", (long long)e->ttl_ms);
+		for (size_t i = 0; i < e->nholders; i++)
+			snprintf(list_first + strlen(list_first), sizeof(list_first) - strlen(list_first),
+				 " %s=%lld/%d", e->holders[i].owner, (long long)e->holders[i].holds,
+				 (int)e->holders[i].side);
+	}
+}
+
+/* A listing whose SCAN from cursor 77 is under way. */
+static struct listing *listing_new(unsigned limit)
+{
+	struct listing *l = xcalloc(1, sizeof(*l));
+
+	l->prefix = xstrdup("");
+	l->pattern = xstrdup("*");
+	strcpy(l->scan, "77");
+	l->b = &B;
+	l->count = LIST_SCAN_COUNT;
+	l->limit = limit;
+	l->v = xcalloc(limit, sizeof(*l->v));
+	l->done = list_record;
+	return l;
+}
+
+/* A listing that has SCANned "a" (and SCAN said it was the last batch),
+ * asking lock_list about it. */
+static struct listing *listing_at_a(unsigned limit)
+{
+	struct listing *l = listing_new(limit);
+
+	strcpy(l->next, "0");
+	l->names = xcalloc(1, sizeof(*l->names));
+	l->names[0] = xstrdup("a");
+	l->nnames = 1;
+	l->inspecting = 1;
+	l->bv = xcalloc(1, sizeof(*l->bv));
+	return l;
+}
+
+/* lock_list answers r (freed here) about "a". */
+static enum lock_result inspect_a(redisReply *r)
+{
+	list_got = LOCK_RESULT_COUNT;
+	on_inspect(listing_at_a(5), r);
+	if (r)
+		freeReplyObject(r);
+	return list_got;
+}
+
+/* An array of the replies given. */
+static redisReply *arr(int n, ...)
+{
+	redisReply *r = reply_new(REDIS_REPLY_ARRAY);
+	va_list ap;
+
+	r->elements = (size_t)n;
+	r->element = xcalloc((size_t)n + 1, sizeof(*r->element));
+	va_start(ap, n);
+	for (int i = 0; i < n; i++)
+		r->element[i] = va_arg(ap, redisReply *);
+	va_end(ap);
+	return r;
+}
+
+static redisReply *int_reply(long long v)
+{
+	redisReply *r = reply_new(REDIS_REPLY_INTEGER);
+
+	r->integer = v;
+	return r;
+}
+
+static void test_locks__listing_decodes_locks_and_survives_any_answer(void **state)
+{
+	redisReply *err = reply_new(REDIS_REPLY_ERROR);
+
+	(void)state;
+	assert_int_equal(inspect_a(arr(1, arr(4, int_reply(1), int_reply(900), str_reply("w1"),
+					      int_reply(2)))), LOCK_OK);
+	assert_int_equal(list_n, 1);
+	assert_string_equal(list_first, "a lock 900 w1=2/0");
+	assert_string_equal(list_cursor, "");		/* the end */
+	assert_int_equal(inspect_a(arr(1, arr(9, int_reply(2), int_reply(800), int_reply(2),
+					      str_reply("r\x01"), int_reply(1), int_reply(1),
+					      str_reply("w"), int_reply(1), int_reply(2)))), LOCK_OK);
+	assert_string_equal(list_first, "a rw 800 r?=1/1 w=1/2");	/* no control bytes */
+	assert_int_equal(inspect_a(arr(1, int_reply(0))), LOCK_OK);
+	assert_int_equal(list_n, 0);
+
+	/* no answer, Redis cannot serve, or anything else: never a crash */
+	assert_int_equal(inspect_a(NULL), LOCK_BACKEND_DOWN);
+	err->str = xstrdup("BUSY Redis is busy running a script");
+	err->len = strlen(err->str);
+	assert_int_equal(inspect_a(err), LOCK_BACKEND_DOWN);
+	err = reply_new(REDIS_REPLY_ERROR);
+	err->str = xstrdup("ERR something broke");
+	err->len = strlen(err->str);
+	assert_int_equal(inspect_a(err), LOCK_SCRIPT_ERROR);
+	assert_int_equal(inspect_a(int_reply(1)), LOCK_SCRIPT_ERROR);
+	assert_int_equal(inspect_a(arr(0)), LOCK_SCRIPT_ERROR);		/* too few */
+	assert_int_equal(inspect_a(arr(2, int_reply(0), int_reply(0))), LOCK_SCRIPT_ERROR);
+	assert_int_equal(inspect_a(arr(1, int_reply(1))), LOCK_SCRIPT_ERROR);
+	assert_int_equal(inspect_a(arr(1, str_reply("x"))), LOCK_SCRIPT_ERROR);
+	assert_int_equal(inspect_a(arr(1, arr(1, int_reply(1)))), LOCK_SCRIPT_ERROR);
+	assert_int_equal(inspect_a(arr(1, arr(3, int_reply(1), int_reply(9), str_reply("w")))),
+			 LOCK_SCRIPT_ERROR);
+	assert_int_equal(inspect_a(arr(1, arr(4, int_reply(1), int_reply(9), int_reply(3),
+					      int_reply(2)))), LOCK_SCRIPT_ERROR);
+	assert_int_equal(inspect_a(arr(1, arr(4, int_reply(3), int_reply(9), str_reply("w"),
+					      int_reply(2)))), LOCK_SCRIPT_ERROR);
+	assert_int_equal(inspect_a(arr(1, arr(6, int_reply(2), int_reply(9), int_reply(7),
+					      str_reply("w"), int_reply(1), int_reply(2)))),
+			 LOCK_SCRIPT_ERROR);		/* no such mode */
+	assert_int_equal(inspect_a(arr(1, arr(6, int_reply(2), int_reply(9), int_reply(1),
+					      str_reply("w"), int_reply(1), int_reply(0)))),
+			 LOCK_SCRIPT_ERROR);		/* no such side */
+}
+
+static void test_locks__listing_scan_answers(void **state)
+{
+	struct listing *l;
+	redisReply *r;
+
+	(void)state;
+	/* the last batch, nothing in it that could be a lock's name */
+	l = listing_new(5);
+	r = arr(2, str_reply("0"), arr(3, int_reply(5), str_reply("bad name"), str_reply("a{x}")));
+	list_got = LOCK_RESULT_COUNT;
+	on_scan(l, r);
+	freeReplyObject(r);
+	assert_int_equal(list_got, LOCK_OK);
+	assert_int_equal(list_n, 0);
+	assert_string_equal(list_cursor, "");
+
+	/* two locks for a page of one: SCAN again from the same cursor for
+	 * fewer keys, and that batch fits */
+	l = listing_new(1);
+	canned = arr(2, arr(4, int_reply(1), int_reply(900), str_reply("w1"), int_reply(1)),
+		     arr(4, int_reply(1), int_reply(800), str_reply("w2"), int_reply(1)));
+	scans[0] = arr(2, str_reply("66"), arr(1, str_reply("a")));
+	nscans = 1;
+	r = arr(2, str_reply("55"), arr(2, str_reply("b"), str_reply("a")));
+	list_got = LOCK_RESULT_COUNT;
+	on_scan(l, r);		/* its lock_list call takes canned, its SCAN scans[0] */
+	freeReplyObject(r);
+	assert_string_equal(last_cursor, "77");		/* the same batch... */
+	assert_string_equal(last_count, "250");		/* ...for half the room's worth */
+	assert_int_equal(last_id, SCRIPT_LOCK_LIST);
+	assert_string_equal(last_args[0], "1:a");
+	assert_string_equal(last_args[1], "3:{a}");
+	assert_int_equal(list_got, LOCK_BACKEND_DOWN);	/* the mock had no second answer */
+
+	/* one bucket (COUNT 1) with two locks for a page of one: cut by name */
+	l = listing_new(1);
+	l->count = 1;
+	canned = arr(2, arr(4, int_reply(1), int_reply(900), str_reply("w1"), int_reply(1)),
+		     arr(4, int_reply(1), int_reply(800), str_reply("w2"), int_reply(1)));
+	r = arr(2, str_reply("55"), arr(2, str_reply("b"), str_reply("a")));
+	on_scan(l, r);
+	freeReplyObject(r);
+	assert_int_equal(list_got, LOCK_OK);
+	assert_int_equal(list_n, 1);
+	assert_string_equal(list_first, "a lock 900 w1=1/0");
+	assert_string_equal(list_cursor, "77:a");
+	assert_string_equal(last_args[0], "1:a1:b");
+	assert_string_equal(last_args[1], "3:{a}3:{b}");
+
+	/* a batch that fits: the page goes on from SCAN's next cursor, and
+	 * ends full */
+	l = listing_new(1);
+	canned = arr(2, arr(4, int_reply(1), int_reply(900), str_reply("w1"), int_reply(1)),
+		     int_reply(0));
+	r = arr(2, str_reply("55"), arr(2, str_reply("b"), str_reply("a")));
+	on_scan(l, r);
+	freeReplyObject(r);
+	assert_int_equal(list_got, LOCK_OK);
+	assert_int_equal(list_n, 1);
+	assert_string_equal(list_cursor, "55");
+
+	/* malformed answers */
+	r = arr(1, str_reply("0"));
+	on_scan(listing_new(5), r);
+	freeReplyObject(r);
+	assert_int_equal(list_got, LOCK_SCRIPT_ERROR);
+	r = arr(2, str_reply("12x"), arr(0));
+	on_scan(listing_new(5), r);
+	freeReplyObject(r);
+	assert_int_equal(list_got, LOCK_SCRIPT_ERROR);
+	r = arr(2, str_reply("123456789012345678901234567890"), arr(0));
+	on_scan(listing_new(5), r);
+	freeReplyObject(r);
+	assert_int_equal(list_got, LOCK_SCRIPT_ERROR);
+	r = arr(2, int_reply(0), arr(0));
+	on_scan(listing_new(5), r);
+	freeReplyObject(r);
+	assert_int_equal(list_got, LOCK_SCRIPT_ERROR);
+	on_scan(listing_new(5), NULL);
+	assert_int_equal(list_got, LOCK_BACKEND_DOWN);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -814,6 +1102,9 @@ int main(void)
 		cmocka_unit_test(test_locks__rwlock_release_reports_whether_free),
 		cmocka_unit_test(test_locks__held_says_why_and_not_a_lock_is_told_apart),
 		cmocka_unit_test(test_locks__key_prefix_goes_before_every_name),
+		cmocka_unit_test(test_locks__listing_pattern_and_cursor),
+		cmocka_unit_test(test_locks__listing_decodes_locks_and_survives_any_answer),
+		cmocka_unit_test(test_locks__listing_scan_answers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

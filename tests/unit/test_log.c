@@ -78,6 +78,21 @@ static void access_long(void)
 		.method = "GET", .path = long_path, .status = 404, .delivered = 1 });
 }
 
+static void access_forced(void)
+{
+	log_access(&(struct log_access){
+		.method = "DELETE", .path = "/locks/job", .status = 200, .kind = "lock",
+		.lock = "job", .force = 1, .principal = "ops team", .peer = "[::1]:5555",
+		.delivered = 1 });
+}
+
+static void access_refused(void)
+{
+	log_access(&(struct log_access){
+		.method = "DELETE", .path = "/locks/job", .status = 409, .kind = "lock",
+		.lock = "job", .owner = "w1", .error = "not_owner", .delivered = 1 });
+}
+
 static void msg_forged(void)
 {
 	log_warn("name '%s'", "x\n{\"level\":\"error\",\"msg\":\"forged\"}");
@@ -163,6 +178,33 @@ static void test_log__text_line_is_one_line(void **state)
 	log_set_format(LOG_FORMAT_JSON);
 }
 
+static void test_log__forced_release_and_error_code(void **state)
+{
+	const char *out;
+	json_t *j;
+
+	(void)state;
+	log_set_format(LOG_FORMAT_JSON);
+	j = only_json_line(capture(access_forced));
+	assert_true(json_is_true(json_object_get(j, "force")));
+	assert_string_equal(field(j, "principal"), "ops team");
+	assert_string_equal(field(j, "peer"), "[::1]:5555");
+	assert_null(json_object_get(j, "error"));
+	json_decref(j);
+	j = only_json_line(capture(access_refused));
+	assert_string_equal(field(j, "error"), "not_owner");
+	assert_null(json_object_get(j, "force"));
+	assert_null(json_object_get(j, "peer"));
+	json_decref(j);
+
+	log_set_format(LOG_FORMAT_TEXT);
+	out = capture(access_forced);
+	assert_non_null(strstr(out, " lock=job principal=ops\\x20team peer=[::1]:5555 force\n"));
+	out = capture(access_refused);
+	assert_non_null(strstr(out, " lock=job owner=w1 error=not_owner\n"));
+	log_set_format(LOG_FORMAT_JSON);
+}
+
 static void test_log__utf8_len(void **state)
 {
 	(void)state;
@@ -186,6 +228,7 @@ int main(void)
 		cmocka_unit_test(test_log__long_field_is_cut_whole),
 		cmocka_unit_test(test_log__message_cannot_forge_a_line),
 		cmocka_unit_test(test_log__text_line_is_one_line),
+		cmocka_unit_test(test_log__forced_release_and_error_code),
 		cmocka_unit_test(test_log__utf8_len),
 	};
 

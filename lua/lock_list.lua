@@ -1,0 +1,84 @@
+--[[ lock_list.lua -- what the listing (GET /locks) shows of the hashes one
+  SCAN found: for each, whether it is a lock now and who holds it. It only
+  reads, and never scans: dlockd's own SCAN found the hashes.
+  ARGV[1] the hashes N, each as <length>:<name>, one after the other
+  ARGV[2] their timeout key prefixes {N}, the same way and in the same order
+  Returns one element per hash, in ARGV[1]'s order:
+    0                        not a lock now: gone, something that is not a
+                             lock (lock_kind 'other'), or a read-write lock
+                             whose holds all ran out
+    {1, pttl, o1, n1, ...}   a lock or fair lock (one layout): its lease,
+                             then each owner and its holds
+    {2, pttl, mode, o1, n1, s1, ...}
+                             a read-write lock: its lease (in read mode the
+                             longest live read hold's), mode 1 read or
+                             2 write, then each holder, its live holds and
+                             its side (1 read, 2 write); expired read holds
+                             are not counted (and not dropped: this only
+                             reads) ]]
+local keys, tags = unpack_list(ARGV[1]), unpack_list(ARGV[2])
+if not keys or not tags or #keys ~= #tags then
+  return redis.error_reply('DLOCKD_ARGS malformed key list')
+end
+
+local function plain(key)
+  local entry = {1, redis.call('pttl', key)}
+  local f = redis.call('hgetall', key)
+  for i = 1, #f, 2 do
+    entry[#entry + 1] = f[i]
+    entry[#entry + 1] = tonumber(f[i + 1])
+  end
+  return entry
+end
+
+local function longer(a, b)
+  if a == -1 or b == -1 then
+    return -1
+  end
+  return math.max(a, b)
+end
+
+local function rw(key, tag)
+  local s = rw_scan(key, tag)
+  local write = s.mode == 'write'
+  local entry = {2, write and redis.call('pttl', key) or -2, write and 2 or 1}
+  for _, r in ipairs(s.readers) do
+    if #r.live > 0 then
+      entry[#entry + 1] = r.field
+      entry[#entry + 1] = #r.live
+      entry[#entry + 1] = 1
+      for _, h in ipairs(r.live) do
+        if not write then
+          entry[2] = entry[2] == -2 and h[2] or longer(entry[2], h[2])
+        end
+      end
+    end
+  end
+  if write then
+    local f = redis.call('hgetall', key)
+    for i = 1, #f, 2 do
+      if string.sub(f[i], -6) == ':write' then
+        entry[#entry + 1] = string.sub(f[i], 1, -7)
+        entry[#entry + 1] = tonumber(f[i + 1])
+        entry[#entry + 1] = 2
+      end
+    end
+  end
+  if #entry == 3 then
+    return 0
+  end
+  return entry
+end
+
+local out = {}
+for i, key in ipairs(keys) do
+  local kind = lock_kind(key)
+  if kind == 'lock' then
+    out[i] = plain(key)
+  elseif kind == 'rw' then
+    out[i] = rw(key, tags[i])
+  else
+    out[i] = 0
+  end
+end
+return out
