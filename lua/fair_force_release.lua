@@ -3,7 +3,8 @@
   KEYS[3] deadlines redisson_lock_timeout:{N}
   KEYS[4] channel prefix redisson_lock__channel:{N}
   KEYS[5] holders dlockd_lock_owners:{N}
-  Returns 1   it was held and is now free; the queue head was told
+  Returns 1   it was held and is now free; the queue head was told (nobody
+              queued: the plain lock's channel KEYS[4])
           0   nobody held it
           -1  N is a read-write lock (left untouched)
           -3  N, its queue or its holders' hash holds something that is not a
@@ -17,7 +18,7 @@ elseif kind == 'other' or not type_ok(KEYS[2], 'list') or not type_ok(KEYS[3], '
 end
 local head, at = fair_head(KEYS[2], KEYS[3], fair_now())
 if kind ~= 'none' then
-  fair_notify(KEYS[4], head)
+  fair_freed(KEYS[4], head)
 end
 fair_purge(KEYS[2], KEYS[3], nil, at)
 if kind == 'none' then

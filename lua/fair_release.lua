@@ -5,7 +5,8 @@
   KEYS[5] holders dlockd_lock_owners:{N}
   ARGV[1] owner field                 ARGV[2] the caller's token name ("": auth off)
   Returns {1, holds}  one hold released; holds = 0: free, and "0" went to the
-                      queue head's channel only
+                      queue head's channel, or with nobody queued to the
+                      plain lock's channel KEYS[4] (waiters on /locks/N)
           {0}         nobody holds N (the head is told anyway, as Redisson does)
           {-2}        another owner holds N
           {-2, 7, 0}  the owner holds N under another token name
@@ -37,7 +38,9 @@ if kind ~= 'none' then
   end
   holds = tonumber(holds) - 1
 end
-if holds <= 0 then
+if holds <= 0 and kind ~= 'none' then
+  fair_freed(KEYS[4], head)
+elseif kind == 'none' then
   fair_notify(KEYS[4], head)
 end
 fair_purge(KEYS[2], KEYS[3], nil, at)

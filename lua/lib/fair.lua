@@ -8,7 +8,10 @@
                              drop queue heads whose deadline is past (the at
                              first ones, when fair_head gave at); returns the
                              live head (or false, or nothing when at is given)
-  fair_notify(prefix, w)     publish "0" to waiter w's own channel <prefix>:<w> ]]
+  fair_notify(prefix, w)     publish "0" to waiter w's own channel <prefix>:<w>
+  fair_freed(prefix, w)      the lock is free: tell the queue head w, or with
+                             nobody queued the plain lock's channel <prefix>,
+                             where /locks waiters on the same name listen ]]
 local function fair_now()
   local t = redis.call('time')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -45,6 +48,14 @@ end
 local function fair_notify(prefix, w)
   if w then
     redis.call('publish', prefix .. ':' .. w, '0')
+  end
+end
+
+local function fair_freed(prefix, w)
+  if w then
+    fair_notify(prefix, w)
+  else
+    redis.call('publish', prefix, '0')
   end
 end
 

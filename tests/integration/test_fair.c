@@ -602,3 +602,40 @@ TEST(fair_lock_interop_with_redisson_queue_and_channels)
 	http_free(&r);
 	rcmd_int("DEL redisson_lock_queue:{%s} redisson_lock_timeout:{%s}", n, n);
 }
+
+/* Found by hostile probing: a name used as a fair and as a plain lock is
+ * one lock, but a fair release with nobody queued told nobody, so a plain
+ * waiter slept until the fair holder's old lease end. With nobody queued,
+ * the release now says "0" on the plain lock's channel. */
+TEST(plain_waiter_is_woken_when_a_fair_holder_releases)
+{
+	const char *n = lockname("fairplain");
+	char p[512];
+	struct http_resp r;
+	struct bg w;
+	int64_t released_at;
+	long long calls0;
+
+	/* run alone, the plain acquire's first call would be an EVAL, which
+	 * wait_parked does not count */
+	CHECK(lock_hold(NULL, n, "p", 60000) && lock_release(NULL, n, "p") == 200,
+	      "the plain scripts are loaded");
+	snprintf(p, sizeof(p), "/fairlocks/%s?owner=f&ttl_ms=60000", n);
+	http("PUT", p, NULL, &r);
+	CHECK_STATUS(r, 200, "the fair holder takes the lock");
+	http_free(&r);
+	snprintf(p, sizeof(p), "/locks/%s?owner=p&wait_ms=30000", n);
+	calls0 = redis_evalsha_calls();
+	bg_start(&w, "PUT", p, NULL);
+	CHECK(wait_parked(NULL, 1, calls0, 5000, "redisson_lock__channel:{%s}", n),
+	      "the plain waiter is parked");
+	snprintf(p, sizeof(p), "/fairlocks/%s?owner=f", n);
+	http("DELETE", p, NULL, &r);
+	released_at = mono_ms();
+	CHECK_STATUS(r, 200, "the fair holder releases");
+	http_free(&r);
+	/* 60 s of lease were left: only the release message explains this */
+	CHECK_GRANTED_WITHIN(w, released_at, 1000, "the plain waiter takes it");
+	http_free(&w.r);
+	lock_release(NULL, n, "p");
+}
