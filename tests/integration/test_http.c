@@ -737,10 +737,12 @@ TEST(access_log_names_forced_releases_and_error_codes)
 	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
 
 	CHECK(file_lines_with(d.log, "\"method\":\"DELETE\"", "\"status\":200",
-			      "\"force\":true", "\"peer\":\"127.0.0.1:", NULL) == 1,
-	      "the forced release says force and the peer");
+			      "\"force\":true", "\"principal\":\"ops\"",
+			      "\"peer\":\"127.0.0.1:", NULL) == 1,
+	      "the forced release says force, the token's name and the peer");
 	CHECK(file_lines_with(d.log, "\"status\":403", "\"error\":\"forbidden\"",
-			      "\"force\":true", "\"peer\":\"127.0.0.1:", NULL) == 1,
+			      "\"force\":true", "\"principal\":\"app\"",
+			      "\"peer\":\"127.0.0.1:", NULL) == 1,
 	      "so does a refused one");
 	CHECK(file_lines_with(d.log, "\"force\"", NULL) == 2, "and no other line");
 	CHECK(file_lines_with(d.log, "\"peer\"", NULL) == 2, "the peer only there");
