@@ -414,7 +414,7 @@ TEST(inspect_shows_a_fair_queue_in_order_with_deadlines)
 	CHECK(json_array_size(queue) == Q && json_int(&r, "queue_length") == Q,
 	      "three places: %s", r.body);
 	for (int i = 0; i < Q; i++) {
-		char want[8];
+		char want[16];
 		json_t *place = json_array_get(queue, i);
 
 		snprintf(want, sizeof(want), "q%d", i + 1);
