@@ -7,8 +7,8 @@
  * mounted Secret (the ..data link, another inode) all look different. Lookups take
  * the read lock and compare the presented token with every entry in
  * constant time, without an early exit, so timing tells nothing about
- * which bytes were right. Each token has a name (its principal), unique in
- * the file, which the lock operations bind holdings to. Tokens never reach
+ * which bytes were right. Each token is listed once and has a name (its
+ * principal), unique in the file, which the lock operations bind holdings to. Tokens never reach
  * the log; names may. */
 #include "auth.h"
 
@@ -142,6 +142,14 @@ static int table_read(const char *path, struct table *t, char *why, size_t why_l
 			if (!strcmp(t->v[i].name, fields[3])) {
 				snprintf(why, why_len, "%s:%d: name '%s' is given to another "
 					 "token already", path, lineno, fields[3]);
+				goto fail;
+			}
+			/* a token listed twice would take the rights of whichever
+			 * line came last: refused, naming the lines, never the token */
+			if (!strcmp(t->v[i].secret, fields[0])) {
+				snprintf(why, why_len, "%s:%d: this token is the same as the one "
+					 "named '%s' (each token must be listed once)", path,
+					 lineno, t->v[i].name);
 				goto fail;
 			}
 		}

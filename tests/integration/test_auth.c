@@ -193,6 +193,15 @@ TEST(auth_file_reloads_when_it_changes_on_disk)
 	CHECK(file_lines_with(d.log, "reloaded (it changed on disk)", NULL) == 4,
 	      "no reload without a change");
 
+	/* a token listed twice (a client line, then an admin line) is refused
+	 * on reload too: the whole file is, so it gains no admin rights */
+	write_file(file, "tok-four admin * four\ntok-dup client * dup\ntok-dup admin * ops\n");
+	CHECK(WAIT_FOR(file_lines_with(d.log, "not reloaded (it changed on disk)",
+				       "the same as the one named 'dup'", NULL) == 1, t),
+	      "a duplicated token is refused on reload, with the reason");
+	CHECK(token_works(&d, "tok-dup") == 0, "the file with it is not in force");
+	CHECK(!file_contains(d.log, "tok-dup"), "the token is not in the log");
+
 	/* the file gone, then back */
 	unlink(file);
 	CHECK(WAIT_FOR(file_lines_with(d.log, "not reloaded", "No such file", NULL) == 1, t),
@@ -218,6 +227,9 @@ TEST(auth_file_errors_stop_dlockd_at_start)
 		{ "ok-token client * ok\nsecret-token client * a/b\n", "name 'a/b' must be 1 to 64" },
 		{ "ok-token client * ok\nsecret-token client * a b\n", "want '<token> <role> <prefix> "
 		  "<name>'" },
+		/* the same token twice would get the last line's rights */
+		{ "secret-token client billing- team-a\nsecret-token admin * ops\n",
+		  "the same as the one named 'team-a'" },
 	};
 	char file[300], cmd[700], out[2048];
 	const char *bin = dlockd_binary();
@@ -228,7 +240,9 @@ TEST(auth_file_errors_stop_dlockd_at_start)
 	snprintf(file, sizeof(file), "%s/bad-tokens", test_tmpdir());
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		write_file(file, bad[i].text);
-		snprintf(cmd, sizeof(cmd), "%s --auth-file %s --listen 127.0.0.1:0 2>&1", bin, file);
+		/* bounded: a dlockd that wrongly accepts the file would serve on */
+		snprintf(cmd, sizeof(cmd), "timeout -s KILL 20 %s --auth-file %s --listen "
+			 "127.0.0.1:0 2>&1", bin, file);
 		p = popen(cmd, "r");
 		n = p ? fread(out, 1, sizeof(out) - 1, p) : 0;
 		out[n] = '\0';
