@@ -252,6 +252,8 @@ bool acquire_end(struct acquire *a, bool delivered)
 		return false;
 	leave(a, 0);
 	give_back(a, NULL);
+	if (a->outcome == ACQUIRE_GRANTED && delivered)
+		a->ops->told(a->b, a->kind, a->name, a->owner);
 	if (a->grant_pending && !delivered) {
 		a->ops->release(a->b, a->kind, a->name, a->owner, a->principal, NULL, NULL);
 		released = true;

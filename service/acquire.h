@@ -64,6 +64,9 @@ struct acquire_ops {
 					 const char *owner, struct waiter *w);
 	void (*drop_place)(struct fair_place *p);
 	int64_t (*now_ms)(void);	/* monotonic */
+	/* owner was told it holds (kind, name): its other waiters retry */
+	void (*told)(const struct backend *b, enum lock_kind kind, const char *name,
+		     const char *owner);
 };
 
 /* The real collaborators (locks_*, waiters_* on b's loop). */
@@ -116,7 +119,9 @@ void acquire_start(struct acquire *a);
 /* The request that owns a is over; delivered says its answer reached the
  * client. The hold a grant added (a new holding, a counted re-entry) is
  * released when its answer was not delivered (nobody learns of it); a
- * repeat added none and is left as it is. Returns true when a hold was
+ * repeat added none and is left as it is. A grant delivered wakes the
+ * owner's other waiters on the lock (ops->told): a client's retry sent
+ * while its first request waited is answered the same grant at once. Returns true when a hold was
  * released, for the caller to count and log. A request that
  * ends while a waits (only when its connection is closed under it) stops
  * waiting and gives back its queue place without a word. a must not be

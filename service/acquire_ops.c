@@ -28,8 +28,19 @@ static struct waiter *join(const struct backend *b, enum lock_kind kind, const c
 	struct waiter *w = waiters_join(b->waiters, channel, fd, resume, ctx, deadline_ms,
 					locks_wait_flags(kind), confirmed);
 
+	waiters_set_owner(w, owner);
 	free(channel);
 	return w;
+}
+
+/* owner holds (kind, name) and knows it: wake its other waiters there. */
+static void told(const struct backend *b, enum lock_kind kind, const char *name,
+		 const char *owner)
+{
+	char *channel = locks_wait_channel(kind, name, owner);
+
+	waiters_owner_told(b->waiters, channel, owner);
+	free(channel);
 }
 
 /* Have b's loop keep owner's place in fair lock name's queue. */
@@ -50,4 +61,5 @@ const struct acquire_ops acquire_ops_real = {
 	.keep_place = keep_place,
 	.drop_place = fair_queue_drop,
 	.now_ms = now_ms,
+	.told = told,
 };

@@ -130,6 +130,7 @@ struct waiter {
 	bool writer;			/* preferred by a "0" */
 	bool watch;			/* a watcher (WAITER_WATCH) */
 	enum waiter_wake reason;
+	char *owner;			/* whom it waits for (waiters_set_owner), or NULL */
 };
 
 struct waiters {
@@ -411,6 +412,12 @@ struct waiter *waiters_join(struct waiters *ws, const char *channel, int fd,
 	return w;
 }
 
+void waiters_set_owner(struct waiter *w, const char *owner)
+{
+	free(w->owner);
+	w->owner = xstrdup(owner);
+}
+
 /* waiters_sleep() of a watcher: it sleeps apart from the channel's other
  * sleepers, on its own timer, and looks again at once if anything came on
  * the channel since it last woke (or joined): it may have read the lock
@@ -508,6 +515,7 @@ void waiters_leave(struct waiter *w, int64_t lease_end_ms)
 		atomic_fetch_sub(&R.nwatchers, 1);
 		if (ch->refs + ch->nwatch == 0)
 			channel_free(ch);
+		free(w->owner);
 		free(w);
 		return;
 	}
@@ -524,20 +532,22 @@ void waiters_leave(struct waiter *w, int64_t lease_end_ms)
 		if (!atomic_load(&R.shutting_down))
 			keep_covered(ch, lease_end_ms);
 	}
+	free(w->owner);
 	free(w);
 }
 
 /* ----- What other threads post ----- */
 
-enum note_kind { NOTE_CONFIRMED, NOTE_MESSAGE, NOTE_DISCONNECT, NOTE_LEASE_END };
+enum note_kind { NOTE_CONFIRMED, NOTE_MESSAGE, NOTE_DISCONNECT, NOTE_LEASE_END, NOTE_OWNER_TOLD };
 
 /* One delivery to a loop, freed by the loop once handled. */
 struct note {
 	struct waiters *ws;
 	enum note_kind kind;
 	int64_t at_ms;			/* NOTE_LEASE_END */
-	size_t len;			/* NOTE_MESSAGE: the payload's */
-	char *payload;			/* NOTE_MESSAGE: in text, after channel */
+	size_t len;			/* NOTE_MESSAGE, NOTE_OWNER_TOLD: the payload's */
+	char *payload;			/* ... in text, after channel (the owner's id,
+					 * for NOTE_OWNER_TOLD) */
 	char text[];			/* the channel's name, NUL, the payload */
 };
 
@@ -593,6 +603,19 @@ static void on_message(struct waiters *ws, const char *channel, const char *payl
 	}
 }
 
+/* Wake the sleepers of channel that wait for owner. */
+static void owner_told_here(struct waiters *ws, const char *channel, const char *owner)
+{
+	struct channel *ch = channel_find(ws, channel);
+	struct waiter *w, *next;
+
+	for (w = ch ? ch->head : NULL; w; w = next) {
+		next = w->next;
+		if (w->owner && !strcmp(w->owner, owner))
+			wake(w, WAKE_RETRY);
+	}
+}
+
 static void on_disconnect(struct waiters *ws)
 {
 	names_each(&ws->channels, e)
@@ -627,6 +650,9 @@ static void run_note(struct loop *l, void *data)
 		break;
 	case NOTE_LEASE_END:
 		lease_ends_here(n->ws, n->text, n->at_ms);
+		break;
+	case NOTE_OWNER_TOLD:
+		owner_told_here(n->ws, n->text, n->payload);
 		break;
 	}
 	free(n);
@@ -669,6 +695,16 @@ void waiters_lease_ends(struct waiters *ws, const char *channel, int64_t at_ms)
 		return;
 	lease_ends_here(ws, channel, at_ms);
 	lease_ends_elsewhere(ws, channel, at_ms);
+}
+
+void waiters_owner_told(struct waiters *ws, const char *channel, const char *owner)
+{
+	owner_told_here(ws, channel, owner);
+	pthread_mutex_lock(&R.lock);
+	for (struct waiters *o = R.list; o; o = o->rnext)
+		if (o != ws)
+			post_note(o, NOTE_OWNER_TOLD, channel, owner, strlen(owner), 0);
+	pthread_mutex_unlock(&R.lock);
 }
 
 void waiters_deliver_confirmed(struct waiters *ws, const char *channel)

@@ -78,6 +78,10 @@ struct waiter *waiters_join(struct waiters *ws, const char *channel, int fd,
 			    waiter_resume_fn resume, void *ctx, int64_t deadline_ms,
 			    unsigned flags, bool *confirmed);
 
+/* w waits on behalf of owner (a lock owner id, copied): see
+ * waiters_owner_told(). Acquirers only. */
+void waiters_set_owner(struct waiter *w, const char *owner);
+
 /* Sleep until woken; resume(ctx) runs once per wake, later, from the loop.
  * retry_at_ms (monotonic, 0 = none) asks for a retry then even without a
  * message, for when the holder's lease runs out: the channel's sleepers
@@ -109,6 +113,14 @@ void waiters_leave(struct waiter *w, int64_t lease_end_ms);
  * at_ms (monotonic): a heartbeat may have shortened it. Sleepers on channel,
  * in this loop and (posted) in every other loop, are retried by then. */
 void waiters_lease_ends(struct waiters *ws, const char *channel, int64_t at_ms);
+
+/* owner was granted the lock announced on channel, and told so: the
+ * sleepers of channel that wait for the same owner, in this loop and
+ * (posted) in every other, retry now. They are a client's second request
+ * for what its first one got (a retry sent while the first still waited):
+ * the acquire is idempotent, so they are answered the same grant at once
+ * instead of at their deadline. */
+void waiters_owner_told(struct waiters *ws, const char *channel, const char *owner);
 
 /* ----- Any thread ----- */
 

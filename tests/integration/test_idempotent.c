@@ -397,3 +397,60 @@ TEST(undelivered_repeat_keeps_the_holding)
 	CHECK(rcmd_int("HGET %s w1", n) == 1, "still held after dlockd stopped");
 	rcmd_int("DEL %s dlockd_lock_owners:{%s}", n, n);
 }
+
+/* Two identical waiting PUTs of one owner -- a client that retried while
+ * its first request still waited (behind a proxy that kept the first
+ * connection open, or with a read timeout shorter than wait_ms): once the
+ * lock is free one is granted, and the other is answered the same grant at
+ * once, not at its wait_ms (25 s here) nor at the lease end. On one event
+ * loop (--threads 1), where a release wakes one sleeper, and on two. */
+TEST(second_waiting_put_of_an_owner_gets_the_first_ones_grant_at_once)
+{
+	static const char *const threads[] = { "1", "2" };
+
+	for (size_t t = 0; t < 2; t++) {
+		const char *flags[] = { "--threads", threads[t], NULL };
+		struct dlockd_srv d;
+
+		CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd --threads %s", threads[t]);
+		for (size_t i = 0; i < NSIDES; i++) {
+			const struct side *s = &sides[i];
+			/* what blocks it: a reader waits for a writer */
+			const struct side *block = !strcmp(s->label, "read lock") ? &sides[3] : s;
+			const char *n = lockname("twice");
+			struct bg a, b;
+			long long s0;
+			int64_t t0;
+
+			CHECK(status_of(&d, "PUT", "%s", res(block, n, "owner=h&ttl_ms=60000")) == 200,
+			      "%s: h holds it", s->label);
+			s0 = redis_evalsha_calls();
+			bg_start_on(&a, d.base, "PUT", res(s, n, "owner=w1&ttl_ms=60000&wait_ms=25000"),
+				    NULL);
+			bg_start_on(&b, d.base, "PUT", res(s, n, "owner=w1&ttl_ms=60000&wait_ms=25000"),
+				    NULL);
+			CHECK(wait_parked(&d, 2, s0, 10000, NULL), "%s: both wait", s->label);
+			t0 = mono_ms();
+			CHECK(status_of(&d, "DELETE", "%s", res(block, n, "owner=h")) == 200,
+			      "%s: h releases", s->label);
+			bg_join(&a);
+			bg_join(&b);
+			CHECK(a.r.status == 200 && b.r.status == 200,
+			      "%s: both granted: %ld %s / %ld %s", s->label, a.r.status, a.r.body,
+			      b.r.status, b.r.body);
+			CHECK(json_int(&a.r, "fencing_token") == json_int(&b.r, "fencing_token") &&
+			      json_int(&a.r, "holds") == 1 && json_int(&b.r, "holds") == 1,
+			      "%s: one grant, told twice: %s / %s", s->label, a.r.body, b.r.body);
+			CHECK(a.done_ms - t0 < 10000 && b.done_ms - t0 < 10000,
+			      "%s, %s threads: both answered soon after the release, not at wait_ms: "
+			      "%lld / %lld ms", s->label, threads[t], (long long)(a.done_ms - t0),
+			      (long long)(b.done_ms - t0));
+			http_free(&a.r);
+			http_free(&b.r);
+			CHECK(holds_in_redis(s, n, "w1") == 1, "%s: one hold in Redis", s->label);
+			CHECK(status_of(&d, "DELETE", "%s", res(s, n, "owner=w1")) == 200 &&
+			      rcmd_int("EXISTS %s", n) == 0, "%s: one DELETE frees it", s->label);
+		}
+		CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	}
+}
