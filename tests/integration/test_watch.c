@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 /* The watches d counts are waiting, and the lock's watch channel is
  * subscribed: a change from now on is seen by its message (or, had the
@@ -191,6 +193,39 @@ TEST(watch_answers_at_wait_ms_with_the_state_unchanged)
 	CHECK(json_bool(&r, "changed") == 0 && json_int(&r, "index") == 0, "still free: %s",
 	      r.body);
 	http_free(&r);
+}
+
+/* A watch takes a half-close (shutdown(SHUT_WR)) for a hang-up, as an
+ * acquire does (TCP cannot tell them apart; README): it stops watching and
+ * the connection is closed without an answer, soon, not at wait_ms; the
+ * lock is left as it was. */
+TEST(watch_half_closed_is_dropped_without_an_answer)
+{
+	const char *n = lockname("halfwatch");
+	char rq[600], buf[512];
+	long long token;
+	int64_t t;
+	ssize_t got;
+	int fd;
+
+	token = take("/locks/%s?owner=leader-1", n);
+	CHECK(token > 0, "leader-1 holds it");
+	fd = raw_connect(H_dlockd.port);
+	CHECK(fd >= 0, "connect");
+	snprintf(rq, sizeof(rq), "GET /locks/%s?index=%lld&wait_ms=20000 HTTP/1.1\r\n"
+		 "Host: 127.0.0.1\r\n\r\n", n, token);
+	CHECK(write(fd, rq, strlen(rq)) == (ssize_t)strlen(rq), "send the watch");
+	CHECK(watches_parked(NULL, 1, n), "it watches");
+	t = mono_ms();
+	shutdown(fd, SHUT_WR);
+	got = read(fd, buf, sizeof(buf));	/* blocks until dlockd closes */
+	t = mono_ms() - t;
+	close(fd);
+	CHECK(got == 0, "closed without an answer (read %zd)", got);
+	CHECK(t < 10000, "soon after the half-close, not at wait_ms: %lld ms", (long long)t);
+	CHECK(WAIT_FOR(metric_value(&H_dlockd, "dlockd_watches") == 0, 5000), "no watch left");
+	CHECK(int_of("GET", "index", "/locks/%s", n) == token, "the lock is untouched");
+	CHECK(lock_release(NULL, n, "leader-1") == 200, "release");
 }
 
 TEST(watch_with_a_stale_index_is_answered_at_once)
