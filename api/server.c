@@ -364,6 +364,7 @@ static int auth_or_reply(struct request *rq)
 {
 	const char *h, *scope = rq->name ? rq->name : rq->lock.params.prefix;
 	enum auth_role role = AUTH_CLIENT;
+	size_t len;
 
 	rq->admin = true;
 	rq->principal[0] = '\0';
@@ -377,9 +378,11 @@ static int auth_or_reply(struct request *rq)
 		return -1;
 	}
 	h += 7;
-	while (*h == ' ')
-		h++;
-	switch (auth_check(h, strlen(h), scope, &role, rq->principal)) {
+	h += strspn(h, " \t");
+	len = strlen(h);
+	while (len > 0 && (h[len - 1] == ' ' || h[len - 1] == '\t'))
+		len--;		/* optional whitespace around a field value (RFC 9110 §5.5) */
+	switch (auth_check(h, len, scope, &role, rq->principal)) {
 	case AUTH_UNKNOWN:
 		reply_error(rq, ERR_UNAUTHORIZED, NULL, "the bearer token is not known");
 		return -1;

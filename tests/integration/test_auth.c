@@ -65,6 +65,11 @@ TEST(auth_tokens_roles_and_prefixes)
 
 	CHECK(st(&d, NULL, "GET", "/healthz", NULL) == 200, "probes need no token");
 	CHECK(st(&d, NULL, "GET", "/readyz", NULL) == 200, "readyz needs no token");
+	/* whitespace around the field value is not part of the token */
+	CHECK(st(&d, CLIENT_A " \t", "GET", "/locks/team-a-job", NULL) == 200,
+	      "a token with trailing whitespace");
+	CHECK(st(&d, CLIENT_A "x", "GET", "/locks/team-a-job", NULL) == 401, "a longer token");
+	CHECK(st(&d, "x" CLIENT_A, "GET", "/locks/team-a-job", NULL) == 401, "a token after junk");
 	st(&d, NULL, "PUT", "/locks/team-a-job", &r);
 	CHECK_ERROR(r, 401, "unauthorized", "no token");
 	http_free(&r);
