@@ -1,0 +1,134 @@
+/* cluster.c -- a real Redis Cluster on loopback for the tests (cluster.h). */
+#include "cluster.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+redisReply *cluster_cmd(struct redis_cluster *c, int i, const char *fmt, ...)
+{
+	redisContext *ctx;
+	redisReply *r;
+	va_list ap;
+
+	if (i < 0 || i >= c->n || c->node[i].pid <= 0)
+		return NULL;
+	ctx = redis_client(&c->node[i]);
+	if (!ctx)
+		return NULL;
+	va_start(ap, fmt);
+	r = redisvCommand(ctx, fmt, ap);
+	va_end(ap);
+	redisFree(ctx);
+	return r;
+}
+
+/* Node i says cluster_state:ok. */
+static bool node_ok(struct redis_cluster *c, int i)
+{
+	redisReply *r = cluster_cmd(c, i, "CLUSTER INFO");
+	bool ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, "cluster_state:ok") &&
+		  strstr(r->str, "cluster_slots_ok:16384");
+
+	if (r)
+		freeReplyObject(r);
+	return ok;
+}
+
+bool cluster_wait_ok(struct redis_cluster *c, int timeout_ms)
+{
+	int64_t end = mono_ms() + timeout_ms;
+
+	for (;;) {
+		bool all = true;
+
+		for (int i = 0; i < c->n && all; i++)
+			if (c->node[i].pid > 0)
+				all = node_ok(c, i);
+		if (all)
+			return true;
+		if (mono_ms() > end)
+			return false;
+		sleep_ms(50);
+	}
+}
+
+int cluster_start(struct redis_cluster *c, int masters, int replicas)
+{
+	char cmd[1024];
+	int n = masters * (1 + replicas), len, rc;
+
+	memset(c, 0, sizeof(*c));
+	if (n > CLUSTER_MAX_NODES)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		snprintf(c->node[i].extra, sizeof(c->node[i].extra),
+			 "--cluster-enabled yes --cluster-config-file nodes.conf "
+			 "--cluster-node-timeout 2000 --appendonly no");
+		c->n = i + 1;
+		if (redis_start(&c->node[i]) < 0)
+			goto fail;
+	}
+	len = snprintf(cmd, sizeof(cmd), "redis-cli --cluster create");
+	for (int i = 0; i < n; i++)
+		len += snprintf(cmd + len, sizeof(cmd) - (size_t)len, " 127.0.0.1:%d",
+				c->node[i].port);
+	snprintf(cmd + len, sizeof(cmd) - (size_t)len,
+		 " --cluster-replicas %d --cluster-yes > %s/cluster-create.log 2>&1", replicas,
+		 test_tmpdir());
+	rc = system(cmd);
+	if (rc != 0) {
+		fprintf(stderr, "# redis-cli --cluster create failed (%d); see %s/cluster-create.log\n",
+			rc, test_tmpdir());
+		goto fail;
+	}
+	if (!cluster_wait_ok(c, 30000)) {
+		fprintf(stderr, "# the cluster did not come up\n");
+		goto fail;
+	}
+	len = 0;
+	for (int i = 0; i < masters && i < 3; i++)
+		len += snprintf(c->seeds + len, sizeof(c->seeds) - (size_t)len, "%s127.0.0.1:%d",
+				i ? "," : "", c->node[i].port);
+	return 0;
+fail:
+	cluster_stop(c);
+	return -1;
+}
+
+void cluster_stop(struct redis_cluster *c)
+{
+	for (int i = 0; i < c->n; i++)
+		redis_stop(&c->node[i], true);
+}
+
+int cluster_master_of(struct redis_cluster *c, int from, const char *key)
+{
+	redisReply *r = cluster_cmd(c, from, "CLUSTER KEYSLOT %s", key), *s;
+	long long slot;
+	int found = -1;
+
+	if (!r || r->type != REDIS_REPLY_INTEGER) {
+		if (r)
+			freeReplyObject(r);
+		return -1;
+	}
+	slot = r->integer;
+	freeReplyObject(r);
+	s = cluster_cmd(c, from, "CLUSTER SLOTS");
+	for (size_t i = 0; s && s->type == REDIS_REPLY_ARRAY && i < s->elements; i++) {
+		redisReply *e = s->element[i];
+
+		if (e->elements < 3 || slot < e->element[0]->integer ||
+		    slot > e->element[1]->integer)
+			continue;
+		for (int k = 0; k < c->n; k++)
+			if (c->node[k].port == e->element[2]->element[1]->integer)
+				found = k;
+	}
+	if (s)
+		freeReplyObject(s);
+	return found;
+}

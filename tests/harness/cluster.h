@@ -1,0 +1,32 @@
+/* cluster.h -- a real Redis Cluster for tests: redis-server processes with
+ * cluster-enabled on free loopback ports, joined by `redis-cli --cluster
+ * create`, each stopped by its pid at the end. */
+#ifndef DLOCKD_TEST_CLUSTER_H
+#define DLOCKD_TEST_CLUSTER_H
+
+#include "harness.h"
+
+#define CLUSTER_MAX_NODES 9
+
+struct redis_cluster {
+	struct redis_srv node[CLUSTER_MAX_NODES];
+	int n;			/* nodes started */
+	char seeds[256];	/* "127.0.0.1:P,127.0.0.1:Q": the first masters */
+};
+
+/* Start masters masters with replicas replicas each and wait until every
+ * node says cluster_state:ok and knows every slot's master; 0, or -1 with
+ * what went wrong printed (what started is stopped). */
+int cluster_start(struct redis_cluster *c, int masters, int replicas);
+/* SIGKILL every node still running and reap it. */
+void cluster_stop(struct redis_cluster *c);
+/* The index of the node that is master of key's slot now, asked of node
+ * from (any node); -1 if it cannot tell. */
+int cluster_master_of(struct redis_cluster *c, int from, const char *key);
+/* Run a command on node i; the reply (caller frees) or NULL. */
+redisReply *cluster_cmd(struct redis_cluster *c, int i, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Wait until every running node says cluster_state:ok. */
+bool cluster_wait_ok(struct redis_cluster *c, int timeout_ms);
+
+#endif
