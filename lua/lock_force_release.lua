@@ -14,6 +14,6 @@ elseif kind == 'rw' then
 elseif kind == 'other' or not type_ok(KEYS[3], 'hash') then
   return -3
 end
-redis.call('publish', KEYS[2], '0')
+redis.call(PUBLISH, KEYS[2], '0')
 redis.call('del', KEYS[1], KEYS[3])
 return 1

@@ -26,6 +26,6 @@ if holds > 0 then
   redis.call('hincrby', KEYS[1], ARGV[1], -1)
   return {1, holds}
 end
-redis.call('publish', KEYS[2], '0')
+redis.call(PUBLISH, KEYS[2], '0')
 redis.call('del', KEYS[1], KEYS[3])
 return {1, 0}

@@ -26,7 +26,7 @@ elseif owners_refused(KEYS[2], ARGV[2], ARGV[3]) then
   return {-2, 7, 0}
 end
 if KEYS[3] and redis.call('pttl', KEYS[1]) > tonumber(ARGV[1]) then
-  redis.call('publish', KEYS[3], 0)
+  redis.call(PUBLISH, KEYS[3], 0)
 end
 redis.call('pexpire', KEYS[1], ARGV[1])
 owners_sync(KEYS[2], KEYS[1])

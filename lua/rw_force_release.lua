@@ -19,7 +19,7 @@ end
 local s = rw_scan(KEYS[1], KEYS[3])
 local held = s.writers > 0 or rw_scan_left(s, nil) > 0
 if held and s.mode == ARGV[1] then
-  redis.call('publish', KEYS[2], ARGV[1] == 'write' and '1' or '0')
+  redis.call(PUBLISH, KEYS[2], ARGV[1] == 'write' and '1' or '0')
 end
 if rw_purge(KEYS[1], KEYS[3], KEYS[4], s) == 'none' or s.mode ~= ARGV[1] then
   return 0

@@ -32,7 +32,7 @@ for _, r in ipairs(s.readers) do
     local readers, longest = rw_scan_left(s, owner)
     if readers + s.writers == 0 or
        (s.mode ~= 'write' and (longest <= 0 or readers == 1)) then
-      redis.call('publish', KEYS[2], '0')
+      redis.call(PUBLISH, KEYS[2], '0')
     end
   end
 end

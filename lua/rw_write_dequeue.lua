@@ -9,6 +9,6 @@ if not type_ok(KEYS[1], 'zset') then
   return 0
 end
 if redis.call('zscore', KEYS[1], ARGV[1]) and redis.call('zcard', KEYS[1]) == 1 then
-  redis.call('publish', KEYS[2], '1')
+  redis.call(PUBLISH, KEYS[2], '1')
 end
 return redis.call('zrem', KEYS[1], ARGV[1])

@@ -28,7 +28,7 @@ if holds and owners_refused(KEYS[4], wf, ARGV[2]) then
   return {-2, 7, 0}
 end
 if holds and tonumber(holds) <= 1 then
-  redis.call('publish', KEYS[2], '1')	-- the last write hold goes
+  redis.call(PUBLISH, KEYS[2], '1')	-- the last write hold goes
 end
 if rw_purge(KEYS[1], KEYS[3], KEYS[4]) == 'none' then
   return {0}

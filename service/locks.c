@@ -883,7 +883,7 @@ static void on_published(void *arg, redisReply *r)
 static void publish_change(const struct call *c, const char *what)
 {
 	char *channel = state_channel(c->name);
-	const char *argv[] = { "PUBLISH", channel, what };
+	const char *argv[] = { scripts_publish_command(), channel, what };
 
 	redis_conn_send(c->b->redis, 3, argv, NULL, false, on_published, channel);
 }

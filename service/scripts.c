@@ -57,6 +57,20 @@ static struct {
 } scripts[SCRIPT_COUNT];
 static pthread_mutex_t sha_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* What the scripts publish with (lua/lib/common.lua): set before the
+ * loops start, read only after. */
+static const char *publish_command = "publish";
+
+void scripts_set_sharded(bool sharded)
+{
+	publish_command = sharded ? "spublish" : "publish";
+}
+
+const char *scripts_publish_command(void)
+{
+	return publish_command;
+}
+
 int scripts_init(void)
 {
 	for (int id = 0; id < SCRIPT_COUNT; id++) {
@@ -153,7 +167,7 @@ void scripts_run(struct redis_conn *conn, enum script_id id, int nkeys, const ch
 	struct call *c;
 	char *at;
 
-	if (nkeys + nargs + 3 >= REDIS_CONN_MAX_ARGS)
+	if (nkeys + nargs + 4 >= REDIS_CONN_MAX_ARGS)
 		abort();
 	for (int i = 0; i < nkeys; i++)
 		size += strlen(keys[i]) + 1;
@@ -178,5 +192,6 @@ void scripts_run(struct redis_conn *conn, enum script_id id, int nkeys, const ch
 		c->argv[c->argc++] = at;
 		at += n;
 	}
+	c->argv[c->argc++] = publish_command;	/* static: not copied */
 	send_call(c, false);
 }

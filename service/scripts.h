@@ -5,6 +5,8 @@
 
 #include "redis_conn.h"
 
+#include <stdbool.h>
+
 enum script_id {
 	SCRIPT_LOCK_ACQUIRE,
 	SCRIPT_LOCK_RELEASE,
@@ -31,9 +33,15 @@ enum script_id {
 
 /* Bind every script id to its embedded source; -1 if one is missing. */
 int scripts_init(void);
+/* Scripts publish with SPUBLISH (sharded channels) instead of PUBLISH.
+ * Before the loops start. */
+void scripts_set_sharded(bool sharded);
+/* "publish" or "spublish": what dlockd publishes with, scripts or not. */
+const char *scripts_publish_command(void);
 
 /* Run script id with keys and args (copied) on connection c, from the
- * thread of c's loop, with the deadline argument last. Until its SHA is
+ * thread of c's loop, followed by the publish command and the deadline
+ * argument (lua/lib/common.lua). Until its SHA is
  * known, and once more after NOSCRIPT (Redis lost its script cache), the
  * script goes in whole with EVAL (on c too). fn gets the reply, REDIS_REPLY_ERROR included, or NULL when
  * Redis is unreachable; it is called later, never from inside this call. */

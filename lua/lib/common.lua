@@ -3,7 +3,10 @@
   Redis' clock (ms). A call that reaches Redis after it (Redis was stalled)
   has already been answered 503 by dlockd: running it now would act behind
   the client's back (a stale release freeing the lock the client took
-  again since), so it does nothing and returns an error.
+  again since), so it does nothing and returns an error. The argument
+  before it, ARGV[#ARGV - 1], is the command a script publishes with
+  (PUBLISH below): 'publish', or 'spublish' where waiters listen on
+  sharded channels (a Redis Cluster's, as Redisson's scripts are told).
   lease_at_least(key, lease)  make key live at least lease ms more (never
                               shorter than it already does); returns its pttl
   next_token(key, lease)      the next fencing token: INCR, raised to Redis'
@@ -79,6 +82,11 @@ do
   if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[#ARGV]) then
     return redis.error_reply('DLOCKD_LATE the call reached redis after its deadline')
   end
+end
+
+local PUBLISH = ARGV[#ARGV - 1]
+if PUBLISH ~= 'publish' and PUBLISH ~= 'spublish' then
+  return redis.error_reply('ERR dlockd script called without its publish command')
 end
 
 local function lease_at_least(key, lease)

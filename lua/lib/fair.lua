@@ -47,7 +47,7 @@ end
 
 local function fair_notify(prefix, w)
   if w then
-    redis.call('publish', prefix .. ':' .. w, '0')
+    redis.call(PUBLISH, prefix .. ':' .. w, '0')
   end
 end
 
@@ -55,7 +55,7 @@ local function fair_freed(prefix, w)
   if w then
     fair_notify(prefix, w)
   else
-    redis.call('publish', prefix, '0')
+    redis.call(PUBLISH, prefix, '0')
   end
 end
 
