@@ -9,6 +9,7 @@
 #include "service/auth.h"
 #include "service/backend.h"
 #include "service/config.h"
+#include "service/replica_sync.h"
 #include "service/fair_queue.h"
 #include "service/locks.h"
 #include "service/log.h"
@@ -78,7 +79,8 @@ static void *worker_main(void *arg)
 
 /* The loop, Redis connection, waiters and queue refresher of one worker; -1 if the kernel
  * refuses a loop. */
-static int worker_init(struct worker *w, const struct redis_url *url, struct pubsub *ps)
+static int worker_init(struct worker *w, const struct config *cfg, const struct redis_url *url,
+		       struct pubsub *ps)
 {
 	struct backend *b = &w->backend;
 
@@ -89,6 +91,8 @@ static int worker_init(struct worker *w, const struct redis_url *url, struct pub
 	b->waiters = waiters_new(b->loop, pubsub_want, ps);
 	b->fair = fair_queue_new(b);
 	b->pubsub = ps;
+	if (cfg->sync_replicas)
+		b->sync = replica_sync_new(b->redis, cfg->sync_replicas, cfg->sync_timeout_ms);
 	return 0;
 }
 
@@ -100,6 +104,7 @@ static void worker_free(struct worker *w)
 		return;
 	waiters_free(b->waiters);
 	redis_conn_free(b->redis);	/* what is still in flight is told "no reply" */
+	replica_sync_free(b->sync);	/* after: the connection answered its WAITs */
 	fair_queue_free(b->fair);	/* after: a refresh's answer finds it */
 	loop_free(b->loop);
 }
@@ -156,7 +161,7 @@ int main(int argc, char **argv)
 	workers = xcalloc(n, sizeof(*workers));
 	backends = xcalloc(n, sizeof(*backends));
 	for (unsigned i = 0; i < n; i++) {
-		if (worker_init(&workers[i], &url, ps) < 0)
+		if (worker_init(&workers[i], &cfg, &url, ps) < 0)
 			goto stop;
 		backends[i] = &workers[i].backend;
 	}

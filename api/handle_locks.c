@@ -143,6 +143,9 @@ static enum MHD_Result reply_failure(struct request *rq, enum lock_result r,
 		metrics_inc(METRIC_REDIS_ERRORS);	/* as the 503s count themselves */
 		return reply_error(rq, ERR_INTERNAL, NULL, "%s '%s': %s", label, rq->name,
 				   st->fault ? st->fault : "the lock script failed in redis");
+	case LOCK_UNCONFIRMED:
+		return reply_error(rq, ERR_REPLICATION_UNCONFIRMED, NULL,
+				   "%s '%s' is not held: %s", label, rq->name, st->fault);
 	case LOCK_OK:
 	case LOCK_RESULT_COUNT:
 		break;

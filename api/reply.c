@@ -30,6 +30,7 @@ static const struct {
 	[ERR_UNAUTHORIZED] = { 401, "unauthorized" },
 	[ERR_FORBIDDEN] = { 403, "forbidden" },
 	[ERR_BACKEND_UNAVAILABLE] = { 503, "backend_unavailable" },
+	[ERR_REPLICATION_UNCONFIRMED] = { 503, "replication_unconfirmed" },
 	[ERR_INTERNAL] = { 500, "internal" },
 };
 
@@ -106,11 +107,10 @@ enum MHD_Result reply_error(struct request *rq, enum api_error err, json_t *extr
 		json_object_update(body, extra);
 		json_decref(extra);
 	}
-	if (err == ERR_BACKEND_UNAVAILABLE) {
+	if (err == ERR_BACKEND_UNAVAILABLE)
 		metrics_inc(METRIC_REDIS_ERRORS);
-		if (rq->retry_after_s <= 0)
-			rq->retry_after_s = 1;
-	}
+	if (errors[err].status == 503 && rq->retry_after_s <= 0)
+		rq->retry_after_s = 1;
 	if (err == ERR_INTERNAL)
 		log_error("%s %s: %s", rq->method_name, rq->url, message);
 	rq->error = errors[err].code;	/* for the access line */

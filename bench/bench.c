@@ -203,7 +203,7 @@ static long long json_field(const char *body, const char *key)
 /* ----- Settings and results ----- */
 
 static int http_port, redis_port;
-static pid_t redis_pid, dlockd_pid;
+static pid_t redis_pid, dlockd_pid, replica_pid;
 static double seconds = 3.0;
 static const char *only;	/* --only WORD: scenarios whose name contains it */
 
@@ -949,6 +949,11 @@ static void stop_all(void)
 		waitpid(dlockd_pid, NULL, 0);
 		dlockd_pid = 0;
 	}
+	if (replica_pid > 0) {
+		kill(replica_pid, SIGTERM);
+		waitpid(replica_pid, NULL, 0);
+		replica_pid = 0;
+	}
 	if (redis_pid > 0) {
 		kill(redis_pid, SIGTERM);
 		waitpid(redis_pid, NULL, 0);
@@ -964,6 +969,7 @@ static void on_signal(int sig)
 }
 
 static void start_dlockd(const char *bin);
+static void start_dlockd_sync(const char *bin, const char *replicas);
 
 static void start_all(const char *bin)
 {
@@ -992,9 +998,15 @@ static void start_all(const char *bin)
  * so one's freed-but-kept heap does not count as the next one's baseline). */
 static void start_dlockd(const char *bin)
 {
+	start_dlockd_sync(bin, NULL);
+}
+
+/* The same with --redis-sync-replicas replicas (NULL: off). */
+static void start_dlockd_sync(const char *bin, const char *replicas)
+{
 	char listen[64], url[96], log[200];
 	const char *dargv[] = { bin, "--listen", listen, "--redis", url, "--log-level", "warn",
-				NULL };
+				replicas ? "--redis-sync-replicas" : NULL, replicas, NULL };
 
 	if (dlockd_pid > 0) {
 		kill(dlockd_pid, SIGTERM);
@@ -1055,6 +1067,63 @@ static void versus(const char *scenario, enum kind k, enum mode m, int clients)
 	}
 	if (herr || ferr)
 		result(scenario, "errors", herr, ferr, "");
+}
+
+/* Start a replica of the bench's redis and wait until the master lists
+ * it online (ROLE); false if it does not come. */
+static bool start_replica(void)
+{
+	char rport[16], master[16], log[200], rdir[200];
+	const char *argv[] = { "redis-server", "--port", rport, "--bind", "127.0.0.1", "--save", "",
+			       "--appendonly", "no", "--dir", rdir, "--replicaof", "127.0.0.1",
+			       master, NULL };
+	redisContext *c = redisConnect("127.0.0.1", redis_port);
+	bool online = false;
+
+	snprintf(rport, sizeof(rport), "%d", free_port());
+	snprintf(master, sizeof(master), "%d", redis_port);
+	snprintf(rdir, sizeof(rdir), "%s/replica", dir);
+	snprintf(log, sizeof(log), "%s/replica.log", dir);
+	mkdir(rdir, 0755);
+	replica_pid = spawn(argv, log);
+	for (int i = 0; c && !c->err && i < 200 && !online; i++) {
+		redisReply *r = redisCommand(c, "ROLE");
+
+		online = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+			 r->element[2]->type == REDIS_REPLY_ARRAY && r->element[2]->elements > 0;
+		if (r)
+			freeReplyObject(r);
+		if (!online)
+			sleep_ms(50);
+	}
+	if (c)
+		redisFree(c);
+	return online;
+}
+
+/* The cost of --redis-sync-replicas 1 (a WAIT after every change) on a
+ * master with one replica: uncontended cycles with it ("dlockd") against
+ * the same run without it (the "floor" column), in alternating rounds. */
+static void sync_cost(const char *bin, int clients)
+{
+	double with[ROUNDS], without[ROUNDS];
+	char scenario[96];
+
+	snprintf(scenario, sizeof(scenario), "sync replicas 1 vs off, lock, %d clients", clients);
+	if (!wanted(scenario))
+		return;
+	for (int i = 0; i < ROUNDS; i++) {
+		start_dlockd_sync(bin, NULL);
+		without[i] = run_once(K_LOCK, UNCONTENDED, false, clients, "s0").per_s;
+		start_dlockd_sync(bin, "1");
+		with[i] = run_once(K_LOCK, UNCONTENDED, false, clients, "s1").per_s;
+		fprintf(stderr, "  %s round %d: %.0f vs %.0f /s (%.2f)\n", scenario, i + 1, with[i],
+			without[i], with[i] / without[i]);
+	}
+	qsort(with, ROUNDS, sizeof(double), cmp_double);
+	qsort(without, ROUNDS, sizeof(double), cmp_double);
+	result(scenario, "cycles/s (floor: off)", with[ROUNDS / 2], without[ROUNDS / 2], "/s");
+	start_dlockd_sync(bin, NULL);
 }
 
 static void report(void)
@@ -1164,6 +1233,14 @@ int main(int argc, char **argv)
 	if (wanted("watchers")) {
 		start_dlockd(bin);
 		many_watchers(quick ? 1000 : 5000);
+	}
+	if (wanted("sync replicas")) {
+		if (start_replica()) {
+			sync_cost(bin, 1);
+			sync_cost(bin, 16);
+		} else {
+			fprintf(stderr, "bench: the replica did not come online; sync skipped\n");
+		}
 	}
 	report();
 	return 0;

@@ -149,6 +149,8 @@ static void on_tried(struct acquire *a)
 	bool confirmed;
 
 	a->queued |= st->queued;
+	if (r == LOCK_UNCONFIRMED)
+		a->queued = false;	/* granted, then undone: out of any queue */
 	if (r == LOCK_OK) {
 		a->queued = false;	/* the grant took it out of any queue */
 		a->grant_pending = st->added;

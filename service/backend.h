@@ -10,6 +10,7 @@ struct fair_queue;
 struct loop;
 struct pubsub;
 struct redis_conn;
+struct replica_sync;
 struct waiters;
 
 struct backend {
@@ -18,6 +19,8 @@ struct backend {
 	struct waiters *waiters;	/* the loop's waiting requests */
 	struct fair_queue *fair;	/* keeps their fair-lock queue places */
 	struct pubsub *pubsub;		/* the subscriber, shared by every loop */
+	struct replica_sync *sync;	/* WAITs for replicas after lock changes on
+					 * redis; NULL: --redis-sync-replicas off */
 };
 
 #endif

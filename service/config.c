@@ -5,6 +5,7 @@
 
 #include "log.h"
 #include "redis_url.h"
+#include "replica_sync.h"
 #include "util.h"
 #include "version.h"
 
@@ -34,7 +35,7 @@ struct option_row {
 enum {
 	O_LISTEN, O_REDIS, O_THREADS, O_DEFAULT_TTL, O_MAX_TTL, O_MAX_WAIT,
 	O_QUEUE_TTL, O_MAX_BODY, O_MAX_CONN, O_IDLE_TIMEOUT, O_LOG_LEVEL,
-	O_LOG_FORMAT, O_AUTH_FILE, O_KEY_PREFIX, O_COUNT
+	O_LOG_FORMAT, O_AUTH_FILE, O_KEY_PREFIX, O_SYNC_REPLICAS, O_SYNC_TIMEOUT, O_COUNT
 };
 
 /* The help texts are wrapped by usage(); README.md's settings table says
@@ -82,6 +83,15 @@ static const struct option_row rows[O_COUNT] = {
 		"put STR before every lock name in Redis (lock N is key STRN, and "
 		"its channels and other keys follow), as Redisson's NameMapper does; "
 		"1-64 of A-Z a-z 0-9 . _ : -", "none" },
+	[O_SYNC_REPLICAS] = { "redis-sync-replicas", "DLOCKD_REDIS_SYNC_REPLICAS", OPT_STRING,
+		0, 0, "off|auto|N",
+		"after lock changes, WAIT until N replicas (1-64; auto: all the master "
+		"has connected, per ROLE) have them; a grant they do not confirm in "
+		"time is undone and answered 503 replication_unconfirmed", "off" },
+	[O_SYNC_TIMEOUT] = { "redis-sync-timeout-ms", "DLOCKD_REDIS_SYNC_TIMEOUT_MS", OPT_INT,
+		10, REPLICA_SYNC_TIMEOUT_MAX_MS, "MS",
+		"how long WAIT waits for the replicas (it holds up the loop's redis "
+		"connection meanwhile)", "1000" },
 };
 
 #define HELP_INDENT 24
@@ -226,6 +236,23 @@ static bool key_prefix_ok(const char *s)
 	return true;
 }
 
+/* --redis-sync-replicas: off (0), auto (REPLICA_SYNC_AUTO) or 1..64;
+ * -1 when it is none of them. */
+static int parse_sync_replicas(const char *s, int *out)
+{
+	int64_t n;
+
+	if (!strcmp(s, "off"))
+		*out = 0;
+	else if (!strcmp(s, "auto"))
+		*out = REPLICA_SYNC_AUTO;
+	else if (config_parse_int(s, 1, 64, &n) == 0)
+		*out = (int)n;
+	else
+		return -1;
+	return 0;
+}
+
 /* Store one option value; prints the error and returns -1 when it is bad. */
 static int set_option(struct config *cfg, int i, const char *val, const char *from)
 {
@@ -259,6 +286,14 @@ static int set_option(struct config *cfg, int i, const char *val, const char *fr
 		free(cfg->key_prefix);
 		cfg->key_prefix = xstrdup(val);
 		break;
+	case O_SYNC_REPLICAS:
+		if (parse_sync_replicas(val, &cfg->sync_replicas) < 0) {
+			fprintf(stderr, "dlockd: %s '%s' is not off, auto or a number in 1..64\n",
+				from, val);
+			return -1;
+		}
+		break;
+	case O_SYNC_TIMEOUT: cfg->sync_timeout_ms = n; break;
 	case O_THREADS: cfg->threads = (unsigned)n; break;
 	case O_DEFAULT_TTL: cfg->default_ttl_ms = n; break;
 	case O_MAX_TTL: cfg->max_ttl_ms = n; break;
@@ -377,6 +412,7 @@ int config_load(struct config *cfg, int argc, char **argv)
 	cfg->idle_timeout_s = 60;
 	cfg->log_level = LOG_INFO;
 	cfg->log_format = LOG_FORMAT_JSON;
+	cfg->sync_timeout_ms = 1000;
 
 	for (int i = 0; i < O_COUNT; i++) {
 		const char *v = getenv(rows[i].env);

@@ -22,6 +22,9 @@ struct config {
 	unsigned idle_timeout_s;	/* idle keep-alive connections are closed after this */
 	int log_level;			/* enum log_level */
 	int log_format;			/* enum log_format */
+	int sync_replicas;		/* replicas a lock change waits for: 0 off,
+					 * REPLICA_SYNC_AUTO, or 1..64 */
+	int64_t sync_timeout_ms;	/* WAIT's timeout */
 };
 
 /* Fill cfg from the environment, then argv (flags win). Returns 0 on

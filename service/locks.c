@@ -14,9 +14,11 @@
 #include "locks.h"
 
 #include "log.h"
+#include "metrics.h"
 #include "backend.h"
 #include "pubsub.h"
 #include "redis_conn.h"
+#include "replica_sync.h"
 #include "waiters.h"
 #include "scripts.h"
 #include "util.h"
@@ -228,6 +230,14 @@ static const char *key_get(struct keys *ks, enum key_id id)
 	return ks->k[id];
 }
 
+/* What --redis-sync-replicas does after an operation changed a lock. */
+enum call_sync {
+	SYNC_NONE,	/* nothing: it changes no holding (or sync is off) */
+	SYNC_UNDO,	/* a grant: unconfirmed, its hold is released, LOCK_UNCONFIRMED */
+	SYNC_KEEP,	/* a release, renewal, force release: unconfirmed, it
+			 * stands (a 503 would be one that took effect); counted */
+};
+
 /* One operation on its way: what decodes its reply and who hears of it. */
 struct call {
 	enum lock_kind kind;
@@ -239,7 +249,12 @@ struct call {
 	lock_done_fn done;		/* NULL: only failures are logged */
 	void *ctx;
 	const struct backend *b;	/* whose connection and waiters it runs on */
-	char *owner;			/* renew: the owner whose lease it is */
+	char *owner;			/* renew: the owner whose lease it is;
+					 * acquire with sync: whose hold to undo */
+	char *principal;		/* acquire with sync: its principal */
+	enum call_sync sync;		/* wait for replicas once Redis answered OK */
+	enum lock_result res;		/* ... what Redis answered, kept meanwhile */
+	struct lock_state st;
 	const char *what;		/* "release", ... for the log */
 	char name[];
 };
@@ -424,6 +439,42 @@ static int64_t lease_left(long long pttl, int64_t sent_ms)
 
 /* ----- Operations ----- */
 
+/* Tell c's caller its outcome, and free c. */
+static void deliver(struct call *c, enum lock_result res, const struct lock_state *st)
+{
+	if (c->done)
+		c->done(c->ctx, res, st);
+	else if (res != LOCK_OK && res != LOCK_NOT_HELD)
+		log_warn("%s of %s '%s' failed (%d); the lease or queue place ends by itself",
+			 c->what, kinds[c->kind].label, c->name, (int)res);
+	free(c->owner);
+	free(c->principal);
+	free(c);
+}
+
+/* Replicas have c's change, or not (replica_sync.h). An unconfirmed grant
+ * is no grant: a failover now would lose it, so its hold is released and
+ * the caller hears LOCK_UNCONFIRMED (a repeat added no hold and releases
+ * nothing). Anything else stands, and is counted. */
+static void on_synced(void *arg, bool confirmed)
+{
+	struct call *c = arg;
+
+	if (!confirmed && c->sync == SYNC_UNDO) {
+		metrics_inc(METRIC_REPLICATION_UNCONFIRMED);
+		if (c->st.added)
+			locks_release(c->b, c->kind, c->name, c->owner, c->principal, NULL, NULL);
+		c->res = LOCK_UNCONFIRMED;
+		c->st.fault = "too few redis replicas acknowledged the grant in time "
+			      "(--redis-sync-replicas); it was undone, retry shortly";
+	} else if (!confirmed) {
+		metrics_inc(METRIC_REPLICATION_UNCONFIRMED_KEPT);
+		log_warn("%s of %s '%s' was not acknowledged by enough replicas; it stands, "
+			 "but a failover now may undo it", c->what, kinds[c->kind].label, c->name);
+	}
+	deliver(c, c->res, &c->st);
+}
+
 static void on_reply(void *arg, redisReply *r)
 {
 	struct call *c = arg;
@@ -434,13 +485,13 @@ static void on_reply(void *arg, redisReply *r)
 	res = check_reply(r, c, &st);
 	if (res == LOCK_OK && c->decode)
 		c->decode(c, r, &res, &st);
-	if (c->done)
-		c->done(c->ctx, res, &st);
-	else if (res != LOCK_OK && res != LOCK_NOT_HELD)
-		log_warn("%s of %s '%s' failed (%d); the lease or queue place ends by itself",
-			 c->what, kinds[c->kind].label, c->name, (int)res);
-	free(c->owner);
-	free(c);
+	if (res == LOCK_OK && c->sync != SYNC_NONE && c->b->sync) {
+		c->res = res;
+		c->st = st;
+		replica_sync_after(c->b->sync, on_synced, c);
+		return;
+	}
+	deliver(c, res, &st);
 }
 
 static void acquire_decode(struct call *c, const redisReply *r, enum lock_result *res,
@@ -497,6 +548,11 @@ void locks_acquire(const struct backend *b, enum lock_kind kind, const char *nam
 
 	c->queue = (flags & LOCK_QUEUE) && k->queues;
 	c->decode = acquire_decode;
+	if (b->sync) {
+		c->sync = SYNC_UNDO;
+		c->owner = xstrdup(owner);
+		c->principal = xstrdup(principal);
+	}
 	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
 	snprintf(life, sizeof(life), "%lld", c->queue ? (long long)queue_ttl_ms : 0LL);
 	run(b, c, &k->acquire, 5, args);
@@ -605,6 +661,7 @@ void locks_release(const struct backend *b, enum lock_kind kind, const char *nam
 	const char *args[] = { owner, principal };
 
 	c->decode = release_decode;
+	c->sync = SYNC_KEEP;
 	run(b, c, &kinds[kind].release, 2, args);
 }
 
@@ -629,6 +686,7 @@ void locks_force_release(const struct backend *b, enum lock_kind kind, const cha
 	const char *args[] = { k->force_mode };
 
 	c->decode = force_decode;
+	c->sync = SYNC_KEEP;
 	run(b, c, &k->force_release, k->force_mode ? 1 : 0, args);
 }
 
@@ -668,6 +726,7 @@ void locks_renew(const struct backend *b, enum lock_kind kind, const char *name,
 	const char *args[] = { lease, owner, principal };
 
 	c->decode = renew_decode;
+	c->sync = SYNC_KEEP;
 	c->owner = xstrdup(owner);
 	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
 	run(b, c, &kinds[kind].renew, 3, args);

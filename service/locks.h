@@ -46,6 +46,10 @@ enum lock_result {
 	LOCK_SCRIPT_ERROR,	/* the script failed in Redis (a bug, or data it
 				 * cannot read): nothing known to have changed;
 				 * logged with Redis' words */
+	LOCK_UNCONFIRMED,	/* acquire (--redis-sync-replicas): granted, but
+				 * too few replicas acknowledged it in time, or
+				 * the connection was lost first; the hold it
+				 * added was released again (best effort) */
 	LOCK_RESULT_COUNT
 };
 

@@ -23,6 +23,12 @@ static const struct {
 		"Times the subscriber connection to Redis was lost and reopened." },
 	[METRIC_PUBSUB_MESSAGES] = { "dlockd_pubsub_messages_total",
 		"Messages received on lock channels." },
+	[METRIC_REPLICATION_WAITS] = { "dlockd_replication_waits_total",
+		"WAITs sent to Redis after lock changes (--redis-sync-replicas)." },
+	[METRIC_REPLICATION_UNCONFIRMED] = { "dlockd_replication_unconfirmed_total",
+		"Grants answered 503 replication_unconfirmed and undone: too few replicas acknowledged them." },
+	[METRIC_REPLICATION_UNCONFIRMED_KEPT] = { "dlockd_replication_unconfirmed_kept_total",
+		"Releases, renewals and force releases too few replicas acknowledged (they stand; only counted)." },
 };
 
 static const char *const kind_labels[LOCK_KIND_COUNT] = { "lock", "fairlock", "read", "write" };
@@ -32,6 +38,7 @@ static const char *const result_labels[LOCK_RESULT_COUNT + 1] = {
 	[LOCK_OK] = "ok", [LOCK_HELD] = "locked", [LOCK_NOT_HELD] = "not_held",
 	[LOCK_NOT_OWNER] = "not_owner", [LOCK_WRONG_KIND] = "wrong_kind",
 	[LOCK_BACKEND_DOWN] = "backend_unavailable", [LOCK_SCRIPT_ERROR] = "script_error",
+	[LOCK_UNCONFIRMED] = "replication_unconfirmed",
 	[METRIC_ABANDONED] = "abandoned",
 };
 

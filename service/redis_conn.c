@@ -883,6 +883,11 @@ struct redis_conn *redis_conn_new(struct loop *l, const struct redis_url *url)
 	return c;
 }
 
+unsigned redis_conn_generation(const struct redis_conn *c)
+{
+	return c->connects;
+}
+
 bool redis_conn_idle(const struct redis_conn *c)
 {
 	return !c->sent.head && !c->held.head && !c->failed.head;

@@ -65,6 +65,11 @@ void redis_conn_send_from(struct redis_conn *c, int argc, const char **argv,
 			  const size_t *lens, int64_t deadline_from, redis_reply_fn fn,
 			  void *ctx);
 
+/* Which connection c has now: changes with each connection it opens. A
+ * reply callback reads the one that answered it; two answers came on the
+ * same connection when they read the same number. */
+unsigned redis_conn_generation(const struct redis_conn *c);
+
 /* No command of c is waiting for its reply or its callback. */
 bool redis_conn_idle(const struct redis_conn *c);
 

@@ -71,6 +71,31 @@ static void test_config__inconsistent_settings_are_refused(void **state)
 	config_release(&cfg);
 }
 
+/* --redis-sync-replicas: off, auto or 1..64; nothing else. */
+static void test_config__sync_replicas_values(void **state)
+{
+	char *argv[] = { (char[]){ "dlockd" }, (char[]){ "--redis-sync-replicas" }, NULL, NULL };
+	struct config cfg;
+	static const struct {
+		const char *val;
+		int rc, want;
+	} cases[] = {
+		{ "off", 0, 0 }, { "auto", 0, REPLICA_SYNC_AUTO }, { "1", 0, 1 }, { "64", 0, 64 },
+		{ "0", -1, 0 }, { "65", -1, 0 }, { "-1", -1, 0 }, { "Auto", -1, 0 }, { "", -1, 0 },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		argv[2] = (char *)cases[i].val;
+		assert_int_equal(config_load(&cfg, 3, argv), cases[i].rc);
+		if (cases[i].rc == 0) {
+			assert_int_equal(cfg.sync_replicas, cases[i].want);
+			assert_int_equal(cfg.sync_timeout_ms, 1000);
+		}
+		config_release(&cfg);
+	}
+}
+
 /* A bad --redis is refused at start with what is wrong, and the password
  * is not printed. */
 static void test_config__cgroup_cpu_quota_rounds_up(void **state)
@@ -117,6 +142,7 @@ int main(void)
 		cmocka_unit_test(test_config__inconsistent_settings_are_refused),
 		cmocka_unit_test(test_config__a_bad_redis_url_is_refused_with_why),
 		cmocka_unit_test(test_config__cgroup_cpu_quota_rounds_up),
+		cmocka_unit_test(test_config__sync_replicas_values),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
