@@ -13,6 +13,11 @@
  * that wants its channel (waiters_deliver_message); nothing here decides
  * who wakes.
  *
+ * With a sentinel URL it connects to the master the resolver knows now
+ * (redis_target.c), confirmed with ROLE, and a lost connection makes the
+ * resolver ask the sentinels again; after a failover Sentinel closes the
+ * old master's subscribers, so this reconnects to the new one.
+ *
  * When the connection drops, each loop with channels is told
  * (waiters_deliver_disconnect: nothing is live), and it reconnects with
  * backoff (100 ms doubling to 1 s), subscribes every wanted channel again
@@ -34,6 +39,8 @@
 #include "metrics.h"
 #include "names.h"
 #include "redis_conn.h"
+#include "redis_target.h"
+#include "redis_url.h"
 #include "util.h"
 #include "waiters.h"
 
@@ -72,6 +79,7 @@ struct pubsub {
 	bool started;
 	atomic_bool connected;
 	redisContext *ctx;
+	unsigned target_gen;		/* a sentinel URL: ctx's address (redis_target) */
 	struct loop_timer reconnect;
 	int64_t backoff_ms;
 	struct name_table channels;	/* struct sub_channel, by name */
@@ -184,6 +192,9 @@ static void disconnect(struct pubsub *ps, int64_t retry_in_ms)
 	loop_unwatch(ps->loop, ps->ctx->fd);
 	redisFree(ps->ctx);
 	ps->ctx = NULL;
+	if (ps->target_gen)
+		redis_target_lost(ps->url->target, ps->target_gen);	/* ask the sentinels */
+	ps->target_gen = 0;
 	atomic_store(&ps->connected, false);
 	metrics_inc(METRIC_REDIS_RECONNECTS);
 	names_each_safe(&ps->channels, e, next) {
@@ -210,7 +221,7 @@ static void on_reconnect_timer(struct loop *l, struct loop_timer *t)
 
 	if (ps->ctx)
 		return;
-	ps->ctx = redis_open_blocking(ps->url);
+	ps->ctx = redis_open_blocking(ps->url, &ps->target_gen);
 	if (!ps->ctx) {
 		loop_timer_set(l, t, now_ms() + ps->backoff_ms);
 		ps->backoff_ms = ps->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
