@@ -278,6 +278,7 @@ static void failover_run(bool kill)
 			CHECK(r.retry_after[0], "a 503 without Retry-After");
 			n503++;
 			http_free(&r);
+			sleep_ms(20);	/* pacing, as a client would: not for correctness */
 			continue;
 		}
 		CHECK(json_int(&r, "fencing_token") > last_token,
