@@ -52,6 +52,8 @@
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 1000
 #define REFUSED_RETRY_MS 5000
+/* A sentinel URL: how often to look whether the master moved. */
+#define MOVED_LOOK_MS 200
 
 /* As many loops as --threads allows. */
 #define MAX_LOOPS 256
@@ -81,6 +83,7 @@ struct pubsub {
 	redisContext *ctx;
 	unsigned target_gen;		/* a sentinel URL: ctx's address (redis_target) */
 	struct loop_timer reconnect;
+	struct loop_timer moved;	/* a sentinel URL: look for a new master */
 	int64_t backoff_ms;
 	struct name_table channels;	/* struct sub_channel, by name */
 	struct sub_channel *dirty_head, *dirty_tail;
@@ -239,6 +242,17 @@ static void on_reconnect_timer(struct loop *l, struct loop_timer *t)
 	log_info("redis subscriber connected");
 	/* every wanted channel is on the dirty list since the disconnect (or
 	 * since it was wanted): send_changes subscribes them before we sleep */
+}
+
+/* A sentinel URL: the sentinels named another master than the one
+ * subscribed to: reconnect there (and resubscribe, waking the sleepers). */
+static void on_moved_timer(struct loop *l, struct loop_timer *t)
+{
+	struct pubsub *ps = container_of(t, struct pubsub, moved);
+
+	if (ps->ctx && ps->target_gen && redis_target_moved(ps->url->target, ps->target_gen))
+		disconnect(ps, 0);
+	loop_timer_set(l, t, now_ms() + MOVED_LOOK_MS);
 }
 
 /* Before the loop sleeps: send every pending subscription change in one
@@ -454,6 +468,9 @@ struct pubsub *pubsub_start(const struct redis_url *url)
 	}
 	loop_timer_init(&ps->reconnect, on_reconnect_timer);
 	loop_timer_set(ps->loop, &ps->reconnect, now_ms());	/* connect first thing */
+	loop_timer_init(&ps->moved, on_moved_timer);
+	if (url->target)
+		loop_timer_set(ps->loop, &ps->moved, now_ms() + MOVED_LOOK_MS);
 	loop_before_sleep(ps->loop, send_changes, ps);
 	if (pthread_create(&ps->thread, NULL, pubsub_main, ps)) {
 		log_error("cannot start the subscriber thread");

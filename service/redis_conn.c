@@ -287,6 +287,8 @@ struct redis_conn {
 					 * once the current callbacks return */
 	bool no_master;			/* a sentinel URL's last connect found no
 					 * master known */
+	bool moving;			/* the sentinels named another master: send
+					 * nothing more, close once all are answered */
 	unsigned gen;			/* a sentinel URL: redis_target's generation
 					 * of the address connected to; 0: none */
 	struct pending_list held;	/* not sent until the offset is known */
@@ -436,7 +438,7 @@ static void conn_drop(struct redis_conn *c, const char *why)
 	} else {
 		back_off(c);
 	}
-	c->connected = c->ready = c->broken = c->overdue = c->not_master = false;
+	c->connected = c->ready = c->broken = c->overdue = c->not_master = c->moving = false;
 	c->timed = c->probing = false;
 	if (c->failed.head)
 		loop_defer(c->loop, &c->fail_task);
@@ -759,9 +761,16 @@ void redis_conn_send_from(struct redis_conn *c, int argc, const char **argv,
 		list_push(&c->failed, p);	/* redis_conn_free() tells it */
 		return;
 	}
+	if (c->gen && !c->moving && redis_target_moved(c->url->target, c->gen)) {
+		/* a sentinel URL's master moved: an idle connection goes now,
+		 * a busy one once its calls are answered (on_readable) */
+		c->moving = true;
+		if (redis_conn_idle(c))
+			conn_drop(c, "the sentinels named another master");
+	}
 	if (!c->ctx && now_ms() >= c->next_try_ms)
 		conn_open_async(c);
-	if (c->ctx && c->overdue) {
+	if (c->ctx && (c->overdue || c->moving)) {
 		fail_later(c, p);	/* never sent: told at once */
 		return;
 	}
@@ -937,6 +946,10 @@ static void on_readable(struct redis_conn *c)
 		}
 		if (c->not_master) {
 			conn_drop(c, "not the master");
+			return;
+		}
+		if (c->moving && !c->sent.head) {
+			conn_drop(c, "the sentinels named another master");
 			return;
 		}
 	}

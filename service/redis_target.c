@@ -23,9 +23,15 @@
  * The sentinel calls block (hiredis' blocking API, short timeouts), so
  * they run on this thread and never on an event loop. When no sentinel
  * gives a master that ROLE confirms, the resolver asks again after a
- * backoff (100 ms doubling to 1 s). It does not subscribe to
- * +switch-master: the connections' losses drive it (Sentinel closes the
- * clients of a master it turns into a replica). */
+ * backoff (100 ms doubling to 1 s).
+ *
+ * While a master is known it asks again every POLL_MS: after a failover
+ * the old master may go on accepting writes until Sentinel gets round to
+ * turning it into a replica (seconds), so the sentinels' word, not the
+ * old master's, decides. A new address gets a new generation; each
+ * connection on an older one sees redis_target_moved() and reconnects
+ * (the loops' once their calls in flight are answered, the subscriber at
+ * once). Polling stands in for subscribing to +switch-master. */
 #include "redis_target.h"
 
 #include "log.h"
@@ -33,6 +39,7 @@
 #include "util.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +49,7 @@
 #define COMMAND_TIMEOUT_MS 1000
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 1000
+#define POLL_MS 1000
 #define HOST_MAX 256
 
 struct redis_target {
@@ -55,9 +63,11 @@ struct redis_target {
 	char host[HOST_MAX];		/* the master, when known */
 	int port;
 	bool known;
-	unsigned gen;			/* of host:port; grows with every answer */
+	unsigned gen;			/* of host:port; grows when the address changes */
 	bool want;			/* ask the sentinels (again) */
 	bool stop;
+
+	atomic_uint moved_to;		/* gen, readable without the lock */
 };
 
 bool redis_role_is_master(const redisReply *r)
@@ -154,17 +164,20 @@ static bool confirm_master(const struct redis_url *url, const char *host, int po
 }
 
 /* Steps 1 and 2 of the top of the file: 0 and the confirmed master in
- * host/port, or -1. */
-static int resolve(struct redis_target *t, char *host, int *port)
+ * host/port, or -1. An answer equal to known (the address published now,
+ * "" if none) is not confirmed again. */
+static int resolve(struct redis_target *t, const char *known, char *host, int *port)
 {
 	const struct redis_url *url = t->url;
 
 	for (unsigned k = 0; k < url->nsentinels; k++) {
 		unsigned i = t->order[k];
+		char said[HOST_MAX + 8];
 
 		if (ask_sentinel(url, &url->sentinels[i], host, port) < 0)
 			continue;
-		if (!confirm_master(url, host, *port)) {
+		snprintf(said, sizeof(said), "%s:%d", host, *port);
+		if (strcmp(said, known) && !confirm_master(url, host, *port)) {
 			log_debug("redis sentinel: %s:%d (from sentinel %s:%d) is not a master "
 				  "(yet)", host, *port, url->sentinels[i].host,
 				  url->sentinels[i].port);
@@ -202,31 +215,45 @@ static void *resolver_main(void *arg)
 
 	pthread_mutex_lock(&t->lock);
 	while (!t->stop) {
+		char known[HOST_MAX + 8] = "";
+		bool polling = false;
 		int rc;
 
 		if (!t->want) {
-			pthread_cond_wait(&t->wake, &t->lock);
-			continue;
+			/* a master is known: look again after POLL_MS (sooner if
+			 * a connection lost it) whether the sentinels moved it */
+			wait_ms(t, POLL_MS);
+			if (t->stop)
+				break;
+			polling = !t->want;
 		}
+		if (polling && t->known)
+			snprintf(known, sizeof(known), "%s:%d", t->host, t->port);
 		t->want = false;
 		pthread_mutex_unlock(&t->lock);
-		rc = resolve(t, host, &port);
+		rc = resolve(t, known, host, &port);
 		pthread_mutex_lock(&t->lock);
 		if (rc == 0) {
 			char now[HOST_MAX + 8];
 
-			snprintf(t->host, sizeof(t->host), "%s", host);
-			t->port = port;
-			t->known = true;
-			t->gen++;
 			snprintf(now, sizeof(now), "%s:%d", host, port);
+			if (strcmp(now, last)) {
+				/* a new address: connections on the old one move */
+				snprintf(t->host, sizeof(t->host), "%s", host);
+				t->port = port;
+				t->gen++;
+				atomic_store(&t->moved_to, t->gen);
+			}
 			if (failing || strcmp(now, last))
 				log_info("redis sentinel: master '%s' is %s", t->url->master, now);
+			t->known = true;
 			memcpy(last, now, sizeof(last));
 			failing = false;
 			backoff = BACKOFF_MIN_MS;
 			continue;
 		}
+		if (polling)
+			continue;	/* sentinels away: keep the master we know */
 		if (!failing)
 			log_warn("redis sentinel: no sentinel of --redis names a master '%s' that "
 				 "answers ROLE as master; asking again every %d ms at most",
@@ -238,6 +265,13 @@ static void *resolver_main(void *arg)
 	}
 	pthread_mutex_unlock(&t->lock);
 	return NULL;
+}
+
+bool redis_target_moved(struct redis_target *t, unsigned gen)
+{
+	unsigned now = atomic_load(&t->moved_to);
+
+	return now && now != gen;
 }
 
 unsigned redis_target_get(struct redis_target *t, char *host, size_t len, int *port)

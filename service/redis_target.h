@@ -32,6 +32,10 @@ unsigned redis_target_get(struct redis_target *t, char *host, size_t len, int *p
  * older generation than the current one is ignored. */
 void redis_target_lost(struct redis_target *t, unsigned gen);
 
+/* Any thread, lock-free: the sentinels have named another master since
+ * generation gen's address (a connection on it must move). */
+bool redis_target_moved(struct redis_target *t, unsigned gen);
+
 /* ROLE's reply r says the node is a master. */
 bool redis_role_is_master(const redisReply *r);
 
