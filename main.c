@@ -1,5 +1,6 @@
 /* main.c -- dlockd's entry point and composition root: read the settings,
- * build the pieces and wire them together (the subscriber; per event loop
+ * build the pieces and wire them together (with sentinels, the resolver
+ * of the master; the subscriber; per event loop
  * its Redis connection, its waiters and its HTTP daemon; the loops'
  * threads), wait for SIGTERM/SIGINT (SIGHUP re-reads the auth file, and
  * so does a change of it on disk, looked for every second), then
@@ -16,6 +17,7 @@
 #include "service/loop.h"
 #include "service/pubsub.h"
 #include "service/redis_conn.h"
+#include "service/redis_target.h"
 #include "service/redis_url.h"
 #include "service/scripts.h"
 #include "service/util.h"
@@ -152,6 +154,9 @@ int main(int argc, char **argv)
 		log_error("%s", why);
 		return 1;
 	}
+	/* sentinels: a resolver finds the master before anything connects */
+	if (url.nsentinels && redis_target_start(&url) < 0)
+		return 1;
 	ps = pubsub_start(&url);
 	if (!ps) {
 		log_error("cannot start the subscriber thread");
@@ -215,6 +220,7 @@ stop:
 		worker_free(&workers[i]);
 	free(workers);
 	free(backends);
+	redis_target_stop(&url);	/* after every connection that asks it */
 	redis_url_release(&url);
 	auth_release();
 	config_release(&cfg);

@@ -46,7 +46,10 @@ static const struct option_row rows[O_COUNT] = {
 		"and a port (0: any free one)", "127.0.0.1:8080" },
 	[O_REDIS] = { "redis", "DLOCKD_REDIS_URL", OPT_STRING, 0, 0, "URL",
 		"redis://[user:password@]host:port/db or unix:///path/to/socket, "
-		"either with ?db=N&user=U&password=P; percent-encode '@' '/' ':' '?' "
+		"or Sentinel: redis-sentinel://[[user:]password@]HOSTS[/db]#master, "
+		"HOSTS the sentinels as host[:port],... (port 26379 by default; "
+		"their own password as ?sentinel_password=P); each with "
+		"?db=N&user=U&password=P; percent-encode '@' '/' ':' '?' "
 		"'#' '%' '&' in them (%40 %2F ...)", "redis://127.0.0.1:6379/0" },
 	[O_THREADS] = { "threads", "DLOCKD_THREADS", OPT_INT, 1, 256, "N",
 		"event loop threads, each with its share of the HTTP connections "

@@ -13,6 +13,11 @@
  * that wants its channel (waiters_deliver_message); nothing here decides
  * who wakes.
  *
+ * With a sentinel URL it connects to the master the resolver knows now
+ * (redis_target.c), confirmed with ROLE, and a lost connection makes the
+ * resolver ask the sentinels again; after a failover Sentinel closes the
+ * old master's subscribers, so this reconnects to the new one.
+ *
  * When the connection drops, each loop with channels is told
  * (waiters_deliver_disconnect: nothing is live), and it reconnects with
  * backoff (100 ms doubling to 1 s), subscribes every wanted channel again
@@ -34,6 +39,8 @@
 #include "metrics.h"
 #include "names.h"
 #include "redis_conn.h"
+#include "redis_target.h"
+#include "redis_url.h"
 #include "util.h"
 #include "waiters.h"
 
@@ -45,6 +52,8 @@
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 1000
 #define REFUSED_RETRY_MS 5000
+/* A sentinel URL: how often to look whether the master moved. */
+#define MOVED_LOOK_MS 200
 
 /* As many loops as --threads allows. */
 #define MAX_LOOPS 256
@@ -72,7 +81,9 @@ struct pubsub {
 	bool started;
 	atomic_bool connected;
 	redisContext *ctx;
+	unsigned target_gen;		/* a sentinel URL: ctx's address (redis_target) */
 	struct loop_timer reconnect;
+	struct loop_timer moved;	/* a sentinel URL: look for a new master */
 	int64_t backoff_ms;
 	struct name_table channels;	/* struct sub_channel, by name */
 	struct sub_channel *dirty_head, *dirty_tail;
@@ -184,6 +195,9 @@ static void disconnect(struct pubsub *ps, int64_t retry_in_ms)
 	loop_unwatch(ps->loop, ps->ctx->fd);
 	redisFree(ps->ctx);
 	ps->ctx = NULL;
+	if (ps->target_gen)
+		redis_target_lost(ps->url->target, ps->target_gen);	/* ask the sentinels */
+	ps->target_gen = 0;
 	atomic_store(&ps->connected, false);
 	metrics_inc(METRIC_REDIS_RECONNECTS);
 	names_each_safe(&ps->channels, e, next) {
@@ -210,7 +224,7 @@ static void on_reconnect_timer(struct loop *l, struct loop_timer *t)
 
 	if (ps->ctx)
 		return;
-	ps->ctx = redis_open_blocking(ps->url);
+	ps->ctx = redis_open_blocking(ps->url, &ps->target_gen);
 	if (!ps->ctx) {
 		loop_timer_set(l, t, now_ms() + ps->backoff_ms);
 		ps->backoff_ms = ps->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS
@@ -228,6 +242,17 @@ static void on_reconnect_timer(struct loop *l, struct loop_timer *t)
 	log_info("redis subscriber connected");
 	/* every wanted channel is on the dirty list since the disconnect (or
 	 * since it was wanted): send_changes subscribes them before we sleep */
+}
+
+/* A sentinel URL: the sentinels named another master than the one
+ * subscribed to: reconnect there (and resubscribe, waking the sleepers). */
+static void on_moved_timer(struct loop *l, struct loop_timer *t)
+{
+	struct pubsub *ps = container_of(t, struct pubsub, moved);
+
+	if (ps->ctx && ps->target_gen && redis_target_moved(ps->url->target, ps->target_gen))
+		disconnect(ps, 0);
+	loop_timer_set(l, t, now_ms() + MOVED_LOOK_MS);
 }
 
 /* Before the loop sleeps: send every pending subscription change in one
@@ -443,6 +468,9 @@ struct pubsub *pubsub_start(const struct redis_url *url)
 	}
 	loop_timer_init(&ps->reconnect, on_reconnect_timer);
 	loop_timer_set(ps->loop, &ps->reconnect, now_ms());	/* connect first thing */
+	loop_timer_init(&ps->moved, on_moved_timer);
+	if (url->target)
+		loop_timer_set(ps->loop, &ps->moved, now_ms() + MOVED_LOOK_MS);
 	loop_before_sleep(ps->loop, send_changes, ps);
 	if (pthread_create(&ps->thread, NULL, pubsub_main, ps)) {
 		log_error("cannot start the subscriber thread");

@@ -46,6 +46,7 @@
 
 #include "log.h"
 #include "loop.h"
+#include "redis_target.h"
 #include "util.h"
 
 #include <errno.h>
@@ -114,6 +115,9 @@ static const struct {
 			 "changed nothing; retry shortly" },
 	{ "DLOCKD_SETUP", "redis refused dlockd's connection set-up (AUTH, or SELECT of the "
 			  "database in --redis); dlockd's log has redis' words" },
+	{ "DLOCKD_NOMASTER", "no redis master known: no sentinel of --redis names a master "
+			     "that answers as one (sentinels down, or a failover under way); "
+			     "retry shortly" },
 };
 
 const char *redis_error_unavailable(const char *err)
@@ -186,17 +190,25 @@ static int setup_command(redisContext *c, int argc, const char **argv)
 	return ok ? 0 : -1;
 }
 
-redisContext *redis_open_blocking(const struct redis_url *url)
+redisContext *redis_open_blocking(const struct redis_url *url, unsigned *target_gen)
 {
 	struct setup_cmd cmds[2];
-	char db[16];
+	char db[16], host[256];
 	redisContext *c;
-	int n;
+	unsigned gen = 0;
+	int n, port = url->port;
 
+	if (url->target) {
+		gen = redis_target_get(url->target, host, sizeof(host), &port);
+		if (!gen) {
+			log_debug("redis connect: no master known yet");
+			return NULL;
+		}
+	}
 	if (url->unix_path)
 		c = redisConnectUnixWithTimeout(url->unix_path, tv_ms(CONNECT_TIMEOUT_MS));
 	else
-		c = redisConnectWithTimeout(url->host, url->port, tv_ms(CONNECT_TIMEOUT_MS));
+		c = redisConnectWithTimeout(gen ? host : url->host, port, tv_ms(CONNECT_TIMEOUT_MS));
 	if (!c)
 		return NULL;
 	if (c->err) {
@@ -210,8 +222,23 @@ redisContext *redis_open_blocking(const struct redis_url *url)
 	for (int i = 0; i < n; i++)
 		if (setup_command(c, cmds[i].argc, cmds[i].argv))
 			goto fail;
+	if (gen) {
+		redisReply *r = redisCommand(c, "ROLE");
+		bool master = redis_role_is_master(r);
+
+		if (r)
+			freeReplyObject(r);
+		if (!master) {
+			log_warn("redis %s:%d is not the master (ROLE)", host, port);
+			goto fail;
+		}
+	}
+	if (target_gen)
+		*target_gen = gen;
 	return c;
 fail:
+	if (gen)
+		redis_target_lost(url->target, gen);
 	redisFree(c);
 	return NULL;
 }
@@ -225,6 +252,8 @@ struct pending {
 	int64_t give_up_ms;	/* monotonic */
 	bool answered;		/* told "no reply" (REPLY_WAIT_MS after its send);
 				 * a late reply is dropped */
+	bool no_master;		/* failed unsent as no master was known (a
+				 * sentinel URL): told DLOCKD_NOMASTER */
 	struct pending *next;
 	struct held_cmd *held;	/* still to be sent (see below); NULL once sent */
 };
@@ -253,6 +282,15 @@ struct redis_conn {
 	bool overdue;			/* a command went unanswered past its give-up:
 					 * send nothing more, close once all are told */
 	bool closing;			/* redis_conn_free() runs: fail every send */
+	bool not_master;		/* a sentinel URL's node answered ROLE or a
+					 * command as a replica: drop the connection
+					 * once the current callbacks return */
+	bool no_master;			/* a sentinel URL's last connect found no
+					 * master known */
+	bool moving;			/* the sentinels named another master: send
+					 * nothing more, close once all are answered */
+	unsigned gen;			/* a sentinel URL: redis_target's generation
+					 * of the address connected to; 0: none */
 	struct pending_list held;	/* not sent until the offset is known */
 	struct pending_list sent;	/* awaiting replies, in send order */
 	struct pending *due;		/* the first of sent not yet told "no reply"
@@ -389,6 +427,9 @@ static void conn_drop(struct redis_conn *c, const char *why)
 		return;
 	log_warn("redis connection lost: %s", why);
 	conn_close(c);
+	if (c->gen)
+		redis_target_lost(c->url->target, c->gen);	/* ask the sentinels again */
+	c->gen = 0;
 	fail_sent(c);
 	list_append(&c->failed, &c->held);
 	if (c->ready) {
@@ -397,7 +438,7 @@ static void conn_drop(struct redis_conn *c, const char *why)
 	} else {
 		back_off(c);
 	}
-	c->connected = c->ready = c->broken = c->overdue = false;
+	c->connected = c->ready = c->broken = c->overdue = c->not_master = c->moving = false;
 	c->timed = c->probing = false;
 	if (c->failed.head)
 		loop_defer(c->loop, &c->fail_task);
@@ -411,6 +452,27 @@ static struct pending *pending_new(redis_reply_fn fn, void *ctx)
 	p->ctx = ctx;
 	p->give_up_ms = now_ms() + timing.command_timeout_ms;
 	return p;
+}
+
+/* Tell every failed command "no reply" (NULL), or, if it failed as no
+ * master was known, DLOCKD_NOMASTER (an error reply that never came from
+ * Redis, so that the 503 says why). */
+static void tell_failed(struct redis_conn *c)
+{
+	static const redisReply no_master = {
+		.type = REDIS_REPLY_ERROR,
+		.str = (char *)"DLOCKD_NOMASTER",
+		.len = sizeof("DLOCKD_NOMASTER") - 1,
+	};
+	struct pending *p;
+
+	while ((p = list_pop(&c->failed))) {
+		redisReply r = no_master;
+
+		free(p->held);
+		p->fn(p->ctx, p->no_master ? &r : NULL);
+		free(p);
+	}
 }
 
 /* Fail p: it is told "no reply" before the loop sleeps. */
@@ -432,6 +494,7 @@ static void append(struct redis_conn *c, struct pending *p, int argc, const char
 	char by[24];
 
 	if (!c->ctx) {
+		p->no_master = c->no_master;
 		fail_later(c, p);
 		return;
 	}
@@ -619,22 +682,49 @@ static void on_time(void *ctx, redisReply *r)
 	}
 }
 
-/* Start a non-blocking connect with the set-up commands queued on it. */
+/* A sentinel URL's node answered ROLE: anything but a master is no use
+ * (the sentinels' answer was stale, or a failover demoted it). */
+static void on_role(void *ctx, redisReply *r)
+{
+	struct redis_conn *c = ctx;
+
+	if (r && !c->broken && !redis_role_is_master(r)) {
+		log_warn("redis node is not the master (ROLE); asking the sentinels again");
+		c->not_master = true;
+	}
+}
+
+/* Start a non-blocking connect with the set-up commands queued on it: to
+ * the URL's address, or a sentinel URL's current master (none known: the
+ * commands fail at once, with a backoff before the next try). */
 static void conn_open_async(struct redis_conn *c)
 {
 	const struct redis_url *url = c->url;
 	struct setup_cmd cmds[2];
-	char db[16];
-	int n;
+	char db[16], host[256];
+	int n, port;
 
-	c->ctx = url->unix_path ? redisConnectUnixNonBlock(url->unix_path)
-				: redisConnectNonBlock(url->host, url->port);
+	if (url->target) {
+		c->gen = redis_target_get(url->target, host, sizeof(host), &port);
+		c->no_master = !c->gen;
+		if (c->no_master) {
+			back_off(c);
+			return;
+		}
+		c->ctx = redisConnectNonBlock(host, port);
+	} else {
+		c->ctx = url->unix_path ? redisConnectUnixNonBlock(url->unix_path)
+					: redisConnectNonBlock(url->host, url->port);
+	}
 	c->connects++;
 	if (!c->ctx || c->ctx->err) {
 		log_debug("redis connect failed: %s", c->ctx ? c->ctx->errstr : "out of memory");
 		if (c->ctx)
 			redisFree(c->ctx);
 		c->ctx = NULL;
+		if (c->gen)
+			redis_target_lost(url->target, c->gen);
+		c->gen = 0;
 		back_off(c);
 		return;
 	}
@@ -643,6 +733,8 @@ static void conn_open_async(struct redis_conn *c)
 	n = setup_cmds(url, cmds, db);
 	for (int i = 0; i < n; i++)
 		send_raw(c, cmds[i].argc, cmds[i].argv, on_setup, c);
+	if (c->gen)
+		send_raw(c, 1, (const char *[]){ "ROLE" }, on_role, c);
 	c->timed = false;
 	c->probes = 0;
 	probe(c);
@@ -669,9 +761,16 @@ void redis_conn_send_from(struct redis_conn *c, int argc, const char **argv,
 		list_push(&c->failed, p);	/* redis_conn_free() tells it */
 		return;
 	}
+	if (c->gen && !c->moving && redis_target_moved(c->url->target, c->gen)) {
+		/* a sentinel URL's master moved: an idle connection goes now,
+		 * a busy one once its calls are answered (on_readable) */
+		c->moving = true;
+		if (redis_conn_idle(c))
+			conn_drop(c, "the sentinels named another master");
+	}
 	if (!c->ctx && now_ms() >= c->next_try_ms)
 		conn_open_async(c);
-	if (c->ctx && c->overdue) {
+	if (c->ctx && (c->overdue || c->moving)) {
 		fail_later(c, p);	/* never sent: told at once */
 		return;
 	}
@@ -717,11 +816,7 @@ static void conn_run(struct redis_conn *c, int64_t now)
 	/* held past their time (the clock is still being measured) */
 	while (c->held.head && now >= c->held.head->give_up_ms)
 		list_push(&c->failed, list_pop(&c->held));
-	while ((p = list_pop(&c->failed))) {
-		free(p->held);
-		p->fn(p->ctx, NULL);
-		free(p);
-	}
+	tell_failed(c);
 }
 
 /* Set the timer to when conn_run has something to do next. */
@@ -754,14 +849,9 @@ static void on_timer(struct loop *l, struct loop_timer *t)
 static void on_failed(struct loop *l, void *data)
 {
 	struct redis_conn *c = data;
-	struct pending *p;
 
 	(void)l;
-	while ((p = list_pop(&c->failed))) {
-		free(p->held);
-		p->fn(p->ctx, NULL);
-		free(p);
-	}
+	tell_failed(c);
 	conn_schedule(c);
 }
 
@@ -842,6 +932,8 @@ static void on_readable(struct redis_conn *c)
 		c->overdue = false;	/* Redis answers again */
 		if (c->due == p)
 			c->due = p->next;
+		if (c->gen && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "READONLY ", 9))
+			c->not_master = true;	/* demoted under us */
 		if (!p->answered)
 			p->fn(p->ctx, r);
 		freeReplyObject(r);
@@ -850,6 +942,14 @@ static void on_readable(struct redis_conn *c)
 			return;		/* a callback's command could not be sent */
 		if (c->broken) {
 			conn_drop(c, "set-up refused");
+			return;
+		}
+		if (c->not_master) {
+			conn_drop(c, "not the master");
+			return;
+		}
+		if (c->moving && !c->sent.head) {
+			conn_drop(c, "the sentinels named another master");
 			return;
 		}
 	}
@@ -895,8 +995,6 @@ bool redis_conn_idle(const struct redis_conn *c)
 
 void redis_conn_free(struct redis_conn *c)
 {
-	struct pending *p;
-
 	if (!c)
 		return;
 	c->closing = true;
@@ -904,11 +1002,7 @@ void redis_conn_free(struct redis_conn *c)
 		conn_close(c);
 	fail_sent(c);
 	list_append(&c->failed, &c->held);
-	while ((p = list_pop(&c->failed))) {
-		free(p->held);
-		p->fn(p->ctx, NULL);
-		free(p);
-	}
+	tell_failed(c);
 	loop_timer_stop(c->loop, &c->timer);
 	loop_cancel(c->loop, &c->flush_task);
 	loop_cancel(c->loop, &c->fail_task);

@@ -24,8 +24,11 @@ const char *redis_error_unavailable(const char *err);
 
 /* A blocking connection to url (the subscriber's), authenticated and on the
  * right db, with the command timeout set; NULL (and a log line) if Redis
- * cannot be reached. The caller frees it with redisFree(). */
-redisContext *redis_open_blocking(const struct redis_url *url);
+ * cannot be reached. With a sentinel URL, to the master known now (NULL
+ * while none is), confirmed with ROLE; *target_gen (may be NULL) is then
+ * the address's generation, for redis_target_lost() when the connection
+ * is lost (else 0). The caller frees it with redisFree(). */
+redisContext *redis_open_blocking(const struct redis_url *url, unsigned *target_gen);
 
 /* ----- Pipelined connections on an event loop -----
  *

@@ -1,5 +1,6 @@
-/* redis_url.c -- parsing the --redis URL (redis:// or unix://) into what a
- * connection needs, and hiding its password for logs.
+/* redis_url.c -- parsing the --redis URL (redis://, unix:// or
+ * redis-sentinel://) into what a connection needs, and hiding its
+ * passwords for logs.
  *
  * The URL is checked once, at start (config.c), so whatever this parser
  * does not understand is refused there with a message that names it,
@@ -20,6 +21,9 @@
 
 /* The largest db number: Redis' `databases` setting is an int. */
 #define DB_MAX (INT_MAX - 1)
+
+#define SENTINEL_SCHEME "redis-sentinel://"
+#define REDIS_SENTINEL_PORT 26379
 
 struct parse {
 	char *why;
@@ -112,10 +116,11 @@ static int parse_db(struct parse *p, const char *a, const char *b, struct redis_
 	return 0;
 }
 
-/* The query [a, b): db, user and password, each at most once. db_given
- * tells whether the path already chose a db. */
+/* The query [a, b): db, user, password and (sentinel: redis-sentinel://)
+ * sentinel_password, each at most once. db_given tells whether the path
+ * already chose a db. */
 static int parse_query(struct parse *p, const char *a, const char *b, bool db_given,
-		       struct redis_url *u)
+		       bool sentinel, struct redis_url *u)
 {
 	bool seen_db = false, seen_user = false, seen_password = false;
 
@@ -147,9 +152,14 @@ static int parse_query(struct parse *p, const char *a, const char *b, bool db_gi
 			seen_password = true;
 			if (decode(p, eq + 1, end, "password", &u->password) < 0)
 				return -1;
+		} else if (sentinel && klen == 17 && !memcmp(a, "sentinel_password", 17)) {
+			if (u->sentinel_password)
+				return refuse(p, "sentinel_password given twice");
+			if (decode(p, eq + 1, end, "sentinel_password", &u->sentinel_password) < 0)
+				return -1;
 		} else {
-			return refuse(p, "unknown parameter '%.*s' (known: db, user, password)",
-				    (int)klen, a);
+			return refuse(p, "unknown parameter '%.*s' (known: db, user, password%s)",
+				    (int)klen, a, sentinel ? ", sentinel_password" : "");
 		}
 		a = amp ? amp + 1 : b;
 		if (amp && a == b)
@@ -181,12 +191,46 @@ static bool host6_ok(const char *a, const char *b)
 	return true;
 }
 
-/* redis://[[user]:password@]host[:port][/db], up to the query. */
-static int parse_tcp(struct parse *p, const char *s, const char *end, bool *db_given,
-		     struct redis_url *u)
+/* [a, b) as host[:port] or [ipv6][:port] into *host (malloc'd) and *port
+ * (left alone when no port is given). */
+static int parse_hostport(struct parse *p, const char *a, const char *b, char **host, int *port)
 {
-	const char *slash = memchr(s, '/', (size_t)(end - s));
-	const char *auth_end = slash ? slash : end, *at, *host, *colon;
+	const char *colon;
+
+	if (*a == '[') {
+		const char *close = memchr(a, ']', (size_t)(b - a));
+
+		if (!close || !host6_ok(a + 1, close))
+			return refuse(p, "host '%.*s' is not an IPv6 address in brackets",
+				    (int)(b - a), a);
+		colon = close + 1;
+		if (colon < b && *colon != ':')
+			return refuse(p, "'%.*s' after the IPv6 address is not :PORT",
+				    (int)(b - colon), colon);
+		*host = xasprintf("%.*s", (int)(close - a - 1), a + 1);
+	} else {
+		colon = memchr(a, ':', (size_t)(b - a));
+		if (!colon)
+			colon = b;
+		if (!host_ok(a, colon))
+			return refuse(p, "host '%.*s' is not a host name or IP address (a '/', "
+				    "'?' or '@' in the password must be written %%2F, %%3F, %%40)",
+				    (int)(colon - a), a);
+		*host = xasprintf("%.*s", (int)(colon - a), a);
+	}
+	if (colon < b && parse_num(colon + 1, b, 1, 65535, port) < 0)
+		return refuse(p, "port '%.*s' is not a number from 1 to 65535",
+			    (int)(b - colon - 1), colon + 1);
+	return 0;
+}
+
+/* [[user]:password@] at s, before auth_end; *rest is past it. With
+ * bare_password (redis-sentinel://, as Lettuce), "password@" without a
+ * ':' is a password; else it is refused as a user without one. */
+static int parse_userinfo(struct parse *p, const char *s, const char *auth_end,
+			  bool bare_password, struct redis_url *u, const char **rest)
+{
+	const char *at, *colon;
 
 	/* RFC 3986 allows one raw '@' (after the password) and none in a
 	 * query value; refusing any other catches a raw '/', '?' or '@' in a
@@ -195,70 +239,119 @@ static int parse_tcp(struct parse *p, const char *s, const char *end, bool *db_g
 	if (strchr(at ? at + 1 : s, '@'))
 		return refuse(p, "an '@' where none belongs: write '@', '/' and '?' in a user or "
 			    "password as %%40, %%2F and %%3F");
-	if (at) {
-		colon = memchr(s, ':', (size_t)(at - s));
-		if (!colon)
-			return refuse(p, "a user without a password; write user:password@ "
-				    "(or :password@ for the default user)");
-		if (colon > s && decode(p, s, colon, "user", &u->user) < 0)
-			return -1;
-		if (decode(p, colon + 1, at, "password", &u->password) < 0)
-			return -1;
-		s = at + 1;
-	}
-	host = s;
-	if (*s == '[') {
-		const char *close = memchr(s, ']', (size_t)(auth_end - s));
-
-		if (!close || !host6_ok(s + 1, close))
-			return refuse(p, "host '%.*s' is not an IPv6 address in brackets",
-				    (int)(auth_end - s), s);
-		u->host = xasprintf("%.*s", (int)(close - s - 1), s + 1);
-		colon = close + 1;
-		if (colon < auth_end && *colon != ':')
-			return refuse(p, "'%.*s' after the IPv6 address is not :PORT",
-				    (int)(auth_end - colon), colon);
-	} else {
-		colon = memchr(s, ':', (size_t)(auth_end - s));
-		if (!colon)
-			colon = auth_end;
-		if (!host_ok(s, colon))
-			return refuse(p, "host '%.*s' is not a host name or IP address (a '/', "
-				    "'?' or '@' in the password must be written %%2F, %%3F, %%40)",
-				    (int)(colon - host), host);
-		u->host = xasprintf("%.*s", (int)(colon - s), s);
-	}
-	if (colon < auth_end && parse_num(colon + 1, auth_end, 1, 65535, &u->port) < 0)
-		return refuse(p, "port '%.*s' is not a number from 1 to 65535",
-			    (int)(auth_end - colon - 1), colon + 1);
-	if (slash && slash + 1 < end) {
-		if (memchr(slash + 1, '/', (size_t)(end - slash - 1)))
-			return refuse(p, "path '%.*s' is not /DB (a database number)",
-				    (int)(end - slash), slash);
-		if (parse_db(p, slash + 1, end, u) < 0)
-			return -1;
-		*db_given = true;
-	}
+	*rest = s;
+	if (!at)
+		return 0;
+	colon = memchr(s, ':', (size_t)(at - s));
+	if (!colon && !bare_password)
+		return refuse(p, "a user without a password; write user:password@ "
+			    "(or :password@ for the default user)");
+	if (colon && colon > s && decode(p, s, colon, "user", &u->user) < 0)
+		return -1;
+	if (decode(p, colon ? colon + 1 : s, at, "password", &u->password) < 0)
+		return -1;
+	*rest = at + 1;
 	return 0;
+}
+
+/* [/db] at slash (NULL: none), up to end. */
+static int parse_path_db(struct parse *p, const char *slash, const char *end, bool *db_given,
+			 struct redis_url *u)
+{
+	if (!slash || slash + 1 >= end)
+		return 0;
+	if (memchr(slash + 1, '/', (size_t)(end - slash - 1)))
+		return refuse(p, "path '%.*s' is not /DB (a database number)",
+			    (int)(end - slash), slash);
+	if (parse_db(p, slash + 1, end, u) < 0)
+		return -1;
+	*db_given = true;
+	return 0;
+}
+
+/* redis://[[user]:password@]host[:port][/db], up to the query. */
+static int parse_tcp(struct parse *p, const char *s, const char *end, bool *db_given,
+		     struct redis_url *u)
+{
+	const char *slash = memchr(s, '/', (size_t)(end - s));
+	const char *auth_end = slash ? slash : end;
+
+	if (parse_userinfo(p, s, auth_end, false, u, &s) < 0 ||
+	    parse_hostport(p, s, auth_end, &u->host, &u->port) < 0)
+		return -1;
+	return parse_path_db(p, slash, end, db_given, u);
+}
+
+/* redis-sentinel://[[user:]password@]host[:port][,host[:port]...][/db],
+ * up to the query. */
+static int parse_sentinels(struct parse *p, const char *s, const char *end, bool *db_given,
+			   struct redis_url *u)
+{
+	const char *slash = memchr(s, '/', (size_t)(end - s));
+	const char *auth_end = slash ? slash : end;
+
+	if (parse_userinfo(p, s, auth_end, true, u, &s) < 0)
+		return -1;
+	if (s == auth_end)
+		return refuse(p, "no sentinel: write redis-sentinel://host[:port][,host[:port]...]"
+			    "#master");
+	for (;;) {
+		const char *comma = memchr(s, ',', (size_t)(auth_end - s));
+		const char *e = comma ? comma : auth_end;
+		struct redis_host *h;
+
+		if (s == e)
+			return refuse(p, "an empty host in the sentinel list (a stray ',')");
+		u->sentinels = xrealloc(u->sentinels, (u->nsentinels + 1) * sizeof(*u->sentinels));
+		h = &u->sentinels[u->nsentinels++];
+		h->host = NULL;
+		h->port = REDIS_SENTINEL_PORT;
+		if (parse_hostport(p, s, e, &h->host, &h->port) < 0)
+			return -1;
+		if (!comma)
+			break;
+		s = comma + 1;
+	}
+	return parse_path_db(p, slash, end, db_given, u);
 }
 
 int redis_url_parse(const char *s, struct redis_url *u, char *why, size_t why_len)
 {
 	struct parse p = { why, why_len };
-	const char *q, *end;
-	bool db_given = false;
+	const char *q, *end, *hash = strchr(s, '#');
+	bool db_given = false, sentinel = !strncmp(s, SENTINEL_SCHEME, strlen(SENTINEL_SCHEME));
+	const char *url_end;
 
 	memset(u, 0, sizeof(*u));
 	u->port = 6379;
 	if (why && why_len)
 		why[0] = '\0';
-	if (strchr(s, '#')) {
+	if (hash && !sentinel) {
 		refuse(&p, "a '#' is not allowed; write a '#' in a password as %%23");
 		goto bad;
 	}
-	q = strchr(s, '?');
-	end = q ? q : s + strlen(s);
-	if (!strncmp(s, "unix://", 7)) {
+	if (sentinel) {
+		/* the fragment is the master's name, and the only '#' */
+		if (!hash || !hash[1]) {
+			refuse(&p, "no master name: a sentinel URL ends with #MASTER, the name "
+			     "the sentinels monitor");
+			goto bad;
+		}
+		if (strchr(hash + 1, '#')) {
+			refuse(&p, "a second '#': write a '#' in a password or the master name "
+			     "as %%23");
+			goto bad;
+		}
+		if (decode(&p, hash + 1, hash + strlen(hash), "master name", &u->master) < 0)
+			goto bad;
+	}
+	url_end = hash ? hash : s + strlen(s);
+	q = memchr(s, '?', (size_t)(url_end - s));
+	end = q ? q : url_end;
+	if (sentinel) {
+		if (parse_sentinels(&p, s + strlen(SENTINEL_SCHEME), end, &db_given, u) < 0)
+			goto bad;
+	} else if (!strncmp(s, "unix://", 7)) {
 		if (s[7] != '/' || s + 8 >= end) {
 			refuse(&p, "a unix URL is unix:///absolute/path/to/socket (three slashes)");
 			goto bad;
@@ -276,13 +369,15 @@ int redis_url_parse(const char *s, struct redis_url *u, char *why, size_t why_le
 		const char *colon = strstr(s, "://");
 
 		if (colon)
-			refuse(&p, "scheme '%.*s' is not redis:// or unix:// (TLS is not supported)",
+			refuse(&p, "scheme '%.*s' is not redis://, unix:// or redis-sentinel:// "
+			     "(TLS is not supported)",
 			     (int)(colon - s) > 16 ? 16 : (int)(colon - s), s);
 		else
-			refuse(&p, "not redis://host:port/db or unix:///path");
+			refuse(&p, "not redis://host:port/db, unix:///path or "
+			     "redis-sentinel://host:port,...#master");
 		goto bad;
 	}
-	if (q && parse_query(&p, q + 1, q + strlen(q), db_given, u) < 0)
+	if (q && parse_query(&p, q + 1, url_end, db_given, sentinel, u) < 0)
 		goto bad;
 	if (u->user && !u->password) {
 		refuse(&p, "a user without a password (give password= too)");
@@ -300,12 +395,17 @@ void redis_url_release(struct redis_url *u)
 	free(u->unix_path);
 	free(u->user);
 	free(u->password);
+	for (unsigned i = 0; i < u->nsentinels; i++)
+		free(u->sentinels[i].host);
+	free(u->sentinels);
+	free(u->master);
+	free(u->sentinel_password);
 	memset(u, 0, sizeof(*u));
 }
 
 char *redis_url_redacted(const char *s)
 {
-	const char *scheme = strstr(s, "://"), *rest, *q, *at;
+	const char *scheme = strstr(s, "://"), *rest, *q, *at, *frag, *end;
 	size_t cap = 2 * strlen(s) + 16;
 	char *out = xmalloc(cap), *o = out;
 
@@ -315,10 +415,16 @@ char *redis_url_redacted(const char *s)
 	}
 	rest = scheme + 3;
 	q = strchr(rest, '?');
+	/* a sentinel URL's master name, after its last '#', is shown as is;
+	 * a '#' anywhere else is part of what it ends, and hidden with it */
+	frag = !strncmp(s, SENTINEL_SCHEME, strlen(SENTINEL_SCHEME)) ? strrchr(rest, '#') : NULL;
+	if (frag && q && frag < q)
+		frag = NULL;	/* hide more */
+	end = frag ? frag : rest + strlen(rest);
 	/* the last '@' before the query ends any user:password, even one
 	 * with a raw '/' or '@' in it */
 	at = NULL;
-	for (const char *c = rest; *c && (!q || c < q); c++)
+	for (const char *c = rest; c < end && (!q || c < q); c++)
 		if (*c == '@')
 			at = c;
 	o += sprintf(o, "%.*s", (int)(rest - s), s);
@@ -326,16 +432,18 @@ char *redis_url_redacted(const char *s)
 		o += sprintf(o, "***");
 		rest = at;
 	}
-	o += sprintf(o, "%.*s", q ? (int)(q - rest) : (int)strlen(rest), rest);
+	o += sprintf(o, "%.*s", (int)((q ? q : end) - rest), rest);
 	if (q) {
 		const char *c = q + 1;
 
 		*o++ = '?';
-		while (*c) {
-			const char *amp = strchr(c, '&'), *e = amp ? amp : c + strlen(c);
+		while (c < end) {
+			const char *amp = memchr(c, '&', (size_t)(end - c)), *e = amp ? amp : end;
 
 			if (e - c >= 9 && !memcmp(c, "password=", 9))
 				o += sprintf(o, "password=***");
+			else if (e - c >= 18 && !memcmp(c, "sentinel_password=", 18))
+				o += sprintf(o, "sentinel_password=***");
 			else
 				o += sprintf(o, "%.*s", (int)(e - c), c);
 			if (amp)
@@ -343,6 +451,7 @@ char *redis_url_redacted(const char *s)
 			c = amp ? amp + 1 : e;
 		}
 	}
+	o += sprintf(o, "%s", frag ? frag : "");
 	*o = '\0';
 	return out;
 }

@@ -5,19 +5,43 @@
 
 #include <stddef.h>
 
+struct redis_target;
+
+/* A host and port of a sentinel. */
+struct redis_host {
+	char *host;
+	int port;
+};
+
 struct redis_url {
-	char *host;		/* NULL for a unix socket */
+	char *host;		/* NULL for a unix socket or sentinels */
 	int port;
 	char *unix_path;	/* NULL for TCP */
 	char *user;		/* NULL unless given */
 	char *password;		/* NULL unless given */
 	int db;
+	/* redis-sentinel:// only (nsentinels > 0): the sentinels to ask, in
+	 * order, the master's name, and the sentinels' own password (NULL
+	 * unless given); user and password above are the data nodes'. */
+	struct redis_host *sentinels;
+	unsigned nsentinels;
+	char *master;
+	char *sentinel_password;
+	/* Not the parser's: where the connections find the current master,
+	 * set by whoever starts the resolver (redis_target.h); NULL for a
+	 * fixed address. */
+	struct redis_target *target;
 };
 
 /* Parse
  *   redis://[[user]:password@]host[:port][/db][?param=value&...]
  *   unix:///path/to/socket[?param=value&...]
- * where the params are db, user and password, on either scheme. The user,
+ *   redis-sentinel://[[user:]password@]host[:port][,host[:port]...][/db]
+ *       [?param=value&...]#master
+ * where the params are db, user and password, on every scheme, and
+ * sentinel_password on redis-sentinel:// (whose ports default to 26379;
+ * its '#' starts the master's name, also percent-decoded; '#' is refused
+ * anywhere else). The user,
  * the password, the socket path and every param value are percent-decoded
  * (RFC 3986): write '@', '/', ':', '?', '#', '%' and '&' in them as %40,
  * %2F, %3A, %3F, %23, %25 and %26. '+' is a plus, not a space.
@@ -27,7 +51,8 @@ struct redis_url {
 int redis_url_parse(const char *s, struct redis_url *u, char *why, size_t why_len);
 void redis_url_release(struct redis_url *u);
 
-/* s with its user:password@ shown as ***@ and any password= value as ***,
+/* s with its user:password@ shown as ***@ and any password= or
+ * sentinel_password= value as ***,
  * for log lines and error messages; works on malformed URLs too (when in
  * doubt it hides more). The caller frees it. */
 char *redis_url_redacted(const char *s);

@@ -175,6 +175,8 @@ int redis_start(struct redis_srv *r)
 	snprintf(port, sizeof(port), "%d", r->port);
 	snprintf(log, sizeof(log), "%s/redis.log", r->dir);
 	argv[argc++] = "redis-server";
+	if (r->conf[0])
+		argv[argc++] = r->conf;	/* first, as redis-server wants it */
 	argv[argc++] = "--port";
 	argv[argc++] = port;
 	argv[argc++] = "--bind";

@@ -46,6 +46,7 @@ struct redis_srv {
 	pid_t pid;
 	char dir[256];
 	char extra[256];	/* extra redis-server arguments, space separated */
+	char conf[300];		/* a config file to start with (a sentinel's), or "" */
 };
 
 struct dlockd_srv {

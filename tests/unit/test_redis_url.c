@@ -1,6 +1,7 @@
 /* test_redis_url.c -- the --redis URL: hosts, ports and dbs; user and
  * password percent-decoded; unix sockets with ?db=, ?user=, ?password=;
- * what is refused, with the message that says why; hiding the password. */
+ * redis-sentinel:// (Lettuce's form); what is refused, with the message
+ * that says why; hiding the passwords. */
 #include "unit.h"
 
 #include "../../service/redis_url.c"
@@ -22,6 +23,9 @@ static void refused(const char *s, const char *want)
 		fail_msg("'%s': message '%s' quotes the password", s, why);
 	assert_null(u.host);
 	assert_null(u.password);
+	assert_null(u.sentinels);
+	assert_null(u.master);
+	assert_null(u.sentinel_password);
 }
 
 static void test_redis_url__tcp(void **state)
@@ -119,9 +123,9 @@ static void test_redis_url__query_parameters(void **state)
 static void test_redis_url__refusals_say_why(void **state)
 {
 	(void)state;
-	refused("http://x", "scheme 'http' is not redis:// or unix://");
+	refused("http://x", "scheme 'http' is not redis://, unix:// or redis-sentinel://");
 	refused("rediss://h", "scheme 'rediss'");
-	refused("localhost:6379", "not redis://host:port/db or unix:///path");
+	refused("localhost:6379", "not redis://host:port/db, unix:///path");
 	refused("redis://", "host '' is not a host name");
 	refused("redis://h:0", "port '0' is not a number from 1 to 65535");
 	refused("redis://h:port", "port 'port'");
@@ -159,6 +163,91 @@ static void test_redis_url__refusals_say_why(void **state)
 	refused("redis://[::1]x", "after the IPv6 address");
 }
 
+/* Lettuce's form: sentinels in order, 26379 by default, the master after
+ * '#', the data nodes' user and password, the sentinels' own password as
+ * a parameter. */
+static void test_redis_url__sentinel(void **state)
+{
+	struct redis_url u;
+
+	(void)state;
+	assert_int_equal(redis_url_parse("redis-sentinel://127.0.0.1:26380,h2,[::1]:7#mymaster",
+					  &u, NULL, 0), 0);
+	assert_int_equal(u.nsentinels, 3);
+	assert_string_equal(u.sentinels[0].host, "127.0.0.1");
+	assert_int_equal(u.sentinels[0].port, 26380);
+	assert_string_equal(u.sentinels[1].host, "h2");
+	assert_int_equal(u.sentinels[1].port, 26379);
+	assert_string_equal(u.sentinels[2].host, "::1");
+	assert_int_equal(u.sentinels[2].port, 7);
+	assert_string_equal(u.master, "mymaster");
+	assert_null(u.host);
+	assert_null(u.unix_path);
+	assert_null(u.password);
+	assert_null(u.sentinel_password);
+	assert_int_equal(u.db, 0);
+	redis_url_release(&u);
+
+	/* password@ alone is the password (Lettuce); user:password@ too */
+	assert_int_equal(redis_url_parse("redis-sentinel://pw@s1/3#m", &u, NULL, 0), 0);
+	assert_null(u.user);
+	assert_string_equal(u.password, "pw");
+	assert_int_equal(u.db, 3);
+	assert_int_equal(u.nsentinels, 1);
+	redis_url_release(&u);
+
+	assert_int_equal(redis_url_parse("redis-sentinel://app:p%23w@s1:1,s2:2/1?"
+					  "sentinel_password=s%26p#m%23aster", &u, NULL, 0), 0);
+	assert_string_equal(u.user, "app");
+	assert_string_equal(u.password, "p#w");
+	assert_string_equal(u.sentinel_password, "s&p");
+	assert_string_equal(u.master, "m#aster");
+	assert_int_equal(u.db, 1);
+	assert_int_equal(u.nsentinels, 2);
+	assert_int_equal(u.sentinels[1].port, 2);
+	redis_url_release(&u);
+
+	assert_int_equal(redis_url_parse("redis-sentinel://s?db=2&user=u&password=p#m",
+					  &u, NULL, 0), 0);
+	assert_int_equal(u.db, 2);
+	assert_string_equal(u.user, "u");
+	assert_string_equal(u.password, "p");
+	redis_url_release(&u);
+}
+
+static void test_redis_url__sentinel_refusals(void **state)
+{
+	(void)state;
+	refused("redis-sentinel://s1,s2", "no master name");
+	refused("redis-sentinel://s1#", "no master name");
+	refused("redis-sentinel://s1/0?db=1", "no master name");
+	refused("redis-sentinel://#m", "no sentinel");
+	refused("redis-sentinel:///0#m", "no sentinel");
+	refused("redis-sentinel://:secret@#m", "no sentinel");
+	refused("redis-sentinel://s1,#m", "an empty host");
+	refused("redis-sentinel://,s1#m", "an empty host");
+	refused("redis-sentinel://s1,,s2#m", "an empty host");
+	refused("redis-sentinel://s1:0#m", "port '0' is not a number from 1 to 65535");
+	refused("redis-sentinel://s1,s2:99999#m", "port '99999'");
+	refused("redis-sentinel://s1:x#m", "port 'x'");
+	refused("redis-sentinel://s1:#m", "port ''");
+	refused("redis-sentinel://s1/x#m", "db 'x'");
+	refused("redis-sentinel://[::1#m", "IPv6");
+	refused("redis-sentinel://s1#m#n", "a second '#'");
+	refused("redis-sentinel://s1#m%zz", "bad percent-escape in the master name");
+	refused("redis-sentinel://s1?sentinel_password=secret%z#m",
+		"bad percent-escape in the sentinel_password");
+	refused("redis-sentinel://s1?sentinel_password=secret&sentinel_password=secret#m",
+		"sentinel_password given twice");
+	refused("redis-sentinel://s1?timeout=5#m", "unknown parameter 'timeout'");
+	refused("redis-sentinel://s1?user=u#m", "a user without a password");
+	/* only the sentinel scheme knows these */
+	refused("redis://h?sentinel_password=secret", "unknown parameter 'sentinel_password'");
+	refused("redis://h#m", "a '#' is not allowed");
+	refused("unix:///s#m", "a '#' is not allowed");
+	refused("redis-sentinel://:sec@ret@s1#m", "write '@', '/' and '?'");
+}
+
 static void shown(const char *url, const char *want)
 {
 	char *s = redis_url_redacted(url);
@@ -180,6 +269,14 @@ static void test_redis_url__the_password_is_hidden(void **state)
 	      "unix:///run/r.sock?db=1&password=***&user=u");
 	shown("redis://h?password=a&password=", "redis://h?password=***&password=***");
 	shown("no-scheme", "no-scheme");
+	shown("redis-sentinel://u:pw@s1,s2:1/0?sentinel_password=sp&db=1#m",
+	      "redis-sentinel://***@s1,s2:1/0?sentinel_password=***&db=1#m");
+	shown("redis-sentinel://s1?password=a#b#m", "redis-sentinel://s1?password=***#m");
+	shown("redis-sentinel://s1#m", "redis-sentinel://s1#m");
+	/* a '#' before the query is not taken for the master's name */
+	shown("redis-sentinel://s1#x?password=a", "redis-sentinel://s1#x?password=***");
+	/* no '#' outside the sentinel scheme ends the query */
+	shown("redis://h?password=a#b", "redis://h?password=***");
 }
 
 int main(void)
@@ -189,6 +286,8 @@ int main(void)
 		cmocka_unit_test(test_redis_url__userinfo_is_percent_decoded),
 		cmocka_unit_test(test_redis_url__query_parameters),
 		cmocka_unit_test(test_redis_url__refusals_say_why),
+		cmocka_unit_test(test_redis_url__sentinel),
+		cmocka_unit_test(test_redis_url__sentinel_refusals),
 		cmocka_unit_test(test_redis_url__the_password_is_hidden),
 	};
 

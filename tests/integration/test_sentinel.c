@@ -1,0 +1,372 @@
+/* test_sentinel.c -- dlockd on --redis redis-sentinel://: a master, two
+ * replicas and three sentinels of the test's own, on free loopback ports.
+ * Locks of every kind and a woken waiter work through the sentinel URL;
+ * dlockd follows a failover (SENTINEL FAILOVER, and SIGKILL of the master)
+ * without a restart, answering only 503 (with Retry-After) in between,
+ * never 500 and never hanging; a waiter waiting across the failover is
+ * served after it and none is left; fencing tokens keep increasing; with
+ * every sentinel down, requests get a 503 that says so and /readyz is not
+ * ready. */
+#include "../harness/harness.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MASTER "m"
+
+struct topo {
+	struct redis_srv data[3];	/* data[0]: the first master */
+	struct redis_srv sent[3];
+	struct dlockd_srv d;
+	char url[128];
+};
+
+/* static: test_at_end's argument must outlive the test */
+static struct topo T;
+
+static void topo_stop(void *arg)
+{
+	struct topo *t = arg;
+
+	if (t->d.pid > 0)
+		dlockd_stop(&t->d, 10000);
+	for (int i = 0; i < 3; i++)
+		redis_stop(&t->sent[i], false);
+	for (int i = 0; i < 3; i++)
+		redis_stop(&t->data[i], false);
+}
+
+/* A sentinel watching the master on master_port, with its own config
+ * file (Sentinel rewrites it). */
+static int sentinel_start(struct redis_srv *s, int master_port)
+{
+	FILE *f;
+
+	s->port = free_port();
+	snprintf(s->dir, sizeof(s->dir), "%s/sentinel-%d", test_tmpdir(), s->port);
+	mkdir(s->dir, 0755);
+	snprintf(s->conf, sizeof(s->conf), "%s/sentinel.conf", s->dir);
+	f = fopen(s->conf, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "sentinel monitor " MASTER " 127.0.0.1 %d 2\n"
+		   "sentinel down-after-milliseconds " MASTER " 1000\n"
+		   "sentinel failover-timeout " MASTER " 3000\n", master_port);
+	fclose(f);
+	snprintf(s->extra, sizeof(s->extra), "--sentinel");
+	return redis_start(s);
+}
+
+/* The reply of a command on r, on a connection of its own (free it);
+ * NULL if none. */
+static redisReply *cmd_on(const struct redis_srv *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static redisReply *cmd_on(const struct redis_srv *r, const char *fmt, ...)
+{
+	redisContext *c = redis_client(r);
+	redisReply *rep = NULL;
+	va_list ap;
+
+	if (!c)
+		return NULL;
+	va_start(ap, fmt);
+	rep = redisvCommand(c, fmt, ap);
+	va_end(ap);
+	redisFree(c);
+	return rep;
+}
+
+/* Does INFO section of r contain needle? */
+static bool info_has(const struct redis_srv *r, const char *section, const char *needle)
+{
+	redisReply *rep = cmd_on(r, "INFO %s", section);
+	bool ok = rep && rep->type == REDIS_REPLY_STRING && strstr(rep->str, needle);
+
+	if (rep)
+		freeReplyObject(rep);
+	return ok;
+}
+
+/* Every sentinel knows the other two, the quorum, and both replicas. */
+static bool sentinels_ready(const struct topo *t)
+{
+	for (int i = 0; i < 3; i++) {
+		redisReply *q = cmd_on(&t->sent[i], "SENTINEL CKQUORUM " MASTER);
+		redisReply *r = cmd_on(&t->sent[i], "SENTINEL REPLICAS " MASTER);
+		bool ok = q && q->type == REDIS_REPLY_STATUS && !strncmp(q->str, "OK 3 ", 5) &&
+			  r && r->type == REDIS_REPLY_ARRAY && r->elements == 2;
+
+		if (q)
+			freeReplyObject(q);
+		if (r)
+			freeReplyObject(r);
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+/* The master's port as the first sentinel that answers says; 0 if none. */
+static int sentinel_master_port(const struct topo *t)
+{
+	for (int i = 0; i < 3; i++) {
+		redisReply *r = t->sent[i].pid > 0 ?
+			cmd_on(&t->sent[i], "SENTINEL get-master-addr-by-name " MASTER) : NULL;
+		int port = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ?
+			atoi(r->element[1]->str) : 0;
+
+		if (r)
+			freeReplyObject(r);
+		if (port)
+			return port;
+	}
+	return 0;
+}
+
+static struct redis_srv *data_on(struct topo *t, int port)
+{
+	for (int i = 0; i < 3; i++)
+		if (t->data[i].port == port)
+			return &t->data[i];
+	return NULL;
+}
+
+/* Master, replicas synced, sentinels agreed, dlockd on the sentinel URL. */
+static int topo_start(struct topo *t)
+{
+	memset(t, 0, sizeof(*t));
+	test_at_end(topo_stop, t);
+	if (redis_start(&t->data[0]) < 0)
+		return -1;
+	for (int i = 1; i < 3; i++) {
+		snprintf(t->data[i].extra, sizeof(t->data[i].extra), "--replicaof 127.0.0.1 %d",
+			 t->data[0].port);
+		if (redis_start(&t->data[i]) < 0)
+			return -1;
+	}
+	for (int i = 1; i < 3; i++)
+		if (!WAIT_FOR(info_has(&t->data[i], "replication", "master_link_status:up"),
+			      20000)) {
+			printf("# replica on %d did not sync\n", t->data[i].port);
+			return -1;
+		}
+	for (int i = 0; i < 3; i++)
+		if (sentinel_start(&t->sent[i], t->data[0].port) < 0)
+			return -1;
+	if (!WAIT_FOR(sentinels_ready(t), 30000)) {
+		printf("# sentinels did not agree on the quorum and replicas\n");
+		return -1;
+	}
+	snprintf(t->url, sizeof(t->url), "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,"
+		 "127.0.0.1:%d/0#" MASTER, t->sent[0].port, t->sent[1].port, t->sent[2].port);
+	return dlockd_start(&t->d, t->url, NULL);
+}
+
+TEST(sentinel_locks_of_every_kind_and_a_waiter)
+{
+	const char *n = lockname("sent"), *f = lockname("sentfair"), *rw = lockname("sentrw");
+	const char *w = lockname("sentwait");
+	struct http_resp r;
+	struct bg b;
+	int64_t t0;
+
+	CHECK(topo_start(&T) == 0, "topology and dlockd start");
+	CHECK(file_lines_with(T.d.log, "master '" MASTER "' is 127.0.0.1:", NULL) >= 1,
+	      "the resolver logs the master it found");
+
+	CHECK(lock_hold(&T.d, n, "a", 30000), "lock through the sentinel URL");
+	CHECK(rcmd_int_on(&T.data[0], "EXISTS %s", n) == 1, "the lock lives on the master");
+	CHECK(lock_release(&T.d, n, "a") == 200, "release");
+
+	CHECK(status_of(&T.d, "PUT", "/fairlocks/%s?owner=a", f) == 200, "fair lock");
+	CHECK(status_of(&T.d, "PUT", "/fairlocks/%s?owner=b", f) == 409, "fair lock is held");
+	CHECK(status_of(&T.d, "DELETE", "/fairlocks/%s?owner=a", f) == 200, "fair release");
+
+	CHECK(status_of(&T.d, "PUT", "/rwlocks/%s/read?owner=r1", rw) == 200, "reader");
+	CHECK(status_of(&T.d, "PUT", "/rwlocks/%s/read?owner=r2", rw) == 200, "second reader");
+	CHECK(status_of(&T.d, "PUT", "/rwlocks/%s/write?owner=w", rw) == 409, "writer waits");
+	CHECK(status_of(&T.d, "DELETE", "/rwlocks/%s/read?owner=r1", rw) == 200, "reader leaves");
+	CHECK(status_of(&T.d, "DELETE", "/rwlocks/%s/read?owner=r2", rw) == 200, "reader leaves");
+	CHECK(status_of(&T.d, "PUT", "/rwlocks/%s/write?owner=w", rw) == 200, "writer enters");
+	CHECK(status_of(&T.d, "DELETE", "/rwlocks/%s/write?owner=w", rw) == 200, "writer leaves");
+
+	CHECK(lock_hold(&T.d, w, "a", 30000), "holder");
+	{
+		char p[256];
+
+		snprintf(p, sizeof(p), "/locks/%s?owner=b&wait_ms=30000", w);
+		bg_start_on(&b, T.d.base, "PUT", p, NULL);
+	}
+	CHECK(wait_waiters(&T.d, 1, 10000), "the waiter waits");
+	CHECK(WAIT_FOR(channel_subscribers(&T.data[0], "redisson_lock__channel:{%s}", w) >= 1,
+		       10000), "the subscriber listens on the master");
+	CHECK(lock_release(&T.d, w, "a") == 200, "release");
+	t0 = mono_ms();
+	CHECK_GRANTED_WITHIN(b, t0, 3000, "the waiter is woken by the release");
+	http_free(&b.r);
+	http_on(T.d.base, "GET", "/readyz", NULL, &r);
+	CHECK_STATUS(r, 200, "ready");
+	http_free(&r);
+}
+
+/* The failover of both tests: a holder (a) and a waiter (b) on one lock,
+ * then kill the master or ask for a failover, and cycle another lock
+ * until dlockd has served from the new master. */
+static void failover_run(bool kill)
+{
+	const char *held = lockname("held"), *cyc = lockname("cyc");
+	long long last_token = 0, token_a;
+	int old, now_port = 0, n503 = 0, n200_after = 0, n_old = 0, i = 0;
+	int64_t t0, switched_ms = 0, first_200_ms = 0, worst_ms = 0;
+	struct redis_srv *nm;
+	struct http_resp r;
+	char p[256];
+	struct bg b;
+
+	CHECK(topo_start(&T) == 0, "topology and dlockd start");
+	old = T.data[0].port;
+	snprintf(p, sizeof(p), "/locks/%s?owner=a&ttl_ms=60000", held);
+	http_on(T.d.base, "PUT", p, NULL, &r);
+	CHECK_STATUS(r, 200, "holder a");
+	token_a = json_int(&r, "fencing_token");
+	http_free(&r);
+	CHECK(WAIT_FOR(rcmd_int_on(&T.data[1], "EXISTS %s", held) == 1 &&
+		       rcmd_int_on(&T.data[2], "EXISTS %s", held) == 1, 10000),
+	      "the holding reached the replicas");
+	snprintf(p, sizeof(p), "/locks/%s?owner=b&ttl_ms=30000&wait_ms=120000", held);
+	bg_start_on(&b, T.d.base, "PUT", p, NULL);
+	CHECK(wait_waiters(&T.d, 1, 10000), "b waits");
+	CHECK(WAIT_FOR(channel_subscribers(&T.data[0], "redisson_lock__channel:{%s}", held) >= 1,
+		       10000), "the subscriber listens on the master");
+
+	t0 = mono_ms();
+	if (kill) {
+		redis_stop(&T.data[0], true);
+	} else {
+		redisReply *rep = cmd_on(&T.sent[1], "SENTINEL FAILOVER " MASTER);
+
+		CHECK(rep && rep->type == REDIS_REPLY_STATUS, "SENTINEL FAILOVER: %s",
+		      rep ? rep->str : "no reply");
+		freeReplyObject(rep);
+	}
+	/* cycle a lock (fresh owner each time) until 5 grants on the master
+	 * the sentinels named */
+	while (n200_after < 5) {
+		char owner[32];
+		int64_t sent_ms = mono_ms();
+		bool after;
+		int port;
+
+		CHECK(sent_ms - t0 < 90000 * slow_factor(),
+		      "dlockd did not follow the failover within 90 s (%d 503s)", n503);
+		port = sentinel_master_port(&T);
+		if (port && port != old && !switched_ms)
+			switched_ms = mono_ms();
+		after = switched_ms != 0;
+		snprintf(owner, sizeof(owner), "c%d", i++);
+		snprintf(p, sizeof(p), "/locks/%s?owner=%s&ttl_ms=3000&wait_ms=5000", cyc, owner);
+		http_on(T.d.base, "PUT", p, NULL, &r);
+		if (r.ms > worst_ms)
+			worst_ms = (int64_t)r.ms;
+		CHECK(r.status == 200 || r.status == 503, "PUT during the failover: %ld %s",
+		      r.status, r.body ? r.body : "(none)");
+		CHECK(r.ms < 20000, "PUT took %.0f ms", r.ms);
+		if (r.status == 503) {
+			CHECK(r.retry_after[0], "a 503 without Retry-After");
+			n503++;
+			http_free(&r);
+			sleep_ms(20);	/* pacing, as a client would: not for correctness */
+			continue;
+		}
+		CHECK(json_int(&r, "fencing_token") > last_token,
+		      "token %lld after %lld", json_int(&r, "fencing_token"), last_token);
+		last_token = json_int(&r, "fencing_token");
+		http_free(&r);
+		if (after) {
+			/* dlockd looks at the sentinels every second: until then
+			 * a grant may still go to the old master, which accepts
+			 * writes until Sentinel turns it into a replica */
+			struct redis_srv *nm_now = data_on(&T, port);
+
+			if (nm_now && rcmd_int_on(nm_now, "EXISTS %s", cyc) == 1) {
+				if (!n200_after) {
+					first_200_ms = mono_ms() - t0;
+					now_port = port;
+				}
+				n200_after++;
+			} else if (!n200_after) {
+				n_old++;
+			} else {
+				CHECK(false, "a grant on the old master after one on the new");
+			}
+		}
+		snprintf(p, sizeof(p), "/locks/%s?owner=%s", cyc, owner);
+		http_on(T.d.base, "DELETE", p, NULL, &r);
+		/* 409: a grant the old master took lost in the failover (Redis
+		 * replicates asynchronously); its lease is what frees it */
+		CHECK(r.status == 200 || r.status == 503 || r.status == 409,
+		      "DELETE during the failover: %ld %s", r.status, r.body ? r.body : "");
+		if (r.status == 503)
+			n503++;
+		http_free(&r);
+	}
+	printf("# %s: sentinels switched after %lld ms; first grant on the new master "
+	       "%lld ms after the %s; %d 503s; %d grants on the old master after the "
+	       "switch; slowest request %lld ms\n",
+	       kill ? "SIGKILL" : "SENTINEL FAILOVER", (long long)(switched_ms - t0),
+	       (long long)first_200_ms, kill ? "kill" : "command", n503, n_old,
+	       (long long)worst_ms);
+	nm = data_on(&T, now_port);
+	CHECK(nm && nm != &T.data[0], "a new master (port %d)", now_port);
+	CHECK(lock_hold(&T.d, cyc, "last", 30000), "a lock after the failover");
+	CHECK(rcmd_int_on(nm, "EXISTS %s", cyc) == 1, "it lives on the new master");
+	CHECK(lock_release(&T.d, cyc, "last") == 200, "release on the new master");
+
+	/* a releases on the new master; b, waiting all along, gets the lock */
+	CHECK(lock_release(&T.d, held, "a") == 200, "a releases on the new master");
+	t0 = mono_ms();
+	CHECK_GRANTED_WITHIN(b, t0, 5000, "b, waiting across the failover, is served");
+	CHECK(json_int(&b.r, "fencing_token") > token_a, "b's token %lld after a's %lld",
+	      json_int(&b.r, "fencing_token"), token_a);
+	http_free(&b.r);
+	CHECK(wait_no_waiters(&T.d, 10000), "no waiter left");
+	CHECK(WAIT_FOR(status_of(&T.d, "GET", "/readyz") == 200, 20000), "ready again");
+}
+
+TEST(sentinel_failover_is_followed)
+{
+	failover_run(false);
+}
+
+TEST(sentinel_master_killed_is_followed)
+{
+	failover_run(true);
+}
+
+TEST(sentinel_all_down_is_503_and_not_ready)
+{
+	struct http_resp r;
+	char url[128];
+
+	memset(&T, 0, sizeof(T));
+	test_at_end(topo_stop, &T);
+	/* ports nobody listens on */
+	snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d#" MASTER,
+		 free_port(), free_port());
+	CHECK(dlockd_start(&T.d, url, NULL) == 0, "dlockd starts without any sentinel");
+	http_on(T.d.base, "PUT", "/locks/nomaster?owner=a", NULL, &r);
+	CHECK_ERROR(r, 503, "backend_unavailable", "no master known");
+	CHECK(strstr(json_str(&r, "message"), "no redis master known"), "message: %s",
+	      json_str(&r, "message"));
+	CHECK(r.retry_after[0], "Retry-After");
+	CHECK(r.ms < 3000, "fails fast: %.0f ms", r.ms);
+	http_free(&r);
+	http_on(T.d.base, "GET", "/readyz", NULL, &r);
+	CHECK_STATUS(r, 503, "not ready");
+	http_free(&r);
+	CHECK(WAIT_FOR(file_lines_with(T.d.log, "no sentinel of --redis names a master", NULL) >=
+		       1, 10000), "the log says why");
+}
