@@ -46,10 +46,12 @@
 
 #include "log.h"
 #include "loop.h"
+#include "redis_cluster.h"
 #include "redis_target.h"
 #include "util.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,14 +192,25 @@ static int setup_command(redisContext *c, int argc, const char **argv)
 	return ok ? 0 : -1;
 }
 
+/* A cluster's seed that redis_open_blocking() tries next: the one after
+ * the last that failed. */
+static atomic_uint next_seed;
+
 redisContext *redis_open_blocking(const struct redis_url *url, unsigned *target_gen)
 {
 	struct setup_cmd cmds[2];
 	char db[16], host[256];
 	redisContext *c;
-	unsigned gen = 0;
+	unsigned gen = 0, seed = 0;
 	int n, port = url->port;
 
+	if (url->cluster && url->nseeds > 1) {
+		/* any node hears a classic PUBLISH; a dead one is passed over */
+		seed = atomic_load(&next_seed) % url->nseeds;
+		c = redisConnectWithTimeout(url->seeds[seed].host, url->seeds[seed].port,
+					    tv_ms(CONNECT_TIMEOUT_MS));
+		goto connected;
+	}
 	if (url->target) {
 		gen = redis_target_get(url->target, host, sizeof(host), &port);
 		if (!gen) {
@@ -209,6 +222,7 @@ redisContext *redis_open_blocking(const struct redis_url *url, unsigned *target_
 		c = redisConnectUnixWithTimeout(url->unix_path, tv_ms(CONNECT_TIMEOUT_MS));
 	else
 		c = redisConnectWithTimeout(gen ? host : url->host, port, tv_ms(CONNECT_TIMEOUT_MS));
+connected:
 	if (!c)
 		return NULL;
 	if (c->err) {
@@ -239,8 +253,39 @@ redisContext *redis_open_blocking(const struct redis_url *url, unsigned *target_
 fail:
 	if (gen)
 		redis_target_lost(url->target, gen);
+	if (url->cluster)
+		atomic_compare_exchange_strong(&next_seed, &seed, seed + 1);
 	redisFree(c);
 	return NULL;
+}
+
+int redis_detect_cluster(struct redis_url *url)
+{
+	redisContext *c;
+	redisReply *r;
+
+	if (url->nsentinels || url->unix_path)
+		return 0;
+	if (url->nseeds > 1) {
+		url->cluster = true;
+	} else if ((c = redis_open_blocking(url, NULL))) {
+		r = redisCommand(c, "INFO cluster");
+		url->cluster = r && r->type == REDIS_REPLY_STRING &&
+			       strstr(r->str, "cluster_enabled:1");
+		if (r)
+			freeReplyObject(r);
+		redisFree(c);
+	} else {
+		log_warn("redis %s:%d did not answer: taken for a single Redis, not a cluster "
+			 "(list two or more cluster nodes in --redis to say it is one)", url->host,
+			 url->port);
+		return 0;
+	}
+	if (url->cluster && url->db) {
+		log_error("redis url: a Redis Cluster has database 0 only, not %d", url->db);
+		return -1;
+	}
+	return 0;
 }
 
 /* ----- The pipelined connection ----- */
@@ -274,6 +319,11 @@ struct pending_list {
 struct redis_conn {
 	struct loop *loop;
 	const struct redis_url *url;	/* the caller's */
+	struct redis_cluster *cluster;	/* a cluster URL: this is only its front,
+					 * and every command goes to the router */
+	char *node_host;		/* a cluster node's connection: its address,
+					 * instead of the URL's */
+	int node_port;
 	redisContext *ctx;		/* non-blocking; NULL while down */
 	unsigned watching;		/* LOOP_* ctx's socket is watched for; 0: not */
 	bool connected;			/* the socket's connect() completed */
@@ -712,6 +762,8 @@ static void conn_open_async(struct redis_conn *c)
 			return;
 		}
 		c->ctx = redisConnectNonBlock(host, port);
+	} else if (c->node_host) {
+		c->ctx = redisConnectNonBlock(c->node_host, c->node_port);
 	} else {
 		c->ctx = url->unix_path ? redisConnectUnixNonBlock(url->unix_path)
 					: redisConnectNonBlock(url->host, url->port);
@@ -756,6 +808,10 @@ void redis_conn_send_from(struct redis_conn *c, int argc, const char **argv,
 
 	if (argc > REDIS_CONN_MAX_ARGS)
 		abort();
+	if (c->cluster) {
+		redis_cluster_send(c->cluster, argc, argv, lens, deadline_from, fn, ctx);
+		return;
+	}
 	p = pending_new(fn, ctx);
 	if (c->closing) {
 		list_push(&c->failed, p);	/* redis_conn_free() tells it */
@@ -970,7 +1026,7 @@ static void on_io(struct loop *l, int fd, unsigned events, void *data)
 
 /* ----- Life cycle ----- */
 
-struct redis_conn *redis_conn_new(struct loop *l, const struct redis_url *url)
+static struct redis_conn *conn_new(struct loop *l, const struct redis_url *url)
 {
 	struct redis_conn *c = xcalloc(1, sizeof(*c));
 
@@ -983,6 +1039,29 @@ struct redis_conn *redis_conn_new(struct loop *l, const struct redis_url *url)
 	return c;
 }
 
+struct redis_conn *redis_conn_new(struct loop *l, const struct redis_url *url)
+{
+	struct redis_conn *c;
+
+	if (!url->cluster)
+		return conn_new(l, url);
+	c = xcalloc(1, sizeof(*c));
+	c->loop = l;
+	c->url = url;
+	c->cluster = redis_cluster_new(l, url);
+	return c;
+}
+
+struct redis_conn *redis_conn_new_at(struct loop *l, const struct redis_url *url,
+				     const char *host, int port)
+{
+	struct redis_conn *c = conn_new(l, url);
+
+	c->node_host = xstrdup(host);
+	c->node_port = port;
+	return c;
+}
+
 unsigned redis_conn_generation(const struct redis_conn *c)
 {
 	return c->connects;
@@ -990,6 +1069,8 @@ unsigned redis_conn_generation(const struct redis_conn *c)
 
 bool redis_conn_idle(const struct redis_conn *c)
 {
+	if (c->cluster)
+		return redis_cluster_idle(c->cluster);
 	return !c->sent.head && !c->held.head && !c->failed.head;
 }
 
@@ -997,6 +1078,11 @@ void redis_conn_free(struct redis_conn *c)
 {
 	if (!c)
 		return;
+	if (c->cluster) {
+		redis_cluster_free(c->cluster);
+		free(c);
+		return;
+	}
 	c->closing = true;
 	if (c->ctx)
 		conn_close(c);
@@ -1006,5 +1092,6 @@ void redis_conn_free(struct redis_conn *c)
 	loop_timer_stop(c->loop, &c->timer);
 	loop_cancel(c->loop, &c->flush_task);
 	loop_cancel(c->loop, &c->fail_task);
+	free(c->node_host);
 	free(c);
 }

@@ -30,6 +30,13 @@ const char *redis_error_unavailable(const char *err);
  * is lost (else 0). The caller frees it with redisFree(). */
 redisContext *redis_open_blocking(const struct redis_url *url, unsigned *target_gen);
 
+/* Decide url->cluster before any connection is made: a redis:// URL with
+ * several hosts names a cluster's seeds; with one, the node is asked
+ * (INFO cluster: cluster_enabled), and one that does not answer is taken
+ * for a single Redis (logged). -1 (logged) for a setting a cluster cannot
+ * serve (a database other than 0). */
+int redis_detect_cluster(struct redis_url *url);
+
 /* ----- Pipelined connections on an event loop -----
  *
  * Commands are pipelined: redis_conn_send() only appends to a buffer; the
@@ -41,8 +48,15 @@ redisContext *redis_open_blocking(const struct redis_url *url, unsigned *target_
 #define REDIS_CONN_MAX_ARGS 24
 
 /* A connection to url (which must outlive it) on loop l. It connects on
- * its first command (and again, with a backoff, whenever it is lost). */
+ * its first command (and again, with a backoff, whenever it is lost). For
+ * a cluster URL (url->cluster) it is the front of a router
+ * (redis_cluster.h) that sends each command to the master of its slot,
+ * over a connection per node. */
 struct redis_conn *redis_conn_new(struct loop *l, const struct redis_url *url);
+/* A connection to one node of a cluster, host:port, with url's
+ * credentials: the cluster router's (redis_cluster.c). */
+struct redis_conn *redis_conn_new_at(struct loop *l, const struct redis_url *url,
+				     const char *host, int port);
 /* Fail what is still waiting (its callbacks run, here; what they send is
  * failed too) and free c; not from inside one of c's callbacks. */
 void redis_conn_free(struct redis_conn *c);

@@ -269,7 +269,32 @@ static int parse_path_db(struct parse *p, const char *slash, const char *end, bo
 	return 0;
 }
 
-/* redis://[[user]:password@]host[:port][/db], up to the query. */
+/* host[:port][,host[:port]...] in [s, end) appended to *list (*n of
+ * them), default_port where none is given; what names the list. */
+static int parse_host_list(struct parse *p, const char *s, const char *end, int default_port,
+			   const char *what, struct redis_host **list, unsigned *n)
+{
+	for (;;) {
+		const char *comma = memchr(s, ',', (size_t)(end - s));
+		const char *e = comma ? comma : end;
+		struct redis_host *h;
+
+		if (s == e && (comma || *n))
+			return refuse(p, "an empty host in the %s list (a stray ',')", what);
+		*list = xrealloc(*list, (*n + 1) * sizeof(**list));
+		h = &(*list)[(*n)++];
+		h->host = NULL;
+		h->port = default_port;
+		if (parse_hostport(p, s, e, &h->host, &h->port) < 0)
+			return -1;
+		if (!comma)
+			return 0;
+		s = comma + 1;
+	}
+}
+
+/* redis://[[user]:password@]host[:port][,host[:port]...][/db], up to the
+ * query: one Redis, or the seeds of a cluster. */
 static int parse_tcp(struct parse *p, const char *s, const char *end, bool *db_given,
 		     struct redis_url *u)
 {
@@ -277,8 +302,10 @@ static int parse_tcp(struct parse *p, const char *s, const char *end, bool *db_g
 	const char *auth_end = slash ? slash : end;
 
 	if (parse_userinfo(p, s, auth_end, false, u, &s) < 0 ||
-	    parse_hostport(p, s, auth_end, &u->host, &u->port) < 0)
+	    parse_host_list(p, s, auth_end, 6379, "cluster seed", &u->seeds, &u->nseeds) < 0)
 		return -1;
+	u->host = xstrdup(u->seeds[0].host);
+	u->port = u->seeds[0].port;
 	return parse_path_db(p, slash, end, db_given, u);
 }
 
@@ -295,23 +322,9 @@ static int parse_sentinels(struct parse *p, const char *s, const char *end, bool
 	if (s == auth_end)
 		return refuse(p, "no sentinel: write redis-sentinel://host[:port][,host[:port]...]"
 			    "#master");
-	for (;;) {
-		const char *comma = memchr(s, ',', (size_t)(auth_end - s));
-		const char *e = comma ? comma : auth_end;
-		struct redis_host *h;
-
-		if (s == e)
-			return refuse(p, "an empty host in the sentinel list (a stray ',')");
-		u->sentinels = xrealloc(u->sentinels, (u->nsentinels + 1) * sizeof(*u->sentinels));
-		h = &u->sentinels[u->nsentinels++];
-		h->host = NULL;
-		h->port = REDIS_SENTINEL_PORT;
-		if (parse_hostport(p, s, e, &h->host, &h->port) < 0)
-			return -1;
-		if (!comma)
-			break;
-		s = comma + 1;
-	}
+	if (parse_host_list(p, s, auth_end, REDIS_SENTINEL_PORT, "sentinel", &u->sentinels,
+			    &u->nsentinels) < 0)
+		return -1;
 	return parse_path_db(p, slash, end, db_given, u);
 }
 
@@ -398,6 +411,9 @@ void redis_url_release(struct redis_url *u)
 	for (unsigned i = 0; i < u->nsentinels; i++)
 		free(u->sentinels[i].host);
 	free(u->sentinels);
+	for (unsigned i = 0; i < u->nseeds; i++)
+		free(u->seeds[i].host);
+	free(u->seeds);
 	free(u->master);
 	free(u->sentinel_password);
 	memset(u, 0, sizeof(*u));

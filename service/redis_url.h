@@ -3,11 +3,12 @@
 #ifndef DLOCKD_REDIS_URL_H
 #define DLOCKD_REDIS_URL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct redis_target;
 
-/* A host and port of a sentinel. */
+/* A host and port: of a sentinel, or a cluster seed. */
 struct redis_host {
 	char *host;
 	int port;
@@ -27,6 +28,13 @@ struct redis_url {
 	unsigned nsentinels;
 	char *master;
 	char *sentinel_password;
+	/* redis:// only: every host given (host and port above are the
+	 * first); more than one names the seeds of a Redis Cluster. */
+	struct redis_host *seeds;
+	unsigned nseeds;
+	/* Not the parser's: the Redis is a cluster (main.c decides: several
+	 * seeds, or the node says so); its connections route by slot. */
+	bool cluster;
 	/* Not the parser's: where the connections find the current master,
 	 * set by whoever starts the resolver (redis_target.h); NULL for a
 	 * fixed address. */
@@ -34,7 +42,7 @@ struct redis_url {
 };
 
 /* Parse
- *   redis://[[user]:password@]host[:port][/db][?param=value&...]
+ *   redis://[[user]:password@]host[:port][,host[:port]...][/db][?param=value&...]
  *   unix:///path/to/socket[?param=value&...]
  *   redis-sentinel://[[user:]password@]host[:port][,host[:port]...][/db]
  *       [?param=value&...]#master

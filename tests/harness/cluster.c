@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 redisReply *cluster_cmd(struct redis_cluster *c, int i, const char *fmt, ...)
 {
@@ -55,6 +58,32 @@ bool cluster_wait_ok(struct redis_cluster *c, int timeout_ms)
 	}
 }
 
+/* Can port be bound on loopback now? */
+static bool port_free(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* A free port whose cluster bus port (+10000, so at most 55535) is free
+ * too. */
+static int node_port(void)
+{
+	for (int i = 0; i < 1000; i++) {
+		int p = free_port();
+
+		if (p <= 55535 && port_free(p + 10000))
+			return p;
+	}
+	return -1;
+}
+
 int cluster_start(struct redis_cluster *c, int masters, int replicas)
 {
 	char cmd[1024];
@@ -67,6 +96,7 @@ int cluster_start(struct redis_cluster *c, int masters, int replicas)
 		snprintf(c->node[i].extra, sizeof(c->node[i].extra),
 			 "--cluster-enabled yes --cluster-config-file nodes.conf "
 			 "--cluster-node-timeout 2000 --appendonly no");
+		c->node[i].port = node_port();
 		c->n = i + 1;
 		if (redis_start(&c->node[i]) < 0)
 			goto fail;

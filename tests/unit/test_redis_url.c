@@ -33,6 +33,21 @@ static void test_redis_url__tcp(void **state)
 	struct redis_url u;
 
 	(void)state;
+	/* several hosts: a cluster's seeds; host and port are the first */
+	assert_int_equal(redis_url_parse("redis://:pw@127.0.0.1:7000,[::1]:7001,h", &u, NULL, 0), 0);
+	assert_int_equal(u.nseeds, 3);
+	assert_string_equal(u.host, "127.0.0.1");
+	assert_int_equal(u.port, 7000);
+	assert_string_equal(u.seeds[1].host, "::1");
+	assert_int_equal(u.seeds[1].port, 7001);
+	assert_string_equal(u.seeds[2].host, "h");
+	assert_int_equal(u.seeds[2].port, 6379);
+	assert_string_equal(u.password, "pw");
+	redis_url_release(&u);
+	refused("redis://a:1,,b:2", "an empty host in the cluster seed list");
+	refused("redis://a:1,", "an empty host in the cluster seed list");
+	refused("redis://a:1,b:0", "port '0' is not a number from 1 to 65535");
+
 	assert_int_equal(redis_url_parse("redis://127.0.0.1:6380/2", &u, NULL, 0), 0);
 	assert_string_equal(u.host, "127.0.0.1");
 	assert_int_equal(u.port, 6380);
