@@ -134,6 +134,20 @@ void cluster_stop(struct redis_cluster *c)
 		redis_stop(&c->node[i], true);
 }
 
+long long cluster_key_slot_of(struct redis_cluster *c, const char *key)
+{
+	for (int i = 0; i < c->n; i++) {
+		redisReply *r = cluster_cmd(c, i, "CLUSTER KEYSLOT %s", key);
+		long long slot = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+
+		if (r)
+			freeReplyObject(r);
+		if (slot >= 0)
+			return slot;
+	}
+	return -1;
+}
+
 int cluster_master_of(struct redis_cluster *c, int from, const char *key)
 {
 	redisReply *r = cluster_cmd(c, from, "CLUSTER KEYSLOT %s", key), *s;

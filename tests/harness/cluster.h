@@ -26,6 +26,8 @@ int cluster_master_of(struct redis_cluster *c, int from, const char *key);
 /* Run a command on node i; the reply (caller frees) or NULL. */
 redisReply *cluster_cmd(struct redis_cluster *c, int i, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* CLUSTER KEYSLOT key, asked of the first running node; -1 on error. */
+long long cluster_key_slot_of(struct redis_cluster *c, const char *key);
 /* Wait until every running node says cluster_state:ok. */
 bool cluster_wait_ok(struct redis_cluster *c, int timeout_ms);
 

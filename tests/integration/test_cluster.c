@@ -149,3 +149,139 @@ TEST(cluster_waiters_on_each_shard_are_woken_by_its_release)
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	cluster_stop(&c);
 }
+
+/* node i's cluster id into id (41 bytes). */
+static bool node_id(struct redis_cluster *c, int i, char id[64])
+{
+	redisReply *r = cluster_cmd(c, i, "CLUSTER MYID");
+	bool ok = r && r->type == REDIS_REPLY_STRING && r->len < 64;
+
+	if (ok)
+		snprintf(id, 64, "%s", r->str);
+	if (r)
+		freeReplyObject(r);
+	return ok;
+}
+
+/* "OK" from command cmd (its words separated by single spaces) on node i. */
+static bool ok_on(struct redis_cluster *c, int i, const char *cmd)
+{
+	char copy[512], *argv[16], *save = NULL;
+	int argc = 0;
+	redisContext *ctx = redis_client(&c->node[i]);
+	redisReply *r;
+	bool ok;
+
+	snprintf(copy, sizeof(copy), "%s", cmd);
+	for (char *t = strtok_r(copy, " ", &save); t && argc < 16; t = strtok_r(NULL, " ", &save))
+		argv[argc++] = t;
+	r = ctx ? redisCommandArgv(ctx, argc, (const char **)argv, NULL) : NULL;
+	ok = r && r->type == REDIS_REPLY_STATUS;
+	if (!ok)
+		printf("# node %d: %s: %s\n", i, cmd, r && r->str ? r->str : "no answer");
+	if (r)
+		freeReplyObject(r);
+	if (ctx)
+		redisFree(ctx);
+	return ok;
+}
+
+/* A slot with a held lock and a waiter moves to another master, the way
+ * redis-cli --cluster reshard moves it (IMPORTING, MIGRATING, MIGRATE of
+ * its keys, SETSLOT NODE): while it is half moved a new lock on it gets a
+ * 503 that takes no effect (ASK, then TRYAGAIN: Redis runs no script of
+ * several keys on a slot half moved); afterwards every call follows
+ * MOVED: the holder's
+ * renewal and release reach the lock where it now lives, the waiter is
+ * served, and fencing tokens go on growing. */
+TEST(cluster_slot_migrated_with_a_held_lock_and_a_waiter)
+{
+	struct redis_cluster c;
+	struct dlockd_srv d;
+	char names[3][32], other[32] = "", src_id[64], dst_id[64], cmd[512];
+	long long slot, t_h, t_w, t_new;
+	int src = 0, dst = 1;
+	struct http_resp r;
+	redisReply *keys;
+	struct bg w;
+	char p[200];
+
+	start(&c, &d, false);
+	names_per_master(&c, names);
+	CHECK(node_id(&c, src, src_id) && node_id(&c, dst, dst_id), "node ids");
+	keys = cluster_cmd(&c, src, "CLUSTER KEYSLOT %s", names[src]);
+	slot = keys ? keys->integer : -1;
+	if (keys)
+		freeReplyObject(keys);
+	/* another name on the same slot, taken while the slot is half moved */
+	for (int i = 0; i < 200000 && !other[0]; i++) {
+		char n[32];
+
+		snprintf(n, sizeof(n), "mig-%d", i);
+		if (cluster_key_slot_of(&c, n) == slot)
+			snprintf(other, sizeof(other), "%s", n);
+	}
+	CHECK(other[0], "a second name on slot %lld", slot);
+
+	snprintf(p, sizeof(p), "/locks/%s?owner=h&ttl_ms=30000", names[src]);
+	http_on(d.base, "PUT", p, NULL, &r);
+	CHECK(r.status == 200, "h holds %s", names[src]);
+	t_h = json_int(&r, "fencing_token");
+	http_free(&r);
+	snprintf(p, sizeof(p), "/locks/%s?owner=w&ttl_ms=30000&wait_ms=25000", names[src]);
+	bg_start_on(&w, d.base, "PUT", p, NULL);
+	CHECK(wait_waiters(&d, 1, 10000), "w waits");
+
+	/* half moved: the slot is importing on dst, migrating on src */
+	snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %lld IMPORTING %s", slot, src_id);
+	CHECK(ok_on(&c, dst, cmd), "importing on the target");
+	snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %lld MIGRATING %s", slot, dst_id);
+	CHECK(ok_on(&c, src, cmd), "migrating on the source");
+	/* a new name: its keys are nowhere yet, so the source says ASK, and
+	 * the target, which runs no script of several keys on a slot it has
+	 * only part of, TRYAGAIN: dlockd tries again for a while, then answers
+	 * 503 -- and nothing is created */
+	snprintf(p, sizeof(p), "/locks/%s?owner=x&ttl_ms=30000", other);
+	http_on(d.base, "PUT", p, NULL, &r);
+	CHECK(r.status == 503 && r.retry_after[0] && strstr(r.body, "TRYAGAIN"),
+	      "a new lock on the slot while it moves (%s): %ld %s", other, r.status, r.body);
+	http_free(&r);
+	CHECK(!hash_on(&c, src, other) && !hash_on(&c, dst, other), "the 503 took no effect");
+
+	/* the rest of the keys go over, then the slot is the target's */
+	keys = cluster_cmd(&c, src, "CLUSTER GETKEYSINSLOT %lld 100", slot);
+	CHECK(keys && keys->type == REDIS_REPLY_ARRAY && keys->elements >= 2,
+	      "the held lock's keys are on the source");
+	for (size_t i = 0; keys && i < keys->elements; i++) {
+		snprintf(cmd, sizeof(cmd), "MIGRATE 127.0.0.1 %d %s 0 5000", c.node[dst].port,
+			 keys->element[i]->str);
+		CHECK(ok_on(&c, src, cmd), "migrate %s", keys->element[i]->str);
+	}
+	if (keys)
+		freeReplyObject(keys);
+	snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %lld NODE %s", slot, dst_id);
+	for (int i = 0; i < 3; i++)
+		CHECK(ok_on(&c, i, cmd), "node %d: the slot is the target's", i);
+	CHECK(hash_on(&c, dst, names[src]), "the held lock lives on the target now");
+	CHECK(status_of(&d, "PUT", "/locks/%s?owner=x&ttl_ms=30000", other) == 200 &&
+	      hash_on(&c, dst, other), "the new lock is taken on the target now");
+
+	/* every call follows MOVED */
+	CHECK(status_of(&d, "POST", "/locks/%s/heartbeat?owner=h&ttl_ms=30000", names[src]) == 200,
+	      "h renews where the lock now is");
+	CHECK(status_of(&d, "DELETE", "/locks/%s?owner=h", names[src]) == 200, "h releases");
+	bg_join(&w);
+	CHECK(w.r.status == 200, "the waiter is served: %ld %s", w.r.status, w.r.body);
+	t_w = json_int(&w.r, "fencing_token");
+	http_free(&w.r);
+	CHECK(t_w > t_h, "its token %lld is above the holder's %lld", t_w, t_h);
+	CHECK(status_of(&d, "DELETE", "/locks/%s?owner=w", names[src]) == 200, "w releases");
+	snprintf(p, sizeof(p), "/locks/%s?owner=y&ttl_ms=30000", names[src]);
+	http_on(d.base, "PUT", p, NULL, &r);
+	t_new = json_int(&r, "fencing_token");
+	CHECK(r.status == 200 && t_new > t_w, "a later grant: token %lld > %lld", t_new, t_w);
+	http_free(&r);
+	CHECK(status_of(&d, "DELETE", "/locks/%s?owner=x", other) == 200, "x releases");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	cluster_stop(&c);
+}
