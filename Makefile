@@ -178,7 +178,8 @@ $(BUILD)/tests/test_redis_conn: tests/unit/test_redis_conn.c $(REDIS_CONN_TEST_O
 		$(REDIS_CONN_TEST_OBJS) $(ALL_LDFLAGS) $(PKG_LIBS) $(TEST_LIBS)
 
 $(ITEST_OBJS): | deps
-$(ITEST_BIN): $(ITEST_OBJS)
+# the cluster tests find names on a slot with dlockd's own key hashing
+$(ITEST_BIN): $(ITEST_OBJS) $(BUILD)/service/cluster_slots.o $(BUILD)/service/util.o
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS)
 

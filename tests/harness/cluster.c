@@ -40,6 +40,18 @@ static bool node_ok(struct redis_cluster *c, int i)
 	return ok;
 }
 
+/* Node i is a master, or a replica whose link to its master is up. */
+static bool node_synced(struct redis_cluster *c, int i)
+{
+	redisReply *r = cluster_cmd(c, i, "INFO replication");
+	bool ok = r && r->type == REDIS_REPLY_STRING &&
+		  (strstr(r->str, "role:master") || strstr(r->str, "master_link_status:up"));
+
+	if (r)
+		freeReplyObject(r);
+	return ok;
+}
+
 bool cluster_wait_ok(struct redis_cluster *c, int timeout_ms)
 {
 	int64_t end = mono_ms() + timeout_ms;
@@ -49,7 +61,7 @@ bool cluster_wait_ok(struct redis_cluster *c, int timeout_ms)
 
 		for (int i = 0; i < c->n && all; i++)
 			if (c->node[i].pid > 0)
-				all = node_ok(c, i);
+				all = node_ok(c, i) && node_synced(c, i);
 		if (all)
 			return true;
 		if (mono_ms() > end)

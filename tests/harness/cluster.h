@@ -15,7 +15,8 @@ struct redis_cluster {
 };
 
 /* Start masters masters with replicas replicas each and wait until every
- * node says cluster_state:ok and knows every slot's master; 0, or -1 with
+ * node says cluster_state:ok and knows every slot's master, and every
+ * replica is in sync; 0, or -1 with
  * what went wrong printed (what started is stopped). */
 int cluster_start(struct redis_cluster *c, int masters, int replicas);
 /* SIGKILL every node still running and reap it. */
@@ -28,7 +29,8 @@ redisReply *cluster_cmd(struct redis_cluster *c, int i, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* CLUSTER KEYSLOT key, asked of the first running node; -1 on error. */
 long long cluster_key_slot_of(struct redis_cluster *c, const char *key);
-/* Wait until every running node says cluster_state:ok. */
+/* Wait until every running node says cluster_state:ok, and every replica
+ * has its link to its master up. */
 bool cluster_wait_ok(struct redis_cluster *c, int timeout_ms);
 
 #endif

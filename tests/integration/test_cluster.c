@@ -3,9 +3,12 @@
  * kind of lock on names spread over all shards, waiters woken across
  * shards, a cluster found from one seed. */
 #include "../harness/cluster.h"
+#include "../../service/cluster_slots.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 
 static char url[300];
 
@@ -150,6 +153,21 @@ TEST(cluster_waiters_on_each_shard_are_woken_by_its_release)
 	cluster_stop(&c);
 }
 
+/* A name, prefix-<n>, on the slot of name, into out (32 bytes). */
+static void same_slot_name(const char *name, const char *prefix, char out[32])
+{
+	unsigned slot = cluster_key_slot(name, strlen(name));
+
+	out[0] = '\0';
+	for (int i = 0; i < 1000000 && !out[0]; i++) {
+		char n[32];
+
+		snprintf(n, sizeof(n), "%s-%d", prefix, i);
+		if (cluster_key_slot(n, strlen(n)) == slot)
+			snprintf(out, 32, "%s", n);
+	}
+}
+
 /* node i's cluster id into id (41 bytes). */
 static bool node_id(struct redis_cluster *c, int i, char id[64])
 {
@@ -214,13 +232,7 @@ TEST(cluster_slot_migrated_with_a_held_lock_and_a_waiter)
 	if (keys)
 		freeReplyObject(keys);
 	/* another name on the same slot, taken while the slot is half moved */
-	for (int i = 0; i < 200000 && !other[0]; i++) {
-		char n[32];
-
-		snprintf(n, sizeof(n), "mig-%d", i);
-		if (cluster_key_slot_of(&c, n) == slot)
-			snprintf(other, sizeof(other), "%s", n);
-	}
+	same_slot_name(names[src], "mig", other);
 	CHECK(other[0], "a second name on slot %lld", slot);
 
 	snprintf(p, sizeof(p), "/locks/%s?owner=h&ttl_ms=30000", names[src]);
@@ -282,6 +294,147 @@ TEST(cluster_slot_migrated_with_a_held_lock_and_a_waiter)
 	CHECK(r.status == 200 && t_new > t_w, "a later grant: token %lld > %lld", t_new, t_w);
 	http_free(&r);
 	CHECK(status_of(&d, "DELETE", "/locks/%s?owner=x", other) == 200, "x releases");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	cluster_stop(&c);
+}
+
+/* The replica of node m (a master): its index, or -1. */
+static int replica_of(struct redis_cluster *c, int m)
+{
+	char id[64];
+
+	if (!node_id(c, m, id))
+		return -1;
+	for (int i = 0; i < c->n; i++) {
+		redisReply *r = cluster_cmd(c, i, "ROLE");
+		bool mine = false;
+
+		if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+		    !strcmp(r->element[0]->str, "slave"))
+			mine = r->element[2]->integer == c->node[m].port;
+		if (r)
+			freeReplyObject(r);
+		if (mine)
+			return i;
+	}
+	return -1;
+}
+
+/* Node i (a replica) has keys. */
+static bool has_keys(struct redis_cluster *c, int i)
+{
+	redisReply *r = cluster_cmd(c, i, "DBSIZE");
+	bool yes = r && r->type == REDIS_REPLY_INTEGER && r->integer > 0;
+
+	if (r)
+		freeReplyObject(r);
+	return yes;
+}
+
+/* Lock cycles on name, one after another, until stop_after_ms: counts the
+ * answers by status and checks that tokens only grow and that every 503
+ * carries Retry-After. */
+struct cycles {
+	long ok, unavailable, other;
+	long long last_token;
+	bool regressed, no_retry_after;
+};
+
+static void cycle_for(struct dlockd_srv *d, const char *name, int ms, struct cycles *cy)
+{
+	int64_t end = mono_ms() + ms;
+	char p[200];
+
+	while (mono_ms() < end) {
+		struct http_resp r;
+
+		snprintf(p, sizeof(p), "/locks/%s?owner=cyc&ttl_ms=5000", name);
+		http_on(d->base, "PUT", p, NULL, &r);
+		if (r.status == 200) {
+			long long t = json_int(&r, "fencing_token");
+
+			cy->ok++;
+			cy->regressed |= t <= cy->last_token;
+			cy->last_token = t;
+			http_free(&r);
+			snprintf(p, sizeof(p), "/locks/%s?owner=cyc", name);
+			http_on(d->base, "DELETE", p, NULL, &r);
+		} else if (r.status == 503) {
+			cy->unavailable++;
+			cy->no_retry_after |= !r.retry_after[0];
+			sleep_ms(20);
+		} else if (cy->other++ < 3) {
+			printf("# %s: %ld %s\n", name, r.status, r.body);
+		}
+		http_free(&r);
+	}
+}
+
+/* A master's replica takes over: gracefully (CLUSTER FAILOVER on the
+ * replica) and after the master is SIGKILLed. dlockd follows each without
+ * a restart: lock cycles on the shard answer 200 or 503 (with
+ * Retry-After) in between and 200 again after, fencing tokens never go
+ * back, and a waiter held up across the failover is served. */
+TEST(cluster_failover_graceful_and_master_killed_are_followed)
+{
+	struct redis_cluster c;
+	struct dlockd_srv d;
+	char names[3][32];
+
+	start(&c, &d, false);
+	names_per_master(&c, names);
+	for (int round = 0; round < 2; round++) {
+		bool kill_it = round == 1;
+		int m = cluster_master_of(&c, kill_it ? 2 : 0, names[kill_it ? 1 : 0]);
+		int rep = replica_of(&c, m);
+		const char *n = names[kill_it ? 1 : 0];
+		struct cycles cy = { 0 };
+		struct bg w;
+		char p[200];
+
+		CHECK(m >= 0 && rep >= 0, "%s: master %d, replica %d", n, m, rep);
+		printf("# %s: master %d (port %d), replica %d (port %d)\n", n, m, c.node[m].port, rep,
+		       c.node[rep].port);
+		cycle_for(&d, n, 300, &cy);
+		CHECK(cy.ok > 0 && cy.unavailable == 0, "%s: cycles before: %ld ok", n, cy.ok);
+		CHECK(status_of(&d, "PUT", "/locks/%s?owner=h&ttl_ms=8000", n) == 200, "h holds %s",
+		      n);
+		/* the hold reaches the replica before it takes over */
+		CHECK(WAIT_FOR(has_keys(&c, rep), 20000), "replicated");
+		snprintf(p, sizeof(p), "/locks/%s?owner=w&ttl_ms=30000&wait_ms=25000", n);
+		bg_start_on(&w, d.base, "PUT", p, NULL);
+		CHECK(wait_waiters(&d, 1, 10000), "w waits");
+		if (kill_it) {
+			kill(c.node[m].pid, SIGKILL);
+			waitpid(c.node[m].pid, NULL, 0);
+			c.node[m].pid = 0;
+		} else {
+			CHECK(ok_on(&c, rep, "CLUSTER FAILOVER"), "failover to node %d", rep);
+		}
+		/* cycles on another name of the shard while it changes hands */
+		memset(&cy, 0, sizeof(cy));
+		{
+			char cyc[32];
+
+			same_slot_name(n, "cyc", cyc);
+			cycle_for(&d, cyc, kill_it ? 8000 : 4000, &cy);
+			printf("# %s: %ld ok, %ld 503 during and after the failover\n",
+			       kill_it ? "master killed" : "CLUSTER FAILOVER", cy.ok, cy.unavailable);
+			CHECK(cy.other == 0 && !cy.no_retry_after && !cy.regressed,
+			      "only 200 and 503 (with Retry-After), tokens growing");
+			cy.ok = 0;
+			cycle_for(&d, cyc, 500, &cy);
+			CHECK(cy.ok > 0, "200 again afterwards");
+		}
+		/* the holder lets go (or its 8 s lease ends): the waiter is served */
+		status_of(&d, "DELETE", "/locks/%s?owner=h", n);
+		bg_join(&w);
+		CHECK(w.r.status == 200, "the waiter is served after the failover: %ld %s",
+		      w.r.status, w.r.body);
+		http_free(&w.r);
+		CHECK(status_of(&d, "DELETE", "/locks/%s?owner=w", n) == 200, "w releases");
+		CHECK(cluster_wait_ok(&c, 20000), "the cluster is whole again");
+	}
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	cluster_stop(&c);
 }
