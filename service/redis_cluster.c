@@ -331,6 +331,13 @@ struct redis_cluster *redis_cluster_new(struct loop *l, const struct redis_url *
 void redis_cluster_send(struct redis_cluster *rc, int argc, const char **argv,
 			const size_t *lens, int64_t deadline_from, redis_reply_fn fn, void *ctx)
 {
+	redis_cluster_send_slot(rc, -1, argc, argv, lens, deadline_from, fn, ctx);
+}
+
+void redis_cluster_send_slot(struct redis_cluster *rc, int slot, int argc, const char **argv,
+			     const size_t *lens, int64_t deadline_from, redis_reply_fn fn,
+			     void *ctx)
+{
 	size_t size = 0;
 	struct routed *r;
 	char *at;
@@ -339,7 +346,12 @@ void redis_cluster_send(struct redis_cluster *rc, int argc, const char **argv,
 		size += lens ? lens[i] : strlen(argv[i]);
 	r = xcalloc(1, sizeof(*r) + size);
 	r->rc = rc;
-	r->keyed = command_slot(argc, argv, lens, &r->slot);
+	if (slot >= 0 && slot < CLUSTER_SLOT_COUNT) {
+		r->slot = (unsigned)slot;
+		r->keyed = true;
+	} else {
+		r->keyed = command_slot(argc, argv, lens, &r->slot);
+	}
 	r->first_ms = now_ms();
 	r->deadline_from = deadline_from;
 	r->fn = fn;
@@ -360,6 +372,34 @@ void redis_cluster_send(struct redis_cluster *rc, int argc, const char **argv,
 		return;
 	}
 	dispatch(r);
+}
+
+/* The lowest slot node serves in rc's map, or CLUSTER_SLOT_COUNT. */
+static unsigned lowest_slot(const struct redis_cluster *rc, int node)
+{
+	for (unsigned s = 0; s < CLUSTER_SLOT_COUNT; s++)
+		if (rc->map.slot_node[s] == node)
+			return s;
+	return CLUSTER_SLOT_COUNT;
+}
+
+int redis_cluster_next_shard(const struct redis_cluster *rc, unsigned slot)
+{
+	int node = cluster_map_master(&rc->map, slot);
+	unsigned from, best = CLUSTER_SLOT_COUNT;
+
+	if (node < 0)
+		return -1;
+	from = lowest_slot(rc, node);
+	/* the next master is the one whose lowest slot comes next: the first
+	 * slot past from whose master's lowest slot is that slot */
+	for (unsigned s = from + 1; s < CLUSTER_SLOT_COUNT && best == CLUSTER_SLOT_COUNT; s++) {
+		int n = rc->map.slot_node[s];
+
+		if (n >= 0 && n != node && lowest_slot(rc, n) == s)
+			best = s;
+	}
+	return best < CLUSTER_SLOT_COUNT ? (int)best : -1;
 }
 
 bool redis_cluster_idle(const struct redis_cluster *rc)

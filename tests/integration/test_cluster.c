@@ -117,6 +117,55 @@ TEST(cluster_every_kind_works_on_every_shard)
 	cluster_stop(&c);
 }
 
+/* The listing walks every master: 40 locks of every kind spread over the
+ * three are each listed exactly once, at every page size, and a prefix
+ * narrows it; a cursor names a master by a slot of its ("<slot>.<SCAN
+ * cursor>") and one of a single Redis is refused. */
+TEST(cluster_listing_walks_every_master)
+{
+	static const char *const kinds[] = { "/locks/%s", "/fairlocks/%s", "/rwlocks/%s/read",
+					     "/rwlocks/%s/write" };
+	static const int limits[] = { 1, 7, 100 };
+	struct redis_cluster c;
+	struct dlockd_srv d;
+	struct http_resp r;
+	bool on[3] = { false, false, false };
+	char why[600];
+
+	start(&c, &d, false);
+	for (int i = 0; i < 40; i++) {
+		char n[32];
+		int m;
+
+		snprintf(n, sizeof(n), "lst-%02d", i);
+		m = cluster_master_of(&c, 0, n);
+		if (m >= 0 && m < 3)
+			on[m] = true;
+		snprintf(why, sizeof(why), kinds[i % 4], n);
+		CHECK(status_of(&d, "PUT", "%s?owner=o&ttl_ms=60000", why) == 200, "take %s", why);
+	}
+	CHECK(on[0] && on[1] && on[2], "the locks are on all three masters");
+	CHECK(status_of(&d, "PUT", "/locks/other-1?owner=o&ttl_ms=60000") == 200, "one more");
+	for (size_t k = 0; k < sizeof(limits) / sizeof(limits[0]); k++) {
+		int pages, dups;
+		json_t *all = list_locks_all(&d, NULL, "prefix=lst-", limits[k], &pages, &dups, why,
+					     sizeof(why));
+
+		CHECK(all, "listing at limit %d: %s", limits[k], why);
+		CHECK(json_object_size(all) == 40 && dups == 0,
+		      "limit %d: %zu locks listed, %d twice, in %d pages", limits[k],
+		      json_object_size(all), dups, pages);
+		json_decref(all);
+	}
+	http_on(d.base, "GET", "/locks?limit=2", NULL, &r);
+	CHECK(r.status == 200 && strchr(json_str(&r, "cursor"), '.'),
+	      "a cluster's cursor names a slot: %s", r.body);
+	http_free(&r);
+	CHECK(status_of(&d, "GET", "/locks?cursor=12345") == 400, "a single Redis' cursor");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	cluster_stop(&c);
+}
+
 /* A waiter on each shard is woken by the release on that shard, at once
  * (not at the holder's lease end, 30 s); dlockd found the cluster from
  * one seed, a replica's neighbour. */
