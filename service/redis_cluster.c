@@ -46,6 +46,7 @@ struct routed {
 	unsigned slot;
 	bool keyed;			/* slot is the command's; else any master */
 	bool asking;			/* this send follows ASKING to ask_node */
+	struct redis_conn *sent_on;	/* the node's connection it went out on */
 	int ask_node;
 	int tries;
 	int64_t first_ms;		/* monotonic: the first send */
@@ -81,6 +82,8 @@ struct redis_cluster {
 	struct loop_task fail_task;	/* callbacks never run inside a send */
 	unsigned inflight;		/* routed commands sent, not yet called back */
 	struct loop_timer timer;	/* the first of retry */
+	struct redis_conn *answering;	/* while a caller hears its answer: the
+					 * node's connection it came on */
 };
 
 static void list_add(struct routed_list *l, struct routed *r)
@@ -165,6 +168,7 @@ static void dispatch(struct routed *r)
 		return;
 	}
 	c = conn_of(rc, node);
+	r->sent_on = c;
 	rc->inflight++;
 	if (r->asking)
 		redis_conn_send(c, 1, (const char *[]){ "ASKING" }, NULL, false, on_asking, NULL);
@@ -243,7 +247,9 @@ static void on_reply(void *arg, redisReply *reply)
 			return;
 		}
 	}
+	rc->answering = r->sent_on;
 	r->fn(r->ctx, reply);
+	rc->answering = NULL;
 	free(r);
 }
 
@@ -400,6 +406,11 @@ int redis_cluster_next_shard(const struct redis_cluster *rc, unsigned slot)
 			best = s;
 	}
 	return best < CLUSTER_SLOT_COUNT ? (int)best : -1;
+}
+
+struct redis_conn *redis_cluster_answering(const struct redis_cluster *rc)
+{
+	return rc->answering;
 }
 
 bool redis_cluster_idle(const struct redis_cluster *rc)

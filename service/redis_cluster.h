@@ -43,6 +43,10 @@ void redis_cluster_send_slot(struct redis_cluster *rc, int slot, int argc, const
  * the last (or the map does not know slot's master). */
 int redis_cluster_next_shard(const struct redis_cluster *rc, unsigned slot);
 
+/* Inside the callback of a routed command: the connection to the node
+ * that answered it (a WAIT for its replicas goes there); else NULL. */
+struct redis_conn *redis_cluster_answering(const struct redis_cluster *rc);
+
 /* No command is waiting for its reply or its callback. */
 bool redis_cluster_idle(const struct redis_cluster *rc);
 

@@ -1081,6 +1081,13 @@ void redis_conn_send_slot(struct redis_conn *c, int slot, int argc, const char *
 		redis_conn_send(c, argc, argv, lens, false, fn, ctx);
 }
 
+struct redis_conn *redis_conn_answering(struct redis_conn *c)
+{
+	struct redis_conn *node = c->cluster ? redis_cluster_answering(c->cluster) : NULL;
+
+	return node ? node : c;
+}
+
 int redis_conn_next_shard(const struct redis_conn *c, unsigned slot)
 {
 	return c->cluster ? redis_cluster_next_shard(c->cluster, slot) : -1;

@@ -96,6 +96,9 @@ bool redis_conn_is_cluster(const struct redis_conn *c);
  * redis_conn_send(). */
 void redis_conn_send_slot(struct redis_conn *c, int slot, int argc, const char **argv,
 			  const size_t *lens, redis_reply_fn fn, void *ctx);
+/* Inside the callback of a command sent on c: the connection that
+ * answered it -- a cluster node's for a cluster, else c itself. */
+struct redis_conn *redis_conn_answering(struct redis_conn *c);
 /* A cluster's masters in the order of their lowest slots: that of the
  * master after slot's, or -1 after the last (and for no cluster). */
 int redis_conn_next_shard(const struct redis_conn *c, unsigned slot);
