@@ -153,7 +153,7 @@ $(BUILD)/tests/test_acquire: tests/unit/test_acquire.c | deps
 # only the modules below them: they must not need the HTTP or lock layers.
 WAITERS_TEST_OBJS = $(addprefix $(BUILD)/service/,loop.o heap.o util.o log.o names.o)
 PUBSUB_TEST_OBJS = $(addprefix $(BUILD)/service/,loop.o heap.o util.o log.o names.o metrics.o \
-	version.o redis_conn.o redis_target.o redis_url.o)
+	version.o redis_conn.o redis_target.o redis_url.o cluster_slots.o redis_cluster.o)
 $(BUILD)/tests/test_waiters: DEP_OBJS = $(WAITERS_TEST_OBJS)
 $(BUILD)/tests/test_pubsub: DEP_OBJS = $(PUBSUB_TEST_OBJS)
 $(BUILD)/tests/test_waiters: tests/unit/test_waiters.c $(WAITERS_TEST_OBJS) | deps
@@ -171,7 +171,8 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB_OBJS) | deps
 
 # test_redis_conn runs the connection on a real loop against a fake Redis
 # of its own: it links the loop and what the connection uses, no more.
-REDIS_CONN_TEST_OBJS = $(patsubst %,$(BUILD)/service/%.o,loop heap log util redis_target)
+REDIS_CONN_TEST_OBJS = $(patsubst %,$(BUILD)/service/%.o,loop heap log util redis_target \
+	redis_cluster cluster_slots)
 $(BUILD)/tests/test_redis_conn: tests/unit/test_redis_conn.c $(REDIS_CONN_TEST_OBJS) | deps
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \
