@@ -7,35 +7,17 @@
  * is played with Redisson's own scripts (harness.h) on the right node. */
 #include "../harness/cluster.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define JAVA_FIELD "9c345276-aa6e-44c1-b478-bf4b14ba1498:805"
 
-/* The reply of a command on node s, on a connection of its own; NULL if
- * none. */
-static redisReply *node_cmd(const struct redis_srv *s, const char *fmt, ...)
-{
-	redisContext *c = redis_client(s);
-	redisReply *r;
-	va_list ap;
-
-	if (!c)
-		return NULL;
-	va_start(ap, fmt);
-	r = redisvCommand(c, fmt, ap);
-	va_end(ap);
-	redisFree(c);
-	return r;
-}
-
 /* Subscribers of chan on node s: sharded (PUBSUB SHARDNUMSUB) or classic
  * (PUBSUB NUMSUB); -1 if it did not say. */
 static long long subscribers_on(const struct redis_srv *s, bool sharded, const char *chan)
 {
-	redisReply *r = node_cmd(s, sharded ? "PUBSUB SHARDNUMSUB %s" : "PUBSUB NUMSUB %s", chan);
+	redisReply *r = rcmd_on(s, sharded ? "PUBSUB SHARDNUMSUB %s" : "PUBSUB NUMSUB %s", chan);
 	long long n = -1;
 
 	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
@@ -50,7 +32,7 @@ static long long subscribers_on(const struct redis_srv *s, bool sharded, const c
 static long long scripts_on(const struct redis_srv *s)
 {
 	static const char *const cmds[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=" };
-	redisReply *r = node_cmd(s, "INFO commandstats");
+	redisReply *r = rcmd_on(s, "INFO commandstats");
 	long long calls = 0;
 
 	for (size_t i = 0; r && r->type == REDIS_REPLY_STRING && i < 2; i++) {
@@ -181,14 +163,14 @@ TEST(cluster_sharded_interop_with_redisson)
 	snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}", n);
 
 	/* a Redisson client holds it; its unlock SPUBLISHes */
-	rep = node_cmd(&C.node[m], "EVAL %s 1 %s %s %s", redisson_acquire, n, "60000", JAVA_FIELD);
+	rep = rcmd_on(&C.node[m], "EVAL %s 1 %s %s %s", redisson_acquire, n, "60000", JAVA_FIELD);
 	CHECK(rep && rep->type == REDIS_REPLY_NIL, "Redisson client acquires");
 	freeReplyObject(rep);
 	s0 = scripts_on(&C.node[m]);
 	snprintf(p, sizeof(p), "/locks/%s?owner=svc&ttl_ms=30000&wait_ms=30000", n);
 	bg_start_on(&w, D.base, "PUT", p, NULL);
 	CHECK(parked(&D, &C.node[m], s0, &C.node[m], true, chan), "dlockd waiter parked");
-	rep = node_cmd(&C.node[m], "EVAL %s 2 %s %s 0 30000 %s spublish", redisson_unlock, n, chan,
+	rep = rcmd_on(&C.node[m], "EVAL %s 2 %s %s 0 30000 %s spublish", redisson_unlock, n, chan,
 		       JAVA_FIELD);
 	CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1,
 	      "Redisson client unlocks with SPUBLISH");
@@ -255,16 +237,16 @@ TEST(cluster_classic_hears_publish_not_spublish)
 	CHECK(subscribers_on(&C.node[m], true, chan) == 0, "no sharded subscription");
 
 	/* h's hold goes (as an unlock would), announced with SPUBLISH */
-	rep = node_cmd(&C.node[m], "DEL %s", n);
+	rep = rcmd_on(&C.node[m], "DEL %s", n);
 	freeReplyObject(rep);
-	rep = node_cmd(&C.node[m], "SPUBLISH %s 0", chan);
+	rep = rcmd_on(&C.node[m], "SPUBLISH %s 0", chan);
 	CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 0,
 	      "SPUBLISH reaches no subscriber");
 	freeReplyObject(rep);
 	sleep_ms(1500);	/* what is under test: nothing wakes it meanwhile */
 	CHECK(waiters_of(&D) == 1, "w still waits after the SPUBLISH");
 
-	rep = node_cmd(&C.node[(m + 1) % 3], "PUBLISH %s 0", chan);
+	rep = rcmd_on(&C.node[(m + 1) % 3], "PUBLISH %s 0", chan);
 	CHECK(rep && rep->type == REDIS_REPLY_INTEGER, "classic PUBLISH");
 	freeReplyObject(rep);
 	t0 = mono_ms();
