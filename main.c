@@ -1,6 +1,6 @@
 /* main.c -- dlockd's entry point and composition root: read the settings,
  * build the pieces and wire them together (with sentinels, the resolver
- * of the master; the subscriber; per event loop
+ * of the master; the kind of pub/sub; the subscriber; per event loop
  * its Redis connection, its waiters and its HTTP daemon; the loops'
  * threads), wait for SIGTERM/SIGINT (SIGHUP re-reads the auth file, and
  * so does a change of it on disk, looked for every second), then
@@ -121,6 +121,7 @@ int main(int argc, char **argv)
 	struct config cfg;
 	sigset_t stop_signals;
 	int rc, sig, port = -1;
+	bool sharded;
 	unsigned n;
 
 	rc = config_load(&cfg, argc, argv);
@@ -159,7 +160,11 @@ int main(int argc, char **argv)
 		return 1;
 	if (redis_detect_cluster(&url) < 0)
 		return 1;
-	ps = pubsub_start(&url);
+	/* as Redisson does: sharded pub/sub where a cluster has it */
+	sharded = cfg.pubsub == PUBSUB_SHARDED ||
+		  (cfg.pubsub == PUBSUB_AUTO && url.cluster && redis_has_sharded_pubsub(&url));
+	scripts_set_sharded(sharded);
+	ps = pubsub_start(&url, sharded);
 	if (!ps) {
 		log_error("cannot start the subscriber thread");
 		return 1;
@@ -179,8 +184,10 @@ int main(int argc, char **argv)
 	}
 	/* before the loops run: whoever sees an answer has seen this line */
 	shown_url = redis_url_redacted(cfg.redis_url);
-	log_info("dlockd %s listening on %s (port %d), redis %s, %u threads, pid %d",
-		 dlockd_version, cfg.listen, port, shown_url, cfg.threads, (int)getpid());
+	log_info("dlockd %s listening on %s (port %d), redis %s%s, %s pub/sub, %u threads, "
+		 "pid %d", dlockd_version, cfg.listen, port, shown_url,
+		 url.cluster ? " (cluster)" : "", sharded ? "sharded" : "classic", cfg.threads,
+		 (int)getpid());
 	free(shown_url);
 	for (unsigned i = 0; i < n; i++) {
 		if (pthread_create(&workers[i].thread, NULL, worker_main,

@@ -35,7 +35,7 @@ struct option_row {
 enum {
 	O_LISTEN, O_REDIS, O_THREADS, O_DEFAULT_TTL, O_MAX_TTL, O_MAX_WAIT,
 	O_QUEUE_TTL, O_MAX_BODY, O_MAX_CONN, O_IDLE_TIMEOUT, O_LOG_LEVEL,
-	O_LOG_FORMAT, O_AUTH_FILE, O_KEY_PREFIX, O_SYNC_REPLICAS, O_SYNC_TIMEOUT, O_COUNT
+	O_LOG_FORMAT, O_AUTH_FILE, O_KEY_PREFIX, O_SYNC_REPLICAS, O_SYNC_TIMEOUT, O_PUBSUB, O_COUNT
 };
 
 /* The help texts are wrapped by usage(); README.md's settings table says
@@ -97,6 +97,13 @@ static const struct option_row rows[O_COUNT] = {
 		10, REPLICA_SYNC_TIMEOUT_MAX_MS, "MS",
 		"how long WAIT waits for the replicas (it holds up the loop's redis "
 		"connection meanwhile)", "1000" },
+	[O_PUBSUB] = { "redis-pubsub", "DLOCKD_REDIS_PUBSUB", OPT_STRING, 0, 0,
+		"auto|sharded|classic",
+		"how release messages travel: sharded (SSUBSCRIBE/SPUBLISH, on a "
+		"cluster to the node of each channel's slot) or classic "
+		"(SUBSCRIBE/PUBLISH); auto: sharded on a Redis 7 cluster, as "
+		"Redisson does, else classic. Both sides of a lock must use the "
+		"same kind", "auto" },
 };
 
 #define HELP_INDENT 24
@@ -294,6 +301,19 @@ static int set_option(struct config *cfg, int i, const char *val, const char *fr
 	case O_SYNC_REPLICAS:
 		if (parse_sync_replicas(val, &cfg->sync_replicas) < 0) {
 			fprintf(stderr, "dlockd: %s '%s' is not off, auto or a number in 1..64\n",
+				from, val);
+			return -1;
+		}
+		break;
+	case O_PUBSUB:
+		if (!strcmp(val, "auto"))
+			cfg->pubsub = PUBSUB_AUTO;
+		else if (!strcmp(val, "sharded"))
+			cfg->pubsub = PUBSUB_SHARDED;
+		else if (!strcmp(val, "classic"))
+			cfg->pubsub = PUBSUB_CLASSIC;
+		else {
+			fprintf(stderr, "dlockd: %s '%s' is not auto, sharded or classic\n",
 				from, val);
 			return -1;
 		}

@@ -5,6 +5,9 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+/* --redis-pubsub */
+enum pubsub_mode { PUBSUB_AUTO, PUBSUB_SHARDED, PUBSUB_CLASSIC };
+
 struct config {
 	char *listen;			/* "host:port", as given */
 	struct sockaddr_storage listen_addr;
@@ -25,6 +28,7 @@ struct config {
 	int sync_replicas;		/* replicas a lock change waits for: 0 off,
 					 * REPLICA_SYNC_AUTO, or 1..64 */
 	int64_t sync_timeout_ms;	/* WAIT's timeout */
+	int pubsub;			/* enum pubsub_mode */
 };
 
 /* Fill cfg from the environment, then argv (flags win). Returns 0 on

@@ -1,5 +1,5 @@
 /* pubsub.h -- the subscriber: one thread with its own event loop and its
- * own Redis connection, keeping Redis' subscriptions equal to the channels
+ * own Redis connection (sharded on a cluster: one per node), keeping Redis' subscriptions equal to the channels
  * the loops' waiters need, and handing each loop the confirmations and
  * messages of its channels. */
 #ifndef DLOCKD_PUBSUB_H
@@ -12,8 +12,9 @@ struct redis_url;
 struct waiters;
 
 /* Start the subscriber thread, connecting to url (which must outlive it);
- * NULL if the thread cannot start. */
-struct pubsub *pubsub_start(const struct redis_url *url);
+ * sharded: with SSUBSCRIBE (on a cluster, on each channel's node) instead
+ * of SUBSCRIBE. NULL if the thread cannot start. */
+struct pubsub *pubsub_start(const struct redis_url *url, bool sharded);
 /* Stop the thread and free ps. */
 void pubsub_stop(struct pubsub *ps);
 /* Any thread: waiters ws needs channel (want) or no longer does; matches

@@ -192,17 +192,62 @@ static int setup_command(redisContext *c, int argc, const char **argv)
 	return ok ? 0 : -1;
 }
 
+/* Set up a blocking connection just made: command timeout, keepalive,
+ * AUTH and SELECT; -1 (logged at debug) if it failed. */
+static int blocking_setup(redisContext *c, const struct redis_url *url)
+{
+	struct setup_cmd cmds[2];
+	char db[16];
+	int n;
+
+	if (c->err) {
+		log_debug("redis connect failed: %s", c->errstr);
+		return -1;
+	}
+	redisSetTimeout(c, tv_ms(COMMAND_TIMEOUT_MS));
+	if (!url->unix_path)
+		redisEnableKeepAlive(c);
+	n = setup_cmds(url, cmds, db);
+	for (int i = 0; i < n; i++)
+		if (setup_command(c, cmds[i].argc, cmds[i].argv))
+			return -1;
+	return 0;
+}
+
+redisContext *redis_open_blocking_at(const struct redis_url *url, const char *host, int port)
+{
+	redisContext *c = redisConnectWithTimeout(host, port, tv_ms(CONNECT_TIMEOUT_MS));
+
+	if (c && blocking_setup(c, url) < 0) {
+		redisFree(c);
+		c = NULL;
+	}
+	return c;
+}
+
+bool redis_has_sharded_pubsub(const struct redis_url *url)
+{
+	redisContext *c = redis_open_blocking(url, NULL);
+	redisReply *r = c ? redisCommand(c, "PUBSUB SHARDNUMSUB") : NULL;
+	bool yes = r && r->type == REDIS_REPLY_ARRAY;
+
+	if (r)
+		freeReplyObject(r);
+	if (c)
+		redisFree(c);
+	return yes;
+}
+
 /* A cluster's seed that redis_open_blocking() tries next: the one after
  * the last that failed. */
 static atomic_uint next_seed;
 
 redisContext *redis_open_blocking(const struct redis_url *url, unsigned *target_gen)
 {
-	struct setup_cmd cmds[2];
-	char db[16], host[256];
+	char host[256];
 	redisContext *c;
 	unsigned gen = 0, seed = 0;
-	int n, port = url->port;
+	int port = url->port;
 
 	if (url->cluster && url->nseeds > 1) {
 		/* any node hears a classic PUBLISH; a dead one is passed over */
@@ -225,17 +270,8 @@ redisContext *redis_open_blocking(const struct redis_url *url, unsigned *target_
 connected:
 	if (!c)
 		return NULL;
-	if (c->err) {
-		log_debug("redis connect failed: %s", c->errstr);
+	if (blocking_setup(c, url) < 0)
 		goto fail;
-	}
-	redisSetTimeout(c, tv_ms(COMMAND_TIMEOUT_MS));
-	if (!url->unix_path)
-		redisEnableKeepAlive(c);
-	n = setup_cmds(url, cmds, db);
-	for (int i = 0; i < n; i++)
-		if (setup_command(c, cmds[i].argc, cmds[i].argv))
-			goto fail;
 	if (gen) {
 		redisReply *r = redisCommand(c, "ROLE");
 		bool master = redis_role_is_master(r);

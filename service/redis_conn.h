@@ -30,6 +30,16 @@ const char *redis_error_unavailable(const char *err);
  * is lost (else 0). The caller frees it with redisFree(). */
 redisContext *redis_open_blocking(const struct redis_url *url, unsigned *target_gen);
 
+/* A blocking connection to the cluster node host:port with url's
+ * credentials (the sharded subscriber's, one per node); NULL if it cannot
+ * be reached or set up. The caller frees it with redisFree(). */
+redisContext *redis_open_blocking_at(const struct redis_url *url, const char *host, int port);
+
+/* Does the Redis of url have sharded pub/sub (Redis 7: PUBSUB SHARDNUMSUB
+ * answers without error), as Redisson probes it? false when it cannot be
+ * asked. */
+bool redis_has_sharded_pubsub(const struct redis_url *url);
+
 /* Decide url->cluster before any connection is made: a redis:// URL with
  * several hosts names a cluster's seeds; with one, the node is asked
  * (INFO cluster: cluster_enabled), and one that does not answer is taken

@@ -616,8 +616,16 @@ static void owner_told_here(struct waiters *ws, const char *channel, const char 
 	}
 }
 
-static void on_disconnect(struct waiters *ws)
+/* channel (NULL: every channel) is no longer live. */
+static void on_disconnect(struct waiters *ws, const char *channel)
 {
+	struct channel *ch;
+
+	if (channel) {
+		if ((ch = channel_find(ws, channel)))
+			ch->live = false;
+		return;
+	}
 	names_each(&ws->channels, e)
 		container_of(e, struct channel, entry)->live = false;
 }
@@ -646,7 +654,7 @@ static void run_note(struct loop *l, void *data)
 		on_message(n->ws, n->text, n->payload, n->len);
 		break;
 	case NOTE_DISCONNECT:
-		on_disconnect(n->ws);
+		on_disconnect(n->ws, n->text[0] ? n->text : NULL);
 		break;
 	case NOTE_LEASE_END:
 		lease_ends_here(n->ws, n->text, n->at_ms);
@@ -721,6 +729,11 @@ void waiters_deliver_message(struct waiters *ws, const char *channel, const char
 void waiters_deliver_disconnect(struct waiters *ws)
 {
 	post_note(ws, NOTE_DISCONNECT, NULL, NULL, 0, 0);
+}
+
+void waiters_deliver_lost(struct waiters *ws, const char *channel)
+{
+	post_note(ws, NOTE_DISCONNECT, channel, NULL, 0, 0);
 }
 
 static void run_shutdown(struct loop *l, void *data)

@@ -145,5 +145,9 @@ void waiters_deliver_message(struct waiters *ws, const char *channel, const char
 /* The subscriber connection was lost: no channel is live until confirmed
  * again. */
 void waiters_deliver_disconnect(struct waiters *ws);
+/* The subscription of channel alone was lost (a cluster node's
+ * connection, or the node gave the slot away): it is not live until
+ * confirmed again. */
+void waiters_deliver_lost(struct waiters *ws, const char *channel);
 
 #endif

@@ -12,19 +12,14 @@
 
 redisReply *cluster_cmd(struct redis_cluster *c, int i, const char *fmt, ...)
 {
-	redisContext *ctx;
 	redisReply *r;
 	va_list ap;
 
 	if (i < 0 || i >= c->n || c->node[i].pid <= 0)
 		return NULL;
-	ctx = redis_client(&c->node[i]);
-	if (!ctx)
-		return NULL;
 	va_start(ap, fmt);
-	r = redisvCommand(ctx, fmt, ap);
+	r = rvcmd_on(&c->node[i], fmt, ap);
 	va_end(ap);
-	redisFree(ctx);
 	return r;
 }
 

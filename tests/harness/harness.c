@@ -980,24 +980,42 @@ long long rcmd_int(const char *fmt, ...)
 	return v;
 }
 
-long long rcmd_int_on(const struct redis_srv *r, const char *fmt, ...)
+redisReply *rvcmd_on(const struct redis_srv *r, const char *fmt, va_list ap)
 {
 	redisContext *c = redis_client(r);
-	redisReply *rep = NULL;
+	redisReply *rep;
+
+	if (!c)
+		return NULL;
+	rep = redisvCommand(c, fmt, ap);
+	redisFree(c);
+	return rep;
+}
+
+redisReply *rcmd_on(const struct redis_srv *r, const char *fmt, ...)
+{
+	redisReply *rep;
+	va_list ap;
+
+	va_start(ap, fmt);
+	rep = rvcmd_on(r, fmt, ap);
+	va_end(ap);
+	return rep;
+}
+
+long long rcmd_int_on(const struct redis_srv *r, const char *fmt, ...)
+{
+	redisReply *rep;
 	long long v = -999999;
 	va_list ap;
 
-	if (c) {
-		va_start(ap, fmt);
-		rep = redisvCommand(c, fmt, ap);
-		va_end(ap);
-	}
+	va_start(ap, fmt);
+	rep = rvcmd_on(r, fmt, ap);
+	va_end(ap);
 	if (rep && rep->type == REDIS_REPLY_INTEGER)
 		v = rep->integer;
 	if (rep)
 		freeReplyObject(rep);
-	if (c)
-		redisFree(c);
 	return v;
 }
 

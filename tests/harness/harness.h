@@ -35,6 +35,7 @@
 #include <hiredis/hiredis.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -131,6 +132,11 @@ long long rcmd_int(const char *fmt, ...);
 /* The integer reply of a command on r, on a connection of its own;
  * -999999 when there is none (no connection, an error, another type). */
 long long rcmd_int_on(const struct redis_srv *r, const char *fmt, ...);
+/* The reply of a command on r, on a connection of its own (the caller
+ * frees it); NULL when there is none. */
+redisReply *rcmd_on(const struct redis_srv *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+redisReply *rvcmd_on(const struct redis_srv *r, const char *fmt, va_list ap);
 /* Does the file at path (its first 64 KiB) contain s? */
 bool file_contains(const char *path, const char *s);
 /* How many lines of the file at path (all of it; a dlockd's log: d->log)

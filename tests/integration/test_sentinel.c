@@ -9,7 +9,6 @@
  * ready. */
 #include "../harness/harness.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,27 +61,10 @@ static int sentinel_start(struct redis_srv *s, int master_port)
 
 /* The reply of a command on r, on a connection of its own (free it);
  * NULL if none. */
-static redisReply *cmd_on(const struct redis_srv *r, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static redisReply *cmd_on(const struct redis_srv *r, const char *fmt, ...)
-{
-	redisContext *c = redis_client(r);
-	redisReply *rep = NULL;
-	va_list ap;
-
-	if (!c)
-		return NULL;
-	va_start(ap, fmt);
-	rep = redisvCommand(c, fmt, ap);
-	va_end(ap);
-	redisFree(c);
-	return rep;
-}
-
 /* Does INFO section of r contain needle? */
 static bool info_has(const struct redis_srv *r, const char *section, const char *needle)
 {
-	redisReply *rep = cmd_on(r, "INFO %s", section);
+	redisReply *rep = rcmd_on(r, "INFO %s", section);
 	bool ok = rep && rep->type == REDIS_REPLY_STRING && strstr(rep->str, needle);
 
 	if (rep)
@@ -94,8 +76,8 @@ static bool info_has(const struct redis_srv *r, const char *section, const char 
 static bool sentinels_ready(const struct topo *t)
 {
 	for (int i = 0; i < 3; i++) {
-		redisReply *q = cmd_on(&t->sent[i], "SENTINEL CKQUORUM " MASTER);
-		redisReply *r = cmd_on(&t->sent[i], "SENTINEL REPLICAS " MASTER);
+		redisReply *q = rcmd_on(&t->sent[i], "SENTINEL CKQUORUM " MASTER);
+		redisReply *r = rcmd_on(&t->sent[i], "SENTINEL REPLICAS " MASTER);
 		bool ok = q && q->type == REDIS_REPLY_STATUS && !strncmp(q->str, "OK 3 ", 5) &&
 			  r && r->type == REDIS_REPLY_ARRAY && r->elements == 2;
 
@@ -114,7 +96,7 @@ static int sentinel_master_port(const struct topo *t)
 {
 	for (int i = 0; i < 3; i++) {
 		redisReply *r = t->sent[i].pid > 0 ?
-			cmd_on(&t->sent[i], "SENTINEL get-master-addr-by-name " MASTER) : NULL;
+			rcmd_on(&t->sent[i], "SENTINEL get-master-addr-by-name " MASTER) : NULL;
 		int port = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ?
 			atoi(r->element[1]->str) : 0;
 
@@ -246,7 +228,7 @@ static void failover_run(bool kill)
 	if (kill) {
 		redis_stop(&T.data[0], true);
 	} else {
-		redisReply *rep = cmd_on(&T.sent[1], "SENTINEL FAILOVER " MASTER);
+		redisReply *rep = rcmd_on(&T.sent[1], "SENTINEL FAILOVER " MASTER);
 
 		CHECK(rep && rep->type == REDIS_REPLY_STATUS, "SENTINEL FAILOVER: %s",
 		      rep ? rep->str : "no reply");

@@ -68,6 +68,11 @@ void waiters_deliver_disconnect(struct waiters *ws)
 	record(D_DISCONNECT, ws, NULL, NULL, 0);
 }
 
+void waiters_deliver_lost(struct waiters *ws, const char *channel)
+{
+	record(D_DISCONNECT, ws, channel, NULL, 0);
+}
+
 /* The next delivery must be kind to ws (about channel, if not NULL);
  * waits up to 5 s for it. */
 static void expect(enum delivery_kind kind, struct waiters *ws, const char *channel)
@@ -222,7 +227,7 @@ static int setup(void **state)
 	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", ntohs(a.sin_port));
 	if (redis_url_parse(url, &URL, NULL, 0) < 0)
 		return -1;
-	PS = pubsub_start(&URL);
+	PS = pubsub_start(&URL, false);
 	if (!PS)
 		return -1;
 	accept_subscriber();
