@@ -7,13 +7,16 @@
  * behind afterwards: no key of the test's names in Redis once the leases
  * are over, no subscription, no waiter. Figures: tests/RELIABILITY.md. */
 #include "../harness/checker.h"
+#include "../harness/cluster.h"
 #include "../harness/harness.h"
+#include "../harness/sentinel.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_INST 3
@@ -95,9 +98,10 @@ static void stop_and_check(const char *what, bool loss, struct load_report *rep)
 	load_print(what, rep);
 }
 
-static long long keys_left(void)
+/* Keys and channels of the test's names on r; -1 if r did not say. */
+static long long keys_left_on(const struct redis_srv *r_srv)
 {
-	redisContext *c = redis_client(&W.redis);
+	redisContext *c = redis_client(r_srv);
 	redisReply *r;
 	char pattern[200];
 	long long n = -1;
@@ -120,6 +124,11 @@ static long long keys_left(void)
 		freeReplyObject(r);
 	redisFree(c);
 	return n;
+}
+
+static long long keys_left(void)
+{
+	return keys_left_on(&W.redis);
 }
 
 static bool waiters_gone(void)
@@ -393,5 +402,224 @@ static void clients_vanish(void)
 TEST(chaos_clients_vanish_mid_wait_and_mid_hold)
 {
 	clients_vanish();
+	world_down();
+}
+
+/* ----- Failovers: Redis Sentinel and Redis Cluster -----
+ *
+ * Only under DLOCKD_CHAOS=full (`make chaos`): each builds a topology of
+ * six processes and runs its load through a failover, which takes longer
+ * than the rest of this file (test_sentinel.c and test_cluster.c follow
+ * failovers in `make test`). Two dlockd share the load, each following the
+ * topology by itself. */
+
+static struct sentinel_topo ST;
+static struct redis_cluster CL;
+
+static void cluster_stop_at_end(void *c)
+{
+	cluster_stop(c);
+}
+
+/* Start n dlockd on url with flags into W (no Redis of W's own). */
+static int dlockds_up(const char *url, int n, const char *const *flags)
+{
+	memset(&W, 0, sizeof(W));
+	for (W.n = 0; W.n < n; W.n++) {
+		if (dlockd_start(&W.d[W.n], url, flags) < 0)
+			return -1;
+		W.bases[W.n] = W.d[W.n].base;
+	}
+	snprintf(W.prefix, sizeof(W.prefix), "%s", lockname("chaos"));
+	return 0;
+}
+
+/* Sum of a counter over W's dlockd. */
+static double metric_sum(const char *series)
+{
+	double sum = 0;
+
+	for (int i = 0; i < W.n; i++)
+		sum += metric_value(&W.d[i], series);
+	return sum;
+}
+
+/* Every dlockd of W answers /readyz 200. */
+static bool all_ready(void)
+{
+	for (int i = 0; i < W.n; i++)
+		if (status_of(&W.d[i], "GET", "/readyz") != 200)
+			return false;
+	return true;
+}
+
+static const char *const sync_one[] = { "--redis-sync-replicas", "1", NULL };
+
+/* SENTINEL FAILOVER (graceful) or SIGKILL of the master, under load, with
+ * or without --redis-sync-replicas 1. */
+static void sentinel_failover(bool kill_master, bool sync)
+{
+	struct load_report rep, strict;
+	char what[160];
+	int old, now = 0;
+	int64_t t0, named_ms;
+	double unconfirmed;
+
+	if (!chaos_full()) {
+		printf("# a failover under load: DLOCKD_CHAOS=full (make chaos) only\n");
+		return;
+	}
+	CHECK(sentinel_topo_start(&ST, 2) == 0, "master, 2 replicas, 3 sentinels");
+	CHECK(dlockds_up(ST.url, 2, sync ? sync_one : NULL) == 0, "two dlockd on %s", ST.url);
+	old = ST.data[0].port;
+	start_load(3000, 6000);
+	run_until_long_holders(2000);
+	load_event_begin(W.load);
+	t0 = mono_ms();
+	if (kill_master) {
+		redis_stop(&ST.data[0], true);
+	} else {
+		redisReply *r = redis_cmd_on(&ST.sent[0], "SENTINEL FAILOVER " SENTINEL_MASTER);
+
+		CHECK(r && r->type == REDIS_REPLY_STATUS, "SENTINEL FAILOVER: %s",
+		      r ? r->str : "no reply");
+		freeReplyObject(r);
+	}
+	CHECK(WAIT_FOR((now = sentinel_master_port(&ST)) != old && now, 60000),
+	      "the sentinels name a new master");
+	named_ms = mono_ms() - t0;
+	/* the old master, turned replica, has caught up: the next WAIT 1
+	 * can be met by either replica */
+	CHECK(WAIT_FOR(all_ready(), 30000), "every dlockd ready again");
+	load_event_end(W.load);
+	printf("# new master %d named %lld ms after the %s; dlockd ready after %lld ms\n", now,
+	       (long long)named_ms, kill_master ? "kill" : "command", (long long)(mono_ms() - t0));
+	sleep_ms(phase_ms(4000));
+	unconfirmed = metric_sum("dlockd_replication_unconfirmed_total");
+	snprintf(what, sizeof(what), "sentinel: %s, sync replicas %s",
+		 kill_master ? "master SIGKILLed" : "SENTINEL FAILOVER", sync ? "1" : "off");
+	load_stop(W.load);
+	/* first every overlap as it happened, then with the loss excused:
+	 * sections granted before the fault counted only up to it */
+	load_check(W.load, false, &strict);
+	load_print(what, &strict);
+	load_check(W.load, true, &rep);
+	printf("# %s: %ld overlaps with the loss excused; %.0f grants undone "
+	       "(503 replication_unconfirmed)\n", what, rep.overlaps, unconfirmed);
+	load_free(W.load);
+	W.load = NULL;
+	CHECK(strict.grants > 50, "the load ran (%ld grants)", strict.grants);
+	CHECK(strict.token_regressions == 0, "%ld fencing tokens went backwards",
+	      strict.token_regressions);
+	CHECK(strict.acq_other == 0, "%ld acquires answered neither 200, 409 nor 503",
+	      strict.acq_other);
+	if (sync && !kill_master)
+		CHECK(strict.overlaps == 0, "with sync replicas, a graceful failover: "
+		      "%ld overlapping critical sections", strict.overlaps);
+	CHECK(strict.grants_after_event > 50, "locks are granted after the failover (%ld)",
+	      strict.grants_after_event);
+	{
+		struct redis_srv *nm = sentinel_data_on(&ST, now);
+
+		CHECK(nm, "the new master is one of ours");
+		CHECK(WAIT_FOR(keys_left_on(nm) == 0, 10000),
+		      "%lld keys/channels of the test's names left on the new master",
+		      keys_left_on(nm));
+	}
+	CHECK(WAIT_FOR(waiters_gone(), 3000), "waiters left in a dlockd");
+}
+
+TEST(chaos_sentinel_failover_with_sync_replicas)
+{
+	sentinel_failover(false, true);
+	world_down();
+}
+
+TEST(chaos_sentinel_failover_without_sync)
+{
+	sentinel_failover(false, false);
+	world_down();
+}
+
+TEST(chaos_sentinel_master_killed_without_sync)
+{
+	sentinel_failover(true, false);
+	world_down();
+}
+
+/* CLUSTER FAILOVER of the master serving the checker's lock0, or that
+ * master SIGKILLed, under load. */
+static void cluster_failover(bool kill_master)
+{
+	struct load_report rep, strict;
+	char url[300], name[200], what[160];
+	int m, r;
+	int64_t t0;
+
+	if (!chaos_full()) {
+		printf("# a failover under load: DLOCKD_CHAOS=full (make chaos) only\n");
+		return;
+	}
+	test_at_end(cluster_stop_at_end, &CL);
+	CHECK(cluster_start(&CL, 3, 1) == 0, "3 masters with a replica each");
+	snprintf(url, sizeof(url), "redis://%s", CL.seeds);
+	CHECK(dlockds_up(url, 2, NULL) == 0, "two dlockd on %s", url);
+	snprintf(name, sizeof(name), "%s-lock0", W.prefix);
+	m = cluster_master_of(&CL, 0, name);
+	r = m >= 0 ? cluster_replica_of(&CL, m) : -1;
+	CHECK(m >= 0 && r >= 0, "%s: master %d, its replica %d", name, m, r);
+	start_load(3000, 6000);
+	run_until_long_holders(2000);
+	load_event_begin(W.load);
+	t0 = mono_ms();
+	if (kill_master) {
+		kill(CL.node[m].pid, SIGKILL);
+		waitpid(CL.node[m].pid, NULL, 0);
+		CL.node[m].pid = 0;
+	} else {
+		redisReply *rr = cluster_cmd(&CL, r, "CLUSTER FAILOVER");
+
+		CHECK(rr && rr->type == REDIS_REPLY_STATUS, "CLUSTER FAILOVER: %s",
+		      rr ? rr->str : "no reply");
+		freeReplyObject(rr);
+	}
+	CHECK(WAIT_FOR(cluster_master_of(&CL, kill_master ? (m + 1) % 3 : r, name) == r, 60000),
+	      "node %d serves %s", r, name);
+	CHECK(cluster_wait_ok(&CL, 30000), "the cluster is whole again");
+	load_event_end(W.load);
+	printf("# node %d took over %s's slot; cluster ok %lld ms after the %s\n", r, name,
+	       (long long)(mono_ms() - t0), kill_master ? "kill" : "command");
+	sleep_ms(phase_ms(4000));
+	snprintf(what, sizeof(what), "cluster: %s", kill_master ? "a master SIGKILLed" :
+		 "CLUSTER FAILOVER of a master");
+	load_stop(W.load);
+	load_check(W.load, false, &strict);
+	load_print(what, &strict);
+	load_check(W.load, true, &rep);
+	printf("# %s: %ld overlaps with the loss excused\n", what, rep.overlaps);
+	load_free(W.load);
+	W.load = NULL;
+	CHECK(strict.grants > 50, "the load ran (%ld grants)", strict.grants);
+	CHECK(strict.token_regressions == 0, "%ld fencing tokens went backwards",
+	      strict.token_regressions);
+	CHECK(strict.acq_other == 0, "%ld acquires answered neither 200, 409 nor 503",
+	      strict.acq_other);
+	if (!kill_master)
+		CHECK(strict.overlaps == 0, "a graceful CLUSTER FAILOVER: %ld overlapping "
+		      "critical sections", strict.overlaps);
+	CHECK(strict.grants_after_event > 50, "locks are granted after the failover (%ld)",
+	      strict.grants_after_event);
+	CHECK(WAIT_FOR(waiters_gone(), 3000), "waiters left in a dlockd");
+}
+
+TEST(chaos_cluster_failover)
+{
+	cluster_failover(false);
+	world_down();
+}
+
+TEST(chaos_cluster_master_killed)
+{
+	cluster_failover(true);
 	world_down();
 }
