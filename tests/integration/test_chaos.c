@@ -40,6 +40,18 @@ static int phase_ms(int ms)
 	return (chaos_full() ? 3 * ms : ms) * slow_factor();
 }
 
+/* Start n dlockd on url with flags into W, and name the test's locks. */
+static int dlockds_up(const char *url, int n, const char *const *flags)
+{
+	for (W.n = 0; W.n < n; W.n++) {
+		if (dlockd_start(&W.d[W.n], url, flags) < 0)
+			return -1;
+		W.bases[W.n] = W.d[W.n].base;
+	}
+	snprintf(W.prefix, sizeof(W.prefix), "%s", lockname("chaos"));
+	return 0;
+}
+
 static int world_up(const char *redis_extra, int n, const char *const *flags)
 {
 	char url[64];
@@ -49,13 +61,7 @@ static int world_up(const char *redis_extra, int n, const char *const *flags)
 	if (redis_start(&W.redis) < 0)
 		return -1;
 	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", W.redis.port);
-	for (W.n = 0; W.n < n; W.n++) {
-		if (dlockd_start(&W.d[W.n], url, flags) < 0)
-			return -1;
-		W.bases[W.n] = W.d[W.n].base;
-	}
-	snprintf(W.prefix, sizeof(W.prefix), "%s", lockname("chaos"));
-	return 0;
+	return dlockds_up(url, n, flags);
 }
 
 static void world_down(void)
@@ -421,19 +427,6 @@ static void cluster_stop_at_end(void *c)
 	cluster_stop(c);
 }
 
-/* Start n dlockd on url with flags into W (no Redis of W's own). */
-static int dlockds_up(const char *url, int n, const char *const *flags)
-{
-	memset(&W, 0, sizeof(W));
-	for (W.n = 0; W.n < n; W.n++) {
-		if (dlockd_start(&W.d[W.n], url, flags) < 0)
-			return -1;
-		W.bases[W.n] = W.d[W.n].base;
-	}
-	snprintf(W.prefix, sizeof(W.prefix), "%s", lockname("chaos"));
-	return 0;
-}
-
 /* Sum of a counter over W's dlockd. */
 static double metric_sum(const char *series)
 {
@@ -457,7 +450,7 @@ static const char *const sync_one[] = { "--redis-sync-replicas", "1", NULL };
 
 /* SENTINEL FAILOVER (graceful) or SIGKILL of the master, under load, with
  * or without --redis-sync-replicas 1. */
-static void sentinel_failover(bool kill_master, bool sync)
+static void sentinel_failover(bool kill_master, bool sync, int replicas)
 {
 	struct load_report rep, strict;
 	char what[160];
@@ -469,7 +462,8 @@ static void sentinel_failover(bool kill_master, bool sync)
 		printf("# a failover under load: DLOCKD_CHAOS=full (make chaos) only\n");
 		return;
 	}
-	CHECK(sentinel_topo_start(&ST, 2) == 0, "master, 2 replicas, 3 sentinels");
+	CHECK(sentinel_topo_start(&ST, replicas) == 0, "master, %d replicas, 3 sentinels", replicas);
+	memset(&W, 0, sizeof(W));	/* no Redis of W's own */
 	CHECK(dlockds_up(ST.url, 2, sync ? sync_one : NULL) == 0, "two dlockd on %s", ST.url);
 	old = ST.data[0].port;
 	start_load(3000, 6000);
@@ -496,7 +490,7 @@ static void sentinel_failover(bool kill_master, bool sync)
 	       (long long)named_ms, kill_master ? "kill" : "command", (long long)(mono_ms() - t0));
 	sleep_ms(phase_ms(4000));
 	unconfirmed = metric_sum("dlockd_replication_unconfirmed_total");
-	snprintf(what, sizeof(what), "sentinel: %s, sync replicas %s",
+	snprintf(what, sizeof(what), "sentinel, %d replicas: %s, sync replicas %s", replicas,
 		 kill_master ? "master SIGKILLed" : "SENTINEL FAILOVER", sync ? "1" : "off");
 	load_stop(W.load);
 	/* first every overlap as it happened, then with the loss excused:
@@ -516,8 +510,12 @@ static void sentinel_failover(bool kill_master, bool sync)
 	if (sync && !kill_master)
 		CHECK(strict.overlaps == 0, "with sync replicas, a graceful failover: "
 		      "%ld overlapping critical sections", strict.overlaps);
-	CHECK(strict.grants_after_event > 50, "locks are granted after the failover (%ld)",
-	      strict.grants_after_event);
+	/* with one replica, the new master has none until Sentinel turns the
+	 * old one into its replica, and until then every grant waits out its
+	 * WAIT and is undone: the outage is printed, not bounded */
+	if (replicas > 1 || !sync)
+		CHECK(strict.grants_after_event > 50, "locks are granted after the failover "
+		      "(%ld)", strict.grants_after_event);
 	{
 		struct redis_srv *nm = sentinel_data_on(&ST, now);
 
@@ -531,19 +529,25 @@ static void sentinel_failover(bool kill_master, bool sync)
 
 TEST(chaos_sentinel_failover_with_sync_replicas)
 {
-	sentinel_failover(false, true);
+	sentinel_failover(false, true, 2);
+	world_down();
+}
+
+TEST(chaos_sentinel_failover_with_sync_one_replica)
+{
+	sentinel_failover(false, true, 1);
 	world_down();
 }
 
 TEST(chaos_sentinel_failover_without_sync)
 {
-	sentinel_failover(false, false);
+	sentinel_failover(false, false, 2);
 	world_down();
 }
 
 TEST(chaos_sentinel_master_killed_without_sync)
 {
-	sentinel_failover(true, false);
+	sentinel_failover(true, false, 2);
 	world_down();
 }
 
@@ -563,6 +567,7 @@ static void cluster_failover(bool kill_master)
 	test_at_end(cluster_stop_at_end, &CL);
 	CHECK(cluster_start(&CL, 3, 1) == 0, "3 masters with a replica each");
 	snprintf(url, sizeof(url), "redis://%s", CL.seeds);
+	memset(&W, 0, sizeof(W));	/* no Redis of W's own */
 	CHECK(dlockds_up(url, 2, NULL) == 0, "two dlockd on %s", url);
 	snprintf(name, sizeof(name), "%s-lock0", W.prefix);
 	m = cluster_master_of(&CL, 0, name);
