@@ -140,7 +140,7 @@ $(BUILD)/openapi_doc.o: $(BUILD)/openapi_doc.c | deps-build
 # service/x.c or api/x.c), so they link everything but that module. Where a
 # test mocks a neighbour, --wrap reroutes just that symbol.
 $(BUILD)/tests/test_locks: UNIT_WRAP = -Wl,--wrap=scripts_run -Wl,--wrap=waiters_lease_ends \
-	-Wl,--wrap=redis_conn_send
+	-Wl,--wrap=redis_conn_send -Wl,--wrap=redis_conn_send_slot -Wl,--wrap=redis_conn_is_cluster
 $(BUILD)/tests/test_request: UNIT_WRAP = -Wl,--wrap=MHD_get_connection_values \
 	-Wl,--wrap=reply_error
 # test_acquire injects every collaborator of the acquire machine

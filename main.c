@@ -159,10 +159,6 @@ int main(int argc, char **argv)
 		return 1;
 	if (redis_detect_cluster(&url) < 0)
 		return 1;
-	if (url.cluster && cfg.sync_replicas) {
-		log_error("--redis-sync-replicas is not supported on a Redis Cluster yet");
-		return 1;
-	}
 	ps = pubsub_start(&url);
 	if (!ps) {
 		log_error("cannot start the subscriber thread");

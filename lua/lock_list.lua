@@ -1,6 +1,8 @@
 --[[ lock_list.lua -- what the listing (GET /locks) shows of the hashes one
   SCAN found: for each, whether it is a lock now and who holds it. It only
   reads, and never scans: dlockd's own SCAN found the hashes.
+  KEYS    none; on a Redis Cluster the one hash asked about (a script
+          declares the slot it runs on; its other keys share it)
   ARGV[1] the hashes N, each as <length>:<name>, one after the other
   ARGV[2] their timeout key prefixes {N}, the same way and in the same order
   Returns one element per hash, in ARGV[1]'s order:

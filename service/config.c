@@ -45,7 +45,9 @@ static const struct option_row rows[O_COUNT] = {
 		"address to serve HTTP on: an IPv4 address, [IPv6] or localhost, "
 		"and a port (0: any free one)", "127.0.0.1:8080" },
 	[O_REDIS] = { "redis", "DLOCKD_REDIS_URL", OPT_STRING, 0, 0, "URL",
-		"redis://[user:password@]host:port/db or unix:///path/to/socket, "
+		"redis://[user:password@]host:port/db or unix:///path/to/socket; "
+		"a Redis Cluster: redis://[user:password@]HOSTS (some of its nodes, "
+		"or one: a cluster is found from the node itself); "
 		"or Sentinel: redis-sentinel://[[user:]password@]HOSTS[/db]#master, "
 		"HOSTS the sentinels as host[:port],... (port 26379 by default; "
 		"their own password as ?sentinel_password=P); each with "

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "backend.h"
+#include "cluster_slots.h"
 #include "pubsub.h"
 #include "redis_conn.h"
 #include "replica_sync.h"
@@ -973,6 +974,10 @@ struct listing {
 	const struct backend *b;
 	char *prefix;		/* as asked, for the log */
 	char *pattern;		/* SCAN's MATCH: <key prefix><prefix>*, escaped */
+	bool cluster;		/* the keys are spread over a cluster's masters */
+	unsigned shard;		/* ... the lowest slot of the master being
+				 * scanned (the masters are walked in the order
+				 * of their lowest slots) */
 	char scan[24];		/* the SCAN cursor of the batch at hand */
 	char next[24];		/* the cursor SCAN gave after that batch */
 	unsigned count;		/* SCAN's COUNT for the batch at hand */
@@ -1021,15 +1026,28 @@ static char *match_pattern(const char *prefix)
 
 /* Read a page's cursor into l->scan, l->after and l->count; -1 if it is
  * not one. */
-static int cursor_parse(struct listing *l, const char *cursor)
+static int cursor_parse(struct listing *l, const char *cursor, bool cluster)
 {
-	size_t digits = cursor ? strspn(cursor, "0123456789") : 0;
-	const char *name = cursor ? cursor + digits + 1 : NULL;
+	size_t digits;
+	const char *name;
 
 	strcpy(l->scan, "0");
 	l->count = LIST_SCAN_COUNT;
+	l->cluster = cluster;
+	l->shard = 0;
 	if (!cursor || !*cursor)
 		return 0;
+	if (cluster) {
+		/* "<shard>.<SCAN's cursor>[:<name>]" */
+		digits = strspn(cursor, "0123456789");
+		if (digits == 0 || digits > 5 || cursor[digits] != '.' ||
+		    atoi(cursor) >= CLUSTER_SLOT_COUNT)
+			return -1;
+		l->shard = (unsigned)atoi(cursor);
+		cursor += digits + 1;
+	}
+	digits = strspn(cursor, "0123456789");
+	name = cursor + digits + 1;
 	/* SCAN's cursors are unsigned 64-bit numbers: 20 digits at most */
 	if (digits == 0 || digits > 20 ||
 	    (digits == 20 && strncmp(cursor, "18446744073709551615", 20) > 0))
@@ -1093,7 +1111,10 @@ static void list_finish(struct listing *l, bool end, const char *upto)
 	char *cursor = NULL;
 	struct lock_page page;
 
-	if (!end)
+	if (!end && l->cluster)
+		cursor = upto ? xasprintf("%u.%s:%s", l->shard, l->scan, upto)
+			      : xasprintf("%u.%s", l->shard, l->scan);
+	else if (!end)
 		cursor = upto ? xasprintf("%s:%s", l->scan, upto) : xstrdup(l->scan);
 	page = (struct lock_page){ .n = l->n, .locks = l->v, .cursor = cursor };
 	l->done(l->ctx, LOCK_OK, &st, &page);
@@ -1118,13 +1139,16 @@ static void list_scan(struct listing *l)
 	}
 	snprintf(count, sizeof(count), "%u", l->count);
 	l->calls++;
-	redis_conn_send(l->b->redis, 8, argv, NULL, false, on_scan, l);
+	redis_conn_send_slot(l->b->redis, l->cluster ? (int)l->shard : -1, 8, argv, NULL, on_scan,
+			     l);
 }
 
 /* Ask lock_list about the next names of the batch. */
 static void list_inspect(struct listing *l)
 {
-	size_t k = l->nnames - l->at < LIST_INSPECT_MAX ? l->nnames - l->at : LIST_INSPECT_MAX;
+	/* on a cluster one name a call: a script runs on one slot */
+	size_t max = l->cluster ? 1 : LIST_INSPECT_MAX;
+	size_t k = l->nnames - l->at < max ? l->nnames - l->at : max;
 	char **rnames = xcalloc(k, sizeof(*rnames)), **tags = xcalloc(k, sizeof(*tags));
 	const char *args[2];
 
@@ -1136,7 +1160,8 @@ static void list_inspect(struct listing *l)
 	args[1] = pack_list((const char *const *)tags, k);
 	l->inspecting = k;
 	l->calls++;
-	scripts_run(l->b->redis, SCRIPT_LOCK_LIST, 0, NULL, 2, args, on_inspect, l);
+	scripts_run(l->b->redis, SCRIPT_LOCK_LIST, l->cluster, (const char *const *)rnames, 2,
+		    args, on_inspect, l);
 	for (size_t i = 0; i < k; i++) {
 		free(rnames[i]);
 		free(tags[i]);
@@ -1154,6 +1179,18 @@ static void list_take(struct listing *l, size_t k)
 	l->n += k;
 	memmove(l->bv, l->bv + k, (l->bn - k) * sizeof(*l->bv));
 	l->bn -= k;
+}
+
+/* A cluster's listing is through with one master: go on with the next
+ * (true), or there is none. */
+static bool next_shard(struct listing *l)
+{
+	int next = redis_conn_next_shard(l->b->redis, l->shard);
+
+	if (next < 0)
+		return false;
+	l->shard = (unsigned)next;	/* from its start: SCAN's cursor is "0" */
+	return true;
 }
 
 /* The batch is looked at. If its locks fit, they join the page and the
@@ -1189,7 +1226,7 @@ static void list_batch_done(struct listing *l)
 	l->moved = true;
 	memcpy(l->scan, l->next, sizeof(l->scan));
 	room -= bn;
-	if (!strcmp(l->scan, "0"))
+	if (!strcmp(l->scan, "0") && !(l->cluster && next_shard(l)))
 		list_finish(l, true, NULL);
 	else if (room == 0)
 		list_finish(l, false, NULL);
@@ -1342,7 +1379,7 @@ int locks_list(const struct backend *b, const char *prefix, unsigned limit, cons
 {
 	struct listing *l = xcalloc(1, sizeof(*l));
 
-	if (cursor_parse(l, cursor) < 0) {
+	if (cursor_parse(l, cursor, redis_conn_is_cluster(b->redis)) < 0) {
 		free(l);
 		return -1;
 	}

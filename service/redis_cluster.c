@@ -46,6 +46,7 @@ struct routed {
 	unsigned slot;
 	bool keyed;			/* slot is the command's; else any master */
 	bool asking;			/* this send follows ASKING to ask_node */
+	struct redis_conn *sent_on;	/* the node's connection it went out on */
 	int ask_node;
 	int tries;
 	int64_t first_ms;		/* monotonic: the first send */
@@ -81,6 +82,8 @@ struct redis_cluster {
 	struct loop_task fail_task;	/* callbacks never run inside a send */
 	unsigned inflight;		/* routed commands sent, not yet called back */
 	struct loop_timer timer;	/* the first of retry */
+	struct redis_conn *answering;	/* while a caller hears its answer: the
+					 * node's connection it came on */
 };
 
 static void list_add(struct routed_list *l, struct routed *r)
@@ -165,6 +168,7 @@ static void dispatch(struct routed *r)
 		return;
 	}
 	c = conn_of(rc, node);
+	r->sent_on = c;
 	rc->inflight++;
 	if (r->asking)
 		redis_conn_send(c, 1, (const char *[]){ "ASKING" }, NULL, false, on_asking, NULL);
@@ -243,7 +247,9 @@ static void on_reply(void *arg, redisReply *reply)
 			return;
 		}
 	}
+	rc->answering = r->sent_on;
 	r->fn(r->ctx, reply);
+	rc->answering = NULL;
 	free(r);
 }
 
@@ -331,6 +337,13 @@ struct redis_cluster *redis_cluster_new(struct loop *l, const struct redis_url *
 void redis_cluster_send(struct redis_cluster *rc, int argc, const char **argv,
 			const size_t *lens, int64_t deadline_from, redis_reply_fn fn, void *ctx)
 {
+	redis_cluster_send_slot(rc, -1, argc, argv, lens, deadline_from, fn, ctx);
+}
+
+void redis_cluster_send_slot(struct redis_cluster *rc, int slot, int argc, const char **argv,
+			     const size_t *lens, int64_t deadline_from, redis_reply_fn fn,
+			     void *ctx)
+{
 	size_t size = 0;
 	struct routed *r;
 	char *at;
@@ -339,7 +352,12 @@ void redis_cluster_send(struct redis_cluster *rc, int argc, const char **argv,
 		size += lens ? lens[i] : strlen(argv[i]);
 	r = xcalloc(1, sizeof(*r) + size);
 	r->rc = rc;
-	r->keyed = command_slot(argc, argv, lens, &r->slot);
+	if (slot >= 0 && slot < CLUSTER_SLOT_COUNT) {
+		r->slot = (unsigned)slot;
+		r->keyed = true;
+	} else {
+		r->keyed = command_slot(argc, argv, lens, &r->slot);
+	}
 	r->first_ms = now_ms();
 	r->deadline_from = deadline_from;
 	r->fn = fn;
@@ -360,6 +378,39 @@ void redis_cluster_send(struct redis_cluster *rc, int argc, const char **argv,
 		return;
 	}
 	dispatch(r);
+}
+
+/* The lowest slot node serves in rc's map, or CLUSTER_SLOT_COUNT. */
+static unsigned lowest_slot(const struct redis_cluster *rc, int node)
+{
+	for (unsigned s = 0; s < CLUSTER_SLOT_COUNT; s++)
+		if (rc->map.slot_node[s] == node)
+			return s;
+	return CLUSTER_SLOT_COUNT;
+}
+
+int redis_cluster_next_shard(const struct redis_cluster *rc, unsigned slot)
+{
+	int node = cluster_map_master(&rc->map, slot);
+	unsigned from, best = CLUSTER_SLOT_COUNT;
+
+	if (node < 0)
+		return -1;
+	from = lowest_slot(rc, node);
+	/* the next master is the one whose lowest slot comes next: the first
+	 * slot past from whose master's lowest slot is that slot */
+	for (unsigned s = from + 1; s < CLUSTER_SLOT_COUNT && best == CLUSTER_SLOT_COUNT; s++) {
+		int n = rc->map.slot_node[s];
+
+		if (n >= 0 && n != node && lowest_slot(rc, n) == s)
+			best = s;
+	}
+	return best < CLUSTER_SLOT_COUNT ? (int)best : -1;
+}
+
+struct redis_conn *redis_cluster_answering(const struct redis_cluster *rc)
+{
+	return rc->answering;
 }
 
 bool redis_cluster_idle(const struct redis_cluster *rc)

@@ -31,6 +31,22 @@ void redis_cluster_free(struct redis_cluster *rc);
 void redis_cluster_send(struct redis_cluster *rc, int argc, const char **argv,
 			const size_t *lens, int64_t deadline_from, redis_reply_fn fn, void *ctx);
 
+/* The same, to the master of slot (0..16383) whatever the command: for a
+ * command that is about one node's keys, not one key (SCAN). slot -1:
+ * redis_cluster_send(). */
+void redis_cluster_send_slot(struct redis_cluster *rc, int slot, int argc, const char **argv,
+			     const size_t *lens, int64_t deadline_from, redis_reply_fn fn,
+			     void *ctx);
+
+/* The masters in the order of the lowest slot each serves: the lowest
+ * slot of the master after the one that serves slot, or -1 when that is
+ * the last (or the map does not know slot's master). */
+int redis_cluster_next_shard(const struct redis_cluster *rc, unsigned slot);
+
+/* Inside the callback of a routed command: the connection to the node
+ * that answered it (a WAIT for its replicas goes there); else NULL. */
+struct redis_conn *redis_cluster_answering(const struct redis_cluster *rc);
+
 /* No command is waiting for its reply or its callback. */
 bool redis_cluster_idle(const struct redis_cluster *rc);
 

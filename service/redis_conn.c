@@ -1067,6 +1067,32 @@ unsigned redis_conn_generation(const struct redis_conn *c)
 	return c->connects;
 }
 
+bool redis_conn_is_cluster(const struct redis_conn *c)
+{
+	return c->cluster != NULL;
+}
+
+void redis_conn_send_slot(struct redis_conn *c, int slot, int argc, const char **argv,
+			  const size_t *lens, redis_reply_fn fn, void *ctx)
+{
+	if (c->cluster)
+		redis_cluster_send_slot(c->cluster, slot, argc, argv, lens, 0, fn, ctx);
+	else
+		redis_conn_send(c, argc, argv, lens, false, fn, ctx);
+}
+
+struct redis_conn *redis_conn_answering(struct redis_conn *c)
+{
+	struct redis_conn *node = c->cluster ? redis_cluster_answering(c->cluster) : NULL;
+
+	return node ? node : c;
+}
+
+int redis_conn_next_shard(const struct redis_conn *c, unsigned slot)
+{
+	return c->cluster ? redis_cluster_next_shard(c->cluster, slot) : -1;
+}
+
 bool redis_conn_idle(const struct redis_conn *c)
 {
 	if (c->cluster)

@@ -87,6 +87,22 @@ void redis_conn_send_from(struct redis_conn *c, int argc, const char **argv,
  * same connection when they read the same number. */
 unsigned redis_conn_generation(const struct redis_conn *c);
 
+/* ----- Clusters ----- */
+
+/* c routes by slot over a Redis Cluster's masters (redis_cluster.h). */
+bool redis_conn_is_cluster(const struct redis_conn *c);
+/* redis_conn_send() without a deadline, on a cluster to the master of
+ * slot whatever the command (SCAN walks one node's keys); elsewhere as
+ * redis_conn_send(). */
+void redis_conn_send_slot(struct redis_conn *c, int slot, int argc, const char **argv,
+			  const size_t *lens, redis_reply_fn fn, void *ctx);
+/* Inside the callback of a command sent on c: the connection that
+ * answered it -- a cluster node's for a cluster, else c itself. */
+struct redis_conn *redis_conn_answering(struct redis_conn *c);
+/* A cluster's masters in the order of their lowest slots: that of the
+ * master after slot's, or -1 after the last (and for no cluster). */
+int redis_conn_next_shard(const struct redis_conn *c, unsigned slot);
+
 /* No command of c is waiting for its reply or its callback. */
 bool redis_conn_idle(const struct redis_conn *c);
 

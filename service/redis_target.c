@@ -31,19 +31,22 @@
  * old master's, decides. A new address gets a new generation; each
  * connection on an older one sees redis_target_moved() and reconnects
  * (the loops' once their calls in flight are answered, the subscriber at
- * once). Polling stands in for subscribing to +switch-master. */
+ * once). A listener thread subscribed to +switch-master makes it ask at
+ * once when the sentinels announce a new master (see below). */
 #include "redis_target.h"
 
 #include "log.h"
 #include "redis_url.h"
 #include "util.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define CONNECT_TIMEOUT_MS 500
 #define COMMAND_TIMEOUT_MS 1000
@@ -68,6 +71,9 @@ struct redis_target {
 	bool stop;
 
 	atomic_uint moved_to;		/* gen, readable without the lock */
+
+	pthread_t listener;		/* hears +switch-master (below) */
+	atomic_bool listener_stop;
 };
 
 bool redis_role_is_master(const redisReply *r)
@@ -267,6 +273,80 @@ static void *resolver_main(void *arg)
 	return NULL;
 }
 
+/* ----- +switch-master -----
+ *
+ * A second thread stays subscribed to +switch-master on one sentinel (the
+ * URL's, in turn, while none answers) and, when it names our master, has
+ * the resolver ask at once instead of at its next poll: after a failover
+ * the old master goes on taking writes until Sentinel turns it into a
+ * replica, and every grant it makes meanwhile is lost, so the sooner the
+ * connections move, the fewer. The poll stays: a message can be lost
+ * (pub/sub is at-most-once) or the sentinel subscribed to can be down. */
+
+#define LISTEN_TIMEOUT_MS 500	/* how often the listener looks at stop */
+
+/* +switch-master's payload: "<master> <old ip> <old port> <new ip> <new
+ * port>": is it about master? */
+static bool about(const redisReply *payload, const char *master)
+{
+	size_t n = strlen(master);
+
+	return payload->type == REDIS_REPLY_STRING && payload->len > n &&
+	       !memcmp(payload->str, master, n) && payload->str[n] == ' ';
+}
+
+/* Listen on sentinel s until its connection fails or stop. */
+static void listen_on(struct redis_target *t, const struct redis_host *s)
+{
+	redisContext *c = open_node(s->host, s->port, NULL, t->url->sentinel_password, "sentinel");
+	redisReply *r;
+
+	if (!c)
+		return;
+	r = redisCommand(c, "SUBSCRIBE +switch-master");
+	if (r)
+		freeReplyObject(r);
+	redisSetTimeout(c, tv_ms(LISTEN_TIMEOUT_MS));
+	while (!atomic_load(&t->listener_stop)) {
+		void *reply = NULL;
+
+		if (redisGetReply(c, &reply) != REDIS_OK) {
+			if (c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+				c->err = 0;	/* a timeout: look at stop, listen on */
+				c->errstr[0] = '\0';
+				continue;
+			}
+			break;
+		}
+		r = reply;
+		if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+		    r->element[0]->type == REDIS_REPLY_STRING &&
+		    !strcmp(r->element[0]->str, "message") && about(r->element[2], t->url->master)) {
+			log_info("redis sentinel: +switch-master for '%s' from %s:%d", t->url->master,
+				 s->host, s->port);
+			pthread_mutex_lock(&t->lock);
+			t->want = true;
+			pthread_cond_signal(&t->wake);
+			pthread_mutex_unlock(&t->lock);
+		}
+		freeReplyObject(r);
+	}
+	redisFree(c);
+}
+
+static void *listener_main(void *arg)
+{
+	struct redis_target *t = arg;
+	unsigned i = 0;
+
+	while (!atomic_load(&t->listener_stop)) {
+		listen_on(t, &t->url->sentinels[i++ % t->url->nsentinels]);
+		for (int k = 0; k < 10 && !atomic_load(&t->listener_stop); k++)
+			usleep(50 * 1000);	/* 0.5 s before the next sentinel */
+	}
+	return NULL;
+}
+
 bool redis_target_moved(struct redis_target *t, unsigned gen)
 {
 	unsigned now = atomic_load(&t->moved_to);
@@ -299,6 +379,8 @@ void redis_target_lost(struct redis_target *t, unsigned gen)
 	pthread_mutex_unlock(&t->lock);
 }
 
+static void redis_target_stop_thread(struct redis_target *t);
+
 int redis_target_start(struct redis_url *url)
 {
 	struct redis_target *t = xcalloc(1, sizeof(*t));
@@ -322,6 +404,11 @@ int redis_target_start(struct redis_url *url)
 		free(t);
 		return -1;
 	}
+	if (pthread_create(&t->listener, NULL, listener_main, t)) {
+		log_error("cannot start the sentinel listener thread");
+		redis_target_stop_thread(t);
+		return -1;
+	}
 	url->target = t;
 	return 0;
 }
@@ -332,6 +419,15 @@ void redis_target_stop(struct redis_url *url)
 
 	if (!t)
 		return;
+	atomic_store(&t->listener_stop, true);
+	pthread_join(t->listener, NULL);	/* within LISTEN_TIMEOUT_MS, or a connect's */
+	redis_target_stop_thread(t);
+	url->target = NULL;
+}
+
+/* Stop the resolver thread and free t. */
+static void redis_target_stop_thread(struct redis_target *t)
+{
 	pthread_mutex_lock(&t->lock);
 	t->stop = true;
 	pthread_cond_signal(&t->wake);
@@ -341,5 +437,4 @@ void redis_target_stop(struct redis_url *url)
 	pthread_mutex_destroy(&t->lock);
 	free(t->order);
 	free(t);
-	url->target = NULL;
 }

@@ -16,6 +16,9 @@
  * A change is confirmed only by a WAIT answered on the very connection
  * that answered the change (redis_conn_generation): a WAIT on a new
  * connection after a reconnect says nothing of writes made on the old one.
+ * On a Redis Cluster that is the connection to the master that ran the
+ * change (redis_conn_answering): each node's changes have their own WAITs,
+ * batched the same way.
  *
  * auto asks for as many replicas as ROLE lists connected (at least one
  * when any is): ROLE is asked on the same connection before a WAIT when
@@ -49,11 +52,11 @@ struct sync_batch {
 	struct sync_entry *head, *tail;
 };
 
-struct replica_sync {
+/* One connection's changes and WAITs: the loop's, or on a cluster one
+ * node's (a WAIT covers the writes of the connection it is sent on). */
+struct node_sync {
+	struct replica_sync *s;
 	struct redis_conn *conn;
-	int replicas;			/* WAIT's count, or REPLICA_SYNC_AUTO */
-	char timeout[24];		/* WAIT's timeout, as an argument */
-	int64_t timeout_ms;
 	struct sync_batch next;		/* answered, waiting for the next WAIT */
 	struct sync_batch current;	/* covered by the ROLE/WAIT in flight */
 	bool busy;			/* a ROLE or WAIT is in flight */
@@ -63,6 +66,15 @@ struct replica_sync {
 	int role_replicas;
 	unsigned role_generation;
 	int64_t role_at_ms;
+};
+
+struct replica_sync {
+	struct redis_conn *conn;	/* the loop's (a cluster's front) */
+	int replicas;			/* WAIT's count, or REPLICA_SYNC_AUTO */
+	char timeout[24];		/* WAIT's timeout, as an argument */
+	int64_t timeout_ms;
+	struct node_sync **nodes;	/* one per connection that answered a change */
+	size_t nnodes;
 };
 
 struct replica_sync *replica_sync_new(struct redis_conn *conn, int replicas, int64_t timeout_ms)
@@ -91,19 +103,39 @@ void replica_sync_free(struct replica_sync *s)
 {
 	if (!s)
 		return;
-	/* the connection answered every WAIT when it was freed, so nothing
-	 * is left; should anything be, its callers hear nothing */
-	free_batch(&s->next);
-	free_batch(&s->current);
+	/* the connections answered every WAIT when they were freed, so
+	 * nothing is left; should anything be, its callers hear nothing */
+	for (size_t i = 0; i < s->nnodes; i++) {
+		free_batch(&s->nodes[i]->next);
+		free_batch(&s->nodes[i]->current);
+		free(s->nodes[i]);
+	}
+	free(s->nodes);
 	free(s);
 }
 
-static void start(struct replica_sync *s);
+/* The tracker of conn's changes, made when first needed. */
+static struct node_sync *node_of(struct replica_sync *s, struct redis_conn *conn)
+{
+	struct node_sync *ns;
+
+	for (size_t i = 0; i < s->nnodes; i++)
+		if (s->nodes[i]->conn == conn)
+			return s->nodes[i];
+	ns = xcalloc(1, sizeof(*ns));
+	ns->s = s;
+	ns->conn = conn;
+	s->nodes = xrealloc(s->nodes, (s->nnodes + 1) * sizeof(*s->nodes));
+	s->nodes[s->nnodes++] = ns;
+	return ns;
+}
+
+static void start(struct node_sync *s);
 
 /* The batch in flight is settled: tell each change whether it is
  * confirmed (a change answered on another connection than generation
  * never is), then start the next batch. */
-static void finish(struct replica_sync *s, bool confirmed, unsigned generation)
+static void finish(struct node_sync *s, bool confirmed, unsigned generation)
 {
 	struct sync_entry *e = s->current.head, *next;
 	unsigned unconfirmed = 0;
@@ -120,14 +152,14 @@ static void finish(struct replica_sync *s, bool confirmed, unsigned generation)
 	}
 	if (unconfirmed)
 		log_warn("replication: %u lock change(s) not acknowledged by %d replica(s) "
-			 "within %s ms", unconfirmed, s->need, s->timeout);
+			 "within %s ms", unconfirmed, s->need, s->s->timeout);
 	if (!s->busy && s->next.head)
 		start(s);
 }
 
 static void on_wait(void *ctx, redisReply *r)
 {
-	struct replica_sync *s = ctx;
+	struct node_sync *s = ctx;
 
 	if (r && r->type == REDIS_REPLY_ERROR)
 		log_warn("replication: redis answered WAIT: %s", r->str);
@@ -136,12 +168,12 @@ static void on_wait(void *ctx, redisReply *r)
 }
 
 /* Send the WAIT for the batch in flight (none needed for 0 replicas). */
-static void send_wait(struct replica_sync *s)
+static void send_wait(struct node_sync *s)
 {
-	const char *argv[] = { "WAIT", NULL, s->timeout };
+	const char *argv[] = { "WAIT", NULL, s->s->timeout };
 	char n[16];
 
-	s->need = s->replicas == REPLICA_SYNC_AUTO ? s->role_replicas : s->replicas;
+	s->need = s->s->replicas == REPLICA_SYNC_AUTO ? s->role_replicas : s->s->replicas;
 	if (s->need == 0) {
 		finish(s, true, redis_conn_generation(s->conn));
 		return;
@@ -156,7 +188,7 @@ static void send_wait(struct replica_sync *s)
  * the replicas connected and online. */
 static void on_role(void *ctx, redisReply *r)
 {
-	struct replica_sync *s = ctx;
+	struct node_sync *s = ctx;
 
 	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
 	    r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "master") ||
@@ -177,12 +209,12 @@ static void on_role(void *ctx, redisReply *r)
 }
 
 /* Put the waiting changes in flight: ROLE first if auto's count is stale. */
-static void start(struct replica_sync *s)
+static void start(struct node_sync *s)
 {
 	s->current = s->next;
 	s->next.head = s->next.tail = NULL;
 	s->busy = true;
-	if (s->replicas == REPLICA_SYNC_AUTO &&
+	if (s->s->replicas == REPLICA_SYNC_AUTO &&
 	    (!s->role_known || s->role_generation != redis_conn_generation(s->conn) ||
 	     now_ms() - s->role_at_ms >= ROLE_EVERY_MS)) {
 		redis_conn_send(s->conn, 1, (const char *[]){ "ROLE" }, NULL, false, on_role, s);
@@ -191,8 +223,9 @@ static void start(struct replica_sync *s)
 	send_wait(s);
 }
 
-void replica_sync_after(struct replica_sync *s, replica_sync_fn fn, void *ctx)
+void replica_sync_after(struct replica_sync *rs, replica_sync_fn fn, void *ctx)
 {
+	struct node_sync *s = node_of(rs, redis_conn_answering(rs->conn));
 	struct sync_entry *e = xcalloc(1, sizeof(*e));
 
 	e->fn = fn;

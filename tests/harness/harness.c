@@ -1327,3 +1327,56 @@ int main(int argc, char **argv)
 	curl_global_cleanup();
 	return failed ? 1 : 0;
 }
+
+/* Every lock GET /locks?<query> lists on d (with token, NULL: none),
+ * paging limit at a time: {name: entry}. *pages counts the pages,
+ * *dups the names listed more than once; NULL (after a failed CHECK's
+ * message in why) when a page is not 200 or lacks what it must have. */
+json_t *list_locks_all(const struct dlockd_srv *d, const char *token, const char *query,
+			int limit, int *pages, int *dups, char *why, size_t why_len)
+{
+	json_t *all = json_object();
+	char cursor[400] = "", path[1200];
+
+	*pages = *dups = 0;
+	for (;;) {
+		struct http_resp r;
+		json_t *locks, *e, *next;
+		size_t i;
+
+		snprintf(path, sizeof(path), "/locks?%s&limit=%d%s%s", query, limit,
+			 cursor[0] ? "&cursor=" : "", cursor);
+		http_bearer(token);
+		http_on(d ? d->base : H_dlockd.base, "GET", path, NULL, &r);
+		http_bearer(NULL);
+		(*pages)++;
+		locks = r.json ? json_object_get(r.json, "locks") : NULL;
+		if (r.status != 200 || !json_is_array(locks) || json_array_size(locks) > (size_t)limit ||
+		    *pages > 5000) {
+			snprintf(why, why_len, "page %d of %.300s: %ld %.200s", *pages, path, r.status,
+				 r.body ? r.body : "");
+			http_free(&r);
+			json_decref(all);
+			return NULL;
+		}
+		json_array_foreach(locks, i, e) {
+			const char *name = json_string_value(json_object_get(e, "name"));
+
+			if (!name)
+				continue;
+			if (json_object_get(all, name))
+				(*dups)++;
+			json_object_set(all, name, e);
+		}
+		next = json_object_get(r.json, "cursor");
+		if (!next) {
+			http_free(&r);
+			return all;
+		}
+		/* opaque, but made of URL-safe characters: pass it back as it is */
+		snprintf(cursor, sizeof(cursor), "%s", json_string_value(next));
+		http_free(&r);
+	}
+}
+
+/* The holder of entry e with this owner (and mode, for rwlocks), or NULL. */

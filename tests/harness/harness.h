@@ -186,6 +186,13 @@ long long channel_subscribers(const struct redis_srv *rs, const char *fmt, ...)
 bool wait_parked(const struct dlockd_srv *d, int n, long long scripts0, int timeout_ms,
 		 const char *chan_fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* Every lock GET /locks?<query> lists on d (NULL: H_dlockd; with token,
+ * NULL: none), paging limit at a time: {name: entry}. *pages counts the
+ * pages, *dups the names listed more than once; NULL (with why) when a
+ * page is not 200 or lacks what it must have. */
+json_t *list_locks_all(const struct dlockd_srv *d, const char *token, const char *query,
+		       int limit, int *pages, int *dups, char *why, size_t why_len);
+
 /* A request run on its own thread, for waits that block. Start it, read
  * done_ms while it runs if you like, bg_join it, read r, http_free(&b->r).
  *

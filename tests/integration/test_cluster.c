@@ -12,14 +12,20 @@
 
 static char url[300];
 
-static void start(struct redis_cluster *c, struct dlockd_srv *d, bool one_seed)
+static void start_with(struct redis_cluster *c, struct dlockd_srv *d, bool one_seed,
+		       const char *const *flags)
 {
 	CHECK(cluster_start(c, 3, 1) == 0, "the cluster starts");
 	if (one_seed)
 		snprintf(url, sizeof(url), "redis://127.0.0.1:%d", c->node[1].port);
 	else
 		snprintf(url, sizeof(url), "redis://%s", c->seeds);
-	CHECK(dlockd_start(d, url, NULL) == 0, "dlockd starts on %s", url);
+	CHECK(dlockd_start(d, url, flags) == 0, "dlockd starts on %s", url);
+}
+
+static void start(struct redis_cluster *c, struct dlockd_srv *d, bool one_seed)
+{
+	start_with(c, d, one_seed, NULL);
 }
 
 /* Names on each of the three masters: for each master i, a name whose
@@ -113,6 +119,55 @@ TEST(cluster_every_kind_works_on_every_shard)
 			CHECK(status_of(&d, "DELETE", "%s", p) == 200, "DELETE %s", p);
 		}
 	}
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	cluster_stop(&c);
+}
+
+/* The listing walks every master: 40 locks of every kind spread over the
+ * three are each listed exactly once, at every page size, and a prefix
+ * narrows it; a cursor names a master by a slot of its ("<slot>.<SCAN
+ * cursor>") and one of a single Redis is refused. */
+TEST(cluster_listing_walks_every_master)
+{
+	static const char *const kinds[] = { "/locks/%s", "/fairlocks/%s", "/rwlocks/%s/read",
+					     "/rwlocks/%s/write" };
+	static const int limits[] = { 1, 7, 100 };
+	struct redis_cluster c;
+	struct dlockd_srv d;
+	struct http_resp r;
+	bool on[3] = { false, false, false };
+	char why[600];
+
+	start(&c, &d, false);
+	for (int i = 0; i < 40; i++) {
+		char n[32];
+		int m;
+
+		snprintf(n, sizeof(n), "lst-%02d", i);
+		m = cluster_master_of(&c, 0, n);
+		if (m >= 0 && m < 3)
+			on[m] = true;
+		snprintf(why, sizeof(why), kinds[i % 4], n);
+		CHECK(status_of(&d, "PUT", "%s?owner=o&ttl_ms=60000", why) == 200, "take %s", why);
+	}
+	CHECK(on[0] && on[1] && on[2], "the locks are on all three masters");
+	CHECK(status_of(&d, "PUT", "/locks/other-1?owner=o&ttl_ms=60000") == 200, "one more");
+	for (size_t k = 0; k < sizeof(limits) / sizeof(limits[0]); k++) {
+		int pages, dups;
+		json_t *all = list_locks_all(&d, NULL, "prefix=lst-", limits[k], &pages, &dups, why,
+					     sizeof(why));
+
+		CHECK(all, "listing at limit %d: %s", limits[k], why);
+		CHECK(json_object_size(all) == 40 && dups == 0,
+		      "limit %d: %zu locks listed, %d twice, in %d pages", limits[k],
+		      json_object_size(all), dups, pages);
+		json_decref(all);
+	}
+	http_on(d.base, "GET", "/locks?limit=2", NULL, &r);
+	CHECK(r.status == 200 && strchr(json_str(&r, "cursor"), '.'),
+	      "a cluster's cursor names a slot: %s", r.body);
+	http_free(&r);
+	CHECK(status_of(&d, "GET", "/locks?cursor=12345") == 400, "a single Redis' cursor");
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	cluster_stop(&c);
 }
@@ -413,6 +468,47 @@ TEST(cluster_failover_graceful_and_master_killed_are_followed)
 		CHECK(status_of(&d, "DELETE", "/locks/%s?owner=w", n) == 200, "w releases");
 		CHECK(cluster_wait_ok(&c, 20000), "the cluster is whole again");
 	}
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	cluster_stop(&c);
+}
+
+/* --redis-sync-replicas on a cluster: each master's grants wait for its
+ * own replica. With the replica of one master stopped, a grant there is
+ * undone and answered 503 replication_unconfirmed, while grants on the
+ * other masters go on; with it back, grants there work again. */
+TEST(cluster_sync_replicas_wait_for_each_masters_own_replica)
+{
+	static const char *const flags[] = { "--redis-sync-replicas", "1",
+					     "--redis-sync-timeout-ms", "300", NULL };
+	struct redis_cluster c;
+	struct dlockd_srv d;
+	char names[3][32], again[32], path[200];
+	struct http_resp r;
+	int m, rep;
+
+	start_with(&c, &d, false, flags);
+	names_per_master(&c, names);
+	for (int i = 0; i < 3; i++)
+		CHECK(status_of(&d, "PUT", "/locks/%s?owner=a&ttl_ms=30000", names[i]) == 200 &&
+		      status_of(&d, "DELETE", "/locks/%s?owner=a", names[i]) == 200,
+		      "a confirmed cycle on master %d", i);
+	m = cluster_master_of(&c, 0, names[0]);
+	rep = replica_of(&c, m);
+	CHECK(m >= 0 && rep >= 0, "master %d, replica %d", m, rep);
+	kill(c.node[rep].pid, SIGSTOP);
+	same_slot_name(names[0], "unc", again);
+	snprintf(path, sizeof(path), "/locks/%s?owner=a&ttl_ms=30000", again);
+	http_on(d.base, "PUT", path, NULL, &r);
+	CHECK_ERROR(r, 503, "replication_unconfirmed", "a grant its replica did not confirm");
+	CHECK(r.retry_after[0], "with Retry-After");
+	http_free(&r);
+	CHECK(WAIT_FOR(!hash_on(&c, m, again), 3000), "and it was undone on its master");
+	for (int i = 1; i < 3; i++)
+		CHECK(status_of(&d, "PUT", "/locks/%s?owner=b&ttl_ms=30000", names[i]) == 200,
+		      "the other masters' grants are confirmed (%s)", names[i]);
+	kill(c.node[rep].pid, SIGCONT);
+	CHECK(WAIT_FOR(status_of(&d, "PUT", "/locks/%s?owner=a&ttl_ms=30000", again) == 200,
+		       10000), "with the replica back, a grant there is confirmed");
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	cluster_stop(&c);
 }

@@ -11,58 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Every lock GET /locks?<query> lists on d (with token, NULL: none),
- * paging limit at a time: {name: entry}. *pages counts the pages,
- * *dups the names listed more than once; NULL (after a failed CHECK's
- * message in why) when a page is not 200 or lacks what it must have. */
-static json_t *list_all(const struct dlockd_srv *d, const char *token, const char *query,
-			int limit, int *pages, int *dups, char *why, size_t why_len)
-{
-	json_t *all = json_object();
-	char cursor[400] = "", path[1200];
-
-	*pages = *dups = 0;
-	for (;;) {
-		struct http_resp r;
-		json_t *locks, *e, *next;
-		size_t i;
-
-		snprintf(path, sizeof(path), "/locks?%s&limit=%d%s%s", query, limit,
-			 cursor[0] ? "&cursor=" : "", cursor);
-		http_bearer(token);
-		http_on(d ? d->base : H_dlockd.base, "GET", path, NULL, &r);
-		http_bearer(NULL);
-		(*pages)++;
-		locks = r.json ? json_object_get(r.json, "locks") : NULL;
-		if (r.status != 200 || !json_is_array(locks) || json_array_size(locks) > (size_t)limit ||
-		    *pages > 5000) {
-			snprintf(why, why_len, "page %d of %.300s: %ld %.200s", *pages, path, r.status,
-				 r.body ? r.body : "");
-			http_free(&r);
-			json_decref(all);
-			return NULL;
-		}
-		json_array_foreach(locks, i, e) {
-			const char *name = json_string_value(json_object_get(e, "name"));
-
-			if (!name)
-				continue;
-			if (json_object_get(all, name))
-				(*dups)++;
-			json_object_set(all, name, e);
-		}
-		next = json_object_get(r.json, "cursor");
-		if (!next) {
-			http_free(&r);
-			return all;
-		}
-		/* opaque, but made of URL-safe characters: pass it back as it is */
-		snprintf(cursor, sizeof(cursor), "%s", json_string_value(next));
-		http_free(&r);
-	}
-}
-
-/* The holder of entry e with this owner (and mode, for rwlocks), or NULL. */
 static json_t *holder(json_t *e, const char *owner, const char *mode)
 {
 	json_t *h;
@@ -128,14 +76,14 @@ TEST(list_shows_the_locks_of_every_kind_with_holders_and_lease)
 	CHECK(status_of(NULL, "PUT", "/locks/x%s?owner=w1", p) == 200, "a lock under another prefix");
 	sleep_ms(300);		/* the wait is what is tested: r2's read hold runs out */
 
-	all = list_all(NULL, NULL, "prefix=", 100, &pages, &dups, why, sizeof(why));
+	all = list_locks_all(NULL, NULL, "prefix=", 100, &pages, &dups, why, sizeof(why));
 	CHECK(all, "%s", why);
 	json_decref(all);
 	{
 		char q[200];
 
 		snprintf(q, sizeof(q), "prefix=%s", p);
-		all = list_all(NULL, NULL, q, 100, &pages, &dups, why, sizeof(why));
+		all = list_locks_all(NULL, NULL, q, 100, &pages, &dups, why, sizeof(why));
 	}
 	CHECK(all, "%s", why);
 	test_at_end(decref, all);
@@ -170,7 +118,7 @@ TEST(list_shows_the_locks_of_every_kind_with_holders_and_lease)
 		json_t *paged;
 
 		snprintf(q, sizeof(q), "prefix=%s", p);
-		paged = list_all(NULL, NULL, q, 1, &pages, &dups, why, sizeof(why));
+		paged = list_locks_all(NULL, NULL, q, 1, &pages, &dups, why, sizeof(why));
 		CHECK(paged, "%s", why);
 		CHECK(json_object_size(paged) == 5 && dups == 0 && pages >= 5,
 		      "one lock a page: %zu locks, %d twice, %d pages", json_object_size(paged),
@@ -187,7 +135,7 @@ TEST(list_shows_the_locks_of_every_kind_with_holders_and_lease)
 		json_t *mine;
 
 		snprintf(q, sizeof(q), "prefix=%s", p);
-		mine = list_all(&d, NULL, q, 10, &pages, &dups, why, sizeof(why));
+		mine = list_locks_all(&d, NULL, q, 10, &pages, &dups, why, sizeof(why));
 		CHECK(mine, "%s", why);
 		e = json_object_get(mine, n[0]);
 		CHECK(json_object_size(mine) == 1 && e && holds_of(e, "k1", NULL) == 1,
@@ -260,7 +208,7 @@ TEST(list_finds_exactly_the_locks_among_100000_other_keys)
 		const char *q = passes[pass].query;
 
 		t0 = mono_ms();
-		all = list_all(&d, NULL, q, passes[pass].limit, &pages, &dups, why, sizeof(why));
+		all = list_locks_all(&d, NULL, q, passes[pass].limit, &pages, &dups, why, sizeof(why));
 		CHECK(all, "%s", why);
 		printf("# listing %s, %d a page: %zu locks in %d pages, %lld ms\n", q,
 		       passes[pass].limit, json_object_size(all), pages, (long long)(mono_ms() - t0));
@@ -311,7 +259,7 @@ TEST(list_needs_a_token_covering_the_prefix)
 	CHECK_ERROR(r, 401, "unauthorized", "no token");
 	http_free(&r);
 	snprintf(q, sizeof(q), "prefix=%s-a-", p);
-	all = list_all(&d, "tok-list-a", q, 10, &pages, &dups, why, sizeof(why));
+	all = list_locks_all(&d, "tok-list-a", q, 10, &pages, &dups, why, sizeof(why));
 	CHECK(all, "its own prefix: %s", why);
 	snprintf(scope, sizeof(scope), "%s-a-job", p);
 	e = json_object_get(all, scope);
@@ -321,7 +269,7 @@ TEST(list_needs_a_token_covering_the_prefix)
 	      "a client token sees the holds, not the owners: %s", json_dumps(all, JSON_COMPACT));
 	json_decref(all);
 	snprintf(q, sizeof(q), "prefix=%s-a-jo", p);
-	all = list_all(&d, "tok-list-a", q, 10, &pages, &dups, why, sizeof(why));
+	all = list_locks_all(&d, "tok-list-a", q, 10, &pages, &dups, why, sizeof(why));
 	CHECK(all && json_object_size(all) == 1, "a longer prefix is covered too: %s", why);
 	json_decref(all);
 	snprintf(q, sizeof(q), "/locks?prefix=%s-", p);
@@ -334,11 +282,11 @@ TEST(list_needs_a_token_covering_the_prefix)
 	CHECK_ERROR(r, 403, "forbidden", "nor is every name");
 	http_free(&r);
 	snprintf(q, sizeof(q), "prefix=%s-a-", p);
-	all = list_all(&d, "tok-list-admin", q, 10, &pages, &dups, why, sizeof(why));
+	all = list_locks_all(&d, "tok-list-admin", q, 10, &pages, &dups, why, sizeof(why));
 	CHECK(all && holds_of(json_object_get(all, scope), "o1", NULL) == 1,
 	      "an admin token sees the owners: %s", why);
 	json_decref(all);
-	all = list_all(&d, "tok-list-any", q, 10, &pages, &dups, why, sizeof(why));
+	all = list_locks_all(&d, "tok-list-any", q, 10, &pages, &dups, why, sizeof(why));
 	CHECK(all && json_object_get(all, scope) && !holder(json_object_get(all, scope), "o1", NULL),
 	      "a client token for every name sees no owners: %s", why);
 	json_decref(all);

@@ -64,7 +64,7 @@ static void resume_replica(void *arg)
 
 static bool start_dlockd(struct dlockd_srv *d, const struct redis_srv *m, const char *replicas)
 {
-	const char *flags[] = { "--redis-sync-replicas", replicas, "--redis-sync-timeout-ms", "500",
+	const char *flags[] = { "--redis-sync-replicas", replicas, "--redis-sync-timeout-ms", "1000",
 				NULL };
 
 	if (dlockd_start_on(d, m, replicas ? flags : NULL) != 0)

@@ -108,6 +108,23 @@ void __wrap_redis_conn_send(struct redis_conn *c, int argc, const char **argv,
 		publish_sent(c, argc, argv, lens, deadline, fn, ctx);
 }
 
+/* A single Redis: the listing's SCAN goes through redis_conn_send. */
+bool __wrap_redis_conn_is_cluster(const struct redis_conn *c);
+bool __wrap_redis_conn_is_cluster(const struct redis_conn *c)
+{
+	(void)c;
+	return false;
+}
+
+void __wrap_redis_conn_send_slot(struct redis_conn *c, int slot, int argc, const char **argv,
+				 const size_t *lens, redis_reply_fn fn, void *ctx);
+void __wrap_redis_conn_send_slot(struct redis_conn *c, int slot, int argc, const char **argv,
+				 const size_t *lens, redis_reply_fn fn, void *ctx)
+{
+	assert_int_equal(slot, -1);
+	__wrap_redis_conn_send(c, argc, argv, lens, false, fn, ctx);
+}
+
 /* No loop, no connection: scripts_run, redis_conn_send and
  * waiters_lease_ends are mocks. */
 static const struct backend B;
@@ -846,27 +863,48 @@ static void test_locks__listing_pattern_and_cursor(void **state)
 	free(p);
 	locks_set_key_prefix(NULL);
 
-	assert_int_equal(cursor_parse(&l, NULL), 0);
+	assert_int_equal(cursor_parse(&l, NULL, false), 0);
 	assert_string_equal(l.scan, "0");
 	assert_null(l.after);
-	assert_int_equal(cursor_parse(&l, "1234"), 0);
+	assert_int_equal(cursor_parse(&l, "1234", false), 0);
 	assert_string_equal(l.scan, "1234");
 	assert_null(l.after);
 	assert_int_equal(l.count, LIST_SCAN_COUNT);
-	assert_int_equal(cursor_parse(&l, "18446744073709551615:job:7"), 0);
+	assert_int_equal(cursor_parse(&l, "18446744073709551615:job:7", false), 0);
 	assert_string_equal(l.scan, "18446744073709551615");
 	assert_string_equal(l.after, "job:7");
 	assert_int_equal(l.count, 1);		/* that one bucket again */
 	free(l.after);
 	l.after = NULL;
-	assert_int_equal(cursor_parse(&l, "abc"), -1);
-	assert_int_equal(cursor_parse(&l, "12:"), -1);
-	assert_int_equal(cursor_parse(&l, "12:a b"), -1);
-	assert_int_equal(cursor_parse(&l, "12x"), -1);
-	assert_int_equal(cursor_parse(&l, "-1"), -1);
-	assert_int_equal(cursor_parse(&l, "18446744073709551616"), -1);
-	assert_int_equal(cursor_parse(&l, "123456789012345678901"), -1);
+	assert_int_equal(cursor_parse(&l, "abc", false), -1);
+	assert_int_equal(cursor_parse(&l, "12:", false), -1);
+	assert_int_equal(cursor_parse(&l, "12:a b", false), -1);
+	assert_int_equal(cursor_parse(&l, "12x", false), -1);
+	assert_int_equal(cursor_parse(&l, "-1", false), -1);
+	assert_int_equal(cursor_parse(&l, "18446744073709551616", false), -1);
+	assert_int_equal(cursor_parse(&l, "123456789012345678901", false), -1);
 	assert_null(l.after);
+	assert_false(l.cluster);
+
+	/* a cluster's: "<shard>.<SCAN's cursor>[:<name>]" */
+	assert_int_equal(cursor_parse(&l, NULL, true), 0);
+	assert_true(l.cluster);
+	assert_int_equal(l.shard, 0);
+	assert_string_equal(l.scan, "0");
+	assert_int_equal(cursor_parse(&l, "5461.1234", true), 0);
+	assert_int_equal(l.shard, 5461);
+	assert_string_equal(l.scan, "1234");
+	assert_int_equal(cursor_parse(&l, "16383.7:job:7", true), 0);
+	assert_int_equal(l.shard, 16383);
+	assert_string_equal(l.after, "job:7");
+	free(l.after);
+	l.after = NULL;
+	assert_int_equal(cursor_parse(&l, "1234", true), -1);		/* a single Redis' */
+	assert_int_equal(cursor_parse(&l, "16384.0", true), -1);	/* no such slot */
+	assert_int_equal(cursor_parse(&l, "123456.0", true), -1);
+	assert_int_equal(cursor_parse(&l, ".0", true), -1);
+	assert_int_equal(cursor_parse(&l, "5.x", true), -1);
+	assert_int_equal(cursor_parse(&l, "5.0", false), -1);		/* a cluster's, elsewhere */
 }
 
 /* What the last listing's callback got. */
