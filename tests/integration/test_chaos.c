@@ -446,12 +446,12 @@ static bool all_ready(void)
 	return true;
 }
 
-static const char *const sync_one[] = { "--redis-sync-replicas", "1", NULL };
-
-/* SENTINEL FAILOVER (graceful) or SIGKILL of the master, under load, with
- * or without --redis-sync-replicas 1. */
-static void sentinel_failover(bool kill_master, bool sync, int replicas)
+/* SENTINEL FAILOVER (graceful) or SIGKILL of the master, under load, on a
+ * master with replicas replicas, with --redis-sync-replicas sync (NULL:
+ * off). */
+static void sentinel_failover(bool kill_master, const char *sync, int replicas)
 {
+	const char *const sync_flags[] = { "--redis-sync-replicas", sync, NULL };
 	struct load_report rep, strict;
 	char what[160];
 	int old, now = 0;
@@ -464,7 +464,7 @@ static void sentinel_failover(bool kill_master, bool sync, int replicas)
 	}
 	CHECK(sentinel_topo_start(&ST, replicas) == 0, "master, %d replicas, 3 sentinels", replicas);
 	memset(&W, 0, sizeof(W));	/* no Redis of W's own */
-	CHECK(dlockds_up(ST.url, 2, sync ? sync_one : NULL) == 0, "two dlockd on %s", ST.url);
+	CHECK(dlockds_up(ST.url, 2, sync ? sync_flags : NULL) == 0, "two dlockd on %s", ST.url);
 	old = ST.data[0].port;
 	start_load(3000, 6000);
 	run_until_long_holders(2000);
@@ -491,7 +491,7 @@ static void sentinel_failover(bool kill_master, bool sync, int replicas)
 	sleep_ms(phase_ms(4000));
 	unconfirmed = metric_sum("dlockd_replication_unconfirmed_total");
 	snprintf(what, sizeof(what), "sentinel, %d replicas: %s, sync replicas %s", replicas,
-		 kill_master ? "master SIGKILLed" : "SENTINEL FAILOVER", sync ? "1" : "off");
+		 kill_master ? "master SIGKILLed" : "SENTINEL FAILOVER", sync ? sync : "off");
 	load_stop(W.load);
 	/* first every overlap as it happened, then with the loss excused:
 	 * sections granted before the fault counted only up to it */
@@ -510,10 +510,10 @@ static void sentinel_failover(bool kill_master, bool sync, int replicas)
 	if (sync && !kill_master)
 		CHECK(strict.overlaps == 0, "with sync replicas, a graceful failover: "
 		      "%ld overlapping critical sections", strict.overlaps);
-	/* with one replica, the new master has none until Sentinel turns the
-	 * old one into its replica, and until then every grant waits out its
-	 * WAIT and is undone: the outage is printed, not bounded */
-	if (replicas > 1 || !sync)
+	/* when the new master has fewer replicas than sync until Sentinel
+	 * turns the old master into one (seconds later), every grant waits
+	 * out its WAIT and is undone: the outage is printed, not bounded */
+	if (!sync || atoi(sync) < replicas)
 		CHECK(strict.grants_after_event > 50, "locks are granted after the failover "
 		      "(%ld)", strict.grants_after_event);
 	{
@@ -529,25 +529,31 @@ static void sentinel_failover(bool kill_master, bool sync, int replicas)
 
 TEST(chaos_sentinel_failover_with_sync_replicas)
 {
-	sentinel_failover(false, true, 2);
+	sentinel_failover(false, "1", 2);
 	world_down();
 }
 
 TEST(chaos_sentinel_failover_with_sync_one_replica)
 {
-	sentinel_failover(false, true, 1);
+	sentinel_failover(false, "1", 1);
+	world_down();
+}
+
+TEST(chaos_sentinel_failover_with_sync_all_replicas)
+{
+	sentinel_failover(false, "2", 2);
 	world_down();
 }
 
 TEST(chaos_sentinel_failover_without_sync)
 {
-	sentinel_failover(false, false, 2);
+	sentinel_failover(false, NULL, 2);
 	world_down();
 }
 
 TEST(chaos_sentinel_master_killed_without_sync)
 {
-	sentinel_failover(true, false, 2);
+	sentinel_failover(true, NULL, 2);
 	world_down();
 }
 

@@ -493,7 +493,7 @@ TEST(cluster_sync_replicas_wait_for_each_masters_own_replica)
 		      status_of(&d, "DELETE", "/locks/%s?owner=a", names[i]) == 200,
 		      "a confirmed cycle on master %d", i);
 	m = cluster_master_of(&c, 0, names[0]);
-	rep = replica_of(&c, m);
+	rep = cluster_replica_of(&c, m);
 	CHECK(m >= 0 && rep >= 0, "master %d, replica %d", m, rep);
 	kill(c.node[rep].pid, SIGSTOP);
 	same_slot_name(names[0], "unc", again);
