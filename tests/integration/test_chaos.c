@@ -446,14 +446,41 @@ static bool all_ready(void)
 	return true;
 }
 
+/* Stop the load and check it: every overlap as it happened goes to strict
+ * (printed); returns the overlaps left with the loss excused (sections
+ * granted before the fault counted only up to it). */
+static long failover_check(const char *what, struct load_report *strict)
+{
+	struct load_report excused;
+
+	load_stop(W.load);
+	load_check(W.load, false, strict);
+	load_print(what, strict);
+	load_check(W.load, true, &excused);
+	load_free(W.load);
+	W.load = NULL;
+	return excused.overlaps;
+}
+
+/* What every failover keeps: tokens never go back, no answer but 200, 409
+ * and 503 to an acquire. */
+#define CHECK_TOKENS_KEPT(rep) do { \
+	CHECK((rep).grants > 50, "the load ran (%ld grants)", (rep).grants); \
+	CHECK((rep).token_regressions == 0, "%ld fencing tokens went backwards", \
+	      (rep).token_regressions); \
+	CHECK((rep).acq_other == 0, "%ld acquires answered neither 200, 409 nor 503", \
+	      (rep).acq_other); \
+	} while (0)
+
 /* SENTINEL FAILOVER (graceful) or SIGKILL of the master, under load, on a
  * master with replicas replicas, with --redis-sync-replicas sync (NULL:
  * off). */
 static void sentinel_failover(bool kill_master, const char *sync, int replicas)
 {
 	const char *const sync_flags[] = { "--redis-sync-replicas", sync, NULL };
-	struct load_report rep, strict;
+	struct load_report strict;
 	char what[160];
+	long excused;
 	int old, now = 0;
 	int64_t t0, named_ms;
 	double unconfirmed;
@@ -492,21 +519,10 @@ static void sentinel_failover(bool kill_master, const char *sync, int replicas)
 	unconfirmed = metric_sum("dlockd_replication_unconfirmed_total");
 	snprintf(what, sizeof(what), "sentinel, %d replicas: %s, sync replicas %s", replicas,
 		 kill_master ? "master SIGKILLed" : "SENTINEL FAILOVER", sync ? sync : "off");
-	load_stop(W.load);
-	/* first every overlap as it happened, then with the loss excused:
-	 * sections granted before the fault counted only up to it */
-	load_check(W.load, false, &strict);
-	load_print(what, &strict);
-	load_check(W.load, true, &rep);
+	excused = failover_check(what, &strict);
 	printf("# %s: %ld overlaps with the loss excused; %.0f grants undone "
-	       "(503 replication_unconfirmed)\n", what, rep.overlaps, unconfirmed);
-	load_free(W.load);
-	W.load = NULL;
-	CHECK(strict.grants > 50, "the load ran (%ld grants)", strict.grants);
-	CHECK(strict.token_regressions == 0, "%ld fencing tokens went backwards",
-	      strict.token_regressions);
-	CHECK(strict.acq_other == 0, "%ld acquires answered neither 200, 409 nor 503",
-	      strict.acq_other);
+	       "(503 replication_unconfirmed)\n", what, excused, unconfirmed);
+	CHECK_TOKENS_KEPT(strict);
 	if (sync && !kill_master)
 		CHECK(strict.overlaps == 0, "with sync replicas, a graceful failover: "
 		      "%ld overlapping critical sections", strict.overlaps);
@@ -561,7 +577,7 @@ TEST(chaos_sentinel_master_killed_without_sync)
  * master SIGKILLed, under load. */
 static void cluster_failover(bool kill_master)
 {
-	struct load_report rep, strict;
+	struct load_report strict;
 	char url[300], name[200], what[160];
 	int m, r;
 	int64_t t0;
@@ -603,18 +619,9 @@ static void cluster_failover(bool kill_master)
 	sleep_ms(phase_ms(4000));
 	snprintf(what, sizeof(what), "cluster: %s", kill_master ? "a master SIGKILLed" :
 		 "CLUSTER FAILOVER of a master");
-	load_stop(W.load);
-	load_check(W.load, false, &strict);
-	load_print(what, &strict);
-	load_check(W.load, true, &rep);
-	printf("# %s: %ld overlaps with the loss excused\n", what, rep.overlaps);
-	load_free(W.load);
-	W.load = NULL;
-	CHECK(strict.grants > 50, "the load ran (%ld grants)", strict.grants);
-	CHECK(strict.token_regressions == 0, "%ld fencing tokens went backwards",
-	      strict.token_regressions);
-	CHECK(strict.acq_other == 0, "%ld acquires answered neither 200, 409 nor 503",
-	      strict.acq_other);
+	printf("# %s: %ld overlaps with the loss excused\n", what,
+	       failover_check(what, &strict));
+	CHECK_TOKENS_KEPT(strict);
 	if (!kill_master)
 		CHECK(strict.overlaps == 0, "a graceful CLUSTER FAILOVER: %ld overlapping "
 		      "critical sections", strict.overlaps);
