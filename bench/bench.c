@@ -204,6 +204,9 @@ static long long json_field(const char *body, const char *key)
 
 static int http_port, redis_port;
 static pid_t redis_pid, dlockd_pid, replica_pid;
+/* the Sentinel and Cluster topologies' processes, stopped by pid */
+static pid_t topo_pids[8];
+static int ntopo;
 static double seconds = 3.0;
 static const char *only;	/* --only WORD: scenarios whose name contains it */
 
@@ -547,6 +550,7 @@ struct outcome {
 	double per_s;
 	double p50_ms, p99_ms, max_ms;	/* hand-off latency (HOT) */
 	int errors;
+	long long cycles;
 };
 
 static struct outcome run_once(enum kind k, enum mode m, bool floor, int clients, const char *tag)
@@ -573,6 +577,7 @@ static struct outcome run_once(enum kind k, enum mode m, bool floor, int clients
 		pthread_join(t[i], NULL);
 	o.per_s = (double)run.cycles / ((double)(now_us() - t0) / 1e6);
 	o.errors = run.errors;
+	o.cycles = run.cycles;
 	if (m == HOT) {
 		int64_t *lat = calloc(MAX_TOKENS, sizeof(int64_t));
 		size_t n = 0, ng = run.ngrants < MAX_TOKENS ? run.ngrants : MAX_TOKENS;
@@ -949,6 +954,13 @@ static void stop_all(void)
 		waitpid(dlockd_pid, NULL, 0);
 		dlockd_pid = 0;
 	}
+	for (int i = 0; i < ntopo; i++)
+		if (topo_pids[i] > 0) {
+			kill(topo_pids[i], SIGTERM);
+			waitpid(topo_pids[i], NULL, 0);
+			topo_pids[i] = 0;
+		}
+	ntopo = 0;
 	if (replica_pid > 0) {
 		kill(replica_pid, SIGTERM);
 		waitpid(replica_pid, NULL, 0);
@@ -970,6 +982,7 @@ static void on_signal(int sig)
 
 static void start_dlockd(const char *bin);
 static void start_dlockd_sync(const char *bin, const char *replicas);
+static void start_dlockd_url(const char *bin, const char *redis_url, const char *replicas);
 
 static void start_all(const char *bin)
 {
@@ -1004,7 +1017,13 @@ static void start_dlockd(const char *bin)
 /* The same with --redis-sync-replicas replicas (NULL: off). */
 static void start_dlockd_sync(const char *bin, const char *replicas)
 {
-	char listen[64], url[96], log[200];
+	start_dlockd_url(bin, NULL, replicas);
+}
+
+/* The same on --redis url (NULL: the bench's standalone Redis). */
+static void start_dlockd_url(const char *bin, const char *redis_url, const char *replicas)
+{
+	char listen[64], url[300], log[200];
 	const char *dargv[] = { bin, "--listen", listen, "--redis", url, "--log-level", "warn",
 				replicas ? "--redis-sync-replicas" : NULL, replicas, NULL };
 
@@ -1014,7 +1033,10 @@ static void start_dlockd_sync(const char *bin, const char *replicas)
 	}
 	http_port = free_port();
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", http_port);
-	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", redis_port);
+	if (redis_url)
+		snprintf(url, sizeof(url), "%s", redis_url);
+	else
+		snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", redis_port);
 	snprintf(log, sizeof(log), "%s/dlockd.log", dir);
 	dlockd_pid = spawn(dargv, log);
 	if (!wait_port(http_port)) {
@@ -1023,6 +1045,19 @@ static void start_dlockd_sync(const char *bin, const char *replicas)
 		exit(2);
 	}
 	sleep_ms(300);
+	/* a sentinel or cluster URL is resolved after the port opens */
+	for (int i = 0; i < 200; i++) {
+		struct conn c;
+		int st = -1;
+
+		if (conn_open(&c, http_port) == 0) {
+			st = http_req(&c, "GET", "/readyz", NULL);
+			close(c.fd);
+		}
+		if (st == 200)
+			break;
+		sleep_ms(50);
+	}
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -1124,6 +1159,381 @@ static void sync_cost(const char *bin, int clients)
 	qsort(without, ROUNDS, sizeof(double), cmp_double);
 	result(scenario, "cycles/s (floor: off)", with[ROUNDS / 2], without[ROUNDS / 2], "/s");
 	start_dlockd_sync(bin, NULL);
+}
+
+/* ----- Sentinel and Cluster topologies against the standalone Redis -----
+ *
+ * A bench-local copy of what tests/harness (cluster.c, sentinel.c) does:
+ * the bench does not link the test harness (libcurl, the test runner). */
+
+/* A redis-server on a free loopback port (cluster: its bus port, +10000,
+ * free too) in a directory of its own, with extra arguments; its pid is
+ * kept for stop_all. Returns the port, or -1. */
+static int topo_redis(const char *what, const char *const extra[])
+{
+	char rport[16], rdir[200], log[200];
+	const char *argv[32] = { "redis-server", "--port", rport, "--bind", "127.0.0.1", "--save",
+				 "", "--appendonly", "no", "--dir", rdir };
+	int n = 11, port = -1;
+
+	for (int i = 0; i < 1000 && port < 0; i++) {
+		int p = free_port(), fd;
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)(p + 10000)) };
+
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (p <= 55535 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+			port = p;
+		close(fd);
+	}
+	for (int i = 0; extra && extra[i] && n < 31; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	snprintf(rport, sizeof(rport), "%d", port);
+	snprintf(rdir, sizeof(rdir), "%s/%s-%d", dir, what, port);
+	snprintf(log, sizeof(log), "%s/%s-%d.log", dir, what, port);
+	mkdir(rdir, 0755);
+	if (port < 0 || ntopo >= (int)(sizeof(topo_pids) / sizeof(topo_pids[0])))
+		return -1;
+	topo_pids[ntopo++] = spawn(argv, log);
+	return wait_port(port) ? port : -1;
+}
+
+/* The reply of a command on 127.0.0.1:port, on a connection of its own
+ * (free it), or NULL. */
+static redisReply *cmd_at(int port, const char *fmt, ...)
+{
+	redisContext *c = redisConnect("127.0.0.1", port);
+	redisReply *r = NULL;
+	va_list ap;
+
+	if (c && !c->err) {
+		va_start(ap, fmt);
+		r = redisvCommand(c, fmt, ap);
+		va_end(ap);
+	}
+	if (c)
+		redisFree(c);
+	return r;
+}
+
+/* Wait (at most 30 s) until the answer of cmd arg ("INFO replication",
+ * "CLUSTER INFO") at port contains needle. */
+static bool wait_info(int port, const char *cmd, const char *arg, const char *needle)
+{
+	for (int i = 0; i < 600; i++) {
+		redisReply *r = cmd_at(port, "%s %s", cmd, arg);
+		bool ok = r && r->type == REDIS_REPLY_STRING && strstr(r->str, needle);
+
+		if (r)
+			freeReplyObject(r);
+		if (ok)
+			return true;
+		sleep_ms(50);
+	}
+	fprintf(stderr, "bench: %d never said %s\n", port, needle);
+	return false;
+}
+
+/* A topology dlockd is pointed at: its --redis URL and its data masters
+ * (where commands are counted). */
+struct target {
+	const char *label;
+	char url[300];
+	int masters[3];
+	int nmasters;
+	int redis_pids_from, redis_pids_to;	/* its data nodes in topo_pids */
+};
+
+/* 1 master + 1 replica + 1 sentinel (quorum 1). */
+static bool sentinel_topology(struct target *t)
+{
+	char mport[16];
+	const char *rep[] = { "--replicaof", "127.0.0.1", mport, NULL };
+	const char *sen[] = { "--sentinel", NULL };
+	char conf[300];
+	int m, r, s;
+	FILE *f;
+
+	memset(t, 0, sizeof(*t));
+	t->label = "sentinel";
+	t->redis_pids_from = ntopo;
+	if ((m = topo_redis("sent-master", NULL)) < 0)
+		return false;
+	snprintf(mport, sizeof(mport), "%d", m);
+	if ((r = topo_redis("sent-replica", rep)) < 0 ||
+	    !wait_info(r, "INFO", "replication", "master_link_status:up"))
+		return false;
+	t->redis_pids_to = ntopo;
+	/* a sentinel reads and rewrites its own config file */
+	snprintf(conf, sizeof(conf), "%s/sentinel-%d.conf", dir, m);
+	f = fopen(conf, "w");
+	if (!f)
+		return false;
+	fprintf(f, "sentinel monitor m 127.0.0.1 %d 1\n"
+		   "sentinel down-after-milliseconds m 5000\n", m);
+	fclose(f);
+	{
+		/* redis-server CONF --sentinel --port P ... */
+		char sport[16], sdir[200], log[200];
+		const char *argv[] = { "redis-server", conf, "--sentinel", "--port", sport, "--bind",
+				       "127.0.0.1", "--dir", sdir, NULL };
+
+		s = free_port();
+		snprintf(sport, sizeof(sport), "%d", s);
+		snprintf(sdir, sizeof(sdir), "%s/sentinel-%d", dir, s);
+		snprintf(log, sizeof(log), "%s/sentinel-%d.log", dir, s);
+		mkdir(sdir, 0755);
+		topo_pids[ntopo++] = spawn(argv, log);
+		if (!wait_port(s))
+			return false;
+		(void)sen;
+	}
+	for (int i = 0; i < 600; i++) {
+		redisReply *q = cmd_at(s, "SENTINEL REPLICAS m");
+		bool ok = q && q->type == REDIS_REPLY_ARRAY && q->elements == 1;
+
+		if (q)
+			freeReplyObject(q);
+		if (ok)
+			break;
+		sleep_ms(50);
+	}
+	snprintf(t->url, sizeof(t->url), "redis-sentinel://127.0.0.1:%d/0#m", s);
+	t->masters[0] = m;
+	t->nmasters = 1;
+	return true;
+}
+
+/* 3 masters, no replicas, joined by redis-cli --cluster create. */
+static bool cluster_topology(struct target *t)
+{
+	const char *ext[] = { "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			      "--cluster-node-timeout", "2000", NULL };
+	char cmd[600];
+	int len;
+
+	memset(t, 0, sizeof(*t));
+	t->label = "cluster";
+	t->redis_pids_from = ntopo;
+	for (int i = 0; i < 3; i++)
+		if ((t->masters[i] = topo_redis("cluster", ext)) < 0)
+			return false;
+	t->nmasters = 3;
+	t->redis_pids_to = ntopo;
+	len = snprintf(cmd, sizeof(cmd), "redis-cli --cluster create");
+	for (int i = 0; i < 3; i++)
+		len += snprintf(cmd + len, sizeof(cmd) - (size_t)len, " 127.0.0.1:%d", t->masters[i]);
+	snprintf(cmd + len, sizeof(cmd) - (size_t)len,
+		 " --cluster-replicas 0 --cluster-yes > %s/cluster-create.log 2>&1", dir);
+	if (system(cmd) != 0) {
+		fprintf(stderr, "bench: %s failed (%s/cluster-create.log)\n", cmd, dir);
+		return false;
+	}
+	for (int i = 0; i < 3; i++)
+		if (!wait_info(t->masters[i], "CLUSTER", "INFO", "cluster_state:ok"))
+			return false;
+	snprintf(t->url, sizeof(t->url), "redis://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d",
+		 t->masters[0], t->masters[1], t->masters[2]);
+	return true;
+}
+
+/* CPU time (user + system) of pid so far, in microseconds. */
+static double proc_cpu_us(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	buf[fread(buf, 1, sizeof(buf) - 1, f)] = '\0';
+	fclose(f);
+	/* after "(comm)": state is field 3, utime 14, stime 15 */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return 0;
+	return (double)(ut + st) * 1e6 / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* Commands (INFO commandstats, inside scripts included, INFO excluded)
+ * and CPU time of the target's data nodes; t NULL: the standalone Redis. */
+static void target_usage(const struct target *t, long long *cmds, long long *evalsha,
+			 double *cpu_us)
+{
+	long long total, eval;
+
+	*cmds = *evalsha = 0;
+	*cpu_us = 0;
+	if (!t) {
+		redisContext *c = redis_connect();
+
+		redis_calls(c, &total, &eval);
+		redisFree(c);
+		*cmds = total;
+		*evalsha = eval;
+		*cpu_us = proc_cpu_us(redis_pid);
+		return;
+	}
+	for (int i = 0; i < t->nmasters; i++) {
+		redisContext *c = redisConnect("127.0.0.1", t->masters[i]);
+
+		if (c && !c->err) {
+			redis_calls(c, &total, &eval);
+			*cmds += total;
+			*evalsha += eval;
+		}
+		if (c)
+			redisFree(c);
+	}
+	for (int i = t->redis_pids_from; i < t->redis_pids_to; i++)
+		*cpu_us += proc_cpu_us(topo_pids[i]);
+}
+
+/* One run of the plain lock on dlockd over t (NULL: standalone) with
+ * --redis-sync-replicas sync (NULL: off), on a fresh dlockd. */
+struct measured {
+	struct outcome o;
+	double cmds_per_cycle;		/* Redis commands, summed over the masters */
+	double evalsha_per_cycle;	/* of which EVALSHA (the rest: inside scripts) */
+	double dlockd_us, redis_us;	/* CPU per cycle */
+};
+
+static const char *bench_bin;
+
+static struct measured measure(const struct target *t, const char *sync, enum mode m,
+			       int clients)
+{
+	struct measured r = { 0 };
+	long long c0, c1, e0, e1;
+	double r0, r1, d0, d1, cycles;
+
+	start_dlockd_url(bench_bin, t ? t->url : NULL, sync);
+	target_usage(t, &c0, &e0, &r0);
+	d0 = proc_cpu_us(dlockd_pid);
+	r.o = run_once(K_LOCK, m, false, clients, t ? t->label : "standalone");
+	target_usage(t, &c1, &e1, &r1);
+	d1 = proc_cpu_us(dlockd_pid);
+	cycles = (double)r.o.cycles;
+	if (cycles < 1)
+		cycles = 1;
+	r.cmds_per_cycle = (double)(c1 - c0) / cycles;
+	r.evalsha_per_cycle = (double)(e1 - e0) / cycles;
+	r.dlockd_us = (d1 - d0) / cycles;
+	r.redis_us = (r1 - r0) / cycles;
+	return r;
+}
+
+static int cmp_measured(const void *a, const void *b)
+{
+	double x = ((const struct measured *)a)->o.per_s, y = ((const struct measured *)b)->o.per_s;
+
+	return x < y ? -1 : x > y;
+}
+
+/* a against b (NULL: standalone), with their sync settings, at clients:
+ * ROUNDS alternating rounds, the medians in the "dlockd" (a) and "floor"
+ * (b) columns. */
+static void topo_versus(const char *scenario, const struct target *a, const char *sync_a,
+			const struct target *b, const char *sync_b, enum mode m, int clients)
+{
+	struct measured ma[ROUNDS], mb[ROUNDS];
+	int rounds = m == HOT ? 1 : ROUNDS;
+
+	for (int i = 0; i < rounds; i++) {
+		mb[i] = measure(b, sync_b, m, clients);
+		ma[i] = measure(a, sync_a, m, clients);
+		if (rounds > 1)
+			fprintf(stderr, "  %s round %d: %.0f vs %.0f /s (%.2f)\n", scenario, i + 1,
+				ma[i].o.per_s, mb[i].o.per_s, ma[i].o.per_s / mb[i].o.per_s);
+	}
+	qsort(ma, (size_t)rounds, sizeof(*ma), cmp_measured);
+	qsort(mb, (size_t)rounds, sizeof(*mb), cmp_measured);
+	ma[0] = ma[rounds / 2];
+	mb[0] = mb[rounds / 2];
+	result(scenario, m == HOT ? "hand-offs/s" : "cycles/s", ma[0].o.per_s, mb[0].o.per_s, "/s");
+	if (m == HOT) {
+		result(scenario, "hand-off p50", ma[0].o.p50_ms, mb[0].o.p50_ms, "ms");
+		result(scenario, "hand-off p99", ma[0].o.p99_ms, mb[0].o.p99_ms, "ms");
+	}
+	/* per cycle = per hand-off on the hot lock: each cycle's release
+	 * hands it to the next */
+	result(scenario, m == HOT ? "EVALSHA per hand-off" : "EVALSHA per cycle",
+	       ma[0].evalsha_per_cycle, mb[0].evalsha_per_cycle, "");
+	result(scenario, m == HOT ? "cmds per hand-off incl. scripts'" : "cmds per cycle incl. scripts'",
+	       ma[0].cmds_per_cycle, mb[0].cmds_per_cycle, "");
+	result(scenario, m == HOT ? "dlockd CPU per hand-off" : "dlockd CPU per cycle",
+	       ma[0].dlockd_us, mb[0].dlockd_us, "us");
+	result(scenario, m == HOT ? "Redis CPU per hand-off" : "Redis CPU per cycle",
+	       ma[0].redis_us, mb[0].redis_us, "us");
+	if (ma[0].o.errors || mb[0].o.errors)
+		result(scenario, "errors", ma[0].o.errors, mb[0].o.errors, "");
+}
+
+/* The topology t against the standalone Redis: uncontended at 1 and 16
+ * clients, the hot lock at 64 (rows "<label> vs standalone, ..."). */
+static void topology_runs(const struct target *t)
+{
+	static const int conc[] = { 1, 16 };
+	char s[96];
+
+	for (size_t c = 0; c < 2; c++) {
+		snprintf(s, sizeof(s), "%s vs standalone, lock, %d clients", t->label, conc[c]);
+		topo_versus(s, t, NULL, NULL, NULL, UNCONTENDED, conc[c]);
+	}
+	snprintf(s, sizeof(s), "%s vs standalone, hot lock, 64 clients", t->label);
+	topo_versus(s, t, NULL, NULL, NULL, HOT, 64);
+}
+
+/* Stop the topology's processes (started last), keeping the standalone
+ * Redis and its replica. */
+static void topology_stop(void)
+{
+	if (dlockd_pid > 0) {
+		kill(dlockd_pid, SIGTERM);
+		waitpid(dlockd_pid, NULL, 0);
+		dlockd_pid = 0;
+	}
+	for (int i = 0; i < ntopo; i++) {
+		kill(topo_pids[i], SIGTERM);
+		waitpid(topo_pids[i], NULL, 0);
+		topo_pids[i] = 0;
+	}
+	ntopo = 0;
+}
+
+static void sentinel_bench(void)
+{
+	struct target t;
+
+	if (!sentinel_topology(&t)) {
+		fprintf(stderr, "bench: the sentinel topology did not start; skipped\n");
+		topology_stop();
+		return;
+	}
+	topology_runs(&t);
+	for (int c = 1; c <= 16; c += 15) {
+		char s[96];
+
+		snprintf(s, sizeof(s), "sentinel, sync replicas 1 vs off, lock, %d clients", c);
+		topo_versus(s, &t, "1", &t, NULL, UNCONTENDED, c);
+	}
+	topology_stop();
+}
+
+static void cluster_bench(void)
+{
+	struct target t;
+
+	if (!cluster_topology(&t)) {
+		fprintf(stderr, "bench: the cluster did not start; skipped\n");
+		topology_stop();
+		return;
+	}
+	topology_runs(&t);
+	topology_stop();
 }
 
 static void report(void)
@@ -1234,6 +1644,12 @@ int main(int argc, char **argv)
 		start_dlockd(bin);
 		many_watchers(quick ? 1000 : 5000);
 	}
+	/* before "sync replicas", which gives the standalone Redis a replica */
+	bench_bin = bin;
+	if (wanted("sentinel"))
+		sentinel_bench();
+	if (wanted("cluster"))
+		cluster_bench();
 	if (wanted("sync replicas")) {
 		if (start_replica()) {
 			sync_cost(bin, 1);

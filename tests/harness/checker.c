@@ -414,6 +414,11 @@ void load_check(struct load *l, bool loss_excused, struct load_report *rep)
 		const struct section *s = &l->secs[i];
 
 		rep->lost += s->lost;
+		if (s->lost && !loss_excused && rep->lost <= 5)
+			printf("# lost: %s token %lld, granted %+lld ms from the event's begin "
+			       "through instance %d, not_held %lld ms later\n", l->names[s->name],
+			       s->token, (long long)(s->granted - l->ev_begin), s->base,
+			       (long long)(s->ended - s->granted));
 		rep->ran_out += s->ran_out;
 		if (s->hb_after) {
 			rep->straddled++;

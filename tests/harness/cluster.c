@@ -183,3 +183,20 @@ int cluster_master_of(struct redis_cluster *c, int from, const char *key)
 		freeReplyObject(s);
 	return found;
 }
+
+int cluster_replica_of(struct redis_cluster *c, int m)
+{
+	for (int i = 0; i < c->n; i++) {
+		redisReply *r = i != m ? cluster_cmd(c, i, "ROLE") : NULL;
+		bool mine = false;
+
+		if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+		    !strcmp(r->element[0]->str, "slave"))
+			mine = r->element[2]->integer == c->node[m].port;
+		if (r)
+			freeReplyObject(r);
+		if (mine)
+			return i;
+	}
+	return -1;
+}

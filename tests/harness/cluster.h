@@ -24,6 +24,8 @@ void cluster_stop(struct redis_cluster *c);
 /* The index of the node that is master of key's slot now, asked of node
  * from (any node); -1 if it cannot tell. */
 int cluster_master_of(struct redis_cluster *c, int from, const char *key);
+/* The index of a replica of node m (a master) by ROLE, or -1. */
+int cluster_replica_of(struct redis_cluster *c, int m);
 /* Run a command on node i; the reply (caller frees) or NULL. */
 redisReply *cluster_cmd(struct redis_cluster *c, int i, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

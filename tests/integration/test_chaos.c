@@ -7,13 +7,16 @@
  * behind afterwards: no key of the test's names in Redis once the leases
  * are over, no subscription, no waiter. Figures: tests/RELIABILITY.md. */
 #include "../harness/checker.h"
+#include "../harness/cluster.h"
 #include "../harness/harness.h"
+#include "../harness/sentinel.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_INST 3
@@ -37,6 +40,18 @@ static int phase_ms(int ms)
 	return (chaos_full() ? 3 * ms : ms) * slow_factor();
 }
 
+/* Start n dlockd on url with flags into W, and name the test's locks. */
+static int dlockds_up(const char *url, int n, const char *const *flags)
+{
+	for (W.n = 0; W.n < n; W.n++) {
+		if (dlockd_start(&W.d[W.n], url, flags) < 0)
+			return -1;
+		W.bases[W.n] = W.d[W.n].base;
+	}
+	snprintf(W.prefix, sizeof(W.prefix), "%s", lockname("chaos"));
+	return 0;
+}
+
 static int world_up(const char *redis_extra, int n, const char *const *flags)
 {
 	char url[64];
@@ -46,13 +61,7 @@ static int world_up(const char *redis_extra, int n, const char *const *flags)
 	if (redis_start(&W.redis) < 0)
 		return -1;
 	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", W.redis.port);
-	for (W.n = 0; W.n < n; W.n++) {
-		if (dlockd_start(&W.d[W.n], url, flags) < 0)
-			return -1;
-		W.bases[W.n] = W.d[W.n].base;
-	}
-	snprintf(W.prefix, sizeof(W.prefix), "%s", lockname("chaos"));
-	return 0;
+	return dlockds_up(url, n, flags);
 }
 
 static void world_down(void)
@@ -95,9 +104,10 @@ static void stop_and_check(const char *what, bool loss, struct load_report *rep)
 	load_print(what, rep);
 }
 
-static long long keys_left(void)
+/* Keys and channels of the test's names on r; -1 if r did not say. */
+static long long keys_left_on(const struct redis_srv *r_srv)
 {
-	redisContext *c = redis_client(&W.redis);
+	redisContext *c = redis_client(r_srv);
 	redisReply *r;
 	char pattern[200];
 	long long n = -1;
@@ -120,6 +130,11 @@ static long long keys_left(void)
 		freeReplyObject(r);
 	redisFree(c);
 	return n;
+}
+
+static long long keys_left(void)
+{
+	return keys_left_on(&W.redis);
 }
 
 static bool waiters_gone(void)
@@ -393,5 +408,236 @@ static void clients_vanish(void)
 TEST(chaos_clients_vanish_mid_wait_and_mid_hold)
 {
 	clients_vanish();
+	world_down();
+}
+
+/* ----- Failovers: Redis Sentinel and Redis Cluster -----
+ *
+ * Only under DLOCKD_CHAOS=full (`make chaos`): each builds a topology of
+ * six processes and runs its load through a failover, which takes longer
+ * than the rest of this file (test_sentinel.c and test_cluster.c follow
+ * failovers in `make test`). Two dlockd share the load, each following the
+ * topology by itself. */
+
+static struct sentinel_topo ST;
+static struct redis_cluster CL;
+
+static void cluster_stop_at_end(void *c)
+{
+	cluster_stop(c);
+}
+
+/* Sum of a counter over W's dlockd. */
+static double metric_sum(const char *series)
+{
+	double sum = 0;
+
+	for (int i = 0; i < W.n; i++)
+		sum += metric_value(&W.d[i], series);
+	return sum;
+}
+
+/* Every dlockd of W answers /readyz 200. */
+static bool all_ready(void)
+{
+	for (int i = 0; i < W.n; i++)
+		if (status_of(&W.d[i], "GET", "/readyz") != 200)
+			return false;
+	return true;
+}
+
+/* Stop the load and check it: every overlap as it happened goes to strict
+ * (printed); returns the overlaps left with the loss excused (sections
+ * granted before the fault counted only up to it). */
+static long failover_check(const char *what, struct load_report *strict)
+{
+	struct load_report excused;
+
+	load_stop(W.load);
+	load_check(W.load, false, strict);
+	load_print(what, strict);
+	load_check(W.load, true, &excused);
+	load_free(W.load);
+	W.load = NULL;
+	return excused.overlaps;
+}
+
+/* What every failover keeps: tokens never go back, no answer but 200, 409
+ * and 503 to an acquire. */
+#define CHECK_TOKENS_KEPT(rep) do { \
+	CHECK((rep).grants > 50, "the load ran (%ld grants)", (rep).grants); \
+	CHECK((rep).token_regressions == 0, "%ld fencing tokens went backwards", \
+	      (rep).token_regressions); \
+	CHECK((rep).acq_other == 0, "%ld acquires answered neither 200, 409 nor 503", \
+	      (rep).acq_other); \
+	} while (0)
+
+/* SENTINEL FAILOVER (graceful) or SIGKILL of the master, under load, on a
+ * master with replicas replicas, with --redis-sync-replicas sync (NULL:
+ * off). */
+static void sentinel_failover(bool kill_master, const char *sync, int replicas)
+{
+	const char *const sync_flags[] = { "--redis-sync-replicas", sync, NULL };
+	struct load_report strict;
+	char what[160];
+	long excused;
+	int old, now = 0;
+	int64_t t0, named_ms;
+	double unconfirmed;
+
+	if (!chaos_full()) {
+		printf("# a failover under load: DLOCKD_CHAOS=full (make chaos) only\n");
+		return;
+	}
+	CHECK(sentinel_topo_start(&ST, replicas) == 0, "master, %d replicas, 3 sentinels", replicas);
+	memset(&W, 0, sizeof(W));	/* no Redis of W's own */
+	CHECK(dlockds_up(ST.url, 2, sync ? sync_flags : NULL) == 0, "two dlockd on %s", ST.url);
+	old = ST.data[0].port;
+	start_load(3000, 6000);
+	run_until_long_holders(2000);
+	load_event_begin(W.load);
+	t0 = mono_ms();
+	if (kill_master) {
+		redis_stop(&ST.data[0], true);
+	} else {
+		redisReply *r = rcmd_on(&ST.sent[0], "SENTINEL FAILOVER " SENTINEL_MASTER);
+
+		CHECK(r && r->type == REDIS_REPLY_STATUS, "SENTINEL FAILOVER: %s",
+		      r ? r->str : "no reply");
+		freeReplyObject(r);
+	}
+	CHECK(WAIT_FOR((now = sentinel_master_port(&ST)) != old && now, 60000),
+	      "the sentinels name a new master");
+	named_ms = mono_ms() - t0;
+	/* the old master, turned replica, has caught up: the next WAIT 1
+	 * can be met by either replica */
+	CHECK(WAIT_FOR(all_ready(), 30000), "every dlockd ready again");
+	load_event_end(W.load);
+	printf("# new master %d named %lld ms after the %s; dlockd ready after %lld ms\n", now,
+	       (long long)named_ms, kill_master ? "kill" : "command", (long long)(mono_ms() - t0));
+	sleep_ms(phase_ms(4000));
+	unconfirmed = metric_sum("dlockd_replication_unconfirmed_total");
+	snprintf(what, sizeof(what), "sentinel, %d replicas: %s, sync replicas %s", replicas,
+		 kill_master ? "master SIGKILLed" : "SENTINEL FAILOVER", sync ? sync : "off");
+	excused = failover_check(what, &strict);
+	printf("# %s: %ld overlaps with the loss excused; %.0f grants undone "
+	       "(503 replication_unconfirmed)\n", what, excused, unconfirmed);
+	CHECK_TOKENS_KEPT(strict);
+	if (sync && !kill_master)
+		CHECK(strict.overlaps == 0, "with sync replicas, a graceful failover: "
+		      "%ld overlapping critical sections", strict.overlaps);
+	/* when the new master has fewer replicas than sync until Sentinel
+	 * turns the old master into one (seconds later), every grant waits
+	 * out its WAIT and is undone: the outage is printed, not bounded */
+	if (!sync || atoi(sync) < replicas)
+		CHECK(strict.grants_after_event > 50, "locks are granted after the failover "
+		      "(%ld)", strict.grants_after_event);
+	{
+		struct redis_srv *nm = sentinel_data_on(&ST, now);
+
+		CHECK(nm, "the new master is one of ours");
+		CHECK(WAIT_FOR(keys_left_on(nm) == 0, 10000),
+		      "%lld keys/channels of the test's names left on the new master",
+		      keys_left_on(nm));
+	}
+	CHECK(WAIT_FOR(waiters_gone(), 3000), "waiters left in a dlockd");
+}
+
+TEST(chaos_sentinel_failover_with_sync_replicas)
+{
+	sentinel_failover(false, "1", 2);
+	world_down();
+}
+
+TEST(chaos_sentinel_failover_with_sync_one_replica)
+{
+	sentinel_failover(false, "1", 1);
+	world_down();
+}
+
+TEST(chaos_sentinel_failover_with_sync_all_replicas)
+{
+	sentinel_failover(false, "2", 2);
+	world_down();
+}
+
+TEST(chaos_sentinel_failover_without_sync)
+{
+	sentinel_failover(false, NULL, 2);
+	world_down();
+}
+
+TEST(chaos_sentinel_master_killed_without_sync)
+{
+	sentinel_failover(true, NULL, 2);
+	world_down();
+}
+
+/* CLUSTER FAILOVER of the master serving the checker's lock0, or that
+ * master SIGKILLed, under load. */
+static void cluster_failover(bool kill_master)
+{
+	struct load_report strict;
+	char url[300], name[200], what[160];
+	int m, r;
+	int64_t t0;
+
+	if (!chaos_full()) {
+		printf("# a failover under load: DLOCKD_CHAOS=full (make chaos) only\n");
+		return;
+	}
+	test_at_end(cluster_stop_at_end, &CL);
+	CHECK(cluster_start(&CL, 3, 1) == 0, "3 masters with a replica each");
+	snprintf(url, sizeof(url), "redis://%s", CL.seeds);
+	memset(&W, 0, sizeof(W));	/* no Redis of W's own */
+	CHECK(dlockds_up(url, 2, NULL) == 0, "two dlockd on %s", url);
+	snprintf(name, sizeof(name), "%s-lock0", W.prefix);
+	m = cluster_master_of(&CL, 0, name);
+	r = m >= 0 ? cluster_replica_of(&CL, m) : -1;
+	CHECK(m >= 0 && r >= 0, "%s: master %d, its replica %d", name, m, r);
+	start_load(3000, 6000);
+	run_until_long_holders(2000);
+	load_event_begin(W.load);
+	t0 = mono_ms();
+	if (kill_master) {
+		kill(CL.node[m].pid, SIGKILL);
+		waitpid(CL.node[m].pid, NULL, 0);
+		CL.node[m].pid = 0;
+	} else {
+		redisReply *rr = cluster_cmd(&CL, r, "CLUSTER FAILOVER");
+
+		CHECK(rr && rr->type == REDIS_REPLY_STATUS, "CLUSTER FAILOVER: %s",
+		      rr ? rr->str : "no reply");
+		freeReplyObject(rr);
+	}
+	CHECK(WAIT_FOR(cluster_master_of(&CL, kill_master ? (m + 1) % 3 : r, name) == r, 60000),
+	      "node %d serves %s", r, name);
+	CHECK(cluster_wait_ok(&CL, 30000), "the cluster is whole again");
+	load_event_end(W.load);
+	printf("# node %d took over %s's slot; cluster ok %lld ms after the %s\n", r, name,
+	       (long long)(mono_ms() - t0), kill_master ? "kill" : "command");
+	sleep_ms(phase_ms(4000));
+	snprintf(what, sizeof(what), "cluster: %s", kill_master ? "a master SIGKILLed" :
+		 "CLUSTER FAILOVER of a master");
+	printf("# %s: %ld overlaps with the loss excused\n", what,
+	       failover_check(what, &strict));
+	CHECK_TOKENS_KEPT(strict);
+	if (!kill_master)
+		CHECK(strict.overlaps == 0, "a graceful CLUSTER FAILOVER: %ld overlapping "
+		      "critical sections", strict.overlaps);
+	CHECK(strict.grants_after_event > 50, "locks are granted after the failover (%ld)",
+	      strict.grants_after_event);
+	CHECK(WAIT_FOR(waiters_gone(), 3000), "waiters left in a dlockd");
+}
+
+TEST(chaos_cluster_failover)
+{
+	cluster_failover(false);
+	world_down();
+}
+
+TEST(chaos_cluster_master_killed)
+{
+	cluster_failover(true);
 	world_down();
 }

@@ -353,28 +353,6 @@ TEST(cluster_slot_migrated_with_a_held_lock_and_a_waiter)
 	cluster_stop(&c);
 }
 
-/* The replica of node m (a master): its index, or -1. */
-static int replica_of(struct redis_cluster *c, int m)
-{
-	char id[64];
-
-	if (!node_id(c, m, id))
-		return -1;
-	for (int i = 0; i < c->n; i++) {
-		redisReply *r = cluster_cmd(c, i, "ROLE");
-		bool mine = false;
-
-		if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
-		    !strcmp(r->element[0]->str, "slave"))
-			mine = r->element[2]->integer == c->node[m].port;
-		if (r)
-			freeReplyObject(r);
-		if (mine)
-			return i;
-	}
-	return -1;
-}
-
 /* Node i (a replica) has keys. */
 static bool has_keys(struct redis_cluster *c, int i)
 {
@@ -441,7 +419,7 @@ TEST(cluster_failover_graceful_and_master_killed_are_followed)
 	for (int round = 0; round < 2; round++) {
 		bool kill_it = round == 1;
 		int m = cluster_master_of(&c, kill_it ? 2 : 0, names[kill_it ? 1 : 0]);
-		int rep = replica_of(&c, m);
+		int rep = cluster_replica_of(&c, m);
 		const char *n = names[kill_it ? 1 : 0];
 		struct cycles cy = { 0 };
 		struct bg w;
@@ -515,7 +493,7 @@ TEST(cluster_sync_replicas_wait_for_each_masters_own_replica)
 		      status_of(&d, "DELETE", "/locks/%s?owner=a", names[i]) == 200,
 		      "a confirmed cycle on master %d", i);
 	m = cluster_master_of(&c, 0, names[0]);
-	rep = replica_of(&c, m);
+	rep = cluster_replica_of(&c, m);
 	CHECK(m >= 0 && rep >= 0, "master %d, replica %d", m, rep);
 	kill(c.node[rep].pid, SIGSTOP);
 	same_slot_name(names[0], "unc", again);

@@ -7,20 +7,16 @@
  * served after it and none is left; fencing tokens keep increasing; with
  * every sentinel down, requests get a 503 that says so and /readyz is not
  * ready. */
-#include "../harness/harness.h"
+#include "../harness/sentinel.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
-#define MASTER "m"
+#define MASTER SENTINEL_MASTER
 
 struct topo {
-	struct redis_srv data[3];	/* data[0]: the first master */
-	struct redis_srv sent[3];
+	struct sentinel_topo s;
 	struct dlockd_srv d;
-	char url[128];
 };
 
 /* static: test_at_end's argument must outlive the test */
@@ -32,119 +28,23 @@ static void topo_stop(void *arg)
 
 	if (t->d.pid > 0)
 		dlockd_stop(&t->d, 10000);
-	for (int i = 0; i < 3; i++)
-		redis_stop(&t->sent[i], false);
-	for (int i = 0; i < 3; i++)
-		redis_stop(&t->data[i], false);
 }
 
-/* A sentinel watching the master on master_port, with its own config
- * file (Sentinel rewrites it). */
-static int sentinel_start(struct redis_srv *s, int master_port)
-{
-	FILE *f;
-
-	s->port = free_port();
-	snprintf(s->dir, sizeof(s->dir), "%s/sentinel-%d", test_tmpdir(), s->port);
-	mkdir(s->dir, 0755);
-	snprintf(s->conf, sizeof(s->conf), "%s/sentinel.conf", s->dir);
-	f = fopen(s->conf, "w");
-	if (!f)
-		return -1;
-	fprintf(f, "sentinel monitor " MASTER " 127.0.0.1 %d 2\n"
-		   "sentinel down-after-milliseconds " MASTER " 1000\n"
-		   "sentinel failover-timeout " MASTER " 3000\n", master_port);
-	fclose(f);
-	snprintf(s->extra, sizeof(s->extra), "--sentinel");
-	return redis_start(s);
-}
-
-/* The reply of a command on r, on a connection of its own (free it);
- * NULL if none. */
-/* Does INFO section of r contain needle? */
-static bool info_has(const struct redis_srv *r, const char *section, const char *needle)
-{
-	redisReply *rep = rcmd_on(r, "INFO %s", section);
-	bool ok = rep && rep->type == REDIS_REPLY_STRING && strstr(rep->str, needle);
-
-	if (rep)
-		freeReplyObject(rep);
-	return ok;
-}
-
-/* Every sentinel knows the other two, the quorum, and both replicas. */
-static bool sentinels_ready(const struct topo *t)
-{
-	for (int i = 0; i < 3; i++) {
-		redisReply *q = rcmd_on(&t->sent[i], "SENTINEL CKQUORUM " MASTER);
-		redisReply *r = rcmd_on(&t->sent[i], "SENTINEL REPLICAS " MASTER);
-		bool ok = q && q->type == REDIS_REPLY_STATUS && !strncmp(q->str, "OK 3 ", 5) &&
-			  r && r->type == REDIS_REPLY_ARRAY && r->elements == 2;
-
-		if (q)
-			freeReplyObject(q);
-		if (r)
-			freeReplyObject(r);
-		if (!ok)
-			return false;
-	}
-	return true;
-}
-
-/* The master's port as the first sentinel that answers says; 0 if none. */
-static int sentinel_master_port(const struct topo *t)
-{
-	for (int i = 0; i < 3; i++) {
-		redisReply *r = t->sent[i].pid > 0 ?
-			rcmd_on(&t->sent[i], "SENTINEL get-master-addr-by-name " MASTER) : NULL;
-		int port = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ?
-			atoi(r->element[1]->str) : 0;
-
-		if (r)
-			freeReplyObject(r);
-		if (port)
-			return port;
-	}
-	return 0;
-}
-
-static struct redis_srv *data_on(struct topo *t, int port)
-{
-	for (int i = 0; i < 3; i++)
-		if (t->data[i].port == port)
-			return &t->data[i];
-	return NULL;
-}
-
-/* Master, replicas synced, sentinels agreed, dlockd on the sentinel URL. */
+/* Master, two replicas synced, sentinels agreed, dlockd on the sentinel
+ * URL. */
 static int topo_start(struct topo *t)
 {
-	memset(t, 0, sizeof(*t));
+	memset(&t->d, 0, sizeof(t->d));
+	/* registered first, run last: dlockd stops before the topology */
+	if (sentinel_topo_start(&t->s, 2) < 0)
+		return -1;
 	test_at_end(topo_stop, t);
-	if (redis_start(&t->data[0]) < 0)
+	if (dlockd_start(&t->d, t->s.url, NULL) < 0)
 		return -1;
-	for (int i = 1; i < 3; i++) {
-		snprintf(t->data[i].extra, sizeof(t->data[i].extra), "--replicaof 127.0.0.1 %d",
-			 t->data[0].port);
-		if (redis_start(&t->data[i]) < 0)
-			return -1;
-	}
-	for (int i = 1; i < 3; i++)
-		if (!WAIT_FOR(info_has(&t->data[i], "replication", "master_link_status:up"),
-			      20000)) {
-			printf("# replica on %d did not sync\n", t->data[i].port);
-			return -1;
-		}
-	for (int i = 0; i < 3; i++)
-		if (sentinel_start(&t->sent[i], t->data[0].port) < 0)
-			return -1;
-	if (!WAIT_FOR(sentinels_ready(t), 30000)) {
-		printf("# sentinels did not agree on the quorum and replicas\n");
-		return -1;
-	}
-	snprintf(t->url, sizeof(t->url), "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,"
-		 "127.0.0.1:%d/0#" MASTER, t->sent[0].port, t->sent[1].port, t->sent[2].port);
-	return dlockd_start(&t->d, t->url, NULL);
+	/* /healthz answers before the resolver has found the master (a
+	 * request before that is a 503 "no redis master known": seen once
+	 * in make test) */
+	return WAIT_FOR(status_of(&t->d, "GET", "/readyz") == 200, 10000) ? 0 : -1;
 }
 
 TEST(sentinel_locks_of_every_kind_and_a_waiter)
@@ -160,7 +60,7 @@ TEST(sentinel_locks_of_every_kind_and_a_waiter)
 	      "the resolver logs the master it found");
 
 	CHECK(lock_hold(&T.d, n, "a", 30000), "lock through the sentinel URL");
-	CHECK(rcmd_int_on(&T.data[0], "EXISTS %s", n) == 1, "the lock lives on the master");
+	CHECK(rcmd_int_on(&T.s.data[0], "EXISTS %s", n) == 1, "the lock lives on the master");
 	CHECK(lock_release(&T.d, n, "a") == 200, "release");
 
 	CHECK(status_of(&T.d, "PUT", "/fairlocks/%s?owner=a", f) == 200, "fair lock");
@@ -183,7 +83,7 @@ TEST(sentinel_locks_of_every_kind_and_a_waiter)
 		bg_start_on(&b, T.d.base, "PUT", p, NULL);
 	}
 	CHECK(wait_waiters(&T.d, 1, 10000), "the waiter waits");
-	CHECK(WAIT_FOR(channel_subscribers(&T.data[0], "redisson_lock__channel:{%s}", w) >= 1,
+	CHECK(WAIT_FOR(channel_subscribers(&T.s.data[0], "redisson_lock__channel:{%s}", w) >= 1,
 		       10000), "the subscriber listens on the master");
 	CHECK(lock_release(&T.d, w, "a") == 200, "release");
 	t0 = mono_ms();
@@ -209,26 +109,26 @@ static void failover_run(bool kill)
 	struct bg b;
 
 	CHECK(topo_start(&T) == 0, "topology and dlockd start");
-	old = T.data[0].port;
+	old = T.s.data[0].port;
 	snprintf(p, sizeof(p), "/locks/%s?owner=a&ttl_ms=60000", held);
 	http_on(T.d.base, "PUT", p, NULL, &r);
 	CHECK_STATUS(r, 200, "holder a");
 	token_a = json_int(&r, "fencing_token");
 	http_free(&r);
-	CHECK(WAIT_FOR(rcmd_int_on(&T.data[1], "EXISTS %s", held) == 1 &&
-		       rcmd_int_on(&T.data[2], "EXISTS %s", held) == 1, 10000),
+	CHECK(WAIT_FOR(rcmd_int_on(&T.s.data[1], "EXISTS %s", held) == 1 &&
+		       rcmd_int_on(&T.s.data[2], "EXISTS %s", held) == 1, 10000),
 	      "the holding reached the replicas");
 	snprintf(p, sizeof(p), "/locks/%s?owner=b&ttl_ms=30000&wait_ms=120000", held);
 	bg_start_on(&b, T.d.base, "PUT", p, NULL);
 	CHECK(wait_waiters(&T.d, 1, 10000), "b waits");
-	CHECK(WAIT_FOR(channel_subscribers(&T.data[0], "redisson_lock__channel:{%s}", held) >= 1,
+	CHECK(WAIT_FOR(channel_subscribers(&T.s.data[0], "redisson_lock__channel:{%s}", held) >= 1,
 		       10000), "the subscriber listens on the master");
 
 	t0 = mono_ms();
 	if (kill) {
-		redis_stop(&T.data[0], true);
+		redis_stop(&T.s.data[0], true);
 	} else {
-		redisReply *rep = rcmd_on(&T.sent[1], "SENTINEL FAILOVER " MASTER);
+		redisReply *rep = rcmd_on(&T.s.sent[1], "SENTINEL FAILOVER " MASTER);
 
 		CHECK(rep && rep->type == REDIS_REPLY_STATUS, "SENTINEL FAILOVER: %s",
 		      rep ? rep->str : "no reply");
@@ -244,7 +144,7 @@ static void failover_run(bool kill)
 
 		CHECK(sent_ms - t0 < 90000 * slow_factor(),
 		      "dlockd did not follow the failover within 90 s (%d 503s)", n503);
-		port = sentinel_master_port(&T);
+		port = sentinel_master_port(&T.s);
 		if (port && port != old && !switched_ms)
 			switched_ms = mono_ms();
 		after = switched_ms != 0;
@@ -271,7 +171,7 @@ static void failover_run(bool kill)
 			/* dlockd looks at the sentinels every second: until then
 			 * a grant may still go to the old master, which accepts
 			 * writes until Sentinel turns it into a replica */
-			struct redis_srv *nm_now = data_on(&T, port);
+			struct redis_srv *nm_now = sentinel_data_on(&T.s, port);
 
 			if (nm_now && rcmd_int_on(nm_now, "EXISTS %s", cyc) == 1) {
 				if (!n200_after) {
@@ -301,8 +201,8 @@ static void failover_run(bool kill)
 	       kill ? "SIGKILL" : "SENTINEL FAILOVER", (long long)(switched_ms - t0),
 	       (long long)first_200_ms, kill ? "kill" : "command", n503, n_old,
 	       (long long)worst_ms);
-	nm = data_on(&T, now_port);
-	CHECK(nm && nm != &T.data[0], "a new master (port %d)", now_port);
+	nm = sentinel_data_on(&T.s, now_port);
+	CHECK(nm && nm != &T.s.data[0], "a new master (port %d)", now_port);
 	CHECK(lock_hold(&T.d, cyc, "last", 30000), "a lock after the failover");
 	CHECK(rcmd_int_on(nm, "EXISTS %s", cyc) == 1, "it lives on the new master");
 	CHECK(lock_release(&T.d, cyc, "last") == 200, "release on the new master");
