@@ -159,7 +159,7 @@ int main(int argc, char **argv)
 	if (url.nsentinels && redis_target_start(&url) < 0)
 		return 1;
 	if (redis_detect_cluster(&url) < 0)
-		return 1;
+		return 2;	/* a setting a cluster cannot serve, as for any bad setting */
 	/* as Redisson does: sharded pub/sub where a cluster has it */
 	sharded = cfg.pubsub == PUBSUB_SHARDED ||
 		  (cfg.pubsub == PUBSUB_AUTO && url.cluster && redis_has_sharded_pubsub(&url));

@@ -1417,11 +1417,35 @@ static void on_pong(void *arg, redisReply *r)
 	free(c);
 }
 
+/* A cluster's CLUSTER INFO: ready only while the cluster serves every
+ * slot (cluster_state:ok); a node that answers PING in a cluster that is
+ * down grants nothing. */
+static void on_cluster_info(void *arg, redisReply *r)
+{
+	struct call *c = arg;
+	struct lock_state st = { 0 };
+	enum lock_result res = LOCK_OK;
+
+	if (!r || r->type != REDIS_REPLY_STRING || !strstr(r->str, "cluster_state:ok")) {
+		res = LOCK_BACKEND_DOWN;
+		if (r && r->type == REDIS_REPLY_ERROR)
+			st.fault = redis_error_unavailable(r->str);
+		else if (r)
+			st.fault = "the redis cluster is down (cluster_state is not ok)";
+	}
+	c->done(c->ctx, res, &st);
+	free(c);
+}
+
 void locks_ping(const struct backend *b, lock_done_fn done, void *ctx)
 {
 	struct call *c = call_new(LOCK_KIND_LOCK, "", "ping", done, ctx);
 
-	redis_conn_send(b->redis, 1, (const char *[]){ "PING" }, NULL, false, on_pong, c);
+	if (redis_conn_is_cluster(b->redis))
+		redis_conn_send(b->redis, 2, (const char *[]){ "CLUSTER", "INFO" }, NULL, false,
+				on_cluster_info, c);
+	else
+		redis_conn_send(b->redis, 1, (const char *[]){ "PING" }, NULL, false, on_pong, c);
 }
 
 bool locks_idle(const struct backend *b)

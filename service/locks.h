@@ -232,8 +232,9 @@ const struct lock_holding *locks_view_holding(const struct lock_view *v, const c
  * channel too, where Redisson clients' releases are heard. */
 int locks_watch_channels(enum lock_kind kind, const char *name, char *channels[2]);
 
-/* Does b's Redis answer PING? LOCK_OK, or LOCK_BACKEND_DOWN with
- * st->fault saying what Redis said (NULL: no answer). */
+/* Does b's Redis answer PING (a cluster: CLUSTER INFO, and its state is
+ * ok)? LOCK_OK, or LOCK_BACKEND_DOWN with st->fault saying what Redis
+ * said (NULL: no answer). */
 void locks_ping(const struct backend *b, lock_done_fn done, void *ctx);
 /* No operation is in flight on b. */
 bool locks_idle(const struct backend *b);

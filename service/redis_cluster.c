@@ -70,8 +70,9 @@ struct redis_cluster {
 	struct cluster_map map;
 	struct redis_conn **conns;	/* by node index; NULL until first used */
 	size_t nconns;
-	unsigned nseeds;		/* nodes 0..nseeds-1 are the URL's hosts */
-	unsigned next_seed;		/* the seed to ask next */
+	unsigned next_seed;		/* the node to ask for the map next */
+	size_t failed_asks;		/* nodes that gave no map in a row, before
+					 * the map is known */
 	bool map_known;
 	bool closing;			/* redis_cluster_free() runs: send nothing */
 	bool fetching;			/* a CLUSTER SLOTS is in flight */
@@ -290,11 +291,19 @@ static void on_slots(void *arg, redisReply *reply)
 			 rc->map.nodes[seed].port,
 			 !reply ? "no answer" : reply->type == REDIS_REPLY_ERROR ? reply->str
 										 : "not CLUSTER SLOTS' reply");
-		rc->next_seed = (seed + 1) % rc->nseeds;	/* ask another next time */
+		/* ask another node next: the seeds, then every master the map
+		 * has named (the seeds may all be gone by now) */
+		rc->next_seed = (seed + 1) % (unsigned)rc->map.nnodes;
+		if (!rc->map_known && ++rc->failed_asks < rc->map.nnodes) {
+			fetch_map(rc);	/* the held calls wait for the next node's answer */
+			return;
+		}
+		rc->failed_asks = 0;
 		if (!rc->map_known)
-			fail_all(&rc->held);
+			fail_all(&rc->held);	/* no node answered: 503 */
 		return;
 	}
+	rc->failed_asks = 0;
 	if (!rc->map_known)
 		log_info("redis cluster: slot map read from %s:%d, %zu nodes",
 			 rc->map.nodes[seed].host, rc->map.nodes[seed].port, rc->map.nnodes);
@@ -328,7 +337,6 @@ struct redis_cluster *redis_cluster_new(struct loop *l, const struct redis_url *
 	cluster_map_init(&rc->map);
 	for (unsigned i = 0; i < url->nseeds; i++)
 		cluster_map_node(&rc->map, url->seeds[i].host, url->seeds[i].port);
-	rc->nseeds = url->nseeds;
 	loop_timer_init(&rc->timer, on_timer);
 	loop_task_init(&rc->fail_task, on_fail_task, rc);
 	return rc;

@@ -106,10 +106,10 @@ static const struct {
 	{ "WRONGPASS", "redis refused dlockd's user or password (WRONGPASS)" },
 	{ "TRYAGAIN", "redis cluster is moving the lock's slot (TRYAGAIN); retry shortly" },
 	{ "CLUSTERDOWN", "redis cluster is down (CLUSTERDOWN); retry shortly" },
-	{ "MOVED", "redis is a cluster node that does not serve this lock (MOVED); dlockd "
-		   "needs a non-cluster redis" },
-	{ "ASK", "redis is a cluster node that does not serve this lock (ASK); dlockd "
-		 "needs a non-cluster redis" },
+	{ "MOVED", "redis sent the lock's slot elsewhere (MOVED) more often than dlockd "
+		   "follows, or is a cluster node --redis did not say is one; retry shortly" },
+	{ "ASK", "redis sent the lock's slot elsewhere (ASK) more often than dlockd "
+		 "follows, or is a cluster node --redis did not say is one; retry shortly" },
 	{ "MISCONF", "redis refuses writes: it cannot save to disk (MISCONF); retry later" },
 	{ "NOREPLICAS", "redis refuses writes: not enough replicas (NOREPLICAS); retry later" },
 	{ "NOSCRIPT", "redis lost the lock script (NOSCRIPT); retry shortly" },
@@ -227,15 +227,27 @@ redisContext *redis_open_blocking_at(const struct redis_url *url, const char *ho
 
 bool redis_has_sharded_pubsub(const struct redis_url *url)
 {
-	redisContext *c = redis_open_blocking(url, NULL);
-	redisReply *r = c ? redisCommand(c, "PUBSUB SHARDNUMSUB") : NULL;
-	bool yes = r && r->type == REDIS_REPLY_ARRAY;
+	/* every seed in turn: the first may be down (a cluster's seeds are
+	 * the nodes of one cluster, so the first that answers speaks for all) */
+	for (unsigned i = 0; i < (url->nseeds ? url->nseeds : 1); i++) {
+		redisContext *c = url->nseeds ? redis_open_blocking_at(url, url->seeds[i].host,
+									url->seeds[i].port)
+					      : redis_open_blocking(url, NULL);
+		redisReply *r = c ? redisCommand(c, "PUBSUB SHARDNUMSUB") : NULL;
+		bool answered = r && r->type != REDIS_REPLY_ERROR;
+		bool yes = r && r->type == REDIS_REPLY_ARRAY;
 
-	if (r)
-		freeReplyObject(r);
-	if (c)
-		redisFree(c);
-	return yes;
+		if (r)
+			freeReplyObject(r);
+		if (c)
+			redisFree(c);
+		if (answered || (r && !yes))
+			return yes;
+	}
+	/* no node answered: a cluster found at start is Redis 7 as a rule */
+	log_warn("redis: no node answered PUBSUB SHARDNUMSUB at start; taking sharded pub/sub "
+		 "(give --redis-pubsub to choose)");
+	return true;
 }
 
 /* A cluster's seed that redis_open_blocking() tries next: the one after
@@ -297,14 +309,18 @@ fail:
 
 int redis_detect_cluster(struct redis_url *url)
 {
+	struct redis_url db0;
 	redisContext *c;
 	redisReply *r;
 
 	if (url->nsentinels || url->unix_path)
 		return 0;
+	db0 = *url;
+
+	db0.db = 0;	/* a cluster node refuses SELECT: ask without it */
 	if (url->nseeds > 1) {
 		url->cluster = true;
-	} else if ((c = redis_open_blocking(url, NULL))) {
+	} else if ((c = redis_open_blocking_at(&db0, url->host, url->port))) {
 		r = redisCommand(c, "INFO cluster");
 		url->cluster = r && r->type == REDIS_REPLY_STRING &&
 			       strstr(r->str, "cluster_enabled:1");

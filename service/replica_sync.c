@@ -21,7 +21,7 @@
  * batched the same way.
  *
  * auto asks for as many replicas as ROLE lists connected (at least one
- * when any is): ROLE is asked on the same connection before a WAIT when
+ * when any is, or was on this connection: see on_role): ROLE is asked on the same connection before a WAIT when
  * the count is older than ROLE_EVERY_MS or was learnt on another
  * connection, and the WAIT is sent when ROLE has answered, so that it is
  * never judged by a stale count. With no replica, auto confirms at once
@@ -40,6 +40,9 @@
 
 /* auto: how long a replica count learnt from ROLE is used. */
 #define ROLE_EVERY_MS 1000
+/* auto: a master without the replicas it had for this long lost them for
+ * good (see on_role). */
+#define NONE_FOR_GOOD_MS 10000
 
 struct sync_entry {
 	replica_sync_fn fn;
@@ -64,6 +67,9 @@ struct node_sync {
 	/* auto: the replica count ROLE gave, on which connection, when */
 	bool role_known;
 	int role_replicas;
+	bool role_had_replicas;		/* ROLE listed one or more since this
+					 * connection was made */
+	int64_t role_none_since_ms;	/* ... and has listed none since then */
 	unsigned role_generation;
 	int64_t role_at_ms;
 };
@@ -173,7 +179,9 @@ static void send_wait(struct node_sync *s)
 	const char *argv[] = { "WAIT", NULL, s->s->timeout };
 	char n[16];
 
-	s->need = s->s->replicas == REPLICA_SYNC_AUTO ? s->role_replicas : s->s->replicas;
+	s->need = s->s->replicas != REPLICA_SYNC_AUTO ? s->s->replicas
+		: s->role_replicas > 0 ? s->role_replicas
+		: s->role_had_replicas ? 1 : 0;	/* they all left: see on_role */
 	if (s->need == 0) {
 		finish(s, true, redis_conn_generation(s->conn));
 		return;
@@ -201,8 +209,29 @@ static void on_role(void *ctx, redisReply *r)
 		finish(s, false, redis_conn_generation(s->conn));
 		return;
 	}
+	/* A master that had replicas on this connection and has none now is
+	 * not confirmed by none: after a Sentinel failover the old master
+	 * loses its replicas (one promoted, the rest moved) and takes writes
+	 * that are lost when it is demoted. At least one is asked for until
+	 * one is back, the connection is made again (a new master), or
+	 * NONE_FOR_GOOD_MS have passed with none (a replica removed for good:
+	 * Sentinel demotes an old master it can reach within seconds). */
+	if (s->role_generation != redis_conn_generation(s->conn)) {
+		s->role_had_replicas = false;
+		s->role_none_since_ms = 0;
+	}
 	s->role_known = true;
 	s->role_replicas = (int)r->element[2]->elements;
+	if (s->role_replicas > 0) {
+		s->role_had_replicas = true;
+		s->role_none_since_ms = 0;
+	} else if (s->role_had_replicas && !s->role_none_since_ms) {
+		s->role_none_since_ms = now_ms();
+	} else if (s->role_had_replicas && now_ms() - s->role_none_since_ms > NONE_FOR_GOOD_MS) {
+		s->role_had_replicas = false;
+		log_warn("replication: the redis master has had no replica for %d s; auto "
+			 "confirms its changes at once again", NONE_FOR_GOOD_MS / 1000);
+	}
 	s->role_generation = redis_conn_generation(s->conn);
 	s->role_at_ms = now_ms();
 	send_wait(s);

@@ -512,3 +512,56 @@ TEST(cluster_sync_replicas_wait_for_each_masters_own_replica)
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	cluster_stop(&c);
 }
+
+/* Start-up and readiness against an unlucky cluster: the first seed of the
+ * URL down (the others are asked, at once: the first call is served, pub/
+ * sub is still found to be sharded, a waiter is woken by the release);
+ * one seed with a database number (a cluster has only 0: refused at start,
+ * exit 2, saying why); /readyz not ready while the cluster is down. */
+TEST(cluster_seed_down_db_refused_and_readyz_follows_the_cluster_state)
+{
+	struct redis_cluster c;
+	struct dlockd_srv d;
+	char seeds[300], names[3][32], p[200], cmd[600], out[2048];
+	int dead = free_port(), m, rep, rc;
+	struct bg w;
+	FILE *f;
+	size_t n;
+
+	CHECK(cluster_start(&c, 3, 1) == 0, "the cluster starts");
+	snprintf(seeds, sizeof(seeds), "redis://127.0.0.1:%d,%s", dead, c.seeds);
+	CHECK(dlockd_start(&d, seeds, NULL) == 0, "dlockd starts with its first seed down");
+	CHECK(file_contains(d.log, "sharded pub/sub"), "sharded pub/sub all the same");
+	names_per_master(&c, names);
+	CHECK(status_of(&d, "PUT", "/locks/%s?owner=h&ttl_ms=30000", names[2]) == 200,
+	      "the first call is served (the next seed gave the map)");
+	snprintf(p, sizeof(p), "/locks/%s?owner=w&ttl_ms=30000&wait_ms=20000", names[2]);
+	bg_start_on(&w, d.base, "PUT", p, NULL);
+	CHECK(wait_waiters(&d, 1, 10000), "w waits");
+	sleep_ms(200);	/* past its post-subscribe retry */
+	CHECK(status_of(&d, "DELETE", "/locks/%s?owner=h", names[2]) == 200, "h releases");
+	bg_join(&w);
+	CHECK(w.r.status == 200 && w.done_ms > 0, "w is woken by the release: %ld", w.r.status);
+	http_free(&w.r);
+	CHECK(status_of(&d, "GET", "/readyz") == 200, "ready");
+
+	/* a master and its replica die: the cluster is down */
+	m = cluster_master_of(&c, 0, names[1]);
+	rep = cluster_replica_of(&c, m);
+	CHECK(m >= 0 && rep >= 0, "master %d, replica %d", m, rep);
+	redis_stop(&c.node[rep], true);
+	redis_stop(&c.node[m], true);
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 503, 15000),
+	      "not ready while the cluster is down");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+
+	snprintf(cmd, sizeof(cmd), "timeout -s KILL 20 %s --redis redis://%s/1 --listen "
+		 "127.0.0.1:0 2>&1", dlockd_binary(), strchr(c.seeds, ',') + 1);
+	f = popen(cmd, "r");
+	n = f ? fread(out, 1, sizeof(out) - 1, f) : 0;
+	out[n] = '\0';
+	rc = f ? pclose(f) : -1;
+	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 2 && strstr(out, "database 0 only"),
+	      "one seed with /1: refused at start, exit 2 (%d): %s", rc, out);
+	cluster_stop(&c);
+}

@@ -155,6 +155,17 @@ TEST(sync_replicas_unconfirmed_grant_is_undone)
 	redis_stop(&m, false);
 }
 
+/* Does the master list no connected replica? */
+static bool no_replica(const struct redis_srv *m)
+{
+	redisReply *x = rcmd_on(m, "INFO replication");
+	bool none = x && x->type == REDIS_REPLY_STRING && strstr(x->str, "connected_slaves:0");
+
+	if (x)
+		freeReplyObject(x);
+	return none;
+}
+
 TEST(sync_replicas_auto_follows_role)
 {
 	struct redis_srv m = { 0 }, rep;
@@ -182,6 +193,21 @@ TEST(sync_replicas_auto_follows_role)
 	CHECK_ERROR(r, 503, "replication_unconfirmed", "auto with a stopped replica");
 	http_free(&r);
 	CHECK(kill(rep.pid, SIGCONT) == 0, "the replica runs again");
+
+	/* the replica leaves (promoted, as in a Sentinel failover): the
+	 * master, which had one on this connection, lists none now -- and
+	 * its grants are not confirmed at once (they would be lost when it is
+	 * demoted) */
+	CHECK(WAIT_FOR(status_of(&d, "PUT", "/locks/%s?owner=a", lockname("back")) == 200, 10000),
+	      "confirmed again with the replica back");
+	freeReplyObject(rcmd_on(&rep, "REPLICAOF NO ONE"));	/* it becomes a master */
+	CHECK(WAIT_FOR(no_replica(&m), 5000), "the master lists no replica");
+	sleep_ms(1100);		/* past auto's once-a-second ROLE */
+	snprintf(path, sizeof(path), "/locks/%s?owner=a", lockname("orphan"));
+	http_on(d.base, "PUT", path, NULL, &r);
+	CHECK_ERROR(r, 503, "replication_unconfirmed",
+		    "auto on a master whose replicas all left on this connection");
+	http_free(&r);
 
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	redis_stop(&rep, false);
