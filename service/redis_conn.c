@@ -120,6 +120,9 @@ static const struct {
 	{ "DLOCKD_NOMASTER", "no redis master known: no sentinel of --redis names a master "
 			     "that answers as one (sentinels down, or a failover under way); "
 			     "retry shortly" },
+	{ "DLOCKD_FAILOVER", "no redis master known: the sentinels are failing the master over "
+			     "(dlockd left the old master when the failover began and waits "
+			     "for the promoted replica); retry shortly" },
 };
 
 const char *redis_error_unavailable(const char *err)
@@ -557,8 +560,9 @@ static struct pending *pending_new(redis_reply_fn fn, void *ctx)
 }
 
 /* Tell every failed command "no reply" (NULL), or, if it failed as no
- * master was known, DLOCKD_NOMASTER (an error reply that never came from
- * Redis, so that the 503 says why). */
+ * master was known, DLOCKD_NOMASTER, or DLOCKD_FAILOVER while the
+ * sentinels fail over (error replies that never came from Redis, so that
+ * the 503 says why). */
 static void tell_failed(struct redis_conn *c)
 {
 	static const redisReply no_master = {
@@ -566,10 +570,16 @@ static void tell_failed(struct redis_conn *c)
 		.str = (char *)"DLOCKD_NOMASTER",
 		.len = sizeof("DLOCKD_NOMASTER") - 1,
 	};
+	static const redisReply failover = {
+		.type = REDIS_REPLY_ERROR,
+		.str = (char *)"DLOCKD_FAILOVER",
+		.len = sizeof("DLOCKD_FAILOVER") - 1,
+	};
 	struct pending *p;
 
 	while ((p = list_pop(&c->failed))) {
-		redisReply r = no_master;
+		redisReply r = c->url->target && redis_target_failing_over(c->url->target)
+				       ? failover : no_master;
 
 		free(p->held);
 		p->fn(p->ctx, p->no_master ? &r : NULL);

@@ -31,8 +31,10 @@
  * old master's, decides. A new address gets a new generation; each
  * connection on an older one sees redis_target_moved() and reconnects
  * (the loops' once their calls in flight are answered, the subscriber at
- * once). A listener thread subscribed to +switch-master makes it ask at
- * once when the sentinels announce a new master (see below). */
+ * once). A listener thread per sentinel hears the failover events: at
+ * the start of a failover every connection leaves the old master at once
+ * and the resolver waits for the promotion instead of asking (see
+ * "Failover events" below). */
 #include "redis_target.h"
 
 #include "log.h"
@@ -53,7 +55,17 @@
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 1000
 #define POLL_MS 1000
+#define PAUSE_MS 15000		/* a failover's start pauses resolving at most so long */
+#define SHUN_MS 30000		/* the old master is passed over at most so long */
 #define HOST_MAX 256
+#define ADDR_MAX (HOST_MAX + 8)	/* "host:port" */
+
+struct listener {
+	struct redis_target *t;
+	unsigned sentinel;		/* its index in the URL */
+	pthread_t thread;
+	bool started;
+};
 
 struct redis_target {
 	const struct redis_url *url;
@@ -62,17 +74,28 @@ struct redis_target {
 					 * (the resolver's own) */
 
 	pthread_mutex_t lock;		/* guards what follows */
-	pthread_cond_t wake;		/* want or stop became true */
+	pthread_cond_t wake;		/* want, stop or an event */
 	char host[HOST_MAX];		/* the master, when known */
 	int port;
 	bool known;
 	unsigned gen;			/* of host:port; grows when the address changes */
+	char last[ADDR_MAX];		/* the address published last, "" after a
+					 * failover's start (its next one is new) */
 	bool want;			/* ask the sentinels (again) */
 	bool stop;
+	/* a failover heard of (below) */
+	unsigned events;		/* grows with each event acted on: a
+					 * resolve begun before is not published */
+	bool paused;			/* started: no resolving until paused_until */
+	int64_t paused_until;		/* now_ms() clock */
+	char promoted[ADDR_MAX];	/* a promoted replica to confirm, or "" */
+	char shun[ADDR_MAX];		/* the old master, passed over ... */
+	int64_t shun_until;		/* ... until then (0: none) */
 
 	atomic_uint moved_to;		/* gen, readable without the lock */
+	atomic_bool failing_over;	/* paused, for the 503's words */
 
-	pthread_t listener;		/* hears +switch-master (below) */
+	struct listener *listeners;	/* one per sentinel (below) */
 	atomic_bool listener_stop;
 };
 
@@ -171,18 +194,26 @@ static bool confirm_master(const struct redis_url *url, const char *host, int po
 
 /* Steps 1 and 2 of the top of the file: 0 and the confirmed master in
  * host/port, or -1. An answer equal to known (the address published now,
- * "" if none) is not confirmed again. */
-static int resolve(struct redis_target *t, const char *known, char *host, int *port)
+ * "" if none) is not confirmed again; one equal to shun (the master a
+ * failover is leaving, "" if none) is passed over. */
+static int resolve(struct redis_target *t, const char *known, const char *shun, char *host,
+		   int *port)
 {
 	const struct redis_url *url = t->url;
 
 	for (unsigned k = 0; k < url->nsentinels; k++) {
 		unsigned i = t->order[k];
-		char said[HOST_MAX + 8];
+		char said[ADDR_MAX];
 
 		if (ask_sentinel(url, &url->sentinels[i], host, port) < 0)
 			continue;
 		snprintf(said, sizeof(said), "%s:%d", host, *port);
+		if (!strcmp(said, shun)) {
+			log_debug("redis sentinel: sentinel %s:%d still names %s, the master "
+				  "a failover is leaving", url->sentinels[i].host,
+				  url->sentinels[i].port, said);
+			continue;
+		}
 		if (strcmp(said, known) && !confirm_master(url, host, *port)) {
 			log_debug("redis sentinel: %s:%d (from sentinel %s:%d) is not a master "
 				  "(yet)", host, *port, url->sentinels[i].host,
@@ -211,49 +242,143 @@ static void wait_ms(struct redis_target *t, int64_t ms)
 	pthread_cond_timedwait(&t->wake, &t->lock, &until);
 }
 
+/* Split "host:port" (the last colon) into host and *port; 0, or -1. */
+static int split_addr(const char *addr, char *host, int *port)
+{
+	const char *colon = strrchr(addr, ':');
+
+	if (!colon || colon == addr || (size_t)(colon - addr) >= HOST_MAX)
+		return -1;
+	memcpy(host, addr, colon - addr);
+	host[colon - addr] = '\0';
+	*port = atoi(colon + 1);
+	return *port > 0 && *port < 65536 ? 0 : -1;
+}
+
+/* Under lock: publish host:port as the master; a new address gets a new
+ * generation, and connections on the old one move. */
+static void publish(struct redis_target *t, const char *host, int port, bool failing)
+{
+	char now[ADDR_MAX];
+
+	snprintf(now, sizeof(now), "%s:%d", host, port);
+	if (strcmp(now, t->last)) {
+		snprintf(t->host, sizeof(t->host), "%s", host);
+		t->port = port;
+		t->gen++;
+		atomic_store(&t->moved_to, t->gen);
+	}
+	if (failing || strcmp(now, t->last))
+		log_info("redis sentinel: master '%s' is %s", t->url->master, now);
+	t->known = true;
+	memcpy(t->last, now, sizeof(t->last));
+}
+
+/* Under lock: end a pause (the failover ended, or was given up on). */
+static void unpause(struct redis_target *t)
+{
+	t->paused = false;
+	t->promoted[0] = '\0';
+	atomic_store(&t->failing_over, false);
+}
+
+/* Under lock, while paused: confirm the promoted replica heard of, if
+ * any, and publish it; or end the pause at its cap. true if it did
+ * either, false if the resolver should wait (until *wait_for). */
+static bool paused_step(struct redis_target *t, int64_t *wait_for)
+{
+	char addr[ADDR_MAX], host[HOST_MAX];
+	unsigned events = t->events;
+	int64_t now = now_ms();
+	int port;
+	bool ok;
+
+	if (t->promoted[0]) {
+		memcpy(addr, t->promoted, sizeof(addr));
+		t->promoted[0] = '\0';
+		if (split_addr(addr, host, &port) < 0)
+			return true;
+		pthread_mutex_unlock(&t->lock);
+		ok = confirm_master(t->url, host, port);
+		pthread_mutex_lock(&t->lock);
+		if (t->events != events)
+			return true;	/* another event meanwhile: look again */
+		if (ok) {
+			unpause(t);
+			publish(t, host, port, true);
+		} else {
+			log_info("redis sentinel: the promoted %s does not answer ROLE as "
+				 "master; waiting for the failover to end", addr);
+		}
+		return true;
+	}
+	if (now >= t->paused_until) {
+		log_warn("redis sentinel: no promotion of '%s' heard %d ms after its failover "
+			 "began; asking the sentinels", t->url->master, PAUSE_MS);
+		unpause(t);
+		t->want = true;
+		return true;
+	}
+	*wait_for = t->paused_until - now;
+	return false;
+}
+
 static void *resolver_main(void *arg)
 {
 	struct redis_target *t = arg;
 	int64_t backoff = BACKOFF_MIN_MS;
 	bool failing = false;
-	char host[HOST_MAX], last[HOST_MAX + 8] = "";
+	char host[HOST_MAX];
 	int port = 0;
 
 	pthread_mutex_lock(&t->lock);
 	while (!t->stop) {
-		char known[HOST_MAX + 8] = "";
+		char known[ADDR_MAX] = "", shun[ADDR_MAX] = "";
 		bool polling = false;
+		unsigned events;
+		int64_t wait_for;
 		int rc;
 
+		if (t->shun_until && now_ms() >= t->shun_until) {
+			t->shun[0] = '\0';
+			t->shun_until = 0;
+		}
+		if (t->paused) {
+			if (!paused_step(t, &wait_for))
+				wait_ms(t, wait_for);	/* or an event */
+			if (t->known) {
+				failing = false;
+				backoff = BACKOFF_MIN_MS;
+			}
+			continue;
+		}
 		if (!t->want) {
 			/* a master is known: look again after POLL_MS (sooner if
 			 * a connection lost it) whether the sentinels moved it */
 			wait_ms(t, POLL_MS);
 			if (t->stop)
 				break;
+			if (t->paused)
+				continue;
 			polling = !t->want;
 		}
 		if (polling && t->known)
 			snprintf(known, sizeof(known), "%s:%d", t->host, t->port);
+		memcpy(shun, t->shun, sizeof(shun));
+		events = t->events;
 		t->want = false;
 		pthread_mutex_unlock(&t->lock);
-		rc = resolve(t, known, host, &port);
+		rc = resolve(t, known, shun, host, &port);
 		pthread_mutex_lock(&t->lock);
+		if (t->events != events) {
+			/* a failover event came meanwhile: this answer may be
+			 * the master it is leaving */
+			if (!t->paused)
+				t->want = true;
+			continue;
+		}
 		if (rc == 0) {
-			char now[HOST_MAX + 8];
-
-			snprintf(now, sizeof(now), "%s:%d", host, port);
-			if (strcmp(now, last)) {
-				/* a new address: connections on the old one move */
-				snprintf(t->host, sizeof(t->host), "%s", host);
-				t->port = port;
-				t->gen++;
-				atomic_store(&t->moved_to, t->gen);
-			}
-			if (failing || strcmp(now, last))
-				log_info("redis sentinel: master '%s' is %s", t->url->master, now);
-			t->known = true;
-			memcpy(last, now, sizeof(last));
+			publish(t, host, port, failing);
 			failing = false;
 			backoff = BACKOFF_MIN_MS;
 			continue;
@@ -273,39 +398,152 @@ static void *resolver_main(void *arg)
 	return NULL;
 }
 
-/* ----- +switch-master -----
+/* ----- Failover events -----
  *
- * A second thread stays subscribed to +switch-master on one sentinel (the
- * URL's, in turn, while none answers) and, when it names our master, has
- * the resolver ask at once instead of at its next poll: after a failover
- * the old master goes on taking writes until Sentinel turns it into a
- * replica, and every grant it makes meanwhile is lost, so the sooner the
- * connections move, the fewer. The poll stays: a message can be lost
- * (pub/sub is at-most-once) or the sentinel subscribed to can be down. */
+ * One listener thread per sentinel stays subscribed there (reconnecting
+ * every 0.5 s while it does not answer) to the events of a failover, and
+ * acts on those about our master:
+ *
+ *  - +failover-state-select-slave (the leader sentinel starts a failover:
+ *    "master <name> <ip> <port>"): forget the address and bump the
+ *    generation, so that every connection leaves the old master before a
+ *    replica is promoted: after SENTINEL FAILOVER the old master goes on
+ *    taking writes for seconds, and a replica not yet moved still
+ *    acknowledges them (WAIT), yet every one is lost. Then pause: calls
+ *    get a fast 503 and the resolver does not ask the sentinels (which
+ *    name the old master until the end) until one of the following, or
+ *    PAUSE_MS. The old master is passed over (shun) for SHUN_MS: some
+ *    sentinels name it, and it answers ROLE as master, for seconds after
+ *    the failover ended.
+ *  - +promoted-slave ("slave <ip>:<port> <ip> <port> @ <name> <ip>
+ *    <port>"): confirm the promoted replica with ROLE and publish it (if
+ *    the start was not heard, this starts the failover first).
+ *  - +failover-end, +switch-master ("<name> <old ip> <old port> <new ip>
+ *    <new port>"): end the pause and ask the sentinels at once.
+ *  - -failover-abort-*: the old master stays: end the pause, pass over
+ *    nothing, ask at once.
+ *
+ * The poll stays: a message can be lost (pub/sub is at-most-once) or the
+ * sentinels unreachable. */
 
-#define LISTEN_TIMEOUT_MS 500	/* how often the listener looks at stop */
+#define LISTEN_TIMEOUT_MS 500	/* how often a listener looks at stop */
 
-/* +switch-master's payload: "<master> <old ip> <old port> <new ip> <new
- * port>": is it about master? */
-static bool about(const redisReply *payload, const char *master)
+/* Under lock: a failover of our master, at old (host:port), starts. */
+static void failover_start(struct redis_target *t, const char *old)
 {
-	size_t n = strlen(master);
+	int64_t now = now_ms();
 
-	return payload->type == REDIS_REPLY_STRING && payload->len > n &&
-	       !memcmp(payload->str, master, n) && payload->str[n] == ' ';
+	t->paused = true;
+	t->paused_until = now + PAUSE_MS;
+	t->promoted[0] = '\0';
+	snprintf(t->shun, sizeof(t->shun), "%s", old);
+	t->shun_until = now + SHUN_MS;
+	t->known = false;
+	t->last[0] = '\0';
+	t->gen++;
+	atomic_store(&t->moved_to, t->gen);	/* connections leave it now */
+	atomic_store(&t->failing_over, true);
+}
+
+/* Act on event on channel (payload split into words, n of them) heard from
+ * sentinel s, if it is about our master. */
+static void on_event(struct redis_target *t, const char *channel, char **w, int n,
+		     const struct redis_host *s)
+{
+	const char *master = t->url->master;
+	bool is_master = n == 4 && !strcmp(w[0], "master") && !strcmp(w[1], master);
+	char old[ADDR_MAX];
+
+	pthread_mutex_lock(&t->lock);
+	if (!strcmp(channel, "+failover-state-select-slave") && is_master) {
+		snprintf(old, sizeof(old), "%s:%s", w[2], w[3]);
+		if (!t->paused) {
+			log_info("redis sentinel: failover of '%s' (at %s) begun (sentinel %s:%d): "
+				 "leaving it", master, old, s->host, s->port);
+			failover_start(t, old);
+		}
+	} else if (!strcmp(channel, "+promoted-slave") && n == 8 && !strcmp(w[0], "slave") &&
+		   !strcmp(w[4], "@") && !strcmp(w[5], master)) {
+		snprintf(old, sizeof(old), "%s:%s", w[6], w[7]);
+		if (!t->paused && strcmp(t->shun, old))	/* its start unheard */
+			failover_start(t, old);
+		if (t->paused) {
+			log_info("redis sentinel: %s:%s promoted to master '%s' (sentinel %s:%d)",
+				 w[2], w[3], master, s->host, s->port);
+			snprintf(t->promoted, sizeof(t->promoted), "%s:%s", w[2], w[3]);
+		}
+	} else if (!strcmp(channel, "+switch-master") && n == 5 && !strcmp(w[0], master)) {
+		log_info("redis sentinel: +switch-master for '%s' from %s:%d", master, s->host,
+			 s->port);
+		snprintf(old, sizeof(old), "%s:%s", w[3], w[4]);
+		if (!strcmp(t->shun, old))	/* a failover back to it */
+			t->shun[0] = '\0';
+		unpause(t);
+		t->want = true;
+	} else if (!strcmp(channel, "+failover-end") && is_master) {
+		log_info("redis sentinel: failover of '%s' ended (sentinel %s:%d)", master,
+			 s->host, s->port);
+		if (t->paused) {
+			unpause(t);
+			t->want = true;
+		}
+	} else if (!strncmp(channel, "-failover-abort-", 16) && is_master) {
+		log_warn("redis sentinel: failover of '%s' given up (%s, sentinel %s:%d)", master,
+			 channel, s->host, s->port);
+		unpause(t);
+		t->shun[0] = '\0';
+		t->shun_until = 0;
+		t->want = true;
+	} else {
+		pthread_mutex_unlock(&t->lock);
+		return;
+	}
+	t->events++;
+	pthread_cond_signal(&t->wake);
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* A pub/sub message r ("message" or "pmessage"): split its payload into
+ * words and hand it to on_event. */
+static void on_message(struct redis_target *t, const redisReply *r, const struct redis_host *s)
+{
+	const redisReply *channel, *payload;
+	char buf[1024], *w[9], *save = NULL;
+	int n = 0;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
+	    r->element[0]->type != REDIS_REPLY_STRING)
+		return;
+	if (!strcmp(r->element[0]->str, "message") && r->elements == 3) {
+		channel = r->element[1];
+		payload = r->element[2];
+	} else if (!strcmp(r->element[0]->str, "pmessage") && r->elements == 4) {
+		channel = r->element[2];
+		payload = r->element[3];
+	} else {
+		return;	/* a (p)subscribe confirmation */
+	}
+	if (channel->type != REDIS_REPLY_STRING || payload->type != REDIS_REPLY_STRING ||
+	    payload->len >= sizeof(buf))
+		return;
+	memcpy(buf, payload->str, payload->len + 1);
+	for (char *tok = strtok_r(buf, " ", &save); tok && n < (int)ARRAY_SIZE(w);
+	     tok = strtok_r(NULL, " ", &save))
+		w[n++] = tok;
+	if (n < (int)ARRAY_SIZE(w))
+		on_event(t, channel->str, w, n, s);
 }
 
 /* Listen on sentinel s until its connection fails or stop. */
 static void listen_on(struct redis_target *t, const struct redis_host *s)
 {
 	redisContext *c = open_node(s->host, s->port, NULL, t->url->sentinel_password, "sentinel");
-	redisReply *r;
 
 	if (!c)
 		return;
-	r = redisCommand(c, "SUBSCRIBE +switch-master");
-	if (r)
-		freeReplyObject(r);
+	redisAppendCommand(c, "SUBSCRIBE +failover-state-select-slave +promoted-slave "
+			      "+failover-end +switch-master");
+	redisAppendCommand(c, "PSUBSCRIBE -failover-abort-*");
 	redisSetTimeout(c, tv_ms(LISTEN_TIMEOUT_MS));
 	while (!atomic_load(&t->listener_stop)) {
 		void *reply = NULL;
@@ -318,33 +556,34 @@ static void listen_on(struct redis_target *t, const struct redis_host *s)
 			}
 			break;
 		}
-		r = reply;
-		if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-		    r->element[0]->type == REDIS_REPLY_STRING &&
-		    !strcmp(r->element[0]->str, "message") && about(r->element[2], t->url->master)) {
-			log_info("redis sentinel: +switch-master for '%s' from %s:%d", t->url->master,
-				 s->host, s->port);
-			pthread_mutex_lock(&t->lock);
-			t->want = true;
-			pthread_cond_signal(&t->wake);
-			pthread_mutex_unlock(&t->lock);
+		if (((redisReply *)reply)->type == REDIS_REPLY_ERROR) {
+			log_warn("redis sentinel: sentinel %s:%d refused to subscribe: %s",
+				 s->host, s->port, ((redisReply *)reply)->str);
+			freeReplyObject(reply);
+			break;
 		}
-		freeReplyObject(r);
+		on_message(t, reply, s);
+		freeReplyObject(reply);
 	}
 	redisFree(c);
 }
 
 static void *listener_main(void *arg)
 {
-	struct redis_target *t = arg;
-	unsigned i = 0;
+	struct listener *l = arg;
+	struct redis_target *t = l->t;
 
 	while (!atomic_load(&t->listener_stop)) {
-		listen_on(t, &t->url->sentinels[i++ % t->url->nsentinels]);
+		listen_on(t, &t->url->sentinels[l->sentinel]);
 		for (int k = 0; k < 10 && !atomic_load(&t->listener_stop); k++)
-			usleep(50 * 1000);	/* 0.5 s before the next sentinel */
+			usleep(50 * 1000);	/* 0.5 s before it tries again */
 	}
 	return NULL;
+}
+
+bool redis_target_failing_over(struct redis_target *t)
+{
+	return atomic_load(&t->failing_over);
 }
 
 bool redis_target_moved(struct redis_target *t, unsigned gen)
@@ -381,6 +620,15 @@ void redis_target_lost(struct redis_target *t, unsigned gen)
 
 static void redis_target_stop_thread(struct redis_target *t);
 
+/* Stop the listeners that started. */
+static void redis_target_stop_listeners(struct redis_target *t)
+{
+	atomic_store(&t->listener_stop, true);
+	for (unsigned i = 0; i < t->url->nsentinels; i++)
+		if (t->listeners[i].started)	/* within LISTEN_TIMEOUT_MS, or a connect's */
+			pthread_join(t->listeners[i].thread, NULL);
+}
+
 int redis_target_start(struct redis_url *url)
 {
 	struct redis_target *t = xcalloc(1, sizeof(*t));
@@ -404,10 +652,19 @@ int redis_target_start(struct redis_url *url)
 		free(t);
 		return -1;
 	}
-	if (pthread_create(&t->listener, NULL, listener_main, t)) {
-		log_error("cannot start the sentinel listener thread");
-		redis_target_stop_thread(t);
-		return -1;
+	t->listeners = xcalloc(url->nsentinels, sizeof(*t->listeners));
+	for (unsigned i = 0; i < url->nsentinels; i++) {
+		struct listener *l = &t->listeners[i];
+
+		l->t = t;
+		l->sentinel = i;
+		if (pthread_create(&l->thread, NULL, listener_main, l)) {
+			log_error("cannot start a sentinel listener thread");
+			redis_target_stop_listeners(t);
+			redis_target_stop_thread(t);
+			return -1;
+		}
+		l->started = true;
 	}
 	url->target = t;
 	return 0;
@@ -419,8 +676,7 @@ void redis_target_stop(struct redis_url *url)
 
 	if (!t)
 		return;
-	atomic_store(&t->listener_stop, true);
-	pthread_join(t->listener, NULL);	/* within LISTEN_TIMEOUT_MS, or a connect's */
+	redis_target_stop_listeners(t);
 	redis_target_stop_thread(t);
 	url->target = NULL;
 }
@@ -435,6 +691,7 @@ static void redis_target_stop_thread(struct redis_target *t)
 	pthread_join(t->thread, NULL);	/* at most one sentinel call's timeouts */
 	pthread_cond_destroy(&t->wake);
 	pthread_mutex_destroy(&t->lock);
+	free(t->listeners);
 	free(t->order);
 	free(t);
 }

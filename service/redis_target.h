@@ -36,6 +36,10 @@ void redis_target_lost(struct redis_target *t, unsigned gen);
  * generation gen's address (a connection on it must move). */
 bool redis_target_moved(struct redis_target *t, unsigned gen);
 
+/* Any thread, lock-free: no master is known because a failover the
+ * sentinels announced is under way (for the 503's words). */
+bool redis_target_failing_over(struct redis_target *t);
+
 /* ROLE's reply r says the node is a master. */
 bool redis_role_is_master(const redisReply *r);
 
