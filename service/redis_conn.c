@@ -820,7 +820,9 @@ static void conn_open_async(struct redis_conn *c)
 		c->gen = redis_target_get(url->target, host, sizeof(host), &port);
 		c->no_master = !c->gen;
 		if (c->no_master) {
-			back_off(c);
+			/* asking costs a mutex, not a connect: no growing
+			 * backoff, so that calls find a new master soon */
+			c->next_try_ms = now_ms() + timing.backoff_min_ms;
 			return;
 		}
 		c->ctx = redisConnectNonBlock(host, port);

@@ -9,6 +9,7 @@
  * ready. */
 #include "../harness/sentinel.h"
 
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -94,6 +95,68 @@ TEST(sentinel_locks_of_every_kind_and_a_waiter)
 	http_free(&r);
 }
 
+/* Subscribe to +failover-state-select-slave (the start of a failover) on
+ * every sentinel, each a connection in subs; false if one fails. */
+static bool watch_failover_start(redisContext *subs[3])
+{
+	for (int i = 0; i < 3; i++) {
+		redisReply *r;
+
+		subs[i] = redis_client(&T.s.sent[i]);
+		if (!subs[i])
+			return false;
+		r = redisCommand(subs[i], "SUBSCRIBE +failover-state-select-slave");
+		if (!r)
+			return false;
+		freeReplyObject(r);
+	}
+	return true;
+}
+
+/* Has one of subs heard the start of a failover of our master? Never
+ * blocks. */
+static bool heard_failover_start(redisContext *subs[3])
+{
+	bool heard = false;
+
+	for (int i = 0; i < 3; i++) {
+		struct pollfd pf = { .fd = subs[i]->fd, .events = POLLIN };
+		void *rep = NULL;
+
+		while (poll(&pf, 1, 0) == 1 && redisBufferRead(subs[i]) == REDIS_OK)
+			while (redisGetReplyFromReader(subs[i], &rep) == REDIS_OK && rep) {
+				redisReply *r = rep;
+
+				if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+				    r->element[2]->type == REDIS_REPLY_STRING &&
+				    !strncmp(r->element[2]->str, "master " MASTER " ", 9))
+					heard = true;
+				freeReplyObject(r);
+				rep = NULL;
+			}
+	}
+	return heard;
+}
+
+/* Is the grant of owner on lock name on a master other than old? */
+static bool granted_on_new_master(const char *name, const char *owner)
+{
+	for (int i = 1; i < T.s.ndata; i++) {	/* data[0]: the old master */
+		redisReply *r;
+		bool master;
+
+		r = rcmd_on(&T.s.data[i], "ROLE");
+		master = r && r->type == REDIS_REPLY_ARRAY && r->elements &&
+			 r->element[0]->type == REDIS_REPLY_STRING &&
+			 !strcmp(r->element[0]->str, "master");
+		if (r)
+			freeReplyObject(r);
+		if (master && rcmd_int_on(&T.s.data[i], "HEXISTS %s %s", name, owner) == 1)
+			return true;
+	}
+	return false;
+}
+
 /* The failover of both tests: a holder (a) and a waiter (b) on one lock,
  * then kill the master or ask for a failover, and cycle another lock
  * until dlockd has served from the new master. */
@@ -101,8 +164,9 @@ static void failover_run(bool kill)
 {
 	const char *held = lockname("held"), *cyc = lockname("cyc");
 	long long last_token = 0, token_a;
-	int old, now_port = 0, n503 = 0, n200_after = 0, n_old = 0, i = 0;
-	int64_t t0, switched_ms = 0, first_200_ms = 0, worst_ms = 0;
+	int old, now_port = 0, n503 = 0, n200_after = 0, n_old = 0, n_old_started = 0, i = 0;
+	int64_t t0, switched_ms = 0, first_200_ms = 0, worst_ms = 0, started_ms = 0;
+	redisContext *subs[3] = { NULL, NULL, NULL };
 	struct redis_srv *nm;
 	struct http_resp r;
 	char p[256];
@@ -124,6 +188,9 @@ static void failover_run(bool kill)
 	CHECK(WAIT_FOR(channel_subscribers(&T.s.data[0], "redisson_lock__channel:{%s}", held) >= 1,
 		       10000), "the subscriber listens on the master");
 
+	/* the test hears the start of the failover as dlockd does: no grant
+	 * may go to the old master once it has begun */
+	CHECK(watch_failover_start(subs), "subscribed on every sentinel");
 	t0 = mono_ms();
 	if (kill) {
 		redis_stop(&T.s.data[0], true);
@@ -144,6 +211,8 @@ static void failover_run(bool kill)
 
 		CHECK(sent_ms - t0 < 90000 * slow_factor(),
 		      "dlockd did not follow the failover within 90 s (%d 503s)", n503);
+		if (!started_ms && heard_failover_start(subs))
+			started_ms = mono_ms();
 		port = sentinel_master_port(&T.s);
 		if (port && port != old && !switched_ms)
 			switched_ms = mono_ms();
@@ -167,6 +236,8 @@ static void failover_run(bool kill)
 		      "token %lld after %lld", json_int(&r, "fencing_token"), last_token);
 		last_token = json_int(&r, "fencing_token");
 		http_free(&r);
+		if (started_ms && !granted_on_new_master(cyc, owner))
+			n_old_started++;	/* asked after the start: dlockd had left */
 		if (after) {
 			/* dlockd looks at the sentinels every second: until then
 			 * a grant may still go to the old master, which accepts
@@ -195,12 +266,19 @@ static void failover_run(bool kill)
 			n503++;
 		http_free(&r);
 	}
-	printf("# %s: sentinels switched after %lld ms; first grant on the new master "
-	       "%lld ms after the %s; %d 503s; %d grants on the old master after the "
-	       "switch; slowest request %lld ms\n",
-	       kill ? "SIGKILL" : "SENTINEL FAILOVER", (long long)(switched_ms - t0),
-	       (long long)first_200_ms, kill ? "kill" : "command", n503, n_old,
-	       (long long)worst_ms);
+	printf("# %s: failover began %lld ms after the %s, sentinels switched after "
+	       "%lld ms; first grant on the new master %lld ms after the %s; %d 503s; %d "
+	       "grants on the old master after the start, %d after the switch; slowest "
+	       "request %lld ms\n",
+	       kill ? "SIGKILL" : "SENTINEL FAILOVER", (long long)(started_ms - t0),
+	       kill ? "kill" : "command", (long long)(switched_ms - t0),
+	       (long long)first_200_ms, kill ? "kill" : "command", n503, n_old_started,
+	       n_old, (long long)worst_ms);
+	for (int k = 0; k < 3; k++)
+		redisFree(subs[k]);
+	CHECK(started_ms, "the test heard +failover-state-select-slave");
+	CHECK(n_old_started == 0, "%d grants on the old master after the failover began",
+	      n_old_started);
 	nm = sentinel_data_on(&T.s, now_port);
 	CHECK(nm && nm != &T.s.data[0], "a new master (port %d)", now_port);
 	CHECK(lock_hold(&T.d, cyc, "last", 30000), "a lock after the failover");
