@@ -158,8 +158,13 @@ int main(int argc, char **argv)
 	/* sentinels: a resolver finds the master before anything connects */
 	if (url.nsentinels && redis_target_start(&url) < 0)
 		return 1;
-	if (redis_detect_cluster(&url) < 0)
-		return 2;	/* a setting a cluster cannot serve, as for any bad setting */
+	if (redis_detect_cluster(&url) < 0) {
+		/* a setting a cluster cannot serve: exit 2, as for any bad setting */
+		redis_url_release(&url);
+		auth_release();
+		config_release(&cfg);
+		return 2;
+	}
 	/* as Redisson does: sharded pub/sub where a cluster has it */
 	sharded = cfg.pubsub == PUBSUB_SHARDED ||
 		  (cfg.pubsub == PUBSUB_AUTO && url.cluster && redis_has_sharded_pubsub(&url));

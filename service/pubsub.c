@@ -686,6 +686,8 @@ static void pubsub_free(struct pubsub *ps)
 			loop_unwatch(ps->loop, cn->ctx->fd);
 			redisFree(cn->ctx);
 		}
+		if (cn)
+			loop_timer_stop(ps->loop, &cn->reconnect);	/* its node is in the heap */
 		free(cn);
 	}
 	free(ps->conns);
