@@ -1,6 +1,6 @@
 # dlockd container image: built with the same `make install` the tests run,
 # then copied into a slim runtime stage with only the shared libraries
-# dlockd links to (deploy/check-image.sh keeps that list honest).
+# dlockd and dlock link to (deploy/check-image.sh keeps that list honest).
 #
 #   docker build -t dlockd .
 #   docker run --rm -p 127.0.0.1:8080:8080 -e DLOCKD_REDIS_URL=redis://redis:6379/0 dlockd
@@ -8,19 +8,20 @@
 FROM debian:bookworm-slim AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends make gcc libc6-dev pkg-config \
-      libmicrohttpd-dev libjansson-dev libhiredis-dev \
+      libmicrohttpd-dev libjansson-dev libhiredis-dev libcurl4-openssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Makefile openapi.yaml main.c ./
 COPY api api
 COPY service service
+COPY cli cli
 COPY lua lua
 RUN make install PREFIX=/usr/local DESTDIR=/out
 
 FROM debian:bookworm-slim
-# only the shared libraries dlockd links to (deploy/check-image.sh checks)
+# only the shared libraries dlockd and dlock link to (deploy/check-image.sh checks)
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libmicrohttpd12 libjansson4 libhiredis0.14 \
+ && apt-get install -y --no-install-recommends libmicrohttpd12 libjansson4 libhiredis0.14 libcurl4 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --no-create-home --shell /usr/sbin/nologin --uid 10001 dlockd
 COPY --from=build /out/usr/local/ /usr/local/

@@ -35,7 +35,8 @@ ITEST_BIN = $(BUILD)/tests/dlockd_integration
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-BUILD_PACKAGES = build-essential pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev
+BUILD_PACKAGES = build-essential pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev \
+	libcurl4-openssl-dev
 FUZZ_PACKAGES = clang libclang-rt-14-dev
 RUN_PACKAGES = redis-server redis-tools
 TEST_PACKAGES = libcurl4-openssl-dev libcmocka-dev redis-server redis-tools nodejs npm \
@@ -50,7 +51,7 @@ DLOCKD_VERSION := $(shell { [ -e .git ] && git describe --always --dirty 2>/dev/
 
 .PHONY: all deps deps-build deps-run deps-lint deps-fuzz run test test-asan test-valgrind \
 	check-layers unit integration install lint contract-tools bench fuzz chaos clean FORCE
-all: $(BUILD)/dlockd
+all: $(BUILD)/dlockd $(BUILD)/dlock
 
 # Install what is missing; a no-op (one dpkg query) when all is there. Node
 # and npm count as present when the commands are (NodeSource's nodejs ships
@@ -82,6 +83,14 @@ deps deps-build deps-run deps-lint deps-fuzz:
 
 $(BUILD)/dlockd: $(BUILD)/main.o $(LIB_OBJS)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# dlock, the command-line client (cli/): libcurl and jansson, no more.
+CLI_SRC = $(wildcard cli/*.c)
+CLI_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(CLI_SRC))
+CLI_LIBS = $(shell pkg-config --libs libcurl jansson 2>/dev/null)
+$(CLI_OBJS): ALL_CFLAGS += $(shell pkg-config --cflags libcurl 2>/dev/null)
+$(BUILD)/dlock: $(CLI_OBJS) $(BUILD)/service/version.o
+	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(CLI_LIBS)
 
 $(BUILD)/%.o: %.c | deps-build
 	@mkdir -p $(@D)
@@ -185,7 +194,7 @@ $(ITEST_BIN): $(ITEST_OBJS) $(BUILD)/service/cluster_slots.o $(BUILD)/service/ut
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS)
 
 unit: deps $(UNIT_BINS)
-integration: deps $(BUILD)/dlockd $(ITEST_BIN)
+integration: deps $(BUILD)/dlockd $(BUILD)/dlock $(ITEST_BIN)
 
 # The contract checker and the OpenAPI linter (npm, pinned by the lockfile).
 CONTRACT = tests/contract
@@ -200,14 +209,14 @@ check-layers:
 	@sh tests/check-layers.sh
 
 # Every test; prints "N passed, M failed" last and fails if M > 0.
-test: check-layers deps $(BUILD)/dlockd $(UNIT_BINS) $(ITEST_BIN) contract-tools
+test: check-layers deps $(BUILD)/dlockd $(BUILD)/dlock $(UNIT_BINS) $(ITEST_BIN) contract-tools
 	@sh tests/run.sh $(BUILD)
 
 test-asan:
 	$(MAKE) test BUILD=build-asan SAN=1 CFLAGS="-O1 -g"
 
 # The integration suite with dlockd under valgrind (leaks and errors fail).
-test-valgrind: deps $(BUILD)/dlockd $(ITEST_BIN) contract-tools
+test-valgrind: deps $(BUILD)/dlockd $(BUILD)/dlock $(ITEST_BIN) contract-tools
 	@command -v valgrind >/dev/null || apt-get install -y -q valgrind >/dev/null
 	DLOCKD_PREFIX="valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect --quiet" \
 		DLOCKD_SLOW=1 sh tests/run.sh $(BUILD) integration
@@ -218,19 +227,20 @@ test-valgrind: deps $(BUILD)/dlockd $(ITEST_BIN) contract-tools
 chaos: deps $(BUILD)/dlockd $(ITEST_BIN)
 	DLOCKD_CHAOS=full DLOCKD_BIN=$(BUILD)/dlockd $(ITEST_BIN) chaos_ abuse_ a_call_redis
 
-# The binary and the API contract, under $(DESTDIR)$(PREFIX); the Docker
+# The binaries and the API contract, under $(DESTDIR)$(PREFIX); the Docker
 # image is built with exactly this.
-install: $(BUILD)/dlockd
+install: $(BUILD)/dlockd $(BUILD)/dlock
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/dlockd
 	install -m 755 $(BUILD)/dlockd $(DESTDIR)$(PREFIX)/bin/dlockd
+	install -m 755 $(BUILD)/dlock $(DESTDIR)$(PREFIX)/bin/dlock
 	install -m 644 openapi.yaml $(DESTDIR)$(PREFIX)/share/dlockd/openapi.yaml
 
 # The OpenAPI document (Redocly), the YAML of deploy/, and the image's
-# runtime libraries against what the binary links to.
-lint: deps-lint contract-tools $(BUILD)/dlockd
+# runtime libraries against what the binaries link to.
+lint: deps-lint contract-tools $(BUILD)/dlockd $(BUILD)/dlock
 	yamllint -s -c .yamllint openapi.yaml deploy
 	$(CONTRACT)/node_modules/.bin/redocly lint --format=stylish openapi.yaml
-	sh deploy/check-image.sh $(BUILD)/dlockd
+	sh deploy/check-image.sh $(BUILD)/dlockd $(BUILD)/dlock
 
 # The benchmark: dlockd against the same scripts over hiredis (bench/README.md).
 BENCH_BIN = $(BUILD)/bench/bench

@@ -1,16 +1,16 @@
 #!/bin/sh
 # check-image.sh -- without a Docker engine, check what the Dockerfile's
-# runtime stage relies on: every shared library build/dlockd links to
-# directly must come from a package the runtime stage installs (or from
-# libc6, which debian:bookworm-slim has).
-#   sh deploy/check-image.sh [build/dlockd]
+# runtime stage relies on: every shared library build/dlockd and
+# build/dlock link to directly must come from a package the runtime stage
+# installs (or from libc6, which debian:bookworm-slim has).
+#   sh deploy/check-image.sh [build/dlockd build/dlock]
 set -eu
-bin=${1:-build/dlockd}
+[ $# -gt 0 ] || set -- build/dlockd build/dlock
 # the packages the last stage's apt-get install line names
 runtime=$(sed -n '/^FROM debian:bookworm-slim$/h; /^FROM debian:bookworm-slim$/,$!d; H; ${x;p}' Dockerfile |
 	grep -o 'no-install-recommends [^\\&]*' | tail -n 1 | sed 's/no-install-recommends //; s/ *$//')
 missing=
-for lib in $(objdump -p "$bin" | awk '/NEEDED/{print $2}'); do
+for lib in $(for bin in "$@"; do objdump -p "$bin"; done | awk '/NEEDED/{print $2}' | sort -u); do
 	path=$(ldconfig -p | awk -v l="$lib" '$1 == l {print $NF; exit}')
 	# merged /usr: dpkg may know the file under either path
 	pkg=$( { dpkg -S "$path" || dpkg -S "$(readlink -f "$path")"; } 2>/dev/null |
@@ -24,4 +24,4 @@ if [ -n "$missing" ]; then
 	echo "Dockerfile runtime stage lacks:$missing" >&2
 	exit 1
 fi
-echo "Dockerfile runtime stage provides every library $bin needs ($runtime)"
+echo "Dockerfile runtime stage provides every library $* need ($runtime)"

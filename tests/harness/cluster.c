@@ -91,8 +91,9 @@ static int node_port(void)
 	return -1;
 }
 
-int cluster_start(struct redis_cluster *c, int masters, int replicas)
+static int cluster_start_once(struct redis_cluster *c, int masters, int replicas)
 {
+	char log[400];
 	char cmd[1024];
 	int n = masters * (1 + replicas), len, rc;
 
@@ -112,13 +113,15 @@ int cluster_start(struct redis_cluster *c, int masters, int replicas)
 	for (int i = 0; i < n; i++)
 		len += snprintf(cmd + len, sizeof(cmd) - (size_t)len, " 127.0.0.1:%d",
 				c->node[i].port);
+	snprintf(log, sizeof(log), "%s/cluster-create-%d.log", test_tmpdir(), c->node[0].port);
 	snprintf(cmd + len, sizeof(cmd) - (size_t)len,
-		 " --cluster-replicas %d --cluster-yes > %s/cluster-create.log 2>&1", replicas,
-		 test_tmpdir());
+		 " --cluster-replicas %d --cluster-yes > %s 2>&1", replicas, log);
 	rc = system(cmd);
 	if (rc != 0) {
-		fprintf(stderr, "# redis-cli --cluster create failed (%d); see %s/cluster-create.log\n",
-			rc, test_tmpdir());
+		fprintf(stderr, "# redis-cli --cluster create failed (%d); its last lines:\n", rc);
+		snprintf(cmd, sizeof(cmd), "tail -n 5 %s | sed 's/^/#   /' >&2", log);
+		if (system(cmd) != 0)
+			fprintf(stderr, "#   (see %s)\n", log);
 		goto fail;
 	}
 	if (!cluster_wait_ok(c, 30000)) {
@@ -133,6 +136,16 @@ int cluster_start(struct redis_cluster *c, int masters, int replicas)
 fail:
 	cluster_stop(c);
 	return -1;
+}
+
+/* A cluster is many processes on ports picked a moment before they are
+ * bound: should the creation fail, once more on new ports. */
+int cluster_start(struct redis_cluster *c, int masters, int replicas)
+{
+	if (cluster_start_once(c, masters, replicas) == 0)
+		return 0;
+	fprintf(stderr, "# starting the cluster again\n");
+	return cluster_start_once(c, masters, replicas);
 }
 
 void cluster_stop(struct redis_cluster *c)

@@ -154,6 +154,68 @@ static pid_t spawn(const char *const argv[], const char *log_path)
 	return pid;
 }
 
+void proc_start(struct proc *p, const char *const argv[], const char *const env[],
+		const char *tag)
+{
+	static int seq;
+
+	memset(p, 0, sizeof(*p));
+	seq++;
+	snprintf(p->out, sizeof(p->out), "%s/proc-%s-%d.out", tmpdir, tag, seq);
+	snprintf(p->err, sizeof(p->err), "%s/proc-%s-%d.err", tmpdir, tag, seq);
+	p->pid = fork();
+	if (p->pid == 0) {
+		int out = open(p->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int err = open(p->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+		setpgid(0, 0);
+		if (out < 0 || err < 0)
+			_exit(127);
+		dup2(out, 1);
+		dup2(err, 2);
+		for (int i = 0; env && env[i]; i++)
+			putenv((char *)env[i]);
+		execvp(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	if (p->pid > 0) {
+		setpgid(p->pid, p->pid);
+		spawned_add(p->pid);
+	}
+}
+
+bool proc_exited(struct proc *p)
+{
+	if (!p->reaped && p->pid > 0 && waitpid(p->pid, &p->status, WNOHANG) == p->pid)
+		p->reaped = true;
+	return p->reaped;
+}
+
+bool proc_exit_code(struct proc *p, int code)
+{
+	return proc_exited(p) && WIFEXITED(p->status) && WEXITSTATUS(p->status) == code;
+}
+
+void proc_kill(struct proc *p)
+{
+	if (p->pid > 0 && !proc_exited(p)) {
+		kill(-p->pid, SIGKILL);
+		waitpid(p->pid, &p->status, 0);
+		p->reaped = true;
+	}
+}
+
+const char *file_read(const char *path, char *buf, size_t cap)
+{
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+
+	buf[n] = '\0';
+	if (f)
+		fclose(f);
+	return buf;
+}
+
 static bool pid_alive(pid_t pid)
 {
 	return pid > 0 && waitpid(pid, NULL, WNOHANG) == 0;

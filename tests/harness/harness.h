@@ -90,6 +90,31 @@ long proc_rss_kib(pid_t pid);
 extern struct redis_srv H_redis;
 extern struct dlockd_srv H_dlockd;
 
+/* ----- A test's own child processes (a client program under test) ----- */
+
+struct proc {
+	pid_t pid;		/* also its process group */
+	char out[400];		/* the file its stdout goes to */
+	char err[400];		/* ... and its stderr */
+	int status;		/* its wait status, once reaped */
+	bool reaped;
+};
+
+/* Start argv (found on $PATH) in a process group of its own, stdout and
+ * stderr to files named after tag in the run's directory, with env
+ * ("NAME=value" strings, NULL-terminated; NULL: none) added to the
+ * environment. One still running when the test ends is SIGKILLed. */
+void proc_start(struct proc *p, const char *const argv[], const char *const env[],
+		const char *tag);
+/* Has it exited (reaping it if so)? */
+bool proc_exited(struct proc *p);
+/* Exited with status code? */
+bool proc_exit_code(struct proc *p, int code);
+/* SIGKILL its process group if it still runs, and reap it. */
+void proc_kill(struct proc *p);
+/* The start of the file at path (up to cap-1 bytes) in buf; "" if none. */
+const char *file_read(const char *path, char *buf, size_t cap);
+
 /* ----- Clients ----- */
 
 struct http_resp {

@@ -8,7 +8,6 @@
  * it); the others need sh+curl, python3 and node, which make test installs. */
 #include "../harness/harness.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,146 +15,90 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-struct client {
-	pid_t pid;		/* also its process group */
-	char out[400];		/* stdout */
-	char err[400];		/* stderr */
-	int status;
-	bool reaped;
-};
-
-static void client_start(struct client *c, const char *const argv[], const char *url,
+/* A copy of an example, run against url on lock. */
+static void client_start(struct proc *c, const char *const argv[], const char *url,
 			 const char *lock, const char *tag)
 {
-	static int seq;
+	char env_url[160], env_lock[160];
+	const char *const env[] = { env_url, env_lock, NULL };
 
-	memset(c, 0, sizeof(*c));
-	snprintf(c->out, sizeof(c->out), "%s/example-%s-%d.out", test_tmpdir(), tag, ++seq);
-	snprintf(c->err, sizeof(c->err), "%s/example-%s-%d.err", test_tmpdir(), tag, seq);
-	c->pid = fork();
-	if (c->pid == 0) {
-		int out = open(c->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-		int err = open(c->err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-		setpgid(0, 0);
-		if (out < 0 || err < 0)
-			_exit(127);
-		dup2(out, 1);
-		dup2(err, 2);
-		setenv("DLOCKD_URL", url, 1);
-		setenv("DLOCKD_LOCK", lock, 1);
-		execvp(argv[0], (char *const *)argv);
-		_exit(127);
-	}
-	if (c->pid > 0)
-		setpgid(c->pid, c->pid);
-}
-
-static bool client_exited(struct client *c)
-{
-	if (!c->reaped && c->pid > 0 && waitpid(c->pid, &c->status, WNOHANG) == c->pid)
-		c->reaped = true;
-	return c->reaped;
-}
-
-static bool client_ok(const struct client *c)
-{
-	return c->reaped && WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0;
-}
-
-static void client_kill(struct client *c)
-{
-	if (c->pid > 0 && !client_exited(c)) {
-		kill(-c->pid, SIGKILL);
-		waitpid(c->pid, &c->status, 0);
-		c->reaped = true;
-	}
-}
-
-/* The whole file (up to cap-1 bytes). */
-static const char *slurp(const char *path, char *buf, size_t cap)
-{
-	FILE *f = fopen(path, "r");
-	size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-
-	buf[n] = '\0';
-	if (f)
-		fclose(f);
-	return buf;
+	snprintf(env_url, sizeof(env_url), "DLOCKD_URL=%s", url);
+	snprintf(env_lock, sizeof(env_lock), "DLOCKD_LOCK=%s", lock);
+	proc_start(c, argv, env, tag);
 }
 
 static bool says(const char *path, const char *needle)
 {
 	char buf[8192];
 
-	return strstr(slurp(path, buf, sizeof(buf)), needle) != NULL;
+	return strstr(file_read(path, buf, sizeof(buf)), needle) != NULL;
 }
 
-static void two_copies_and_ctrl_c(const char *tag, const char *const argv[], struct client *a,
-				   struct client *b)
+static void two_copies_and_ctrl_c(const char *tag, const char *const argv[], struct proc *a,
+				   struct proc *b)
 {
 	const char *lock = lockname(tag);
 	char buf[8192];
 
 	client_start(a, argv, H_dlockd.base, lock, tag);
-	CHECK(WAIT_FOR(says(a->out, "acquired") || client_exited(a), 20000) && !client_exited(a),
-	      "%s: the first copy takes the lock: %s %s", tag, slurp(a->out, buf, sizeof(buf)),
-	      slurp(a->err, buf + 4096, 4096));
+	CHECK(WAIT_FOR(says(a->out, "acquired") || proc_exited(a), 20000) && !proc_exited(a),
+	      "%s: the first copy takes the lock: %s %s", tag, file_read(a->out, buf, sizeof(buf)),
+	      file_read(a->err, buf + 4096, 4096));
 	client_start(b, argv, H_dlockd.base, lock, tag);
 	CHECK(WAIT_FOR(waiters_of(NULL) >= 1 || says(b->out, "acquired") ||
-		       client_exited(b), 20000),
+		       proc_exited(b), 20000),
 	      "%s: the second copy starts", tag);
-	CHECK(!says(b->out, "acquired") && !client_exited(b),
+	CHECK(!says(b->out, "acquired") && !proc_exited(b),
 	      "%s: the second copy waits while the first holds the lock: %s", tag,
-	      slurp(b->out, buf, sizeof(buf)));
-	CHECK(!client_exited(a), "%s: the first copy is still working", tag);
+	      file_read(b->out, buf, sizeof(buf)));
+	CHECK(!proc_exited(a), "%s: the first copy is still working", tag);
 
 	kill(-a->pid, SIGINT);		/* Ctrl-C */
-	CHECK(WAIT_FOR(client_exited(a), 10000), "%s: Ctrl-C stops the first copy", tag);
-	CHECK(!client_ok(a), "%s: and it exits non-zero (status %#x)", tag, a->status);
+	CHECK(WAIT_FOR(proc_exited(a), 10000), "%s: Ctrl-C stops the first copy", tag);
+	CHECK(!proc_exit_code(a, 0), "%s: and it exits non-zero (status %#x)", tag, a->status);
 	CHECK(says(a->out, "released") && !says(a->out, "done"),
 	      "%s: it released the lock on Ctrl-C, before its work was done: %s", tag,
-	      slurp(a->out, buf, sizeof(buf)));
+	      file_read(a->out, buf, sizeof(buf)));
 	/* the lease is 15 s and the second copy waits up to 10 s: only a
 	 * release lets it in now */
-	CHECK(WAIT_FOR(says(b->out, "acquired") || client_exited(b), 5000) &&
+	CHECK(WAIT_FOR(says(b->out, "acquired") || proc_exited(b), 5000) &&
 	      says(b->out, "acquired"), "%s: the waiting copy gets the lock at once: %s %s", tag,
-	      slurp(b->out, buf, sizeof(buf)), slurp(b->err, buf + 4096, 4096));
-	CHECK(WAIT_FOR(client_exited(b), 20000) && client_ok(b),
-	      "%s: the second copy works and exits 0: %s %s", tag, slurp(b->out, buf, sizeof(buf)),
-	      slurp(b->err, buf + 4096, 4096));
+	      file_read(b->out, buf, sizeof(buf)), file_read(b->err, buf + 4096, 4096));
+	CHECK(WAIT_FOR(proc_exited(b), 20000) && proc_exit_code(b, 0),
+	      "%s: the second copy works and exits 0: %s %s", tag, file_read(b->out, buf, sizeof(buf)),
+	      file_read(b->err, buf + 4096, 4096));
 	CHECK(says(b->out, "done, releasing") && says(b->out, "released"),
-	      "%s: and releases: %s", tag, slurp(b->out, buf, sizeof(buf)));
+	      "%s: and releases: %s", tag, file_read(b->out, buf, sizeof(buf)));
 	CHECK(flag_of(NULL, "locked", "/locks/%s", lock) == 0,
 	      "%s: nothing holds the lock afterwards", tag);
 }
 
-static void dlockd_down(const char *tag, const char *const argv[], struct client *c)
+static void dlockd_down(const char *tag, const char *const argv[], struct proc *c)
 {
 	char url[64], err[4096], out[4096];
 	const char *nl;
 
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d", free_port());
 	client_start(c, argv, url, lockname(tag), tag);
-	CHECK(WAIT_FOR(client_exited(c), 20000), "%s: gives up when dlockd is down", tag);
-	CHECK(!client_ok(c), "%s: and exits non-zero", tag);
-	slurp(c->err, err, sizeof(err));
+	CHECK(WAIT_FOR(proc_exited(c), 20000), "%s: gives up when dlockd is down", tag);
+	CHECK(!proc_exit_code(c, 0), "%s: and exits non-zero", tag);
+	file_read(c->err, err, sizeof(err));
 	nl = strchr(err, '\n');
 	CHECK(strstr(err, "cannot reach dlockd") && nl && nl[1] == '\0',
 	      "%s: one readable line on stderr, got: '%s' (stdout '%s')", tag, err,
-	      slurp(c->out, out, sizeof(out)));
+	      file_read(c->out, out, sizeof(out)));
 }
 
 static void check_example(const char *tag, const char *const argv[])
 {
-	struct client a = { 0 }, b = { 0 }, c = { 0 };
+	struct proc a = { 0 }, b = { 0 }, c = { 0 };
 
 	two_copies_and_ctrl_c(tag, argv, &a, &b);
 	if (!test_failed())
 		dlockd_down(tag, argv, &c);
-	client_kill(&a);
-	client_kill(&b);
-	client_kill(&c);
+	proc_kill(&a);
+	proc_kill(&b);
+	proc_kill(&c);
 }
 
 TEST(example_client_sh)

@@ -1,6 +1,6 @@
 /* test_install.c -- `make install PREFIX=... DESTDIR=...`, the step the
- * Docker image is built with: the staged tree holds the binary and the
- * contract, and the installed binary serves locks and that contract. */
+ * Docker image is built with: the staged tree holds the binaries (dlockd
+ * and dlock) and the contract, and the installed binary serves locks and that contract. */
 #include "../harness/harness.h"
 
 #include <libgen.h>
@@ -53,6 +53,9 @@ TEST(make_install_stages_a_working_dlockd)
 	snprintf(doc, sizeof(doc), "%s/opt/dlockd/share/dlockd/openapi.yaml", stage);
 	CHECK(stat(installed, &sb) == 0 && (sb.st_mode & 0111), "the binary is installed executable");
 	CHECK(stat(doc, &sb) == 0, "the contract is installed");
+	snprintf(cmd, sizeof(cmd), "%s/opt/dlockd/bin/dlock --help | grep -q 'dlock run'", stage);
+	rc = system(cmd);
+	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "dlock is installed beside it and runs");
 
 	old = dlockd_use_bin(installed);
 	rc = dlockd_start(&d, NULL, NULL);

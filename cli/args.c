@@ -1,0 +1,69 @@
+/* args.c -- what dlock's options take (see args.h). */
+#include "args.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DURATION_MAX_MS 2147483647LL
+
+bool args_duration(const char *s, int64_t *ms)
+{
+	static const struct {
+		const char *unit;
+		long long ms;
+	} units[] = { { "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 }, { "", 1000 } };
+	long long whole = 0, frac = 0, frac_div = 1;
+	const char *p = s;
+
+	if (*p < '0' || *p > '9')
+		return false;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		whole = whole * 10 + (*p - '0');
+		if (whole > DURATION_MAX_MS)
+			return false;
+	}
+	if (*p == '.') {
+		if (p[1] < '0' || p[1] > '9')
+			return false;
+		for (p++; *p >= '0' && *p <= '9'; p++) {
+			if (frac_div < 1000000) {
+				frac = frac * 10 + (*p - '0');
+				frac_div *= 10;
+			}
+		}
+	}
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(p, units[i].unit))
+			continue;
+		if (whole > DURATION_MAX_MS / units[i].ms)
+			return false;
+		*ms = whole * units[i].ms + frac * units[i].ms / frac_div;
+		return *ms <= DURATION_MAX_MS;
+	}
+	return false;
+}
+
+bool args_kind(const char *s, enum lease_kind *kind)
+{
+	for (int k = KIND_LOCK; k <= KIND_WRITE; k++) {
+		if (!strcmp(s, lease_kind_name((enum lease_kind)k))) {
+			*kind = (enum lease_kind)k;
+			return true;
+		}
+	}
+	return false;
+}
+
+bool args_int(const char *s, int min, int max, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		return false;
+	*out = (int)v;
+	return true;
+}

@@ -1,0 +1,18 @@
+/* args.h -- what dlock's options take: durations and lock kinds. */
+#ifndef DLOCK_ARGS_H
+#define DLOCK_ARGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lease.h"
+
+/* "500ms", "30s", "5m", "1h", "1.5s"; a bare number is seconds. At most
+ * 24 days (what fits an int of milliseconds). False if s is none of these. */
+bool args_duration(const char *s, int64_t *ms);
+/* "lock", "fair", "read", "write". */
+bool args_kind(const char *s, enum lease_kind *kind);
+/* A decimal int in min..max. */
+bool args_int(const char *s, int min, int max, int *out);
+
+#endif

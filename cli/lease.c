@@ -1,0 +1,292 @@
+/* lease.c -- one lock as dlock holds it (see lease.h): the requests of the
+ * lock's kind, what their answers mean, and the patience dlock has with
+ * a dlockd that is failing over or restarting. */
+#include "lease.h"
+
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The longest long poll dlock asks for: dlockd's default --max-wait-ms. A
+ * dlockd set lower answers 400 and dlock halves it until it is taken. */
+#define WAIT_CHUNK_MS 300000
+/* How long dlockd may be unreachable or answer 5xx in a row before dlock
+ * gives up on a request (it waits for Retry-After, or 250 ms growing to
+ * 2 s, in between): a restart or a Redis failover takes less. */
+#define RETRY_FOR_MS 10000
+/* What a request may take beyond the wait it asks for. */
+#define SLACK_MS 10000
+
+int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+const char *lease_kind_name(enum lease_kind kind)
+{
+	static const char *const names[] = { "lock", "fair", "read", "write" };
+
+	return names[kind];
+}
+
+bool lease_id_ok(const char *s, size_t max)
+{
+	size_t len = strlen(s);
+
+	if (len == 0 || len > max)
+		return false;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == ':' || ch == '-'))
+			return false;
+	}
+	return true;
+}
+
+void lease_make_owner(char *owner)
+{
+	unsigned char rnd[8] = { 0 };
+	char host[64] = "";
+	FILE *f = fopen("/dev/urandom", "rb");
+	size_t n = 0;
+
+	if (f) {
+		n = fread(rnd, 1, sizeof(rnd), f);
+		fclose(f);
+	}
+	if (n != sizeof(rnd)) {	/* no /dev/urandom: the clock and pid still differ */
+		uint64_t t = (uint64_t)mono_ms() ^ ((uint64_t)time(NULL) << 20);
+
+		memcpy(rnd, &t, sizeof(rnd));
+	}
+	gethostname(host, sizeof(host) - 1);
+	for (char *p = host; *p; p++)	/* only what an owner id may hold */
+		if (!lease_id_ok((char[]){ *p, '\0' }, 1))
+			*p = '-';
+	snprintf(owner, 129, "dlock-%.60s%s%d-%02x%02x%02x%02x%02x%02x%02x%02x", host,
+		 host[0] ? "-" : "", (int)getpid(), rnd[0], rnd[1], rnd[2], rnd[3], rnd[4],
+		 rnd[5], rnd[6], rnd[7]);
+}
+
+/* ----- Answers ----- */
+
+void lease_say(const struct lease *l, const char *fmt, ...)
+{
+	static const char *const what[] = { "lock", "fair lock", "read lock", "write lock" };
+	va_list ap;
+
+	fprintf(stderr, "dlock: %s '%s': ", what[l->kind], l->name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static enum lease_outcome outcome_of(const struct answer *a)
+{
+	const char *code = answer_code(a);
+
+	if (a->status == 200)
+		return LEASE_OK;
+	if (a->status == 409 && !strcmp(code, "locked"))
+		return LEASE_CONFLICT;
+	if (a->status == 409 && (!strcmp(code, "not_held") || !strcmp(code, "not_owner")))
+		return LEASE_LOST;
+	if (a->status == 401 || a->status == 403 || a->status == 409)
+		return LEASE_REFUSED;
+	if (a->status >= 400 && a->status < 500)
+		return LEASE_INVALID;
+	return LEASE_UNAVAILABLE;
+}
+
+/* Print what an unwelcome answer says, doing what. */
+static void say_answer(const struct lease *l, const char *doing, const struct answer *a)
+{
+	if (a->status == 0)
+		lease_say(l, "%s: cannot reach dlockd at %s: %s", doing, client_server(l->client),
+		    a->error);
+	else if (*answer_message(a))
+		lease_say(l, "%s: dlockd answered %ld %s: %s", doing, a->status, answer_code(a),
+		    answer_message(a));
+	else
+		lease_say(l, "%s: dlockd at %s answered %ld", doing, client_server(l->client),
+		    a->status);
+}
+
+/* The lock's path, then op ("" or "/heartbeat"), then the query. */
+static void lock_path(const struct lease *l, const char *op, char *path, size_t len)
+{
+	static const char *const fmt[] = { "/locks/%s%s", "/fairlocks/%s%s",
+					   "/rwlocks/%s/read%s", "/rwlocks/%s/write%s" };
+
+	snprintf(path, len, fmt[l->kind], l->name, op);
+}
+
+/* Sleep up to ms, or until sigfd is readable: false then. */
+static bool pause_ms(int sigfd, int64_t ms)
+{
+	struct pollfd p = { .fd = sigfd, .events = POLLIN };
+
+	if (ms <= 0)
+		return true;
+	return poll(&p, sigfd >= 0 ? 1 : 0, (int)ms) <= 0;
+}
+
+/* After a failed attempt at now (first_fail_ms: when the run of failures
+ * began), how long to wait before the next; -1 when it is time to give up. */
+static int64_t retry_in(const struct answer *a, int64_t first_fail_ms, int64_t now,
+			int attempt)
+{
+	int64_t ms = a->retry_after_s > 0 ? a->retry_after_s * 1000LL
+					  : (attempt < 3 ? 250LL << attempt : 2000);
+
+	if (now - first_fail_ms >= RETRY_FOR_MS)
+		return -1;
+	if (ms > RETRY_FOR_MS - (now - first_fail_ms))
+		ms = RETRY_FOR_MS - (now - first_fail_ms);
+	return ms;
+}
+
+/* ----- Acquire ----- */
+
+/* A granted answer's token and lease, counted from when it was asked. */
+static enum lease_outcome granted(struct lease *l, const struct answer *a, int64_t sent_ms)
+{
+	json_t *token = json_object_get(a->json, "fencing_token");
+	json_t *ttl = json_object_get(a->json, "ttl_ms");
+
+	if (!json_is_integer(token) || !json_is_integer(ttl)) {
+		lease_say(l, "acquiring: dlockd's answer has no fencing_token or ttl_ms");
+		return LEASE_UNAVAILABLE;
+	}
+	l->fencing_token = json_integer_value(token);
+	l->end_ms = sent_ms + json_integer_value(ttl);
+	return LEASE_OK;
+}
+
+enum lease_outcome lease_acquire(struct lease *l, int64_t wait_ms, int sigfd)
+{
+	int64_t deadline = wait_ms < 0 ? INT64_MAX : mono_ms() + wait_ms;
+	int64_t chunk = WAIT_CHUNK_MS, first_fail = 0;
+	enum lease_outcome out = LEASE_CONFLICT;
+	int attempt = 0;
+
+	for (;;) {
+		int64_t now = mono_ms(), wait = deadline - now, next;
+		char path[512], base[300];
+		struct answer a;
+
+		if (wait < 0)
+			wait = 0;
+		if (wait > chunk)
+			wait = chunk;
+		lock_path(l, "", base, sizeof(base));
+		snprintf(path, sizeof(path), "%s?owner=%s&ttl_ms=%lld&wait_ms=%lld", base, l->owner,
+			 (long long)l->ttl_ms, (long long)wait);
+		if (!client_call(l->client, "PUT", path, (long)(wait + SLACK_MS), sigfd, &a)) {
+			/* the grant may be on its way: give it back */
+			lease_release(l, false, true, false);
+			return LEASE_INTERRUPTED;
+		}
+		out = outcome_of(&a);
+		if (out == LEASE_OK)
+			out = granted(l, &a, now);
+		if (out == LEASE_INVALID && chunk > 0 && strstr(answer_message(&a), "wait_ms")) {
+			chunk = chunk >= 2000 ? chunk / 2 : 0;	/* dlockd's --max-wait-ms is lower */
+			answer_release(&a);
+			continue;
+		}
+		now = mono_ms();
+		if (out == LEASE_CONFLICT) {
+			first_fail = 0;
+			attempt = 0;
+			/* a dlockd that does not wait (--max-wait-ms 0) is polled */
+			next = wait > 0 ? 0 : a.retry_after_s > 0 ? a.retry_after_s * 1000LL : 1000;
+		} else if (out == LEASE_UNAVAILABLE) {
+			if (!first_fail)
+				first_fail = now;
+			next = retry_in(&a, first_fail, now, attempt++);
+			if (next < 0 || now >= deadline)
+				say_answer(l, "acquiring", &a);
+		} else {
+			if (out != LEASE_OK)
+				say_answer(l, "acquiring", &a);
+			answer_release(&a);
+			return out;
+		}
+		answer_release(&a);
+		if (now >= deadline || next < 0)
+			break;
+		if (next > deadline - now)
+			next = deadline - now;
+		if (!pause_ms(sigfd, next))
+			return LEASE_INTERRUPTED;
+	}
+	if (out == LEASE_CONFLICT)
+		lease_say(l, "held by another owner: not acquired within the wait");
+	return out;
+}
+
+/* ----- Renew and release ----- */
+
+void lease_renew_start(struct lease *l, long timeout_ms)
+{
+	char path[512], base[300];
+
+	lock_path(l, "/heartbeat", base, sizeof(base));
+	snprintf(path, sizeof(path), "%s?owner=%s&ttl_ms=%lld", base, l->owner,
+		 (long long)l->ttl_ms);
+	client_start(l->client, "POST", path, timeout_ms);
+}
+
+enum lease_outcome lease_renewed(struct lease *l, struct answer *a, int64_t sent_ms)
+{
+	enum lease_outcome out = outcome_of(a);
+	json_t *ttl = json_object_get(a->json, "ttl_ms");
+
+	if (out == LEASE_OK && json_is_integer(ttl))
+		l->end_ms = sent_ms + json_integer_value(ttl);
+	else if (out == LEASE_OK)
+		out = LEASE_UNAVAILABLE;
+	if (out == LEASE_LOST)
+		say_answer(l, "renewing", a);
+	return out;
+}
+
+enum lease_outcome lease_release(struct lease *l, bool force, bool quiet_not_held,
+				 bool patient)
+{
+	char path[512], base[300];
+	int64_t first_fail = mono_ms();
+	enum lease_outcome out;
+	int attempt = 0;
+
+	lock_path(l, "", base, sizeof(base));
+	if (force)
+		snprintf(path, sizeof(path), "%s?force=true", base);
+	else
+		snprintf(path, sizeof(path), "%s?owner=%s", base, l->owner);
+	for (;;) {
+		struct answer a;
+		int64_t next;
+
+		client_call(l->client, "DELETE", path, 5000, -1, &a);
+		out = outcome_of(&a);
+		next = out == LEASE_UNAVAILABLE && patient
+			       ? retry_in(&a, first_fail, mono_ms(), attempt++) : -1;
+		if (next < 0 && out != LEASE_OK && !(out == LEASE_LOST && quiet_not_held))
+			say_answer(l, "releasing", &a);
+		answer_release(&a);
+		if (next < 0)
+			return out;
+		pause_ms(-1, next);
+	}
+}

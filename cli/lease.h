@@ -1,0 +1,77 @@
+/* lease.h -- one lock as dlock holds it: acquiring (long polls one after
+ * another), renewing, releasing, and dlock's exit codes. */
+#ifndef DLOCK_LEASE_H
+#define DLOCK_LEASE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "client.h"
+
+/* dlock's exit codes of its own (README, `dlock --help`); the command's
+ * status otherwise, 128+N for a command killed by signal N. */
+enum {
+	EXIT_CONFLICT_DEFAULT = 1,	/* not acquired within --wait (-E/--conflict-exit-code) */
+	EXIT_USAGE = 64,		/* bad options or arguments; dlockd said 400 */
+	EXIT_UNAVAILABLE = 69,		/* dlockd unreachable, 5xx, or an answer not understood */
+	EXIT_LOST = 75,			/* the lease was lost while the command ran */
+	EXIT_REFUSED = 77,		/* 401/403, or the name is another kind of lock */
+	EXIT_CANNOT_EXEC = 126,		/* the command is there but cannot run */
+	EXIT_NOT_FOUND = 127,		/* no such command */
+};
+
+enum lease_kind { KIND_LOCK, KIND_FAIR, KIND_READ, KIND_WRITE };
+
+/* What became of a request. */
+enum lease_outcome {
+	LEASE_OK,		/* granted, renewed, released */
+	LEASE_CONFLICT,		/* held by another until the wait ended */
+	LEASE_INTERRUPTED,	/* a signal came first (on the fd given) */
+	LEASE_LOST,		/* not held: its lease ran out or it was force-released */
+	LEASE_UNAVAILABLE,	/* no answer, a 5xx, or an answer not understood */
+	LEASE_REFUSED,		/* 401, 403, wrong_kind */
+	LEASE_INVALID,		/* 400: a name or value dlockd does not take */
+};
+
+struct lease {
+	struct client *client;
+	enum lease_kind kind;
+	const char *name;
+	char owner[129];
+	int64_t ttl_ms;		/* asked for, on every grant and renewal */
+	/* once granted */
+	long long fencing_token;
+	int64_t end_ms;		/* mono_ms() by which the lease surely ends */
+};
+
+/* CLOCK_MONOTONIC in milliseconds. */
+int64_t mono_ms(void);
+/* "lock", "fair", "read", "write". */
+const char *lease_kind_name(enum lease_kind kind);
+/* A name or owner id as dlockd takes them: 1 to max of A-Z a-z 0-9 . _ : - */
+bool lease_id_ok(const char *s, size_t max);
+/* "dlock: <kind> '<name>': <what>" on stderr. */
+void lease_say(const struct lease *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A unique owner id for this run of dlock into owner (129 bytes). */
+void lease_make_owner(char *owner);
+
+/* Take the lock, waiting up to wait_ms (-1: until it is granted) with long
+ * polls one after another; a signal readable on sigfd stops it (the
+ * request in flight is abandoned, which gives back a queue place, and
+ * whatever it may have been granted is released). Prints why on stderr
+ * unless LEASE_OK or LEASE_INTERRUPTED. */
+enum lease_outcome lease_acquire(struct lease *l, int64_t wait_ms, int sigfd);
+/* Renewal, in two halves so that a caller's loop goes on meanwhile: start
+ * the heartbeat (sent_ms: now), then hand its answer over. LEASE_OK moves
+ * end_ms on; LEASE_LOST is final; anything else is worth a retry while the
+ * lease lasts. Prints why on stderr for LEASE_LOST. */
+void lease_renew_start(struct lease *l, long timeout_ms);
+enum lease_outcome lease_renewed(struct lease *l, struct answer *a, int64_t sent_ms);
+/* Release one hold (force: whoever holds it). With patient, a failing
+ * dlockd is retried for a few seconds; prints why on stderr for anything
+ * but LEASE_OK and (quiet_not_held) LEASE_LOST. */
+enum lease_outcome lease_release(struct lease *l, bool force, bool quiet_not_held,
+				 bool patient);
+
+#endif
