@@ -187,6 +187,13 @@ $(BUILD)/tests/test_redis_conn: tests/unit/test_redis_conn.c $(REDIS_CONN_TEST_O
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \
 		$(REDIS_CONN_TEST_OBJS) $(ALL_LDFLAGS) $(PKG_LIBS) $(TEST_LIBS)
 
+# dlock's option parsing, with the lease module it names kinds with.
+DLOCK_ARGS_TEST_OBJS = $(BUILD)/cli/lease.o $(BUILD)/cli/client.o
+$(BUILD)/tests/test_dlock_args: tests/unit/test_dlock_args.c $(DLOCK_ARGS_TEST_OBJS) | deps
+	@mkdir -p $(@D)
+	$(CC) $(ALL_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \
+		$(DLOCK_ARGS_TEST_OBJS) $(ALL_LDFLAGS) $(CLI_LIBS) $(TEST_LIBS)
+
 $(ITEST_OBJS): | deps
 # the cluster tests find names on a slot with dlockd's own key hashing
 $(ITEST_BIN): $(ITEST_OBJS) $(BUILD)/service/cluster_slots.o $(BUILD)/service/util.o

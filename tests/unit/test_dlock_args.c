@@ -1,0 +1,80 @@
+/* test_dlock_args.c -- what dlock's options take: durations with and
+ * without units, fractions, and everything refused (signs, spaces, unknown
+ * units, overflow); lock kinds; exit codes in range. */
+#include "unit.h"
+
+#include "../../cli/args.c"
+
+static int64_t dur(const char *s)
+{
+	int64_t ms = -7;
+
+	return args_duration(s, &ms) ? ms : -1;
+}
+
+static void test_dlock_args__durations(void **state)
+{
+	(void)state;
+	assert_int_equal(dur("500ms"), 500);
+	assert_int_equal(dur("30s"), 30000);
+	assert_int_equal(dur("5m"), 300000);
+	assert_int_equal(dur("1h"), 3600000);
+	assert_int_equal(dur("15"), 15000);	/* a bare number is seconds, as flock -w */
+	assert_int_equal(dur("1.5s"), 1500);
+	assert_int_equal(dur("0.25"), 250);
+	assert_int_equal(dur("0"), 0);
+	assert_int_equal(dur("0ms"), 0);
+	assert_int_equal(dur("2147483647ms"), 2147483647);
+	assert_int_equal(dur("596h"), 2145600000);
+	assert_int_equal(dur("1.0000001s"), 1000);
+}
+
+static void test_dlock_args__refused(void **state)
+{
+	static const char *const bad[] = { "", "s", "-1s", "+1s", " 1s", "1s ", "1 s", "1.s",
+					   ".5s", "1d", "1S", "1ms5", "10x", "2147483648ms",
+					   "597h", "99999999999999999999", "1e3", "0x10" };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int64_t ms = -7;
+
+		if (args_duration(bad[i], &ms))
+			fail_msg("'%s' was taken as %lld ms", bad[i], (long long)ms);
+		assert_int_equal(ms, -7);	/* left alone */
+	}
+}
+
+static void test_dlock_args__kinds_and_ints(void **state)
+{
+	enum lease_kind k = KIND_LOCK;
+	int n = -1;
+
+	(void)state;
+	assert_true(args_kind("fair", &k));
+	assert_int_equal(k, KIND_FAIR);
+	assert_true(args_kind("write", &k));
+	assert_int_equal(k, KIND_WRITE);
+	assert_false(args_kind("rwlock", &k));
+	assert_false(args_kind("", &k));
+	assert_int_equal(k, KIND_WRITE);
+	assert_true(args_int("0", 0, 255, &n));
+	assert_int_equal(n, 0);
+	assert_true(args_int("255", 0, 255, &n));
+	assert_false(args_int("256", 0, 255, &n));
+	assert_false(args_int("-1", 0, 255, &n));
+	assert_false(args_int("1x", 0, 255, &n));
+	assert_false(args_int("", 0, 255, &n));
+	assert_int_equal(n, 255);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_dlock_args__durations),
+		cmocka_unit_test(test_dlock_args__refused),
+		cmocka_unit_test(test_dlock_args__kinds_and_ints),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
