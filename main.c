@@ -1,5 +1,6 @@
-/* main.c -- dlockd's entry point and composition root: read the settings,
- * build the pieces and wire them together (with sentinels, the resolver
+/* main.c -- dlockd's entry point and composition root: read the settings
+ * (with --health-check, only probe a running dlockd and exit), build the
+ * pieces and wire them together (with sentinels, the resolver
  * of the master; the kind of pub/sub; the subscriber; per event loop
  * its Redis connection, its waiters and its HTTP daemon; the loops'
  * threads), wait for SIGTERM/SIGINT (SIGHUP re-reads the auth file, and
@@ -12,6 +13,7 @@
 #include "service/config.h"
 #include "service/replica_sync.h"
 #include "service/fair_queue.h"
+#include "service/health_check.h"
 #include "service/locks.h"
 #include "service/log.h"
 #include "service/loop.h"
@@ -126,8 +128,17 @@ int main(int argc, char **argv)
 
 	rc = config_load(&cfg, argc, argv);
 	if (rc != 0) {
+		/* a probe's failure is 1: Docker reserves 2 */
+		bool probe = cfg.health_check != HEALTH_CHECK_OFF;
+
 		config_release(&cfg);
-		return rc > 0 ? 0 : 2;
+		return rc > 0 ? 0 : probe ? 1 : 2;
+	}
+	if (cfg.health_check != HEALTH_CHECK_OFF) {
+		/* no auth file, no Redis: only the running dlockd is asked */
+		rc = health_check_run(&cfg);
+		config_release(&cfg);
+		return rc;
 	}
 	log_set_level(cfg.log_level);
 	log_set_format(cfg.log_format);

@@ -160,6 +160,11 @@ static void usage(FILE *out)
 		wrap(out, text);
 		fprintf(out, "%*s[env %s]\n", HELP_INDENT, "", r->env);
 	}
+	fprintf(out, "  %s\n%*s", "--health-check[=ready]", HELP_INDENT, "");
+	wrap(out, "do not serve: ask the dlockd these settings describe (its --listen, "
+	     "0.0.0.0 and [::] as loopback) GET /healthz, or /readyz with =ready, and "
+	     "exit 0 on 200 within 2 s, else 1 with a line on stderr; for a "
+	     "HEALTHCHECK or an exec probe");
 	fprintf(out, "  %-*sprint this help and exit\n", HELP_INDENT - 2, "-h, --help");
 	fprintf(out, "  %-*sprint the version and exit\n", HELP_INDENT - 2, "-V, --version");
 }
@@ -417,9 +422,20 @@ static unsigned usable_cpus(void)
 	return n > 0 ? (unsigned)n : 1;
 }
 
+/* --health-check's value: none or "live" (/healthz), "ready" (/readyz). */
+static int parse_health_check(const char *val)
+{
+	if (!val || !strcmp(val, "live"))
+		return HEALTH_CHECK_LIVE;
+	if (!strcmp(val, "ready"))
+		return HEALTH_CHECK_READY;
+	fprintf(stderr, "dlockd: --health-check='%s' is not live or ready\n", val);
+	return -1;
+}
+
 int config_load(struct config *cfg, int argc, char **argv)
 {
-	struct option longopts[O_COUNT + 3];
+	struct option longopts[O_COUNT + 4];
 	unsigned cpus = usable_cpus();
 	int c;
 
@@ -438,6 +454,12 @@ int config_load(struct config *cfg, int argc, char **argv)
 	cfg->log_level = LOG_INFO;
 	cfg->log_format = LOG_FORMAT_JSON;
 	cfg->sync_timeout_ms = 1000;
+	/* Known before the environment is read: a probe whose settings are
+	 * bad must still exit 1 (Docker reserves 2), not 2 as dlockd does. */
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (!strncmp(argv[i], "--health-check", 14) &&
+		    (argv[i][14] == '\0' || argv[i][14] == '='))
+			cfg->health_check = HEALTH_CHECK_LIVE;
 
 	for (int i = 0; i < O_COUNT; i++) {
 		const char *v = getenv(rows[i].env);
@@ -448,7 +470,8 @@ int config_load(struct config *cfg, int argc, char **argv)
 	}
 	longopts[O_COUNT] = (struct option){ "help", no_argument, NULL, 'h' };
 	longopts[O_COUNT + 1] = (struct option){ "version", no_argument, NULL, 'V' };
-	longopts[O_COUNT + 2] = (struct option){ NULL, 0, NULL, 0 };
+	longopts[O_COUNT + 2] = (struct option){ "health-check", optional_argument, NULL, 'H' };
+	longopts[O_COUNT + 3] = (struct option){ NULL, 0, NULL, 0 };
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
@@ -459,6 +482,14 @@ int config_load(struct config *cfg, int argc, char **argv)
 		if (c == 'V') {
 			printf("dlockd %s\n", dlockd_version);
 			return 1;
+		}
+		if (c == 'H') {
+			int mode = parse_health_check(optarg);
+
+			if (mode < 0)
+				return -1;
+			cfg->health_check = mode;
+			continue;
 		}
 		if (c < 1000) {
 			usage(stderr);

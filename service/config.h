@@ -8,6 +8,13 @@
 /* --redis-pubsub */
 enum pubsub_mode { PUBSUB_AUTO, PUBSUB_SHARDED, PUBSUB_CLASSIC };
 
+/* --health-check: serve (off), or probe a running dlockd instead */
+enum health_check_mode {
+	HEALTH_CHECK_OFF,
+	HEALTH_CHECK_LIVE,	/* GET /healthz */
+	HEALTH_CHECK_READY,	/* GET /readyz */
+};
+
 struct config {
 	char *listen;			/* "host:port", as given */
 	struct sockaddr_storage listen_addr;
@@ -29,11 +36,14 @@ struct config {
 					 * REPLICA_SYNC_AUTO, or 1..64 */
 	int64_t sync_timeout_ms;	/* WAIT's timeout */
 	int pubsub;			/* enum pubsub_mode */
+	int health_check;		/* enum health_check_mode */
 };
 
 /* Fill cfg from the environment, then argv (flags win). Returns 0 on
  * success, 1 when --help or --version was printed, -1 after printing an
- * error. The caller releases cfg with config_release(). */
+ * error; cfg->health_check is set on every return once argv asks for a
+ * health check, so that the caller can exit as a probe must. The caller
+ * releases cfg with config_release(). */
 int config_load(struct config *cfg, int argc, char **argv);
 void config_release(struct config *cfg);
 

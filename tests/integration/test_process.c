@@ -30,7 +30,7 @@ TEST(help_lists_every_setting)
 		"--listen", "--redis", "--threads", "--default-ttl-ms", "--max-ttl-ms",
 		"--max-wait-ms", "--max-body-bytes", "--log-level", "DLOCKD_LISTEN",
 		"DLOCKD_REDIS_URL", "unix://", "redis://[user:password@]host:port/db",
-		"--redis-pubsub", "DLOCKD_REDIS_PUBSUB",
+		"--redis-pubsub", "DLOCKD_REDIS_PUBSUB", "--health-check[=ready]",
 	};
 	char cmd[300], out[8192];
 

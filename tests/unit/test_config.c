@@ -133,6 +133,36 @@ static void test_config__a_bad_redis_url_is_refused_with_why(void **state)
 	assert_null(strstr(out, "hunter2"));
 }
 
+/* --health-check: live by default, =ready, refused otherwise; and known
+ * even when a setting read before the flags is refused (a probe exits 1). */
+static void test_config__health_check_modes(void **state)
+{
+	char *live[] = { (char[]){ "dlockd" }, (char[]){ "--health-check" }, NULL };
+	char *ready[] = { (char[]){ "dlockd" }, (char[]){ "--health-check=ready" }, NULL };
+	char *bad[] = { (char[]){ "dlockd" }, (char[]){ "--health-check=soon" }, NULL };
+	char *serve[] = { (char[]){ "dlockd" }, NULL };
+	struct config cfg;
+
+	(void)state;
+	assert_int_equal(config_load(&cfg, 2, live), 0);
+	assert_int_equal(cfg.health_check, HEALTH_CHECK_LIVE);
+	config_release(&cfg);
+	assert_int_equal(config_load(&cfg, 2, ready), 0);
+	assert_int_equal(cfg.health_check, HEALTH_CHECK_READY);
+	config_release(&cfg);
+	assert_int_equal(config_load(&cfg, 1, serve), 0);
+	assert_int_equal(cfg.health_check, HEALTH_CHECK_OFF);
+	config_release(&cfg);
+	assert_int_equal(config_load(&cfg, 2, bad), -1);
+	assert_int_equal(cfg.health_check, HEALTH_CHECK_LIVE);
+	config_release(&cfg);
+	setenv("DLOCKD_THREADS", "0", 1);
+	assert_int_equal(config_load(&cfg, 2, ready), -1);
+	assert_int_equal(cfg.health_check, HEALTH_CHECK_LIVE);
+	config_release(&cfg);
+	unsetenv("DLOCKD_THREADS");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -143,6 +173,7 @@ int main(void)
 		cmocka_unit_test(test_config__a_bad_redis_url_is_refused_with_why),
 		cmocka_unit_test(test_config__cgroup_cpu_quota_rounds_up),
 		cmocka_unit_test(test_config__sync_replicas_values),
+		cmocka_unit_test(test_config__health_check_modes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
