@@ -41,7 +41,7 @@ FUZZ_PACKAGES = clang libclang-rt-14-dev
 RUN_PACKAGES = redis-server redis-tools
 TEST_PACKAGES = libcurl4-openssl-dev libcmocka-dev redis-server redis-tools nodejs npm \
 	curl python3
-LINT_PACKAGES = yamllint nodejs npm binutils
+LINT_PACKAGES = yamllint nodejs npm binutils systemd
 
 # The version: `git describe` in a git checkout, else openapi.yaml's
 # info.version. Only service/version.o is compiled with it, and only when
@@ -50,7 +50,7 @@ DLOCKD_VERSION := $(shell { [ -e .git ] && git describe --always --dirty 2>/dev/
 	sed -n 's/^  version: *//p' openapi.yaml | head -n 1)
 
 .PHONY: all deps deps-build deps-run deps-lint deps-fuzz run test test-asan test-valgrind \
-	check-layers unit integration install lint contract-tools bench fuzz chaos clean FORCE
+	check-layers unit integration install install-strip lint contract-tools deploy-tools bench fuzz chaos clean FORCE
 all: $(BUILD)/dlockd $(BUILD)/dlock
 
 # Install what is missing; a no-op (one dpkg query) when all is there. Node
@@ -234,20 +234,51 @@ test-valgrind: deps $(BUILD)/dlockd $(BUILD)/dlock $(ITEST_BIN) contract-tools
 chaos: deps $(BUILD)/dlockd $(ITEST_BIN)
 	DLOCKD_CHAOS=full DLOCKD_BIN=$(BUILD)/dlockd $(ITEST_BIN) chaos_ abuse_ a_call_redis
 
-# The binaries and the API contract, under $(DESTDIR)$(PREFIX); the Docker
-# image is built with exactly this.
-install: $(BUILD)/dlockd $(BUILD)/dlock
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/dlockd
-	install -m 755 $(BUILD)/dlockd $(DESTDIR)$(PREFIX)/bin/dlockd
-	install -m 755 $(BUILD)/dlock $(DESTDIR)$(PREFIX)/bin/dlock
+# The binaries, the API contract, the systemd unit (ExecStart pointed at
+# $(PREFIX)/bin/dlockd; $(PREFIX)/lib/systemd/system is on systemd's unit
+# path for /usr/local and /usr), and examples of the environment file and
+# of the auth drop-in, under $(DESTDIR)$(PREFIX); nothing goes to /etc.
+# install-strip (GNU's name) strips the binaries: the Docker image is built
+# with it.
+INSTALL_PROGRAM = install -m 755
+UNIT_DIR = $(PREFIX)/lib/systemd/system
+install: $(BUILD)/dlockd $(BUILD)/dlock $(BUILD)/dlockd.service
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/dlockd $(DESTDIR)$(UNIT_DIR)
+	$(INSTALL_PROGRAM) $(BUILD)/dlockd $(DESTDIR)$(PREFIX)/bin/dlockd
+	$(INSTALL_PROGRAM) $(BUILD)/dlock $(DESTDIR)$(PREFIX)/bin/dlock
 	install -m 644 openapi.yaml $(DESTDIR)$(PREFIX)/share/dlockd/openapi.yaml
+	install -m 644 $(BUILD)/dlockd.service $(DESTDIR)$(UNIT_DIR)/dlockd.service
+	install -m 644 deploy/systemd/dlockd.env.example \
+		$(DESTDIR)$(PREFIX)/share/dlockd/dlockd.env.example
+	install -m 644 deploy/systemd/auth.conf $(DESTDIR)$(PREFIX)/share/dlockd/auth.conf.example
+install-strip:
+	$(MAKE) install INSTALL_PROGRAM='install -m 755 -s'
 
-# The OpenAPI document (Redocly), the YAML of deploy/, and the image's
-# runtime libraries against what the binaries link to.
-lint: deps-lint contract-tools $(BUILD)/dlockd $(BUILD)/dlock
+# The unit as installed: deploy/systemd/dlockd.service names
+# /usr/local/bin/dlockd, the default PREFIX's.
+$(BUILD)/dlockd.service: deploy/systemd/dlockd.service FORCE
+	@mkdir -p $(@D)
+	@sed 's|/usr/local/bin/dlockd|$(PREFIX)/bin/dlockd|' $< >$@.tmp && \
+		{ cmp -s $@.tmp $@ && rm $@.tmp || mv $@.tmp $@; }
+
+# The OpenAPI document (Redocly), the YAML of deploy/, the Kubernetes
+# manifests against the Kubernetes schema and Pod Security "restricted"
+# (deploy/validate-k8s.mjs), the systemd unit (systemd-analyze verify and
+# security), and the image's runtime libraries against what the binaries
+# link to.
+lint: deps-lint contract-tools deploy-tools $(BUILD)/dlockd $(BUILD)/dlock
 	yamllint -s -c .yamllint openapi.yaml deploy
 	$(CONTRACT)/node_modules/.bin/redocly lint --format=stylish openapi.yaml
+	node deploy/validate-k8s.mjs
+	sh deploy/check-systemd.sh $(BUILD)/dlockd
 	sh deploy/check-image.sh $(BUILD)/dlockd $(BUILD)/dlock
+
+# kubernetes-models and yaml for deploy/validate-k8s.mjs (npm, pinned by
+# deploy/package-lock.json).
+deploy-tools: deploy/node_modules/.done
+deploy/node_modules/.done: deploy/package.json deploy/package-lock.json
+	cd deploy && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
 
 # The benchmark: dlockd against the same scripts over hiredis (bench/README.md).
 BENCH_BIN = $(BUILD)/bench/bench
@@ -282,6 +313,6 @@ run: deps-run $(BUILD)/dlockd
 	@sh deploy/run-local.sh $(BUILD)/dlockd
 
 clean:
-	rm -rf build build-asan build-fuzz $(CONTRACT)/node_modules
+	rm -rf build build-asan build-fuzz $(CONTRACT)/node_modules deploy/node_modules
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -2,7 +2,9 @@
 # check-image.sh -- without a Docker engine, check what the Dockerfile's
 # runtime stage relies on: every shared library build/dlockd and
 # build/dlock link to directly must come from a package the runtime stage
-# installs (or from libc6, which debian:bookworm-slim has).
+# installs (or from libc6, which debian:bookworm-slim has); and the
+# default of the Dockerfile's VERSION (the image's version label and what
+# its dlockd --version prints) must be openapi.yaml's info.version.
 #   sh deploy/check-image.sh [build/dlockd build/dlock]
 set -eu
 [ $# -gt 0 ] || set -- build/dlockd build/dlock
@@ -20,8 +22,14 @@ for lib in $(for bin in "$@"; do objdump -p "$bin"; done | awk '/NEEDED/{print $
 	*) missing="$missing $lib($pkg)" ;;
 	esac
 done
+version=$(sed -n 's/^  version: *//p' openapi.yaml | head -n 1)
+arg=$(sed -n 's/^ARG VERSION=//p' Dockerfile | head -n 1)
+if [ "$arg" != "$version" ]; then
+	echo "Dockerfile's ARG VERSION=$arg is not openapi.yaml's info.version $version" >&2
+	exit 1
+fi
 if [ -n "$missing" ]; then
 	echo "Dockerfile runtime stage lacks:$missing" >&2
 	exit 1
 fi
-echo "Dockerfile runtime stage provides every library $* need ($runtime)"
+echo "Dockerfile runtime stage provides every library $* need ($runtime); version $version"

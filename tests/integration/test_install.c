@@ -1,6 +1,8 @@
 /* test_install.c -- `make install PREFIX=... DESTDIR=...`, the step the
  * Docker image is built with: the staged tree holds the binaries (dlockd
- * and dlock) and the contract, and the installed binary serves locks and that contract. */
+ * and dlock), the contract, the systemd unit (its ExecStart the installed
+ * binary under PREFIX) and the examples of its env file and auth drop-in,
+ * and the installed binary serves locks and that contract. */
 #include "../harness/harness.h"
 
 #include <libgen.h>
@@ -53,6 +55,16 @@ TEST(make_install_stages_a_working_dlockd)
 	snprintf(doc, sizeof(doc), "%s/opt/dlockd/share/dlockd/openapi.yaml", stage);
 	CHECK(stat(installed, &sb) == 0 && (sb.st_mode & 0111), "the binary is installed executable");
 	CHECK(stat(doc, &sb) == 0, "the contract is installed");
+	snprintf(cmd, sizeof(cmd), "grep -qx 'ExecStart=/opt/dlockd/bin/dlockd' "
+		 "%s/opt/dlockd/lib/systemd/system/dlockd.service", stage);
+	rc = system(cmd);
+	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0,
+	      "the systemd unit is installed, ExecStart under PREFIX");
+	snprintf(cmd, sizeof(cmd), "test -f %s/opt/dlockd/share/dlockd/dlockd.env.example && "
+		 "grep -q '^LoadCredential=tokens:' %s/opt/dlockd/share/dlockd/auth.conf.example",
+		 stage, stage);
+	rc = system(cmd);
+	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "the env file and auth drop-in examples too");
 	snprintf(cmd, sizeof(cmd), "%s/opt/dlockd/bin/dlock --help | grep -q 'dlock run'", stage);
 	rc = system(cmd);
 	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "dlock is installed beside it and runs");
