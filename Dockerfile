@@ -5,11 +5,15 @@
 # default equal to openapi.yaml's info.version).
 #
 #   docker build -t dlockd .
-#   docker build --build-arg VERSION=$(git describe --always) -t dlockd .
+#   docker build --build-arg VERSION=$(git describe --always) \
+#     --build-arg SOURCE=$(git remote get-url origin) -t dlockd .
 #   docker run --rm -p 127.0.0.1:8080:8080 -e DLOCKD_REDIS_URL=redis://redis:6379/0 dlockd
 
 # what `dlockd --version` prints and the image's version label say
 ARG VERSION=1.0.0
+# the repository the image is built from (the source label), given by the
+# build: --build-arg SOURCE=https://git.example.com/you/dlockd
+ARG SOURCE=
 
 FROM debian:bookworm-slim AS build
 ARG VERSION
@@ -28,10 +32,11 @@ RUN make install-strip PREFIX=/usr/local DESTDIR=/out DLOCKD_VERSION="$VERSION"
 
 FROM debian:bookworm-slim
 ARG VERSION
+ARG SOURCE
 LABEL org.opencontainers.image.title="dlockd" \
       org.opencontainers.image.description="Distributed locks over HTTP/JSON, kept in Redis with Redisson's layout" \
       org.opencontainers.image.version="$VERSION" \
-      org.opencontainers.image.source="https://github.com/dlockd/dlockd" \
+      org.opencontainers.image.source="$SOURCE" \
       org.opencontainers.image.licenses="MIT"
 # only the shared libraries dlockd and dlock link to (deploy/check-image.sh checks)
 RUN apt-get update \
