@@ -8,7 +8,7 @@
 FROM debian:bookworm-slim AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends make gcc libc6-dev pkg-config \
-      libmicrohttpd-dev libjansson-dev libhiredis-dev libcurl4-openssl-dev \
+      libmicrohttpd-dev libjansson-dev libhiredis-dev libgnutls28-dev libcurl4-openssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Makefile openapi.yaml main.c ./
@@ -21,7 +21,7 @@ RUN make install PREFIX=/usr/local DESTDIR=/out
 FROM debian:bookworm-slim
 # only the shared libraries dlockd and dlock link to (deploy/check-image.sh checks)
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libmicrohttpd12 libjansson4 libhiredis0.14 libcurl4 \
+ && apt-get install -y --no-install-recommends libmicrohttpd12 libjansson4 libhiredis0.14 libgnutls30 libcurl4 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --no-create-home --shell /usr/sbin/nologin --uid 10001 dlockd
 COPY --from=build /out/usr/local/ /usr/local/
