@@ -73,7 +73,7 @@ static int make_cert(const char *name, const char *cn, const char *ca_name, bool
 static bool pki_ready(void)
 {
 	static int made;	/* 0 not yet, 1 made, -1 failed */
-	char cn[64], name[16];
+	char cn[64], name[32];
 
 	if (made)
 		return made > 0;
