@@ -2,8 +2,8 @@
  * table and swapped in under a write lock, so a reload (SIGHUP, or the file
  * changed on disk) with a bad file changes nothing and requests never see
  * half a table. A change on disk is seen by stat(2) of the path
- * (file_look.c), which follows symlinks. Lookups take
- * the read lock and compare the presented token with every entry in
+ * (file_look.c), which follows symlinks. Lookups take the read lock and
+ * compare the presented token with every entry in
  * constant time, without an early exit, so timing tells nothing about
  * which bytes were right. Each token is listed once and has a name (its
  * principal), unique in the file, which the lock operations bind holdings to. Tokens never reach
