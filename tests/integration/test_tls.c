@@ -7,7 +7,8 @@
  * mounted Secret is, or on SIGHUP) for new connections while a request
  * waiting on a connection made before goes on; a bad new file keeps the
  * old certificate, logged once; bad files or flags stop dlockd at start
- * (exit 2) naming the file and the problem. The certificates are made
+ * (exit 2) naming the file and the problem; past --max-connections a TLS
+ * connection is closed unanswered. The certificates are made
  * with openssl in the run's directory. Each test runs its own dlockd. */
 #include "../harness/harness.h"
 
@@ -478,4 +479,36 @@ TEST(tls_bad_files_stop_dlockd_at_start)
 		      env, args, out);
 		CHECK(strstr(out, want), "says '%s': %s", want, out);
 	}
+}
+
+/* Past --max-connections a TLS connection is closed unanswered (a
+ * plaintext 503 would be garbage to it), and counted as a 503. */
+TEST(tls_over_max_connections_is_closed)
+{
+	struct http_tls t = { .ca = NULL };
+	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--max-connections", "16",
+				NULL };
+	struct dlockd_srv d;
+	int fds[16], n = 0;
+	bool refused = false;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki);
+	flags[1] = pki_path("server1.pem");
+	flags[3] = pki_path("server1.key");
+	t.ca = pki_path("ca.pem");
+	http_tls(&t);
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start (see %s)", d.log);
+	/* 16 connections that never start their handshake fill dlockd up */
+	while (n < 16 && (fds[n] = raw_connect(d.port)) >= 0)
+		n++;
+	if (n == 16)
+		refused = WAIT_FOR(fresh(d.base, &t, "GET", "/healthz", NULL, 0) == -1, 3000);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	CHECK(n == 16 && refused, "16 connections open (%d) and a 17th refused", n);
+	CHECK(file_lines_with(d.log, "over --max-connections: closed unanswered (TLS)", NULL) >= 1,
+	      "the refusal is logged");
+	CHECK(WAIT_FOR(fresh(d.base, &t, "GET", "/healthz", NULL, 0) == 200, 5000),
+	      "served again once they are gone");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 }
