@@ -19,7 +19,7 @@ FROM debian:bookworm-slim AS build
 ARG VERSION
 RUN apt-get update \
  && apt-get install -y --no-install-recommends make gcc libc6-dev pkg-config \
-      libmicrohttpd-dev libjansson-dev libhiredis-dev libcurl4-openssl-dev \
+      libmicrohttpd-dev libjansson-dev libhiredis-dev libgnutls28-dev libcurl4-openssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Makefile openapi.yaml main.c ./
@@ -40,7 +40,7 @@ LABEL org.opencontainers.image.title="dlockd" \
       org.opencontainers.image.licenses="MIT"
 # only the shared libraries dlockd and dlock link to (deploy/check-image.sh checks)
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libmicrohttpd12 libjansson4 libhiredis0.14 libcurl4 \
+ && apt-get install -y --no-install-recommends libmicrohttpd12 libjansson4 libhiredis0.14 libgnutls30 libcurl4 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --no-create-home --shell /usr/sbin/nologin --uid 10001 dlockd
 # the binaries and the contract; not the systemd unit make install adds

@@ -4,7 +4,7 @@
 
 BUILD ?= build
 CC ?= cc
-PKGS = libmicrohttpd jansson hiredis
+PKGS = libmicrohttpd jansson hiredis gnutls
 # CFLAGS/LDFLAGS are the caller's (make CFLAGS=-O0); what the build needs
 # is added in ALL_CFLAGS/ALL_LDFLAGS, so a command-line CFLAGS cannot drop it.
 CFLAGS ?= -O2 -g
@@ -35,12 +35,12 @@ ITEST_BIN = $(BUILD)/tests/dlockd_integration
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-BUILD_PACKAGES = build-essential pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev \
+BUILD_PACKAGES = build-essential pkg-config libmicrohttpd-dev libjansson-dev libhiredis-dev libgnutls28-dev \
 	libcurl4-openssl-dev
 FUZZ_PACKAGES = clang libclang-rt-14-dev
 RUN_PACKAGES = redis-server redis-tools
 TEST_PACKAGES = libcurl4-openssl-dev libcmocka-dev redis-server redis-tools nodejs npm \
-	curl python3
+	curl python3 openssl
 LINT_PACKAGES = yamllint nodejs npm binutils systemd
 
 # The version: `git describe` in a git checkout, else openapi.yaml's

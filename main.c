@@ -3,8 +3,9 @@
  * pieces and wire them together (with sentinels, the resolver
  * of the master; the kind of pub/sub; the subscriber; per event loop
  * its Redis connection, its waiters and its HTTP daemon; the loops'
- * threads), wait for SIGTERM/SIGINT (SIGHUP re-reads the auth file, and
- * so does a change of it on disk, looked for every second), then
+ * threads), wait for SIGTERM/SIGINT (SIGHUP re-reads the auth file and
+ * the TLS certificates, and so does a change of them on disk, looked for
+ * every second), then
  * stop: stop accepting, answer every waiting request with 503, give them
  * a moment to go out, let each loop finish, and tear down in reverse. */
 #include "api/server.h"
@@ -22,6 +23,7 @@
 #include "service/redis_target.h"
 #include "service/redis_url.h"
 #include "service/scripts.h"
+#include "service/tls.h"
 #include "service/util.h"
 #include "service/version.h"
 #include "service/waiters.h"
@@ -38,9 +40,10 @@
 
 /* How long waiting requests get to receive their 503 at shutdown. */
 #define DRAIN_MS 1500
-/* How often the auth file is looked at for a change on disk (a mounted
- * Kubernetes Secret is updated in place, and nobody sends SIGHUP). */
-#define AUTH_LOOK_S 1
+/* How often the auth file and the TLS certificates are looked at for a
+ * change on disk (a mounted Kubernetes Secret is updated in place,
+ * cert-manager rotates certificates, and nobody sends SIGHUP). */
+#define FILES_LOOK_S 1
 
 /* One event loop: its thread and what runs on it. */
 struct worker {
@@ -142,7 +145,9 @@ int main(int argc, char **argv)
 	}
 	log_set_level(cfg.log_level);
 	log_set_format(cfg.log_format);
-	if (auth_load(cfg.auth_file) < 0) {
+	if (auth_load(cfg.auth_file) < 0 ||
+	    tls_load(cfg.tls_cert, cfg.tls_key, cfg.tls_client_ca) < 0) {
+		auth_release();
 		config_release(&cfg);
 		return 2;
 	}
@@ -152,7 +157,7 @@ int main(int argc, char **argv)
 	sigemptyset(&stop_signals);
 	sigaddset(&stop_signals, SIGTERM);
 	sigaddset(&stop_signals, SIGINT);
-	sigaddset(&stop_signals, SIGHUP);	/* re-read --auth-file */
+	sigaddset(&stop_signals, SIGHUP);	/* re-read --auth-file, --tls-* */
 	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -173,6 +178,7 @@ int main(int argc, char **argv)
 		/* a setting a cluster cannot serve: exit 2, as for any bad setting */
 		redis_url_release(&url);
 		auth_release();
+		tls_release();
 		config_release(&cfg);
 		return 2;
 	}
@@ -215,16 +221,19 @@ int main(int argc, char **argv)
 	}
 
 	for (;;) {
-		struct timespec look = { AUTH_LOOK_S, 0 };
+		struct timespec look = { FILES_LOOK_S, 0 };
+		bool files = auth_enabled() || tls_enabled();
 
-		/* with auth on, wake every AUTH_LOOK_S to look at the file */
-		sig = sigtimedwait(&stop_signals, NULL, auth_enabled() ? &look : NULL);
+		/* with files to watch, wake every FILES_LOOK_S to look at them */
+		sig = sigtimedwait(&stop_signals, NULL, files ? &look : NULL);
 		if (sig == SIGHUP) {
 			auth_reload();
+			tls_reload();
 		} else if (sig == SIGTERM || sig == SIGINT) {
 			break;
 		} else if (sig < 0 && errno == EAGAIN) {
 			auth_reload_if_changed();
+			tls_reload_if_changed();
 		} else if (sig < 0 && errno != EINTR) {
 			sig = SIGTERM;
 			break;
@@ -248,6 +257,7 @@ stop:
 	redis_target_stop(&url);	/* after every connection that asks it */
 	redis_url_release(&url);
 	auth_release();
+	tls_release();		/* after server_free: no session holds it */
 	config_release(&cfg);
 	if (port < 0)
 		return 1;

@@ -21,17 +21,17 @@
 
 #define SWEEP_EVERY_MS 1000
 
-struct watch {
+struct guard_watch {
 	int fd;
 	bool busy;		/* a request is being handled */
 	int64_t idle_since;	/* now_ms() of connect or of the last answer; 0 = cut */
-	struct watch *prev, *next;
+	struct guard_watch *prev, *next;
 };
 
 struct guard {
 	struct loop *loop;
 	struct loop_timer sweep;
-	struct watch *head;
+	struct guard_watch *head;
 	int64_t timeout_ms;
 	unsigned long cut;
 };
@@ -41,7 +41,7 @@ static void sweep(struct loop *l, struct loop_timer *t)
 	struct guard *g = container_of(t, struct guard, sweep);
 	int64_t now = now_ms();
 
-	for (struct watch *w = g->head; w; w = w->next) {
+	for (struct guard_watch *w = g->head; w; w = w->next) {
 		if (!w->busy && w->idle_since && now - w->idle_since > g->timeout_ms) {
 			shutdown(w->fd, SHUT_RDWR);
 			w->idle_since = 0;
@@ -70,7 +70,7 @@ void guard_free(struct guard *g)
 	if (g->cut)
 		log_info("cut %lu connections that were too slow to send a request", g->cut);
 	while (g->head) {	/* none once the daemon stopped */
-		struct watch *w = g->head;
+		struct guard_watch *w = g->head;
 
 		g->head = w->next;
 		free(w);
@@ -78,10 +78,10 @@ void guard_free(struct guard *g)
 	free(g);
 }
 
-void guard_notify(struct guard *g, struct MHD_Connection *conn, void **socket_context,
+void guard_notify(struct guard *g, struct MHD_Connection *conn, struct guard_watch **slot,
 		  enum MHD_ConnectionNotificationCode code)
 {
-	struct watch *w = *socket_context;
+	struct guard_watch *w = *slot;
 	const union MHD_ConnectionInfo *ci;
 
 	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
@@ -95,7 +95,7 @@ void guard_notify(struct guard *g, struct MHD_Connection *conn, void **socket_co
 		if (g->head)
 			g->head->prev = w;
 		g->head = w;
-		*socket_context = w;
+		*slot = w;
 		return;
 	}
 	if (!w)
@@ -107,15 +107,11 @@ void guard_notify(struct guard *g, struct MHD_Connection *conn, void **socket_co
 	if (w->next)
 		w->next->prev = w->prev;
 	free(w);
-	*socket_context = NULL;
+	*slot = NULL;
 }
 
-void guard_busy(struct MHD_Connection *conn, bool busy)
+void guard_busy(struct guard_watch *w, bool busy)
 {
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-	struct watch *w = ci ? ci->socket_context : NULL;
-
 	if (!w)
 		return;
 	if (!busy)

@@ -9,15 +9,18 @@
 #include <stdbool.h>
 
 struct guard;
+struct guard_watch;
 struct loop;
 
 struct guard *guard_new(struct loop *l, unsigned timeout_s);
 /* After the daemon stopped (every connection closed). */
 void guard_free(struct guard *g);
-/* From MHD's NOTIFY_CONNECTION callback: watch conn from start to close. */
-void guard_notify(struct guard *g, struct MHD_Connection *conn, void **socket_context,
+/* From MHD's NOTIFY_CONNECTION callback: watch conn from start to close;
+ * *slot (the caller's, per connection) holds the watch meanwhile. */
+void guard_notify(struct guard *g, struct MHD_Connection *conn, struct guard_watch **slot,
 		  enum MHD_ConnectionNotificationCode code);
-/* A request of conn is being handled (true) / was answered (false). */
-void guard_busy(struct MHD_Connection *conn, bool busy);
+/* A request on the connection of w (NULL: none) is being handled (true)
+ * / was answered (false). */
+void guard_busy(struct guard_watch *w, bool busy);
 
 #endif

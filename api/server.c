@@ -14,7 +14,17 @@
  * dlockd owns the listening socket: every loop watches it (one loop woken
  * per connection), hands each connection to its daemon
  * (MHD_add_connection), or, when --max-connections are open over all
- * loops, answers 503 itself and closes it.
+ * loops, answers 503 itself and closes it (over TLS: closes it, as a
+ * plaintext answer would be garbage to the client).
+ *
+ * With --tls-cert the daemons speak HTTPS (MHD with GnuTLS). MHD takes a
+ * certificate only at a daemon's start; to serve the current one, every
+ * connection's TLS session is given the credentials in force when MHD
+ * starts the connection, before its handshake (tls_session_start, in
+ * conn_notify), and holds them until MHD has closed it. A reload
+ * (service/tls.c) thus reaches new connections at once, while those
+ * already open keep theirs. The certificate passed at the daemon's start
+ * is never served.
  *
  * A request starts when MHD has its request line (request_begin keeps the
  * path as sent, for routing); on the access handler's first call it is
@@ -36,6 +46,7 @@
 #include "../service/log.h"
 #include "../service/loop.h"
 #include "../service/metrics.h"
+#include "../service/tls.h"
 #include "../service/util.h"
 
 #include <errno.h>
@@ -73,6 +84,7 @@ enum stop_phase { RUNNING, STOP_REQUESTS, STOP_REDIS };
  * after server_start() set it up. */
 struct http_loop {
 	struct loop *loop;
+	bool tls;			/* the daemon speaks HTTPS */
 	const struct backend *backend;
 	const struct config *cfg;
 	struct MHD_Daemon *daemon;
@@ -95,6 +107,13 @@ struct http_loop {
 	bool settled;			/* nothing in flight at the last poll */
 	int64_t stop_until_ms;
 	struct loop_timer stop_poll;
+};
+
+/* What dlockd keeps of a connection (MHD's socket context) from MHD's
+ * "started" notification to its "closed" one, on the loop's thread. */
+struct conn_ctx {
+	struct guard_watch *watch;	/* the slowloris guard's */
+	struct tls_creds *tls;		/* its TLS session's credentials (a reference) */
 };
 
 static struct http_loop *loops;
@@ -437,6 +456,15 @@ static enum MHD_Result dispatch(struct request *rq)
 	return handle_lock(rq);
 }
 
+static struct guard_watch *watch_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct conn_ctx *cc = ci ? ci->socket_context : NULL;
+
+	return cc ? cc->watch : NULL;
+}
+
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 				      const char *method, const char *version,
 				      const char *upload_data, size_t *upload_data_size,
@@ -469,7 +497,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 		rq->hl->awaiting--;
 		ret = next(rq);
 	} else {
-		guard_busy(conn, true);
+		guard_busy(watch_of(conn), true);
 		ret = dispatch(rq);
 	}
 	if (rq->next)
@@ -503,7 +531,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 	bool force;
 
 	(void)cls;
-	guard_busy(conn, false);
+	guard_busy(watch_of(conn), false);
 	if (!rq)
 		return;
 	if (rq->suspend_pending)
@@ -549,14 +577,44 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
 	return routes_unescape(s);
 }
 
-/* MHD's connection notifications: the slowloris guard, and the count
- * of open connections for --max-connections. */
+/* A new connection's TLS session gets the credentials in force; one that
+ * cannot (never expected) is cut rather than served with the daemon's
+ * start certificate and without the client check. */
+static void tls_start(struct MHD_Connection *conn, struct conn_ctx *cc)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+
+	cc->tls = ci && ci->tls_session ? tls_session_start(ci->tls_session) : NULL;
+	if (!cc->tls) {
+		ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		log_error("tls: cannot set up a connection's session; closing it");
+		if (ci)
+			shutdown(ci->connect_fd, SHUT_RDWR);
+	}
+}
+
+/* MHD's connection notifications: the slowloris guard, the count of open
+ * connections for --max-connections, and over TLS the credentials of the
+ * session (MHD has made it, and not begun its handshake, when it says
+ * "started"; it has freed it when it says "closed"). */
 static void conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
 			enum MHD_ConnectionNotificationCode code)
 {
 	struct http_loop *h = cls;
+	struct conn_ctx *cc = *socket_context;
 
-	guard_notify(h->guard, conn, socket_context, code);
+	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+		cc = *socket_context = xcalloc(1, sizeof(*cc));
+		guard_notify(h->guard, conn, &cc->watch, code);
+		if (h->tls)
+			tls_start(conn, cc);
+	} else if (cc) {
+		guard_notify(h->guard, conn, &cc->watch, code);
+		tls_creds_put(cc->tls);
+		free(cc);
+		*socket_context = NULL;
+	}
 	if (code == MHD_CONNECTION_NOTIFY_CLOSED)
 		__atomic_sub_fetch(&open_connections, 1, __ATOMIC_RELAXED);
 	else if (h->adding)
@@ -575,6 +633,14 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	n = strlen(msg);
 	while (n && msg[n - 1] == '\n')
 		msg[--n] = '\0';
+	/* MHD's words for any failed TLS handshake: a client that does not
+	 * trust the certificate, lacks a client certificate or speaks plain
+	 * HTTP. Routine on a public port; a refused client certificate is
+	 * logged by service/tls.c */
+	if (strstr(msg, "handshake message out of context")) {
+		log_debug("http: a TLS handshake failed");
+		return;
+	}
 	log_warn("http: %s", msg);
 }
 
@@ -728,12 +794,21 @@ static void linger_due(struct loop *l, struct loop_timer *t)
 }
 
 /* Past --max-connections: answer 503 at once (without waiting for the
- * request: a server may answer early), then linger to let it be read. */
+ * request: a server may answer early), then linger to let it be read;
+ * over TLS, close it. */
 static void refuse(struct http_loop *h, int fd)
 {
 	char junk[4096];
 	ssize_t n;
 
+	if (h->tls) {	/* a plaintext answer would be garbage to a TLS client */
+		close(fd);
+		metrics_request(other_route, 503, 0);
+		log_access(&(struct log_access){ .status = 503, .error = "overloaded",
+						 .why = "over --max-connections: closed unanswered "
+						 "(TLS)", .delivered = 0 });
+		return;
+	}
 	for (int i = 0; i < 16 && (n = read(fd, junk, sizeof(junk))) > 0; i++)
 		;	/* what has come so far: unread bytes at close() mean a reset */
 	n = write(fd, overloaded, overloaded_len);
@@ -862,10 +937,23 @@ static struct MHD_Daemon *daemon_start(struct http_loop *h)
 	const struct config *cfg = h->cfg;
 	unsigned flags = MHD_USE_EPOLL | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME |
 			 MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
+	struct tls_creds *tc = tls_creds_get();
+	struct MHD_Daemon *d;
+	/* MHD wants a certificate at the start; each session is given the
+	 * current ones instead (conn_notify), so these are never served */
+	struct MHD_OptionItem tls_opts[] = {
+		{ tc ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0,
+		  tc ? (void *)tls_creds_cert_pem(tc) : NULL },
+		{ MHD_OPTION_HTTPS_MEM_KEY, 0, tc ? (void *)tls_creds_key_pem(tc) : NULL },
+		{ MHD_OPTION_END, 0, NULL },
+	};
 
 	if (cfg->listen_addr.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	return MHD_start_daemon(
+	if (tc)
+		flags |= MHD_USE_TLS;
+	h->tls = tc != NULL;
+	d = MHD_start_daemon(
 		flags, 0, NULL, NULL, access_handler, h,
 		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,	/* first, to catch all */
 		/* the count is kept across loops (server_accept); this is a backstop */
@@ -875,7 +963,10 @@ static struct MHD_Daemon *daemon_start(struct http_loop *h)
 		MHD_OPTION_NOTIFY_CONNECTION, conn_notify, h,
 		MHD_OPTION_URI_LOG_CALLBACK, request_begin, h,
 		MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+		MHD_OPTION_ARRAY, tls_opts,
 		MHD_OPTION_END);
+	tls_creds_put(tc);	/* MHD has parsed them */
+	return d;
 }
 
 /* Bind and listen on cfg->listen_addr; returns the port, or -1. */

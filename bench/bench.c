@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gnutls/gnutls.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -143,17 +144,72 @@ static void proc_usage(pid_t pid, long *rss_kib, int *threads)
 
 /* ----- A minimal HTTP/1.1 keep-alive client ----- */
 
+/* While set, conn_open() speaks TLS (GnuTLS, the certificate checked
+ * against tls_trust for 127.0.0.1): the dlockd running is an HTTPS one. */
+static bool use_tls;
+static gnutls_certificate_credentials_t tls_trust;
+
 struct conn {
 	int fd;
+	gnutls_session_t tls;	/* NULL: plain */
 	char buf[1 << 17];	/* room for a whole /metrics page */
 	size_t len;		/* bytes in buf */
 };
 
+static void conn_close(struct conn *c)
+{
+	if (c->tls)
+		gnutls_deinit(c->tls);
+	c->tls = NULL;
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+}
+
 static int conn_open(struct conn *c, int port)
 {
+	int rc;
+
 	c->len = 0;
+	c->tls = NULL;
 	c->fd = tcp_connect(port);
-	return c->fd < 0 ? -1 : 0;
+	if (c->fd < 0 || !use_tls)
+		return c->fd < 0 ? -1 : 0;
+	if (gnutls_init(&c->tls, GNUTLS_CLIENT) < 0) {
+		c->tls = NULL;
+		conn_close(c);
+		return -1;
+	}
+	gnutls_set_default_priority(c->tls);
+	gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, tls_trust);
+	gnutls_session_set_verify_cert(c->tls, "127.0.0.1", 0);
+	gnutls_transport_set_int(c->tls, c->fd);
+	do
+		rc = gnutls_handshake(c->tls);
+	while (rc < 0 && !gnutls_error_is_fatal(rc));
+	if (rc < 0) {
+		fprintf(stderr, "bench: TLS handshake: %s\n", gnutls_strerror(rc));
+		conn_close(c);
+		return -1;
+	}
+	return 0;
+}
+
+static ssize_t conn_write(struct conn *c, const void *p, size_t n)
+{
+	return c->tls ? gnutls_record_send(c->tls, p, n) : write(c->fd, p, n);
+}
+
+static ssize_t conn_read(struct conn *c, void *p, size_t n)
+{
+	ssize_t k;
+
+	if (!c->tls)
+		return read(c->fd, p, n);
+	do
+		k = gnutls_record_recv(c->tls, p, n);
+	while (k == GNUTLS_E_AGAIN || k == GNUTLS_E_INTERRUPTED);
+	return k;
 }
 
 /* Send one request without a body; read the response into c->buf. Returns
@@ -166,11 +222,11 @@ static int http_req(struct conn *c, const char *method, const char *path, const 
 	size_t hdr_end = 0, clen = 0;
 	char *p;
 
-	if (write(c->fd, req, (size_t)n) != n)
+	if (conn_write(c, req, (size_t)n) != n)
 		return -1;
 	c->len = 0;
 	for (;;) {
-		ssize_t k = read(c->fd, c->buf + c->len, sizeof(c->buf) - 1 - c->len);
+		ssize_t k = conn_read(c, c->buf + c->len, sizeof(c->buf) - 1 - c->len);
 
 		if (k <= 0)
 			return -1;
@@ -478,7 +534,7 @@ static void *http_client(void *arg)
 		}
 		__atomic_add_fetch(&run->cycles, 1, __ATOMIC_RELAXED);
 	}
-	close(c.fd);
+	conn_close(&c);
 	return NULL;
 }
 
@@ -1024,8 +1080,9 @@ static void start_dlockd_sync(const char *bin, const char *replicas)
 static void start_dlockd_url(const char *bin, const char *redis_url, const char *replicas)
 {
 	char listen[64], url[300], log[200];
-	const char *dargv[] = { bin, "--listen", listen, "--redis", url, "--log-level", "warn",
-				replicas ? "--redis-sync-replicas" : NULL, replicas, NULL };
+	char cert[300], key[300];
+	const char *dargv[16] = { bin, "--listen", listen, "--redis", url, "--log-level", "warn" };
+	int argc = 7;
 
 	if (dlockd_pid > 0) {
 		kill(dlockd_pid, SIGTERM);
@@ -1038,6 +1095,18 @@ static void start_dlockd_url(const char *bin, const char *redis_url, const char 
 	else
 		snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", redis_port);
 	snprintf(log, sizeof(log), "%s/dlockd.log", dir);
+	snprintf(cert, sizeof(cert), "%s/tls.pem", dir);
+	snprintf(key, sizeof(key), "%s/tls.key", dir);
+	if (replicas) {
+		dargv[argc++] = "--redis-sync-replicas";
+		dargv[argc++] = replicas;
+	}
+	if (use_tls) {	/* an HTTPS dlockd (tls_cost) */
+		dargv[argc++] = "--tls-cert";
+		dargv[argc++] = cert;
+		dargv[argc++] = "--tls-key";
+		dargv[argc++] = key;
+	}
 	dlockd_pid = spawn(dargv, log);
 	if (!wait_port(http_port)) {
 		fprintf(stderr, "bench: dlockd did not start (%s)\n", log);
@@ -1052,7 +1121,7 @@ static void start_dlockd_url(const char *bin, const char *redis_url, const char 
 
 		if (conn_open(&c, http_port) == 0) {
 			st = http_req(&c, "GET", "/readyz", NULL);
-			close(c.fd);
+			conn_close(&c);
 		}
 		if (st == 200)
 			break;
@@ -1159,6 +1228,52 @@ static void sync_cost(const char *bin, int clients)
 	qsort(without, ROUNDS, sizeof(double), cmp_double);
 	result(scenario, "cycles/s (floor: off)", with[ROUNDS / 2], without[ROUNDS / 2], "/s");
 	start_dlockd_sync(bin, NULL);
+}
+
+/* The cost of HTTPS: uncontended cycles on keep-alive connections against
+ * a dlockd serving HTTPS ("dlockd") and the same run against a plaintext
+ * one (the "floor" column), in alternating rounds, a fresh dlockd each.
+ * The certificate is a self-signed EC P-256 one made with openssl, which
+ * the client checks; TLS 1.3 as GnuTLS negotiates it by default. */
+static void tls_cost(const char *bin, int clients)
+{
+	double with[ROUNDS], without[ROUNDS];
+	char scenario[96], cmd[1024];
+
+	snprintf(scenario, sizeof(scenario), "https vs http, lock, %d clients", clients);
+	if (!wanted(scenario))
+		return;
+	if (!tls_trust) {
+		snprintf(cmd, sizeof(cmd), "openssl req -x509 -newkey ec -pkeyopt "
+			 "ec_paramgen_curve:P-256 -nodes -keyout %s/tls.key -out %s/tls.pem -days 2 "
+			 "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null", dir,
+			 dir);
+		if (system(cmd) != 0) {
+			fprintf(stderr, "bench: openssl could not make a certificate; https skipped\n");
+			return;
+		}
+		snprintf(cmd, sizeof(cmd), "%s/tls.pem", dir);
+		gnutls_certificate_allocate_credentials(&tls_trust);
+		if (gnutls_certificate_set_x509_trust_file(tls_trust, cmd, GNUTLS_X509_FMT_PEM) != 1) {
+			fprintf(stderr, "bench: cannot trust %s; https skipped\n", cmd);
+			return;
+		}
+	}
+	for (int i = 0; i < ROUNDS; i++) {
+		use_tls = false;
+		start_dlockd(bin);
+		without[i] = run_once(K_LOCK, UNCONTENDED, false, clients, "t0").per_s;
+		use_tls = true;
+		start_dlockd(bin);
+		with[i] = run_once(K_LOCK, UNCONTENDED, false, clients, "t1").per_s;
+		fprintf(stderr, "  %s round %d: %.0f vs %.0f /s (%.2f)\n", scenario, i + 1, with[i],
+			without[i], with[i] / without[i]);
+	}
+	use_tls = false;
+	qsort(with, ROUNDS, sizeof(double), cmp_double);
+	qsort(without, ROUNDS, sizeof(double), cmp_double);
+	result(scenario, "cycles/s (floor: http)", with[ROUNDS / 2], without[ROUNDS / 2], "/s");
+	start_dlockd(bin);
 }
 
 /* ----- Sentinel and Cluster topologies against the standalone Redis -----
@@ -1644,6 +1759,8 @@ int main(int argc, char **argv)
 		start_dlockd(bin);
 		many_watchers(quick ? 1000 : 5000);
 	}
+	tls_cost(bin, 1);
+	tls_cost(bin, 16);
 	/* before "sync replicas", which gives the standalone Redis a replica */
 	bench_bin = bin;
 	if (wanted("sentinel"))

@@ -1,17 +1,16 @@
 /* auth.c -- the token table of --auth-file. It is parsed whole into a new
  * table and swapped in under a write lock, so a reload (SIGHUP, or the file
  * changed on disk) with a bad file changes nothing and requests never see
- * half a table. A change on disk is seen by stat(2) of the path, which
- * follows symlinks: a file rewritten in place (its mtime or size), renamed
- * over (its inode), or swapped behind a symlink as Kubernetes does with a
- * mounted Secret (the ..data link, another inode) all look different. Lookups take
- * the read lock and compare the presented token with every entry in
+ * half a table. A change on disk is seen by stat(2) of the path
+ * (file_look.c), which follows symlinks. Lookups take the read lock and
+ * compare the presented token with every entry in
  * constant time, without an early exit, so timing tells nothing about
  * which bytes were right. Each token is listed once and has a name (its
  * principal), unique in the file, which the lock operations bind holdings to. Tokens never reach
  * the log; names may. */
 #include "auth.h"
 
+#include "file_look.h"
 #include "log.h"
 #include "util.h"
 
@@ -20,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 struct token {
 	char *secret;
@@ -39,39 +37,9 @@ static pthread_rwlock_t table_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct table current;
 static char *file_path;		/* NULL: auth off */
 
-/* What stat(2) said of the file when it was last read, or found
- * unreadable; touched by the main thread only. */
-struct file_look {
-	int err;		/* stat's errno; 0: the fields below are set */
-	dev_t dev;
-	ino_t ino;
-	off_t size;
-	struct timespec mtime;
-};
-
+/* The file as it looked when it was last read, or found unreadable;
+ * touched by the main thread only. */
 static struct file_look last_look;
-
-static struct file_look look_at(const char *path)
-{
-	struct file_look l = { 0 };
-	struct stat st;
-
-	if (stat(path, &st) < 0) {
-		l.err = errno;
-		return l;
-	}
-	l.dev = st.st_dev;
-	l.ino = st.st_ino;
-	l.size = st.st_size;
-	l.mtime = st.st_mtim;
-	return l;
-}
-
-static bool same_look(const struct file_look *a, const struct file_look *b)
-{
-	return a->err == b->err && a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-	       a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
-}
 
 static void table_free(struct table *t)
 {
@@ -181,7 +149,7 @@ int auth_load(const char *path)
 
 	if (!path || !*path)
 		return 0;
-	last_look = look_at(path);	/* before reading: a change meanwhile is seen */
+	last_look = file_look_at(path);	/* before reading: a change meanwhile is seen */
 	if (table_read(path, &t, why, sizeof(why)) < 0) {
 		fprintf(stderr, "dlockd: auth file %s\n", why);
 		return -1;
@@ -217,7 +185,7 @@ int auth_reload(void)
 
 	if (!file_path)
 		return 0;
-	l = look_at(file_path);
+	l = file_look_at(file_path);
 	return reload(&l, "SIGHUP");
 }
 
@@ -227,8 +195,8 @@ int auth_reload_if_changed(void)
 
 	if (!file_path)
 		return 0;
-	l = look_at(file_path);
-	if (same_look(&l, &last_look))
+	l = file_look_at(file_path);
+	if (file_look_same(&l, &last_look))
 		return 0;
 	return reload(&l, "it changed on disk");
 }

@@ -35,15 +35,16 @@ struct option_row {
 enum {
 	O_LISTEN, O_REDIS, O_THREADS, O_DEFAULT_TTL, O_MAX_TTL, O_MAX_WAIT,
 	O_QUEUE_TTL, O_MAX_BODY, O_MAX_CONN, O_IDLE_TIMEOUT, O_LOG_LEVEL,
-	O_LOG_FORMAT, O_AUTH_FILE, O_KEY_PREFIX, O_SYNC_REPLICAS, O_SYNC_TIMEOUT, O_PUBSUB, O_COUNT
+	O_LOG_FORMAT, O_AUTH_FILE, O_TLS_CERT, O_TLS_KEY, O_TLS_CLIENT_CA, O_KEY_PREFIX,
+	O_SYNC_REPLICAS, O_SYNC_TIMEOUT, O_PUBSUB, O_COUNT
 };
 
 /* The help texts are wrapped by usage(); README.md's settings table says
  * the same. */
 static const struct option_row rows[O_COUNT] = {
 	[O_LISTEN] = { "listen", "DLOCKD_LISTEN", OPT_STRING, 0, 0, "HOST:PORT",
-		"address to serve HTTP on: an IPv4 address, [IPv6] or localhost, "
-		"and a port (0: any free one)", "127.0.0.1:8080" },
+		"address to serve HTTP (HTTPS with --tls-cert) on: an IPv4 address, "
+		"[IPv6] or localhost, and a port (0: any free one)", "127.0.0.1:8080" },
 	[O_REDIS] = { "redis", "DLOCKD_REDIS_URL", OPT_STRING, 0, 0, "URL",
 		"redis://[user:password@]host:port/db or unix:///path/to/socket; "
 		"a Redis Cluster: redis://[user:password@]HOSTS (some of its nodes, "
@@ -84,6 +85,17 @@ static const struct option_row rows[O_COUNT] = {
 	[O_AUTH_FILE] = { "auth-file", "DLOCKD_AUTH_FILE", OPT_STRING, 0, 0, "FILE",
 		"bearer tokens, one '<token> <role> <prefix>' per line; re-read on "
 		"SIGHUP", "none (no auth)" },
+	[O_TLS_CERT] = { "tls-cert", "DLOCKD_TLS_CERT", OPT_STRING, 0, 0, "FILE",
+		"serve HTTPS on --listen with this certificate (PEM, the server's "
+		"first, then its chain); needs --tls-key. Re-read with the key on "
+		"SIGHUP and when either file changes on disk; connections made "
+		"before keep theirs", "none (plain HTTP)" },
+	[O_TLS_KEY] = { "tls-key", "DLOCKD_TLS_KEY", OPT_STRING, 0, 0, "FILE",
+		"the private key of --tls-cert (PEM, not encrypted)", "none" },
+	[O_TLS_CLIENT_CA] = { "tls-client-ca", "DLOCKD_TLS_CLIENT_CA", OPT_STRING, 0, 0, "FILE",
+		"mutual TLS: every client must present a certificate signed by a "
+		"CA in FILE (PEM), or its handshake fails; re-read like --tls-cert",
+		"none (no client certificates)" },
 	[O_KEY_PREFIX] = { "key-prefix", "DLOCKD_KEY_PREFIX", OPT_STRING, 0, 0, "STR",
 		"put STR before every lock name in Redis (lock N is key STRN, and "
 		"its channels and other keys follow), as Redisson's NameMapper does; "
@@ -294,6 +306,18 @@ static int set_option(struct config *cfg, int i, const char *val, const char *fr
 		free(cfg->auth_file);
 		cfg->auth_file = xstrdup(val);
 		break;
+	case O_TLS_CERT:
+		free(cfg->tls_cert);
+		cfg->tls_cert = xstrdup(val);
+		break;
+	case O_TLS_KEY:
+		free(cfg->tls_key);
+		cfg->tls_key = xstrdup(val);
+		break;
+	case O_TLS_CLIENT_CA:
+		free(cfg->tls_client_ca);
+		cfg->tls_client_ca = xstrdup(val);
+		break;
 	case O_KEY_PREFIX:
 		if (!key_prefix_ok(val)) {
 			fprintf(stderr, "dlockd: %s '%s' must be 1 to %d of A-Z a-z 0-9 . _ : -\n",
@@ -351,6 +375,14 @@ static int set_option(struct config *cfg, int i, const char *val, const char *fr
 	return 0;
 }
 
+static void empty_is_none(char **s)
+{
+	if (*s && !**s) {
+		free(*s);
+		*s = NULL;
+	}
+}
+
 static int check_consistent(struct config *cfg)
 {
 	struct redis_url url;
@@ -369,6 +401,21 @@ static int check_consistent(struct config *cfg)
 		return -1;
 	}
 	redis_url_release(&url);
+	/* an empty file name (--tls-key '') is none */
+	empty_is_none(&cfg->tls_cert);
+	empty_is_none(&cfg->tls_key);
+	empty_is_none(&cfg->tls_client_ca);
+	if (!cfg->tls_cert != !cfg->tls_key) {
+		fprintf(stderr, "dlockd: --tls-cert and --tls-key go together: %s was given "
+			"without %s\n", cfg->tls_cert ? "--tls-cert" : "--tls-key",
+			cfg->tls_cert ? "--tls-key" : "--tls-cert");
+		return -1;
+	}
+	if (cfg->tls_client_ca && !cfg->tls_cert) {
+		fprintf(stderr, "dlockd: --tls-client-ca needs --tls-cert and --tls-key (client "
+			"certificates are asked for in the TLS handshake)\n");
+		return -1;
+	}
 	if (cfg->default_ttl_ms > cfg->max_ttl_ms) {
 		fprintf(stderr, "dlockd: --default-ttl-ms %lld is larger than --max-ttl-ms %lld\n",
 			(long long)cfg->default_ttl_ms, (long long)cfg->max_ttl_ms);
@@ -514,5 +561,9 @@ void config_release(struct config *cfg)
 	free(cfg->redis_url);
 	free(cfg->auth_file);
 	free(cfg->key_prefix);
+	free(cfg->tls_cert);
+	free(cfg->tls_key);
+	free(cfg->tls_client_ca);
 	cfg->listen = cfg->redis_url = cfg->auth_file = cfg->key_prefix = NULL;
+	cfg->tls_cert = cfg->tls_key = cfg->tls_client_ca = NULL;
 }

@@ -21,6 +21,8 @@ struct config {
 	socklen_t listen_addr_len;
 	char *redis_url;
 	char *auth_file;		/* NULL: no auth */
+	char *tls_cert, *tls_key;	/* NULL: plain HTTP; both or neither */
+	char *tls_client_ca;		/* NULL: no client certificates (needs tls_cert) */
 	char *key_prefix;		/* put before every lock name in Redis; "" none */
 	unsigned threads;		/* event loops, each with one pipelined Redis connection */
 	int64_t default_ttl_ms;

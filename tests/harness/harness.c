@@ -305,8 +305,12 @@ static int dlockd_spawn(struct dlockd_srv *d, const char *const *flags)
 	const char *prefix = getenv("DLOCKD_PREFIX");
 	char pbuf[512], *save = NULL;
 
+	bool tls = false;
+
+	for (const char *const *f = flags; f && *f; f++)
+		tls |= !strcmp(*f, "--tls-cert");
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", d->port);
-	snprintf(d->base, sizeof(d->base), "http://127.0.0.1:%d", d->port);
+	snprintf(d->base, sizeof(d->base), "%s://127.0.0.1:%d", tls ? "https" : "http", d->port);
 	if (prefix && *prefix) {
 		snprintf(pbuf, sizeof(pbuf), "%s", prefix);
 		for (char *tok = strtok_r(pbuf, " ", &save); tok && argc < 20;
@@ -492,6 +496,59 @@ void http_bearer(const char *token)
 	bearer = token;
 }
 
+/* http_tls()'s settings, copied. */
+struct tls_conf {
+	bool on;
+	char ca[300], cert[300], key[300];
+	bool fresh;
+};
+static __thread struct tls_conf tls_conf;
+
+void http_tls(const struct http_tls *t)
+{
+	memset(&tls_conf, 0, sizeof(tls_conf));
+	if (!t)
+		return;
+	tls_conf.on = true;
+	snprintf(tls_conf.ca, sizeof(tls_conf.ca), "%s", t->ca ? t->ca : "");
+	snprintf(tls_conf.cert, sizeof(tls_conf.cert), "%s", t->cert ? t->cert : "");
+	snprintf(tls_conf.key, sizeof(tls_conf.key), "%s", t->key ? t->key : "");
+	tls_conf.fresh = t->fresh;
+}
+
+/* The TLS options of a request to an https:// URL. */
+static void tls_setup(CURL *c)
+{
+	if (tls_conf.ca[0]) {
+		curl_easy_setopt(c, CURLOPT_CAINFO, tls_conf.ca);
+	} else {
+		curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+	if (tls_conf.cert[0]) {
+		curl_easy_setopt(c, CURLOPT_SSLCERT, tls_conf.cert);
+		curl_easy_setopt(c, CURLOPT_SSLKEY, tls_conf.key);
+	}
+	if (tls_conf.fresh) {
+		curl_easy_setopt(c, CURLOPT_FRESH_CONNECT, 1L);
+		curl_easy_setopt(c, CURLOPT_FORBID_REUSE, 1L);
+	}
+	curl_easy_setopt(c, CURLOPT_CERTINFO, 1L);
+}
+
+/* The subject of the server's certificate, if this transfer made the
+ * handshake. */
+static void peer_subject(CURL *c, struct http_resp *r)
+{
+	struct curl_certinfo *ci = NULL;
+
+	if (curl_easy_getinfo(c, CURLINFO_CERTINFO, &ci) != CURLE_OK || !ci || ci->num_of_certs < 1)
+		return;
+	for (struct curl_slist *l = ci->certinfo[0]; l; l = l->next)
+		if (!strncmp(l->data, "Subject:", 8))
+			snprintf(r->peer_subject, sizeof(r->peer_subject), "%s", l->data + 8);
+}
+
 /* With DLOCKD_CONTRACT_LOG set, every response is appended to that file as
  * one JSON line {method, path, status, content_type, body}, for
  * tests/contract/validate.mjs to check against openapi.yaml. */
@@ -563,6 +620,8 @@ int http_on(const char *base, const char *method, const char *path, const char *
 		curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
 		curl_easy_setopt(c, CURLOPT_XFERINFODATA, (void *)http_abort);
 	}
+	if (!strncmp(url, "https:", 6))
+		tls_setup(c);
 	if (bearer) {
 		char h[512];
 
@@ -586,6 +645,7 @@ int http_on(const char *base, const char *method, const char *path, const char *
 		return -1;
 	}
 	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+	peer_subject(c, r);
 	r->body = b.p ? b.p : strdup("");
 	r->json = json_loads(r->body, 0, NULL);
 	contract_record(method, path, r);
@@ -786,6 +846,7 @@ struct bg_run {
 	struct bg *owner;	/* the test's; NULL once taken back */
 	char base[128], method[8];
 	char *path, *body;
+	struct tls_conf tls;	/* the starting thread's */
 	int abort;		/* atomic: make the request give up */
 	bool done;		/* the thread is about to end */
 	struct bg_run *next;
@@ -804,6 +865,7 @@ static void *bg_main(void *arg)
 	int64_t done_ms;
 
 	http_abort = &run->abort;
+	tls_conf = run->tls;
 	http_on(run->base, run->method, run->path, run->body, &r);
 	done_ms = mono_ms();
 	pthread_mutex_lock(&bgs.lock);
@@ -838,6 +900,7 @@ void bg_start_on(struct bg *b, const char *base, const char *method, const char 
 	run->path = strdup(path);
 	run->body = body ? strdup(body) : NULL;
 	run->owner = b;
+	run->tls = tls_conf;
 	pthread_mutex_lock(&bgs.lock);
 	for (struct bg_run *o = bgs.running; o; o = o->next)
 		if (o->owner == b) {	/* started again before its bg_join */
@@ -1372,6 +1435,7 @@ int main(int argc, char **argv)
 		cur_failed = 0;
 		threads = test_threads();
 		t0 = mono_ms();
+		http_tls(NULL);
 		tests[i].fn();
 		n++;
 		clean = end_test(threads);

@@ -55,7 +55,7 @@ struct dlockd_srv {
 	pid_t pid;
 	char redis_url[128];
 	char log[300];
-	char base[64];		/* "http://127.0.0.1:PORT" */
+	char base[64];		/* "http://127.0.0.1:PORT", https:// with --tls-cert */
 };
 
 int free_port(void);
@@ -66,7 +66,8 @@ int redis_start(struct redis_srv *r);
 /* SIGKILL (hard) or SIGTERM it and reap it. */
 void redis_stop(struct redis_srv *r, bool hard);
 /* Start dlockd against redis_url (NULL: the shared Redis) with extra flags
- * (NULL-terminated); waits until /healthz answers. */
+ * (NULL-terminated); waits until /healthz answers. With --tls-cert in
+ * flags, d->base is https:// and the wait speaks TLS as http_tls() said. */
 int dlockd_start(struct dlockd_srv *d, const char *redis_url, const char *const *flags);
 /* The same against a private Redis of the test's (database 0). */
 int dlockd_start_on(struct dlockd_srv *d, const struct redis_srv *rs, const char *const *flags);
@@ -125,6 +126,9 @@ struct http_resp {
 	char allow[64];
 	char content_type[64];
 	double ms;		/* wall time of the request */
+	/* over TLS, on a connection made for this request: the server
+	 * certificate's subject ("CN = x"); "" otherwise */
+	char peer_subject[256];
 };
 
 /* method url-path (on H_dlockd unless base is given) with an optional body;
@@ -136,6 +140,15 @@ int http(const char *method, const char *path, const char *body, struct http_res
 /* Send "Authorization: Bearer <token>" on this thread's later requests
  * (NULL: none). */
 void http_bearer(const char *token);
+/* How this thread's later requests to https:// bases speak TLS (and the
+ * background requests it starts later: bg_start copies it). Files are
+ * PEM paths, copied. The runner sets none (NULL) before each test. */
+struct http_tls {
+	const char *ca;		/* trust only this CA; NULL: do not verify the server */
+	const char *cert, *key;	/* the client certificate and its key; NULL: none */
+	bool fresh;		/* a new connection per request (a new handshake) */
+};
+void http_tls(const struct http_tls *t);
 void http_free(struct http_resp *r);
 /* method path on H_dlockd with no body; returns the status (0: no
  * answer). With out, the response is handed over (http_free it), else

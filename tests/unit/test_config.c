@@ -98,6 +98,48 @@ static void test_config__sync_replicas_values(void **state)
 
 /* A bad --redis is refused at start with what is wrong, and the password
  * is not printed. */
+static void test_config__tls_files_go_together(void **state)
+{
+	static const struct {
+		const char *cert, *key, *ca;	/* NULL: flag not given */
+		int rc;
+	} cases[] = {
+		{ "c.pem", "k.pem", NULL, 0 }, { "c.pem", "k.pem", "ca.pem", 0 },
+		{ "c.pem", NULL, NULL, -1 }, { NULL, "k.pem", NULL, -1 },
+		{ NULL, NULL, "ca.pem", -1 }, { "c.pem", "", NULL, -1 },	/* '' is none */
+		{ "", "", NULL, 0 },
+	};
+	struct config cfg;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[8] = { (char[]){ "dlockd" } };
+		int argc = 1;
+
+		if (cases[i].cert) {
+			argv[argc++] = (char *)"--tls-cert";
+			argv[argc++] = (char *)cases[i].cert;
+		}
+		if (cases[i].key) {
+			argv[argc++] = (char *)"--tls-key";
+			argv[argc++] = (char *)cases[i].key;
+		}
+		if (cases[i].ca) {
+			argv[argc++] = (char *)"--tls-client-ca";
+			argv[argc++] = (char *)cases[i].ca;
+		}
+		assert_int_equal(config_load(&cfg, argc, argv), cases[i].rc);
+		if (cases[i].rc == 0 && cases[i].cert && *cases[i].cert) {
+			assert_string_equal(cfg.tls_cert, cases[i].cert);
+			assert_string_equal(cfg.tls_key, cases[i].key);
+		} else if (cases[i].rc == 0) {
+			assert_null(cfg.tls_cert);
+			assert_null(cfg.tls_key);
+		}
+		config_release(&cfg);
+	}
+}
+
 static void test_config__cgroup_cpu_quota_rounds_up(void **state)
 {
 	(void)state;
@@ -174,6 +216,7 @@ int main(void)
 		cmocka_unit_test(test_config__cgroup_cpu_quota_rounds_up),
 		cmocka_unit_test(test_config__sync_replicas_values),
 		cmocka_unit_test(test_config__health_check_modes),
+		cmocka_unit_test(test_config__tls_files_go_together),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

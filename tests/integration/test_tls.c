@@ -1,0 +1,514 @@
+/* test_tls.c -- HTTPS: --tls-cert/--tls-key serve the API over TLS (a
+ * lock cycle, the probes and /metrics, with the client checking the
+ * certificate against its CA, by IP and by name); plain HTTP to the port
+ * gets nothing; --tls-client-ca refuses the handshake of a client without
+ * a certificate or with one the CA did not sign; the certificate rotates
+ * without a restart (rewritten in place, swapped behind a symlink as a
+ * mounted Secret is, or on SIGHUP) for new connections while a request
+ * waiting on a connection made before goes on; a bad new file keeps the
+ * old certificate, logged once; bad files or flags stop dlockd at start
+ * (exit 2) naming the file and the problem; past --max-connections a TLS
+ * connection is closed unanswered. The certificates are made
+ * with openssl in the run's directory. Each test runs its own dlockd. */
+#include "../harness/harness.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ----- Certificates ----- */
+
+/* Every certificate and key file a test serves is padded to this size
+ * (PEM readers skip what follows the END line), so that one rewritten in
+ * place with its old mtime looks unchanged to stat(2): only SIGHUP can
+ * make dlockd read it. */
+#define PAD_TO 4096
+
+static char pki[300];	/* the directory of the run's certificates */
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+	char cmd[2048];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	return system(cmd);
+}
+
+/* pki/name.pem and pki/name.key: an EC P-256 certificate with subject
+ * CN=cn, signed by pki/ca_name (NULL: self-signed), for a server
+ * (127.0.0.1 and localhost) or a client. */
+static int make_cert(const char *name, const char *cn, const char *ca_name, bool server)
+{
+	FILE *f;
+	char ext[400];
+
+	if (!ca_name)
+		return sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+			  "-keyout %s/%s.key -out %s/%s.pem -days 2 -subj '/CN=%s' 2>/dev/null",
+			  pki, name, pki, name, cn);
+	snprintf(ext, sizeof(ext), "%s/%s.ext", pki, name);
+	f = fopen(ext, "w");
+	if (!f)
+		return -1;
+	fputs(server ? "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
+		     : "extendedKeyUsage=clientAuth\n", f);
+	fclose(f);
+	return sh("openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "
+		  "%s/%s.key -out %s/%s.csr -subj '/CN=%s' 2>/dev/null && openssl x509 -req -in "
+		  "%s/%s.csr -CA %s/%s.pem -CAkey %s/%s.key -CAcreateserial -out %s/%s.pem -days 2 "
+		  "-extfile %s 2>/dev/null", pki, name, pki, name, cn, pki, name, pki, ca_name, pki,
+		  ca_name, pki, name, ext);
+}
+
+/* The run's certificates, made once: a CA, another CA, servers 1..5 and
+ * a client signed by the CA, and a self-signed client. */
+static bool pki_ready(void)
+{
+	static int made;	/* 0 not yet, 1 made, -1 failed */
+	char cn[64], name[32];
+
+	if (made)
+		return made > 0;
+	made = -1;
+	snprintf(pki, sizeof(pki), "%s/pki", test_tmpdir());
+	mkdir(pki, 0700);
+	if (make_cert("ca", "dlockd test CA", NULL, false) != 0 ||
+	    make_cert("other-ca", "another CA", NULL, false) != 0 ||
+	    make_cert("client", "good client", "ca", false) != 0 ||
+	    make_cert("self", "self-signed client", NULL, false) != 0)
+		return false;
+	for (int i = 1; i <= 5; i++) {
+		snprintf(name, sizeof(name), "server%d", i);
+		snprintf(cn, sizeof(cn), "dlockd server %d", i);
+		if (make_cert(name, cn, "ca", true) != 0)
+			return false;
+	}
+	made = 1;
+	return true;
+}
+
+/* The path of a file of the run's certificates; the same string for the
+ * same file, for the whole run. */
+static const char *pki_path(const char *file)
+{
+	static char paths[32][400];
+	static unsigned n;
+
+	for (unsigned i = 0; i < n; i++)
+		if (!strcmp(strrchr(paths[i], '/') + 1, file))
+			return paths[i];
+	if (n == 32)
+		return "/nonexistent";
+	snprintf(paths[n], sizeof(paths[n]), "%s/%s", pki, file);
+	return paths[n++];
+}
+
+/* Write the file src to dst in place (through symlinks, same inode),
+ * padded to PAD_TO; with keep_mtime its mtime is put back as it was, so
+ * that stat(2) sees no change. */
+static bool put_file(const char *dst, const char *src, bool keep_mtime)
+{
+	static char buf[PAD_TO];
+	struct stat before;
+	FILE *in = fopen(src, "rb"), *out;
+	size_t n;
+
+	if (!in)
+		return false;
+	n = fread(buf, 1, sizeof(buf), in);
+	fclose(in);
+	if (n == 0 || n >= PAD_TO)
+		return false;
+	memset(buf + n, '\n', PAD_TO - n);
+	if (keep_mtime && stat(dst, &before) < 0)
+		return false;
+	out = fopen(dst, "r+b");
+	if (!out)
+		out = fopen(dst, "wb");
+	if (!out)
+		return false;
+	n = fwrite(buf, 1, PAD_TO, out);
+	if (fclose(out) != 0 || n != PAD_TO)
+		return false;
+	if (keep_mtime) {
+		struct timespec t[2] = { before.st_atim, before.st_mtim };
+
+		return utimensat(AT_FDCWD, dst, t, 0) == 0;
+	}
+	return true;
+}
+
+/* ----- Requests ----- */
+
+/* method path on base, over a new connection; the status (-1: no answer)
+ * and the subject of the certificate it was served (into subject). */
+static long fresh(const char *base, const struct http_tls *t, const char *method,
+		  const char *path, char *subject, size_t len)
+{
+	struct http_tls f = *t;
+	struct http_resp r;
+	long s;
+
+	f.fresh = true;
+	http_tls(&f);
+	http_on(base, method, path, NULL, &r);
+	s = r.status;
+	if (subject)
+		snprintf(subject, len, "%s", r.peer_subject);
+	http_free(&r);
+	http_tls(t);
+	return s;
+}
+
+/* What the last serves() saw, for the failure message. */
+static char seen[300];
+
+/* Is a new connection to d served the certificate with subject CN=cn? */
+static bool serves(const struct dlockd_srv *d, const struct http_tls *t, const char *cn)
+{
+	char subject[256];
+	long s = fresh(d->base, t, "GET", "/healthz", subject, sizeof(subject));
+
+	snprintf(seen, sizeof(seen), "status %ld, subject '%s'", s, subject);
+	return s == 200 && strstr(subject, cn) != NULL;
+}
+
+TEST(tls_lock_cycle_over_https)
+{
+	struct http_tls t = { .ca = NULL };
+	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, NULL };
+	const char *n = lockname("tls");
+	char plain[64], byname[64], subject[256], path[300];
+	struct dlockd_srv d;
+	struct http_resp r;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki);
+	flags[1] = pki_path("server1.pem");
+	flags[3] = pki_path("server1.key");
+	t.ca = pki_path("ca.pem");
+	http_tls(&t);
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --tls-cert (see %s)", d.log);
+	CHECK(!strncmp(d.base, "https://", 8), "served over https: %s", d.base);
+
+	/* the client checks the certificate against the CA: by IP, and by name */
+	CHECK(fresh(d.base, &t, "GET", "/healthz", subject, sizeof(subject)) == 200,
+	      "/healthz over https, the certificate verified by IP");
+	CHECK(strstr(subject, "dlockd server 1"), "served the certificate: '%s'", subject);
+	snprintf(byname, sizeof(byname), "https://localhost:%d", d.port);
+	CHECK(fresh(byname, &t, "GET", "/readyz", NULL, 0) == 200,
+	      "/readyz over https, the certificate verified by name");
+
+	/* a lock cycle on one keep-alive connection */
+	snprintf(path, sizeof(path), "/locks/%s?owner=alice&ttl_ms=30000", n);
+	http_on(d.base, "PUT", path, NULL, &r);
+	CHECK_STATUS(r, 200, "acquire over https");
+	CHECK(json_int(&r, "fencing_token") > 0, "a fencing token: %s", r.body);
+	http_free(&r);
+	CHECK(flag_of(&d, "locked", "/locks/%s", n) == 1, "the lock reads as held");
+	snprintf(path, sizeof(path), "/locks/%s?owner=bob", n);
+	http_on(d.base, "PUT", path, NULL, &r);
+	CHECK_ERROR(r, 409, "locked", "another owner over https");
+	http_free(&r);
+	CHECK(lock_release(&d, n, "alice") == 200, "release over https");
+	CHECK(flag_of(&d, "locked", "/locks/%s", n) == 0, "the lock reads as free");
+	http_on(d.base, "GET", "/metrics", NULL, &r);
+	CHECK_STATUS(r, 200, "/metrics over https");
+	CHECK(r.body && strstr(r.body, "dlockd_"), "metrics listed");
+	http_free(&r);
+
+	/* plain HTTP to the TLS port gets no answer */
+	snprintf(plain, sizeof(plain), "http://127.0.0.1:%d", d.port);
+	http_on(plain, "GET", "/healthz", NULL, &r);
+	CHECK(r.status == -1, "plain HTTP to the TLS port: status %ld, want none", r.status);
+	http_free(&r);
+	/* a client that trusts another CA refuses the certificate */
+	t.ca = pki_path("other-ca.pem");
+	CHECK(fresh(d.base, &t, "GET", "/healthz", NULL, 0) == -1,
+	      "a client trusting another CA gets no answer");
+	t.ca = pki_path("ca.pem");
+	CHECK(fresh(d.base, &t, "GET", "/healthz", NULL, 0) == 200,
+	      "dlockd serves on after refused handshakes");
+	CHECK(!file_contains(d.log, "\"level\":\"warn\""), "failed handshakes are no warnings");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+TEST(tls_client_certificates_required)
+{
+	struct http_tls t = { .ca = NULL }, none, self, good;
+	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--tls-client-ca", NULL,
+				NULL };
+	const char *n = lockname("mtls");
+	struct dlockd_srv d;
+	struct http_resp r;
+	char path[300];
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki);
+	flags[1] = pki_path("server1.pem");
+	flags[3] = pki_path("server1.key");
+	flags[5] = pki_path("ca.pem");
+	t.ca = pki_path("ca.pem");
+	none = self = good = t;
+	self.cert = pki_path("self.pem");
+	self.key = pki_path("self.key");
+	good.cert = pki_path("client.pem");
+	good.key = pki_path("client.key");
+	http_tls(&good);
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --tls-client-ca (see %s)", d.log);
+
+	CHECK(fresh(d.base, &none, "GET", "/healthz", NULL, 0) == -1,
+	      "no client certificate: no answer");
+	CHECK(fresh(d.base, &none, "PUT", "/locks/x?owner=a", NULL, 0) == -1,
+	      "no client certificate: no lock either");
+	CHECK(fresh(d.base, &self, "GET", "/healthz", NULL, 0) == -1,
+	      "a self-signed client certificate: no answer");
+	CHECK(WAIT_FOR(file_lines_with(d.log, "client certificate of CN=self-signed client "
+				       "refused", "issuer is unknown", NULL) >= 1, 2000),
+	      "the refused certificate is logged with its subject and why");
+	CHECK(fresh(d.base, &good, "GET", "/healthz", NULL, 0) == 200,
+	      "a certificate signed by the CA: 200");
+
+	snprintf(path, sizeof(path), "/locks/%s?owner=alice", n);
+	http_on(d.base, "PUT", path, NULL, &r);
+	CHECK_STATUS(r, 200, "acquire with a client certificate");
+	http_free(&r);
+	CHECK(lock_release(&d, n, "alice") == 200, "release with a client certificate");
+	CHECK(flag_of(&d, "locked", "/locks/%s", n) == 0, "free again");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+/* Kubernetes' AtomicWriter: a version's files go into a new directory, a
+ * symlink to it is made beside ..data and renamed over it. */
+static bool k8s_publish(const char *dir, const char *version, const char *server)
+{
+	char path[600], link[600], src[64];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, version);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/%s/tls.crt", dir, version);
+	snprintf(src, sizeof(src), "%s.pem", server);
+	if (!put_file(path, pki_path(src), false))
+		return false;
+	snprintf(path, sizeof(path), "%s/%s/tls.key", dir, version);
+	snprintf(src, sizeof(src), "%s.key", server);
+	if (!put_file(path, pki_path(src), false))
+		return false;
+	snprintf(link, sizeof(link), "%s/..data_tmp", dir);
+	unlink(link);
+	snprintf(path, sizeof(path), "%s/..data", dir);
+	return symlink(version, link) == 0 && rename(link, path) == 0;
+}
+
+TEST(tls_certificate_rotates_without_dropping_connections)
+{
+	struct http_tls t = { .ca = NULL };
+	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, NULL };
+	const int s = 5000;	/* the files are looked at every second */
+	const char *n = lockname("rotate");
+	char dir[300], crt[400], key[400], path[300];
+	struct dlockd_srv d;
+	struct bg waiter;
+	int refused, mismatched;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki);
+	/* a mounted Secret: tls.crt -> ..data/tls.crt, ..data -> ..v1 */
+	snprintf(dir, sizeof(dir), "%s/tls-secret-%d", test_tmpdir(), (int)getpid());
+	mkdir(dir, 0700);
+	CHECK(k8s_publish(dir, "..v1", "server1"), "the Secret's first version");
+	snprintf(crt, sizeof(crt), "%s/tls.crt", dir);
+	snprintf(key, sizeof(key), "%s/tls.key", dir);
+	CHECK(symlink("..data/tls.crt", crt) == 0 && symlink("..data/tls.key", key) == 0,
+	      "the Secret's symlinks");
+	flags[1] = crt;
+	flags[3] = key;
+	t.ca = pki_path("ca.pem");
+	http_tls(&t);
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start (see %s)", d.log);
+	CHECK(serves(&d, &t, "dlockd server 1"), "the first certificate: %s", seen);
+
+	/* a request waiting on a connection made before any rotation */
+	CHECK(lock_hold(&d, n, "holder", 60000), "hold the lock");
+	snprintf(path, sizeof(path), "/locks/%s?owner=waiter&wait_ms=60000", n);
+	bg_start_on(&waiter, d.base, "PUT", path, NULL);
+	CHECK(wait_waiters(&d, 1, 5000), "the waiter waits");
+
+	/* rewritten in place through the symlinks (cert-manager), no signal */
+	CHECK(put_file(key, pki_path("server2.key"), false) &&
+	      put_file(crt, pki_path("server2.pem"), false), "rewrite in place");
+	CHECK(WAIT_FOR(serves(&d, &t, "dlockd server 2"), s),
+	      "new connections get the rewritten certificate, without SIGHUP: %s", seen);
+
+	/* the Kubernetes way: a new version swapped in behind ..data */
+	CHECK(k8s_publish(dir, "..v3", "server3"), "publish a new version");
+	CHECK(WAIT_FOR(serves(&d, &t, "dlockd server 3"), s),
+	      "new connections get the swapped-in certificate: %s", seen);
+
+	/* on SIGHUP: written so that stat(2) sees no change */
+	CHECK(put_file(key, pki_path("server4.key"), true) &&
+	      put_file(crt, pki_path("server4.pem"), true), "rewrite, keeping size and mtime");
+	/* the wait is what is tested: unchanged to stat, so not reloaded */
+	sleep_ms(2500);
+	CHECK(serves(&d, &t, "dlockd server 3"), "no reload without a visible change: %s", seen);
+	kill(d.pid, SIGHUP);
+	CHECK(WAIT_FOR(serves(&d, &t, "dlockd server 4"), 3000),
+	      "new connections get the certificate after SIGHUP: %s", seen);
+	CHECK(file_lines_with(d.log, "tls certificates reloaded (SIGHUP)", "dlockd server 4",
+			      NULL) == 1, "the SIGHUP reload is logged");
+
+	/* the waiter's connection, made with the first certificate, goes on */
+	CHECK(waiters_of(&d) == 1, "the waiter still waits");
+	CHECK(lock_release(&d, n, "holder") == 200, "release");
+	bg_join(&waiter);
+	CHECK_STATUS(waiter.r, 200, "the waiter from before the rotations is granted");
+	http_free(&waiter.r);
+	CHECK(lock_release(&d, n, "waiter") == 200, "the waiter releases");
+
+	/* a broken certificate: the old one stays, and the log says why, once
+	 * (a look between the two writes above may have refused a pair) */
+	refused = file_lines_with(d.log, "not reloaded", NULL);
+	CHECK(sh("echo 'not a certificate' > %s", crt) == 0, "break the certificate");
+	CHECK(WAIT_FOR(file_lines_with(d.log, "tls certificates not reloaded (a file changed on "
+				       "disk)", "--tls-cert", "no PEM certificate", NULL) == 1, s),
+	      "the broken file is refused, naming it");
+	CHECK(serves(&d, &t, "dlockd server 4"), "the old certificate is served on: %s", seen);
+	/* the wait is what is tested: a bad file is tried once per change */
+	sleep_ms(2500);
+	CHECK(file_lines_with(d.log, "not reloaded", NULL) == refused + 1,
+	      "logged once, not every second");
+
+	/* a new certificate before its key (files written one by one): the
+	 * pair is refused until the key follows */
+	mismatched = file_lines_with(d.log, "is not the key of the certificate", NULL);
+	CHECK(put_file(crt, pki_path("server5.pem"), false), "the new certificate alone");
+	CHECK(WAIT_FOR(file_lines_with(d.log, "not reloaded", "is not the key of the "
+				       "certificate", NULL) == mismatched + 1, s),
+	      "a key that does not match is refused, naming it");
+	CHECK(serves(&d, &t, "dlockd server 4"), "the old certificate is served meanwhile: %s", seen);
+	CHECK(put_file(key, pki_path("server5.key"), false), "then its key");
+	CHECK(WAIT_FOR(serves(&d, &t, "dlockd server 5"), s), "the new pair is served: %s", seen);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+/* tmpl into out, each files[i][0] in it replaced by files[i][1]. */
+static void subst(char *out, size_t cap, const char *tmpl, const char *const files[][2],
+		  size_t nfiles)
+{
+	size_t o = 0;
+
+	while (*tmpl && o + 1 < cap) {
+		size_t i;
+
+		for (i = 0; i < nfiles; i++)
+			if (!strncmp(tmpl, files[i][0], strlen(files[i][0])))
+				break;
+		if (i < nfiles) {
+			o += (size_t)snprintf(out + o, cap - o, "%s", files[i][1]);
+			if (o >= cap)
+				o = cap - 1;
+			tmpl += strlen(files[i][0]);
+		} else {
+			out[o++] = *tmpl++;
+		}
+	}
+	out[o] = '\0';
+}
+
+/* Each bad setting or file stops dlockd at start (exit 2), naming the
+ * flag or file and what is wrong. */
+TEST(tls_bad_files_stop_dlockd_at_start)
+{
+	char garbage[400], missing[400], cmd[3000], out[2048];
+	const char *bin = dlockd_binary();
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki);
+	snprintf(garbage, sizeof(garbage), "%s/garbage.pem", pki);
+	snprintf(missing, sizeof(missing), "%s/missing.pem", pki);
+	CHECK(sh("echo 'no PEM here' > %s", garbage) == 0, "a garbage file");
+
+	const struct {
+		const char *env, *args;	/* {cert} and the like: the files below */
+		const char *want;
+	} bad[] = {
+		{ "", "--tls-cert {cert}", "--tls-cert and --tls-key go together: --tls-cert was "
+		  "given without --tls-key" },
+		{ "DLOCKD_TLS_KEY={key}", "", "--tls-key was given without --tls-cert" },
+		{ "", "--tls-client-ca {ca}", "--tls-client-ca needs --tls-cert and --tls-key" },
+		{ "", "--tls-cert {missing} --tls-key {key}", "--tls-cert {missing}: No such file" },
+		{ "", "--tls-cert {garbage} --tls-key {key}", "--tls-cert {garbage}: no PEM "
+		  "certificate" },
+		{ "", "--tls-cert {cert} --tls-key {garbage}", "--tls-key {garbage}: not a PEM "
+		  "private key" },
+		{ "DLOCKD_TLS_CERT={cert} DLOCKD_TLS_KEY={other_key}", "",
+		  "--tls-key {other_key} is not the key of the certificate in --tls-cert {cert}" },
+		{ "", "--tls-cert {cert} --tls-key {key} --tls-client-ca {garbage}",
+		  "--tls-client-ca {garbage}: no PEM certificate" },
+		{ "", "--tls-cert {cert} --tls-key {key} --tls-client-ca {missing}",
+		  "--tls-client-ca {missing}: No such file" },
+	};
+	const char *files[][2] = {
+		{ "{cert}", pki_path("server1.pem") }, { "{key}", pki_path("server1.key") },
+		{ "{ca}", pki_path("ca.pem") }, { "{other_key}", pki_path("server2.key") },
+		{ "{garbage}", garbage }, { "{missing}", missing },
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char env[1000], args[1000], want[1000];
+		FILE *p;
+		size_t nr;
+		int rc;
+
+		subst(env, sizeof(env), bad[i].env, files, 6);
+		subst(args, sizeof(args), bad[i].args, files, 6);
+		subst(want, sizeof(want), bad[i].want, files, 6);
+		/* bounded: a dlockd that wrongly accepts the setting would serve on */
+		snprintf(cmd, sizeof(cmd), "env %s timeout -s KILL 20 %s %s --listen 127.0.0.1:0 "
+			 "--redis redis://127.0.0.1:%d/0 2>&1", env, bin, args, H_redis.port);
+		p = popen(cmd, "r");
+		nr = p ? fread(out, 1, sizeof(out) - 1, p) : 0;
+		out[nr] = '\0';
+		rc = p ? pclose(p) : -1;
+		CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "exit 2 (%d) for: %s %s: %s", rc,
+		      env, args, out);
+		CHECK(strstr(out, want), "says '%s': %s", want, out);
+	}
+}
+
+/* Past --max-connections a TLS connection is closed unanswered (a
+ * plaintext 503 would be garbage to it), and counted as a 503. */
+TEST(tls_over_max_connections_is_closed)
+{
+	struct http_tls t = { .ca = NULL };
+	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--max-connections", "16",
+				NULL };
+	struct dlockd_srv d;
+	int fds[16], n = 0;
+	bool refused = false;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki);
+	flags[1] = pki_path("server1.pem");
+	flags[3] = pki_path("server1.key");
+	t.ca = pki_path("ca.pem");
+	http_tls(&t);
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start (see %s)", d.log);
+	/* 16 connections that never start their handshake fill dlockd up */
+	while (n < 16 && (fds[n] = raw_connect(d.port)) >= 0)
+		n++;
+	if (n == 16)
+		refused = WAIT_FOR(fresh(d.base, &t, "GET", "/healthz", NULL, 0) == -1, 3000);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	CHECK(n == 16 && refused, "16 connections open (%d) and a 17th refused", n);
+	CHECK(file_lines_with(d.log, "over --max-connections: closed unanswered (TLS)", NULL) >= 1,
+	      "the refusal is logged");
+	CHECK(WAIT_FOR(fresh(d.base, &t, "GET", "/healthz", NULL, 0) == 200, 5000),
+	      "served again once they are gone");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
