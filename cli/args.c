@@ -44,6 +44,16 @@ bool args_duration(const char *s, int64_t *ms)
 	return false;
 }
 
+bool args_duration_ms(const char *s, int64_t *ms)
+{
+	int v;
+
+	if (!args_int(s, 0, 2147483647, &v))
+		return false;
+	*ms = v;
+	return true;
+}
+
 bool args_kind(const char *s, enum lease_kind *kind)
 {
 	for (int k = KIND_LOCK; k <= KIND_WRITE; k++) {

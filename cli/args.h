@@ -10,6 +10,8 @@
 /* "500ms", "30s", "5m", "1h", "1.5s"; a bare number is seconds. At most
  * 24 days (what fits an int of milliseconds). False if s is none of these. */
 bool args_duration(const char *s, int64_t *ms);
+/* A whole number of milliseconds ("15000", as DLOCK_TTL_MS holds). */
+bool args_duration_ms(const char *s, int64_t *ms);
 /* "lock", "fair", "read", "write". */
 bool args_kind(const char *s, enum lease_kind *kind);
 /* A decimal int in min..max. */

@@ -48,22 +48,26 @@ static const char usage_text[] =
 "\n"
 "dlock run runs COMMAND (no shell) in a process group of its own with\n"
 "DLOCK_NAME, DLOCK_KIND, DLOCK_OWNER and DLOCK_FENCING_TOKEN in its\n"
-"environment, forwards SIGINT, SIGTERM, SIGHUP and SIGQUIT to the group, and\n"
-"releases the lock when it ends. If the lease is lost (dlockd says not held,\n"
-"or no renewal succeeded before the lease ends) the group gets SIGTERM, then\n"
-"SIGKILL after the grace; what the command leaves running in its group when\n"
-"it exits is stopped the same way before the release.\n"
+"environment, forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and\n"
+"SIGALRM to the group, stops it with dlock on Ctrl-Z, and releases the lock\n"
+"when it ends. If the lease is lost (dlockd says not held, or no renewal\n"
+"succeeded before the lease ends) the group gets SIGTERM, then SIGKILL after\n"
+"the grace; what the command leaves running in its group when it exits is\n"
+"stopped the same way before the release. An --owner must be unique to each\n"
+"run: a second run with a holder's owner id is refused as a conflict.\n"
 "\n"
 "Exit status: the command's own; 128+N if it was killed by signal N (or dlock\n"
 "was, while waiting); 1 (or -E) not acquired within the wait; 64 usage error\n"
 "(or dlockd refused a value: 400); 69 dlockd unreachable or failing (5xx) for\n"
-"10 s; 75 the lease was lost; 77 dlockd refused (401, 403, a name that is\n"
-"another kind of lock); 126 COMMAND cannot run, 127 COMMAND not found.\n"
-"release: 75 if not held. renew: 75 if not held. status: 1 if not locked.\n";
+"10 s; 74 stdout cannot be written; 75 the lease was lost; 77 dlockd refused\n"
+"(401, 403, a name that is another kind of lock); 126 COMMAND cannot run, 127\n"
+"COMMAND not found. release, renew: 75 if not held. status: 1 if not locked.\n"
+"renew takes $DLOCK_TTL_MS (what acquire asked for) unless --ttl is given.\n";
 
 struct opts {
 	enum lease_kind kind;
 	bool kind_given;
+	bool ttl_given;
 	const char *server;
 	const char *token_file;
 	const char *owner;
@@ -79,7 +83,7 @@ static int usage_error(const char *fmt, const char *arg)
 {
 	fputs("dlock: ", stderr);
 	fprintf(stderr, fmt, arg);
-	fputs("\n(dlock --help for usage)\n", stderr);
+	fputs(" (dlock --help for usage)\n", stderr);
 	return EXIT_USAGE;
 }
 
@@ -133,6 +137,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 			if (!args_duration(optarg, &o->ttl_ms) || o->ttl_ms < 300)
 				return usage_error("--ttl '%s' is not a duration of 300ms or more",
 						   optarg);
+			o->ttl_given = true;
 			break;
 		case 'g':
 			if (!args_duration(optarg, &o->grace_ms))
@@ -147,7 +152,11 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 		case O_JSON: o->json = true; break;
 		case 'h': fputs(usage_text, stdout); exit(0);
 		case ':': return usage_error("%s needs a value", argv[optind - 1]);
-		default: return usage_error("unknown option '%s'", argv[optind - 1]);
+		default:
+			if (optopt)
+				return usage_error("unknown option '%s'",
+						   (char[]){ '-', (char)optopt, '\0' });
+			return usage_error("unknown option '%s'", argv[optind - 1]);
 		}
 	}
 	*first = optind;
@@ -191,20 +200,23 @@ static char *read_token(const struct opts *o, bool *bad)
 
 static int exit_of(enum lease_outcome out, const struct opts *o)
 {
-	switch (out) {
-	case LEASE_OK: return 0;
-	case LEASE_CONFLICT: return o->conflict_exit;
-	case LEASE_LOST: return EXIT_LOST;
-	case LEASE_REFUSED: return EXIT_REFUSED;
-	case LEASE_INVALID: return EXIT_USAGE;
-	default: return EXIT_UNAVAILABLE;
+	return lease_exit_code(out, o->conflict_exit);
+}
+
+/* stdout written out, or 74 with why. */
+static int flush_stdout(const char *what)
+{
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "dlock: %s: cannot write to stdout: %m\n", what);
+		return EXIT_OUTPUT;
 	}
+	return 0;
 }
 
 static int cmd_acquire(struct lease *l, const struct opts *o)
 {
 	sigset_t old;
-	int sigfd = run_signalfd(false, &old), status;
+	int sigfd = run_signalfd(&old), status;
 	enum lease_outcome out;
 
 	if (sigfd < 0)
@@ -220,12 +232,16 @@ static int cmd_acquire(struct lease *l, const struct opts *o)
 	}
 	close(sigfd);
 	sigprocmask(SIG_SETMASK, &old, NULL);
-	if (out == LEASE_OK)
-		printf("DLOCK_NAME='%s'\nDLOCK_KIND='%s'\nDLOCK_OWNER='%s'\n"
-		       "DLOCK_FENCING_TOKEN='%lld'\nDLOCK_TTL_MS='%lld'\n"
-		       "export DLOCK_NAME DLOCK_KIND DLOCK_OWNER DLOCK_FENCING_TOKEN DLOCK_TTL_MS\n",
-		       l->name, lease_kind_name(l->kind), l->owner, l->fencing_token,
-		       (long long)(l->end_ms - mono_ms()));
+	if (out != LEASE_OK)
+		return status;
+	printf("DLOCK_NAME='%s'\nDLOCK_KIND='%s'\nDLOCK_OWNER='%s'\n"
+	       "DLOCK_FENCING_TOKEN='%lld'\nDLOCK_TTL_MS='%lld'\n"
+	       "export DLOCK_NAME DLOCK_KIND DLOCK_OWNER DLOCK_FENCING_TOKEN DLOCK_TTL_MS\n",
+	       l->name, lease_kind_name(l->kind), l->owner, l->fencing_token,
+	       (long long)l->ttl_ms);
+	/* nobody would know the owner: give the lock back */
+	if ((status = flush_stdout("acquire")))
+		lease_release(l, false, true, false);
 	return status;
 }
 
@@ -257,15 +273,18 @@ static int cmd_status(struct lease *l)
 
 	snprintf(path, sizeof(path), fmt[l->kind], l->name);
 	client_call(l->client, "GET", path, 10000, -1, &a);
-	if (a.status == 200 && a.json) {
+	if (a.status == 200 && json_is_boolean(json_object_get(a.json, "locked"))) {
 		json_dumpf(a.json, stdout, JSON_COMPACT);
 		putchar('\n');
 		status = json_is_true(json_object_get(a.json, "locked")) ? 0 : 1;
+		if (flush_stdout("status"))
+			status = EXIT_OUTPUT;
 	} else {
-		status = a.status == 401 || a.status == 403 ? EXIT_REFUSED
-			 : a.status >= 400 && a.status < 500 ? EXIT_USAGE : EXIT_UNAVAILABLE;
-		lease_say(l, "status: %s%s", a.status ? "dlockd answered " : "cannot reach dlockd: ",
-			  a.status ? answer_message(&a) : a.error);
+		status = a.status == 200 ? EXIT_UNAVAILABLE
+					 : lease_exit_code(lease_outcome_of(&a), EXIT_UNAVAILABLE);
+		lease_say(l, "status: %s%s", a.status == 200 ? "an answer that is no lock's state"
+				: a.status ? "dlockd answered " : "cannot reach dlockd: ",
+			  a.status == 200 ? "" : a.status ? answer_message(&a) : a.error);
 	}
 	answer_release(&a);
 	return status;
@@ -289,11 +308,11 @@ static int cmd_list(struct client *c, const char *prefix, bool as_json)
 		client_call(c, "GET", path, 10000, -1, &a);
 		if (a.status != 200 || !json_is_array(json_object_get(a.json, "locks"))) {
 			fprintf(stderr, "dlock: list: %s%s\n",
-				a.status ? "dlockd answered " : "cannot reach dlockd: ",
-				a.status ? answer_message(&a) : a.error);
-			status = a.status == 401 || a.status == 403 ? EXIT_REFUSED
-				 : a.status >= 400 && a.status < 500 ? EXIT_USAGE
-								      : EXIT_UNAVAILABLE;
+				a.status == 200 ? "an answer that is no listing"
+				: a.status ? "dlockd answered " : "cannot reach dlockd: ",
+				a.status == 200 ? "" : a.status ? answer_message(&a) : a.error);
+			status = a.status == 200 ? EXIT_UNAVAILABLE
+				 : lease_exit_code(lease_outcome_of(&a), EXIT_UNAVAILABLE);
 			answer_release(&a);
 			break;
 		}
@@ -315,6 +334,8 @@ static int cmd_list(struct client *c, const char *prefix, bool as_json)
 		answer_release(&a);
 	} while (cursor);
 	free(cursor);
+	if (!status)
+		status = flush_stdout("list");
 	return status;
 }
 
@@ -328,9 +349,10 @@ int main(int argc, char **argv)
 	struct lease l = { 0 };
 	const char *cmd = argc > 1 ? argv[1] : "", *name = NULL, *env_name;
 	int first = 0, status, n = -1;
-	bool bad_token;
+	bool bad_token, dashdash = false;
 	char *token;
 
+	run_note_inherited();
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		fputs(usage_text, stdout);
 		return 0;
@@ -357,25 +379,33 @@ int main(int argc, char **argv)
 		name = env_name;
 	if (n != C_LIST && !name)
 		return usage_error("%s needs the lock's NAME", cmd);
-	if (n != C_LIST && !lease_id_ok(name, 512))
-		return usage_error("NAME '%s' must be 1 to 512 of A-Z a-z 0-9 . _ : -", name);
+	if (n != C_LIST && !lease_id_ok(name, 200))
+		return usage_error("NAME '%s' must be 1 to 200 of A-Z a-z 0-9 . _ : -", name);
 	if ((n == C_RENEW || n == C_RELEASE) && env_name && name && !strcmp(name, env_name)) {
 		if (!o.owner && getenv("DLOCK_OWNER") && lease_id_ok(getenv("DLOCK_OWNER"), 128))
 			o.owner = getenv("DLOCK_OWNER");
 		if (!o.kind_given && getenv("DLOCK_KIND"))
 			args_kind(getenv("DLOCK_KIND"), &o.kind);
+		/* renew with the lease acquire asked for */
+		if (!o.ttl_given && getenv("DLOCK_TTL_MS") &&
+		    args_duration_ms(getenv("DLOCK_TTL_MS"), &o.ttl_ms) && o.ttl_ms < 300)
+			o.ttl_ms = 300;
 	}
 	if ((n == C_RENEW || (n == C_RELEASE && !o.force)) && !o.owner)
 		return usage_error("%s needs --owner (or $DLOCK_OWNER with $DLOCK_NAME)", cmd);
 	if (n == C_RUN) {
-		if (first < argc && !strcmp(argv[first], "--"))
+		if (first < argc && !strcmp(argv[first], "--")) {
 			first++;
+			dashdash = true;
+		}
 		if (first >= argc)
 			return usage_error("run needs a COMMAND after NAME%s", "");
+		if (!dashdash && argv[first][0] == '-')
+			return usage_error("'%s' after NAME: options go before NAME", argv[first]);
 	} else if (n == C_LIST ? argc - first > 1 : first < argc) {
 		return usage_error("unexpected argument '%s'", argv[n == C_LIST ? first + 1 : first]);
 	}
-	if (n == C_LIST && first < argc && *argv[first] && !lease_id_ok(argv[first], 512))
+	if (n == C_LIST && first < argc && *argv[first] && !lease_id_ok(argv[first], 200))
 		return usage_error("PREFIX '%s' must be of A-Z a-z 0-9 . _ : -", argv[first]);
 
 	if (!o.server)
@@ -394,6 +424,7 @@ int main(int argc, char **argv)
 	l.kind = o.kind;
 	l.name = name;
 	l.ttl_ms = o.ttl_ms;
+	l.owner_given = o.owner != NULL;
 	if (o.owner)
 		snprintf(l.owner, sizeof(l.owner), "%s", o.owner);
 	else

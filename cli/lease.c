@@ -90,7 +90,7 @@ void lease_say(const struct lease *l, const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
-static enum lease_outcome outcome_of(const struct answer *a)
+enum lease_outcome lease_outcome_of(const struct answer *a)
 {
 	const char *code = answer_code(a);
 
@@ -105,6 +105,18 @@ static enum lease_outcome outcome_of(const struct answer *a)
 	if (a->status >= 400 && a->status < 500)
 		return LEASE_INVALID;
 	return LEASE_UNAVAILABLE;
+}
+
+int lease_exit_code(enum lease_outcome out, int conflict_exit)
+{
+	switch (out) {
+	case LEASE_OK: return 0;
+	case LEASE_CONFLICT: return conflict_exit;
+	case LEASE_LOST: return EXIT_LOST;
+	case LEASE_REFUSED: return EXIT_REFUSED;
+	case LEASE_INVALID: return EXIT_USAGE;
+	default: return EXIT_UNAVAILABLE;
+	}
 }
 
 /* Print what an unwelcome answer says, doing what. */
@@ -157,11 +169,15 @@ static int64_t retry_in(const struct answer *a, int64_t first_fail_ms, int64_t n
 
 /* ----- Acquire ----- */
 
-/* A granted answer's token and lease, counted from when it was asked. */
+/* A granted answer's token and lease, counted from when it was asked
+ * (sent_ms). LEASE_CONFLICT when the owner held it already: with an owner
+ * id given, dlock asks with reentrant=true, so that a second holding of
+ * one owner shows as holds > 1 instead of passing for a grant. */
 static enum lease_outcome granted(struct lease *l, const struct answer *a, int64_t sent_ms)
 {
 	json_t *token = json_object_get(a->json, "fencing_token");
 	json_t *ttl = json_object_get(a->json, "ttl_ms");
+	json_t *holds = json_object_get(a->json, "holds");
 
 	if (!json_is_integer(token) || !json_is_integer(ttl)) {
 		lease_say(l, "acquiring: dlockd's answer has no fencing_token or ttl_ms");
@@ -169,7 +185,37 @@ static enum lease_outcome granted(struct lease *l, const struct answer *a, int64
 	}
 	l->fencing_token = json_integer_value(token);
 	l->end_ms = sent_ms + json_integer_value(ttl);
+	if (l->owner_given && json_integer_value(holds) > 1) {
+		lease_say(l, "owner '%s' holds it already (another dlock with this --owner?): "
+			  "an owner id must be unique to each run", l->owner);
+		lease_release(l, false, true, false);	/* the hold this request added */
+		return LEASE_CONFLICT;
+	}
 	return LEASE_OK;
+}
+
+/* After a grant that came long after it was asked (a long poll), the lease
+ * began some time in between: renew it at once, so that the lease dlock
+ * counts on starts from a known moment. */
+static enum lease_outcome confirm(struct lease *l)
+{
+	int64_t sent = mono_ms();
+	enum lease_outcome out;
+	struct answer a;
+
+	lease_renew_start(l, (long)(l->ttl_ms / 3 < 10000 ? l->ttl_ms / 3 : 10000));
+	while (!client_poll(l->client, -1, 1000))
+		;
+	client_finish(l->client, &a);
+	out = lease_renewed(l, &a, sent);
+	if (out != LEASE_OK && out != LEASE_LOST) {
+		say_answer(l, "granted after a wait, but renewing it at once failed, so its lease "
+			   "is not known: releasing", &a);
+		lease_release(l, false, true, false);
+		out = LEASE_UNAVAILABLE;
+	}
+	answer_release(&a);
+	return out;
 }
 
 enum lease_outcome lease_acquire(struct lease *l, int64_t wait_ms, int sigfd)
@@ -181,28 +227,39 @@ enum lease_outcome lease_acquire(struct lease *l, int64_t wait_ms, int sigfd)
 
 	for (;;) {
 		int64_t now = mono_ms(), wait = deadline - now, next;
-		char path[512], base[300];
+		char path[600], base[300];
 		struct answer a;
 
 		if (wait < 0)
 			wait = 0;
 		if (wait > chunk)
 			wait = chunk;
+		/* while dlockd fails, no poll outlasts the patience left */
+		if (first_fail && wait > RETRY_FOR_MS - (now - first_fail))
+			wait = RETRY_FOR_MS - (now - first_fail) > 0 ? RETRY_FOR_MS - (now - first_fail)
+								     : 0;
 		lock_path(l, "", base, sizeof(base));
-		snprintf(path, sizeof(path), "%s?owner=%s&ttl_ms=%lld&wait_ms=%lld", base, l->owner,
-			 (long long)l->ttl_ms, (long long)wait);
+		snprintf(path, sizeof(path), "%s?owner=%s&ttl_ms=%lld&wait_ms=%lld%s", base, l->owner,
+			 (long long)l->ttl_ms, (long long)wait,
+			 l->owner_given ? "&reentrant=true" : "");
 		if (!client_call(l->client, "PUT", path, (long)(wait + SLACK_MS), sigfd, &a)) {
 			/* the grant may be on its way: give it back */
 			lease_release(l, false, true, false);
 			return LEASE_INTERRUPTED;
 		}
-		out = outcome_of(&a);
+		out = lease_outcome_of(&a);
 		if (out == LEASE_OK)
 			out = granted(l, &a, now);
+		if (out == LEASE_OK && mono_ms() - now > l->ttl_ms / 10)
+			out = confirm(l);
 		if (out == LEASE_INVALID && chunk > 0 && strstr(answer_message(&a), "wait_ms")) {
 			chunk = chunk >= 2000 ? chunk / 2 : 0;	/* dlockd's --max-wait-ms is lower */
 			answer_release(&a);
 			continue;
+		}
+		if (a.status == 200 && out != LEASE_OK) {	/* said by granted() or confirm() */
+			answer_release(&a);
+			return out;
 		}
 		now = mono_ms();
 		if (out == LEASE_CONFLICT) {
@@ -249,7 +306,7 @@ void lease_renew_start(struct lease *l, long timeout_ms)
 
 enum lease_outcome lease_renewed(struct lease *l, struct answer *a, int64_t sent_ms)
 {
-	enum lease_outcome out = outcome_of(a);
+	enum lease_outcome out = lease_outcome_of(a);
 	json_t *ttl = json_object_get(a->json, "ttl_ms");
 
 	if (out == LEASE_OK && json_is_integer(ttl))
@@ -279,7 +336,7 @@ enum lease_outcome lease_release(struct lease *l, bool force, bool quiet_not_hel
 		int64_t next;
 
 		client_call(l->client, "DELETE", path, 5000, -1, &a);
-		out = outcome_of(&a);
+		out = lease_outcome_of(&a);
 		next = out == LEASE_UNAVAILABLE && patient
 			       ? retry_in(&a, first_fail, mono_ms(), attempt++) : -1;
 		if (next < 0 && out != LEASE_OK && !(out == LEASE_LOST && quiet_not_held))

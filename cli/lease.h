@@ -15,6 +15,7 @@ enum {
 	EXIT_CONFLICT_DEFAULT = 1,	/* not acquired within --wait (-E/--conflict-exit-code) */
 	EXIT_USAGE = 64,		/* bad options or arguments; dlockd said 400 */
 	EXIT_UNAVAILABLE = 69,		/* dlockd unreachable, 5xx, or an answer not understood */
+	EXIT_OUTPUT = 74,		/* acquire, status, list: stdout cannot be written */
 	EXIT_LOST = 75,			/* the lease was lost while the command ran */
 	EXIT_REFUSED = 77,		/* 401/403, or the name is another kind of lock */
 	EXIT_CANNOT_EXEC = 126,		/* the command is there but cannot run */
@@ -39,12 +40,17 @@ struct lease {
 	enum lease_kind kind;
 	const char *name;
 	char owner[129];
+	bool owner_given;	/* by the user: others may use it too (reentrant=true) */
 	int64_t ttl_ms;		/* asked for, on every grant and renewal */
 	/* once granted */
 	long long fencing_token;
 	int64_t end_ms;		/* mono_ms() by which the lease surely ends */
 };
 
+/* dlock's exit status for an outcome other than LEASE_INTERRUPTED. */
+int lease_exit_code(enum lease_outcome out, int conflict_exit);
+/* What an answer of dlockd means for a lock request. */
+enum lease_outcome lease_outcome_of(const struct answer *a);
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t mono_ms(void);
 /* "lock", "fair", "read", "write". */

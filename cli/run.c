@@ -14,6 +14,7 @@
  * command gets SIGKILL (PR_SET_PDEATHSIG): nobody would renew its lease. */
 #include "run.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -49,6 +50,9 @@ const char *run_signal_name(int sig)
 	case SIGTERM: return "SIGTERM";
 	case SIGHUP: return "SIGHUP";
 	case SIGQUIT: return "SIGQUIT";
+	case SIGUSR1: return "SIGUSR1";
+	case SIGUSR2: return "SIGUSR2";
+	case SIGALRM: return "SIGALRM";
 	default: return "a signal";
 	}
 }
@@ -70,9 +74,82 @@ static bool group_alive(pid_t pgid)
 
 /* ----- Starting the command ----- */
 
+/* The descriptors dlock was started with (below 1024), which the command
+ * inherits; every other one is dlock's own (libcurl's sockets) and closes
+ * on exec, so the command can neither read dlock's connection to dlockd
+ * nor keep it open. */
+static unsigned char inherited_fds[1024 / 8];
+/* and how SIGPIPE was handled, before dlock ignored it */
+static struct sigaction inherited_pipe;
+
+static bool fd_inherited(int fd)
+{
+	return fd < 1024 && (inherited_fds[fd / 8] & (1u << (fd % 8)));
+}
+
+/* Call fn on each open descriptor above 2. */
+static void each_fd(void (*fn)(int fd))
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int self = d ? dirfd(d) : -1;
+
+	while (d && (e = readdir(d))) {
+		int fd = atoi(e->d_name);
+
+		if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && fd > 2 && fd != self)
+			fn(fd);
+	}
+	if (d)
+		closedir(d);
+}
+
+static void note_inherited(int fd)
+{
+	if (fd < 1024)
+		inherited_fds[fd / 8] |= (unsigned char)(1u << (fd % 8));
+}
+
+static void close_on_exec_unless_inherited(int fd)
+{
+	if (!fd_inherited(fd))
+		fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+}
+
+void run_note_inherited(void)
+{
+	struct sigaction ign = { .sa_handler = SIG_IGN };
+
+	/* a closed stdout or stderr is an error for dlock to report, not its
+	 * death: the command gets SIGPIPE as it was */
+	sigaction(SIGPIPE, &ign, &inherited_pipe);
+	/* 0, 1 and 2 are the command's too: a closed one is opened on
+	 * /dev/null, or dlock's own sockets would take its number */
+	for (int fd = 0; fd <= 2; fd++) {
+		if (fcntl(fd, F_GETFD) < 0) {
+			int null = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+
+			if (null >= 0 && null != fd) {
+				dup2(null, fd);
+				close(null);
+			}
+		}
+	}
+	each_fd(note_inherited);
+}
+
 /* Fork and exec argv in a group of its own with the lock in its
  * environment. -1 with *err set when it could not be run. */
-static pid_t spawn(const struct lease *l, char *const argv[], const sigset_t *mask, int *err)
+/* What dlock found at its start, for the command: the signal mask, and
+ * how SIGCHLD and SIGPIPE were handled (dlock needs SIGCHLD delivered and
+ * SIGPIPE ignored, but a caller that ignores either passes that on). */
+struct inherited {
+	sigset_t mask;
+	struct sigaction chld, pipe;
+};
+
+static pid_t spawn(const struct lease *l, char *const argv[], const struct inherited *in,
+		   int *err)
 {
 	pid_t parent = getpid(), pid;
 	int p[2], e = 0;
@@ -91,7 +168,9 @@ static pid_t spawn(const struct lease *l, char *const argv[], const sigset_t *ma
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != parent)	/* dlock died before the line above */
 			_exit(EXIT_LOST);
-		sigprocmask(SIG_SETMASK, mask, NULL);
+		sigaction(SIGCHLD, &in->chld, NULL);
+		sigaction(SIGPIPE, &in->pipe, NULL);
+		sigprocmask(SIG_SETMASK, &in->mask, NULL);
 		setenv("DLOCK_NAME", l->name, 1);
 		setenv("DLOCK_KIND", lease_kind_name(l->kind), 1);
 		setenv("DLOCK_OWNER", l->owner, 1);
@@ -180,6 +259,27 @@ static void renewal_done(struct supervisor *s, int64_t now)
 	}
 }
 
+/* Ctrl-Z: the command stops with dlock (SIGSTOP: one that ignores
+ * SIGTSTP must not run on with nobody renewing its lease), and goes on
+ * with it -- unless the lease ended meanwhile: then it is stopped for good
+ * (SIGTERM, SIGKILL after the grace), and SIGCONT lets SIGTERM in. */
+static void suspend(struct supervisor *s)
+{
+	int64_t now;
+
+	if (group_alive(s->pgid))
+		kill(-s->pgid, SIGSTOP);
+	raise(SIGSTOP);
+	/* continued (fg, SIGCONT) */
+	now = mono_ms();
+	if (!s->lost && now >= s->l->end_ms)
+		lose(s, now, "the lease ended while dlock was stopped");
+	else if (!s->lost && !s->renewing)
+		s->next_renew = now;	/* renew at once: time has passed */
+	if (group_alive(s->pgid))
+		kill(-s->pgid, SIGCONT);
+}
+
 /* Wait for the next event (at most until the nearest deadline) and
  * handle it. */
 static void step(struct supervisor *s)
@@ -206,6 +306,8 @@ static void step(struct supervisor *s)
 	while ((sig = next_signal(s->sigfd)) > 0) {
 		if (sig == SIGCHLD)
 			reap(s);
+		else if (sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU)
+			suspend(s);
 		else if (group_alive(s->pgid))
 			kill(-s->pgid, sig);
 	}
@@ -251,23 +353,42 @@ static int supervise(struct supervisor *s)
 
 /* ----- dlock run ----- */
 
-int run_signalfd(bool chld, sigset_t *old)
+/* The signals dlock takes over: forwarded to the command's group, or
+ * ending a wait. */
+static void forwarded_signals(sigset_t *set)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM };
+
+	sigemptyset(set);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaddset(set, sigs[i]);
+}
+
+int run_signalfd(sigset_t *old)
 {
 	sigset_t set;
 	int fd;
 
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGQUIT);
-	if (chld)
-		sigaddset(&set, SIGCHLD);
+	forwarded_signals(&set);
 	sigprocmask(SIG_BLOCK, &set, old);
 	fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (fd < 0)
 		perror("dlock: signalfd");
 	return fd;
+}
+
+/* Once the command runs, the signalfd also hears its death (SIGCHLD) and
+ * job control: a stop of dlock must stop the command too. */
+static void take_job_control(int sigfd)
+{
+	static const int sigs[] = { SIGCHLD, SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT };
+	sigset_t set;
+
+	forwarded_signals(&set);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaddset(&set, sigs[i]);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	signalfd(sigfd, &set, 0);
 }
 
 int run_signal_taken(int sigfd)
@@ -280,38 +401,36 @@ int run_signal_taken(int sigfd)
 int run_command(struct lease *l, const struct run_opts *o, char *const argv[])
 {
 	struct supervisor s = { .l = l, .o = o };
-	sigset_t old;
+	struct sigaction dfl = { .sa_handler = SIG_DFL };
+	struct inherited in;
 	int status, err = 0, sig;
+	enum lease_outcome out;
 
-	s.sigfd = run_signalfd(true, &old);
+	/* a SIGCHLD ignored by whoever started dlock would reap the command
+	 * before dlock could learn how it ended */
+	sigaction(SIGCHLD, &dfl, &in.chld);
+	in.pipe = inherited_pipe;
+	s.sigfd = run_signalfd(&in.mask);
 	if (s.sigfd < 0)
 		return EXIT_UNAVAILABLE;
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-	switch (lease_acquire(l, o->wait_ms, s.sigfd)) {
-	case LEASE_OK:
-		break;
-	case LEASE_CONFLICT:
-		status = o->conflict_exit;
-		goto out;
-	case LEASE_INTERRUPTED:
+	out = lease_acquire(l, o->wait_ms, s.sigfd);
+	if (out == LEASE_INTERRUPTED) {
 		sig = run_signal_taken(s.sigfd);
 		lease_say(l, "%s while waiting: gave up", run_signal_name(sig));
 		status = 128 + sig;
 		goto out;
-	case LEASE_REFUSED:
-		status = EXIT_REFUSED;
-		goto out;
-	case LEASE_INVALID:
-		status = EXIT_USAGE;
-		goto out;
-	default:
-		status = EXIT_UNAVAILABLE;
+	}
+	if (out != LEASE_OK) {
+		status = lease_exit_code(out, o->conflict_exit);
 		goto out;
 	}
 
+	take_job_control(s.sigfd);
+	each_fd(close_on_exec_unless_inherited);
 	s.next_renew = mono_ms() + l->ttl_ms / 3;
-	s.pgid = spawn(l, argv, &old, &err);
+	s.pgid = spawn(l, argv, &in, &err);
 	if (s.pgid < 0) {
 		lease_say(l, "cannot run '%s': %s", argv[0], strerror(err));
 		status = err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
@@ -322,6 +441,7 @@ int run_command(struct lease *l, const struct run_opts *o, char *const argv[])
 	lease_release(l, false, s.lost, !s.lost);
 out:
 	close(s.sigfd);
-	sigprocmask(SIG_SETMASK, &old, NULL);
+	sigprocmask(SIG_SETMASK, &in.mask, NULL);
+	sigaction(SIGCHLD, &in.chld, NULL);
 	return status;
 }

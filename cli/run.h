@@ -20,12 +20,17 @@ struct run_opts {
  * SIGTERM, SIGHUP, SIGQUIT and SIGCHLD. */
 int run_command(struct lease *l, const struct run_opts *o, char *const argv[]);
 
-/* Block SIGINT, SIGTERM, SIGHUP, SIGQUIT (and SIGCHLD with chld) and
- * return a signalfd of them (-1 on failure, said on stderr); *old gets the
- * mask before. */
-int run_signalfd(bool chld, sigset_t *old);
+/* Block SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM
+ * and return a signalfd of them (-1 on failure, said on stderr); *old
+ * gets the mask before. */
+int run_signalfd(sigset_t *old);
 /* The signal waiting on sigfd (SIGTERM if none is). */
 int run_signal_taken(int sigfd);
+/* Remember the descriptors dlock was started with (opening /dev/null on a
+ * closed 0, 1 or 2) and how SIGPIPE was handled, then ignore SIGPIPE:
+ * `dlock run`'s command inherits those, not dlock's own. Call it first
+ * thing. */
+void run_note_inherited(void);
 /* "SIGINT", ... */
 const char *run_signal_name(int sig);
 

@@ -431,11 +431,12 @@ TEST(dlock_acquire_renew_release_status_and_list_from_a_script)
 		 "$DLOCK status %s >/dev/null\n"
 		 "$DLOCK list %s\n"
 		 "if $DLOCK run -n %s -- true 2>/dev/null; then exit 10; fi\n"
-		 "$DLOCK renew --ttl 20s\n"
+		 "$DLOCK renew\n"
+		 "[ \"$($DLOCK status %s | sed 's/.*\"ttl_ms\":\\([0-9]*\\).*/\\1/')\" -gt 15000 ]\n"
 		 "$DLOCK release\n"
 		 "if $DLOCK status %s >/dev/null; then exit 11; fi\n"
 		 "if $DLOCK release; then exit 12; else echo second release $?; fi\n",
-		 n, n, n, n, n);
+		 n, n, n, n, n, n);
 	{
 		const char *argv[] = { "sh", "-c", script, NULL };
 		char server[128];
@@ -450,4 +451,195 @@ TEST(dlock_acquire_renew_release_status_and_list_from_a_script)
 	      strstr(out_of(&p), "second release 75"),
 	      "acquire's assignments, list's line, release's 75 when not held: %s", out_of(&p));
 	CHECK(flag_of(NULL, "locked", "/locks/%s", n) == 0, "released");
+}
+
+/* The lease dlock counts on after a long poll starts when it was granted,
+ * not when it was asked for: a wait longer than --ttl still runs the
+ * command (dlock renews at once to know when its lease began). */
+TEST(dlock_runs_the_command_after_a_wait_longer_than_its_lease)
+{
+	const char *n = lockname("dlock-long-wait"), *m = lockname("dlock-long-wait-acq");
+	struct proc p;
+	int code;
+
+	CHECK(lock_hold(NULL, n, "other", 60000), "another owner holds it");
+	dlock_start(&p, NULL, NULL, "long", "run", "--ttl", "1s", n, "--", "echo", "ran", NULL);
+	CHECK(wait_waiters(NULL, 1, 5000), "dlock waits");
+	sleep_ms(1500);		/* the wait under test: longer than dlock's 1 s lease */
+	CHECK(lock_release(NULL, n, "other") == 200, "release");
+	CHECK((code = dlock_wait(&p)) == 0 && strstr(out_of(&p), "ran"),
+	      "the command runs with the lease just granted (%d: %s %s)", code, out_of(&p),
+	      err_of(&p));
+
+	CHECK(lock_hold(NULL, m, "other", 1500), "another owner holds it for 1.5 s");
+	dlock_start(&p, NULL, NULL, "long-acq", "acquire", "--ttl", "1s", m, NULL);
+	CHECK((code = dlock_wait(&p)) == 0 && strstr(out_of(&p), "DLOCK_TTL_MS='1000'"),
+	      "acquire after the holder's lease ran out: the lease it asked for (%d: %s %s)",
+	      code, out_of(&p), err_of(&p));
+	CHECK(flag_of(NULL, "locked", "/locks/%s", m) == 1, "and it holds the lock");
+}
+
+/* Ctrl-Z stops the command with dlock; if the lease ends meanwhile, the
+ * command never runs again and another holder is alone. */
+TEST(dlock_ctrl_z_stops_the_command_with_it)
+{
+	const char *n = lockname("dlock-ctrl-z");
+	char tick[400], script[1400], state[64], path[64];
+	struct proc p, q;
+	long long t1;
+	int code;
+
+	tmpfile_named(tick, sizeof(tick), "tick");
+	snprintf(script, sizeof(script),
+		 "while :; do date +%%s%%N > %s.new; mv %s.new %s; sleep 0.05; done", tick, tick,
+		 tick);
+	dlock_start(&p, NULL, NULL, "ctrlz", "run", "--ttl", "2s", "--grace", "1s", n, "--",
+		    "sh", "-c", script, NULL);
+	CHECK(WAIT_FOR(number_in(tick) > 0, 5000), "the command ticks: %s", err_of(&p));
+	CHECK(kill(p.pid, SIGTSTP) == 0, "Ctrl-Z (SIGTSTP) to dlock");
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)p.pid);
+	CHECK(WAIT_FOR(strstr(file_read(path, state, sizeof(state)), ") T "), 5000),
+	      "dlock stops: %s", state);
+	sleep_ms(200);		/* a tick already under way lands */
+	t1 = number_in(tick);
+	sleep_ms(2500);		/* the stop under test: past dlock's 2 s lease */
+	CHECK(number_in(tick) == t1, "the command stopped with dlock");
+	dlock_start(&q, NULL, NULL, "ctrlz2", "run", "-n", n, "--", "echo", "second", NULL);
+	CHECK((code = dlock_wait(&q)) == 0, "the lease ran out: another run gets the lock (%d: %s)",
+	      code, err_of(&q));
+	CHECK(kill(p.pid, SIGCONT) == 0, "fg (SIGCONT)");
+	CHECK(WAIT_FOR(proc_exited(&p), 5000), "dlock ends");
+	code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
+	CHECK(code == 75 && strstr(err_of(&p), "stopped"), "lease lost while stopped: 75 (%d: %s)",
+	      code, err_of(&p));
+	CHECK(number_in(tick) == t1, "and the command never ran again");
+}
+
+/* What dlock's caller leaves it with: a pipe that closes (SIGPIPE), SIGCHLD
+ * ignored, a child of its own (exec dlock after `cmd &`). */
+TEST(dlock_survives_closed_pipes_ignored_sigchld_and_inherited_children)
+{
+	const char *n = lockname("dlock-pipe"), *m = lockname("dlock-sigign");
+	const char *k = lockname("dlock-inherit");
+	char pidfile[400], script[1200], env[600];
+	struct proc p;
+	long long pid;
+	int code;
+
+	snprintf(env, sizeof(env), "DLOCK=%s", dlock_bin());
+	tmpfile_named(pidfile, sizeof(pidfile), "pid");
+	/* stdout and stderr into a pipe whose reader is gone: the command gets
+	 * SIGPIPE as it would without dlock; dlock's own messages fail quietly,
+	 * and it still stops the leftover sleep and releases */
+	snprintf(script, sizeof(script),
+		 "$DLOCK run --grace 1s %s -- sh -c 'echo $$ > %s; sleep 60 & echo a; sleep 0.3; "
+		 "echo b; echo c' 2>&1 | head -c 1 >/dev/null; sleep 0.3", n, pidfile);
+	{
+		const char *argv[] = { "sh", "-c", script, NULL };
+		char server[128];
+		const char *envv[] = { server, env, NULL };
+
+		snprintf(server, sizeof(server), "DLOCK_SERVER=%s", H_dlockd.base);
+		proc_start(&p, argv, envv, "pipe");
+	}
+	CHECK(dlock_wait(&p) >= 0, "the pipeline ends");
+	CHECK((pid = number_in(pidfile)) > 0, "the command ran");
+	CHECK(WAIT_FOR(kill(-(pid_t)pid, 0) < 0 && errno == ESRCH, 5000),
+	      "the leftover sleep is stopped");
+	CHECK(WAIT_FOR(flag_of(NULL, "locked", "/locks/%s", n) == 0, 5000), "the lock is released");
+
+	/* started with SIGCHLD ignored */
+	{
+		const char *argv[] = { "python3", "-c",
+				       "import os, signal, sys; signal.signal(signal.SIGCHLD, "
+				       "signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])",
+				       dlock_bin(), "run", m, "--", "sh", "-c", "exit 3", NULL };
+		char server[128];
+		const char *envv[] = { server, NULL };
+
+		snprintf(server, sizeof(server), "DLOCK_SERVER=%s", H_dlockd.base);
+		proc_start(&p, argv, envv, "sigign");
+	}
+	CHECK((code = dlock_wait(&p)) == 3, "SIGCHLD ignored by the caller: the status comes "
+	      "through (%d: %s)", code, err_of(&p));
+	CHECK(flag_of(NULL, "locked", "/locks/%s", m) == 0, "and the lock is released");
+
+	/* a child of dlock's own (it was exec'd by a shell with a job) ends
+	 * while dlock waits: the wait goes on */
+	CHECK(lock_hold(NULL, k, "other", 1500), "another owner holds it for 1.5 s");
+	snprintf(script, sizeof(script), "sleep 0.2 & exec $DLOCK run %s -- echo ran", k);
+	{
+		const char *argv[] = { "sh", "-c", script, NULL };
+		char server[128];
+		const char *envv[] = { server, env, NULL };
+
+		snprintf(server, sizeof(server), "DLOCK_SERVER=%s", H_dlockd.base);
+		proc_start(&p, argv, envv, "inherit");
+	}
+	CHECK((code = dlock_wait(&p)) == 0 && strstr(out_of(&p), "ran"),
+	      "an inherited child's exit does not end the wait (%d: %s)", code, err_of(&p));
+}
+
+TEST(dlock_refuses_a_second_run_with_the_same_owner)
+{
+	const char *n = lockname("dlock-same-owner");
+	struct http_resp r;
+	struct proc p, q;
+	char path[300];
+	int code;
+
+	dlock_start(&p, NULL, NULL, "owner1", "run", "--owner", "cron-host1", n, "--", "sleep", "3",
+		    NULL);
+	CHECK(WAIT_FOR(flag_of(NULL, "locked", "/locks/%s", n) == 1, 5000), "the first runs");
+	dlock_start(&q, NULL, NULL, "owner2", "run", "-n", "--owner", "cron-host1", n, "--",
+		    "echo", "second", NULL);
+	CHECK((code = dlock_wait(&q)) == 1 && !strstr(out_of(&q), "second") &&
+	      strstr(err_of(&q), "unique"),
+	      "the second is refused as a conflict, saying why (%d: %s)", code, err_of(&q));
+	snprintf(path, sizeof(path), "/locks/%s?owner=cron-host1", n);
+	CHECK(http("GET", path, NULL, &r) == 0 && json_int(&r, "holds") == 1,
+	      "the first still holds it, once: %s", r.body);
+	http_free(&r);
+	CHECK((code = dlock_wait(&p)) == 0, "the first ends well (%d: %s)", code, err_of(&p));
+}
+
+/* The command gets the descriptors dlock got, not dlock's sockets; a closed
+ * stdin is /dev/null. */
+TEST(dlock_command_inherits_no_socket_of_dlocks)
+{
+	const char *n = lockname("dlock-fds"), *m = lockname("dlock-full");
+	struct proc p;
+	int code;
+
+	{
+		const char *argv[] = { "python3", "-c",
+				       "import os, sys; os.closerange(3, 65536); os.close(0); "
+				       "os.execv(sys.argv[1], sys.argv[1:])",
+				       dlock_bin(), "run", n, "--", "sh", "-c",
+				       "ls -l /proc/$$/fd | sed -n 's/.* \\([0-9]*\\) -> /\\1 /p'",
+				       NULL };
+		char server[128];
+		const char *envv[] = { server, NULL };
+
+		snprintf(server, sizeof(server), "DLOCK_SERVER=%s", H_dlockd.base);
+		proc_start(&p, argv, envv, "fds");
+	}
+	CHECK((code = dlock_wait(&p)) == 0, "runs (%d: %s)", code, err_of(&p));
+	CHECK(strstr(out_of(&p), "0 /dev/null") && !strstr(out_of(&p), "socket:") &&
+	      !strstr(out_of(&p), "\n3 "),
+	      "0 1 2 only, 0 on /dev/null, no socket:\n%s", out_of(&p));
+
+	{
+		const char *argv[] = { "sh", "-c", "exec \"$DLOCK\" acquire \"$N\" >/dev/full", NULL };
+		char server[128], env[600], name[300];
+		const char *envv[] = { server, env, name, NULL };
+
+		snprintf(server, sizeof(server), "DLOCK_SERVER=%s", H_dlockd.base);
+		snprintf(env, sizeof(env), "DLOCK=%s", dlock_bin());
+		snprintf(name, sizeof(name), "N=%s", m);
+		proc_start(&p, argv, envv, "full");
+	}
+	CHECK((code = dlock_wait(&p)) == 74 && strstr(err_of(&p), "stdout"),
+	      "acquire that cannot print its assignments: 74 (%d: %s)", code, err_of(&p));
+	CHECK(flag_of(NULL, "locked", "/locks/%s", m) == 0, "and it gave the lock back");
 }
