@@ -41,7 +41,8 @@ static size_t on_body(char *data, size_t size, size_t n, void *arg)
 	return len;
 }
 
-struct client *client_create(const char *server, const char *token)
+struct client *client_create(const char *server, const char *token,
+			     const struct client_tls *tls)
 {
 	struct client *c = calloc(1, sizeof(*c));
 	size_t len = strlen(server);
@@ -67,6 +68,13 @@ struct client *client_create(const char *server, const char *token)
 		client_free(c);
 		return NULL;
 	}
+	/* set once: client_start() changes only what differs per request */
+	if (tls && tls->ca_file)
+		curl_easy_setopt(c->easy, CURLOPT_CAINFO, tls->ca_file);
+	if (tls && tls->cert_file)
+		curl_easy_setopt(c->easy, CURLOPT_SSLCERT, tls->cert_file);
+	if (tls && tls->key_file)
+		curl_easy_setopt(c->easy, CURLOPT_SSLKEY, tls->key_file);
 	return c;
 }
 

@@ -18,10 +18,19 @@ struct answer {
 	char error[256];	/* no answer: the transport's reason */
 };
 
+/* For an https:// server: the CA to trust instead of the system's, and a
+ * client certificate and key for mutual TLS (each NULL: none). */
+struct client_tls {
+	const char *ca_file;
+	const char *cert_file;
+	const char *key_file;
+};
+
 /* A client of the dlockd at server ("http://host:port", no trailing path
- * needed) sending token as a bearer token (NULL: none). NULL when libcurl
- * cannot be set up. client_free() it. */
-struct client *client_create(const char *server, const char *token);
+ * needed) sending token as a bearer token (NULL: none), with tls (NULL:
+ * defaults). NULL when libcurl cannot be set up. client_free() it. */
+struct client *client_create(const char *server, const char *token,
+			     const struct client_tls *tls);
 void client_free(struct client *c);
 /* The server URL it talks to, for messages. */
 const char *client_server(const struct client *c);

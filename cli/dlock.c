@@ -32,6 +32,11 @@ static const char usage_text[] =
 "  -s, --server URL       dlockd's address (default $DLOCK_SERVER, else " DEFAULT_SERVER ")\n"
 "      --token-file FILE  the bearer token, on the file's first line (default\n"
 "                         $DLOCK_TOKEN; never on the command line, which ps shows)\n"
+"      --cacert FILE      for https://: the CA to trust (default $DLOCK_CACERT,\n"
+"                         else the system's)\n"
+"      --cert FILE, --key FILE\n"
+"                         for https:// with mutual TLS: the client certificate\n"
+"                         and its key (default $DLOCK_CERT, $DLOCK_KEY)\n"
 "  -o, --owner ID         the owner id (default: unique to this run; renew and\n"
 "                         release take $DLOCK_OWNER when NAME is $DLOCK_NAME)\n"
 "  -w, --wait DURATION    wait this long for the lock (default: until acquired)\n"
@@ -70,6 +75,7 @@ struct opts {
 	bool ttl_given;
 	const char *server;
 	const char *token_file;
+	struct client_tls tls;
 	const char *owner;
 	int64_t wait_ms;	/* -1: until acquired */
 	int64_t ttl_ms;
@@ -91,11 +97,14 @@ static int usage_error(const char *fmt, const char *arg)
  * success *first is the index of the first argument that is not one. */
 static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 {
-	enum { O_TOKEN_FILE = 256, O_FORCE, O_JSON };
+	enum { O_TOKEN_FILE = 256, O_FORCE, O_JSON, O_CACERT, O_CERT, O_KEY };
 	static const struct option longopts[] = {
 		{ "kind", required_argument, NULL, 'k' },
 		{ "server", required_argument, NULL, 's' },
 		{ "token-file", required_argument, NULL, O_TOKEN_FILE },
+		{ "cacert", required_argument, NULL, O_CACERT },
+		{ "cert", required_argument, NULL, O_CERT },
+		{ "key", required_argument, NULL, O_KEY },
 		{ "owner", required_argument, NULL, 'o' },
 		{ "wait", required_argument, NULL, 'w' },
 		{ "no-wait", no_argument, NULL, 'n' },
@@ -121,6 +130,9 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 			break;
 		case 's': o->server = optarg; break;
 		case O_TOKEN_FILE: o->token_file = optarg; break;
+		case O_CACERT: o->tls.ca_file = optarg; break;
+		case O_CERT: o->tls.cert_file = optarg; break;
+		case O_KEY: o->tls.key_file = optarg; break;
 		case 'o':
 			if (!lease_id_ok(optarg, 128))
 				return usage_error("--owner '%s' must be 1 to 128 of A-Z a-z 0-9 . _ : -",
@@ -411,11 +423,19 @@ int main(int argc, char **argv)
 	if (!o.server)
 		o.server = getenv("DLOCK_SERVER") && *getenv("DLOCK_SERVER") ? getenv("DLOCK_SERVER")
 									       : DEFAULT_SERVER;
+	if (!o.tls.ca_file && getenv("DLOCK_CACERT") && *getenv("DLOCK_CACERT"))
+		o.tls.ca_file = getenv("DLOCK_CACERT");
+	if (!o.tls.cert_file && getenv("DLOCK_CERT") && *getenv("DLOCK_CERT"))
+		o.tls.cert_file = getenv("DLOCK_CERT");
+	if (!o.tls.key_file && getenv("DLOCK_KEY") && *getenv("DLOCK_KEY"))
+		o.tls.key_file = getenv("DLOCK_KEY");
+	if (!o.tls.cert_file != !o.tls.key_file)
+		return usage_error("--cert and --key go together%s", "");
 	token = read_token(&o, &bad_token);
 	if (bad_token)
 		return EXIT_USAGE;
 	curl_global_init(CURL_GLOBAL_DEFAULT);
-	l.client = client_create(o.server, token);
+	l.client = client_create(o.server, token, &o.tls);
 	free(token);
 	if (!l.client) {
 		fputs("dlock: cannot set up libcurl\n", stderr);
