@@ -138,8 +138,6 @@ void run_note_inherited(void)
 	each_fd(note_inherited);
 }
 
-/* Fork and exec argv in a group of its own with the lock in its
- * environment. -1 with *err set when it could not be run. */
 /* What dlock found at its start, for the command: the signal mask, and
  * how SIGCHLD and SIGPIPE were handled (dlock needs SIGCHLD delivered and
  * SIGPIPE ignored, but a caller that ignores either passes that on). */
@@ -148,6 +146,9 @@ struct inherited {
 	struct sigaction chld, pipe;
 };
 
+/* Fork and exec argv in a group of its own with the lock in its
+ * environment and what dlock inherited. -1 with *err set when it could
+ * not be run. */
 static pid_t spawn(const struct lease *l, char *const argv[], const struct inherited *in,
 		   int *err)
 {
