@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -91,6 +92,8 @@ static int node_port(void)
 	return -1;
 }
 
+static int nodes_started;
+
 static int cluster_start_once(struct redis_cluster *c, int masters, int replicas)
 {
 	char log[400];
@@ -105,6 +108,12 @@ static int cluster_start_once(struct redis_cluster *c, int masters, int replicas
 			 "--cluster-enabled yes --cluster-config-file nodes.conf "
 			 "--cluster-node-timeout 2000 --appendonly no");
 		c->node[i].port = node_port();
+		/* a directory of its own: one named after a port an earlier test's
+		 * node had would hand this node that node's nodes.conf ("node is
+		 * not empty", and no cluster) */
+		snprintf(c->node[i].dir, sizeof(c->node[i].dir), "%s/cluster-node-%d-%d",
+			 test_tmpdir(), ++nodes_started, c->node[i].port);
+		mkdir(c->node[i].dir, 0755);
 		c->n = i + 1;
 		if (redis_start(&c->node[i]) < 0)
 			goto fail;
