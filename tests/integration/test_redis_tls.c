@@ -7,8 +7,11 @@
  * with --tls-auth-clients yes a client certificate (--redis-cert,
  * --redis-key) is needed, and its absence is named in the log; a
  * --redis-ca (or -cert, -key) with a plaintext URL, and bad files, stop
- * dlockd at start. Each test runs its own Redis and dlockd. */
+ * dlockd at start; a Sentinel topology served over TLS (sentinels and
+ * data nodes, replication too) is reached with rediss-sentinel:// and a
+ * failover followed. Each test runs its own Redis and dlockd. */
 #include "../harness/harness.h"
+#include "../harness/sentinel.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -290,4 +293,40 @@ TEST(redis_tls_bad_settings_stop_dlockd_at_start)
 		      out);
 		CHECK(strstr(out, want), "says '%s': %s", want, out);
 	}
+}
+
+/* rediss-sentinel://: the sentinels and the master they name over TLS,
+ * and a failover followed to the promoted replica, over TLS too. */
+TEST(redis_tls_sentinel_failover_is_followed)
+{
+	static struct sentinel_topo t;
+	const char *flags[] = { "--redis-ca", NULL, NULL };
+	const char *n = lockname("rtls-sentinel");
+	char why[400] = "";
+	struct dlockd_srv d;
+	redisReply *rep;
+	int old;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	CHECK(sentinel_topo_start_tls(&t, 1) == 0, "a master, a replica and three sentinels "
+	      "over TLS");
+	flags[1] = pki_path("ca.pem");
+	CHECK(dlockd_start(&d, t.url, flags) == 0, "start on %s (see %s)", t.url, d.log);
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 10000),
+	      "ready through the sentinels over TLS (see %s)", d.log);
+	CHECK(lock_cycle(&d, n, why, sizeof(why)), "a lock cycle on the master: %s", why);
+
+	old = sentinel_master_port(&t);
+	CHECK(old == t.data[0].tls_port, "the sentinels name the master's TLS port: %d", old);
+	rep = rcmd_on(&t.sent[0], "SENTINEL FAILOVER " SENTINEL_MASTER);
+	CHECK(rep && rep->type == REDIS_REPLY_STATUS, "SENTINEL FAILOVER: %s",
+	      rep && rep->str ? rep->str : "no reply");
+	freeReplyObject(rep);
+	CHECK(WAIT_FOR(sentinel_master_port(&t) == t.data[1].tls_port, 30000),
+	      "the replica is promoted");
+	CHECK(WAIT_FOR(lock_cycle(&d, lockname("rtls-sentinel"), why, sizeof(why)), 20000),
+	      "a lock cycle on the promoted replica, over TLS: %s (see %s)", why, d.log);
+	CHECK(file_lines_with(d.log, "\"level\":\"error\"", "redis tls", NULL) == 0,
+	      "no TLS trouble logged (see %s)", d.log);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 }
