@@ -324,6 +324,9 @@ TEST(redis_tls_sentinel_failover_is_followed)
 	freeReplyObject(rep);
 	CHECK(WAIT_FOR(sentinel_master_port(&t) == t.data[1].tls_port, 30000),
 	      "the replica is promoted");
+	/* readyz first (quiet), then cycles until one works on the new master */
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 20000),
+	      "ready again after the failover (see %s)", d.log);
 	CHECK(WAIT_FOR(lock_cycle(&d, lockname("rtls-sentinel"), why, sizeof(why)), 20000),
 	      "a lock cycle on the promoted replica, over TLS: %s (see %s)", why, d.log);
 	CHECK(file_lines_with(d.log, "\"level\":\"error\"", "redis tls", NULL) == 0,
