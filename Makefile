@@ -181,7 +181,7 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB_OBJS) | deps
 # test_redis_conn runs the connection on a real loop against a fake Redis
 # of its own: it links the loop and what the connection uses, no more.
 REDIS_CONN_TEST_OBJS = $(patsubst %,$(BUILD)/service/%.o,loop heap log util redis_target \
-	redis_cluster cluster_slots)
+	redis_cluster cluster_slots redis_tls)
 $(BUILD)/tests/test_redis_conn: tests/unit/test_redis_conn.c $(REDIS_CONN_TEST_OBJS) | deps
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \

@@ -21,6 +21,7 @@
 #include "service/pubsub.h"
 #include "service/redis_conn.h"
 #include "service/redis_target.h"
+#include "service/redis_tls.h"
 #include "service/redis_url.h"
 #include "service/scripts.h"
 #include "service/tls.h"
@@ -171,12 +172,22 @@ int main(int argc, char **argv)
 		log_error("%s", why);
 		return 1;
 	}
+	/* TLS to Redis: its files are read (a bad one stops here, exit 2,
+	 * as for --tls-cert) and its pump started before any connection */
+	if (url.tls && redis_tls_load(cfg.redis_ca, cfg.redis_cert, cfg.redis_key) < 0) {
+		redis_url_release(&url);
+		auth_release();
+		tls_release();
+		config_release(&cfg);
+		return 2;
+	}
 	/* sentinels: a resolver finds the master before anything connects */
 	if (url.nsentinels && redis_target_start(&url) < 0)
 		return 1;
 	if (redis_detect_cluster(&url) < 0) {
 		/* a setting a cluster cannot serve: exit 2, as for any bad setting */
 		redis_url_release(&url);
+		redis_tls_release();
 		auth_release();
 		tls_release();
 		config_release(&cfg);
@@ -255,6 +266,7 @@ stop:
 	free(workers);
 	free(backends);
 	redis_target_stop(&url);	/* after every connection that asks it */
+	redis_tls_release();	/* after every connection: their tunnels close */
 	redis_url_release(&url);
 	auth_release();
 	tls_release();		/* after server_free: no session holds it */

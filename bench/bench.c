@@ -147,6 +147,8 @@ static void proc_usage(pid_t pid, long *rss_kib, int *threads)
 /* While set, conn_open() speaks TLS (GnuTLS, the certificate checked
  * against tls_trust for 127.0.0.1): the dlockd running is an HTTPS one. */
 static bool use_tls;
+/* --redis-ca for the dlockd started next (redis_tls_cost), NULL: none */
+static const char *redis_ca;
 static gnutls_certificate_credentials_t tls_trust;
 
 struct conn {
@@ -262,6 +264,7 @@ static int http_port, redis_port;
 static pid_t redis_pid, dlockd_pid, replica_pid;
 /* the Sentinel and Cluster topologies' processes, stopped by pid */
 static pid_t topo_pids[8];
+static pid_t redis_tls_pid;	/* redis_tls_cost's redis-server, while it runs */
 static int ntopo;
 static double seconds = 3.0;
 static const char *only;	/* --only WORD: scenarios whose name contains it */
@@ -1017,6 +1020,11 @@ static void stop_all(void)
 			topo_pids[i] = 0;
 		}
 	ntopo = 0;
+	if (redis_tls_pid > 0) {
+		kill(redis_tls_pid, SIGTERM);
+		waitpid(redis_tls_pid, NULL, 0);
+		redis_tls_pid = 0;
+	}
 	if (replica_pid > 0) {
 		kill(replica_pid, SIGTERM);
 		waitpid(replica_pid, NULL, 0);
@@ -1100,6 +1108,10 @@ static void start_dlockd_url(const char *bin, const char *redis_url, const char 
 	if (replicas) {
 		dargv[argc++] = "--redis-sync-replicas";
 		dargv[argc++] = replicas;
+	}
+	if (redis_ca) {	/* TLS to Redis (redis_tls_cost) */
+		dargv[argc++] = "--redis-ca";
+		dargv[argc++] = redis_ca;
 	}
 	if (use_tls) {	/* an HTTPS dlockd (tls_cost) */
 		dargv[argc++] = "--tls-cert";
@@ -1230,6 +1242,83 @@ static void sync_cost(const char *bin, int clients)
 	start_dlockd_sync(bin, NULL);
 }
 
+/* dir/tls.pem and dir/tls.key: a self-signed EC P-256 certificate for
+ * 127.0.0.1 (made once), which clients trust as its own CA. */
+static bool tls_cert_made(void)
+{
+	static int made;	/* 0 not yet, 1 made, -1 failed */
+	char cmd[1024];
+
+	if (!made) {
+		snprintf(cmd, sizeof(cmd), "openssl req -x509 -newkey ec -pkeyopt "
+			 "ec_paramgen_curve:P-256 -nodes -keyout %s/tls.key -out %s/tls.pem -days 2 "
+			 "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null", dir,
+			 dir);
+		made = system(cmd) == 0 ? 1 : -1;
+	}
+	return made > 0;
+}
+
+/* The cost of TLS to Redis: uncontended cycles against a dlockd on
+ * rediss:// ("dlockd") and the same run against one on redis:// (the
+ * "floor" column) to the same redis-server, which serves both --port and
+ * --tls-port, in alternating rounds, a fresh dlockd each. Redis' TLS
+ * (OpenSSL) answers both; dlockd's side of TLS is its tunnel pump. */
+static void redis_tls_cost(const char *bin, int clients)
+{
+	double with[ROUNDS], without[ROUNDS];
+	char scenario[96], ca[300], key[300], rport[16], tport[16], log[200], rdir[200];
+	char plain[96], tls[96];
+	const char *argv[] = { "redis-server", "--port", rport, "--tls-port", tport,
+			       "--tls-cert-file", ca, "--tls-key-file", key, "--tls-ca-cert-file",
+			       ca, "--tls-auth-clients", "no", "--bind", "127.0.0.1", "--save", "",
+			       "--appendonly", "no", "--dir", rdir, NULL };
+	int port, tls_port;
+
+	snprintf(scenario, sizeof(scenario), "redis tls vs plain, lock, %d clients", clients);
+	if (!wanted(scenario))
+		return;
+	if (!tls_cert_made()) {
+		fprintf(stderr, "bench: openssl could not make a certificate; redis tls skipped\n");
+		return;
+	}
+	snprintf(ca, sizeof(ca), "%s/tls.pem", dir);
+	snprintf(key, sizeof(key), "%s/tls.key", dir);
+	port = free_port();
+	tls_port = free_port();
+	snprintf(rport, sizeof(rport), "%d", port);
+	snprintf(tport, sizeof(tport), "%d", tls_port);
+	snprintf(rdir, sizeof(rdir), "%s/redis-tls", dir);
+	snprintf(log, sizeof(log), "%s/redis-tls.log", dir);
+	mkdir(rdir, 0755);
+	redis_tls_pid = spawn(argv, log);
+	if (!wait_port(port) || !wait_port(tls_port)) {
+		fprintf(stderr, "bench: redis-server with TLS did not start (%s)\n", log);
+		goto out;
+	}
+	snprintf(plain, sizeof(plain), "redis://127.0.0.1:%d/0", port);
+	snprintf(tls, sizeof(tls), "rediss://127.0.0.1:%d/0", tls_port);
+	for (int i = 0; i < ROUNDS; i++) {
+		start_dlockd_url(bin, plain, NULL);
+		without[i] = run_once(K_LOCK, UNCONTENDED, false, clients, "r0").per_s;
+		redis_ca = ca;
+		start_dlockd_url(bin, tls, NULL);
+		redis_ca = NULL;
+		with[i] = run_once(K_LOCK, UNCONTENDED, false, clients, "r1").per_s;
+		fprintf(stderr, "  %s round %d: %.0f vs %.0f /s (%.2f)\n", scenario, i + 1, with[i],
+			without[i], with[i] / without[i]);
+	}
+	qsort(with, ROUNDS, sizeof(double), cmp_double);
+	qsort(without, ROUNDS, sizeof(double), cmp_double);
+	result(scenario, "cycles/s (floor: redis://)", with[ROUNDS / 2], without[ROUNDS / 2],
+	       "/s");
+out:
+	start_dlockd(bin);
+	kill(redis_tls_pid, SIGTERM);
+	waitpid(redis_tls_pid, NULL, 0);
+	redis_tls_pid = 0;
+}
+
 /* The cost of HTTPS: uncontended cycles on keep-alive connections against
  * a dlockd serving HTTPS ("dlockd") and the same run against a plaintext
  * one (the "floor" column), in alternating rounds, a fresh dlockd each.
@@ -1244,11 +1333,7 @@ static void tls_cost(const char *bin, int clients)
 	if (!wanted(scenario))
 		return;
 	if (!tls_trust) {
-		snprintf(cmd, sizeof(cmd), "openssl req -x509 -newkey ec -pkeyopt "
-			 "ec_paramgen_curve:P-256 -nodes -keyout %s/tls.key -out %s/tls.pem -days 2 "
-			 "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null", dir,
-			 dir);
-		if (system(cmd) != 0) {
+		if (!tls_cert_made()) {
 			fprintf(stderr, "bench: openssl could not make a certificate; https skipped\n");
 			return;
 		}
@@ -1761,6 +1846,8 @@ int main(int argc, char **argv)
 	}
 	tls_cost(bin, 1);
 	tls_cost(bin, 16);
+	redis_tls_cost(bin, 1);
+	redis_tls_cost(bin, 16);
 	/* before "sync replicas", which gives the standalone Redis a replica */
 	bench_bin = bin;
 	if (wanted("sentinel"))

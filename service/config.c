@@ -35,7 +35,8 @@ struct option_row {
 enum {
 	O_LISTEN, O_REDIS, O_THREADS, O_DEFAULT_TTL, O_MAX_TTL, O_MAX_WAIT,
 	O_QUEUE_TTL, O_MAX_BODY, O_MAX_CONN, O_IDLE_TIMEOUT, O_LOG_LEVEL,
-	O_LOG_FORMAT, O_AUTH_FILE, O_TLS_CERT, O_TLS_KEY, O_TLS_CLIENT_CA, O_KEY_PREFIX,
+	O_LOG_FORMAT, O_AUTH_FILE, O_TLS_CERT, O_TLS_KEY, O_TLS_CLIENT_CA, O_REDIS_CA,
+	O_REDIS_CERT, O_REDIS_KEY, O_KEY_PREFIX,
 	O_SYNC_REPLICAS, O_SYNC_TIMEOUT, O_PUBSUB, O_COUNT
 };
 
@@ -47,6 +48,7 @@ static const struct option_row rows[O_COUNT] = {
 		"[IPv6] or localhost, and a port (0: any free one)", "127.0.0.1:8080" },
 	[O_REDIS] = { "redis", "DLOCKD_REDIS_URL", OPT_STRING, 0, 0, "URL",
 		"redis://[user:password@]host:port/db or unix:///path/to/socket; "
+		"TLS: rediss://... (or ?tls=true), rediss-sentinel://...; "
 		"a Redis Cluster: redis://[user:password@]HOSTS (some of its nodes, "
 		"or one: a cluster is found from the node itself); "
 		"or Sentinel: redis-sentinel://[[user:]password@]HOSTS[/db]#master, "
@@ -96,6 +98,15 @@ static const struct option_row rows[O_COUNT] = {
 		"mutual TLS: every client must present a certificate signed by a "
 		"CA in FILE (PEM), or its handshake fails; re-read like --tls-cert",
 		"none (no client certificates)" },
+	[O_REDIS_CA] = { "redis-ca", "DLOCKD_REDIS_CA", OPT_STRING, 0, 0, "FILE",
+		"TLS to Redis (rediss://): trust only the CAs in FILE (PEM) for "
+		"Redis' certificate, whose name must match the host in --redis "
+		"(an IP address: one of its IP addresses)", "the system's trust store" },
+	[O_REDIS_CERT] = { "redis-cert", "DLOCKD_REDIS_CERT", OPT_STRING, 0, 0, "FILE",
+		"TLS to Redis: the client certificate dlockd presents (PEM), for a "
+		"Redis with tls-auth-clients; needs --redis-key", "none" },
+	[O_REDIS_KEY] = { "redis-key", "DLOCKD_REDIS_KEY", OPT_STRING, 0, 0, "FILE",
+		"the private key of --redis-cert (PEM, not encrypted)", "none" },
 	[O_KEY_PREFIX] = { "key-prefix", "DLOCKD_KEY_PREFIX", OPT_STRING, 0, 0, "STR",
 		"put STR before every lock name in Redis (lock N is key STRN, and "
 		"its channels and other keys follow), as Redisson's NameMapper does; "
@@ -318,6 +329,18 @@ static int set_option(struct config *cfg, int i, const char *val, const char *fr
 		free(cfg->tls_client_ca);
 		cfg->tls_client_ca = xstrdup(val);
 		break;
+	case O_REDIS_CA:
+		free(cfg->redis_ca);
+		cfg->redis_ca = xstrdup(val);
+		break;
+	case O_REDIS_CERT:
+		free(cfg->redis_cert);
+		cfg->redis_cert = xstrdup(val);
+		break;
+	case O_REDIS_KEY:
+		free(cfg->redis_key);
+		cfg->redis_key = xstrdup(val);
+		break;
 	case O_KEY_PREFIX:
 		if (!key_prefix_ok(val)) {
 			fprintf(stderr, "dlockd: %s '%s' must be 1 to %d of A-Z a-z 0-9 . _ : -\n",
@@ -387,6 +410,7 @@ static int check_consistent(struct config *cfg)
 {
 	struct redis_url url;
 	char why[256];
+	bool tls;
 
 	if (config_parse_listen(cfg->listen, &cfg->listen_addr, &cfg->listen_addr_len) < 0) {
 		fprintf(stderr, "dlockd: listen address '%s' is not HOST:PORT or [V6]:PORT\n",
@@ -400,11 +424,29 @@ static int check_consistent(struct config *cfg)
 		free(shown);
 		return -1;
 	}
-	redis_url_release(&url);
 	/* an empty file name (--tls-key '') is none */
 	empty_is_none(&cfg->tls_cert);
 	empty_is_none(&cfg->tls_key);
 	empty_is_none(&cfg->tls_client_ca);
+	empty_is_none(&cfg->redis_ca);
+	empty_is_none(&cfg->redis_cert);
+	empty_is_none(&cfg->redis_key);
+	tls = url.tls;
+	redis_url_release(&url);
+	if (!tls && (cfg->redis_ca || cfg->redis_cert || cfg->redis_key)) {
+		/* never a silent plaintext connection where TLS was meant */
+		fprintf(stderr, "dlockd: %s is for TLS to Redis, but --redis is not TLS: write "
+			"rediss:// (or rediss-sentinel://, or add ?tls=true)\n",
+			cfg->redis_ca ? "--redis-ca" : cfg->redis_cert ? "--redis-cert"
+								: "--redis-key");
+		return -1;
+	}
+	if (!cfg->redis_cert != !cfg->redis_key) {
+		fprintf(stderr, "dlockd: --redis-cert and --redis-key go together: %s was given "
+			"without %s\n", cfg->redis_cert ? "--redis-cert" : "--redis-key",
+			cfg->redis_cert ? "--redis-key" : "--redis-cert");
+		return -1;
+	}
 	if (!cfg->tls_cert != !cfg->tls_key) {
 		fprintf(stderr, "dlockd: --tls-cert and --tls-key go together: %s was given "
 			"without %s\n", cfg->tls_cert ? "--tls-cert" : "--tls-key",
@@ -564,6 +606,10 @@ void config_release(struct config *cfg)
 	free(cfg->tls_cert);
 	free(cfg->tls_key);
 	free(cfg->tls_client_ca);
+	free(cfg->redis_ca);
+	free(cfg->redis_cert);
+	free(cfg->redis_key);
+	cfg->redis_ca = cfg->redis_cert = cfg->redis_key = NULL;
 	cfg->listen = cfg->redis_url = cfg->auth_file = cfg->key_prefix = NULL;
 	cfg->tls_cert = cfg->tls_key = cfg->tls_client_ca = NULL;
 }

@@ -23,6 +23,8 @@ struct config {
 	char *auth_file;		/* NULL: no auth */
 	char *tls_cert, *tls_key;	/* NULL: plain HTTP; both or neither */
 	char *tls_client_ca;		/* NULL: no client certificates (needs tls_cert) */
+	char *redis_ca;			/* TLS to Redis: NULL: the system's trust store */
+	char *redis_cert, *redis_key;	/* TLS to Redis: client certificate; NULL none */
 	char *key_prefix;		/* put before every lock name in Redis; "" none */
 	unsigned threads;		/* event loops, each with one pipelined Redis connection */
 	int64_t default_ttl_ms;

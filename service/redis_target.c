@@ -38,6 +38,7 @@
 #include "redis_target.h"
 
 #include "log.h"
+#include "redis_conn.h"
 #include "redis_url.h"
 #include "util.h"
 
@@ -110,13 +111,13 @@ static struct timeval tv_ms(int ms)
 	return (struct timeval){ .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
 }
 
-/* A blocking connection to host:port, authenticated with user (may be
- * NULL) and password (NULL: no AUTH); NULL, with a debug line, if that
- * fails. what names the node for the log. */
-static redisContext *open_node(const char *host, int port, const char *user,
-			       const char *password, const char *what)
+/* A blocking connection to host:port (TLS as url says), authenticated
+ * with user (may be NULL) and password (NULL: no AUTH); NULL, with a
+ * debug line, if that fails. what names the node for the log. */
+static redisContext *open_node(const struct redis_url *url, const char *host, int port,
+			       const char *user, const char *password, const char *what)
 {
-	redisContext *c = redisConnectWithTimeout(host, port, tv_ms(CONNECT_TIMEOUT_MS));
+	redisContext *c = redis_connect_tcp(url, host, port, CONNECT_TIMEOUT_MS, true);
 	redisReply *r;
 
 	if (!c)
@@ -147,7 +148,7 @@ static redisContext *open_node(const char *host, int port, const char *user,
 static int ask_sentinel(const struct redis_url *url, const struct redis_host *s, char *host,
 			int *port)
 {
-	redisContext *c = open_node(s->host, s->port, NULL, url->sentinel_password, "sentinel");
+	redisContext *c = open_node(url, s->host, s->port, NULL, url->sentinel_password, "sentinel");
 	redisReply *r;
 	int rc = -1;
 
@@ -178,7 +179,7 @@ static int ask_sentinel(const struct redis_url *url, const struct redis_host *s,
 /* ROLE on host:port says master. */
 static bool confirm_master(const struct redis_url *url, const char *host, int port)
 {
-	redisContext *c = open_node(host, port, url->user, url->password, "master");
+	redisContext *c = open_node(url, host, port, url->user, url->password, "master");
 	redisReply *r;
 	bool ok;
 
@@ -537,7 +538,8 @@ static void on_message(struct redis_target *t, const redisReply *r, const struct
 /* Listen on sentinel s until its connection fails or stop. */
 static void listen_on(struct redis_target *t, const struct redis_host *s)
 {
-	redisContext *c = open_node(s->host, s->port, NULL, t->url->sentinel_password, "sentinel");
+	redisContext *c = open_node(t->url, s->host, s->port, NULL, t->url->sentinel_password,
+				   "sentinel");
 
 	if (!c)
 		return;

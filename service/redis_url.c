@@ -1,6 +1,6 @@
-/* redis_url.c -- parsing the --redis URL (redis://, unix:// or
- * redis-sentinel://) into what a connection needs, and hiding its
- * passwords for logs.
+/* redis_url.c -- parsing the --redis URL (redis://, rediss://, unix://,
+ * redis-sentinel:// or rediss-sentinel://) into what a connection needs,
+ * and hiding its passwords for logs.
  *
  * The URL is checked once, at start (config.c), so whatever this parser
  * does not understand is refused there with a message that names it,
@@ -23,6 +23,7 @@
 #define DB_MAX (INT_MAX - 1)
 
 #define SENTINEL_SCHEME "redis-sentinel://"
+#define SENTINEL_TLS_SCHEME "rediss-sentinel://"
 #define REDIS_SENTINEL_PORT 26379
 
 struct parse {
@@ -116,13 +117,14 @@ static int parse_db(struct parse *p, const char *a, const char *b, struct redis_
 	return 0;
 }
 
-/* The query [a, b): db, user, password and (sentinel: redis-sentinel://)
- * sentinel_password, each at most once. db_given tells whether the path
- * already chose a db. */
+/* The query [a, b): db, user, password, tls and (sentinel:
+ * redis-sentinel://) sentinel_password, each at most once. db_given tells
+ * whether the path already chose a db; tls_scheme whether the scheme was
+ * rediss:// or rediss-sentinel://. */
 static int parse_query(struct parse *p, const char *a, const char *b, bool db_given,
-		       bool sentinel, struct redis_url *u)
+		       bool sentinel, bool tls_scheme, struct redis_url *u)
 {
-	bool seen_db = false, seen_user = false, seen_password = false;
+	bool seen_db = false, seen_user = false, seen_password = false, seen_tls = false;
 
 	while (a < b) {
 		const char *amp = memchr(a, '&', (size_t)(b - a)), *end = amp ? amp : b;
@@ -152,13 +154,29 @@ static int parse_query(struct parse *p, const char *a, const char *b, bool db_gi
 			seen_password = true;
 			if (decode(p, eq + 1, end, "password", &u->password) < 0)
 				return -1;
+		} else if (klen == 3 && !memcmp(a, "tls", 3)) {
+			size_t vlen = (size_t)(end - eq - 1);
+			bool on = vlen == 4 && !memcmp(eq + 1, "true", 4);
+
+			if (seen_tls)
+				return refuse(p, "tls given twice");
+			seen_tls = true;
+			if (!on && !(vlen == 5 && !memcmp(eq + 1, "false", 5)))
+				return refuse(p, "tls '%.*s' is not true or false", (int)vlen, eq + 1);
+			if (!on && tls_scheme)
+				return refuse(p, "tls=false with a rediss scheme, which is TLS; "
+					    "write redis:// (or redis-sentinel://) for plaintext");
+			if (on && u->unix_path)
+				return refuse(p, "tls=true on a unix socket: TLS is for TCP "
+					    "(rediss://host:port)");
+			u->tls = u->tls || on;
 		} else if (sentinel && klen == 17 && !memcmp(a, "sentinel_password", 17)) {
 			if (u->sentinel_password)
 				return refuse(p, "sentinel_password given twice");
 			if (decode(p, eq + 1, end, "sentinel_password", &u->sentinel_password) < 0)
 				return -1;
 		} else {
-			return refuse(p, "unknown parameter '%.*s' (known: db, user, password%s)",
+			return refuse(p, "unknown parameter '%.*s' (known: db, user, password, tls%s)",
 				    (int)klen, a, sentinel ? ", sentinel_password" : "");
 		}
 		a = amp ? amp + 1 : b;
@@ -332,7 +350,9 @@ int redis_url_parse(const char *s, struct redis_url *u, char *why, size_t why_le
 {
 	struct parse p = { why, why_len };
 	const char *q, *end, *hash = strchr(s, '#');
-	bool db_given = false, sentinel = !strncmp(s, SENTINEL_SCHEME, strlen(SENTINEL_SCHEME));
+	bool tls_sentinel = !strncmp(s, SENTINEL_TLS_SCHEME, strlen(SENTINEL_TLS_SCHEME));
+	bool db_given = false, sentinel = tls_sentinel ||
+					  !strncmp(s, SENTINEL_SCHEME, strlen(SENTINEL_SCHEME));
 	const char *url_end;
 
 	memset(u, 0, sizeof(*u));
@@ -362,7 +382,10 @@ int redis_url_parse(const char *s, struct redis_url *u, char *why, size_t why_le
 	q = memchr(s, '?', (size_t)(url_end - s));
 	end = q ? q : url_end;
 	if (sentinel) {
-		if (parse_sentinels(&p, s + strlen(SENTINEL_SCHEME), end, &db_given, u) < 0)
+		u->tls = tls_sentinel;
+		if (parse_sentinels(&p, s + strlen(tls_sentinel ? SENTINEL_TLS_SCHEME
+								: SENTINEL_SCHEME),
+				    end, &db_given, u) < 0)
 			goto bad;
 	} else if (!strncmp(s, "unix://", 7)) {
 		if (s[7] != '/' || s + 8 >= end) {
@@ -378,19 +401,23 @@ int redis_url_parse(const char *s, struct redis_url *u, char *why, size_t why_le
 	} else if (!strncmp(s, "redis://", 8)) {
 		if (parse_tcp(&p, s + 8, end, &db_given, u) < 0)
 			goto bad;
+	} else if (!strncmp(s, "rediss://", 9)) {
+		u->tls = true;
+		if (parse_tcp(&p, s + 9, end, &db_given, u) < 0)
+			goto bad;
 	} else {
 		const char *colon = strstr(s, "://");
 
 		if (colon)
-			refuse(&p, "scheme '%.*s' is not redis://, unix:// or redis-sentinel:// "
-			     "(TLS is not supported)",
+			refuse(&p, "scheme '%.*s' is not redis://, rediss://, unix://, "
+			     "redis-sentinel:// or rediss-sentinel://",
 			     (int)(colon - s) > 16 ? 16 : (int)(colon - s), s);
 		else
-			refuse(&p, "not redis://host:port/db, unix:///path or "
+			refuse(&p, "not redis://host:port/db, rediss://host:port/db, unix:///path or "
 			     "redis-sentinel://host:port,...#master");
 		goto bad;
 	}
-	if (q && parse_query(&p, q + 1, url_end, db_given, sentinel, u) < 0)
+	if (q && parse_query(&p, q + 1, url_end, db_given, sentinel, u->tls, u) < 0)
 		goto bad;
 	if (u->user && !u->password) {
 		refuse(&p, "a user without a password (give password= too)");
@@ -433,7 +460,9 @@ char *redis_url_redacted(const char *s)
 	q = strchr(rest, '?');
 	/* a sentinel URL's master name, after its last '#', is shown as is;
 	 * a '#' anywhere else is part of what it ends, and hidden with it */
-	frag = !strncmp(s, SENTINEL_SCHEME, strlen(SENTINEL_SCHEME)) ? strrchr(rest, '#') : NULL;
+	frag = !strncmp(s, SENTINEL_SCHEME, strlen(SENTINEL_SCHEME)) ||
+			       !strncmp(s, SENTINEL_TLS_SCHEME, strlen(SENTINEL_TLS_SCHEME))
+		       ? strrchr(rest, '#') : NULL;
 	if (frag && q && frag < q)
 		frag = NULL;	/* hide more */
 	end = frag ? frag : rest + strlen(rest);

@@ -21,6 +21,10 @@ struct redis_url {
 	char *user;		/* NULL unless given */
 	char *password;		/* NULL unless given */
 	int db;
+	/* rediss://, rediss-sentinel:// or ?tls=true: every connection (to
+	 * the data nodes, the sentinels, the cluster's nodes) is TLS
+	 * (redis_tls.h) */
+	bool tls;
 	/* redis-sentinel:// only (nsentinels > 0): the sentinels to ask, in
 	 * order, the master's name, and the sentinels' own password (NULL
 	 * unless given); user and password above are the data nodes'. */
@@ -42,11 +46,13 @@ struct redis_url {
 };
 
 /* Parse
- *   redis://[[user]:password@]host[:port][,host[:port]...][/db][?param=value&...]
+ *   redis[s]://[[user]:password@]host[:port][,host[:port]...][/db][?param=value&...]
  *   unix:///path/to/socket[?param=value&...]
- *   redis-sentinel://[[user:]password@]host[:port][,host[:port]...][/db]
+ *   redis[s]-sentinel://[[user:]password@]host[:port][,host[:port]...][/db]
  *       [?param=value&...]#master
- * where the params are db, user and password, on every scheme, and
+ * where rediss and rediss-sentinel (or tls=true on the others but
+ * unix://) mean TLS to every node (tls=false with them is refused), the
+ * params are db, user, password and tls, on every scheme, and
  * sentinel_password on redis-sentinel:// (whose ports default to 26379;
  * its '#' starts the master's name, also percent-decoded; '#' is refused
  * anywhere else). The user,

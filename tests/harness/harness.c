@@ -223,24 +223,43 @@ static bool pid_alive(pid_t pid)
 
 int redis_start(struct redis_srv *r)
 {
-	char port[16], log[300];
-	const char *argv[32];
+	char port[16], log[300], tls_port[16];
+	const char *argv[48];
 	int argc = 0;
 	char extra[256], *save = NULL;
 
 	if (!r->port)
 		r->port = free_port();
+	if (r->tls_port < 0)
+		r->tls_port = free_port();
+	if ((r->tls_only || r->tls_port) && !pki_ready()) {
+		fprintf(stderr, "# openssl could not make the test certificates in %s\n", pki_dir());
+		return -1;
+	}
 	if (!r->dir[0]) {
 		snprintf(r->dir, sizeof(r->dir), "%s/redis-%d", tmpdir, r->port);
 		mkdir(r->dir, 0755);
 	}
 	snprintf(port, sizeof(port), "%d", r->port);
+	snprintf(tls_port, sizeof(tls_port), "%d", r->tls_only ? r->port : r->tls_port);
 	snprintf(log, sizeof(log), "%s/redis.log", r->dir);
 	argv[argc++] = "redis-server";
 	if (r->conf[0])
 		argv[argc++] = r->conf;	/* first, as redis-server wants it */
 	argv[argc++] = "--port";
-	argv[argc++] = port;
+	argv[argc++] = r->tls_only ? "0" : port;
+	if (r->tls_only || r->tls_port) {
+		argv[argc++] = "--tls-port";
+		argv[argc++] = tls_port;
+		argv[argc++] = "--tls-cert-file";
+		argv[argc++] = pki_path("node.pem");
+		argv[argc++] = "--tls-key-file";
+		argv[argc++] = pki_path("node.key");
+		argv[argc++] = "--tls-ca-cert-file";
+		argv[argc++] = pki_path("ca.pem");
+		argv[argc++] = "--tls-auth-clients";
+		argv[argc++] = "no";
+	}
 	argv[argc++] = "--bind";
 	argv[argc++] = "127.0.0.1";
 	argv[argc++] = "--dir";
@@ -250,12 +269,22 @@ int redis_start(struct redis_srv *r)
 	argv[argc++] = "--daemonize";
 	argv[argc++] = "no";
 	snprintf(extra, sizeof(extra), "%s", r->extra);
-	for (char *tok = strtok_r(extra, " ", &save); tok && argc < 30;
+	for (char *tok = strtok_r(extra, " ", &save); tok && argc < 46;
 	     tok = strtok_r(NULL, " ", &save))
 		argv[argc++] = tok;
 	argv[argc] = NULL;
 	r->pid = spawn(argv, log);
-	for (int i = 0; i < 500; i++) {
+	for (int i = 0; r->tls_only && i < 100; i++) {
+		char pong[16];
+
+		/* no hiredis over TLS: ask redis-cli, which is slower */
+		if (redis_tls_cli(r, "PING", pong, sizeof(pong)) == 0 && !strcmp(pong, "PONG"))
+			return 0;
+		if (!pid_alive(r->pid))
+			break;
+		sleep_ms(50);
+	}
+	for (int i = 0; !r->tls_only && i < 500; i++) {
 		redisContext *c = redis_client(r);
 		redisReply *rep = c ? redisCommand(c, "PING") : NULL;
 		bool ok = rep && rep->type == REDIS_REPLY_STATUS;
@@ -272,6 +301,31 @@ int redis_start(struct redis_srv *r)
 	}
 	fprintf(stderr, "# redis-server on port %d did not start; see %s\n", r->port, log);
 	return -1;
+}
+
+int redis_tls_cli(const struct redis_srv *r, const char *args, char *out, size_t cap)
+{
+	char cmd[1024];
+	FILE *p;
+	int rc;
+
+	if (cap)
+		out[0] = '\0';
+	snprintf(cmd, sizeof(cmd), "redis-cli --tls --cacert %s --cert %s --key %s -h 127.0.0.1 "
+		 "-p %d %s 2>/dev/null", pki_path("ca.pem"), pki_path("client.pem"),
+		 pki_path("client.key"), r->tls_only ? r->port : r->tls_port, args);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	for (size_t n = 0; (rc = fgetc(p)) != EOF;)
+		if (n + 1 < cap) {
+			out[n++] = rc == '\n' ? ' ' : (char)rc;
+			out[n] = '\0';
+		}
+	if (cap && *out && out[strlen(out) - 1] == ' ')
+		out[strlen(out) - 1] = '\0';
+	rc = pclose(p);
+	return rc < 0 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
 void redis_stop(struct redis_srv *r, bool hard)

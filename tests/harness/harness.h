@@ -48,6 +48,12 @@ struct redis_srv {
 	char dir[256];
 	char extra[256];	/* extra redis-server arguments, space separated */
 	char conf[300];		/* a config file to start with (a sentinel's), or "" */
+	/* TLS (certificates of pki_ready(): node.pem, CA ca.pem, clients not
+	 * asked for one unless extra says --tls-auth-clients yes): tls_only
+	 * serves TLS on port and nothing else (--port 0); tls_port (-1: a
+	 * free one, set on start) serves it there besides plaintext on port */
+	bool tls_only;
+	int tls_port;
 };
 
 struct dlockd_srv {
@@ -65,6 +71,11 @@ const char *test_tmpdir(void);
 int redis_start(struct redis_srv *r);
 /* SIGKILL (hard) or SIGTERM it and reap it. */
 void redis_stop(struct redis_srv *r, bool hard);
+/* redis-cli over TLS (trusting ca.pem, presenting client.pem) to r's TLS
+ * port with args (shell words); its output into out (cap bytes, lines
+ * joined by spaces, "" if none). Returns redis-cli's exit status (-1:
+ * not run). */
+int redis_tls_cli(const struct redis_srv *r, const char *args, char *out, size_t cap);
 /* Start dlockd against redis_url (NULL: the shared Redis) with extra flags
  * (NULL-terminated); waits until /healthz answers. With --tls-cert in
  * flags, d->base is https:// and the wait speaks TLS as http_tls() said. */
@@ -276,6 +287,20 @@ bool test_failed(void);
  * so arg must outlive the test: static or heap, never the test's stack. */
 void test_at_end(void (*fn)(void *), void *arg);
 void test_at_end_cancel(void *arg);
+
+/* ----- Certificates (pki.c) ----- */
+
+/* Make the run's test certificates once (openssl, in test_tmpdir()/pki):
+ * ca, other-ca; server1..5 (IP 127.0.0.1, DNS localhost; serverAuth),
+ * client (clientAuth), node (both: a Redis replicating over TLS), all
+ * signed by ca; self (a self-signed client); elsewhere (signed by ca,
+ * named only elsewhere.invalid). Each as NAME.pem and NAME.key. */
+bool pki_ready(void);
+/* The directory they are in, and the path of one file of it ("ca.pem"):
+ * the same string for the same file, for the whole run. */
+const char *pki_dir(void);
+const char *pki_path(const char *file);
+
 /* A lock name unique to this run and this call. */
 const char *lockname(const char *hint);
 int64_t mono_ms(void);

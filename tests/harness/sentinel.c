@@ -19,8 +19,9 @@ void sentinel_topo_stop(void *arg)
 }
 
 /* A sentinel watching the master on master_port, with its own config
- * file (Sentinel rewrites it). */
-static int sentinel_start(struct redis_srv *s, int master_port)
+ * file (Sentinel rewrites it); with tls, served and speaking to the data
+ * nodes over TLS too. */
+static int sentinel_start(struct redis_srv *s, int master_port, bool tls)
 {
 	char dir[sizeof(s->dir)];
 	FILE *f;
@@ -38,7 +39,8 @@ static int sentinel_start(struct redis_srv *s, int master_port)
 		   "sentinel down-after-milliseconds " SENTINEL_MASTER " 1000\n"
 		   "sentinel failover-timeout " SENTINEL_MASTER " 3000\n", master_port);
 	fclose(f);
-	snprintf(s->extra, sizeof(s->extra), "--sentinel");
+	snprintf(s->extra, sizeof(s->extra), "--sentinel%s", tls ? " --tls-replication yes" : "");
+	s->tls_port = tls ? -1 : 0;
 	return redis_start(s);
 }
 
@@ -96,18 +98,24 @@ struct redis_srv *sentinel_data_on(struct sentinel_topo *t, int port)
 	return NULL;
 }
 
-int sentinel_topo_start(struct sentinel_topo *t, int replicas)
+static int topo_start(struct sentinel_topo *t, int replicas, bool tls)
 {
 	memset(t, 0, sizeof(*t));
 	test_at_end(sentinel_topo_stop, t);
 	if (replicas < 1 || replicas > 2)
 		return -1;
 	t->ndata = 1 + replicas;
+	if (tls) {
+		t->data[0].tls_port = -1;
+		snprintf(t->data[0].extra, sizeof(t->data[0].extra), "--tls-replication yes");
+	}
 	if (redis_start(&t->data[0]) < 0)
 		return -1;
 	for (int i = 1; i < t->ndata; i++) {
-		snprintf(t->data[i].extra, sizeof(t->data[i].extra), "--replicaof 127.0.0.1 %d",
-			 t->data[0].port);
+		snprintf(t->data[i].extra, sizeof(t->data[i].extra), "--replicaof 127.0.0.1 %d%s",
+			 tls ? t->data[0].tls_port : t->data[0].port,
+			 tls ? " --tls-replication yes" : "");
+		t->data[i].tls_port = tls ? -1 : 0;
 		if (redis_start(&t->data[i]) < 0)
 			return -1;
 	}
@@ -118,14 +126,30 @@ int sentinel_topo_start(struct sentinel_topo *t, int replicas)
 			return -1;
 		}
 	for (int i = 0; i < 3; i++)
-		if (sentinel_start(&t->sent[i], t->data[0].port) < 0)
+		if (sentinel_start(&t->sent[i], tls ? t->data[0].tls_port : t->data[0].port,
+				   tls) < 0)
 			return -1;
 	if (!WAIT_FOR(sentinels_ready(t), 30000)) {
 		printf("# sentinels did not agree on the quorum and replicas\n");
 		return -1;
 	}
-	snprintf(t->url, sizeof(t->url), "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,"
-		 "127.0.0.1:%d/0#" SENTINEL_MASTER, t->sent[0].port, t->sent[1].port,
-		 t->sent[2].port);
+	if (tls)
+		snprintf(t->url, sizeof(t->url), "rediss-sentinel://127.0.0.1:%d,127.0.0.1:%d,"
+			 "127.0.0.1:%d/0#" SENTINEL_MASTER, t->sent[0].tls_port,
+			 t->sent[1].tls_port, t->sent[2].tls_port);
+	else
+		snprintf(t->url, sizeof(t->url), "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,"
+			 "127.0.0.1:%d/0#" SENTINEL_MASTER, t->sent[0].port, t->sent[1].port,
+			 t->sent[2].port);
 	return 0;
+}
+
+int sentinel_topo_start(struct sentinel_topo *t, int replicas)
+{
+	return topo_start(t, replicas, false);
+}
+
+int sentinel_topo_start_tls(struct sentinel_topo *t, int replicas)
+{
+	return topo_start(t, replicas, true);
 }

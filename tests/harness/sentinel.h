@@ -20,6 +20,11 @@ struct sentinel_topo {
  * others, the quorum and every replica; 0, or -1 with what went wrong
  * printed. t must outlive the test (static): it is stopped at its end. */
 int sentinel_topo_start(struct sentinel_topo *t, int replicas);
+/* The same over TLS: every node also serves TLS (redis_srv.tls_port, the
+ * harness' certificates) and replicates over it, the sentinels watch the
+ * master's TLS port, and url is rediss-sentinel://, naming the sentinels'
+ * TLS ports (the plaintext ports stay for the harness' own checks). */
+int sentinel_topo_start_tls(struct sentinel_topo *t, int replicas);
 /* SIGTERM every process still running and reap it (once). */
 void sentinel_topo_stop(void *t);
 /* Does INFO section of r contain needle? */

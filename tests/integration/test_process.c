@@ -31,8 +31,10 @@ TEST(help_lists_every_setting)
 		"--max-wait-ms", "--max-body-bytes", "--log-level", "DLOCKD_LISTEN",
 		"DLOCKD_REDIS_URL", "unix://", "redis://[user:password@]host:port/db",
 		"--redis-pubsub", "DLOCKD_REDIS_PUBSUB", "--health-check[=ready]",
+		"rediss://", "rediss-sentinel://", "--redis-ca", "DLOCKD_REDIS_CA",
+		"--redis-cert", "--redis-key",
 	};
-	char cmd[300], out[8192];
+	char cmd[300], out[16384];
 
 	snprintf(cmd, sizeof(cmd), "%s --help", dlockd_binary());
 	CHECK(run_capture(cmd, out, sizeof(out)) == 0, "--help exits 0");
@@ -42,7 +44,7 @@ TEST(help_lists_every_setting)
 
 TEST(help_wraps_within_80_columns)
 {
-	char cmd[300], out[8192], *line, *save = NULL;
+	char cmd[300], out[16384], *line, *save = NULL;
 	bool options = false;
 
 	snprintf(cmd, sizeof(cmd), "%s --help", dlockd_binary());

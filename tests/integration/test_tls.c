@@ -9,7 +9,8 @@
  * old certificate, logged once; bad files or flags stop dlockd at start
  * (exit 2) naming the file and the problem; past --max-connections a TLS
  * connection is closed unanswered. The certificates are made
- * with openssl in the run's directory. Each test runs its own dlockd. */
+ * with openssl in the run's directory (the harness' pki_ready). Each
+ * test runs its own dlockd. */
 #include "../harness/harness.h"
 
 #include <fcntl.h>
@@ -29,87 +30,12 @@
  * make dlockd read it. */
 #define PAD_TO 4096
 
-static char pki[300];	/* the directory of the run's certificates */
-
-static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sh(const char *fmt, ...)
+/* Write text into a new file at path. */
+static bool file_write(const char *path, const char *text)
 {
-	char cmd[2048];
-	va_list ap;
+	FILE *f = fopen(path, "w");
 
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	return system(cmd);
-}
-
-/* pki/name.pem and pki/name.key: an EC P-256 certificate with subject
- * CN=cn, signed by pki/ca_name (NULL: self-signed), for a server
- * (127.0.0.1 and localhost) or a client. */
-static int make_cert(const char *name, const char *cn, const char *ca_name, bool server)
-{
-	FILE *f;
-	char ext[400];
-
-	if (!ca_name)
-		return sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
-			  "-keyout %s/%s.key -out %s/%s.pem -days 2 -subj '/CN=%s' 2>/dev/null",
-			  pki, name, pki, name, cn);
-	snprintf(ext, sizeof(ext), "%s/%s.ext", pki, name);
-	f = fopen(ext, "w");
-	if (!f)
-		return -1;
-	fputs(server ? "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
-		     : "extendedKeyUsage=clientAuth\n", f);
-	fclose(f);
-	return sh("openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "
-		  "%s/%s.key -out %s/%s.csr -subj '/CN=%s' 2>/dev/null && openssl x509 -req -in "
-		  "%s/%s.csr -CA %s/%s.pem -CAkey %s/%s.key -CAcreateserial -out %s/%s.pem -days 2 "
-		  "-extfile %s 2>/dev/null", pki, name, pki, name, cn, pki, name, pki, ca_name, pki,
-		  ca_name, pki, name, ext);
-}
-
-/* The run's certificates, made once: a CA, another CA, servers 1..5 and
- * a client signed by the CA, and a self-signed client. */
-static bool pki_ready(void)
-{
-	static int made;	/* 0 not yet, 1 made, -1 failed */
-	char cn[64], name[32];
-
-	if (made)
-		return made > 0;
-	made = -1;
-	snprintf(pki, sizeof(pki), "%s/pki", test_tmpdir());
-	mkdir(pki, 0700);
-	if (make_cert("ca", "dlockd test CA", NULL, false) != 0 ||
-	    make_cert("other-ca", "another CA", NULL, false) != 0 ||
-	    make_cert("client", "good client", "ca", false) != 0 ||
-	    make_cert("self", "self-signed client", NULL, false) != 0)
-		return false;
-	for (int i = 1; i <= 5; i++) {
-		snprintf(name, sizeof(name), "server%d", i);
-		snprintf(cn, sizeof(cn), "dlockd server %d", i);
-		if (make_cert(name, cn, "ca", true) != 0)
-			return false;
-	}
-	made = 1;
-	return true;
-}
-
-/* The path of a file of the run's certificates; the same string for the
- * same file, for the whole run. */
-static const char *pki_path(const char *file)
-{
-	static char paths[32][400];
-	static unsigned n;
-
-	for (unsigned i = 0; i < n; i++)
-		if (!strcmp(strrchr(paths[i], '/') + 1, file))
-			return paths[i];
-	if (n == 32)
-		return "/nonexistent";
-	snprintf(paths[n], sizeof(paths[n]), "%s/%s", pki, file);
-	return paths[n++];
+	return f && fputs(text, f) >= 0 && fclose(f) == 0;
 }
 
 /* Write the file src to dst in place (through symlinks, same inode),
@@ -191,7 +117,7 @@ TEST(tls_lock_cycle_over_https)
 	struct dlockd_srv d;
 	struct http_resp r;
 
-	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki);
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
 	flags[1] = pki_path("server1.pem");
 	flags[3] = pki_path("server1.key");
 	t.ca = pki_path("ca.pem");
@@ -251,7 +177,7 @@ TEST(tls_client_certificates_required)
 	struct http_resp r;
 	char path[300];
 
-	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki);
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
 	flags[1] = pki_path("server1.pem");
 	flags[3] = pki_path("server1.key");
 	flags[5] = pki_path("ca.pem");
@@ -318,7 +244,7 @@ TEST(tls_certificate_rotates_without_dropping_connections)
 	struct bg waiter;
 	int refused, mismatched;
 
-	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki);
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
 	/* a mounted Secret: tls.crt -> ..data/tls.crt, ..data -> ..v1 */
 	snprintf(dir, sizeof(dir), "%s/tls-secret-%d", test_tmpdir(), (int)getpid());
 	mkdir(dir, 0700);
@@ -374,7 +300,7 @@ TEST(tls_certificate_rotates_without_dropping_connections)
 	/* a broken certificate: the old one stays, and the log says why, once
 	 * (a look between the two writes above may have refused a pair) */
 	refused = file_lines_with(d.log, "not reloaded", NULL);
-	CHECK(sh("echo 'not a certificate' > %s", crt) == 0, "break the certificate");
+	CHECK(file_write(crt, "not a certificate\n"), "break the certificate");
 	CHECK(WAIT_FOR(file_lines_with(d.log, "tls certificates not reloaded (a file changed on "
 				       "disk)", "--tls-cert", "no PEM certificate", NULL) == 1, s),
 	      "the broken file is refused, naming it");
@@ -428,10 +354,10 @@ TEST(tls_bad_files_stop_dlockd_at_start)
 	char garbage[400], missing[400], cmd[3000], out[2048];
 	const char *bin = dlockd_binary();
 
-	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki);
-	snprintf(garbage, sizeof(garbage), "%s/garbage.pem", pki);
-	snprintf(missing, sizeof(missing), "%s/missing.pem", pki);
-	CHECK(sh("echo 'no PEM here' > %s", garbage) == 0, "a garbage file");
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	snprintf(garbage, sizeof(garbage), "%s/garbage.pem", pki_dir());
+	snprintf(missing, sizeof(missing), "%s/missing.pem", pki_dir());
+	CHECK(file_write(garbage, "no PEM here\n"), "a garbage file");
 
 	const struct {
 		const char *env, *args;	/* {cert} and the like: the files below */
@@ -492,7 +418,7 @@ TEST(tls_over_max_connections_is_closed)
 	int fds[16], n = 0;
 	bool refused = false;
 
-	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki);
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
 	flags[1] = pki_path("server1.pem");
 	flags[3] = pki_path("server1.key");
 	t.ca = pki_path("ca.pem");

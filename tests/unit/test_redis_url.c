@@ -138,9 +138,10 @@ static void test_redis_url__query_parameters(void **state)
 static void test_redis_url__refusals_say_why(void **state)
 {
 	(void)state;
-	refused("http://x", "scheme 'http' is not redis://, unix:// or redis-sentinel://");
-	refused("rediss://h", "scheme 'rediss'");
-	refused("localhost:6379", "not redis://host:port/db, unix:///path");
+	refused("http://x", "scheme 'http' is not redis://, rediss://, unix://, "
+		"redis-sentinel:// or rediss-sentinel://");
+	refused("redis+tls://h", "scheme 'redis+tls'");
+	refused("localhost:6379", "not redis://host:port/db, rediss://host:port/db, unix:///path");
 	refused("redis://", "host '' is not a host name");
 	refused("redis://h:0", "port '0' is not a number from 1 to 65535");
 	refused("redis://h:port", "port 'port'");
@@ -272,6 +273,62 @@ static void shown(const char *url, const char *want)
 	free(s);
 }
 
+static void test_redis_url__tls(void **state)
+{
+	struct redis_url u;
+
+	(void)state;
+	/* rediss:// is redis:// over TLS, seeds and all */
+	assert_int_equal(redis_url_parse("rediss://u:p@redis.example:6380,h2/2", &u, NULL, 0), 0);
+	assert_true(u.tls);
+	assert_string_equal(u.host, "redis.example");
+	assert_int_equal(u.port, 6380);
+	assert_int_equal(u.nseeds, 2);
+	assert_int_equal(u.db, 2);
+	assert_string_equal(u.password, "p");
+	redis_url_release(&u);
+	assert_int_equal(redis_url_parse("redis://h", &u, NULL, 0), 0);
+	assert_false(u.tls);
+	redis_url_release(&u);
+	/* tls=true on redis:// and redis-sentinel://; tls=false is plaintext */
+	assert_int_equal(redis_url_parse("redis://h?tls=true&db=1", &u, NULL, 0), 0);
+	assert_true(u.tls);
+	assert_int_equal(u.db, 1);
+	redis_url_release(&u);
+	assert_int_equal(redis_url_parse("redis://h?tls=false", &u, NULL, 0), 0);
+	assert_false(u.tls);
+	redis_url_release(&u);
+	assert_int_equal(redis_url_parse("redis-sentinel://s1,s2?tls=true#m", &u, NULL, 0), 0);
+	assert_true(u.tls);
+	assert_int_equal(u.nsentinels, 2);
+	redis_url_release(&u);
+	/* rediss-sentinel:// as Lettuce writes it */
+	assert_int_equal(redis_url_parse("rediss-sentinel://pw@s1:26380/1#mymaster", &u, NULL, 0),
+			 0);
+	assert_true(u.tls);
+	assert_int_equal(u.nsentinels, 1);
+	assert_int_equal(u.sentinels[0].port, 26380);
+	assert_string_equal(u.master, "mymaster");
+	assert_string_equal(u.password, "pw");
+	assert_int_equal(u.db, 1);
+	redis_url_release(&u);
+
+	refused("rediss://h?tls=false", "tls=false with a rediss scheme");
+	refused("rediss-sentinel://s?tls=false#m", "tls=false with a rediss scheme");
+	refused("unix:///tmp/r.sock?tls=true", "tls=true on a unix socket");
+	refused("redis://h?tls=yes", "tls 'yes' is not true or false");
+	refused("redis://h?tls=true&tls=true", "tls given twice");
+	refused("rediss-sentinel://s", "no master name");
+
+	/* the redacted form keeps a rediss-sentinel:// master name */
+	{
+		char *r = redis_url_redacted("rediss-sentinel://:secret@s1?sentinel_password=x#m");
+
+		assert_string_equal(r, "rediss-sentinel://***@s1?sentinel_password=***#m");
+		free(r);
+	}
+}
+
 static void test_redis_url__the_password_is_hidden(void **state)
 {
 	(void)state;
@@ -303,6 +360,7 @@ int main(void)
 		cmocka_unit_test(test_redis_url__refusals_say_why),
 		cmocka_unit_test(test_redis_url__sentinel),
 		cmocka_unit_test(test_redis_url__sentinel_refusals),
+		cmocka_unit_test(test_redis_url__tls),
 		cmocka_unit_test(test_redis_url__the_password_is_hidden),
 	};
 

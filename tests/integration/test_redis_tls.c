@@ -1,0 +1,335 @@
+/* test_redis_tls.c -- TLS to Redis: dlockd on rediss:// to a redis-server
+ * that serves TLS only (--port 0 --tls-port P, the certificates of the
+ * harness' pki_ready) runs a lock cycle and wakes a waiter with a release
+ * (pub/sub over TLS); a certificate from another CA, or one that does not
+ * name the host, is refused (503 with Retry-After, readyz 503, one clear
+ * log line naming the problem); redis:// to the TLS port gets no answer;
+ * with --tls-auth-clients yes a client certificate (--redis-cert,
+ * --redis-key) is needed, and its absence is named in the log; a
+ * --redis-ca (or -cert, -key) with a plaintext URL, and bad files, stop
+ * dlockd at start; a Sentinel topology served over TLS (sentinels and
+ * data nodes, replication too) is reached with rediss-sentinel:// and a
+ * failover followed. Each test runs its own Redis and dlockd. */
+#include "../harness/harness.h"
+#include "../harness/sentinel.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+/* A Redis serving TLS only, with extra redis-server arguments. */
+static bool tls_redis(struct redis_srv *rs, const char *extra)
+{
+	memset(rs, 0, sizeof(*rs));
+	rs->tls_only = true;
+	snprintf(rs->extra, sizeof(rs->extra), "%s", extra);
+	return redis_start(rs) == 0;
+}
+
+/* The scripts Redis has run (EVAL and EVALSHA calls), as redis-cli over
+ * TLS reads them; -1 if it cannot. */
+static long long script_calls(const struct redis_srv *rs)
+{
+	char info[4096];
+	const char *names[] = { "cmdstat_eval:calls=", "cmdstat_evalsha:calls=" };
+	long long n = 0;
+
+	if (redis_tls_cli(rs, "INFO commandstats", info, sizeof(info)) != 0)
+		return -1;
+	for (int i = 0; i < 2; i++) {
+		const char *p = strstr(info, names[i]);
+
+		if (p)
+			n += atoll(p + strlen(names[i]));
+	}
+	return n;
+}
+
+/* A lock cycle through d: acquire, a second owner refused, release. */
+static bool lock_cycle(const struct dlockd_srv *d, const char *n, char *why, size_t len)
+{
+	long s;
+
+	if (!lock_hold(d, n, "alice", 30000)) {
+		snprintf(why, len, "acquire refused (see %s)", d->log);
+		return false;
+	}
+	s = status_of(d, "PUT", "/locks/%s?owner=bob", n);
+	if (s != 409) {
+		snprintf(why, len, "a second owner got %ld, want 409", s);
+		return false;
+	}
+	s = lock_release(d, n, "alice");
+	if (s != 200) {
+		snprintf(why, len, "release got %ld, want 200", s);
+		return false;
+	}
+	return true;
+}
+
+/* The 503 dlockd answers while it cannot reach Redis: with Retry-After,
+ * and readyz 503 too. */
+static bool refuses(const struct dlockd_srv *d, const char *n, char *why, size_t len)
+{
+	struct http_resp r;
+	char path[300];
+	bool ok;
+
+	snprintf(path, sizeof(path), "/locks/%s?owner=alice", n);
+	http_on(d->base, "PUT", path, NULL, &r);
+	ok = r.status == 503 && r.retry_after[0] && json_str(&r, "error") &&
+	     !strcmp(json_str(&r, "error"), "backend_unavailable");
+	snprintf(why, len, "PUT: status %ld, Retry-After '%s', body %s", r.status, r.retry_after,
+		 r.body ? r.body : "");
+	http_free(&r);
+	if (ok && status_of(d, "GET", "/readyz") != 503) {
+		snprintf(why, len, "readyz is not 503");
+		ok = false;
+	}
+	return ok;
+}
+
+TEST(redis_tls_lock_cycle_and_wake)
+{
+	const char *flags[] = { "--redis-ca", NULL, NULL };
+	const char *n = lockname("rtls");
+	char url[96], why[400], numsub[300], want[300], path[300];
+	long long calls0;
+	double msgs0;
+	struct redis_srv rs;
+	struct dlockd_srv d;
+	struct bg b;
+	int64_t t;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	CHECK(tls_redis(&rs, ""), "redis-server serves TLS only (see %s/redis.log)", rs.dir);
+	flags[1] = pki_path("ca.pem");
+	snprintf(url, sizeof(url), "rediss://127.0.0.1:%d", rs.port);
+	CHECK(dlockd_start(&d, url, flags) == 0, "start on %s (see %s)", url, d.log);
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000),
+	      "ready over TLS (see %s)", d.log);
+	CHECK(lock_cycle(&d, n, why, sizeof(why)), "a lock cycle over TLS: %s", why);
+
+	/* a waiter woken by a release: the message comes over the
+	 * subscriber's TLS connection (without it the waiter would sleep
+	 * until the 30 s lease ends, past its wait) */
+	CHECK(lock_hold(&d, n, "alice", 30000), "alice holds");
+	calls0 = script_calls(&rs);
+	msgs0 = metric_value(&d, "dlockd_pubsub_messages_total");
+	snprintf(path, sizeof(path), "/locks/%s?owner=bob&wait_ms=10000", n);
+	bg_start_on(&b, d.base, "PUT", path, NULL);
+	snprintf(want, sizeof(want), "redisson_lock__channel:{%s} 1", n);
+	/* parked: waiting, and its try after the subscription made */
+	CHECK(WAIT_FOR(waiters_of(&d) >= 1 && script_calls(&rs) >= calls0 + 2, 10000),
+	      "bob waits (see %s)", d.log);
+	snprintf(path, sizeof(path), "PUBSUB NUMSUB 'redisson_lock__channel:{%s}'", n);
+	CHECK(WAIT_FOR(redis_tls_cli(&rs, path, numsub, sizeof(numsub)) == 0 &&
+		       !strcmp(numsub, want), 10000),
+	      "bob's dlockd subscribed over TLS: '%s', want '%s'", numsub, want);
+	CHECK(lock_release(&d, n, "alice") == 200, "alice releases");
+	t = mono_ms();
+	CHECK_GRANTED_WITHIN(b, t, 2000, "bob, woken by the release");
+	http_free(&b.r);
+	CHECK(metric_value(&d, "dlockd_pubsub_messages_total") >= msgs0 + 1,
+	      "the release message came through the subscriber");
+	CHECK(lock_release(&d, n, "bob") == 200, "bob releases");
+	CHECK(!file_contains(d.log, "redis tls"), "no TLS trouble logged (see %s)", d.log);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
+TEST(redis_tls_refuses_untrusted_or_misnamed_certificates)
+{
+	const char *flags[] = { "--redis-ca", NULL, NULL };
+	const char *n = lockname("rtls-ca");
+	char url[96], why[400], where[64], extra[256];
+	struct redis_srv rs, named;
+	struct dlockd_srv d;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	CHECK(tls_redis(&rs, ""), "redis-server serves TLS only (see %s/redis.log)", rs.dir);
+
+	/* trusting another CA: refused, said once however often it is tried */
+	flags[1] = pki_path("other-ca.pem");
+	snprintf(url, sizeof(url), "rediss://127.0.0.1:%d", rs.port);
+	CHECK(dlockd_start(&d, url, flags) == 0, "start on %s (see %s)", url, d.log);
+	for (int i = 0; i < 5; i++) {
+		CHECK(refuses(&d, n, why, sizeof(why)), "try %d with another CA: %s", i, why);
+		sleep_ms(300);	/* across reconnects: each is refused again */
+	}
+	snprintf(where, sizeof(where), "redis tls 127.0.0.1:%d", rs.port);
+	CHECK(file_lines_with(d.log, "\"level\":\"error\"", where, "certificate is refused",
+			      "issuer is unknown", "--redis-ca", NULL) == 1,
+	      "one error line naming the certificate problem (see %s)", d.log);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+
+	/* the right CA, but a certificate that does not name 127.0.0.1 */
+	memset(&named, 0, sizeof(named));
+	named.tls_only = true;
+	snprintf(extra, sizeof(extra), "--tls-cert-file %s --tls-key-file %s",
+		 pki_path("elsewhere.pem"), pki_path("elsewhere.key"));
+	CHECK(tls_redis(&named, extra), "redis-server named elsewhere.invalid (see %s/redis.log)",
+	      named.dir);
+	flags[1] = pki_path("ca.pem");
+	snprintf(url, sizeof(url), "rediss://127.0.0.1:%d", named.port);
+	CHECK(dlockd_start(&d, url, flags) == 0, "start on %s (see %s)", url, d.log);
+	CHECK(refuses(&d, n, why, sizeof(why)), "a certificate for another name: %s", why);
+	CHECK(WAIT_FOR(file_lines_with(d.log, "\"level\":\"error\"", "certificate is refused",
+				       "does not name the host", NULL) == 1, 5000),
+	      "the log says the certificate does not name the host (see %s)", d.log);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&named, false);
+	redis_stop(&rs, false);
+}
+
+TEST(redis_tls_plaintext_to_tls_port_gets_nothing)
+{
+	const char *n = lockname("rtls-plain");
+	struct redis_srv rs;
+	struct dlockd_srv d;
+	char url[96], why[400];
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	CHECK(tls_redis(&rs, ""), "redis-server serves TLS only (see %s/redis.log)", rs.dir);
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d", rs.port);
+	CHECK(dlockd_start(&d, url, NULL) == 0, "start on %s (see %s)", url, d.log);
+	CHECK(refuses(&d, n, why, sizeof(why)), "plaintext to the TLS port: %s", why);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
+TEST(redis_tls_client_certificate)
+{
+	const char *none[] = { "--redis-ca", NULL, NULL };
+	const char *with[] = { "--redis-ca", NULL, "--redis-cert", NULL, "--redis-key", NULL,
+			       NULL };
+	const char *n = lockname("rtls-mtls");
+	struct redis_srv rs;
+	struct dlockd_srv d;
+	char url[96], why[400];
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	CHECK(tls_redis(&rs, "--tls-auth-clients yes"),
+	      "redis-server requires client certificates (see %s/redis.log)", rs.dir);
+	none[1] = with[1] = pki_path("ca.pem");
+	with[3] = pki_path("client.pem");
+	with[5] = pki_path("client.key");
+	snprintf(url, sizeof(url), "rediss://127.0.0.1:%d/0", rs.port);
+
+	CHECK(dlockd_start(&d, url, none) == 0, "start without a client certificate (see %s)",
+	      d.log);
+	CHECK(refuses(&d, n, why, sizeof(why)), "no client certificate: %s", why);
+	CHECK(WAIT_FOR(file_lines_with(d.log, "\"level\":\"error\"", "client certificate",
+				       "--redis-cert", NULL) >= 1, 5000),
+	      "the log says a client certificate is wanted (see %s)", d.log);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+
+	CHECK(dlockd_start(&d, url, with) == 0, "start with --redis-cert (see %s)", d.log);
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000),
+	      "ready with a client certificate (see %s)", d.log);
+	CHECK(lock_cycle(&d, n, why, sizeof(why)), "a lock cycle with a client certificate: %s",
+	      why);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
+/* Settings that cannot work stop dlockd at start (exit 2), saying why:
+ * never a plaintext connection where TLS was asked for. */
+TEST(redis_tls_bad_settings_stop_dlockd_at_start)
+{
+	const struct {
+		const char *args, *want;
+	} bad[] = {
+		{ "--redis redis://127.0.0.1:1 --redis-ca {ca}",
+		  "--redis-ca is for TLS to Redis, but --redis is not TLS" },
+		{ "--redis unix:///tmp/x?tls=true", "tls=true on a unix socket" },
+		{ "--redis rediss://127.0.0.1:1?tls=false", "tls=false with a rediss scheme" },
+		{ "--redis rediss://127.0.0.1:1 --redis-cert {cert}",
+		  "--redis-cert and --redis-key go together" },
+		{ "--redis rediss://127.0.0.1:1 --redis-ca /nonexistent/ca.pem",
+		  "--redis-ca /nonexistent/ca.pem: " },
+		{ "--redis rediss://127.0.0.1:1 --redis-ca {ca} --redis-cert {cert} "
+		  "--redis-key {other_key}", "--redis-cert {cert} with --redis-key {other_key}" },
+	};
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char args[1000], want[1000], cmd[3000], out[2048];
+		const char *files[][2] = { { "{ca}", pki_path("ca.pem") },
+					   { "{cert}", pki_path("client.pem") },
+					   { "{other_key}", pki_path("server2.key") } };
+		FILE *p;
+		size_t nr;
+		int rc;
+
+		for (int k = 0; k < 2; k++) {
+			const char *src = k ? bad[i].want : bad[i].args;
+			char *o = k ? want : args, *end = o + 999;
+
+			/* {name} -> its file */
+			while (*src && o < end) {
+				size_t f = 0;
+
+				while (f < 3 && strncmp(src, files[f][0], strlen(files[f][0])))
+					f++;
+				if (f < 3) {
+					o += snprintf(o, (size_t)(end - o), "%s", files[f][1]);
+					src += strlen(files[f][0]);
+				} else {
+					*o++ = *src++;
+				}
+			}
+			*o = '\0';
+		}
+		/* bounded: a dlockd that wrongly accepts the setting would serve on */
+		snprintf(cmd, sizeof(cmd), "timeout -s KILL 20 %s %s --listen 127.0.0.1:0 2>&1",
+			 dlockd_binary(), args);
+		p = popen(cmd, "r");
+		nr = p ? fread(out, 1, sizeof(out) - 1, p) : 0;
+		out[nr] = '\0';
+		rc = p ? pclose(p) : -1;
+		CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 2, "exit 2 (%d) for: %s: %s", rc, args,
+		      out);
+		CHECK(strstr(out, want), "says '%s': %s", want, out);
+	}
+}
+
+/* rediss-sentinel://: the sentinels and the master they name over TLS,
+ * and a failover followed to the promoted replica, over TLS too. */
+TEST(redis_tls_sentinel_failover_is_followed)
+{
+	static struct sentinel_topo t;
+	const char *flags[] = { "--redis-ca", NULL, NULL };
+	const char *n = lockname("rtls-sentinel");
+	char why[400] = "";
+	struct dlockd_srv d;
+	redisReply *rep;
+	int old;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	CHECK(sentinel_topo_start_tls(&t, 1) == 0, "a master, a replica and three sentinels "
+	      "over TLS");
+	flags[1] = pki_path("ca.pem");
+	CHECK(dlockd_start(&d, t.url, flags) == 0, "start on %s (see %s)", t.url, d.log);
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 10000),
+	      "ready through the sentinels over TLS (see %s)", d.log);
+	CHECK(lock_cycle(&d, n, why, sizeof(why)), "a lock cycle on the master: %s", why);
+
+	old = sentinel_master_port(&t);
+	CHECK(old == t.data[0].tls_port, "the sentinels name the master's TLS port: %d", old);
+	rep = rcmd_on(&t.sent[0], "SENTINEL FAILOVER " SENTINEL_MASTER);
+	CHECK(rep && rep->type == REDIS_REPLY_STATUS, "SENTINEL FAILOVER: %s",
+	      rep && rep->str ? rep->str : "no reply");
+	freeReplyObject(rep);
+	CHECK(WAIT_FOR(sentinel_master_port(&t) == t.data[1].tls_port, 30000),
+	      "the replica is promoted");
+	/* readyz first (quiet), then cycles until one works on the new master */
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 20000),
+	      "ready again after the failover (see %s)", d.log);
+	CHECK(WAIT_FOR(lock_cycle(&d, lockname("rtls-sentinel"), why, sizeof(why)), 20000),
+	      "a lock cycle on the promoted replica, over TLS: %s (see %s)", why, d.log);
+	CHECK(file_lines_with(d.log, "\"level\":\"error\"", "redis tls", NULL) == 0,
+	      "no TLS trouble logged (see %s)", d.log);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
