@@ -643,3 +643,42 @@ TEST(dlock_command_inherits_no_socket_of_dlocks)
 	      "acquire that cannot print its assignments: 74 (%d: %s)", code, err_of(&p));
 	CHECK(flag_of(NULL, "locked", "/locks/%s", m) == 0, "and it gave the lock back");
 }
+
+/* The shared service behind HTTPS with client certificates: dlock trusts a
+ * private CA (--cacert) and presents its certificate (--cert, --key). */
+TEST(dlock_runs_against_an_https_dlockd_with_client_certificates)
+{
+	struct http_tls t = { .ca = NULL };
+	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--tls-client-ca", NULL,
+				NULL };
+	const char *n = lockname("dlock-mtls");
+	struct dlockd_srv d;
+	struct proc p;
+	int code;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	flags[1] = pki_path("server1.pem");
+	flags[3] = pki_path("server1.key");
+	flags[5] = pki_path("ca.pem");
+	t.ca = pki_path("ca.pem");
+	t.cert = pki_path("client.pem");
+	t.key = pki_path("client.key");
+	http_tls(&t);
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "dlockd with --tls-client-ca (see %s)", d.log);
+
+	dlock_start(&p, d.base, NULL, "mtls", "run", "--cacert", pki_path("ca.pem"), "--cert",
+		    pki_path("client.pem"), "--key", pki_path("client.key"), n, "--", "sh", "-c",
+		    "echo token $DLOCK_FENCING_TOKEN", NULL);
+	CHECK((code = dlock_wait(&p)) == 0 && strstr(out_of(&p), "token 1"),
+	      "a run over mutual TLS (%d: %s %s)", code, out_of(&p), err_of(&p));
+	dlock_start(&p, d.base, NULL, "mtls-nocert", "run", "-n", "--cacert",
+		    pki_path("ca.pem"), n, "--", "true", NULL);
+	CHECK((code = dlock_wait(&p)) == 69 && strstr(err_of(&p), "cannot reach dlockd"),
+	      "without a client certificate: no service, 69 (%d: %s)", code, err_of(&p));
+	dlock_start(&p, d.base, NULL, "mtls-noca", "run", "-n", "--cert", pki_path("client.pem"),
+		    "--key", pki_path("client.key"), n, "--", "true", NULL);
+	CHECK((code = dlock_wait(&p)) == 69 && strstr(err_of(&p), "certificate"),
+	      "a server certificate of a CA not trusted: refused, saying so (%d: %s)", code,
+	      err_of(&p));
+	dlockd_stop(&d, 5000);
+}
