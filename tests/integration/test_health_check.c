@@ -129,3 +129,47 @@ TEST(health_check_with_bad_settings_exits_1)
 	      "port 0 names nothing to probe: exit 1; said: %s", out);
 	CHECK(one_line(out) && strstr(out, "port 0"), "one line saying so: %s", out);
 }
+
+/* A dlockd serving HTTPS is probed over TLS with the same settings; with
+ * --tls-client-ca the probe shows the server's certificate, which passes
+ * where one CA signs servers and clients. */
+TEST(health_check_speaks_tls_to_an_https_dlockd)
+{
+	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--tls-client-ca", NULL,
+				NULL };
+	struct http_tls t = { .ca = NULL };
+	char args[1200], out[1024];
+	struct dlockd_srv d;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	flags[1] = pki_path("server1.pem");
+	flags[3] = pki_path("server1.key");
+	flags[5] = pki_path("ca.pem");
+	t.ca = pki_path("ca.pem");
+	t.cert = pki_path("client.pem");
+	t.key = pki_path("client.key");
+	http_tls(&t);
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "dlockd with HTTPS and client certificates");
+
+	snprintf(args, sizeof(args), " --listen 127.0.0.1:%d --tls-cert %s --tls-key %s "
+		 "--tls-client-ca %s", d.port, flags[1], flags[3], flags[5]);
+	CHECK(probe("", args, out, sizeof(out), NULL) == 0, "the same settings: exit 0; said: %s",
+	      out);
+	snprintf(args, sizeof(args), "=ready --listen 127.0.0.1:%d --tls-cert %s --tls-key %s "
+		 "--tls-client-ca %s", d.port, flags[1], flags[3], flags[5]);
+	CHECK(probe("", args, out, sizeof(out), NULL) == 0, "=ready: exit 0; said: %s", out);
+	snprintf(args, sizeof(args), " --listen 127.0.0.1:%d", d.port);
+	CHECK(probe("", args, out, sizeof(out), NULL) == 1 && one_line(out),
+	      "plain HTTP to the HTTPS port: exit 1, one line: %s", out);
+	snprintf(args, sizeof(args), " --listen 127.0.0.1:%d --tls-cert %s --tls-key %s "
+		 "--tls-client-ca %s", d.port, pki_path("self.pem"), pki_path("self.key"),
+		 flags[5]);
+	CHECK(probe("", args, out, sizeof(out), NULL) == 1 && one_line(out),
+	      "a certificate the server does not trust: exit 1, one line: %s", out);
+	dlockd_stop(&d, 5000);
+
+	snprintf(args, sizeof(args), " --listen 127.0.0.1:%d --tls-cert %s --tls-key %s",
+		 H_dlockd.port, flags[1], flags[3]);
+	CHECK(probe("", args, out, sizeof(out), NULL) == 1 && strstr(out, "TLS handshake"),
+	      "TLS to a plain dlockd: exit 1 naming the handshake: %s", out);
+}
