@@ -251,6 +251,7 @@ install: $(BUILD)/dlockd $(BUILD)/dlock $(BUILD)/dlockd.service
 	install -m 644 deploy/systemd/dlockd.env.example \
 		$(DESTDIR)$(PREFIX)/share/dlockd/dlockd.env.example
 	install -m 644 deploy/systemd/auth.conf $(DESTDIR)$(PREFIX)/share/dlockd/auth.conf.example
+	install -m 644 deploy/systemd/tls.conf $(DESTDIR)$(PREFIX)/share/dlockd/tls.conf.example
 install-strip:
 	$(MAKE) install INSTALL_PROGRAM='install -m 755 -s'
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # check-systemd.sh -- make lint's check of deploy/systemd/: the unit, alone
-# and with the auth drop-in, must pass `systemd-analyze verify` with no
+# and with the auth and TLS drop-ins, must pass `systemd-analyze verify` with no
 # word of complaint (unknown keys are only warnings there, so any output
 # fails), and stay in the "OK" band of `systemd-analyze security` (an
 # exposure of at most 4.9). verify wants ExecStart's binary to exist, so
@@ -29,7 +29,7 @@ check() {	# check DIR WHAT
 	echo "check-systemd: $2: $(printf '%s\n' "$out" | grep -o 'exposure level.*' || echo '?')"
 }
 
-for variant in plain auth; do
+for variant in plain auth tls; do
 	mkdir -p "$tmp/$variant"
 	sed "s|^ExecStart=/usr/local/bin/dlockd|ExecStart=$bin|" deploy/systemd/dlockd.service \
 		>"$tmp/$variant/dlockd.service"
@@ -41,5 +41,8 @@ done
 mkdir -p "$tmp/auth/dlockd.service.d"
 cp deploy/systemd/auth.conf "$tmp/auth/dlockd.service.d/auth.conf"
 check "$tmp/plain" "dlockd.service"
+mkdir -p "$tmp/tls/dlockd.service.d"
+cp deploy/systemd/tls.conf "$tmp/tls/dlockd.service.d/tls.conf"
 check "$tmp/auth" "dlockd.service with auth.conf"
+check "$tmp/tls" "dlockd.service with tls.conf"
 exit $fail

@@ -61,10 +61,12 @@ TEST(make_install_stages_a_working_dlockd)
 	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0,
 	      "the systemd unit is installed, ExecStart under PREFIX");
 	snprintf(cmd, sizeof(cmd), "test -f %s/opt/dlockd/share/dlockd/dlockd.env.example && "
-		 "grep -q '^LoadCredential=tokens:' %s/opt/dlockd/share/dlockd/auth.conf.example",
-		 stage, stage);
+		 "grep -q '^LoadCredential=tokens:' %s/opt/dlockd/share/dlockd/auth.conf.example && "
+		 "grep -q '^LoadCredential=tls-key:' %s/opt/dlockd/share/dlockd/tls.conf.example",
+		 stage, stage, stage);
 	rc = system(cmd);
-	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "the env file and auth drop-in examples too");
+	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0,
+	      "the env file and the auth and TLS drop-in examples too");
 	snprintf(cmd, sizeof(cmd), "%s/opt/dlockd/bin/dlock --help | grep -q 'dlock run'", stage);
 	rc = system(cmd);
 	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "dlock is installed beside it and runs");
