@@ -33,7 +33,7 @@ static char *slurp(const char *path, size_t *len)
 TEST(make_install_stages_a_working_dlockd)
 {
 	const char *bin = dlockd_binary();
-	char build[256], stage[300], cmd[1024], installed[400], doc[400];
+	char build[256], stage[300], cmd[2048], installed[400], doc[400];
 	struct dlockd_srv d;
 	struct http_resp r;
 	struct stat sb;
