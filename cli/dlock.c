@@ -4,6 +4,7 @@
  * script's steps. Options, subcommands and exit codes; the lock's requests
  * are in lease.c. */
 #include <curl/curl.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -364,7 +365,9 @@ int main(int argc, char **argv)
 	bool bad_token, dashdash = false;
 	char *token;
 
-	run_note_inherited();
+	bool stdout_closed = fcntl(STDOUT_FILENO, F_GETFD) < 0;
+
+	run_note_inherited();	/* reopens a closed stdout on /dev/null */
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		fputs(usage_text, stdout);
 		return 0;
@@ -420,6 +423,10 @@ int main(int argc, char **argv)
 	if (n == C_LIST && first < argc && *argv[first] && !lease_id_ok(argv[first], 200))
 		return usage_error("PREFIX '%s' must be of A-Z a-z 0-9 . _ : -", argv[first]);
 
+	if (n == C_ACQUIRE && stdout_closed) {
+		fputs("dlock: acquire: stdout is closed: nobody would learn the owner id\n", stderr);
+		return EXIT_OUTPUT;
+	}
 	if (!o.server)
 		o.server = getenv("DLOCK_SERVER") && *getenv("DLOCK_SERVER") ? getenv("DLOCK_SERVER")
 									       : DEFAULT_SERVER;

@@ -143,6 +143,14 @@ static void lock_path(const struct lease *l, const char *op, char *path, size_t 
 }
 
 /* Sleep up to ms, or until sigfd is readable: false then. */
+/* Is a signal waiting on sigfd? */
+static bool signalled(int sigfd)
+{
+	struct pollfd p = { .fd = sigfd, .events = POLLIN };
+
+	return sigfd >= 0 && poll(&p, 1, 0) > 0;
+}
+
 static bool pause_ms(int sigfd, int64_t ms)
 {
 	struct pollfd p = { .fd = sigfd, .events = POLLIN };
@@ -196,26 +204,44 @@ static enum lease_outcome granted(struct lease *l, const struct answer *a, int64
 
 /* After a grant that came long after it was asked (a long poll), the lease
  * began some time in between: renew it at once, so that the lease dlock
- * counts on starts from a known moment. */
-static enum lease_outcome confirm(struct lease *l)
+ * counts on starts from a known moment. A failing dlockd is retried as an
+ * acquire is (10 s); a signal on sigfd stops it. Whatever does not end in
+ * a known lease gives the lock back. */
+static enum lease_outcome confirm(struct lease *l, int sigfd)
 {
-	int64_t sent = mono_ms();
+	int64_t first_fail = mono_ms();
 	enum lease_outcome out;
-	struct answer a;
+	int attempt = 0;
 
-	lease_renew_start(l, (long)(l->ttl_ms / 3 < 10000 ? l->ttl_ms / 3 : 10000));
-	while (!client_poll(l->client, -1, 1000))
-		;
-	client_finish(l->client, &a);
-	out = lease_renewed(l, &a, sent);
-	if (out != LEASE_OK && out != LEASE_LOST) {
-		say_answer(l, "granted after a wait, but renewing it at once failed, so its lease "
-			   "is not known: releasing", &a);
-		lease_release(l, false, true, false);
-		out = LEASE_UNAVAILABLE;
+	for (;;) {
+		int64_t sent = mono_ms(), next;
+		struct answer a;
+
+		lease_renew_start(l, (long)(l->ttl_ms / 3 < 10000 ? l->ttl_ms / 3 : 10000));
+		while (!client_poll(l->client, sigfd, 1000)) {
+			if (signalled(sigfd)) {
+				client_abort(l->client);
+				lease_release(l, false, true, false);
+				return LEASE_INTERRUPTED;
+			}
+		}
+		client_finish(l->client, &a);
+		out = lease_renewed(l, &a, sent);
+		next = out == LEASE_UNAVAILABLE ? retry_in(&a, first_fail, mono_ms(), attempt++) : -1;
+		if (out != LEASE_OK && out != LEASE_LOST && next < 0) {
+			say_answer(l, "granted after a wait, but renewing it at once failed, so its "
+				   "lease is not known: releasing", &a);
+			lease_release(l, false, true, true);
+			out = LEASE_UNAVAILABLE;
+		}
+		answer_release(&a);
+		if (next < 0)
+			return out;
+		if (!pause_ms(sigfd, next)) {
+			lease_release(l, false, true, false);
+			return LEASE_INTERRUPTED;
+		}
 	}
-	answer_release(&a);
-	return out;
 }
 
 enum lease_outcome lease_acquire(struct lease *l, int64_t wait_ms, int sigfd)
@@ -243,15 +269,23 @@ enum lease_outcome lease_acquire(struct lease *l, int64_t wait_ms, int sigfd)
 			 (long long)l->ttl_ms, (long long)wait,
 			 l->owner_given ? "&reentrant=true" : "");
 		if (!client_call(l->client, "PUT", path, (long)(wait + SLACK_MS), sigfd, &a)) {
-			/* the grant may be on its way: give it back */
-			lease_release(l, false, true, false);
+			/* the grant may be on its way: give it back -- unless the
+			 * owner id is shared, where a release could take the hold
+			 * of another run of that owner if this PUT never arrived
+			 * (a grant left behind only lasts its lease) */
+			if (!l->owner_given)
+				lease_release(l, false, true, false);
 			return LEASE_INTERRUPTED;
 		}
 		out = lease_outcome_of(&a);
 		if (out == LEASE_OK)
 			out = granted(l, &a, now);
 		if (out == LEASE_OK && mono_ms() - now > l->ttl_ms / 10)
-			out = confirm(l);
+			out = confirm(l, sigfd);
+		if (out == LEASE_INTERRUPTED) {
+			answer_release(&a);
+			return out;
+		}
 		if (out == LEASE_INVALID && chunk > 0 && strstr(answer_message(&a), "wait_ms")) {
 			chunk = chunk >= 2000 ? chunk / 2 : 0;	/* dlockd's --max-wait-ms is lower */
 			answer_release(&a);

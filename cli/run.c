@@ -74,17 +74,21 @@ static bool group_alive(pid_t pgid)
 
 /* ----- Starting the command ----- */
 
-/* The descriptors dlock was started with (below 1024), which the command
- * inherits; every other one is dlock's own (libcurl's sockets) and closes
- * on exec, so the command can neither read dlock's connection to dlockd
- * nor keep it open. */
-static unsigned char inherited_fds[1024 / 8];
+/* The descriptors dlock was started with, which the command inherits;
+ * every other one is dlock's own (libcurl's sockets) and closes on exec,
+ * so the command can neither read dlock's connection to dlockd nor keep
+ * it open. */
+static int *inherited_fds;	/* sorted, as /proc lists them (ascending) */
+static size_t n_inherited;
 /* and how SIGPIPE was handled, before dlock ignored it */
 static struct sigaction inherited_pipe;
 
 static bool fd_inherited(int fd)
 {
-	return fd < 1024 && (inherited_fds[fd / 8] & (1u << (fd % 8)));
+	for (size_t i = 0; i < n_inherited; i++)
+		if (inherited_fds[i] == fd)
+			return true;
+	return false;
 }
 
 /* Call fn on each open descriptor above 2. */
@@ -106,8 +110,12 @@ static void each_fd(void (*fn)(int fd))
 
 static void note_inherited(int fd)
 {
-	if (fd < 1024)
-		inherited_fds[fd / 8] |= (unsigned char)(1u << (fd % 8));
+	int *grown = realloc(inherited_fds, (n_inherited + 1) * sizeof(*grown));
+
+	if (!grown)
+		return;		/* it will close on exec: a descriptor lost, no harm */
+	inherited_fds = grown;
+	inherited_fds[n_inherited++] = fd;
 }
 
 static void close_on_exec_unless_inherited(int fd)
@@ -154,7 +162,7 @@ static pid_t spawn(const struct lease *l, char *const argv[], const struct inher
 {
 	pid_t parent = getpid(), pid;
 	int p[2], e = 0;
-	char token[32];
+	char token[32], ttl[32];
 	ssize_t n;
 
 	if (pipe2(p, O_CLOEXEC) < 0) {
@@ -162,6 +170,7 @@ static pid_t spawn(const struct lease *l, char *const argv[], const struct inher
 		return -1;
 	}
 	snprintf(token, sizeof(token), "%lld", l->fencing_token);
+	snprintf(ttl, sizeof(ttl), "%lld", (long long)l->ttl_ms);
 	pid = fork();
 	if (pid == 0) {
 		close(p[0]);
@@ -176,6 +185,7 @@ static pid_t spawn(const struct lease *l, char *const argv[], const struct inher
 		setenv("DLOCK_KIND", lease_kind_name(l->kind), 1);
 		setenv("DLOCK_OWNER", l->owner, 1);
 		setenv("DLOCK_FENCING_TOKEN", token, 1);
+		setenv("DLOCK_TTL_MS", ttl, 1);	/* a `dlock renew` inside keeps the lease */
 		execvp(argv[0], argv);
 		e = errno;
 		if (write(p[1], &e, sizeof(e)) < 0)
@@ -216,15 +226,18 @@ static void reap(struct supervisor *s)
 	}
 }
 
-static void stop_group(struct supervisor *s, int64_t now)
+/* SIGTERM to the group, and SIGKILL due --grace after since. */
+static void stop_group(struct supervisor *s, int64_t since)
 {
 	if (s->stopping)
 		return;
 	s->stopping = true;
-	s->kill_at = now + s->o->grace_ms;
+	s->kill_at = since + s->o->grace_ms;
 	kill(-s->pgid, SIGTERM);
 }
 
+/* The lease is gone since the moment now (the lease's end, or when dlockd
+ * said so): the grace counts from then. */
 static void lose(struct supervisor *s, int64_t now, const char *why)
 {
 	if (s->lost)
@@ -262,21 +275,31 @@ static void renewal_done(struct supervisor *s, int64_t now)
 
 /* Ctrl-Z: the command stops with dlock (SIGSTOP: one that ignores
  * SIGTSTP must not run on with nobody renewing its lease), and goes on
- * with it -- unless the lease ended meanwhile: then it is stopped for good
- * (SIGTERM, SIGKILL after the grace), and SIGCONT lets SIGTERM in. */
+ * with it -- unless the lease ended meanwhile: then it is stopped for good,
+ * with the grace counted from the lease's end, so SIGKILL at once if that
+ * is past too (SIGCONT then lets SIGTERM in, or nothing). */
 static void suspend(struct supervisor *s)
 {
 	int64_t now;
+	sigset_t pending;
 
 	if (group_alive(s->pgid))
 		kill(-s->pgid, SIGSTOP);
-	raise(SIGSTOP);
+	/* a SIGCONT sent since the stop request undoes it: stopping now would
+	 * wait for another */
+	sigpending(&pending);
+	if (!sigismember(&pending, SIGCONT))
+		raise(SIGSTOP);
 	/* continued (fg, SIGCONT) */
 	now = mono_ms();
 	if (!s->lost && now >= s->l->end_ms)
-		lose(s, now, "the lease ended while dlock was stopped");
+		lose(s, s->l->end_ms, "the lease ended while dlock was stopped");
 	else if (!s->lost && !s->renewing)
 		s->next_renew = now;	/* renew at once: time has passed */
+	if (s->stopping && !s->killed && now >= s->kill_at) {
+		s->killed = true;
+		kill(-s->pgid, SIGKILL);
+	}
 	if (group_alive(s->pgid))
 		kill(-s->pgid, SIGCONT);
 }
@@ -286,6 +309,7 @@ static void suspend(struct supervisor *s)
 static void step(struct supervisor *s)
 {
 	int64_t now = mono_ms(), wait = 1000;
+	bool stop = false, cont = false;
 	int sig;
 
 	if (!s->lost && s->l->end_ms - now < wait)
@@ -304,14 +328,23 @@ static void step(struct supervisor *s)
 
 		poll(&p, 1, (int)wait);
 	}
+	/* all that came, then act: a SIGCONT read with a stop request was
+	 * sent after it (a stop signal discards a pending SIGCONT), so the
+	 * stop is undone already */
 	while ((sig = next_signal(s->sigfd)) > 0) {
 		if (sig == SIGCHLD)
 			reap(s);
 		else if (sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU)
-			suspend(s);
+			stop = true;
+		else if (sig == SIGCONT)
+			cont = true;
 		else if (group_alive(s->pgid))
 			kill(-s->pgid, sig);
 	}
+	if (stop && !cont)
+		suspend(s);
+	else if (cont && group_alive(s->pgid))
+		kill(-s->pgid, SIGCONT);
 }
 
 static int supervise(struct supervisor *s)
@@ -320,7 +353,7 @@ static int supervise(struct supervisor *s)
 		int64_t now = mono_ms();
 
 		if (!s->lost && now >= s->l->end_ms)
-			lose(s, now, "the lease ended with no renewal that dlockd confirmed");
+			lose(s, s->l->end_ms, "the lease ended with no renewal that dlockd confirmed");
 		if (s->stopping && !s->killed && now >= s->kill_at) {
 			s->killed = true;
 			kill(-s->pgid, SIGKILL);

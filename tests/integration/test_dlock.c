@@ -435,8 +435,10 @@ TEST(dlock_acquire_renew_release_status_and_list_from_a_script)
 		 "[ \"$($DLOCK status %s | sed 's/.*\"ttl_ms\":\\([0-9]*\\).*/\\1/')\" -gt 15000 ]\n"
 		 "$DLOCK release\n"
 		 "if $DLOCK status %s >/dev/null; then exit 11; fi\n"
-		 "if $DLOCK release; then exit 12; else echo second release $?; fi\n",
-		 n, n, n, n, n, n);
+		 "if $DLOCK release; then exit 12; else echo second release $?; fi\n"
+		 "$DLOCK run --ttl 20s %s -- sh -c '$DLOCK renew && "
+		 "[ \"$DLOCK_TTL_MS\" = 20000 ] && $DLOCK status %s' | grep -q '\"ttl_ms\":1[6-9]'\n",
+		 n, n, n, n, n, n, n, n);
 	{
 		const char *argv[] = { "sh", "-c", script, NULL };
 		char server[128];
@@ -490,10 +492,12 @@ TEST(dlock_ctrl_z_stops_the_command_with_it)
 	int code;
 
 	tmpfile_named(tick, sizeof(tick), "tick");
+	/* deaf to SIGTERM: only SIGKILL ends it, which must come at once on
+	 * fg, the lease's end plus the grace being past by then */
 	snprintf(script, sizeof(script),
-		 "while :; do date +%%s%%N > %s.new; mv %s.new %s; sleep 0.05; done", tick, tick,
-		 tick);
-	dlock_start(&p, NULL, NULL, "ctrlz", "run", "--ttl", "2s", "--grace", "1s", n, "--",
+		 "trap '' TERM; while :; do date +%%s%%N > %s.new; mv %s.new %s; sleep 0.05; done",
+		 tick, tick, tick);
+	dlock_start(&p, NULL, NULL, "ctrlz", "run", "--ttl", "2s", "--grace", "300ms", n, "--",
 		    "sh", "-c", script, NULL);
 	CHECK(WAIT_FOR(number_in(tick) > 0, 5000), "the command ticks: %s", err_of(&p));
 	CHECK(kill(p.pid, SIGTSTP) == 0, "Ctrl-Z (SIGTSTP) to dlock");
