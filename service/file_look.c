@@ -20,11 +20,13 @@ struct file_look file_look_at(const char *path)
 	l.ino = st.st_ino;
 	l.size = st.st_size;
 	l.mtime = st.st_mtim;
+	l.ctime = st.st_ctim;
 	return l;
 }
 
 bool file_look_same(const struct file_look *a, const struct file_look *b)
 {
 	return a->err == b->err && a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
-	       a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
+	       a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec &&
+	       a->ctime.tv_sec == b->ctime.tv_sec && a->ctime.tv_nsec == b->ctime.tv_nsec;
 }

@@ -9,7 +9,8 @@
 #include <time.h>
 
 /* What stat(2) said of a path, which follows symlinks: a file rewritten
- * in place (its mtime or size), renamed over (its inode), or swapped
+ * in place (its mtime or size), renamed over (its inode), given other
+ * permissions (its ctime: a key made readable after a failed read), or swapped
  * behind a symlink as Kubernetes does with a mounted Secret (the ..data
  * link, another inode) all look different. */
 struct file_look {
@@ -18,6 +19,7 @@ struct file_look {
 	ino_t ino;
 	off_t size;
 	struct timespec mtime;
+	struct timespec ctime;	/* also a chmod or chown (a key made readable) */
 };
 
 /* Look at path now. Take the look before reading the file, so that a

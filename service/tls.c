@@ -29,13 +29,16 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* A certificate or key file is small; past this it is something else. */
 #define TLS_FILE_MAX (1 << 20)
@@ -68,13 +71,25 @@ static struct file_look last_looks[F_COUNT];
 static int file_slurp(int which, char **out, size_t *len, char *why, size_t why_len)
 {
 	const char *path = paths[which];
-	FILE *f = fopen(path, "rb");
+	/* O_NONBLOCK: a FIFO (or a device) at the path must not hold up the
+	 * main thread, which also answers SIGTERM; only a regular file is read */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
 	char *buf = NULL;
 	size_t n = 0;
+	FILE *f;
 
 	*out = NULL;
+	if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+		snprintf(why, why_len, "%s %s: not a regular file", flag_of[which], path);
+		close(fd);
+		return -1;
+	}
+	f = fd >= 0 ? fdopen(fd, "rb") : NULL;
 	if (!f) {
 		snprintf(why, why_len, "%s %s: %s", flag_of[which], path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
 		return -1;
 	}
 	buf = xmalloc(TLS_FILE_MAX + 1);
@@ -100,7 +115,7 @@ static int cert_check(struct tls_creds *c, const gnutls_datum_t *pem, char *why,
 	gnutls_x509_crt_t *crts = NULL;
 	unsigned n = 0;
 	gnutls_datum_t dn = { NULL, 0 };
-	time_t until;
+	time_t until, from;
 	struct tm tm;
 	int rc;
 
@@ -114,15 +129,21 @@ static int cert_check(struct tls_creds *c, const gnutls_datum_t *pem, char *why,
 		snprintf(c->subject, sizeof(c->subject), "%s", (const char *)dn.data);
 	gnutls_free(dn.data);
 	until = gnutls_x509_crt_get_expiration_time(crts[0]);
+	from = gnutls_x509_crt_get_activation_time(crts[0]);
 	if (until != (time_t)-1 && gmtime_r(&until, &tm))
 		strftime(c->expires, sizeof(c->expires), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	/* every client that checks would refuse it: keep what is in force */
 	if (until != (time_t)-1 && until < time(NULL))
-		log_warn("%s %s has expired (%s): clients that check it will refuse it",
-			 flag_of[F_CERT], paths[F_CERT], c->expires);
+		snprintf(why, why_len, "%s %s: the certificate expired at %s", flag_of[F_CERT],
+			 paths[F_CERT], c->expires);
+	else if (from != (time_t)-1 && from > time(NULL) + 300)
+		snprintf(why, why_len, "%s %s: the certificate is not valid yet", flag_of[F_CERT],
+			 paths[F_CERT]);
 	for (unsigned i = 0; i < n; i++)
 		gnutls_x509_crt_deinit(crts[i]);
 	gnutls_free(crts);
-	return 0;
+	return (until != (time_t)-1 && until < time(NULL)) ||
+	       (from != (time_t)-1 && from > time(NULL) + 300) ? -1 : 0;
 }
 
 /* Is pem a private key GnuTLS can use? -1 with why if not. */
@@ -348,7 +369,12 @@ static int verify_client(gnutls_session_t s)
 	gnutls_x509_crt_t crt;
 	int rc;
 
-	rc = gnutls_certificate_verify_peers3(s, NULL, &status);
+	/* a certificate whose extended key usage names purposes must name
+	 * TLS client authentication: a server's certificate is no client's */
+	gnutls_typed_vdata_st purpose = { .type = GNUTLS_DT_KEY_PURPOSE_OID,
+					  .data = (unsigned char *)GNUTLS_KP_TLS_WWW_CLIENT };
+
+	rc = gnutls_certificate_verify_peers(s, &purpose, 1, &status);
 	if (rc == 0 && status == 0)
 		return 0;
 	if (rc == 0)

@@ -131,8 +131,9 @@ TEST(health_check_with_bad_settings_exits_1)
 }
 
 /* A dlockd serving HTTPS is probed over TLS with the same settings; with
- * --tls-client-ca the probe shows the server's certificate, which passes
- * where one CA signs servers and clients. */
+ * --tls-client-ca the probe shows the server's certificate as its own,
+ * which passes where that certificate is also for client authentication
+ * (pki's "node"), and not where it is for servers only ("server1"). */
 TEST(health_check_speaks_tls_to_an_https_dlockd)
 {
 	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--tls-client-ca", NULL,
@@ -142,8 +143,8 @@ TEST(health_check_speaks_tls_to_an_https_dlockd)
 	struct dlockd_srv d;
 
 	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
-	flags[1] = pki_path("server1.pem");
-	flags[3] = pki_path("server1.key");
+	flags[1] = pki_path("node.pem");
+	flags[3] = pki_path("node.key");
 	flags[5] = pki_path("ca.pem");
 	t.ca = pki_path("ca.pem");
 	t.cert = pki_path("client.pem");
@@ -166,6 +167,11 @@ TEST(health_check_speaks_tls_to_an_https_dlockd)
 		 flags[5]);
 	CHECK(probe("", args, out, sizeof(out), NULL) == 1 && one_line(out),
 	      "a certificate the server does not trust: exit 1, one line: %s", out);
+	snprintf(args, sizeof(args), " --listen 127.0.0.1:%d --tls-cert %s --tls-key %s "
+		 "--tls-client-ca %s", d.port, pki_path("server1.pem"), pki_path("server1.key"),
+		 flags[5]);
+	CHECK(probe("", args, out, sizeof(out), NULL) == 1 && one_line(out),
+	      "a server-only certificate is no client's: exit 1, one line: %s", out);
 	dlockd_stop(&d, 5000);
 
 	snprintf(args, sizeof(args), " --listen 127.0.0.1:%d --tls-cert %s --tls-key %s",
