@@ -150,7 +150,10 @@ static int cluster_start_once(struct redis_cluster *c, int masters, int replicas
 		if (redis_start(&c->node[i]) < 0)
 			goto fail;
 	}
-	len = snprintf(cmd, sizeof(cmd), "redis-cli%s --cluster create", cli_tls(c));
+	/* bounded: redis-cli waits for the nodes to join for ever, and a
+	 * node that cannot reach the others' bus never does */
+	len = snprintf(cmd, sizeof(cmd), "timeout -s KILL 60 redis-cli%s --cluster create",
+		       cli_tls(c));
 	for (int i = 0; i < n; i++)
 		len += snprintf(cmd + len, sizeof(cmd) - (size_t)len, " 127.0.0.1:%d",
 				client_port(c, i));
