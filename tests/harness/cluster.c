@@ -1,5 +1,6 @@
 /* cluster.c -- a real Redis Cluster on loopback for the tests (cluster.h). */
 #include "cluster.h"
+#include "../../service/cluster_slots.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -92,22 +93,53 @@ static int node_port(void)
 	return -1;
 }
 
+/* redis-cli's TLS options (trusting ca.pem, presenting client.pem) for a
+ * cluster served over TLS, "" for a plaintext one. */
+static const char *cli_tls(const struct redis_cluster *c)
+{
+	static char opts[1024];
+
+	if (!c->tls)
+		return "";
+	snprintf(opts, sizeof(opts), " --tls --cacert %s --cert %s --key %s", pki_path("ca.pem"),
+		 pki_path("client.pem"), pki_path("client.key"));
+	return opts;
+}
+
+/* The port clients of the cluster reach node i by: its TLS port in a
+ * cluster over TLS. */
+static int client_port(const struct redis_cluster *c, int i)
+{
+	return c->tls ? c->node[i].tls_port : c->node[i].port;
+}
+
 static int nodes_started;
 
-static int cluster_start_once(struct redis_cluster *c, int masters, int replicas)
+static int cluster_start_once(struct redis_cluster *c, int masters, int replicas, bool tls)
 {
 	char log[400];
-	char cmd[1024];
+	char cmd[2048];
 	int n = masters * (1 + replicas), len, rc;
 
 	memset(c, 0, sizeof(*c));
+	c->tls = tls;
 	if (n > CLUSTER_MAX_NODES)
 		return -1;
 	for (int i = 0; i < n; i++) {
+		/* over TLS the cluster bus is too (tls-cluster), on the TLS port
+		 * + 10000, and so is replication; the plaintext port is the
+		 * harness' own (hiredis has no TLS) */
 		snprintf(c->node[i].extra, sizeof(c->node[i].extra),
 			 "--cluster-enabled yes --cluster-config-file nodes.conf "
-			 "--cluster-node-timeout 2000 --appendonly no");
-		c->node[i].port = node_port();
+			 "--cluster-node-timeout 2000 --appendonly no%s",
+			 tls ? " --tls-cluster yes --tls-replication yes --tls-auth-clients yes" :
+			       "");
+		if (tls) {
+			c->node[i].tls_port = node_port();
+			c->node[i].port = free_port();
+		} else {
+			c->node[i].port = node_port();
+		}
 		/* a directory of its own: one named after a port an earlier test's
 		 * node had would hand this node that node's nodes.conf ("node is
 		 * not empty", and no cluster) */
@@ -118,10 +150,13 @@ static int cluster_start_once(struct redis_cluster *c, int masters, int replicas
 		if (redis_start(&c->node[i]) < 0)
 			goto fail;
 	}
-	len = snprintf(cmd, sizeof(cmd), "redis-cli --cluster create");
+	/* bounded: redis-cli waits for the nodes to join for ever, and a
+	 * node that cannot reach the others' bus never does */
+	len = snprintf(cmd, sizeof(cmd), "timeout -s KILL 60 redis-cli%s --cluster create",
+		       cli_tls(c));
 	for (int i = 0; i < n; i++)
 		len += snprintf(cmd + len, sizeof(cmd) - (size_t)len, " 127.0.0.1:%d",
-				c->node[i].port);
+				client_port(c, i));
 	snprintf(log, sizeof(log), "%s/cluster-create-%d.log", test_tmpdir(), c->node[0].port);
 	snprintf(cmd + len, sizeof(cmd) - (size_t)len,
 		 " --cluster-replicas %d --cluster-yes > %s 2>&1", replicas, log);
@@ -140,7 +175,7 @@ static int cluster_start_once(struct redis_cluster *c, int masters, int replicas
 	len = 0;
 	for (int i = 0; i < masters && i < 3; i++)
 		len += snprintf(c->seeds + len, sizeof(c->seeds) - (size_t)len, "%s127.0.0.1:%d",
-				i ? "," : "", c->node[i].port);
+				i ? "," : "", client_port(c, i));
 	return 0;
 fail:
 	cluster_stop(c);
@@ -149,18 +184,33 @@ fail:
 
 /* A cluster is many processes on ports picked a moment before they are
  * bound: should the creation fail, once more on new ports. */
-int cluster_start(struct redis_cluster *c, int masters, int replicas)
+static int start_twice(struct redis_cluster *c, int masters, int replicas, bool tls)
 {
-	if (cluster_start_once(c, masters, replicas) == 0)
+	if (cluster_start_once(c, masters, replicas, tls) == 0)
 		return 0;
 	fprintf(stderr, "# starting the cluster again\n");
-	return cluster_start_once(c, masters, replicas);
+	return cluster_start_once(c, masters, replicas, tls);
+}
+
+int cluster_start(struct redis_cluster *c, int masters, int replicas)
+{
+	return start_twice(c, masters, replicas, false);
+}
+
+int cluster_start_tls(struct redis_cluster *c, int masters, int replicas)
+{
+	return start_twice(c, masters, replicas, true);
 }
 
 void cluster_stop(struct redis_cluster *c)
 {
 	for (int i = 0; i < c->n; i++)
 		redis_stop(&c->node[i], true);
+}
+
+void cluster_stop_at_end(void *c)
+{
+	cluster_stop(c);
 }
 
 long long cluster_key_slot_of(struct redis_cluster *c, const char *key)
@@ -214,11 +264,64 @@ int cluster_replica_of(struct redis_cluster *c, int m)
 
 		if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
 		    !strcmp(r->element[0]->str, "slave"))
-			mine = r->element[2]->integer == c->node[m].port;
+			/* over TLS a replica names its master's TLS port */
+			mine = r->element[2]->integer == client_port(c, m);
 		if (r)
 			freeReplyObject(r);
 		if (mine)
 			return i;
 	}
 	return -1;
+}
+
+bool cluster_names_per_master(struct redis_cluster *c, const char *hint, char names[3][128])
+{
+	bool found[3] = { false, false, false };
+
+	for (int i = 0; i < 300 && !(found[0] && found[1] && found[2]); i++) {
+		char n[128];
+		int m;
+
+		snprintf(n, sizeof(n), "%s", lockname(hint));
+		m = cluster_master_of(c, 0, n);
+		if (m >= 0 && m < 3 && !found[m]) {
+			found[m] = true;
+			snprintf(names[m], 128, "%s", n);
+		}
+	}
+	return found[0] && found[1] && found[2];
+}
+
+bool cluster_has_key(struct redis_cluster *c, int i, const char *key)
+{
+	redisReply *r = cluster_cmd(c, i, "EXISTS %s", key);
+	bool yes = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+
+	if (r)
+		freeReplyObject(r);
+	return yes;
+}
+
+bool cluster_node_has_keys(struct redis_cluster *c, int i)
+{
+	redisReply *r = cluster_cmd(c, i, "DBSIZE");
+	bool yes = r && r->type == REDIS_REPLY_INTEGER && r->integer > 0;
+
+	if (r)
+		freeReplyObject(r);
+	return yes;
+}
+
+void cluster_same_slot_name(const char *name, const char *prefix, char *out, size_t cap)
+{
+	unsigned slot = cluster_key_slot(name, strlen(name));
+
+	out[0] = '\0';
+	for (int i = 0; i < 1000000 && !out[0]; i++) {
+		char n[128];
+
+		snprintf(n, sizeof(n), "%s-%d", prefix, i);
+		if (cluster_key_slot(n, strlen(n)) == slot)
+			snprintf(out, cap, "%s", n);
+	}
 }

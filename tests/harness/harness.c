@@ -873,6 +873,45 @@ long long channel_subscribers(const struct redis_srv *rs, const char *fmt, ...)
 	return n;
 }
 
+long long redis_subscribers(const struct redis_srv *s, bool sharded, const char *chan)
+{
+	redisReply *r = rcmd_on(s, sharded ? "PUBSUB SHARDNUMSUB %s" : "PUBSUB NUMSUB %s", chan);
+	long long n = -1;
+
+	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+	    r->element[1]->type == REDIS_REPLY_INTEGER)
+		n = r->element[1]->integer;
+	if (r)
+		freeReplyObject(r);
+	return n;
+}
+
+long long redis_script_calls(const struct redis_srv *s)
+{
+	static const char *const cmds[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=" };
+	redisReply *r = rcmd_on(s, "INFO commandstats");
+	long long calls = 0;
+
+	for (size_t i = 0; r && r->type == REDIS_REPLY_STRING && i < 2; i++) {
+		const char *p = strstr(r->str, cmds[i]);
+
+		if (p)
+			calls += strtoll(p + strlen(cmds[i]), NULL, 10);
+	}
+	if (r)
+		freeReplyObject(r);
+	return calls;
+}
+
+bool wait_parked_on(const struct dlockd_srv *d, const struct redis_srv *node, long long scripts0,
+		    const struct redis_srv *sub, bool sharded, const char *chan)
+{
+	return wait_waiters(d, 1, 10000) &&
+	       WAIT_FOR(redis_subscribers(sub, sharded, chan) >= 1 &&
+				redis_script_calls(node) >= scripts0 + 2,
+			10000);
+}
+
 bool wait_parked(const struct dlockd_srv *d, int n, long long scripts0, int timeout_ms,
 		 const char *chan_fmt, ...)
 {

@@ -231,6 +231,18 @@ bool wait_no_waiters(const struct dlockd_srv *d, int timeout_ms);
  * NUMSUB; -1 if Redis did not say. */
 long long channel_subscribers(const struct redis_srv *rs, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* Subscribers of chan on s by PUBSUB SHARDNUMSUB (sharded) or PUBSUB
+ * NUMSUB; -1 if Redis did not say. */
+long long redis_subscribers(const struct redis_srv *s, bool sharded, const char *chan);
+/* Scripts s has run (EVAL and EVALSHA calls, INFO commandstats). */
+long long redis_script_calls(const struct redis_srv *s);
+/* wait_parked for one waiting acquire on a Redis of the test's (a
+ * cluster's node): started on d after scripts0 = redis_script_calls(node),
+ * it is parked once d counts a waiter, chan has a subscriber on sub
+ * (sharded or not), and node ran its first try and its retry after the
+ * subscription was live. */
+bool wait_parked_on(const struct dlockd_srv *d, const struct redis_srv *node, long long scripts0,
+		    const struct redis_srv *sub, bool sharded, const char *chan);
 /* Wait until the n waiting acquires started on d after
  * scripts0 = redis_evalsha_calls() are parked: d counts n waiters or more,
  * the shared Redis ran 2n scripts since scripts0 (each waiter's first try

@@ -422,11 +422,6 @@ TEST(chaos_clients_vanish_mid_wait_and_mid_hold)
 static struct sentinel_topo ST;
 static struct redis_cluster CL;
 
-static void cluster_stop_at_end(void *c)
-{
-	cluster_stop(c);
-}
-
 /* Sum of a counter over W's dlockd. */
 static double metric_sum(const char *series)
 {

@@ -3,7 +3,6 @@
  * kind of lock on names spread over all shards, waiters woken across
  * shards, a cluster found from one seed. */
 #include "../harness/cluster.h"
-#include "../../service/cluster_slots.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -26,37 +25,6 @@ static void start_with(struct redis_cluster *c, struct dlockd_srv *d, bool one_s
 static void start(struct redis_cluster *c, struct dlockd_srv *d, bool one_seed)
 {
 	start_with(c, d, one_seed, NULL);
-}
-
-/* Names on each of the three masters: for each master i, a name whose
- * slot it serves. */
-static void names_per_master(struct redis_cluster *c, char names[3][32])
-{
-	bool found[3] = { false, false, false };
-
-	for (int i = 0; i < 200 && !(found[0] && found[1] && found[2]); i++) {
-		char n[32];
-		int m;
-
-		snprintf(n, sizeof(n), "shard-%d", i);
-		m = cluster_master_of(c, 0, n);
-		if (m >= 0 && m < 3 && !found[m]) {
-			found[m] = true;
-			snprintf(names[m], 32, "%s", n);
-		}
-	}
-	CHECK(found[0] && found[1] && found[2], "a name on each master");
-}
-
-/* The lock hash of name is on node i (a master of the cluster). */
-static bool hash_on(struct redis_cluster *c, int i, const char *name)
-{
-	redisReply *r = cluster_cmd(c, i, "EXISTS %s", name);
-	bool yes = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-
-	if (r)
-		freeReplyObject(r);
-	return yes;
 }
 
 /* The harness's cluster comes up whole: every slot served, names spread
@@ -89,10 +57,10 @@ TEST(cluster_every_kind_works_on_every_shard)
 					   "/rwlocks/%s-rw/read" };
 	struct redis_cluster c;
 	struct dlockd_srv d;
-	char names[3][32];
+	char names[3][128];
 
 	start(&c, &d, false);
-	names_per_master(&c, names);
+	CHECK(cluster_names_per_master(&c, "shard", names), "a name on each master");
 	for (int m = 0; m < 3; m++) {
 		for (size_t k = 0; k < sizeof(res) / sizeof(res[0]); k++) {
 			char path[200], p[300];
@@ -114,7 +82,7 @@ TEST(cluster_every_kind_works_on_every_shard)
 			      path, t2, t1);
 			http_free(&r);
 			if (k == 0)
-				CHECK(hash_on(&c, m, names[m]), "%s's hash is on master %d", names[m], m);
+				CHECK(cluster_has_key(&c, m, names[m]), "%s's hash is on master %d", names[m], m);
 			snprintf(p, sizeof(p), "%s?owner=b", path);
 			CHECK(status_of(&d, "DELETE", "%s", p) == 200, "DELETE %s", p);
 		}
@@ -179,12 +147,12 @@ TEST(cluster_waiters_on_each_shard_are_woken_by_its_release)
 {
 	struct redis_cluster c;
 	struct dlockd_srv d;
-	char names[3][32];
+	char names[3][128];
 
 	start(&c, &d, true);
-	names_per_master(&c, names);
+	CHECK(cluster_names_per_master(&c, "shard", names), "a name on each master");
 	for (int m = 0; m < 3; m++) {
-		char p[200];
+		char p[512];
 		struct bg w;
 		int64_t t0;
 
@@ -206,21 +174,6 @@ TEST(cluster_waiters_on_each_shard_are_woken_by_its_release)
 	CHECK(file_contains(d.log, "slot map read from"), "the slot map was read");
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	cluster_stop(&c);
-}
-
-/* A name, prefix-<n>, on the slot of name, into out (32 bytes). */
-static void same_slot_name(const char *name, const char *prefix, char out[32])
-{
-	unsigned slot = cluster_key_slot(name, strlen(name));
-
-	out[0] = '\0';
-	for (int i = 0; i < 1000000 && !out[0]; i++) {
-		char n[32];
-
-		snprintf(n, sizeof(n), "%s-%d", prefix, i);
-		if (cluster_key_slot(n, strlen(n)) == slot)
-			snprintf(out, 32, "%s", n);
-	}
 }
 
 /* node i's cluster id into id (41 bytes). */
@@ -271,23 +224,23 @@ TEST(cluster_slot_migrated_with_a_held_lock_and_a_waiter)
 {
 	struct redis_cluster c;
 	struct dlockd_srv d;
-	char names[3][32], other[32] = "", src_id[64], dst_id[64], cmd[512];
+	char names[3][128], other[32] = "", src_id[64], dst_id[64], cmd[512];
 	long long slot, t_h, t_w, t_new;
 	int src = 0, dst = 1;
 	struct http_resp r;
 	redisReply *keys;
 	struct bg w;
-	char p[200];
+	char p[512];
 
 	start(&c, &d, false);
-	names_per_master(&c, names);
+	CHECK(cluster_names_per_master(&c, "shard", names), "a name on each master");
 	CHECK(node_id(&c, src, src_id) && node_id(&c, dst, dst_id), "node ids");
 	keys = cluster_cmd(&c, src, "CLUSTER KEYSLOT %s", names[src]);
 	slot = keys ? keys->integer : -1;
 	if (keys)
 		freeReplyObject(keys);
 	/* another name on the same slot, taken while the slot is half moved */
-	same_slot_name(names[src], "mig", other);
+	cluster_same_slot_name(names[src], "mig", other, sizeof(other));
 	CHECK(other[0], "a second name on slot %lld", slot);
 
 	snprintf(p, sizeof(p), "/locks/%s?owner=h&ttl_ms=30000", names[src]);
@@ -313,7 +266,7 @@ TEST(cluster_slot_migrated_with_a_held_lock_and_a_waiter)
 	CHECK(r.status == 503 && r.retry_after[0] && strstr(r.body, "TRYAGAIN"),
 	      "a new lock on the slot while it moves (%s): %ld %s", other, r.status, r.body);
 	http_free(&r);
-	CHECK(!hash_on(&c, src, other) && !hash_on(&c, dst, other), "the 503 took no effect");
+	CHECK(!cluster_has_key(&c, src, other) && !cluster_has_key(&c, dst, other), "the 503 took no effect");
 
 	/* the rest of the keys go over, then the slot is the target's */
 	keys = cluster_cmd(&c, src, "CLUSTER GETKEYSINSLOT %lld 100", slot);
@@ -329,9 +282,9 @@ TEST(cluster_slot_migrated_with_a_held_lock_and_a_waiter)
 	snprintf(cmd, sizeof(cmd), "CLUSTER SETSLOT %lld NODE %s", slot, dst_id);
 	for (int i = 0; i < 3; i++)
 		CHECK(ok_on(&c, i, cmd), "node %d: the slot is the target's", i);
-	CHECK(hash_on(&c, dst, names[src]), "the held lock lives on the target now");
+	CHECK(cluster_has_key(&c, dst, names[src]), "the held lock lives on the target now");
 	CHECK(status_of(&d, "PUT", "/locks/%s?owner=x&ttl_ms=30000", other) == 200 &&
-	      hash_on(&c, dst, other), "the new lock is taken on the target now");
+	      cluster_has_key(&c, dst, other), "the new lock is taken on the target now");
 
 	/* every call follows MOVED */
 	CHECK(status_of(&d, "POST", "/locks/%s/heartbeat?owner=h&ttl_ms=30000", names[src]) == 200,
@@ -353,17 +306,6 @@ TEST(cluster_slot_migrated_with_a_held_lock_and_a_waiter)
 	cluster_stop(&c);
 }
 
-/* Node i (a replica) has keys. */
-static bool has_keys(struct redis_cluster *c, int i)
-{
-	redisReply *r = cluster_cmd(c, i, "DBSIZE");
-	bool yes = r && r->type == REDIS_REPLY_INTEGER && r->integer > 0;
-
-	if (r)
-		freeReplyObject(r);
-	return yes;
-}
-
 /* Lock cycles on name, one after another, until stop_after_ms: counts the
  * answers by status and checks that tokens only grow and that every 503
  * carries Retry-After. */
@@ -376,7 +318,7 @@ struct cycles {
 static void cycle_for(struct dlockd_srv *d, const char *name, int ms, struct cycles *cy)
 {
 	int64_t end = mono_ms() + ms;
-	char p[200];
+	char p[512];
 
 	while (mono_ms() < end) {
 		struct http_resp r;
@@ -412,10 +354,10 @@ TEST(cluster_failover_graceful_and_master_killed_are_followed)
 {
 	struct redis_cluster c;
 	struct dlockd_srv d;
-	char names[3][32];
+	char names[3][128];
 
 	start(&c, &d, false);
-	names_per_master(&c, names);
+	CHECK(cluster_names_per_master(&c, "shard", names), "a name on each master");
 	for (int round = 0; round < 2; round++) {
 		bool kill_it = round == 1;
 		int m = cluster_master_of(&c, kill_it ? 2 : 0, names[kill_it ? 1 : 0]);
@@ -423,7 +365,7 @@ TEST(cluster_failover_graceful_and_master_killed_are_followed)
 		const char *n = names[kill_it ? 1 : 0];
 		struct cycles cy = { 0 };
 		struct bg w;
-		char p[200];
+		char p[512];
 
 		CHECK(m >= 0 && rep >= 0, "%s: master %d, replica %d", n, m, rep);
 		printf("# %s: master %d (port %d), replica %d (port %d)\n", n, m, c.node[m].port, rep,
@@ -433,7 +375,7 @@ TEST(cluster_failover_graceful_and_master_killed_are_followed)
 		CHECK(status_of(&d, "PUT", "/locks/%s?owner=h&ttl_ms=8000", n) == 200, "h holds %s",
 		      n);
 		/* the hold reaches the replica before it takes over */
-		CHECK(WAIT_FOR(has_keys(&c, rep), 20000), "replicated");
+		CHECK(WAIT_FOR(cluster_node_has_keys(&c, rep), 20000), "replicated");
 		snprintf(p, sizeof(p), "/locks/%s?owner=w&ttl_ms=30000&wait_ms=25000", n);
 		bg_start_on(&w, d.base, "PUT", p, NULL);
 		CHECK(wait_waiters(&d, 1, 10000), "w waits");
@@ -449,7 +391,7 @@ TEST(cluster_failover_graceful_and_master_killed_are_followed)
 		{
 			char cyc[32];
 
-			same_slot_name(n, "cyc", cyc);
+			cluster_same_slot_name(n, "cyc", cyc, sizeof(cyc));
 			cycle_for(&d, cyc, kill_it ? 8000 : 4000, &cy);
 			printf("# %s: %ld ok, %ld 503 during and after the failover\n",
 			       kill_it ? "master killed" : "CLUSTER FAILOVER", cy.ok, cy.unavailable);
@@ -482,12 +424,12 @@ TEST(cluster_sync_replicas_wait_for_each_masters_own_replica)
 					     "--redis-sync-timeout-ms", "300", NULL };
 	struct redis_cluster c;
 	struct dlockd_srv d;
-	char names[3][32], again[32], path[200];
+	char names[3][128], again[32], path[200];
 	struct http_resp r;
 	int m, rep;
 
 	start_with(&c, &d, false, flags);
-	names_per_master(&c, names);
+	CHECK(cluster_names_per_master(&c, "shard", names), "a name on each master");
 	for (int i = 0; i < 3; i++)
 		CHECK(status_of(&d, "PUT", "/locks/%s?owner=a&ttl_ms=30000", names[i]) == 200 &&
 		      status_of(&d, "DELETE", "/locks/%s?owner=a", names[i]) == 200,
@@ -496,13 +438,13 @@ TEST(cluster_sync_replicas_wait_for_each_masters_own_replica)
 	rep = cluster_replica_of(&c, m);
 	CHECK(m >= 0 && rep >= 0, "master %d, replica %d", m, rep);
 	kill(c.node[rep].pid, SIGSTOP);
-	same_slot_name(names[0], "unc", again);
+	cluster_same_slot_name(names[0], "unc", again, sizeof(again));
 	snprintf(path, sizeof(path), "/locks/%s?owner=a&ttl_ms=30000", again);
 	http_on(d.base, "PUT", path, NULL, &r);
 	CHECK_ERROR(r, 503, "replication_unconfirmed", "a grant its replica did not confirm");
 	CHECK(r.retry_after[0], "with Retry-After");
 	http_free(&r);
-	CHECK(WAIT_FOR(!hash_on(&c, m, again), 3000), "and it was undone on its master");
+	CHECK(WAIT_FOR(!cluster_has_key(&c, m, again), 3000), "and it was undone on its master");
 	for (int i = 1; i < 3; i++)
 		CHECK(status_of(&d, "PUT", "/locks/%s?owner=b&ttl_ms=30000", names[i]) == 200,
 		      "the other masters' grants are confirmed (%s)", names[i]);
@@ -522,7 +464,7 @@ TEST(cluster_seed_down_db_refused_and_readyz_follows_the_cluster_state)
 {
 	struct redis_cluster c;
 	struct dlockd_srv d;
-	char seeds[300], names[3][32], p[200], cmd[600], out[2048];
+	char seeds[300], names[3][128], p[512], cmd[600], out[2048];
 	int dead = free_port(), m, rep, rc;
 	struct bg w;
 	FILE *f;
@@ -532,7 +474,7 @@ TEST(cluster_seed_down_db_refused_and_readyz_follows_the_cluster_state)
 	snprintf(seeds, sizeof(seeds), "redis://127.0.0.1:%d,%s", dead, c.seeds);
 	CHECK(dlockd_start(&d, seeds, NULL) == 0, "dlockd starts with its first seed down");
 	CHECK(file_contains(d.log, "sharded pub/sub"), "sharded pub/sub all the same");
-	names_per_master(&c, names);
+	CHECK(cluster_names_per_master(&c, "shard", names), "a name on each master");
 	CHECK(status_of(&d, "PUT", "/locks/%s?owner=h&ttl_ms=30000", names[2]) == 200,
 	      "the first call is served (the next seed gave the map)");
 	snprintf(p, sizeof(p), "/locks/%s?owner=w&ttl_ms=30000&wait_ms=20000", names[2]);

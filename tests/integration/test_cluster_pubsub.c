@@ -13,71 +13,6 @@
 
 #define JAVA_FIELD "9c345276-aa6e-44c1-b478-bf4b14ba1498:805"
 
-/* Subscribers of chan on node s: sharded (PUBSUB SHARDNUMSUB) or classic
- * (PUBSUB NUMSUB); -1 if it did not say. */
-static long long subscribers_on(const struct redis_srv *s, bool sharded, const char *chan)
-{
-	redisReply *r = rcmd_on(s, sharded ? "PUBSUB SHARDNUMSUB %s" : "PUBSUB NUMSUB %s", chan);
-	long long n = -1;
-
-	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-	    r->element[1]->type == REDIS_REPLY_INTEGER)
-		n = r->element[1]->integer;
-	if (r)
-		freeReplyObject(r);
-	return n;
-}
-
-/* Scripts node s has run (EVAL and EVALSHA calls, INFO commandstats). */
-static long long scripts_on(const struct redis_srv *s)
-{
-	static const char *const cmds[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=" };
-	redisReply *r = rcmd_on(s, "INFO commandstats");
-	long long calls = 0;
-
-	for (size_t i = 0; r && r->type == REDIS_REPLY_STRING && i < 2; i++) {
-		const char *p = strstr(r->str, cmds[i]);
-
-		if (p)
-			calls += strtoll(p + strlen(cmds[i]), NULL, 10);
-	}
-	if (r)
-		freeReplyObject(r);
-	return calls;
-}
-
-/* A waiting acquire of d, started after scripts0 = scripts_on(node), is
- * parked: it has a subscriber on chan at sub (sharded or not) and node ran
- * its first try and its retry after the subscription was live. */
-static bool parked(const struct dlockd_srv *d, const struct redis_srv *node, long long scripts0,
-		   const struct redis_srv *sub, bool sharded, const char *chan)
-{
-	return wait_waiters(d, 1, 10000) &&
-	       WAIT_FOR(subscribers_on(sub, sharded, chan) >= 1 &&
-				scripts_on(node) >= scripts0 + 2,
-			10000);
-}
-
-/* Names on each of the three masters: for each master i, a name whose
- * slot it serves. */
-static bool names_per_master(struct redis_cluster *c, char names[3][128])
-{
-	bool found[3] = { false, false, false };
-
-	for (int i = 0; i < 300 && !(found[0] && found[1] && found[2]); i++) {
-		char n[128];
-		int m;
-
-		snprintf(n, sizeof(n), "%s", lockname("sp"));
-		m = cluster_master_of(c, 0, n);
-		if (m >= 0 && m < 3 && !found[m]) {
-			found[m] = true;
-			snprintf(names[m], 128, "%s", n);
-		}
-	}
-	return found[0] && found[1] && found[2];
-}
-
 /* The test's processes: stopped at its end, whatever failed. */
 static struct redis_cluster C;
 static struct dlockd_srv D;
@@ -112,7 +47,7 @@ TEST(cluster_auto_is_sharded_and_wakes_a_waiter_on_each_master)
 	start(&C, &D, NULL);
 	if (test_failed())
 		return;
-	CHECK(names_per_master(&C, names), "a name on each master");
+	CHECK(cluster_names_per_master(&C, "sp", names), "a name on each master");
 	CHECK(file_contains(D.log, "sharded pub/sub"), "the start-up line says sharded");
 	for (int m = 0; m < 3; m++) {
 		char p[200], chan[200];
@@ -122,17 +57,17 @@ TEST(cluster_auto_is_sharded_and_wakes_a_waiter_on_each_master)
 
 		snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}", names[m]);
 		CHECK(lock_hold(&D, names[m], "h", 30000), "h holds %s", names[m]);
-		s0 = scripts_on(&C.node[m]);
+		s0 = redis_script_calls(&C.node[m]);
 		snprintf(p, sizeof(p), "/locks/%s?owner=w&ttl_ms=30000&wait_ms=20000", names[m]);
 		bg_start_on(&w, D.base, "PUT", p, NULL);
-		CHECK(parked(&D, &C.node[m], s0, &C.node[m], true, chan),
+		CHECK(wait_parked_on(&D, &C.node[m], s0, &C.node[m], true, chan),
 		      "w waits, SSUBSCRIBEd on master %d", m);
 		t0 = mono_ms();
 		CHECK(lock_release(&D, names[m], "h") == 200, "h releases");
 		CHECK_GRANTED_WITHIN(w, t0, 3000, "w, woken by the release");
 		http_free(&w.r);
 		CHECK(lock_release(&D, names[m], "w") == 200, "w releases");
-		CHECK(WAIT_FOR(subscribers_on(&C.node[m], true, chan) == 0, 5000),
+		CHECK(WAIT_FOR(redis_subscribers(&C.node[m], true, chan) == 0, 5000),
 		      "the channel is let go on master %d", m);
 	}
 	CHECK(dlockd_stop(&D, 5000) == 0, "clean exit");
@@ -166,10 +101,10 @@ TEST(cluster_sharded_interop_with_redisson)
 	rep = rcmd_on(&C.node[m], "EVAL %s 1 %s %s %s", redisson_acquire, n, "60000", JAVA_FIELD);
 	CHECK(rep && rep->type == REDIS_REPLY_NIL, "Redisson client acquires");
 	freeReplyObject(rep);
-	s0 = scripts_on(&C.node[m]);
+	s0 = redis_script_calls(&C.node[m]);
 	snprintf(p, sizeof(p), "/locks/%s?owner=svc&ttl_ms=30000&wait_ms=30000", n);
 	bg_start_on(&w, D.base, "PUT", p, NULL);
-	CHECK(parked(&D, &C.node[m], s0, &C.node[m], true, chan), "dlockd waiter parked");
+	CHECK(wait_parked_on(&D, &C.node[m], s0, &C.node[m], true, chan), "dlockd waiter parked");
 	rep = rcmd_on(&C.node[m], "EVAL %s 2 %s %s 0 30000 %s spublish", redisson_unlock, n, chan,
 		       JAVA_FIELD);
 	CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1,
@@ -223,18 +158,18 @@ TEST(cluster_classic_hears_publish_not_spublish)
 	CHECK(m >= 0, "%s has a master", n);
 	snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}", n);
 	CHECK(lock_hold(&D, n, "h", 30000), "h holds it");
-	s0 = scripts_on(&C.node[m]);
+	s0 = redis_script_calls(&C.node[m]);
 	snprintf(p, sizeof(p), "/locks/%s?owner=w&ttl_ms=30000&wait_ms=30000", n);
 	bg_start_on(&w, D.base, "PUT", p, NULL);
 	CHECK(wait_waiters(&D, 1, 10000), "w waits");
 	/* the classic subscriber is on one node, whichever it picked */
-	CHECK(WAIT_FOR((at = 0, subscribers_on(&C.node[0], false, chan) >= 1) ||
-			       (at = 1, subscribers_on(&C.node[1], false, chan) >= 1) ||
-			       (at = 2, subscribers_on(&C.node[2], false, chan) >= 1),
+	CHECK(WAIT_FOR((at = 0, redis_subscribers(&C.node[0], false, chan) >= 1) ||
+			       (at = 1, redis_subscribers(&C.node[1], false, chan) >= 1) ||
+			       (at = 2, redis_subscribers(&C.node[2], false, chan) >= 1),
 		       10000),
 	      "SUBSCRIBEd on a seed");
-	CHECK(parked(&D, &C.node[m], s0, &C.node[at], false, chan), "w parked");
-	CHECK(subscribers_on(&C.node[m], true, chan) == 0, "no sharded subscription");
+	CHECK(wait_parked_on(&D, &C.node[m], s0, &C.node[at], false, chan), "w parked");
+	CHECK(redis_subscribers(&C.node[m], true, chan) == 0, "no sharded subscription");
 
 	/* h's hold goes (as an unlock would), announced with SPUBLISH */
 	rep = rcmd_on(&C.node[m], "DEL %s", n);
@@ -277,10 +212,10 @@ TEST(standalone_sharded_pubsub_wakes_a_waiter)
 	CHECK(lock_hold(&D, n, "h", 30000), "h holds it");
 	CHECK(lock_release(&D, n, "h") == 200, "h releases");
 	CHECK(lock_hold(&D, n, "h", 30000), "h holds it again");
-	s0 = scripts_on(&R);
+	s0 = redis_script_calls(&R);
 	snprintf(p, sizeof(p), "/locks/%s?owner=w&ttl_ms=30000&wait_ms=20000", n);
 	bg_start_on(&w, D.base, "PUT", p, NULL);
-	CHECK(parked(&D, &R, s0, &R, true, chan), "w parked, SSUBSCRIBEd");
+	CHECK(wait_parked_on(&D, &R, s0, &R, true, chan), "w parked, SSUBSCRIBEd");
 	t0 = mono_ms();
 	CHECK(lock_release(&D, n, "h") == 200, "h releases");
 	CHECK_GRANTED_WITHIN(w, t0, 3000, "w, woken by the release");

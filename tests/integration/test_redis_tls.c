@@ -9,8 +9,11 @@
  * --redis-ca (or -cert, -key) with a plaintext URL, and bad files, stop
  * dlockd at start; a Sentinel topology served over TLS (sentinels and
  * data nodes, replication too) is reached with rediss-sentinel:// and a
- * failover followed. Each test runs its own Redis and dlockd. */
-#include "../harness/harness.h"
+ * failover followed; so is a Redis Cluster served over TLS (bus and
+ * replication too) with rediss://seed,seed,...: every kind of lock on
+ * each master, a waiter on each woken by sharded pub/sub over TLS, and a
+ * CLUSTER FAILOVER. Each test runs its own Redis and dlockd. */
+#include "../harness/cluster.h"
 #include "../harness/sentinel.h"
 
 #include <stdio.h>
@@ -332,4 +335,148 @@ TEST(redis_tls_sentinel_failover_is_followed)
 	CHECK(file_lines_with(d.log, "\"level\":\"error\"", "redis tls", NULL) == 0,
 	      "no TLS trouble logged (see %s)", d.log);
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+/* The cluster test's processes: stopped at its end, whatever failed. */
+static struct redis_cluster tls_cluster;
+static struct dlockd_srv tls_cluster_dlockd;
+
+static void tls_cluster_stop(void *arg)
+{
+	dlockd_kill(&tls_cluster_dlockd);
+	cluster_stop(arg);
+}
+
+/* PUT path?owner=owner&ttl_ms=30000 on d: its fencing token, or -1 (with
+ * the answer printed) if not granted. */
+static long long grant(const struct dlockd_srv *d, const char *path, const char *owner)
+{
+	char p[600];
+	struct http_resp r;
+	long long token = -1;
+
+	snprintf(p, sizeof(p), "%s?owner=%s&ttl_ms=30000", path, owner);
+	http_on(d->base, "PUT", p, NULL, &r);
+	if (r.status == 200)
+		token = json_int(&r, "fencing_token");
+	else
+		printf("# PUT %s: %ld %s\n", p, r.status, r.body ? r.body : "");
+	http_free(&r);
+	return token;
+}
+
+/* rediss://seed,seed,seed: a Redis Cluster of 3 masters with a replica
+ * each, served over TLS only to dlockd (client certificates required; the
+ * cluster bus and replication over TLS: tls-cluster, tls-replication, so
+ * that the nodes name their TLS ports in CLUSTER SLOTS and MOVED). Every
+ * kind of lock works on names of each master, with tokens growing; a
+ * waiter on each master is woken by the release, at once (sharded pub/sub
+ * over TLS, SSUBSCRIBEd on that master); a CLUSTER FAILOVER of one master
+ * is followed, to the promoted replica's TLS port: a lock cycle there, and
+ * a waiter held up across it woken by the release afterwards. */
+TEST(redis_tls_cluster_every_kind_wake_and_failover)
+{
+	static const char *const kinds[] = { "/locks/%s", "/fairlocks/%s", "/rwlocks/%s/write",
+					     "/rwlocks/%s/read" };
+	const char *flags[] = { "--redis-ca", NULL, "--redis-cert", NULL, "--redis-key", NULL,
+				NULL };
+	struct redis_cluster *c = &tls_cluster;
+	struct dlockd_srv *d = &tls_cluster_dlockd;
+	char url[300], names[3][128], why[400], chan[300], p[600], other[128];
+	long long s0, t_h;
+	double msgs0;
+	struct bg w;
+	int64_t t;
+	int m, rep;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	test_at_end(tls_cluster_stop, c);
+	CHECK(cluster_start_tls(c, 3, 1) == 0, "3 masters with a replica each, over TLS");
+	flags[1] = pki_path("ca.pem");
+	flags[3] = pki_path("client.pem");
+	flags[5] = pki_path("client.key");
+	snprintf(url, sizeof(url), "rediss://%s", c->seeds);
+	CHECK(dlockd_start(d, url, flags) == 0, "start on %s (see %s)", url, d->log);
+	CHECK(WAIT_FOR(status_of(d, "GET", "/readyz") == 200, 10000),
+	      "ready on the cluster over TLS (see %s)", d->log);
+	CHECK(file_contains(d->log, "sharded pub/sub"), "auto took sharded pub/sub (see %s)",
+	      d->log);
+	CHECK(cluster_names_per_master(c, "rtls-cl", names), "a name on each master");
+
+	/* every kind, on a name of each master's (the slot of names[m]) */
+	for (m = 0; m < 3; m++) {
+		for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+			char n[128], path[300];
+			long long t1, t2;
+
+			snprintf(p, sizeof(p), "k%zu", k);
+			cluster_same_slot_name(names[m], p, n, sizeof(n));
+			snprintf(path, sizeof(path), kinds[k], n);
+			CHECK((t1 = grant(d, path, "a")) > 0, "a gets %s on master %d", path, m);
+			CHECK(cluster_has_key(c, m, n), "%s is kept on master %d", n, m);
+			CHECK(status_of(d, "DELETE", "%s?owner=a", path) == 200, "a releases %s",
+			      path);
+			CHECK((t2 = grant(d, path, "b")) > t1, "b gets %s, token %lld > %lld", path,
+			      t2, t1);
+			CHECK(status_of(d, "DELETE", "%s?owner=b", path) == 200, "b releases %s",
+			      path);
+		}
+	}
+
+	/* a waiter on each master, woken by the release through its
+	 * subscriber's TLS connection to that master (SSUBSCRIBE) */
+	msgs0 = metric_value(d, "dlockd_pubsub_messages_total");
+	for (m = 0; m < 3; m++) {
+		snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}", names[m]);
+		CHECK(lock_hold(d, names[m], "h", 30000), "h holds %s", names[m]);
+		s0 = redis_script_calls(&c->node[m]);
+		snprintf(p, sizeof(p), "/locks/%s?owner=w&ttl_ms=30000&wait_ms=20000", names[m]);
+		bg_start_on(&w, d->base, "PUT", p, NULL);
+		CHECK(wait_parked_on(d, &c->node[m], s0, &c->node[m], true, chan),
+		      "w waits, SSUBSCRIBEd on master %d (see %s)", m, d->log);
+		CHECK(lock_release(d, names[m], "h") == 200, "h releases");
+		t = mono_ms();
+		CHECK_GRANTED_WITHIN(w, t, 3000, "w, woken by the release");
+		http_free(&w.r);
+		CHECK(lock_release(d, names[m], "w") == 200, "w releases");
+	}
+	CHECK(metric_value(d, "dlockd_pubsub_messages_total") >= msgs0 + 3,
+	      "the release messages came through the subscriber");
+
+	/* a CLUSTER FAILOVER of the master of names[0]: its replica, reached
+	 * on its TLS port, takes over; a waiter held up across it is served */
+	m = cluster_master_of(c, 0, names[0]);
+	rep = cluster_replica_of(c, m);
+	CHECK(m >= 0 && rep >= 0, "%s: master %d, replica %d", names[0], m, rep);
+	snprintf(p, sizeof(p), "/locks/%s", names[0]);
+	CHECK((t_h = grant(d, p, "h")) > 0, "h holds %s", names[0]);
+	CHECK(WAIT_FOR(cluster_node_has_keys(c, rep), 20000), "the hold reaches the replica");
+	s0 = redis_script_calls(&c->node[m]);
+	snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}", names[0]);
+	snprintf(p, sizeof(p), "/locks/%s?owner=w&ttl_ms=30000&wait_ms=25000", names[0]);
+	bg_start_on(&w, d->base, "PUT", p, NULL);
+	CHECK(wait_parked_on(d, &c->node[m], s0, &c->node[m], true, chan), "w waits");
+	{
+		redisReply *r = cluster_cmd(c, rep, "CLUSTER FAILOVER");
+
+		CHECK(r && r->type == REDIS_REPLY_STATUS, "CLUSTER FAILOVER on node %d: %s", rep,
+		      r && r->str ? r->str : "no answer");
+		freeReplyObject(r);
+	}
+	CHECK(WAIT_FOR(cluster_master_of(c, rep, names[0]) == rep, 20000),
+	      "node %d is the master of %s now", rep, names[0]);
+	cluster_same_slot_name(names[0], "after", other, sizeof(other));
+	CHECK(WAIT_FOR(lock_cycle(d, other, why, sizeof(why)), 20000),
+	      "a lock cycle on the promoted replica, over TLS: %s (see %s)", why, d->log);
+	CHECK(cluster_has_key(c, rep, names[0]), "h's lock is on the promoted replica");
+	CHECK(lock_release(d, names[0], "h") == 200, "h releases on the new master");
+	t = mono_ms();
+	CHECK_GRANTED_WITHIN(w, t, 5000, "w, held up across the failover, woken by the release");
+	CHECK(json_int(&w.r, "fencing_token") > t_h, "w's token %lld above h's %lld",
+	      json_int(&w.r, "fencing_token"), t_h);
+	http_free(&w.r);
+	CHECK(lock_release(d, names[0], "w") == 200, "w releases");
+	CHECK(file_lines_with(d->log, "\"level\":\"error\"", "redis tls", NULL) == 0,
+	      "no TLS trouble logged (see %s)", d->log);
+	CHECK(dlockd_stop(d, 5000) == 0, "clean exit");
 }
