@@ -273,6 +273,11 @@ lint: deps-lint contract-tools deploy-tools $(BUILD)/dlockd $(BUILD)/dlock
 	node deploy/validate-k8s.mjs
 	sh deploy/check-systemd.sh $(BUILD)/dlockd
 	sh deploy/check-image.sh $(BUILD)/dlockd $(BUILD)/dlock
+	@# the Compose file against Compose's own schema (docker-compose 1.x
+	@# parses it without an engine; no recommends: no Docker engine either)
+	@command -v docker-compose >/dev/null || { SUDO=; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		$$SUDO apt-get install -y -q --no-install-recommends docker-compose >/dev/null; }
+	docker-compose -f deploy/docker-compose.yml config -q
 
 # kubernetes-models and yaml for deploy/validate-k8s.mjs (npm, pinned by
 # deploy/package-lock.json).
