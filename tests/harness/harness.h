@@ -312,6 +312,11 @@ bool pki_ready(void);
  * the same string for the same file, for the whole run. */
 const char *pki_dir(void);
 const char *pki_path(const char *file);
+/* Start d on HTTPS with the certificate pki made for server ("server1",
+ * "node"), requiring client certificates of the pki CA; this thread's
+ * requests then trust that CA and show the pki "client" certificate. -1
+ * if the certificates or dlockd could not be had. */
+int dlockd_start_mtls(struct dlockd_srv *d, const char *server);
 
 /* A lock name unique to this run and this call. */
 const char *lockname(const char *hint);

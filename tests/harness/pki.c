@@ -101,3 +101,24 @@ const char *pki_path(const char *file)
 	snprintf(paths[n], sizeof(paths[n]), "%s/%s", pki, file);
 	return paths[n++];
 }
+
+int dlockd_start_mtls(struct dlockd_srv *d, const char *server)
+{
+	char pem[64], key[64];
+	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--tls-client-ca", NULL,
+				NULL };
+	struct http_tls t = { .ca = NULL };
+
+	if (!pki_ready())
+		return -1;
+	snprintf(pem, sizeof(pem), "%s.pem", server);
+	snprintf(key, sizeof(key), "%s.key", server);
+	flags[1] = pki_path(pem);
+	flags[3] = pki_path(key);
+	flags[5] = pki_path("ca.pem");
+	t.ca = pki_path("ca.pem");
+	t.cert = pki_path("client.pem");
+	t.key = pki_path("client.key");
+	http_tls(&t);
+	return dlockd_start(d, NULL, flags);
+}

@@ -652,23 +652,13 @@ TEST(dlock_command_inherits_no_socket_of_dlocks)
  * private CA (--cacert) and presents its certificate (--cert, --key). */
 TEST(dlock_runs_against_an_https_dlockd_with_client_certificates)
 {
-	struct http_tls t = { .ca = NULL };
-	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--tls-client-ca", NULL,
-				NULL };
 	const char *n = lockname("dlock-mtls");
 	struct dlockd_srv d;
 	struct proc p;
 	int code;
 
-	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
-	flags[1] = pki_path("server1.pem");
-	flags[3] = pki_path("server1.key");
-	flags[5] = pki_path("ca.pem");
-	t.ca = pki_path("ca.pem");
-	t.cert = pki_path("client.pem");
-	t.key = pki_path("client.key");
-	http_tls(&t);
-	CHECK(dlockd_start(&d, NULL, flags) == 0, "dlockd with --tls-client-ca (see %s)", d.log);
+	CHECK(dlockd_start_mtls(&d, "server1") == 0, "dlockd with --tls-client-ca (in %s)",
+	      test_tmpdir());
 
 	dlock_start(&p, d.base, NULL, "mtls", "run", "--cacert", pki_path("ca.pem"), "--cert",
 		    pki_path("client.pem"), "--key", pki_path("client.key"), n, "--", "sh", "-c",

@@ -136,46 +136,39 @@ TEST(health_check_with_bad_settings_exits_1)
  * (pki's "node"), and not where it is for servers only ("server1"). */
 TEST(health_check_speaks_tls_to_an_https_dlockd)
 {
-	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--tls-client-ca", NULL,
-				NULL };
-	struct http_tls t = { .ca = NULL };
+	const char *flags[3];	/* the server's --tls-cert, --tls-key, --tls-client-ca */
 	char args[1200], out[1024];
 	struct dlockd_srv d;
 
-	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
-	flags[1] = pki_path("node.pem");
-	flags[3] = pki_path("node.key");
-	flags[5] = pki_path("ca.pem");
-	t.ca = pki_path("ca.pem");
-	t.cert = pki_path("client.pem");
-	t.key = pki_path("client.key");
-	http_tls(&t);
-	CHECK(dlockd_start(&d, NULL, flags) == 0, "dlockd with HTTPS and client certificates");
+	CHECK(dlockd_start_mtls(&d, "node") == 0, "dlockd with HTTPS and client certificates");
+	flags[0] = pki_path("node.pem");
+	flags[1] = pki_path("node.key");
+	flags[2] = pki_path("ca.pem");
 
 	snprintf(args, sizeof(args), " --listen 127.0.0.1:%d --tls-cert %s --tls-key %s "
-		 "--tls-client-ca %s", d.port, flags[1], flags[3], flags[5]);
+		 "--tls-client-ca %s", d.port, flags[0], flags[1], flags[2]);
 	CHECK(probe("", args, out, sizeof(out), NULL) == 0, "the same settings: exit 0; said: %s",
 	      out);
 	snprintf(args, sizeof(args), "=ready --listen 127.0.0.1:%d --tls-cert %s --tls-key %s "
-		 "--tls-client-ca %s", d.port, flags[1], flags[3], flags[5]);
+		 "--tls-client-ca %s", d.port, flags[0], flags[1], flags[2]);
 	CHECK(probe("", args, out, sizeof(out), NULL) == 0, "=ready: exit 0; said: %s", out);
 	snprintf(args, sizeof(args), " --listen 127.0.0.1:%d", d.port);
 	CHECK(probe("", args, out, sizeof(out), NULL) == 1 && one_line(out),
 	      "plain HTTP to the HTTPS port: exit 1, one line: %s", out);
 	snprintf(args, sizeof(args), " --listen 127.0.0.1:%d --tls-cert %s --tls-key %s "
 		 "--tls-client-ca %s", d.port, pki_path("self.pem"), pki_path("self.key"),
-		 flags[5]);
+		 flags[2]);
 	CHECK(probe("", args, out, sizeof(out), NULL) == 1 && one_line(out),
 	      "a certificate the server does not trust: exit 1, one line: %s", out);
 	snprintf(args, sizeof(args), " --listen 127.0.0.1:%d --tls-cert %s --tls-key %s "
 		 "--tls-client-ca %s", d.port, pki_path("server1.pem"), pki_path("server1.key"),
-		 flags[5]);
+		 flags[2]);
 	CHECK(probe("", args, out, sizeof(out), NULL) == 1 && one_line(out),
 	      "a server-only certificate is no client's: exit 1, one line: %s", out);
 	dlockd_stop(&d, 5000);
 
 	snprintf(args, sizeof(args), " --listen 127.0.0.1:%d --tls-cert %s --tls-key %s",
-		 H_dlockd.port, flags[1], flags[3]);
+		 H_dlockd.port, flags[0], flags[1]);
 	CHECK(probe("", args, out, sizeof(out), NULL) == 1 && strstr(out, "TLS handshake"),
 	      "TLS to a plain dlockd: exit 1 naming the handshake: %s", out);
 }
