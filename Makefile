@@ -8,7 +8,7 @@ PKGS = libmicrohttpd jansson hiredis gnutls
 # CFLAGS/LDFLAGS are the caller's (make CFLAGS=-O0); what the build needs
 # is added in ALL_CFLAGS/ALL_LDFLAGS, so a command-line CFLAGS cannot drop it.
 CFLAGS ?= -O2 -g
-ALL_CFLAGS = $(CFLAGS) -std=c11 -D_GNU_SOURCE -pthread
+ALL_CFLAGS = $(CFLAGS) -std=c11 -D_GNU_SOURCE -pthread -I.
 ALL_LDFLAGS = $(LDFLAGS) -pthread
 WARN = -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes \
        -Wwrite-strings -Wvla -fno-common
@@ -20,7 +20,7 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 TEST_LIBS = $(shell pkg-config --libs libcurl cmocka 2>/dev/null)
 
-SERVICE_SRC = $(wildcard service/*.c)
+SERVICE_SRC = $(wildcard service/*/*.c)
 API_SRC = $(wildcard api/*.c)
 LIB_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(SERVICE_SRC) $(API_SRC)) $(BUILD)/lua_scripts.o \
 	$(BUILD)/openapi_doc.o
@@ -44,7 +44,7 @@ TEST_PACKAGES = libcurl4-openssl-dev libcmocka-dev redis-server redis-tools node
 LINT_PACKAGES = yamllint nodejs npm binutils systemd
 
 # The version: `git describe` in a git checkout, else openapi.yaml's
-# info.version. Only service/version.o is compiled with it, and only when
+# info.version. Only service/base/version.o is compiled with it, and only when
 # it changed (the FORCE'd stamp below keeps its mtime otherwise).
 DLOCKD_VERSION := $(shell { [ -e .git ] && git describe --always --dirty 2>/dev/null; } || \
 	sed -n 's/^  version: *//p' openapi.yaml | head -n 1)
@@ -89,7 +89,7 @@ CLI_SRC = $(wildcard cli/*.c)
 CLI_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(CLI_SRC))
 CLI_LIBS = $(shell pkg-config --libs libcurl jansson 2>/dev/null)
 $(CLI_OBJS): ALL_CFLAGS += $(shell pkg-config --cflags libcurl 2>/dev/null)
-$(BUILD)/dlock: $(CLI_OBJS) $(BUILD)/service/version.o
+$(BUILD)/dlock: $(CLI_OBJS) $(BUILD)/service/base/version.o
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(CLI_LIBS)
 
 $(BUILD)/%.o: %.c | deps-build
@@ -123,8 +123,8 @@ $(BUILD)/lua_scripts.c: $(LUA) $(LUA_LIB) Makefile
 $(BUILD)/version.txt: FORCE
 	@mkdir -p $(@D)
 	@[ "$$(cat $@ 2>/dev/null)" = '$(DLOCKD_VERSION)' ] || echo '$(DLOCKD_VERSION)' >$@
-$(BUILD)/service/version.o: $(BUILD)/version.txt
-$(BUILD)/service/version.o: ALL_CFLAGS += -DDLOCKD_VERSION='"$(DLOCKD_VERSION)"'
+$(BUILD)/service/base/version.o: $(BUILD)/version.txt
+$(BUILD)/service/base/version.o: ALL_CFLAGS += -DDLOCKD_VERSION='"$(DLOCKD_VERSION)"'
 
 $(BUILD)/lua_scripts.o: $(BUILD)/lua_scripts.c | deps-build
 	$(CC) $(ALL_CFLAGS) $(WARN) -Wno-missing-prototypes -c -o $@ $<
@@ -160,9 +160,10 @@ $(BUILD)/tests/test_acquire: tests/unit/test_acquire.c | deps
 		$(ALL_LDFLAGS) $(TEST_LIBS)
 # The waiters and the subscriber are tested on their own event loop, with
 # only the modules below them: they must not need the HTTP or lock layers.
-WAITERS_TEST_OBJS = $(addprefix $(BUILD)/service/,loop.o heap.o util.o log.o names.o)
-PUBSUB_TEST_OBJS = $(addprefix $(BUILD)/service/,loop.o heap.o util.o log.o names.o metrics.o \
-	version.o redis_conn.o redis_target.o redis_url.o cluster_slots.o redis_cluster.o redis_tls.o)
+WAITERS_TEST_OBJS = $(addprefix $(BUILD)/service/base/,loop.o heap.o util.o log.o names.o)
+PUBSUB_TEST_OBJS = $(addprefix $(BUILD)/service/base/,loop.o heap.o util.o log.o names.o metrics.o \
+	version.o) $(addprefix $(BUILD)/service/redis/,redis_conn.o redis_target.o redis_url.o \
+	cluster_slots.o redis_cluster.o redis_tls.o)
 $(BUILD)/tests/test_waiters: DEP_OBJS = $(WAITERS_TEST_OBJS)
 $(BUILD)/tests/test_pubsub: DEP_OBJS = $(PUBSUB_TEST_OBJS)
 $(BUILD)/tests/test_waiters: tests/unit/test_waiters.c $(WAITERS_TEST_OBJS) | deps
@@ -175,13 +176,13 @@ $(BUILD)/tests/test_waiters $(BUILD)/tests/test_pubsub:
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB_OBJS) | deps
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \
-		$(filter-out $(BUILD)/service/$*.o $(BUILD)/api/$*.o,$(LIB_OBJS)) \
+		$(filter-out %/$*.o,$(LIB_OBJS)) \
 		$(ALL_LDFLAGS) $(UNIT_WRAP) $(PKG_LIBS) $(TEST_LIBS)
 
 # test_redis_conn runs the connection on a real loop against a fake Redis
 # of its own: it links the loop and what the connection uses, no more.
-REDIS_CONN_TEST_OBJS = $(patsubst %,$(BUILD)/service/%.o,loop heap log util redis_target \
-	redis_cluster cluster_slots redis_tls)
+REDIS_CONN_TEST_OBJS = $(patsubst %,$(BUILD)/service/base/%.o,loop heap log util) \
+	$(patsubst %,$(BUILD)/service/redis/%.o,redis_target redis_cluster cluster_slots redis_tls)
 $(BUILD)/tests/test_redis_conn: tests/unit/test_redis_conn.c $(REDIS_CONN_TEST_OBJS) | deps
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \
@@ -196,7 +197,7 @@ $(BUILD)/tests/test_dlock_args: tests/unit/test_dlock_args.c $(DLOCK_ARGS_TEST_O
 
 $(ITEST_OBJS): | deps
 # the cluster tests find names on a slot with dlockd's own key hashing
-$(ITEST_BIN): $(ITEST_OBJS) $(BUILD)/service/cluster_slots.o $(BUILD)/service/util.o
+$(ITEST_BIN): $(ITEST_OBJS) $(BUILD)/service/redis/cluster_slots.o $(BUILD)/service/base/util.o
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(PKG_LIBS) $(TEST_LIBS)
 
@@ -303,9 +304,9 @@ FUZZ_SECONDS ?= 300
 FUZZ_BIN = build-fuzz/fuzz_request
 FUZZ_FLAGS = -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=all
-$(FUZZ_BIN): tests/fuzz/fuzz_request.c api/request.c api/routes.c api/*.h service/*.h | deps-fuzz
+$(FUZZ_BIN): tests/fuzz/fuzz_request.c api/request.c api/routes.c api/*.h service/*/*.h | deps-fuzz
 	@mkdir -p $(@D)
-	clang $(FUZZ_FLAGS) $(PKG_CFLAGS) -o $@ $< \
+	clang $(FUZZ_FLAGS) -I. $(PKG_CFLAGS) -o $@ $< \
 		-Wl,--wrap=MHD_get_connection_values -Wl,--wrap=reply_error $(PKG_LIBS)
 fuzz: deps-fuzz $(FUZZ_BIN)
 	@rm -rf build-fuzz/corpus && cp -r tests/fuzz/corpus build-fuzz/corpus

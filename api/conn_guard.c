@@ -10,11 +10,11 @@
  * the stream and closes the connection the usual way. Everything runs on
  * the loop's thread, MHD's "closed" notification (sent before it closes
  * the descriptor) included, so a number is never cut after its reuse. */
-#include "conn_guard.h"
+#include "api/conn_guard.h"
 
-#include "../service/log.h"
-#include "../service/loop.h"
-#include "../service/util.h"
+#include "service/base/log.h"
+#include "service/base/loop.h"
+#include "service/base/util.h"
 
 #include <stdlib.h>
 #include <sys/socket.h>

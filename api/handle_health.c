@@ -3,14 +3,14 @@
  * meaning the 503 says -- and the subscriber is connected),
  * /metrics (Prometheus text) and /openapi.yaml (the contract, embedded at
  * build time). */
-#include "handlers.h"
+#include "api/handlers.h"
 
-#include "reply.h"
-#include "server.h"
-#include "../service/metrics.h"
-#include "../service/util.h"
-#include "../service/waiters.h"
-#include "../service/watch.h"
+#include "api/reply.h"
+#include "api/server.h"
+#include "service/base/metrics.h"
+#include "service/base/util.h"
+#include "service/lock/waiters.h"
+#include "service/lock/watch.h"
 
 #include <string.h>
 

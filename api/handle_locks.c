@@ -10,22 +10,22 @@
  * connection once (server_suspend) and names the function that answers
  * when it is resumed (rq->next). A release or heartbeat is one call, whose
  * outcome lock_done stores before it resumes. A status, one read or a
- * watch for a change, is run by the watch machine (service/watch.h) in
+ * watch for a change, is run by the watch machine (service/lock/watch.h) in
  * rq->lock.watch, likewise. An acquire,
- * waiting or not, is run by the acquire machine (service/acquire.h) in
+ * waiting or not, is run by the acquire machine (service/lock/acquire.h) in
  * rq->lock.acquire -- its tries, its sleeps on the lock's channel, the
  * queue place it gives back (docs/ARCHITECTURE.md) -- while the connection
  * stays suspended; the machine's done resumes it once, and the handler
  * answers from the outcome. */
-#include "handlers.h"
+#include "api/handlers.h"
 
-#include "reply.h"
-#include "server.h"
-#include "../service/acquire.h"
-#include "../service/log.h"
-#include "../service/metrics.h"
-#include "../service/util.h"
-#include "../service/waiters.h"
+#include "api/reply.h"
+#include "api/server.h"
+#include "service/lock/acquire.h"
+#include "service/base/log.h"
+#include "service/base/metrics.h"
+#include "service/base/util.h"
+#include "service/lock/waiters.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,14 +4,14 @@
 
 #include <microhttpd.h>
 
-#include "request.h"
+#include "api/request.h"
 
 /* PUT, DELETE, GET, POST heartbeat on a lock (rq->route.op says which),
  * and GET /locks, whose parameters dispatch has read already (the token
  * must cover the prefix it asks for). */
 enum MHD_Result handle_lock(struct request *rq);
-/* The request is over: end its acquire (service/acquire.h), which releases
- * a grant the client never received, and its watch (service/watch.h).
+/* The request is over: end its acquire (service/lock/acquire.h), which releases
+ * a grant the client never received, and its watch (service/lock/watch.h).
  * Runs on the connection's event loop thread, for every request. */
 void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode toe);
 

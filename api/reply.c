@@ -1,11 +1,11 @@
 /* reply.c -- every answer dlockd gives goes through here: JSON bodies, the
  * error model of the README and openapi.yaml (one code -> status table),
  * and the headers that go with some errors (Allow, Retry-After). */
-#include "reply.h"
+#include "api/reply.h"
 
-#include "../service/log.h"
-#include "../service/metrics.h"
-#include "../service/util.h"
+#include "service/base/log.h"
+#include "service/base/metrics.h"
+#include "service/base/util.h"
 
 #include <stdarg.h>
 #include <stdio.h>

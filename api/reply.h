@@ -5,7 +5,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
-#include "request.h"
+#include "api/request.h"
 
 enum api_error {
 	ERR_INVALID_NAME,

@@ -2,9 +2,9 @@
  * of the README's contract, and its parameters from a JSON body or the
  * query string (never both), each checked for type and range before
  * anything touches Redis. Messages name the parameter and the value, git style. */
-#include "request.h"
+#include "api/request.h"
 
-#include "reply.h"
+#include "api/reply.h"
 
 #include <errno.h>
 #include <jansson.h>

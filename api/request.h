@@ -7,12 +7,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../service/acquire.h"
-#include "../service/auth.h"
-#include "../service/config.h"
-#include "../service/locks.h"
-#include "../service/watch.h"
-#include "routes.h"
+#include "service/lock/acquire.h"
+#include "api/auth.h"
+#include "service/config/config.h"
+#include "service/lock/locks.h"
+#include "service/lock/watch.h"
+#include "api/routes.h"
 
 #define NAME_MAX_LEN LOCKS_NAME_MAX
 #define OWNER_MAX_LEN 128
@@ -53,10 +53,10 @@ struct lock_call {
 	 * by lock_done before the connection is resumed */
 	enum lock_result result;
 	struct lock_state state;
-	/* PUT: the acquire machine (service/acquire.h): its inputs, its
+	/* PUT: the acquire machine (service/lock/acquire.h): its inputs, its
 	 * outcome, and all its waiting */
 	struct acquire acquire;
-	/* GET: the watch machine (service/watch.h): one read, or a long poll
+	/* GET: the watch machine (service/lock/watch.h): one read, or a long poll
 	 * for a change of state */
 	struct watch watch;
 };

@@ -7,7 +7,7 @@
  * name is decoded afterwards: "/rwlocks/a%2Fwrite" is the status resource
  * of a lock named "a/write" (an invalid name), never the write side of
  * "a". HEAD is taken wherever GET is (RFC 9110 §9.3.2). */
-#include "routes.h"
+#include "api/routes.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "../service/locks.h"
+#include "service/lock/locks.h"
 
 enum route_op {
 	OP_NONE,

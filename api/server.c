@@ -1,7 +1,7 @@
 /* server.c -- the HTTP server: one libmicrohttpd daemon per event loop,
  * and the life of a request on it.
  *
- * Each loop (service/loop.c, run by its own thread) carries a daemon in
+ * Each loop (service/base/loop.c, run by its own thread) carries a daemon in
  * MHD's external epoll mode: MHD's epoll fd is watched by the loop, and
  * MHD_run runs in a task deferred to the end of the turn whenever that fd
  * is ready, MHD's timeout is due, a connection was handed to the daemon or
@@ -22,7 +22,7 @@
  * connection's TLS session is given the credentials in force when MHD
  * starts the connection, before its handshake (tls_session_start, in
  * conn_notify), and holds them until MHD has closed it. A reload
- * (service/tls.c) thus reaches new connections at once, while those
+ * (api/tls.c) thus reaches new connections at once, while those
  * already open keep theirs. The certificate passed at the daemon's start
  * is never served.
  *
@@ -33,21 +33,21 @@
  * (capped: 413 past max_body_bytes) and it is dispatched. A suspended
  * request re-enters with rq->next set, its one way back. The completed
  * callback frees the request, after handle_lock_completed() had its say. */
-#include "server.h"
+#include "api/server.h"
 
-#include "conn_guard.h"
-#include "handlers.h"
-#include "reply.h"
-#include "request.h"
-#include "routes.h"
-#include "../service/auth.h"
-#include "../service/backend.h"
-#include "../service/locks.h"
-#include "../service/log.h"
-#include "../service/loop.h"
-#include "../service/metrics.h"
-#include "../service/tls.h"
-#include "../service/util.h"
+#include "api/conn_guard.h"
+#include "api/handlers.h"
+#include "api/reply.h"
+#include "api/request.h"
+#include "api/routes.h"
+#include "api/auth.h"
+#include "service/lock/backend.h"
+#include "service/lock/locks.h"
+#include "service/base/log.h"
+#include "service/base/loop.h"
+#include "service/base/metrics.h"
+#include "api/tls.h"
+#include "service/base/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -636,7 +636,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	/* MHD's words for any failed TLS handshake: a client that does not
 	 * trust the certificate, lacks a client certificate or speaks plain
 	 * HTTP. Routine on a public port; a refused client certificate is
-	 * logged by service/tls.c */
+	 * logged by api/tls.c */
 	if (strstr(msg, "handshake message out of context")) {
 		log_debug("http: a TLS handshake failed");
 		return;

@@ -4,7 +4,7 @@
 #ifndef DLOCKD_SERVER_H
 #define DLOCKD_SERVER_H
 
-#include "../service/config.h"
+#include "service/config/config.h"
 
 #include <microhttpd.h>
 

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../service/version.h"
+#include "service/base/version.h"
 #include "args.h"
 #include "lease.h"
 #include "run.h"

@@ -19,7 +19,7 @@ check() {	# check ROOT
 		bad=1
 	}
 	report "service/ includes api/" \
-		"$(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"(\.\./)?api/' "$root"/service/*.[ch] 2>/dev/null)"
+		"$(grep -nE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"(\.\./)?api/' "$root"/service/*/*.[ch] 2>/dev/null)"
 	report "api/ speaks redis" \
 		"$(grep -nE '#[[:space:]]*include[[:space:]]*[<"]([^">]*/)?(hiredis|redis_conn\.h|redis_url\.h|scripts\.h|pubsub\.h)|\b(redis[A-Z][A-Za-z]*|redis_conn_[a-z_]+|scripts_run)\b' "$root"/api/*.[ch] 2>/dev/null)"
 	# Lua code, comments dropped (--[[ ... ]] blocks and -- to the line's end)
@@ -41,8 +41,8 @@ if [ "${1:-}" = --self-test ]; then
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
 	fails=0
-	for plant in 'service/locks.c:#include "../api/reply.h"' \
-		     'api/handle_locks.c:#include "../service/redis_conn.h"' \
+	for plant in 'service/lock/locks.c:#include "api/reply.h"' \
+		     'api/handle_locks.c:#include "service/redis/redis_conn.h"' \
 		     'api/handle_health.c:#include <hiredis/hiredis.h>' \
 		     'api/server.c:static void x(void) { redis_conn_send(0, 0, 0, 0, 0, 0, 0); }' \
 		     'lua/lock_acquire.lua:return 409 -- HTTP conflict'; do

@@ -14,8 +14,8 @@
  * valid holds only name characters (so no '/', escaped or not); a request
  * is refused with exactly one error, or every parameter it carries is
  * within its documented range. */
-#include "../../api/request.c"
-#include "../../api/routes.c"
+#include "api/request.c"
+#include "api/routes.c"
 
 #include <assert.h>
 #include <ctype.h>

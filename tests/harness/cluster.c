@@ -1,6 +1,6 @@
 /* cluster.c -- a real Redis Cluster on loopback for the tests (cluster.h). */
 #include "cluster.h"
-#include "../../service/cluster_slots.h"
+#include "service/redis/cluster_slots.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
  * having its place kept by the loop exactly while it sleeps. */
 #include "unit.h"
 
-#include "../../service/acquire.c"
+#include "service/lock/acquire.c"
 
 #include <stdio.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * redirections, well and badly formed. */
 #include "unit.h"
 
-#include "../../service/cluster_slots.c"
+#include "service/redis/cluster_slots.c"
 
 static unsigned slot_of(const char *key)
 {

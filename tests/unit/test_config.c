@@ -3,7 +3,7 @@
  * themselves: test_redis_url.c). */
 #include "unit.h"
 
-#include "../../service/config.c"
+#include "service/config/config.c"
 
 static void test_config__integers_are_whole_and_in_range(void **state)
 {

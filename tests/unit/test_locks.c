@@ -5,7 +5,7 @@
  * hand a canned reply to its callback at once. */
 #include "unit.h"
 
-#include "../../service/locks.c"
+#include "service/lock/locks.c"
 
 /* ----- Mock of scripts_run ----- */
 

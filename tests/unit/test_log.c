@@ -4,7 +4,7 @@
  * marker), and a text line is one line. */
 #include "unit.h"
 
-#include "../../service/log.c"
+#include "service/base/log.c"
 
 #include <jansson.h>
 

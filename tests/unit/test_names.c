@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 
-#include "../../service/names.c"
+#include "service/base/names.c"
 
 struct thing {
 	char name[16];

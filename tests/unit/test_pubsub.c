@@ -8,7 +8,7 @@
  * confirmed anew; a refused SUBSCRIBE drops the connection. */
 #include "unit.h"
 
-#include "../../service/pubsub.c"
+#include "service/redis/pubsub.c"
 
 #include <arpa/inet.h>
 #include <errno.h>

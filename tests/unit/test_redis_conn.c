@@ -27,10 +27,10 @@ static int count_buffer_write(redisContext *c, int *done)
 }
 
 #define redisBufferWrite count_buffer_write
-#include "../../service/redis_conn.c"
+#include "service/redis/redis_conn.c"
 #undef redisBufferWrite
 
-#include "../../service/loop.h"
+#include "service/base/loop.h"
 
 #include <signal.h>
 #include <stdio.h>

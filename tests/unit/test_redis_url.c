@@ -4,7 +4,7 @@
  * that says why; hiding the passwords. */
 #include "unit.h"
 
-#include "../../service/redis_url.c"
+#include "service/redis/redis_url.c"
 
 /* Parse s, which must be refused with a message containing want; the
  * message must never contain the secret. */

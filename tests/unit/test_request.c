@@ -3,7 +3,7 @@
  * are wrapped (-Wl,--wrap) so no connection is needed. */
 #include "unit.h"
 
-#include "../../api/request.c"
+#include "api/request.c"
 
 /* ----- Mocks ----- */
 

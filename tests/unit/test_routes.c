@@ -3,7 +3,7 @@
  * with the Allow list for wrong methods. */
 #include "unit.h"
 
-#include "../../api/routes.c"
+#include "api/routes.c"
 
 static void expect_route(const char *path, enum http_method m, enum route_op op,
 			 const char *name)

@@ -14,7 +14,7 @@
  * and a shutdown reach every loop; deliveries may come from any thread. */
 #include "unit.h"
 
-#include "../../service/waiters.c"
+#include "service/lock/waiters.c"
 
 #include <stdio.h>
 #include <sys/socket.h>

@@ -1,0 +1,376 @@
+/* log.c -- one line per event on stderr: a JSON object by default
+ * ({"ts","level","msg"} or, for requests, the access fields), or
+ * "<time> <level> <message>" with --log-format text. Each line goes out
+ * in one write(2), so lines from several threads never interleave.
+ *
+ * Whatever a client sent (paths, names, owners, quoted in messages) can
+ * neither break a line nor forge one: JSON strings are escaped per RFC 8259
+ * (control characters as \uXXXX or \n, \r, \t; valid UTF-8 passed through
+ * as it is; each byte that is not part of valid UTF-8 replaced by U+FFFD),
+ * and text fields escape control characters, backslashes and bytes that
+ * are not valid UTF-8 as \n, \r, \t, \\ or \xHH (spaces too in access
+ * fields, which are separated by spaces). A field longer than its cap is
+ * cut at a character boundary and ends in "...[+N bytes]", so every line
+ * is whole and parses. An access line names the error code of an error
+ * answer, and a forced release says so, with the caller's token name and
+ * address. */
+#include "service/base/log.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Caps on what one field may take of the input, in bytes. */
+#define MSG_MAX_BYTES 2048
+#define FIELD_MAX_BYTES 1024
+
+static volatile int log_level = LOG_INFO;
+static volatile int log_format = LOG_FORMAT_JSON;
+static int log_fd = STDERR_FILENO;	/* the unit test points it elsewhere */
+static const char *const level_names[] = { "error", "warn", "info", "debug" };
+static const char *const format_names[] = { "json", "text" };
+
+static int lookup(const char *s, const char *const *names, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(s, names[i]))
+			return i;
+	return -1;
+}
+
+int log_level_parse(const char *s)
+{
+	return lookup(s, level_names, 4);
+}
+
+int log_format_parse(const char *s)
+{
+	return lookup(s, format_names, 2);
+}
+
+void log_set_level(enum log_level level)
+{
+	log_level = level;
+}
+
+void log_set_format(enum log_format format)
+{
+	log_format = format;
+}
+
+int log_enabled(enum log_level level)
+{
+	return (int)level <= log_level;
+}
+
+/* ----- Building a line ----- */
+
+/* A line grows as needed (the fields are capped, so it stays a few KB);
+ * it starts on the stack. Out of memory, what fits is written. */
+struct line {
+	char *buf;
+	size_t n, cap;
+	char stack[1024];
+};
+
+static bool reserve(struct line *l, size_t more)
+{
+	size_t cap = l->cap;
+	char *p;
+
+	if (l->n + more <= l->cap)
+		return true;
+	while (cap < l->n + more)
+		cap *= 2;
+	p = l->buf == l->stack ? malloc(cap) : realloc(l->buf, cap);
+	if (!p)
+		return false;
+	if (l->buf == l->stack)
+		memcpy(p, l->stack, l->n);
+	l->buf = p;
+	l->cap = cap;
+	return true;
+}
+
+static void put_bytes(struct line *l, const char *s, size_t len)
+{
+	if (!reserve(l, len + 2))	/* room for "}\n" is kept */
+		return;
+	memcpy(l->buf + l->n, s, len);
+	l->n += len;
+}
+
+static void put(struct line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct line *l, const char *fmt, ...)
+{
+	char tmp[256];
+	va_list ap;
+	int k;
+
+	va_start(ap, fmt);
+	k = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (k > 0)	/* callers format only short, fixed things */
+		put_bytes(l, tmp, (size_t)k < sizeof(tmp) ? (size_t)k : sizeof(tmp) - 1);
+}
+
+/* The length of the valid UTF-8 sequence at s (n bytes left), or 0 if
+ * the byte there does not start one (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF). */
+size_t log_utf8_len(const unsigned char *s, size_t n)
+{
+	unsigned char c = s[0];
+	size_t len;
+	unsigned lo = 0x80, hi = 0xbf;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4;
+	else
+		return 0;
+	if (len > n)
+		return 0;
+	if (c == 0xe0)
+		lo = 0xa0;	/* overlong */
+	else if (c == 0xed)
+		hi = 0x9f;	/* surrogates */
+	else if (c == 0xf0)
+		lo = 0x90;	/* overlong */
+	else if (c == 0xf4)
+		hi = 0x8f;	/* above U+10FFFF */
+	if (s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < len; i++)
+		if (s[i] < 0x80 || s[i] > 0xbf)
+			return 0;
+	return len;
+}
+
+/* s (len bytes, at most max of them) as a JSON string. */
+static void put_json_n(struct line *l, const char *s, size_t len, size_t max)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0;
+
+	put_bytes(l, "\"", 1);
+	while (i < len) {
+		unsigned char c = p[i];
+		size_t k = log_utf8_len(p + i, len - i);
+
+		if (i + (k ? k : 1) > max)
+			break;
+		if (c == '"' || c == '\\')
+			put(l, "\\%c", c);
+		else if (c == '\n')
+			put_bytes(l, "\\n", 2);
+		else if (c == '\r')
+			put_bytes(l, "\\r", 2);
+		else if (c == '\t')
+			put_bytes(l, "\\t", 2);
+		else if (c < 0x20 || c == 0x7f)
+			put(l, "\\u%04x", c);
+		else if (!k)
+			put_bytes(l, "\\ufffd", 6);
+		else
+			put_bytes(l, s + i, k);
+		i += k ? k : 1;
+	}
+	if (i < len)
+		put(l, "\\u2026[+%zu bytes]", len - i);
+	put_bytes(l, "\"", 1);
+}
+
+static void put_json_string(struct line *l, const char *s, size_t max)
+{
+	put_json_n(l, s ? s : "", s ? strlen(s) : 0, max);
+}
+
+/* s for a text line: one line, whatever it holds; with spaces_too, no
+ * spaces either (access fields are separated by them). */
+static void put_text(struct line *l, const char *s, size_t max, bool spaces_too)
+{
+	const unsigned char *p = (const unsigned char *)(s ? s : "");
+	size_t len = strlen((const char *)p), i = 0;
+
+	while (i < len) {
+		unsigned char c = p[i];
+		size_t k = log_utf8_len(p + i, len - i);
+
+		if (i + (k ? k : 1) > max)
+			break;
+		if (c == '\\')
+			put_bytes(l, "\\\\", 2);
+		else if (c == '\n')
+			put_bytes(l, "\\n", 2);
+		else if (c == '\r')
+			put_bytes(l, "\\r", 2);
+		else if (c == '\t')
+			put_bytes(l, "\\t", 2);
+		else if (c < 0x20 || c == 0x7f || !k || (c == ' ' && spaces_too))
+			put(l, "\\x%02x", c);
+		else
+			put_bytes(l, (const char *)p + i, k);
+		i += k ? k : 1;
+	}
+	if (i < len)
+		put(l, "...[+%zu bytes]", len - i);
+}
+
+static void put_time(struct line *l)
+{
+	struct timeval tv;
+	struct tm tm;
+	char ts[32];
+
+	gettimeofday(&tv, NULL);
+	gmtime_r(&tv.tv_sec, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+	if (log_format == LOG_FORMAT_JSON)
+		put(l, "{\"ts\":\"%s.%03dZ\"", ts, (int)(tv.tv_usec / 1000));
+	else
+		put(l, "%s.%03dZ", ts, (int)(tv.tv_usec / 1000));
+}
+
+static void start(struct line *l, enum log_level level)
+{
+	l->buf = l->stack;
+	l->cap = sizeof(l->stack);
+	l->n = 0;
+	put_time(l);
+	if (log_format == LOG_FORMAT_JSON)
+		put(l, ",\"level\":\"%s\"", level_names[level]);
+	else
+		put(l, " %-5s", level_names[level]);
+}
+
+static void finish(struct line *l)
+{
+	/* put_bytes always keeps two bytes spare */
+	if (log_format == LOG_FORMAT_JSON)
+		l->buf[l->n++] = '}';
+	l->buf[l->n++] = '\n';
+	if (write(log_fd, l->buf, l->n) < 0) {
+		/* nowhere left to report it */
+	}
+	if (l->buf != l->stack)
+		free(l->buf);
+}
+
+/* ----- Entry points ----- */
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+	struct line l;
+	char msg[MSG_MAX_BYTES + 1];
+	va_list ap;
+
+	if (!log_enabled(level))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	start(&l, level);
+	if (log_format == LOG_FORMAT_JSON) {
+		put(&l, ",\"msg\":");
+		put_json_string(&l, msg, MSG_MAX_BYTES);
+	} else {
+		put_bytes(&l, " ", 1);
+		put_text(&l, msg, MSG_MAX_BYTES, false);
+	}
+	finish(&l);
+}
+
+/* The access fields every line may carry, after the lock: " key=value"
+ * in text, ,"key":"value" in JSON; NULL values are left out. */
+static void access_fields(struct line *l, const struct log_access *a)
+{
+	const struct { const char *key, *value; } f[] = {
+		{ "owner", a->owner }, { "error", a->error },
+		{ "principal", a->principal }, { "peer", a->peer },
+	};
+
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		if (!f[i].value)
+			continue;
+		if (log_format == LOG_FORMAT_JSON) {
+			put(l, ",\"%s\":", f[i].key);
+			put_json_string(l, f[i].value, FIELD_MAX_BYTES);
+		} else {
+			put(l, " %s=", f[i].key);
+			put_text(l, f[i].value, FIELD_MAX_BYTES, true);
+		}
+	}
+	if (a->force)
+		put(l, log_format == LOG_FORMAT_JSON ? ",\"force\":true" : " force");
+}
+
+static void access_text(struct line *l, const struct log_access *a)
+{
+	put_bytes(l, " ", 1);
+	put_text(l, a->method ? a->method : "-", FIELD_MAX_BYTES, true);
+	put_bytes(l, " ", 1);
+	put_text(l, a->path ? a->path : "-", FIELD_MAX_BYTES, true);
+	put(l, " %u %.3fms", a->status, a->duration_ms);
+	if (a->lock) {
+		put_bytes(l, " ", 1);
+		put_text(l, a->kind ? a->kind : "lock", FIELD_MAX_BYTES, true);
+		put_bytes(l, "=", 1);
+		put_text(l, a->lock, FIELD_MAX_BYTES, true);
+	}
+	access_fields(l, a);
+	if (a->why) {
+		put(l, " (");
+		put_text(l, a->why, FIELD_MAX_BYTES, false);
+		put(l, ")");
+	}
+	if (!a->delivered)
+		put(l, " (not delivered)");
+}
+
+void log_access(const struct log_access *a)
+{
+	struct line l;
+
+	if (!log_enabled(LOG_INFO))
+		return;
+	start(&l, LOG_INFO);
+	if (log_format == LOG_FORMAT_TEXT) {
+		access_text(&l, a);
+		finish(&l);
+		return;
+	}
+	put(&l, ",\"msg\":\"request\"");
+	if (a->method) {
+		put(&l, ",\"method\":");
+		put_json_string(&l, a->method, FIELD_MAX_BYTES);
+	}
+	if (a->path) {
+		put(&l, ",\"path\":");
+		put_json_string(&l, a->path, FIELD_MAX_BYTES);
+	}
+	put(&l, ",\"status\":%u,\"duration_ms\":%.3f", a->status, a->duration_ms);
+	if (a->lock) {
+		put(&l, ",\"kind\":");
+		put_json_string(&l, a->kind, FIELD_MAX_BYTES);
+		put(&l, ",\"lock\":");
+		put_json_string(&l, a->lock, FIELD_MAX_BYTES);
+	}
+	access_fields(&l, a);
+	if (a->why) {
+		put(&l, ",\"why\":");
+		put_json_string(&l, a->why, FIELD_MAX_BYTES);
+	}
+	if (!a->delivered)
+		put(&l, ",\"delivered\":false");
+	finish(&l);
+}

@@ -1,0 +1,103 @@
+/* util.c -- the small helpers every module uses: allocation that aborts
+ * instead of returning NULL, monotonic clocks and random hex ids. */
+#include "service/base/util.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+static void die_oom(size_t size)
+{
+	fprintf(stderr, "fatal: out of memory allocating %zu bytes\n", size);
+	abort();
+}
+
+void *xmalloc(size_t size)
+{
+	void *p = malloc(size ? size : 1);
+
+	if (!p)
+		die_oom(size);
+	return p;
+}
+
+void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size ? size : 1);
+
+	if (!p)
+		die_oom(n * size);
+	return p;
+}
+
+void *xrealloc(void *p, size_t size)
+{
+	void *q = realloc(p, size ? size : 1);
+
+	if (!q)
+		die_oom(size);
+	return q;
+}
+
+char *xstrdup(const char *s)
+{
+	size_t len = strlen(s) + 1;
+
+	return memcpy(xmalloc(len), s, len);
+}
+
+char *xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *out;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		abort();
+	out = xmalloc((size_t)n + 1);
+	va_start(ap, fmt);
+	vsnprintf(out, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	return out;
+}
+
+int64_t now_ms(void)
+{
+	return now_us() / 1000;
+}
+
+int64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void random_hex(char *out, size_t nbytes)
+{
+	static const char digits[] = "0123456789abcdef";
+	unsigned char buf[64];
+	size_t i, got = 0;
+
+	if (nbytes > sizeof(buf))
+		abort();
+	while (got < nbytes) {
+		ssize_t n = getrandom(buf + got, nbytes - got, 0);
+
+		if (n < 0)
+			abort();	/* only EINTR-free kernels with no entropy */
+		got += (size_t)n;
+	}
+	for (i = 0; i < nbytes; i++) {
+		out[2 * i] = digits[buf[i] >> 4];
+		out[2 * i + 1] = digits[buf[i] & 15];
+	}
+	out[2 * nbytes] = '\0';
+}

@@ -1,0 +1,266 @@
+/* acquire.c -- the acquire phase machine (acquire.h): try, and while the
+ * lock is held and the wait not over, join the lock's channel, sleep,
+ * wake, try again; leave with an outcome.
+ *
+ * One driver, step(), is re-entered by every event and switched on the
+ * phase; each event is valid in one phase only:
+ *
+ *   IDLE        --start------------------------------------> TRYING
+ *   TRYING      --tried: granted (leave the waiter, its own
+ *                 lease end) -------------------------------> DONE granted
+ *               --tried: held, or Redis down while already
+ *                 waiting, and the deadline ahead:
+ *                   not joined yet: join; channel live -----> TRYING
+ *                   else sleep until lease end / +250 ms;
+ *                   queued behind a fair lock's head: with
+ *                   the place kept by the loop (keep) ------> SLEEPING
+ *               --tried: anything else (refused; leave the
+ *                 waiter with the holder's lease end):
+ *                   holding a queue place: give it back ----> GIVING_BACK
+ *                   else ---------------------------------> DONE refused
+ *   SLEEPING    --woken (drop the kept place first):
+ *                 retry, deadline (a last try) ------------> TRYING
+ *               --woken: gone / shutdown (leave, give the
+ *                 queue place back unawaited) -------------> DONE gone / shutdown
+ *   GIVING_BACK --dequeued ---------------------------------> DONE refused
+ *
+ * Subscribe, then retry: a release published between the first try and
+ * the subscription would be missed, so a waiter that joins tries once more
+ * after the channel is live -- at once if it already is, else when the
+ * confirmation wakes it. A new request gets LOCK_BACKEND_DOWN answered at
+ * once; one already waiting keeps retrying every BACKEND_RETRY_MS until its
+ * deadline (it is also woken when the subscriber reconnects).
+ *
+ * Queue places. A waiter queued behind a fair lock's head has nothing to
+ * retry for (it is told on its own channel when its turn comes) but its
+ * place must be refreshed: while it sleeps, the loop's refresher keeps it
+ * together with every other such place of the lock (keep_place), and
+ * wakes it if it must look again. The place is kept exactly while the
+ * machine sleeps: dropped at every wake and when the request ends.
+ *
+ * Leaving, a waiter tells the channel when the lease it last saw ends --
+ * its own once granted, the holder's when refused, unknown otherwise -- so
+ * the other sleepers are retried by then (a winner that dies holding the
+ * lock publishes nothing). A refusal is answered only once the queue place
+ * is given back, so that whoever hears "locked" finds nobody queued on its
+ * behalf.
+ *
+ * done runs exactly once, from a callback (a try's outcome, a wake, a
+ * dequeue), never from inside acquire_start(). */
+#include "service/lock/acquire.h"
+
+#include <assert.h>
+#include <stddef.h>
+
+/* While Redis is unreachable a waiter retries this often (it is also woken
+ * when the subscriber reconnects). */
+#define BACKEND_RETRY_MS 250
+
+/* What re-enters step(). */
+enum acquire_event {
+	EV_START,	/* acquire_start() */
+	EV_TRIED,	/* the acquire script's outcome is in a->result, a->state */
+	EV_WOKEN,	/* the waiter was woken: ops->wake_reason() says why */
+	EV_DEQUEUED,	/* the queue place is given back (or that failed: logged) */
+};
+
+static void step(struct acquire *a, enum acquire_event ev);
+
+/* ----- Callbacks: each stores its news and re-enters step() ----- */
+
+static void tried(void *ctx, enum lock_result r, const struct lock_state *st)
+{
+	struct acquire *a = ctx;
+
+	a->result = r;
+	a->state = *st;
+	step(a, EV_TRIED);
+}
+
+static void woken(void *ctx)
+{
+	step(ctx, EV_WOKEN);
+}
+
+static void dequeued(void *ctx, enum lock_result r, const struct lock_state *st)
+{
+	(void)r;
+	(void)st;
+	step(ctx, EV_DEQUEUED);
+}
+
+/* ----- Moves ----- */
+
+static void try_once(struct acquire *a)
+{
+	unsigned flags = (a->wait_ms > 0 ? LOCK_QUEUE : 0) | (a->reentrant ? LOCK_REENTRANT : 0);
+
+	a->phase = ACQUIRE_TRYING;
+	a->ops->try_acquire(a->b, a->kind, a->name, a->owner, a->principal, a->ttl_ms, flags,
+			    tried, a);
+}
+
+/* The loop no longer keeps a's queue place (a is awake, or leaving). */
+static void drop_place(struct acquire *a)
+{
+	if (a->place) {
+		a->ops->drop_place(a->place);
+		a->place = NULL;
+	}
+}
+
+/* Stop waiting, telling the channel when the lease a last saw ends
+ * (monotonic, 0 = unknown). */
+static void leave(struct acquire *a, int64_t lease_end_ms)
+{
+	drop_place(a);
+	if (a->waiter) {
+		a->ops->leave(a->waiter, lease_end_ms);
+		a->waiter = NULL;
+	}
+}
+
+/* Give back a's queue place, if it holds one; done (NULL: nobody waits
+ * for it, a failure is only logged) hears when Redis has it. Returns true
+ * when a place is being given back. */
+static bool give_back(struct acquire *a, lock_done_fn done)
+{
+	if (!a->queued)
+		return false;
+	a->queued = false;
+	a->ops->dequeue(a->b, a->kind, a->name, a->owner, done, done ? a : NULL);
+	return true;
+}
+
+static void finish(struct acquire *a, enum acquire_outcome outcome)
+{
+	a->phase = ACQUIRE_DONE;
+	a->outcome = outcome;
+	a->done(a->done_ctx);
+}
+
+/* TRYING: the try's outcome is in. */
+static void on_tried(struct acquire *a)
+{
+	const struct lock_state *st = &a->state;
+	enum lock_result r = a->result;
+	int64_t now = a->ops->now_ms();
+	int64_t retry_at;
+	bool confirmed;
+
+	a->queued |= st->queued;
+	if (r == LOCK_UNCONFIRMED)
+		a->queued = false;	/* granted, then undone: out of any queue */
+	if (r == LOCK_OK) {
+		a->queued = false;	/* the grant took it out of any queue */
+		a->grant_pending = st->added;
+		leave(a, st->ttl_ms > 0 ? now + st->ttl_ms : 0);
+		finish(a, ACQUIRE_GRANTED);
+		return;
+	}
+	if (r == LOCK_HELD)
+		a->holder_ttl_ms = st->ttl_ms;
+	if ((r == LOCK_HELD || (r == LOCK_BACKEND_DOWN && a->waiter)) && now < a->deadline_ms) {
+		if (!a->waiter) {
+			a->waiter = a->ops->join(a->b, a->kind, a->name, a->owner, a->fd, woken, a,
+						 a->deadline_ms, &confirmed);
+			if (confirmed) {
+				try_once(a);
+				return;
+			}
+		}
+		retry_at = 0;
+		if (r == LOCK_BACKEND_DOWN)
+			retry_at = now + BACKEND_RETRY_MS;
+		else if (st->retry_ms > 0)
+			retry_at = now + st->retry_ms;
+		a->phase = ACQUIRE_SLEEPING;
+		if (r == LOCK_HELD && st->refresh_place)
+			a->place = a->ops->keep_place(a->b, a->name, a->owner, a->waiter);
+		a->ops->sleep(a->waiter, retry_at);
+		return;
+	}
+	leave(a, r == LOCK_HELD && st->retry_ms > 0 ? now + st->retry_ms : 0);
+	if (give_back(a, dequeued)) {
+		a->phase = ACQUIRE_GIVING_BACK;
+		return;
+	}
+	finish(a, ACQUIRE_REFUSED);
+}
+
+/* SLEEPING: woken. */
+static void on_woken(struct acquire *a)
+{
+	enum waiter_wake why = a->ops->wake_reason(a->waiter);
+
+	drop_place(a);
+	switch (why) {
+	case WAKE_GONE:
+	case WAKE_SHUTDOWN:
+		leave(a, 0);
+		give_back(a, NULL);
+		finish(a, why == WAKE_GONE ? ACQUIRE_GONE : ACQUIRE_SHUTDOWN);
+		return;
+	case WAKE_NONE:
+	case WAKE_RETRY:
+	case WAKE_DEADLINE:	/* the last try: past the deadline it answers */
+		try_once(a);
+		return;
+	}
+	assert(0 && "unknown wake reason");
+}
+
+/* The driver: every event comes here, and the phase decides. */
+static void step(struct acquire *a, enum acquire_event ev)
+{
+	switch (a->phase) {
+	case ACQUIRE_IDLE:
+		assert(ev == EV_START);
+		try_once(a);
+		return;
+	case ACQUIRE_TRYING:
+		assert(ev == EV_TRIED);
+		on_tried(a);
+		return;
+	case ACQUIRE_SLEEPING:
+		assert(ev == EV_WOKEN);
+		on_woken(a);
+		return;
+	case ACQUIRE_GIVING_BACK:
+		assert(ev == EV_DEQUEUED);
+		finish(a, ACQUIRE_REFUSED);
+		return;
+	case ACQUIRE_DONE:
+		break;
+	}
+	assert(0 && "an acquire event after the outcome");
+}
+
+/* ----- API ----- */
+
+void acquire_start(struct acquire *a)
+{
+	assert(a->phase == ACQUIRE_IDLE && a->ops && a->done);
+	a->outcome = ACQUIRE_NO_OUTCOME;
+	a->deadline_ms = a->ops->now_ms() + a->wait_ms;
+	step(a, EV_START);
+}
+
+bool acquire_end(struct acquire *a, bool delivered)
+{
+	bool released = false;
+
+	if (a->phase == ACQUIRE_IDLE)
+		return false;
+	leave(a, 0);
+	give_back(a, NULL);
+	if (a->outcome == ACQUIRE_GRANTED && delivered)
+		a->ops->told(a->b, a->kind, a->name, a->owner);
+	if (a->grant_pending && !delivered) {
+		a->ops->release(a->b, a->kind, a->name, a->owner, a->principal, NULL, NULL);
+		released = true;
+	}
+	a->grant_pending = false;
+	a->phase = ACQUIRE_DONE;
+	return released;
+}

@@ -1,0 +1,134 @@
+/* acquire.h -- one acquire of a lock, waiting for it if asked: a phase
+ * machine in a context its caller owns (an HTTP request embeds it), driven
+ * by the outcomes of the acquire script, the waiter's wakes and the giving
+ * back of a queue place. It knows locks and waiters, not HTTP: it ends
+ * with an outcome and calls done; the caller answers from the outcome.
+ *
+ * The caller fills the inputs, calls acquire_start(), and waits (its
+ * connection suspended) until done runs; then it reads the outcome, answers,
+ * and once the request is over calls acquire_end(), which releases a grant
+ * whose answer did not reach the client. The phases are listed in
+ * acquire.c. Every call is made on the caller's event loop thread. */
+#ifndef DLOCKD_ACQUIRE_H
+#define DLOCKD_ACQUIRE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "service/lock/locks.h"
+#include "service/lock/waiters.h"
+
+struct backend;
+struct fair_place;
+
+/* Where the machine is (acquire.c explains each phase and its moves). */
+enum acquire_phase {
+	ACQUIRE_IDLE,		/* not started (a zeroed context) */
+	ACQUIRE_TRYING,		/* the acquire script is in flight */
+	ACQUIRE_SLEEPING,	/* joined the lock's channel, asleep until a wake */
+	ACQUIRE_GIVING_BACK,	/* refused: returning a queue place before answering */
+	ACQUIRE_DONE,		/* the outcome is in; done has run */
+};
+
+/* How it ended: set when done runs. */
+enum acquire_outcome {
+	ACQUIRE_NO_OUTCOME,	/* not over yet */
+	ACQUIRE_GRANTED,	/* held: state has token, holds and lease (ttl_ms) */
+	ACQUIRE_REFUSED,	/* not held: result (not LOCK_OK) and state say why,
+				 * holder_ttl_ms the holder's lease left on LOCK_HELD */
+	ACQUIRE_GONE,		/* the client hung up while it waited */
+	ACQUIRE_SHUTDOWN,	/* dlockd is stopping */
+};
+
+/* The machine's collaborators: the lock domain and the loop's waiters, as
+ * locks.h and waiters.h declare them, with the channel and the wait flags
+ * of (kind, name, owner) worked out inside join. acquire_ops_real calls the
+ * real ones (acquire_ops.c); unit tests inject outcomes through their own. */
+struct acquire_ops {
+	void (*try_acquire)(const struct backend *b, enum lock_kind kind, const char *name,
+			    const char *owner, const char *principal, int64_t ttl_ms,
+			    unsigned flags, lock_done_fn done, void *ctx);
+	void (*dequeue)(const struct backend *b, enum lock_kind kind, const char *name,
+			const char *owner, lock_done_fn done, void *ctx);
+	void (*release)(const struct backend *b, enum lock_kind kind, const char *name,
+			const char *owner, const char *principal, lock_done_fn done, void *ctx);
+	struct waiter *(*join)(const struct backend *b, enum lock_kind kind, const char *name,
+			       const char *owner, int fd, waiter_resume_fn resume, void *ctx,
+			       int64_t deadline_ms, bool *confirmed);
+	void (*sleep)(struct waiter *w, int64_t retry_at_ms);
+	enum waiter_wake (*wake_reason)(struct waiter *w);
+	void (*leave)(struct waiter *w, int64_t lease_end_ms);
+	/* a waiter queued behind a fair lock's head (st->refresh_place) has
+	 * the loop keep its place while it sleeps (fair_queue.h) */
+	struct fair_place *(*keep_place)(const struct backend *b, const char *name,
+					 const char *owner, struct waiter *w);
+	void (*drop_place)(struct fair_place *p);
+	int64_t (*now_ms)(void);	/* monotonic */
+	/* owner was told it holds (kind, name): its other waiters retry */
+	void (*told)(const struct backend *b, enum lock_kind kind, const char *name,
+		     const char *owner);
+};
+
+/* The real collaborators (locks_*, waiters_* on b's loop). */
+extern const struct acquire_ops acquire_ops_real;
+
+struct acquire {
+	/* Inputs: set by the caller before acquire_start(), unchanged after. */
+	const struct acquire_ops *ops;	/* &acquire_ops_real, or a test's */
+	const struct backend *b;	/* the caller's event loop's */
+	enum lock_kind kind;
+	const char *name;		/* borrowed: must outlive the acquire */
+	const char *owner;		/* borrowed: must outlive the acquire */
+	const char *principal;		/* the auth token's name, "" with auth off
+					 * (locks.h); borrowed like owner */
+	bool reentrant;			/* a holder's acquire adds a hold
+					 * (LOCK_REENTRANT) instead of repeating */
+	int64_t ttl_ms;			/* the lease asked for */
+	int64_t wait_ms;		/* how long to wait for it; 0 = try once */
+	int fd;				/* client socket watched for hang-up while
+					 * asleep; -1 = none */
+	void (*done)(void *ctx);	/* the outcome is in: called once, from the
+					 * loop, never from inside acquire_start() */
+	void *done_ctx;
+
+	/* Outcome: valid once done has run. */
+	enum acquire_outcome outcome;
+	enum lock_result result;	/* the last try's */
+	struct lock_state state;	/* the last try's (fault is static) */
+	int64_t holder_ttl_ms;		/* the holder's lease left at the last
+					 * LOCK_HELD; -1 = no expiry */
+
+	/* The machine's own. */
+	enum acquire_phase phase;
+	int64_t deadline_ms;		/* monotonic: start + wait_ms */
+	struct waiter *waiter;		/* joined on the lock's channel, or NULL */
+	struct fair_place *place;	/* asleep with its queue place kept by the
+					 * loop's refresh, or NULL */
+	bool queued;			/* holds a queue place (fair lock, waiting
+					 * writer) to give back if it leaves unserved */
+	bool grant_pending;		/* granted with a hold added (st.added), and
+					 * the answer not known to be delivered:
+					 * that hold is released by acquire_end()
+					 * (a repeat added none: nothing to undo) */
+};
+
+/* Start a's first try; a's inputs are set and the rest of it is zeroed.
+ * done runs later, once, when a->outcome is in. */
+void acquire_start(struct acquire *a);
+
+/* The request that owns a is over; delivered says its answer reached the
+ * client. The hold a grant added (a new holding, a counted re-entry) is
+ * released when its answer was not delivered (nobody learns of it); a
+ * repeat added none and is left as it is. A grant delivered wakes the
+ * owner's other waiters on the lock (ops->told): a client's retry sent
+ * while its first request waited is answered the same grant at once. Returns true when a hold was
+ * released, for the caller to count and log. A request that
+ * ends while a waits (only when its connection is closed under it) stops
+ * waiting and gives back its queue place without a word. a must not be
+ * freed while a Redis call of it is in flight (TRYING, GIVING_BACK): that
+ * call's callback still comes (a suspended connection is not closed, but
+ * MHD_stop_daemon closes every one). A zeroed, never started a is left
+ * alone. */
+bool acquire_end(struct acquire *a, bool delivered);
+
+#endif

@@ -1,0 +1,798 @@
+/* waiters.c -- HTTP requests suspended until a lock may be free, one
+ * struct waiters per event loop.
+ *
+ * A channel (one per pub/sub channel this loop's requests wait on) counts
+ * the waiters joined to it and lists the sleeping ones oldest first. The
+ * loop's first waiter on a channel asks the subscriber for it and its last
+ * one gives it back (waiters_subscribe_fn); the subscriber tells the loop,
+ * through its mailbox, when the subscription is live, every message, and
+ * when its connection dropped (waiters_deliver_*). Wake-ups:
+ *   - "0" wakes the oldest sleeper (the oldest writer first: after a read
+ *     release only a writer can be waiting to win); "1" wakes the oldest
+ *     writer if one sleeps (readers queue behind a waiting writer, so only
+ *     it can win), else every sleeper; a message that finds
+ *     nobody asleep is banked as a permit (bounded by the joined count), so
+ *     a waiter between two tries cannot miss it;
+ *   - a confirmed (re)subscription wakes all sleepers of the channel: a
+ *     release may have happened before it, unseen;
+ *   - a channel's retry timer (the holder's lease end: expiry publishes
+ *     nothing) wakes the oldest sleeper, or all of them on a read-write
+ *     lock's channel, where every reader may enter at once;
+ *   - a waiter's deadline timer, or its client hanging up, wakes it alone;
+ *     so does waiters_retry() (a fair-lock waiter whose queue place the
+ *     loop's refresh found gone: fair_queue.c).
+ * Watchers (WAITER_WATCH: a GET waiting for the lock to change, watch.c)
+ * sleep on a list of their own and take no part in the above: every
+ * message and confirmation of their channel wakes all of them, and each
+ * has one timer, at the earlier of its deadline and the time it asked to
+ * look again (a lease ending: expiry publishes nothing). A message that
+ * comes while a watcher is awake is not lost: the channel counts its
+ * messages, and a watcher that goes to sleep having missed one is woken
+ * at once (it may have read the lock before that message's change).
+ * Watchers neither take permits nor count for the lease-end rules below.
+ * Every loop that has waiters on a channel hears each of its messages, and
+ * applies the rules above to its own sleepers only: a "0" wakes the oldest
+ * sleeper of EACH such loop, so one release costs up to one script run per
+ * loop (--threads), not one in all; only one of them can win, the others
+ * sleep again. (Waking one loop's alone would need the loops to agree on
+ * who is oldest over all of them, for no gain in correctness.)
+ *
+ * Lease ends. Every sleeper must be retried no later than the lease end of
+ * whoever holds the lock by then, yet one lease end must not wake them all
+ * (a plain lock's: one retry can win). So the channel, not the waiter,
+ * carries the retry timer, armed at the earliest lease end anyone reported
+ * since it last fired (earlier is only an extra retry; later could oversleep
+ * a holder that died), and this holds, in every loop, while a channel has
+ * sleepers there:
+ *     its retry timer is armed, or some joined waiter is awake,
+ * because every awake waiter ends in one of the cases that re-arm it:
+ *   - it sleeps again, reporting the lease it saw (waiters_sleep);
+ *   - it is granted: it reports its own lease (waiters_leave): if it dies
+ *     holding the lock, the others are retried when that lease ends;
+ *   - it gives up (deadline, hang-up) reporting the lease it last saw, or
+ *     none: then if it was the last one awake and no timer is armed, the
+ *     oldest sleeper is woken at once to look (one script run).
+ * A waiter's report reaches only its own loop's channel; the other loops'
+ * sleepers of the same lock are covered by their own awake waiters and
+ * timers, as if they were another dlockd.
+ * A lease can also get shorter without anyone here trying: a heartbeat
+ * with a smaller ttl_ms. Served by this dlockd, it reports the new end
+ * (waiters_lease_ends), which reaches every loop. Whichever instance
+ * serves it, a plain lock's renew script publishes "0" when it shortens
+ * the lease, so one sleeper per loop retries and reports the new end;
+ * fair-lock heads and read-write waiters look again at every queue
+ * refresh anyway. (A Redisson partial unlock re-applies its own lease
+ * silently: a dlockd waiter then retries at the end of the lease it saw
+ * last.)
+ * A fair-lock waiter queued behind its queue's head is the one sleeper
+ * with no retry time: it is alone on its own channel, told there when its
+ * turn comes, and the loop's queue refresh (fair_queue.c) wakes it with
+ * waiters_retry() should it have to look for another reason.
+ *
+ * Threads. Everything about a struct waiters happens on its loop's thread,
+ * without a mutex: its timers are the loop's, its sleepers' client sockets
+ * are watched by the loop (LOOP_HANGUP), and what other threads have to say
+ * (the subscriber's deliveries, another loop's lease ends, shutdown) is
+ * posted to the loop's mailbox. A wake never calls resume at once: the
+ * waiter goes on the ready list, which a task the loop runs before it
+ * sleeps drains (as Redis' blocked.c hands unblocked clients to
+ * beforeSleep), so the request has always suspended its connection and
+ * returned to the loop before its resume runs. The only shared state is
+ * the registry of every loop's struct waiters (its mutex guards the list
+ * only) and two atomics: the waiter count and the shutdown flag. */
+#include "service/lock/waiters.h"
+
+#include "service/base/loop.h"
+#include "service/base/names.h"
+#include "service/base/util.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct channel {
+	char *name;
+	struct name_entry entry;	/* in ws->channels, by name */
+	struct waiters *ws;
+	bool live;			/* the subscription is confirmed (the
+					 * subscriber said so, and has not said
+					 * its connection dropped since) */
+	uint64_t epoch;			/* bumped at each confirmation */
+	unsigned refs;			/* joined waiters (watchers apart) */
+	unsigned nwatch;		/* joined watchers */
+	unsigned permits;		/* wakes banked while nobody slept */
+	uint64_t msgs;			/* messages heard on it (watchers compare) */
+	bool timer_all;			/* the retry timer wakes every sleeper */
+	struct waiter *head, *tail;	/* sleepers, oldest first */
+	unsigned nsleeping;		/* ... and how many */
+	struct waiter *whead, *wtail;	/* sleeping watchers, apart */
+	struct loop_timer retry;	/* the holder's lease end: retry the oldest
+					 * sleeper (all, with timer_all) */
+};
+
+struct waiter {
+	struct channel *ch;
+	struct waiter *prev, *next;	/* in ch's sleepers while sleeping, in the
+					 * ready list while ready */
+	struct loop_timer deadline;	/* armed while sleeping (a watcher's: at
+					 * the earlier of its deadline and its
+					 * retry_at_ms) */
+	int64_t deadline_ms;		/* monotonic; 0 = none (watchers only) */
+	int64_t retry_at_ms;		/* a watcher's own look-again time; 0 = none */
+	int fd;				/* client socket; -1 = not watched */
+	waiter_resume_fn resume;
+	void *ctx;
+	uint64_t epoch_seen;		/* ch->epoch when it last (re)tried */
+	uint64_t msgs_seen;		/* a watcher's: ch->msgs when it last woke */
+	bool sleeping;
+	bool ready;			/* woken, resume not yet called */
+	bool writer;			/* preferred by a "0" */
+	bool watch;			/* a watcher (WAITER_WATCH) */
+	enum waiter_wake reason;
+	char *owner;			/* whom it waits for (waiters_set_owner), or NULL */
+};
+
+struct waiters {
+	struct loop *loop;
+	waiters_subscribe_fn subscribe;
+	void *sub;
+	struct name_table channels;	/* struct channel, by name */
+	unsigned nwaiters;		/* joined here */
+	struct waiter *ready_head, *ready_tail;	/* woken, oldest wake first */
+	struct loop_task resume_task;	/* drains the ready list */
+	struct waiters *rnext;		/* in the registry */
+};
+
+/* Every loop's struct waiters. */
+static struct {
+	pthread_mutex_t lock;		/* guards list only */
+	struct waiters *list;
+	atomic_uint nwaiters;		/* joined, over all loops */
+	atomic_uint nwatchers;		/* ... of which watchers */
+	atomic_bool shutting_down;
+} R = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* ----- Channel table ----- */
+
+static struct channel *channel_find(struct waiters *ws, const char *name)
+{
+	struct name_entry *e = names_find(&ws->channels, name);
+
+	return e ? container_of(e, struct channel, entry) : NULL;
+}
+
+static void on_retry_timer(struct loop *l, struct loop_timer *t);
+
+/* ch, made (and asked of the subscriber) if this loop has none. */
+static struct channel *channel_get(struct waiters *ws, const char *name)
+{
+	struct channel *ch = channel_find(ws, name);
+
+	if (ch)
+		return ch;
+	ch = xcalloc(1, sizeof(*ch));
+	ch->name = xstrdup(name);
+	ch->entry.name = ch->name;
+	ch->ws = ws;
+	loop_timer_init(&ch->retry, on_retry_timer);
+	names_add(&ws->channels, &ch->entry);
+	ws->subscribe(ws->sub, ws, name, true);
+	return ch;
+}
+
+/* The last waiter of ch left: give the channel back and forget it. What the
+ * subscriber still sends about it finds no channel and is dropped; should a
+ * waiter join it again, the channel starts anew, not live. */
+static void channel_free(struct channel *ch)
+{
+	struct waiters *ws = ch->ws;
+
+	names_remove(&ws->channels, &ch->entry);
+	loop_timer_stop(ws->loop, &ch->retry);
+	ws->subscribe(ws->sub, ws, ch->name, false);
+	free(ch->name);
+	free(ch);
+}
+
+/* ----- Sleeping and waking ----- */
+
+/* The lists of waiters (a channel's sleepers or watchers, a loop's ready
+ * list) are doubly linked through prev/next, from *head to *tail. */
+static void list_append(struct waiter **head, struct waiter **tail, struct waiter *w)
+{
+	w->prev = *tail;
+	w->next = NULL;
+	if (*tail)
+		(*tail)->next = w;
+	else
+		*head = w;
+	*tail = w;
+}
+
+static void list_unlink(struct waiter **head, struct waiter **tail, struct waiter *w)
+{
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		*head = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
+	else
+		*tail = w->prev;
+	w->prev = w->next = NULL;
+}
+
+static void ready_unlink(struct waiter *w)
+{
+	struct waiters *ws = w->ch->ws;
+
+	list_unlink(&ws->ready_head, &ws->ready_tail, w);
+	w->ready = false;
+}
+
+/* Call the resume function of every woken waiter, in the order woken: a
+ * task of the loop, so never from inside a waiters_* call. A resume may
+ * call back into waiters (even wake others: they are resumed in this pass). */
+static void run_resumes(struct loop *l, void *data)
+{
+	struct waiters *ws = data;
+	struct waiter *w;
+
+	(void)l;
+	while ((w = ws->ready_head)) {
+		ready_unlink(w);
+		w->resume(w->ctx);
+	}
+}
+
+static void sleeper_unlink(struct waiter *w)
+{
+	struct channel *ch = w->ch;
+	struct waiters *ws = ch->ws;
+
+	if (w->watch)
+		list_unlink(&ch->whead, &ch->wtail, w);
+	else
+		list_unlink(&ch->head, &ch->tail, w);
+	w->sleeping = false;
+	if (!w->watch)
+		ch->nsleeping--;
+	loop_timer_stop(ws->loop, &w->deadline);
+	if (w->fd >= 0)
+		loop_unwatch(ws->loop, w->fd);
+}
+
+/* w (sleeping) is awake from now on; its resume runs before the loop
+ * sleeps next. */
+static void wake(struct waiter *w, enum waiter_wake reason)
+{
+	struct waiters *ws = w->ch->ws;
+
+	sleeper_unlink(w);
+	w->reason = reason;
+	w->epoch_seen = w->ch->epoch;
+	w->msgs_seen = w->ch->msgs;
+	w->ready = true;
+	list_append(&ws->ready_head, &ws->ready_tail, w);
+	loop_defer(ws->loop, &ws->resume_task);
+}
+
+static unsigned wake_all(struct channel *ch, enum waiter_wake reason)
+{
+	unsigned n = 0;
+
+	while (ch->head) {
+		wake(ch->head, reason);
+		n++;
+	}
+	return n;
+}
+
+/* Every sleeping watcher of ch: whatever ch says, the lock may have
+ * changed. */
+static void wake_watchers(struct channel *ch, enum waiter_wake reason)
+{
+	while (ch->whead)
+		wake(ch->whead, reason);
+}
+
+/* Have ch's sleepers retried at at_ms (monotonic) at the latest: the
+ * earlier of that and the time already armed. */
+static void arm_retry(struct channel *ch, int64_t at_ms)
+{
+	if (at_ms <= 0)
+		return;
+	if (loop_timer_armed(&ch->retry) && ch->retry.node.at_ms <= at_ms)
+		return;
+	loop_timer_set(ch->ws->loop, &ch->retry, at_ms);
+}
+
+/* A waiter of ch left, and others are joined: keep the sleepers covered
+ * (see the top of this file) by the lease end it saw (0: none) -- armed
+ * even if nobody sleeps yet: those awake may have tried before that lease
+ * began and report an older one -- or, when it saw none and nobody else is
+ * awake to report one, by having the oldest look now. */
+static void keep_covered(struct channel *ch, int64_t lease_end_ms)
+{
+	if (lease_end_ms > 0)
+		arm_retry(ch, lease_end_ms);
+	else if (ch->head && ch->nsleeping == ch->refs && !loop_timer_armed(&ch->retry))
+		wake(ch->head, WAKE_RETRY);
+}
+
+/* The oldest sleeping writer of ch, or NULL. */
+static struct waiter *oldest_writer(const struct channel *ch)
+{
+	struct waiter *w = ch->head;
+
+	while (w && !w->writer)
+		w = w->next;
+	return w;
+}
+
+static void on_deadline(struct loop *l, struct loop_timer *t)
+{
+	struct waiter *w = container_of(t, struct waiter, deadline);
+
+	(void)l;
+	/* a watcher's timer may be its look-again time, before its deadline */
+	if (w->watch && (w->deadline_ms <= 0 || now_ms() < w->deadline_ms))
+		wake(w, WAKE_RETRY);
+	else
+		wake(w, WAKE_DEADLINE);
+}
+
+/* Arm w's timer: its deadline, or for a watcher the earlier of that and
+ * its look-again time (either may be 0: none). */
+static void arm_deadline(struct waiter *w)
+{
+	int64_t at = w->deadline_ms;
+
+	if (w->retry_at_ms > 0 && (at <= 0 || w->retry_at_ms < at))
+		at = w->retry_at_ms;
+	if (at > 0)
+		loop_timer_set(w->ch->ws->loop, &w->deadline, at);
+	else
+		loop_timer_stop(w->ch->ws->loop, &w->deadline);
+}
+
+static void on_retry_timer(struct loop *l, struct loop_timer *t)
+{
+	struct channel *ch = container_of(t, struct channel, retry);
+
+	(void)l;
+	if (ch->timer_all)
+		wake_all(ch, WAKE_RETRY);
+	else if (ch->head)
+		wake(ch->head, WAKE_RETRY);
+}
+
+/* The client socket of a sleeping waiter hung up (or half-closed). */
+static void on_hangup(struct loop *l, int fd, unsigned events, void *data)
+{
+	struct waiter *w = data;
+
+	(void)l;
+	(void)fd;
+	(void)events;
+	if (w->sleeping)
+		wake(w, WAKE_GONE);
+}
+
+/* ----- Request side ----- */
+
+struct waiter *waiters_join(struct waiters *ws, const char *channel, int fd,
+			    waiter_resume_fn resume, void *ctx, int64_t deadline_ms,
+			    unsigned flags, bool *confirmed)
+{
+	struct waiter *w = xcalloc(1, sizeof(*w));
+	struct channel *ch = channel_get(ws, channel);
+
+	w->ch = ch;
+	w->fd = fd;
+	w->resume = resume;
+	w->ctx = ctx;
+	w->deadline_ms = deadline_ms;
+	w->writer = flags & WAITER_WRITER;
+	w->watch = flags & WAITER_WATCH;
+	loop_timer_init(&w->deadline, on_deadline);
+	if (w->watch) {
+		ch->nwatch++;
+		atomic_fetch_add(&R.nwatchers, 1);
+	} else {
+		ch->timer_all |= (flags & WAITER_TIMER_ALL) != 0;
+		ch->refs++;
+	}
+	ws->nwaiters++;
+	atomic_fetch_add(&R.nwaiters, 1);
+	w->epoch_seen = ch->epoch;
+	w->msgs_seen = ch->msgs;
+	*confirmed = ch->live;
+	return w;
+}
+
+void waiters_set_owner(struct waiter *w, const char *owner)
+{
+	free(w->owner);
+	w->owner = xstrdup(owner);
+}
+
+/* waiters_sleep() of a watcher: it sleeps apart from the channel's other
+ * sleepers, on its own timer, and looks again at once if anything came on
+ * the channel since it last woke (or joined): it may have read the lock
+ * before that. */
+static void watch_sleep(struct waiter *w, int64_t retry_at_ms)
+{
+	struct channel *ch = w->ch;
+	struct waiters *ws = ch->ws;
+	int64_t now = now_ms();
+
+	w->retry_at_ms = retry_at_ms;
+	if (w->ready)
+		return;		/* a wake is on its way already */
+	if (w->sleeping) {
+		arm_deadline(w);	/* asleep still: only its time moves */
+		return;
+	}
+	w->sleeping = true;
+	list_append(&ch->whead, &ch->wtail, w);
+	arm_deadline(w);
+	if (w->fd >= 0)
+		loop_watch(ws->loop, w->fd, LOOP_HANGUP, on_hangup, w);
+
+	if (atomic_load(&R.shutting_down))
+		wake(w, WAKE_SHUTDOWN);
+	else if ((ch->live && ch->epoch != w->epoch_seen) || ch->msgs != w->msgs_seen)
+		wake(w, WAKE_RETRY);
+	else if (w->deadline_ms > 0 && now >= w->deadline_ms)
+		wake(w, WAKE_DEADLINE);
+	else if (retry_at_ms > 0 && now >= retry_at_ms)
+		wake(w, WAKE_RETRY);
+}
+
+void waiters_sleep(struct waiter *w, int64_t retry_at_ms)
+{
+	struct channel *ch = w->ch;
+	struct waiters *ws = ch->ws;
+
+	if (w->watch) {
+		watch_sleep(w, retry_at_ms);
+		return;
+	}
+	arm_retry(ch, retry_at_ms);
+	if (w->sleeping || w->ready)
+		return;		/* a wake is on its way already */
+	w->sleeping = true;
+	list_append(&ch->head, &ch->tail, w);
+	ch->nsleeping++;
+	loop_timer_set(ws->loop, &w->deadline, w->deadline_ms);
+	if (w->fd >= 0)
+		loop_watch(ws->loop, w->fd, LOOP_HANGUP, on_hangup, w);
+
+	if (atomic_load(&R.shutting_down)) {
+		wake(w, WAKE_SHUTDOWN);
+	} else if (ch->live && ch->epoch != w->epoch_seen) {
+		wake(w, WAKE_RETRY);	/* (re)subscribed since its last try */
+	} else if (ch->permits) {
+		ch->permits--;
+		wake(w, WAKE_RETRY);	/* a release came while it was trying */
+	} else if (now_ms() >= w->deadline_ms) {
+		wake(w, WAKE_DEADLINE);
+	}
+}
+
+void waiters_retry(struct waiter *w)
+{
+	if (w->sleeping)
+		wake(w, WAKE_RETRY);
+}
+
+enum waiter_wake waiters_wake_reason(struct waiter *w)
+{
+	enum waiter_wake r = w->reason;
+
+	w->reason = WAKE_NONE;
+	return r;
+}
+
+static void lease_ends_elsewhere(struct waiters *ws, const char *channel, int64_t at_ms);
+
+void waiters_leave(struct waiter *w, int64_t lease_end_ms)
+{
+	struct channel *ch = w->ch;
+	struct waiters *ws = ch->ws;
+
+	if (w->sleeping)
+		sleeper_unlink(w);
+	if (w->ready)
+		ready_unlink(w);
+	ws->nwaiters--;
+	atomic_fetch_sub(&R.nwaiters, 1);
+	if (w->watch) {
+		/* a watcher covers nobody: nothing to hand over */
+		ch->nwatch--;
+		atomic_fetch_sub(&R.nwatchers, 1);
+		if (ch->refs + ch->nwatch == 0)
+			channel_free(ch);
+		free(w->owner);
+		free(w);
+		return;
+	}
+	/* the lease it saw (its own, once granted) covers the sleepers of the
+	 * other loops too: one of them may have tried just before this grant
+	 * and be asleep until a queue refresh */
+	if (lease_end_ms > 0 && !atomic_load(&R.shutting_down))
+		lease_ends_elsewhere(ws, ch->name, lease_end_ms);
+	if (--ch->refs + ch->nwatch == 0) {
+		channel_free(ch);
+	} else {
+		if (ch->permits > ch->refs)
+			ch->permits = ch->refs;
+		if (!atomic_load(&R.shutting_down))
+			keep_covered(ch, lease_end_ms);
+	}
+	free(w->owner);
+	free(w);
+}
+
+/* ----- What other threads post ----- */
+
+enum note_kind { NOTE_CONFIRMED, NOTE_MESSAGE, NOTE_DISCONNECT, NOTE_LEASE_END, NOTE_OWNER_TOLD };
+
+/* One delivery to a loop, freed by the loop once handled. */
+struct note {
+	struct waiters *ws;
+	enum note_kind kind;
+	int64_t at_ms;			/* NOTE_LEASE_END */
+	size_t len;			/* NOTE_MESSAGE, NOTE_OWNER_TOLD: the payload's */
+	char *payload;			/* ... in text, after channel (the owner's id,
+					 * for NOTE_OWNER_TOLD) */
+	char text[];			/* the channel's name, NUL, the payload */
+};
+
+static void lease_ends_here(struct waiters *ws, const char *channel, int64_t at_ms)
+{
+	struct channel *ch = channel_find(ws, channel);
+
+	if (ch && at_ms > 0)
+		arm_retry(ch, at_ms);
+}
+
+static void on_confirmed(struct waiters *ws, const char *channel)
+{
+	struct channel *ch = channel_find(ws, channel);
+
+	if (!ch)
+		return;		/* its waiters left meanwhile */
+	ch->live = true;
+	ch->epoch++;
+	wake_all(ch, WAKE_RETRY);
+	wake_watchers(ch, WAKE_RETRY);
+}
+
+static void on_message(struct waiters *ws, const char *channel, const char *payload, size_t len)
+{
+	struct channel *ch = channel_find(ws, channel);
+
+	if (ch) {
+		/* whatever it says, the lock may have changed: watchers look */
+		ch->msgs++;
+		wake_watchers(ch, WAKE_RETRY);
+	}
+	if (!ch || len != 1) {
+		/* not ours, or not a message to acquirers */
+	} else if (payload[0] == '0') {
+		struct waiter *w = oldest_writer(ch);
+
+		if (ch->head)
+			wake(w ? w : ch->head, WAKE_RETRY);
+		else if (ch->permits < ch->refs)
+			ch->permits++;
+	} else if (payload[0] == '1') {
+		struct waiter *w = oldest_writer(ch);
+
+		if (w) {
+			/* a waiting writer holds new readers back: only it can win */
+			wake(w, WAKE_RETRY);
+		} else {
+			unsigned woken = wake_all(ch, WAKE_RETRY);
+
+			ch->permits = ch->refs > woken ? ch->refs - woken : 0;
+		}
+	}
+}
+
+/* Wake the sleepers of channel that wait for owner. */
+static void owner_told_here(struct waiters *ws, const char *channel, const char *owner)
+{
+	struct channel *ch = channel_find(ws, channel);
+	struct waiter *w, *next;
+
+	for (w = ch ? ch->head : NULL; w; w = next) {
+		next = w->next;
+		if (w->owner && !strcmp(w->owner, owner))
+			wake(w, WAKE_RETRY);
+	}
+}
+
+/* channel (NULL: every channel) is no longer live. */
+static void on_disconnect(struct waiters *ws, const char *channel)
+{
+	struct channel *ch;
+
+	if (channel) {
+		if ((ch = channel_find(ws, channel)))
+			ch->live = false;
+		return;
+	}
+	names_each(&ws->channels, e)
+		container_of(e, struct channel, entry)->live = false;
+}
+
+static void on_shutdown(struct waiters *ws)
+{
+	names_each(&ws->channels, e) {
+		struct channel *ch = container_of(e, struct channel, entry);
+
+		wake_all(ch, WAKE_SHUTDOWN);
+		wake_watchers(ch, WAKE_SHUTDOWN);
+	}
+}
+
+/* On the loop's thread: handle note and free it. */
+static void run_note(struct loop *l, void *data)
+{
+	struct note *n = data;
+
+	(void)l;
+	switch (n->kind) {
+	case NOTE_CONFIRMED:
+		on_confirmed(n->ws, n->text);
+		break;
+	case NOTE_MESSAGE:
+		on_message(n->ws, n->text, n->payload, n->len);
+		break;
+	case NOTE_DISCONNECT:
+		on_disconnect(n->ws, n->text[0] ? n->text : NULL);
+		break;
+	case NOTE_LEASE_END:
+		lease_ends_here(n->ws, n->text, n->at_ms);
+		break;
+	case NOTE_OWNER_TOLD:
+		owner_told_here(n->ws, n->text, n->payload);
+		break;
+	}
+	free(n);
+}
+
+/* Post a note about channel (NULL: none) to ws's loop. */
+static void post_note(struct waiters *ws, enum note_kind kind, const char *channel,
+		      const char *payload, size_t len, int64_t at_ms)
+{
+	size_t clen = channel ? strlen(channel) : 0;
+	struct note *n = xmalloc(sizeof(*n) + clen + 1 + len + 1);
+
+	n->ws = ws;
+	n->kind = kind;
+	n->at_ms = at_ms;
+	n->len = len;
+	memcpy(n->text, channel ? channel : "", clen + 1);
+	n->payload = n->text + clen + 1;
+	if (len)
+		memcpy(n->payload, payload, len);
+	n->payload[len] = '\0';
+	if (loop_post(ws->loop, run_note, n) < 0)
+		free(n);	/* the loop has stopped: nobody waits there */
+}
+
+/* Tell every loop but ws's that the lease of channel's lock ends at
+ * at_ms: their sleepers may have last seen an older holder, or none. */
+static void lease_ends_elsewhere(struct waiters *ws, const char *channel, int64_t at_ms)
+{
+	pthread_mutex_lock(&R.lock);
+	for (struct waiters *o = R.list; o; o = o->rnext)
+		if (o != ws)
+			post_note(o, NOTE_LEASE_END, channel, NULL, 0, at_ms);
+	pthread_mutex_unlock(&R.lock);
+}
+
+void waiters_lease_ends(struct waiters *ws, const char *channel, int64_t at_ms)
+{
+	if (at_ms <= 0)
+		return;
+	lease_ends_here(ws, channel, at_ms);
+	lease_ends_elsewhere(ws, channel, at_ms);
+}
+
+void waiters_owner_told(struct waiters *ws, const char *channel, const char *owner)
+{
+	owner_told_here(ws, channel, owner);
+	pthread_mutex_lock(&R.lock);
+	for (struct waiters *o = R.list; o; o = o->rnext)
+		if (o != ws)
+			post_note(o, NOTE_OWNER_TOLD, channel, owner, strlen(owner), 0);
+	pthread_mutex_unlock(&R.lock);
+}
+
+void waiters_deliver_confirmed(struct waiters *ws, const char *channel)
+{
+	post_note(ws, NOTE_CONFIRMED, channel, NULL, 0, 0);
+}
+
+void waiters_deliver_message(struct waiters *ws, const char *channel, const char *payload,
+			     size_t len)
+{
+	post_note(ws, NOTE_MESSAGE, channel, payload, len, 0);
+}
+
+void waiters_deliver_disconnect(struct waiters *ws)
+{
+	post_note(ws, NOTE_DISCONNECT, NULL, NULL, 0, 0);
+}
+
+void waiters_deliver_lost(struct waiters *ws, const char *channel)
+{
+	post_note(ws, NOTE_DISCONNECT, channel, NULL, 0, 0);
+}
+
+static void run_shutdown(struct loop *l, void *data)
+{
+	(void)l;
+	on_shutdown(data);
+}
+
+void waiters_shutdown_all(void)
+{
+	atomic_store(&R.shutting_down, true);
+	pthread_mutex_lock(&R.lock);
+	for (struct waiters *ws = R.list; ws; ws = ws->rnext)
+		loop_post(ws->loop, run_shutdown, ws);	/* -1: stopped, nobody waits */
+	pthread_mutex_unlock(&R.lock);
+}
+
+unsigned waiters_count_all(void)
+{
+	return atomic_load(&R.nwaiters);
+}
+
+unsigned waiters_count_watchers(void)
+{
+	return atomic_load(&R.nwatchers);
+}
+
+/* ----- Set-up ----- */
+
+struct waiters *waiters_new(struct loop *l, waiters_subscribe_fn subscribe, void *sub)
+{
+	struct waiters *ws = xcalloc(1, sizeof(*ws));
+
+	ws->loop = l;
+	ws->subscribe = subscribe;
+	ws->sub = sub;
+	names_init(&ws->channels);
+	loop_task_init(&ws->resume_task, run_resumes, ws);
+	pthread_mutex_lock(&R.lock);
+	ws->rnext = R.list;
+	R.list = ws;
+	pthread_mutex_unlock(&R.lock);
+	return ws;
+}
+
+void waiters_free(struct waiters *ws)
+{
+	struct waiters **pp;
+
+	if (!ws)
+		return;
+	pthread_mutex_lock(&R.lock);
+	for (pp = &R.list; *pp && *pp != ws; pp = &(*pp)->rnext)
+		;
+	if (*pp)
+		*pp = ws->rnext;
+	pthread_mutex_unlock(&R.lock);
+	loop_cancel(ws->loop, &ws->resume_task);
+	/* every waiter has left, so every channel is gone with it */
+	names_release(&ws->channels);
+	free(ws);
+}

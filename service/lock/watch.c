@@ -1,0 +1,211 @@
+/* watch.c -- the watch phase machine (watch.h): read the lock and, while
+ * its index is the caller's and the wait is not over, sleep on its watch
+ * channels and look again when woken.
+ *
+ *   IDLE      --start: with an index and wait_ms, join the
+ *               channels (WAITER_WATCH); read -----------------> READING
+ *   READING   --read: failed -----------------------------------> DONE failed
+ *             --read: a wake meant stop (gone, shutdown) ------> DONE gone / shutdown
+ *             --read: changed, not waiting, or the wait over --> DONE read
+ *             --read: unchanged, and woken while reading ------> READING
+ *             --read: unchanged: sleep, the first watcher's
+ *               timer at the earliest lease end read -----------> SLEEPING
+ *             --woken: note it (again, or stop) ----------------> READING
+ *   SLEEPING  --woken: retry, deadline -------------------------> READING
+ *             --woken: gone / shutdown --------------------------> DONE gone / shutdown
+ *
+ * A watch of two channels (a plain or read-write lock: dlockd's state
+ * channel and the kind's Redisson one) has a watcher on each; only the
+ * first carries the deadline and watches the client's socket. A wake of
+ * either is a wake of the watch; a wake that comes while it reads (the
+ * other watcher still slept) makes it read once more, and a message that
+ * comes while a watcher is awake wakes it as soon as it sleeps again
+ * (waiters.c), so no change after a read goes unseen.
+ *
+ * Subscribe, then read: the channels are joined before the first read. If
+ * one was not live yet, that read may miss a change made before the
+ * subscription; its confirmation wakes the watcher (at once, if it came
+ * during the read), which reads again. A stale index is answered by the
+ * first read, subscribed or not.
+ *
+ * done runs exactly once, from a callback (a read's outcome, a wake),
+ * never from inside watch_start(). */
+#include "service/lock/watch.h"
+
+#include "service/lock/backend.h"
+#include "service/base/util.h"
+#include "service/lock/waiters.h"
+
+#include <assert.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+/* A lease-end look comes this long after the end Redis reported (both
+ * count whole milliseconds: at the end itself the lease may not be quite
+ * over). */
+#define EXPIRY_MARGIN_MS 2
+
+static atomic_uint nwatches;
+
+static void read_state(struct watch *w);
+
+/* ----- Leaving ----- */
+
+static void leave(struct watch *w)
+{
+	if (w->nw)
+		atomic_fetch_sub(&nwatches, 1);
+	while (w->nw > 0) {
+		waiters_leave(w->w[--w->nw], 0);
+		w->w[w->nw] = NULL;
+	}
+}
+
+static void finish(struct watch *w, enum watch_outcome outcome)
+{
+	leave(w);
+	w->phase = WATCH_DONE;
+	w->outcome = outcome;
+	w->done(w->done_ctx);
+}
+
+/* ----- Callbacks ----- */
+
+/* Why the watch was woken: the strongest reason any of its watchers has
+ * (each is reset); WAKE_NONE for a resume whose wake was taken already. */
+static enum waiter_wake wake_reason(struct watch *w)
+{
+	enum waiter_wake why = WAKE_NONE;
+
+	for (int i = 0; i < w->nw; i++) {
+		enum waiter_wake r = waiters_wake_reason(w->w[i]);
+
+		if (r > why)	/* NONE < RETRY < DEADLINE < GONE < SHUTDOWN */
+			why = r;
+	}
+	return why;
+}
+
+static void woken(void *ctx)
+{
+	struct watch *w = ctx;
+	enum waiter_wake why = wake_reason(w);
+
+	if (why == WAKE_NONE)
+		return;
+	if (w->phase == WATCH_READING) {
+		/* its other watcher was asleep: the read in flight may
+		 * predate what woke it */
+		if (why == WAKE_GONE || why == WAKE_SHUTDOWN)
+			w->stop = why == WAKE_GONE ? WATCH_GONE : WATCH_SHUTDOWN;
+		else
+			w->again = true;
+		return;
+	}
+	assert(w->phase == WATCH_SLEEPING);
+	switch (why) {
+	case WAKE_GONE:
+		finish(w, WATCH_GONE);
+		return;
+	case WAKE_SHUTDOWN:
+		finish(w, WATCH_SHUTDOWN);
+		return;
+	default:
+		read_state(w);	/* a message, a lease end, the deadline: look */
+		return;
+	}
+}
+
+static void sleep_until_woken(struct watch *w, const struct lock_view *v, int64_t now)
+{
+	int64_t retry_at = v->changes_in_ms >= 0 ? now + v->changes_in_ms + EXPIRY_MARGIN_MS : 0;
+
+	w->phase = WATCH_SLEEPING;
+	waiters_sleep(w->w[0], retry_at);
+	for (int i = 1; i < w->nw; i++)
+		waiters_sleep(w->w[i], 0);
+}
+
+static void on_read(void *ctx, enum lock_result r, const struct lock_state *st,
+		    struct lock_view *v)
+{
+	struct watch *w = ctx;
+	int64_t now = now_ms();
+
+	assert(w->phase == WATCH_READING);
+	w->result = r;
+	w->state = *st;
+	locks_view_free(w->view);
+	w->view = v;
+	if (w->stop != WATCH_NO_OUTCOME) {
+		finish(w, w->stop);
+		return;
+	}
+	if (r != LOCK_OK) {
+		finish(w, WATCH_FAILED);
+		return;
+	}
+	w->changed = w->index >= 0 && v->index != w->index;
+	if (w->changed || w->nw == 0 || now >= w->deadline_ms) {
+		finish(w, WATCH_READ);
+		return;
+	}
+	if (w->again) {
+		read_state(w);
+		return;
+	}
+	sleep_until_woken(w, v, now);
+}
+
+/* ----- Moves ----- */
+
+static void read_state(struct watch *w)
+{
+	w->phase = WATCH_READING;
+	w->again = false;
+	locks_inspect(w->b, w->kind, w->name, on_read, w);
+}
+
+/* Join the lock's watch channels, the first with w's deadline and the
+ * client's socket. */
+static void join(struct watch *w)
+{
+	char *channels[2];
+	int n = locks_watch_channels(w->kind, w->name, channels);
+	bool live;
+
+	for (int i = 0; i < n; i++) {
+		w->w[i] = waiters_join(w->b->waiters, channels[i], i == 0 ? w->fd : -1, woken, w,
+				       i == 0 ? w->deadline_ms : 0, WAITER_WATCH, &live);
+		free(channels[i]);
+	}
+	w->nw = n;
+	atomic_fetch_add(&nwatches, 1);
+}
+
+/* ----- API ----- */
+
+void watch_start(struct watch *w)
+{
+	assert(w->phase == WATCH_IDLE && w->done);
+	w->outcome = WATCH_NO_OUTCOME;
+	w->deadline_ms = now_ms() + w->wait_ms;
+	if (w->index >= 0 && w->wait_ms > 0)
+		join(w);
+	read_state(w);
+}
+
+void watch_end(struct watch *w)
+{
+	if (w->phase == WATCH_IDLE)
+		return;
+	leave(w);
+	locks_view_free(w->view);
+	w->view = NULL;
+	w->phase = WATCH_DONE;
+}
+
+unsigned watch_count_all(void)
+{
+	return atomic_load(&nwatches);
+}
