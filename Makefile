@@ -153,8 +153,8 @@ $(BUILD)/tests/test_locks: UNIT_WRAP = -Wl,--wrap=scripts_run -Wl,--wrap=waiters
 $(BUILD)/tests/test_request: UNIT_WRAP = -Wl,--wrap=MHD_get_connection_values \
 	-Wl,--wrap=reply_error
 # test_acquire injects every collaborator of the acquire machine
-# (struct acquire_ops): it links nothing of dlockd.
-$(BUILD)/tests/test_acquire: tests/unit/test_acquire.c | deps
+# (struct acquire_ops), test_list tests a header: they link nothing of dlockd.
+$(BUILD)/tests/test_acquire $(BUILD)/tests/test_list: $(BUILD)/tests/%: tests/unit/%.c | deps
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \
 		$(ALL_LDFLAGS) $(TEST_LIBS)

@@ -82,6 +82,7 @@
  * only) and two atomics: the waiter count and the shutdown flag. */
 #include "service/lock/waiters.h"
 
+#include "service/base/list.h"
 #include "service/base/loop.h"
 #include "service/base/names.h"
 #include "service/base/util.h"
@@ -104,17 +105,17 @@ struct channel {
 	unsigned permits;		/* wakes banked while nobody slept */
 	uint64_t msgs;			/* messages heard on it (watchers compare) */
 	bool timer_all;			/* the retry timer wakes every sleeper */
-	struct waiter *head, *tail;	/* sleepers, oldest first */
+	struct list_node sleepers;	/* struct waiter, oldest first */
 	unsigned nsleeping;		/* ... and how many */
-	struct waiter *whead, *wtail;	/* sleeping watchers, apart */
+	struct list_node watchers;	/* sleeping watchers, apart */
 	struct loop_timer retry;	/* the holder's lease end: retry the oldest
 					 * sleeper (all, with timer_all) */
 };
 
 struct waiter {
 	struct channel *ch;
-	struct waiter *prev, *next;	/* in ch's sleepers while sleeping, in the
-					 * ready list while ready */
+	struct list_node link;		/* in ch's sleepers (or watchers) while
+					 * sleeping, in the ready list while ready */
 	struct loop_timer deadline;	/* armed while sleeping (a watcher's: at
 					 * the earlier of its deadline and its
 					 * retry_at_ms) */
@@ -139,7 +140,7 @@ struct waiters {
 	void *sub;
 	struct name_table channels;	/* struct channel, by name */
 	unsigned nwaiters;		/* joined here */
-	struct waiter *ready_head, *ready_tail;	/* woken, oldest wake first */
+	struct list_node ready;		/* woken waiters, oldest wake first */
 	struct loop_task resume_task;	/* drains the ready list */
 	struct waiters *rnext;		/* in the registry */
 };
@@ -175,6 +176,8 @@ static struct channel *channel_get(struct waiters *ws, const char *name)
 	ch->name = xstrdup(name);
 	ch->entry.name = ch->name;
 	ch->ws = ws;
+	list_init(&ch->sleepers);
+	list_init(&ch->watchers);
 	loop_timer_init(&ch->retry, on_retry_timer);
 	names_add(&ws->channels, &ch->entry);
 	ws->subscribe(ws->sub, ws, name, true);
@@ -197,37 +200,21 @@ static void channel_free(struct channel *ch)
 
 /* ----- Sleeping and waking ----- */
 
-/* The lists of waiters (a channel's sleepers or watchers, a loop's ready
- * list) are doubly linked through prev/next, from *head to *tail. */
-static void list_append(struct waiter **head, struct waiter **tail, struct waiter *w)
+/* The first waiter of a list of them (a channel's sleepers or watchers,
+ * a loop's ready list), or NULL. */
+static struct waiter *first_of(const struct list_node *list)
 {
-	w->prev = *tail;
-	w->next = NULL;
-	if (*tail)
-		(*tail)->next = w;
-	else
-		*head = w;
-	*tail = w;
-}
+	struct list_node *n = list_first(list);
 
-static void list_unlink(struct waiter **head, struct waiter **tail, struct waiter *w)
-{
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		*head = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
-	else
-		*tail = w->prev;
-	w->prev = w->next = NULL;
+	return n ? list_entry(n, struct waiter, link) : NULL;
 }
 
 static void ready_unlink(struct waiter *w)
 {
 	struct waiters *ws = w->ch->ws;
 
-	list_unlink(&ws->ready_head, &ws->ready_tail, w);
+	(void)ws;
+	list_remove(&w->link);
 	w->ready = false;
 }
 
@@ -240,7 +227,7 @@ static void run_resumes(struct loop *l, void *data)
 	struct waiter *w;
 
 	(void)l;
-	while ((w = ws->ready_head)) {
+	while ((w = first_of(&ws->ready))) {
 		ready_unlink(w);
 		w->resume(w->ctx);
 	}
@@ -251,10 +238,7 @@ static void sleeper_unlink(struct waiter *w)
 	struct channel *ch = w->ch;
 	struct waiters *ws = ch->ws;
 
-	if (w->watch)
-		list_unlink(&ch->whead, &ch->wtail, w);
-	else
-		list_unlink(&ch->head, &ch->tail, w);
+	list_remove(&w->link);
 	w->sleeping = false;
 	if (!w->watch)
 		ch->nsleeping--;
@@ -274,7 +258,7 @@ static void wake(struct waiter *w, enum waiter_wake reason)
 	w->epoch_seen = w->ch->epoch;
 	w->msgs_seen = w->ch->msgs;
 	w->ready = true;
-	list_append(&ws->ready_head, &ws->ready_tail, w);
+	list_append(&ws->ready, &w->link);
 	loop_defer(ws->loop, &ws->resume_task);
 }
 
@@ -282,8 +266,10 @@ static unsigned wake_all(struct channel *ch, enum waiter_wake reason)
 {
 	unsigned n = 0;
 
-	while (ch->head) {
-		wake(ch->head, reason);
+	struct waiter *w;
+
+	while ((w = first_of(&ch->sleepers))) {
+		wake(w, reason);
 		n++;
 	}
 	return n;
@@ -293,8 +279,10 @@ static unsigned wake_all(struct channel *ch, enum waiter_wake reason)
  * changed. */
 static void wake_watchers(struct channel *ch, enum waiter_wake reason)
 {
-	while (ch->whead)
-		wake(ch->whead, reason);
+	struct waiter *w;
+
+	while ((w = first_of(&ch->watchers)))
+		wake(w, reason);
 }
 
 /* Have ch's sleepers retried at at_ms (monotonic) at the latest: the
@@ -317,18 +305,21 @@ static void keep_covered(struct channel *ch, int64_t lease_end_ms)
 {
 	if (lease_end_ms > 0)
 		arm_retry(ch, lease_end_ms);
-	else if (ch->head && ch->nsleeping == ch->refs && !loop_timer_armed(&ch->retry))
-		wake(ch->head, WAKE_RETRY);
+	else if (!list_empty(&ch->sleepers) && ch->nsleeping == ch->refs &&
+		 !loop_timer_armed(&ch->retry))
+		wake(first_of(&ch->sleepers), WAKE_RETRY);
 }
 
 /* The oldest sleeping writer of ch, or NULL. */
 static struct waiter *oldest_writer(const struct channel *ch)
 {
-	struct waiter *w = ch->head;
+	for (struct list_node *n = list_first(&ch->sleepers); n; n = list_next(&ch->sleepers, n)) {
+		struct waiter *w = list_entry(n, struct waiter, link);
 
-	while (w && !w->writer)
-		w = w->next;
-	return w;
+		if (w->writer)
+			return w;
+	}
+	return NULL;
 }
 
 static void on_deadline(struct loop *l, struct loop_timer *t)
@@ -364,8 +355,8 @@ static void on_retry_timer(struct loop *l, struct loop_timer *t)
 	(void)l;
 	if (ch->timer_all)
 		wake_all(ch, WAKE_RETRY);
-	else if (ch->head)
-		wake(ch->head, WAKE_RETRY);
+	else if (!list_empty(&ch->sleepers))
+		wake(first_of(&ch->sleepers), WAKE_RETRY);
 }
 
 /* The client socket of a sleeping waiter hung up (or half-closed). */
@@ -436,7 +427,7 @@ static void watch_sleep(struct waiter *w, int64_t retry_at_ms)
 		return;
 	}
 	w->sleeping = true;
-	list_append(&ch->whead, &ch->wtail, w);
+	list_append(&ch->watchers, &w->link);
 	arm_deadline(w);
 	if (w->fd >= 0)
 		loop_watch(ws->loop, w->fd, LOOP_HANGUP, on_hangup, w);
@@ -464,7 +455,7 @@ void waiters_sleep(struct waiter *w, int64_t retry_at_ms)
 	if (w->sleeping || w->ready)
 		return;		/* a wake is on its way already */
 	w->sleeping = true;
-	list_append(&ch->head, &ch->tail, w);
+	list_append(&ch->sleepers, &w->link);
 	ch->nsleeping++;
 	loop_timer_set(ws->loop, &w->deadline, w->deadline_ms);
 	if (w->fd >= 0)
@@ -585,8 +576,8 @@ static void on_message(struct waiters *ws, const char *channel, const char *payl
 	} else if (payload[0] == '0') {
 		struct waiter *w = oldest_writer(ch);
 
-		if (ch->head)
-			wake(w ? w : ch->head, WAKE_RETRY);
+		if (!list_empty(&ch->sleepers))
+			wake(w ? w : first_of(&ch->sleepers), WAKE_RETRY);
 		else if (ch->permits < ch->refs)
 			ch->permits++;
 	} else if (payload[0] == '1') {
@@ -607,10 +598,13 @@ static void on_message(struct waiters *ws, const char *channel, const char *payl
 static void owner_told_here(struct waiters *ws, const char *channel, const char *owner)
 {
 	struct channel *ch = channel_find(ws, channel);
-	struct waiter *w, *next;
+	struct list_node *n, *next;
 
-	for (w = ch ? ch->head : NULL; w; w = next) {
-		next = w->next;
+	if (!ch)
+		return;
+	list_each_safe(&ch->sleepers, n, next) {
+		struct waiter *w = list_entry(n, struct waiter, link);
+
 		if (w->owner && !strcmp(w->owner, owner))
 			wake(w, WAKE_RETRY);
 	}
@@ -771,6 +765,7 @@ struct waiters *waiters_new(struct loop *l, waiters_subscribe_fn subscribe, void
 	ws->subscribe = subscribe;
 	ws->sub = sub;
 	names_init(&ws->channels);
+	list_init(&ws->ready);
 	loop_task_init(&ws->resume_task, run_resumes, ws);
 	pthread_mutex_lock(&R.lock);
 	ws->rnext = R.list;
