@@ -207,12 +207,13 @@ rule_circles() {	# every include that lies on a circle of modules
 				m = stem(first[f])
 			mod[f] = m
 		}
-		for (i = 1; i <= ni; i++) {
+		for (i = 1; i <= ni; i++) {	# the edges between modules
 			split(inc[i], r, "\t")
 			if (!(r[3] in isfile) || mod[r[1]] == mod[r[3]])
 				continue
-			u = mod[r[1]]
-			v = mod[r[3]]
+			u = from[++ne] = mod[r[1]]
+			v = to[ne] = mod[r[3]]
+			at[ne] = r[1] "\t" r[2] "\t" r[4]
 			node[u] = node[v] = 1
 			if (!((u, v) in reach)) {
 				reach[u, v] = 1
@@ -225,15 +226,9 @@ rule_circles() {	# every include that lies on a circle of modules
 					for (b in node)
 						if ((k, b) in reach)
 							reach[a, b] = 1
-		for (i = 1; i <= ni; i++) {
-			split(inc[i], r, "\t")
-			if (!(r[3] in isfile) || mod[r[1]] == mod[r[3]])
-				continue
-			u = mod[r[1]]
-			v = mod[r[3]]
-			if ((v, u) in reach)
-				print "import circle " u " -> " way(v, u) "\t" r[1] "\t" r[2] "\t" r[4]
-		}
+		for (e = 1; e <= ne; e++)	# an edge back is a circle
+			if ((to[e], from[e]) in reach)
+				print "import circle " from[e] " -> " way(to[e], from[e]) "\t" at[e]
 	}' "$1"
 }
 
