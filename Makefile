@@ -211,8 +211,10 @@ $(CONTRACT)/node_modules/.done: $(CONTRACT)/package.json $(CONTRACT)/package-loc
 	cd $(CONTRACT) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-# The layers: service/ never includes api/, api/ never speaks Redis, lua/
-# never knows HTTP (tests/check-layers.sh; `make test` runs it first).
+# The layers, on folders: service/base < redis < lock < config < api/ <
+# main.c, cli/ on service/base/ only; api/ never speaks Redis, service/ never
+# HTTP, lua/ never knows HTTP; no include circles, no namesake tags
+# (tests/check-layers.sh; `make test` runs it first).
 check-layers:
 	@sh tests/check-layers.sh
 

@@ -418,6 +418,41 @@ int dlockd_start_on(struct dlockd_srv *d, const struct redis_srv *rs, const char
 	return dlockd_start(d, url, flags);
 }
 
+int redis_dlockd_start(struct redis_srv *rs, struct dlockd_srv *d, const char *const *flags)
+{
+	if (redis_start(rs) < 0)
+		return -1;
+	return dlockd_start_on(d, rs, flags);
+}
+
+int redis_dlockd_stop(struct redis_srv *rs, struct dlockd_srv *d, int timeout_ms)
+{
+	int rc = dlockd_stop(d, timeout_ms);
+
+	redis_stop(rs, false);
+	return rc;
+}
+
+int dlockd_start_auth(struct dlockd_srv *d, const char *name, const char *tokens)
+{
+	char file[300];
+	const char *flags[] = { "--auth-file", file, NULL };
+	FILE *f;
+
+	snprintf(file, sizeof(file), "%s/%s", tmpdir, name);
+	f = fopen(file, "w");
+	if (!f) {
+		fprintf(stderr, "# cannot write %s: %s\n", file, strerror(errno));
+		return -1;
+	}
+	fputs(tokens, f);
+	if (fclose(f) != 0) {
+		fprintf(stderr, "# cannot write %s: %s\n", file, strerror(errno));
+		return -1;
+	}
+	return dlockd_start(d, NULL, flags);
+}
+
 int dlockd_restart(struct dlockd_srv *d, const char *const *flags)
 {
 	return dlockd_spawn(d, flags);

@@ -6,7 +6,8 @@
  * file is picked up by the Makefile) and run it alone with
  * `DLOCKD_BIN=build/dlockd build/tests/dlockd_integration name`. Tests run
  * one after another against the shared H_redis and H_dlockd; start your own
- * (redis_start, dlockd_start) only for what must not touch those. Then:
+ * (redis_start, dlockd_start; both at once: redis_dlockd_start) only for
+ * what must not touch those. Then:
  *   - a fresh name per lock: lockname("hint");
  *   - requests: req() or status_of() when the status is all you need,
  *     http()/http_on() for the body; lock_hold()/lock_release() for a plain
@@ -82,6 +83,18 @@ int redis_tls_cli(const struct redis_srv *r, const char *args, char *out, size_t
 int dlockd_start(struct dlockd_srv *d, const char *redis_url, const char *const *flags);
 /* The same against a private Redis of the test's (database 0). */
 int dlockd_start_on(struct dlockd_srv *d, const struct redis_srv *rs, const char *const *flags);
+/* A private redis-server (rs as the test set it up: port, extra, ...) and
+ * a dlockd on it (dlockd_start_on), for a test that stops, stalls or
+ * restarts its Redis: 0, or -1 when either did not start (the harness
+ * said which on stderr). */
+int redis_dlockd_start(struct redis_srv *rs, struct dlockd_srv *d, const char *const *flags);
+/* Stop both: d as dlockd_stop (its exit status, waiting up to
+ * timeout_ms), then rs with SIGTERM. */
+int redis_dlockd_stop(struct redis_srv *rs, struct dlockd_srv *d, int timeout_ms);
+/* Start d on the shared Redis with --auth-file, a file named name in the
+ * run's directory holding tokens (the file's text). -1 if the file could
+ * not be written or dlockd did not start. */
+int dlockd_start_auth(struct dlockd_srv *d, const char *name, const char *tokens);
 /* Start it again on the same port and Redis, after a stop or kill; the
  * log goes on in the same file. */
 int dlockd_restart(struct dlockd_srv *d, const char *const *flags);

@@ -123,6 +123,24 @@ static void refused_and_closed(const struct dlockd_srv *d, const char *what, con
 		      "%s: the refused request took no lock (%s)", what, took);
 }
 
+/* Each of n cases (what, a request format: %s the victim's name, then %s
+ * the smuggled request) is refused and closed on the shared dlockd, the
+ * force release of the victim smuggled behind it never runs, and case i
+ * takes no lock <victim>-<'a' + i>. */
+static void each_refused_and_closed(const char *const cases[][2], size_t n, const char *victim,
+				    const char *smuggled)
+{
+	char req[1024], vpath[300], took[300];
+
+	snprintf(vpath, sizeof(vpath), "/locks/%s", victim);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(req, sizeof(req), cases[i][1], victim, smuggled);
+		snprintf(took, sizeof(took), "/locks/%s-%c", victim, (char)('a' + i));
+		refused_and_closed(&H_dlockd, cases[i][0], req, strlen(req), "invalid_request", vpath,
+				   took);
+	}
+}
+
 TEST(ambiguous_framing_is_refused_and_closed)
 {
 	/* each smuggles "DELETE /locks/<victim>?force=true" past a proxy that
@@ -152,20 +170,13 @@ TEST(ambiguous_framing_is_refused_and_closed)
 		  "PUT /locks/%s-h?owner=a HTTP/1.1\r\nHost: x\r\n Content-Length: 0\r\n\r\n%s" },
 	};
 	const char *victim = lockname("victim");
-	char smuggled[256], req[1024], vpath[300];
+	char smuggled[256], req[1024];
 
 	snprintf(smuggled, sizeof(smuggled),
 		 "DELETE /locks/%s?force=true HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
 		 victim);
-	snprintf(vpath, sizeof(vpath), "/locks/%s", victim);
 	CHECK(lock_hold(NULL, victim, "keeper", 60000), "keeper takes %s", victim);
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		char p[300];
-
-		snprintf(req, sizeof(req), cases[i][1], victim, smuggled);
-		snprintf(p, sizeof(p), "/locks/%s-%c", victim, (char)('a' + i));
-		refused_and_closed(&H_dlockd, cases[i][0], req, strlen(req), "invalid_request", vpath, p);
-	}
+	each_refused_and_closed(cases, sizeof(cases) / sizeof(cases[0]), victim, smuggled);
 	/* chunked alone is fine */
 	snprintf(req, sizeof(req), "PUT /locks/%s-ok HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
 		 "\r\n11\r\n{\"owner\":\"chunk\"}\r\n0\r\n\r\n", victim);
@@ -212,13 +223,7 @@ TEST(folded_header_lines_are_refused_and_closed)
 		 "DELETE /locks/%s?force=true HTTP/1.1\r\nHost: x\r\n\r\n", victim);
 	snprintf(vpath, sizeof(vpath), "/locks/%s", victim);
 	CHECK(lock_hold(NULL, victim, "keeper", 60000), "keeper takes %s", victim);
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		char p[300];
-
-		snprintf(req, sizeof(req), cases[i][1], victim, smuggled);
-		snprintf(p, sizeof(p), "/locks/%s-%c", victim, (char)('a' + i));
-		refused_and_closed(&H_dlockd, cases[i][0], req, strlen(req), "invalid_request", vpath, p);
-	}
+	each_refused_and_closed(cases, sizeof(cases) / sizeof(cases[0]), victim, smuggled);
 	/* what MHD refuses itself (not JSON): a Content-Length not all digits */
 	snprintf(req, sizeof(req), "PUT /locks/%s-x?owner=a HTTP/1.1\r\nHost: x\r\n"
 		 "Content-Length: 1 3\r\n\r\n%s", victim, smuggled);
@@ -370,21 +375,14 @@ TEST(control_bytes_in_the_method_or_a_field_value_are_refused)
  * a force release is let through); RFC 9112 §3.2 refuses two Hosts. */
 TEST(a_repeated_authorization_or_host_is_refused)
 {
-	char file[300];
-	const char *flags[] = { "--auth-file", file, NULL };
 	struct dlockd_srv d;
 	const char *victim = lockname("avictim");
 	const char *n = lockname("twohost");
 	char req[1024], vpath[300], p[400];
 	struct http_resp r;
-	FILE *f;
 
-	snprintf(file, sizeof(file), "%s/http-tokens", test_tmpdir());
-	f = fopen(file, "w");
-	CHECK(f, "token file");
-	fputs("tok-http-admin-5c1e admin * ops\ntok-http-client-9a7d client * app\n", f);
-	fclose(f);
-	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --auth-file");
+	CHECK(dlockd_start_auth(&d, "http-tokens", "tok-http-admin-5c1e admin * ops\n"
+				"tok-http-client-9a7d client * app\n") == 0, "start with --auth-file");
 	snprintf(vpath, sizeof(vpath), "/locks/%s", victim);
 	snprintf(p, sizeof(p), "%s?owner=keeper&ttl_ms=60000", vpath);
 	http_bearer("tok-http-client-9a7d");
@@ -708,22 +706,14 @@ static long status_with(const struct dlockd_srv *d, const char *token, const cha
 
 TEST(access_log_names_forced_releases_and_error_codes)
 {
-	char file[300];
-	const char *flags[] = { "--auth-file", file, NULL };
 	static const char *const text[] = { "--log-format", "text", NULL };
 	const char *a = "tok-log-admin-4c1d", *c = "tok-log-client-9e2b";
 	const char *n = lockname("log"), *m = lockname("logrw");
+	char tokens[128];
 	struct dlockd_srv d;
 
-	snprintf(file, sizeof(file), "%s/log-tokens", test_tmpdir());
-	{
-		FILE *f = fopen(file, "w");
-
-		CHECK(f, "write the token file");
-		fprintf(f, "%s admin * ops\n%s client * app\n", a, c);
-		fclose(f);
-	}
-	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --auth-file");
+	snprintf(tokens, sizeof(tokens), "%s admin * ops\n%s client * app\n", a, c);
+	CHECK(dlockd_start_auth(&d, "log-tokens", tokens) == 0, "start with --auth-file");
 	CHECK(status_with(&d, c, "PUT", "/locks/%s?owner=w1", n) == 200, "w1 takes it");
 	CHECK(status_with(&d, c, "PUT", "/locks/%s?owner=w2", n) == 409, "locked");
 	CHECK(status_with(&d, c, "DELETE", "/locks/%s?owner=w2", n) == 409, "not_owner");

@@ -29,6 +29,23 @@ static bool has(const struct http_resp *r, const char *text)
 	return m && strstr(m, text);
 }
 
+/* Each of n calls (method, resource, side, query) on name is refused with
+ * status and error code, and its message holds text (and text2 unless
+ * NULL). */
+static void each_refused(const char *const calls[][4], size_t n, const char *name, int status,
+			 const char *code, const char *text, const char *text2)
+{
+	struct http_resp r;
+
+	for (size_t i = 0; i < n; i++) {
+		req(calls[i][0], P(calls[i][1], name, calls[i][2], calls[i][3]), &r);
+		CHECK_ERROR(r, status, code, pbuf);
+		CHECK(has(&r, text) && (!text2 || has(&r, text2)),
+		      "%s %s: the message says why: %s", calls[i][0], pbuf, r.body);
+		http_free(&r);
+	}
+}
+
 /* Redis' clock in ms. */
 static long long redis_now_ms(void)
 {
@@ -57,13 +74,8 @@ TEST(owner_mode_is_refused_for_every_kind_and_takes_no_effect)
 	};
 	struct http_resp r;
 
-	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
-		req(calls[i][0], P(calls[i][1], n, calls[i][2], calls[i][3]), &r);
-		CHECK_ERROR(r, 400, "invalid_argument", pbuf);
-		CHECK(has(&r, "'mode'") && has(&r, "read-write"),
-		      "%s %s: the message says why: %s", calls[i][0], pbuf, r.body);
-		http_free(&r);
-	}
+	each_refused(calls, sizeof(calls) / sizeof(calls[0]), n, 400, "invalid_argument", "'mode'",
+		     "read-write");
 	http("PUT", "/locks/x", "{\"owner\":\"mode\"}", &r);
 	CHECK_ERROR(r, 400, "invalid_argument", "owner mode in a JSON body");
 	http_free(&r);
@@ -132,7 +144,6 @@ TEST(a_hash_without_ttl_is_not_a_lock_for_any_operation)
 		{ "POST", "rwlocks", "write/heartbeat", "owner=a" },
 		{ "GET", "rwlocks", "", "" },
 	};
-	struct http_resp r;
 	redisReply *rep;
 
 	/* an application's own hash, and what owner=mode used to leave */
@@ -141,12 +152,8 @@ TEST(a_hash_without_ttl_is_not_a_lock_for_any_operation)
 	for (int k = 0; k < 2; k++) {
 		const char *name = k ? m : n;
 
-		for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
-			req(calls[i][0], P(calls[i][1], name, calls[i][2], calls[i][3]), &r);
-			CHECK_ERROR(r, 409, "wrong_kind", pbuf);
-			CHECK(has(&r, "not a lock"), "%s %s: message %s", calls[i][0], pbuf, r.body);
-			http_free(&r);
-		}
+		each_refused(calls, sizeof(calls) / sizeof(calls[0]), name, 409, "wrong_kind",
+			     "not a lock", NULL);
 		CHECK(rcmd_int("PTTL %s", name) == -1, "%s is left without a TTL", name);
 	}
 	rep = rcmd("HGETALL %s", n);

@@ -9,12 +9,54 @@
 #include "../harness/harness.h"
 
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
+
+/* One event loop: a stalled call holds up everything behind it. */
+static const char *const one_thread[] = { "--threads", "1", NULL };
+
+/* Is lock name held by owner in rs? */
+static bool held_by(const struct redis_srv *rs, const char *name, const char *owner)
+{
+	redisContext *c = redis_client(rs);
+	redisReply *rep = c ? redisCommand(c, "HGET %s %s", name, owner) : NULL;
+	bool held = rep && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, "1");
+
+	if (rep)
+		freeReplyObject(rep);
+	redisFree(c);
+	return held;
+}
+
+/* The reply of a command on rs, on a connection of its own that has given
+ * the password pw and chosen database db (the caller frees it); NULL when
+ * there is none. */
+static redisReply *rcmd_auth(const struct redis_srv *rs, const char *pw, int db,
+			     const char *fmt, ...)
+{
+	redisContext *c = redis_client(rs);
+	redisReply *a = c ? redisCommand(c, "AUTH %s", pw) : NULL;
+	redisReply *s = a ? redisCommand(c, "SELECT %d", db) : NULL;
+	redisReply *rep = NULL;
+	va_list ap;
+
+	if (a && a->type == REDIS_REPLY_STATUS && s && s->type == REDIS_REPLY_STATUS) {
+		va_start(ap, fmt);
+		rep = redisvCommand(c, fmt, ap);
+		va_end(ap);
+	}
+	if (a)
+		freeReplyObject(a);
+	if (s)
+		freeReplyObject(s);
+	redisFree(c);
+	return rep;
+}
 
 TEST(redis_down_at_start_gives_503_then_recovers)
 {
@@ -37,8 +79,7 @@ TEST(redis_down_at_start_gives_503_then_recovers)
 	http_on(d.base, "PUT", "/locks/x?owner=a", NULL, &r);
 	CHECK_STATUS(r, 200, "acquire works after recovery");
 	http_free(&r);
-	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
-	redis_stop(&rs, false);
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
 }
 
 TEST(redis_restart_in_the_middle_of_a_wait)
@@ -50,8 +91,7 @@ TEST(redis_restart_in_the_middle_of_a_wait)
 	int64_t restarted;
 	long long token_before;
 
-	CHECK(redis_start(&rs) == 0, "start Redis");
-	CHECK(dlockd_start_on(&d, &rs, NULL) == 0, "start dlockd");
+	CHECK(redis_dlockd_start(&rs, &d, NULL) == 0, "start Redis and dlockd");
 	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000), "ready");
 	http_on(d.base, "PUT", "/locks/job?owner=holder&ttl_ms=60000", NULL, &r);
 	CHECK_STATUS(r, 200, "holder");
@@ -75,20 +115,11 @@ TEST(redis_restart_in_the_middle_of_a_wait)
 	      (long long)(w.done_ms - restarted));
 	http_free(&w.r);
 	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000), "ready again");
-	{
-		redisContext *c = redis_client(&rs);
-		redisReply *rep = c ? redisCommand(c, "HGET job waiter") : NULL;
-
-		CHECK(rep && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, "1"),
-		      "the new Redis holds the waiter's lock");
-		freeReplyObject(rep);
-		redisFree(c);
-	}
+	CHECK(held_by(&rs, "job", "waiter"), "the new Redis holds the waiter's lock");
 	http_on(d.base, "PUT", "/locks/job?owner=holder", NULL, &r);
 	CHECK_ERROR(r, 409, "locked", "and excludes the old holder");
 	http_free(&r);
-	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
-	redis_stop(&rs, false);
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
 }
 
 TEST(redis_gone_waiters_are_answered_by_their_deadline)
@@ -99,8 +130,7 @@ TEST(redis_gone_waiters_are_answered_by_their_deadline)
 	struct bg w;
 	int64_t t0;
 
-	CHECK(redis_start(&rs) == 0, "start Redis");
-	CHECK(dlockd_start_on(&d, &rs, NULL) == 0, "start dlockd");
+	CHECK(redis_dlockd_start(&rs, &d, NULL) == 0, "start Redis and dlockd");
 	http_on(d.base, "PUT", "/locks/j?owner=holder&ttl_ms=60000", NULL, &r);
 	http_free(&r);
 	t0 = mono_ms();
@@ -126,8 +156,7 @@ TEST(redis_gone_waiters_are_answered_by_their_deadline)
 	http_on(d.base, "PUT", "/locks/j?owner=holder", NULL, &r);
 	CHECK_STATUS(r, 200, "locks work again");
 	http_free(&r);
-	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
-	redis_stop(&rs, false);
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
 }
 
 TEST(flushed_script_cache_is_reloaded)
@@ -156,11 +185,8 @@ TEST(a_call_redis_gets_after_dlockd_gave_up_does_nothing)
 	struct redis_srv rs = { 0 };
 	struct dlockd_srv d;
 	struct http_resp r;
-	redisContext *c;
-	redisReply *rep;
 
-	CHECK(redis_start(&rs) == 0, "start Redis");
-	CHECK(dlockd_start_on(&d, &rs, NULL) == 0, "start dlockd");
+	CHECK(redis_dlockd_start(&rs, &d, NULL) == 0, "start Redis and dlockd");
 	/* scripts load on first use: release once, so the stalled call is the
 	 * release itself and not its SCRIPT LOAD */
 	http_on(d.base, "PUT", "/locks/warm?owner=a", NULL, &r);
@@ -177,36 +203,11 @@ TEST(a_call_redis_gets_after_dlockd_gave_up_does_nothing)
 	CHECK_ERROR(r, 503, "backend_unavailable", "release while Redis is stalled");
 	http_free(&r);
 	sleep_ms(300);		/* Redis runs what was queued (nothing to see if it does not) */
-	c = redis_client(&rs);
-	rep = c ? redisCommand(c, "HGET late a") : NULL;
-	CHECK(rep && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, "1"),
-	      "the lock is still held: the late release did nothing");
-	freeReplyObject(rep);
-	redisFree(c);
+	CHECK(held_by(&rs, "late", "a"), "the lock is still held: the late release did nothing");
 	http_on(d.base, "DELETE", "/locks/late?owner=a", NULL, &r);
 	CHECK_STATUS(r, 200, "the client's retry releases it");
 	http_free(&r);
-	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
-	redis_stop(&rs, false);
-}
-
-/* A connection to rs that has given the password and chosen db. */
-static redisContext *client_auth(const struct redis_srv *rs, const char *pw, int db)
-{
-	redisContext *c = redis_client(rs);
-	redisReply *a = c ? redisCommand(c, "AUTH %s", pw) : NULL;
-	redisReply *s = a ? redisCommand(c, "SELECT %d", db) : NULL;
-	bool ok = a && a->type == REDIS_REPLY_STATUS && s && s->type == REDIS_REPLY_STATUS;
-
-	if (a)
-		freeReplyObject(a);
-	if (s)
-		freeReplyObject(s);
-	if (!ok && c) {
-		redisFree(c);
-		c = NULL;
-	}
-	return c;
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
 }
 
 /* A password and a database other than 0 in the URL: every connection
@@ -219,16 +220,13 @@ TEST(redis_with_password_and_database)
 	char url[160];
 	struct http_resp r;
 	struct bg w;
-	redisContext *c;
 	redisReply *rep;
 	int64_t released;
 
 	CHECK(redis_start(&rs) == 0, "start Redis");
-	c = redis_client(&rs);
-	rep = c ? redisCommand(c, "CONFIG SET requirepass s3cret") : NULL;
+	rep = rcmd_on(&rs, "CONFIG SET requirepass s3cret");
 	CHECK(rep && rep->type == REDIS_REPLY_STATUS, "Redis now wants a password");
 	freeReplyObject(rep);
-	redisFree(c);
 
 	snprintf(url, sizeof(url), "redis://:s3cret@127.0.0.1:%d/3", rs.port);
 	CHECK(dlockd_start(&d, url, NULL) == 0, "start dlockd");
@@ -249,18 +247,14 @@ TEST(redis_with_password_and_database)
 	      (long long)(w.done_ms - released));
 	http_free(&w.r);
 
-	c = client_auth(&rs, "s3cret", 3);
-	rep = c ? redisCommand(c, "HGET pw b") : NULL;
+	rep = rcmd_auth(&rs, "s3cret", 3, "HGET pw b");
 	CHECK(rep && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, "1"),
 	      "the lock lives in database 3");
 	freeReplyObject(rep);
-	redisFree(c);
-	c = client_auth(&rs, "s3cret", 0);
-	rep = c ? redisCommand(c, "EXISTS pw") : NULL;
+	rep = rcmd_auth(&rs, "s3cret", 0, "EXISTS pw");
 	CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 0,
 	      "and not in database 0");
 	freeReplyObject(rep);
-	redisFree(c);
 
 	snprintf(url, sizeof(url), "redis://:wrong@127.0.0.1:%d/3", rs.port);
 	CHECK(dlockd_start(&bad, url, NULL) == 0, "start dlockd with a wrong password");
@@ -271,21 +265,7 @@ TEST(redis_with_password_and_database)
 	http_free(&r);
 	CHECK(status_of(&bad, "GET", "/readyz") == 503, "and not ready");
 	CHECK(dlockd_stop(&bad, 5000) == 0, "clean exit");
-	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
-	redis_stop(&rs, false);
-}
-
-/* Is lock name held by owner in rs? */
-static bool held_by(const struct redis_srv *rs, const char *name, const char *owner)
-{
-	redisContext *c = redis_client(rs);
-	redisReply *rep = c ? redisCommand(c, "HGET %s %s", name, owner) : NULL;
-	bool held = rep && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, "1");
-
-	if (rep)
-		freeReplyObject(rep);
-	redisFree(c);
-	return held;
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
 }
 
 /* The deadline a call carries into Redis is dlockd's clock converted to
@@ -309,15 +289,13 @@ static bool held_by(const struct redis_srv *rs, const char *name, const char *ow
  * few seconds. */
 TEST(a_stall_during_the_clock_probe_does_not_let_a_503_take_effect)
 {
-	const char *const flags[] = { "--threads", "1", NULL };
 	struct redis_srv rs = { 0 };
 	struct dlockd_srv d;
 	struct http_resp r;
 	struct bg stalled, probe, rel, put;
 	int64_t t0;
 
-	CHECK(redis_start(&rs) == 0, "start Redis");
-	CHECK(dlockd_start_on(&d, &rs, flags) == 0, "start dlockd");
+	CHECK(redis_dlockd_start(&rs, &d, one_thread) == 0, "start Redis and dlockd");
 	/* load lock_acquire and lock_release, so the stalled calls are
 	 * EVALSHA and not SCRIPT LOAD */
 	http_on(d.base, "PUT", "/locks/warm?owner=a", NULL, &r);
@@ -365,8 +343,7 @@ TEST(a_stall_during_the_clock_probe_does_not_let_a_503_take_effect)
 	CHECK(WAIT_FOR((http_on(d.base, "DELETE", "/locks/rel?owner=holder", NULL, &r),
 			http_free(&r), r.status == 200), 3000),
 	      "the holder's retry releases it (last status %ld)", r.status);
-	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
-	redis_stop(&rs, false);
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
 }
 
 /* An answer and the state must agree for every call made while Redis
@@ -382,7 +359,6 @@ TEST(a_stall_during_the_clock_probe_does_not_let_a_503_take_effect)
  * answer and state agree, whichever it is. */
 static void stall_with_calls(int resume_ms)
 {
-	const char *const flags[] = { "--threads", "1", NULL };
 	static const struct {
 		int at_ms;
 		const char *method, *path;
@@ -402,8 +378,7 @@ static void stall_with_calls(int resume_ms)
 	long long pttl;
 	int64_t t0;
 
-	CHECK(redis_start(&rs) == 0, "start Redis");
-	CHECK(dlockd_start_on(&d, &rs, flags) == 0, "start dlockd");
+	CHECK(redis_dlockd_start(&rs, &d, one_thread) == 0, "start Redis and dlockd");
 	for (int i = 1; i <= 3; i++) {	/* also loads acquire, release, renew */
 		snprintf(path, sizeof(path), "/locks/s%d?owner=h&ttl_ms=60000", i);
 		http_on(d.base, "PUT", path, NULL, &r);
@@ -453,8 +428,7 @@ static void stall_with_calls(int resume_ms)
 	      held_by(&rs, "s4", "y") ? "held by y" : "not held by y");
 	for (int i = 0; i < NCALLS; i++)
 		http_free(&b[i].r);
-	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
-	redis_stop(&rs, false);
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
 }
 
 TEST(calls_sent_later_in_a_stall_never_take_effect_after_a_503)
@@ -485,7 +459,6 @@ static void busy_send(redisContext *c, const char *s)
  * the answer says what happened. */
 TEST(a_call_redis_ran_but_answered_late_is_not_a_503)
 {
-	const char *const flags[] = { "--threads", "1", NULL };
 	struct redis_srv rs = { 0 };
 	struct dlockd_srv d;
 	redisContext *a = NULL, *b = NULL;
@@ -493,8 +466,7 @@ TEST(a_call_redis_ran_but_answered_late_is_not_a_503)
 	struct http_resp r;
 	struct bg rel;
 
-	CHECK(redis_start(&rs) == 0, "start Redis");
-	CHECK(dlockd_start_on(&d, &rs, flags) == 0, "start dlockd");
+	CHECK(redis_dlockd_start(&rs, &d, one_thread) == 0, "start Redis and dlockd");
 	http_on(d.base, "PUT", "/locks/late?owner=h&ttl_ms=60000", NULL, &r);
 	CHECK_STATUS(r, 200, "h takes the lock (and loads the scripts)");
 	http_free(&r);
@@ -523,8 +495,7 @@ TEST(a_call_redis_ran_but_answered_late_is_not_a_503)
 		freeReplyObject(rep);
 	redisFree(a);
 	redisFree(b);
-	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
-	redis_stop(&rs, false);
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
 }
 
 /* A reconnect whose socket gets the number of the one just closed (the
@@ -536,7 +507,6 @@ TEST(a_call_redis_ran_but_answered_late_is_not_a_503)
  * the next socket dlockd opens, in the same turn. */
 TEST(a_reconnect_that_reuses_the_socket_number_is_heard)
 {
-	const char *const flags[] = { "--threads", "1", NULL };
 	static const char req[] = "PUT /locks/fdreuse?owner=a HTTP/1.1\r\nHost: x\r\n\r\n";
 	struct redis_srv rs = { 0 };
 	struct dlockd_srv d;
@@ -546,8 +516,7 @@ TEST(a_reconnect_that_reuses_the_socket_number_is_heard)
 	ssize_t n = 0;
 	int fd;
 
-	CHECK(redis_start(&rs) == 0, "start Redis");
-	CHECK(dlockd_start_on(&d, &rs, flags) == 0, "start dlockd");
+	CHECK(redis_dlockd_start(&rs, &d, one_thread) == 0, "start Redis and dlockd");
 	http_on(d.base, "GET", "/readyz", NULL, &r);
 	CHECK_STATUS(r, 200, "ready");
 	http_free(&r);
@@ -570,8 +539,7 @@ TEST(a_reconnect_that_reuses_the_socket_number_is_heard)
 	CHECK(!strncmp(buf, "HTTP/1.1 200", 12), "the request after the reconnect: %s", buf);
 	CHECK(mono_ms() - t0 < 1500 * slow_factor(), "answered in %lld ms",
 	      (long long)(mono_ms() - t0));
-	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
-	redis_stop(&rs, false);
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
 }
 
 /* Redis restarted under a waiting acquire: while it is down the waiter
@@ -581,15 +549,13 @@ TEST(a_reconnect_that_reuses_the_socket_number_is_heard)
  * within a second or so, not after its wait. */
 TEST(a_waiter_gets_the_lock_soon_after_redis_restarts)
 {
-	const char *const flags[] = { "--threads", "1", NULL };
 	struct redis_srv rs = { 0 };
 	struct dlockd_srv d;
 	struct http_resp r;
 	struct bg w;
 	int64_t back;
 
-	CHECK(redis_start(&rs) == 0, "start Redis");
-	CHECK(dlockd_start_on(&d, &rs, flags) == 0, "start dlockd");
+	CHECK(redis_dlockd_start(&rs, &d, one_thread) == 0, "start Redis and dlockd");
 	http_on(d.base, "PUT", "/locks/rs1?owner=h&ttl_ms=60000", NULL, &r);
 	CHECK_STATUS(r, 200, "h holds the lock");
 	http_free(&r);
@@ -604,8 +570,7 @@ TEST(a_waiter_gets_the_lock_soon_after_redis_restarts)
 	CHECK(w.done_ms - back < 2500 * slow_factor(), "%lld ms after Redis was back",
 	      (long long)(w.done_ms - back));
 	http_free(&w.r);
-	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
-	redis_stop(&rs, false);
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
 }
 
 /* Redis restarted from data older than its last grants (an RDB saved
@@ -618,11 +583,9 @@ TEST(fencing_tokens_rise_across_a_restart_from_an_older_snapshot)
 	struct dlockd_srv d;
 	struct http_resp r;
 	long long last = 0, next = 0;
-	redisContext *c;
 	redisReply *rep;
 
-	CHECK(redis_start(&rs) == 0, "start Redis");
-	CHECK(dlockd_start_on(&d, &rs, NULL) == 0, "start dlockd");
+	CHECK(redis_dlockd_start(&rs, &d, NULL) == 0, "start Redis and dlockd");
 	for (int i = 0; i < 6; i++) {
 		http_on(d.base, "PUT", "/locks/fence?owner=a&ttl_ms=60000", NULL, &r);
 		CHECK_STATUS(r, 200, "grant");
@@ -634,11 +597,9 @@ TEST(fencing_tokens_rise_across_a_restart_from_an_older_snapshot)
 		CHECK_STATUS(r, 200, "release");
 		http_free(&r);
 		if (i == 0) {	/* the snapshot Redis will come back with */
-			c = redis_client(&rs);
-			rep = c ? redisCommand(c, "SAVE") : NULL;
+			rep = rcmd_on(&rs, "SAVE");
 			CHECK(rep && rep->type == REDIS_REPLY_STATUS, "SAVE");
 			freeReplyObject(rep);
-			redisFree(c);
 		}
 	}
 	redis_stop(&rs, true);
@@ -648,8 +609,7 @@ TEST(fencing_tokens_rise_across_a_restart_from_an_older_snapshot)
 	      "a grant after the restart (last status %ld)", r.status);
 	CHECK(next > last, "the token after the restart (%lld) is above the last before it (%lld)",
 	      next, last);
-	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
-	redis_stop(&rs, false);
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
 }
 
 /* A password with '@', '/' and ':' reaches Redis percent-encoded in the
@@ -661,17 +621,14 @@ TEST(redis_password_with_at_slash_colon_percent_encoded)
 	struct dlockd_srv d, du;
 	char sock[80], url[128];
 	struct http_resp r;
-	redisContext *c;
 	redisReply *rep;
 
 	snprintf(sock, sizeof(sock), "%s/enc-%d.sock", test_tmpdir(), free_port());
 	snprintf(rs.extra, sizeof(rs.extra), "--unixsocket %s --unixsocketperm 700", sock);
 	CHECK(redis_start(&rs) == 0, "start Redis");
-	c = redis_client(&rs);
-	rep = c ? redisCommand(c, "CONFIG SET requirepass %s", "p@ss/w:rd") : NULL;
+	rep = rcmd_on(&rs, "CONFIG SET requirepass %s", "p@ss/w:rd");
 	CHECK(rep && rep->type == REDIS_REPLY_STATUS, "Redis now wants the password p@ss/w:rd");
 	freeReplyObject(rep);
-	redisFree(c);
 
 	snprintf(url, sizeof(url), "redis://:p%%40ss%%2Fw%%3Ard@127.0.0.1:%d/2", rs.port);
 	CHECK(dlockd_start(&d, url, NULL) == 0, "start dlockd over TCP");
@@ -687,12 +644,10 @@ TEST(redis_password_with_at_slash_colon_percent_encoded)
 	CHECK_STATUS(r, 200, "released over the socket");
 	http_free(&r);
 
-	c = client_auth(&rs, "p@ss/w:rd", 2);
-	rep = c ? redisCommand(c, "EXISTS enc") : NULL;
+	rep = rcmd_auth(&rs, "p@ss/w:rd", 2, "EXISTS enc");
 	CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 0,
 	      "gone from database 2");
 	freeReplyObject(rep);
-	redisFree(c);
 	CHECK(dlockd_stop(&d, 5000) == 0 && dlockd_stop(&du, 5000) == 0, "clean exit");
 	CHECK(file_contains(d.log, "redis://***@127.0.0.1") && file_contains(du.log, "password=***"),
 	      "the log shows the URLs with the password hidden");
@@ -709,13 +664,11 @@ TEST(redis_password_with_at_slash_colon_percent_encoded)
  * 503 ran late and freed the lock. The retry keeps its first deadline. */
 TEST(a_script_retried_after_noscript_keeps_its_first_deadline)
 {
-	const char *const flags[] = { "--threads", "1", NULL };
 	struct redis_srv rs = { 0 };
 	struct dlockd_srv d;
 	struct bg rel;
 
-	CHECK(redis_start(&rs) == 0, "start Redis");
-	CHECK(dlockd_start_on(&d, &rs, flags) == 0, "start dlockd");
+	CHECK(redis_dlockd_start(&rs, &d, one_thread) == 0, "start Redis and dlockd");
 	CHECK(lock_hold(&d, "ns", "a", 60000), "a takes the lock");
 	CHECK(lock_release(&d, "ns", "a") == 200, "a releases it (the SHAs are known)");
 	CHECK(lock_hold(&d, "ns", "a", 60000), "a takes it again");
@@ -728,8 +681,7 @@ TEST(a_script_retried_after_noscript_keeps_its_first_deadline)
 	CHECK_ERROR(rel.r, 503, "backend_unavailable", "the release that reached Redis late");
 	http_free(&rel.r);
 	CHECK(held_by(&rs, "ns", "a"), "the release answered 503 did not take effect");
-	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
-	redis_stop(&rs, false);
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
 }
 
 /* Found by hostile probing: SIGTERM while a call waits on a stalled Redis
@@ -740,13 +692,11 @@ TEST(a_script_retried_after_noscript_keeps_its_first_deadline)
  * state agree. */
 TEST(sigterm_while_a_call_waits_on_a_stalled_redis_exits_cleanly)
 {
-	const char *const flags[] = { "--threads", "1", NULL };
 	struct redis_srv rs = { 0 };
 	struct dlockd_srv d;
 	struct bg rel;
 
-	CHECK(redis_start(&rs) == 0, "start Redis");
-	CHECK(dlockd_start_on(&d, &rs, flags) == 0, "start dlockd");
+	CHECK(redis_dlockd_start(&rs, &d, one_thread) == 0, "start Redis and dlockd");
 	CHECK(lock_hold(&d, "st", "a", 60000), "a takes the lock");
 	kill(rs.pid, SIGSTOP);
 	bg_start_on(&rel, d.base, "DELETE", "/locks/st?owner=a", NULL);
@@ -760,6 +710,5 @@ TEST(sigterm_while_a_call_waits_on_a_stalled_redis_exits_cleanly)
 	CHECK(rel.r.status == 200 ? !held_by(&rs, "st", "a") : held_by(&rs, "st", "a"),
 	      "its answer (%ld) and the lock's state agree", rel.r.status);
 	http_free(&rel.r);
-	CHECK(dlockd_stop(&d, 15000) == 0, "dlockd exits 0");
-	redis_stop(&rs, false);
+	CHECK(redis_dlockd_stop(&rs, &d, 15000) == 0, "dlockd exits 0");
 }

@@ -97,6 +97,20 @@ static void turn(void)
 	loop_turn(L, 0);
 }
 
+/* Let ms pass (a timer of fewer ms is due), then turn L. */
+static void turn_after(int ms)
+{
+	usleep((useconds_t)ms * 1000);
+	turn();
+}
+
+/* rq was resumed n times in all, the last for why (which is consumed). */
+#define assert_woken(rq, n, w, why) \
+	do { \
+		assert_int_equal((rq).resumed, n); \
+		assert_int_equal(waiters_wake_reason(w), why); \
+	} while (0)
+
 static void confirm(struct waiters *ws, const char *ch)
 {
 	waiters_deliver_confirmed(ws, ch);
@@ -136,6 +150,23 @@ static struct waiter *join_on(struct waiters *ws, const char *ch, struct fake_re
 static struct waiter *join(const char *ch, struct fake_req *rq, bool *confirmed)
 {
 	return join_on(WS, ch, rq, confirmed);
+}
+
+/* The first waiter on ch of ws, the subscription confirmed and asleep
+ * after its first retry. */
+static struct waiter *asleep_on(struct waiters *ws, const char *ch, struct fake_req *rq)
+{
+	bool confirmed;
+	struct waiter *w = join_on(ws, ch, rq, &confirmed);
+
+	confirm(ws, ch);
+	first_sleep(w, rq);
+	return w;
+}
+
+static struct waiter *asleep(const char *ch, struct fake_req *rq)
+{
+	return asleep_on(WS, ch, rq);
 }
 
 /* Three waiters on "ch" of ws (w[1] a writer when writer_in_middle), the
@@ -216,8 +247,7 @@ static void test_waiters__confirmation_wakes_sleepers_to_retry(void **state)
 	turn();
 	assert_int_equal(a.resumed, 0);
 	confirm(WS, "ch");
-	assert_int_equal(a.resumed, 1);
-	assert_int_equal(waiters_wake_reason(w), WAKE_RETRY);
+	assert_woken(a, 1, w, WAKE_RETRY);
 	assert_int_equal(waiters_wake_reason(w), WAKE_NONE);
 	waiters_leave(w, 0);
 }
@@ -229,17 +259,14 @@ static void test_waiters__a_disconnect_makes_channels_wait_for_a_new_confirmatio
 	bool confirmed;
 
 	(void)state;
-	wa = join("ch", &a, &confirmed);
-	confirm(WS, "ch");
-	first_sleep(wa, &a);
+	wa = asleep("ch", &a);
 	waiters_deliver_disconnect(WS);
 	turn();
 	assert_int_equal(a.resumed, 1);		/* nothing to retry yet */
 	wb = join("ch", &b, &confirmed);
 	assert_false(confirmed);		/* not live: wait for it */
 	confirm(WS, "ch");			/* resubscribed: a release may be unseen */
-	assert_int_equal(a.resumed, 2);
-	assert_int_equal(waiters_wake_reason(wa), WAKE_RETRY);
+	assert_woken(a, 2, wa, WAKE_RETRY);
 	waiters_leave(wa, 0);
 	waiters_leave(wb, 0);
 }
@@ -318,12 +345,9 @@ static void test_waiters__message_while_nobody_sleeps_is_banked(void **state)
 {
 	struct fake_req a = { 0 };
 	struct waiter *w;
-	bool confirmed;
 
 	(void)state;
-	w = join("ch", &a, &confirmed);
-	confirm(WS, "ch");
-	first_sleep(w, &a);
+	w = asleep("ch", &a);
 	message(WS, "ch", "0");
 	assert_int_equal(a.resumed, 2);
 	(void)waiters_wake_reason(w);
@@ -333,8 +357,7 @@ static void test_waiters__message_while_nobody_sleeps_is_banked(void **state)
 	assert_int_equal(a.resumed, 2);
 	waiters_sleep(w, 0);
 	turn();
-	assert_int_equal(a.resumed, 3);
-	assert_int_equal(waiters_wake_reason(w), WAKE_RETRY);
+	assert_woken(a, 3, w, WAKE_RETRY);
 	waiters_sleep(w, 0);
 	turn();
 	assert_int_equal(a.resumed, 3);		/* only one permit was kept */
@@ -345,12 +368,9 @@ static void test_waiters__other_payloads_and_channels_wake_nobody(void **state)
 {
 	struct fake_req a = { 0 };
 	struct waiter *w;
-	bool confirmed;
 
 	(void)state;
-	w = join("ch", &a, &confirmed);
-	confirm(WS, "ch");
-	first_sleep(w, &a);
+	w = asleep("ch", &a);
 	message(WS, "ch", "2");
 	message(WS, "ch", "00");
 	message(WS, "other", "0");
@@ -374,12 +394,9 @@ static void test_waiters__deadline_and_retry_timers_fire(void **state)
 	waiters_sleep(wb, now_ms() + 10);	/* the holder's lease ends in 10 ms */
 	turn();
 	assert_int_equal(a.resumed + b.resumed, 0);
-	usleep(30 * 1000);
-	turn();
-	assert_int_equal(a.resumed, 1);
-	assert_int_equal(waiters_wake_reason(wa), WAKE_DEADLINE);
-	assert_int_equal(b.resumed, 1);
-	assert_int_equal(waiters_wake_reason(wb), WAKE_RETRY);
+	turn_after(30);
+	assert_woken(a, 1, wa, WAKE_DEADLINE);
+	assert_woken(b, 1, wb, WAKE_RETRY);
 	waiters_leave(wa, 0);
 	waiters_leave(wb, 0);
 }
@@ -399,10 +416,8 @@ static void test_waiters__shutdown_wakes_everyone(void **state)
 	assert_int_equal(a.resumed + b.resumed, 0);	/* posted to each loop */
 	turn();
 	loop_turn(L2, 0);
-	assert_int_equal(a.resumed, 1);
-	assert_int_equal(waiters_wake_reason(wa), WAKE_SHUTDOWN);
-	assert_int_equal(b.resumed, 1);
-	assert_int_equal(waiters_wake_reason(wb), WAKE_SHUTDOWN);
+	assert_woken(a, 1, wa, WAKE_SHUTDOWN);
+	assert_woken(b, 1, wb, WAKE_SHUTDOWN);
 	waiters_sleep(wa, 0);			/* a later sleep wakes at once */
 	turn();
 	assert_int_equal(a.resumed, 2);
@@ -426,6 +441,10 @@ static int64_t retry_in(const char *ch)
 {
 	return retry_in_on(WS, ch);
 }
+
+/* ch's retry timer in ws is armed and due within ms. */
+#define assert_retry_due(ws, ch, ms) \
+	assert_true(retry_in_on(ws, ch) >= 0 && retry_in_on(ws, ch) <= (ms))
 
 /* Wake w (asleep on "ch" and the oldest there) with a "0" and have it sleep
  * again, reporting a lease that ends in lease_ms. */
@@ -463,8 +482,7 @@ static void test_waiters__lease_end_wakes_one_and_a_winner_covers_the_rest(void 
 	(void)state;
 	three_asleep(w, rq, false);
 	report(w[0], 10);
-	usleep(20 * 1000);
-	turn();
+	turn_after(20);
 	/* the oldest (now w[1]) looks; the others sleep on */
 	assert_int_equal(rq[1].resumed, 2);
 	assert_int_equal(rq[2].resumed, 1);
@@ -473,9 +491,8 @@ static void test_waiters__lease_end_wakes_one_and_a_winner_covers_the_rest(void 
 	/* it wins, with a lease of 10 ms, and dies holding it: no message
 	 * will come, its lease end must wake the next */
 	waiters_leave(w[1], now_ms() + 10);
-	assert_true(retry_in("ch") >= 0 && retry_in("ch") <= 10);
-	usleep(20 * 1000);
-	turn();
+	assert_retry_due(WS, "ch", 10);
+	turn_after(20);
 	assert_int_equal(rq[2].resumed, 2);
 	assert_int_equal(rq[0].resumed, 2);
 	waiters_leave(w[2], now_ms() + 60000);
@@ -499,9 +516,8 @@ static void test_waiters__winner_covers_those_still_awake(void **state)
 	turn();			/* its first sleep: it retries (subscribe-then-retry) */
 	assert_int_equal(rq[1].resumed, 1);
 	waiters_sleep(w[1], 0);
-	assert_true(retry_in("ch") >= 0 && retry_in("ch") <= 10);
-	usleep(20 * 1000);
-	turn();
+	assert_retry_due(WS, "ch", 10);
+	turn_after(20);
 	assert_int_equal(rq[1].resumed, 2);
 	waiters_leave(w[1], 0);
 }
@@ -514,8 +530,7 @@ static void test_waiters__a_look_that_ends_blind_is_handed_over(void **state)
 	(void)state;
 	three_asleep(w, rq, false);
 	report(w[0], 10);
-	usleep(20 * 1000);
-	turn();
+	turn_after(20);
 	assert_int_equal(rq[1].resumed, 2);	/* w[1] looks for the others */
 	/* a sleeper hanging up meanwhile changes nothing: w[1] will report */
 	waiters_leave(w[2], 0);
@@ -525,8 +540,7 @@ static void test_waiters__a_look_that_ends_blind_is_handed_over(void **state)
 	waiters_leave(w[1], 0);
 	assert_int_equal(rq[0].resumed, 2);	/* from the loop, not from leave */
 	turn();
-	assert_int_equal(rq[0].resumed, 3);
-	assert_int_equal(waiters_wake_reason(w[0]), WAKE_RETRY);
+	assert_woken(rq[0], 3, w[0], WAKE_RETRY);
 	waiters_leave(w[0], 0);
 }
 
@@ -534,23 +548,18 @@ static void test_waiters__a_shortened_lease_moves_the_retry_earlier(void **state
 {
 	struct fake_req a = { 0 };
 	struct waiter *w;
-	bool confirmed;
 
 	(void)state;
-	w = join("ch", &a, &confirmed);
-	confirm(WS, "ch");
-	first_sleep(w, &a);
+	w = asleep("ch", &a);
 	report(w, 60000);
 	waiters_lease_ends(WS, "ch", now_ms() + 10);	/* a heartbeat shortened it */
-	assert_true(retry_in("ch") >= 0 && retry_in("ch") <= 10);
+	assert_retry_due(WS, "ch", 10);
 	waiters_lease_ends(WS, "ch", now_ms() + 30000);	/* a longer one: no later */
-	assert_true(retry_in("ch") >= 0 && retry_in("ch") <= 10);
+	assert_retry_due(WS, "ch", 10);
 	waiters_lease_ends(WS, "nobody", now_ms() + 10);	/* nobody waits there */
 	assert_null(channel_find(WS, "nobody"));
-	usleep(20 * 1000);
-	turn();
-	assert_int_equal(a.resumed, 3);
-	assert_int_equal(waiters_wake_reason(w), WAKE_RETRY);
+	turn_after(20);
+	assert_woken(a, 3, w, WAKE_RETRY);
 	waiters_leave(w, 0);
 	loop_turn(L2, 0);	/* what was posted there finds no channel */
 	assert_int_equal(WS2->channels.n, 0);
@@ -575,8 +584,7 @@ static void test_waiters__a_wake_resumes_from_the_loop_only(void **state)
 	inside_waiters = false;
 	assert_int_equal(a.resumed, 0);
 	turn();
-	assert_int_equal(a.resumed, 1);
-	assert_int_equal(waiters_wake_reason(wa), WAKE_RETRY);
+	assert_woken(a, 1, wa, WAKE_RETRY);
 	/* a wake on its way is cancelled by a leave: no resume of a freed
 	 * request (a banked permit wakes wb at once) */
 	message(WS, "ch", "0");			/* banked: nobody sleeps */
@@ -606,8 +614,7 @@ static void test_waiters__a_sleeping_client_hanging_up_is_gone(void **state)
 	/* the client half-closes: EPOLLRDHUP */
 	assert_int_equal(shutdown(sv[1], SHUT_WR), 0);
 	loop_turn(L, 1000);
-	assert_int_equal(a.resumed, 2);
-	assert_int_equal(waiters_wake_reason(w), WAKE_GONE);
+	assert_woken(a, 2, w, WAKE_GONE);
 	/* awake, it is no longer watched: nothing more comes */
 	loop_turn(L, 0);
 	assert_int_equal(a.resumed, 2);
@@ -620,27 +627,20 @@ static void test_waiters__lease_ends_reach_the_other_loops(void **state)
 {
 	struct fake_req a = { 0 }, b = { 0 };
 	struct waiter *wa, *wb;
-	bool confirmed;
 
 	(void)state;
-	wa = join("ch", &a, &confirmed);
-	wb = join_on(WS2, "ch", &b, &confirmed);
-	confirm(WS, "ch");
-	confirm(WS2, "ch");
-	first_sleep(wa, &a);
-	first_sleep(wb, &b);
+	wa = asleep("ch", &a);
+	wb = asleep_on(WS2, "ch", &b);
 	/* a heartbeat served by L's loop shortens the lease */
 	waiters_lease_ends(WS, "ch", now_ms() + 10);
-	assert_true(retry_in("ch") >= 0 && retry_in("ch") <= 10);
+	assert_retry_due(WS, "ch", 10);
 	assert_int_equal(retry_in_on(WS2, "ch"), -1);	/* posted, not yet seen */
 	loop_turn(L2, 0);
-	assert_true(retry_in_on(WS2, "ch") >= 0 && retry_in_on(WS2, "ch") <= 10);
-	usleep(20 * 1000);
-	turn();
+	assert_retry_due(WS2, "ch", 10);
+	turn_after(20);
 	loop_turn(L2, 0);
 	assert_int_equal(a.resumed, 2);
-	assert_int_equal(b.resumed, 2);
-	assert_int_equal(waiters_wake_reason(wb), WAKE_RETRY);
+	assert_woken(b, 2, wb, WAKE_RETRY);
 	waiters_leave(wa, 0);
 	waiters_leave(wb, 0);
 }
@@ -657,19 +657,16 @@ static void test_waiters__a_winners_lease_end_reaches_the_other_loops(void **sta
 
 	(void)state;
 	wa = join("ch", &a, &confirmed);
-	wb = join_on(WS2, "ch", &b, &confirmed);
 	confirm(WS, "ch");
-	confirm(WS2, "ch");
-	first_sleep(wb, &b);
+	wb = asleep_on(WS2, "ch", &b);
 	assert_int_equal(retry_in_on(WS2, "ch"), -1);
 	waiters_leave(wa, now_ms() + 10);	/* granted, with a 10 ms lease */
 	loop_turn(L2, 0);
-	assert_true(retry_in_on(WS2, "ch") >= 0 && retry_in_on(WS2, "ch") <= 10);
+	assert_retry_due(WS2, "ch", 10);
 	usleep(20 * 1000);
 	loop_turn(L2, 0);
 	loop_turn(L2, 0);
-	assert_int_equal(b.resumed, 2);
-	assert_int_equal(waiters_wake_reason(wb), WAKE_RETRY);
+	assert_woken(b, 2, wb, WAKE_RETRY);
 	waiters_leave(wb, 0);
 }
 
@@ -692,21 +689,15 @@ static void test_waiters__a_delivery_from_another_thread_wakes_its_waiter(void *
 	struct waiter *wa, *wb;
 	struct delivery d = { WS, "b" };
 	pthread_t t;
-	bool confirmed;
 
 	(void)state;
-	wa = join("a", &a, &confirmed);
-	wb = join("b", &b, &confirmed);
-	confirm(WS, "a");
-	confirm(WS, "b");
-	first_sleep(wa, &a);
-	first_sleep(wb, &b);
+	wa = asleep("a", &a);
+	wb = asleep("b", &b);
 	assert_int_equal(pthread_create(&t, NULL, deliver_zero, &d), 0);
 	pthread_join(t, NULL);
 	assert_int_equal(b.resumed, 1);		/* in L's mailbox */
 	loop_turn(L, 1000);
-	assert_int_equal(b.resumed, 2);
-	assert_int_equal(waiters_wake_reason(wb), WAKE_RETRY);
+	assert_woken(b, 2, wb, WAKE_RETRY);
 	assert_int_equal(a.resumed, 1);
 	waiters_leave(wa, 0);
 	waiters_leave(wb, 0);
@@ -765,8 +756,7 @@ static void test_waiters__every_message_wakes_every_watcher_and_takes_nothing(vo
 	assert_int_equal(rq[0].resumed, 2);
 	assert_int_equal(rq[1].resumed + rq[2].resumed, 2);
 	for (int i = 0; i < 2; i++) {
-		assert_int_equal(v[i].resumed, 1);
-		assert_int_equal(waiters_wake_reason(x[i]), WAKE_RETRY);
+		assert_woken(v[i], 1, x[i], WAKE_RETRY);
 		waiters_sleep(x[i], 0);
 	}
 	/* any payload: dlockd's own "acquired" wakes the watchers only */
@@ -801,15 +791,13 @@ static void test_waiters__a_message_while_a_watcher_looks_wakes_it_as_it_sleeps(
 	confirm(WS, "ch");
 	waiters_sleep(x, 0);	/* confirmed since it joined: look again */
 	turn();
-	assert_int_equal(a.resumed, 1);
-	assert_int_equal(waiters_wake_reason(x), WAKE_RETRY);
+	assert_woken(a, 1, x, WAKE_RETRY);
 	/* awake (reading the lock), it hears of a change */
 	message(WS, "ch", "released");
 	assert_int_equal(a.resumed, 1);
 	waiters_sleep(x, 0);	/* its read may predate the change: at once */
 	turn();
-	assert_int_equal(a.resumed, 2);
-	assert_int_equal(waiters_wake_reason(x), WAKE_RETRY);
+	assert_woken(a, 2, x, WAKE_RETRY);
 	waiters_sleep(x, 0);	/* nothing new: it sleeps */
 	turn();
 	assert_int_equal(a.resumed, 2);
@@ -832,25 +820,20 @@ static void test_waiters__a_watcher_has_its_own_timer(void **state)
 	turn();
 	/* asleep, it only moves its timer: to the lease end it read */
 	waiters_sleep(x, now_ms() + 10);
-	usleep(20 * 1000);
-	turn();
-	assert_int_equal(a.resumed, 1);
-	assert_int_equal(waiters_wake_reason(x), WAKE_RETRY);
+	turn_after(20);
+	assert_woken(a, 1, x, WAKE_RETRY);
 	assert_true(list_empty(&channel_find(WS, "ch")->sleepers));	/* not among the acquirers */
 	waiters_leave(x, 0);
 	/* its deadline */
 	x = watcher("ch", &a, now_ms() + 10);
 	waiters_sleep(x, now_ms() + 60000);
-	usleep(20 * 1000);
-	turn();
-	assert_int_equal(a.resumed, 2);
-	assert_int_equal(waiters_wake_reason(x), WAKE_DEADLINE);
+	turn_after(20);
+	assert_woken(a, 2, x, WAKE_DEADLINE);
 	waiters_leave(x, 0);
 	assert_int_equal(b.resumed, 0);
 	waiters_shutdown_all();
 	turn();
-	assert_int_equal(b.resumed, 1);
-	assert_int_equal(waiters_wake_reason(y), WAKE_SHUTDOWN);
+	assert_woken(b, 1, y, WAKE_SHUTDOWN);
 	waiters_leave(y, 0);
 }
 
