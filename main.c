@@ -2,7 +2,8 @@
  * (with --health-check, only probe a running dlockd and exit), build the
  * pieces and wire them together (with sentinels, the resolver
  * of the master; the kind of pub/sub; the subscriber; per event loop
- * its Redis connection, its waiters and its HTTP daemon; the loops'
+ * its Redis connection, its waiters and its HTTP daemon, which is given
+ * the handlers it serves requests with; the loops'
  * threads), wait for SIGTERM/SIGINT (SIGHUP re-reads the auth file and
  * the TLS certificates, and so does a change of them on disk, looked for
  * every second), then
@@ -10,6 +11,7 @@
  * a moment to go out, let each loop finish, and tear down in reverse. */
 #include "api/server.h"
 #include "api/auth.h"
+#include "api/handlers.h"
 #include "service/lock/backend.h"
 #include "service/config/config.h"
 #include "service/redis/replica_sync.h"
@@ -45,6 +47,13 @@
  * change on disk (a mounted Kubernetes Secret is updated in place,
  * cert-manager rotates certificates, and nobody sends SIGHUP). */
 #define FILES_LOOK_S 1
+
+/* What the HTTP server hands requests to: it names no handler itself. */
+static const struct server_handlers http_handlers = {
+	.lock = handle_lock,
+	.health = handle_health,
+	.completed = handle_lock_completed,
+};
 
 /* One event loop: its thread and what runs on it. */
 struct worker {
@@ -210,7 +219,7 @@ int main(int argc, char **argv)
 			goto stop;
 		backends[i] = &workers[i].backend;
 	}
-	port = server_start(&cfg, backends, n);
+	port = server_start(&cfg, backends, n, &http_handlers);
 	if (port < 0) {
 		log_error("cannot listen on %s", cfg.listen);
 		goto stop;

@@ -1,4 +1,6 @@
-/* handlers.h -- one entry point per resource; each queues its own reply. */
+/* handlers.h -- one entry point per resource; each queues its own reply.
+ * The server does not name them: main.c hands them to server_start() as
+ * its struct server_handlers (api/server.h). */
 #ifndef DLOCKD_HANDLERS_H
 #define DLOCKD_HANDLERS_H
 

@@ -32,11 +32,14 @@
  * target or a header could be read two ways), then the body is collected
  * (capped: 413 past max_body_bytes) and it is dispatched. A suspended
  * request re-enters with rq->next set, its one way back. The completed
- * callback frees the request, after handle_lock_completed() had its say. */
+ * callback frees the request, after the completed handler had its say.
+ *
+ * The server names no handler: main.c gives server_start() a table of them
+ * (struct server_handlers), and the handlers call back only
+ * server_suspend() and server_resume(). */
 #include "api/server.h"
 
 #include "api/conn_guard.h"
-#include "api/handlers.h"
 #include "api/reply.h"
 #include "api/request.h"
 #include "api/routes.h"
@@ -122,6 +125,8 @@ static unsigned nloops;
  * hand each connection to their MHD daemon, or refuse it with 503. */
 static int listen_fd = -1;
 static unsigned max_connections;
+/* What requests are handed to (server_start). */
+static const struct server_handlers *handlers;
 static unsigned other_route;		/* the metrics label "other" */
 /* Connections MHD holds, over all loops (conn_notify). */
 static unsigned open_connections;
@@ -444,7 +449,7 @@ static enum MHD_Result dispatch(struct request *rq)
 		if (request_params_or_reply(rq, P_PREFIX | P_LIMIT | P_CURSOR) < 0)
 			return MHD_YES;
 	} else if (!rq->name) {
-		return handle_health(rq);
+		return handlers->health(rq);
 	} else if (request_check_name(rq->name, strlen(rq->name), why, sizeof(why)) < 0) {
 		return reply_error(rq, ERR_INVALID_NAME, NULL, "%s", why);
 	}
@@ -453,7 +458,7 @@ static enum MHD_Result dispatch(struct request *rq)
 	if (rq->hl->stop != RUNNING)	/* its Redis call could outlive the loop */
 		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
 				   "dlockd is shutting down; retry on another instance");
-	return handle_lock(rq);
+	return handlers->lock(rq);
 }
 
 static struct guard_watch *watch_of(struct MHD_Connection *conn)
@@ -544,7 +549,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 
 		rq->status = ci ? ci->http_status : 0;
 	}
-	handle_lock_completed(rq, toe);
+	handlers->completed(rq, toe);
 	force = rq->route.op == OP_RELEASE && rq->lock.params.force;
 	log_access(&(struct log_access){
 		.method = rq->method_name,
@@ -1025,7 +1030,8 @@ static int http_loop_init(struct http_loop *h, const struct config *cfg,
 	return 0;
 }
 
-int server_start(const struct config *cfg, const struct backend *const *backends, unsigned n)
+int server_start(const struct config *cfg, const struct backend *const *backends, unsigned n,
+		 const struct server_handlers *hs)
 {
 	unsigned nroutes;
 	const char *const *labels = routes_labels(&nroutes);
@@ -1033,6 +1039,7 @@ int server_start(const struct config *cfg, const struct backend *const *backends
 
 	metrics_set_routes(labels, nroutes);
 	other_route = nroutes;
+	handlers = hs;
 	max_connections = cfg->max_connections;
 	overloaded_build();
 	port = listen_open(cfg);
