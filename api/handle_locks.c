@@ -22,6 +22,7 @@
 #include "api/reply.h"
 #include "api/server.h"
 #include "service/lock/acquire.h"
+#include "service/lock/listing.h"
 #include "service/base/log.h"
 #include "service/base/metrics.h"
 #include "service/base/util.h"
