@@ -20,6 +20,7 @@
 #include "service/lock/locks.h"
 #include "service/base/log.h"
 #include "service/base/loop.h"
+#include "service/base/metrics.h"
 #include "service/redis/pubsub.h"
 #include "service/redis/redis_conn.h"
 #include "service/redis/redis_target.h"
@@ -53,6 +54,21 @@ static const struct server_handlers http_handlers = {
 	.lock = handle_lock,
 	.health = handle_health,
 	.completed = handle_lock_completed,
+};
+
+/* The label values of the lock metrics, by the indices they are counted
+ * with (service/base/metrics.h counts numbers): kind="..." by enum
+ * lock_kind, result="..." by enum lock_result and HANDLE_ABANDONED. */
+static const char *const metric_kind_labels[LOCK_KIND_COUNT] = {
+	[LOCK_KIND_LOCK] = "lock", [LOCK_KIND_FAIR] = "fairlock",
+	[LOCK_KIND_READ] = "read", [LOCK_KIND_WRITE] = "write",
+};
+static const char *const metric_result_labels[HANDLE_RESULT_COUNT] = {
+	[LOCK_OK] = "ok", [LOCK_HELD] = "locked", [LOCK_NOT_HELD] = "not_held",
+	[LOCK_NOT_OWNER] = "not_owner", [LOCK_WRONG_KIND] = "wrong_kind",
+	[LOCK_BACKEND_DOWN] = "backend_unavailable", [LOCK_SCRIPT_ERROR] = "script_error",
+	[LOCK_UNCONFIRMED] = "replication_unconfirmed",
+	[HANDLE_ABANDONED] = "abandoned",
 };
 
 /* One event loop: its thread and what runs on it. */
@@ -173,6 +189,8 @@ int main(int argc, char **argv)
 
 	locks_configure(cfg.queue_ttl_ms);
 	locks_set_key_prefix(cfg.key_prefix);
+	metrics_set_lock_labels(metric_kind_labels, LOCK_KIND_COUNT, metric_result_labels,
+				HANDLE_RESULT_COUNT);
 	if (scripts_init() < 0) {
 		log_error("a lock script is missing from the build");
 		return 1;

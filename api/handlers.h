@@ -8,6 +8,11 @@
 
 #include "api/request.h"
 
+/* What lock operations are counted with (metrics_lock): an enum
+ * lock_result, or HANDLE_ABANDONED, a grant whose answer was not
+ * delivered (released again). main.c registers their labels. */
+enum { HANDLE_ABANDONED = LOCK_RESULT_COUNT, HANDLE_RESULT_COUNT };
+
 /* PUT, DELETE, GET, POST heartbeat on a lock (rq->route.op says which),
  * and GET /locks, whose parameters dispatch has read already (the token
  * must cover the prefix it asks for). */
