@@ -14,8 +14,9 @@
 enum { HANDLE_ABANDONED = LOCK_RESULT_COUNT, HANDLE_RESULT_COUNT };
 
 /* PUT, DELETE, GET, POST heartbeat on a lock (rq->route.op says which),
- * and GET /locks, whose parameters dispatch has read already (the token
- * must cover the prefix it asks for). */
+ * and GET /locks, whose parameters the server has read already
+ * (request_dispatch in api/server.c: the token must cover the prefix it
+ * asks for). */
 enum MHD_Result handle_lock(struct request *rq);
 /* The request is over: end its acquire (service/lock/acquire.h), which releases
  * a grant the client never received, and its watch (service/lock/watch.h).

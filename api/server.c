@@ -276,7 +276,7 @@ static int auth_or_reply(struct request *rq)
 }
 
 /* The whole request is in: check it and hand it to its handler. */
-static enum MHD_Result dispatch(struct request *rq)
+static enum MHD_Result request_dispatch(struct request *rq)
 {
 	char why[320];
 
@@ -352,7 +352,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 		ret = next(rq);
 	} else {
 		guard_busy(watch_of(conn), true);
-		ret = dispatch(rq);
+		ret = request_dispatch(rq);
 	}
 	if (rq->next)
 		rq->hl->awaiting++;
@@ -650,7 +650,7 @@ static void linger_due(struct loop *l, struct loop_timer *t)
 /* Past --max-connections: answer 503 at once (without waiting for the
  * request: a server may answer early), then linger to let it be read;
  * over TLS, close it. */
-static void refuse(struct http_loop *h, int fd)
+static void refuse_connection(struct http_loop *h, int fd)
 {
 	char junk[4096];
 	ssize_t n;
@@ -701,7 +701,7 @@ static void server_accept(struct loop *l, int lfd, unsigned events, void *data)
 		}
 		if (__atomic_add_fetch(&open_connections, 1, __ATOMIC_RELAXED) > max_connections) {
 			__atomic_sub_fetch(&open_connections, 1, __ATOMIC_RELAXED);
-			refuse(h, fd);
+			refuse_connection(h, fd);
 			continue;
 		}
 		h->adding = true;

@@ -250,7 +250,7 @@ static void list_inspect(struct listing *l)
 }
 
 /* Move the batch's first k locks into the page (the rest are dropped). */
-static void list_take(struct listing *l, size_t k)
+static void page_take(struct listing *l, size_t k)
 {
 	memcpy(l->v + l->n, l->bv, k * sizeof(*l->bv));
 	l->n += k;
@@ -291,12 +291,12 @@ static void list_batch_done(struct listing *l)
 		/* one bucket with more locks than room: cut it in name order */
 		char *upto = xstrdup(l->bv[room - 1].name);
 
-		list_take(l, room);
+		page_take(l, room);
 		list_finish(l, false, upto);
 		free(upto);
 		return;
 	}
-	list_take(l, bn);
+	page_take(l, bn);
 	list_batch_free(l);
 	free(l->after);
 	l->after = NULL;
@@ -389,7 +389,8 @@ static int entry_decode(struct lock_entry *le, const char *name, const redisRepl
 	step = rw ? 3 : 2;
 	if ((locks_elem_int(e, 0) != 1 && !rw) || e->element[1]->type != REDIS_REPLY_INTEGER ||
 	    e->elements < first || (e->elements - first) % step ||
-	    (rw && locks_elem_int(e, 2) != LOCK_MODE_READ && locks_elem_int(e, 2) != LOCK_MODE_WRITE))
+	    (rw && locks_elem_int(e, 2) != LOCK_MODE_READ &&
+	     locks_elem_int(e, 2) != LOCK_MODE_WRITE))
 		return -1;
 	nh = (e->elements - first) / step;
 	for (size_t i = 0; i < nh; i++) {

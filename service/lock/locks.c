@@ -271,7 +271,7 @@ struct call {
 	char name[];
 };
 
-static void on_reply(void *arg, redisReply *r);
+static void on_call_reply(void *arg, redisReply *r);
 static void publish_change(const struct call *c, const char *what);
 
 /* Run op's script with its keys and args; fn(c, reply) gets the reply,
@@ -297,11 +297,11 @@ static void run_to(const struct backend *b, struct call *c, const struct op_row 
 	free(rname);
 }
 
-/* Run op's script, its reply decoded by on_reply. */
+/* Run op's script, its reply decoded by on_call_reply. */
 static void run(const struct backend *b, struct call *c, const struct op_row *op, int nargs,
 		const char *const *args)
 {
-	run_to(b, c, op, nargs, args, on_reply);
+	run_to(b, c, op, nargs, args, on_call_reply);
 }
 
 static struct call *call_new(enum lock_kind kind, const char *name, const char *what,
@@ -487,7 +487,7 @@ static void on_synced(void *arg, bool confirmed)
 	deliver(c, c->res, &c->st);
 }
 
-static void on_reply(void *arg, redisReply *r)
+static void on_call_reply(void *arg, redisReply *r)
 {
 	struct call *c = arg;
 	struct lock_state st;

@@ -155,7 +155,7 @@ static struct {
 
 /* ----- Channel table ----- */
 
-static struct channel *channel_find(struct waiters *ws, const char *name)
+static struct channel *channel_lookup(struct waiters *ws, const char *name)
 {
 	struct name_entry *e = names_find(&ws->channels, name);
 
@@ -165,9 +165,9 @@ static struct channel *channel_find(struct waiters *ws, const char *name)
 static void on_retry_timer(struct loop *l, struct loop_timer *t);
 
 /* ch, made (and asked of the subscriber) if this loop has none. */
-static struct channel *channel_get(struct waiters *ws, const char *name)
+static struct channel *channel_open(struct waiters *ws, const char *name)
 {
-	struct channel *ch = channel_find(ws, name);
+	struct channel *ch = channel_lookup(ws, name);
 
 	if (ch)
 		return ch;
@@ -199,7 +199,7 @@ static void channel_free(struct channel *ch)
 
 /* The lists of waiters (a channel's sleepers or watchers, a loop's ready
  * list) are doubly linked through prev/next, from *head to *tail. */
-static void list_append(struct waiter **head, struct waiter **tail, struct waiter *w)
+static void waiter_append(struct waiter **head, struct waiter **tail, struct waiter *w)
 {
 	w->prev = *tail;
 	w->next = NULL;
@@ -210,7 +210,7 @@ static void list_append(struct waiter **head, struct waiter **tail, struct waite
 	*tail = w;
 }
 
-static void list_unlink(struct waiter **head, struct waiter **tail, struct waiter *w)
+static void waiter_unlink(struct waiter **head, struct waiter **tail, struct waiter *w)
 {
 	if (w->prev)
 		w->prev->next = w->next;
@@ -227,7 +227,7 @@ static void ready_unlink(struct waiter *w)
 {
 	struct waiters *ws = w->ch->ws;
 
-	list_unlink(&ws->ready_head, &ws->ready_tail, w);
+	waiter_unlink(&ws->ready_head, &ws->ready_tail, w);
 	w->ready = false;
 }
 
@@ -252,9 +252,9 @@ static void sleeper_unlink(struct waiter *w)
 	struct waiters *ws = ch->ws;
 
 	if (w->watch)
-		list_unlink(&ch->whead, &ch->wtail, w);
+		waiter_unlink(&ch->whead, &ch->wtail, w);
 	else
-		list_unlink(&ch->head, &ch->tail, w);
+		waiter_unlink(&ch->head, &ch->tail, w);
 	w->sleeping = false;
 	if (!w->watch)
 		ch->nsleeping--;
@@ -274,7 +274,7 @@ static void wake(struct waiter *w, enum waiter_wake reason)
 	w->epoch_seen = w->ch->epoch;
 	w->msgs_seen = w->ch->msgs;
 	w->ready = true;
-	list_append(&ws->ready_head, &ws->ready_tail, w);
+	waiter_append(&ws->ready_head, &ws->ready_tail, w);
 	loop_defer(ws->loop, &ws->resume_task);
 }
 
@@ -387,7 +387,7 @@ struct waiter *waiters_join(struct waiters *ws, const char *channel, int fd,
 			    unsigned flags, bool *confirmed)
 {
 	struct waiter *w = xcalloc(1, sizeof(*w));
-	struct channel *ch = channel_get(ws, channel);
+	struct channel *ch = channel_open(ws, channel);
 
 	w->ch = ch;
 	w->fd = fd;
@@ -436,7 +436,7 @@ static void watch_sleep(struct waiter *w, int64_t retry_at_ms)
 		return;
 	}
 	w->sleeping = true;
-	list_append(&ch->whead, &ch->wtail, w);
+	waiter_append(&ch->whead, &ch->wtail, w);
 	arm_deadline(w);
 	if (w->fd >= 0)
 		loop_watch(ws->loop, w->fd, LOOP_HANGUP, on_hangup, w);
@@ -464,7 +464,7 @@ void waiters_sleep(struct waiter *w, int64_t retry_at_ms)
 	if (w->sleeping || w->ready)
 		return;		/* a wake is on its way already */
 	w->sleeping = true;
-	list_append(&ch->head, &ch->tail, w);
+	waiter_append(&ch->head, &ch->tail, w);
 	ch->nsleeping++;
 	loop_timer_set(ws->loop, &w->deadline, w->deadline_ms);
 	if (w->fd >= 0)
@@ -553,15 +553,15 @@ struct note {
 
 static void lease_ends_here(struct waiters *ws, const char *channel, int64_t at_ms)
 {
-	struct channel *ch = channel_find(ws, channel);
+	struct channel *ch = channel_lookup(ws, channel);
 
 	if (ch && at_ms > 0)
 		arm_retry(ch, at_ms);
 }
 
-static void on_confirmed(struct waiters *ws, const char *channel)
+static void channel_confirmed(struct waiters *ws, const char *channel)
 {
-	struct channel *ch = channel_find(ws, channel);
+	struct channel *ch = channel_lookup(ws, channel);
 
 	if (!ch)
 		return;		/* its waiters left meanwhile */
@@ -571,9 +571,10 @@ static void on_confirmed(struct waiters *ws, const char *channel)
 	wake_watchers(ch, WAKE_RETRY);
 }
 
-static void on_message(struct waiters *ws, const char *channel, const char *payload, size_t len)
+static void channel_message(struct waiters *ws, const char *channel, const char *payload,
+			    size_t len)
 {
-	struct channel *ch = channel_find(ws, channel);
+	struct channel *ch = channel_lookup(ws, channel);
 
 	if (ch) {
 		/* whatever it says, the lock may have changed: watchers look */
@@ -606,7 +607,7 @@ static void on_message(struct waiters *ws, const char *channel, const char *payl
 /* Wake the sleepers of channel that wait for owner. */
 static void owner_told_here(struct waiters *ws, const char *channel, const char *owner)
 {
-	struct channel *ch = channel_find(ws, channel);
+	struct channel *ch = channel_lookup(ws, channel);
 	struct waiter *w, *next;
 
 	for (w = ch ? ch->head : NULL; w; w = next) {
@@ -622,7 +623,7 @@ static void on_disconnect(struct waiters *ws, const char *channel)
 	struct channel *ch;
 
 	if (channel) {
-		if ((ch = channel_find(ws, channel)))
+		if ((ch = channel_lookup(ws, channel)))
 			ch->live = false;
 		return;
 	}
@@ -648,10 +649,10 @@ static void run_note(struct loop *l, void *data)
 	(void)l;
 	switch (n->kind) {
 	case NOTE_CONFIRMED:
-		on_confirmed(n->ws, n->text);
+		channel_confirmed(n->ws, n->text);
 		break;
 	case NOTE_MESSAGE:
-		on_message(n->ws, n->text, n->payload, n->len);
+		channel_message(n->ws, n->text, n->payload, n->len);
 		break;
 	case NOTE_DISCONNECT:
 		on_disconnect(n->ws, n->text[0] ? n->text : NULL);
