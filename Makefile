@@ -146,8 +146,10 @@ $(BUILD)/openapi_doc.o: $(BUILD)/openapi_doc.c | deps-build
 	$(CC) $(ALL_CFLAGS) $(WARN) -Wno-missing-prototypes -Wno-overlength-strings -c -o $@ $<
 
 # Unit tests include the module under test (tests/unit/test_x.c includes
-# service/x.c or api/x.c), so they link everything but that module. Where a
-# test mocks a neighbour, --wrap reroutes just that symbol.
+# service/x.c or api/x.c), so they link everything but that module (and
+# UNIT_ALSO, the modules a test includes besides). Where a test mocks a
+# neighbour, --wrap reroutes just that symbol.
+$(BUILD)/tests/test_locks: UNIT_ALSO = $(BUILD)/service/lock/listing.o
 $(BUILD)/tests/test_locks: UNIT_WRAP = -Wl,--wrap=scripts_run -Wl,--wrap=waiters_lease_ends \
 	-Wl,--wrap=redis_conn_send -Wl,--wrap=redis_conn_send_slot -Wl,--wrap=redis_conn_is_cluster
 $(BUILD)/tests/test_request: UNIT_WRAP = -Wl,--wrap=MHD_get_connection_values \
@@ -176,7 +178,7 @@ $(BUILD)/tests/test_waiters $(BUILD)/tests/test_pubsub:
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB_OBJS) | deps
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \
-		$(filter-out %/$*.o,$(LIB_OBJS)) \
+		$(filter-out %/$*.o $(UNIT_ALSO),$(LIB_OBJS)) \
 		$(ALL_LDFLAGS) $(UNIT_WRAP) $(PKG_LIBS) $(TEST_LIBS)
 
 # test_redis_conn runs the connection on a real loop against a fake Redis

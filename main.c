@@ -2,7 +2,8 @@
  * (with --health-check, only probe a running dlockd and exit), build the
  * pieces and wire them together (with sentinels, the resolver
  * of the master; the kind of pub/sub; the subscriber; per event loop
- * its Redis connection, its waiters and its HTTP daemon; the loops'
+ * its Redis connection, its waiters and its HTTP daemon, which is given
+ * the handlers it serves requests with; the loops'
  * threads), wait for SIGTERM/SIGINT (SIGHUP re-reads the auth file and
  * the TLS certificates, and so does a change of them on disk, looked for
  * every second), then
@@ -10,6 +11,7 @@
  * a moment to go out, let each loop finish, and tear down in reverse. */
 #include "api/server.h"
 #include "api/auth.h"
+#include "api/handlers.h"
 #include "service/lock/backend.h"
 #include "service/config/config.h"
 #include "service/redis/replica_sync.h"
@@ -18,6 +20,7 @@
 #include "service/lock/locks.h"
 #include "service/base/log.h"
 #include "service/base/loop.h"
+#include "service/base/metrics.h"
 #include "service/redis/pubsub.h"
 #include "service/redis/redis_conn.h"
 #include "service/redis/redis_target.h"
@@ -45,6 +48,28 @@
  * change on disk (a mounted Kubernetes Secret is updated in place,
  * cert-manager rotates certificates, and nobody sends SIGHUP). */
 #define FILES_LOOK_S 1
+
+/* What the HTTP server hands requests to: it names no handler itself. */
+static const struct server_handlers http_handlers = {
+	.lock = handle_lock,
+	.health = handle_health,
+	.completed = handle_lock_completed,
+};
+
+/* The label values of the lock metrics, by the indices they are counted
+ * with (service/base/metrics.h counts numbers): kind="..." by enum
+ * lock_kind, result="..." by enum lock_result and HANDLE_ABANDONED. */
+static const char *const metric_kind_labels[LOCK_KIND_COUNT] = {
+	[LOCK_KIND_LOCK] = "lock", [LOCK_KIND_FAIR] = "fairlock",
+	[LOCK_KIND_READ] = "read", [LOCK_KIND_WRITE] = "write",
+};
+static const char *const metric_result_labels[HANDLE_RESULT_COUNT] = {
+	[LOCK_OK] = "ok", [LOCK_HELD] = "locked", [LOCK_NOT_HELD] = "not_held",
+	[LOCK_NOT_OWNER] = "not_owner", [LOCK_WRONG_KIND] = "wrong_kind",
+	[LOCK_BACKEND_DOWN] = "backend_unavailable", [LOCK_SCRIPT_ERROR] = "script_error",
+	[LOCK_UNCONFIRMED] = "replication_unconfirmed",
+	[HANDLE_ABANDONED] = "abandoned",
+};
 
 /* One event loop: its thread and what runs on it. */
 struct worker {
@@ -164,6 +189,8 @@ int main(int argc, char **argv)
 
 	locks_configure(cfg.queue_ttl_ms);
 	locks_set_key_prefix(cfg.key_prefix);
+	metrics_set_lock_labels(metric_kind_labels, LOCK_KIND_COUNT, metric_result_labels,
+				HANDLE_RESULT_COUNT);
 	if (scripts_init() < 0) {
 		log_error("a lock script is missing from the build");
 		return 1;
@@ -210,7 +237,7 @@ int main(int argc, char **argv)
 			goto stop;
 		backends[i] = &workers[i].backend;
 	}
-	port = server_start(&cfg, backends, n);
+	port = server_start(&cfg, backends, n, &http_handlers);
 	if (port < 0) {
 		log_error("cannot listen on %s", cfg.listen);
 		goto stop;

@@ -34,7 +34,7 @@ struct table {
 };
 
 static pthread_rwlock_t table_lock = PTHREAD_RWLOCK_INITIALIZER;
-static struct table current;
+static struct table tokens;
 static char *file_path;		/* NULL: auth off */
 
 /* The file as it looked when it was last read, or found unreadable;
@@ -155,12 +155,12 @@ int auth_load(const char *path)
 		return -1;
 	}
 	file_path = xstrdup(path);
-	current = t;
+	tokens = t;
 	return 0;
 }
 
 /* Read the file again (trigger says why, for the log), looked at as l. */
-static int reload(const struct file_look *l, const char *trigger)
+static int table_reload(const struct file_look *l, const char *trigger)
 {
 	char why[512];
 	struct table t, old;
@@ -171,8 +171,8 @@ static int reload(const struct file_look *l, const char *trigger)
 		return -1;
 	}
 	pthread_rwlock_wrlock(&table_lock);
-	old = current;
-	current = t;
+	old = tokens;
+	tokens = t;
 	pthread_rwlock_unlock(&table_lock);
 	table_free(&old);
 	log_info("auth file %s reloaded (%s): %zu tokens", file_path, trigger, t.n);
@@ -186,7 +186,7 @@ int auth_reload(void)
 	if (!file_path)
 		return 0;
 	l = file_look_at(file_path);
-	return reload(&l, "SIGHUP");
+	return table_reload(&l, "SIGHUP");
 }
 
 int auth_reload_if_changed(void)
@@ -198,7 +198,7 @@ int auth_reload_if_changed(void)
 	l = file_look_at(file_path);
 	if (file_look_same(&l, &last_look))
 		return 0;
-	return reload(&l, "it changed on disk");
+	return table_reload(&l, "it changed on disk");
 }
 
 bool auth_enabled(void)
@@ -223,9 +223,9 @@ enum auth_result auth_check(const char *token, size_t len, const char *name,
 	const struct token *hit = NULL;
 
 	pthread_rwlock_rdlock(&table_lock);
-	for (size_t i = 0; i < current.n; i++)
-		if (same(token, len, current.v[i].secret, current.v[i].len))
-			hit = &current.v[i];
+	for (size_t i = 0; i < tokens.n; i++)
+		if (same(token, len, tokens.v[i].secret, tokens.v[i].len))
+			hit = &tokens.v[i];
 	if (hit) {
 		*role = hit->role;
 		memcpy(principal, hit->name, sizeof(hit->name));
@@ -237,7 +237,7 @@ enum auth_result auth_check(const char *token, size_t len, const char *name,
 
 void auth_release(void)
 {
-	table_free(&current);
+	table_free(&tokens);
 	free(file_path);
 	file_path = NULL;
 }

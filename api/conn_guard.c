@@ -36,7 +36,7 @@ struct guard {
 	unsigned long cut;
 };
 
-static void sweep(struct loop *l, struct loop_timer *t)
+static void cut_idle(struct loop *l, struct loop_timer *t)
 {
 	struct guard *g = container_of(t, struct guard, sweep);
 	int64_t now = now_ms();
@@ -57,7 +57,7 @@ struct guard *guard_new(struct loop *l, unsigned timeout_s)
 
 	g->loop = l;
 	g->timeout_ms = (int64_t)timeout_s * 1000;
-	loop_timer_init(&g->sweep, sweep);
+	loop_timer_init(&g->sweep, cut_idle);
 	loop_timer_set(l, &g->sweep, now_ms() + SWEEP_EVERY_MS);
 	return g;
 }

@@ -18,7 +18,7 @@
 extern const char openapi_doc[];
 extern const size_t openapi_doc_len;
 
-static void on_pong(void *ctx, enum lock_result r, const struct lock_state *st)
+static void pinged(void *ctx, enum lock_result r, const struct lock_state *st)
 {
 	struct request *rq = ctx;
 
@@ -51,7 +51,7 @@ enum MHD_Result handle_health(struct request *rq)
 	case OP_HEALTHZ:
 		return reply_json(rq, 200, json_pack("{s:s}", "status", "ok"));
 	case OP_READYZ:
-		locks_ping(rq->backend, on_pong, rq);
+		locks_ping(rq->backend, pinged, rq);
 		return server_suspend(rq, ready_checked);
 	case OP_METRICS:
 		all = waiters_count_all();

@@ -22,6 +22,7 @@
 #include "api/reply.h"
 #include "api/server.h"
 #include "service/lock/acquire.h"
+#include "service/lock/listing.h"
 #include "service/base/log.h"
 #include "service/base/metrics.h"
 #include "service/base/util.h"
@@ -265,7 +266,7 @@ void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode t
 {
 	watch_end(&rq->lock.watch);
 	if (acquire_end(&rq->lock.acquire, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)) {
-		metrics_lock(rq->route.kind, MOP_ACQUIRE, METRIC_ABANDONED);
+		metrics_lock(rq->route.kind, MOP_ACQUIRE, HANDLE_ABANDONED);
 		log_info("answer to the grant of lock '%s' was not delivered; released it",
 			 rq->name);
 	}
@@ -284,6 +285,8 @@ static enum MHD_Result force_released(struct request *rq)
 static enum MHD_Result released(struct request *rq)
 {
 	metrics_lock(rq->route.kind, MOP_RELEASE, rq->lock.result);
+	if (rq->lock.result == LOCK_NOT_HELD)	/* the lease had run out */
+		metrics_expiration(rq->route.kind);
 	if (rq->lock.result != LOCK_OK)
 		return reply_failure(rq, rq->lock.result, &rq->lock.state);
 	return reply_json(rq, 200, json_pack("{s:b, s:I}", "released", !rq->lock.state.locked,
@@ -318,6 +321,8 @@ static enum MHD_Result release(struct request *rq)
 static enum MHD_Result renewed(struct request *rq)
 {
 	metrics_lock(rq->route.kind, MOP_HEARTBEAT, rq->lock.result);
+	if (rq->lock.result == LOCK_NOT_HELD)	/* the lease had run out */
+		metrics_expiration(rq->route.kind);
 	if (rq->lock.result != LOCK_OK)
 		return reply_failure(rq, rq->lock.result, &rq->lock.state);
 	return reply_json(rq, 200, json_pack("{s:I}", "ttl_ms", (json_int_t)rq->lock.state.ttl_ms));

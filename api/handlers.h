@@ -1,4 +1,6 @@
-/* handlers.h -- one entry point per resource; each queues its own reply. */
+/* handlers.h -- one entry point per resource; each queues its own reply.
+ * The server does not name them: main.c hands them to server_start() as
+ * its struct server_handlers (api/server.h). */
 #ifndef DLOCKD_HANDLERS_H
 #define DLOCKD_HANDLERS_H
 
@@ -6,9 +8,15 @@
 
 #include "api/request.h"
 
+/* What lock operations are counted with (metrics_lock): an enum
+ * lock_result, or HANDLE_ABANDONED, a grant whose answer was not
+ * delivered (released again). main.c registers their labels. */
+enum { HANDLE_ABANDONED = LOCK_RESULT_COUNT, HANDLE_RESULT_COUNT };
+
 /* PUT, DELETE, GET, POST heartbeat on a lock (rq->route.op says which),
- * and GET /locks, whose parameters dispatch has read already (the token
- * must cover the prefix it asks for). */
+ * and GET /locks, whose parameters the server has read already
+ * (request_dispatch in api/server.c: the token must cover the prefix it
+ * asks for). */
 enum MHD_Result handle_lock(struct request *rq);
 /* The request is over: end its acquire (service/lock/acquire.h), which releases
  * a grant the client never received, and its watch (service/lock/watch.h).

@@ -37,7 +37,7 @@ static void to_loopback(struct sockaddr_storage *addr)
 }
 
 /* "127.0.0.1:8080" or "[::1]:8080" into out; returns the port. */
-static unsigned describe(const struct sockaddr_storage *addr, char *out, size_t cap)
+static unsigned addr_text(const struct sockaddr_storage *addr, char *out, size_t cap)
 {
 	const struct sockaddr_in *v4 = (const struct sockaddr_in *)addr;
 	const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)addr;
@@ -248,7 +248,7 @@ int health_check_run(const struct config *cfg)
 	int status = 0;
 
 	to_loopback(&addr);
-	if (describe(&addr, where, sizeof(where)) == 0) {
+	if (addr_text(&addr, where, sizeof(where)) == 0) {
 		fprintf(stderr, "dlockd: health check: listen address '%s' has port 0, "
 			"which names no port to check\n", cfg->listen);
 		return 1;

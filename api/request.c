@@ -74,7 +74,7 @@ static const struct {
 	{ "prefix", P_PREFIX }, { "limit", P_LIMIT }, { "cursor", P_CURSOR },
 };
 
-struct parse {
+struct params_parse {
 	struct request *rq;
 	unsigned allowed;
 	char why[320];		/* first problem found; empty = none */
@@ -96,7 +96,7 @@ static void list_allowed(unsigned allowed, char *out, size_t len)
 
 /* Which parameter is key? 0 after noting the problem when it is unknown,
  * not taken here, or given twice. */
-static enum param_flags param_flag(struct parse *ps, const char *key)
+static enum param_flags param_flag(struct params_parse *ps, const char *key)
 {
 	char allowed[64];
 
@@ -118,7 +118,7 @@ static enum param_flags param_flag(struct parse *ps, const char *key)
 	return 0;
 }
 
-static void set_number(struct parse *ps, enum param_flags f, const char *key, long long v,
+static void set_number(struct params_parse *ps, enum param_flags f, const char *key, long long v,
 		       const char *text)
 {
 	const struct config *cfg = ps->rq->cfg;
@@ -138,7 +138,7 @@ static void set_number(struct parse *ps, enum param_flags f, const char *key, lo
 
 /* A string parameter: owner, prefix (a name's start: may be empty) or
  * cursor (opaque here: the service reads it). */
-static void set_string(struct parse *ps, enum param_flags f, const char *s, size_t len)
+static void set_string(struct params_parse *ps, enum param_flags f, const char *s, size_t len)
 {
 	struct params *p = &ps->rq->lock.params;
 	char *to = f == P_OWNER ? p->owner : f == P_PREFIX ? p->prefix : p->cursor;
@@ -166,7 +166,7 @@ static bool is_string_param(enum param_flags f)
 static enum MHD_Result query_param(void *cls, enum MHD_ValueKind kind, const char *key,
 				   const char *value)
 {
-	struct parse *ps = cls;
+	struct params_parse *ps = cls;
 	enum param_flags f;
 
 	(void)kind;
@@ -211,7 +211,7 @@ static enum MHD_Result query_param(void *cls, enum MHD_ValueKind kind, const cha
 }
 
 /* One member of the JSON body. */
-static void body_param(struct parse *ps, const char *key, json_t *v)
+static void body_param(struct params_parse *ps, const char *key, json_t *v)
 {
 	enum param_flags f = param_flag(ps, key);
 	char text[32];
@@ -247,7 +247,7 @@ static void body_param(struct parse *ps, const char *key, json_t *v)
 	}
 }
 
-static int body_params_or_reply(struct parse *ps)
+static int body_params_or_reply(struct params_parse *ps)
 {
 	struct request *rq = ps->rq;
 	json_error_t err;
@@ -276,7 +276,7 @@ static int body_params_or_reply(struct parse *ps)
 
 int request_params_or_reply(struct request *rq, unsigned allowed)
 {
-	struct parse ps = { .rq = rq, .allowed = allowed };
+	struct params_parse ps = { .rq = rq, .allowed = allowed };
 	bool has_body = rq->body_len > 0;
 
 	memset(&rq->lock.params, 0, sizeof(rq->lock.params));

@@ -10,6 +10,7 @@
 #include "service/lock/acquire.h"
 #include "api/auth.h"
 #include "service/config/config.h"
+#include "service/lock/listing.h"
 #include "service/lock/locks.h"
 #include "service/lock/watch.h"
 #include "api/routes.h"

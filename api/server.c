@@ -28,15 +28,19 @@
  *
  * A request starts when MHD has its request line (request_begin keeps the
  * path as sent, for routing); on the access handler's first call it is
- * routed and its target and framing checked (400 and close when the
- * target or a header could be read two ways), then the body is collected
- * (capped: 413 past max_body_bytes) and it is dispatched. A suspended
+ * routed and its target and framing checked (api/framing.c: 400 and close
+ * when the target or a header could be read two ways), then the body is
+ * collected (capped: 413 past max_body_bytes) and it is dispatched. A suspended
  * request re-enters with rq->next set, its one way back. The completed
- * callback frees the request, after handle_lock_completed() had its say. */
+ * callback frees the request, after the completed handler had its say.
+ *
+ * The server names no handler: main.c gives server_start() a table of them
+ * (struct server_handlers), and the handlers call back only
+ * server_suspend() and server_resume(). */
 #include "api/server.h"
 
 #include "api/conn_guard.h"
-#include "api/handlers.h"
+#include "api/framing.h"
 #include "api/reply.h"
 #include "api/request.h"
 #include "api/routes.h"
@@ -122,6 +126,8 @@ static unsigned nloops;
  * hand each connection to their MHD daemon, or refuse it with 503. */
 static int listen_fd = -1;
 static unsigned max_connections;
+/* What requests are handed to (server_start). */
+static const struct server_handlers *handlers;
 static unsigned other_route;		/* the metrics label "other" */
 /* Connections MHD holds, over all loops (conn_notify). */
 static unsigned open_connections;
@@ -133,7 +139,7 @@ static unsigned quiesced;
 /* MHD's URI log callback: the request line is in, nothing of it decoded
  * yet. The request starts here so that it keeps the path exactly as sent:
  * routing on a decoded path would let "%2F" pass for a separator. The
- * target is looked at here too, whole (target_check refuses it later). */
+ * target is looked at here too, whole (framing_check_line refuses it later). */
 static void *request_begin(void *cls, const char *uri, struct MHD_Connection *conn)
 {
 	struct request *rq = xcalloc(1, sizeof(*rq));
@@ -154,62 +160,14 @@ static void *request_begin(void *cls, const char *uri, struct MHD_Connection *co
 	return rq;
 }
 
-/* A character of a token (RFC 9110 §5.6.2): methods and field names. */
-static bool tchar(unsigned char c)
-{
-	return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-	       (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
-/* Is there a NUL inside the request target? MHD 0.9.75 finds the version
- * by searching back from the end of the request line and cuts the line in
- * place, "<target>\0HTTP/1.1", so every C string of the target (the path
- * request_begin keeps, the query MHD parses) ends at a NUL the client
- * sent: the name, owner or a parameter would be cut short silently. The
- * version MHD hands the handler lies right after the target's end unless
- * a NUL came first; only addresses are compared, nothing past the NUL is
- * read. */
-static bool target_has_nul(const struct request *rq, const char *version)
-{
-	return rq->target && version && version != rq->target + rq->target_len + 1;
-}
-
-/* RFC 9112 §3.2 and RFC 3986: a request target holds no control byte (NUL
- * included) and no space. Returns why rq's does, or NULL. A path cut by a
- * NUL gets "%00..." after it, so that neither the log nor the name shows
- * it as if it were the whole request. */
-static const char *target_check(struct request *rq, const char *version)
-{
-	if (target_has_nul(rq, version)) {
-		size_t len = strlen(rq->url);
-
-		if (len == rq->target_len) {	/* it cut the path, not the query */
-			rq->url = xrealloc(rq->url, len + sizeof("%00..."));
-			memcpy(rq->url + len, "%00...", sizeof("%00..."));
-		}
-		return "the request target holds a NUL byte";
-	}
-	if (rq->target_ctl)
-		return "the request target holds a control character or a space (escape it: %XX)";
-	return NULL;
-}
-
 /* The headers are in: route the request; returns what is wrong with its
  * target, or NULL. */
 static const char *request_start(struct request *rq, struct MHD_Connection *conn,
 				 struct http_loop *h, const char *method, const char *version)
 {
-	const char *bad = target_check(rq, version);
+	const char *bad = framing_check_line(rq, method, version);
 	const char *cl;
 	size_t len;
-
-	/* the method is a token (RFC 9110 §9.1) ending right before the
-	 * target: a NUL in it would leave MHD a shorter method than sent */
-	if (!bad && rq->target && method && method + strlen(method) + 1 != rq->target)
-		bad = "the request method holds a NUL byte";
-	for (const char *m = method; !bad && m && *m; m++)
-		if (!tchar((unsigned char)*m))
-			bad = "the request method holds a character a method may not";
 
 	rq->started = true;
 	rq->conn = conn;
@@ -233,110 +191,6 @@ static void refuse_request(struct request *rq, const char *why)
 {
 	rq->close = true;
 	reply_error(rq, ERR_INVALID_REQUEST, NULL, "%s; the connection is closed", why);
-}
-
-/* What the framing check found in the headers. */
-struct framing {
-	unsigned content_length, transfer_encoding, authorization, host;
-	const char *te;			/* the (last) Transfer-Encoding value */
-	bool folded;			/* a line folded onto the next (obs-fold) */
-	bool ctl_value;			/* a value holding a bare CR or another control */
-	char bad_name[72];		/* a field name that is not a token */
-};
-
-/* Did this field come on one line? MHD 0.9.75 leaves a field where it lay
- * in its read buffer, the colon overwritten: "<name>\0<blanks><value>".
- * A line folded onto the next (RFC 9112 §5.2) it takes by gluing the
- * continuation, blanks stripped, to the NAME, which it copies further on
- * in the connection's memory (the value stays put, before it): so
- * "Content-Length: 0" + " 53" reaches dlockd as a field "Content-Length53"
- * with the value "0", and no Content-Length at all. Bytes are read only
- * between name and value, where that line lies. */
-static bool one_line(const char *key, size_t key_len, const char *value)
-{
-	const char *p = key + key_len;
-
-	if (!value || value <= p || *p != '\0')
-		return false;
-	while (++p < value)
-		if (*p != ' ' && *p != '\t')
-			return false;
-	return true;
-}
-
-static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
-				      size_t key_len, const char *value, size_t value_len)
-{
-	struct framing *f = cls;
-
-	(void)kind;
-	if (!one_line(key, key_len, value)) {
-		f->folded = true;
-		return MHD_YES;
-	}
-	/* RFC 9110 §5.5: no CR, LF, NUL or other control but HTAB in a value;
-	 * a bare CR that MHD leaves in the value another parser may take
-	 * for a line end, and read a field this one does not see */
-	for (size_t i = 0; i < value_len; i++) {
-		unsigned char c = (unsigned char)value[i];
-
-		if ((c < 0x20 && c != '\t') || c == 0x7f)
-			f->ctl_value = true;
-	}
-	for (size_t i = 0; i < key_len; i++) {
-		if (!tchar((unsigned char)key[i])) {
-			if (!f->bad_name[0])
-				snprintf(f->bad_name, sizeof(f->bad_name), "%.*s",
-					 (int)(key_len > 64 ? 64 : key_len), key);
-			return MHD_YES;
-		}
-	}
-	if (key_len == 14 && !strncasecmp(key, "Content-Length", 14))
-		f->content_length++;
-	if (key_len == 17 && !strncasecmp(key, "Transfer-Encoding", 17)) {
-		f->transfer_encoding++;
-		f->te = value;
-	}
-	if (key_len == 13 && !strncasecmp(key, "Authorization", 13))
-		f->authorization++;
-	if (key_len == 4 && !strncasecmp(key, "Host", 4))
-		f->host++;
-	return MHD_YES;
-}
-
-/* RFC 9112 §6.1, §6.3, §5.1 and §5.2: a message whose body length two
- * parties could read differently (how a request is smuggled past a proxy)
- * is refused with 400 and its connection closed, whatever MHD would make
- * of it; so is one with a field two parties could take differently: a
- * second Authorization (MHD would take the first, a proxy maybe the last)
- * or Host (§3.2). A Content-Length that is not all digits MHD refuses
- * itself, before dlockd sees the request. Returns why rq is refused, or
- * NULL. */
-static const char *framing_check(struct request *rq, const char *version)
-{
-	struct framing f = { 0 };
-	const char *why = NULL;
-
-	MHD_get_connection_values_n(rq->conn, MHD_HEADER_KIND, framing_header, &f);
-	if (f.folded)
-		why = "a header field is folded onto the next line (obs-fold); send each on one line";
-	else if (f.bad_name[0])
-		why = "a header field name holds a character a name may not (whitespace before the colon?)";
-	else if (f.ctl_value)
-		why = "a header field value holds a control character (a bare CR?)";
-	else if (f.content_length > 1)
-		why = "Content-Length is given more than once";
-	else if (f.transfer_encoding && f.content_length)
-		why = "Transfer-Encoding and Content-Length may not come together";
-	else if (f.transfer_encoding > 1 || (f.transfer_encoding && strcasecmp(f.te, "chunked")))
-		why = "the only transfer coding taken is 'Transfer-Encoding: chunked'";
-	else if (f.transfer_encoding && version && !strcmp(version, MHD_HTTP_VERSION_1_0))
-		why = "an HTTP/1.0 request may not use Transfer-Encoding";
-	else if (f.authorization > 1)
-		why = "Authorization is given more than once";
-	else if (f.host > 1)
-		why = "Host is given more than once";
-	return why;
 }
 
 /* rq will not be suspended after all (its connection is closing). */
@@ -422,7 +276,7 @@ static int auth_or_reply(struct request *rq)
 }
 
 /* The whole request is in: check it and hand it to its handler. */
-static enum MHD_Result dispatch(struct request *rq)
+static enum MHD_Result request_dispatch(struct request *rq)
 {
 	char why[320];
 
@@ -444,7 +298,7 @@ static enum MHD_Result dispatch(struct request *rq)
 		if (request_params_or_reply(rq, P_PREFIX | P_LIMIT | P_CURSOR) < 0)
 			return MHD_YES;
 	} else if (!rq->name) {
-		return handle_health(rq);
+		return handlers->health(rq);
 	} else if (request_check_name(rq->name, strlen(rq->name), why, sizeof(why)) < 0) {
 		return reply_error(rq, ERR_INVALID_NAME, NULL, "%s", why);
 	}
@@ -453,7 +307,7 @@ static enum MHD_Result dispatch(struct request *rq)
 	if (rq->hl->stop != RUNNING)	/* its Redis call could outlive the loop */
 		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
 				   "dlockd is shutting down; retry on another instance");
-	return handle_lock(rq);
+	return handlers->lock(rq);
 }
 
 static struct guard_watch *watch_of(struct MHD_Connection *conn)
@@ -479,7 +333,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 	if (!rq->started) {
 		const char *why = request_start(rq, conn, cls, method, version);
 
-		if (why || (why = framing_check(rq, version)))
+		if (why || (why = framing_check_headers(rq, version)))
 			refuse_request(rq, why);
 		return MHD_YES;	/* or wait for the body */
 	}
@@ -498,7 +352,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 		ret = next(rq);
 	} else {
 		guard_busy(watch_of(conn), true);
-		ret = dispatch(rq);
+		ret = request_dispatch(rq);
 	}
 	if (rq->next)
 		rq->hl->awaiting++;
@@ -544,7 +398,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 
 		rq->status = ci ? ci->http_status : 0;
 	}
-	handle_lock_completed(rq, toe);
+	handlers->completed(rq, toe);
 	force = rq->route.op == OP_RELEASE && rq->lock.params.force;
 	log_access(&(struct log_access){
 		.method = rq->method_name,
@@ -796,7 +650,7 @@ static void linger_due(struct loop *l, struct loop_timer *t)
 /* Past --max-connections: answer 503 at once (without waiting for the
  * request: a server may answer early), then linger to let it be read;
  * over TLS, close it. */
-static void refuse(struct http_loop *h, int fd)
+static void refuse_connection(struct http_loop *h, int fd)
 {
 	char junk[4096];
 	ssize_t n;
@@ -847,7 +701,7 @@ static void server_accept(struct loop *l, int lfd, unsigned events, void *data)
 		}
 		if (__atomic_add_fetch(&open_connections, 1, __ATOMIC_RELAXED) > max_connections) {
 			__atomic_sub_fetch(&open_connections, 1, __ATOMIC_RELAXED);
-			refuse(h, fd);
+			refuse_connection(h, fd);
 			continue;
 		}
 		h->adding = true;
@@ -1025,7 +879,8 @@ static int http_loop_init(struct http_loop *h, const struct config *cfg,
 	return 0;
 }
 
-int server_start(const struct config *cfg, const struct backend *const *backends, unsigned n)
+int server_start(const struct config *cfg, const struct backend *const *backends, unsigned n,
+		 const struct server_handlers *hs)
 {
 	unsigned nroutes;
 	const char *const *labels = routes_labels(&nroutes);
@@ -1033,6 +888,7 @@ int server_start(const struct config *cfg, const struct backend *const *backends
 
 	metrics_set_routes(labels, nroutes);
 	other_route = nroutes;
+	handlers = hs;
 	max_connections = cfg->max_connections;
 	overloaded_build();
 	port = listen_open(cfg);

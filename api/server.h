@@ -11,10 +11,28 @@
 struct backend;
 struct request;
 
+/* What the server hands a request to once it is whole and checked: the
+ * resources' handlers (api/handlers.h), given by whoever starts the
+ * server, which names none of them. Each is called on the request's loop
+ * and queues its reply, or suspends the request (server_suspend). */
+struct server_handlers {
+	/* a lock request (a name, or GET /locks): its name is valid, its
+	 * token covers it, and the server is not stopping */
+	enum MHD_Result (*lock)(struct request *rq);
+	/* every other resource (/healthz, /readyz, /metrics, /openapi.yaml):
+	 * no name, no token asked for */
+	enum MHD_Result (*health)(struct request *rq);
+	/* the request is over, answered or not (toe says which): called for
+	 * every request, once, before it is logged and freed */
+	void (*completed)(struct request *rq, enum MHD_RequestTerminationCode toe);
+};
+
 /* Serve on cfg->listen_addr from the loops of backends[0..n), one daemon
- * each; call before the loops run (cfg and backends must outlive the
- * server). Returns the port bound (useful with port 0), or -1. */
-int server_start(const struct config *cfg, const struct backend *const *backends, unsigned n);
+ * each, handing requests to handlers; call before the loops run (cfg,
+ * backends and handlers must outlive the server). Returns the port bound
+ * (useful with port 0), or -1. */
+int server_start(const struct config *cfg, const struct backend *const *backends, unsigned n,
+		 const struct server_handlers *handlers);
 /* Stop accepting connections (returns once no loop watches the listening
  * socket); requests in progress go on. */
 void server_quiesce(void);

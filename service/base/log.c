@@ -241,7 +241,7 @@ static void put_time(struct line *l)
 		put(l, "%s.%03dZ", ts, (int)(tv.tv_usec / 1000));
 }
 
-static void start(struct line *l, enum log_level level)
+static void line_start(struct line *l, enum log_level level)
 {
 	l->buf = l->stack;
 	l->cap = sizeof(l->stack);
@@ -253,7 +253,7 @@ static void start(struct line *l, enum log_level level)
 		put(l, " %-5s", level_names[level]);
 }
 
-static void finish(struct line *l)
+static void line_finish(struct line *l)
 {
 	/* put_bytes always keeps two bytes spare */
 	if (log_format == LOG_FORMAT_JSON)
@@ -279,7 +279,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	start(&l, level);
+	line_start(&l, level);
 	if (log_format == LOG_FORMAT_JSON) {
 		put(&l, ",\"msg\":");
 		put_json_string(&l, msg, MSG_MAX_BYTES);
@@ -287,7 +287,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
 		put_bytes(&l, " ", 1);
 		put_text(&l, msg, MSG_MAX_BYTES, false);
 	}
-	finish(&l);
+	line_finish(&l);
 }
 
 /* The access fields every line may carry, after the lock: " key=value"
@@ -343,10 +343,10 @@ void log_access(const struct log_access *a)
 
 	if (!log_enabled(LOG_INFO))
 		return;
-	start(&l, LOG_INFO);
+	line_start(&l, LOG_INFO);
 	if (log_format == LOG_FORMAT_TEXT) {
 		access_text(&l, a);
-		finish(&l);
+		line_finish(&l);
 		return;
 	}
 	put(&l, ",\"msg\":\"request\"");
@@ -372,5 +372,5 @@ void log_access(const struct log_access *a)
 	}
 	if (!a->delivered)
 		put(&l, ",\"delivered\":false");
-	finish(&l);
+	line_finish(&l);
 }

@@ -23,7 +23,7 @@
 
 #define MAX_EVENTS 64
 
-struct watch {
+struct fd_watch {
 	loop_io_fn *fn;		/* NULL: not watched */
 	void *data;
 	unsigned events;
@@ -44,7 +44,7 @@ struct message {
 struct loop {
 	int epfd;
 	int mailbox_fd;			/* eventfd: something was posted */
-	struct watch *watches;		/* indexed by descriptor */
+	struct fd_watch *watches;		/* indexed by descriptor */
 	size_t nwatches;
 	struct heap timers;
 	struct hook *hooks;
@@ -57,11 +57,11 @@ struct loop {
 	bool closed;			/* loop_run() returned: refuse posts */
 };
 
-static __thread struct loop *current;
+static __thread struct loop *thread_loop;
 
 struct loop *loop_current(void)
 {
-	return current;
+	return thread_loop;
 }
 
 /* ----- Descriptors ----- */
@@ -75,7 +75,7 @@ static uint32_t epoll_mask(unsigned events)
 int loop_watch(struct loop *l, int fd, unsigned events, loop_io_fn *fn, void *data)
 {
 	struct epoll_event ev = { 0 };
-	struct watch *w;
+	struct fd_watch *w;
 	int op;
 
 	if (fd < 0)
@@ -123,11 +123,11 @@ void loop_unwatch(struct loop *l, int fd)
 	l->watches[fd].events = 0;
 }
 
-static void dispatch(struct loop *l, const struct epoll_event *ev)
+static void dispatch_event(struct loop *l, const struct epoll_event *ev)
 {
 	int fd = (int)(uint32_t)ev->data.u64;
 	uint32_t gen = (uint32_t)(ev->data.u64 >> 32);
-	struct watch *w;
+	struct fd_watch *w;
 	unsigned got = 0;
 
 	if ((size_t)fd >= l->nwatches)
@@ -317,12 +317,12 @@ void loop_turn(struct loop *l, int max_wait_ms)
 	struct epoll_event evs[MAX_EVENTS];
 	int n;
 
-	current = l;
+	thread_loop = l;
 	n = epoll_wait(l->epfd, evs, MAX_EVENTS, sleep_ms(l, max_wait_ms));
 	if (n < 0 && errno != EINTR)
 		log_error("epoll_wait: %s", strerror(errno));
 	for (int i = 0; i < n; i++)
-		dispatch(l, &evs[i]);
+		dispatch_event(l, &evs[i]);
 	run_timers(l);
 	for (size_t i = 0; i < l->nhooks; i++)
 		l->hooks[i].fn(l, l->hooks[i].data);
@@ -386,7 +386,7 @@ void loop_free(struct loop *l)
 	free(l->watches);
 	free(l->hooks);
 	pthread_mutex_destroy(&l->mailbox_lock);
-	if (current == l)
-		current = NULL;
+	if (thread_loop == l)
+		thread_loop = NULL;
 	free(l);
 }

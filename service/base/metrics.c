@@ -1,7 +1,9 @@
 /* metrics.c -- counters and histograms kept in relaxed atomics, and their
  * rendering in the Prometheus text exposition format (version 0.0.4).
  * Series that never moved are left out, except the totals operators
- * alert on, which are always present. */
+ * alert on, which are always present. The labels of the lock series and
+ * of the routes are given at start-up (by main.c and api/server.c): this
+ * module counts indices and knows neither locks nor HTTP routes. */
 #include "service/base/metrics.h"
 
 #include "service/base/util.h"
@@ -31,16 +33,15 @@ static const struct {
 		"Releases, renewals and force releases too few replicas acknowledged (they stand; only counted)." },
 };
 
-static const char *const kind_labels[LOCK_KIND_COUNT] = { "lock", "fairlock", "read", "write" };
 static const char *const op_labels[MOP_COUNT] = { "acquire", "release", "force_release",
 						  "heartbeat" };
-static const char *const result_labels[LOCK_RESULT_COUNT + 1] = {
-	[LOCK_OK] = "ok", [LOCK_HELD] = "locked", [LOCK_NOT_HELD] = "not_held",
-	[LOCK_NOT_OWNER] = "not_owner", [LOCK_WRONG_KIND] = "wrong_kind",
-	[LOCK_BACKEND_DOWN] = "backend_unavailable", [LOCK_SCRIPT_ERROR] = "script_error",
-	[LOCK_UNCONFIRMED] = "replication_unconfirmed",
-	[METRIC_ABANDONED] = "abandoned",
-};
+/* The lock series' labels, by index (metrics_set_lock_labels). */
+#define MAX_KINDS 8
+#define MAX_RESULTS 16
+static const char *const *kind_labels;
+static unsigned nkinds;
+static const char *const *result_labels;
+static unsigned nresults;
 
 /* HTTP statuses dlockd answers with; anything else counts as "other". */
 static const unsigned statuses[] = { 200, 400, 401, 403, 404, 405, 409, 413, 500, 503 };
@@ -58,9 +59,9 @@ struct histogram {
 };
 
 static atomic_ullong counters[METRIC_COUNT];
-static atomic_ullong lock_ops[LOCK_KIND_COUNT][MOP_COUNT][LOCK_RESULT_COUNT + 1];
-static atomic_ullong expirations[LOCK_KIND_COUNT];
-static struct histogram waits[LOCK_KIND_COUNT][2];	/* [kind][granted] */
+static atomic_ullong lock_ops[MAX_KINDS][MOP_COUNT][MAX_RESULTS];
+static atomic_ullong expirations[MAX_KINDS];
+static struct histogram waits[MAX_KINDS][2];	/* [kind][granted] */
 static const char *const *route_labels;
 static unsigned nroutes;
 static atomic_ullong requests[MAX_ROUTES + 1][NSTATUS];
@@ -95,18 +96,32 @@ void metrics_inc(enum metric m)
 	add(&counters[m]);
 }
 
-void metrics_lock(enum lock_kind kind, enum metric_op op, unsigned res)
+void metrics_set_lock_labels(const char *const *kinds, unsigned nk,
+			     const char *const *results, unsigned nr)
 {
-	if (res > LOCK_RESULT_COUNT)
+	kind_labels = kinds;
+	nkinds = nk < MAX_KINDS ? nk : MAX_KINDS;
+	result_labels = results;
+	nresults = nr < MAX_RESULTS ? nr : MAX_RESULTS;
+}
+
+void metrics_lock(unsigned kind, enum metric_op op, unsigned res)
+{
+	if (kind >= nkinds || res >= nresults)
 		return;
 	add(&lock_ops[kind][op][res]);
-	if (res == LOCK_NOT_HELD && (op == MOP_RELEASE || op == MOP_HEARTBEAT))
+}
+
+void metrics_expiration(unsigned kind)
+{
+	if (kind < nkinds)
 		add(&expirations[kind]);
 }
 
-void metrics_wait(enum lock_kind kind, bool granted, int64_t waited_us)
+void metrics_wait(unsigned kind, bool granted, int64_t waited_us)
 {
-	observe(&waits[kind][granted], waited_us);
+	if (kind < nkinds)
+		observe(&waits[kind][granted], waited_us);
 }
 
 void metrics_set_routes(const char *const *labels, unsigned n)
@@ -197,19 +212,19 @@ char *metrics_render(unsigned waiters, unsigned watches, size_t *len)
 
 	header(&o, "dlockd_lock_operations_total", "counter",
 	       "Lock operations by kind, operation and result.");
-	for (int k = 0; k < LOCK_KIND_COUNT; k++)
+	for (unsigned k = 0; k < nkinds; k++)
 		for (int op = 0; op < MOP_COUNT; op++)
-			for (int res = 0; res <= LOCK_RESULT_COUNT; res++) {
+			for (unsigned res = 0; res < nresults; res++) {
 				unsigned long long v = get(&lock_ops[k][op][res]);
 
-				if (v || res == LOCK_OK)
+				if (v || res == 0)	/* the success: always shown */
 					emit(&o, "dlockd_lock_operations_total{kind=\"%s\",op=\"%s\","
 					     "result=\"%s\"} %llu\n", kind_labels[k], op_labels[op],
 					     result_labels[res], v);
 			}
 	header(&o, "dlockd_lease_expirations_seen_total", "counter",
 	       "Releases and heartbeats that found the lease had already run out.");
-	for (int k = 0; k < LOCK_KIND_COUNT; k++)
+	for (unsigned k = 0; k < nkinds; k++)
 		emit(&o, "dlockd_lease_expirations_seen_total{kind=\"%s\"} %llu\n", kind_labels[k],
 		     get(&expirations[k]));
 
@@ -221,7 +236,7 @@ char *metrics_render(unsigned waiters, unsigned watches, size_t *len)
 
 	header(&o, "dlockd_wait_seconds", "histogram",
 	       "How long waiting acquires (wait_ms > 0) waited, by kind and outcome.");
-	for (int k = 0; k < LOCK_KIND_COUNT; k++)
+	for (unsigned k = 0; k < nkinds; k++)
 		for (int g = 1; g >= 0; g--) {
 			snprintf(labels, sizeof(labels), "kind=\"%s\",outcome=\"%s\",",
 				 kind_labels[k], g ? "granted" : "timeout");

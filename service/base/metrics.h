@@ -1,13 +1,14 @@
 /* metrics.h -- process-wide counters and histograms, rendered in the
- * Prometheus text format. Every call is lock-free and safe from any thread. */
+ * Prometheus text format. Every call is lock-free and safe from any thread.
+ * Metrics know no domain: lock operations are counted by plain indices
+ * (kind, result), whose label values the composition root registers at
+ * start-up, as the HTTP server registers its routes'. */
 #ifndef DLOCKD_METRICS_H
 #define DLOCKD_METRICS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include "service/lock/locks.h"
 
 enum metric {
 	METRIC_REDIS_ERRORS,		/* requests answered 503 for want of Redis */
@@ -29,17 +30,25 @@ enum metric_op {
 	MOP_COUNT
 };
 
-#define METRIC_ABANDONED LOCK_RESULT_COUNT	/* a grant nobody received */
-
 void metrics_inc(enum metric m);
 
-/* One lock operation of kind ended with res (enum lock_result, or
- * METRIC_ABANDONED). A release or heartbeat that finds LOCK_NOT_HELD also
- * counts as an expiration seen: the lease had run out. */
-void metrics_lock(enum lock_kind kind, enum metric_op op, unsigned res);
+/* The label values of the lock series, by index: kinds[k] names kind k
+ * (kind="..."), results[r] result r (result="..."); results[0] is the
+ * success, whose series are shown even at 0. At most 8 kinds and 16
+ * results are counted. Call once at start-up, before anything is
+ * counted; the arrays must live as long as the process. */
+void metrics_set_lock_labels(const char *const *kinds, unsigned nkinds,
+			     const char *const *results, unsigned nresults);
+
+/* One lock operation of kind ended with result res (indices of the lock
+ * labels; others are not counted). */
+void metrics_lock(unsigned kind, enum metric_op op, unsigned res);
+
+/* A release or heartbeat of kind found the lease had already run out. */
+void metrics_expiration(unsigned kind);
 
 /* A waiting acquire (wait_ms > 0) ended after waited_us, granted or not. */
-void metrics_wait(enum lock_kind kind, bool granted, int64_t waited_us);
+void metrics_wait(unsigned kind, bool granted, int64_t waited_us);
 
 /* The route labels requests are counted under; labels[n] is used for
  * requests that matched no route. Call once at start-up; labels must live

@@ -132,7 +132,7 @@ static bool give_back(struct acquire *a, lock_done_fn done)
 	return true;
 }
 
-static void finish(struct acquire *a, enum acquire_outcome outcome)
+static void finish_acquire(struct acquire *a, enum acquire_outcome outcome)
 {
 	a->phase = ACQUIRE_DONE;
 	a->outcome = outcome;
@@ -155,7 +155,7 @@ static void on_tried(struct acquire *a)
 		a->queued = false;	/* the grant took it out of any queue */
 		a->grant_pending = st->added;
 		leave(a, st->ttl_ms > 0 ? now + st->ttl_ms : 0);
-		finish(a, ACQUIRE_GRANTED);
+		finish_acquire(a, ACQUIRE_GRANTED);
 		return;
 	}
 	if (r == LOCK_HELD)
@@ -185,7 +185,7 @@ static void on_tried(struct acquire *a)
 		a->phase = ACQUIRE_GIVING_BACK;
 		return;
 	}
-	finish(a, ACQUIRE_REFUSED);
+	finish_acquire(a, ACQUIRE_REFUSED);
 }
 
 /* SLEEPING: woken. */
@@ -199,7 +199,7 @@ static void on_woken(struct acquire *a)
 	case WAKE_SHUTDOWN:
 		leave(a, 0);
 		give_back(a, NULL);
-		finish(a, why == WAKE_GONE ? ACQUIRE_GONE : ACQUIRE_SHUTDOWN);
+		finish_acquire(a, why == WAKE_GONE ? ACQUIRE_GONE : ACQUIRE_SHUTDOWN);
 		return;
 	case WAKE_NONE:
 	case WAKE_RETRY:
@@ -228,7 +228,7 @@ static void step(struct acquire *a, enum acquire_event ev)
 		return;
 	case ACQUIRE_GIVING_BACK:
 		assert(ev == EV_DEQUEUED);
-		finish(a, ACQUIRE_REFUSED);
+		finish_acquire(a, ACQUIRE_REFUSED);
 		return;
 	case ACQUIRE_DONE:
 		break;

@@ -69,7 +69,7 @@ struct fair_queue {
 
 /* ----- The table of locks ----- */
 
-static void on_timer(struct loop *l, struct loop_timer *t);
+static void refresh_due(struct loop *l, struct loop_timer *t);
 
 static struct fair_lock *lock_get(struct fair_queue *fq, const char *name)
 {
@@ -82,7 +82,7 @@ static struct fair_lock *lock_get(struct fair_queue *fq, const char *name)
 	lk->name = xstrdup(name);
 	lk->entry.name = lk->name;
 	lk->fq = fq;
-	loop_timer_init(&lk->timer, on_timer);
+	loop_timer_init(&lk->timer, refresh_due);
 	names_add(&fq->locks, &lk->entry);
 	return lk;
 }
@@ -130,7 +130,7 @@ static void on_refreshed(void *ctx, enum lock_result r, const char *const *retry
 	lock_maybe_free(lk);
 }
 
-static void on_timer(struct loop *l, struct loop_timer *t)
+static void refresh_due(struct loop *l, struct loop_timer *t)
 {
 	struct fair_lock *lk = container_of(t, struct fair_lock, timer);
 	const char **owners;

@@ -241,11 +241,9 @@ bool locks_idle(const struct backend *b);
 /* Is the subscriber that wakes b's waiters connected? */
 bool locks_subscriber_up(const struct backend *b);
 
-/* ----- Listing ----- */
+/* ----- Names ----- */
 
 #define LOCKS_NAME_MAX 200	/* a lock name's length, at most */
-#define LOCKS_LIST_MAX 1000	/* locks per page, at most */
-#define LOCKS_CURSOR_MAX 256	/* a cursor's length, at most */
 
 /* Is c allowed in lock names and owner ids (A-Z a-z 0-9 . _ : -)? */
 static inline bool locks_id_char(unsigned char c)
@@ -253,49 +251,6 @@ static inline bool locks_id_char(unsigned char c)
 	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
 	       c == '.' || c == '_' || c == ':' || c == '-';
 }
-
-struct lock_holder {
-	const char *owner;
-	int64_t holds;
-	enum lock_mode side;	/* read-write locks: LOCK_MODE_READ or _WRITE;
-				 * else LOCK_MODE_NONE */
-};
-
-/* One lock held, as a listing shows it. */
-struct lock_entry {
-	const char *name;	/* as the API knows it (without --key-prefix) */
-	bool rw;		/* a read-write lock; else a lock or a fair lock,
-				 * which Redis keeps alike (Redisson's layout) */
-	enum lock_mode mode;	/* read-write locks: read or write */
-	int64_t ttl_ms;		/* lease left (-1: none) */
-	size_t nholders;
-	const struct lock_holder *holders;
-};
-
-/* One page of a listing; valid during the callback only. */
-struct lock_page {
-	size_t n;
-	const struct lock_entry *locks;	/* in no particular order */
-	const char *cursor;	/* where the next page starts; NULL: no more */
-};
-
-/* A listing's outcome: LOCK_OK with page, or LOCK_BACKEND_DOWN /
- * LOCK_SCRIPT_ERROR with st->fault and page NULL. */
-typedef void (*lock_list_fn)(void *ctx, enum lock_result r, const struct lock_state *st,
-			     const struct lock_page *page);
-
-/* List the locks held (every kind) whose names start with prefix ("":
- * all), at most limit (1..LOCKS_LIST_MAX) of them, from cursor (NULL or
- * "": the start; else a page's cursor) on. It walks Redis' keys with SCAN
- * (MATCH <key prefix><prefix>*, TYPE hash) on b's connection, and a page
- * ends between two of SCAN's batches after a bounded number of calls, so
- * it may hold fewer than limit locks (none, even) and still have a
- * cursor. A lock held from the first page to the last is in one of them
- * (SCAN's promise; one Redis' table was resized under may come twice).
- * Returns -1 (done is not called) when cursor is not one this module
- * made. */
-int locks_list(const struct backend *b, const char *prefix, unsigned limit, const char *cursor,
-	       lock_list_fn done, void *ctx);
 
 /* The pub/sub channel a waiter for (kind, name, owner) listens on; the
  * caller frees it. */

@@ -111,7 +111,7 @@ static void on_loaded(void *ctx, redisReply *r)
 }
 
 /* One script call: its arguments are kept for a retry with EVAL. */
-struct call {
+struct script_call {
 	struct redis_conn *conn;	/* the retry with EVAL goes on it too */
 	enum script_id id;
 	bool retried;
@@ -123,11 +123,11 @@ struct call {
 	char data[];			/* the strings argv points into */
 };
 
-static void send_call(struct call *c, bool whole);
+static void send_call(struct script_call *c, bool whole);
 
-static void on_reply(void *ctx, redisReply *r)
+static void on_script_reply(void *ctx, redisReply *r)
 {
-	struct call *c = ctx;
+	struct script_call *c = ctx;
 
 	if (r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8) &&
 	    !c->retried) {
@@ -139,7 +139,7 @@ static void on_reply(void *ctx, redisReply *r)
 	free(c);
 }
 
-static void send_call(struct call *c, bool whole)
+static void send_call(struct script_call *c, bool whole)
 {
 	const char *argv[REDIS_CONN_MAX_ARGS];
 	char sha[41];
@@ -157,14 +157,14 @@ static void send_call(struct call *c, bool whole)
 	argv[argc++] = whole ? scripts[c->id].source : sha;
 	for (int i = 0; i < c->argc; i++)
 		argv[argc++] = c->argv[i];
-	redis_conn_send_from(c->conn, argc, argv, NULL, c->sent_ms, on_reply, c);
+	redis_conn_send_from(c->conn, argc, argv, NULL, c->sent_ms, on_script_reply, c);
 }
 
 void scripts_run(struct redis_conn *conn, enum script_id id, int nkeys, const char *const *keys,
 		 int nargs, const char *const *args, redis_reply_fn fn, void *ctx)
 {
 	size_t size = 16;
-	struct call *c;
+	struct script_call *c;
 	char *at;
 
 	if (nkeys + nargs + 4 >= REDIS_CONN_MAX_ARGS)

@@ -156,7 +156,7 @@ static struct {
 
 /* ----- Channel table ----- */
 
-static struct channel *channel_find(struct waiters *ws, const char *name)
+static struct channel *channel_lookup(struct waiters *ws, const char *name)
 {
 	struct name_entry *e = names_find(&ws->channels, name);
 
@@ -166,9 +166,9 @@ static struct channel *channel_find(struct waiters *ws, const char *name)
 static void on_retry_timer(struct loop *l, struct loop_timer *t);
 
 /* ch, made (and asked of the subscriber) if this loop has none. */
-static struct channel *channel_get(struct waiters *ws, const char *name)
+static struct channel *channel_open(struct waiters *ws, const char *name)
 {
-	struct channel *ch = channel_find(ws, name);
+	struct channel *ch = channel_lookup(ws, name);
 
 	if (ch)
 		return ch;
@@ -378,7 +378,7 @@ struct waiter *waiters_join(struct waiters *ws, const char *channel, int fd,
 			    unsigned flags, bool *confirmed)
 {
 	struct waiter *w = xcalloc(1, sizeof(*w));
-	struct channel *ch = channel_get(ws, channel);
+	struct channel *ch = channel_open(ws, channel);
 
 	w->ch = ch;
 	w->fd = fd;
@@ -544,15 +544,15 @@ struct note {
 
 static void lease_ends_here(struct waiters *ws, const char *channel, int64_t at_ms)
 {
-	struct channel *ch = channel_find(ws, channel);
+	struct channel *ch = channel_lookup(ws, channel);
 
 	if (ch && at_ms > 0)
 		arm_retry(ch, at_ms);
 }
 
-static void on_confirmed(struct waiters *ws, const char *channel)
+static void channel_confirmed(struct waiters *ws, const char *channel)
 {
-	struct channel *ch = channel_find(ws, channel);
+	struct channel *ch = channel_lookup(ws, channel);
 
 	if (!ch)
 		return;		/* its waiters left meanwhile */
@@ -562,9 +562,10 @@ static void on_confirmed(struct waiters *ws, const char *channel)
 	wake_watchers(ch, WAKE_RETRY);
 }
 
-static void on_message(struct waiters *ws, const char *channel, const char *payload, size_t len)
+static void channel_message(struct waiters *ws, const char *channel, const char *payload,
+			    size_t len)
 {
-	struct channel *ch = channel_find(ws, channel);
+	struct channel *ch = channel_lookup(ws, channel);
 
 	if (ch) {
 		/* whatever it says, the lock may have changed: watchers look */
@@ -597,7 +598,7 @@ static void on_message(struct waiters *ws, const char *channel, const char *payl
 /* Wake the sleepers of channel that wait for owner. */
 static void owner_told_here(struct waiters *ws, const char *channel, const char *owner)
 {
-	struct channel *ch = channel_find(ws, channel);
+	struct channel *ch = channel_lookup(ws, channel);
 	struct list_node *n, *next;
 
 	if (!ch)
@@ -616,7 +617,7 @@ static void on_disconnect(struct waiters *ws, const char *channel)
 	struct channel *ch;
 
 	if (channel) {
-		if ((ch = channel_find(ws, channel)))
+		if ((ch = channel_lookup(ws, channel)))
 			ch->live = false;
 		return;
 	}
@@ -642,10 +643,10 @@ static void run_note(struct loop *l, void *data)
 	(void)l;
 	switch (n->kind) {
 	case NOTE_CONFIRMED:
-		on_confirmed(n->ws, n->text);
+		channel_confirmed(n->ws, n->text);
 		break;
 	case NOTE_MESSAGE:
-		on_message(n->ws, n->text, n->payload, n->len);
+		channel_message(n->ws, n->text, n->payload, n->len);
 		break;
 	case NOTE_DISCONNECT:
 		on_disconnect(n->ws, n->text[0] ? n->text : NULL);

@@ -51,7 +51,7 @@ static void read_state(struct watch *w);
 
 /* ----- Leaving ----- */
 
-static void leave(struct watch *w)
+static void leave_channels(struct watch *w)
 {
 	if (w->nw)
 		atomic_fetch_sub(&nwatches, 1);
@@ -61,9 +61,9 @@ static void leave(struct watch *w)
 	}
 }
 
-static void finish(struct watch *w, enum watch_outcome outcome)
+static void finish_watch(struct watch *w, enum watch_outcome outcome)
 {
-	leave(w);
+	leave_channels(w);
 	w->phase = WATCH_DONE;
 	w->outcome = outcome;
 	w->done(w->done_ctx);
@@ -86,7 +86,7 @@ static enum waiter_wake wake_reason(struct watch *w)
 	return why;
 }
 
-static void woken(void *ctx)
+static void on_wake(void *ctx)
 {
 	struct watch *w = ctx;
 	enum waiter_wake why = wake_reason(w);
@@ -105,10 +105,10 @@ static void woken(void *ctx)
 	assert(w->phase == WATCH_SLEEPING);
 	switch (why) {
 	case WAKE_GONE:
-		finish(w, WATCH_GONE);
+		finish_watch(w, WATCH_GONE);
 		return;
 	case WAKE_SHUTDOWN:
-		finish(w, WATCH_SHUTDOWN);
+		finish_watch(w, WATCH_SHUTDOWN);
 		return;
 	default:
 		read_state(w);	/* a message, a lease end, the deadline: look */
@@ -138,16 +138,16 @@ static void on_read(void *ctx, enum lock_result r, const struct lock_state *st,
 	locks_view_free(w->view);
 	w->view = v;
 	if (w->stop != WATCH_NO_OUTCOME) {
-		finish(w, w->stop);
+		finish_watch(w, w->stop);
 		return;
 	}
 	if (r != LOCK_OK) {
-		finish(w, WATCH_FAILED);
+		finish_watch(w, WATCH_FAILED);
 		return;
 	}
 	w->changed = w->index >= 0 && v->index != w->index;
 	if (w->changed || w->nw == 0 || now >= w->deadline_ms) {
-		finish(w, WATCH_READ);
+		finish_watch(w, WATCH_READ);
 		return;
 	}
 	if (w->again) {
@@ -168,14 +168,14 @@ static void read_state(struct watch *w)
 
 /* Join the lock's watch channels, the first with w's deadline and the
  * client's socket. */
-static void join(struct watch *w)
+static void join_channels(struct watch *w)
 {
 	char *channels[2];
 	int n = locks_watch_channels(w->kind, w->name, channels);
 	bool live;
 
 	for (int i = 0; i < n; i++) {
-		w->w[i] = waiters_join(w->b->waiters, channels[i], i == 0 ? w->fd : -1, woken, w,
+		w->w[i] = waiters_join(w->b->waiters, channels[i], i == 0 ? w->fd : -1, on_wake, w,
 				       i == 0 ? w->deadline_ms : 0, WAITER_WATCH, &live);
 		free(channels[i]);
 	}
@@ -191,7 +191,7 @@ void watch_start(struct watch *w)
 	w->outcome = WATCH_NO_OUTCOME;
 	w->deadline_ms = now_ms() + w->wait_ms;
 	if (w->index >= 0 && w->wait_ms > 0)
-		join(w);
+		join_channels(w);
 	read_state(w);
 }
 
@@ -199,7 +199,7 @@ void watch_end(struct watch *w)
 {
 	if (w->phase == WATCH_IDLE)
 		return;
-	leave(w);
+	leave_channels(w);
 	locks_view_free(w->view);
 	w->view = NULL;
 	w->phase = WATCH_DONE;

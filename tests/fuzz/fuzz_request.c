@@ -137,7 +137,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		assert(name && nlen <= m.name_len && strlen(name) == nlen);
 		if (request_check_name(name, nlen, why, sizeof(why)) == 0)
 			for (size_t i = 0; i < nlen; i++)
-				assert(id_char((unsigned char)name[i]));
+				assert(locks_id_char((unsigned char)name[i]));
 		free(name);
 	}
 	check_unescape(path);

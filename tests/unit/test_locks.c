@@ -1,11 +1,13 @@
 /* test_locks.c -- the lock table: Redisson's key and channel names (hash
  * tags included) and the decoding of script replies into domain results;
- * the listing's paging over SCAN. scripts_run() and redis_conn_send() are
- * wrapped (-Wl,--wrap) to check the KEYS and ARGV a call passes and to
- * hand a canned reply to its callback at once. */
+ * the listing's paging over SCAN (service/lock/listing.c, included too).
+ * scripts_run() and redis_conn_send() are wrapped (-Wl,--wrap) to check
+ * the KEYS and ARGV a call passes and to hand a canned reply to its
+ * callback at once. */
 #include "unit.h"
 
 #include "service/lock/locks.c"
+#include "service/lock/listing.c"
 
 /* ----- Mock of scripts_run ----- */
 
@@ -256,7 +258,7 @@ static void test_locks__key_uses_hash_tag(void **state)
 	s = locks_prefix_name("redisson_lock_token", "a:b");
 	assert_string_equal(s, "redisson_lock_token:{a:b}");
 	free(s);
-	s = tag_name("foo");		/* the rwlock scripts append :<field>:... */
+	s = locks_tag_name("foo");		/* the rwlock scripts append :<field>:... */
 	assert_string_equal(s, "{foo}");
 	free(s);
 }
@@ -269,7 +271,7 @@ static void test_locks__name_with_brace_gets_no_extra_tag(void **state)
 	s = locks_prefix_name("redisson_lock__channel", "{test}:abc");
 	assert_string_equal(s, "redisson_lock__channel:{test}:abc");
 	free(s);
-	s = tag_name("{test}:abc");
+	s = locks_tag_name("{test}:abc");
 	assert_string_equal(s, "{test}:abc");
 	free(s);
 }

@@ -430,7 +430,7 @@ static void test_waiters__shutdown_wakes_everyone(void **state)
  * armed. */
 static int64_t retry_in_on(struct waiters *ws, const char *ch)
 {
-	struct channel *c = channel_find(ws, ch);
+	struct channel *c = channel_lookup(ws, ch);
 
 	if (!c || !loop_timer_armed(&c->retry))
 		return -1;
@@ -557,7 +557,7 @@ static void test_waiters__a_shortened_lease_moves_the_retry_earlier(void **state
 	waiters_lease_ends(WS, "ch", now_ms() + 30000);	/* a longer one: no later */
 	assert_retry_due(WS, "ch", 10);
 	waiters_lease_ends(WS, "nobody", now_ms() + 10);	/* nobody waits there */
-	assert_null(channel_find(WS, "nobody"));
+	assert_null(channel_lookup(WS, "nobody"));
 	turn_after(20);
 	assert_woken(a, 3, w, WAKE_RETRY);
 	waiters_leave(w, 0);
@@ -776,7 +776,7 @@ static void test_waiters__every_message_wakes_every_watcher_and_takes_nothing(vo
 	waiters_sleep(x[0], 0);
 	message(WS, "ch", "0");
 	assert_int_equal(v[0].resumed, 3);
-	assert_int_equal(channel_find(WS, "ch")->permits, 1);
+	assert_int_equal(channel_lookup(WS, "ch")->permits, 1);
 	waiters_leave(x[0], 0);
 	waiters_leave(w[0], 0);
 }
@@ -822,7 +822,7 @@ static void test_waiters__a_watcher_has_its_own_timer(void **state)
 	waiters_sleep(x, now_ms() + 10);
 	turn_after(20);
 	assert_woken(a, 1, x, WAKE_RETRY);
-	assert_true(list_empty(&channel_find(WS, "ch")->sleepers));	/* not among the acquirers */
+	assert_true(list_empty(&channel_lookup(WS, "ch")->sleepers));	/* not among the acquirers */
 	waiters_leave(x, 0);
 	/* its deadline */
 	x = watcher("ch", &a, now_ms() + 10);
