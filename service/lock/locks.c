@@ -137,24 +137,6 @@ int64_t locks_queue_refresh_ms(void)
 	return queue_ttl_ms / 3 > 0 ? queue_ttl_ms / 3 : 1;
 }
 
-/* Prepended to every lock name before any key is built from it. */
-static const char *key_prefix = "";
-
-void locks_set_key_prefix(const char *prefix)
-{
-	key_prefix = prefix ? prefix : "";
-}
-
-const char *locks_key_prefix(void)
-{
-	return key_prefix;
-}
-
-/* The name lock N has in Redis: <prefix>N. The caller frees it. */
-char *locks_redis_name(const char *name)
-{
-	return xasprintf("%s%s", key_prefix, name);
-}
 
 const char *locks_kind_label(enum lock_kind kind)
 {
@@ -168,14 +150,11 @@ unsigned locks_wait_flags(enum lock_kind kind)
 
 /* ----- Key building ----- */
 
-/* Redisson's hash-tag rule: {name}, or name itself when
- * it already contains '{'. Every derived key hashes to name's slot; the
- * rwlock scripts build Redisson's suffixName keys as <tag>:<field>:...
- * The caller frees the results of both. */
-char *locks_tag_name(const char *name)
+void locks_set_key_prefix(const char *prefix)
 {
-	return strchr(name, '{') ? xstrdup(name) : xasprintf("{%s}", name);
+	locks_redis_set_prefix(prefix);
 }
+
 
 /* prefix:{name} (Redisson's prefixName) */
 static char *locks_prefix_name(const char *prefix, const char *name)
@@ -320,48 +299,6 @@ static struct call *call_new(enum lock_kind kind, const char *name, const char *
 
 /* ----- Script replies ----- */
 
-long long locks_elem_int(const redisReply *r, size_t i)
-{
-	if (r->type != REDIS_REPLY_ARRAY || i >= r->elements ||
-	    r->element[i]->type != REDIS_REPLY_INTEGER)
-		return 0;
-	return r->element[i]->integer;
-}
-
-/* Check an answer of Redis: the one place where Redis' answers become
- * failures. No reply: Redis cannot be reached. An error that says Redis
- * cannot serve now (busy, loading, a replica, out of memory, refused:
- * redis_error_unavailable) is a 503 with Redis' reason; any other error
- * is the command failing -- a bug or data it cannot read -- logged with
- * the command (cmd), what it was for (label 'name') and Redis' words, and
- * never called "unreachable". Returns LOCK_OK when r is no error; its
- * type is the caller's to check. */
-enum lock_result locks_check_answer(const redisReply *r, const char *cmd, const char *label,
-				    const char *name, struct lock_state *st)
-{
-	if (!r)
-		return LOCK_BACKEND_DOWN;
-	if (r->type == REDIS_REPLY_ERROR) {
-		st->fault = redis_error_unavailable(r->str);
-		if (st->fault) {
-			log_warn("%s for %s '%s': redis answered: %s", cmd, label, name, r->str);
-			return LOCK_BACKEND_DOWN;
-		}
-		log_error("%s failed for %s '%s': %s", cmd, label, name, r->str);
-		st->fault = "the lock script failed in redis (dlockd's log has redis' error)";
-		return LOCK_SCRIPT_ERROR;
-	}
-	return LOCK_OK;
-}
-
-/* A reply of an unexpected shape: the command's failure. */
-enum lock_result locks_unexpected(const char *cmd, const char *label, const char *name,
-				  struct lock_state *st)
-{
-	log_error("%s for %s '%s' gave an unexpected reply", cmd, label, name);
-	st->fault = "the lock script gave redis an answer dlockd does not understand";
-	return LOCK_SCRIPT_ERROR;
-}
 
 /* locks_check_answer for a script's reply, which is an array or an integer. */
 static enum lock_result check_reply(const redisReply *r, const struct call *c,
@@ -583,22 +520,6 @@ void locks_dequeue(const struct backend *b, enum lock_kind kind, const char *nam
 	run(b, call_new(kind, name, "leaving the queue", done, ctx), &k->dequeue, 1, args);
 }
 
-/* Many strings as one script argument, however many there are:
- * <length>:<string>, one after another (unpack_list in lua/lib/common.lua).
- * The caller frees it. */
-char *locks_pack_list(const char *const *v, size_t n)
-{
-	size_t size = 1;
-	char *list, *at;
-
-	for (size_t i = 0; i < n; i++)
-		size += strlen(v[i]) + 24;
-	list = at = xmalloc(size);
-	*at = '\0';
-	for (size_t i = 0; i < n; i++)
-		at += sprintf(at, "%zu:%s", strlen(v[i]), v[i]);
-	return list;
-}
 
 /* What a fair_refresh's caller hears: c->ctx of its call. */
 struct refresh_wait {

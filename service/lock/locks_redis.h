@@ -1,7 +1,8 @@
-/* locks_redis.h -- what locks.c lends the lock domain's other module that
- * speaks to Redis itself, the listing (listing.c): a lock's names in
- * Redis, a list packed into one script argument, and the checking of
- * Redis' answers, which stays in one place. Only service/lock/ includes
+/* locks_redis.h -- what locks_redis.c lends the lock domain's modules
+ * that speak to Redis themselves, the kind table (locks.c) and the
+ * listing (listing.c): a lock's names in Redis, a list packed into one
+ * script argument, and the checking of Redis' answers, which stays in
+ * one place. Only service/lock/ includes
  * it; everything here runs on the caller's loop. */
 #ifndef DLOCKD_LOCKS_REDIS_H
 #define DLOCKD_LOCKS_REDIS_H
@@ -9,10 +10,13 @@
 #include <hiredis/hiredis.h>
 #include <stddef.h>
 
-#include "service/lock/locks.h"
+#include "service/lock/lock_result.h"
 
 /* --key-prefix ("" when none): every lock N is <prefix>N in Redis. */
 const char *locks_key_prefix(void);
+/* Set it (NULL: none); once, before any loop runs; prefix must outlive
+ * the module (locks_set_key_prefix passes it on). */
+void locks_redis_set_prefix(const char *prefix);
 /* The name lock N has in Redis: <prefix>N. The caller frees it. */
 char *locks_redis_name(const char *name);
 /* Redisson's hash tag of a name in Redis: {name}, or name itself when it
