@@ -152,7 +152,7 @@ $(BUILD)/openapi_doc.o: $(BUILD)/openapi_doc.c | deps-build
 $(BUILD)/tests/test_locks: UNIT_ALSO = $(BUILD)/service/lock/listing.o
 $(BUILD)/tests/test_locks: UNIT_WRAP = -Wl,--wrap=scripts_run -Wl,--wrap=waiters_lease_ends \
 	-Wl,--wrap=redis_conn_send -Wl,--wrap=redis_conn_send_slot -Wl,--wrap=redis_conn_is_cluster
-$(BUILD)/tests/test_request: UNIT_WRAP = -Wl,--wrap=MHD_get_connection_values \
+$(BUILD)/tests/test_params: UNIT_WRAP = -Wl,--wrap=MHD_get_connection_values \
 	-Wl,--wrap=reply_error
 # test_acquire injects every collaborator of the acquire machine
 # (struct acquire_ops), test_list tests a header: they link nothing of dlockd.
@@ -308,7 +308,7 @@ FUZZ_SECONDS ?= 300
 FUZZ_BIN = build-fuzz/fuzz_request
 FUZZ_FLAGS = -g -O1 -std=c11 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined \
 	-fno-sanitize-recover=all
-$(FUZZ_BIN): tests/fuzz/fuzz_request.c api/request.c api/routes.c api/*.h service/*/*.h | deps-fuzz
+$(FUZZ_BIN): tests/fuzz/fuzz_request.c api/params.c api/routes.c api/*.h service/*/*.h | deps-fuzz
 	@mkdir -p $(@D)
 	clang $(FUZZ_FLAGS) -I. $(PKG_CFLAGS) -o $@ $< \
 		-Wl,--wrap=MHD_get_connection_values -Wl,--wrap=reply_error $(PKG_LIBS)

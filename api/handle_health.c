@@ -5,6 +5,7 @@
  * build time). */
 #include "api/handlers.h"
 
+#include "api/params.h"
 #include "api/reply.h"
 #include "api/server.h"
 #include "service/base/metrics.h"
@@ -45,7 +46,7 @@ enum MHD_Result handle_health(struct request *rq)
 	size_t len;
 	unsigned all, watchers;	/* joined waiters, and of them watchers */
 
-	if (request_params_or_reply(rq, 0) < 0)
+	if (params_or_reply(rq, 0) < 0)
 		return MHD_YES;
 	switch (rq->route.op) {
 	case OP_HEALTHZ:

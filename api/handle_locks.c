@@ -19,6 +19,7 @@
  * answers from the outcome. */
 #include "api/handlers.h"
 
+#include "api/params.h"
 #include "api/reply.h"
 #include "api/server.h"
 #include "service/lock/acquire.h"
@@ -194,7 +195,7 @@ static enum MHD_Result reply_granted(struct request *rq, const struct lock_state
 {
 	if (rq->lock.params.wait_ms > 0)
 		metrics_wait(rq->route.kind, true, now_us() - rq->started_us);
-	if (request_client_gone(rq))
+	if (server_client_gone(rq))
 		return MHD_NO;	/* nobody will learn of it: released on completion */
 	metrics_lock(rq->route.kind, MOP_ACQUIRE, LOCK_OK);
 	return reply_json(rq, 200, json_pack("{s:s, s:s, s:I, s:I, s:I}",
@@ -234,11 +235,11 @@ static enum MHD_Result acquire_answer(struct request *rq)
 			   rq->name);
 }
 
-static enum MHD_Result acquire(struct request *rq)
+static enum MHD_Result put_lock(struct request *rq)
 {
 	struct params *p = &rq->lock.params;
 
-	if (request_params_or_reply(rq, P_OWNER | P_TTL | P_WAIT | P_REENTRANT) < 0)
+	if (params_or_reply(rq, P_OWNER | P_TTL | P_WAIT | P_REENTRANT) < 0)
 		return MHD_YES;
 	if (!(p->given & P_OWNER))
 		random_hex(p->owner, 16);
@@ -293,11 +294,11 @@ static enum MHD_Result released(struct request *rq)
 					     "holds", (json_int_t)rq->lock.state.holds));
 }
 
-static enum MHD_Result release(struct request *rq)
+static enum MHD_Result delete_lock(struct request *rq)
 {
 	bool force;
 
-	if (request_params_or_reply(rq, P_OWNER | P_FORCE) < 0)
+	if (params_or_reply(rq, P_OWNER | P_FORCE) < 0)
 		return MHD_YES;
 	force = rq->lock.params.force;
 	if (force && (rq->lock.params.given & P_OWNER))
@@ -328,9 +329,9 @@ static enum MHD_Result renewed(struct request *rq)
 	return reply_json(rq, 200, json_pack("{s:I}", "ttl_ms", (json_int_t)rq->lock.state.ttl_ms));
 }
 
-static enum MHD_Result heartbeat(struct request *rq)
+static enum MHD_Result post_heartbeat(struct request *rq)
 {
-	if (request_params_or_reply(rq, P_OWNER | P_TTL) < 0)
+	if (params_or_reply(rq, P_OWNER | P_TTL) < 0)
 		return MHD_YES;
 	if (!(rq->lock.params.given & P_OWNER))
 		return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
@@ -441,11 +442,11 @@ static enum MHD_Result status_answer(struct request *rq)
 			   rq->name);
 }
 
-static enum MHD_Result status(struct request *rq)
+static enum MHD_Result get_lock(struct request *rq)
 {
 	const struct params *p = &rq->lock.params;
 
-	if (request_params_or_reply(rq, (is_rw(rq) ? 0 : P_OWNER) | P_WAIT | P_INDEX) < 0)
+	if (params_or_reply(rq, (is_rw(rq) ? 0 : P_OWNER) | P_WAIT | P_INDEX) < 0)
 		return MHD_YES;
 	if (p->wait_ms > 0 && !(p->given & P_INDEX))
 		return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
@@ -538,7 +539,7 @@ static enum MHD_Result listed_answer(struct request *rq)
 	}
 }
 
-static enum MHD_Result list(struct request *rq)
+static enum MHD_Result get_locks(struct request *rq)
 {
 	const struct params *p = &rq->lock.params;
 	int64_t limit = (p->given & P_LIMIT) ? p->limit : LIST_DEFAULT_LIMIT;
@@ -553,11 +554,11 @@ static enum MHD_Result list(struct request *rq)
 enum MHD_Result handle_lock(struct request *rq)
 {
 	switch (rq->route.op) {
-	case OP_ACQUIRE: return acquire(rq);
-	case OP_RELEASE: return release(rq);
-	case OP_HEARTBEAT: return heartbeat(rq);
-	case OP_STATUS: return status(rq);
-	case OP_LIST: return list(rq);
+	case OP_ACQUIRE: return put_lock(rq);
+	case OP_RELEASE: return delete_lock(rq);
+	case OP_HEARTBEAT: return post_heartbeat(rq);
+	case OP_STATUS: return get_lock(rq);
+	case OP_LIST: return get_locks(rq);
 	default:
 		return reply_error(rq, ERR_INTERNAL, NULL, "no lock handler for this route");
 	}

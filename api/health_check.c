@@ -80,7 +80,7 @@ static int wait_for(int fd, short events, int64_t deadline_ms)
 
 /* One probe's connection: the socket, and over it a TLS session when
  * the dlockd probed serves HTTPS. */
-struct probe {
+struct hc_conn {
 	int fd;
 	gnutls_session_t tls;	/* NULL: plain HTTP */
 	gnutls_certificate_credentials_t creds;
@@ -93,7 +93,7 @@ struct probe {
  * not who it is). With --tls-client-ca dlockd wants a client certificate:
  * the probe shows the server's own, which passes where one CA signs both
  * (the usual internal PKI); the README says what to do otherwise. */
-static int probe_tls(struct probe *p, const struct config *cfg)
+static int probe_tls(struct hc_conn *p, const struct config *cfg)
 {
 	int rc;
 
@@ -125,7 +125,7 @@ static int probe_tls(struct probe *p, const struct config *cfg)
 }
 
 /* Send all of buf; -1 with errno on failure or at the deadline. */
-static int probe_send(struct probe *p, const char *buf, size_t len)
+static int probe_send(struct hc_conn *p, const char *buf, size_t len)
 {
 	size_t sent = 0;
 
@@ -153,7 +153,7 @@ static int probe_send(struct probe *p, const char *buf, size_t len)
 
 /* Read what comes into buf (cap-1 bytes at most, NUL-terminated) until a
  * line ends or the peer closes; -1 with errno on failure. */
-static int probe_recv_line(struct probe *p, char *buf, size_t cap)
+static int probe_recv_line(struct hc_conn *p, char *buf, size_t cap)
 {
 	size_t have = 0;
 
@@ -191,7 +191,7 @@ static int ask(const struct config *cfg, const struct sockaddr_storage *addr, so
 	       const char *request, int64_t deadline_ms, const char **step, const char **why,
 	       int *status)
 {
-	struct probe p = { .deadline_ms = deadline_ms };
+	struct hc_conn p = { .deadline_ms = deadline_ms };
 	char buf[256];
 	int err = 0, rc = -1;
 	socklen_t errlen = sizeof(err);

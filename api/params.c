@@ -1,14 +1,14 @@
-/* request.c -- what a request asks for: the lock name and owner validators
+/* params.c -- what a request asks for: the lock name and owner validators
  * of the README's contract, and its parameters from a JSON body or the
  * query string (never both), each checked for type and range before
  * anything touches Redis. Messages name the parameter and the value, git style. */
-#include "api/request.h"
+#include "api/params.h"
 
 #include "api/reply.h"
+#include "api/request.h"
 
 #include <errno.h>
 #include <jansson.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,12 +36,12 @@ static int check_id(const char *what, const char *s, size_t len, size_t max,
 	return 0;
 }
 
-int request_check_name(const char *name, size_t len, char *why, size_t why_len)
+int params_check_name(const char *name, size_t len, char *why, size_t why_len)
 {
 	return check_id("name", name, len, NAME_MAX_LEN, why, why_len);
 }
 
-int request_check_owner(const char *owner, size_t len, char *why, size_t why_len)
+int params_check_owner(const char *owner, size_t len, char *why, size_t why_len)
 {
 	if (check_id("owner", owner, len, OWNER_MAX_LEN, why, why_len) < 0)
 		return -1;
@@ -143,7 +143,7 @@ static void set_string(struct params_parse *ps, enum param_flags f, const char *
 	struct params *p = &ps->rq->lock.params;
 	char *to = f == P_OWNER ? p->owner : f == P_PREFIX ? p->prefix : p->cursor;
 
-	if (f == P_OWNER && request_check_owner(s, len, ps->why, sizeof(ps->why)) < 0)
+	if (f == P_OWNER && params_check_owner(s, len, ps->why, sizeof(ps->why)) < 0)
 		return;
 	if (f == P_PREFIX && len > 0 &&
 	    check_id("prefix", s, len, NAME_MAX_LEN, ps->why, sizeof(ps->why)) < 0)
@@ -274,7 +274,7 @@ static int body_params_or_reply(struct params_parse *ps)
 	return 0;
 }
 
-int request_params_or_reply(struct request *rq, unsigned allowed)
+int params_or_reply(struct request *rq, unsigned allowed)
 {
 	struct params_parse ps = { .rq = rq, .allowed = allowed };
 	bool has_body = rq->body_len > 0;
@@ -293,18 +293,4 @@ int request_params_or_reply(struct request *rq, unsigned allowed)
 		return -1;
 	}
 	return 0;
-}
-
-bool request_client_gone(struct request *rq)
-{
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-	struct pollfd p;
-
-	if (!ci)
-		return false;
-	p.fd = ci->connect_fd;
-	p.events = POLLRDHUP;
-	p.revents = 0;
-	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }

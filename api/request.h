@@ -111,19 +111,4 @@ struct request {
 	json_t *answer;
 };
 
-/* Validate a lock name or owner id; on failure write the reason for the
- * client into why and return -1. */
-int request_check_name(const char *name, size_t len, char *why, size_t why_len);
-int request_check_owner(const char *owner, size_t len, char *why, size_t why_len);
-
-/* Parse the parameters of rq from its JSON body or its query string (not
- * both) into rq->lock.params, accepting only those in allowed. Returns 0,
- * or -1 after queuing the 400 reply. */
-int request_params_or_reply(struct request *rq, unsigned allowed);
-
-/* Has the client hung up (the socket reports EOF or an error)? A client
- * that only half-closed (shutdown(SHUT_WR)) looks the same: TCP cannot
- * tell the two apart until a write fails. */
-bool request_client_gone(struct request *rq);
-
 #endif

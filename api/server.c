@@ -41,6 +41,7 @@
 
 #include "api/conn_guard.h"
 #include "api/framing.h"
+#include "api/params.h"
 #include "api/reply.h"
 #include "api/request.h"
 #include "api/routes.h"
@@ -54,6 +55,7 @@
 #include "service/base/util.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -295,11 +297,11 @@ static enum MHD_Result request_dispatch(struct request *rq)
 				   "request body is larger than %zu bytes", rq->cfg->max_body_bytes);
 	if (rq->route.op == OP_LIST) {
 		/* the prefix asked for is what the token must cover */
-		if (request_params_or_reply(rq, P_PREFIX | P_LIMIT | P_CURSOR) < 0)
+		if (params_or_reply(rq, P_PREFIX | P_LIMIT | P_CURSOR) < 0)
 			return MHD_YES;
 	} else if (!rq->name) {
 		return handlers->health(rq);
-	} else if (request_check_name(rq->name, strlen(rq->name), why, sizeof(why)) < 0) {
+	} else if (params_check_name(rq->name, strlen(rq->name), why, sizeof(why)) < 0) {
 		return reply_error(rq, ERR_INVALID_NAME, NULL, "%s", why);
 	}
 	if (auth_or_reply(rq) < 0)
@@ -953,4 +955,18 @@ void server_free(void)
 	if (listen_fd >= 0)
 		close(listen_fd);
 	listen_fd = -1;
+}
+
+bool server_client_gone(struct request *rq)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct pollfd p;
+
+	if (!ci)
+		return false;
+	p.fd = ci->connect_fd;
+	p.events = POLLRDHUP;
+	p.revents = 0;
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }

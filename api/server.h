@@ -7,6 +7,7 @@
 #include "service/config/config.h"
 
 #include <microhttpd.h>
+#include <stdbool.h>
 
 struct backend;
 struct request;
@@ -50,5 +51,10 @@ void server_free(void);
  * loop's thread; MHD then calls the handler again, which runs next. */
 enum MHD_Result server_suspend(struct request *rq, enum MHD_Result (*next)(struct request *));
 void server_resume(struct request *rq);
+
+/* Has the client hung up (the socket reports EOF or an error)? A client
+ * that only half-closed (shutdown(SHUT_WR)) looks the same: TCP cannot
+ * tell the two apart until a write fails. */
+bool server_client_gone(struct request *rq);
 
 #endif

@@ -360,7 +360,7 @@ if [ "${1:-}" = --self-test ]; then
 	    'cli/ includes api/|cli/run.c|#include "api/reply.h"' \
 	    'api/ speaks Redis|api/handle_locks.c|#include "service/redis/redis_conn.h"' \
 	    'api/ speaks Redis|api/handle_health.c|#include <hiredis/hiredis.h>' \
-	    'api/ speaks Redis|api/request.c|#include "service/lock/scripts.h"' \
+	    'api/ speaks Redis|api/params.c|#include "service/lock/scripts.h"' \
 	    'api/ speaks Redis|api/server.c|static void x(void) { redis_conn_send(0, 0, 0, 0, 0, 0, 0); }' \
 	    'api/ speaks Redis|api/routes.c|static void *y(void) { return redisCommand(0, "PING"); }' \
 	    'service/base/ speaks Redis|service/base/names.c|#include <hiredis/hiredis.h>' \

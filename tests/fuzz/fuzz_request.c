@@ -14,7 +14,7 @@
  * valid holds only name characters (so no '/', escaped or not); a request
  * is refused with exactly one error, or every parameter it carries is
  * within its documented range. */
-#include "api/request.c"
+#include "api/params.c"
 #include "api/routes.c"
 
 #include <assert.h>
@@ -135,7 +135,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		assert(m.name >= path && m.name + m.name_len <= path + plen);
 		name = routes_name(&m, &nlen);
 		assert(name && nlen <= m.name_len && strlen(name) == nlen);
-		if (request_check_name(name, nlen, why, sizeof(why)) == 0)
+		if (params_check_name(name, nlen, why, sizeof(why)) == 0)
 			for (size_t i = 0; i < nlen; i++)
 				assert(locks_id_char((unsigned char)name[i]));
 		free(name);
@@ -164,7 +164,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rq.body = body;
 	rq.body_len = blen;
 	errors = 0;
-	rc = request_params_or_reply(&rq, P_OWNER | P_TTL | P_WAIT | P_FORCE | P_REENTRANT);
+	rc = params_or_reply(&rq, P_OWNER | P_TTL | P_WAIT | P_FORCE | P_REENTRANT);
 	assert(rc == 0 ? errors == 0 : errors == 1);
 	if (rc == 0) {
 		if (rq.lock.params.given & P_TTL)
@@ -172,7 +172,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (rq.lock.params.given & P_WAIT)
 			assert(rq.lock.params.wait_ms >= 0 && rq.lock.params.wait_ms <= cfg.max_wait_ms);
 		if (rq.lock.params.given & P_OWNER)
-			assert(request_check_owner(rq.lock.params.owner, strlen(rq.lock.params.owner), why,
+			assert(params_check_owner(rq.lock.params.owner, strlen(rq.lock.params.owner), why,
 						   sizeof(why)) == 0);
 	}
 	free(method);

@@ -1,9 +1,9 @@
-/* test_request.c -- name and owner validation, and parameter parsing from
+/* test_params.c -- name and owner validation, and parameter parsing from
  * the query string or a JSON body. MHD's query iterator and the error reply
  * are wrapped (-Wl,--wrap) so no connection is needed. */
 #include "unit.h"
 
-#include "api/request.c"
+#include "api/params.c"
 
 /* ----- Mocks ----- */
 
@@ -59,57 +59,57 @@ static int parse(struct request *rq, const char *const *q, const char *body, uns
 	fake_query = q;
 	errors_replied = 0;
 	last_message[0] = '\0';
-	return request_params_or_reply(rq, allowed);
+	return params_or_reply(rq, allowed);
 }
 
 #define ALL (P_OWNER | P_TTL | P_WAIT)
 
 /* ----- Validators ----- */
 
-static void test_request__names_take_the_documented_charset(void **state)
+static void test_params__names_take_the_documented_charset(void **state)
 {
 	char why[256], name[202];
 
 	(void)state;
-	assert_int_equal(request_check_name("a", 1, why, sizeof(why)), 0);
-	assert_int_equal(request_check_name("Job.1_x:y-Z", 11, why, sizeof(why)), 0);
+	assert_int_equal(params_check_name("a", 1, why, sizeof(why)), 0);
+	assert_int_equal(params_check_name("Job.1_x:y-Z", 11, why, sizeof(why)), 0);
 	memset(name, 'n', 200);
-	assert_int_equal(request_check_name(name, 200, why, sizeof(why)), 0);
-	assert_int_equal(request_check_name(name, 201, why, sizeof(why)), -1);
+	assert_int_equal(params_check_name(name, 200, why, sizeof(why)), 0);
+	assert_int_equal(params_check_name(name, 201, why, sizeof(why)), -1);
 	assert_non_null(strstr(why, "1 to 200"));
-	assert_int_equal(request_check_name("", 0, why, sizeof(why)), -1);
-	assert_int_equal(request_check_name("a b", 3, why, sizeof(why)), -1);
+	assert_int_equal(params_check_name("", 0, why, sizeof(why)), -1);
+	assert_int_equal(params_check_name("a b", 3, why, sizeof(why)), -1);
 	assert_non_null(strstr(why, "'a b'"));
-	assert_int_equal(request_check_name("{a}", 3, why, sizeof(why)), -1);
-	assert_int_equal(request_check_name("a/b", 3, why, sizeof(why)), -1);
-	assert_int_equal(request_check_name("caf\xc3\xa9", 5, why, sizeof(why)), -1);
-	assert_int_equal(request_check_name("a\0b", 3, why, sizeof(why)), -1);
+	assert_int_equal(params_check_name("{a}", 3, why, sizeof(why)), -1);
+	assert_int_equal(params_check_name("a/b", 3, why, sizeof(why)), -1);
+	assert_int_equal(params_check_name("caf\xc3\xa9", 5, why, sizeof(why)), -1);
+	assert_int_equal(params_check_name("a\0b", 3, why, sizeof(why)), -1);
 }
 
-static void test_request__owners_may_not_end_in_write(void **state)
+static void test_params__owners_may_not_end_in_write(void **state)
 {
 	char why[256], owner[130];
 
 	(void)state;
-	assert_int_equal(request_check_owner("9c345276-aa6e-44c1-b478-bf4b14ba1498:805", 40, why,
+	assert_int_equal(params_check_owner("9c345276-aa6e-44c1-b478-bf4b14ba1498:805", 40, why,
 					     sizeof(why)), 0);
-	assert_int_equal(request_check_owner("a:write", 7, why, sizeof(why)), -1);
+	assert_int_equal(params_check_owner("a:write", 7, why, sizeof(why)), -1);
 	assert_non_null(strstr(why, ":write"));
-	assert_int_equal(request_check_owner("writer", 6, why, sizeof(why)), 0);
+	assert_int_equal(params_check_owner("writer", 6, why, sizeof(why)), 0);
 	/* "mode" marks a read-write lock hash: an owner of that name collides */
-	assert_int_equal(request_check_owner("mode", 4, why, sizeof(why)), -1);
+	assert_int_equal(params_check_owner("mode", 4, why, sizeof(why)), -1);
 	assert_non_null(strstr(why, "'mode' is reserved"));
-	assert_int_equal(request_check_owner("modes", 5, why, sizeof(why)), 0);
-	assert_int_equal(request_check_owner("Mode", 4, why, sizeof(why)), 0);
-	assert_int_equal(request_check_owner("a:rwlock_timeout:1", 18, why, sizeof(why)), 0);
+	assert_int_equal(params_check_owner("modes", 5, why, sizeof(why)), 0);
+	assert_int_equal(params_check_owner("Mode", 4, why, sizeof(why)), 0);
+	assert_int_equal(params_check_owner("a:rwlock_timeout:1", 18, why, sizeof(why)), 0);
 	memset(owner, 'o', 129);
-	assert_int_equal(request_check_owner(owner, 128, why, sizeof(why)), 0);
-	assert_int_equal(request_check_owner(owner, 129, why, sizeof(why)), -1);
+	assert_int_equal(params_check_owner(owner, 128, why, sizeof(why)), 0);
+	assert_int_equal(params_check_owner(owner, 129, why, sizeof(why)), -1);
 }
 
 /* ----- Query string ----- */
 
-static void test_request__query_parameters_are_parsed(void **state)
+static void test_params__query_parameters_are_parsed(void **state)
 {
 	static const char *const q[] = { "owner", "w1", "ttl_ms", "5000", "wait_ms", "0", NULL };
 	struct request rq;
@@ -123,7 +123,7 @@ static void test_request__query_parameters_are_parsed(void **state)
 	assert_int_equal(rq.lock.params.given, ALL);
 }
 
-static void test_request__bad_query_numbers_are_refused(void **state)
+static void test_params__bad_query_numbers_are_refused(void **state)
 {
 	static const char *const bad[][3] = {
 		{ "ttl_ms", "0", "out of range 1..86400000" },
@@ -151,7 +151,7 @@ static void test_request__bad_query_numbers_are_refused(void **state)
 	}
 }
 
-static void test_request__unknown_twice_and_not_taken_parameters(void **state)
+static void test_params__unknown_twice_and_not_taken_parameters(void **state)
 {
 	static const char *const unknown[] = { "color", "red", NULL };
 	static const char *const twice[] = { "owner", "a", "owner", "b", NULL };
@@ -168,7 +168,7 @@ static void test_request__unknown_twice_and_not_taken_parameters(void **state)
 	assert_non_null(strstr(last_message, "'ttl_ms'"));
 }
 
-static void test_request__force_takes_true_or_false(void **state)
+static void test_params__force_takes_true_or_false(void **state)
 {
 	static const char *const yes[] = { "force", "true", NULL };
 	static const char *const no[] = { "force", "0", NULL };
@@ -185,7 +185,7 @@ static void test_request__force_takes_true_or_false(void **state)
 
 /* reentrant, like force: true/1 or false/0 in the query, a boolean in a
  * body; anything else is a 400 invalid_argument naming it. */
-static void test_request__reentrant_takes_true_or_false(void **state)
+static void test_params__reentrant_takes_true_or_false(void **state)
 {
 	static const char *const yes[] = { "reentrant", "1", NULL };
 	static const char *const no[] = { "reentrant", "false", NULL };
@@ -211,7 +211,7 @@ static void test_request__reentrant_takes_true_or_false(void **state)
 }
 
 /* index (GET): 0..2^53 - 1 in the query or a body, an integer. */
-static void test_request__index_is_an_integer_below_2_to_the_53(void **state)
+static void test_params__index_is_an_integer_below_2_to_the_53(void **state)
 {
 	static const char *const top[] = { "index", "9007199254740991", "wait_ms", "10", NULL };
 	static const char *const over[] = { "index", "9007199254740992", NULL };
@@ -240,7 +240,7 @@ static void test_request__index_is_an_integer_below_2_to_the_53(void **state)
 
 /* ----- JSON body ----- */
 
-static void test_request__json_body_is_parsed(void **state)
+static void test_params__json_body_is_parsed(void **state)
 {
 	struct request rq;
 
@@ -253,7 +253,7 @@ static void test_request__json_body_is_parsed(void **state)
 	assert_int_equal(rq.lock.params.given, 0);
 }
 
-static void test_request__bad_json_bodies_are_refused(void **state)
+static void test_params__bad_json_bodies_are_refused(void **state)
 {
 	static const struct {
 		const char *body;
@@ -285,7 +285,7 @@ static void test_request__bad_json_bodies_are_refused(void **state)
 	}
 }
 
-static void test_request__body_and_query_together_are_refused(void **state)
+static void test_params__body_and_query_together_are_refused(void **state)
 {
 	static const char *const q[] = { "owner", "a", NULL };
 	struct request rq;
@@ -299,17 +299,17 @@ static void test_request__body_and_query_together_are_refused(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_request__names_take_the_documented_charset),
-		cmocka_unit_test(test_request__owners_may_not_end_in_write),
-		cmocka_unit_test(test_request__query_parameters_are_parsed),
-		cmocka_unit_test(test_request__bad_query_numbers_are_refused),
-		cmocka_unit_test(test_request__unknown_twice_and_not_taken_parameters),
-		cmocka_unit_test(test_request__force_takes_true_or_false),
-		cmocka_unit_test(test_request__reentrant_takes_true_or_false),
-		cmocka_unit_test(test_request__index_is_an_integer_below_2_to_the_53),
-		cmocka_unit_test(test_request__json_body_is_parsed),
-		cmocka_unit_test(test_request__bad_json_bodies_are_refused),
-		cmocka_unit_test(test_request__body_and_query_together_are_refused),
+		cmocka_unit_test(test_params__names_take_the_documented_charset),
+		cmocka_unit_test(test_params__owners_may_not_end_in_write),
+		cmocka_unit_test(test_params__query_parameters_are_parsed),
+		cmocka_unit_test(test_params__bad_query_numbers_are_refused),
+		cmocka_unit_test(test_params__unknown_twice_and_not_taken_parameters),
+		cmocka_unit_test(test_params__force_takes_true_or_false),
+		cmocka_unit_test(test_params__reentrant_takes_true_or_false),
+		cmocka_unit_test(test_params__index_is_an_integer_below_2_to_the_53),
+		cmocka_unit_test(test_params__json_body_is_parsed),
+		cmocka_unit_test(test_params__bad_json_bodies_are_refused),
+		cmocka_unit_test(test_params__body_and_query_together_are_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
