@@ -1,5 +1,6 @@
 --[[ fair_acquire.lua -- take a FIFO fair lock (Redisson RFairLock), or
   repeat or re-enter the caller's holding of it.
+  libs: common fair
   KEYS[1] lock hash N                 KEYS[2] fencing counter redisson_lock_token:{N}
   KEYS[3] queue redisson_lock_queue:{N}
   KEYS[4] deadlines redisson_lock_timeout:{N}

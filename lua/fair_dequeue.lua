@@ -1,4 +1,5 @@
 --[[ fair_dequeue.lua -- a waiter gives up (deadline, hang-up): leave the queue.
+  libs: common fair
   KEYS[1] queue redisson_lock_queue:{N}
   KEYS[2] deadlines redisson_lock_timeout:{N}
   KEYS[3] channel prefix redisson_lock__channel:{N}

@@ -1,5 +1,6 @@
 --[[ lock_acquire.lua -- take an exclusive (Redisson RLock) lock, or repeat
   or re-enter the caller's holding of it.
+  libs: common
   KEYS[1] lock hash N                 KEYS[2] fencing counter redisson_lock_token:{N}
   KEYS[3] holders dlockd_lock_owners:{N}
   ARGV[1] lease ms                    ARGV[2] owner field

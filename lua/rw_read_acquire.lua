@@ -1,5 +1,6 @@
 --[[ rw_read_acquire.lua -- take the read side of a read-write lock, or
   repeat or re-enter the caller's read holding.
+  libs: common rw
   KEYS[1] lock hash N                 KEYS[2] fencing counter redisson_lock_token:{N}
   KEYS[3] timeout key prefix {N}: hold k of owner F lives in {N}:F:rwlock_timeout:k
   KEYS[4] waiting writers dlockd_rwlock_writers:{N} (owner -> deadline, Redis ms)

@@ -1,5 +1,6 @@
 --[[ rw_write_acquire.lua -- take the write side of a read-write lock, or
   repeat or re-enter the caller's write holding.
+  libs: common rw
   KEYS[1] lock hash N                 KEYS[2] fencing counter redisson_lock_token:{N}
   KEYS[3] timeout key prefix {N}      KEYS[4] waiting writers dlockd_rwlock_writers:{N}
   KEYS[5] holders dlockd_lock_owners:{N}

@@ -1,4 +1,5 @@
---[[ lib/common.lua -- prepended at build time to every script.
+--[[ lib/common.lua -- prepended at build time to every script: each names
+  it first on its libs: line (lua/gen-scripts.sh says how).
   First of all, every call's last argument ARGV[#ARGV] is its deadline in
   Redis' clock (ms). A call that reaches Redis after it (Redis was stalled)
   has already been answered 503 by dlockd: running it now would act behind

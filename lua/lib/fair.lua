@@ -1,4 +1,5 @@
---[[ lib/fair.lua -- prepended at build time to every fair_*.lua.
+--[[ lib/fair.lua -- prepended at build time, after common, to the scripts
+  whose libs: line names fair (the fair_*.lua).
   fair_now()                 Redis' clock in ms (every instance agrees on it)
   fair_head(queue, zset, now, skip)
                              the first waiter in the queue (other than skip)

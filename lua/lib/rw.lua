@@ -1,4 +1,5 @@
---[[ lib/rw.lua -- prepended at build time to every rw_*.lua.
+--[[ lib/rw.lua -- prepended at build time, after common, to the scripts
+  whose libs: line names rw (those reading read-write locks).
   rw_now()                   Redis' clock in ms
   rw_scan(key, tag)          key is a read-write lock (lock_kind 'rw'): what
                              rw_purge would keep, from reads alone: a table
