@@ -29,15 +29,10 @@
   once its deadline passes. Whoever becomes head is told on its channel,
   before anything is written. ]]
 local owner = ARGV[2]
-if not owner_ok(owner) then
-  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
-end
-local kind = lock_kind(KEYS[1])
-if kind == 'rw' then
-  return {-1}
-elseif kind == 'other' or not counter_ok(KEYS[2]) or not type_ok(KEYS[3], 'list') or
-       not type_ok(KEYS[4], 'zset') or not type_ok(KEYS[6], 'hash') then
-  return {-3}
+local refusal, kind = acquire_refusal(KEYS[1], 'lock', owner, KEYS[2],
+                                      KEYS[3], 'list', KEYS[4], 'zset', KEYS[6], 'hash')
+if refusal then
+  return refusal
 end
 local now = fair_now()
 local old_head = redis.call('lindex', KEYS[3], 0)

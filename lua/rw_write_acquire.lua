@@ -28,15 +28,10 @@
   A repeat or re-entry never shortens the lease. Expired read holds are
   dropped first. ]]
 local owner, lease, principal = ARGV[2], tonumber(ARGV[1]), ARGV[5]
-if not owner_ok(owner) then
-  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
-end
-local kind = lock_kind(KEYS[1])
-if kind == 'lock' then
-  return {-1}
-elseif kind == 'other' or not counter_ok(KEYS[2]) or not type_ok(KEYS[4], 'zset') or
-       not type_ok(KEYS[5], 'hash') then
-  return {-3}
+local refusal, kind = acquire_refusal(KEYS[1], 'rw', owner, KEYS[2],
+                                      KEYS[4], 'zset', KEYS[5], 'hash')
+if refusal then
+  return refusal
 end
 if kind == 'rw' then
   rw_purge(KEYS[1], KEYS[3], KEYS[5])

@@ -45,6 +45,16 @@
                               other kind, {-3} it (or its holders' hash
                               owners) is not a lock's, or an error for an
                               owner that is a field of the layout
+  acquire_refusal(key, want, owner, counter, k1, t1, k2, t2, ...)
+                              the checks an acquire of a lock of kind want
+                              ('lock' or 'rw') by owner starts with, each
+                              in turn: nil and key's lock_kind ('none' or
+                              want) to go on, else the reply to give at
+                              once: an error for an owner that is a field
+                              of the layout, {-1} key is the other kind,
+                              {-3} key, its fencing counter (counter_ok)
+                              or a key ki of its own (type_ok(ki, ti)) is
+                              not a lock's
   The holders' hash (dlockd's own: dlockd_lock_owners:{N}, passed as
   owners) has one field per holding dlockd made, named as that holding's
   field in the lock hash (the owner; '<owner>:write' for a writer); its
@@ -188,6 +198,25 @@ local function held_refusal(key, want, owner, owners)
     return {-3}
   end
   return nil
+end
+
+local function acquire_refusal(key, want, owner, counter, ...)
+  if not owner_ok(owner) then
+    return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
+  end
+  local kind = lock_kind(key)
+  if kind ~= 'none' and kind ~= 'other' and kind ~= want then
+    return {-1}
+  elseif kind == 'other' or not counter_ok(counter) then
+    return {-3}
+  end
+  local typed = {...}
+  for i = 1, #typed, 2 do
+    if not type_ok(typed[i], typed[i + 1]) then
+      return {-3}
+    end
+  end
+  return nil, kind
 end
 
 local function owners_entry(owners, field)
