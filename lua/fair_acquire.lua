@@ -34,7 +34,7 @@ local refusal, kind = acquire_refusal(KEYS[1], 'lock', owner, KEYS[2],
 if refusal then
   return refusal
 end
-local now = fair_now()
+local now = now_ms()
 local old_head = redis.call('lindex', KEYS[3], 0)
 local head, at = fair_head(KEYS[3], KEYS[4], now)
 local lease = tonumber(ARGV[1])

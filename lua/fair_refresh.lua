@@ -34,7 +34,7 @@ if not listed then
   return redis.error_reply('DLOCKD_ARGS malformed owner list')
 end
 
-local now = fair_now()
+local now = now_ms()
 local old_head = redis.call('lindex', KEYS[2], 0)
 local head, at = fair_head(KEYS[2], KEYS[3], now)
 local told = head ~= old_head

@@ -40,8 +40,7 @@ if kind == 'lock' then
 end
 local places, queued = {}, 0
 if KEYS[3] then
-  local t = redis.call('time')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = now_ms()
   local max = tonumber(ARGV[1])
   queued = redis.call('zcount', KEYS[4], '(' .. now, '+inf')
   local i = 0

@@ -48,7 +48,7 @@ if (reading and owners_refused(KEYS[5], owner, principal)) or
   return {-2, 7, 0}
 end
 if not reading and not writing then
-  redis.call('zremrangebyscore', KEYS[4], '-inf', rw_now())
+  redis.call('zremrangebyscore', KEYS[4], '-inf', now_ms())
   if redis.call('zcard', KEYS[4]) > 0 then
     return {0, redis.call('pttl', KEYS[1]), 0, 2, 0}
   end

@@ -60,7 +60,7 @@ elseif mode == 'read' and redis.call('hlen', KEYS[1]) == 2 and
 else
   local life = tonumber(ARGV[3])
   if life > 0 then
-    redis.call('zadd', KEYS[4], rw_now() + life, owner)
+    redis.call('zadd', KEYS[4], now_ms() + life, owner)
   end
   local why, n = 5, 0
   if mode == 'read' then

@@ -8,6 +8,7 @@
   before it, ARGV[#ARGV - 1], is the command a script publishes with
   (PUBLISH below): 'publish', or 'spublish' where waiters listen on
   sharded channels (a Redis Cluster's, as Redisson's scripts are told).
+  now_ms()                    Redis' clock in ms (every instance agrees on it)
   lease_at_least(key, lease)  make key live at least lease ms more (never
                               shorter than it already does); returns its pttl
   next_token(key, lease)      the next fencing token: INCR, raised to Redis'
@@ -88,11 +89,13 @@
   and one that publishes decides what to say from reads alone and publishes
   before that write too (the ACL may refuse the channel; a script runs
   whole, so a subscriber acting on the message already sees its writes). ]]
-do
+local function now_ms()
   local t = redis.call('time')
-  if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[#ARGV]) then
-    return redis.error_reply('DLOCKD_LATE the call reached redis after its deadline')
-  end
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+if now_ms() > tonumber(ARGV[#ARGV]) then
+  return redis.error_reply('DLOCKD_LATE the call reached redis after its deadline')
 end
 
 local PUBLISH = ARGV[#ARGV - 1]
