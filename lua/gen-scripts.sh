@@ -63,7 +63,8 @@ if [ "$mode" = h ]; then
 	echo '};'
 	echo
 	echo '/* Each script by id: its name ("lock_acquire") and its source, its'
-	echo ' * libraries first (lua/gen-scripts.sh). For scripts.c. */'
+	echo ' * libraries first. scripts.c indexes it by id; bench/bench.c, which'
+	echo ' * declares it itself, looks names up (lua_sources_count of them). */'
 	echo 'struct lua_source {'
 	echo '	const char *name;'
 	echo '	const char *source;'
