@@ -8,7 +8,7 @@ PKGS = libmicrohttpd jansson hiredis gnutls
 # CFLAGS/LDFLAGS are the caller's (make CFLAGS=-O0); what the build needs
 # is added in ALL_CFLAGS/ALL_LDFLAGS, so a command-line CFLAGS cannot drop it.
 CFLAGS ?= -O2 -g
-ALL_CFLAGS = $(CFLAGS) -std=c11 -D_GNU_SOURCE -pthread -I.
+ALL_CFLAGS = $(CFLAGS) -std=c11 -D_GNU_SOURCE -pthread -I. -I$(BUILD)
 ALL_LDFLAGS = $(LDFLAGS) -pthread
 WARN = -Wall -Wextra -Werror -Wstrict-prototypes -Wmissing-prototypes \
        -Wwrite-strings -Wvla -fno-common
@@ -92,33 +92,26 @@ $(CLI_OBJS): ALL_CFLAGS += $(shell pkg-config --cflags libcurl 2>/dev/null)
 $(BUILD)/dlock: $(CLI_OBJS) $(BUILD)/service/base/version.o
 	$(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $^ $(CLI_LIBS)
 
-$(BUILD)/%.o: %.c | deps-build
+$(BUILD)/%.o: %.c | deps-build $(BUILD)/lua_scripts.h
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -MMD -MP -c -o $@ $<
 
-# The Lua scripts, embedded as C strings: { "lock_acquire", "<source>" }.
-# Every script starts with the helpers of lua/lib/common.lua, and fair_*.lua
-# and rw_*.lua with those of lua/lib/fair.lua or lua/lib/rw.lua too (as
-# does lock_list.lua, which reads read-write locks), so scripts share them
-# instead of keeping copies.
+# The Lua scripts: lua/gen-scripts.sh makes their table (enum script_id in
+# lua_scripts.h, each script's libraries and source in lua_scripts.c) from
+# the files of lua/ and the libs: line each opens with; see its head. The
+# header changes only when a script comes or goes (lua_names.txt, FORCE'd,
+# keeps its mtime otherwise), so editing a script recompiles only
+# lua_scripts.c. Every compile waits for the header (order-only: the .d
+# files name who includes it).
 LUA_LIB = $(wildcard lua/lib/*.lua)
-$(BUILD)/lua_scripts.c: $(LUA) $(LUA_LIB) Makefile
+LUA_GEN = lua/gen-scripts.sh
+$(BUILD)/lua_names.txt: FORCE
 	@mkdir -p $(@D)
-	@{ echo '/* generated from lua/ by the Makefile; do not edit */'; \
-	  echo 'struct lua_source { const char *name; const char *source; };'; \
-	  echo 'extern const struct lua_source lua_sources[];'; \
-	  echo 'extern const unsigned lua_sources_count;'; \
-	  echo 'const struct lua_source lua_sources[] = {'; \
-	  for f in $(LUA); do \
-	    n=$$(basename $$f .lua); lib=lua/lib/common.lua; \
-	    case $$n in fair_*) lib="$$lib lua/lib/fair.lua";; rw_*|lock_list) lib="$$lib lua/lib/rw.lua";; esac; \
-	    printf '\t{ "%s",\n' "$$n"; \
-	    cat $$lib $$f | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/\t  "/' -e 's/$$/\\n"/'; \
-	    printf '\t},\n'; \
-	  done; \
-	  echo '};'; \
-	  echo 'const unsigned lua_sources_count = sizeof(lua_sources) / sizeof(lua_sources[0]);'; \
-	} > $@.tmp && mv $@.tmp $@
+	@[ "$$(cat $@ 2>/dev/null)" = '$(LUA)' ] || echo '$(LUA)' >$@
+$(BUILD)/lua_scripts.h: $(LUA_GEN) $(BUILD)/lua_names.txt
+	@sh $(LUA_GEN) h $(LUA) >$@.tmp && mv $@.tmp $@
+$(BUILD)/lua_scripts.c: $(LUA_GEN) $(BUILD)/lua_names.txt $(LUA) $(LUA_LIB)
+	@sh $(LUA_GEN) c $(LUA) >$@.tmp && mv $@.tmp $@
 
 $(BUILD)/version.txt: FORCE
 	@mkdir -p $(@D)
@@ -126,8 +119,8 @@ $(BUILD)/version.txt: FORCE
 $(BUILD)/service/base/version.o: $(BUILD)/version.txt
 $(BUILD)/service/base/version.o: ALL_CFLAGS += -DDLOCKD_VERSION='"$(DLOCKD_VERSION)"'
 
-$(BUILD)/lua_scripts.o: $(BUILD)/lua_scripts.c | deps-build
-	$(CC) $(ALL_CFLAGS) $(WARN) -Wno-missing-prototypes -c -o $@ $<
+$(BUILD)/lua_scripts.o: $(BUILD)/lua_scripts.c $(BUILD)/lua_scripts.h | deps-build
+	$(CC) $(ALL_CFLAGS) $(WARN) -c -o $@ $<
 
 # openapi.yaml, embedded so that GET /openapi.yaml serves the contract of
 # exactly this binary.

@@ -1,5 +1,6 @@
 --[[ fair_acquire.lua -- take a FIFO fair lock (Redisson RFairLock), or
   repeat or re-enter the caller's holding of it.
+  libs: common fair
   KEYS[1] lock hash N                 KEYS[2] fencing counter redisson_lock_token:{N}
   KEYS[3] queue redisson_lock_queue:{N}
   KEYS[4] deadlines redisson_lock_timeout:{N}
@@ -28,17 +29,12 @@
   once its deadline passes. Whoever becomes head is told on its channel,
   before anything is written. ]]
 local owner = ARGV[2]
-if not owner_ok(owner) then
-  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
+local refusal, kind = acquire_refusal(KEYS[1], 'lock', owner, KEYS[2],
+                                      KEYS[3], 'list', KEYS[4], 'zset', KEYS[6], 'hash')
+if refusal then
+  return refusal
 end
-local kind = lock_kind(KEYS[1])
-if kind == 'rw' then
-  return {-1}
-elseif kind == 'other' or not counter_ok(KEYS[2]) or not type_ok(KEYS[3], 'list') or
-       not type_ok(KEYS[4], 'zset') or not type_ok(KEYS[6], 'hash') then
-  return {-3}
-end
-local now = fair_now()
+local now = now_ms()
 local old_head = redis.call('lindex', KEYS[3], 0)
 local head, at = fair_head(KEYS[3], KEYS[4], now)
 local lease = tonumber(ARGV[1])

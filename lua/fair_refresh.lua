@@ -1,6 +1,7 @@
 --[[ fair_refresh.lua -- keep the queue places of many sleeping fair-lock
   waiters alive in one call: what each one's periodic fair_acquire did for
   the queue, for all of one dlockd event loop's waiters on one lock.
+  libs: common fair
   KEYS[1] lock hash N                 KEYS[2] queue redisson_lock_queue:{N}
   KEYS[3] deadlines redisson_lock_timeout:{N}
   KEYS[4] channel prefix redisson_lock__channel:{N}; waiter w listens on <prefix>:<w>
@@ -33,7 +34,7 @@ if not listed then
   return redis.error_reply('DLOCKD_ARGS malformed owner list')
 end
 
-local now = fair_now()
+local now = now_ms()
 local old_head = redis.call('lindex', KEYS[2], 0)
 local head, at = fair_head(KEYS[2], KEYS[3], now)
 local told = head ~= old_head

@@ -1,4 +1,5 @@
 --[[ fair_release.lua -- release one hold of a fair lock.
+  libs: common fair
   KEYS[1] lock hash N                 KEYS[2] queue redisson_lock_queue:{N}
   KEYS[3] deadlines redisson_lock_timeout:{N}
   KEYS[4] channel prefix redisson_lock__channel:{N}
@@ -25,7 +26,7 @@ elseif kind == 'other' or not type_ok(KEYS[2], 'list') or not type_ok(KEYS[3], '
        not type_ok(KEYS[5], 'hash') then
   return {-3}
 end
-local head, at = fair_head(KEYS[2], KEYS[3], fair_now())
+local head, at = fair_head(KEYS[2], KEYS[3], now_ms())
 local holds = 0
 if kind ~= 'none' then
   holds = redis.call('hget', KEYS[1], ARGV[1])

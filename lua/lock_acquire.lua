@@ -1,5 +1,6 @@
 --[[ lock_acquire.lua -- take an exclusive (Redisson RLock) lock, or repeat
   or re-enter the caller's holding of it.
+  libs: common
   KEYS[1] lock hash N                 KEYS[2] fencing counter redisson_lock_token:{N}
   KEYS[3] holders dlockd_lock_owners:{N}
   ARGV[1] lease ms                    ARGV[2] owner field
@@ -23,14 +24,9 @@
   A repeat or re-entry never shortens the lease: it becomes
   max(remaining, lease). ]]
 local owner, lease, principal = ARGV[2], tonumber(ARGV[1]), ARGV[5]
-if not owner_ok(owner) then
-  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
-end
-local kind = lock_kind(KEYS[1])
-if kind == 'rw' then
-  return {-1}
-elseif kind == 'other' or not counter_ok(KEYS[2]) or not type_ok(KEYS[3], 'hash') then
-  return {-3}
+local refusal, kind = acquire_refusal(KEYS[1], 'lock', owner, KEYS[2], KEYS[3], 'hash')
+if refusal then
+  return refusal
 end
 local fresh = kind == 'none'
 if not fresh then

@@ -1,6 +1,7 @@
 --[[ lock_status.lua -- what an exclusive or fair lock is now: its holders,
   each with its holding's fencing token and token name, and a fair lock's
   queue. Only reads.
+  libs: common
   KEYS[1] lock hash N                 KEYS[2] holders dlockd_lock_owners:{N}
   KEYS[3] (fair locks) queue redisson_lock_queue:{N}
   KEYS[4] (fair locks) deadlines redisson_lock_timeout:{N}
@@ -39,8 +40,7 @@ if kind == 'lock' then
 end
 local places, queued = {}, 0
 if KEYS[3] then
-  local t = redis.call('time')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = now_ms()
   local max = tonumber(ARGV[1])
   queued = redis.call('zcount', KEYS[4], '(' .. now, '+inf')
   local i = 0

@@ -1,5 +1,6 @@
 --[[ rw_read_acquire.lua -- take the read side of a read-write lock, or
   repeat or re-enter the caller's read holding.
+  libs: common rw
   KEYS[1] lock hash N                 KEYS[2] fencing counter redisson_lock_token:{N}
   KEYS[3] timeout key prefix {N}: hold k of owner F lives in {N}:F:rwlock_timeout:k
   KEYS[4] waiting writers dlockd_rwlock_writers:{N} (owner -> deadline, Redis ms)
@@ -28,15 +29,10 @@
   queues behind a live waiting writer, so readers cannot starve writers;
   one already reading may re-enter. Expired read holds are dropped first. ]]
 local owner, lease, principal = ARGV[2], tonumber(ARGV[1]), ARGV[5]
-if not owner_ok(owner) then
-  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
-end
-local kind = lock_kind(KEYS[1])
-if kind == 'lock' then
-  return {-1}
-elseif kind == 'other' or not counter_ok(KEYS[2]) or not type_ok(KEYS[4], 'zset') or
-       not type_ok(KEYS[5], 'hash') then
-  return {-3}
+local refusal, kind = acquire_refusal(KEYS[1], 'rw', owner, KEYS[2],
+                                      KEYS[4], 'zset', KEYS[5], 'hash')
+if refusal then
+  return refusal
 end
 if kind == 'rw' then
   kind = rw_purge(KEYS[1], KEYS[3], KEYS[5])
@@ -52,7 +48,7 @@ if (reading and owners_refused(KEYS[5], owner, principal)) or
   return {-2, 7, 0}
 end
 if not reading and not writing then
-  redis.call('zremrangebyscore', KEYS[4], '-inf', rw_now())
+  redis.call('zremrangebyscore', KEYS[4], '-inf', now_ms())
   if redis.call('zcard', KEYS[4]) > 0 then
     return {0, redis.call('pttl', KEYS[1]), 0, 2, 0}
   end

@@ -1,4 +1,5 @@
 --[[ rw_read_release.lua -- release one read hold.
+  libs: common rw
   KEYS[1] lock hash N                 KEYS[2] channel redisson_rwlock:{N}
   KEYS[3] timeout key prefix {N}      KEYS[4] holders dlockd_lock_owners:{N}
   ARGV[1] owner field                 ARGV[2] the caller's token name ("": auth off)

@@ -1,5 +1,6 @@
 --[[ rw_write_acquire.lua -- take the write side of a read-write lock, or
   repeat or re-enter the caller's write holding.
+  libs: common rw
   KEYS[1] lock hash N                 KEYS[2] fencing counter redisson_lock_token:{N}
   KEYS[3] timeout key prefix {N}      KEYS[4] waiting writers dlockd_rwlock_writers:{N}
   KEYS[5] holders dlockd_lock_owners:{N}
@@ -27,15 +28,10 @@
   A repeat or re-entry never shortens the lease. Expired read holds are
   dropped first. ]]
 local owner, lease, principal = ARGV[2], tonumber(ARGV[1]), ARGV[5]
-if not owner_ok(owner) then
-  return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
-end
-local kind = lock_kind(KEYS[1])
-if kind == 'lock' then
-  return {-1}
-elseif kind == 'other' or not counter_ok(KEYS[2]) or not type_ok(KEYS[4], 'zset') or
-       not type_ok(KEYS[5], 'hash') then
-  return {-3}
+local refusal, kind = acquire_refusal(KEYS[1], 'rw', owner, KEYS[2],
+                                      KEYS[4], 'zset', KEYS[5], 'hash')
+if refusal then
+  return refusal
 end
 if kind == 'rw' then
   rw_purge(KEYS[1], KEYS[3], KEYS[5])
@@ -64,7 +60,7 @@ elseif mode == 'read' and redis.call('hlen', KEYS[1]) == 2 and
 else
   local life = tonumber(ARGV[3])
   if life > 0 then
-    redis.call('zadd', KEYS[4], rw_now() + life, owner)
+    redis.call('zadd', KEYS[4], now_ms() + life, owner)
   end
   local why, n = 5, 0
   if mode == 'read' then

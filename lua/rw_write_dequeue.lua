@@ -1,4 +1,5 @@
 --[[ rw_write_dequeue.lua -- a waiting writer gives up: stop holding back readers.
+  libs: common
   KEYS[1] waiting writers dlockd_rwlock_writers:{N}
   KEYS[2] channel redisson_rwlock:{N}
   ARGV[1] owner field

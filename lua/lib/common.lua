@@ -1,4 +1,5 @@
---[[ lib/common.lua -- prepended at build time to every script.
+--[[ lib/common.lua -- prepended at build time to every script: each names
+  it first on its libs: line (lua/gen-scripts.sh says how).
   First of all, every call's last argument ARGV[#ARGV] is its deadline in
   Redis' clock (ms). A call that reaches Redis after it (Redis was stalled)
   has already been answered 503 by dlockd: running it now would act behind
@@ -7,6 +8,7 @@
   before it, ARGV[#ARGV - 1], is the command a script publishes with
   (PUBLISH below): 'publish', or 'spublish' where waiters listen on
   sharded channels (a Redis Cluster's, as Redisson's scripts are told).
+  now_ms()                    Redis' clock in ms (every instance agrees on it)
   lease_at_least(key, lease)  make key live at least lease ms more (never
                               shorter than it already does); returns its pttl
   next_token(key, lease)      the next fencing token: INCR, raised to Redis'
@@ -44,6 +46,16 @@
                               other kind, {-3} it (or its holders' hash
                               owners) is not a lock's, or an error for an
                               owner that is a field of the layout
+  acquire_refusal(key, want, owner, counter, k1, t1, k2, t2, ...)
+                              the checks an acquire of a lock of kind want
+                              ('lock' or 'rw') by owner starts with, each
+                              in turn: nil and key's lock_kind ('none' or
+                              want) to go on, else the reply to give at
+                              once: an error for an owner that is a field
+                              of the layout, {-1} key is the other kind,
+                              {-3} key, its fencing counter (counter_ok)
+                              or a key ki of its own (type_ok(ki, ti)) is
+                              not a lock's
   The holders' hash (dlockd's own: dlockd_lock_owners:{N}, passed as
   owners) has one field per holding dlockd made, named as that holding's
   field in the lock hash (the owner; '<owner>:write' for a writer); its
@@ -77,11 +89,13 @@
   and one that publishes decides what to say from reads alone and publishes
   before that write too (the ACL may refuse the channel; a script runs
   whole, so a subscriber acting on the message already sees its writes). ]]
-do
+local function now_ms()
   local t = redis.call('time')
-  if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[#ARGV]) then
-    return redis.error_reply('DLOCKD_LATE the call reached redis after its deadline')
-  end
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+if now_ms() > tonumber(ARGV[#ARGV]) then
+  return redis.error_reply('DLOCKD_LATE the call reached redis after its deadline')
 end
 
 local PUBLISH = ARGV[#ARGV - 1]
@@ -187,6 +201,25 @@ local function held_refusal(key, want, owner, owners)
     return {-3}
   end
   return nil
+end
+
+local function acquire_refusal(key, want, owner, counter, ...)
+  if not owner_ok(owner) then
+    return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
+  end
+  local kind = lock_kind(key)
+  if kind ~= 'none' and kind ~= 'other' and kind ~= want then
+    return {-1}
+  elseif kind == 'other' or not counter_ok(counter) then
+    return {-3}
+  end
+  local typed = {...}
+  for i = 1, #typed, 2 do
+    if not type_ok(typed[i], typed[i + 1]) then
+      return {-3}
+    end
+  end
+  return nil, kind
 end
 
 local function owners_entry(owners, field)

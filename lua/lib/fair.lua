@@ -1,5 +1,5 @@
---[[ lib/fair.lua -- prepended at build time to every fair_*.lua.
-  fair_now()                 Redis' clock in ms (every instance agrees on it)
+--[[ lib/fair.lua -- prepended at build time, after common, to the scripts
+  whose libs: line names fair (the fair_*.lua).
   fair_head(queue, zset, now, skip)
                              the first waiter in the queue (other than skip)
                              whose deadline is not past (false if none), and
@@ -12,11 +12,6 @@
   fair_freed(prefix, w)      the lock is free: tell the queue head w, or with
                              nobody queued the plain lock's channel <prefix>,
                              where /locks waiters on the same name listen ]]
-local function fair_now()
-  local t = redis.call('time')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
 local function fair_head(queue, zset, now, skip)
   local i = 0
   while true do

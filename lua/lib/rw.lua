@@ -1,5 +1,5 @@
---[[ lib/rw.lua -- prepended at build time to every rw_*.lua.
-  rw_now()                   Redis' clock in ms
+--[[ lib/rw.lua -- prepended at build time, after common, to the scripts
+  whose libs: line names rw (those reading read-write locks).
   rw_scan(key, tag)          key is a read-write lock (lock_kind 'rw'): what
                              rw_purge would keep, from reads alone: a table
                              {mode, writers = how many writer fields,
@@ -35,11 +35,6 @@
                              owner that does not write: {-2, why, n} with why
                              5 (a writer holds it), 3 (n readers do) or 4
                              (the caller reads, and n other readers) ]]
-local function rw_now()
-  local t = redis.call('time')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
 local function rw_is_reader(field)
   return field ~= 'mode' and string.sub(field, -6) ~= ':write'
 end

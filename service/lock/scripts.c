@@ -1,6 +1,7 @@
-/* scripts.c -- Lua scripts embedded at build time (build/lua_scripts.c is
- * generated from the files in lua/), run with EVALSHA on a pipelined
- * connection (redis_conn.c) that the caller names.
+/* scripts.c -- Lua scripts embedded at build time (lua_sources[], which
+ * lua/gen-scripts.sh generates from the files in lua/ into
+ * $(BUILD)/lua_scripts.c), run with EVALSHA on a pipelined connection
+ * (redis_conn.c) that the caller names.
  *
  * The SHA1 of each script is learnt from a SCRIPT LOAD sent (pipelined)
  * with its first call, which itself goes as EVAL, and kept for the life of
@@ -20,39 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Generated from lua/ by the Makefile. */
-struct lua_source {
-	const char *name;
-	const char *source;
-};
-extern const struct lua_source lua_sources[];
-extern const unsigned lua_sources_count;
-
-static const char *const script_names[SCRIPT_COUNT] = {
-	[SCRIPT_LOCK_ACQUIRE] = "lock_acquire",
-	[SCRIPT_LOCK_RELEASE] = "lock_release",
-	[SCRIPT_LOCK_FORCE_RELEASE] = "lock_force_release",
-	[SCRIPT_LOCK_RENEW] = "lock_renew",
-	[SCRIPT_LOCK_STATUS] = "lock_status",
-	[SCRIPT_FAIR_ACQUIRE] = "fair_acquire",
-	[SCRIPT_FAIR_RELEASE] = "fair_release",
-	[SCRIPT_FAIR_FORCE_RELEASE] = "fair_force_release",
-	[SCRIPT_FAIR_DEQUEUE] = "fair_dequeue",
-	[SCRIPT_FAIR_REFRESH] = "fair_refresh",
-	[SCRIPT_RW_READ_ACQUIRE] = "rw_read_acquire",
-	[SCRIPT_RW_READ_RELEASE] = "rw_read_release",
-	[SCRIPT_RW_READ_RENEW] = "rw_read_renew",
-	[SCRIPT_RW_WRITE_ACQUIRE] = "rw_write_acquire",
-	[SCRIPT_RW_WRITE_RELEASE] = "rw_write_release",
-	[SCRIPT_RW_WRITE_RENEW] = "rw_write_renew",
-	[SCRIPT_RW_WRITE_DEQUEUE] = "rw_write_dequeue",
-	[SCRIPT_RW_FORCE_RELEASE] = "rw_force_release",
-	[SCRIPT_RW_STATUS] = "rw_status",
-	[SCRIPT_LOCK_LIST] = "lock_list",
-};
-
 static struct {
-	const char *source;
 	char sha[41];		/* "" until the first SCRIPT LOAD */
 } scripts[SCRIPT_COUNT];
 static pthread_mutex_t sha_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -73,20 +42,15 @@ const char *scripts_publish_command(void)
 
 int scripts_init(void)
 {
-	for (int id = 0; id < SCRIPT_COUNT; id++) {
-		scripts[id].source = NULL;
-		for (unsigned i = 0; i < lua_sources_count; i++)
-			if (!strcmp(lua_sources[i].name, script_names[id]))
-				scripts[id].source = lua_sources[i].source;
-		if (!scripts[id].source)
+	for (int id = 0; id < SCRIPT_COUNT; id++)
+		if (!lua_sources[id].name || !lua_sources[id].source)
 			return -1;
-	}
 	return 0;
 }
 
 const char *scripts_name(enum script_id id)
 {
-	return script_names[id];
+	return lua_sources[id].name;
 }
 
 /* Learn a script's SHA from SCRIPT LOAD (sent before its EVAL until one
@@ -101,7 +65,7 @@ static void on_loaded(void *ctx, redisReply *r)
 	if (!r)
 		return;
 	if (r->type != REDIS_REPLY_STRING || r->len != 40) {
-		log_warn("redis did not load script %s: %s", script_names[id],
+		log_warn("redis did not load script %s: %s", lua_sources[id].name,
 			 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
 		return;
 	}
@@ -141,7 +105,7 @@ static void on_script_reply(void *ctx, redisReply *r)
 
 static void send_call(struct script_call *c, bool whole)
 {
-	const char *argv[REDIS_CONN_MAX_ARGS];
+	const char *argv[REDIS_CONN_MAX_ARGS], *source = lua_sources[c->id].source;
 	char sha[41];
 	int argc = 0;
 
@@ -149,12 +113,11 @@ static void send_call(struct script_call *c, bool whole)
 	memcpy(sha, scripts[c->id].sha, 41);
 	pthread_mutex_unlock(&sha_lock);
 	if (!sha[0] && !whole)
-		redis_conn_send(c->conn, 3,
-				(const char *[]){ "SCRIPT", "LOAD", scripts[c->id].source }, NULL,
+		redis_conn_send(c->conn, 3, (const char *[]){ "SCRIPT", "LOAD", source }, NULL,
 				false, on_loaded, (void *)(intptr_t)c->id);
 	whole = whole || !sha[0];
 	argv[argc++] = whole ? "EVAL" : "EVALSHA";
-	argv[argc++] = whole ? scripts[c->id].source : sha;
+	argv[argc++] = whole ? source : sha;
 	for (int i = 0; i < c->argc; i++)
 		argv[argc++] = c->argv[i];
 	redis_conn_send_from(c->conn, argc, argv, NULL, c->sent_ms, on_script_reply, c);
