@@ -132,9 +132,15 @@ rule_order() {	# the folders' order; cli/ on service/base/ only
 	$1 == "I" && $4 == "q" {
 		from = folder($2)
 		to = folder($5)
+		# the script table lua/gen-scripts.sh generates into the build
+		# directory, for the script runner (service/lock/scripts.h) alone
+		if ($5 == "lua_scripts.h")
+			to = "lua"
 		if (from == to)
 			next
-		if (from == "cli")
+		if (to == "lua")
+			why = from == "service/lock" ? "" : name(from) " includes the generated script table (service/lock/ only)"
+		else if (from == "cli")
 			why = to == "service/base" ? "" : "cli/ includes " name(to) " (only service/base/)"
 		else if (!(from in rank))
 			why = ""
@@ -356,6 +362,7 @@ if [ "${1:-}" = --self-test ]; then
 	    'service/lock/ includes api/, a higher layer|service/lock/locks.c|#include "api/reply.h"' \
 	    'service/config/ includes api/, a higher layer|service/config/config.c|#include "api/server.h"' \
 	    'service/lock/ includes cli/, outside the layers|service/lock/waiters.c|#include "cli/lease.h"' \
+	    'api/ includes the generated script table|api/routes.c|#include "lua_scripts.h"' \
 	    'cli/ includes service/lock/|cli/args.c|#include "service/lock/locks.h"' \
 	    'cli/ includes api/|cli/run.c|#include "api/reply.h"' \
 	    'api/ speaks Redis|api/handle_locks.c|#include "service/redis/redis_conn.h"' \
