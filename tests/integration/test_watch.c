@@ -599,3 +599,56 @@ TEST(inspect_with_a_client_token_shows_only_its_own_owners)
 	rcmd_int("DEL redisson_lock_queue:{%s} redisson_lock_timeout:{%s}", fair, fair);
 	CHECK(dlockd_stop(&d, 10000) == 0, "clean exit");
 }
+
+/* A client that hangs up during a watch or a waiting acquire is the
+ * client's business, not a server fault: the log never says "internal
+ * error" for it (libmicrohttpd's words when a handler closes the
+ * connection), and with --log-level debug it says what happened. 20 of
+ * each, on a dlockd of the test's own so its log holds only them. */
+TEST(hang_ups_are_not_logged_as_internal_errors)
+{
+	const char *const flags[] = { "--log-level", "debug", NULL };
+	const char *n = lockname("hangup");
+	struct dlockd_srv d;
+	enum { N = 20 };
+	int fds[2 * N];
+	char rq[600];
+	long long token;
+
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd");
+	CHECK(lock_hold(&d, n, "holder", 60000), "holder takes it");
+	{
+		char p[300];
+		struct http_resp r;
+
+		snprintf(p, sizeof(p), "/locks/%s", n);
+		CHECK(http_on(d.base, "GET", p, NULL, &r) == 0 && r.status == 200, "read it");
+		token = json_int(&r, "index");
+		http_free(&r);
+	}
+	for (int i = 0; i < 2 * N; i++) {
+		fds[i] = raw_connect(d.port);
+		CHECK(fds[i] >= 0, "connect");
+		if (i < N)
+			snprintf(rq, sizeof(rq), "GET /locks/%s?index=%lld&wait_ms=30000 HTTP/1.1\r\n"
+				 "Host: 127.0.0.1\r\n\r\n", n, token);
+		else
+			snprintf(rq, sizeof(rq), "PUT /locks/%s?owner=w%d&wait_ms=30000 HTTP/1.1\r\n"
+				 "Host: 127.0.0.1\r\nContent-Length: 0\r\n\r\n", n, i);
+		CHECK(write(fds[i], rq, strlen(rq)) == (ssize_t)strlen(rq), "send request %d", i);
+	}
+	CHECK(WAIT_FOR(metric_value(&d, "dlockd_watches") == N && waiters_of(&d) == N, 10000),
+	      "%d watch and %d wait", N, N);
+	for (int i = 0; i < 2 * N; i++)
+		close(fds[i]);
+	CHECK(wait_no_waiters(&d, 10000), "every one is forgotten");
+	CHECK(WAIT_FOR(metric_value(&d, "dlockd_watches") == 0, 10000), "no watch left");
+	CHECK(lock_release(&d, n, "holder") == 200, "the holder still holds it and releases");
+	CHECK(dlockd_stop(&d, 5000) == 0, "dlockd exits cleanly");
+	CHECK(file_lines_with(d.log, "internal error", NULL) == 0,
+	      "no hang-up is logged as an internal error (%d lines; see %s)",
+	      file_lines_with(d.log, "internal error", NULL), d.log);
+	CHECK(file_lines_with(d.log, "hung up", NULL) >= 2 * N,
+	      "each hang-up is logged at debug as what it is (%d lines; see %s)",
+	      file_lines_with(d.log, "hung up", NULL), d.log);
+}
