@@ -321,6 +321,12 @@ static struct guard_watch *watch_of(struct MHD_Connection *conn)
 	return cc ? cc->watch : NULL;
 }
 
+/* Set by access_handler when a handler closed the connection of a client
+ * that had hung up (it returned MHD_NO with nothing queued), for the line
+ * MHD logs about it next, on this thread, before the handler's caller
+ * returns. */
+static __thread bool client_hung_up;
+
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, const char *url,
 				      const char *method, const char *version,
 				      const char *upload_data, size_t *upload_data_size,
@@ -358,6 +364,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 	}
 	if (rq->next)
 		rq->hl->awaiting++;
+	client_hung_up = ret == MHD_NO && !rq->status && server_client_gone(rq);
 	return ret;
 }
 
@@ -495,6 +502,13 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	 * logged by api/tls.c */
 	if (strstr(msg, "handshake message out of context")) {
 		log_debug("http: a TLS handshake failed");
+		return;
+	}
+	/* MHD's words when a handler closes a connection: for a client that
+	 * hung up while its request waited, that is all it is */
+	if (client_hung_up && strstr(msg, "Application reported internal error")) {
+		client_hung_up = false;
+		log_debug("http: the client hung up before its answer; connection closed");
 		return;
 	}
 	log_warn("http: %s", msg);
