@@ -217,8 +217,14 @@ check-layers:
 test: check-layers deps $(BUILD)/dlockd $(BUILD)/dlock $(UNIT_BINS) $(ITEST_BIN) contract-tools
 	@sh tests/run.sh $(BUILD)
 
+# Every test with ASan and UBSan, then one short pass of the benchmark
+# (bench/README.md, --quick: about a minute), its client and dlockd both
+# sanitized: every scenario must measure without errors, every dlockd exit
+# 0 (no sanitizer report), the JSON be read back whole.
 test-asan:
 	$(MAKE) test BUILD=build-asan SAN=1 CFLAGS="-O1 -g"
+	$(MAKE) BUILD=build-asan SAN=1 CFLAGS="-O1 -g" build-asan/dlockd build-asan/bench/bench
+	build-asan/bench/bench --quick --json build-asan/bench/quick.json build-asan/dlockd
 
 # The integration suite with dlockd under valgrind (leaks and errors fail).
 test-valgrind: deps $(BUILD)/dlockd $(BUILD)/dlock $(ITEST_BIN) contract-tools

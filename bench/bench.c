@@ -4,15 +4,22 @@
  * scenario against dlockd over HTTP/1.1 keep-alive and, as the baseline,
  * the same embedded Lua scripts called directly with EVALSHA over hiredis
  * at the same concurrency, then prints a Markdown table and writes
- * bench/results/latest.json. Absolute numbers drift on a shared machine;
- * the ratios against the floor measured in the same run are the result.
+ * bench/results/latest.json (jansson, read back and checked). Absolute
+ * numbers drift on a shared machine; the ratios against the floor measured
+ * in the same run are the result. A scenario whose dlockd side or floor
+ * has errors or measured nothing fails the bench (exit 1), by name.
+ * With --compare OLD NEW it runs two dlockd binaries in alternating rounds
+ * instead and prints the median ratio new/old (bench/README.md).
  *
- *   build/bench/bench [--seconds S] [--quick] [--only WORD] [BIN]   (make bench) */
+ *   build/bench/bench [--seconds S] [--rounds N] [--quick] [--only WORD]
+ *                     [--json FILE] [BIN | --compare OLD NEW]   (make bench) */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
 #include <hiredis/hiredis.h>
+#include <jansson.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -258,43 +265,155 @@ static long long json_field(const char *body, const char *key)
 	return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
 }
 
-/* ----- Settings and results ----- */
+/* ----- Settings, scenarios, results and failures ----- */
 
 static int http_port, redis_port;
 static pid_t redis_pid, dlockd_pid, replica_pid;
+static const char *bench_bin;	/* the dlockd binary of the scenarios */
+static const char *dlockd_bin;	/* the running dlockd's binary */
+static const char *dlockd_since;	/* the scenario it was started in */
+static int dlockd_serial;	/* dlockd starts so far: each logs to dlockd-<n>.log */
+static char dlockd_log[200];	/* the running dlockd's */
 /* the Sentinel and Cluster topologies' processes, stopped by pid */
 static pid_t topo_pids[8];
 static pid_t redis_tls_pid;	/* redis_tls_cost's redis-server, while it runs */
 static int ntopo;
 static double seconds = 3.0;
 static const char *only;	/* --only WORD: scenarios whose name contains it */
+static bool quick;		/* --quick: every scenario briefly, few clients */
+/* Paired throughput runs alternate this many rounds and keep the median
+ * (--rounds; --quick: 1, --compare: 5). */
+#define MAX_ROUNDS 15
+static int rounds = 3;
 
 static bool wanted(const char *scenario)
 {
 	return !only || strstr(scenario, only);
 }
+
+/* The clients of a scenario written for n: --quick runs 1, 4 or 8. */
+static int clients_for(int n)
+{
+	if (!quick || n <= 1)
+		return n;
+	return n <= 16 ? 4 : 8;
+}
+
 static char dir[128];
 
-struct row {
-	char scenario[96];
-	char metric[48];
-	double dlockd, floor;		/* floor < 0: no baseline for this figure */
-	char unit[16];
-};
-static struct row rows[128];
-static int nrows;
+static void *xmalloc_or_die(void *p)
+{
+	if (!p) {
+		fprintf(stderr, "bench: out of memory\n");
+		exit(2);
+	}
+	return p;
+}
 
+static char *xstrdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *xstrdup_printf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	return xmalloc_or_die(n < 0 ? NULL : s);
+}
+
+/* A growing list of strings, each malloc'd and owned by the list. */
+struct strs {
+	char **v;
+	size_t n, cap;
+};
+
+static void strs_add(struct strs *l, char *s)
+{
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 16;
+		l->v = xmalloc_or_die(realloc(l->v, l->cap * sizeof(*l->v)));
+	}
+	l->v[l->n++] = s;
+}
+
+static void strs_free(struct strs *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	*l = (struct strs){ 0 };
+}
+
+static struct strs scenarios;	/* begun in this run, in order */
+static struct strs failures;	/* "<scenario>: <why>", in order */
+/* the scenario running (in scenarios; "start" before the first) */
+static const char *current = "start";
+
+/* A scenario starts if --only wants it; it is then expected to report
+ * figures (checked at the end and in the JSON). */
+static bool scenario_begin(const char *scenario)
+{
+	if (!wanted(scenario))
+		return false;
+	strs_add(&scenarios, xstrdup_printf("%s", scenario));
+	current = scenarios.v[scenarios.n - 1];
+	return true;
+}
+
+/* scenario failed: said now on stderr, again at the end, and the bench
+ * exits 1. */
+static void fail(const char *scenario, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(const char *scenario, const char *fmt, ...)
+{
+	char why[600];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "bench: FAILED: %s: %s\n", scenario, why);
+	strs_add(&failures, xstrdup_printf("%s: %s", scenario, why));
+}
+
+/* One figure of a scenario: a (dlockd, or --compare's new binary) against
+ * b (the floor, the other side of a paired scenario, or the old binary). */
+struct row {
+	char *scenario, *metric;
+	double a, b;		/* b NAN: no baseline for this figure */
+	double ratio;		/* NAN: none */
+	const char *unit;	/* a string literal */
+};
+static struct row *rows;
+static size_t nrows, rows_cap;
+/* what the two columns are, in the table and the JSON */
+static const char *col_a = "dlockd", *col_b = "floor";
+
+static void result_ratio(const char *scenario, const char *metric, double a, double b,
+			 double ratio, const char *unit)
+{
+	struct row *r;
+
+	if (nrows == rows_cap) {
+		rows_cap = rows_cap ? 2 * rows_cap : 128;
+		rows = xmalloc_or_die(realloc(rows, rows_cap * sizeof(*rows)));
+	}
+	r = &rows[nrows++];
+	r->scenario = xstrdup_printf("%s", scenario);
+	r->metric = xstrdup_printf("%s", metric);
+	r->a = a;
+	r->b = b;
+	r->ratio = ratio;
+	r->unit = unit;
+	fprintf(stderr, "  %-40s %-22s %s %12.2f   %s %12.2f %s\n", scenario, metric, col_a, a,
+		col_b, b, unit);
+}
+
+/* A figure; f < 0: it has no baseline. The ratio is d / f. */
 static void result(const char *scenario, const char *metric, double d, double f, const char *unit)
 {
-	struct row *r = &rows[nrows++];
-
-	snprintf(r->scenario, sizeof(r->scenario), "%s", scenario);
-	snprintf(r->metric, sizeof(r->metric), "%s", metric);
-	r->dlockd = d;
-	r->floor = f;
-	snprintf(r->unit, sizeof(r->unit), "%s", unit);
-	fprintf(stderr, "  %-40s %-22s dlockd %12.2f   floor %12.2f %s\n", scenario, metric, d, f,
-		unit);
+	result_ratio(scenario, metric, d, f < 0 ? NAN : f, f > 0 ? d / f : NAN, unit);
 }
 
 static redisContext *redis_connect(void)
@@ -311,9 +430,11 @@ static redisContext *redis_connect(void)
 
 /* ----- Lock kinds, over HTTP and over EVALSHA ----- */
 
-/* Every script's last argument is its deadline in Redis' clock
- * (lua/lib/common.lua); the floor's calls never expire. */
-#define DEADLINE "9007199254740991"
+/* Every script's last two arguments are the command it publishes with
+ * and its deadline in Redis' clock (lua/lib/common.lua), as scripts_run()
+ * appends them after the operation's own: the floor publishes as dlockd
+ * does on a standalone Redis, and its calls never expire. */
+#define TAIL "publish 9007199254740991"
 
 enum kind { K_LOCK, K_FAIR, K_WRITE, K_READ, K_COUNT };
 
@@ -337,7 +458,21 @@ static const struct kind_info {
 struct floor_client {
 	redisContext *cmd, *sub;
 	char acq_sha[41], rel_sha[41];
+	char err[256];		/* why the last call failed */
 };
+
+/* A script's reply the floor cannot use: fc->err says what it was. */
+static void floor_bad_reply(struct floor_client *fc, const char *script, const redisReply *r)
+{
+	if (!r)
+		snprintf(fc->err, sizeof(fc->err), "EVALSHA %s: no reply (%s)", script,
+			 fc->cmd->errstr);
+	else if (r->type == REDIS_REPLY_ERROR)
+		snprintf(fc->err, sizeof(fc->err), "EVALSHA %s: %s", script, r->str);
+	else
+		snprintf(fc->err, sizeof(fc->err), "EVALSHA %s: a reply of type %d", script,
+			 r->type);
+}
 
 static void script_sha(redisContext *c, const char *name, char sha[41])
 {
@@ -365,28 +500,34 @@ static int floor_acquire(struct floor_client *fc, enum kind k, const char *name,
 	snprintf(own, sizeof(own), "dlockd_lock_owners:{%s}", name);
 	switch (k) {
 	case K_LOCK:
-		r = redisCommand(fc->cmd, "EVALSHA %s 3 %s %s %s 30000 %s 0 0 %s " DEADLINE, fc->acq_sha,
+		r = redisCommand(fc->cmd, "EVALSHA %s 3 %s %s %s 30000 %s 0 0 %s " TAIL, fc->acq_sha,
 				 name, tok, own, owner, "");
 		break;
 	case K_FAIR:
 		snprintf(q, sizeof(q), "redisson_lock_queue:{%s}", name);
 		snprintf(dl, sizeof(dl), "redisson_lock_timeout:{%s}", name);
 		snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 6 %s %s %s %s %s %s 30000 %s %s 0 %s " DEADLINE,
+		r = redisCommand(fc->cmd, "EVALSHA %s 6 %s %s %s %s %s %s 30000 %s %s 0 %s " TAIL,
 				 fc->acq_sha, name, tok, q, dl, ch, own, owner, life, "");
 		break;
 	default:
 		snprintf(tag, sizeof(tag), "{%s}", name);
 		snprintf(wr, sizeof(wr), "dlockd_rwlock_writers:{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 5 %s %s %s %s %s 30000 %s %s 0 %s " DEADLINE,
+		r = redisCommand(fc->cmd, "EVALSHA %s 5 %s %s %s %s %s 30000 %s %s 0 %s " TAIL,
 				 fc->acq_sha, name, tok, tag, wr, own, owner, life, "");
 	}
-	if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2) {
+	if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
+	    (r->element[0]->integer == 1 || r->element[0]->integer == 0)) {
 		res = r->element[0]->integer == 1;
 		if (res)
 			*token = r->element[1]->integer;
 		else
 			*pttl = r->element[1]->integer;
+	} else if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1) {
+		snprintf(fc->err, sizeof(fc->err), "EVALSHA %s: refused (%lld)", kinds[k].acquire,
+			 r->element[0]->integer);
+	} else {
+		floor_bad_reply(fc, kinds[k].acquire, r);
 	}
 	if (r)
 		freeReplyObject(r);
@@ -404,21 +545,27 @@ static int floor_release(struct floor_client *fc, enum kind k, const char *name,
 	snprintf(own, sizeof(own), "dlockd_lock_owners:{%s}", name);
 	switch (k) {
 	case K_LOCK:
-		r = redisCommand(fc->cmd, "EVALSHA %s 3 %s %s %s %s %s " DEADLINE, fc->rel_sha, name, ch, own,
+		r = redisCommand(fc->cmd, "EVALSHA %s 3 %s %s %s %s %s " TAIL, fc->rel_sha, name, ch, own,
 				 owner, "");
 		break;
 	case K_FAIR:
 		snprintf(q, sizeof(q), "redisson_lock_queue:{%s}", name);
 		snprintf(dl, sizeof(dl), "redisson_lock_timeout:{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 5 %s %s %s %s %s %s %s " DEADLINE, fc->rel_sha, name, q,
+		r = redisCommand(fc->cmd, "EVALSHA %s 5 %s %s %s %s %s %s %s " TAIL, fc->rel_sha, name, q,
 				 dl, ch, own, owner, "");
 		break;
 	default:
 		snprintf(tag, sizeof(tag), "{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s %s %s " DEADLINE, fc->rel_sha, name, ch,
+		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s %s %s " TAIL, fc->rel_sha, name, ch,
 				 tag, own, owner, "");
 	}
-	ok = r && r->type == REDIS_REPLY_ARRAY;
+	/* {1, holds left, ...}: 0, or a refusal, would be a floor gone wrong */
+	ok = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 && r->element[0]->integer == 1;
+	if (!ok && r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1)
+		snprintf(fc->err, sizeof(fc->err), "EVALSHA %s: refused (%lld)", kinds[k].release,
+			 r->element[0]->integer);
+	else if (!ok)
+		floor_bad_reply(fc, kinds[k].release, r);
 	if (r)
 		freeReplyObject(r);
 	return ok ? 0 : -1;
@@ -452,7 +599,9 @@ struct run {
 	char name[96];		/* the hot lock */
 	int64_t until_us;
 	long long cycles;	/* completed acquire+release cycles */
-	int errors;
+	int errors;		/* clients that stopped on an error */
+	int error_claimed;	/* the first of them writes error */
+	char error[300];
 	/* hand-off latency: when each token was granted and released; the
 	 * grant with the next higher token is the next holder's (tokens
 	 * follow Redis' clock, so they grow by more than 1 a grant) */
@@ -471,6 +620,20 @@ struct client_arg {
 	struct run *run;
 	int id;
 };
+
+/* A client stops on an error: counted, and the first one's said. */
+static void run_error(struct run *run, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void run_error(struct run *run, const char *fmt, ...)
+{
+	va_list ap;
+
+	__atomic_add_fetch(&run->errors, 1, __ATOMIC_RELAXED);
+	if (__atomic_exchange_n(&run->error_claimed, 1, __ATOMIC_ACQ_REL))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(run->error, sizeof(run->error), fmt, ap);
+	va_end(ap);
+}
 
 static void note(struct stamp *v, size_t *n, long long token)
 {
@@ -500,6 +663,17 @@ static int cmp_stamp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* The status line and body of a refused request, for run_error. */
+static const char *answer_of(struct conn *c, int status)
+{
+	char *eol;
+
+	if (status < 0)
+		return "the connection failed";
+	eol = strstr(c->buf, "\r\n\r\n");
+	return eol ? eol + 4 : c->buf;
+}
+
 static void *http_client(void *arg)
 {
 	struct client_arg *ca = arg;
@@ -507,9 +681,10 @@ static void *http_client(void *arg)
 	char name[160], base[256], acq[400], rel[400];
 	struct conn c;
 	long long i = 0;
+	int st;
 
 	if (conn_open(&c, http_port) < 0) {
-		__atomic_add_fetch(&run->errors, 1, __ATOMIC_RELAXED);
+		run_error(run, "cannot connect to dlockd on port %d", http_port);
 		return NULL;
 	}
 	while (now_us() < run->until_us) {
@@ -524,15 +699,15 @@ static void *http_client(void *arg)
 		snprintf(acq, sizeof(acq), "%s?owner=c%d&ttl_ms=30000%s", base, ca->id,
 			 run->mode == HOT ? "&wait_ms=60000" : "");
 		snprintf(rel, sizeof(rel), "%s?owner=c%d", base, ca->id);
-		if (http_req(&c, "PUT", acq, &body) != 200) {
-			run->errors++;
+		if ((st = http_req(&c, "PUT", acq, &body)) != 200) {
+			run_error(run, "PUT %s: %d %.200s", acq, st, answer_of(&c, st));
 			break;
 		}
 		token = json_field(body, "fencing_token");
 		note_grant(run, token);
 		note_release(run, token);
-		if (http_req(&c, "DELETE", rel, NULL) != 200) {
-			run->errors++;
+		if ((st = http_req(&c, "DELETE", rel, NULL)) != 200) {
+			run_error(run, "DELETE %s: %d %.200s", rel, st, answer_of(&c, st));
 			break;
 		}
 		__atomic_add_fetch(&run->cycles, 1, __ATOMIC_RELAXED);
@@ -576,18 +751,21 @@ static void *floor_client(void *arg)
 					freeReplyObject(r);
 				continue;	/* subscribe, then try again */
 			}
-			if (now_us() >= run->until_us + 5000000)
+			if (now_us() >= run->until_us + 5000000) {
+				snprintf(fc.err, sizeof(fc.err), "%s still not acquired 5 s after "
+					 "the run's end", name);
 				break;
+			}
 			floor_wait_message(&fc, pttl > 0 && pttl < 1000 ? pttl : 1000);
 		}
 		if (got != 1) {
-			run->errors++;
+			run_error(run, "%s", fc.err);
 			break;
 		}
 		note_grant(run, token);
 		note_release(run, token);
 		if (floor_release(&fc, run->kind, name, owner) < 0) {
-			run->errors++;
+			run_error(run, "%s", fc.err);
 			break;
 		}
 		__atomic_add_fetch(&run->cycles, 1, __ATOMIC_RELAXED);
@@ -608,7 +786,9 @@ static int cmp_i64(const void *a, const void *b)
 struct outcome {
 	double per_s;
 	double p50_ms, p99_ms, max_ms;	/* hand-off latency (HOT) */
+	size_t handoffs;		/* ... measured */
 	int errors;
+	char error[300];		/* the first error, when errors */
 	long long cycles;
 };
 
@@ -616,29 +796,38 @@ static struct outcome run_once(enum kind k, enum mode m, bool floor, int clients
 {
 	static int serial;
 	struct run run = { .kind = k, .mode = m, .floor = floor, .clients = clients };
-	pthread_t *t = calloc((size_t)clients, sizeof(*t));
-	struct client_arg *args = calloc((size_t)clients, sizeof(*args));
+	pthread_t *t = xmalloc_or_die(calloc((size_t)clients, sizeof(*t)));
+	struct client_arg *args = xmalloc_or_die(calloc((size_t)clients, sizeof(*args)));
 	struct outcome o = { 0 };
 	int64_t t0;
+	int started = 0;
 
 	snprintf(run.name, sizeof(run.name), "bench-%s-%d-%d", tag, getpid(), serial++);
 	if (m == HOT) {
-		run.grants = calloc(MAX_TOKENS, sizeof(*run.grants));
-		run.releases = calloc(MAX_TOKENS, sizeof(*run.releases));
+		run.grants = xmalloc_or_die(calloc(MAX_TOKENS, sizeof(*run.grants)));
+		run.releases = xmalloc_or_die(calloc(MAX_TOKENS, sizeof(*run.releases)));
 	}
 	t0 = now_us();
 	run.until_us = t0 + (int64_t)(seconds * 1e6);
 	for (int i = 0; i < clients; i++) {
+		int rc;
+
 		args[i] = (struct client_arg){ &run, i };
-		pthread_create(&t[i], NULL, floor ? floor_client : http_client, &args[i]);
+		rc = pthread_create(&t[i], NULL, floor ? floor_client : http_client, &args[i]);
+		if (rc) {
+			run_error(&run, "cannot start client %d: %s", i, strerror(rc));
+			break;
+		}
+		started++;
 	}
-	for (int i = 0; i < clients; i++)
+	for (int i = 0; i < started; i++)
 		pthread_join(t[i], NULL);
 	o.per_s = (double)run.cycles / ((double)(now_us() - t0) / 1e6);
 	o.errors = run.errors;
+	memcpy(o.error, run.error, sizeof(o.error));
 	o.cycles = run.cycles;
 	if (m == HOT) {
-		int64_t *lat = calloc(MAX_TOKENS, sizeof(int64_t));
+		int64_t *lat = xmalloc_or_die(calloc(MAX_TOKENS, sizeof(int64_t)));
 		size_t n = 0, ng = run.ngrants < MAX_TOKENS ? run.ngrants : MAX_TOKENS;
 		size_t nr = run.nreleases < MAX_TOKENS ? run.nreleases : MAX_TOKENS;
 
@@ -660,6 +849,7 @@ static struct outcome run_once(enum kind k, enum mode m, bool floor, int clients
 			o.p99_ms = (double)lat[n * 99 / 100] / 1000.0;
 			o.max_ms = (double)lat[n - 1] / 1000.0;
 		}
+		o.handoffs = n;
 		free(lat);
 		free(run.grants);
 		free(run.releases);
@@ -669,7 +859,29 @@ static struct outcome run_once(enum kind k, enum mode m, bool floor, int clients
 	return o;
 }
 
+/* A run that had errors or measured nothing fails its scenario, saying
+ * which side (side: "floor", "dlockd", "https", ...) and why. Returns
+ * whether it was sound. */
+static bool check_outcome(const char *scenario, const char *side, const struct outcome *o,
+			  enum mode m)
+{
+	if (o->errors)
+		fail(scenario, "%s: %d client(s) stopped on an error; the first: %s", side,
+		     o->errors, o->error);
+	else if (!(o->per_s > 0) || !isfinite(o->per_s))
+		fail(scenario, "%s: no lock cycle completed (%.2f /s)", side, o->per_s);
+	else if (m == HOT && !o->handoffs)
+		fail(scenario, "%s: no hand-off measured", side);
+	else
+		return true;
+	return false;
+}
+
 /* ----- Many waiters: one epoll loop holds every connection ----- */
+
+static void start_dlockd(const char *bin);
+static void start_dlockd_sync(const char *bin, const char *replicas);
+static void start_dlockd_url(const char *bin, const char *redis_url, const char *replicas);
 
 struct waiter_conn {
 	int fd;
@@ -723,7 +935,8 @@ static int connect_one(struct waiter_conn *w, int ep, int i)
 }
 
 /* Poll /metrics every 50 ms until the gauge series (e.g. "dlockd_waiters")
- * is at least want, at most 60 s; returns how long that took (us). */
+ * is at least want, at most 60 s; returns how long that took (us), or -1
+ * if it never got there (said on stderr). */
 static int64_t wait_gauge(struct conn *ctl, const char *series, long long want)
 {
 	int64_t t0 = now_us();
@@ -737,8 +950,10 @@ static int64_t wait_gauge(struct conn *ctl, const char *series, long long want)
 		if (http_req(ctl, "GET", "/metrics", &body) == 200 && (p = strstr(body, pat)))
 			got = strtoll(p + strlen(pat), NULL, 10);
 		if (got >= want || now_us() - t0 > 60000000) {
-			if (got < want)
+			if (got < want) {
 				fprintf(stderr, "bench: %s only %lld of %lld\n", series, got, want);
+				return -1;
+			}
 			return now_us() - t0;
 		}
 		sleep_ms(50);
@@ -767,7 +982,7 @@ static void close_all(struct waiter_conn *w, int n, int ep, struct conn *ctl, re
 		if (w[i].fd >= 0)
 			close(w[i].fd);
 	close(ep);
-	close(ctl->fd);
+	conn_close(ctl);
 	redisFree(rc);
 	free(w);
 }
@@ -803,9 +1018,9 @@ static void redis_calls(redisContext *c, long long *total, long long *evalsha)
  * idle for FAIR_IDLE_MS, to see what keeping its places costs. */
 static void many_waiters(int n, int locks, const char *kind, const char *label)
 {
-	struct waiter_conn *w = calloc((size_t)n, sizeof(*w));
-	int ep = epoll_create1(0), done = 0, granted = 0, errors = 0;
-	redisContext *rc = redis_connect();
+	struct waiter_conn *w;
+	int ep, done = 0, granted = 0, errors = 0;
+	redisContext *rc;
 	struct conn ctl;
 	long rss0, rss;
 	int thr0, thr;
@@ -814,7 +1029,16 @@ static void many_waiters(int n, int locks, const char *kind, const char *label)
 	int64_t t0, t_all_waiting;
 	char path[256], scenario[96];
 
-	conn_open(&ctl, http_port);
+	snprintf(scenario, sizeof(scenario), "%d %swaiters on %s", n,
+		 strcmp(kind, "fairlocks") ? "" : "fair ", locks == 1 ? "1 lock" : "1 lock each");
+	if (!scenario_begin(scenario))
+		return;
+	start_dlockd(bench_bin);	/* its own: the last one's heap is no baseline */
+	w = xmalloc_or_die(calloc((size_t)n, sizeof(*w)));
+	ep = epoll_create1(0);
+	rc = redis_connect();
+	if (conn_open(&ctl, http_port) < 0)
+		fail(scenario, "cannot connect to dlockd");
 	proc_usage(dlockd_pid, &rss0, &thr0);
 	/* holders */
 	for (int l = 0; l < locks; l++) {
@@ -894,8 +1118,6 @@ static void many_waiters(int n, int locks, const char *kind, const char *label)
 		}
 	}
 	redis_calls(rc, &calls1, &eval1);
-	snprintf(scenario, sizeof(scenario), "%d %swaiters on %s", n,
-		 strcmp(kind, "fairlocks") ? "" : "fair ", locks == 1 ? "1 lock" : "1 lock each");
 	result(scenario, "dlockd RSS idle", (double)rss0 / 1024.0, -1, "MiB");
 	result(scenario, "dlockd RSS waiting", (double)rss / 1024.0, -1, "MiB");
 	result(scenario, "threads idle", thr0, -1, "");
@@ -915,6 +1137,10 @@ static void many_waiters(int n, int locks, const char *kind, const char *label)
 	       -1, "");
 	result(scenario, "cmds incl. inside scripts", (double)(calls1 - calls0) / (granted ? granted : 1),
 	       -1, "");
+	if (t_all_waiting < 0)
+		fail(scenario, "dlockd_waiters never reached %d", n - errors);
+	if (errors || granted != n)
+		fail(scenario, "%d of %d waiters served, %d error(s)", granted, n, errors);
 	close_all(w, n, ep, &ctl, rc);
 }
 
@@ -924,10 +1150,10 @@ static int cmp_double(const void *a, const void *b);
  * holder releases: how long from the release to each answer. */
 static void many_watchers(int n)
 {
-	struct waiter_conn *w = calloc((size_t)n, sizeof(*w));
-	double *lat = calloc((size_t)n, sizeof(*lat));
-	int ep = epoll_create1(0), done = 0, answered = 0, errors = 0;
-	redisContext *rc = redis_connect();
+	struct waiter_conn *w;
+	double *lat;
+	int ep, done = 0, answered = 0, errors = 0;
+	redisContext *rc;
 	struct conn ctl;
 	const char *body;
 	long rss0, rss;
@@ -936,7 +1162,16 @@ static void many_watchers(int n)
 	int64_t t0, t_all_watching;
 	char name[96], path[256], scenario[96];
 
-	conn_open(&ctl, http_port);
+	snprintf(scenario, sizeof(scenario), "%d watchers on 1 lock", n);
+	if (!scenario_begin(scenario))
+		return;
+	start_dlockd(bench_bin);
+	w = xmalloc_or_die(calloc((size_t)n, sizeof(*w)));
+	lat = xmalloc_or_die(calloc((size_t)n, sizeof(*lat)));
+	ep = epoll_create1(0);
+	rc = redis_connect();
+	if (conn_open(&ctl, http_port) < 0)
+		fail(scenario, "cannot connect to dlockd");
 	proc_usage(dlockd_pid, &rss0, &thr0);
 	snprintf(name, sizeof(name), "mwatch-%d", getpid());
 	snprintf(path, sizeof(path), "/locks/%s?owner=leader&ttl_ms=600000", name);
@@ -985,7 +1220,6 @@ static void many_watchers(int n)
 	}
 	redis_calls(rc, &calls1, &eval1);
 	qsort(lat, (size_t)answered, sizeof(double), cmp_double);
-	snprintf(scenario, sizeof(scenario), "%d watchers on 1 lock", n);
 	result(scenario, "dlockd RSS idle", (double)rss0 / 1024.0, -1, "MiB");
 	result(scenario, "dlockd RSS watching", (double)rss / 1024.0, -1, "MiB");
 	result(scenario, "threads idle", thr0, -1, "");
@@ -1000,19 +1234,78 @@ static void many_watchers(int n)
 	 * script: the reads are not shared) */
 	result(scenario, "EVALSHA per watcher", (double)(eval1 - eval0) / (answered ? answered : 1),
 	       -1, "");
+	if (t_all_watching < 0)
+		fail(scenario, "dlockd_watches never reached %d", n - errors);
+	if (errors || answered != n)
+		fail(scenario, "%d of %d watchers answered, %d error(s)", answered, n, errors);
 	free(lat);
 	close_all(w, n, ep, &ctl, rc);
 }
 
 /* ----- Set-up, the scenarios, the report ----- */
 
-static void stop_all(void)
+/* The last lines of a log, on stderr: what a dlockd that failed said
+ * (a sanitizer's report among it). */
+static void print_log_tail(const char *path, int lines)
 {
-	if (dlockd_pid > 0) {
-		kill(dlockd_pid, SIGTERM);
-		waitpid(dlockd_pid, NULL, 0);
-		dlockd_pid = 0;
+	char buf[16384];
+	FILE *f = fopen(path, "r");
+	size_t n;
+	long at;
+	char *p;
+
+	if (!f)
+		return;
+	fseek(f, 0, SEEK_END);
+	at = ftell(f);
+	fseek(f, at > (long)sizeof(buf) - 1 ? at - (long)sizeof(buf) + 1 : 0, SEEK_SET);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = buf + n;
+	while (p > buf && lines > 0)
+		if (*--p == '\n' && p[1])
+			lines--;
+	fprintf(stderr, "--- the end of %s:\n%s%s---\n", path, p == buf ? p : p + 1,
+		n && buf[n - 1] != '\n' ? "\n" : "");
+}
+
+/* Stop the running dlockd (SIGTERM, 30 s, then SIGKILL). With check, one
+ * that does not exit 0 -- a sanitizer's report, a crash, a hang -- fails
+ * the scenario it was started in (and served until now). */
+static void stop_dlockd(bool check)
+{
+	int status = 0;
+	pid_t got = 0;
+
+	if (dlockd_pid <= 0)
+		return;
+	kill(dlockd_pid, SIGTERM);
+	for (int i = 0; i < 3000 && (got = waitpid(dlockd_pid, &status, WNOHANG)) == 0; i++)
+		sleep_ms(10);
+	if (got == 0) {
+		kill(dlockd_pid, SIGKILL);
+		waitpid(dlockd_pid, &status, 0);
+		if (check)
+			fail(dlockd_since, "its dlockd (%s) did not stop within 30 s of SIGTERM; "
+			     "log %s", dlockd_bin, dlockd_log);
+	} else if (check && got == dlockd_pid && !(WIFEXITED(status) && !WEXITSTATUS(status))) {
+		if (WIFEXITED(status))
+			fail(dlockd_since, "its dlockd (%s) exited with status %d; log %s", dlockd_bin,
+			     WEXITSTATUS(status), dlockd_log);
+		else
+			fail(dlockd_since, "its dlockd (%s) ended by signal %d; log %s", dlockd_bin,
+			     WIFSIGNALED(status) ? WTERMSIG(status) : -1, dlockd_log);
+		print_log_tail(dlockd_log, 30);
 	}
+	dlockd_pid = 0;
+}
+
+/* Stop every process the bench started, by pid; with check, a dlockd that
+ * ends badly fails the bench. */
+static void stop_processes(bool check)
+{
+	stop_dlockd(check);
 	for (int i = 0; i < ntopo; i++)
 		if (topo_pids[i] > 0) {
 			kill(topo_pids[i], SIGTERM);
@@ -1037,16 +1330,17 @@ static void stop_all(void)
 	}
 }
 
+static void stop_all(void)
+{
+	stop_processes(false);
+}
+
 static void on_signal(int sig)
 {
 	stop_all();
 	signal(sig, SIG_DFL);
 	raise(sig);
 }
-
-static void start_dlockd(const char *bin);
-static void start_dlockd_sync(const char *bin, const char *replicas);
-static void start_dlockd_url(const char *bin, const char *redis_url, const char *replicas);
 
 static void start_all(const char *bin)
 {
@@ -1087,22 +1381,21 @@ static void start_dlockd_sync(const char *bin, const char *replicas)
 /* The same on --redis url (NULL: the bench's standalone Redis). */
 static void start_dlockd_url(const char *bin, const char *redis_url, const char *replicas)
 {
-	char listen[64], url[300], log[200];
+	char listen[64], url[300];
 	char cert[300], key[300];
 	const char *dargv[16] = { bin, "--listen", listen, "--redis", url, "--log-level", "warn" };
-	int argc = 7;
+	int argc = 7, st = -1;
 
-	if (dlockd_pid > 0) {
-		kill(dlockd_pid, SIGTERM);
-		waitpid(dlockd_pid, NULL, 0);
-	}
+	stop_dlockd(true);
+	dlockd_bin = bin;
+	dlockd_since = current;
 	http_port = free_port();
 	snprintf(listen, sizeof(listen), "127.0.0.1:%d", http_port);
 	if (redis_url)
 		snprintf(url, sizeof(url), "%s", redis_url);
 	else
 		snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", redis_port);
-	snprintf(log, sizeof(log), "%s/dlockd.log", dir);
+	snprintf(dlockd_log, sizeof(dlockd_log), "%s/dlockd-%d.log", dir, ++dlockd_serial);
 	snprintf(cert, sizeof(cert), "%s/tls.pem", dir);
 	snprintf(key, sizeof(key), "%s/tls.key", dir);
 	if (replicas) {
@@ -1119,26 +1412,27 @@ static void start_dlockd_url(const char *bin, const char *redis_url, const char 
 		dargv[argc++] = "--tls-key";
 		dargv[argc++] = key;
 	}
-	dlockd_pid = spawn(dargv, log);
+	dlockd_pid = spawn(dargv, dlockd_log);
 	if (!wait_port(http_port)) {
-		fprintf(stderr, "bench: dlockd did not start (%s)\n", log);
+		fprintf(stderr, "bench: dlockd (%s) did not start\n", bin);
+		print_log_tail(dlockd_log, 30);
 		stop_all();
 		exit(2);
 	}
 	sleep_ms(300);
 	/* a sentinel or cluster URL is resolved after the port opens */
-	for (int i = 0; i < 200; i++) {
+	for (int i = 0; i < 200 && st != 200; i++) {
 		struct conn c;
-		int st = -1;
 
 		if (conn_open(&c, http_port) == 0) {
 			st = http_req(&c, "GET", "/readyz", NULL);
 			conn_close(&c);
 		}
-		if (st == 200)
-			break;
-		sleep_ms(50);
+		if (st != 200)
+			sleep_ms(50);
 	}
+	if (st != 200)
+		fail(current, "dlockd (%s) not ready within 10 s; log %s", bin, dlockd_log);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -1148,35 +1442,70 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Uncontended throughput is measured in ROUNDS alternating runs of dlockd
- * and of the floor, and the medians are compared: a neighbour's burst on
- * the shared machine then costs one round, not the figure. */
-#define ROUNDS 3
+/* The lock scenarios, dlockd against the floor (or, with --compare, one
+ * dlockd binary against another); name: printf of the client count. */
+struct lock_scenario {
+	const char *name;
+	enum kind kind;
+	enum mode mode;
+	int clients;		/* as written; --quick: clients_for() */
+};
 
-static void versus(const char *scenario, enum kind k, enum mode m, int clients)
+static const struct lock_scenario lock_scenarios[] = {
+	{ "uncontended lock, %d clients", K_LOCK, UNCONTENDED, 1 },
+	{ "uncontended lock, %d clients", K_LOCK, UNCONTENDED, 16 },
+	{ "uncontended lock, %d clients", K_LOCK, UNCONTENDED, 64 },
+	{ "hot lock, %d clients", K_LOCK, HOT, 64 },
+	{ "uncontended fairlock, %d clients", K_FAIR, UNCONTENDED, 16 },
+	{ "hot fairlock, %d clients", K_FAIR, HOT, 64 },
+	{ "uncontended rwlock write, %d clients", K_WRITE, UNCONTENDED, 16 },
+	{ "hot rwlock write, %d clients", K_WRITE, HOT, 64 },
+	{ "uncontended rwlock read, %d clients", K_READ, UNCONTENDED, 16 },
+};
+
+/* The median of v[0..n) (sorted in place); of an even n, the mean of the
+ * middle two. */
+static double median(double *v, int n)
 {
-	double hs[ROUNDS], fs[ROUNDS];
-	int rounds = m == HOT ? 1 : ROUNDS, herr = 0, ferr = 0;
-	struct outcome h = { 0 }, f = { 0 };
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	if (!n)
+		return NAN;
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
-	if (!wanted(scenario))
+/* Uncontended throughput is measured in `rounds` alternating runs of
+ * dlockd and of the floor, and the medians are compared: a neighbour's
+ * burst on the shared machine then costs one round, not the figure. The
+ * hot lock runs one round (its latency is per hand-off, thousands a run). */
+static void versus(const struct lock_scenario *ls)
+{
+	double hs[MAX_ROUNDS], fs[MAX_ROUNDS];
+	int n = ls->mode == HOT ? 1 : rounds, herr = 0, ferr = 0, clients = clients_for(ls->clients);
+	struct outcome h = { 0 }, f = { 0 };
+	char scenario[96];
+
+	snprintf(scenario, sizeof(scenario), ls->name, clients);
+	if (!scenario_begin(scenario))
 		return;
-	for (int i = 0; i < rounds; i++) {
-		h = run_once(k, m, false, clients, "h");
-		f = run_once(k, m, true, clients, "f");
+	for (int i = 0; i < n; i++) {
+		bool sound;
+
+		h = run_once(ls->kind, ls->mode, false, clients, "h");
+		f = run_once(ls->kind, ls->mode, true, clients, "f");
 		hs[i] = h.per_s;
 		fs[i] = f.per_s;
 		herr += h.errors;
 		ferr += f.errors;
-		if (rounds > 1)
+		if (n > 1)
 			fprintf(stderr, "  %s round %d: %.0f vs %.0f /s (%.2f)\n", scenario, i + 1,
 				h.per_s, f.per_s, h.per_s / f.per_s);
+		sound = check_outcome(scenario, "dlockd", &h, ls->mode);
+		if (!check_outcome(scenario, "floor", &f, ls->mode) || !sound)
+			n = i + 1;	/* no more rounds: it failed */
 	}
-	qsort(hs, (size_t)rounds, sizeof(double), cmp_double);
-	qsort(fs, (size_t)rounds, sizeof(double), cmp_double);
-	result(scenario, m == HOT ? "hand-offs/s" : "cycles/s", hs[rounds / 2], fs[rounds / 2],
+	result(scenario, ls->mode == HOT ? "hand-offs/s" : "cycles/s", median(hs, n), median(fs, n),
 	       "/s");
-	if (m == HOT) {
+	if (ls->mode == HOT) {
 		result(scenario, "hand-off p50", h.p50_ms, f.p50_ms, "ms");
 		result(scenario, "hand-off p99", h.p99_ms, f.p99_ms, "ms");
 		result(scenario, "hand-off max", h.max_ms, f.max_ms, "ms");
@@ -1222,23 +1551,31 @@ static bool start_replica(void)
  * the same run without it (the "floor" column), in alternating rounds. */
 static void sync_cost(const char *bin, int clients)
 {
-	double with[ROUNDS], without[ROUNDS];
+	double with[MAX_ROUNDS], without[MAX_ROUNDS];
 	char scenario[96];
+	int n = rounds;
 
 	snprintf(scenario, sizeof(scenario), "sync replicas 1 vs off, lock, %d clients", clients);
-	if (!wanted(scenario))
+	if (!scenario_begin(scenario))
 		return;
-	for (int i = 0; i < ROUNDS; i++) {
+	for (int i = 0; i < n; i++) {
+		struct outcome o0, o1;
+		bool sound0, sound1;
+
 		start_dlockd_sync(bin, NULL);
-		without[i] = run_once(K_LOCK, UNCONTENDED, false, clients, "s0").per_s;
+		o0 = run_once(K_LOCK, UNCONTENDED, false, clients, "s0");
 		start_dlockd_sync(bin, "1");
-		with[i] = run_once(K_LOCK, UNCONTENDED, false, clients, "s1").per_s;
+		o1 = run_once(K_LOCK, UNCONTENDED, false, clients, "s1");
+		without[i] = o0.per_s;
+		with[i] = o1.per_s;
 		fprintf(stderr, "  %s round %d: %.0f vs %.0f /s (%.2f)\n", scenario, i + 1, with[i],
 			without[i], with[i] / without[i]);
+		sound0 = check_outcome(scenario, "sync off", &o0, UNCONTENDED);
+		sound1 = check_outcome(scenario, "sync 1", &o1, UNCONTENDED);
+		if (!sound0 || !sound1)
+			n = i + 1;	/* no more rounds: it failed */
 	}
-	qsort(with, ROUNDS, sizeof(double), cmp_double);
-	qsort(without, ROUNDS, sizeof(double), cmp_double);
-	result(scenario, "cycles/s (floor: off)", with[ROUNDS / 2], without[ROUNDS / 2], "/s");
+	result(scenario, "cycles/s (floor: off)", median(with, n), median(without, n), "/s");
 	start_dlockd_sync(bin, NULL);
 }
 
@@ -1266,20 +1603,20 @@ static bool tls_cert_made(void)
  * (OpenSSL) answers both; dlockd's side of TLS is its tunnel pump. */
 static void redis_tls_cost(const char *bin, int clients)
 {
-	double with[ROUNDS], without[ROUNDS];
+	double with[MAX_ROUNDS], without[MAX_ROUNDS];
 	char scenario[96], ca[300], key[300], rport[16], tport[16], log[200], rdir[200];
 	char plain[96], tls[96];
 	const char *argv[] = { "redis-server", "--port", rport, "--tls-port", tport,
 			       "--tls-cert-file", ca, "--tls-key-file", key, "--tls-ca-cert-file",
 			       ca, "--tls-auth-clients", "no", "--bind", "127.0.0.1", "--save", "",
 			       "--appendonly", "no", "--dir", rdir, NULL };
-	int port, tls_port;
+	int port, tls_port, n = rounds;
 
 	snprintf(scenario, sizeof(scenario), "redis tls vs plain, lock, %d clients", clients);
-	if (!wanted(scenario))
+	if (!scenario_begin(scenario))
 		return;
 	if (!tls_cert_made()) {
-		fprintf(stderr, "bench: openssl could not make a certificate; redis tls skipped\n");
+		fail(scenario, "openssl could not make a certificate");
 		return;
 	}
 	snprintf(ca, sizeof(ca), "%s/tls.pem", dir);
@@ -1293,25 +1630,31 @@ static void redis_tls_cost(const char *bin, int clients)
 	mkdir(rdir, 0755);
 	redis_tls_pid = spawn(argv, log);
 	if (!wait_port(port) || !wait_port(tls_port)) {
-		fprintf(stderr, "bench: redis-server with TLS did not start (%s)\n", log);
+		fail(scenario, "redis-server with TLS did not start (%s)", log);
 		goto out;
 	}
 	snprintf(plain, sizeof(plain), "redis://127.0.0.1:%d/0", port);
 	snprintf(tls, sizeof(tls), "rediss://127.0.0.1:%d/0", tls_port);
-	for (int i = 0; i < ROUNDS; i++) {
+	for (int i = 0; i < n; i++) {
+		struct outcome o0, o1;
+		bool sound0, sound1;
+
 		start_dlockd_url(bin, plain, NULL);
-		without[i] = run_once(K_LOCK, UNCONTENDED, false, clients, "r0").per_s;
+		o0 = run_once(K_LOCK, UNCONTENDED, false, clients, "r0");
 		redis_ca = ca;
 		start_dlockd_url(bin, tls, NULL);
 		redis_ca = NULL;
-		with[i] = run_once(K_LOCK, UNCONTENDED, false, clients, "r1").per_s;
+		o1 = run_once(K_LOCK, UNCONTENDED, false, clients, "r1");
+		without[i] = o0.per_s;
+		with[i] = o1.per_s;
 		fprintf(stderr, "  %s round %d: %.0f vs %.0f /s (%.2f)\n", scenario, i + 1, with[i],
 			without[i], with[i] / without[i]);
+		sound0 = check_outcome(scenario, "redis://", &o0, UNCONTENDED);
+		sound1 = check_outcome(scenario, "rediss://", &o1, UNCONTENDED);
+		if (!sound0 || !sound1)
+			n = i + 1;	/* no more rounds: it failed */
 	}
-	qsort(with, ROUNDS, sizeof(double), cmp_double);
-	qsort(without, ROUNDS, sizeof(double), cmp_double);
-	result(scenario, "cycles/s (floor: redis://)", with[ROUNDS / 2], without[ROUNDS / 2],
-	       "/s");
+	result(scenario, "cycles/s (floor: redis://)", median(with, n), median(without, n), "/s");
 out:
 	start_dlockd(bin);
 	kill(redis_tls_pid, SIGTERM);
@@ -1326,38 +1669,48 @@ out:
  * the client checks; TLS 1.3 as GnuTLS negotiates it by default. */
 static void tls_cost(const char *bin, int clients)
 {
-	double with[ROUNDS], without[ROUNDS];
+	double with[MAX_ROUNDS], without[MAX_ROUNDS];
 	char scenario[96], cmd[1024];
+	int n = rounds;
 
 	snprintf(scenario, sizeof(scenario), "https vs http, lock, %d clients", clients);
-	if (!wanted(scenario))
+	if (!scenario_begin(scenario))
 		return;
 	if (!tls_trust) {
 		if (!tls_cert_made()) {
-			fprintf(stderr, "bench: openssl could not make a certificate; https skipped\n");
+			fail(scenario, "openssl could not make a certificate");
 			return;
 		}
 		snprintf(cmd, sizeof(cmd), "%s/tls.pem", dir);
 		gnutls_certificate_allocate_credentials(&tls_trust);
 		if (gnutls_certificate_set_x509_trust_file(tls_trust, cmd, GNUTLS_X509_FMT_PEM) != 1) {
-			fprintf(stderr, "bench: cannot trust %s; https skipped\n", cmd);
+			fail(scenario, "cannot trust %s", cmd);
+			gnutls_certificate_free_credentials(tls_trust);
+			tls_trust = NULL;
 			return;
 		}
 	}
-	for (int i = 0; i < ROUNDS; i++) {
+	for (int i = 0; i < n; i++) {
+		struct outcome o0, o1;
+		bool sound0, sound1;
+
 		use_tls = false;
 		start_dlockd(bin);
-		without[i] = run_once(K_LOCK, UNCONTENDED, false, clients, "t0").per_s;
+		o0 = run_once(K_LOCK, UNCONTENDED, false, clients, "t0");
 		use_tls = true;
 		start_dlockd(bin);
-		with[i] = run_once(K_LOCK, UNCONTENDED, false, clients, "t1").per_s;
+		o1 = run_once(K_LOCK, UNCONTENDED, false, clients, "t1");
+		without[i] = o0.per_s;
+		with[i] = o1.per_s;
 		fprintf(stderr, "  %s round %d: %.0f vs %.0f /s (%.2f)\n", scenario, i + 1, with[i],
 			without[i], with[i] / without[i]);
+		sound0 = check_outcome(scenario, "http", &o0, UNCONTENDED);
+		sound1 = check_outcome(scenario, "https", &o1, UNCONTENDED);
+		if (!sound0 || !sound1)
+			n = i + 1;	/* no more rounds: it failed */
 	}
 	use_tls = false;
-	qsort(with, ROUNDS, sizeof(double), cmp_double);
-	qsort(without, ROUNDS, sizeof(double), cmp_double);
-	result(scenario, "cycles/s (floor: http)", with[ROUNDS / 2], without[ROUNDS / 2], "/s");
+	result(scenario, "cycles/s (floor: http)", median(with, n), median(without, n), "/s");
 	start_dlockd(bin);
 }
 
@@ -1601,8 +1954,6 @@ struct measured {
 	double dlockd_us, redis_us;	/* CPU per cycle */
 };
 
-static const char *bench_bin;
-
 static struct measured measure(const struct target *t, const char *sync, enum mode m,
 			       int clients)
 {
@@ -1633,26 +1984,41 @@ static int cmp_measured(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* A side of a topology scenario, for failures: "sentinel, sync replicas 1". */
+static void side_name(char *buf, size_t len, const struct target *t, const char *sync)
+{
+	snprintf(buf, len, "%s%s", t ? t->label : "standalone", sync ? ", sync replicas 1" : "");
+}
+
 /* a against b (NULL: standalone), with their sync settings, at clients:
- * ROUNDS alternating rounds, the medians in the "dlockd" (a) and "floor"
- * (b) columns. */
+ * `rounds` alternating rounds (the hot lock: one), the medians in the
+ * "dlockd" (a) and "floor" (b) columns. */
 static void topo_versus(const char *scenario, const struct target *a, const char *sync_a,
 			const struct target *b, const char *sync_b, enum mode m, int clients)
 {
-	struct measured ma[ROUNDS], mb[ROUNDS];
-	int rounds = m == HOT ? 1 : ROUNDS;
+	struct measured ma[MAX_ROUNDS], mb[MAX_ROUNDS];
+	int n = m == HOT ? 1 : rounds;
+	char side_a[64], side_b[64];
 
-	for (int i = 0; i < rounds; i++) {
+	side_name(side_a, sizeof(side_a), a, sync_a);
+	side_name(side_b, sizeof(side_b), b, sync_b);
+	for (int i = 0; i < n; i++) {
+		bool sound_a, sound_b;
+
 		mb[i] = measure(b, sync_b, m, clients);
 		ma[i] = measure(a, sync_a, m, clients);
-		if (rounds > 1)
+		if (n > 1)
 			fprintf(stderr, "  %s round %d: %.0f vs %.0f /s (%.2f)\n", scenario, i + 1,
 				ma[i].o.per_s, mb[i].o.per_s, ma[i].o.per_s / mb[i].o.per_s);
+		sound_a = check_outcome(scenario, side_a, &ma[i].o, m);
+		sound_b = check_outcome(scenario, side_b, &mb[i].o, m);
+		if (!sound_a || !sound_b)
+			n = i + 1;	/* no more rounds: it failed */
 	}
-	qsort(ma, (size_t)rounds, sizeof(*ma), cmp_measured);
-	qsort(mb, (size_t)rounds, sizeof(*mb), cmp_measured);
-	ma[0] = ma[rounds / 2];
-	mb[0] = mb[rounds / 2];
+	qsort(ma, (size_t)n, sizeof(*ma), cmp_measured);
+	qsort(mb, (size_t)n, sizeof(*mb), cmp_measured);
+	ma[0] = ma[n / 2];
+	mb[0] = mb[n / 2];
 	result(scenario, m == HOT ? "hand-offs/s" : "cycles/s", ma[0].o.per_s, mb[0].o.per_s, "/s");
 	if (m == HOT) {
 		result(scenario, "hand-off p50", ma[0].o.p50_ms, mb[0].o.p50_ms, "ms");
@@ -1672,30 +2038,33 @@ static void topo_versus(const char *scenario, const struct target *a, const char
 		result(scenario, "errors", ma[0].o.errors, mb[0].o.errors, "");
 }
 
-/* The topology t against the standalone Redis: uncontended at 1 and 16
- * clients, the hot lock at 64 (rows "<label> vs standalone, ..."). */
-static void topology_runs(const struct target *t)
-{
-	static const int conc[] = { 1, 16 };
-	char s[96];
+/* A topology's scenarios (rows "<label> vs standalone, ..."): against the
+ * standalone Redis uncontended at 1 and 16 clients and the hot lock at
+ * 64; on the sentinel topology also --redis-sync-replicas 1 against off. */
+static const struct topo_scenario {
+	const char *name;	/* printf: the label, the clients */
+	enum mode mode;
+	int clients;		/* as written; --quick: clients_for() */
+	bool sync;		/* sync 1 against off on the topology itself */
+} topo_scenarios[] = {
+	{ "%s vs standalone, lock, %d clients", UNCONTENDED, 1, false },
+	{ "%s vs standalone, lock, %d clients", UNCONTENDED, 16, false },
+	{ "%s vs standalone, hot lock, %d clients", HOT, 64, false },
+	{ "%s, sync replicas 1 vs off, lock, %d clients", UNCONTENDED, 1, true },
+	{ "%s, sync replicas 1 vs off, lock, %d clients", UNCONTENDED, 16, true },
+};
 
-	for (size_t c = 0; c < 2; c++) {
-		snprintf(s, sizeof(s), "%s vs standalone, lock, %d clients", t->label, conc[c]);
-		topo_versus(s, t, NULL, NULL, NULL, UNCONTENDED, conc[c]);
-	}
-	snprintf(s, sizeof(s), "%s vs standalone, hot lock, 64 clients", t->label);
-	topo_versus(s, t, NULL, NULL, NULL, HOT, 64);
+static void topo_scenario_name(char *buf, size_t len, const struct topo_scenario *ts,
+			       const char *label)
+{
+	snprintf(buf, len, ts->name, label, clients_for(ts->clients));
 }
 
 /* Stop the topology's processes (started last), keeping the standalone
  * Redis and its replica. */
 static void topology_stop(void)
 {
-	if (dlockd_pid > 0) {
-		kill(dlockd_pid, SIGTERM);
-		waitpid(dlockd_pid, NULL, 0);
-		dlockd_pid = 0;
-	}
+	stop_dlockd(true);
 	for (int i = 0; i < ntopo; i++) {
 		kill(topo_pids[i], SIGTERM);
 		waitpid(topo_pids[i], NULL, 0);
@@ -1704,97 +2073,392 @@ static void topology_stop(void)
 	ntopo = 0;
 }
 
-static void sentinel_bench(void)
+/* Start the topology (start), run its first n topo_scenarios that --only
+ * wants, stop it; nothing is started when none is wanted. */
+static void topology_bench(const char *label, bool (*start)(struct target *), size_t n)
 {
 	struct target t;
+	bool any = false;
+	char s[96];
 
-	if (!sentinel_topology(&t)) {
-		fprintf(stderr, "bench: the sentinel topology did not start; skipped\n");
+	for (size_t i = 0; i < n; i++) {
+		topo_scenario_name(s, sizeof(s), &topo_scenarios[i], label);
+		any = any || wanted(s);
+	}
+	if (!any)
+		return;
+	if (!start(&t)) {
+		fail(label, "the %s topology did not start (logs in %s)", label, dir);
 		topology_stop();
 		return;
 	}
-	topology_runs(&t);
-	for (int c = 1; c <= 16; c += 15) {
-		char s[96];
+	for (size_t i = 0; i < n; i++) {
+		const struct topo_scenario *ts = &topo_scenarios[i];
 
-		snprintf(s, sizeof(s), "sentinel, sync replicas 1 vs off, lock, %d clients", c);
-		topo_versus(s, &t, "1", &t, NULL, UNCONTENDED, c);
-	}
-	topology_stop();
-}
-
-static void cluster_bench(void)
-{
-	struct target t;
-
-	if (!cluster_topology(&t)) {
-		fprintf(stderr, "bench: the cluster did not start; skipped\n");
-		topology_stop();
-		return;
-	}
-	topology_runs(&t);
-	topology_stop();
-}
-
-static void report(void)
-{
-	char path[256], host[64] = "";
-	FILE *j;
-	long cores = sysconf(_SC_NPROCESSORS_ONLN);
-
-	gethostname(host, sizeof(host));
-	printf("\n| scenario | figure | dlockd | Redis floor | ratio |\n|---|---|---:|---:|---:|\n");
-	for (int i = 0; i < nrows; i++) {
-		const struct row *r = &rows[i];
-
-		if (r->floor > 0)
-			printf("| %s | %s | %.2f %s | %.2f %s | %.2f |\n", r->scenario, r->metric,
-			       r->dlockd, r->unit, r->floor, r->unit, r->dlockd / r->floor);
+		topo_scenario_name(s, sizeof(s), ts, label);
+		if (!scenario_begin(s))
+			continue;
+		if (ts->sync)
+			topo_versus(s, &t, "1", &t, NULL, ts->mode, clients_for(ts->clients));
 		else
-			printf("| %s | %s | %.2f %s | | |\n", r->scenario, r->metric, r->dlockd, r->unit);
+			topo_versus(s, &t, NULL, NULL, NULL, ts->mode, clients_for(ts->clients));
 	}
-	printf("\n%ld cores, %.1f s per run\n", cores, seconds);
-	if (only) {
-		fprintf(stderr, "--only: bench/results/latest.json left as it was\n");
+	topology_stop();
+}
+
+/* ----- --compare OLD NEW: two dlockd binaries, paired ----- */
+
+/* A lock scenario on two binaries: `rounds` rounds, each running both on
+ * a fresh dlockd over the same Redis, the old one first in odd rounds and
+ * the new one first in even ones (a drift of the machine during a round
+ * then favours neither). Each round's ratio new/old goes to stderr, their
+ * median to the table: a ratio of paired runs, not of medians. */
+static void compare_scenario(const struct lock_scenario *ls, const char *old_bin,
+			     const char *new_bin)
+{
+	double olds[MAX_ROUNDS], news[MAX_ROUNDS], ratio[MAX_ROUNDS];
+	double p50[2][MAX_ROUNDS], p99[2][MAX_ROUNDS], p50r[MAX_ROUNDS], p99r[MAX_ROUNDS];
+	int n = rounds, clients = clients_for(ls->clients);
+	char scenario[96];
+
+	snprintf(scenario, sizeof(scenario), ls->name, clients);
+	if (!scenario_begin(scenario))
 		return;
+	for (int i = 0; i < n; i++) {
+		struct outcome o[2];	/* [0] old, [1] new */
+		bool new_first = i % 2, sound_old, sound_new;
+
+		for (int j = 0; j < 2; j++) {
+			int which = (j == 0) == new_first;	/* 1: new */
+
+			start_dlockd(which ? new_bin : old_bin);
+			o[which] = run_once(ls->kind, ls->mode, false, clients, which ? "new" : "old");
+		}
+		olds[i] = o[0].per_s;
+		news[i] = o[1].per_s;
+		ratio[i] = o[1].per_s / o[0].per_s;
+		fprintf(stderr, "  %s round %d (%s first): old %.0f /s, new %.0f /s, new/old %.2f",
+			scenario, i + 1, new_first ? "new" : "old", olds[i], news[i], ratio[i]);
+		if (ls->mode == HOT) {
+			for (int w = 0; w < 2; w++) {
+				p50[w][i] = o[w].p50_ms;
+				p99[w][i] = o[w].p99_ms;
+			}
+			p50r[i] = o[1].p50_ms / o[0].p50_ms;
+			p99r[i] = o[1].p99_ms / o[0].p99_ms;
+			fprintf(stderr, "; hand-off p50 %.2f / %.2f ms, p99 %.2f / %.2f ms",
+				o[0].p50_ms, o[1].p50_ms, o[0].p99_ms, o[1].p99_ms);
+		}
+		fputc('\n', stderr);
+		sound_old = check_outcome(scenario, "old", &o[0], ls->mode);
+		sound_new = check_outcome(scenario, "new", &o[1], ls->mode);
+		if (!sound_old || !sound_new)
+			n = i + 1;	/* no more rounds: it failed */
 	}
-	mkdir("bench/results", 0755);
-	snprintf(path, sizeof(path), "bench/results/latest.json");
-	j = fopen(path, "w");
-	if (!j)
-		return;
-	fprintf(j, "{\n  \"machine\": {\"cores\": %ld},\n  \"seconds_per_run\": %.1f,\n  \"results\": [\n",
-		cores, seconds);
-	for (int i = 0; i < nrows; i++) {
+	result_ratio(scenario, ls->mode == HOT ? "hand-offs/s" : "cycles/s", median(news, n),
+		     median(olds, n), median(ratio, n), "/s");
+	if (ls->mode == HOT) {
+		result_ratio(scenario, "hand-off p50", median(p50[1], n), median(p50[0], n),
+			     median(p50r, n), "ms");
+		result_ratio(scenario, "hand-off p99", median(p99[1], n), median(p99[0], n),
+			     median(p99r, n), "ms");
+	}
+}
+
+/* ----- The report: the table, the JSON, the verdict ----- */
+
+static void print_table(void)
+{
+	bool cmp = !strcmp(col_a, "new");
+
+	printf("\n| scenario | figure | %s | %s | %s |\n|---|---|---:|---:|---:|\n",
+	       cmp ? "new" : "dlockd", cmp ? "old" : "Redis floor",
+	       cmp ? "new/old (median of rounds)" : "ratio");
+	for (size_t i = 0; i < nrows; i++) {
 		const struct row *r = &rows[i];
 
-		fprintf(j, "    {\"scenario\": \"%s\", \"figure\": \"%s\", \"dlockd\": %.4f, "
-			"\"floor\": %s%.4f, \"ratio\": %.4f, \"unit\": \"%s\"}%s\n", r->scenario,
-			r->metric, r->dlockd, "", r->floor > 0 ? r->floor : 0,
-			r->floor > 0 ? r->dlockd / r->floor : 0, r->unit, i + 1 < nrows ? "," : "");
+		printf("| %s | %s | %.2f %s |", r->scenario, r->metric, r->a, r->unit);
+		if (isfinite(r->b))
+			printf(" %.2f %s |", r->b, r->unit);
+		else
+			printf(" |");
+		if (isfinite(r->ratio))
+			printf(" %.2f |\n", r->ratio);
+		else
+			printf(" |\n");
 	}
-	fprintf(j, "  ]\n}\n");
-	fclose(j);
-	fprintf(stderr, "wrote %s\n", path);
+	printf("\n%ld cores, %.1f s per run, %d round(s)%s\n", sysconf(_SC_NPROCESSORS_ONLN), seconds,
+	       rounds, quick ? ", --quick" : "");
+	fflush(stdout);	/* before the verdict on stderr */
+}
+
+/* Failures the scenarios could not see themselves: a scenario that
+ * reported no figure, a figure that is not a number. */
+static void check_rows(void)
+{
+	for (size_t s = 0; s < scenarios.n; s++) {
+		bool any = false;
+
+		for (size_t i = 0; i < nrows && !any; i++)
+			any = !strcmp(rows[i].scenario, scenarios.v[s]);
+		if (!any)
+			fail(scenarios.v[s], "reported no figures");
+	}
+	for (size_t i = 0; i < nrows; i++)
+		if (!isfinite(rows[i].a))
+			fail(rows[i].scenario, "%s: %s is not a number", rows[i].metric, col_a);
+}
+
+static json_t *json_num(double v)
+{
+	return isfinite(v) ? json_real(v) : json_null();
+}
+
+static json_t *json_strs(const struct strs *l)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < l->n; i++)
+		if (json_array_append_new(a, json_string(l->v[i]))) {
+			json_decref(a);
+			return NULL;
+		}
+	return a;
+}
+
+/* The run as JSON (see bench/README.md), or NULL (said on stderr). */
+static json_t *results_json(const char *bin, const char *old_bin)
+{
+	json_t *results = json_array(), *root;
+
+	for (size_t i = 0; results && i < nrows; i++) {
+		const struct row *r = &rows[i];
+		json_t *o = json_pack("{s:s, s:s, s:o, s:o, s:o, s:s}", "scenario", r->scenario,
+				      "figure", r->metric, col_a, json_num(r->a), col_b,
+				      json_num(r->b), "ratio", json_num(r->ratio), "unit", r->unit);
+
+		if (!o || json_array_append_new(results, o)) {
+			fprintf(stderr, "bench: cannot make JSON of %s / %s\n", r->scenario, r->metric);
+			json_decref(results);
+			return NULL;
+		}
+	}
+	root = json_pack("{s:{s:I}, s:f, s:i, s:b, s:s?, s:s, s:o, s:o, s:o}", "machine",
+			 "cores", (json_int_t)sysconf(_SC_NPROCESSORS_ONLN), "seconds_per_run",
+			 seconds, "rounds", rounds, "quick", quick, "only", only,
+			 old_bin ? "new" : "dlockd", bin, "scenarios", json_strs(&scenarios),
+			 "failures", json_strs(&failures), "results", results);
+	if (root && old_bin && json_object_set_new(root, "old", json_string(old_bin))) {
+		json_decref(root);
+		root = NULL;
+	}
+	if (!root)
+		fprintf(stderr, "bench: cannot make the JSON document\n");
+	return root;
+}
+
+/* Is v in the file what x is (NAN: null)? */
+static bool json_same(const json_t *v, double x)
+{
+	return isfinite(x) ? json_is_number(v) && json_number_value(v) == x : json_is_null(v);
+}
+
+/* Is v the string s? */
+static bool json_str_is(const json_t *v, const char *s)
+{
+	return json_is_string(v) && !strcmp(json_string_value(v), s);
+}
+
+/* Read path back and check it holds this run: every row's figures in
+ * order, every scenario begun with at least one, the failures. */
+static bool json_verified(const char *path)
+{
+	json_error_t err;
+	json_t *root = json_load_file(path, 0, &err), *results, *names;
+	bool ok = false;
+	size_t i;
+
+	if (!root) {
+		fprintf(stderr, "bench: %s is not valid JSON: %s (line %d)\n", path, err.text,
+			err.line);
+		return false;
+	}
+	results = json_object_get(root, "results");
+	names = json_object_get(root, "scenarios");
+	if (!json_is_array(results) || json_array_size(results) != nrows) {
+		fprintf(stderr, "bench: %s: \"results\" does not hold the %zu figures\n", path, nrows);
+		goto out;
+	}
+	for (i = 0; i < nrows; i++) {
+		const json_t *o = json_array_get(results, i);
+		const struct row *r = &rows[i];
+
+		if (!json_is_object(o) || !json_str_is(json_object_get(o, "scenario"), r->scenario) ||
+		    !json_str_is(json_object_get(o, "figure"), r->metric) ||
+		    !json_str_is(json_object_get(o, "unit"), r->unit) ||
+		    !json_same(json_object_get(o, col_a), r->a) ||
+		    !json_same(json_object_get(o, col_b), r->b) ||
+		    !json_same(json_object_get(o, "ratio"), r->ratio)) {
+			fprintf(stderr, "bench: %s: result %zu is not %s / %s as measured\n", path, i,
+				r->scenario, r->metric);
+			goto out;
+		}
+	}
+	if (!json_is_array(names) || json_array_size(names) != scenarios.n) {
+		fprintf(stderr, "bench: %s: \"scenarios\" does not list the %zu run\n", path,
+			scenarios.n);
+		goto out;
+	}
+	for (i = 0; i < scenarios.n; i++) {
+		const char *name = json_string_value(json_array_get(names, i));
+		bool figures = false;
+
+		for (size_t k = 0; name && k < json_array_size(results) && !figures; k++)
+			figures = json_str_is(json_object_get(json_array_get(results, k), "scenario"),
+					      name);
+		if (!name || strcmp(name, scenarios.v[i]) || !figures) {
+			fprintf(stderr, "bench: %s: scenario %s has no figures\n", path,
+				scenarios.v[i]);
+			goto out;
+		}
+	}
+	if (json_array_size(json_object_get(root, "failures")) != failures.n) {
+		fprintf(stderr, "bench: %s: \"failures\" is not this run's\n", path);
+		goto out;
+	}
+	ok = true;
+out:
+	json_decref(root);
+	return ok;
+}
+
+/* Write the JSON to path and read it back; false if either failed. */
+static bool write_json(const char *path, const char *bin, const char *old_bin)
+{
+	json_t *root = results_json(bin, old_bin);
+	bool ok = root && json_dump_file(root, path, JSON_INDENT(2)) == 0;
+
+	if (root && !ok)
+		fprintf(stderr, "bench: cannot write %s\n", path);
+	json_decref(root);
+	if (!ok || !json_verified(path))
+		return false;
+	fprintf(stderr, "wrote %s (%zu figures of %zu scenarios, read back and checked)\n", path,
+		nrows, scenarios.n);
+	return true;
+}
+
+static void free_results(void)
+{
+	for (size_t i = 0; i < nrows; i++) {
+		free(rows[i].scenario);
+		free(rows[i].metric);
+	}
+	free(rows);
+	rows = NULL;
+	nrows = rows_cap = 0;
+	strs_free(&scenarios);
+	strs_free(&failures);
+	if (tls_trust)
+		gnutls_certificate_free_credentials(tls_trust);
+	tls_trust = NULL;
+}
+
+/* ----- main ----- */
+
+static void run_scenarios(const char *bin)
+{
+	char s1[96], s16[96];
+	long rss;
+	int thr;
+
+	if (scenario_begin("idle")) {
+		proc_usage(dlockd_pid, &rss, &thr);
+		result("idle", "RSS", (double)rss / 1024.0, -1, "MiB");
+		result("idle", "threads", thr, -1, "");
+		if (rss <= 0 || thr <= 0)
+			fail("idle", "no RSS or thread count of dlockd (pid %d)", (int)dlockd_pid);
+	}
+	for (size_t i = 0; i < sizeof(lock_scenarios) / sizeof(lock_scenarios[0]); i++)
+		versus(&lock_scenarios[i]);
+	many_waiters(quick ? 1000 : 10000, 1, "locks", "one");
+	many_waiters(quick ? 1000 : 10000, quick ? 1000 : 10000, "locks", "each");
+	many_waiters(1000, 1, "fairlocks", "fair1k");
+	if (!quick)
+		many_waiters(10000, 1, "fairlocks", "fair10k");
+	many_watchers(quick ? 1000 : 5000);
+	tls_cost(bin, 1);
+	tls_cost(bin, clients_for(16));
+	redis_tls_cost(bin, 1);
+	redis_tls_cost(bin, clients_for(16));
+	/* before "sync replicas", which gives the standalone Redis a replica;
+	 * sync replicas on the sentinel topology, not on the cluster */
+	topology_bench("sentinel", sentinel_topology, 5);
+	topology_bench("cluster", cluster_topology, 3);
+	snprintf(s1, sizeof(s1), "sync replicas 1 vs off, lock, %d clients", 1);
+	snprintf(s16, sizeof(s16), "sync replicas 1 vs off, lock, %d clients", clients_for(16));
+	if (wanted(s1) || wanted(s16)) {
+		if (start_replica()) {
+			sync_cost(bin, 1);
+			sync_cost(bin, clients_for(16));
+		} else {
+			fail("sync replicas 1 vs off", "the replica did not come online (%s/replica.log)",
+			     dir);
+		}
+	}
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: bench [--seconds S] [--rounds N] [--quick] [--only WORD] "
+			"[--json FILE] [BIN | --compare OLD NEW]\n");
+	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	const char *bin = "build/dlockd";
+	const char *bin = "build/dlockd", *old_bin = NULL, *json_path = NULL;
+	bool seconds_set = false, rounds_set = false, json_ok = true, json_default = false;
 	struct rlimit rl;
-	bool quick = false;
-	long rss;
-	int thr;
 
 	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+		if (!strcmp(argv[i], "--seconds") && i + 1 < argc) {
 			seconds = atof(argv[++i]);
-		else if (!strcmp(argv[i], "--quick"))
+			seconds_set = true;
+		} else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
+			rounds = atoi(argv[++i]);
+			rounds_set = true;
+		} else if (!strcmp(argv[i], "--quick")) {
 			quick = true;
-		else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+		} else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
 			only = argv[++i];
-		else
+		} else if (!strcmp(argv[i], "--json") && i + 1 < argc) {
+			json_path = argv[++i];
+		} else if (!strcmp(argv[i], "--compare") && i + 2 < argc) {
+			old_bin = argv[++i];
+			bin = argv[++i];
+		} else if (argv[i][0] == '-') {
+			usage();
+		} else {
 			bin = argv[i];
+		}
+	}
+	if (!rounds_set)
+		rounds = quick ? 1 : old_bin ? 5 : 3;
+	if (!seconds_set && quick)
+		seconds = 0.5;
+	if (rounds < 1 || rounds > MAX_ROUNDS || !(seconds > 0)) {
+		fprintf(stderr, "bench: --rounds is 1 to %d, --seconds more than 0\n", MAX_ROUNDS);
+		return 2;
+	}
+	if (access(bin, X_OK) || (old_bin && access(old_bin, X_OK))) {
+		fprintf(stderr, "bench: %s is not an executable\n", access(bin, X_OK) ? bin : old_bin);
+		return 2;
+	}
+	if (!json_path && !only && !quick && !old_bin) {
+		json_path = "bench/results/latest.json";
+		json_default = true;
+		mkdir("bench/results", 0755);
 	}
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
 		rl.rlim_cur = rl.rlim_max;
@@ -1806,62 +2470,45 @@ int main(int argc, char **argv)
 	snprintf(dir, sizeof(dir), "/tmp/dlockd-bench.XXXXXX");
 	if (!mkdtemp(dir))
 		return 2;
-	start_all(bin);
+	fprintf(stderr, "bench: logs in %s\n", dir);
+	bench_bin = bin;
+	start_all(old_bin ? old_bin : bin);
 	atexit(stop_all);
 
-	proc_usage(dlockd_pid, &rss, &thr);
-	result("idle", "RSS", (double)rss / 1024.0, -1, "MiB");
-	result("idle", "threads", thr, -1, "");
-
-	static const int conc[] = { 1, 16, 64 };
-	for (size_t c = 0; c < 3; c++) {
-		char s[64];
-
-		snprintf(s, sizeof(s), "uncontended lock, %d clients", conc[c]);
-		versus(s, K_LOCK, UNCONTENDED, conc[c]);
+	if (old_bin) {
+		col_a = "new";
+		col_b = "old";
+		fprintf(stderr, "bench: old %s, new %s, %d round(s) of %.1f s each\n", old_bin, bin,
+			rounds, seconds);
+		for (size_t i = 0; i < sizeof(lock_scenarios) / sizeof(lock_scenarios[0]); i++)
+			compare_scenario(&lock_scenarios[i], old_bin, bin);
+	} else {
+		run_scenarios(bin);
 	}
-	versus("hot lock, 64 clients", K_LOCK, HOT, 64);
-	versus("uncontended fairlock, 16 clients", K_FAIR, UNCONTENDED, 16);
-	versus("hot fairlock, 64 clients", K_FAIR, HOT, 64);
-	versus("uncontended rwlock write, 16 clients", K_WRITE, UNCONTENDED, 16);
-	versus("hot rwlock write, 64 clients", K_WRITE, HOT, 64);
-	versus("uncontended rwlock read, 16 clients", K_READ, UNCONTENDED, 16);
-	if (wanted("waiters")) {
-		start_dlockd(bin);
-		many_waiters(quick ? 1000 : 10000, 1, "locks", "one");
-		start_dlockd(bin);
-		many_waiters(quick ? 1000 : 10000, quick ? 1000 : 10000, "locks", "each");
+	stop_processes(true);	/* the last dlockd's exit is checked too */
+	check_rows();
+	print_table();
+	if (!scenarios.n)
+		fail(only ? only : "bench", "no scenario matches");
+	if (json_default && failures.n)
+		fprintf(stderr, "bench: %s left as it was: this run failed\n", json_path);
+	else if (json_path)
+		json_ok = write_json(json_path, bin, old_bin);
+	else
+		fprintf(stderr, "bench: no JSON written (--only, --quick and --compare write one "
+				"with --json FILE)\n");
+	if (failures.n) {
+		fprintf(stderr, "\nbench: FAILED, %zu failure(s):\n", failures.n);
+		for (size_t i = 0; i < failures.n; i++)
+			fprintf(stderr, "  %s\n", failures.v[i]);
+	} else if (json_ok) {
+		fprintf(stderr, "\nbench: %zu scenario(s) measured, %zu figures, no errors\n",
+			scenarios.n, nrows);
+	} else {
+		fprintf(stderr, "\nbench: FAILED: %s was not written or not read back whole\n",
+			json_path);
 	}
-	if (wanted("fair waiters")) {
-		start_dlockd(bin);
-		many_waiters(1000, 1, "fairlocks", "fair1k");
-		if (!quick) {
-			start_dlockd(bin);
-			many_waiters(10000, 1, "fairlocks", "fair10k");
-		}
-	}
-	if (wanted("watchers")) {
-		start_dlockd(bin);
-		many_watchers(quick ? 1000 : 5000);
-	}
-	tls_cost(bin, 1);
-	tls_cost(bin, 16);
-	redis_tls_cost(bin, 1);
-	redis_tls_cost(bin, 16);
-	/* before "sync replicas", which gives the standalone Redis a replica */
-	bench_bin = bin;
-	if (wanted("sentinel"))
-		sentinel_bench();
-	if (wanted("cluster"))
-		cluster_bench();
-	if (wanted("sync replicas")) {
-		if (start_replica()) {
-			sync_cost(bin, 1);
-			sync_cost(bin, 16);
-		} else {
-			fprintf(stderr, "bench: the replica did not come online; sync skipped\n");
-		}
-	}
-	report();
-	return 0;
+	json_ok = json_ok && !failures.n;
+	free_results();
+	return json_ok ? 0 : 1;
 }
