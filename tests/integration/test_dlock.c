@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The dlock built beside the dlockd under test. */
@@ -314,6 +315,82 @@ TEST(dlock_stops_the_command_by_the_lease_end_when_dlockd_dies)
 	code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
 	CHECK(code == 75, "the lease-lost code 75, got %d: %s", code, err_of(&p));
 	CHECK(strstr(err_of(&p), "no renewal"), "stderr says why: %s", err_of(&p));
+}
+
+/* The wall clock (what `date +%s%N` writes), in ns, of the moment mono_ms()
+ * read m: never later than that moment. */
+static long long wall_ns_at(int64_t m)
+{
+	struct timespec real, mono;
+
+	clock_gettime(CLOCK_REALTIME, &real);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	return (long long)real.tv_sec * 1000000000LL + real.tv_nsec -
+	       ((long long)mono.tv_sec * 1000000000LL + mono.tv_nsec) + (long long)m * 1000000LL;
+}
+
+static void dlockd_kill_at_end(void *d)
+{
+	dlockd_kill(d);
+}
+
+/* The promise of `dlock run`: the command never runs outside its lease.
+ * dlockd stalls (SIGSTOP: renewals go unanswered) under a command deaf to
+ * SIGTERM that writes "T <ns>" every 50 ms (and "TERM <ns>" on SIGTERM).
+ * Another owner waits on the suite's dlockd and is granted the lock the
+ * moment the lease ends in Redis: the command's last tick must come
+ * before that grant, and its SIGTERM a grace before it. */
+TEST(dlock_stops_the_command_inside_its_lease_when_dlockd_stalls)
+{
+	static struct dlockd_srv d;
+	static char buf[65536];
+	const char *n = lockname("dlock-inside");
+	char ticks[400], script[1200], path[300], *line, *save = NULL;
+	long long last_tick = 0, term = 0, grant;
+	struct proc p;
+	struct bg b;
+	int code;
+
+	CHECK(dlockd_start(&d, NULL, NULL) == 0, "a dlockd of this test's, to stall");
+	test_at_end(dlockd_kill_at_end, &d);
+	tmpfile_named(ticks, sizeof(ticks), "ticks");
+	snprintf(script, sizeof(script),
+		 "trap 'echo TERM $(date +%%s%%N) >> %s' TERM; "
+		 "while :; do echo T $(date +%%s%%N) >> %s; sleep 0.05; done", ticks, ticks);
+	dlock_start(&p, d.base, NULL, "inside", "run", "--ttl", "3s", "--grace", "1s", n, "--",
+		    "sh", "-c", script, NULL);
+	CHECK(WAIT_FOR(file_contains(ticks, "T "), 5000), "the command ticks: %s", err_of(&p));
+	CHECK(kill(d.pid, SIGSTOP) == 0, "stall dlockd (SIGSTOP)");
+	/* the wait under test: the lease running out with nobody renewing it */
+	snprintf(path, sizeof(path), "/locks/%s?owner=next&ttl_ms=30000&wait_ms=15000", n);
+	bg_start(&b, "PUT", path, NULL);
+	bg_join(&b);
+	kill(d.pid, SIGCONT);	/* dlock's release goes to it */
+	CHECK_STATUS(b.r, 200, "another owner is granted the lock once the lease ends");
+	http_free(&b.r);
+	grant = wall_ns_at(b.done_ms);
+	CHECK(WAIT_FOR(proc_exited(&p), 10000), "dlock ends");
+	code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
+	CHECK(code == 75 && strstr(err_of(&p), "no renewal"),
+	      "the lease-lost code 75, saying why (%d: %s)", code, err_of(&p));
+	file_read(ticks, buf, sizeof(buf));
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (!strncmp(line, "T ", 2) && atoll(line + 2) > last_tick)
+			last_tick = atoll(line + 2);
+		else if (!strncmp(line, "TERM ", 5) && !term)
+			term = atoll(line + 5);
+	}
+	printf("# dlock --ttl 3s --grace 1s, dlockd stalled: the command's last tick %+lld ms "
+	       "and its SIGTERM %+lld ms from another owner's grant\n",
+	       (last_tick - grant) / 1000000, term ? (term - grant) / 1000000 : 0);
+	CHECK(term > 0, "the command got SIGTERM");
+	CHECK(last_tick < grant, "the command ran %lld ms past the lease: another owner had the "
+	      "lock by then", (last_tick - grant) / 1000000);
+	CHECK(term < grant - 1000LL * 1000000,
+	      "SIGTERM %lld ms before the lease ended: less than the 1 s grace",
+	      (grant - term) / 1000000);
+	CHECK(lock_release(NULL, n, "next") == 200, "the other owner releases");
+	CHECK(dlockd_stop(&d, 5000) == 0, "the stalled dlockd, continued, stops cleanly");
 }
 
 TEST(dlock_forwards_sigterm_to_the_whole_group_and_releases)
