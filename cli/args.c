@@ -54,6 +54,16 @@ bool args_duration_ms(const char *s, int64_t *ms)
 	return true;
 }
 
+int64_t args_grace_default(int64_t ttl_ms, int64_t grace_ms)
+{
+	return grace_ms < ttl_ms / 3 ? grace_ms : ttl_ms / 3;
+}
+
+bool args_grace_fits(int64_t ttl_ms, int64_t grace_ms)
+{
+	return grace_ms <= ttl_ms / 2;
+}
+
 bool args_kind(const char *s, enum lease_kind *kind)
 {
 	for (int k = KIND_LOCK; k <= KIND_WRITE; k++) {

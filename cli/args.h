@@ -1,4 +1,5 @@
-/* args.h -- what dlock's options take: durations and lock kinds. */
+/* args.h -- what dlock's options take: durations, the grace a lease
+ * leaves room for, and lock kinds. */
 #ifndef DLOCK_ARGS_H
 #define DLOCK_ARGS_H
 
@@ -12,6 +13,12 @@
 bool args_duration(const char *s, int64_t *ms);
 /* A whole number of milliseconds ("15000", as DLOCK_TTL_MS holds). */
 bool args_duration_ms(const char *s, int64_t *ms);
+/* `dlock run` stops its command inside the lease: SIGTERM a grace (and a
+ * margin) before it ends. So a grace not given is the default grace_ms or
+ * a third of the lease if that is less, and a grace given fits if it
+ * leaves the lease at least half of it for renewals. */
+int64_t args_grace_default(int64_t ttl_ms, int64_t grace_ms);
+bool args_grace_fits(int64_t ttl_ms, int64_t grace_ms);
 /* "lock", "fair", "read", "write". */
 bool args_kind(const char *s, enum lease_kind *kind);
 /* A decimal int in min..max. */

@@ -42,8 +42,9 @@ static const char usage_text[] =
 "                         release take $DLOCK_OWNER when NAME is $DLOCK_NAME)\n"
 "  -w, --wait DURATION    wait this long for the lock (default: until acquired)\n"
 "  -n, --no-wait          do not wait: fail at once if it is held\n"
-"  -t, --ttl DURATION     the lease, renewed every third of it (default 15s)\n"
-"  -g, --grace DURATION   SIGTERM to SIGKILL when the lease is lost (default 5s)\n"
+"  -t, --ttl DURATION     the lease (default 15s)\n"
+"  -g, --grace DURATION   run: SIGTERM to SIGKILL, both inside the lease (default\n"
+"                         5s, or a third of --ttl if less; at most half of --ttl)\n"
 "  -E, --conflict-exit-code N\n"
 "                         exit status when not acquired in time (default 1)\n"
 "      --force            release: free the lock whoever holds it (an admin's)\n"
@@ -56,9 +57,11 @@ static const char usage_text[] =
 "DLOCK_NAME, DLOCK_KIND, DLOCK_OWNER and DLOCK_FENCING_TOKEN in its\n"
 "environment, forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and\n"
 "SIGALRM to the group, stops it with dlock on Ctrl-Z, and releases the lock\n"
-"when it ends. If the lease is lost (dlockd says not held, or no renewal\n"
-"succeeded before the lease ends) the group gets SIGTERM, then SIGKILL after\n"
-"the grace; what the command leaves running in its group when it exits is\n"
+"when it ends. The command never runs outside the lease: with no renewal\n"
+"confirmed in time, the group gets SIGTERM the grace and a margin (3% of\n"
+"--ttl + 10ms) before the lease ends, and SIGKILL the margin before it ends;\n"
+"if dlockd says the lock is not held, SIGTERM at once and SIGKILL after the\n"
+"grace. What the command leaves running in its group when it exits is\n"
 "stopped the same way before the release. An --owner must be unique to each\n"
 "run: a second run with a holder's owner id is refused as a conflict.\n"
 "\n"
@@ -74,6 +77,7 @@ struct opts {
 	enum lease_kind kind;
 	bool kind_given;
 	bool ttl_given;
+	bool grace_given;
 	const char *server;
 	const char *token_file;
 	struct client_tls tls;
@@ -156,6 +160,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 			if (!args_duration(optarg, &o->grace_ms))
 				return usage_error("--grace '%s' is not a duration (500ms, 5s)",
 						   optarg);
+			o->grace_given = true;
 			break;
 		case 'E':
 			if (!args_int(optarg, 0, 255, &o->conflict_exit))
@@ -417,6 +422,17 @@ int main(int argc, char **argv)
 			return usage_error("run needs a COMMAND after NAME%s", "");
 		if (!dashdash && argv[first][0] == '-')
 			return usage_error("'%s' after NAME: options go before NAME", argv[first]);
+		/* the stop comes inside the lease: the grace must leave room */
+		if (!o.grace_given) {
+			o.grace_ms = args_grace_default(o.ttl_ms, o.grace_ms);
+		} else if (!args_grace_fits(o.ttl_ms, o.grace_ms)) {
+			fprintf(stderr, "dlock: --grace %lldms is more than half of --ttl %lldms: "
+				"the command gets SIGTERM a grace before its lease ends, so the "
+				"grace may be at most %lldms (dlock --help for usage)\n",
+				(long long)o.grace_ms, (long long)o.ttl_ms,
+				(long long)(o.ttl_ms / 2));
+			return EXIT_USAGE;
+		}
 	} else if (n == C_LIST ? argc - first > 1 : first < argc) {
 		return usage_error("unexpected argument '%s'", argv[n == C_LIST ? first + 1 : first]);
 	}

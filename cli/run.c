@@ -1,15 +1,19 @@
 /* run.c -- `dlock run`: take a lock, run a command in a process group of
- * its own while renewing the lease every third of it, and release.
+ * its own while renewing the lease, and release.
  *
  * One loop waits on the heartbeat in flight, a signalfd (SIGCHLD and the
- * four signals forwarded to the group) and the next deadline. The promise
- * it keeps: nothing of the command's group runs past the end of the lease
- * dlock can count on (counted from when the last renewal that succeeded
- * was sent) by more than --grace. So when the lease is lost -- a heartbeat
- * answered not_held, or none succeeded before the lease would end -- the
- * group gets SIGTERM, then SIGKILL after the grace; and when the command
- * exits, whatever it left running in its group is stopped the same way
- * before the lock is released. dlock is the group's subreaper, so it reaps
+ * signals forwarded to the group) and the next deadline. The promise it
+ * keeps: nothing of the command's group runs outside the lease dlock can
+ * count on (it ends ttl after the sending of the last renewal dlockd
+ * confirmed). So the stop happens inside the lease: with no renewal
+ * confirmed by the lease's end less the margin (MARGIN_*) less --grace,
+ * the group gets SIGTERM, and SIGKILL the grace later, the margin before
+ * the lease ends; renewals go out every third of the time before that
+ * SIGTERM, so one lost renewal leaves another try. A heartbeat answered not_held means the
+ * lease is gone already: SIGTERM at once, SIGKILL after the grace (never
+ * past the margin before the lease's end). When the command exits,
+ * whatever it left running in its group is stopped the same way before
+ * the lock is released. dlock is the group's subreaper, so it reaps
  * orphans too and sees when the group is empty. If dlock itself dies, the
  * command gets SIGKILL (PR_SET_PDEATHSIG): nobody would renew its lease. */
 #include "run.h"
@@ -27,6 +31,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* What dlock keeps between the SIGKILL and the lease's end as it counts it:
+ * a share of the lease for a clock of dlock's that runs slower than Redis'
+ * (which times the lease) -- far more than any clock's drift, some room for
+ * a busy machine -- and a few milliseconds for rounding. */
+#define MARGIN_PERCENT 3
+#define MARGIN_MS 10
+
 struct supervisor {
 	struct lease *l;
 	const struct run_opts *o;
@@ -34,10 +45,13 @@ struct supervisor {
 	pid_t pgid;		/* the command, leader of its own group */
 	bool leader_done;
 	int leader_status;	/* its wait status, once done */
-	bool lost;		/* the lease is gone: the group is being stopped */
+	bool lost;		/* the lease is gone or past saving: the group is
+				 * being stopped, nothing more is renewed */
 	bool stopping;		/* SIGTERM sent to the group */
 	bool killed;		/* SIGKILL too */
-	int64_t kill_at;
+	int64_t term_sent;	/* when the SIGTERM was sent */
+	int64_t margin_ms;	/* kept from the lease's end (MARGIN_*) */
+	int64_t renew_every;	/* a third of what the lease leaves before term_by() */
 	bool renewing;		/* a heartbeat is in flight */
 	int64_t renew_sent;
 	int64_t next_renew;
@@ -226,30 +240,64 @@ static void reap(struct supervisor *s)
 	}
 }
 
-/* SIGTERM to the group, and SIGKILL due --grace after since. */
-static void stop_group(struct supervisor *s, int64_t since)
+/* The last moment to stop the command inside its lease with no renewal
+ * confirmed: SIGTERM then leaves it the grace, and the SIGKILL after it
+ * still comes the margin before the lease ends. */
+static int64_t term_by(const struct supervisor *s)
+{
+	return s->l->end_ms - s->margin_ms - s->o->grace_ms;
+}
+
+/* When the SIGKILL is due once the SIGTERM was sent: the grace after it,
+ * but never past the margin before the lease's end (which a renewal may
+ * still move on while what the command left behind is being stopped). */
+static int64_t kill_by(const struct supervisor *s)
+{
+	int64_t grace_end = s->term_sent + s->o->grace_ms, lease_end = s->l->end_ms - s->margin_ms;
+
+	return grace_end < lease_end ? grace_end : lease_end;
+}
+
+/* SIGTERM to the group (now), and SIGKILL due at kill_by(). */
+static void stop_group(struct supervisor *s, int64_t now)
 {
 	if (s->stopping)
 		return;
 	s->stopping = true;
-	s->kill_at = since + s->o->grace_ms;
+	s->term_sent = now;
 	kill(-s->pgid, SIGTERM);
 }
 
-/* The lease is gone since the moment now (the lease's end, or when dlockd
- * said so): the grace counts from then. */
+/* The lease is gone, or can no longer be saved for the command: stop the
+ * group (if that has not begun), renew nothing more, and say why. */
 static void lose(struct supervisor *s, int64_t now, const char *why)
 {
+	int64_t kill_in;
+
 	if (s->lost)
 		return;
 	s->lost = true;
+	stop_group(s, now);
 	if (s->renewing) {
 		client_abort(s->l->client);
 		s->renewing = false;
 	}
+	kill_in = kill_by(s) - now;
 	lease_say(s->l, "%s: stopping the command (SIGTERM, SIGKILL after %lld ms)", why,
-	     (long long)s->o->grace_ms);
-	stop_group(s, now);
+		  (long long)(kill_in > 0 ? kill_in : 0));
+}
+
+/* term_by() is reached (or past, after a stop): the lease, counted from
+ * the last renewal dlockd confirmed, ends within the grace and the margin. */
+static void lose_unrenewed(struct supervisor *s, int64_t now, const char *what)
+{
+	int64_t left = s->l->end_ms - now;
+	char why[200];
+
+	snprintf(why, sizeof(why), "%s, and the lease %s %lld ms%s", what,
+		 left > 0 ? "ends in" : "ended", (long long)(left > 0 ? left : -left),
+		 left > 0 ? "" : " ago");
+	lose(s, now, why);
 }
 
 static void renewal_done(struct supervisor *s, int64_t now)
@@ -262,12 +310,12 @@ static void renewal_done(struct supervisor *s, int64_t now)
 	out = lease_renewed(s->l, &a, s->renew_sent);
 	answer_release(&a);
 	if (out == LEASE_OK) {
-		s->next_renew = s->renew_sent + s->l->ttl_ms / 3;
+		s->next_renew = s->renew_sent + s->renew_every;
 	} else if (out == LEASE_LOST) {
 		lose(s, now, "the lease is lost (dlockd says it is not held)");
 	} else {
-		/* try again soon, a few times before the lease ends */
-		int64_t in = (s->l->end_ms - now) / 4;
+		/* try again soon, a few times before the stop must begin */
+		int64_t in = (term_by(s) - now) / 4;
 
 		s->next_renew = now + (in < 100 ? 100 : in > 1000 ? 1000 : in);
 	}
@@ -275,9 +323,10 @@ static void renewal_done(struct supervisor *s, int64_t now)
 
 /* Ctrl-Z: the command stops with dlock (SIGSTOP: one that ignores
  * SIGTSTP must not run on with nobody renewing its lease), and goes on
- * with it -- unless the lease ended meanwhile: then it is stopped for good,
- * with the grace counted from the lease's end, so SIGKILL at once if that
- * is past too (SIGCONT then lets SIGTERM in, or nothing). */
+ * with it -- unless the time to stop it inside its lease came meanwhile:
+ * then it is stopped for good, SIGKILL still due by the margin before the
+ * lease's end, so at once if that is past too (SIGCONT then lets SIGTERM
+ * in, or nothing). */
 static void suspend(struct supervisor *s)
 {
 	int64_t now;
@@ -292,11 +341,11 @@ static void suspend(struct supervisor *s)
 		raise(SIGSTOP);
 	/* continued (fg, SIGCONT) */
 	now = mono_ms();
-	if (!s->lost && now >= s->l->end_ms)
-		lose(s, s->l->end_ms, "the lease ended while dlock was stopped");
+	if (!s->lost && now >= term_by(s))
+		lose_unrenewed(s, now, "dlock was stopped with no renewal");
 	else if (!s->lost && !s->renewing)
 		s->next_renew = now;	/* renew at once: time has passed */
-	if (s->stopping && !s->killed && now >= s->kill_at) {
+	if (s->stopping && !s->killed && now >= kill_by(s)) {
 		s->killed = true;
 		kill(-s->pgid, SIGKILL);
 	}
@@ -312,12 +361,12 @@ static void step(struct supervisor *s)
 	bool stop = false, cont = false;
 	int sig;
 
-	if (!s->lost && s->l->end_ms - now < wait)
-		wait = s->l->end_ms - now;
+	if (!s->lost && term_by(s) - now < wait)
+		wait = term_by(s) - now;
 	if (!s->lost && !s->renewing && s->next_renew - now < wait)
 		wait = s->next_renew - now;
-	if (s->stopping && !s->killed && s->kill_at - now < wait)
-		wait = s->kill_at - now;
+	if (s->stopping && !s->killed && kill_by(s) - now < wait)
+		wait = kill_by(s) - now;
 	if (wait < 0)
 		wait = 0;
 	if (s->renewing) {
@@ -352,9 +401,9 @@ static int supervise(struct supervisor *s)
 	for (;;) {
 		int64_t now = mono_ms();
 
-		if (!s->lost && now >= s->l->end_ms)
-			lose(s, s->l->end_ms, "the lease ended with no renewal that dlockd confirmed");
-		if (s->stopping && !s->killed && now >= s->kill_at) {
+		if (!s->lost && now >= term_by(s))
+			lose_unrenewed(s, now, "no renewal that dlockd confirmed");
+		if (s->stopping && !s->killed && now >= kill_by(s)) {
 			s->killed = true;
 			kill(-s->pgid, SIGKILL);
 		}
@@ -367,12 +416,12 @@ static int supervise(struct supervisor *s)
 			stop_group(s, now);
 		}
 		if (!s->lost && !s->renewing && now >= s->next_renew) {
-			int64_t left = s->l->end_ms - now;
+			int64_t left = term_by(s) - now;	/* > 0: not lost */
 
 			s->renewing = true;
 			s->renew_sent = now;
-			lease_renew_start(s->l, (long)(left < s->l->ttl_ms / 3 ? left
-							  : s->l->ttl_ms / 3));
+			lease_renew_start(s->l, (long)(left < s->renew_every ? left
+							  : s->renew_every));
 		}
 		step(s);
 	}
@@ -461,9 +510,21 @@ int run_command(struct lease *l, const struct run_opts *o, char *const argv[])
 		goto out;
 	}
 
+	s.margin_ms = l->ttl_ms * MARGIN_PERCENT / 100 + MARGIN_MS;
+	s.renew_every = (l->ttl_ms - o->grace_ms - s.margin_ms) / 3;
+	/* counted from the lease's start, as every renewal after it */
+	s.next_renew = l->end_ms - l->ttl_ms + s.renew_every;
+	if (mono_ms() >= term_by(&s)) {
+		/* the grant (and the renewal after a long wait) took so long
+		 * that the command could not run inside what is left */
+		lease_say(l, "granted too late to run the command inside its lease (%lld ms "
+			  "left): not run", (long long)(l->end_ms - mono_ms()));
+		s.lost = true;
+		status = EXIT_LOST;
+		goto release;
+	}
 	take_job_control(s.sigfd);
 	each_fd(close_on_exec_unless_inherited);
-	s.next_renew = mono_ms() + l->ttl_ms / 3;
 	s.pgid = spawn(l, argv, &in, &err);
 	if (s.pgid < 0) {
 		lease_say(l, "cannot run '%s': %s", argv[0], strerror(err));
@@ -471,6 +532,7 @@ int run_command(struct lease *l, const struct run_opts *o, char *const argv[])
 	} else {
 		status = supervise(&s);
 	}
+release:
 	/* a lost lease is gone (or ends by itself): one try, no patience */
 	lease_release(l, false, s.lost, !s.lost);
 out:

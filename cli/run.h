@@ -10,14 +10,15 @@
 
 struct run_opts {
 	int64_t wait_ms;	/* -1: until acquired */
-	int64_t grace_ms;	/* SIGTERM to SIGKILL when the lease is lost */
+	int64_t grace_ms;	/* SIGTERM to SIGKILL, both inside the lease: at
+				 * most half of the lease (args_grace_fits) */
 	int conflict_exit;	/* the status when not acquired within wait_ms */
 };
 
 /* Acquire l (its client, kind, name, owner and ttl set), run argv in a
- * process group of its own while renewing the lease, stop it if the lease
- * is lost, release, and return dlock's exit status. Takes over SIGINT,
- * SIGTERM, SIGHUP, SIGQUIT and SIGCHLD. */
+ * process group of its own while renewing the lease, stop it inside the
+ * lease if the lease cannot be kept, release, and return dlock's exit
+ * status. Takes over SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGCHLD. */
 int run_command(struct lease *l, const struct run_opts *o, char *const argv[]);
 
 /* Block SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM

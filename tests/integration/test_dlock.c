@@ -1,7 +1,8 @@
 /* test_dlock.c -- the dlock CLI (cli/) against the suite's dlockd: `dlock
  * run` passes the command's status through, never lets two runs overlap,
- * hands the lock on at once, stops the command when the lease is lost
- * (a forced release, a dead dlockd) within the lease and the grace,
+ * hands the lock on at once, stops the command inside its lease when
+ * renewals stop (a dead or stalled dlockd) and within the grace when the
+ * lock is force-released, refuses a grace the lease has no room for,
  * forwards signals to the command's whole group, gives back a queue place
  * when interrupted, and keeps the token off every command line; and the
  * subcommands a script uses across steps (acquire, renew, release,
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The dlock built beside the dlockd under test. */
@@ -182,6 +184,21 @@ TEST(dlock_conflicts_usage_and_unreachable_have_their_codes)
 	CHECK((code = dlock_wait(&p)) == 64, "an unknown command: 64, got %d", code);
 	dlock_start(&p, NULL, NULL, "usage5", "run", n, NULL);
 	CHECK((code = dlock_wait(&p)) == 64, "no COMMAND: 64, got %d", code);
+	/* SIGTERM comes a grace before the lease ends: at most half of it */
+	dlock_start(&p, NULL, NULL, "usage6", "run", "--ttl", "3s", "--grace", "1501ms", n, "--",
+		    "true", NULL);
+	CHECK((code = dlock_wait(&p)) == 64 && strstr(err_of(&p), "--grace 1501ms") &&
+	      strstr(err_of(&p), "half of --ttl 3000ms") && strstr(err_of(&p), "at most 1500ms"),
+	      "a grace over half the lease: 64 saying why (%d: %s)", code, err_of(&p));
+	dlock_start(&p, NULL, NULL, "grace-half", "run", "-n", "--ttl", "3s", "--grace", "1.5s", n,
+		    "--", "true", NULL);
+	CHECK((code = dlock_wait(&p)) == 0, "a grace of half the lease runs (%d: %s)", code,
+	      err_of(&p));
+	/* the default grace (5 s) shortened to a third of a short lease */
+	dlock_start(&p, NULL, NULL, "grace-default", "run", "-n", "--ttl", "1s", n, "--", "true",
+		    NULL);
+	CHECK((code = dlock_wait(&p)) == 0, "--ttl 1s with the default grace runs (%d: %s)", code,
+	      err_of(&p));
 
 	snprintf(down, sizeof(down), "http://127.0.0.1:%d", free_port());
 	dlock_start(&p, down, NULL, "down", "run", "-n", n, "--", "true", NULL);
@@ -263,13 +280,14 @@ TEST(dlock_stops_the_command_when_the_lock_is_force_released)
 	CHECK(file_contains(termed, "TERM"), "the command got SIGTERM");
 	CHECK(strstr(err_of(&p), "lost") && strstr(err_of(&p), n), "stderr says so: %s",
 	      err_of(&p));
-	/* seen at the next heartbeat (a third of the lease), killed a grace later */
+	/* seen at the next heartbeat (every third of the lease less the grace
+	 * and the margin: 633 ms), killed a grace later */
 	CHECK(took >= 1000 && took < 1000 + 1000 + 1500LL * slow_factor(),
 	      "SIGKILL after the 1 s grace: dlock ended %lld ms after the forced release",
 	      (long long)took);
 
 	/* one that stops on SIGTERM is not waited for the grace */
-	dlock_start(&p, NULL, NULL, "forced2", "run", "--ttl", "3s", "--grace", "20s", m, "--",
+	dlock_start(&p, NULL, NULL, "forced2", "run", "--ttl", "6s", "--grace", "3s", m, "--",
 		    "sleep", "60", NULL);
 	CHECK(WAIT_FOR(flag_of(NULL, "locked", "/locks/%s", m) == 1, 5000), "dlock takes it");
 	CHECK(status_of(NULL, "DELETE", "/locks/%s?force=true", m) == 200, "force release");
@@ -277,7 +295,7 @@ TEST(dlock_stops_the_command_when_the_lock_is_force_released)
 	CHECK(WAIT_FOR(proc_exited(&p), 10000), "dlock ends");
 	code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
 	CHECK(code == 75 && mono_ms() - t0 < 1000 + 1500LL * slow_factor(),
-	      "75 within a heartbeat, not the 20 s grace (%d after %lld ms)", code,
+	      "75 within a heartbeat (936 ms), not the 3 s grace (%d after %lld ms)", code,
 	      (long long)(mono_ms() - t0));
 }
 
@@ -304,16 +322,154 @@ TEST(dlock_stops_the_command_by_the_lease_end_when_dlockd_dies)
 	CHECK(WAIT_FOR(kill(-(pid_t)pid, 0) < 0 && errno == ESRCH, 10000),
 	      "the command's group ends");
 	took = mono_ms() - t0;
-	/* the last renewal was at most 2 s before the kill: lease end + grace */
-	CHECK(took <= 2000 + 1000 + 500LL * slow_factor(),
-	      "stopped %lld ms after dlockd died: no later than the lease end plus the grace",
-	      (long long)took);
-	CHECK(took >= 1000 - 100, "but not before the lease could have ended (%lld ms)",
+	/* the last renewal was sent before the kill, so the lease ends within
+	 * 2 s of it: SIGKILL 70 ms (the margin) before that, reaped at once */
+	CHECK(took < 2000 + 250LL * slow_factor(),
+	      "stopped %lld ms after dlockd died: no later than the lease end", (long long)took);
+	CHECK(took >= 1000 - 100, "but not before the lease could have been renewed (%lld ms)",
 	      (long long)took);
 	CHECK(WAIT_FOR(proc_exited(&p), 3000), "dlock ends soon after (one try to release)");
 	code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
 	CHECK(code == 75, "the lease-lost code 75, got %d: %s", code, err_of(&p));
 	CHECK(strstr(err_of(&p), "no renewal"), "stderr says why: %s", err_of(&p));
+}
+
+/* The wall clock (what `date +%s%N` writes), in ns, of the moment mono_ms()
+ * read m: never later than that moment. */
+static long long wall_ns_at(int64_t m)
+{
+	struct timespec real, mono;
+
+	clock_gettime(CLOCK_REALTIME, &real);
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	return (long long)real.tv_sec * 1000000000LL + real.tv_nsec -
+	       ((long long)mono.tv_sec * 1000000000LL + mono.tv_nsec) + (long long)m * 1000000LL;
+}
+
+static void dlockd_kill_at_end(void *d)
+{
+	dlockd_kill(d);
+}
+
+/* The promise of `dlock run`: the command never runs outside its lease.
+ * dlockd stalls (SIGSTOP: renewals go unanswered) under a command deaf to
+ * SIGTERM that writes "T <ns>" every 50 ms (and "TERM <ns>" on SIGTERM).
+ * Another owner waits on the suite's dlockd and is granted the lock the
+ * moment the lease ends in Redis: the command's last tick must come
+ * before that grant, and its SIGTERM a grace before it. */
+TEST(dlock_stops_the_command_inside_its_lease_when_dlockd_stalls)
+{
+	static struct dlockd_srv d;
+	static char buf[65536];
+	const char *n = lockname("dlock-inside");
+	char ticks[400], script[1200], path[300], *line, *save = NULL;
+	long long last_tick = 0, term = 0, grant;
+	struct proc p;
+	struct bg b;
+	int code;
+
+	CHECK(dlockd_start(&d, NULL, NULL) == 0, "a dlockd of this test's, to stall");
+	test_at_end(dlockd_kill_at_end, &d);
+	tmpfile_named(ticks, sizeof(ticks), "ticks");
+	snprintf(script, sizeof(script),
+		 "trap 'echo TERM $(date +%%s%%N) >> %s' TERM; "
+		 "while :; do echo T $(date +%%s%%N) >> %s; sleep 0.05; done", ticks, ticks);
+	dlock_start(&p, d.base, NULL, "inside", "run", "--ttl", "3s", "--grace", "1s", n, "--",
+		    "sh", "-c", script, NULL);
+	CHECK(WAIT_FOR(file_contains(ticks, "T "), 5000), "the command ticks: %s", err_of(&p));
+	CHECK(kill(d.pid, SIGSTOP) == 0, "stall dlockd (SIGSTOP)");
+	/* the wait under test: the lease running out with nobody renewing it */
+	snprintf(path, sizeof(path), "/locks/%s?owner=next&ttl_ms=30000&wait_ms=15000", n);
+	bg_start(&b, "PUT", path, NULL);
+	bg_join(&b);
+	kill(d.pid, SIGCONT);	/* dlock's release goes to it */
+	CHECK_STATUS(b.r, 200, "another owner is granted the lock once the lease ends");
+	http_free(&b.r);
+	grant = wall_ns_at(b.done_ms);
+	CHECK(WAIT_FOR(proc_exited(&p), 10000), "dlock ends");
+	code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
+	CHECK(code == 75 && strstr(err_of(&p), "no renewal"),
+	      "the lease-lost code 75, saying why (%d: %s)", code, err_of(&p));
+	file_read(ticks, buf, sizeof(buf));
+	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (!strncmp(line, "T ", 2) && atoll(line + 2) > last_tick)
+			last_tick = atoll(line + 2);
+		else if (!strncmp(line, "TERM ", 5) && !term)
+			term = atoll(line + 5);
+	}
+	printf("# dlock --ttl 3s --grace 1s, dlockd stalled: the command's last tick %+lld ms "
+	       "and its SIGTERM %+lld ms from another owner's grant\n",
+	       (last_tick - grant) / 1000000, term ? (term - grant) / 1000000 : 0);
+	CHECK(term > 0, "the command got SIGTERM");
+	CHECK(last_tick < grant, "the command ran %lld ms past the lease: another owner had the "
+	      "lock by then", (last_tick - grant) / 1000000);
+	CHECK(term < grant - 1000LL * 1000000,
+	      "SIGTERM %lld ms before the lease ended: less than the 1 s grace",
+	      (grant - term) / 1000000);
+	CHECK(lock_release(NULL, n, "next") == 200, "the other owner releases");
+	CHECK(dlockd_stop(&d, 5000) == 0, "the stalled dlockd, continued, stops cleanly");
+}
+
+/* The lease's ttl_ms as the suite's dlockd answers for n, -1 if none. */
+static long long lease_left(const char *n)
+{
+	struct http_resp r;
+	char path[300];
+	long long left = -1;
+
+	snprintf(path, sizeof(path), "/locks/%s", n);
+	if (http("GET", path, NULL, &r) == 0 && r.status == 200)
+		left = json_int(&r, "ttl_ms");
+	http_free(&r);
+	return left;
+}
+
+/* Wait (5 s at most) for a renewal of n: its ttl_ms going up. */
+static bool lease_renewed(const char *n)
+{
+	long long prev = lease_left(n), left;
+
+	for (int64_t until = mono_ms() + 5000LL * slow_factor(); mono_ms() < until; prev = left) {
+		sleep_ms(10);
+		left = lease_left(n);
+		if (prev > 0 && left > prev + 100)
+			return true;
+	}
+	return false;
+}
+
+/* The stop inside the lease starts only when the lease can no longer be
+ * saved. With --ttl 3s --grace 1s the lease leaves 1900 ms before the
+ * stop; renewals go out every third of that (633 ms, each waiting as long
+ * for its answer). dlockd stalled for 1.3 s right after a renewal: the
+ * next one goes unanswered (lost), the retry after the stall is answered,
+ * and the command runs on -- twice over. */
+TEST(dlock_survives_a_lost_renewal)
+{
+	static struct dlockd_srv d;
+	const char *n = lockname("dlock-one-lost");
+	struct proc p;
+	int code;
+
+	CHECK(dlockd_start(&d, NULL, NULL) == 0, "a dlockd of this test's, to stall");
+	test_at_end(dlockd_kill_at_end, &d);
+	dlock_start(&p, d.base, NULL, "one-lost", "run", "--ttl", "3s", "--grace", "1s", n, "--",
+		    "sleep", "6", NULL);
+	CHECK(WAIT_FOR(flag_of(NULL, "locked", "/locks/%s", n) == 1, 5000), "dlock takes it: %s",
+	      err_of(&p));
+	for (int i = 0; i < 2; i++) {
+		CHECK(lease_renewed(n), "dlock renews the lease: %s", err_of(&p));
+		/* the stall under test: past the next renewal's wait for an answer */
+		CHECK(kill(d.pid, SIGSTOP) == 0, "stall dlockd (SIGSTOP)");
+		sleep_ms(1300);
+		CHECK(kill(d.pid, SIGCONT) == 0, "and let it go on");
+		/* dlockd, continued, serves the unanswered renewal too (its
+		 * client gone): a rise of ttl_ms that dlock never learns of */
+		sleep_ms(1000);
+	}
+	CHECK((code = dlock_wait(&p)) == 0 && !strstr(err_of(&p), "stopping"),
+	      "the command ran to its end (%d: %s)", code, err_of(&p));
+	CHECK(dlockd_stop(&d, 5000) == 0, "dlockd stops cleanly");
 }
 
 TEST(dlock_forwards_sigterm_to_the_whole_group_and_releases)

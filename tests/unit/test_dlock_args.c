@@ -1,6 +1,7 @@
 /* test_dlock_args.c -- what dlock's options take: durations with and
  * without units, fractions, and everything refused (signs, spaces, unknown
- * units, overflow); lock kinds; exit codes in range. */
+ * units, overflow); the grace a lease leaves room for; lock kinds; exit
+ * codes in range. */
 #include "unit.h"
 
 #include "../../cli/args.c"
@@ -45,6 +46,23 @@ static void test_dlock_args__refused(void **state)
 	}
 }
 
+/* `dlock run` sends SIGTERM a grace before the lease ends: a grace given
+ * may be half of it at most; the default one is cut to a third of it. */
+static void test_dlock_args__grace(void **state)
+{
+	(void)state;
+	assert_true(args_grace_fits(15000, 5000));
+	assert_true(args_grace_fits(3000, 1500));
+	assert_false(args_grace_fits(3000, 1501));
+	assert_true(args_grace_fits(300, 0));
+	assert_false(args_grace_fits(300, 151));
+	assert_int_equal(args_grace_default(15000, 5000), 5000);
+	assert_int_equal(args_grace_default(60000, 5000), 5000);
+	assert_int_equal(args_grace_default(3000, 5000), 1000);
+	assert_int_equal(args_grace_default(300, 5000), 100);
+	assert_true(args_grace_fits(300, args_grace_default(300, 5000)));
+}
+
 static void test_dlock_args__kinds_and_ints(void **state)
 {
 	enum lease_kind k = KIND_LOCK;
@@ -73,6 +91,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_dlock_args__durations),
 		cmocka_unit_test(test_dlock_args__refused),
+		cmocka_unit_test(test_dlock_args__grace),
 		cmocka_unit_test(test_dlock_args__kinds_and_ints),
 	};
 
