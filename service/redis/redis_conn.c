@@ -47,21 +47,16 @@
 #include "service/base/log.h"
 #include "service/base/loop.h"
 #include "service/redis/redis_cluster.h"
+#include "service/redis/redis_dial.h"
 #include "service/redis/redis_target.h"
-#include "service/redis/redis_tls.h"
 #include "service/base/util.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#define CONNECT_TIMEOUT_MS 1000
-/* A TLS connection's handshake gets this long on top of the connect. */
-#define TLS_HANDSHAKE_MS 1000
 #define COMMAND_TIMEOUT_MS 2000
 /* A command sent gets "no reply" only after this long (see above). */
 #define REPLY_WAIT_MS 10000
@@ -160,80 +155,6 @@ static struct timeval tv_ms(int ms)
 	return (struct timeval){ .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
 }
 
-redisContext *redis_connect_tcp(const struct redis_url *url, const char *host, int port,
-			       int timeout_ms, bool blocking)
-{
-	redisContext *c;
-	char why[512];
-	int fd;
-
-	if (!url->tls)
-		return blocking ? redisConnectWithTimeout(host, port, tv_ms(timeout_ms))
-				: redisConnectNonBlock(host, port);
-	/* hiredis 0.14 has no TLS: it gets the plain end of a tunnel
-	 * (redis_tls.c), which redis_tls_open has logged the failure of */
-	fd = redis_tls_open(host, port, timeout_ms + TLS_HANDSHAKE_MS, blocking, why, sizeof(why));
-	c = redisConnectFd(fd);		/* blocking and connected, as 0.14 makes it */
-	if (!c) {
-		if (fd >= 0)
-			close(fd);
-		return NULL;
-	}
-	if (fd < 0) {
-		c->err = REDIS_ERR_IO;
-		snprintf(c->errstr, sizeof(c->errstr), "%.*s", (int)sizeof(c->errstr) - 1, why);
-	} else if (blocking) {
-		/* under TLS 1.3 a server that refuses the client's certificate
-		 * (or its absence) says so only after the handshake: a reply to
-		 * PING (PONG, or NOAUTH before AUTH) shows the session works, so
-		 * that a caller never counts a doomed connection as made */
-		redisReply *r;
-
-		redisSetTimeout(c, tv_ms(timeout_ms + TLS_HANDSHAKE_MS));
-		r = redisCommand(c, "PING");
-		if (r) {
-			freeReplyObject(r);
-		} else {
-			c->err = REDIS_ERR_IO;
-			snprintf(c->errstr, sizeof(c->errstr), "the TLS session ended before "
-				 "redis answered (the log says why)");
-		}
-	} else {
-		/* as redisConnectNonBlock leaves it: redisBufferRead/Write then
-		 * take EAGAIN for "later", not for an error */
-		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-		c->flags &= ~REDIS_BLOCK;
-	}
-	return c;
-}
-
-/* The commands a new connection runs before any other: AUTH and SELECT,
- * as the URL asks. Returns how many; db keeps SELECT's argument. */
-struct setup_cmd {
-	int argc;
-	const char *argv[3];
-};
-
-static int setup_cmds(const struct redis_url *url, struct setup_cmd cmds[2], char db[16])
-{
-	int n = 0;
-
-	if (url->password) {
-		struct setup_cmd *a = &cmds[n++];
-
-		a->argc = 0;
-		a->argv[a->argc++] = "AUTH";
-		if (url->user)
-			a->argv[a->argc++] = url->user;
-		a->argv[a->argc++] = url->password;
-	}
-	if (url->db) {
-		snprintf(db, 16, "%d", url->db);
-		cmds[n++] = (struct setup_cmd){ 2, { "SELECT", db } };
-	}
-	return n;
-}
-
 /* Run a set-up command; 0 when it answered OK. */
 static int setup_command(redisContext *c, int argc, const char **argv)
 {
@@ -251,7 +172,7 @@ static int setup_command(redisContext *c, int argc, const char **argv)
  * AUTH and SELECT; -1 (logged at debug) if it failed. */
 static int blocking_setup(redisContext *c, const struct redis_url *url)
 {
-	struct setup_cmd cmds[2];
+	struct redis_setup_cmd cmds[2];
 	char db[16];
 	int n;
 
@@ -262,7 +183,7 @@ static int blocking_setup(redisContext *c, const struct redis_url *url)
 	redisSetTimeout(c, tv_ms(COMMAND_TIMEOUT_MS));
 	if (!url->unix_path && !url->tls)	/* a tunnel's TCP socket has it */
 		redisEnableKeepAlive(c);
-	n = setup_cmds(url, cmds, db);
+	n = redis_setup_cmds(url, cmds, db);
 	for (int i = 0; i < n; i++)
 		if (setup_command(c, cmds[i].argc, cmds[i].argv))
 			return -1;
@@ -271,7 +192,7 @@ static int blocking_setup(redisContext *c, const struct redis_url *url)
 
 redisContext *redis_open_blocking_at(const struct redis_url *url, const char *host, int port)
 {
-	redisContext *c = redis_connect_tcp(url, host, port, CONNECT_TIMEOUT_MS, true);
+	redisContext *c = redis_connect_tcp(url, host, port, REDIS_CONNECT_TIMEOUT_MS, true);
 
 	if (c && blocking_setup(c, url) < 0) {
 		redisFree(c);
@@ -320,7 +241,7 @@ redisContext *redis_open_blocking(const struct redis_url *url, unsigned *target_
 		/* any node hears a classic PUBLISH; a dead one is passed over */
 		seed = atomic_load(&next_seed) % url->nseeds;
 		c = redis_connect_tcp(url, url->seeds[seed].host, url->seeds[seed].port,
-				      CONNECT_TIMEOUT_MS, true);
+				      REDIS_CONNECT_TIMEOUT_MS, true);
 		goto connected;
 	}
 	if (url->target) {
@@ -330,10 +251,8 @@ redisContext *redis_open_blocking(const struct redis_url *url, unsigned *target_
 			return NULL;
 		}
 	}
-	if (url->unix_path)
-		c = redisConnectUnixWithTimeout(url->unix_path, tv_ms(CONNECT_TIMEOUT_MS));
-	else
-		c = redis_connect_tcp(url, gen ? host : url->host, port, CONNECT_TIMEOUT_MS, true);
+	c = gen ? redis_connect_tcp(url, host, port, REDIS_CONNECT_TIMEOUT_MS, true)
+		: redis_connect_url(url, REDIS_CONNECT_TIMEOUT_MS, true);
 connected:
 	if (!c)
 		return NULL;
@@ -864,7 +783,7 @@ static void on_role(void *ctx, redisReply *r)
 static void conn_open_async(struct redis_conn *c)
 {
 	const struct redis_url *url = c->url;
-	struct setup_cmd cmds[2];
+	struct redis_setup_cmd cmds[2];
 	char db[16], host[256];
 	int n, port;
 
@@ -877,14 +796,12 @@ static void conn_open_async(struct redis_conn *c)
 			c->next_try_ms = now_ms() + timing.backoff_min_ms;
 			return;
 		}
-		c->ctx = redis_connect_tcp(url, host, port, CONNECT_TIMEOUT_MS, false);
+		c->ctx = redis_connect_tcp(url, host, port, REDIS_CONNECT_TIMEOUT_MS, false);
 	} else if (c->node_host) {
-		c->ctx = redis_connect_tcp(url, c->node_host, c->node_port, CONNECT_TIMEOUT_MS,
+		c->ctx = redis_connect_tcp(url, c->node_host, c->node_port, REDIS_CONNECT_TIMEOUT_MS,
 					   false);
 	} else {
-		c->ctx = url->unix_path ? redisConnectUnixNonBlock(url->unix_path)
-					: redis_connect_tcp(url, url->host, url->port,
-							    CONNECT_TIMEOUT_MS, false);
+		c->ctx = redis_connect_url(url, REDIS_CONNECT_TIMEOUT_MS, false);
 	}
 	c->connects++;
 	if (!c->ctx || c->ctx->err) {
@@ -900,7 +817,7 @@ static void conn_open_async(struct redis_conn *c)
 	}
 	if (!url->unix_path && !url->tls)	/* a tunnel's TCP socket has it */
 		redisEnableKeepAlive(c->ctx);
-	n = setup_cmds(url, cmds, db);
+	n = redis_setup_cmds(url, cmds, db);
 	for (int i = 0; i < n; i++)
 		send_raw(c, cmds[i].argc, cmds[i].argv, on_setup, c);
 	if (c->gen)

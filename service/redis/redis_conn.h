@@ -22,16 +22,6 @@ struct redis_conn;
  * place where Redis' error codes are told apart. */
 const char *redis_error_unavailable(const char *err);
 
-/* A hiredis context for host:port, the one way TCP connections to Redis
- * are made: plain TCP, or with url->tls a TLS tunnel (redis_tls.h) whose
- * plain end hiredis reads and writes. blocking: connected within
- * timeout_ms (a tunnel's handshake gets 1 s more) and blocking;
- * otherwise connecting, non-blocking (a tunnel's handshake goes on in its
- * pump). NULL only when out of memory; a connect that failed at once is a
- * context with err and errstr set. The caller frees it with redisFree(). */
-redisContext *redis_connect_tcp(const struct redis_url *url, const char *host, int port,
-				int timeout_ms, bool blocking);
-
 /* A blocking connection to url (the subscriber's), authenticated and on the
  * right db, with the command timeout set; NULL (and a log line) if Redis
  * cannot be reached. With a sentinel URL, to the master known now (NULL
