@@ -162,7 +162,7 @@ $(BUILD)/tests/test_acquire: tests/unit/test_acquire.c | deps
 # only the modules below them: they must not need the HTTP or lock layers.
 WAITERS_TEST_OBJS = $(addprefix $(BUILD)/service/base/,loop.o heap.o util.o log.o names.o)
 PUBSUB_TEST_OBJS = $(addprefix $(BUILD)/service/base/,loop.o heap.o util.o log.o names.o metrics.o \
-	version.o) $(addprefix $(BUILD)/service/redis/,redis_conn.o redis_dial.o redis_target.o \
+	version.o) $(addprefix $(BUILD)/service/redis/,redis_node.o redis_dial.o redis_target.o \
 	redis_url.o cluster_slots.o redis_cluster.o redis_tls.o)
 $(BUILD)/tests/test_waiters: DEP_OBJS = $(WAITERS_TEST_OBJS)
 $(BUILD)/tests/test_pubsub: DEP_OBJS = $(PUBSUB_TEST_OBJS)

@@ -27,7 +27,7 @@ static int count_buffer_write(redisContext *c, int *done)
 }
 
 #define redisBufferWrite count_buffer_write
-#include "service/redis/redis_conn.c"
+#include "service/redis/redis_node.c"
 #undef redisBufferWrite
 
 #include "service/base/loop.h"
