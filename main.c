@@ -19,6 +19,7 @@
 #include "service/base/log.h"
 #include "service/base/loop.h"
 #include "service/redis/pubsub.h"
+#include "service/redis/redis_blocking.h"
 #include "service/redis/redis_conn.h"
 #include "service/redis/redis_target.h"
 #include "service/redis/redis_tls.h"

@@ -56,7 +56,7 @@
 #include "service/base/loop.h"
 #include "service/base/metrics.h"
 #include "service/base/names.h"
-#include "service/redis/redis_conn.h"
+#include "service/redis/redis_blocking.h"
 #include "service/redis/redis_target.h"
 #include "service/redis/redis_url.h"
 #include "service/base/util.h"

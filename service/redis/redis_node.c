@@ -1,7 +1,7 @@
-/* redis_conn.c -- hiredis connections: a blocking connection for the
- * subscriber (redis_open_blocking), and pipelined, non-blocking connection
- * objects that attach themselves to an event loop (struct redis_conn),
- * any number per loop.
+/* redis_node.c -- the pipelined, non-blocking connection to one Redis
+ * node (redis_node.h) that attaches itself to an event loop, any number
+ * per loop: a single Redis's (behind redis_conn.c), or each of a
+ * cluster's nodes (the router's, redis_cluster.c).
  *
  * A connection takes commands from every request its loop serves and
  * writes them in one go before the loop sleeps (a deferred task queued by
@@ -40,19 +40,18 @@
  * doubling to 1 s) so that a dead Redis costs a request a clock read, not
  * a connect(). Set-up (AUTH, SELECT, TIME) is pipelined ahead of the first
  * commands, which are held until TIME has told how far Redis' clock is
- * from ours. Callbacks never run inside redis_conn_send(): a command that
+ * from ours. Callbacks never run inside redis_node_send(): a command that
  * fails at once is told so from a deferred task of the loop. */
-#include "service/redis/redis_conn.h"
+#include "service/redis/redis_node.h"
 
 #include "service/base/log.h"
 #include "service/base/loop.h"
-#include "service/redis/redis_cluster.h"
 #include "service/redis/redis_dial.h"
 #include "service/redis/redis_target.h"
+#include "service/redis/redis_url.h"
 #include "service/base/util.h"
 
 #include <errno.h>
-#include <stdatomic.h>
 #include <sys/socket.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +69,7 @@
 
 /* The times above, as the pipelined connections use them. Never changed
  * by dlockd; the unit test (which includes this file) shortens them. */
-static struct redis_conn_timing {
+static struct redis_node_timing {
 	int64_t command_timeout_ms;	/* COMMAND_TIMEOUT_MS */
 	int64_t reply_wait_ms;		/* REPLY_WAIT_MS */
 	int64_t deadline_ms;		/* DEADLINE_MS */
@@ -83,238 +82,6 @@ static struct redis_conn_timing {
 	.backoff_min_ms = BACKOFF_MIN_MS,
 	.backoff_max_ms = BACKOFF_MAX_MS,
 };
-
-/* ----- Error replies ----- */
-
-static const char why_noperm[] =
-	"redis refused the command: no permission (NOPERM); dlockd's redis user needs "
-	"EVAL, EVALSHA, SCRIPT, TIME, PING, SUBSCRIBE, the commands and keys of the "
-	"lock scripts, and their channels (allchannels or &*)";
-
-static const struct {
-	const char *code;	/* the error's first word */
-	const char *why;
-} unavailable[] = {
-	{ "BUSY", "redis is busy running a script (SCRIPT KILL stops it); retry shortly" },
-	{ "LOADING", "redis is loading its data into memory; retry shortly" },
-	{ "MASTERDOWN", "redis is a replica that lost its master; retry shortly" },
-	{ "READONLY", "redis is a read-only replica; point dlockd's --redis at the master" },
-	{ "OOM", "redis is out of memory (maxmemory reached); retry later" },
-	{ "NOPERM", why_noperm },
-	{ "NOAUTH", "redis refused the command: authentication required (NOAUTH); give the "
-		    "password in --redis" },
-	{ "WRONGPASS", "redis refused dlockd's user or password (WRONGPASS)" },
-	{ "TRYAGAIN", "redis cluster is moving the lock's slot (TRYAGAIN); retry shortly" },
-	{ "CLUSTERDOWN", "redis cluster is down (CLUSTERDOWN); retry shortly" },
-	{ "MOVED", "redis sent the lock's slot elsewhere (MOVED) more often than dlockd "
-		   "follows, or is a cluster node --redis did not say is one; retry shortly" },
-	{ "ASK", "redis sent the lock's slot elsewhere (ASK) more often than dlockd "
-		 "follows, or is a cluster node --redis did not say is one; retry shortly" },
-	{ "MISCONF", "redis refuses writes: it cannot save to disk (MISCONF); retry later" },
-	{ "NOREPLICAS", "redis refuses writes: not enough replicas (NOREPLICAS); retry later" },
-	{ "NOSCRIPT", "redis lost the lock script (NOSCRIPT); retry shortly" },
-	{ "DLOCKD_LATE", "redis was too slow: the call reached it after dlockd gave up and "
-			 "changed nothing; retry shortly" },
-	{ "DLOCKD_SETUP", "redis refused dlockd's connection set-up (AUTH, or SELECT of the "
-			  "database in --redis); dlockd's log has redis' words" },
-	{ "DLOCKD_NOMASTER", "no redis master known: no sentinel of --redis names a master "
-			     "that answers as one (sentinels down, or a failover under way); "
-			     "retry shortly" },
-	{ "DLOCKD_FAILOVER", "no redis master known: the sentinels are failing the master over "
-			     "(dlockd left the old master when the failover began and waits "
-			     "for the promoted replica); retry shortly" },
-};
-
-const char *redis_error_unavailable(const char *err)
-{
-	/* a command inside a script refused by the ACL: Redis 7.0 says "can't
-	 * run this command", "can't access at least one of the keys" or "can't
-	 * publish to the channel mentioned in the command"; 7.2 and later say
-	 * "ERR ACL failure in script: ..." */
-	static const char *const script_noperm[] = {
-		"ERR The user executing the script can't ",
-		"ERR ACL failure in script: ",
-	};
-
-	for (size_t i = 0; i < ARRAY_SIZE(script_noperm); i++)
-		if (!strncmp(err, script_noperm[i], strlen(script_noperm[i])))
-			return why_noperm;
-	for (size_t i = 0; i < ARRAY_SIZE(unavailable); i++) {
-		size_t n = strlen(unavailable[i].code);
-
-		if (!strncmp(err, unavailable[i].code, n) && (err[n] == ' ' || err[n] == '\0'))
-			return unavailable[i].why;
-	}
-	return NULL;
-}
-
-/* ----- Opening a connection ----- */
-
-static struct timeval tv_ms(int ms)
-{
-	return (struct timeval){ .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
-}
-
-/* Run a set-up command; 0 when it answered OK. */
-static int setup_command(redisContext *c, int argc, const char **argv)
-{
-	redisReply *r = redisCommandArgv(c, argc, argv, NULL);
-	int ok = r && r->type != REDIS_REPLY_ERROR;
-
-	if (r && !ok)
-		log_warn("redis %s failed: %s", argv[0], r->str);
-	if (r)
-		freeReplyObject(r);
-	return ok ? 0 : -1;
-}
-
-/* Set up a blocking connection just made: command timeout, keepalive,
- * AUTH and SELECT; -1 (logged at debug) if it failed. */
-static int blocking_setup(redisContext *c, const struct redis_url *url)
-{
-	struct redis_setup_cmd cmds[2];
-	char db[16];
-	int n;
-
-	if (c->err) {
-		log_debug("redis connect failed: %s", c->errstr);
-		return -1;
-	}
-	redisSetTimeout(c, tv_ms(COMMAND_TIMEOUT_MS));
-	if (!url->unix_path && !url->tls)	/* a tunnel's TCP socket has it */
-		redisEnableKeepAlive(c);
-	n = redis_setup_cmds(url, cmds, db);
-	for (int i = 0; i < n; i++)
-		if (setup_command(c, cmds[i].argc, cmds[i].argv))
-			return -1;
-	return 0;
-}
-
-redisContext *redis_open_blocking_at(const struct redis_url *url, const char *host, int port)
-{
-	redisContext *c = redis_connect_tcp(url, host, port, REDIS_CONNECT_TIMEOUT_MS, true);
-
-	if (c && blocking_setup(c, url) < 0) {
-		redisFree(c);
-		c = NULL;
-	}
-	return c;
-}
-
-bool redis_has_sharded_pubsub(const struct redis_url *url)
-{
-	/* every seed in turn: the first may be down (a cluster's seeds are
-	 * the nodes of one cluster, so the first that answers speaks for all) */
-	for (unsigned i = 0; i < (url->nseeds ? url->nseeds : 1); i++) {
-		redisContext *c = url->nseeds ? redis_open_blocking_at(url, url->seeds[i].host,
-									url->seeds[i].port)
-					      : redis_open_blocking(url, NULL);
-		redisReply *r = c ? redisCommand(c, "PUBSUB SHARDNUMSUB") : NULL;
-		bool answered = r && r->type != REDIS_REPLY_ERROR;
-		bool yes = r && r->type == REDIS_REPLY_ARRAY;
-
-		if (r)
-			freeReplyObject(r);
-		if (c)
-			redisFree(c);
-		if (answered || (r && !yes))
-			return yes;
-	}
-	/* no node answered: a cluster found at start is Redis 7 as a rule */
-	log_warn("redis: no node answered PUBSUB SHARDNUMSUB at start; taking sharded pub/sub "
-		 "(give --redis-pubsub to choose)");
-	return true;
-}
-
-/* A cluster's seed that redis_open_blocking() tries next: the one after
- * the last that failed. */
-static atomic_uint next_seed;
-
-redisContext *redis_open_blocking(const struct redis_url *url, unsigned *target_gen)
-{
-	char host[256];
-	redisContext *c;
-	unsigned gen = 0, seed = 0;
-	int port = url->port;
-
-	if (url->cluster && url->nseeds > 1) {
-		/* any node hears a classic PUBLISH; a dead one is passed over */
-		seed = atomic_load(&next_seed) % url->nseeds;
-		c = redis_connect_tcp(url, url->seeds[seed].host, url->seeds[seed].port,
-				      REDIS_CONNECT_TIMEOUT_MS, true);
-		goto connected;
-	}
-	if (url->target) {
-		gen = redis_target_get(url->target, host, sizeof(host), &port);
-		if (!gen) {
-			log_debug("redis connect: no master known yet");
-			return NULL;
-		}
-	}
-	c = gen ? redis_connect_tcp(url, host, port, REDIS_CONNECT_TIMEOUT_MS, true)
-		: redis_connect_url(url, REDIS_CONNECT_TIMEOUT_MS, true);
-connected:
-	if (!c)
-		return NULL;
-	if (blocking_setup(c, url) < 0)
-		goto fail;
-	if (gen) {
-		redisReply *r = redisCommand(c, "ROLE");
-		bool master = redis_role_is_master(r);
-
-		if (r)
-			freeReplyObject(r);
-		if (!master) {
-			log_warn("redis %s:%d is not the master (ROLE)", host, port);
-			goto fail;
-		}
-	}
-	if (target_gen)
-		*target_gen = gen;
-	return c;
-fail:
-	if (gen)
-		redis_target_lost(url->target, gen);
-	if (url->cluster)
-		atomic_compare_exchange_strong(&next_seed, &seed, seed + 1);
-	redisFree(c);
-	return NULL;
-}
-
-int redis_detect_cluster(struct redis_url *url)
-{
-	struct redis_url db0;
-	redisContext *c;
-	redisReply *r;
-
-	if (url->nsentinels || url->unix_path)
-		return 0;
-	db0 = *url;
-
-	db0.db = 0;	/* a cluster node refuses SELECT: ask without it */
-	if (url->nseeds > 1) {
-		url->cluster = true;
-	} else if ((c = redis_open_blocking_at(&db0, url->host, url->port))) {
-		r = redisCommand(c, "INFO cluster");
-		url->cluster = r && r->type == REDIS_REPLY_STRING &&
-			       strstr(r->str, "cluster_enabled:1");
-		if (r)
-			freeReplyObject(r);
-		redisFree(c);
-	} else {
-		log_warn("redis %s:%d did not answer: taken for a single Redis, not a cluster "
-			 "(list two or more cluster nodes in --redis to say it is one)", url->host,
-			 url->port);
-		return 0;
-	}
-	if (url->cluster && url->db) {
-		log_error("redis url: a Redis Cluster has database 0 only, not %d", url->db);
-		return -1;
-	}
-	return 0;
-}
-
-/* ----- The pipelined connection ----- */
 
 /* A command sent (or held) and not yet answered. */
 struct pending {
@@ -342,11 +109,9 @@ struct pending_list {
 	struct pending *head, *tail;
 };
 
-struct redis_conn {
+struct redis_node {
 	struct loop *loop;
 	const struct redis_url *url;	/* the caller's */
-	struct redis_cluster *cluster;	/* a cluster URL: this is only its front,
-					 * and every command goes to the router */
 	char *node_host;		/* a cluster node's connection: its address,
 					 * instead of the URL's */
 	int node_port;
@@ -357,7 +122,7 @@ struct redis_conn {
 	bool broken;			/* drop it once the current callbacks return */
 	bool overdue;			/* a command went unanswered past its give-up:
 					 * send nothing more, close once all are told */
-	bool closing;			/* redis_conn_free() runs: fail every send */
+	bool closing;			/* redis_node_free() runs: fail every send */
 	bool not_master;		/* a sentinel URL's node answered ROLE or a
 					 * command as a replica: drop the connection
 					 * once the current callbacks return */
@@ -464,7 +229,7 @@ static void list_append(struct pending_list *to, struct pending_list *from)
 }
 
 /* No reconnect before the backoff, which doubles up to BACKOFF_MAX_MS. */
-static void back_off(struct redis_conn *c)
+static void back_off(struct redis_node *c)
 {
 	c->next_try_ms = now_ms() + c->backoff_ms;
 	c->backoff_ms = c->backoff_ms * 2 > timing.backoff_max_ms ? timing.backoff_max_ms
@@ -473,7 +238,7 @@ static void back_off(struct redis_conn *c)
 
 /* Move the commands of sent that still wait for an answer to failed, and
  * free those already told "no reply". */
-static void fail_sent(struct redis_conn *c)
+static void fail_sent(struct redis_node *c)
 {
 	struct pending *p;
 
@@ -487,7 +252,7 @@ static void fail_sent(struct redis_conn *c)
 }
 
 /* Stop watching the socket and close it. */
-static void conn_close(struct redis_conn *c)
+static void conn_close(struct redis_node *c)
 {
 	if (c->watching)
 		loop_unwatch(c->loop, c->ctx->fd);	/* before redisFree closes it */
@@ -497,7 +262,7 @@ static void conn_close(struct redis_conn *c)
 }
 
 /* Close the connection; what waits on it fails before the loop sleeps. */
-static void conn_drop(struct redis_conn *c, const char *why)
+static void conn_drop(struct redis_node *c, const char *why)
 {
 	if (!c->ctx)
 		return;
@@ -534,7 +299,7 @@ static struct pending *pending_new(redis_reply_fn fn, void *ctx)
  * master was known, DLOCKD_NOMASTER, or DLOCKD_FAILOVER while the
  * sentinels fail over (error replies that never came from Redis, so that
  * the 503 says why). */
-static void tell_failed(struct redis_conn *c)
+static void tell_failed(struct redis_node *c)
 {
 	static const redisReply no_master = {
 		.type = REDIS_REPLY_ERROR,
@@ -559,7 +324,7 @@ static void tell_failed(struct redis_conn *c)
 }
 
 /* Fail p: it is told "no reply" before the loop sleeps. */
-static void fail_later(struct redis_conn *c, struct pending *p)
+static void fail_later(struct redis_node *c, struct pending *p)
 {
 	list_push(&c->failed, p);
 	loop_defer(c->loop, &c->fail_task);
@@ -569,7 +334,7 @@ static void fail_later(struct redis_conn *c, struct pending *p)
  * if deadline_from (now_ms() clock) is set: DEADLINE_MS after it, in
  * Redis' clock. Then await the reply; or fail p if the connection is
  * down. The first command of a turn queues the write. */
-static void append(struct redis_conn *c, struct pending *p, int argc, const char **argv,
+static void append(struct redis_node *c, struct pending *p, int argc, const char **argv,
 		   const size_t *lens, int64_t deadline_from)
 {
 	const char *av[REDIS_CONN_MAX_ARGS + 1];
@@ -605,14 +370,14 @@ static void append(struct redis_conn *c, struct pending *p, int argc, const char
 }
 
 /* A command of the connection's own (set-up, TIME): never held. */
-static void send_raw(struct redis_conn *c, int argc, const char **argv, redis_reply_fn fn,
+static void send_raw(struct redis_node *c, int argc, const char **argv, redis_reply_fn fn,
 		     void *ctx)
 {
 	append(c, pending_new(fn, ctx), argc, argv, NULL, false);
 }
 
 /* Keep a copy of the command in p until the offset is known. */
-static void hold(struct redis_conn *c, struct pending *p, int argc, const char **argv,
+static void hold(struct redis_node *c, struct pending *p, int argc, const char **argv,
 		 const size_t *lens, int64_t deadline_from)
 {
 	size_t size = 0;
@@ -636,7 +401,7 @@ static void hold(struct redis_conn *c, struct pending *p, int argc, const char *
 }
 
 /* Send what was held, in order, now that the offset is known. */
-static void release_held(struct redis_conn *c)
+static void release_held(struct redis_node *c)
 {
 	struct pending *p;
 
@@ -651,7 +416,7 @@ static void release_held(struct redis_conn *c)
 
 /* Answer every held command with r, an error reply (its callbacks run
  * here; what they send is held anew). */
-static void fail_held(struct redis_conn *c, redisReply *r)
+static void fail_held(struct redis_node *c, redisReply *r)
 {
 	struct pending_list l = c->held;
 	unsigned connects = c->connects;
@@ -675,14 +440,14 @@ static void fail_held(struct redis_conn *c, redisReply *r)
 /* What TIME's callback needs: the connection, and when TIME was sent
  * (freed by the callback, which every command gets exactly once). */
 struct probe_ctx {
-	struct redis_conn *conn;
+	struct redis_node *conn;
 	int64_t sent_ms;
 };
 
 /* Set-up replies: an error means the connection is no use. */
 static void on_setup(void *ctx, redisReply *r)
 {
-	struct redis_conn *c = ctx;
+	struct redis_node *c = ctx;
 
 	if (r && r->type == REDIS_REPLY_ERROR && !c->broken) {
 		log_warn("redis set-up (AUTH or SELECT) failed: %s", r->str);
@@ -705,7 +470,7 @@ static void on_setup(void *ctx, redisReply *r)
 static void on_time(void *ctx, redisReply *r);
 
 /* Ask Redis for its clock (one TIME in flight at most). */
-static void probe(struct redis_conn *c)
+static void probe(struct redis_node *c)
 {
 	struct probe_ctx *o = xmalloc(sizeof(*o));
 
@@ -719,7 +484,7 @@ static void probe(struct redis_conn *c)
 static void on_time(void *ctx, redisReply *r)
 {
 	struct probe_ctx *o = ctx;
-	struct redis_conn *c = o->conn;
+	struct redis_node *c = o->conn;
 	int64_t sent = o->sent_ms, now = now_ms(), sample, rtt = now - sent;
 
 	free(o);
@@ -769,7 +534,7 @@ static void on_time(void *ctx, redisReply *r)
  * (the sentinels' answer was stale, or a failover demoted it). */
 static void on_role(void *ctx, redisReply *r)
 {
-	struct redis_conn *c = ctx;
+	struct redis_node *c = ctx;
 
 	if (r && !c->broken && !redis_role_is_master(r)) {
 		log_warn("redis node is not the master (ROLE); asking the sentinels again");
@@ -780,7 +545,7 @@ static void on_role(void *ctx, redisReply *r)
 /* Start a non-blocking connect with the set-up commands queued on it: to
  * the URL's address, or a sentinel URL's current master (none known: the
  * commands fail at once, with a backoff before the next try). */
-static void conn_open_async(struct redis_conn *c)
+static void conn_open_async(struct redis_node *c)
 {
 	const struct redis_url *url = c->url;
 	struct redis_setup_cmd cmds[2];
@@ -798,8 +563,8 @@ static void conn_open_async(struct redis_conn *c)
 		}
 		c->ctx = redis_connect_tcp(url, host, port, REDIS_CONNECT_TIMEOUT_MS, false);
 	} else if (c->node_host) {
-		c->ctx = redis_connect_tcp(url, c->node_host, c->node_port, REDIS_CONNECT_TIMEOUT_MS,
-					   false);
+		c->ctx = redis_connect_tcp(url, c->node_host, c->node_port,
+					   REDIS_CONNECT_TIMEOUT_MS, false);
 	} else {
 		c->ctx = redis_connect_url(url, REDIS_CONNECT_TIMEOUT_MS, false);
 	}
@@ -827,36 +592,25 @@ static void conn_open_async(struct redis_conn *c)
 	probe(c);
 }
 
-static void conn_schedule(struct redis_conn *c);
+static void conn_schedule(struct redis_node *c);
 
-void redis_conn_send(struct redis_conn *c, int argc, const char **argv, const size_t *lens,
-		     bool deadline, redis_reply_fn fn, void *ctx)
-{
-	redis_conn_send_from(c, argc, argv, lens, deadline ? now_ms() : 0, fn, ctx);
-}
-
-void redis_conn_send_from(struct redis_conn *c, int argc, const char **argv,
-			  const size_t *lens, int64_t deadline_from, redis_reply_fn fn,
-			  void *ctx)
+void redis_node_send(struct redis_node *c, int argc, const char **argv, const size_t *lens,
+		     int64_t deadline_from, redis_reply_fn fn, void *ctx)
 {
 	struct pending *p;
 
 	if (argc > REDIS_CONN_MAX_ARGS)
 		abort();
-	if (c->cluster) {
-		redis_cluster_send(c->cluster, argc, argv, lens, deadline_from, fn, ctx);
-		return;
-	}
 	p = pending_new(fn, ctx);
 	if (c->closing) {
-		list_push(&c->failed, p);	/* redis_conn_free() tells it */
+		list_push(&c->failed, p);	/* redis_node_free() tells it */
 		return;
 	}
 	if (c->gen && !c->moving && redis_target_moved(c->url->target, c->gen)) {
 		/* a sentinel URL's master moved: an idle connection goes now,
 		 * a busy one once its calls are answered (on_readable) */
 		c->moving = true;
-		if (redis_conn_idle(c))
+		if (redis_node_idle(c))
 			conn_drop(c, "the sentinels named another master");
 	}
 	if (!c->ctx && now_ms() >= c->next_try_ms)
@@ -881,7 +635,7 @@ void redis_conn_send_from(struct redis_conn *c, int argc, const char **argv,
 
 /* Give up on commands past their time (see the top of the file) and tell
  * failed commands. */
-static void conn_run(struct redis_conn *c, int64_t now)
+static void conn_run(struct redis_node *c, int64_t now)
 {
 	struct pending *p;
 
@@ -911,7 +665,7 @@ static void conn_run(struct redis_conn *c, int64_t now)
 }
 
 /* Set the timer to when conn_run has something to do next. */
-static void conn_schedule(struct redis_conn *c)
+static void conn_schedule(struct redis_node *c)
 {
 	int64_t at;
 
@@ -930,7 +684,7 @@ static void conn_schedule(struct redis_conn *c)
 
 static void on_timer(struct loop *l, struct loop_timer *t)
 {
-	struct redis_conn *c = container_of(t, struct redis_conn, timer);
+	struct redis_node *c = container_of(t, struct redis_node, timer);
 
 	(void)l;
 	conn_run(c, now_ms());
@@ -939,7 +693,7 @@ static void on_timer(struct loop *l, struct loop_timer *t)
 
 static void on_failed(struct loop *l, void *data)
 {
-	struct redis_conn *c = data;
+	struct redis_node *c = data;
 
 	(void)l;
 	tell_failed(c);
@@ -954,7 +708,7 @@ static void on_io(struct loop *l, int fd, unsigned events, void *data);
  * loop sleeps, after every callback that could queue a command. */
 static void conn_flush(struct loop *l, void *data)
 {
-	struct redis_conn *c = data;
+	struct redis_node *c = data;
 	unsigned want;
 	int done = 0;
 
@@ -976,7 +730,7 @@ static void conn_flush(struct loop *l, void *data)
 }
 
 /* The socket reported writable: finish connecting; conn_flush writes. */
-static void on_writable(struct redis_conn *c)
+static void on_writable(struct redis_node *c)
 {
 	int err = 0;
 	socklen_t len = sizeof(err);
@@ -992,7 +746,7 @@ static void on_writable(struct redis_conn *c)
 }
 
 /* The socket is readable: read and hand out the replies. */
-static void on_readable(struct redis_conn *c)
+static void on_readable(struct redis_node *c)
 {
 	unsigned connects = c->connects;
 	redisReply *r;
@@ -1048,7 +802,7 @@ static void on_readable(struct redis_conn *c)
 
 static void on_io(struct loop *l, int fd, unsigned events, void *data)
 {
-	struct redis_conn *c = data;
+	struct redis_node *c = data;
 
 	(void)fd;
 	if (events & LOOP_WRITE || (events & LOOP_ERROR && !c->connected))
@@ -1061,9 +815,9 @@ static void on_io(struct loop *l, int fd, unsigned events, void *data)
 
 /* ----- Life cycle ----- */
 
-static struct redis_conn *conn_new(struct loop *l, const struct redis_url *url)
+struct redis_node *redis_node_new(struct loop *l, const struct redis_url *url)
 {
-	struct redis_conn *c = xcalloc(1, sizeof(*c));
+	struct redis_node *c = xcalloc(1, sizeof(*c));
 
 	c->loop = l;
 	c->url = url;
@@ -1074,76 +828,30 @@ static struct redis_conn *conn_new(struct loop *l, const struct redis_url *url)
 	return c;
 }
 
-struct redis_conn *redis_conn_new(struct loop *l, const struct redis_url *url)
-{
-	struct redis_conn *c;
-
-	if (!url->cluster)
-		return conn_new(l, url);
-	c = xcalloc(1, sizeof(*c));
-	c->loop = l;
-	c->url = url;
-	c->cluster = redis_cluster_new(l, url);
-	return c;
-}
-
-struct redis_conn *redis_conn_new_at(struct loop *l, const struct redis_url *url,
+struct redis_node *redis_node_new_at(struct loop *l, const struct redis_url *url,
 				     const char *host, int port)
 {
-	struct redis_conn *c = conn_new(l, url);
+	struct redis_node *c = redis_node_new(l, url);
 
 	c->node_host = xstrdup(host);
 	c->node_port = port;
 	return c;
 }
 
-unsigned redis_conn_generation(const struct redis_conn *c)
+unsigned redis_node_generation(const struct redis_node *c)
 {
 	return c->connects;
 }
 
-bool redis_conn_is_cluster(const struct redis_conn *c)
+bool redis_node_idle(const struct redis_node *c)
 {
-	return c->cluster != NULL;
-}
-
-void redis_conn_send_slot(struct redis_conn *c, int slot, int argc, const char **argv,
-			  const size_t *lens, redis_reply_fn fn, void *ctx)
-{
-	if (c->cluster)
-		redis_cluster_send_slot(c->cluster, slot, argc, argv, lens, 0, fn, ctx);
-	else
-		redis_conn_send(c, argc, argv, lens, false, fn, ctx);
-}
-
-struct redis_conn *redis_conn_answering(struct redis_conn *c)
-{
-	struct redis_conn *node = c->cluster ? redis_cluster_answering(c->cluster) : NULL;
-
-	return node ? node : c;
-}
-
-int redis_conn_next_shard(const struct redis_conn *c, unsigned slot)
-{
-	return c->cluster ? redis_cluster_next_shard(c->cluster, slot) : -1;
-}
-
-bool redis_conn_idle(const struct redis_conn *c)
-{
-	if (c->cluster)
-		return redis_cluster_idle(c->cluster);
 	return !c->sent.head && !c->held.head && !c->failed.head;
 }
 
-void redis_conn_free(struct redis_conn *c)
+void redis_node_free(struct redis_node *c)
 {
 	if (!c)
 		return;
-	if (c->cluster) {
-		redis_cluster_free(c->cluster);
-		free(c);
-		return;
-	}
 	c->closing = true;
 	if (c->ctx)
 		conn_close(c);
