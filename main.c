@@ -22,6 +22,7 @@
 #include "service/base/loop.h"
 #include "service/base/metrics.h"
 #include "service/redis/pubsub.h"
+#include "service/redis/redis_blocking.h"
 #include "service/redis/redis_conn.h"
 #include "service/redis/redis_target.h"
 #include "service/redis/redis_tls.h"
@@ -110,6 +111,35 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* The subscriber and a loop's waiters, joined here so that neither names
+ * the other: the waiters ask for channels (waiters_subscribe_fn), and the
+ * subscriber hands them the news (struct pubsub_sink), ctx being the
+ * loop's struct waiters. */
+static void want_channel(void *ps, struct waiters *ws, const char *channel, bool want)
+{
+	pubsub_want(ps, ws, channel, want);
+}
+
+static void tell_confirmed(void *ws, const char *channel)
+{
+	waiters_deliver_confirmed(ws, channel);
+}
+
+static void tell_message(void *ws, const char *channel, const char *payload, size_t len)
+{
+	waiters_deliver_message(ws, channel, payload, len);
+}
+
+static void tell_disconnect(void *ws)
+{
+	waiters_deliver_disconnect(ws);
+}
+
+static void tell_lost(void *ws, const char *channel)
+{
+	waiters_deliver_lost(ws, channel);
+}
+
 /* The loop, Redis connection, waiters and queue refresher of one worker; -1 if the kernel
  * refuses a loop. */
 static int worker_init(struct worker *w, const struct config *cfg, const struct redis_url *url,
@@ -121,7 +151,14 @@ static int worker_init(struct worker *w, const struct config *cfg, const struct 
 	if (!b->loop)
 		return -1;
 	b->redis = redis_conn_new(b->loop, url);
-	b->waiters = waiters_new(b->loop, pubsub_want, ps);
+	b->waiters = waiters_new(b->loop, want_channel, ps);
+	pubsub_add_loop(ps, &(struct pubsub_sink){
+		.ctx = b->waiters,
+		.confirmed = tell_confirmed,
+		.message = tell_message,
+		.disconnect = tell_disconnect,
+		.lost = tell_lost,
+	});
 	b->fair = fair_queue_new(b);
 	b->pubsub = ps;
 	if (cfg->sync_replicas)

@@ -2,16 +2,17 @@
  * (loop.h) that owns the subscriber connection to Redis.
  *
  * The loops' waiters ask for channels through pubsub_want(), which posts
- * to this loop; per channel it keeps the set of struct waiters (one per
- * event loop) that want it, SUBSCRIBEs when the first wants it and
+ * to this loop; per channel it keeps the set of event loops that want it, SUBSCRIBEs when the first wants it and
  * UNSUBSCRIBEs when the last stops. Subscription changes are pipelined:
  * every pending SUBSCRIBE/UNSUBSCRIBE is appended, then written in one go,
  * before the loop sleeps. A channel is live once the replies to everything
  * sent for it have come and the last was a SUBSCRIBE; then each loop that
- * wants it is told (waiters_deliver_confirmed), and a loop that asks for a
+ * wants it is told (its sink's confirmed), and a loop that asks for a
  * channel already live is told at once. Every message goes to every loop
- * that wants its channel (waiters_deliver_message); nothing here decides
- * who wakes.
+ * that wants its channel (its sink's message); nothing here decides who
+ * wakes. Each loop is registered with its sink (pubsub.h), the callbacks
+ * main.c fills in: the subscriber knows nothing of what a loop does with
+ * the news.
  *
  * With a sentinel URL it connects to the master the resolver knows now
  * (redis_target.c), confirmed with ROLE, and a lost connection makes the
@@ -19,7 +20,7 @@
  * old master's subscribers, so this reconnects to the new one.
  *
  * When the connection drops, each loop with channels is told
- * (waiters_deliver_disconnect: nothing is live), and it reconnects with
+ * (its sink's disconnect: nothing is live), and it reconnects with
  * backoff (100 ms doubling to 1 s), subscribes every wanted channel again
  * and confirms each to its loops, which wakes their sleepers, since a
  * release may have gone unseen meanwhile. Redis refusing a SUBSCRIBE (an
@@ -39,14 +40,14 @@
  * channel's subscription is lost when its node's connection drops, when
  * the node pushes an unasked "sunsubscribe" (it gave the slot away) or
  * when a re-read map puts its slot on another node: then only that
- * channel's loops are told (waiters_deliver_lost), the map is read again
+ * channel's loops are told (their sinks' lost), the map is read again
  * (not more often than REFRESH_MIN_MS), and the channel is subscribed on
  * the node the map names and confirmed to its loops, whose sleepers retry
  * (subscribe, then retry). An error to an SSUBSCRIBE (MOVED, CLUSTERDOWN)
  * drops that node's connection the same way, after re-reading the map.
  *
- * Everything but pubsub_want(), pubsub_connected() and the start/stop
- * calls runs on the subscriber's thread; the only state shared is the
+ * Everything but pubsub_add_loop(), pubsub_want(), pubsub_connected() and
+ * the start/stop calls runs on the subscriber's thread; the only state shared is the
  * loop's mailbox and the `connected' flag. */
 #include "service/redis/pubsub.h"
 
@@ -55,11 +56,10 @@
 #include "service/base/loop.h"
 #include "service/base/metrics.h"
 #include "service/base/names.h"
-#include "service/redis/redis_conn.h"
+#include "service/redis/redis_blocking.h"
 #include "service/redis/redis_target.h"
 #include "service/redis/redis_url.h"
 #include "service/base/util.h"
-#include "service/lock/waiters.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -78,7 +78,7 @@
 #define MAX_LOOPS 256
 #define SET_WORDS (MAX_LOOPS / 64)
 
-/* A set of loops' waiters, by their index in struct pubsub's loops. */
+/* A set of loops, by their index in struct pubsub's loops. */
 struct loop_set {
 	uint64_t bits[SET_WORDS];
 };
@@ -126,7 +126,7 @@ struct pubsub {
 	struct loop_timer moved;	/* a sentinel URL: look for a new master */
 	struct name_table channels;	/* struct sub_channel, by name */
 	struct sub_channel *dirty_head, *dirty_tail;
-	struct waiters *loops[MAX_LOOPS];	/* every struct waiters heard of */
+	struct pubsub_sink loops[MAX_LOOPS];	/* every loop registered */
 	unsigned nloops;
 };
 
@@ -153,19 +153,14 @@ static bool set_empty(const struct loop_set *s)
 	return true;
 }
 
-/* The index of ws in ps->loops, given one if it is new; -1 past MAX_LOOPS. */
-static int loop_index(struct pubsub *ps, struct waiters *ws)
+/* The index in ps->loops of the loop whose sink's ctx is loop; -1 for
+ * one not registered (past MAX_LOOPS). */
+static int loop_index(struct pubsub *ps, const void *loop)
 {
 	for (unsigned i = 0; i < ps->nloops; i++)
-		if (ps->loops[i] == ws)
+		if (ps->loops[i].ctx == loop)
 			return (int)i;
-	if (ps->nloops == MAX_LOOPS) {
-		log_error("subscriber: more than %d loops; the others' waiters are woken "
-			  "only at lease ends", MAX_LOOPS);
-		return -1;
-	}
-	ps->loops[ps->nloops] = ws;
-	return (int)ps->nloops++;
+	return -1;
 }
 
 /* ----- Channel table ----- */
@@ -265,7 +260,7 @@ static void channel_lost(struct pubsub *ps, struct sub_channel *c)
 	c->node = -1;
 	for (unsigned i = 0; i < ps->nloops; i++)
 		if (set_has(&c->want, i))
-			waiters_deliver_lost(ps->loops[i], c->name);
+			ps->loops[i].lost(ps->loops[i].ctx, c->name);
 	if (!set_empty(&c->want))
 		mark_dirty(ps, c);
 	else
@@ -316,7 +311,7 @@ static void disconnect(struct sub_conn *cn, int64_t retry_in_ms)
 	}
 	for (unsigned i = 0; i < ps->nloops; i++)
 		if (set_has(&told, i))
-			waiters_deliver_disconnect(ps->loops[i]);
+			ps->loops[i].disconnect(ps->loops[i].ctx);
 }
 
 static void on_reconnect_timer(struct loop *l, struct loop_timer *t)
@@ -533,7 +528,7 @@ static void on_confirmed(struct sub_conn *cn, const char *name, bool unsub)
 	if (channel_live(ps, c)) {
 		for (unsigned i = 0; i < ps->nloops; i++)
 			if (set_has(&c->want, i))
-				waiters_deliver_confirmed(ps->loops[i], c->name);
+				ps->loops[i].confirmed(ps->loops[i].ctx, c->name);
 	}
 	channel_maybe_free(ps, c);
 }
@@ -547,7 +542,7 @@ static void on_message(struct pubsub *ps, const char *name, const char *payload,
 		return;
 	for (unsigned i = 0; i < ps->nloops; i++)
 		if (set_has(&c->want, i))
-			waiters_deliver_message(ps->loops[i], name, payload, len);
+			ps->loops[i].message(ps->loops[i].ctx, name, payload, len);
 }
 
 /* Handle one reply on cn; -1, or when Redis refused a (S)(UN)SUBSCRIBE,
@@ -617,9 +612,38 @@ static void on_redis(struct loop *l, int fd, unsigned events, void *data)
 
 /* ----- What the loops ask ----- */
 
+struct add_note {
+	struct pubsub *ps;
+	struct pubsub_sink sink;
+};
+
+static void run_add_loop(struct loop *l, void *data)
+{
+	struct add_note *n = data;
+	struct pubsub *ps = n->ps;
+
+	(void)l;
+	if (ps->nloops == MAX_LOOPS)
+		log_error("subscriber: more than %d loops; the others' waiters are woken "
+			  "only at lease ends", MAX_LOOPS);
+	else
+		ps->loops[ps->nloops++] = n->sink;
+	free(n);
+}
+
+void pubsub_add_loop(struct pubsub *ps, const struct pubsub_sink *sink)
+{
+	struct add_note *n = xmalloc(sizeof(*n));
+
+	n->ps = ps;
+	n->sink = *sink;
+	if (loop_post(ps->loop, run_add_loop, n) < 0)
+		free(n);	/* the subscriber has stopped */
+}
+
 struct want_note {
 	struct pubsub *ps;
-	struct waiters *ws;
+	void *loop;		/* its sink's ctx */
 	bool want;
 	char channel[];
 };
@@ -628,7 +652,7 @@ static void run_want(struct loop *l, void *data)
 {
 	struct want_note *n = data;
 	struct pubsub *ps = n->ps;
-	int i = loop_index(ps, n->ws);
+	int i = loop_index(ps, n->loop);
 	struct sub_channel *c;
 
 	(void)l;
@@ -638,8 +662,8 @@ static void run_want(struct loop *l, void *data)
 	if (!c)
 		goto out;
 	set_put(&c->want, (unsigned)i, n->want);
-	if (n->want && channel_live(ps, c))
-		waiters_deliver_confirmed(n->ws, c->name);	/* joins a live channel */
+	if (n->want && channel_live(ps, c))	/* joins a live channel */
+		ps->loops[i].confirmed(ps->loops[i].ctx, c->name);
 	else if (set_empty(&c->want) == c->subscribed)
 		mark_dirty(ps, c);	/* the first wants it, or the last let go */
 	else
@@ -648,14 +672,13 @@ out:
 	free(n);
 }
 
-void pubsub_want(void *sub, struct waiters *ws, const char *channel, bool want)
+void pubsub_want(struct pubsub *ps, void *loop, const char *channel, bool want)
 {
-	struct pubsub *ps = sub;
 	size_t len = strlen(channel);
 	struct want_note *n = xmalloc(sizeof(*n) + len + 1);
 
 	n->ps = ps;
-	n->ws = ws;
+	n->loop = loop;
 	n->want = want;
 	memcpy(n->channel, channel, len + 1);
 	if (loop_post(ps->loop, run_want, n) < 0)

@@ -1,6 +1,7 @@
 /* redis_cluster.c -- the cluster router of one event loop
- * (redis_cluster.h): the slot map, one pipelined redis_conn per node, and
- * each command sent to the master of its slot.
+ * (redis_cluster.h): the slot map, one pipelined node connection
+ * (redis_node.h) per node, and each command sent to the master of its
+ * slot.
  *
  * The map is read with CLUSTER SLOTS from a seed (the URL's hosts, tried
  * in turn) before the first command goes out; commands that come while it
@@ -25,6 +26,8 @@
 #include "service/base/log.h"
 #include "service/base/loop.h"
 #include "service/base/util.h"
+#include "service/redis/redis_node.h"
+#include "service/redis/redis_url.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +36,7 @@
 #define MAX_TRIES 5
 #define RETRY_MS 100
 /* A command is not sent again later than this after its first send: the
- * deadline of a script (DEADLINE_MS in redis_conn.c) is shorter, so a
+ * deadline of a script (DEADLINE_MS in redis_node.c) is shorter, so a
  * retry past it would be refused as late anyway. */
 #define RETRY_WINDOW_MS 1500
 /* Reading the map again is asked for no more often than this. */
@@ -46,7 +49,7 @@ struct routed {
 	unsigned slot;
 	bool keyed;			/* slot is the command's; else any master */
 	bool asking;			/* this send follows ASKING to ask_node */
-	struct redis_conn *sent_on;	/* the node's connection it went out on */
+	struct redis_node *sent_on;	/* the node's connection it went out on */
 	int ask_node;
 	int tries;
 	int64_t first_ms;		/* monotonic: the first send */
@@ -68,7 +71,7 @@ struct redis_cluster {
 	struct loop *loop;
 	const struct redis_url *url;
 	struct cluster_map map;
-	struct redis_conn **conns;	/* by node index; NULL until first used */
+	struct redis_node **conns;	/* by node index; NULL until first used */
 	size_t nconns;
 	unsigned next_seed;		/* the node to ask for the map next */
 	size_t failed_asks;		/* nodes that gave no map in a row, before
@@ -83,7 +86,7 @@ struct redis_cluster {
 	struct loop_task fail_task;	/* callbacks never run inside a send */
 	unsigned inflight;		/* routed commands sent, not yet called back */
 	struct loop_timer timer;	/* the first of retry */
-	struct redis_conn *answering;	/* while a caller hears its answer: the
+	struct redis_node *answering;	/* while a caller hears its answer: the
 					 * node's connection it came on */
 };
 
@@ -110,7 +113,7 @@ static struct routed *list_take(struct routed_list *l)
 }
 
 /* The connection to node i, made when first needed. */
-static struct redis_conn *conn_of(struct redis_cluster *rc, int i)
+static struct redis_node *conn_of(struct redis_cluster *rc, int i)
 {
 	if ((size_t)i >= rc->nconns) {
 		rc->conns = xrealloc(rc->conns, rc->map.nnodes * sizeof(*rc->conns));
@@ -119,7 +122,7 @@ static struct redis_conn *conn_of(struct redis_cluster *rc, int i)
 		rc->nconns = rc->map.nnodes;
 	}
 	if (!rc->conns[i])
-		rc->conns[i] = redis_conn_new_at(rc->loop, rc->url, rc->map.nodes[i].host,
+		rc->conns[i] = redis_node_new_at(rc->loop, rc->url, rc->map.nodes[i].host,
 						 rc->map.nodes[i].port);
 	return rc->conns[i];
 }
@@ -157,7 +160,7 @@ static void dispatch(struct routed *r)
 	struct redis_cluster *rc = r->rc;
 	int node = r->asking ? r->ask_node
 			     : cluster_map_master(&rc->map, r->keyed ? r->slot : 0);
-	struct redis_conn *c;
+	struct redis_node *c;
 
 	if (node < 0 && !r->keyed && rc->map.nnodes)
 		node = 0;
@@ -172,8 +175,8 @@ static void dispatch(struct routed *r)
 	r->sent_on = c;
 	rc->inflight++;
 	if (r->asking)
-		redis_conn_send(c, 1, (const char *[]){ "ASKING" }, NULL, false, on_asking, NULL);
-	redis_conn_send_from(c, r->argc, r->argv, r->lens, r->deadline_from, on_reply, r);
+		redis_node_send(c, 1, (const char *[]){ "ASKING" }, NULL, 0, on_asking, NULL);
+	redis_node_send(c, r->argc, r->argv, r->lens, r->deadline_from, on_reply, r);
 }
 
 static void arm_timer(struct redis_cluster *rc)
@@ -322,8 +325,8 @@ static void fetch_map(struct redis_cluster *rc)
 		return;
 	rc->fetching = true;
 	rc->next_fetch_ms = now + REFRESH_MIN_MS;
-	redis_conn_send(conn_of(rc, (int)rc->next_seed), 2,
-			(const char *[]){ "CLUSTER", "SLOTS" }, NULL, false, on_slots, rc);
+	redis_node_send(conn_of(rc, (int)rc->next_seed), 2,
+			(const char *[]){ "CLUSTER", "SLOTS" }, NULL, 0, on_slots, rc);
 }
 
 /* ----- API ----- */
@@ -416,7 +419,7 @@ int redis_cluster_next_shard(const struct redis_cluster *rc, unsigned slot)
 	return best < CLUSTER_SLOT_COUNT ? (int)best : -1;
 }
 
-struct redis_conn *redis_cluster_answering(const struct redis_cluster *rc)
+struct redis_node *redis_cluster_answering(const struct redis_cluster *rc)
 {
 	return rc->answering;
 }
@@ -426,7 +429,7 @@ bool redis_cluster_idle(const struct redis_cluster *rc)
 	if (rc->inflight || rc->held.head || rc->retry.head || rc->failed.head || rc->fetching)
 		return false;
 	for (size_t i = 0; i < rc->nconns; i++)
-		if (rc->conns[i] && !redis_conn_idle(rc->conns[i]))
+		if (rc->conns[i] && !redis_node_idle(rc->conns[i]))
 			return false;
 	return true;
 }
@@ -442,7 +445,7 @@ void redis_cluster_free(struct redis_cluster *rc)
 	/* each connection fails what it still has: on_reply tells the callers */
 	for (size_t i = 0; i < rc->nconns; i++)
 		if (rc->conns[i])
-			redis_conn_free(rc->conns[i]);
+			redis_node_free(rc->conns[i]);
 	free(rc->conns);
 	cluster_map_release(&rc->map);
 	free(rc);

@@ -38,7 +38,7 @@
 #include "service/redis/redis_target.h"
 
 #include "service/base/log.h"
-#include "service/redis/redis_conn.h"
+#include "service/redis/redis_dial.h"
 #include "service/redis/redis_url.h"
 #include "service/base/util.h"
 

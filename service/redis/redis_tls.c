@@ -424,8 +424,9 @@ fail:
 
 /* ----- The pump ----- */
 
-/* Have the pump's epoll watch e for events (0: only hang-ups, errors). */
-static void watch(struct end *e, uint32_t events)
+/* Set the events the pump's epoll reports for e (0: only hang-ups,
+ * errors), registering e with it the first time. */
+static void end_epoll_set(struct end *e, uint32_t events)
 {
 	struct epoll_event ev = { .events = events, .data.ptr = e };
 
@@ -554,8 +555,8 @@ static void tunnel_run(struct tunnel *t)
 			return;
 		}
 		if (rc == 0) {
-			watch(&t->tcp, events == POLLIN ? EPOLLIN : EPOLLOUT);
-			watch(&t->plain, 0);
+			end_epoll_set(&t->tcp, events == POLLIN ? EPOLLIN : EPOLLOUT);
+			end_epoll_set(&t->plain, 0);
 			return;
 		}
 	}
@@ -565,8 +566,8 @@ static void tunnel_run(struct tunnel *t)
 		tunnel_kill(t);
 		return;
 	}
-	watch(&t->plain, (t->up_len ? 0 : EPOLLIN) | (t->down_len ? EPOLLOUT : 0));
-	watch(&t->tcp, (t->down_len ? 0 : EPOLLIN) | (t->send_blocked ? EPOLLOUT : 0));
+	end_epoll_set(&t->plain, (t->up_len ? 0 : EPOLLIN) | (t->down_len ? EPOLLOUT : 0));
+	end_epoll_set(&t->tcp, (t->down_len ? 0 : EPOLLIN) | (t->send_blocked ? EPOLLOUT : 0));
 }
 
 /* Take the tunnels handed over since the last look, and run each once. */

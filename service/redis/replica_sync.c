@@ -14,7 +14,7 @@
  * the WAIT covers it.
  *
  * A change is confirmed only by a WAIT answered on the very connection
- * that answered the change (redis_conn_generation): a WAIT on a new
+ * that answered the change (redis_node_generation): a WAIT on a new
  * connection after a reconnect says nothing of writes made on the old one.
  * On a Redis Cluster that is the connection to the master that ran the
  * change (redis_conn_answering): each node's changes have their own WAITs,
@@ -31,6 +31,7 @@
 #include "service/base/log.h"
 #include "service/base/metrics.h"
 #include "service/redis/redis_conn.h"
+#include "service/redis/redis_node.h"
 #include "service/base/util.h"
 
 #include <hiredis/hiredis.h>
@@ -59,7 +60,7 @@ struct sync_batch {
  * node's (a WAIT covers the writes of the connection it is sent on). */
 struct node_sync {
 	struct replica_sync *s;
-	struct redis_conn *conn;
+	struct redis_node *conn;
 	struct sync_batch next;		/* answered, waiting for the next WAIT */
 	struct sync_batch current;	/* covered by the ROLE/WAIT in flight */
 	bool busy;			/* a ROLE or WAIT is in flight */
@@ -121,7 +122,7 @@ void replica_sync_free(struct replica_sync *s)
 }
 
 /* The tracker of conn's changes, made when first needed. */
-static struct node_sync *node_of(struct replica_sync *s, struct redis_conn *conn)
+static struct node_sync *node_of(struct replica_sync *s, struct redis_node *conn)
 {
 	struct node_sync *ns;
 
@@ -170,7 +171,7 @@ static void on_wait(void *ctx, redisReply *r)
 	if (r && r->type == REDIS_REPLY_ERROR)
 		log_warn("replication: redis answered WAIT: %s", r->str);
 	finish(s, r && r->type == REDIS_REPLY_INTEGER && r->integer >= s->need,
-	       redis_conn_generation(s->conn));
+	       redis_node_generation(s->conn));
 }
 
 /* Send the WAIT for the batch in flight (none needed for 0 replicas). */
@@ -183,13 +184,13 @@ static void send_wait(struct node_sync *s)
 		: s->role_replicas > 0 ? s->role_replicas
 		: s->role_had_replicas ? 1 : 0;	/* they all left: see on_role */
 	if (s->need == 0) {
-		finish(s, true, redis_conn_generation(s->conn));
+		finish(s, true, redis_node_generation(s->conn));
 		return;
 	}
 	snprintf(n, sizeof(n), "%d", s->need);
 	argv[1] = n;
 	metrics_inc(METRIC_REPLICATION_WAITS);
-	redis_conn_send(s->conn, 3, argv, NULL, false, on_wait, s);
+	redis_node_send(s->conn, 3, argv, NULL, 0, on_wait, s);
 }
 
 /* ROLE's answer on a master: {"master", offset, {{ip, port, offset}...}},
@@ -206,7 +207,7 @@ static void on_role(void *ctx, redisReply *r)
 				 "replicas (%s): lock changes count as unconfirmed",
 				 r->type == REDIS_REPLY_ERROR ? r->str : "another answer");
 		s->role_known = false;
-		finish(s, false, redis_conn_generation(s->conn));
+		finish(s, false, redis_node_generation(s->conn));
 		return;
 	}
 	/* A master that had replicas on this connection and has none now is
@@ -216,7 +217,7 @@ static void on_role(void *ctx, redisReply *r)
 	 * one is back, the connection is made again (a new master), or
 	 * NONE_FOR_GOOD_MS have passed with none (a replica removed for good:
 	 * Sentinel demotes an old master it can reach within seconds). */
-	if (s->role_generation != redis_conn_generation(s->conn)) {
+	if (s->role_generation != redis_node_generation(s->conn)) {
 		s->role_had_replicas = false;
 		s->role_none_since_ms = 0;
 	}
@@ -232,7 +233,7 @@ static void on_role(void *ctx, redisReply *r)
 		log_warn("replication: the redis master has had no replica for %d s; auto "
 			 "confirms its changes at once again", NONE_FOR_GOOD_MS / 1000);
 	}
-	s->role_generation = redis_conn_generation(s->conn);
+	s->role_generation = redis_node_generation(s->conn);
 	s->role_at_ms = now_ms();
 	send_wait(s);
 }
@@ -244,9 +245,9 @@ static void start(struct node_sync *s)
 	s->next.head = s->next.tail = NULL;
 	s->busy = true;
 	if (s->s->replicas == REPLICA_SYNC_AUTO &&
-	    (!s->role_known || s->role_generation != redis_conn_generation(s->conn) ||
+	    (!s->role_known || s->role_generation != redis_node_generation(s->conn) ||
 	     now_ms() - s->role_at_ms >= ROLE_EVERY_MS)) {
-		redis_conn_send(s->conn, 1, (const char *[]){ "ROLE" }, NULL, false, on_role, s);
+		redis_node_send(s->conn, 1, (const char *[]){ "ROLE" }, NULL, 0, on_role, s);
 		return;
 	}
 	send_wait(s);
@@ -259,7 +260,7 @@ void replica_sync_after(struct replica_sync *rs, replica_sync_fn fn, void *ctx)
 
 	e->fn = fn;
 	e->ctx = ctx;
-	e->generation = redis_conn_generation(s->conn);
+	e->generation = redis_node_generation(s->conn);
 	if (s->next.tail)
 		s->next.tail->next = e;
 	else

@@ -17,7 +17,7 @@ struct replica_sync;
 
 /* WAIT blocks the loop's connection: every command sent behind it runs
  * when it answers. A script's deadline is 1.5 s after its send
- * (redis_conn.c), so a longer WAIT would make those late. */
+ * (redis_node.c), so a longer WAIT would make those late. */
 #define REPLICA_SYNC_TIMEOUT_MAX_MS 1000
 
 /* A waiter on conn (which must outlive it): replicas is the number WAIT

@@ -1,6 +1,6 @@
 /* test_pubsub.c -- the subscriber against a fake Redis (a loopback socket
- * this test answers in RESP by hand) and fake loops' waiters (the
- * waiters_deliver_* below record what they are handed): one SUBSCRIBE for
+ * this test answers in RESP by hand) and two fake loops (their sinks below
+ * record what they are handed): one SUBSCRIBE for
  * the first loop that wants a channel and none for the next, which is
  * confirmed at once; a message reaches every loop that wants its channel;
  * UNSUBSCRIBE only after the last lets go; a lost connection is told to
@@ -18,13 +18,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* ----- Fake loops' waiters: what the subscriber hands them ----- */
+/* ----- Fake loops: what the subscriber hands their sinks ----- */
 
 enum delivery_kind { D_CONFIRMED, D_MESSAGE, D_DISCONNECT };
 
 struct delivery {
 	enum delivery_kind kind;
-	struct waiters *ws;
+	void *loop;
 	char channel[64];
 	char payload[8];
 };
@@ -36,7 +36,7 @@ static struct {
 	unsigned head, tail;
 } D = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
-static void record(enum delivery_kind kind, struct waiters *ws, const char *channel,
+static void record(enum delivery_kind kind, void *loop, const char *channel,
 		   const char *payload, size_t len)
 {
 	struct delivery *d;
@@ -45,37 +45,36 @@ static void record(enum delivery_kind kind, struct waiters *ws, const char *chan
 	assert_true(D.tail < ARRAY_SIZE(D.v));
 	d = &D.v[D.tail++];
 	d->kind = kind;
-	d->ws = ws;
+	d->loop = loop;
 	snprintf(d->channel, sizeof(d->channel), "%s", channel ? channel : "");
 	snprintf(d->payload, sizeof(d->payload), "%.*s", (int)len, payload ? payload : "");
 	pthread_cond_signal(&D.cond);
 	pthread_mutex_unlock(&D.lock);
 }
 
-void waiters_deliver_confirmed(struct waiters *ws, const char *channel)
+static void sink_confirmed(void *loop, const char *channel)
 {
-	record(D_CONFIRMED, ws, channel, NULL, 0);
+	record(D_CONFIRMED, loop, channel, NULL, 0);
 }
 
-void waiters_deliver_message(struct waiters *ws, const char *channel, const char *payload,
-			     size_t len)
+static void sink_message(void *loop, const char *channel, const char *payload, size_t len)
 {
-	record(D_MESSAGE, ws, channel, payload, len);
+	record(D_MESSAGE, loop, channel, payload, len);
 }
 
-void waiters_deliver_disconnect(struct waiters *ws)
+static void sink_disconnect(void *loop)
 {
-	record(D_DISCONNECT, ws, NULL, NULL, 0);
+	record(D_DISCONNECT, loop, NULL, NULL, 0);
 }
 
-void waiters_deliver_lost(struct waiters *ws, const char *channel)
+static void sink_lost(void *loop, const char *channel)
 {
-	record(D_DISCONNECT, ws, channel, NULL, 0);
+	record(D_DISCONNECT, loop, channel, NULL, 0);
 }
 
-/* The next delivery must be kind to ws (about channel, if not NULL);
+/* The next delivery must be kind to loop (about channel, if not NULL);
  * waits up to 5 s for it. */
-static void expect(enum delivery_kind kind, struct waiters *ws, const char *channel)
+static void expect(enum delivery_kind kind, void *loop, const char *channel)
 {
 	struct timespec until;
 	struct delivery d;
@@ -90,7 +89,7 @@ static void expect(enum delivery_kind kind, struct waiters *ws, const char *chan
 	d = D.v[D.head++];
 	pthread_mutex_unlock(&D.lock);
 	assert_int_equal(d.kind, kind);
-	assert_ptr_equal(d.ws, ws);
+	assert_ptr_equal(d.loop, loop);
 	if (channel)
 		assert_string_equal(d.channel, channel);
 }
@@ -105,10 +104,10 @@ static unsigned pending_deliveries(void)
 	return n;
 }
 
-/* Two loops' waiters: the subscriber only compares their addresses. */
+/* Two loops: the subscriber only compares their sinks' ctx. */
 static char loop_a, loop_b;
-#define WA ((struct waiters *)&loop_a)
-#define WB ((struct waiters *)&loop_b)
+#define WA ((void *)&loop_a)
+#define WB ((void *)&loop_b)
 
 /* ----- Fake Redis ----- */
 
@@ -230,6 +229,14 @@ static int setup(void **state)
 	PS = pubsub_start(&URL, false);
 	if (!PS)
 		return -1;
+	for (int i = 0; i < 2; i++)
+		pubsub_add_loop(PS, &(struct pubsub_sink){
+			.ctx = i ? WB : WA,
+			.confirmed = sink_confirmed,
+			.message = sink_message,
+			.disconnect = sink_disconnect,
+			.lost = sink_lost,
+		});
 	accept_subscriber();
 	return wait_connected(true) ? 0 : -1;
 }

@@ -1,5 +1,6 @@
-/* test_redis_conn.c -- the pipelined connection on a real event loop,
- * against a fake Redis written here (a unix socket in a temporary
+/* test_redis_conn.c -- the pipelined connection to one node (redis_node.c,
+ * to which redis_conn.h's front passes a single Redis's calls) on a real
+ * event loop, against a fake Redis written here (a unix socket in a temporary
  * directory, watched by the same loop: it parses the commands, answers
  * TIME, PING and ECHO, or stays silent). What it proves: commands queued
  * in one turn leave in one write and their replies reach the callbacks in
@@ -7,7 +8,7 @@
  * commands fail at once, those sent get "no reply" only after the reply
  * wait, then the connection is dropped); every callback is called exactly
  * once when the connection drops or is freed, and never from inside
- * redis_conn_send(); reconnecting backs off (50 ms, doubling) after failed
+ * redis_node_send(); reconnecting backs off (50 ms, doubling) after failed
  * connects and is immediate after a working connection dropped; two
  * connections on one loop do not disturb each other. The timeouts are
  * shortened through the file's timing struct. */
@@ -27,7 +28,7 @@ static int count_buffer_write(redisContext *c, int *done)
 }
 
 #define redisBufferWrite count_buffer_write
-#include "service/redis/redis_conn.c"
+#include "service/redis/redis_node.c"
 #undef redisBufferWrite
 
 #include "service/base/loop.h"
@@ -227,7 +228,7 @@ struct rec {
 	char str[64];		/* the last reply's string */
 	int64_t at_ms;		/* when it was called last */
 	int seq;		/* the order of the calls, over all recs */
-	struct redis_conn *resend_on;	/* when set: send again from the callback */
+	struct redis_node *resend_on;	/* when set: send again from the callback */
 	struct rec *resend_rec;
 };
 
@@ -239,7 +240,7 @@ static void on_reply(void *ctx, redisReply *r)
 	struct rec *x = ctx;
 
 	if (in_send)
-		fail_msg("a callback ran inside redis_conn_send()");
+		fail_msg("a callback ran inside redis_node_send()");
 	x->calls++;
 	x->null = !r;
 	x->str[0] = '\0';
@@ -248,20 +249,20 @@ static void on_reply(void *ctx, redisReply *r)
 	x->at_ms = now_ms();
 	x->seq = ++seq;
 	if (x->resend_on) {
-		struct redis_conn *c = x->resend_on;
+		struct redis_node *c = x->resend_on;
 
 		x->resend_on = NULL;
 		in_send = true;
-		redis_conn_send(c, 1, (const char *[]){ "PING" }, NULL, false, on_reply,
+		redis_node_send(c, 1, (const char *[]){ "PING" }, NULL, 0, on_reply,
 				x->resend_rec);
 		in_send = false;
 	}
 }
 
-static void send_cmd(struct redis_conn *c, const char *cmd, const char *arg, struct rec *x)
+static void send_cmd(struct redis_node *c, const char *cmd, const char *arg, struct rec *x)
 {
 	in_send = true;
-	redis_conn_send(c, arg ? 2 : 1, (const char *[]){ cmd, arg }, NULL, false, on_reply, x);
+	redis_node_send(c, arg ? 2 : 1, (const char *[]){ cmd, arg }, NULL, 0, on_reply, x);
 	in_send = false;
 }
 
@@ -296,7 +297,7 @@ struct fixture {
 	struct redis_url url_a, url_b;
 };
 
-static const struct redis_conn_timing default_timing = {
+static const struct redis_node_timing default_timing = {
 	.command_timeout_ms = COMMAND_TIMEOUT_MS,
 	.reply_wait_ms = REPLY_WAIT_MS,
 	.deadline_ms = DEADLINE_MS,
@@ -348,16 +349,16 @@ static void short_timing(void)
 }
 
 /* A connection to f that has answered a PING (set-up and TIME done). */
-static struct redis_conn *connected(struct fixture *fx, const struct redis_url *url)
+static struct redis_node *connected(struct fixture *fx, const struct redis_url *url)
 {
-	struct redis_conn *c = redis_conn_new(fx->loop, url);
+	struct redis_node *c = redis_node_new(fx->loop, url);
 	struct rec ping = { 0 };
 
 	send_cmd(c, "PING", NULL, &ping);
 	TURN_UNTIL(fx->loop, ping.calls == 1, WAIT_MS);
 	assert_false(ping.null);
 	assert_string_equal(ping.str, "PONG");
-	assert_true(redis_conn_idle(c));
+	assert_true(redis_node_idle(c));
 	return c;
 }
 
@@ -368,7 +369,7 @@ static struct redis_conn *connected(struct fixture *fx, const struct redis_url *
 static void test_redis_conn__one_write_per_turn_replies_in_order(void **state)
 {
 	struct fixture *fx = *state;
-	struct redis_conn *c = connected(fx, &fx->url_a);
+	struct redis_node *c = connected(fx, &fx->url_a);
 	struct rec r[5] = { 0 };
 	const char *words[5] = { "one", "two", "three", "four", "five" };
 	int before = fx->a.ncmds, reads = fx->a.reads, k;
@@ -378,7 +379,7 @@ static void test_redis_conn__one_write_per_turn_replies_in_order(void **state)
 		send_cmd(c, "ECHO", words[i], &r[i]);
 	for (int i = 0; i < 5; i++)
 		assert_int_equal(r[i].calls, 0);
-	assert_false(redis_conn_idle(c));
+	assert_false(redis_node_idle(c));
 	TURN_UNTIL(fx->loop, r[4].calls == 1, WAIT_MS);
 	assert_int_equal(buffer_writes, 1);
 	assert_int_equal(fx->a.reads - reads, 1);
@@ -395,7 +396,7 @@ static void test_redis_conn__one_write_per_turn_replies_in_order(void **state)
 			assert_true(r[i].seq > r[i - 1].seq);
 	}
 	assert_int_equal(k, fx->a.ncmds);
-	assert_true(redis_conn_idle(c));
+	assert_true(redis_node_idle(c));
 
 	/* a second turn's commands make a second write, not more */
 	buffer_writes = 0;
@@ -405,7 +406,7 @@ static void test_redis_conn__one_write_per_turn_replies_in_order(void **state)
 	assert_int_equal(buffer_writes, 1);
 	assert_string_equal(r[0].str, "six");
 	assert_string_equal(r[1].str, "seven");
-	redis_conn_free(c);
+	redis_node_free(c);
 }
 
 /* Past its timeout a command makes the connection overdue: a new command
@@ -415,7 +416,7 @@ static void test_redis_conn__one_write_per_turn_replies_in_order(void **state)
 static void test_redis_conn__overdue(void **state)
 {
 	struct fixture *fx = *state;
-	struct redis_conn *c;
+	struct redis_node *c;
 	struct rec sent = { 0 }, later = { 0 };
 	int64_t t0;
 	int before;
@@ -448,8 +449,8 @@ static void test_redis_conn__overdue(void **state)
 	turn_for(fx->loop, 50);
 	assert_int_equal(sent.calls, 1);
 	assert_int_equal(later.calls, 1);
-	assert_true(redis_conn_idle(c));
-	redis_conn_free(c);
+	assert_true(redis_node_idle(c));
+	redis_node_free(c);
 	assert_int_equal(sent.calls, 1);
 }
 
@@ -458,7 +459,7 @@ static void test_redis_conn__overdue(void **state)
 static void test_redis_conn__late_reply_within_the_wait_is_delivered(void **state)
 {
 	struct fixture *fx = *state;
-	struct redis_conn *c;
+	struct redis_node *c;
 	struct rec slow = { 0 }, next = { 0 };
 
 	short_timing();
@@ -476,7 +477,7 @@ static void test_redis_conn__late_reply_within_the_wait_is_delivered(void **stat
 	TURN_UNTIL(fx->loop, next.calls == 1, WAIT_MS);
 	assert_string_equal(next.str, "next");
 	assert_int_equal(fx->a.accepts, 1);
-	redis_conn_free(c);
+	redis_node_free(c);
 }
 
 /* When the connection drops, every command waiting -- sent, or held for
@@ -486,7 +487,7 @@ static void test_redis_conn__late_reply_within_the_wait_is_delivered(void **stat
 static void test_redis_conn__every_callback_once_on_drop(void **state)
 {
 	struct fixture *fx = *state;
-	struct redis_conn *c;
+	struct redis_node *c;
 	struct rec r[3] = { 0 }, held[2] = { 0 }, f[2] = { 0 }, resent = { 0 };
 
 	/* sent, and Redis hangs up */
@@ -503,11 +504,11 @@ static void test_redis_conn__every_callback_once_on_drop(void **state)
 		assert_true(r[i].null);
 	}
 	assert_true(r[0].seq < r[1].seq && r[1].seq < r[2].seq);
-	assert_true(redis_conn_idle(c));
-	redis_conn_free(c);
+	assert_true(redis_node_idle(c));
+	redis_node_free(c);
 
 	/* held until TIME answers, which it never does */
-	c = redis_conn_new(fx->loop, &fx->url_b);
+	c = redis_node_new(fx->loop, &fx->url_b);
 	fx->b.silent = true;
 	send_cmd(c, "ECHO", "h1", &held[0]);
 	send_cmd(c, "ECHO", "h2", &held[1]);
@@ -521,15 +522,15 @@ static void test_redis_conn__every_callback_once_on_drop(void **state)
 		assert_true(held[i].null);
 	}
 	assert_int_equal(fx->b.ncmds, 1);	/* the held ones were never sent */
-	redis_conn_free(c);
+	redis_node_free(c);
 
 	/* freed while one is held */
 	memset(held, 0, sizeof(held));
-	c = redis_conn_new(fx->loop, &fx->url_b);
+	c = redis_node_new(fx->loop, &fx->url_b);
 	send_cmd(c, "ECHO", "h3", &held[0]);
 	TURN_UNTIL(fx->loop, fx->b.ncmds == 2, WAIT_MS);	/* its TIME */
 	assert_int_equal(held[0].calls, 0);
-	redis_conn_free(c);
+	redis_node_free(c);
 	assert_int_equal(held[0].calls, 1);
 	assert_true(held[0].null);
 
@@ -542,7 +543,7 @@ static void test_redis_conn__every_callback_once_on_drop(void **state)
 	send_cmd(c, "ECHO", "f1", &f[0]);
 	send_cmd(c, "ECHO", "f2", &f[1]);
 	loop_turn(fx->loop, 0);
-	redis_conn_free(c);
+	redis_node_free(c);
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(f[i].calls, 1);
 		assert_true(f[i].null);
@@ -559,14 +560,14 @@ static void test_redis_conn__reconnect_backs_off(void **state)
 {
 	struct fixture *fx = *state;
 	struct redis_url nowhere = { .unix_path = (char *)"/nonexistent/dlockd-test.sock" };
-	struct redis_conn *c;
+	struct redis_node *c;
 	int64_t before[8], after[8];	/* around the send that tried to connect */
 	int n = 0, sends = 0, told = 0;
 	unsigned seen;
 	struct rec r = { 0 };
 
 	timing.backoff_max_ms = 400;	/* the cap, reached sooner */
-	c = redis_conn_new(fx->loop, &nowhere);
+	c = redis_node_new(fx->loop, &nowhere);
 	seen = c->connects;
 	for (int64_t until = now_ms() + 10000; n < 7 && now_ms() < until;) {
 		int64_t t = now_ms();
@@ -596,7 +597,7 @@ static void test_redis_conn__reconnect_backs_off(void **state)
 				 (long long)gap, (long long)want);
 	}
 	assert_true(told > n);		/* most commands never tried to connect */
-	redis_conn_free(c);
+	redis_node_free(c);
 }
 
 /* A connection that never worked (Redis hung up before answering the
@@ -606,7 +607,7 @@ static void test_redis_conn__reconnect_backs_off(void **state)
 static void test_redis_conn__reconnects_at_once_after_a_working_connection(void **state)
 {
 	struct fixture *fx = *state;
-	struct redis_conn *c;
+	struct redis_node *c;
 	struct rec x = { 0 }, y = { 0 }, z = { 0 }, w = { 0 };
 	unsigned connects;
 	int before;
@@ -616,7 +617,7 @@ static void test_redis_conn__reconnects_at_once_after_a_working_connection(void 
 
 	/* accepted, then hung up on before TIME's answer: not working */
 	fx->a.hang_up = true;
-	c = redis_conn_new(fx->loop, &fx->url_a);
+	c = redis_node_new(fx->loop, &fx->url_a);
 	send_cmd(c, "PING", NULL, &x);
 	TURN_UNTIL(fx->loop, x.calls == 1, WAIT_MS);
 	assert_true(x.null);
@@ -653,7 +654,7 @@ static void test_redis_conn__reconnects_at_once_after_a_working_connection(void 
 	assert_string_equal(w.str, "again");
 	assert_int_equal(fx->a.accepts, 3);
 	assert_int_equal(c->backoff_ms, 300);
-	redis_conn_free(c);
+	redis_node_free(c);
 }
 
 /* Two connections on one loop: one going overdue and dropped changes
@@ -661,7 +662,7 @@ static void test_redis_conn__reconnects_at_once_after_a_working_connection(void 
 static void test_redis_conn__two_connections_are_independent(void **state)
 {
 	struct fixture *fx = *state;
-	struct redis_conn *a, *b;
+	struct redis_node *a, *b;
 	struct rec ra = { 0 }, ra2 = { 0 }, rb[4] = { 0 };
 
 	short_timing();
@@ -694,13 +695,13 @@ static void test_redis_conn__two_connections_are_independent(void **state)
 	assert_string_equal(rb[2].str, "b-after");
 
 	/* freeing a leaves b watched and working */
-	redis_conn_free(a);
+	redis_node_free(a);
 	send_cmd(b, "ECHO", "b-last", &rb[3]);
 	TURN_UNTIL(fx->loop, rb[3].calls == 1, WAIT_MS);
 	assert_string_equal(rb[3].str, "b-last");
 	assert_int_equal(fx->b.accepts, 1);
 	assert_int_equal(ra.calls + ra2.calls, 2);
-	redis_conn_free(b);
+	redis_node_free(b);
 }
 
 int main(void)

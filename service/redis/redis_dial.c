@@ -1,0 +1,95 @@
+/* redis_dial.c -- making a connection to Redis (redis_dial.h): hiredis'
+ * own connect for a unix socket or plain TCP; with a TLS URL, a tunnel of
+ * redis_tls.c whose plain end is handed to hiredis (0.14 has no TLS of
+ * its own) and made to look like what hiredis' own connect would have
+ * made, blocking or not. */
+#include "service/redis/redis_dial.h"
+
+#include "service/redis/redis_tls.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+
+/* A TLS connection's handshake gets this long on top of the connect. */
+#define TLS_HANDSHAKE_MS 1000
+
+static struct timeval tv_ms(int ms)
+{
+	return (struct timeval){ .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
+}
+
+redisContext *redis_connect_tcp(const struct redis_url *url, const char *host, int port,
+			       int timeout_ms, bool blocking)
+{
+	redisContext *c;
+	char why[512];
+	int fd;
+
+	if (!url->tls)
+		return blocking ? redisConnectWithTimeout(host, port, tv_ms(timeout_ms))
+				: redisConnectNonBlock(host, port);
+	/* hiredis 0.14 has no TLS: it gets the plain end of a tunnel
+	 * (redis_tls.c), which redis_tls_open has logged the failure of */
+	fd = redis_tls_open(host, port, timeout_ms + TLS_HANDSHAKE_MS, blocking, why, sizeof(why));
+	c = redisConnectFd(fd);		/* blocking and connected, as 0.14 makes it */
+	if (!c) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	if (fd < 0) {
+		c->err = REDIS_ERR_IO;
+		snprintf(c->errstr, sizeof(c->errstr), "%.*s", (int)sizeof(c->errstr) - 1, why);
+	} else if (blocking) {
+		/* under TLS 1.3 a server that refuses the client's certificate
+		 * (or its absence) says so only after the handshake: a reply to
+		 * PING (PONG, or NOAUTH before AUTH) shows the session works, so
+		 * that a caller never counts a doomed connection as made */
+		redisReply *r;
+
+		redisSetTimeout(c, tv_ms(timeout_ms + TLS_HANDSHAKE_MS));
+		r = redisCommand(c, "PING");
+		if (r) {
+			freeReplyObject(r);
+		} else {
+			c->err = REDIS_ERR_IO;
+			snprintf(c->errstr, sizeof(c->errstr), "the TLS session ended before "
+				 "redis answered (the log says why)");
+		}
+	} else {
+		/* as redisConnectNonBlock leaves it: redisBufferRead/Write then
+		 * take EAGAIN for "later", not for an error */
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+		c->flags &= ~REDIS_BLOCK;
+	}
+	return c;
+}
+
+redisContext *redis_connect_url(const struct redis_url *url, int timeout_ms, bool blocking)
+{
+	if (url->unix_path)
+		return blocking ? redisConnectUnixWithTimeout(url->unix_path, tv_ms(timeout_ms))
+				: redisConnectUnixNonBlock(url->unix_path);
+	return redis_connect_tcp(url, url->host, url->port, timeout_ms, blocking);
+}
+
+int redis_setup_cmds(const struct redis_url *url, struct redis_setup_cmd cmds[2], char db[16])
+{
+	int n = 0;
+
+	if (url->password) {
+		struct redis_setup_cmd *a = &cmds[n++];
+
+		a->argc = 0;
+		a->argv[a->argc++] = "AUTH";
+		if (url->user)
+			a->argv[a->argc++] = url->user;
+		a->argv[a->argc++] = url->password;
+	}
+	if (url->db) {
+		snprintf(db, 16, "%d", url->db);
+		cmds[n++] = (struct redis_setup_cmd){ 2, { "SELECT", db } };
+	}
+	return n;
+}

@@ -1,0 +1,866 @@
+/* redis_node.c -- the pipelined, non-blocking connection to one Redis
+ * node (redis_node.h) that attaches itself to an event loop, any number
+ * per loop: a single Redis's (behind redis_conn.c), or each of a
+ * cluster's nodes (the router's, redis_cluster.c).
+ *
+ * A connection takes commands from every request its loop serves and
+ * writes them in one go before the loop sleeps (a deferred task queued by
+ * the first command of a turn), so that Redis reads and answers many per
+ * system call; replies come back in send order and go to their callbacks
+ * from the loop's callback for the socket, which the connection watches
+ * itself (for writing until connected and while output is queued, for
+ * reading once connected). It keeps one loop timer, set to its next
+ * give-up (below).
+ *
+ * Why not hiredis' async API (redisAsyncContext with an adapter, which
+ * this otherwise resembles): hiredis 0.14.1, Debian 12's, has no command
+ * timeout in its async API at all, and dlockd needs its own rules for
+ * when to give up on a command (below), a backoff on reconnecting, and a
+ * probe of Redis' clock that holds the first commands back (see
+ * "Deadlines in Redis' clock"). So the non-blocking context is driven by
+ * hand, with redisAppendCommandArgv, redisBufferWrite, redisBufferRead
+ * and redisGetReplyFromReader.
+ *
+ * A command not answered within COMMAND_TIMEOUT_MS of being sent makes
+ * the connection overdue: it takes no new command (each is told "no
+ * reply", NULL, at once: it never reaches Redis, and its caller answers
+ * 503). The commands already sent keep waiting for their replies, each
+ * until REPLY_WAIT_MS after its own send: a stalled Redis that resumes
+ * runs them (or, past their deadline (below), refuses them) and answers,
+ * and the caller hears what really happened. Redis may also have run a
+ * command in time and be late only with its reply (another client's slow
+ * command in the same event-loop turn): a 503 then would have taken
+ * effect. Only a command with no reply after REPLY_WAIT_MS is told "no
+ * reply"; its late reply, should one come, is dropped; once every command
+ * has been told, the connection is closed. (Answering every command when
+ * the oldest timed out let a stalled Redis run calls already answered
+ * 503; answering at 2 s let a slow neighbour's command hide a call that
+ * had run.) Any I/O error drops the connection at once (Redis is gone,
+ * or its connection is). The next command reconnects, but no sooner than a backoff (50 ms
+ * doubling to 1 s) so that a dead Redis costs a request a clock read, not
+ * a connect(). Set-up (AUTH, SELECT, TIME) is pipelined ahead of the first
+ * commands, which are held until TIME has told how far Redis' clock is
+ * from ours. Callbacks never run inside redis_node_send(): a command that
+ * fails at once is told so from a deferred task of the loop. */
+#include "service/redis/redis_node.h"
+
+#include "service/base/log.h"
+#include "service/base/loop.h"
+#include "service/redis/redis_dial.h"
+#include "service/redis/redis_target.h"
+#include "service/redis/redis_url.h"
+#include "service/base/util.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define COMMAND_TIMEOUT_MS 2000
+/* A command sent gets "no reply" only after this long (see above). */
+#define REPLY_WAIT_MS 10000
+#define BACKOFF_MIN_MS 50
+#define BACKOFF_MAX_MS 1000
+
+/* A command must have run this long after it was sent, or not at all
+ * (see "Deadlines in Redis' clock" below); the rest of REPLY_WAIT_MS is
+ * for its reply to arrive. */
+#define DEADLINE_MS (COMMAND_TIMEOUT_MS - 500)
+
+/* The times above, as the pipelined connections use them. Never changed
+ * by dlockd; the unit test (which includes this file) shortens them. */
+static struct redis_node_timing {
+	int64_t command_timeout_ms;	/* COMMAND_TIMEOUT_MS */
+	int64_t reply_wait_ms;		/* REPLY_WAIT_MS */
+	int64_t deadline_ms;		/* DEADLINE_MS */
+	int64_t backoff_min_ms;		/* BACKOFF_MIN_MS */
+	int64_t backoff_max_ms;		/* BACKOFF_MAX_MS */
+} timing = {
+	.command_timeout_ms = COMMAND_TIMEOUT_MS,
+	.reply_wait_ms = REPLY_WAIT_MS,
+	.deadline_ms = DEADLINE_MS,
+	.backoff_min_ms = BACKOFF_MIN_MS,
+	.backoff_max_ms = BACKOFF_MAX_MS,
+};
+
+/* A command sent (or held) and not yet answered. */
+struct pending {
+	redis_reply_fn fn;
+	void *ctx;
+	int64_t give_up_ms;	/* monotonic */
+	bool answered;		/* told "no reply" (REPLY_WAIT_MS after its send);
+				 * a late reply is dropped */
+	bool no_master;		/* failed unsent as no master was known (a
+				 * sentinel URL): told DLOCKD_NOMASTER */
+	struct pending *next;
+	struct held_cmd *held;	/* still to be sent (see below); NULL once sent */
+};
+
+/* A command waiting for its connection's clock offset, copied. */
+struct held_cmd {
+	int argc;
+	int64_t deadline_from;	/* 0: no deadline argument (see append) */
+	const char *argv[REDIS_CONN_MAX_ARGS];
+	size_t lens[REDIS_CONN_MAX_ARGS];
+	char data[];
+};
+
+struct pending_list {
+	struct pending *head, *tail;
+};
+
+struct redis_node {
+	struct loop *loop;
+	const struct redis_url *url;	/* the caller's */
+	char *node_host;		/* a cluster node's connection: its address,
+					 * instead of the URL's */
+	int node_port;
+	redisContext *ctx;		/* non-blocking; NULL while down */
+	unsigned watching;		/* LOOP_* ctx's socket is watched for; 0: not */
+	bool connected;			/* the socket's connect() completed */
+	bool ready;			/* set-up answered: the connection works */
+	bool broken;			/* drop it once the current callbacks return */
+	bool overdue;			/* a command went unanswered past its give-up:
+					 * send nothing more, close once all are told */
+	bool closing;			/* redis_node_free() runs: fail every send */
+	bool not_master;		/* a sentinel URL's node answered ROLE or a
+					 * command as a replica: drop the connection
+					 * once the current callbacks return */
+	bool no_master;			/* a sentinel URL's last connect found no
+					 * master known */
+	bool moving;			/* the sentinels named another master: send
+					 * nothing more, close once all are answered */
+	unsigned gen;			/* a sentinel URL: redis_target's generation
+					 * of the address connected to; 0: none */
+	struct pending_list held;	/* not sent until the offset is known */
+	struct pending_list sent;	/* awaiting replies, in send order */
+	struct pending *due;		/* the first of sent not yet told "no reply"
+					 * (those before it were: a prefix, as
+					 * give_up_ms grows along sent); NULL: none */
+	struct pending_list failed;	/* to be told "no reply" by fail_task */
+	unsigned connects;		/* connect attempts so far: tells a new
+					 * context from the one a callback ran on */
+	int64_t next_try_ms;		/* monotonic; no reconnect before this */
+	int64_t backoff_ms;
+
+	/* Redis' clock minus now_ms(), a lower bound (see below) */
+	int64_t offset_ms;
+	bool timed;			/* offset_ms is measured on this connection */
+	bool probing;			/* a TIME is in flight */
+	int probes;			/* samples in the current round */
+	int64_t round_best;		/* largest sample of the round */
+	int64_t round_best_rtt;		/* ... and its round trip */
+	int64_t next_probe_ms;		/* monotonic: measure again after this */
+
+	struct loop_timer timer;	/* the next give-up (conn_run) */
+	struct loop_task flush_task;	/* write what is queued, set the watch */
+	struct loop_task fail_task;	/* tell the failed commands */
+};
+
+/* ----- Deadlines in Redis' clock -----
+ *
+ * A call with a deadline carries the time, in Redis' clock, past which it
+ * must do nothing: lua/lib/common.lua compares it with Redis' TIME and
+ * answers DLOCKD_LATE, having changed nothing. dlockd gives up on a call
+ * REPLY_WAIT_MS after sending it at the latest and answers 503, and a 503
+ * must never take effect; so the deadline must fall, in Redis' clock,
+ * well before that moment whatever happened earlier -- DEADLINE_MS after
+ * the send, leaving the rest for the reply of a call that did run to come
+ * back.
+ *
+ * That needs Redis' clock minus ours. Each connection learns it from
+ * TIME: Redis read its clock at some instant between our send and the
+ * reply's arrival, so TIME's answer minus our clock when the reply
+ * ARRIVED is never above the true difference -- a lower bound, short by
+ * at most the round trip. With it a deadline can only come earlier than
+ * meant, never later. (The midpoint of the round trip, used before, is
+ * off by half of any stall while TIME was in flight, up to a second too
+ * LATE, and a call answered 503 still ran.) Our clock is the monotonic
+ * one, which no step of the local clock moves; Redis' is its wall clock,
+ * which only a step on Redis' host could move.
+ *
+ * A long round trip makes the bound loose and deadlines early by as much,
+ * beyond DEADLINE_MS every call would be refused as late; so a sample
+ * whose round trip exceeded PROBE_GOOD_RTT_MS is followed at once by
+ * another TIME, and the largest sample of the round is kept. A round ends
+ * with a quick sample, or after PROBE_MAX; then the next comes after
+ * PROBE_EVERY_MS (the two clocks drift) or, if no sample was quick, after
+ * PROBE_RETRY_MS. Until a connection's first round has ended, commands
+ * are held, in order, and sent when it has; later rounds keep the old
+ * value until they end. The offset belongs to the connection: a new one
+ * (perhaps to another Redis, after a failover) measures it anew. */
+#define PROBE_GOOD_RTT_MS 50
+#define PROBE_MAX 4
+#define PROBE_EVERY_MS 60000
+#define PROBE_RETRY_MS 1000
+
+static void list_push(struct pending_list *l, struct pending *p)
+{
+	p->next = NULL;
+	if (l->tail)
+		l->tail->next = p;
+	else
+		l->head = p;
+	l->tail = p;
+}
+
+static struct pending *list_pop(struct pending_list *l)
+{
+	struct pending *p = l->head;
+
+	if (p) {
+		l->head = p->next;
+		if (!l->head)
+			l->tail = NULL;
+	}
+	return p;
+}
+
+static void list_append(struct pending_list *to, struct pending_list *from)
+{
+	if (!from->head)
+		return;
+	if (to->tail)
+		to->tail->next = from->head;
+	else
+		to->head = from->head;
+	to->tail = from->tail;
+	from->head = from->tail = NULL;
+}
+
+/* No reconnect before the backoff, which doubles up to BACKOFF_MAX_MS. */
+static void back_off(struct redis_node *c)
+{
+	c->next_try_ms = now_ms() + c->backoff_ms;
+	c->backoff_ms = c->backoff_ms * 2 > timing.backoff_max_ms ? timing.backoff_max_ms
+								  : c->backoff_ms * 2;
+}
+
+/* Move the commands of sent that still wait for an answer to failed, and
+ * free those already told "no reply". */
+static void fail_sent(struct redis_node *c)
+{
+	struct pending *p;
+
+	c->due = NULL;
+	while ((p = list_pop(&c->sent))) {
+		if (p->answered)
+			free(p);
+		else
+			list_push(&c->failed, p);
+	}
+}
+
+/* Stop watching the socket and close it. */
+static void conn_close(struct redis_node *c)
+{
+	if (c->watching)
+		loop_unwatch(c->loop, c->ctx->fd);	/* before redisFree closes it */
+	c->watching = 0;
+	redisFree(c->ctx);
+	c->ctx = NULL;
+}
+
+/* Close the connection; what waits on it fails before the loop sleeps. */
+static void conn_drop(struct redis_node *c, const char *why)
+{
+	if (!c->ctx)
+		return;
+	log_warn("redis connection lost: %s", why);
+	conn_close(c);
+	if (c->gen)
+		redis_target_lost(c->url->target, c->gen);	/* ask the sentinels again */
+	c->gen = 0;
+	fail_sent(c);
+	list_append(&c->failed, &c->held);
+	if (c->ready) {
+		c->next_try_ms = now_ms();	/* it worked: try again at once */
+		c->backoff_ms = timing.backoff_min_ms;
+	} else {
+		back_off(c);
+	}
+	c->connected = c->ready = c->broken = c->overdue = c->not_master = c->moving = false;
+	c->timed = c->probing = false;
+	if (c->failed.head)
+		loop_defer(c->loop, &c->fail_task);
+}
+
+static struct pending *pending_new(redis_reply_fn fn, void *ctx)
+{
+	struct pending *p = xcalloc(1, sizeof(*p));
+
+	p->fn = fn;
+	p->ctx = ctx;
+	p->give_up_ms = now_ms() + timing.command_timeout_ms;
+	return p;
+}
+
+/* Tell every failed command "no reply" (NULL), or, if it failed as no
+ * master was known, DLOCKD_NOMASTER, or DLOCKD_FAILOVER while the
+ * sentinels fail over (error replies that never came from Redis, so that
+ * the 503 says why). */
+static void tell_failed(struct redis_node *c)
+{
+	static const redisReply no_master = {
+		.type = REDIS_REPLY_ERROR,
+		.str = (char *)"DLOCKD_NOMASTER",
+		.len = sizeof("DLOCKD_NOMASTER") - 1,
+	};
+	static const redisReply failover = {
+		.type = REDIS_REPLY_ERROR,
+		.str = (char *)"DLOCKD_FAILOVER",
+		.len = sizeof("DLOCKD_FAILOVER") - 1,
+	};
+	struct pending *p;
+
+	while ((p = list_pop(&c->failed))) {
+		redisReply r = c->url->target && redis_target_failing_over(c->url->target)
+				       ? failover : no_master;
+
+		free(p->held);
+		p->fn(p->ctx, p->no_master ? &r : NULL);
+		free(p);
+	}
+}
+
+/* Fail p: it is told "no reply" before the loop sleeps. */
+static void fail_later(struct redis_node *c, struct pending *p)
+{
+	list_push(&c->failed, p);
+	loop_defer(c->loop, &c->fail_task);
+}
+
+/* Append p's command to the connection, with its deadline argument last
+ * if deadline_from (now_ms() clock) is set: DEADLINE_MS after it, in
+ * Redis' clock. Then await the reply; or fail p if the connection is
+ * down. The first command of a turn queues the write. */
+static void append(struct redis_node *c, struct pending *p, int argc, const char **argv,
+		   const size_t *lens, int64_t deadline_from)
+{
+	const char *av[REDIS_CONN_MAX_ARGS + 1];
+	size_t lv[REDIS_CONN_MAX_ARGS + 1];
+	char by[24];
+
+	if (!c->ctx) {
+		p->no_master = c->no_master;
+		fail_later(c, p);
+		return;
+	}
+	for (int i = 0; i < argc; i++) {
+		av[i] = argv[i];
+		lv[i] = lens ? lens[i] : strlen(argv[i]);
+	}
+	if (deadline_from) {
+		/* past it, in Redis' clock, dlockd has answered (or will
+		 * answer) 503: the command must do nothing */
+		snprintf(by, sizeof(by), "%lld",
+			 (long long)(deadline_from + timing.deadline_ms + c->offset_ms));
+		av[argc] = by;
+		lv[argc++] = strlen(by);
+	}
+	if (redisAppendCommandArgv(c->ctx, argc, av, lv) != REDIS_OK) {
+		conn_drop(c, c->ctx->errstr);
+		fail_later(c, p);
+		return;
+	}
+	list_push(&c->sent, p);
+	if (!c->due)
+		c->due = p;
+	loop_defer(c->loop, &c->flush_task);
+}
+
+/* A command of the connection's own (set-up, TIME): never held. */
+static void send_raw(struct redis_node *c, int argc, const char **argv, redis_reply_fn fn,
+		     void *ctx)
+{
+	append(c, pending_new(fn, ctx), argc, argv, NULL, false);
+}
+
+/* Keep a copy of the command in p until the offset is known. */
+static void hold(struct redis_node *c, struct pending *p, int argc, const char **argv,
+		 const size_t *lens, int64_t deadline_from)
+{
+	size_t size = 0;
+	struct held_cmd *h;
+	char *at;
+
+	for (int i = 0; i < argc; i++)
+		size += lens ? lens[i] : strlen(argv[i]);
+	h = xmalloc(sizeof(*h) + size + 1);
+	h->argc = argc;
+	h->deadline_from = deadline_from;
+	at = h->data;
+	for (int i = 0; i < argc; i++) {
+		h->lens[i] = lens ? lens[i] : strlen(argv[i]);
+		memcpy(at, argv[i], h->lens[i]);
+		h->argv[i] = at;
+		at += h->lens[i];
+	}
+	p->held = h;
+	list_push(&c->held, p);
+}
+
+/* Send what was held, in order, now that the offset is known. */
+static void release_held(struct redis_node *c)
+{
+	struct pending *p;
+
+	while ((p = list_pop(&c->held))) {
+		struct held_cmd *h = p->held;
+
+		p->held = NULL;
+		append(c, p, h->argc, h->argv, h->lens, h->deadline_from);
+		free(h);
+	}
+}
+
+/* Answer every held command with r, an error reply (its callbacks run
+ * here; what they send is held anew). */
+static void fail_held(struct redis_node *c, redisReply *r)
+{
+	struct pending_list l = c->held;
+	unsigned connects = c->connects;
+	struct pending *p;
+
+	c->held.head = c->held.tail = NULL;
+	while ((p = list_pop(&l))) {
+		free(p->held);
+		p->fn(p->ctx, r);
+		free(p);
+		if (!c->ctx || c->connects != connects) {
+			/* a callback's send dropped it */
+			list_append(&c->failed, &l);
+			if (c->failed.head)
+				loop_defer(c->loop, &c->fail_task);
+			return;
+		}
+	}
+}
+
+/* What TIME's callback needs: the connection, and when TIME was sent
+ * (freed by the callback, which every command gets exactly once). */
+struct probe_ctx {
+	struct redis_node *conn;
+	int64_t sent_ms;
+};
+
+/* Set-up replies: an error means the connection is no use. */
+static void on_setup(void *ctx, redisReply *r)
+{
+	struct redis_node *c = ctx;
+
+	if (r && r->type == REDIS_REPLY_ERROR && !c->broken) {
+		log_warn("redis set-up (AUTH or SELECT) failed: %s", r->str);
+		c->broken = true;
+		if (redis_error_unavailable(r->str)) {
+			fail_held(c, r);	/* they hear why (WRONGPASS...), not "unreachable" */
+		} else {
+			/* e.g. SELECT's "ERR DB index is out of range": an error of
+			 * the set-up, not of the commands held behind it (a 503,
+			 * not a failing script's 500) */
+			redisReply setup = *r;
+
+			setup.str = (char *)"DLOCKD_SETUP";
+			setup.len = strlen(setup.str);
+			fail_held(c, &setup);
+		}
+	}
+}
+
+static void on_time(void *ctx, redisReply *r);
+
+/* Ask Redis for its clock (one TIME in flight at most). */
+static void probe(struct redis_node *c)
+{
+	struct probe_ctx *o = xmalloc(sizeof(*o));
+
+	o->conn = c;
+	o->sent_ms = now_ms();
+	c->probing = true;
+	send_raw(c, 1, (const char *[]){ "TIME" }, on_time, o);
+}
+
+/* A TIME sample: Redis' clock minus ours at the reply's arrival. */
+static void on_time(void *ctx, redisReply *r)
+{
+	struct probe_ctx *o = ctx;
+	struct redis_node *c = o->conn;
+	int64_t sent = o->sent_ms, now = now_ms(), sample, rtt = now - sent;
+
+	free(o);
+	c->probing = false;
+	if (!r || c->broken)
+		return;		/* the connection is gone; a new one measures anew */
+	if (!c->ready) {
+		c->ready = true;
+		c->backoff_ms = timing.backoff_min_ms;
+	}
+	if (r->type == REDIS_REPLY_ERROR) {
+		/* Redis cannot serve now (BUSY, LOADING, an ACL...): what waits
+		 * for the offset gets that answer, the next command asks again */
+		log_warn("redis TIME failed: %s", r->str);
+		fail_held(c, r);
+		c->next_probe_ms = now + PROBE_RETRY_MS;
+		return;
+	}
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_STRING ||
+	    r->element[1]->type != REDIS_REPLY_STRING) {
+		log_warn("redis TIME gave an unexpected reply");
+		c->broken = true;
+		return;
+	}
+	sample = strtoll(r->element[0]->str, NULL, 10) * 1000 +
+		 strtoll(r->element[1]->str, NULL, 10) / 1000 - now;
+	if (c->probes == 0 || sample > c->round_best) {
+		c->round_best = sample;
+		c->round_best_rtt = rtt;
+	}
+	if (rtt > PROBE_GOOD_RTT_MS && ++c->probes < PROBE_MAX) {
+		probe(c);	/* a stall loosened the bound: measure again */
+		return;
+	}
+	c->probes = 0;
+	c->offset_ms = c->round_best;
+	c->next_probe_ms = now + (c->round_best_rtt > PROBE_GOOD_RTT_MS ? PROBE_RETRY_MS
+									: PROBE_EVERY_MS);
+	if (!c->timed) {
+		c->timed = true;
+		release_held(c);
+	}
+}
+
+/* A sentinel URL's node answered ROLE: anything but a master is no use
+ * (the sentinels' answer was stale, or a failover demoted it). */
+static void on_role(void *ctx, redisReply *r)
+{
+	struct redis_node *c = ctx;
+
+	if (r && !c->broken && !redis_role_is_master(r)) {
+		log_warn("redis node is not the master (ROLE); asking the sentinels again");
+		c->not_master = true;
+	}
+}
+
+/* Start a non-blocking connect with the set-up commands queued on it: to
+ * the URL's address, or a sentinel URL's current master (none known: the
+ * commands fail at once, with a backoff before the next try). */
+static void conn_open_async(struct redis_node *c)
+{
+	const struct redis_url *url = c->url;
+	struct redis_setup_cmd cmds[2];
+	char db[16], host[256];
+	int n, port;
+
+	if (url->target) {
+		c->gen = redis_target_get(url->target, host, sizeof(host), &port);
+		c->no_master = !c->gen;
+		if (c->no_master) {
+			/* asking costs a mutex, not a connect: no growing
+			 * backoff, so that calls find a new master soon */
+			c->next_try_ms = now_ms() + timing.backoff_min_ms;
+			return;
+		}
+		c->ctx = redis_connect_tcp(url, host, port, REDIS_CONNECT_TIMEOUT_MS, false);
+	} else if (c->node_host) {
+		c->ctx = redis_connect_tcp(url, c->node_host, c->node_port,
+					   REDIS_CONNECT_TIMEOUT_MS, false);
+	} else {
+		c->ctx = redis_connect_url(url, REDIS_CONNECT_TIMEOUT_MS, false);
+	}
+	c->connects++;
+	if (!c->ctx || c->ctx->err) {
+		log_debug("redis connect failed: %s", c->ctx ? c->ctx->errstr : "out of memory");
+		if (c->ctx)
+			redisFree(c->ctx);
+		c->ctx = NULL;
+		if (c->gen)
+			redis_target_lost(url->target, c->gen);
+		c->gen = 0;
+		back_off(c);
+		return;
+	}
+	if (!url->unix_path && !url->tls)	/* a tunnel's TCP socket has it */
+		redisEnableKeepAlive(c->ctx);
+	n = redis_setup_cmds(url, cmds, db);
+	for (int i = 0; i < n; i++)
+		send_raw(c, cmds[i].argc, cmds[i].argv, on_setup, c);
+	if (c->gen)
+		send_raw(c, 1, (const char *[]){ "ROLE" }, on_role, c);
+	c->timed = false;
+	c->probes = 0;
+	probe(c);
+}
+
+static void conn_schedule(struct redis_node *c);
+
+void redis_node_send(struct redis_node *c, int argc, const char **argv, const size_t *lens,
+		     int64_t deadline_from, redis_reply_fn fn, void *ctx)
+{
+	struct pending *p;
+
+	if (argc > REDIS_CONN_MAX_ARGS)
+		abort();
+	p = pending_new(fn, ctx);
+	if (c->closing) {
+		list_push(&c->failed, p);	/* redis_node_free() tells it */
+		return;
+	}
+	if (c->gen && !c->moving && redis_target_moved(c->url->target, c->gen)) {
+		/* a sentinel URL's master moved: an idle connection goes now,
+		 * a busy one once its calls are answered (on_readable) */
+		c->moving = true;
+		if (redis_node_idle(c))
+			conn_drop(c, "the sentinels named another master");
+	}
+	if (!c->ctx && now_ms() >= c->next_try_ms)
+		conn_open_async(c);
+	if (c->ctx && (c->overdue || c->moving)) {
+		fail_later(c, p);	/* never sent: told at once */
+		return;
+	}
+	if (c->ctx && !c->timed) {
+		hold(c, p, argc, argv, lens, deadline_from);
+		if (!c->probing)
+			probe(c);	/* the last TIME was refused: ask again */
+	} else {
+		if (c->ctx && !c->probing && now_ms() >= c->next_probe_ms)
+			probe(c);
+		append(c, p, argc, argv, lens, deadline_from);
+	}
+	conn_schedule(c);
+}
+
+/* ----- Driving it from the loop ----- */
+
+/* Give up on commands past their time (see the top of the file) and tell
+ * failed commands. */
+static void conn_run(struct redis_node *c, int64_t now)
+{
+	struct pending *p;
+
+	/* the oldest command unanswered past its give-up: send no more */
+	if (c->due && now >= c->due->give_up_ms)
+		c->overdue = true;
+	/* commands with no reply after REPLY_WAIT_MS are told one by one, in
+	 * send order (give_up_ms grows along the list); what they send
+	 * meanwhile is failed at once, as the connection is overdue */
+	while ((p = c->due) &&
+	       now >= p->give_up_ms + timing.reply_wait_ms - timing.command_timeout_ms) {
+		c->due = p->next;
+		p->answered = true;
+		p->fn(p->ctx, NULL);
+	}
+	if (c->ctx && c->overdue && !c->due) {
+		char why[64];
+
+		snprintf(why, sizeof(why), "no reply within %lld ms",
+			 (long long)timing.reply_wait_ms);
+		conn_drop(c, why);
+	}
+	/* held past their time (the clock is still being measured) */
+	while (c->held.head && now >= c->held.head->give_up_ms)
+		list_push(&c->failed, list_pop(&c->held));
+	tell_failed(c);
+}
+
+/* Set the timer to when conn_run has something to do next. */
+static void conn_schedule(struct redis_node *c)
+{
+	int64_t at;
+
+	if (!c->due && !c->held.head) {
+		loop_timer_stop(c->loop, &c->timer);
+		return;
+	}
+	at = !c->due ? INT64_MAX
+	     : c->overdue ? c->due->give_up_ms + timing.reply_wait_ms - timing.command_timeout_ms
+	     : c->due->give_up_ms;
+	if (c->held.head && c->held.head->give_up_ms < at)
+		at = c->held.head->give_up_ms;
+	if (!loop_timer_armed(&c->timer) || c->timer.node.at_ms != at)
+		loop_timer_set(c->loop, &c->timer, at);
+}
+
+static void on_timer(struct loop *l, struct loop_timer *t)
+{
+	struct redis_node *c = container_of(t, struct redis_node, timer);
+
+	(void)l;
+	conn_run(c, now_ms());
+	conn_schedule(c);
+}
+
+static void on_failed(struct loop *l, void *data)
+{
+	struct redis_node *c = data;
+
+	(void)l;
+	tell_failed(c);
+	conn_schedule(c);
+}
+
+static void on_io(struct loop *l, int fd, unsigned events, void *data);
+
+/* Write what is queued, as far as the socket takes it, and watch the
+ * socket for what the connection now waits for: writable until connected
+ * and while output is left, readable once connected. Runs before the
+ * loop sleeps, after every callback that could queue a command. */
+static void conn_flush(struct loop *l, void *data)
+{
+	struct redis_node *c = data;
+	unsigned want;
+	int done = 0;
+
+	(void)l;
+	if (c->ctx && c->connected && sdslen(c->ctx->obuf) > 0 &&
+	    redisBufferWrite(c->ctx, &done) != REDIS_OK)
+		conn_drop(c, c->ctx->errstr);
+	if (c->ctx) {
+		want = (c->connected ? LOOP_READ : 0) |
+		       (!c->connected || sdslen(c->ctx->obuf) > 0 ? LOOP_WRITE : 0);
+		if (want != c->watching) {
+			if (loop_watch(c->loop, c->ctx->fd, want, on_io, c) == 0)
+				c->watching = want;
+			else
+				conn_drop(c, "cannot watch its socket");
+		}
+	}
+	conn_schedule(c);
+}
+
+/* The socket reported writable: finish connecting; conn_flush writes. */
+static void on_writable(struct redis_node *c)
+{
+	int err = 0;
+	socklen_t len = sizeof(err);
+
+	if (!c->ctx || c->connected)
+		return;
+	/* the non-blocking connect() is over: did it work? */
+	if (getsockopt(c->ctx->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err) {
+		conn_drop(c, err ? strerror(err) : "connect failed");
+		return;
+	}
+	c->connected = true;
+}
+
+/* The socket is readable: read and hand out the replies. */
+static void on_readable(struct redis_node *c)
+{
+	unsigned connects = c->connects;
+	redisReply *r;
+
+	if (!c->ctx || !c->connected)
+		return;
+	if (redisBufferRead(c->ctx) != REDIS_OK) {
+		conn_drop(c, c->ctx->errstr[0] ? c->ctx->errstr : "closed");
+		return;
+	}
+	for (;;) {
+		void *reply = NULL;
+		struct pending *p;
+
+		if (redisGetReplyFromReader(c->ctx, &reply) != REDIS_OK) {
+			conn_drop(c, c->ctx->errstr);
+			return;
+		}
+		if (!reply)
+			break;
+		r = reply;
+		p = list_pop(&c->sent);
+		if (!p) {
+			freeReplyObject(r);
+			conn_drop(c, "a reply nobody asked for");
+			return;
+		}
+		c->overdue = false;	/* Redis answers again */
+		if (c->due == p)
+			c->due = p->next;
+		if (c->gen && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "READONLY ", 9))
+			c->not_master = true;	/* demoted under us */
+		if (!p->answered)
+			p->fn(p->ctx, r);
+		freeReplyObject(r);
+		free(p);
+		if (!c->ctx || c->connects != connects)
+			return;		/* a callback's command could not be sent */
+		if (c->broken) {
+			conn_drop(c, "set-up refused");
+			return;
+		}
+		if (c->not_master) {
+			conn_drop(c, "not the master");
+			return;
+		}
+		if (c->moving && !c->sent.head) {
+			conn_drop(c, "the sentinels named another master");
+			return;
+		}
+	}
+}
+
+static void on_io(struct loop *l, int fd, unsigned events, void *data)
+{
+	struct redis_node *c = data;
+
+	(void)fd;
+	if (events & LOOP_WRITE || (events & LOOP_ERROR && !c->connected))
+		on_writable(c);
+	if (events & (LOOP_READ | LOOP_ERROR))
+		on_readable(c);
+	conn_schedule(c);
+	loop_defer(l, &c->flush_task);	/* write what the callbacks queued, rewatch */
+}
+
+/* ----- Life cycle ----- */
+
+struct redis_node *redis_node_new(struct loop *l, const struct redis_url *url)
+{
+	struct redis_node *c = xcalloc(1, sizeof(*c));
+
+	c->loop = l;
+	c->url = url;
+	c->backoff_ms = timing.backoff_min_ms;
+	loop_timer_init(&c->timer, on_timer);
+	loop_task_init(&c->flush_task, conn_flush, c);
+	loop_task_init(&c->fail_task, on_failed, c);
+	return c;
+}
+
+struct redis_node *redis_node_new_at(struct loop *l, const struct redis_url *url,
+				     const char *host, int port)
+{
+	struct redis_node *c = redis_node_new(l, url);
+
+	c->node_host = xstrdup(host);
+	c->node_port = port;
+	return c;
+}
+
+unsigned redis_node_generation(const struct redis_node *c)
+{
+	return c->connects;
+}
+
+bool redis_node_idle(const struct redis_node *c)
+{
+	return !c->sent.head && !c->held.head && !c->failed.head;
+}
+
+void redis_node_free(struct redis_node *c)
+{
+	if (!c)
+		return;
+	c->closing = true;
+	if (c->ctx)
+		conn_close(c);
+	fail_sent(c);
+	list_append(&c->failed, &c->held);
+	tell_failed(c);
+	loop_timer_stop(c->loop, &c->timer);
+	loop_cancel(c->loop, &c->flush_task);
+	loop_cancel(c->loop, &c->fail_task);
+	free(c->node_host);
+	free(c);
+}

@@ -1,0 +1,28 @@
+/* redis_reply.h -- what every pipelined connection to Redis (a node's,
+ * the cluster router's, and the front the lock domain uses, redis_conn.h)
+ * shares about commands and their replies: how many arguments a command
+ * may have, how its outcome reaches the caller, and what Redis' error
+ * replies mean. */
+#ifndef DLOCKD_REDIS_REPLY_H
+#define DLOCKD_REDIS_REPLY_H
+
+#include <hiredis/hiredis.h>
+
+#define REDIS_CONN_MAX_ARGS 24
+
+/* A command's outcome: its reply (freed by the connection after the
+ * call), or NULL when Redis is unreachable or did not answer within 2 s
+ * of the send (answer 503: by then a command with a deadline can no
+ * longer take effect). */
+typedef void (*redis_reply_fn)(void *ctx, redisReply *r);
+
+/* What an error reply of Redis means, for a person, when it says Redis
+ * cannot serve the command now or not for dlockd as set up (BUSY, LOADING,
+ * MASTERDOWN, READONLY, OOM, NOPERM, NOAUTH, TRYAGAIN, CLUSTERDOWN, MOVED,
+ * MISCONF, NOREPLICAS, and DLOCKD_LATE from the scripts' deadline check):
+ * a sentence (static) for a 503; the command changed nothing. NULL for any
+ * other error: a script failed (a bug, or data it cannot read). The one
+ * place where Redis' error codes are told apart. */
+const char *redis_error_unavailable(const char *err);
+
+#endif
