@@ -36,7 +36,7 @@ struct hook {
 };
 
 struct message {
-	struct message *next;
+	struct list_node link;		/* in the mailbox */
 	loop_fn *fn;
 	void *data;
 };
@@ -49,11 +49,12 @@ struct loop {
 	struct heap timers;
 	struct hook *hooks;
 	size_t nhooks;
-	struct loop_task *tasks, *tasks_tail;	/* deferred, in order */
+	struct list_node tasks;		/* struct loop_task, deferred, in order */
 	bool stop;			/* atomic: loop_stop() */
+	bool running;			/* atomic: loop_run() is running it */
 
-	pthread_mutex_t mailbox_lock;	/* guards the three below */
-	struct message *posted, *posted_tail;
+	pthread_mutex_t mailbox_lock;	/* guards the two below */
+	struct list_node posted;	/* struct message, in order */
 	bool closed;			/* loop_run() returned: refuse posts */
 };
 
@@ -62,6 +63,14 @@ static __thread struct loop *thread_loop;
 struct loop *loop_current(void)
 {
 	return thread_loop;
+}
+
+void loop_check_thread(const struct loop *l, const char *fn)
+{
+	if (thread_loop == l || !__atomic_load_n(&l->running, __ATOMIC_RELAXED))
+		return;
+	log_error("%s: called on a thread that does not run its event loop", fn);
+	abort();
 }
 
 /* ----- Descriptors ----- */
@@ -78,6 +87,7 @@ int loop_watch(struct loop *l, int fd, unsigned events, loop_io_fn *fn, void *da
 	struct fd_watch *w;
 	int op;
 
+	LOOP_ASSERT_THREAD(l);
 	if (fd < 0)
 		return -1;
 	if ((size_t)fd >= l->nwatches) {
@@ -114,6 +124,7 @@ int loop_watch(struct loop *l, int fd, unsigned events, loop_io_fn *fn, void *da
 
 void loop_unwatch(struct loop *l, int fd)
 {
+	LOOP_ASSERT_THREAD(l);
 	if (fd < 0 || (size_t)fd >= l->nwatches || !l->watches[fd].fn)
 		return;
 	/* ENOENT when fd was closed already (it left the set with it) */
@@ -156,11 +167,13 @@ void loop_timer_init(struct loop_timer *t, loop_timer_fn *fn)
 
 void loop_timer_set(struct loop *l, struct loop_timer *t, int64_t at_ms)
 {
+	LOOP_ASSERT_THREAD(l);
 	heap_set(&l->timers, &t->node, at_ms);
 }
 
 void loop_timer_stop(struct loop *l, struct loop_timer *t)
 {
+	LOOP_ASSERT_THREAD(l);
 	heap_remove(&l->timers, &t->node);
 }
 
@@ -181,6 +194,7 @@ static void run_timers(struct loop *l)
 
 void loop_before_sleep(struct loop *l, loop_fn *fn, void *data)
 {
+	LOOP_ASSERT_THREAD(l);
 	l->hooks = xrealloc(l->hooks, (l->nhooks + 1) * sizeof(*l->hooks));
 	l->hooks[l->nhooks++] = (struct hook){ fn, data };
 }
@@ -188,48 +202,30 @@ void loop_before_sleep(struct loop *l, loop_fn *fn, void *data)
 void loop_task_init(struct loop_task *t, loop_fn *fn, void *data)
 {
 	*t = (struct loop_task){ .fn = fn, .data = data };
+	list_node_init(&t->link);
 }
 
 void loop_defer(struct loop *l, struct loop_task *t)
 {
-	if (t->queued)
-		return;
-	t->queued = true;
-	t->next = NULL;
-	if (l->tasks_tail)
-		l->tasks_tail->next = t;
-	else
-		l->tasks = t;
-	l->tasks_tail = t;
+	LOOP_ASSERT_THREAD(l);
+	if (!list_linked(&t->link))
+		list_append(&l->tasks, &t->link);
 }
 
 void loop_cancel(struct loop *l, struct loop_task *t)
 {
-	struct loop_task **pp = &l->tasks, *prev = NULL;
-
-	if (!t->queued)
-		return;
-	while (*pp && *pp != t) {
-		prev = *pp;
-		pp = &(*pp)->next;
-	}
-	if (*pp) {
-		*pp = t->next;
-		if (l->tasks_tail == t)
-			l->tasks_tail = prev;
-	}
-	t->queued = false;
+	LOOP_ASSERT_THREAD(l);
+	if (list_linked(&t->link))
+		list_remove(&t->link);
 }
 
 static void run_deferred(struct loop *l)
 {
-	struct loop_task *t;
+	struct list_node *n;
 
-	while ((t = l->tasks)) {
-		l->tasks = t->next;
-		if (!l->tasks)
-			l->tasks_tail = NULL;
-		t->queued = false;
+	while ((n = list_pop(&l->tasks))) {
+		struct loop_task *t = list_entry(n, struct loop_task, link);
+
 		t->fn(l, t->data);
 	}
 }
@@ -242,7 +238,6 @@ int loop_post(struct loop *l, loop_fn *fn, void *data)
 	const uint64_t one = 1;
 	bool first;
 
-	m->next = NULL;
 	m->fn = fn;
 	m->data = data;
 	pthread_mutex_lock(&l->mailbox_lock);
@@ -251,12 +246,8 @@ int loop_post(struct loop *l, loop_fn *fn, void *data)
 		free(m);
 		return -1;
 	}
-	first = !l->posted;
-	if (l->posted_tail)
-		l->posted_tail->next = m;
-	else
-		l->posted = m;
-	l->posted_tail = m;
+	first = list_empty(&l->posted);
+	list_append(&l->posted, &m->link);
 	pthread_mutex_unlock(&l->mailbox_lock);
 	/* the loop drains everything when the eventfd turns readable: one
 	 * write per batch is enough */
@@ -268,17 +259,18 @@ int loop_post(struct loop *l, loop_fn *fn, void *data)
 /* Run what was posted, in order. */
 static void drain_mailbox(struct loop *l)
 {
-	struct message *m, *next;
+	struct list_node batch, *n;
 	uint64_t junk;
 
 	if (read(l->mailbox_fd, &junk, sizeof(junk)) < 0 && errno != EAGAIN)
 		log_warn("loop mailbox: %s", strerror(errno));
+	list_init(&batch);
 	pthread_mutex_lock(&l->mailbox_lock);
-	m = l->posted;
-	l->posted = l->posted_tail = NULL;
+	list_splice(&batch, &l->posted);
 	pthread_mutex_unlock(&l->mailbox_lock);
-	for (; m; m = next) {
-		next = m->next;
+	while ((n = list_pop(&batch))) {
+		struct message *m = list_entry(n, struct message, link);
+
 		m->fn(l, m->data);
 		free(m);
 	}
@@ -300,7 +292,7 @@ static int sleep_ms(struct loop *l, int max_ms)
 	struct heap_node *top = heap_top(&l->timers);
 	int64_t left;
 
-	if (l->tasks)
+	if (!list_empty(&l->tasks))
 		return 0;
 	if (!top)
 		return max_ms;
@@ -331,6 +323,8 @@ void loop_turn(struct loop *l, int max_wait_ms)
 
 void loop_run(struct loop *l)
 {
+	thread_loop = l;
+	__atomic_store_n(&l->running, true, __ATOMIC_RELAXED);
 	while (!__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE))
 		loop_turn(l, -1);
 	pthread_mutex_lock(&l->mailbox_lock);
@@ -338,6 +332,7 @@ void loop_run(struct loop *l)
 	pthread_mutex_unlock(&l->mailbox_lock);
 	drain_mailbox(l);
 	run_deferred(l);
+	__atomic_store_n(&l->running, false, __ATOMIC_RELAXED);
 }
 
 void loop_stop(struct loop *l)
@@ -357,6 +352,8 @@ struct loop *loop_new(void)
 
 	pthread_mutex_init(&l->mailbox_lock, NULL);
 	heap_init(&l->timers);
+	list_init(&l->tasks);
+	list_init(&l->posted);
 	l->epfd = epoll_create1(EPOLL_CLOEXEC);
 	l->mailbox_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (l->epfd < 0 || l->mailbox_fd < 0 ||
@@ -370,14 +367,12 @@ struct loop *loop_new(void)
 
 void loop_free(struct loop *l)
 {
-	struct message *m, *next;
+	struct list_node *n;
 
 	if (!l)
 		return;
-	for (m = l->posted; m; m = next) {
-		next = m->next;
-		free(m);
-	}
+	while ((n = list_pop(&l->posted)))
+		free(list_entry(n, struct message, link));
 	if (l->epfd >= 0)
 		close(l->epfd);
 	if (l->mailbox_fd >= 0)

@@ -17,6 +17,7 @@
 #define DLOCKD_LOOP_H
 
 #include "service/base/heap.h"
+#include "service/base/list.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -49,10 +50,9 @@ struct loop_timer {
 
 /* A task run once before the loop sleeps next; lives in its owner's struct. */
 struct loop_task {
-	struct loop_task *next;
+	struct list_node link;	/* in the loop's deferred tasks while queued */
 	loop_fn *fn;
 	void *data;
-	bool queued;
 };
 
 /* A loop, or NULL (and a log line) if the kernel refuses an epoll set. */
@@ -106,5 +106,15 @@ void loop_turn(struct loop *l, int max_wait_ms);
 void loop_stop(struct loop *l);
 /* The loop this thread runs (set by loop_run/loop_turn), or NULL. */
 struct loop *loop_current(void);
+
+/* Abort, naming fn, unless the calling thread may touch l: the thread that
+ * runs it, or any thread while loop_run() is not running it (set-up
+ * before, tear-down after). The loop's own calls above check it, and so
+ * do the entry points of the modules that live on one loop (a
+ * connection, the waiters, the fair-queue refresher): a call from the
+ * wrong thread is a race that would corrupt them quietly. On in every
+ * build: a thread-local read and a compare. */
+void loop_check_thread(const struct loop *l, const char *fn);
+#define LOOP_ASSERT_THREAD(l) loop_check_thread((l), __func__)
 
 #endif

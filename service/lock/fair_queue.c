@@ -32,6 +32,7 @@
 
 #include "service/lock/backend.h"
 #include "service/lock/locks.h"
+#include "service/base/list.h"
 #include "service/base/loop.h"
 #include "service/base/names.h"
 #include "service/base/util.h"
@@ -43,7 +44,7 @@
 
 struct fair_place {
 	struct fair_lock *lk;
-	struct fair_place *prev, *next;	/* in lk's places while kept */
+	struct list_node link;		/* in lk's places while kept */
 	struct waiter *w;		/* NULL once dropped (kept for the answer) */
 	bool sent;			/* in the refresh in flight */
 	char owner[];
@@ -54,7 +55,7 @@ struct fair_lock {
 	char *name;
 	struct name_entry entry;	/* in fq->locks, by name */
 	struct fair_queue *fq;
-	struct fair_place *head, *tail;	/* kept places, oldest first */
+	struct list_node places;	/* struct fair_place, kept, oldest first */
 	size_t nplaces;
 	struct loop_timer timer;	/* the next refresh */
 	struct fair_place **sent;	/* the refresh in flight: its places, in
@@ -82,6 +83,7 @@ static struct fair_lock *lock_get(struct fair_queue *fq, const char *name)
 	lk->name = xstrdup(name);
 	lk->entry.name = lk->name;
 	lk->fq = fq;
+	list_init(&lk->places);
 	loop_timer_init(&lk->timer, refresh_due);
 	names_add(&fq->locks, &lk->entry);
 	return lk;
@@ -141,7 +143,9 @@ static void refresh_due(struct loop *l, struct loop_timer *t)
 		return;		/* the last one is still out */
 	lk->sent = xmalloc(lk->nplaces * sizeof(*lk->sent));
 	owners = xmalloc(lk->nplaces * sizeof(*owners));
-	for (struct fair_place *p = lk->head; p; p = p->next) {
+	for (struct list_node *at = list_first(&lk->places); at; at = list_next(&lk->places, at)) {
+		struct fair_place *p = list_entry(at, struct fair_place, link);
+
 		p->sent = true;
 		lk->sent[n] = p;
 		owners[n++] = p->owner;
@@ -156,19 +160,17 @@ static void refresh_due(struct loop *l, struct loop_timer *t)
 struct fair_place *fair_queue_keep(struct fair_queue *fq, const char *name, const char *owner,
 				   struct waiter *w)
 {
-	struct fair_lock *lk = lock_get(fq, name);
+	struct fair_lock *lk;
 	size_t len = strlen(owner) + 1;
-	struct fair_place *p = xcalloc(1, sizeof(*p) + len);
+	struct fair_place *p;
 
+	LOOP_ASSERT_THREAD(fq->b->loop);
+	lk = lock_get(fq, name);
+	p = xcalloc(1, sizeof(*p) + len);
 	memcpy(p->owner, owner, len);
 	p->lk = lk;
 	p->w = w;
-	p->prev = lk->tail;
-	if (lk->tail)
-		lk->tail->next = p;
-	else
-		lk->head = p;
-	lk->tail = p;
+	list_append(&lk->places, &p->link);
 	lk->nplaces++;
 	if (!loop_timer_armed(&lk->timer))
 		loop_timer_set(fq->b->loop, &lk->timer, now_ms() + locks_queue_refresh_ms());
@@ -182,14 +184,8 @@ void fair_queue_drop(struct fair_place *p)
 	if (!p)
 		return;
 	lk = p->lk;
-	if (p->prev)
-		p->prev->next = p->next;
-	else
-		lk->head = p->next;
-	if (p->next)
-		p->next->prev = p->prev;
-	else
-		lk->tail = p->prev;
+	LOOP_ASSERT_THREAD(lk->fq->b->loop);
+	list_remove(&p->link);
 	lk->nplaces--;
 	p->w = NULL;
 	if (!p->sent)
@@ -220,12 +216,10 @@ void fair_queue_free(struct fair_queue *fq)
 		for (size_t k = 0; k < lk->nsent; k++)
 			if (!lk->sent[k]->w)
 				free(lk->sent[k]);	/* dropped: in no list */
-		while (lk->head) {
-			struct fair_place *p = lk->head;
+		struct list_node *n;
 
-			lk->head = p->next;
-			free(p);
-		}
+		while ((n = list_pop(&lk->places)))
+			free(list_entry(n, struct fair_place, link));
 		loop_timer_stop(fq->b->loop, &lk->timer);
 		free(lk->sent);
 		free(lk->name);

@@ -377,7 +377,10 @@ struct waiter *waiters_join(struct waiters *ws, const char *channel, int fd,
 			    waiter_resume_fn resume, void *ctx, int64_t deadline_ms,
 			    unsigned flags, bool *confirmed)
 {
-	struct waiter *w = xcalloc(1, sizeof(*w));
+	struct waiter *w;
+
+	LOOP_ASSERT_THREAD(ws->loop);
+	w = xcalloc(1, sizeof(*w));
 	struct channel *ch = channel_open(ws, channel);
 
 	w->ch = ch;
@@ -447,6 +450,7 @@ void waiters_sleep(struct waiter *w, int64_t retry_at_ms)
 	struct channel *ch = w->ch;
 	struct waiters *ws = ch->ws;
 
+	LOOP_ASSERT_THREAD(ws->loop);
 	if (w->watch) {
 		watch_sleep(w, retry_at_ms);
 		return;
@@ -475,6 +479,7 @@ void waiters_sleep(struct waiter *w, int64_t retry_at_ms)
 
 void waiters_retry(struct waiter *w)
 {
+	LOOP_ASSERT_THREAD(w->ch->ws->loop);
 	if (w->sleeping)
 		wake(w, WAKE_RETRY);
 }
@@ -494,6 +499,7 @@ void waiters_leave(struct waiter *w, int64_t lease_end_ms)
 	struct channel *ch = w->ch;
 	struct waiters *ws = ch->ws;
 
+	LOOP_ASSERT_THREAD(ws->loop);
 	if (w->sleeping)
 		sleeper_unlink(w);
 	if (w->ready)
@@ -694,6 +700,7 @@ static void lease_ends_elsewhere(struct waiters *ws, const char *channel, int64_
 
 void waiters_lease_ends(struct waiters *ws, const char *channel, int64_t at_ms)
 {
+	LOOP_ASSERT_THREAD(ws->loop);
 	if (at_ms <= 0)
 		return;
 	lease_ends_here(ws, channel, at_ms);
@@ -702,6 +709,7 @@ void waiters_lease_ends(struct waiters *ws, const char *channel, int64_t at_ms)
 
 void waiters_owner_told(struct waiters *ws, const char *channel, const char *owner)
 {
+	LOOP_ASSERT_THREAD(ws->loop);
 	owner_told_here(ws, channel, owner);
 	pthread_mutex_lock(&R.lock);
 	for (struct waiters *o = R.list; o; o = o->rnext)
