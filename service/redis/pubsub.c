@@ -52,6 +52,7 @@
 #include "service/redis/pubsub.h"
 
 #include "service/redis/cluster_slots.h"
+#include "service/base/list.h"
 #include "service/base/log.h"
 #include "service/base/loop.h"
 #include "service/base/metrics.h"
@@ -86,8 +87,8 @@ struct loop_set {
 struct sub_channel {
 	char *name;
 	struct name_entry entry;	/* in ps->channels, by name */
-	struct sub_channel *dnext;	/* dirty list */
-	bool dirty;			/* on the dirty list */
+	struct list_node dirty;		/* in ps->dirty while a change of its
+					 * subscription is still to be sent */
 	int node;			/* the connection subscribed and inflight are
 					 * about (-1: none yet; always 0 but on a
 					 * sharded cluster) */
@@ -125,7 +126,7 @@ struct pubsub {
 	struct loop_timer refresh;	/* per_node: read the map */
 	struct loop_timer moved;	/* a sentinel URL: look for a new master */
 	struct name_table channels;	/* struct sub_channel, by name */
-	struct sub_channel *dirty_head, *dirty_tail;
+	struct list_node dirty;		/* struct sub_channel, changes to send */
 	struct pubsub_sink loops[MAX_LOOPS];	/* every loop registered */
 	unsigned nloops;
 };
@@ -190,7 +191,7 @@ static struct sub_channel *channel_get(struct pubsub *ps, const char *name)
  * subscription, no reply pending, not queued for sending. */
 static void channel_maybe_free(struct pubsub *ps, struct sub_channel *c)
 {
-	if (!set_empty(&c->want) || c->subscribed || c->inflight || c->dirty)
+	if (!set_empty(&c->want) || c->subscribed || c->inflight || list_linked(&c->dirty))
 		return;
 	names_remove(&ps->channels, &c->entry);
 	free(c->name);
@@ -204,15 +205,8 @@ static bool channel_live(const struct pubsub *ps, const struct sub_channel *c)
 
 static void mark_dirty(struct pubsub *ps, struct sub_channel *c)
 {
-	if (c->dirty)
-		return;
-	c->dirty = true;
-	c->dnext = NULL;
-	if (ps->dirty_tail)
-		ps->dirty_tail->dnext = c;
-	else
-		ps->dirty_head = c;
-	ps->dirty_tail = c;
+	if (!list_linked(&c->dirty))
+		list_append(&ps->dirty, &c->dirty);
 }
 
 /* ----- The connections ----- */
@@ -458,28 +452,20 @@ static void conn_flush(struct sub_conn *cn)
 static void send_changes(struct loop *l, void *data)
 {
 	struct pubsub *ps = data;
-	struct sub_channel *later = NULL, *c;
+	struct list_node later, *n;
 
 	(void)l;
 	if (!ps->per_node && !ps->conns[0]->ctx)
 		return;
-	while (ps->dirty_head) {
-		bool want;
-		const char *argv[2];
-		struct sub_conn *cn;
+	list_init(&later);
+	while ((n = list_pop(&ps->dirty))) {
+		struct sub_channel *c = list_entry(n, struct sub_channel, dirty);
+		bool want = !set_empty(&c->want);
+		const char *argv[2] = { NULL, c->name };
+		struct sub_conn *cn = conn_for(ps, c, want);
 
-		c = ps->dirty_head;
-		want = !set_empty(&c->want);
-		argv[0] = NULL;
-		argv[1] = c->name;
-		ps->dirty_head = c->dnext;
-		if (!ps->dirty_head)
-			ps->dirty_tail = NULL;
-		c->dirty = false;
-		cn = conn_for(ps, c, want);
 		if (!cn && want) {
-			c->dnext = later;	/* waits for the map or its node */
-			later = c;
+			list_append(&later, &c->dirty);	/* waits for the map or its node */
 			continue;
 		}
 		if (cn && want && !c->subscribed)
@@ -495,10 +481,7 @@ static void send_changes(struct loop *l, void *data)
 		redisAppendCommandArgv(cn->ctx, 2, argv, NULL);
 		cn->queued = true;
 	}
-	while ((c = later)) {
-		later = c->dnext;
-		mark_dirty(ps, c);
-	}
+	list_splice(&ps->dirty, &later);
 	for (size_t i = 0; i < ps->nconns; i++)
 		if (ps->conns[i] && ps->conns[i]->ctx && ps->conns[i]->queued)
 			conn_flush(ps->conns[i]);
@@ -734,6 +717,7 @@ struct pubsub *pubsub_start(const struct redis_url *url, bool sharded)
 	ps->sharded = sharded;
 	ps->per_node = sharded && url->cluster;
 	names_init(&ps->channels);
+	list_init(&ps->dirty);
 	cluster_map_init(&ps->map);
 	ps->loop = loop_new();
 	if (!ps->loop) {

@@ -23,6 +23,7 @@
 #include "service/redis/redis_cluster.h"
 
 #include "service/redis/cluster_slots.h"
+#include "service/base/list.h"
 #include "service/base/log.h"
 #include "service/base/loop.h"
 #include "service/base/util.h"
@@ -45,7 +46,7 @@
 /* One command on its way, with what it takes to send it again. */
 struct routed {
 	struct redis_cluster *rc;
-	struct routed *next;		/* in held or retry */
+	struct list_node link;		/* in held, retry or failed */
 	unsigned slot;
 	bool keyed;			/* slot is the command's; else any master */
 	bool asking;			/* this send follows ASKING to ask_node */
@@ -63,10 +64,6 @@ struct routed {
 	char data[];
 };
 
-struct routed_list {
-	struct routed *head, *tail;
-};
-
 struct redis_cluster {
 	struct loop *loop;
 	const struct redis_url *url;
@@ -80,9 +77,9 @@ struct redis_cluster {
 	bool closing;			/* redis_cluster_free() runs: send nothing */
 	bool fetching;			/* a CLUSTER SLOTS is in flight */
 	int64_t next_fetch_ms;		/* no refresh asked before this */
-	struct routed_list held;	/* waiting for the map */
-	struct routed_list retry;	/* waiting for retry_at_ms */
-	struct routed_list failed;	/* to be told "no reply" by fail_task */
+	struct list_node held;		/* struct routed, waiting for the map */
+	struct list_node retry;		/* waiting for retry_at_ms, soonest first */
+	struct list_node failed;	/* to be told "no reply" by fail_task */
 	struct loop_task fail_task;	/* callbacks never run inside a send */
 	unsigned inflight;		/* routed commands sent, not yet called back */
 	struct loop_timer timer;	/* the first of retry */
@@ -90,26 +87,20 @@ struct redis_cluster {
 					 * node's connection it came on */
 };
 
-static void list_add(struct routed_list *l, struct routed *r)
+/* The first command of a list of them (held, retry, failed), or NULL. */
+static struct routed *routed_first(const struct list_node *l)
 {
-	r->next = NULL;
-	if (l->tail)
-		l->tail->next = r;
-	else
-		l->head = r;
-	l->tail = r;
+	struct list_node *n = list_first(l);
+
+	return n ? list_entry(n, struct routed, link) : NULL;
 }
 
-static struct routed *list_take(struct routed_list *l)
+/* Take the first command out of l, or NULL when it is empty. */
+static struct routed *routed_pop(struct list_node *l)
 {
-	struct routed *r = l->head;
+	struct list_node *n = list_pop(l);
 
-	if (r) {
-		l->head = r->next;
-		if (!l->head)
-			l->tail = NULL;
-	}
-	return r;
+	return n ? list_entry(n, struct routed, link) : NULL;
 }
 
 /* The connection to node i, made when first needed. */
@@ -167,7 +158,7 @@ static void dispatch(struct routed *r)
 	if (node < 0) {
 		/* nobody serves the slot: the map is stale or the cluster down */
 		fetch_map(rc);
-		list_add(&rc->failed, r);
+		list_append(&rc->failed, &r->link);
 		loop_defer(rc->loop, &rc->fail_task);
 		return;
 	}
@@ -181,8 +172,10 @@ static void dispatch(struct routed *r)
 
 static void arm_timer(struct redis_cluster *rc)
 {
-	if (rc->retry.head)
-		loop_timer_set(rc->loop, &rc->timer, rc->retry.head->retry_at_ms);
+	struct routed *first = routed_first(&rc->retry);
+
+	if (first)
+		loop_timer_set(rc->loop, &rc->timer, first->retry_at_ms);
 	else
 		loop_timer_stop(rc->loop, &rc->timer);
 }
@@ -191,10 +184,13 @@ static void on_timer(struct loop *l, struct loop_timer *t)
 {
 	struct redis_cluster *rc = container_of(t, struct redis_cluster, timer);
 	int64_t now = now_ms();
+	struct routed *r;
 
 	(void)l;
-	while (rc->retry.head && rc->retry.head->retry_at_ms <= now)
-		dispatch(list_take(&rc->retry));
+	while ((r = routed_first(&rc->retry)) && r->retry_at_ms <= now) {
+		list_remove(&r->link);
+		dispatch(r);
+	}
 	arm_timer(rc);
 }
 
@@ -246,7 +242,7 @@ static void on_reply(void *arg, redisReply *reply)
 		if (transient(reply->str)) {
 			r->tries++;
 			r->retry_at_ms = now_ms() + RETRY_MS;
-			list_add(&rc->retry, r);
+			list_append(&rc->retry, &r->link);
 			arm_timer(rc);
 			return;
 		}
@@ -260,11 +256,11 @@ static void on_reply(void *arg, redisReply *reply)
 /* ----- The slot map ----- */
 
 /* Tell every command of l "no reply". */
-static void fail_all(struct routed_list *l)
+static void fail_all(struct list_node *l)
 {
 	struct routed *r;
 
-	while ((r = list_take(l))) {
+	while ((r = routed_pop(l))) {
 		r->fn(r->ctx, NULL);
 		free(r);
 	}
@@ -311,7 +307,7 @@ static void on_slots(void *arg, redisReply *reply)
 		log_info("redis cluster: slot map read from %s:%d, %zu nodes",
 			 rc->map.nodes[seed].host, rc->map.nodes[seed].port, rc->map.nnodes);
 	rc->map_known = true;
-	while ((r = list_take(&rc->held)))
+	while ((r = routed_pop(&rc->held)))
 		dispatch(r);
 }
 
@@ -337,6 +333,9 @@ struct redis_cluster *redis_cluster_new(struct loop *l, const struct redis_url *
 
 	rc->loop = l;
 	rc->url = url;
+	list_init(&rc->held);
+	list_init(&rc->retry);
+	list_init(&rc->failed);
 	cluster_map_init(&rc->map);
 	for (unsigned i = 0; i < url->nseeds; i++)
 		cluster_map_node(&rc->map, url->seeds[i].host, url->seeds[i].port);
@@ -359,6 +358,7 @@ void redis_cluster_send_slot(struct redis_cluster *rc, int slot, int argc, const
 	struct routed *r;
 	char *at;
 
+	LOOP_ASSERT_THREAD(rc->loop);
 	for (int i = 0; i < argc; i++)
 		size += lens ? lens[i] : strlen(argv[i]);
 	r = xcalloc(1, sizeof(*r) + size);
@@ -384,7 +384,7 @@ void redis_cluster_send_slot(struct redis_cluster *rc, int slot, int argc, const
 		at += n;
 	}
 	if (!rc->map_known) {
-		list_add(&rc->held, r);
+		list_append(&rc->held, &r->link);
 		fetch_map(rc);
 		return;
 	}
@@ -426,7 +426,8 @@ struct redis_node *redis_cluster_answering(const struct redis_cluster *rc)
 
 bool redis_cluster_idle(const struct redis_cluster *rc)
 {
-	if (rc->inflight || rc->held.head || rc->retry.head || rc->failed.head || rc->fetching)
+	if (rc->inflight || !list_empty(&rc->held) || !list_empty(&rc->retry) ||
+	    !list_empty(&rc->failed) || rc->fetching)
 		return false;
 	for (size_t i = 0; i < rc->nconns; i++)
 		if (rc->conns[i] && !redis_node_idle(rc->conns[i]))

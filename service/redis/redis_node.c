@@ -44,6 +44,7 @@
  * fails at once is told so from a deferred task of the loop. */
 #include "service/redis/redis_node.h"
 
+#include "service/base/list.h"
 #include "service/base/log.h"
 #include "service/base/loop.h"
 #include "service/redis/redis_dial.h"
@@ -92,7 +93,7 @@ struct pending {
 				 * a late reply is dropped */
 	bool no_master;		/* failed unsent as no master was known (a
 				 * sentinel URL): told DLOCKD_NOMASTER */
-	struct pending *next;
+	struct list_node link;	/* in held, sent or failed */
 	struct held_cmd *held;	/* still to be sent (see below); NULL once sent */
 };
 
@@ -103,10 +104,6 @@ struct held_cmd {
 	const char *argv[REDIS_CONN_MAX_ARGS];
 	size_t lens[REDIS_CONN_MAX_ARGS];
 	char data[];
-};
-
-struct pending_list {
-	struct pending *head, *tail;
 };
 
 struct redis_node {
@@ -132,12 +129,13 @@ struct redis_node {
 					 * nothing more, close once all are answered */
 	unsigned gen;			/* a sentinel URL: redis_target's generation
 					 * of the address connected to; 0: none */
-	struct pending_list held;	/* not sent until the offset is known */
-	struct pending_list sent;	/* awaiting replies, in send order */
+	struct list_node held;		/* struct pending, not sent until the
+					 * offset is known */
+	struct list_node sent;		/* awaiting replies, in send order */
 	struct pending *due;		/* the first of sent not yet told "no reply"
 					 * (those before it were: a prefix, as
 					 * give_up_ms grows along sent); NULL: none */
-	struct pending_list failed;	/* to be told "no reply" by fail_task */
+	struct list_node failed;	/* to be told "no reply" by fail_task */
 	unsigned connects;		/* connect attempts so far: tells a new
 					 * context from the one a callback ran on */
 	int64_t next_try_ms;		/* monotonic; no reconnect before this */
@@ -194,38 +192,28 @@ struct redis_node {
 #define PROBE_EVERY_MS 60000
 #define PROBE_RETRY_MS 1000
 
-static void list_push(struct pending_list *l, struct pending *p)
+/* The first command of a list of them (held, sent, failed), or NULL. */
+static struct pending *pending_first(const struct list_node *l)
 {
-	p->next = NULL;
-	if (l->tail)
-		l->tail->next = p;
-	else
-		l->head = p;
-	l->tail = p;
+	struct list_node *n = list_first(l);
+
+	return n ? list_entry(n, struct pending, link) : NULL;
 }
 
-static struct pending *list_pop(struct pending_list *l)
+/* Take the first command out of l, or NULL when it is empty. */
+static struct pending *pending_pop(struct list_node *l)
 {
-	struct pending *p = l->head;
+	struct list_node *n = list_pop(l);
 
-	if (p) {
-		l->head = p->next;
-		if (!l->head)
-			l->tail = NULL;
-	}
-	return p;
+	return n ? list_entry(n, struct pending, link) : NULL;
 }
 
-static void list_append(struct pending_list *to, struct pending_list *from)
+/* The command sent after p (in c->sent), or NULL. */
+static struct pending *sent_after(const struct redis_node *c, const struct pending *p)
 {
-	if (!from->head)
-		return;
-	if (to->tail)
-		to->tail->next = from->head;
-	else
-		to->head = from->head;
-	to->tail = from->tail;
-	from->head = from->tail = NULL;
+	struct list_node *n = list_next(&c->sent, &p->link);
+
+	return n ? list_entry(n, struct pending, link) : NULL;
 }
 
 /* No reconnect before the backoff, which doubles up to BACKOFF_MAX_MS. */
@@ -243,11 +231,11 @@ static void fail_sent(struct redis_node *c)
 	struct pending *p;
 
 	c->due = NULL;
-	while ((p = list_pop(&c->sent))) {
+	while ((p = pending_pop(&c->sent))) {
 		if (p->answered)
 			free(p);
 		else
-			list_push(&c->failed, p);
+			list_append(&c->failed, &p->link);
 	}
 }
 
@@ -272,7 +260,7 @@ static void conn_drop(struct redis_node *c, const char *why)
 		redis_target_lost(c->url->target, c->gen);	/* ask the sentinels again */
 	c->gen = 0;
 	fail_sent(c);
-	list_append(&c->failed, &c->held);
+	list_splice(&c->failed, &c->held);
 	if (c->ready) {
 		c->next_try_ms = now_ms();	/* it worked: try again at once */
 		c->backoff_ms = timing.backoff_min_ms;
@@ -281,7 +269,7 @@ static void conn_drop(struct redis_node *c, const char *why)
 	}
 	c->connected = c->ready = c->broken = c->overdue = c->not_master = c->moving = false;
 	c->timed = c->probing = false;
-	if (c->failed.head)
+	if (!list_empty(&c->failed))
 		loop_defer(c->loop, &c->fail_task);
 }
 
@@ -313,7 +301,7 @@ static void tell_failed(struct redis_node *c)
 	};
 	struct pending *p;
 
-	while ((p = list_pop(&c->failed))) {
+	while ((p = pending_pop(&c->failed))) {
 		redisReply r = c->url->target && redis_target_failing_over(c->url->target)
 				       ? failover : no_master;
 
@@ -326,7 +314,7 @@ static void tell_failed(struct redis_node *c)
 /* Fail p: it is told "no reply" before the loop sleeps. */
 static void fail_later(struct redis_node *c, struct pending *p)
 {
-	list_push(&c->failed, p);
+	list_append(&c->failed, &p->link);
 	loop_defer(c->loop, &c->fail_task);
 }
 
@@ -363,7 +351,7 @@ static void append(struct redis_node *c, struct pending *p, int argc, const char
 		fail_later(c, p);
 		return;
 	}
-	list_push(&c->sent, p);
+	list_append(&c->sent, &p->link);
 	if (!c->due)
 		c->due = p;
 	loop_defer(c->loop, &c->flush_task);
@@ -397,7 +385,7 @@ static void hold(struct redis_node *c, struct pending *p, int argc, const char *
 		at += h->lens[i];
 	}
 	p->held = h;
-	list_push(&c->held, p);
+	list_append(&c->held, &p->link);
 }
 
 /* Send what was held, in order, now that the offset is known. */
@@ -405,7 +393,7 @@ static void release_held(struct redis_node *c)
 {
 	struct pending *p;
 
-	while ((p = list_pop(&c->held))) {
+	while ((p = pending_pop(&c->held))) {
 		struct held_cmd *h = p->held;
 
 		p->held = NULL;
@@ -418,19 +406,20 @@ static void release_held(struct redis_node *c)
  * here; what they send is held anew). */
 static void fail_held(struct redis_node *c, redisReply *r)
 {
-	struct pending_list l = c->held;
+	struct list_node l;
 	unsigned connects = c->connects;
 	struct pending *p;
 
-	c->held.head = c->held.tail = NULL;
-	while ((p = list_pop(&l))) {
+	list_init(&l);
+	list_splice(&l, &c->held);
+	while ((p = pending_pop(&l))) {
 		free(p->held);
 		p->fn(p->ctx, r);
 		free(p);
 		if (!c->ctx || c->connects != connects) {
 			/* a callback's send dropped it */
-			list_append(&c->failed, &l);
-			if (c->failed.head)
+			list_splice(&c->failed, &l);
+			if (!list_empty(&c->failed))
 				loop_defer(c->loop, &c->fail_task);
 			return;
 		}
@@ -599,11 +588,12 @@ void redis_node_send(struct redis_node *c, int argc, const char **argv, const si
 {
 	struct pending *p;
 
+	LOOP_ASSERT_THREAD(c->loop);
 	if (argc > REDIS_CONN_MAX_ARGS)
 		abort();
 	p = pending_new(fn, ctx);
 	if (c->closing) {
-		list_push(&c->failed, p);	/* redis_node_free() tells it */
+		list_append(&c->failed, &p->link);	/* redis_node_free() tells it */
 		return;
 	}
 	if (c->gen && !c->moving && redis_target_moved(c->url->target, c->gen)) {
@@ -647,7 +637,7 @@ static void conn_run(struct redis_node *c, int64_t now)
 	 * meanwhile is failed at once, as the connection is overdue */
 	while ((p = c->due) &&
 	       now >= p->give_up_ms + timing.reply_wait_ms - timing.command_timeout_ms) {
-		c->due = p->next;
+		c->due = sent_after(c, p);
 		p->answered = true;
 		p->fn(p->ctx, NULL);
 	}
@@ -659,25 +649,28 @@ static void conn_run(struct redis_node *c, int64_t now)
 		conn_drop(c, why);
 	}
 	/* held past their time (the clock is still being measured) */
-	while (c->held.head && now >= c->held.head->give_up_ms)
-		list_push(&c->failed, list_pop(&c->held));
+	while ((p = pending_first(&c->held)) && now >= p->give_up_ms) {
+		list_remove(&p->link);
+		list_append(&c->failed, &p->link);
+	}
 	tell_failed(c);
 }
 
 /* Set the timer to when conn_run has something to do next. */
 static void conn_schedule(struct redis_node *c)
 {
+	struct pending *first_held = pending_first(&c->held);
 	int64_t at;
 
-	if (!c->due && !c->held.head) {
+	if (!c->due && !first_held) {
 		loop_timer_stop(c->loop, &c->timer);
 		return;
 	}
 	at = !c->due ? INT64_MAX
 	     : c->overdue ? c->due->give_up_ms + timing.reply_wait_ms - timing.command_timeout_ms
 	     : c->due->give_up_ms;
-	if (c->held.head && c->held.head->give_up_ms < at)
-		at = c->held.head->give_up_ms;
+	if (first_held && first_held->give_up_ms < at)
+		at = first_held->give_up_ms;
 	if (!loop_timer_armed(&c->timer) || c->timer.node.at_ms != at)
 		loop_timer_set(c->loop, &c->timer, at);
 }
@@ -768,7 +761,7 @@ static void on_readable(struct redis_node *c)
 		if (!reply)
 			break;
 		r = reply;
-		p = list_pop(&c->sent);
+		p = pending_first(&c->sent);
 		if (!p) {
 			freeReplyObject(r);
 			conn_drop(c, "a reply nobody asked for");
@@ -776,7 +769,8 @@ static void on_readable(struct redis_node *c)
 		}
 		c->overdue = false;	/* Redis answers again */
 		if (c->due == p)
-			c->due = p->next;
+			c->due = sent_after(c, p);
+		list_remove(&p->link);
 		if (c->gen && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "READONLY ", 9))
 			c->not_master = true;	/* demoted under us */
 		if (!p->answered)
@@ -793,7 +787,7 @@ static void on_readable(struct redis_node *c)
 			conn_drop(c, "not the master");
 			return;
 		}
-		if (c->moving && !c->sent.head) {
+		if (c->moving && list_empty(&c->sent)) {
 			conn_drop(c, "the sentinels named another master");
 			return;
 		}
@@ -822,6 +816,9 @@ struct redis_node *redis_node_new(struct loop *l, const struct redis_url *url)
 	c->loop = l;
 	c->url = url;
 	c->backoff_ms = timing.backoff_min_ms;
+	list_init(&c->held);
+	list_init(&c->sent);
+	list_init(&c->failed);
 	loop_timer_init(&c->timer, on_timer);
 	loop_task_init(&c->flush_task, conn_flush, c);
 	loop_task_init(&c->fail_task, on_failed, c);
@@ -845,7 +842,7 @@ unsigned redis_node_generation(const struct redis_node *c)
 
 bool redis_node_idle(const struct redis_node *c)
 {
-	return !c->sent.head && !c->held.head && !c->failed.head;
+	return list_empty(&c->sent) && list_empty(&c->held) && list_empty(&c->failed);
 }
 
 void redis_node_free(struct redis_node *c)
@@ -856,7 +853,7 @@ void redis_node_free(struct redis_node *c)
 	if (c->ctx)
 		conn_close(c);
 	fail_sent(c);
-	list_append(&c->failed, &c->held);
+	list_splice(&c->failed, &c->held);
 	tell_failed(c);
 	loop_timer_stop(c->loop, &c->timer);
 	loop_cancel(c->loop, &c->flush_task);
