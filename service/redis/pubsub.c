@@ -434,7 +434,7 @@ static struct sub_conn *conn_for(struct pubsub *ps, struct sub_channel *c, bool 
 }
 
 /* Write what was appended to cn in one go. */
-static void conn_flush(struct sub_conn *cn)
+static void sub_flush(struct sub_conn *cn)
 {
 	int done = 0;
 
@@ -484,7 +484,7 @@ static void send_changes(struct loop *l, void *data)
 	list_splice(&ps->dirty, &later);
 	for (size_t i = 0; i < ps->nconns; i++)
 		if (ps->conns[i] && ps->conns[i]->ctx && ps->conns[i]->queued)
-			conn_flush(ps->conns[i]);
+			sub_flush(ps->conns[i]);
 }
 
 /* Redis confirmed a (S)SUBSCRIBE or (S)UNSUBSCRIBE of name on cn: once
@@ -516,7 +516,7 @@ static void on_confirmed(struct sub_conn *cn, const char *name, bool unsub)
 	channel_maybe_free(ps, c);
 }
 
-static void on_message(struct pubsub *ps, const char *name, const char *payload, size_t len)
+static void on_pubsub_message(struct pubsub *ps, const char *name, const char *payload, size_t len)
 {
 	struct sub_channel *c = channel_find(ps, name);
 
@@ -558,7 +558,7 @@ static int64_t handle_reply(struct sub_conn *cn, redisReply *r)
 		return -1;
 	kind = r->element[0]->str + (ps->sharded && r->element[0]->str[0] == 's');
 	if (!strcmp(kind, "message") && r->element[2]->type == REDIS_REPLY_STRING)
-		on_message(ps, r->element[1]->str, r->element[2]->str, r->element[2]->len);
+		on_pubsub_message(ps, r->element[1]->str, r->element[2]->str, r->element[2]->len);
 	else if (!strcmp(kind, "subscribe") || !strcmp(kind, "unsubscribe"))
 		on_confirmed(cn, r->element[1]->str, kind[0] == 'u');
 	return -1;

@@ -17,11 +17,6 @@
 /* A blocking call's timeout, as a pipelined call's (redis_node.c). */
 #define COMMAND_TIMEOUT_MS 2000
 
-static struct timeval tv_ms(int ms)
-{
-	return (struct timeval){ .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
-}
-
 /* Run a set-up command; 0 when it answered OK. */
 static int setup_command(redisContext *c, int argc, const char **argv)
 {
@@ -47,7 +42,7 @@ static int blocking_setup(redisContext *c, const struct redis_url *url)
 		log_debug("redis connect failed: %s", c->errstr);
 		return -1;
 	}
-	redisSetTimeout(c, tv_ms(COMMAND_TIMEOUT_MS));
+	redis_set_timeout_ms(c, COMMAND_TIMEOUT_MS);
 	if (!url->unix_path && !url->tls)	/* a tunnel's TCP socket has it */
 		redisEnableKeepAlive(c);
 	n = redis_setup_cmds(url, cmds, db);

@@ -180,7 +180,7 @@ static void arm_timer(struct redis_cluster *rc)
 		loop_timer_stop(rc->loop, &rc->timer);
 }
 
-static void on_timer(struct loop *l, struct loop_timer *t)
+static void on_retry_due(struct loop *l, struct loop_timer *t)
 {
 	struct redis_cluster *rc = container_of(t, struct redis_cluster, timer);
 	int64_t now = now_ms();
@@ -339,7 +339,7 @@ struct redis_cluster *redis_cluster_new(struct loop *l, const struct redis_url *
 	cluster_map_init(&rc->map);
 	for (unsigned i = 0; i < url->nseeds; i++)
 		cluster_map_node(&rc->map, url->seeds[i].host, url->seeds[i].port);
-	loop_timer_init(&rc->timer, on_timer);
+	loop_timer_init(&rc->timer, on_retry_due);
 	loop_task_init(&rc->fail_task, on_fail_task, rc);
 	return rc;
 }

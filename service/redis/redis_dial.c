@@ -19,6 +19,11 @@ static struct timeval tv_ms(int ms)
 	return (struct timeval){ .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
 }
 
+void redis_set_timeout_ms(redisContext *c, int ms)
+{
+	redisSetTimeout(c, tv_ms(ms));
+}
+
 redisContext *redis_connect_tcp(const struct redis_url *url, const char *host, int port,
 			       int timeout_ms, bool blocking)
 {

@@ -30,6 +30,9 @@ redisContext *redis_connect_tcp(const struct redis_url *url, const char *host, i
  * first host and port. */
 redisContext *redis_connect_url(const struct redis_url *url, int timeout_ms, bool blocking);
 
+/* Give each call of blocking context c ms to be answered (redisSetTimeout). */
+void redis_set_timeout_ms(redisContext *c, int ms);
+
 /* A command a new connection runs before any other. */
 struct redis_setup_cmd {
 	int argc;

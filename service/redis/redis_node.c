@@ -521,7 +521,7 @@ static void on_time(void *ctx, redisReply *r)
 
 /* A sentinel URL's node answered ROLE: anything but a master is no use
  * (the sentinels' answer was stale, or a failover demoted it). */
-static void on_role(void *ctx, redisReply *r)
+static void on_role_checked(void *ctx, redisReply *r)
 {
 	struct redis_node *c = ctx;
 
@@ -575,7 +575,7 @@ static void conn_open_async(struct redis_node *c)
 	for (int i = 0; i < n; i++)
 		send_raw(c, cmds[i].argc, cmds[i].argv, on_setup, c);
 	if (c->gen)
-		send_raw(c, 1, (const char *[]){ "ROLE" }, on_role, c);
+		send_raw(c, 1, (const char *[]){ "ROLE" }, on_role_checked, c);
 	c->timed = false;
 	c->probes = 0;
 	probe(c);

@@ -106,11 +106,6 @@ bool redis_role_is_master(const redisReply *r)
 	       r->element[0]->type == REDIS_REPLY_STRING && !strcmp(r->element[0]->str, "master");
 }
 
-static struct timeval tv_ms(int ms)
-{
-	return (struct timeval){ .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
-}
-
 /* A blocking connection to host:port (TLS as url says), authenticated
  * with user (may be NULL) and password (NULL: no AUTH); NULL, with a
  * debug line, if that fails. what names the node for the log. */
@@ -127,7 +122,7 @@ static redisContext *open_node(const struct redis_url *url, const char *host, in
 		redisFree(c);
 		return NULL;
 	}
-	redisSetTimeout(c, tv_ms(COMMAND_TIMEOUT_MS));
+	redis_set_timeout_ms(c, COMMAND_TIMEOUT_MS);
 	if (!password)
 		return c;
 	r = user ? redisCommand(c, "AUTH %s %s", user, password)
@@ -506,7 +501,7 @@ static void on_event(struct redis_target *t, const char *channel, char **w, int 
 
 /* A pub/sub message r ("message" or "pmessage"): split its payload into
  * words and hand it to on_event. */
-static void on_message(struct redis_target *t, const redisReply *r, const struct redis_host *s)
+static void on_sentinel_event(struct redis_target *t, const redisReply *r, const struct redis_host *s)
 {
 	const redisReply *channel, *payload;
 	char buf[1024], *w[9], *save = NULL;
@@ -546,7 +541,7 @@ static void listen_on(struct redis_target *t, const struct redis_host *s)
 	redisAppendCommand(c, "SUBSCRIBE +failover-state-select-slave +promoted-slave "
 			      "+failover-end +switch-master");
 	redisAppendCommand(c, "PSUBSCRIBE -failover-abort-*");
-	redisSetTimeout(c, tv_ms(LISTEN_TIMEOUT_MS));
+	redis_set_timeout_ms(c, LISTEN_TIMEOUT_MS);
 	while (!atomic_load(&t->listener_stop)) {
 		void *reply = NULL;
 
@@ -564,7 +559,7 @@ static void listen_on(struct redis_target *t, const struct redis_host *s)
 			freeReplyObject(reply);
 			break;
 		}
-		on_message(t, reply, s);
+		on_sentinel_event(t, reply, s);
 		freeReplyObject(reply);
 	}
 	redisFree(c);
