@@ -58,12 +58,8 @@ struct loop {
 	bool closed;			/* loop_run() returned: refuse posts */
 };
 
+/* The loop this thread runs (set by loop_run and loop_turn), or NULL. */
 static __thread struct loop *thread_loop;
-
-struct loop *loop_current(void)
-{
-	return thread_loop;
-}
 
 void loop_check_thread(const struct loop *l, const char *fn)
 {

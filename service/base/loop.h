@@ -104,9 +104,6 @@ void loop_run(struct loop *l);
 void loop_turn(struct loop *l, int max_wait_ms);
 /* From any thread: make loop_run() return after the current turn. */
 void loop_stop(struct loop *l);
-/* The loop this thread runs (set by loop_run/loop_turn), or NULL. */
-struct loop *loop_current(void);
-
 /* Abort, naming fn, unless the calling thread may touch l: the thread that
  * runs it, or any thread while loop_run() is not running it (set-up
  * before, tear-down after). The loop's own calls above check it, and so
