@@ -1,4 +1,5 @@
-/* request.h -- one HTTP request's state, its parameters and validators. */
+/* request.h -- one HTTP request's state: what routing, auth and parameter
+ * parsing (params.c) found, its lock call, and how it was answered. */
 #ifndef DLOCKD_REQUEST_H
 #define DLOCKD_REQUEST_H
 

@@ -71,7 +71,7 @@
 #include <unistd.h>
 
 /* How long a stopping loop waits for its Redis calls to be answered:
- * past the 10 s a call sent waits for its reply (redis_conn.c), so that
+ * past the 10 s a call sent waits for its reply (redis_node.c), so that
  * every suspended request has been resumed and answered before its
  * daemon stops (MHD aborts the process when a daemon stops with a
  * connection still suspended). */
