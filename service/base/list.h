@@ -26,6 +26,16 @@ struct list_node {
 #define list_entry(node, type, member) \
 	((type *)(void *)((char *)(node) - offsetof(type, member)))
 
+static inline void *list_container(const struct list_node *n, size_t offset)
+{
+	return n ? (char *)n - offset : NULL;
+}
+
+/* list_entry(node, ...), or NULL when node is NULL: what list_first(),
+ * list_next() or list_pop() found, as an element; node is evaluated once. */
+#define list_entry_or_null(node, type, member) \
+	((type *)list_container((node), offsetof(type, member)))
+
 /* A list, empty. */
 static inline void list_init(struct list_node *list)
 {

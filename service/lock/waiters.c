@@ -202,12 +202,7 @@ static void channel_free(struct channel *ch)
 
 /* The first waiter of a list of them (a channel's sleepers or watchers,
  * a loop's ready list), or NULL. */
-static struct waiter *first_of(const struct list_node *list)
-{
-	struct list_node *n = list_first(list);
-
-	return n ? list_entry(n, struct waiter, link) : NULL;
-}
+#define first_of(list) list_entry_or_null(list_first(list), struct waiter, link)
 
 static void ready_unlink(struct waiter *w)
 {

@@ -87,21 +87,10 @@ struct redis_cluster {
 					 * node's connection it came on */
 };
 
-/* The first command of a list of them (held, retry, failed), or NULL. */
-static struct routed *routed_first(const struct list_node *l)
-{
-	struct list_node *n = list_first(l);
-
-	return n ? list_entry(n, struct routed, link) : NULL;
-}
-
-/* Take the first command out of l, or NULL when it is empty. */
-static struct routed *routed_pop(struct list_node *l)
-{
-	struct list_node *n = list_pop(l);
-
-	return n ? list_entry(n, struct routed, link) : NULL;
-}
+/* The first command of a list of them (held, retry, failed), or the first
+ * taken out of it: or NULL. */
+#define routed_first(l) list_entry_or_null(list_first(l), struct routed, link)
+#define routed_pop(l) list_entry_or_null(list_pop(l), struct routed, link)
 
 /* The connection to node i, made when first needed. */
 static struct redis_node *conn_of(struct redis_cluster *rc, int i)

@@ -192,29 +192,11 @@ struct redis_node {
 #define PROBE_EVERY_MS 60000
 #define PROBE_RETRY_MS 1000
 
-/* The first command of a list of them (held, sent, failed), or NULL. */
-static struct pending *pending_first(const struct list_node *l)
-{
-	struct list_node *n = list_first(l);
-
-	return n ? list_entry(n, struct pending, link) : NULL;
-}
-
-/* Take the first command out of l, or NULL when it is empty. */
-static struct pending *pending_pop(struct list_node *l)
-{
-	struct list_node *n = list_pop(l);
-
-	return n ? list_entry(n, struct pending, link) : NULL;
-}
-
-/* The command sent after p (in c->sent), or NULL. */
-static struct pending *sent_after(const struct redis_node *c, const struct pending *p)
-{
-	struct list_node *n = list_next(&c->sent, &p->link);
-
-	return n ? list_entry(n, struct pending, link) : NULL;
-}
+/* The first command of a list of them (held, sent, failed), the first
+ * taken out of it, the command sent after p: or NULL. */
+#define pending_first(l) list_entry_or_null(list_first(l), struct pending, link)
+#define pending_pop(l) list_entry_or_null(list_pop(l), struct pending, link)
+#define sent_after(c, p) list_entry_or_null(list_next(&(c)->sent, &(p)->link), struct pending, link)
 
 /* No reconnect before the backoff, which doubles up to BACKOFF_MAX_MS. */
 static void back_off(struct redis_node *c)

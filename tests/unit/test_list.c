@@ -55,9 +55,13 @@ static void test_list__fifo_and_removal_anywhere(void **state)
 	assert_int_equal(got[0], 1);
 	assert_int_equal(got[1], 3);
 	assert_int_equal(got[2], 2);
+	/* as elements: NULL where there is none, the argument evaluated once */
+	assert_ptr_equal(list_entry_or_null(list_pop(&list), struct item, node), &it[1]);
+	assert_ptr_equal(list_entry_or_null(list_first(&list), struct item, node), &it[3]);
 	while (list_pop(&list))
 		;
 	assert_true(list_empty(&list));
+	assert_null(list_entry_or_null(list_pop(&list), struct item, node));
 }
 
 static void test_list__splice_keeps_order(void **state)
