@@ -267,12 +267,14 @@ $(BUILD)/dlockd.service: deploy/systemd/dlockd.service FORCE
 	@sed 's|/usr/local/bin/dlockd|$(PREFIX)/bin/dlockd|' $< >$@.tmp && \
 		{ cmp -s $@.tmp $@ && rm $@.tmp || mv $@.tmp $@; }
 
-# The OpenAPI document (Redocly), the YAML of deploy/, the Kubernetes
+# The Markdown's relative links and anchors (tests/check-doc-links.sh),
+# the OpenAPI document (Redocly), the YAML of deploy/, the Kubernetes
 # manifests against the Kubernetes schema and Pod Security "restricted"
 # (deploy/validate-k8s.mjs), the systemd unit (systemd-analyze verify and
 # security), and the image's runtime libraries against what the binaries
 # link to.
 lint: deps-lint contract-tools deploy-tools $(BUILD)/dlockd $(BUILD)/dlock
+	sh tests/check-doc-links.sh --self-test
 	yamllint -s -c .yamllint openapi.yaml deploy
 	$(CONTRACT)/node_modules/.bin/redocly lint --format=stylish openapi.yaml
 	node deploy/validate-k8s.mjs
