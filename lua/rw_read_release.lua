@@ -53,7 +53,7 @@ if holds == 0 then
 end
 redis.call('del', KEYS[3] .. ':' .. owner .. ':rwlock_timeout:' .. (holds + 1))
 if redis.call('hlen', KEYS[1]) > 1 then
-  local longest = rw_longest(KEYS[1], KEYS[3])
+  local _, longest = rw_scan_left(s, owner)	-- the hold just dropped was its last live one
   if mode == 'write' then
     if longest > redis.call('pttl', KEYS[1]) then
       redis.call('pexpire', KEYS[1], longest)

@@ -28,9 +28,13 @@ if rw_purge(KEYS[1], KEYS[2], KEYS[3], s) == 'none' then
   return {0, -2, {}}
 end
 local pttl = redis.call('pttl', KEYS[1])
-local holders = {}
+local holders, entries = {}, {}
+local o = redis.call('hgetall', KEYS[3])	-- one call, not one per holder
+for i = 1, #o, 2 do
+  entries[o[i]] = o[i + 1]
+end
 local function add(owner, field, holds, side, left)
-  local token, principal = owners_entry(KEYS[3], field)
+  local token, principal = owners_parse(entries[field])
   for _, v in ipairs({owner, holds, token or 0, principal or '', side, left}) do
     holders[#holders + 1] = v
   end
@@ -48,10 +52,7 @@ for _, r in ipairs(s.readers) do
     add(r.field, r.field, #r.live, 1, longest)
   end
 end
-local f = redis.call('hgetall', KEYS[1])
-for i = 1, #f, 2 do
-  if string.sub(f[i], -6) == ':write' then
-    add(string.sub(f[i], 1, -7), f[i], tonumber(f[i + 1]), 2, pttl)
-  end
+for _, w in ipairs(s.written) do
+  add(string.sub(w[1], 1, -7), w[1], w[2], 2, pttl)
 end
 return {redis.call('hget', KEYS[1], 'mode') == 'write' and 2 or 1, pttl, holders}

@@ -31,7 +31,8 @@ end
 if holds and tonumber(holds) <= 1 then
   redis.call(PUBLISH, KEYS[2], '1')	-- the last write hold goes
 end
-if rw_purge(KEYS[1], KEYS[3], KEYS[4]) == 'none' then
+local s = rw_scan(KEYS[1], KEYS[3])
+if rw_purge(KEYS[1], KEYS[3], KEYS[4], s) == 'none' then
   return {0}
 elseif not holds then
   return rw_not_writer(KEYS[1], ARGV[1])
@@ -44,7 +45,7 @@ end
 redis.call('hdel', KEYS[1], wf)
 local free = 1
 if redis.call('hlen', KEYS[1]) > 1 then
-  local longest = rw_longest(KEYS[1], KEYS[3])
+  local longest = rw_longest_but(s, nil)
   if longest > 0 then
     redis.call('hset', KEYS[1], 'mode', 'read')
     redis.call('pexpire', KEYS[1], longest)

@@ -66,6 +66,8 @@
   overwritten); the hash lives as long as the lock hash (owners_sync).
   owners_entry(owners, field) the token (a number) and principal ('' for
                               none) of field's entry; nil if it has none
+  owners_parse(v)             the same of an entry's value v (nil or false:
+                              none), for a script that read them all
   owners_refused(owners, field, principal)
                               true when the holding of field (which the lock
                               hash has) was made under another token name
@@ -222,13 +224,16 @@ local function acquire_refusal(key, want, owner, counter, ...)
   return nil, kind
 end
 
-local function owners_entry(owners, field)
-  local v = redis.call('hget', owners, field)
+local function owners_parse(v)
   local token, principal = string.match(v or '', '^(%d+) ?([^ ]*)$')
   if not token then
     return nil
   end
   return tonumber(token), principal
+end
+
+local function owners_entry(owners, field)
+  return owners_parse(redis.call('hget', owners, field))
 end
 
 local function owners_refused(owners, field, principal)

@@ -20,7 +20,7 @@
 
 /* dlockd's defaults (--max-read-holds-per-owner, --max-read-holds-per-lock) */
 #define HOLDS_PER_OWNER 64
-#define HOLDS_PER_LOCK 1024
+#define HOLDS_PER_LOCK 256
 /* The most one script may take, in µs, however much is piled up. */
 #define SCRIPT_US_MAX 20000
 
@@ -260,15 +260,15 @@ TEST(rw_read_holds_are_capped_per_lock_redissons_included)
 	char p[512];
 	struct http_resp r;
 
-	/* 16 Redisson readers with 64 holds each: the lock's cap */
-	CHECK(pile(NULL, n, 16, HOLDS_PER_LOCK / 16), "pile %d holds", HOLDS_PER_LOCK);
+	/* 4 Redisson readers with 64 holds each: the lock's cap */
+	CHECK(pile(NULL, n, 4, HOLDS_PER_LOCK / 4), "pile %d holds", HOLDS_PER_LOCK);
 	snprintf(p, sizeof(p), "/rwlocks/%s/read?owner=late&ttl_ms=60000", n);
 	req("PUT", p, &r);
 	CHECK_ERROR(r, 409, "too_many_holds", "a new reader past the lock's cap");
 	CHECK(json_int(&r, "limit") == HOLDS_PER_LOCK && str_is(&r, "scope", "lock"),
 	      "the answer names the cap: %s", r.body);
 	http_free(&r);
-	CHECK(rcmd_int("HEXISTS %s late", n) == 0 && rcmd_int("HLEN %s", n) == 17 &&
+	CHECK(rcmd_int("HEXISTS %s late", n) == 0 && rcmd_int("HLEN %s", n) == 5 &&
 	      rcmd_int("EXISTS {%s}:late:rwlock_timeout:1", n) == 0 &&
 	      rcmd_int("EXISTS dlockd_lock_owners:{%s}", n) == 0,
 	      "nothing written for the refused reader");
@@ -279,7 +279,7 @@ TEST(rw_read_holds_are_capped_per_lock_redissons_included)
 	/* one Redisson hold goes (its owner releases it through dlockd): the
 	 * new reader gets in */
 	snprintf(p, sizeof(p), "/rwlocks/%s/read?owner=" REDISSON_ID ":3", n);
-	CHECK(req("DELETE", p, &r) == 200 && json_int(&r, "holds") == HOLDS_PER_LOCK / 16 - 1,
+	CHECK(req("DELETE", p, &r) == 200 && json_int(&r, "holds") == HOLDS_PER_LOCK / 4 - 1,
 	      "a Redisson reader releases one hold: %s", r.body);
 	http_free(&r);
 	snprintf(p, sizeof(p), "/rwlocks/%s/read?owner=late&ttl_ms=60000", n);
@@ -291,7 +291,7 @@ TEST(rw_read_holds_are_capped_per_lock_redissons_included)
 	http_free(&r);
 	snprintf(p, sizeof(p), "/rwlocks/%s", n);
 	req("GET", p, &r);
-	CHECK(json_int(&r, "readers") == 17, "17 readers: %s", r.body);
+	CHECK(json_int(&r, "readers") == 5, "5 readers: %s", r.body);
 	http_free(&r);
 	snprintf(p, sizeof(p), "/rwlocks/%s/read?force=true", n);
 	CHECK(req("DELETE", p, NULL) == 200, "force free");
@@ -299,12 +299,48 @@ TEST(rw_read_holds_are_capped_per_lock_redissons_included)
 
 /* ----- What a pile costs Redis ----- */
 
-TEST(pileup_of_read_holds_costs_each_call_a_bounded_redis_time)
+/* One client piles up all it can on read-write lock name of the private
+ * dlockd: owner after owner (ids <tag><j>), each taking up to each holds
+ * (reentrant), until a new owner is refused (the lock is full) or it made
+ * max attempts. How many holds it was granted, -1 if an answer was not
+ * 200 or 409 too_many_holds; *full tells whether the lock got full. */
+static int pile_http(const char *name, const char *tag, int each, int max, bool *full)
 {
 	char p[512];
 	struct http_resp r;
-	int granted = 0, attempts = 0, owners = 0;
-	bool full = false;
+	int granted = 0, attempts = 0;
+
+	*full = false;
+	for (int j = 0; !*full && attempts < max; j++) {
+		for (int mine = 0; mine < each && attempts < max; mine++) {
+			snprintf(p, sizeof(p),
+				 "/rwlocks/%s/read?owner=%s%d&ttl_ms=600000&reentrant=true", name, tag, j);
+			attempts++;
+			if (http_on(D.base, "PUT", p, NULL, &r) != 0)
+				return -1;
+			if (r.status != 200) {
+				bool refused = r.status == 409 && str_is(&r, "error", "too_many_holds");
+
+				http_free(&r);
+				if (!refused)
+					return -1;
+				*full = mine == 0;
+				break;
+			}
+			http_free(&r);
+			granted++;
+		}
+	}
+	fprintf(stderr, "# %s: %d read holds granted in %d attempts\n", name, granted, attempts);
+	return granted;
+}
+
+TEST(pileup_of_read_holds_costs_each_call_a_bounded_redis_time)
+{
+	const int max = HOLDS_PER_LOCK + 200;	/* without a cap, the pile goes on */
+	struct http_resp r;
+	bool full;
+	int granted;
 	long long us, base;
 
 	CHECK(private_start(), "private Redis and dlockd");
@@ -313,42 +349,19 @@ TEST(pileup_of_read_holds_costs_each_call_a_bounded_redis_time)
 	http_free(&r);
 	base = timed(9, "GET", "/rwlocks/amp", 200);
 
-	/* one client piles up all it can: owner after owner, hold after hold,
-	 * until a new owner is refused (the lock's cap) or it gave up */
-	while (!full && attempts < HOLDS_PER_LOCK + 200) {
-		int mine = 0;
-
-		for (;;) {
-			snprintf(p, sizeof(p),
-				 "/rwlocks/amp/read?owner=o%d&ttl_ms=600000&reentrant=true", owners);
-			attempts++;
-			CHECK(http_on(D.base, "PUT", p, NULL, &r) == 0, "an answer");
-			if (r.status != 200) {
-				CHECK_ERROR(r, 409, "too_many_holds", "a refusal");
-				full = mine == 0;
-				http_free(&r);
-				break;
-			}
-			http_free(&r);
-			granted++;
-			mine++;
-			if (attempts >= HOLDS_PER_LOCK + 200)
-				break;
-		}
-		owners++;
-	}
-	fprintf(stderr, "# %d read holds granted over %d owners in %d attempts\n", granted,
-		owners, attempts);
+	/* owners filled up one after the other: the most holds per reader */
+	granted = pile_http("amp", "o", 1000000, max, &full);
 	CHECK(full && hget_int(&RS, "amp", "o0") == HOLDS_PER_OWNER,
-	      "each owner was stopped at %d holds, and the lock at %d: o0 has %lld",
-	      HOLDS_PER_OWNER, HOLDS_PER_LOCK, hget_int(&RS, "amp", "o0"));
+	      "each owner stopped at %d holds, and the lock at %d: o0 has %lld", HOLDS_PER_OWNER,
+	      HOLDS_PER_LOCK, hget_int(&RS, "amp", "o0"));
 	CHECK(granted + 1 == HOLDS_PER_LOCK, "%d holds granted; want %d", granted + 1,
 	      HOLDS_PER_LOCK);
 
 	/* the lock at its cap: every call on it costs a bounded time */
 	us = timed(9, "GET", "/rwlocks/amp", 200);
-	fprintf(stderr, "# GET /rwlocks/amp: %lld us a script with 1 hold, %lld us with %d\n",
-		base, us, HOLDS_PER_LOCK);
+	fprintf(stderr, "# GET /rwlocks/amp: %lld us a script with 1 hold, %lld us with %d "
+		"(%d owners of %d)\n", base, us, HOLDS_PER_LOCK, HOLDS_PER_LOCK / HOLDS_PER_OWNER,
+		HOLDS_PER_OWNER);
 	CHECK(us > 0 && us < SCRIPT_US_MAX, "a status read at the cap took %lld us; want < %d",
 	      us, SCRIPT_US_MAX);
 	us = timed(9, "POST", "/rwlocks/amp/read/heartbeat?owner=o1&ttl_ms=600000", 200);
@@ -366,11 +379,27 @@ TEST(pileup_of_read_holds_costs_each_call_a_bounded_redis_time)
 	us = timed(9, "DELETE", "/rwlocks/amp/read?owner=o2", 200);
 	fprintf(stderr, "# release: %lld us\n", us);
 	CHECK(us > 0 && us < SCRIPT_US_MAX, "a release took %lld us", us);
+
+	/* one hold per owner: the most readers, the most a status costs */
+	granted = pile_http("amp2", "r", 1, max, &full);
+	CHECK(full && granted == HOLDS_PER_LOCK, "%d readers of one hold; want %d", granted,
+	      HOLDS_PER_LOCK);
+	us = timed(9, "GET", "/rwlocks/amp2", 200);
+	fprintf(stderr, "# GET /rwlocks/amp2: %lld us with %d readers of one hold\n", us,
+		HOLDS_PER_LOCK);
+	CHECK(us > 0 && us < SCRIPT_US_MAX, "a status read at the cap took %lld us; want < %d",
+	      us, SCRIPT_US_MAX);
+	us = timed(9, "POST", "/rwlocks/amp2/read/heartbeat?owner=r1&ttl_ms=600000", 200);
+	fprintf(stderr, "# heartbeat: %lld us\n", us);
+	CHECK(us > 0 && us < SCRIPT_US_MAX, "a heartbeat took %lld us", us);
+	us = timed(9, "PUT", "/rwlocks/amp2/read?owner=late&ttl_ms=600000", 409);
+	fprintf(stderr, "# refused read: %lld us\n", us);
+	CHECK(us > 0 && us < SCRIPT_US_MAX, "a refused read took %lld us", us);
 }
 
 TEST(pileup_listing_scripts_take_a_bounded_time_however_full_the_locks)
 {
-	enum { LOCKS = 48, READERS = 8, HOLDS = HOLDS_PER_LOCK / 8 };
+	enum { LOCKS = 48, READERS = 8, HOLDS = 128 };
 	char name[32], why[256];
 	json_t *all;
 	int pages = 0, dups = 0;
@@ -378,10 +407,11 @@ TEST(pileup_listing_scripts_take_a_bounded_time_however_full_the_locks)
 	long long us;
 
 	CHECK(private_start(), "private Redis and dlockd");
-	/* 48 locks at the cap, as one client can leave them: each reader's
-	 * first hold lives long, the others had a lease of a millisecond,
-	 * gone, but counted until a call on the lock drops them. Their keys
-	 * are gone, so one SCAN batch finds all 48 locks. */
+	/* 48 locks of 1024 read holds (Redisson's: past dlockd's cap), as
+	 * clients can leave them: each reader's first hold lives long, the
+	 * others had a lease of a millisecond, gone, but counted until a call
+	 * on the lock drops them. Their keys are gone, so one SCAN batch finds
+	 * all 48 locks. */
 	for (int i = 0; i < LOCKS; i++) {
 		snprintf(name, sizeof(name), "full-%02d", i);
 		CHECK(pile_some(&RS, name, READERS, HOLDS, 1), "pile %s", name);
