@@ -4,7 +4,8 @@
  * call -- a read-write lock's status, heartbeat or refused acquire at the
  * cap, a listing's script over locks full of read holds, a fair lock's
  * status behind a long queue of dead places -- stays bounded however much
- * was piled up.
+ * was piled up; and a change seen by many watches of one lock costs a few
+ * reads, not one (or two) per watch.
  *
  * Script time is what a private Redis' SLOWLOG (every command logged)
  * says each script took, the median of a few calls: never wall clocks,
@@ -477,4 +478,67 @@ TEST(pileup_fair_status_takes_a_bounded_time_behind_a_long_queue)
 	      !strcmp(json_string_value(json_object_get(json_array_get(q, 0), "owner")), "live"),
 	      "the live place is shown, the dead ones are not: %s", r.body);
 	http_free(&r);
+}
+
+/* ----- Watches ----- */
+
+static struct dlockd_srv WD;
+
+static void watched_stop(void *arg)
+{
+	(void)arg;
+	dlockd_stop(&WD, 5000);
+}
+
+TEST(pileup_of_watches_costs_a_few_reads_per_change_not_one_per_watch)
+{
+	enum { W = 40 };
+	static const char *const one_loop[] = { "--threads", "1", NULL };
+	static struct bg w[W];
+	const char *n = lockname("watched");
+	char p[512];
+	struct http_resp r;
+	long long token, s0, reads;
+
+	CHECK(dlockd_start(&WD, NULL, one_loop) == 0, "a dlockd with one event loop");
+	test_at_end(watched_stop, &WD);
+	snprintf(p, sizeof(p), "/rwlocks/%s/read?owner=old&ttl_ms=600000", n);
+	CHECK(http_on(WD.base, "PUT", p, NULL, &r) == 0 && r.status == 200, "old reader");
+	http_free(&r);
+	snprintf(p, sizeof(p), "/rwlocks/%s/read?owner=new&ttl_ms=600000", n);
+	CHECK(http_on(WD.base, "PUT", p, NULL, &r) == 0 && r.status == 200, "new reader");
+	token = json_int(&r, "fencing_token");
+	http_free(&r);
+	snprintf(p, sizeof(p), "/rwlocks/%s?index=%lld&wait_ms=30000", n, token);
+	for (int i = 0; i < W; i++)
+		bg_start_on(&w[i], WD.base, "GET", p, NULL);
+	CHECK(WAIT_FOR(metric_value(&WD, "dlockd_watches") >= W &&
+		       channel_subscribers(NULL, "dlockd_lock_state:{%s}", n) >= 1, 5000),
+	      "%d watches wait", W);
+	sleep_ms(300);		/* the window measured starts once their first reads are in */
+
+	/* a change every watch is told of, that leaves the index as it was:
+	 * the older reader leaves */
+	s0 = redis_evalsha_calls();
+	snprintf(p, sizeof(p), "/rwlocks/%s/read?owner=old", n);
+	CHECK(http_on(WD.base, "DELETE", p, NULL, &r) == 0 && r.status == 200, "old leaves");
+	http_free(&r);
+	sleep_ms(500);		/* the window measured: the watches look and sleep again */
+	reads = redis_evalsha_calls() - s0 - 1;
+	fprintf(stderr, "# %lld status reads for one change seen by %d watches\n", reads, W);
+	CHECK(metric_value(&WD, "dlockd_watches") == W, "all %d still watch", W);
+	CHECK(reads >= 1 && reads <= 4, "%lld reads for one change seen by %d watches of one "
+	      "loop; want a few, however many watch", reads, W);
+
+	/* and every watch still sees the change that matters */
+	snprintf(p, sizeof(p), "/rwlocks/%s/read?owner=new", n);
+	CHECK(http_on(WD.base, "DELETE", p, NULL, &r) == 0 && r.status == 200, "new leaves");
+	http_free(&r);
+	for (int i = 0; i < W; i++) {
+		bg_join(&w[i]);
+		CHECK(w[i].r.status == 200 && json_bool(&w[i].r, "changed") == 1 &&
+		      json_bool(&w[i].r, "locked") == 0, "watch %d: %ld %s", i, w[i].r.status,
+		      w[i].r.body ? w[i].r.body : "");
+		http_free(&w[i].r);
+	}
 }
