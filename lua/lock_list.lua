@@ -50,8 +50,8 @@ end
 
 local looked = 0		-- read holds looked at so far
 
-local function rw(key, tag)
-  local s = rw_scan(key, tag)
+local function rw(key, tag, fields)
+  local s = rw_scan(key, tag, fields)
   for _, r in ipairs(s.readers) do
     looked = looked + r.n + 1
   end
@@ -87,11 +87,11 @@ end
 
 local out = {}
 for i, key in ipairs(keys) do
-  local kind = lock_kind(key)
+  local kind, fields = lock_kind(key)
   if kind == 'lock' then
     out[i] = plain(key)
   elseif kind == 'rw' then
-    out[i] = rw(key, tags[i])
+    out[i] = rw(key, tags[i], fields)
   else
     out[i] = 0
   end

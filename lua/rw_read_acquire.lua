@@ -40,14 +40,14 @@
   The caps keep what one client can pile up on N, and so what every call
   on N costs Redis (one PTTL per hold), bounded. ]]
 local owner, lease, principal = ARGV[2], tonumber(ARGV[1]), ARGV[5]
-local refusal, kind = acquire_refusal(KEYS[1], 'rw', owner, KEYS[2],
+local refusal, kind, fields = acquire_refusal(KEYS[1], 'rw', owner, KEYS[2],
                                       KEYS[4], 'zset', KEYS[5], 'hash')
 if refusal then
   return refusal
 end
 local total, held = 0, {}
 if kind == 'rw' then
-  local s = rw_scan(KEYS[1], KEYS[3])
+  local s = rw_scan(KEYS[1], KEYS[3], fields)
   kind = rw_purge(KEYS[1], KEYS[3], KEYS[5], s)
   total, held = rw_live(s)
 end

@@ -14,7 +14,7 @@
           {-1}  N is a lock or fair lock
           {-3}  N (or its holders' hash) holds something that is not a lock's
   Expired read holds are dropped first, so they are not shown. ]]
-local kind = lock_kind(KEYS[1])
+local kind, fields = lock_kind(KEYS[1])
 if kind == 'lock' then
   return {-1}
 elseif kind == 'other' or not type_ok(KEYS[3], 'hash') then
@@ -23,7 +23,7 @@ end
 if kind == 'none' then
   return {0, -2, {}}
 end
-local s = rw_scan(KEYS[1], KEYS[2])
+local s = rw_scan(KEYS[1], KEYS[2], fields)
 if rw_purge(KEYS[1], KEYS[2], KEYS[3], s) == 'none' then
   return {0, -2, {}}
 end
@@ -35,9 +35,9 @@ for i = 1, #o, 2 do
 end
 local function add(owner, field, holds, side, left)
   local token, principal = owners_parse(entries[field])
-  for _, v in ipairs({owner, holds, token or 0, principal or '', side, left}) do
-    holders[#holders + 1] = v
-  end
+  local n = #holders
+  holders[n + 1], holders[n + 2], holders[n + 3] = owner, holds, token or 0
+  holders[n + 4], holders[n + 5], holders[n + 6] = principal or '', side, left
 end
 for _, r in ipairs(s.readers) do
   if #r.live > 0 then

@@ -19,7 +19,7 @@
   (every waiting reader may enter), before anything is written: when the
   lock is freed, and also on a downgrade to the owner's read holds, where
   Redisson publishes nothing and leaves readers asleep. ]]
-local refusal = held_refusal(KEYS[1], 'rw', ARGV[1], KEYS[4])
+local refusal, fields = held_refusal(KEYS[1], 'rw', ARGV[1], KEYS[4])
 if refusal then
   return refusal
 end
@@ -31,7 +31,7 @@ end
 if holds and tonumber(holds) <= 1 then
   redis.call(PUBLISH, KEYS[2], '1')	-- the last write hold goes
 end
-local s = rw_scan(KEYS[1], KEYS[3])
+local s = rw_scan(KEYS[1], KEYS[3], fields)
 if rw_purge(KEYS[1], KEYS[3], KEYS[4], s) == 'none' then
   return {0}
 elseif not holds then

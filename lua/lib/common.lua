@@ -28,7 +28,8 @@
                               field read/write); 'other' (anything else: the
                               name is not a lock; dlockd and Redisson always
                               set a TTL, so a hash without one is an
-                              application's own data)
+                              application's own data); with 'lock' and 'rw',
+                              the hash's fields and values (HGETALL) too
   counter_ok(key)             key is absent or an integer INCR can add to
   type_ok(key, t)             key is absent or of type t
   owner_ok(owner)             owner is no field of the layout ('mode', a
@@ -41,8 +42,9 @@
   held_refusal(key, want, owner, owners)
                               the checks a release or renewal of a lock of
                               kind want ('lock' or 'rw') by owner starts
-                              with: nil to go on, else the reply to give at
-                              once: {0} nobody holds key, {-1} it is the
+                              with: nil (and key's fields, as lock_kind
+                              gives them) to go on, else the reply to give
+                              at once: {0} nobody holds key, {-1} it is the
                               other kind, {-3} it (or its holders' hash
                               owners) is not a lock's, or an error for an
                               owner that is a field of the layout
@@ -50,7 +52,8 @@
                               the checks an acquire of a lock of kind want
                               ('lock' or 'rw') by owner starts with, each
                               in turn: nil and key's lock_kind ('none' or
-                              want) to go on, else the reply to give at
+                              want) and fields to go on, else the reply to
+                              give at
                               once: an error for an owner that is a field
                               of the layout, {-1} key is the other kind,
                               {-3} key, its fencing counter (counter_ok)
@@ -146,9 +149,9 @@ local function lock_kind(key)
     end
   end
   if not mode then
-    return 'lock'
+    return 'lock', f
   elseif mode == 'read' or mode == 'write' then
-    return 'rw'
+    return 'rw', f
   end
   return 'other'
 end
@@ -192,7 +195,7 @@ local function held_refusal(key, want, owner, owners)
   if not owner_ok(owner) then
     return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
   end
-  local kind = lock_kind(key)
+  local kind, fields = lock_kind(key)
   if kind == 'none' then
     return {0}
   elseif kind == 'other' then
@@ -202,14 +205,14 @@ local function held_refusal(key, want, owner, owners)
   elseif not type_ok(owners, 'hash') then
     return {-3}
   end
-  return nil
+  return nil, fields
 end
 
 local function acquire_refusal(key, want, owner, counter, ...)
   if not owner_ok(owner) then
     return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
   end
-  local kind = lock_kind(key)
+  local kind, fields = lock_kind(key)
   if kind ~= 'none' and kind ~= 'other' and kind ~= want then
     return {-1}
   elseif kind == 'other' or not counter_ok(counter) then
@@ -221,7 +224,7 @@ local function acquire_refusal(key, want, owner, counter, ...)
       return {-3}
     end
   end
-  return nil, kind
+  return nil, kind, fields
 end
 
 local function owners_parse(v)

@@ -1,6 +1,7 @@
 --[[ lib/rw.lua -- prepended at build time, after common, to the scripts
   whose libs: line names rw (those reading read-write locks).
-  rw_scan(key, tag)          key is a read-write lock (lock_kind 'rw'): what
+  rw_scan(key, tag, fields)  key is a read-write lock (lock_kind 'rw', which
+                             gave its fields, or nil to read them): what
                              rw_purge would keep, from reads alone: a table
                              {mode, writers = how many writer fields,
                              written = those fields, each {field, count},
@@ -46,8 +47,8 @@ local function rw_is_reader(field)
   return field ~= 'mode' and string.sub(field, -6) ~= ':write'
 end
 
-local function rw_scan(key, tag)
-  local fields = redis.call('hgetall', key)
+local function rw_scan(key, tag, fields)
+  fields = fields or redis.call('hgetall', key)
   local s = {writers = 0, written = {}, readers = {}}
   for i = 1, #fields, 2 do
     local f = fields[i]
@@ -128,11 +129,11 @@ local function rw_purge(key, tag, owners, s)
 end
 
 local function rw_held_refusal(key, tag, owner, owners)
-  local refusal = held_refusal(key, 'rw', owner, owners)
+  local refusal, fields = held_refusal(key, 'rw', owner, owners)
   if refusal then
     return refusal
   end
-  local s = rw_scan(key, tag)
+  local s = rw_scan(key, tag, fields)
   if rw_purge(key, tag, owners, s) == 'none' then
     return {0}
   end

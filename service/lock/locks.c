@@ -889,6 +889,29 @@ void locks_view_free(struct lock_view *v)
 	free(v);
 }
 
+struct lock_view *locks_view_dup(const struct lock_view *v)
+{
+	struct lock_view *c;
+
+	if (!v)
+		return NULL;
+	c = xmalloc(sizeof(*c));
+	*c = *v;
+	c->holders = xcalloc(v->nholders + 1, sizeof(*c->holders));
+	for (size_t i = 0; i < v->nholders; i++) {
+		c->holders[i] = v->holders[i];
+		c->holders[i].owner = xstrdup(v->holders[i].owner);
+		c->holders[i].principal = v->holders[i].principal ?
+					  xstrdup(v->holders[i].principal) : NULL;
+	}
+	c->places = xcalloc(v->nplaces + 1, sizeof(*c->places));
+	for (size_t i = 0; i < v->nplaces; i++) {
+		c->places[i] = v->places[i];
+		c->places[i].owner = xstrdup(v->places[i].owner);
+	}
+	return c;
+}
+
 const struct lock_holding *locks_view_holding(const struct lock_view *v, const char *owner,
 					      enum lock_mode side)
 {

@@ -162,6 +162,8 @@ typedef void (*lock_view_fn)(void *ctx, enum lock_result r, const struct lock_st
 void locks_inspect(const struct backend *b, enum lock_kind kind, const char *name,
 		   lock_view_fn done, void *ctx);
 void locks_view_free(struct lock_view *v);
+/* A copy of v (NULL for NULL), the caller's to free with locks_view_free. */
+struct lock_view *locks_view_dup(const struct lock_view *v);
 /* The holding of owner on side in v, or NULL. */
 const struct lock_holding *locks_view_holding(const struct lock_view *v, const char *owner,
 					      enum lock_mode side);
