@@ -51,14 +51,13 @@
   acquire_refusal(key, want, owner, counter, k1, t1, k2, t2, ...)
                               the checks an acquire of a lock of kind want
                               ('lock' or 'rw') by owner starts with, each
-                              in turn: nil and key's lock_kind ('none' or
-                              want) and fields to go on, else the reply to
-                              give at
-                              once: an error for an owner that is a field
-                              of the layout, {-1} key is the other kind,
-                              {-3} key, its fencing counter (counter_ok)
-                              or a key ki of its own (type_ok(ki, ti)) is
-                              not a lock's
+                              in turn: nil, key's lock_kind ('none' or
+                              want) and its fields to go on, else the reply
+                              to give at once: an error for an owner that
+                              is a field of the layout, {-1} key is the
+                              other kind, {-3} key, its fencing counter
+                              (counter_ok) or a key ki of its own
+                              (type_ok(ki, ti)) is not a lock's
   The holders' hash (dlockd's own: dlockd_lock_owners:{N}, passed as
   owners) has one field per holding dlockd made, named as that holding's
   field in the lock hash (the owner; '<owner>:write' for a writer); its

@@ -118,6 +118,14 @@ static bool private_start(void)
 	return true;
 }
 
+/* Stop the private Redis and dlockd now: dlockd must exit cleanly (a
+ * sanitizer's report is an unclean exit). */
+static bool private_stop_clean(void)
+{
+	test_at_end_cancel(&RS);
+	return redis_dlockd_stop(&RS, &D, 5000) == 0;
+}
+
 static void slowlog_reset(void)
 {
 	redisReply *r = rcmd_on(&RS, "SLOWLOG RESET");
@@ -396,6 +404,7 @@ TEST(pileup_of_read_holds_costs_each_call_a_bounded_redis_time)
 	us = timed(9, "PUT", "/rwlocks/amp2/read?owner=late&ttl_ms=600000", 409);
 	fprintf(stderr, "# refused read: %lld us\n", us);
 	CHECK(us > 0 && us < SCRIPT_US_MAX, "a refused read took %lld us", us);
+	CHECK(private_stop_clean(), "dlockd exits cleanly");
 }
 
 TEST(pileup_listing_scripts_take_a_bounded_time_however_full_the_locks)
@@ -438,6 +447,7 @@ TEST(pileup_listing_scripts_take_a_bounded_time_however_full_the_locks)
 	}
 	CHECK(us > 0 && us < SCRIPT_US_MAX, "a listing script took %lld us; want < %d", us,
 	      SCRIPT_US_MAX);
+	CHECK(private_stop_clean(), "dlockd exits cleanly");
 }
 
 TEST(pileup_fair_status_takes_a_bounded_time_behind_a_long_queue)
@@ -478,6 +488,7 @@ TEST(pileup_fair_status_takes_a_bounded_time_behind_a_long_queue)
 	      !strcmp(json_string_value(json_object_get(json_array_get(q, 0), "owner")), "live"),
 	      "the live place is shown, the dead ones are not: %s", r.body);
 	http_free(&r);
+	CHECK(private_stop_clean(), "dlockd exits cleanly");
 }
 
 /* ----- Watches ----- */
@@ -541,4 +552,6 @@ TEST(pileup_of_watches_costs_a_few_reads_per_change_not_one_per_watch)
 		      w[i].r.body ? w[i].r.body : "");
 		http_free(&w[i].r);
 	}
+	test_at_end_cancel(&WD);
+	CHECK(dlockd_stop(&WD, 5000) == 0, "dlockd exits cleanly");
 }
