@@ -68,7 +68,7 @@ static const char *const metric_result_labels[HANDLE_RESULT_COUNT] = {
 	[LOCK_OK] = "ok", [LOCK_HELD] = "locked", [LOCK_NOT_HELD] = "not_held",
 	[LOCK_NOT_OWNER] = "not_owner", [LOCK_WRONG_KIND] = "wrong_kind",
 	[LOCK_BACKEND_DOWN] = "backend_unavailable", [LOCK_SCRIPT_ERROR] = "script_error",
-	[LOCK_UNCONFIRMED] = "replication_unconfirmed",
+	[LOCK_UNCONFIRMED] = "replication_unconfirmed", [LOCK_TOO_MANY_HOLDS] = "too_many_holds",
 	[HANDLE_ABANDONED] = "abandoned",
 };
 
@@ -225,6 +225,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	locks_configure(cfg.queue_ttl_ms);
+	locks_set_read_hold_caps(cfg.read_holds_per_owner, cfg.read_holds_per_lock);
 	locks_set_key_prefix(cfg.key_prefix);
 	metrics_set_lock_labels(metric_kind_labels, LOCK_KIND_COUNT, metric_result_labels,
 				HANDLE_RESULT_COUNT);

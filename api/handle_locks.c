@@ -111,6 +111,31 @@ static enum MHD_Result reply_not_owner(struct request *rq, const struct lock_sta
 	}
 }
 
+/* 409 too_many_holds: which cap a read hold would pass. The cap is the
+ * setting's, the count what Redis found (Redisson's holds may pass it). */
+static enum MHD_Result reply_too_many_holds(struct request *rq, const struct lock_state *st)
+{
+	long long n = (long long)st->others;
+
+	if (st->why == LOCK_WHY_OWNER_HOLDS) {
+		int64_t cap = rq->cfg->read_holds_per_owner;
+
+		return reply_error(rq, ERR_TOO_MANY_HOLDS,
+				   json_pack("{s:I, s:s}", "limit", (json_int_t)cap, "scope", "owner"),
+				   "owner '%s' has %lld read hold%s on read-write lock '%s', the most "
+				   "one owner may have (--max-read-holds-per-owner %lld): release "
+				   "one first, or repeat the PUT without reentrant=true",
+				   rq->lock.params.owner, n, plural(n), rq->name, (long long)cap);
+	}
+	int64_t cap = rq->cfg->read_holds_per_lock;
+
+	return reply_error(rq, ERR_TOO_MANY_HOLDS,
+			   json_pack("{s:I, s:s}", "limit", (json_int_t)cap, "scope", "lock"),
+			   "read-write lock '%s' has %lld read hold%s, the most one lock may have "
+			   "(--max-read-holds-per-lock %lld): retry once readers release theirs",
+			   rq->name, n, plural(n), (long long)cap);
+}
+
 static enum MHD_Result reply_failure(struct request *rq, enum lock_result r,
 				     const struct lock_state *st)
 {
@@ -148,6 +173,8 @@ static enum MHD_Result reply_failure(struct request *rq, enum lock_result r,
 	case LOCK_UNCONFIRMED:
 		return reply_error(rq, ERR_REPLICATION_UNCONFIRMED, NULL,
 				   "%s '%s' is not held: %s", label, rq->name, st->fault);
+	case LOCK_TOO_MANY_HOLDS:
+		return reply_too_many_holds(rq, st);
 	case LOCK_OK:
 	case LOCK_RESULT_COUNT:
 		break;

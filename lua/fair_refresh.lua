@@ -51,14 +51,7 @@ for first = 1, #listed, CHUNK do
   for i = first, math.min(first + CHUNK - 1, #listed) do
     owners[#owners + 1] = listed[i]
   end
-  -- ZMSCORE is Redis 6.2's; before it, one ZSCORE per owner
-  local scores = redis.pcall('zmscore', KEYS[3], unpack(owners))
-  if type(scores) ~= 'table' or scores.err then
-    scores = {}
-    for i = 1, #owners do
-      scores[i] = redis.call('zscore', KEYS[3], owners[i])
-    end
-  end
+  local scores = fair_scores(KEYS[3], owners)
   local keep = {}
   for i = 1, #owners do
     if not scores[i] then

@@ -6,7 +6,13 @@
           declares the slot it runs on; its other keys share it)
   ARGV[1] the hashes N, each as <length>:<name>, one after the other
   ARGV[2] their timeout key prefixes {N}, the same way and in the same order
-  Returns one element per hash, in ARGV[1]'s order:
+  ARGV[3] the read holds to look at in one call: once the hashes done so
+          far count that many (each hold costs a PTTL, live or not; each
+          reader counts as one more), the call stops there, after one hash
+          at least
+  Returns one element per hash done, in ARGV[1]'s order (all of them, or
+  the first ones when ARGV[3] stopped it: the caller asks again for the
+  rest):
     0                        not a lock now: gone, something that is not a
                              lock (lock_kind 'other'), or a read-write lock
                              whose holds all ran out
@@ -20,7 +26,8 @@
                              are not counted (and not dropped: this only
                              reads) ]]
 local keys, tags = unpack_list(ARGV[1]), unpack_list(ARGV[2])
-if not keys or not tags or #keys ~= #tags then
+local budget = tonumber(ARGV[3])
+if not keys or not tags or #keys ~= #tags or not budget then
   return redis.error_reply('DLOCKD_ARGS malformed key list')
 end
 
@@ -41,8 +48,13 @@ local function longer(a, b)
   return math.max(a, b)
 end
 
-local function rw(key, tag)
-  local s = rw_scan(key, tag)
+local looked = 0		-- read holds looked at so far
+
+local function rw(key, tag, fields)
+  local s = rw_scan(key, tag, fields)
+  for _, r in ipairs(s.readers) do
+    looked = looked + r.n + 1
+  end
   local write = s.mode == 'write'
   local entry = {2, write and redis.call('pttl', key) or -2, write and 2 or 1}
   for _, r in ipairs(s.readers) do
@@ -75,13 +87,16 @@ end
 
 local out = {}
 for i, key in ipairs(keys) do
-  local kind = lock_kind(key)
+  local kind, fields = lock_kind(key)
   if kind == 'lock' then
     out[i] = plain(key)
   elseif kind == 'rw' then
-    out[i] = rw(key, tags[i])
+    out[i] = rw(key, tags[i], fields)
   else
     out[i] = 0
+  end
+  if looked >= budget then
+    break
   end
 end
 return out

@@ -9,7 +9,7 @@
           -1  N is a lock or fair lock (left untouched)
           -3  N (or its holders' hash) holds something that is not a lock's
               (left untouched) ]]
-local kind = lock_kind(KEYS[1])
+local kind, fields = lock_kind(KEYS[1])
 if kind == 'none' then
   return 0
 elseif kind == 'lock' then
@@ -17,7 +17,7 @@ elseif kind == 'lock' then
 elseif kind == 'other' or not type_ok(KEYS[4], 'hash') then
   return -3
 end
-local s = rw_scan(KEYS[1], KEYS[3])
+local s = rw_scan(KEYS[1], KEYS[3], fields)
 local held = s.writers > 0 or rw_scan_left(s, nil) > 0
 if held and s.mode == ARGV[1] then
   redis.call(PUBLISH, KEYS[2], ARGV[1] == 'write' and '1' or '0')

@@ -11,6 +11,9 @@
           lease); "0": it is a repeat: every read hold of the owner lasts
           at least lease ms more, and none is added
   ARGV[5] the caller's token name (principal); "" with auth off
+  ARGV[6] the most live read holds one owner may have on N
+  ARGV[7] the most live read holds N may have, all readers' (Redisson's
+          included)
   Returns {1, token, holds, pttl, added}
                                    held; token is the read holding's (the
                                    same while the owner reads); pttl of N,
@@ -21,21 +24,32 @@
                                    reader
           {-2, 7, 0}               the owner reads (or writes) N under another
                                    token name
+          {-4, scope, n}           a hold would be added past a cap: scope 1,
+                                   the owner has n live read holds (ARGV[6]);
+                                   scope 2, N has n (ARGV[7]); no hold is
+                                   written (expired holds, and waiting
+                                   writers' lapsed places, are dropped, as
+                                   by any call)
           {-1}                     N is a lock or fair lock
           {-3}                     N (or a key of its own) holds something that
                                    is not a lock's; nothing is written
   Readers share; the write holder may also read (downgrade): its first read
   is a holding of its own (field <owner>, token of its own). A new reader
   queues behind a live waiting writer, so readers cannot starve writers;
-  one already reading may re-enter. Expired read holds are dropped first. ]]
+  one already reading may re-enter. Expired read holds are dropped first.
+  The caps keep what one client can pile up on N, and so what every call
+  on N costs Redis (one PTTL per hold), bounded. ]]
 local owner, lease, principal = ARGV[2], tonumber(ARGV[1]), ARGV[5]
-local refusal, kind = acquire_refusal(KEYS[1], 'rw', owner, KEYS[2],
+local refusal, kind, fields = acquire_refusal(KEYS[1], 'rw', owner, KEYS[2],
                                       KEYS[4], 'zset', KEYS[5], 'hash')
 if refusal then
   return refusal
 end
+local total, held = 0, {}
 if kind == 'rw' then
-  kind = rw_purge(KEYS[1], KEYS[3], KEYS[5])
+  local s = rw_scan(KEYS[1], KEYS[3], fields)
+  kind = rw_purge(KEYS[1], KEYS[3], KEYS[5], s)
+  total, held = rw_live(s)
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
 local reading = kind == 'rw' and redis.call('hexists', KEYS[1], owner) == 1
@@ -51,6 +65,15 @@ if not reading and not writing then
   redis.call('zremrangebyscore', KEYS[4], '-inf', now_ms())
   if redis.call('zcard', KEYS[4]) > 0 then
     return {0, redis.call('pttl', KEYS[1]), 0, 2, 0}
+  end
+end
+if not reading or ARGV[4] == '1' then
+  -- a hold is to be added
+  local mine = held[owner] or 0
+  if mine >= tonumber(ARGV[6]) then
+    return {-4, 1, mine}
+  elseif total >= tonumber(ARGV[7]) then
+    return {-4, 2, total}
   end
 end
 if not mode then

@@ -18,13 +18,13 @@
   When one reader is left, "0" is published too: a writer waiting to upgrade
   from that read may go now. Either "0" goes out before anything is written. ]]
 local owner = ARGV[1]
-local refusal = held_refusal(KEYS[1], 'rw', owner, KEYS[4])
+local refusal, fields = held_refusal(KEYS[1], 'rw', owner, KEYS[4])
 if refusal then
   return refusal
 end
 -- "0" goes out before the first write, decided from what the release will
 -- leave: nobody (or no live read hold), or one reader of a read lock
-local s = rw_scan(KEYS[1], KEYS[3])
+local s = rw_scan(KEYS[1], KEYS[3], fields)
 for _, r in ipairs(s.readers) do
   if r.field == owner and #r.live > 0 then
     if owners_refused(KEYS[4], owner, ARGV[2]) then
@@ -53,7 +53,7 @@ if holds == 0 then
 end
 redis.call('del', KEYS[3] .. ':' .. owner .. ':rwlock_timeout:' .. (holds + 1))
 if redis.call('hlen', KEYS[1]) > 1 then
-  local longest = rw_longest(KEYS[1], KEYS[3])
+  local _, longest = rw_scan_left(s, owner)	-- the hold just dropped was its last live one
   if mode == 'write' then
     if longest > redis.call('pttl', KEYS[1]) then
       redis.call('pexpire', KEYS[1], longest)

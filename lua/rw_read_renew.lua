@@ -16,7 +16,7 @@
                       lock's
   Expired read holds are dropped first: a lease that ran out is not renewed. ]]
 local owner = ARGV[2]
-local refusal = rw_held_refusal(KEYS[1], KEYS[2], owner, KEYS[3])
+local refusal, s = rw_held_refusal(KEYS[1], KEYS[2], owner, KEYS[3])
 if refusal then
   return refusal
 end
@@ -37,7 +37,8 @@ end
 if redis.call('hget', KEYS[1], 'mode') == 'read' then
   -- N lives exactly as long as its longest hold, so a shorter heartbeat
   -- may end it sooner (as Redisson's unlock recomputes it)
-  redis.call('pexpire', KEYS[1], rw_longest(KEYS[1], KEYS[2]))
+  local others = rw_longest_but(s, owner)
+  redis.call('pexpire', KEYS[1], others > lease and others or lease)
 else
   lease_at_least(KEYS[1], lease)	-- the writer's own lease is never cut
 end

@@ -14,7 +14,7 @@
           {-1}  N is a lock or fair lock
           {-3}  N (or its holders' hash) holds something that is not a lock's
   Expired read holds are dropped first, so they are not shown. ]]
-local kind = lock_kind(KEYS[1])
+local kind, fields = lock_kind(KEYS[1])
 if kind == 'lock' then
   return {-1}
 elseif kind == 'other' or not type_ok(KEYS[3], 'hash') then
@@ -23,17 +23,21 @@ end
 if kind == 'none' then
   return {0, -2, {}}
 end
-local s = rw_scan(KEYS[1], KEYS[2])
+local s = rw_scan(KEYS[1], KEYS[2], fields)
 if rw_purge(KEYS[1], KEYS[2], KEYS[3], s) == 'none' then
   return {0, -2, {}}
 end
 local pttl = redis.call('pttl', KEYS[1])
-local holders = {}
+local holders, entries = {}, {}
+local o = redis.call('hgetall', KEYS[3])	-- one call, not one per holder
+for i = 1, #o, 2 do
+  entries[o[i]] = o[i + 1]
+end
 local function add(owner, field, holds, side, left)
-  local token, principal = owners_entry(KEYS[3], field)
-  for _, v in ipairs({owner, holds, token or 0, principal or '', side, left}) do
-    holders[#holders + 1] = v
-  end
+  local token, principal = owners_parse(entries[field])
+  local n = #holders
+  holders[n + 1], holders[n + 2], holders[n + 3] = owner, holds, token or 0
+  holders[n + 4], holders[n + 5], holders[n + 6] = principal or '', side, left
 end
 for _, r in ipairs(s.readers) do
   if #r.live > 0 then
@@ -48,10 +52,7 @@ for _, r in ipairs(s.readers) do
     add(r.field, r.field, #r.live, 1, longest)
   end
 end
-local f = redis.call('hgetall', KEYS[1])
-for i = 1, #f, 2 do
-  if string.sub(f[i], -6) == ':write' then
-    add(string.sub(f[i], 1, -7), f[i], tonumber(f[i + 1]), 2, pttl)
-  end
+for _, w in ipairs(s.written) do
+  add(string.sub(w[1], 1, -7), w[1], w[2], 2, pttl)
 end
 return {redis.call('hget', KEYS[1], 'mode') == 'write' and 2 or 1, pttl, holders}

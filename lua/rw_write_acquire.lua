@@ -28,13 +28,13 @@
   A repeat or re-entry never shortens the lease. Expired read holds are
   dropped first. ]]
 local owner, lease, principal = ARGV[2], tonumber(ARGV[1]), ARGV[5]
-local refusal, kind = acquire_refusal(KEYS[1], 'rw', owner, KEYS[2],
+local refusal, kind, fields = acquire_refusal(KEYS[1], 'rw', owner, KEYS[2],
                                       KEYS[4], 'zset', KEYS[5], 'hash')
 if refusal then
   return refusal
 end
 if kind == 'rw' then
-  rw_purge(KEYS[1], KEYS[3], KEYS[5])
+  rw_purge(KEYS[1], KEYS[3], KEYS[5], rw_scan(KEYS[1], KEYS[3], fields))
 end
 local wf = owner .. ':write'
 local mode = redis.call('hget', KEYS[1], 'mode')

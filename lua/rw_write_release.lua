@@ -19,7 +19,7 @@
   (every waiting reader may enter), before anything is written: when the
   lock is freed, and also on a downgrade to the owner's read holds, where
   Redisson publishes nothing and leaves readers asleep. ]]
-local refusal = held_refusal(KEYS[1], 'rw', ARGV[1], KEYS[4])
+local refusal, fields = held_refusal(KEYS[1], 'rw', ARGV[1], KEYS[4])
 if refusal then
   return refusal
 end
@@ -31,7 +31,8 @@ end
 if holds and tonumber(holds) <= 1 then
   redis.call(PUBLISH, KEYS[2], '1')	-- the last write hold goes
 end
-if rw_purge(KEYS[1], KEYS[3], KEYS[4]) == 'none' then
+local s = rw_scan(KEYS[1], KEYS[3], fields)
+if rw_purge(KEYS[1], KEYS[3], KEYS[4], s) == 'none' then
   return {0}
 elseif not holds then
   return rw_not_writer(KEYS[1], ARGV[1])
@@ -44,7 +45,7 @@ end
 redis.call('hdel', KEYS[1], wf)
 local free = 1
 if redis.call('hlen', KEYS[1]) > 1 then
-  local longest = rw_longest(KEYS[1], KEYS[3])
+  local longest = rw_longest_but(s, nil)
   if longest > 0 then
     redis.call('hset', KEYS[1], 'mode', 'read')
     redis.call('pexpire', KEYS[1], longest)

@@ -13,7 +13,7 @@
           {-1}        N is a lock or fair lock
           {-3}        N (or its holders' hash) holds something that is not a
                       lock's ]]
-local refusal = rw_held_refusal(KEYS[1], KEYS[2], ARGV[2], KEYS[3])
+local refusal, s = rw_held_refusal(KEYS[1], KEYS[2], ARGV[2], KEYS[3])
 if refusal then
   return refusal
 end
@@ -23,7 +23,7 @@ elseif owners_refused(KEYS[3], ARGV[2] .. ':write', ARGV[3]) then
   return {-2, 7, 0}
 end
 local lease = tonumber(ARGV[1])
-local longest = rw_longest(KEYS[1], KEYS[2])
+local longest = rw_longest_but(s, nil)
 redis.call('pexpire', KEYS[1], longest > lease and longest or lease)
 owners_sync(KEYS[3], KEYS[1])
 return {1, lease}

@@ -28,7 +28,8 @@
                               field read/write); 'other' (anything else: the
                               name is not a lock; dlockd and Redisson always
                               set a TTL, so a hash without one is an
-                              application's own data)
+                              application's own data); with 'lock' and 'rw',
+                              the hash's fields and values (HGETALL) too
   counter_ok(key)             key is absent or an integer INCR can add to
   type_ok(key, t)             key is absent or of type t
   owner_ok(owner)             owner is no field of the layout ('mode', a
@@ -41,21 +42,22 @@
   held_refusal(key, want, owner, owners)
                               the checks a release or renewal of a lock of
                               kind want ('lock' or 'rw') by owner starts
-                              with: nil to go on, else the reply to give at
-                              once: {0} nobody holds key, {-1} it is the
+                              with: nil (and key's fields, as lock_kind
+                              gives them) to go on, else the reply to give
+                              at once: {0} nobody holds key, {-1} it is the
                               other kind, {-3} it (or its holders' hash
                               owners) is not a lock's, or an error for an
                               owner that is a field of the layout
   acquire_refusal(key, want, owner, counter, k1, t1, k2, t2, ...)
                               the checks an acquire of a lock of kind want
                               ('lock' or 'rw') by owner starts with, each
-                              in turn: nil and key's lock_kind ('none' or
-                              want) to go on, else the reply to give at
-                              once: an error for an owner that is a field
-                              of the layout, {-1} key is the other kind,
-                              {-3} key, its fencing counter (counter_ok)
-                              or a key ki of its own (type_ok(ki, ti)) is
-                              not a lock's
+                              in turn: nil, key's lock_kind ('none' or
+                              want) and its fields to go on, else the reply
+                              to give at once: an error for an owner that
+                              is a field of the layout, {-1} key is the
+                              other kind, {-3} key, its fencing counter
+                              (counter_ok) or a key ki of its own
+                              (type_ok(ki, ti)) is not a lock's
   The holders' hash (dlockd's own: dlockd_lock_owners:{N}, passed as
   owners) has one field per holding dlockd made, named as that holding's
   field in the lock hash (the owner; '<owner>:write' for a writer); its
@@ -66,6 +68,8 @@
   overwritten); the hash lives as long as the lock hash (owners_sync).
   owners_entry(owners, field) the token (a number) and principal ('' for
                               none) of field's entry; nil if it has none
+  owners_parse(v)             the same of an entry's value v (nil or false:
+                              none), for a script that read them all
   owners_refused(owners, field, principal)
                               true when the holding of field (which the lock
                               hash has) was made under another token name
@@ -144,9 +148,9 @@ local function lock_kind(key)
     end
   end
   if not mode then
-    return 'lock'
+    return 'lock', f
   elseif mode == 'read' or mode == 'write' then
-    return 'rw'
+    return 'rw', f
   end
   return 'other'
 end
@@ -190,7 +194,7 @@ local function held_refusal(key, want, owner, owners)
   if not owner_ok(owner) then
     return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
   end
-  local kind = lock_kind(key)
+  local kind, fields = lock_kind(key)
   if kind == 'none' then
     return {0}
   elseif kind == 'other' then
@@ -200,14 +204,14 @@ local function held_refusal(key, want, owner, owners)
   elseif not type_ok(owners, 'hash') then
     return {-3}
   end
-  return nil
+  return nil, fields
 end
 
 local function acquire_refusal(key, want, owner, counter, ...)
   if not owner_ok(owner) then
     return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
   end
-  local kind = lock_kind(key)
+  local kind, fields = lock_kind(key)
   if kind ~= 'none' and kind ~= 'other' and kind ~= want then
     return {-1}
   elseif kind == 'other' or not counter_ok(counter) then
@@ -219,16 +223,19 @@ local function acquire_refusal(key, want, owner, counter, ...)
       return {-3}
     end
   end
-  return nil, kind
+  return nil, kind, fields
 end
 
-local function owners_entry(owners, field)
-  local v = redis.call('hget', owners, field)
+local function owners_parse(v)
   local token, principal = string.match(v or '', '^(%d+) ?([^ ]*)$')
   if not token then
     return nil
   end
   return tonumber(token), principal
+end
+
+local function owners_entry(owners, field)
+  return owners_parse(redis.call('hget', owners, field))
 end
 
 local function owners_refused(owners, field, principal)

@@ -1,8 +1,10 @@
 --[[ lib/rw.lua -- prepended at build time, after common, to the scripts
   whose libs: line names rw (those reading read-write locks).
-  rw_scan(key, tag)          key is a read-write lock (lock_kind 'rw'): what
+  rw_scan(key, tag, fields)  key is a read-write lock (lock_kind 'rw', which
+                             gave its fields, or nil to read them): what
                              rw_purge would keep, from reads alone: a table
                              {mode, writers = how many writer fields,
+                             written = those fields, each {field, count},
                              readers = the reader fields in hash order, each
                              {field, n = its count, live = {{k, pttl}, ...}
                              its holds whose timeout key
@@ -26,11 +28,17 @@
                              Returns 'none' when key is gone, else 'rw'.
   rw_held_refusal(key, tag, owner, owners)
                              held_refusal(key, 'rw', owner, owners), then
-                             rw_purge: nil to go on, else the reply to give
-                             at once
-  rw_longest(key, prefix)    the longest pttl of any read hold's timeout key
-                             <prefix>:<field>:rwlock_timeout:<k> (-2: none live)
+                             rw_purge: nil and the scan s it purged by to
+                             go on, else the reply to give at once
+  rw_longest_but(s, owner)   from scan s: the longest pttl of the live
+                             holds of every reader but owner (nil: of
+                             all), -2 when there is none
+  rw_live(s)                 from scan s: the live read holds of the lock,
+                             and a table of each reader's, by field
   rw_readers(key)            how many reader fields the hash has
+  A scan costs one PTTL per read hold the hash counts (live or not): what
+  keeps every call's cost bounded is the cap on read holds a read acquire
+  enforces (rw_read_acquire.lua), so a script scans once, never twice.
   rw_not_writer(key, owner)  the refusal of a write release or renew by an
                              owner that does not write: {-2, why, n} with why
                              5 (a writer holds it), 3 (n readers do) or 4
@@ -39,15 +47,16 @@ local function rw_is_reader(field)
   return field ~= 'mode' and string.sub(field, -6) ~= ':write'
 end
 
-local function rw_scan(key, tag)
-  local fields = redis.call('hgetall', key)
-  local s = {writers = 0, readers = {}}
+local function rw_scan(key, tag, fields)
+  fields = fields or redis.call('hgetall', key)
+  local s = {writers = 0, written = {}, readers = {}}
   for i = 1, #fields, 2 do
     local f = fields[i]
     if f == 'mode' then
       s.mode = fields[i + 1]
     elseif not rw_is_reader(f) then
       s.writers = s.writers + 1
+      s.written[s.writers] = {f, tonumber(fields[i + 1])}
     else
       local r = {field = f, n = tonumber(fields[i + 1]), live = {}}
       local base = tag .. ':' .. f .. ':rwlock_timeout:'
@@ -86,9 +95,9 @@ local function rw_purge(key, tag, owners, s)
   s = s or rw_scan(key, tag)
   local readers, dropped, longest = 0, false, -2
   for _, r in ipairs(s.readers) do
-    local base = tag .. ':' .. r.field .. ':rwlock_timeout:'
     for j, h in ipairs(r.live) do
       if h[1] ~= j then
+        local base = tag .. ':' .. r.field .. ':rwlock_timeout:'
         redis.call('rename', base .. h[1], base .. j)
       end
       if h[2] > longest then
@@ -120,31 +129,38 @@ local function rw_purge(key, tag, owners, s)
 end
 
 local function rw_held_refusal(key, tag, owner, owners)
-  local refusal = held_refusal(key, 'rw', owner, owners)
+  local refusal, fields = held_refusal(key, 'rw', owner, owners)
   if refusal then
     return refusal
   end
-  if rw_purge(key, tag, owners) == 'none' then
+  local s = rw_scan(key, tag, fields)
+  if rw_purge(key, tag, owners, s) == 'none' then
     return {0}
   end
-  return nil
+  return nil, s
 end
 
-local function rw_longest(key, prefix)
+local function rw_longest_but(s, owner)
   local best = -2
-  local fields = redis.call('hgetall', key)
-  for i = 1, #fields, 2 do
-    local n = tonumber(fields[i + 1])
-    if n and rw_is_reader(fields[i]) then
-      for k = n, 1, -1 do
-        local t = redis.call('pttl', prefix .. ':' .. fields[i] .. ':rwlock_timeout:' .. k)
-        if t > best then
-          best = t
+  for _, r in ipairs(s.readers) do
+    if r.field ~= owner then
+      for _, h in ipairs(r.live) do
+        if h[2] > best then
+          best = h[2]
         end
       end
     end
   end
   return best
+end
+
+local function rw_live(s)
+  local total, by = 0, {}
+  for _, r in ipairs(s.readers) do
+    total = total + #r.live
+    by[r.field] = #r.live
+  end
+  return total, by
 end
 
 local function rw_readers(key)

@@ -34,7 +34,8 @@ struct option_row {
 
 enum {
 	O_LISTEN, O_REDIS, O_THREADS, O_DEFAULT_TTL, O_MAX_TTL, O_MAX_WAIT,
-	O_QUEUE_TTL, O_MAX_BODY, O_MAX_CONN, O_IDLE_TIMEOUT, O_LOG_LEVEL,
+	O_QUEUE_TTL, O_READ_HOLDS_OWNER, O_READ_HOLDS_LOCK, O_MAX_BODY, O_MAX_CONN,
+	O_IDLE_TIMEOUT, O_LOG_LEVEL,
 	O_LOG_FORMAT, O_AUTH_FILE, O_TLS_CERT, O_TLS_KEY, O_TLS_CLIENT_CA, O_REDIS_CA,
 	O_REDIS_CERT, O_REDIS_KEY, O_KEY_PREFIX,
 	O_SYNC_REPLICAS, O_SYNC_TIMEOUT, O_PUBSUB, O_COUNT
@@ -71,6 +72,17 @@ static const struct option_row rows[O_COUNT] = {
 		"a waiter's place in a fair-lock queue (or as a waiting writer) lives "
 		"this long unless its dlockd refreshes it (every third of it); a dead "
 		"dlockd's waiters stop blocking others after it", "5000" },
+	[O_READ_HOLDS_OWNER] = { "max-read-holds-per-owner", "DLOCKD_MAX_READ_HOLDS_PER_OWNER",
+		OPT_INT, 1, 100000, "N",
+		"the most live read holds one owner may have on a read-write lock; "
+		"a read PUT that would add one more (reentrant=true, or a new "
+		"reader) gets 409 too_many_holds. Every call on the lock costs "
+		"Redis a few microseconds per read hold it has", "64" },
+	[O_READ_HOLDS_LOCK] = { "max-read-holds-per-lock", "DLOCKD_MAX_READ_HOLDS_PER_LOCK",
+		OPT_INT, 1, 100000, "N",
+		"the most live read holds a read-write lock may have, all readers' "
+		"(Redisson clients' included, which dlockd cannot refuse); past it "
+		"read PUTs that add one get 409 too_many_holds", "256" },
 	[O_MAX_BODY] = { "max-body-bytes", "DLOCKD_MAX_BODY_BYTES", OPT_INT, 64, 16 << 20, "N",
 		"larger request bodies get 413", "16384" },
 	[O_MAX_CONN] = { "max-connections", "DLOCKD_MAX_CONNECTIONS", OPT_INT, 16, 1 << 20, "N",
@@ -376,6 +388,8 @@ static int set_option(struct config *cfg, int i, const char *val, const char *fr
 	case O_MAX_TTL: cfg->max_ttl_ms = n; break;
 	case O_MAX_WAIT: cfg->max_wait_ms = n; break;
 	case O_QUEUE_TTL: cfg->queue_ttl_ms = n; break;
+	case O_READ_HOLDS_OWNER: cfg->read_holds_per_owner = n; break;
+	case O_READ_HOLDS_LOCK: cfg->read_holds_per_lock = n; break;
 	case O_MAX_BODY: cfg->max_body_bytes = (size_t)n; break;
 	case O_MAX_CONN: cfg->max_connections = (unsigned)n; break;
 	case O_IDLE_TIMEOUT: cfg->idle_timeout_s = (unsigned)n; break;
@@ -537,6 +551,8 @@ int config_load(struct config *cfg, int argc, char **argv)
 	cfg->max_ttl_ms = 86400000;
 	cfg->max_wait_ms = 300000;
 	cfg->queue_ttl_ms = 5000;
+	cfg->read_holds_per_owner = 64;
+	cfg->read_holds_per_lock = 256;
 	cfg->max_body_bytes = 16384;
 	cfg->max_connections = 20000;
 	cfg->idle_timeout_s = 60;

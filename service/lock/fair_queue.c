@@ -8,7 +8,8 @@
  * waiter re-ran fair_acquire every third of queue_ttl: with N waiters, N
  * scripts per period. Here every lock with sleeping places on this loop
  * has one timer, every third of queue_ttl from the first place kept, that
- * sends ONE fair_refresh with all of them (lua/fair_refresh.lua): it
+ * sends ONE locks_fair_refresh with all of them (lua/fair_refresh.lua, one
+ * script per few hundred places, so that none takes long): it
  * drops dead heads (telling the new head, as the waiters' fair_acquire
  * did), pushes each place's deadline out, and names the owners that must
  * look again, whom this wakes with waiters_retry():

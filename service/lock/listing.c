@@ -30,8 +30,13 @@
 /* The keys a page's first SCAN visits (it filters by MATCH and TYPE
  * afterwards); later ones are sized by the density of locks seen. */
 #define LIST_SCAN_COUNT 1000
-/* Hashes one lock_list call looks at, at most. */
+/* Hashes one lock_list call looks at, at most; and the read holds it
+ * looks at (each a PTTL, live or not, and each reader one more), after
+ * which it stops at the end of the lock at hand and the rest go to the
+ * next call: a call never takes long, however full the locks of a batch
+ * (about a millisecond, plus the last lock's own holds). */
 #define LIST_INSPECT_MAX 64
+#define LIST_HOLDS_MAX 512
 /* Redis calls (SCANs and lock_lists) after which a page that got
  * somewhere ends: each call is short, and a page never keeps Redis or
  * the loop busy for long. */
@@ -227,7 +232,8 @@ static void list_inspect(struct listing *l)
 	size_t max = l->cluster ? 1 : LIST_INSPECT_MAX;
 	size_t k = l->nnames - l->at < max ? l->nnames - l->at : max;
 	char **rnames = xcalloc(k, sizeof(*rnames)), **tags = xcalloc(k, sizeof(*tags));
-	const char *args[2];
+	char holds[16];
+	const char *args[3] = { NULL, NULL, holds };
 
 	for (size_t i = 0; i < k; i++) {
 		rnames[i] = locks_redis_name(l->names[l->at + i]);
@@ -235,9 +241,10 @@ static void list_inspect(struct listing *l)
 	}
 	args[0] = locks_pack_list((const char *const *)rnames, k);
 	args[1] = locks_pack_list((const char *const *)tags, k);
+	snprintf(holds, sizeof(holds), "%d", LIST_HOLDS_MAX);
 	l->inspecting = k;
 	l->calls++;
-	scripts_run(l->b->redis, SCRIPT_LOCK_LIST, l->cluster, (const char *const *)rnames, 2,
+	scripts_run(l->b->redis, SCRIPT_LOCK_LIST, l->cluster, (const char *const *)rnames, 3,
 		    args, on_inspect, l);
 	for (size_t i = 0; i < k; i++) {
 		free(rnames[i]);
@@ -421,8 +428,9 @@ static int entry_decode(struct lock_entry *le, const char *name, const redisRepl
 	return 0;
 }
 
-/* lock_list's answer: one element per name asked about, 0 for those that
- * are no lock now. */
+/* lock_list's answer: one element per name looked at, 0 for those that
+ * are no lock now; the first ones asked about, or all of them (it stops
+ * at LIST_HOLDS_MAX read holds: the rest are asked about again). */
 static void on_inspect(void *arg, redisReply *r)
 {
 	struct listing *l = arg;
@@ -430,8 +438,11 @@ static void on_inspect(void *arg, redisReply *r)
 	const char *script = scripts_name(SCRIPT_LOCK_LIST);
 	enum lock_result res = locks_check_answer(r, script, "the listing of", l->prefix, &st);
 
-	if (res == LOCK_OK && (r->type != REDIS_REPLY_ARRAY || r->elements != l->inspecting))
+	if (res == LOCK_OK && (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+			       r->elements > l->inspecting))
 		res = locks_unexpected(script, "the listing of", l->prefix, &st);
+	else if (res == LOCK_OK)
+		l->inspecting = r->elements;
 	for (size_t i = 0; res == LOCK_OK && i < l->inspecting; i++) {
 		const redisReply *e = r->element[i];
 

@@ -33,6 +33,10 @@ enum lock_result {
 				 * too few replicas acknowledged it in time, or
 				 * the connection was lost first; the hold it
 				 * added was released again (best effort) */
+	LOCK_TOO_MANY_HOLDS,	/* read acquire: the hold would pass a cap on
+				 * read holds (locks_set_read_hold_caps): why
+				 * LOCK_WHY_OWNER_HOLDS or LOCK_WHY_LOCK_HOLDS,
+				 * others the holds counted; no hold added */
 	LOCK_RESULT_COUNT
 };
 
@@ -50,6 +54,10 @@ enum lock_why {
 					 * fencing counter that is not a number) */
 	LOCK_WHY_PRINCIPAL = 7,		/* LOCK_NOT_OWNER: the owner holds it, but under
 					 * another auth token's name */
+	LOCK_WHY_OWNER_HOLDS = 8,	/* LOCK_TOO_MANY_HOLDS: the owner has st->others
+					 * read holds, its cap */
+	LOCK_WHY_LOCK_HOLDS = 9,	/* LOCK_TOO_MANY_HOLDS: the lock has st->others
+					 * read holds (every reader's), its cap */
 };
 
 struct lock_state {

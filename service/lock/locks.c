@@ -127,9 +127,19 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 /* Queue places live this long unless refreshed; refreshed every third. */
 static int64_t queue_ttl_ms = 5000;
 
+/* The most live read holds of one owner, and of all readers, on one
+ * read-write lock (config.c has the defaults people see). */
+static int64_t read_holds_per_owner = 64, read_holds_per_lock = 256;
+
 void locks_configure(int64_t ttl_ms)
 {
 	queue_ttl_ms = ttl_ms;
+}
+
+void locks_set_read_hold_caps(int64_t per_owner, int64_t per_lock)
+{
+	read_holds_per_owner = per_owner;
+	read_holds_per_lock = per_lock;
 }
 
 int64_t locks_queue_refresh_ms(void)
@@ -480,6 +490,13 @@ static void acquire_decode(struct call *c, const redisReply *r, enum lock_result
 		out->why = why_code(locks_elem_int(r, 1));
 		*res = LOCK_NOT_OWNER;
 		break;
+	case -4:
+		/* {-4, scope, n}: n read holds, the cap of the owner (1) or the lock */
+		out->locked = true;
+		out->why = locks_elem_int(r, 1) == 1 ? LOCK_WHY_OWNER_HOLDS : LOCK_WHY_LOCK_HOLDS;
+		out->others = locks_elem_int(r, 2);
+		*res = LOCK_TOO_MANY_HOLDS;
+		break;
 	default:
 		*res = LOCK_WRONG_KIND;
 		if (locks_elem_int(r, 0) == -3)
@@ -493,9 +510,9 @@ void locks_acquire(const struct backend *b, enum lock_kind kind, const char *nam
 {
 	const struct kind_row *k = &kinds[kind];
 	struct call *c = call_new(kind, name, "acquire", done, ctx);
-	char lease[24], life[24];
+	char lease[24], life[24], per_owner[24], per_lock[24];
 	const char *args[] = { lease, owner, life, (flags & LOCK_REENTRANT) ? "1" : "0",
-			       principal };
+			       principal, per_owner, per_lock };
 
 	c->queue = (flags & LOCK_QUEUE) && k->queues;
 	c->decode = acquire_decode;
@@ -506,7 +523,10 @@ void locks_acquire(const struct backend *b, enum lock_kind kind, const char *nam
 	}
 	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
 	snprintf(life, sizeof(life), "%lld", c->queue ? (long long)queue_ttl_ms : 0LL);
-	run(b, c, &k->acquire, 5, args);
+	snprintf(per_owner, sizeof(per_owner), "%lld", (long long)read_holds_per_owner);
+	snprintf(per_lock, sizeof(per_lock), "%lld", (long long)read_holds_per_lock);
+	/* only a read acquire adds read holds: it alone takes the caps */
+	run(b, c, &k->acquire, kind == LOCK_KIND_READ ? 7 : 5, args);
 }
 
 void locks_dequeue(const struct backend *b, enum lock_kind kind, const char *name,
@@ -521,11 +541,36 @@ void locks_dequeue(const struct backend *b, enum lock_kind kind, const char *nam
 }
 
 
-/* What a fair_refresh's caller hears: c->ctx of its call. */
+/* Owners one fair_refresh script is given, at most: each costs it a few
+ * µs, so a script never takes long, however many wait on one lock. */
+#define REFRESH_MAX 256
+
+/* A locks_fair_refresh on its way: c->ctx of each of its calls, one per
+ * REFRESH_MAX owners, sent one after another. */
 struct refresh_wait {
 	lock_refresh_fn done;
 	void *ctx;
+	const struct backend *b;
+	char *name;
+	char **owners;		/* copies, in the order given */
+	size_t n, at;		/* owners[at..] are still to be sent */
+	char **retry;		/* what the answers so far named, in order */
+	size_t nretry;
 };
+
+static void refresh_send(struct refresh_wait *rw);
+
+static void refresh_free(struct refresh_wait *rw)
+{
+	for (size_t i = 0; i < rw->n; i++)
+		free(rw->owners[i]);
+	for (size_t i = 0; i < rw->nretry; i++)
+		free(rw->retry[i]);
+	free(rw->owners);
+	free(rw->retry);
+	free(rw->name);
+	free(rw);
+}
 
 static void on_refresh_reply(void *arg, redisReply *r)
 {
@@ -533,43 +578,61 @@ static void on_refresh_reply(void *arg, redisReply *r)
 	struct refresh_wait *rw = c->ctx;
 	struct lock_state st = { 0 };
 	enum lock_result res = check_reply(r, c, &st);
-	const char **retry = NULL;
-	size_t n = 0;
 
+	free(c);
 	if (res == LOCK_OK && (r->type != REDIS_REPLY_ARRAY || locks_elem_int(r, 0) != 1)) {
 		res = common_code(locks_elem_int(r, 0), &st);
 		if (res == LOCK_OK || res == LOCK_NOT_HELD) {
-			log_error("script %s gave an unexpected reply", scripts_name(c->script));
+			log_error("script %s gave an unexpected reply",
+				  scripts_name(SCRIPT_FAIR_REFRESH));
 			res = LOCK_SCRIPT_ERROR;
 		}
 	}
 	if (res == LOCK_OK) {
-		retry = xcalloc(r->elements, sizeof(*retry));
-		for (size_t i = 1; i < r->elements; i++)
+		/* it names some of the owners it was given: never more than all */
+		for (size_t i = 1; i < r->elements && rw->nretry < rw->n; i++)
 			if (r->element[i]->type == REDIS_REPLY_STRING)
-				retry[n++] = r->element[i]->str;
+				rw->retry[rw->nretry++] = xstrdup(r->element[i]->str);
+		if (rw->at < rw->n) {
+			refresh_send(rw);
+			return;
+		}
 	}
-	rw->done(rw->ctx, res, retry, n);
-	free(retry);
-	free(rw);
-	free(c);
+	rw->done(rw->ctx, res, (const char *const *)rw->retry, res == LOCK_OK ? rw->nretry : 0);
+	refresh_free(rw);
+}
+
+/* Send the next REFRESH_MAX owners of rw. */
+static void refresh_send(struct refresh_wait *rw)
+{
+	struct call *c = call_new(LOCK_KIND_FAIR, rw->name, "queue refresh", NULL, rw);
+	size_t k = rw->n - rw->at < REFRESH_MAX ? rw->n - rw->at : REFRESH_MAX;
+	char life[24], *list;
+	const char *args[2] = { life, NULL };
+
+	list = locks_pack_list((const char *const *)rw->owners + rw->at, k);
+	rw->at += k;
+	args[1] = list;
+	snprintf(life, sizeof(life), "%lld", (long long)queue_ttl_ms);
+	run_to(rw->b, c, &kinds[LOCK_KIND_FAIR].refresh, 2, args, on_refresh_reply);
+	free(list);
 }
 
 void locks_fair_refresh(const struct backend *b, const char *name, const char *const *owners,
 			size_t n, lock_refresh_fn done, void *ctx)
 {
-	struct refresh_wait *rw = xmalloc(sizeof(*rw));
-	struct call *c = call_new(LOCK_KIND_FAIR, name, "queue refresh", NULL, rw);
-	char life[24], *list;
-	const char *args[2] = { life, NULL };
+	struct refresh_wait *rw = xcalloc(1, sizeof(*rw));
 
 	rw->done = done;
 	rw->ctx = ctx;
-	list = locks_pack_list(owners, n);
-	args[1] = list;
-	snprintf(life, sizeof(life), "%lld", (long long)queue_ttl_ms);
-	run_to(b, c, &kinds[LOCK_KIND_FAIR].refresh, 2, args, on_refresh_reply);
-	free(list);
+	rw->b = b;
+	rw->name = xstrdup(name);
+	rw->owners = xcalloc(n + 1, sizeof(*rw->owners));
+	for (size_t i = 0; i < n; i++)
+		rw->owners[i] = xstrdup(owners[i]);
+	rw->n = n;
+	rw->retry = xcalloc(n + 1, sizeof(*rw->retry));
+	refresh_send(rw);
 }
 
 static void release_decode(struct call *c, const redisReply *r, enum lock_result *res,
@@ -669,8 +732,11 @@ void locks_renew(const struct backend *b, enum lock_kind kind, const char *name,
 
 /* ----- Inspect ----- */
 
-/* The queue places an inspect lists, at most (the rest are counted). */
+/* The queue places an inspect lists, at most (the rest are counted),
+ * found among the queue's first PLACES_LOOKED_AT entries: a run of dead
+ * places behind a live head costs a status no more than that. */
 #define PLACES_SHOWN 100
+#define PLACES_LOOKED_AT 1000
 
 /* What an inspect's caller hears: c->ctx of its call. */
 struct view_wait {
@@ -798,13 +864,14 @@ void locks_inspect(const struct backend *b, enum lock_kind kind, const char *nam
 {
 	struct view_wait *vw = xmalloc(sizeof(*vw));
 	struct call *c = call_new(kind, name, "status", NULL, vw);
-	char shown[24];
-	const char *args[] = { shown };
+	char shown[24], looked[24];
+	const char *args[] = { shown, looked };
 
 	vw->done = done;
 	vw->ctx = ctx;
 	snprintf(shown, sizeof(shown), "%d", PLACES_SHOWN);
-	run_to(b, c, &kinds[kind].status, kind == LOCK_KIND_FAIR ? 1 : 0, args, on_view_reply);
+	snprintf(looked, sizeof(looked), "%d", PLACES_LOOKED_AT);
+	run_to(b, c, &kinds[kind].status, kind == LOCK_KIND_FAIR ? 2 : 0, args, on_view_reply);
 }
 
 void locks_view_free(struct lock_view *v)
@@ -820,6 +887,29 @@ void locks_view_free(struct lock_view *v)
 	free(v->holders);
 	free(v->places);
 	free(v);
+}
+
+struct lock_view *locks_view_dup(const struct lock_view *v)
+{
+	struct lock_view *c;
+
+	if (!v)
+		return NULL;
+	c = xmalloc(sizeof(*c));
+	*c = *v;
+	c->holders = xcalloc(v->nholders + 1, sizeof(*c->holders));
+	for (size_t i = 0; i < v->nholders; i++) {
+		c->holders[i] = v->holders[i];
+		c->holders[i].owner = xstrdup(v->holders[i].owner);
+		c->holders[i].principal = v->holders[i].principal ?
+					  xstrdup(v->holders[i].principal) : NULL;
+	}
+	c->places = xcalloc(v->nplaces + 1, sizeof(*c->places));
+	for (size_t i = 0; i < v->nplaces; i++) {
+		c->places[i] = v->places[i];
+		c->places[i].owner = xstrdup(v->places[i].owner);
+	}
+	return c;
 }
 
 const struct lock_holding *locks_view_holding(const struct lock_view *v, const char *owner,

@@ -45,6 +45,12 @@ enum lock_acquire_flags {
 void locks_configure(int64_t queue_ttl_ms);
 /* How often a queue place must be refreshed: a third of its life. */
 int64_t locks_queue_refresh_ms(void);
+/* Cap the live read holds of a read-write lock: per_owner for one owner,
+ * per_lock for all its readers (Redisson's included); a read acquire that
+ * would add one past either is refused (LOCK_TOO_MANY_HOLDS). Every call
+ * on a read-write lock costs Redis one PTTL per read hold, so these bound
+ * what it costs. Call once before any thread uses the module. */
+void locks_set_read_hold_caps(int64_t per_owner, int64_t per_lock);
 /* Put every Redis key and channel of lock N under the name <prefix>N, as
  * Redisson's NameMapper does (NULL or "": none); names in results stay N.
  * Call once before any thread uses the module; prefix must outlive it. */
@@ -86,7 +92,9 @@ typedef void (*lock_refresh_fn)(void *ctx, enum lock_result r, const char *const
 				size_t n);
 /* Keep the queue places of the n owners waiting for fair lock name (each
  * queued behind the head, st->refresh_place) for another queue life, in
- * one script; dead heads are dropped on the way and the new head told. */
+ * scripts of a few hundred of them each, one after another (so that no
+ * script takes long however many wait); dead heads are dropped on the way
+ * and the new head told. done is called once, for all of them. */
 void locks_fair_refresh(const struct backend *b, const char *name, const char *const *owners,
 			size_t n, lock_refresh_fn done, void *ctx);
 /* Release one hold; st->holds is what the owner still holds (0: free).
@@ -154,6 +162,8 @@ typedef void (*lock_view_fn)(void *ctx, enum lock_result r, const struct lock_st
 void locks_inspect(const struct backend *b, enum lock_kind kind, const char *name,
 		   lock_view_fn done, void *ctx);
 void locks_view_free(struct lock_view *v);
+/* A copy of v (NULL for NULL), the caller's to free with locks_view_free. */
+struct lock_view *locks_view_dup(const struct lock_view *v);
 /* The holding of owner on side in v, or NULL. */
 const struct lock_holding *locks_view_holding(const struct lock_view *v, const char *owner,
 					      enum lock_mode side);

@@ -29,16 +29,26 @@
  * first read, subscribed or not.
  *
  * done runs exactly once, from a callback (a read's outcome, a wake),
- * never from inside watch_start(). */
+ * never from inside watch_start().
+ *
+ * Reads are shared: the watches of one loop that want a read of the same
+ * lock in the same turn of the loop get one (struct shared_read), sent
+ * as the turn ends. A watch joins only a read not sent yet, so the read
+ * it gets was sent after whatever woke it, as its own would have been.
+ * A message or a lease end seen by many watches of a lock (one client
+ * can open thousands) costs a read per loop, not one per watch. */
 #include "service/lock/watch.h"
 
 #include "service/lock/backend.h"
+#include "service/base/loop.h"
+#include "service/base/names.h"
 #include "service/base/util.h"
 #include "service/lock/waiters.h"
 
 #include <assert.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* A lease-end look comes this long after the end Redis reported (both
  * count whole milliseconds: at the end itself the lease may not be quite
@@ -157,13 +167,94 @@ static void on_read(void *ctx, enum lock_result r, const struct lock_state *st,
 	sleep_until_woken(w, v, now);
 }
 
+/* ----- Reads shared by the watches of a loop ----- */
+
+/* One read of a lock for the watches of one loop that want one in the
+ * same turn: made by the first, joined by the others until it is sent,
+ * as the turn ends; then each hears its outcome. Every watch in it is
+ * READING until then, so each outlives it. */
+struct shared_read {
+	struct name_entry entry;	/* in unsent, by key, until sent */
+	struct loop_task send;
+	const struct backend *b;
+	enum lock_kind kind;
+	const char *name;		/* in key, after "<kind>:" */
+	struct watch **w;		/* its watches, in the order they joined */
+	size_t n, cap;
+	char key[];			/* "<kind>:<name>" */
+};
+
+/* The reads this thread's loop has not sent yet, by key; NULL when none. */
+static __thread struct name_table *unsent;
+
+static void on_shared_read(void *ctx, enum lock_result r, const struct lock_state *st,
+			   struct lock_view *v)
+{
+	struct shared_read *sr = ctx;
+
+	/* each watch frees the view it is given: the last one gets v */
+	for (size_t i = 0; i < sr->n; i++)
+		on_read(sr->w[i], r, st, i + 1 < sr->n ? locks_view_dup(v) : v);
+	free(sr->w);
+	free(sr);
+}
+
+static void send_shared_read(struct loop *l, void *data)
+{
+	struct shared_read *sr = data;
+
+	(void)l;
+	names_remove(unsent, &sr->entry);
+	if (unsent->n == 0) {
+		names_release(unsent);
+		free(unsent);
+		unsent = NULL;
+	}
+	locks_inspect(sr->b, sr->kind, sr->name, on_shared_read, sr);
+}
+
+/* w wants a read: join the one this turn sends for its lock, or make it. */
+static void join_shared_read(struct watch *w)
+{
+	char *key = xasprintf("%d:%s", (int)w->kind, w->name);
+	struct name_entry *e;
+	struct shared_read *sr;
+
+	if (!unsent) {
+		unsent = xmalloc(sizeof(*unsent));
+		names_init(unsent);
+	}
+	e = names_find(unsent, key);
+	if (e) {
+		sr = container_of(e, struct shared_read, entry);
+	} else {
+		size_t len = strlen(key) + 1;
+
+		sr = xcalloc(1, sizeof(*sr) + len);
+		memcpy(sr->key, key, len);
+		sr->entry.name = sr->key;
+		sr->name = strchr(sr->key, ':') + 1;
+		sr->b = w->b;
+		sr->kind = w->kind;
+		names_add(unsent, &sr->entry);
+		loop_task_init(&sr->send, send_shared_read, sr);
+		loop_defer(w->b->loop, &sr->send);
+	}
+	free(key);
+	if (sr->n == sr->cap) {
+		sr->cap = sr->cap ? 2 * sr->cap : 4;
+		sr->w = xrealloc(sr->w, sr->cap * sizeof(*sr->w));
+	}
+	sr->w[sr->n++] = w;
+}
+
 /* ----- Moves ----- */
 
 static void read_state(struct watch *w)
 {
 	w->phase = WATCH_READING;
 	w->again = false;
-	locks_inspect(w->b, w->kind, w->name, on_read, w);
+	join_shared_read(w);
 }
 
 /* Join the lock's watch channels, the first with w's deadline and the

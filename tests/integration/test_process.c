@@ -32,7 +32,9 @@ TEST(help_lists_every_setting)
 		"DLOCKD_REDIS_URL", "unix://", "redis://[user:password@]host:port/db",
 		"--redis-pubsub", "DLOCKD_REDIS_PUBSUB", "--health-check[=ready]",
 		"rediss://", "rediss-sentinel://", "--redis-ca", "DLOCKD_REDIS_CA",
-		"--redis-cert", "--redis-key",
+		"--redis-cert", "--redis-key", "--max-read-holds-per-owner",
+		"DLOCKD_MAX_READ_HOLDS_PER_OWNER", "--max-read-holds-per-lock",
+		"DLOCKD_MAX_READ_HOLDS_PER_LOCK",
 	};
 	char cmd[300], out[16384];
 

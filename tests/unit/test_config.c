@@ -96,6 +96,35 @@ static void test_config__sync_replicas_values(void **state)
 	}
 }
 
+/* The caps on read holds: 64 per owner and 256 per lock unless set, from
+ * a flag or the environment; 1..100000. */
+static void test_config__read_hold_caps(void **state)
+{
+	char *argv[] = { (char[]){ "dlockd" }, (char[]){ "--max-read-holds-per-owner" },
+			 (char[]){ "8" }, NULL };
+	char *none[] = { (char[]){ "dlockd" }, NULL };
+	char *zero[] = { (char[]){ "dlockd" }, (char[]){ "--max-read-holds-per-lock" },
+			 (char[]){ "0" }, NULL };
+	struct config cfg;
+
+	(void)state;
+	assert_int_equal(config_load(&cfg, 1, none), 0);
+	assert_int_equal(cfg.read_holds_per_owner, 64);
+	assert_int_equal(cfg.read_holds_per_lock, 256);
+	config_release(&cfg);
+	setenv("DLOCKD_MAX_READ_HOLDS_PER_LOCK", "1000", 1);
+	assert_int_equal(config_load(&cfg, 3, argv), 0);
+	assert_int_equal(cfg.read_holds_per_owner, 8);
+	assert_int_equal(cfg.read_holds_per_lock, 1000);
+	config_release(&cfg);
+	setenv("DLOCKD_MAX_READ_HOLDS_PER_LOCK", "100001", 1);
+	assert_int_equal(config_load(&cfg, 1, none), -1);
+	config_release(&cfg);
+	unsetenv("DLOCKD_MAX_READ_HOLDS_PER_LOCK");
+	assert_int_equal(config_load(&cfg, 3, zero), -1);
+	config_release(&cfg);
+}
+
 /* A bad --redis is refused at start with what is wrong, and the password
  * is not printed. */
 static void test_config__tls_files_go_together(void **state)
@@ -215,6 +244,7 @@ int main(void)
 		cmocka_unit_test(test_config__a_bad_redis_url_is_refused_with_why),
 		cmocka_unit_test(test_config__cgroup_cpu_quota_rounds_up),
 		cmocka_unit_test(test_config__sync_replicas_values),
+		cmocka_unit_test(test_config__read_hold_caps),
 		cmocka_unit_test(test_config__health_check_modes),
 		cmocka_unit_test(test_config__tls_files_go_together),
 	};

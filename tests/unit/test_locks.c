@@ -12,9 +12,11 @@
 /* ----- Mock of scripts_run ----- */
 
 static redisReply *canned;		/* handed back, then freed by the caller */
+static redisReply *canned_next[4];	/* the next calls' replies, in turn */
+static int ncanned_next;
 static enum script_id last_id;
 static char last_keys[6][300];
-static char last_args[6][300];
+static char last_args[8][300];
 static int last_nkeys, last_nargs;
 
 void __wrap_scripts_run(struct redis_conn *c, enum script_id id, int nkeys,
@@ -32,9 +34,13 @@ void __wrap_scripts_run(struct redis_conn *c, enum script_id id, int nkeys,
 	last_nargs = nargs;
 	for (int i = 0; i < nkeys && i < 6; i++)
 		snprintf(last_keys[i], sizeof(last_keys[i]), "%s", keys[i]);
-	for (int i = 0; i < nargs && i < 6; i++)
+	for (int i = 0; i < nargs && i < 8; i++)
 		snprintf(last_args[i], sizeof(last_args[i]), "%s", args[i]);
 	canned = NULL;
+	if (ncanned_next) {
+		canned = canned_next[0];
+		memmove(canned_next, canned_next + 1, --ncanned_next * sizeof(*canned_next));
+	}
 	fn(ctx, r);		/* as redis_conn does: the reply is freed after */
 	if (r)
 		freeReplyObject(r);
@@ -531,8 +537,9 @@ static void test_locks__inspect_of_a_fair_lock_lists_its_queue(void **state)
 	assert_int_equal(last_nkeys, 4);
 	assert_string_equal(last_keys[2], "redisson_lock_queue:{job}");
 	assert_string_equal(last_keys[3], "redisson_lock_timeout:{job}");
-	assert_int_equal(last_nargs, 1);
+	assert_int_equal(last_nargs, 2);
 	assert_string_equal(last_args[0], "100");	/* places listed, at most */
+	assert_string_equal(last_args[1], "1000");	/* queue entries looked at, at most */
 	assert_int_equal(got_view->index, 42);
 	assert_int_equal(got_view->nplaces, 2);
 	assert_string_equal(got_view->places[0].owner, "q1");
@@ -729,6 +736,92 @@ static void test_locks__fair_refresh_sends_every_owner_in_one_argument(void **st
 	locks_fair_refresh(&B, "job", owners, 3, refresh_record, NULL);
 	assert_int_equal(refresh_got, LOCK_SCRIPT_ERROR);
 	locks_configure(5000);
+}
+
+/* Many waiters' places go in scripts of REFRESH_MAX owners, one after
+ * another; their answers are heard once, in the order given, and a
+ * failure of any is the refresh's. */
+static void test_locks__fair_refresh_of_many_waiters_goes_in_short_scripts(void **state)
+{
+	enum { N = 2 * REFRESH_MAX + 5 };
+	static char names[N][16];
+	const char *owners[N];
+	redisReply *r;
+
+	(void)state;
+	for (int i = 0; i < N; i++) {
+		snprintf(names[i], sizeof(names[i]), "w%d", i);
+		owners[i] = names[i];
+	}
+	r = ints(1, 1LL);				/* first script: w1 looks again */
+	r->elements = 2;
+	r->element = xrealloc(r->element, 2 * sizeof(*r->element));
+	r->element[1] = str_reply("w1");
+	canned = r;
+	canned_next[0] = ints(1, 1LL);			/* second: nobody */
+	r = ints(1, 1LL);				/* third: the last owner */
+	r->elements = 2;
+	r->element = xrealloc(r->element, 2 * sizeof(*r->element));
+	r->element[1] = str_reply(names[N - 1]);
+	canned_next[1] = r;
+	ncanned_next = 2;
+	refresh_got = LOCK_RESULT_COUNT;
+	locks_fair_refresh(&B, "job", owners, N, refresh_record, NULL);
+	assert_int_equal(refresh_got, LOCK_OK);
+	assert_int_equal(refresh_n, 2);
+	assert_string_equal(refresh_retry[0], "w1");
+	assert_string_equal(refresh_retry[1], names[N - 1]);
+	assert_string_equal(last_args[1], "4:w5124:w5134:w5144:w5154:w516");	/* the last 5 */
+
+	/* the second script fails: the refresh did not happen, nobody named */
+	canned = ints(1, 1LL);
+	canned_next[0] = NULL;
+	ncanned_next = 1;
+	locks_fair_refresh(&B, "job", owners, N, refresh_record, NULL);
+	assert_int_equal(refresh_got, LOCK_BACKEND_DOWN);
+	assert_int_equal(refresh_n, 0);
+	assert_int_equal(ncanned_next, 0);
+
+	/* an answer naming more owners than it was given is not believed past them */
+	r = ints(1, 1LL);
+	r->elements = 4;
+	r->element = xrealloc(r->element, 4 * sizeof(*r->element));
+	r->element[1] = str_reply("a");
+	r->element[2] = str_reply("b");
+	r->element[3] = str_reply("c");
+	canned = r;
+	locks_fair_refresh(&B, "job", owners, 2, refresh_record, NULL);
+	assert_int_equal(refresh_got, LOCK_OK);
+	assert_int_equal(refresh_n, 2);
+}
+
+/* A read acquire is given the caps on read holds; a hold past one is
+ * LOCK_TOO_MANY_HOLDS, saying which and how many. */
+static void test_locks__read_acquire_passes_the_caps_and_decodes_their_refusal(void **state)
+{
+	struct lock_state st;
+
+	(void)state;
+	locks_set_read_hold_caps(5, 9);
+	canned = ints(3, -4LL, 1LL, 5LL);
+	assert_int_equal(acquire(LOCK_KIND_READ, "doc", "r1", 1000, false, &st),
+			 LOCK_TOO_MANY_HOLDS);
+	assert_int_equal(last_id, SCRIPT_RW_READ_ACQUIRE);
+	assert_int_equal(last_nargs, 7);
+	assert_string_equal(last_args[5], "5");
+	assert_string_equal(last_args[6], "9");
+	assert_int_equal(st.why, LOCK_WHY_OWNER_HOLDS);
+	assert_int_equal(st.others, 5);
+	canned = ints(3, -4LL, 2LL, 12LL);	/* Redisson's holds may pass the cap */
+	assert_int_equal(acquire(LOCK_KIND_READ, "doc", "r1", 1000, false, &st),
+			 LOCK_TOO_MANY_HOLDS);
+	assert_int_equal(st.why, LOCK_WHY_LOCK_HOLDS);
+	assert_int_equal(st.others, 12);
+	/* the other kinds add no read holds: no caps passed */
+	canned = ints(5, 1LL, 7LL, 1LL, 1000LL, 1LL);
+	assert_int_equal(acquire(LOCK_KIND_WRITE, "doc", "w1", 1000, false, &st), LOCK_OK);
+	assert_int_equal(last_nargs, 5);
+	locks_set_read_hold_caps(64, 256);
 }
 
 static void test_locks__rwlock_keys_follow_redissons_tag_rule(void **state)
@@ -1023,6 +1116,34 @@ static void test_locks__listing_decodes_locks_and_survives_any_answer(void **sta
 			 LOCK_SCRIPT_ERROR);		/* no such side */
 }
 
+/* lock_list stops once it looked at LIST_HOLDS_MAX read holds: the names
+ * it did not get to are asked about in the next call. */
+static void test_locks__listing_asks_again_for_what_lock_list_left(void **state)
+{
+	struct listing *l;
+	redisReply *r;
+
+	(void)state;
+	l = listing_new(5);
+	canned = arr(1, arr(4, int_reply(1), int_reply(900), str_reply("w1"), int_reply(1)));
+	canned_next[0] = arr(1, arr(4, int_reply(1), int_reply(800), str_reply("w2"),
+				       int_reply(1)));
+	ncanned_next = 1;
+	r = arr(2, str_reply("0"), arr(2, str_reply("b"), str_reply("a")));
+	list_got = LOCK_RESULT_COUNT;
+	on_scan(l, r);
+	freeReplyObject(r);
+	assert_int_equal(list_got, LOCK_OK);
+	assert_int_equal(list_n, 2);
+	assert_string_equal(list_first, "a lock 900 w1=1/0");
+	assert_string_equal(last_args[0], "1:b");	/* the second call: b alone */
+	assert_string_equal(last_args[2], "512");	/* read holds one call looks at */
+	assert_int_equal(ncanned_next, 0);
+
+	/* an answer about more names than asked is the script failing */
+	assert_int_equal(inspect_a(arr(2, int_reply(0), int_reply(0))), LOCK_SCRIPT_ERROR);
+}
+
 static void test_locks__listing_scan_answers(void **state)
 {
 	struct listing *l;
@@ -1124,6 +1245,8 @@ int main(void)
 		cmocka_unit_test(test_locks__watch_channels),
 		cmocka_unit_test(test_locks__fair_lock_keys_and_per_owner_channel),
 		cmocka_unit_test(test_locks__fair_refresh_sends_every_owner_in_one_argument),
+		cmocka_unit_test(test_locks__fair_refresh_of_many_waiters_goes_in_short_scripts),
+		cmocka_unit_test(test_locks__read_acquire_passes_the_caps_and_decodes_their_refusal),
 		cmocka_unit_test(test_locks__rwlock_keys_follow_redissons_tag_rule),
 		cmocka_unit_test(test_locks__rwlock_release_reports_whether_free),
 		cmocka_unit_test(test_locks__held_says_why_and_not_a_lock_is_told_apart),
@@ -1131,6 +1254,7 @@ int main(void)
 		cmocka_unit_test(test_locks__listing_pattern_and_cursor),
 		cmocka_unit_test(test_locks__listing_decodes_locks_and_survives_any_answer),
 		cmocka_unit_test(test_locks__listing_scan_answers),
+		cmocka_unit_test(test_locks__listing_asks_again_for_what_lock_list_left),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
