@@ -521,7 +521,7 @@ static int floor_acquire(struct floor_client *fc, enum kind k, const char *name,
 		snprintf(tag, sizeof(tag), "{%s}", name);
 		snprintf(wr, sizeof(wr), "dlockd_rwlock_writers:{%s}", name);
 		r = redisCommand(fc->cmd, "EVALSHA %s 5 %s %s %s %s %s 30000 %s %s 0 %s 64 256 "
-				 DEADLINE, fc->acq_sha, name, tok, tag, wr, own, owner, life, "");
+				 TAIL, fc->acq_sha, name, tok, tag, wr, own, owner, life, "");
 	}
 	if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
 	    (r->element[0]->integer == 1 || r->element[0]->integer == 0)) {
