@@ -234,3 +234,383 @@ TEST(sync_replicas_off_sends_no_wait)
 	redis_stop(&rep, false);
 	redis_stop(&m, false);
 }
+
+/* ----- An undo undoes its own change, and nothing a later call did -----
+ *
+ * A grant no replica confirmed is undone before its 503 goes out. Meanwhile
+ * the owner may have retried it (the README says to), heartbeated, re-entered
+ * or released, through another dlockd or the same one, and been answered 200
+ * for that. The undo must then leave the holding as those answers describe
+ * it (never free while the owner was told it holds it); a 503 that says
+ * "undone" must have left nothing of its change, and one that says it may
+ * stand must not have been undone behind the owner's back. */
+
+/* One kind of lock as the HTTP API names it. */
+struct sync_kind {
+	const char *label;
+	const char *path;	/* printf pattern of the acquire/release path */
+	const char *beat;	/* ... of the heartbeat */
+	const char *field;	/* the owner's field in the lock hash ("%s": owner) */
+	const char *rival;	/* the acquire path another client is refused at */
+};
+
+static const struct sync_kind sync_kinds[] = {
+	{ "lock", "/locks/%s", "/locks/%s/heartbeat", "%s", "/locks/%s" },
+	{ "fair lock", "/fairlocks/%s", "/fairlocks/%s/heartbeat", "%s", "/fairlocks/%s" },
+	{ "read lock", "/rwlocks/%s/read", "/rwlocks/%s/read/heartbeat", "%s",
+	  "/rwlocks/%s/write" },
+	{ "write lock", "/rwlocks/%s/write", "/rwlocks/%s/write/heartbeat", "%s:write",
+	  "/rwlocks/%s/write" },
+};
+
+/* A master, its replica and n dlockd on it, each with --redis-sync-replicas
+ * 1 and a one-second WAIT (and --threads 1 with one dlockd: the retry then
+ * queues behind the first call's WAIT on the same connection). */
+struct sync_set {
+	struct redis_srv m, rep;
+	struct dlockd_srv d[2];
+	int n;
+};
+
+static bool sync_set_start(struct sync_set *s, int n)
+{
+	const char *flags[] = { "--redis-sync-replicas", "1", "--redis-sync-timeout-ms", "1000",
+				n == 1 ? "--threads" : NULL, "1", NULL };
+
+	memset(s, 0, sizeof(*s));
+	s->n = n;
+	if (redis_start(&s->m) != 0 || !start_replica(&s->rep, &s->m))
+		return false;
+	test_at_end(resume_replica, &s->rep);
+	for (int i = 0; i < n; i++)
+		if (dlockd_start_on(&s->d[i], &s->m, flags) != 0 ||
+		    !WAIT_FOR(status_of(&s->d[i], "GET", "/readyz") == 200, 5000))
+			return false;
+	return true;
+}
+
+static void sync_set_stop(struct sync_set *s)
+{
+	kill(s->rep.pid, SIGCONT);
+	for (int i = 0; i < s->n; i++)
+		dlockd_stop(&s->d[i], 5000);
+	redis_stop(&s->rep, false);
+	redis_stop(&s->m, false);
+}
+
+/* The second dlockd of s, or the only one. */
+static const char *sync_other(const struct sync_set *s)
+{
+	return s->d[s->n - 1].base;
+}
+
+/* The owner's hold count in lock hash n (0: none). */
+static long long holds_of(const struct sync_set *s, const struct sync_kind *k, const char *n,
+			  const char *owner)
+{
+	char field[128];
+	redisReply *r;
+	long long v = 0;
+
+	snprintf(field, sizeof(field), k->field, owner);
+	r = rcmd_on(&s->m, "HGET %s %s", n, field);
+	if (r && r->type == REDIS_REPLY_STRING)
+		v = atoll(r->str);
+	if (r)
+		freeReplyObject(r);
+	return v;
+}
+
+/* Does another client (owner "rival") find lock n free? It is given no
+ * time to wait, and a lock it got is given back. */
+static bool rival_gets(const struct sync_set *s, const struct sync_kind *k, const char *n)
+{
+	char path[256], p[300];
+	long st;
+
+	snprintf(path, sizeof(path), k->rival, n);
+	snprintf(p, sizeof(p), "%s?owner=rival&ttl_ms=5000", path);
+	st = status_of(&s->d[0], "PUT", "%s", p);
+	if (st == 200)
+		status_of(&s->d[0], "DELETE", "%s?owner=rival", path);
+	return st == 200;
+}
+
+/* What the owner does while its first call waits for the replica. */
+enum between { RETRY, HEARTBEAT, REENTER, RELEASE };
+
+/* The issue's scenario: with the replica stopped, owner "x" calls PUT
+ * (grant, or with x holding already a re-entry) on the first dlockd; 0.3 s
+ * later, what is between, on the second (or the same); the replica runs
+ * again 0.85 s after that, so the first call's WAIT has run out and the
+ * second one's is confirmed. Then the holding must be what the second
+ * answer said. */
+static void undo_after(enum between what, const struct sync_kind *k, struct sync_set *s)
+{
+	const char *n = lockname("undo");
+	char path[256], p[400], body[128];
+	struct bg first, second;
+	long long want_holds = 1;
+
+	snprintf(path, sizeof(path), k->path, n);
+	if (what == REENTER || what == RELEASE) {
+		snprintf(p, sizeof(p), "%s?owner=x&ttl_ms=20000", path);
+		CHECK(status_of(&s->d[0], "PUT", "%s", p) == 200, "%s: x holds it first", k->label);
+	}
+	CHECK(kill(s->rep.pid, SIGSTOP) == 0, "stop the replica");
+	snprintf(p, sizeof(p), "%s?owner=x&ttl_ms=20000%s", path,
+		 what == REENTER || what == RELEASE ? "&reentrant=true" : "");
+	bg_start_on(&first, s->d[0].base, "PUT", p, NULL);
+	sleep_ms(300);
+	switch (what) {
+	case RETRY:
+		snprintf(p, sizeof(p), "%s?owner=x&ttl_ms=20000", path);
+		bg_start_on(&second, sync_other(s), "PUT", p, NULL);
+		break;
+	case HEARTBEAT:
+		snprintf(p, sizeof(p), k->beat, n);
+		snprintf(body, sizeof(body), "{\"owner\":\"x\",\"ttl_ms\":20000}");
+		bg_start_on(&second, sync_other(s), "POST", p, body);
+		break;
+	case REENTER:
+		snprintf(p, sizeof(p), "%s?owner=x&ttl_ms=20000&reentrant=true", path);
+		bg_start_on(&second, sync_other(s), "PUT", p, NULL);
+		want_holds = 3;
+		break;
+	case RELEASE:
+		snprintf(p, sizeof(p), "%s?owner=x", path);
+		bg_start_on(&second, sync_other(s), "DELETE", p, NULL);
+		break;
+	}
+	sleep_ms(850);
+	CHECK(kill(s->rep.pid, SIGCONT) == 0, "the replica runs again");
+	bg_join(&first);
+	bg_join(&second);
+	CHECK_ERROR(first.r, 503, "replication_unconfirmed", "the first call, unconfirmed");
+	CHECK_STATUS(second.r, 200, "the second call, confirmed");
+	if (what == RELEASE)
+		CHECK(json_int(&second.r, "holds") == 1, "%s: the release left one hold (%lld)",
+		      k->label, json_int(&second.r, "holds"));
+	else if (what != HEARTBEAT)
+		CHECK(json_int(&second.r, "holds") == want_holds, "%s: %lld holds, want %lld",
+		      k->label, json_int(&second.r, "holds"), want_holds);
+
+	/* x was told it holds the lock: nobody else may get it */
+	CHECK(!rival_gets(s, k, n), "%s: another client was granted the lock x was told it "
+	      "holds (the first call's undo released x's holding)", k->label);
+	CHECK(holds_of(s, k, n, "x") == want_holds, "%s: x has %lld holds in redis, was told %lld",
+	      k->label, holds_of(s, k, n, "x"), want_holds);
+	CHECK(rcmd_int_on(&s->m, "PTTL %s", n) > 15000, "%s: the lease of the 200 stands (%lld)",
+	      k->label, rcmd_int_on(&s->m, "PTTL %s", n));
+	/* the undo found the holding changed by a later call: it did nothing,
+	 * and the 503 does not claim it did */
+	CHECK(json_bool(&first.r, "undone") == 0, "%s: the 503 says undone %d, want false "
+	      "(body %s)", k->label, json_bool(&first.r, "undone"), first.r.body);
+	http_free(&first.r);
+	http_free(&second.r);
+	snprintf(p, sizeof(p), "%s?owner=x", path);
+	for (long long i = 0; i < want_holds; i++)
+		CHECK(status_of(&s->d[0], "DELETE", "%s", p) == 200, "x releases");
+	CHECK(rcmd_int_on(&s->m, "EXISTS %s", n) == 0, "%s: free once x released", k->label);
+}
+
+TEST(sync_replicas_retry_keeps_the_grant)
+{
+	struct sync_set s;
+
+	CHECK(sync_set_start(&s, 2), "master, replica, two dlockd");
+	for (size_t i = 0; i < sizeof(sync_kinds) / sizeof(sync_kinds[0]) && !test_failed(); i++)
+		undo_after(RETRY, &sync_kinds[i], &s);
+	sync_set_stop(&s);
+}
+
+TEST(sync_replicas_retry_on_one_loop_keeps_the_grant)
+{
+	struct sync_set s;
+
+	CHECK(sync_set_start(&s, 1), "master, replica, one dlockd with one thread");
+	undo_after(RETRY, &sync_kinds[0], &s);
+	if (!test_failed())
+		undo_after(HEARTBEAT, &sync_kinds[0], &s);
+	sync_set_stop(&s);
+}
+
+TEST(sync_replicas_heartbeat_keeps_the_grant)
+{
+	struct sync_set s;
+
+	CHECK(sync_set_start(&s, 2), "master, replica, two dlockd");
+	for (size_t i = 0; i < sizeof(sync_kinds) / sizeof(sync_kinds[0]) && !test_failed(); i++)
+		undo_after(HEARTBEAT, &sync_kinds[i], &s);
+	sync_set_stop(&s);
+}
+
+TEST(sync_replicas_reentry_keeps_its_holds)
+{
+	struct sync_set s;
+
+	CHECK(sync_set_start(&s, 2), "master, replica, two dlockd");
+	for (size_t i = 0; i < sizeof(sync_kinds) / sizeof(sync_kinds[0]) && !test_failed(); i++)
+		undo_after(REENTER, &sync_kinds[i], &s);
+	sync_set_stop(&s);
+}
+
+TEST(sync_replicas_release_between_keeps_the_rest)
+{
+	struct sync_set s;
+
+	CHECK(sync_set_start(&s, 2), "master, replica, two dlockd");
+	for (size_t i = 0; i < sizeof(sync_kinds) / sizeof(sync_kinds[0]) && !test_failed(); i++)
+		undo_after(RELEASE, &sync_kinds[i], &s);
+	sync_set_stop(&s);
+}
+
+/* PUT path?owner=x&ttl_ms=ttl[&reentrant=true] on s's first dlockd with
+ * the replica stopped: the 503 it must get, kept in r. */
+static bool unconfirmed_put(struct sync_set *s, const char *path, int ttl, bool reentrant,
+			    struct http_resp *r)
+{
+	char p[400];
+
+	snprintf(p, sizeof(p), "%s?owner=x&ttl_ms=%d%s", path, ttl,
+		 reentrant ? "&reentrant=true" : "");
+	kill(s->rep.pid, SIGSTOP);
+	http_on(s->d[0].base, "PUT", p, NULL, r);
+	kill(s->rep.pid, SIGCONT);
+	if (r->status != 503)
+		printf("# PUT %s: status %ld, body %s\n", p, r->status, r->body ? r->body : "");
+	return r->status == 503;
+}
+
+/* Undone, a grant, repeat or re-entry leaves the lock as it was before it:
+ * no holding (nor holders' hash) after a grant, the holds and the lease it
+ * had after a repeat or re-entry -- and the 503 says so. */
+static void undo_restores(const struct sync_kind *k, struct sync_set *s)
+{
+	const char *n = lockname("exact");
+	char path[256], p[400];
+	struct http_resp r;
+	long long token;
+
+	snprintf(path, sizeof(path), k->path, n);
+	snprintf(p, sizeof(p), "%s?owner=x&ttl_ms=10000", path);
+	http_on(s->d[0].base, "PUT", p, NULL, &r);
+	CHECK_STATUS(r, 200, "x holds it, the replica running");
+	token = json_int(&r, "fencing_token");
+	http_free(&r);
+
+	CHECK(unconfirmed_put(s, path, 60000, false, &r), "%s: an unconfirmed repeat", k->label);
+	CHECK(rcmd_int_on(&s->m, "PTTL %s", n) <= 10000, "%s: the repeat's longer lease was "
+	      "undone (pttl %lld, was at most 10000)", k->label, rcmd_int_on(&s->m, "PTTL %s", n));
+	CHECK(holds_of(s, k, n, "x") == 1, "%s: one hold", k->label);
+	CHECK(json_bool(&r, "undone") == 1, "%s: the repeat's 503 says undone (%s)", k->label,
+	      r.body);
+	http_free(&r);
+
+	CHECK(unconfirmed_put(s, path, 60000, true, &r), "%s: an unconfirmed re-entry", k->label);
+	CHECK(holds_of(s, k, n, "x") == 1, "%s: the re-entry's hold was undone (%lld holds)",
+	      k->label, holds_of(s, k, n, "x"));
+	CHECK(rcmd_int_on(&s->m, "PTTL %s", n) <= 10000, "%s: and its lease (pttl %lld)",
+	      k->label, rcmd_int_on(&s->m, "PTTL %s", n));
+	CHECK(json_bool(&r, "undone") == 1, "%s: the re-entry's 503 says undone (%s)", k->label,
+	      r.body);
+	http_free(&r);
+
+	snprintf(p, sizeof(p), "%s?owner=x&ttl_ms=10000", path);
+	CHECK(WAIT_FOR(status_of(&s->d[0], "PUT", "%s", p) == 200, 10000),
+	      "%s: confirmed again with the replica back", k->label);
+	http_on(s->d[0].base, "PUT", p, NULL, &r);
+	CHECK(json_int(&r, "fencing_token") == token && json_int(&r, "holds") == 1,
+	      "%s: the same holding (token %lld, was %lld)", k->label,
+	      json_int(&r, "fencing_token"), token);
+	http_free(&r);
+	snprintf(p, sizeof(p), "%s?owner=x", path);
+	CHECK(status_of(&s->d[0], "DELETE", "%s", p) == 200, "%s: x releases", k->label);
+
+	CHECK(unconfirmed_put(s, path, 60000, false, &r), "%s: an unconfirmed grant", k->label);
+	CHECK(rcmd_int_on(&s->m, "EXISTS %s", n) == 0, "%s: the grant was undone", k->label);
+	CHECK(rcmd_int_on(&s->m, "EXISTS dlockd_lock_owners:{%s}", n) == 0,
+	      "%s: its holders' hash too", k->label);
+	CHECK(json_bool(&r, "undone") == 1, "%s: the grant's 503 says undone (%s)", k->label,
+	      r.body);
+	http_free(&r);
+	CHECK(WAIT_FOR(status_of(&s->d[0], "PUT", "%s?owner=x&ttl_ms=10000", path) == 200, 10000),
+	      "%s: granted once the replica is back", k->label);
+	CHECK(status_of(&s->d[0], "DELETE", "%s?owner=x", path) == 200, "%s: released", k->label);
+}
+
+TEST(sync_replicas_undo_restores_exactly)
+{
+	struct sync_set s;
+
+	CHECK(sync_set_start(&s, 1), "master, replica, one dlockd");
+	for (size_t i = 0; i < sizeof(sync_kinds) / sizeof(sync_kinds[0]) && !test_failed(); i++)
+		undo_restores(&sync_kinds[i], &s);
+	sync_set_stop(&s);
+}
+
+/* A test's end: a stopped master runs again. */
+static void resume_master(void *arg)
+{
+	const struct redis_srv *m = arg;
+
+	if (m->pid > 0)
+		kill(m->pid, SIGCONT);
+}
+
+/* Redis unreachable when the undo is due: the WAIT's connection is cut
+ * (its WAIT gets no answer: unconfirmed) and the master stopped. Back
+ * within a second, the undo is tried again and done (undone, the lock
+ * free); away for longer, the 503 says the grant may stand -- and it does,
+ * once the master runs again: a 503 that may have taken effect is not
+ * called undone. */
+TEST(sync_replicas_undo_with_redis_unreachable)
+{
+	struct sync_set s;
+	const char *n = lockname("cut"), *n2 = lockname("away");
+	char p[256];
+	struct bg first;
+
+	CHECK(sync_set_start(&s, 1), "master, replica, one dlockd");
+	test_at_end(resume_master, &s.m);
+
+	CHECK(kill(s.rep.pid, SIGSTOP) == 0, "stop the replica");
+	snprintf(p, sizeof(p), "/locks/%s?owner=x&ttl_ms=20000", n);
+	bg_start_on(&first, s.d[0].base, "PUT", p, NULL);
+	sleep_ms(300);
+	CHECK(rcmd_int_on(&s.m, "CLIENT KILL TYPE normal SKIPME yes") >= 1, "cut dlockd's "
+	      "connection while its WAIT waits");
+	CHECK(kill(s.m.pid, SIGSTOP) == 0, "stop the master");
+	sleep_ms(700);
+	CHECK(kill(s.m.pid, SIGCONT) == 0, "the master runs again");
+	bg_join(&first);
+	CHECK_ERROR(first.r, 503, "replication_unconfirmed", "a grant whose WAIT was cut");
+	CHECK(json_bool(&first.r, "undone") == 1, "the undo was tried again once redis was "
+	      "back: undone (body %s)", first.r.body);
+	CHECK(rcmd_int_on(&s.m, "EXISTS %s", n) == 0, "and the lock is free");
+	http_free(&first.r);
+
+	snprintf(p, sizeof(p), "/locks/%s?owner=x&ttl_ms=20000", n2);
+	bg_start_on(&first, s.d[0].base, "PUT", p, NULL);
+	sleep_ms(300);
+	CHECK(rcmd_int_on(&s.m, "CLIENT KILL TYPE normal SKIPME yes") >= 1, "cut dlockd's "
+	      "connection while its WAIT waits");
+	CHECK(kill(s.m.pid, SIGSTOP) == 0, "stop the master");
+	bg_join(&first);
+	CHECK(kill(s.m.pid, SIGCONT) == 0, "the master runs again");
+	CHECK_ERROR(first.r, 503, "replication_unconfirmed", "a grant whose undo cannot run");
+	/* what the 503 claims must be so: the grant stands on the master */
+	CHECK(json_bool(&first.r, "undone") == 1 || rcmd_int_on(&s.m, "EXISTS %s", n2) == 0,
+	      "the 503 claims the grant was undone, but x holds the lock in redis (body %s)",
+	      first.r.body);
+	CHECK(json_bool(&first.r, "undone") == 0, "the 503 says the grant may stand (body %s)",
+	      first.r.body);
+	CHECK(!rival_gets(&s, &sync_kinds[0], n2), "nobody else gets it meanwhile");
+	http_free(&first.r);
+	CHECK(kill(s.rep.pid, SIGCONT) == 0, "the replica runs again");
+	/* a retry tells x the truth: the grant stands, and is confirmed now */
+	CHECK(WAIT_FOR(status_of(&s.d[0], "PUT", "%s", p) == 200, 10000),
+	      "x's retry is granted (the same holding)");
+	CHECK(status_of(&s.d[0], "DELETE", "/locks/%s?owner=x", n2) == 200, "x releases");
+	sync_set_stop(&s);
+}
