@@ -146,8 +146,11 @@ static enum MHD_Result reply_failure(struct request *rq, enum lock_result r,
 		return reply_error(rq, ERR_INTERNAL, NULL, "%s '%s': %s", label, rq->name,
 				   st->fault ? st->fault : "the lock script failed in redis");
 	case LOCK_UNCONFIRMED:
-		return reply_error(rq, ERR_REPLICATION_UNCONFIRMED, NULL,
-				   "%s '%s' is not held: %s", label, rq->name, st->fault);
+		/* undone: the change left nothing; else it may stand */
+		return reply_error(rq, ERR_REPLICATION_UNCONFIRMED,
+				   json_pack("{s:b}", "undone", st->undone), "%s '%s' %s: %s",
+				   label, rq->name, st->undone ? "is not held" : "may be held",
+				   st->fault);
 	case LOCK_OK:
 	case LOCK_RESULT_COUNT:
 		break;

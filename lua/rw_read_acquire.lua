@@ -11,11 +11,12 @@
           lease); "0": it is a repeat: every read hold of the owner lasts
           at least lease ms more, and none is added
   ARGV[5] the caller's token name (principal); "" with auth off
-  Returns {1, token, holds, pttl, added}
+  Returns {1, token, holds, pttl, added, change}
                                    held; token is the read holding's (the
                                    same while the owner reads); pttl of N,
                                    which lives as long as its longest hold;
-                                   added 0 for a repeat
+                                   added 0 for a repeat; change for
+                                   rw_undo.lua
           {0, pttl, 0, why, 0}     not acquired: why 5, a writer holds it; why
                                    2, a writer waits and the caller is a new
                                    reader
@@ -53,6 +54,15 @@ if not reading and not writing then
     return {0, redis.call('pttl', KEYS[1]), 0, 2, 0}
   end
 end
+-- what an undo of this change needs (lib/common.lua): N's lease end, the
+-- owner's write holding's change number, each read hold's end for a repeat
+local now, record = now_ms(), {0, 0}
+if mode then
+  record[1] = now + redis.call('pttl', KEYS[1])
+end
+if writing then
+  record[2] = owners_change(KEYS[5], owner .. ':write') or 0
+end
 if not mode then
   redis.call('hset', KEYS[1], 'mode', 'read')
 end
@@ -61,6 +71,8 @@ local holds, added
 if reading and ARGV[4] ~= '1' then
   holds, added = tonumber(redis.call('hget', KEYS[1], owner)), 0
   for k = 1, holds do
+    local pttl = redis.call('pttl', base .. k)
+    record[#record + 1] = pttl > 0 and now + pttl or 0
     lease_at_least(base .. k, lease)
   end
 else
@@ -69,5 +81,9 @@ else
 end
 local pttl = lease_at_least(KEYS[1], lease)
 local token = owners_token(KEYS[5], owner, KEYS[2], lease, principal, not reading)
+for i = 1, #record do
+  record[i] = string.format('%d', record[i])
+end
+local change = owners_bump(KEYS[5], owner, added .. ' ' .. table.concat(record, ' '))
 owners_sync(KEYS[5], KEYS[1])
-return {1, token, holds, pttl, added}
+return {1, token, holds, pttl, added, change}

@@ -132,6 +132,7 @@ TEST(sync_replicas_unconfirmed_grant_is_undone)
 	CHECK_ERROR(r, 503, "replication_unconfirmed", "grant no replica confirmed");
 	CHECK(atoi(r.retry_after) >= 1, "Retry-After, got '%s'", r.retry_after);
 	CHECK(r.ms < 3000.0 * slow_factor(), "answered about the WAIT timeout (%.0f ms)", r.ms);
+	CHECK(json_bool(&r, "undone") == 1, "and says it was undone: %s", r.body);
 	http_free(&r);
 	CHECK(WAIT_FOR(rcmd_int_on(&m, "EXISTS %s", n) == 0, 3000),
 	      "the grant was undone on the master");
@@ -141,6 +142,7 @@ TEST(sync_replicas_unconfirmed_grant_is_undone)
 	snprintf(path, sizeof(path), "/locks/%s?owner=a&ttl_ms=30000", held);
 	http_on(d.base, "PUT", path, NULL, &r);
 	CHECK_ERROR(r, 503, "replication_unconfirmed", "repeat no replica confirmed");
+	CHECK(json_bool(&r, "undone") == 1, "its lease was put back: %s", r.body);
 	http_free(&r);
 	CHECK(rcmd_int_on(&m, "EXISTS %s", held) == 1, "a repeat's 503 releases nothing");
 
@@ -272,6 +274,29 @@ struct sync_set {
 	int n;
 };
 
+/* Does a write on m reach its replica within 200 ms? Not at first: a
+ * master that has just sent a new replica its data streams nothing more
+ * to it until the replica's first acknowledgement, which comes up to a
+ * second later -- a replica stopped before it would catch up late. */
+static bool replica_streams(const struct redis_srv *m)
+{
+	redisContext *c = redis_client(m);
+	redisReply *r = c ? redisCommand(c, "SET sync-probe 1") : NULL;
+	bool ok;
+
+	if (r)
+		freeReplyObject(r);
+	r = c ? redisCommand(c, "WAIT 1 200") : NULL;
+	ok = r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+	if (r)
+		freeReplyObject(r);
+	if (c) {
+		freeReplyObject(redisCommand(c, "DEL sync-probe"));
+		redisFree(c);
+	}
+	return ok;
+}
+
 static bool sync_set_start(struct sync_set *s, int n)
 {
 	const char *flags[] = { "--redis-sync-replicas", "1", "--redis-sync-timeout-ms", "1000",
@@ -279,13 +304,15 @@ static bool sync_set_start(struct sync_set *s, int n)
 
 	memset(s, 0, sizeof(*s));
 	s->n = n;
-	if (redis_start(&s->m) != 0 || !start_replica(&s->rep, &s->m))
+	if (redis_start(&s->m) != 0 || !start_replica(&s->rep, &s->m) ||
+	    !WAIT_FOR(replica_streams(&s->m), 5000))
 		return false;
 	test_at_end(resume_replica, &s->rep);
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		if (dlockd_start_on(&s->d[i], &s->m, flags) != 0 ||
 		    !WAIT_FOR(status_of(&s->d[i], "GET", "/readyz") == 200, 5000))
 			return false;
+	}
 	return true;
 }
 
@@ -340,28 +367,40 @@ static bool rival_gets(const struct sync_set *s, const struct sync_kind *k, cons
 enum between { RETRY, HEARTBEAT, REENTER, RELEASE };
 
 /* The issue's scenario: with the replica stopped, owner "x" calls PUT
- * (grant, or with x holding already a re-entry) on the first dlockd; 0.3 s
- * later, what is between, on the second (or the same); the replica runs
- * again 0.85 s after that, so the first call's WAIT has run out and the
- * second one's is confirmed. Then the holding must be what the second
- * answer said. */
+ * (grant, or with x holding already a re-entry) on the first dlockd; once
+ * Redis ran it, and 0.4 s later (0.3 s on one dlockd), what is between, on
+ * the second (or the same); the replica runs again as soon as the first
+ * call is answered, so the first call's WAIT has run out and the second
+ * one's is confirmed. (The steps wait for each other rather than for
+ * fixed times, on a machine that may be slow: the second call must have
+ * reached Redis before the first one's undo, the replica be back before
+ * the second one's WAIT runs out.) Then the holding must be what the
+ * second answer said. */
 static void undo_after(enum between what, const struct sync_kind *k, struct sync_set *s)
 {
 	const char *n = lockname("undo");
 	char path[256], p[400], body[128];
 	struct bg first, second;
-	long long want_holds = 1;
+	long long want_holds = 1, scripts;
 
 	snprintf(path, sizeof(path), k->path, n);
 	if (what == REENTER || what == RELEASE) {
+		struct http_resp r;
+
 		snprintf(p, sizeof(p), "%s?owner=x&ttl_ms=20000", path);
-		CHECK(status_of(&s->d[0], "PUT", "%s", p) == 200, "%s: x holds it first", k->label);
+		http_on(s->d[0].base, "PUT", p, NULL, &r);
+		CHECK_STATUS(r, 200, "x holds it first");
+		http_free(&r);
 	}
 	CHECK(kill(s->rep.pid, SIGSTOP) == 0, "stop the replica");
 	snprintf(p, sizeof(p), "%s?owner=x&ttl_ms=20000%s", path,
 		 what == REENTER || what == RELEASE ? "&reentrant=true" : "");
+	scripts = redis_script_calls(&s->m);
 	bg_start_on(&first, s->d[0].base, "PUT", p, NULL);
-	sleep_ms(300);
+	CHECK(WAIT_FOR(redis_script_calls(&s->m) > scripts, 900),
+	      "%s: the first call reached redis", k->label);
+	scripts = redis_script_calls(&s->m);
+	sleep_ms(s->n == 2 ? 400 : 300);
 	switch (what) {
 	case RETRY:
 		snprintf(p, sizeof(p), "%s?owner=x&ttl_ms=20000", path);
@@ -382,9 +421,14 @@ static void undo_after(enum between what, const struct sync_kind *k, struct sync
 		bg_start_on(&second, sync_other(s), "DELETE", p, NULL);
 		break;
 	}
-	sleep_ms(850);
-	CHECK(kill(s->rep.pid, SIGCONT) == 0, "the replica runs again");
+	if (s->n == 2)
+		CHECK(WAIT_FOR(redis_script_calls(&s->m) > scripts ||
+			       __atomic_load_n(&first.done_ms, __ATOMIC_ACQUIRE), 2000) &&
+		      !__atomic_load_n(&first.done_ms, __ATOMIC_ACQUIRE),
+		      "%s: the second call reached redis before the first was answered "
+		      "(a machine this slow cannot play the scenario)", k->label);
 	bg_join(&first);
+	CHECK(kill(s->rep.pid, SIGCONT) == 0, "the replica runs again");
 	bg_join(&second);
 	CHECK_ERROR(first.r, 503, "replication_unconfirmed", "the first call, unconfirmed");
 	CHECK_STATUS(second.r, 200, "the second call, confirmed");
@@ -612,5 +656,80 @@ TEST(sync_replicas_undo_with_redis_unreachable)
 	CHECK(WAIT_FOR(status_of(&s.d[0], "PUT", "%s", p) == 200, 10000),
 	      "x's retry is granted (the same holding)");
 	CHECK(status_of(&s.d[0], "DELETE", "/locks/%s?owner=x", n2) == 200, "x releases");
+	sync_set_stop(&s);
+}
+
+/* A read-write lock whose writer also reads: each side is a holding of its
+ * own, and an undo of one leaves the other as its own answers said. An
+ * unconfirmed read repeat or re-entry is taken back without shortening
+ * the write lease a heartbeat of the writer gave meanwhile; an unconfirmed
+ * upgrade (the only reader taking the write side) leaves it a reader. */
+TEST(sync_replicas_undo_on_a_writer_that_reads)
+{
+	struct sync_set s;
+	const char *n = lockname("rw");
+	char rd[256], wr[256], p[400];
+	struct http_resp r;
+	struct bg first, beat;
+
+	CHECK(sync_set_start(&s, 1), "master, replica, one dlockd with one thread");
+	snprintf(rd, sizeof(rd), "/rwlocks/%s/read", n);
+	snprintf(wr, sizeof(wr), "/rwlocks/%s/write", n);
+	CHECK(status_of(&s.d[0], "PUT", "%s?owner=x&ttl_ms=20000", wr) == 200, "x writes");
+	CHECK(status_of(&s.d[0], "PUT", "%s?owner=x&ttl_ms=10000", rd) == 200, "and reads");
+
+	/* a read re-entry, unconfirmed; behind it the writer's heartbeat,
+	 * which stands whatever the replicas say */
+	CHECK(kill(s.rep.pid, SIGSTOP) == 0, "stop the replica");
+	snprintf(p, sizeof(p), "%s?owner=x&ttl_ms=60000&reentrant=true", rd);
+	bg_start_on(&first, s.d[0].base, "PUT", p, NULL);
+	sleep_ms(300);
+	snprintf(p, sizeof(p), "/rwlocks/%s/write/heartbeat", n);
+	bg_start_on(&beat, s.d[0].base, "POST", p, "{\"owner\":\"x\",\"ttl_ms\":60000}");
+	bg_join(&first);
+	CHECK(kill(s.rep.pid, SIGCONT) == 0, "the replica runs again");
+	bg_join(&beat);
+	CHECK_ERROR(first.r, 503, "replication_unconfirmed", "the read re-entry");
+	CHECK(json_bool(&first.r, "undone") == 1, "its own holding had not changed: undone (%s)",
+	      first.r.body);
+	CHECK_STATUS(beat.r, 200, "the writer's heartbeat");
+	http_free(&first.r);
+	http_free(&beat.r);
+	CHECK(holds_of(&s, &sync_kinds[2], n, "x") == 1, "x reads with one hold again (%lld)",
+	      holds_of(&s, &sync_kinds[2], n, "x"));
+	CHECK(rcmd_int_on(&s.m, "PTTL %s", n) > 55000, "the heartbeat's write lease stands "
+	      "(pttl %lld)", rcmd_int_on(&s.m, "PTTL %s", n));
+	CHECK(rcmd_int_on(&s.m, "PTTL {%s}:x:rwlock_timeout:1", n) <= 10000,
+	      "the read hold keeps its lease");
+
+	/* a read repeat with a longer lease, alone: put back, the write lease
+	 * it lengthened too */
+	CHECK(WAIT_FOR(status_of(&s.d[0], "POST", "/rwlocks/%s/write/heartbeat?owner=x&ttl_ms=20000",
+				 n) == 200 && rcmd_int_on(&s.m, "PTTL %s", n) <= 20000, 10000),
+	      "the write lease back at 20 s, confirmed");
+	CHECK(unconfirmed_put(&s, rd, 90000, false, &r), "an unconfirmed read repeat");
+	CHECK(json_bool(&r, "undone") == 1, "undone (%s)", r.body);
+	http_free(&r);
+	CHECK(rcmd_int_on(&s.m, "PTTL {%s}:x:rwlock_timeout:1", n) <= 10000 &&
+	      rcmd_int_on(&s.m, "PTTL %s", n) <= 20000, "both leases put back (read %lld, lock %lld)",
+	      rcmd_int_on(&s.m, "PTTL {%s}:x:rwlock_timeout:1", n), rcmd_int_on(&s.m, "PTTL %s", n));
+	CHECK(holds_of(&s, &sync_kinds[3], n, "x") == 1, "x still writes");
+
+	/* x gives the write side up and reads alone; an unconfirmed upgrade
+	 * leaves it reading, the lock read-locked */
+	CHECK(WAIT_FOR(status_of(&s.d[0], "DELETE", "%s?owner=x", wr) == 200, 10000),
+	      "x stops writing");
+	CHECK(unconfirmed_put(&s, wr, 20000, false, &r), "an unconfirmed upgrade");
+	CHECK(json_bool(&r, "undone") == 1, "undone (%s)", r.body);
+	http_free(&r);
+	CHECK(holds_of(&s, &sync_kinds[3], n, "x") == 0 && holds_of(&s, &sync_kinds[2], n, "x") == 1,
+	      "x reads and does not write");
+	snprintf(p, sizeof(p), "/rwlocks/%s", n);
+	http_on(s.d[0].base, "GET", p, NULL, &r);
+	CHECK(json_str(&r, "mode") && !strcmp(json_str(&r, "mode"), "read"), "read-locked: %s",
+	      r.body);
+	http_free(&r);
+	CHECK(WAIT_FOR(status_of(&s.d[0], "DELETE", "%s?owner=x", rd) == 200, 10000),
+	      "x stops reading");
 	sync_set_stop(&s);
 }
