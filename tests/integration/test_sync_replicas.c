@@ -5,10 +5,14 @@
  * and undone on the master; auto follows ROLE's count; off sends no WAIT. */
 #include "../harness/harness.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 /* The replicas the master m lists online in ROLE; -1 on no answer. */
 static long long online_replicas(const struct redis_srv *m)
@@ -732,4 +736,51 @@ TEST(sync_replicas_undo_on_a_writer_that_reads)
 	CHECK(WAIT_FOR(status_of(&s.d[0], "DELETE", "%s?owner=x", rd) == 200, 10000),
 	      "x stops reading");
 	sync_set_stop(&s);
+}
+
+/* A grant whose answer cannot be delivered (its client left while the
+ * WAIT ran) is taken back when its request ends, as nobody learns of it --
+ * but only that grant: the owner's retry, answered 200 meanwhile, stands.
+ * On two dlockd, and on one with one thread (the retry queued behind the
+ * WAIT). */
+TEST(sync_replicas_grant_nobody_heard_of_keeps_a_retry)
+{
+	for (int instances = 2; instances >= 1 && !test_failed(); instances--) {
+		struct sync_set s;
+		const char *n = lockname("gone");
+		char rq[600], p[400];
+		struct bg retry;
+		long long scripts;
+		int fd;
+
+		CHECK(sync_set_start(&s, instances), "master, replica, %d dlockd", instances);
+		CHECK(kill(s.rep.pid, SIGSTOP) == 0, "stop the replica");
+		scripts = redis_script_calls(&s.m);
+		fd = raw_connect(s.d[0].port);
+		CHECK(fd >= 0, "connect");
+		snprintf(rq, sizeof(rq), "PUT /locks/%s?owner=x&ttl_ms=20000 HTTP/1.1\r\n"
+			 "Host: 127.0.0.1\r\nContent-Length: 0\r\n\r\n", n);
+		/* corked: the request and the FIN leave together (see test_wait.c) */
+		setsockopt(fd, IPPROTO_TCP, TCP_CORK, &(int){ 1 }, sizeof(int));
+		CHECK(write(fd, rq, strlen(rq)) == (ssize_t)strlen(rq), "send");
+		shutdown(fd, SHUT_WR);
+		CHECK(WAIT_FOR(redis_script_calls(&s.m) > scripts, 2000), "granted in redis");
+		sleep_ms(300);
+		snprintf(p, sizeof(p), "/locks/%s?owner=x&ttl_ms=20000", n);
+		bg_start_on(&retry, sync_other(&s), "PUT", p, NULL);
+		sleep_ms(instances == 2 ? 300 : 900);
+		CHECK(kill(s.rep.pid, SIGCONT) == 0, "the replica runs again");
+		bg_join(&retry);
+		CHECK_STATUS(retry.r, 200, "x's retry");
+		http_free(&retry.r);
+		CHECK(WAIT_FOR(file_contains(s.d[0].log, "\"delivered\":false"), 5000),
+		      "the first answer was not delivered");
+		close(fd);
+		sleep_ms(200);	/* its undo, if any, has run */
+		CHECK(!rival_gets(&s, &sync_kinds[0], n), "%d dlockd: another client was granted the "
+		      "lock x's retry was told it holds", instances);
+		CHECK(holds_of(&s, &sync_kinds[0], n, "x") == 1, "x holds it once");
+		CHECK(status_of(&s.d[0], "DELETE", "/locks/%s?owner=x", n) == 200, "x releases");
+		sync_set_stop(&s);
+	}
 }
