@@ -271,7 +271,7 @@ void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode t
 	watch_end(&rq->lock.watch);
 	if (acquire_end(&rq->lock.acquire, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)) {
 		metrics_lock(rq->route.kind, MOP_ACQUIRE, HANDLE_ABANDONED);
-		log_info("answer to the grant of lock '%s' was not delivered; released it",
+		log_info("answer to the grant of lock '%s' was not delivered; taking it back",
 			 rq->name);
 	}
 }

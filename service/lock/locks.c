@@ -698,6 +698,10 @@ static void on_undo_reply(void *arg, redisReply *r)
 	if (code == 1 && locks_elem_int(r, 1) == 1)
 		publish_change(c, "released");	/* the owner's holding ended */
 	if (c->res != LOCK_UNCONFIRMED) {
+		if (code == 2)
+			log_info("%s of the grant of %s '%s' to '%s' not done: a later call "
+				 "changed the holding, and stands", c->what, kinds[c->kind].label,
+				 c->name, c->owner);
 		deliver(c, res, &st);
 		return;
 	}

@@ -398,7 +398,7 @@ TEST(undelivered_repeat_keeps_the_holding)
 	CHECK(json_bool(&r, "held") == 1 && json_int(&r, "holds") == 1,
 	      "w1 still holds its one hold: %s", r.body);
 	http_free(&r);
-	CHECK(!file_contains(d.log, "was not delivered; released it"), "nothing was released");
+	CHECK(!file_contains(d.log, "was not delivered; taking it back"), "nothing was taken back");
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	CHECK(rcmd_int("HGET %s w1", n) == 1, "still held after dlockd stopped");
 	rcmd_int("DEL %s dlockd_lock_owners:{%s}", n, n);
