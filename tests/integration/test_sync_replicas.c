@@ -607,12 +607,13 @@ static void resume_master(void *arg)
 		kill(m->pid, SIGCONT);
 }
 
-/* Redis unreachable when the undo is due: the WAIT's connection is cut
- * (its WAIT gets no answer: unconfirmed) and the master stopped. Back
- * within a second, the undo is tried again and done (undone, the lock
- * free); away for longer, the 503 says the grant may stand -- and it does,
- * once the master runs again: a 503 that may have taken effect is not
- * called undone. */
+/* Redis unreachable when the undo is due. The WAIT's connection is cut
+ * (its WAIT gets no answer: unconfirmed) and the master stopped for 0.7 s:
+ * the undo is tried again and done (undone, the lock free). The master
+ * stopped while the WAIT waits, for good: dlockd gives up on the WAIT
+ * after 10 s, and its undo cannot run either -- the 503 says the grant may
+ * stand, and it does once the master runs again: a 503 that may have
+ * taken effect is not called undone. */
 TEST(sync_replicas_undo_with_redis_unreachable)
 {
 	struct sync_set s;
@@ -626,7 +627,10 @@ TEST(sync_replicas_undo_with_redis_unreachable)
 	CHECK(kill(s.rep.pid, SIGSTOP) == 0, "stop the replica");
 	snprintf(p, sizeof(p), "/locks/%s?owner=x&ttl_ms=20000", n);
 	bg_start_on(&first, s.d[0].base, "PUT", p, NULL);
-	sleep_ms(300);
+	/* granted, and so answered: the master wrote the answer before it
+	 * served another client */
+	CHECK(WAIT_FOR(rcmd_int_on(&s.m, "EXISTS %s", n) == 1, 2000), "granted in redis");
+	sleep_ms(100);	/* the WAIT is sent */
 	CHECK(rcmd_int_on(&s.m, "CLIENT KILL TYPE normal SKIPME yes") >= 1, "cut dlockd's "
 	      "connection while its WAIT waits");
 	CHECK(kill(s.m.pid, SIGSTOP) == 0, "stop the master");
@@ -639,12 +643,11 @@ TEST(sync_replicas_undo_with_redis_unreachable)
 	CHECK(rcmd_int_on(&s.m, "EXISTS %s", n) == 0, "and the lock is free");
 	http_free(&first.r);
 
-	snprintf(p, sizeof(p), "/locks/%s?owner=x&ttl_ms=20000", n2);
+	snprintf(p, sizeof(p), "/locks/%s?owner=x&ttl_ms=30000", n2);
 	bg_start_on(&first, s.d[0].base, "PUT", p, NULL);
-	sleep_ms(300);
-	CHECK(rcmd_int_on(&s.m, "CLIENT KILL TYPE normal SKIPME yes") >= 1, "cut dlockd's "
-	      "connection while its WAIT waits");
-	CHECK(kill(s.m.pid, SIGSTOP) == 0, "stop the master");
+	CHECK(WAIT_FOR(rcmd_int_on(&s.m, "EXISTS %s", n2) == 1, 2000), "granted in redis");
+	sleep_ms(100);	/* the WAIT is sent */
+	CHECK(kill(s.m.pid, SIGSTOP) == 0, "stop the master while the WAIT waits");
 	bg_join(&first);
 	CHECK(kill(s.m.pid, SIGCONT) == 0, "the master runs again");
 	CHECK_ERROR(first.r, 503, "replication_unconfirmed", "a grant whose undo cannot run");
