@@ -321,13 +321,18 @@ static bool sync_set_start(struct sync_set *s, int n)
 	return true;
 }
 
-static void sync_set_stop(struct sync_set *s)
+/* Stop s; false unless every dlockd exited cleanly (under ASan: nothing
+ * leaked either). */
+static bool sync_set_stop(struct sync_set *s)
 {
+	bool clean = true;
+
 	kill(s->rep.pid, SIGCONT);
 	for (int i = 0; i < s->n; i++)
-		dlockd_stop(&s->d[i], 5000);
+		clean &= dlockd_stop(&s->d[i], 5000) == 0;
 	redis_stop(&s->rep, false);
 	redis_stop(&s->m, false);
+	return clean;
 }
 
 /* The second dlockd of s, or the only one. */
@@ -470,7 +475,7 @@ TEST(sync_replicas_retry_keeps_the_grant)
 	CHECK(sync_set_start(&s, 2), "master, replica, two dlockd");
 	for (size_t i = 0; i < sizeof(sync_kinds) / sizeof(sync_kinds[0]) && !test_failed(); i++)
 		undo_after(RETRY, &sync_kinds[i], &s);
-	sync_set_stop(&s);
+	CHECK(sync_set_stop(&s), "clean exits");
 }
 
 TEST(sync_replicas_retry_on_one_loop_keeps_the_grant)
@@ -481,7 +486,7 @@ TEST(sync_replicas_retry_on_one_loop_keeps_the_grant)
 	undo_after(RETRY, &sync_kinds[0], &s);
 	if (!test_failed())
 		undo_after(HEARTBEAT, &sync_kinds[0], &s);
-	sync_set_stop(&s);
+	CHECK(sync_set_stop(&s), "clean exits");
 }
 
 TEST(sync_replicas_heartbeat_keeps_the_grant)
@@ -491,7 +496,7 @@ TEST(sync_replicas_heartbeat_keeps_the_grant)
 	CHECK(sync_set_start(&s, 2), "master, replica, two dlockd");
 	for (size_t i = 0; i < sizeof(sync_kinds) / sizeof(sync_kinds[0]) && !test_failed(); i++)
 		undo_after(HEARTBEAT, &sync_kinds[i], &s);
-	sync_set_stop(&s);
+	CHECK(sync_set_stop(&s), "clean exits");
 }
 
 TEST(sync_replicas_reentry_keeps_its_holds)
@@ -501,7 +506,7 @@ TEST(sync_replicas_reentry_keeps_its_holds)
 	CHECK(sync_set_start(&s, 2), "master, replica, two dlockd");
 	for (size_t i = 0; i < sizeof(sync_kinds) / sizeof(sync_kinds[0]) && !test_failed(); i++)
 		undo_after(REENTER, &sync_kinds[i], &s);
-	sync_set_stop(&s);
+	CHECK(sync_set_stop(&s), "clean exits");
 }
 
 TEST(sync_replicas_release_between_keeps_the_rest)
@@ -511,7 +516,7 @@ TEST(sync_replicas_release_between_keeps_the_rest)
 	CHECK(sync_set_start(&s, 2), "master, replica, two dlockd");
 	for (size_t i = 0; i < sizeof(sync_kinds) / sizeof(sync_kinds[0]) && !test_failed(); i++)
 		undo_after(RELEASE, &sync_kinds[i], &s);
-	sync_set_stop(&s);
+	CHECK(sync_set_stop(&s), "clean exits");
 }
 
 /* PUT path?owner=x&ttl_ms=ttl[&reentrant=true] on s's first dlockd with
@@ -595,7 +600,7 @@ TEST(sync_replicas_undo_restores_exactly)
 	CHECK(sync_set_start(&s, 1), "master, replica, one dlockd");
 	for (size_t i = 0; i < sizeof(sync_kinds) / sizeof(sync_kinds[0]) && !test_failed(); i++)
 		undo_restores(&sync_kinds[i], &s);
-	sync_set_stop(&s);
+	CHECK(sync_set_stop(&s), "clean exits");
 }
 
 /* A test's end: a stopped master runs again. */
@@ -664,7 +669,7 @@ TEST(sync_replicas_undo_with_redis_unreachable)
 	CHECK(WAIT_FOR(status_of(&s.d[0], "PUT", "%s", p) == 200, 10000),
 	      "x's retry is granted (the same holding)");
 	CHECK(status_of(&s.d[0], "DELETE", "/locks/%s?owner=x", n2) == 200, "x releases");
-	sync_set_stop(&s);
+	CHECK(sync_set_stop(&s), "clean exits");
 }
 
 /* A read-write lock whose writer also reads: each side is a holding of its
@@ -739,7 +744,7 @@ TEST(sync_replicas_undo_on_a_writer_that_reads)
 	http_free(&r);
 	CHECK(WAIT_FOR(status_of(&s.d[0], "DELETE", "%s?owner=x", rd) == 200, 10000),
 	      "x stops reading");
-	sync_set_stop(&s);
+	CHECK(sync_set_stop(&s), "clean exits");
 }
 
 /* A grant whose answer cannot be delivered (its client left while the
@@ -785,7 +790,7 @@ TEST(sync_replicas_grant_nobody_heard_of_keeps_a_retry)
 		      "lock x's retry was told it holds", instances);
 		CHECK(holds_of(&s, &sync_kinds[0], n, "x") == 1, "x holds it once");
 		CHECK(status_of(&s.d[0], "DELETE", "/locks/%s?owner=x", n) == 200, "x releases");
-		sync_set_stop(&s);
+		CHECK(sync_set_stop(&s), "clean exits");
 	}
 }
 
@@ -1026,5 +1031,5 @@ TEST(sync_replicas_interleaved_owners_never_overlap)
 	mix(&s, &sync_kinds[0], seed);
 	if (!test_failed())
 		mix(&s, &sync_kinds[3], seed + 100);
-	sync_set_stop(&s);
+	CHECK(sync_set_stop(&s), "clean exits");
 }
