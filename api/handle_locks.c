@@ -171,8 +171,11 @@ static enum MHD_Result reply_failure(struct request *rq, enum lock_result r,
 		return reply_error(rq, ERR_INTERNAL, NULL, "%s '%s': %s", label, rq->name,
 				   st->fault ? st->fault : "the lock script failed in redis");
 	case LOCK_UNCONFIRMED:
-		return reply_error(rq, ERR_REPLICATION_UNCONFIRMED, NULL,
-				   "%s '%s' is not held: %s", label, rq->name, st->fault);
+		/* undone: the change left nothing; else it may stand */
+		return reply_error(rq, ERR_REPLICATION_UNCONFIRMED,
+				   json_pack("{s:b}", "undone", st->undone), "%s '%s' %s: %s",
+				   label, rq->name, st->undone ? "is not held" : "may be held",
+				   st->fault);
 	case LOCK_TOO_MANY_HOLDS:
 		return reply_too_many_holds(rq, st);
 	case LOCK_OK:
@@ -295,7 +298,7 @@ void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode t
 	watch_end(&rq->lock.watch);
 	if (acquire_end(&rq->lock.acquire, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)) {
 		metrics_lock(rq->route.kind, MOP_ACQUIRE, HANDLE_ABANDONED);
-		log_info("answer to the grant of lock '%s' was not delivered; released it",
+		log_info("answer to the grant of lock '%s' was not delivered; taking it back",
 			 rq->name);
 	}
 }

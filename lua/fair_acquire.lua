@@ -10,9 +10,10 @@
   ARGV[3] queue entry lifetime ms; "0" = try once, never queue
   ARGV[4] "1": a re-entry counts a hold; "0": it is a repeat, no hold added
   ARGV[5] the caller's token name (principal); "" with auth off
-  Returns {1, token, holds, pttl, added}
+  Returns {1, token, holds, pttl, added, change}
                                    held (as in lock_acquire.lua: the
-                                   holding's token, added 0 for a repeat)
+                                   holding's token, added 0 for a repeat,
+                                   change for lock_undo.lua)
           {0, pttl, head, why, n}  not acquired; pttl of N (-2: free); head = 1
                                    when the caller is first in the queue;
                                    why 0: another owner holds N; why 1: N is
@@ -59,10 +60,12 @@ if take then
   redis.call('hset', KEYS[1], owner, 1)
   redis.call('pexpire', KEYS[1], lease)
   local token = owners_token(KEYS[6], owner, KEYS[2], lease, ARGV[5], true)
+  local change = owners_bump(KEYS[6], owner, '1 0 0')
   owners_sync(KEYS[6], KEYS[1])
-  return {1, token, 1, lease, 1}
+  return {1, token, 1, lease, 1, change}
 end
 if reenter then
+  local before = now + redis.call('pttl', KEYS[1])
   local holds, added
   if ARGV[4] == '1' then
     holds, added = redis.call('hincrby', KEYS[1], owner, 1), 1
@@ -71,8 +74,9 @@ if reenter then
   end
   local pttl = lease_at_least(KEYS[1], lease)
   local token = owners_token(KEYS[6], owner, KEYS[2], lease, ARGV[5], false)
+  local change = owners_bump(KEYS[6], owner, string.format('%d %d 0', added, before))
   owners_sync(KEYS[6], KEYS[1])
-  return {1, token, holds, pttl, added}
+  return {1, token, holds, pttl, added, change}
 end
 local life = tonumber(ARGV[3])
 local queued = redis.call('zscore', KEYS[4], owner)

@@ -8,12 +8,15 @@
   ARGV[4] "1": a re-entry counts a hold (Redisson's RLock); "0": it is a
           repeat of the same acquire and changes no hold
   ARGV[5] the caller's token name (principal); "" with auth off
-  Returns {1, token, holds, pttl, added}
+  Returns {1, token, holds, pttl, added, change}
                                    held; token is the holding's, the same for
                                    every repeat and re-entry while it lasts;
                                    pttl is the lease now in force; added 1 when
                                    a hold was added (a new holding, or a
-                                   counted re-entry), 0 for a repeat
+                                   counted re-entry), 0 for a repeat; change
+                                   numbers this change of the holding, for
+                                   lock_undo.lua (recorded with what it needs:
+                                   lib/common.lua)
           {0, pttl, 0, 0, 0}       another owner holds it
           {-2, 7, 0}               the owner holds it under another token name:
                                    nothing is written
@@ -36,6 +39,10 @@ if not fresh then
     return {-2, 7, 0}
   end
 end
+local before = 0
+if not fresh then
+  before = now_ms() + redis.call('pttl', KEYS[1])
+end
 local holds, added
 if fresh or ARGV[4] == '1' then
   holds, added = redis.call('hincrby', KEYS[1], owner, 1), 1
@@ -44,5 +51,6 @@ else
 end
 local pttl = lease_at_least(KEYS[1], lease)
 local token = owners_token(KEYS[3], owner, KEYS[2], lease, principal, fresh)
+local change = owners_bump(KEYS[3], owner, string.format('%d %d 0', added, before))
 owners_sync(KEYS[3], KEYS[1])
-return {1, token, holds, pttl, added}
+return {1, token, holds, pttl, added, change}

@@ -25,6 +25,8 @@ end
 holds = tonumber(holds) - 1
 if holds > 0 then
   redis.call('hincrby', KEYS[1], ARGV[1], -1)
+  owners_bump(KEYS[3], ARGV[1])
+  owners_sync(KEYS[3], KEYS[1])
   return {1, holds}
 end
 redis.call(PUBLISH, KEYS[2], '0')

@@ -30,5 +30,6 @@ if KEYS[3] and redis.call('pttl', KEYS[1]) > tonumber(ARGV[1]) then
   redis.call(PUBLISH, KEYS[3], 0)
 end
 redis.call('pexpire', KEYS[1], ARGV[1])
+owners_bump(KEYS[2], ARGV[2])
 owners_sync(KEYS[2], KEYS[1])
 return {1, tonumber(ARGV[1])}

@@ -14,11 +14,12 @@
   ARGV[6] the most live read holds one owner may have on N
   ARGV[7] the most live read holds N may have, all readers' (Redisson's
           included)
-  Returns {1, token, holds, pttl, added}
+  Returns {1, token, holds, pttl, added, change}
                                    held; token is the read holding's (the
                                    same while the owner reads); pttl of N,
                                    which lives as long as its longest hold;
-                                   added 0 for a repeat
+                                   added 0 for a repeat; change for
+                                   rw_undo.lua
           {0, pttl, 0, why, 0}     not acquired: why 5, a writer holds it; why
                                    2, a writer waits and the caller is a new
                                    reader
@@ -76,6 +77,15 @@ if not reading or ARGV[4] == '1' then
     return {-4, 2, total}
   end
 end
+-- what an undo of this change needs (lib/common.lua): N's lease end, the
+-- owner's write holding's change number, each read hold's end for a repeat
+local now, record = now_ms(), {0, 0}
+if mode then
+  record[1] = now + redis.call('pttl', KEYS[1])
+end
+if writing then
+  record[2] = owners_change(KEYS[5], owner .. ':write') or 0
+end
 if not mode then
   redis.call('hset', KEYS[1], 'mode', 'read')
 end
@@ -84,6 +94,8 @@ local holds, added
 if reading and ARGV[4] ~= '1' then
   holds, added = tonumber(redis.call('hget', KEYS[1], owner)), 0
   for k = 1, holds do
+    local pttl = redis.call('pttl', base .. k)
+    record[#record + 1] = pttl > 0 and now + pttl or 0
     lease_at_least(base .. k, lease)
   end
 else
@@ -92,5 +104,9 @@ else
 end
 local pttl = lease_at_least(KEYS[1], lease)
 local token = owners_token(KEYS[5], owner, KEYS[2], lease, principal, not reading)
+for i = 1, #record do
+  record[i] = string.format('%d', record[i])
+end
+local change = owners_bump(KEYS[5], owner, added .. ' ' .. table.concat(record, ' '))
 owners_sync(KEYS[5], KEYS[1])
-return {1, token, holds, pttl, added}
+return {1, token, holds, pttl, added, change}

@@ -50,6 +50,8 @@ end
 local holds = redis.call('hincrby', KEYS[1], owner, -1)
 if holds == 0 then
   redis.call('hdel', KEYS[1], owner)
+else
+  owners_bump(KEYS[4], owner)
 end
 redis.call('del', KEYS[3] .. ':' .. owner .. ':rwlock_timeout:' .. (holds + 1))
 if redis.call('hlen', KEYS[1]) > 1 then

@@ -42,5 +42,6 @@ if redis.call('hget', KEYS[1], 'mode') == 'read' then
 else
   lease_at_least(KEYS[1], lease)	-- the writer's own lease is never cut
 end
+owners_bump(KEYS[3], owner)
 owners_sync(KEYS[3], KEYS[1])
 return {1, lease}

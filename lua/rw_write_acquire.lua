@@ -9,10 +9,10 @@
   ARGV[3] waiting-writer entry lifetime ms; "0" = try once, do not register
   ARGV[4] "1": a re-entry counts a hold; "0": it is a repeat, no hold added
   ARGV[5] the caller's token name (principal); "" with auth off
-  Returns {1, token, holds, pttl, added}
+  Returns {1, token, holds, pttl, added, change}
                                    held; token is the write holding's (the
                                    same while the owner writes); added 0 for
-                                   a repeat
+                                   a repeat; change for rw_undo.lua
           {0, pttl, 0, why, n}     not acquired; the caller is registered as a
                                    waiting writer (refreshed by calling again).
                                    why 5: another writer holds it; why 3: n
@@ -39,6 +39,10 @@ end
 local wf = owner .. ':write'
 local mode = redis.call('hget', KEYS[1], 'mode')
 local holds, added, fresh = 1, 1, true
+local before = 0
+if mode then
+  before = now_ms() + redis.call('pttl', KEYS[1])
+end
 if not mode then
   redis.call('hset', KEYS[1], 'mode', 'write', wf, 1)
 elseif mode == 'write' and redis.call('hexists', KEYS[1], wf) == 1 then
@@ -75,5 +79,6 @@ end
 redis.call('zrem', KEYS[4], owner)
 local pttl = lease_at_least(KEYS[1], lease)
 local token = owners_token(KEYS[5], wf, KEYS[2], lease, principal, fresh)
+local change = owners_bump(KEYS[5], wf, string.format('%d %d 0', added, before))
 owners_sync(KEYS[5], KEYS[1])
-return {1, token, holds, pttl, added}
+return {1, token, holds, pttl, added, change}

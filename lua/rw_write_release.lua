@@ -39,6 +39,7 @@ elseif not holds then
 end
 holds = redis.call('hincrby', KEYS[1], wf, -1)
 if holds > 0 then
+  owners_bump(KEYS[4], wf)
   owners_sync(KEYS[4], KEYS[1])	-- the purge may have cut the lease
   return {1, holds, 0}
 end

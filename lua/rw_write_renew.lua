@@ -25,5 +25,6 @@ end
 local lease = tonumber(ARGV[1])
 local longest = rw_longest_but(s, nil)
 redis.call('pexpire', KEYS[1], longest > lease and longest or lease)
+owners_bump(KEYS[3], ARGV[2] .. ':write')
 owners_sync(KEYS[3], KEYS[1])
 return {1, lease}

@@ -88,6 +88,29 @@
                               entries of fields key no longer has (all of
                               them when key is gone) and give owners key's
                               lease
+  The same hash numbers each holding's changes, for an undo
+  (lock_undo.lua, rw_undo.lua) to know whether a holding is still as a
+  change left it: field '#<field>' ('#' starts no owner id, no Redisson
+  field) of a holding dlockd changed holds '<change>', a number every
+  change of the holding replaces by a larger one -- a grant, repeat,
+  re-entry, renewal, partial release, the purge of an expired read hold,
+  an undo. Each is the previous + 1, raised to Redis' clock in
+  microseconds (as next_token), so a holding that ends and starts again
+  never meets a number it had. An acquire records after it what its undo
+  needs: '<change> <added> <end> <writer> [<end_k>...]' -- added 1 when
+  it added a hold; end, the holding's lease end before it (Redis ms; 0:
+  there was no holding); writer, for a read holding in a write-locked
+  lock, the number of the owner's write holding's change then (0: none);
+  end_k, for a read repeat, the end of read hold k before it. An undo
+  leaves '<change> u<the change undone>'. The entry goes with its holding
+  (owners_sync).
+  owners_change(owners, field) the number of field's holding's last change
+                              (nil: none recorded)
+  owners_bump(owners, field, record)
+                              number a new change of field's holding, with
+                              record (a string, or nil) after the number;
+                              returns the number. owners_sync must follow:
+                              it gives owners its lease
   Redis does not undo the writes of a script that fails half way, so every
   script checks with these (and returns, or fails) before its first write,
   and one that publishes decides what to say from reads alone and publishes
@@ -261,6 +284,25 @@ local function owners_token(owners, field, counter, lease, principal, fresh)
   return token
 end
 
+local function owners_change(owners, field)
+  return tonumber(string.match(redis.call('hget', owners, '#' .. field) or '', '^%d+'))
+end
+
+local function owners_bump(owners, field, record)
+  local t = redis.call('time')
+  local n = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local last = owners_change(owners, field)
+  if last and last >= n then
+    n = last + 1
+  end
+  local v = string.format('%d', n)
+  if record then
+    v = v .. ' ' .. record
+  end
+  redis.call('hset', owners, '#' .. field, v)
+  return n
+end
+
 local function owners_sync(owners, key)
   local pttl = redis.call('pttl', key)
   if pttl == -2 then
@@ -270,7 +312,11 @@ local function owners_sync(owners, key)
   local fields = redis.call('hkeys', owners)
   local left = #fields
   for _, f in ipairs(fields) do
-    if redis.call('hexists', key, f) == 0 then
+    local held = f
+    if string.sub(f, 1, 1) == '#' then
+      held = string.sub(f, 2)	-- a holding's change number goes with it
+    end
+    if redis.call('hexists', key, held) == 0 then
       redis.call('hdel', owners, f)
       left = left - 1
     end

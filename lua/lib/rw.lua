@@ -21,7 +21,7 @@
                              field, one with some keeps their number and
                              their keys are renumbered 1..n with their own
                              TTLs (RENAME keeps it), as Redisson numbers
-                             them. A read lock with no reader left is
+                             them, and a new change number (owners_bump). A read lock with no reader left is
                              deleted; one with fewer readers lives as long as
                              its longest hold (as Redisson's unlock sets it).
                              The holders' hash owners follows (owners_sync).
@@ -111,6 +111,7 @@ local function rw_purge(key, tag, owners, s)
       readers = readers + 1
       if #r.live ~= r.n then
         redis.call('hset', key, r.field, #r.live)
+        owners_bump(owners, r.field)	-- an undo finds the holding changed
         dropped = true
       end
     end

@@ -28,7 +28,7 @@ static const struct {
 	[METRIC_REPLICATION_WAITS] = { "dlockd_replication_waits_total",
 		"WAITs sent to Redis after lock changes (--redis-sync-replicas)." },
 	[METRIC_REPLICATION_UNCONFIRMED] = { "dlockd_replication_unconfirmed_total",
-		"Grants answered 503 replication_unconfirmed and undone: too few replicas acknowledged them." },
+		"Grants answered 503 replication_unconfirmed: too few replicas acknowledged them (taken back unless a later call changed the holding)." },
 	[METRIC_REPLICATION_UNCONFIRMED_KEPT] = { "dlockd_replication_unconfirmed_kept_total",
 		"Releases, renewals and force releases too few replicas acknowledged (they stand; only counted)." },
 };

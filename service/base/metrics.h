@@ -15,7 +15,7 @@ enum metric {
 	METRIC_REDIS_RECONNECTS,	/* subscriber connection losses */
 	METRIC_PUBSUB_MESSAGES,		/* messages received on lock channels */
 	METRIC_REPLICATION_WAITS,	/* WAITs sent (--redis-sync-replicas) */
-	METRIC_REPLICATION_UNCONFIRMED,	/* grants undone: too few replicas had them */
+	METRIC_REPLICATION_UNCONFIRMED,	/* grants answered 503: too few replicas had them */
 	METRIC_REPLICATION_UNCONFIRMED_KEPT, /* releases, renewals, force releases
 					 * too few replicas had (they stand) */
 	METRIC_COUNT

@@ -127,7 +127,8 @@ static const struct option_row rows[O_COUNT] = {
 		0, 0, "off|auto|N",
 		"after lock changes, WAIT until N replicas (1-64; auto: all the master "
 		"has connected, per ROLE) have them; a grant they do not confirm in "
-		"time is undone and answered 503 replication_unconfirmed", "off" },
+		"time is taken back (unless a later call changed the holding) and "
+		"answered 503 replication_unconfirmed", "off" },
 	[O_SYNC_TIMEOUT] = { "redis-sync-timeout-ms", "DLOCKD_REDIS_SYNC_TIMEOUT_MS", OPT_INT,
 		10, REPLICA_SYNC_TIMEOUT_MAX_MS, "MS",
 		"how long WAIT waits for the replicas (it holds up the loop's redis "

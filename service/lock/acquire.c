@@ -154,6 +154,7 @@ static void on_tried(struct acquire *a)
 	if (r == LOCK_OK) {
 		a->queued = false;	/* the grant took it out of any queue */
 		a->grant_pending = st->added;
+		a->grant_change = st->change;
 		leave(a, st->ttl_ms > 0 ? now + st->ttl_ms : 0);
 		finish_acquire(a, ACQUIRE_GRANTED);
 		return;
@@ -248,7 +249,7 @@ void acquire_start(struct acquire *a)
 
 bool acquire_end(struct acquire *a, bool delivered)
 {
-	bool released = false;
+	bool undone = false;
 
 	if (a->phase == ACQUIRE_IDLE)
 		return false;
@@ -257,10 +258,10 @@ bool acquire_end(struct acquire *a, bool delivered)
 	if (a->outcome == ACQUIRE_GRANTED && delivered)
 		a->ops->told(a->b, a->kind, a->name, a->owner);
 	if (a->grant_pending && !delivered) {
-		a->ops->release(a->b, a->kind, a->name, a->owner, a->principal, NULL, NULL);
-		released = true;
+		a->ops->undo(a->b, a->kind, a->name, a->owner, a->grant_change, NULL, NULL);
+		undone = true;
 	}
 	a->grant_pending = false;
 	a->phase = ACQUIRE_DONE;
-	return released;
+	return undone;
 }

@@ -6,7 +6,7 @@
  *
  * The caller fills the inputs, calls acquire_start(), and waits (its
  * connection suspended) until done runs; then it reads the outcome, answers,
- * and once the request is over calls acquire_end(), which releases a grant
+ * and once the request is over calls acquire_end(), which takes back a grant
  * whose answer did not reach the client. The phases are listed in
  * acquire.c. Every call is made on the caller's event loop thread. */
 #ifndef DLOCKD_ACQUIRE_H
@@ -50,8 +50,8 @@ struct acquire_ops {
 			    unsigned flags, lock_done_fn done, void *ctx);
 	void (*dequeue)(const struct backend *b, enum lock_kind kind, const char *name,
 			const char *owner, lock_done_fn done, void *ctx);
-	void (*release)(const struct backend *b, enum lock_kind kind, const char *name,
-			const char *owner, const char *principal, lock_done_fn done, void *ctx);
+	void (*undo)(const struct backend *b, enum lock_kind kind, const char *name,
+		     const char *owner, int64_t change, lock_done_fn done, void *ctx);
 	struct waiter *(*join)(const struct backend *b, enum lock_kind kind, const char *name,
 			       const char *owner, int fd, waiter_resume_fn resume, void *ctx,
 			       int64_t deadline_ms, bool *confirmed);
@@ -108,8 +108,9 @@ struct acquire {
 					 * writer) to give back if it leaves unserved */
 	bool grant_pending;		/* granted with a hold added (st.added), and
 					 * the answer not known to be delivered:
-					 * that hold is released by acquire_end()
-					 * (a repeat added none: nothing to undo) */
+					 * acquire_end() takes that grant back
+					 * (a repeat added none: it is left alone) */
+	int64_t grant_change;		/* ... its number in Redis (st.change) */
 };
 
 /* Start a's first try; a's inputs are set and the rest of it is zeroed.
@@ -117,12 +118,15 @@ struct acquire {
 void acquire_start(struct acquire *a);
 
 /* The request that owns a is over; delivered says its answer reached the
- * client. The hold a grant added (a new holding, a counted re-entry) is
- * released when its answer was not delivered (nobody learns of it); a
- * repeat added none and is left as it is. A grant delivered wakes the
- * owner's other waiters on the lock (ops->told): a client's retry sent
- * while its first request waited is answered the same grant at once. Returns true when a hold was
- * released, for the caller to count and log. A request that
+ * client. A grant that added a hold (a new holding, a counted re-entry)
+ * is taken back when its answer was not delivered (nobody learns of it)
+ * -- that grant only (locks_undo): if the owner's retry, heartbeat or
+ * release changed the holding since, that call's answer stands and
+ * nothing is undone; a repeat added none and is left as it is. A grant
+ * delivered wakes the owner's other waiters on the lock (ops->told): a
+ * client's retry sent while its first request waited is answered the
+ * same grant at once. Returns true when a grant is being taken back, for
+ * the caller to count and log. A request that
  * ends while a waits (only when its connection is closed under it) stops
  * waiting and gives back its queue place without a word. a must not be
  * freed while a Redis call of it is in flight (TRYING, GIVING_BACK): that

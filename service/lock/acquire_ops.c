@@ -1,7 +1,7 @@
 /* acquire_ops.c -- the acquire machine's real collaborators (acquire.h):
  * the lock domain's scripts, the loop's waiters and its fair-queue
  * refresher, on the event loop whose backend the request runs on. The
- * only place the acquire path calls locks_acquire/dequeue/release,
+ * only place the acquire path calls locks_acquire/dequeue/undo,
  * waiters_* and fair_queue_*; the machine itself
  * (acquire.c) goes through this table so that its unit test can inject
  * outcomes. */
@@ -53,7 +53,7 @@ static struct fair_place *keep_place(const struct backend *b, const char *name,
 const struct acquire_ops acquire_ops_real = {
 	.try_acquire = locks_acquire,
 	.dequeue = locks_dequeue,
-	.release = locks_release,
+	.undo = locks_undo,
 	.join = join,
 	.sleep = waiters_sleep,
 	.wake_reason = waiters_wake_reason,

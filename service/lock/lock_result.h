@@ -31,8 +31,8 @@ enum lock_result {
 				 * logged with Redis' words */
 	LOCK_UNCONFIRMED,	/* acquire (--redis-sync-replicas): granted, but
 				 * too few replicas acknowledged it in time, or
-				 * the connection was lost first; the hold it
-				 * added was released again (best effort) */
+				 * the connection was lost first; st->undone
+				 * says whether it was taken back */
 	LOCK_TOO_MANY_HOLDS,	/* read acquire: the hold would pass a cap on
 				 * read holds (locks_set_read_hold_caps): why
 				 * LOCK_WHY_OWNER_HOLDS or LOCK_WHY_LOCK_HOLDS,
@@ -65,8 +65,17 @@ struct lock_state {
 				 * for its repeats and re-entries */
 	int64_t holds;		/* holds of the owner (after the operation) */
 	bool added;		/* acquire granted: a hold was added (a new
-				 * holding or a counted re-entry), so releasing
-				 * one undoes it; false for a repeat */
+				 * holding or a counted re-entry); false for a
+				 * repeat */
+	int64_t change;		/* acquire granted: the number Redis gave this
+				 * change of the holding, which locks_undo()
+				 * takes back only while it is the holding's
+				 * last; 0: none known */
+	bool undone;		/* LOCK_UNCONFIRMED, locks_undo(): the change
+				 * was taken back, or the holding is gone --
+				 * nothing of it stands; false: it may stand (a
+				 * later call changed the holding, or Redis
+				 * could not be told) */
 	int64_t ttl_ms;		/* lease left; on LOCK_HELD the holder's; -1 = no expiry */
 	int64_t retry_ms;	/* LOCK_HELD: try again after this long even if no
 				 * message comes (the holder's lease ends, or the

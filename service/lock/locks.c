@@ -3,8 +3,9 @@
  * replies into domain results. Key names follow Redisson byte for byte
  * (docs/ARCHITECTURE.md lists them) so both can share one Redis; dlockd's
  * own keys, dlockd_rwlock_writers:{N} and the holders' hash
- * dlockd_lock_owners:{N} (each holding's fencing token and token name), are
- * invisible to Redisson.
+ * dlockd_lock_owners:{N} (each holding's fencing token and token name, and
+ * the number of its last change, which an undo checks), are invisible to
+ * Redisson.
  * With a key prefix (--key-prefix) lock N is <prefix>N in Redis, and every
  * derived name is built from that, as Redisson's NameMapper does.
  *
@@ -21,6 +22,7 @@
 #include "service/lock/locks_redis.h"
 
 #include "service/base/log.h"
+#include "service/base/loop.h"
 #include "service/base/metrics.h"
 #include "service/lock/backend.h"
 #include "service/redis/pubsub.h"
@@ -64,7 +66,8 @@ struct kind_row {
 	bool queues;			/* acquire may hold a queue place */
 	unsigned wait_flags;		/* enum lock_wait_flags */
 	const char *force_mode;		/* ARGV of force release, or NULL */
-	struct op_row acquire, release, force_release, renew, status, dequeue;
+	const char *side;		/* read-write locks: ARGV of undo */
+	struct op_row acquire, release, force_release, renew, status, dequeue, undo;
 	struct op_row refresh;		/* fair: many waiters' queue places at once */
 };
 
@@ -77,6 +80,7 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 		.force_release = { SCRIPT_LOCK_FORCE_RELEASE, { K_LOCK, K_CHANNEL, K_OWNERS } },
 		.renew = { SCRIPT_LOCK_RENEW, { K_LOCK, K_OWNERS, K_CHANNEL } },
 		.status = { SCRIPT_LOCK_STATUS, { K_LOCK, K_OWNERS } },
+		.undo = { SCRIPT_LOCK_UNDO, { K_LOCK, K_CHANNEL, K_OWNERS } },
 	},
 	[LOCK_KIND_FAIR] = {
 		.label = "fair lock",
@@ -93,12 +97,15 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 		.status = { SCRIPT_LOCK_STATUS, { K_LOCK, K_OWNERS, K_QUEUE, K_DEADLINES } },
 		.dequeue = { SCRIPT_FAIR_DEQUEUE, { K_QUEUE, K_DEADLINES, K_CHANNEL } },
 		.refresh = { SCRIPT_FAIR_REFRESH, { K_LOCK, K_QUEUE, K_DEADLINES, K_CHANNEL } },
+		.undo = { SCRIPT_LOCK_UNDO,
+			  { K_LOCK, K_CHANNEL, K_OWNERS, K_QUEUE, K_DEADLINES } },
 	},
 	[LOCK_KIND_READ] = {
 		.label = "read lock",
 		.channel_prefix = "redisson_rwlock",
 		.wait_flags = LOCK_WAIT_TIMER_ALL,
 		.force_mode = "read",
+		.side = "read",
 		.acquire = { SCRIPT_RW_READ_ACQUIRE,
 			     { K_LOCK, K_TOKEN, K_TAG, K_WRITERS, K_OWNERS } },
 		.release = { SCRIPT_RW_READ_RELEASE, { K_LOCK, K_CHANNEL, K_TAG, K_OWNERS } },
@@ -106,6 +113,7 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 				   { K_LOCK, K_CHANNEL, K_TAG, K_OWNERS } },
 		.renew = { SCRIPT_RW_READ_RENEW, { K_LOCK, K_TAG, K_OWNERS } },
 		.status = { SCRIPT_RW_STATUS, { K_LOCK, K_TAG, K_OWNERS } },
+		.undo = { SCRIPT_RW_UNDO, { K_LOCK, K_CHANNEL, K_TAG, K_OWNERS } },
 	},
 	[LOCK_KIND_WRITE] = {
 		.label = "write lock",
@@ -113,6 +121,7 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 		.queues = true,
 		.wait_flags = LOCK_WAIT_TIMER_ALL | LOCK_WAIT_WRITER,
 		.force_mode = "write",
+		.side = "write",
 		.acquire = { SCRIPT_RW_WRITE_ACQUIRE,
 			     { K_LOCK, K_TOKEN, K_TAG, K_WRITERS, K_OWNERS } },
 		.release = { SCRIPT_RW_WRITE_RELEASE, { K_LOCK, K_CHANNEL, K_TAG, K_OWNERS } },
@@ -121,6 +130,7 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 		.renew = { SCRIPT_RW_WRITE_RENEW, { K_LOCK, K_TAG, K_OWNERS } },
 		.status = { SCRIPT_RW_STATUS, { K_LOCK, K_TAG, K_OWNERS } },
 		.dequeue = { SCRIPT_RW_WRITE_DEQUEUE, { K_WRITERS, K_CHANNEL } },
+		.undo = { SCRIPT_RW_UNDO, { K_LOCK, K_CHANNEL, K_TAG, K_OWNERS } },
 	},
 };
 
@@ -234,10 +244,21 @@ static const char *key_get(struct keys *ks, enum key_id id)
 /* What --redis-sync-replicas does after an operation changed a lock. */
 enum call_sync {
 	SYNC_NONE,	/* nothing: it changes no holding (or sync is off) */
-	SYNC_UNDO,	/* a grant: unconfirmed, its hold is released, LOCK_UNCONFIRMED */
+	SYNC_UNDO,	/* an acquire: unconfirmed, it is taken back (locks_undo's
+			 * script) and answered LOCK_UNCONFIRMED */
 	SYNC_KEEP,	/* a release, renewal, force release: unconfirmed, it
 			 * stands (a 503 would be one that took effect); counted */
 };
+
+/* An unconfirmed acquire's undo that Redis did not answer, or could not
+ * run, is sent again this often while its caller waits, for at most
+ * UNDO_PATIENCE_MS (a dropped connection is made again at once, a Redis
+ * restarting or failing over takes longer); then the caller hears that
+ * the change may stand. The undo is idempotent: a run that took the
+ * change back leaves a mark the next one finds (lua/lock_undo.lua,
+ * lua/rw_undo.lua). */
+#define UNDO_RETRY_MS 100
+#define UNDO_PATIENCE_MS 2000
 
 /* One operation on its way: what decodes its reply and who hears of it. */
 struct call {
@@ -251,11 +272,13 @@ struct call {
 	void *ctx;
 	const struct backend *b;	/* whose connection and waiters it runs on */
 	char *owner;			/* renew: the owner whose lease it is;
-					 * acquire with sync: whose hold to undo */
-	char *principal;		/* acquire with sync: its principal */
+					 * acquire with sync, undo: whose change */
 	enum call_sync sync;		/* wait for replicas once Redis answered OK */
-	enum lock_result res;		/* ... what Redis answered, kept meanwhile */
+	enum lock_result res;		/* ... what Redis answered, kept meanwhile;
+					 * an undo: what its caller hears */
 	struct lock_state st;
+	int64_t undo_until_ms;		/* an undo: no new try after this (0: one) */
+	struct loop_timer undo_timer;	/* ... the next try */
 	const char *what;		/* "release", ... for the log */
 	char name[];
 };
@@ -293,12 +316,15 @@ static void run(const struct backend *b, struct call *c, const struct op_row *op
 	run_to(b, c, op, nargs, args, on_call_reply);
 }
 
+static void on_undo_timer(struct loop *l, struct loop_timer *t);
+
 static struct call *call_new(enum lock_kind kind, const char *name, const char *what,
 			     lock_done_fn done, void *ctx)
 {
 	size_t len = strlen(name) + 1;
 	struct call *c = xcalloc(1, sizeof(*c) + len);
 
+	loop_timer_init(&c->undo_timer, on_undo_timer);
 	c->kind = kind;
 	c->what = what;
 	c->done = done;
@@ -407,25 +433,27 @@ static void deliver(struct call *c, enum lock_result res, const struct lock_stat
 		log_warn("%s of %s '%s' failed (%d); the lease or queue place ends by itself",
 			 c->what, kinds[c->kind].label, c->name, (int)res);
 	free(c->owner);
-	free(c->principal);
 	free(c);
 }
 
-/* Replicas have c's change, or not (replica_sync.h). An unconfirmed grant
- * is no grant: a failover now would lose it, so its hold is released and
- * the caller hears LOCK_UNCONFIRMED (a repeat added no hold and releases
- * nothing). Anything else stands, and is counted. */
+static void undo_send(struct call *c);
+
+/* Replicas have c's change, or not (replica_sync.h). An unconfirmed
+ * acquire is no grant: a failover now would lose it, so it is taken back
+ * -- that change, and only while nothing has changed the holding since:
+ * a retry, heartbeat, re-entry or release answered meanwhile stands --
+ * and the caller hears LOCK_UNCONFIRMED, with st.undone saying whether it
+ * was (on_undo_reply). Anything else stands, and is counted. */
 static void on_synced(void *arg, bool confirmed)
 {
 	struct call *c = arg;
 
 	if (!confirmed && c->sync == SYNC_UNDO) {
 		metrics_inc(METRIC_REPLICATION_UNCONFIRMED);
-		if (c->st.added)
-			locks_release(c->b, c->kind, c->name, c->owner, c->principal, NULL, NULL);
 		c->res = LOCK_UNCONFIRMED;
-		c->st.fault = "too few redis replicas acknowledged the grant in time "
-			      "(--redis-sync-replicas); it was undone, retry shortly";
+		c->undo_until_ms = now_ms() + UNDO_PATIENCE_MS;
+		undo_send(c);
+		return;
 	} else if (!confirmed) {
 		metrics_inc(METRIC_REPLICATION_UNCONFIRMED_KEPT);
 		log_warn("%s of %s '%s' was not acknowledged by enough replicas; it stands, "
@@ -463,6 +491,7 @@ static void acquire_decode(struct call *c, const redisReply *r, enum lock_result
 		out->ttl_ms = lease_left(locks_elem_int(r, 3), c->sent_ms);
 		out->locked = true;
 		out->added = locks_elem_int(r, 4) == 1;
+		out->change = locks_elem_int(r, 5);
 		if (out->added && out->holds == 1)
 			publish_change(c, "acquired");	/* a new holding */
 		if (out->ttl_ms == 0) {
@@ -519,7 +548,6 @@ void locks_acquire(const struct backend *b, enum lock_kind kind, const char *nam
 	if (b->sync) {
 		c->sync = SYNC_UNDO;
 		c->owner = xstrdup(owner);
-		c->principal = xstrdup(principal);
 	}
 	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
 	snprintf(life, sizeof(life), "%lld", c->queue ? (long long)queue_ttl_ms : 0LL);
@@ -661,6 +689,105 @@ void locks_release(const struct backend *b, enum lock_kind kind, const char *nam
 	c->decode = release_decode;
 	c->sync = SYNC_KEEP;
 	run(b, c, &kinds[kind].release, 2, args);
+}
+
+/* ----- Taking an acquire back ----- */
+
+static void on_undo_reply(void *arg, redisReply *r);
+
+/* Send c's undo: the kind's script takes back change c->st.change of
+ * c->owner's holding if it is still the holding's last
+ * (lua/lock_undo.lua, lua/rw_undo.lua). */
+static void undo_send(struct call *c)
+{
+	const struct kind_row *k = &kinds[c->kind];
+	const char *args[3];
+	char change[24];
+	int n = 0;
+
+	args[n++] = c->owner;
+	if (k->side)
+		args[n++] = k->side;
+	snprintf(change, sizeof(change), "%lld", (long long)c->st.change);
+	args[n++] = change;
+	run_to(c->b, c, &k->undo, n, args, on_undo_reply);
+}
+
+static void on_undo_timer(struct loop *l, struct loop_timer *t)
+{
+	(void)l;
+	undo_send(container_of(t, struct call, undo_timer));
+}
+
+/* Why an unconfirmed acquire's 503 says what it says (reply_failure
+ * words the rest). */
+static const char unconfirmed_undone[] =
+	"too few redis replicas acknowledged the grant in time (--redis-sync-replicas); "
+	"it was undone, retry shortly";
+static const char unconfirmed_changed[] =
+	"too few redis replicas acknowledged the grant in time (--redis-sync-replicas), "
+	"and it was not undone: a later call changed the holding, and what that call "
+	"was answered stands";
+static const char unconfirmed_unknown[] =
+	"too few redis replicas acknowledged the grant in time (--redis-sync-replicas), "
+	"and redis could not be reached to undo it: it may stand until its lease ends; "
+	"repeat the request to learn (a repeat of a standing grant is answered with its "
+	"token), or release it";
+
+/* The undo's answer: taken back ({1, ended}), nothing of it left ({0}),
+ * or not taken back ({2}: the holding changed since). No answer, or one
+ * that says Redis could not serve it: tried again while the caller waits
+ * (c->undo_until_ms), since it may not have run. c's caller hears it:
+ * an unconfirmed acquire's LOCK_UNCONFIRMED with st.undone, or
+ * locks_undo()'s outcome. */
+static void on_undo_reply(void *arg, redisReply *r)
+{
+	struct call *c = arg;
+	struct lock_state st = { 0 };
+	enum lock_result res = check_reply(r, c, &st);
+	long long code = -1;
+
+	if (res == LOCK_OK) {
+		code = locks_elem_int(r, 0);
+		if (r->type != REDIS_REPLY_ARRAY || code < 0 || code > 2)
+			res = locks_unexpected(scripts_name(c->script), kinds[c->kind].label,
+					       c->name, &st);
+	}
+	if (res == LOCK_BACKEND_DOWN && now_ms() + UNDO_RETRY_MS <= c->undo_until_ms) {
+		loop_timer_set(c->b->loop, &c->undo_timer, now_ms() + UNDO_RETRY_MS);
+		return;
+	}
+	st.undone = res == LOCK_OK && code != 2;
+	if (code == 1 && locks_elem_int(r, 1) == 1)
+		publish_change(c, "released");	/* the owner's holding ended */
+	if (c->res != LOCK_UNCONFIRMED) {
+		if (code == 2)
+			log_info("%s of the grant of %s '%s' to '%s' not done: a later call "
+				 "changed the holding, and stands", c->what, kinds[c->kind].label,
+				 c->name, c->owner);
+		deliver(c, res, &st);
+		return;
+	}
+	c->st.undone = st.undone;
+	c->st.fault = st.undone ? unconfirmed_undone
+		    : res == LOCK_OK ? unconfirmed_changed : unconfirmed_unknown;
+	if (!st.undone)
+		log_warn("%s of %s '%s' by '%s' was not acknowledged by enough replicas and %s",
+			 c->what, kinds[c->kind].label, c->name, c->owner,
+			 res == LOCK_OK ? "was not undone: a later call changed the holding"
+					: "could not be undone: it may stand until its lease ends");
+	deliver(c, c->res, &c->st);
+}
+
+void locks_undo(const struct backend *b, enum lock_kind kind, const char *name,
+		const char *owner, int64_t change, lock_done_fn done, void *ctx)
+{
+	struct call *c = call_new(kind, name, "undo", done, ctx);
+
+	c->b = b;
+	c->owner = xstrdup(owner);
+	c->st.change = change;
+	undo_send(c);
 }
 
 static void force_decode(struct call *c, const redisReply *r, enum lock_result *res,

@@ -78,6 +78,18 @@ typedef void (*lock_done_fn)(void *ctx, enum lock_result r, const struct lock_st
 void locks_acquire(const struct backend *b, enum lock_kind kind, const char *name,
 		   const char *owner, const char *principal, int64_t ttl_ms, unsigned flags,
 		   lock_done_fn done, void *ctx);
+/* Take back the acquire (grant, repeat or re-entry) of owner's holding
+ * that Redis numbered change (st->change of its LOCK_OK): a grant's
+ * holding goes, a re-entry's hold goes, a repeat's or re-entry's longer
+ * lease is put back -- but only while change is the holding's last, so a
+ * later repeat, re-entry, renewal or release (answered, and standing) is
+ * never undone. done hears LOCK_OK with st->undone true when it was taken
+ * back or nothing of it stands (the holding is gone), false when a later
+ * call changed the holding; or the failure (Redis not reached: it may
+ * have been taken back or not). done may be NULL: then a failure is only
+ * logged. */
+void locks_undo(const struct backend *b, enum lock_kind kind, const char *name,
+		const char *owner, int64_t change, lock_done_fn done, void *ctx);
 /* A queued caller (st->queued) stops waiting without the lock: give its
  * place back so nobody waits behind it. done may be NULL: then a failure
  * is only logged (the place goes stale by itself). */

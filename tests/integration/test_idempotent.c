@@ -270,7 +270,9 @@ TEST(holders_hash_of_another_type_is_refused_untouched)
 }
 
 /* The holders' hash: one field per holding, named as in the lock hash,
- * value the holding's token ("<token> <name>" under auth: test_auth.c). */
+ * value the holding's token ("<token> <name>" under auth: test_auth.c),
+ * and one '#'-field per holding with the number of its last change (what
+ * an undo checks: test_sync_replicas.c). */
 TEST(holders_hash_keeps_each_holdings_token)
 {
 	const char *n = lockname("owners");
@@ -308,11 +310,15 @@ TEST(holders_hash_keeps_each_holdings_token)
 	CHECK(json_int(&r, "fencing_token") == rt && json_int(&r, "holds") == 1,
 	      "and its repeat is a repeat: %s", r.body);
 	http_free(&r);
-	CHECK(rcmd_int("HLEN dlockd_lock_owners:{%s}", rw) == 2 &&
+	CHECK(rcmd_int("HLEN dlockd_lock_owners:{%s}", rw) == 4 &&
 	      rcmd_int("HGET dlockd_lock_owners:{%s} w:write", rw) == wt &&
-	      rcmd_int("HGET dlockd_lock_owners:{%s} w", rw) == rt, "fields w:write and w");
+	      rcmd_int("HGET dlockd_lock_owners:{%s} w", rw) == rt &&
+	      rcmd_int("HEXISTS dlockd_lock_owners:{%s} #w:write", rw) == 1 &&
+	      rcmd_int("HEXISTS dlockd_lock_owners:{%s} #w", rw) == 1,
+	      "fields w:write and w, and their change numbers #w:write and #w");
 	CHECK(req("DELETE", res(&sides[3], rw, "owner=w"), NULL) == 200, "downgrade");
 	CHECK(rcmd_int("HEXISTS dlockd_lock_owners:{%s} w:write", rw) == 0 &&
+	      rcmd_int("HEXISTS dlockd_lock_owners:{%s} #w:write", rw) == 0 &&
 	      rcmd_int("HGET dlockd_lock_owners:{%s} w", rw) == rt, "the write entry went");
 	snprintf(pathbuf, sizeof(pathbuf), "/rwlocks/%s", rw);
 	req("GET", pathbuf, &r);
@@ -392,7 +398,7 @@ TEST(undelivered_repeat_keeps_the_holding)
 	CHECK(json_bool(&r, "held") == 1 && json_int(&r, "holds") == 1,
 	      "w1 still holds its one hold: %s", r.body);
 	http_free(&r);
-	CHECK(!file_contains(d.log, "was not delivered; released it"), "nothing was released");
+	CHECK(!file_contains(d.log, "was not delivered; taking it back"), "nothing was taken back");
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	CHECK(rcmd_int("HGET %s w1", n) == 1, "still held after dlockd stopped");
 	rcmd_int("DEL %s dlockd_lock_owners:{%s}", n, n);

@@ -5,7 +5,7 @@
  * on a live channel and retried at once; asleep until a wake; the deadline's
  * last try refused and its queue place given back before the answer; Redis
  * down for a new request and for one already waiting; the client gone and
- * dlockd stopping while it sleeps; and the end of the request releasing a
+ * dlockd stopping while it sleeps; and the end of the request taking back a
  * grant that was not delivered; a waiter queued behind a fair lock's head
  * having its place kept by the loop exactly while it sleeps. */
 #include "unit.h"
@@ -76,17 +76,17 @@ static void fake_dequeue(const struct backend *b, enum lock_kind kind, const cha
 	pending_dequeue_ctx = ctx;
 }
 
-static void fake_release(const struct backend *b, enum lock_kind kind, const char *name,
-			 const char *owner, const char *principal, lock_done_fn done, void *ctx)
+static void fake_undo(const struct backend *b, enum lock_kind kind, const char *name,
+		      const char *owner, int64_t change, lock_done_fn done, void *ctx)
 {
 	assert_ptr_equal(b, FAKE_BACKEND);
 	assert_int_equal(kind, LOCK_KIND_FAIR);
 	assert_string_equal(name, "deploy");
 	assert_string_equal(owner, "ci-2");
-	assert_string_equal(principal, "team-a");
+	assert_int_equal(change, 7);	/* the grant's own, nothing later */
 	assert_null(done);
 	assert_null(ctx);
-	record("release");
+	record("undo");
 }
 
 static struct waiter *fake_join(const struct backend *b, enum lock_kind kind, const char *name,
@@ -157,7 +157,7 @@ static void fake_told(const struct backend *b, enum lock_kind kind, const char *
 static const struct acquire_ops fake_ops = {
 	.try_acquire = fake_try,
 	.dequeue = fake_dequeue,
-	.release = fake_release,
+	.undo = fake_undo,
 	.join = fake_join,
 	.sleep = fake_sleep,
 	.wake_reason = fake_wake_reason,
@@ -241,7 +241,7 @@ static void check_calls(const char *want)
 }
 
 static const struct lock_state granted = { .token = 42, .holds = 1, .ttl_ms = 30000,
-					   .added = true };
+					   .added = true, .change = 7 };
 /* The owner held it already: a repeat, which added no hold. */
 static const struct lock_state repeated = { .token = 42, .holds = 1, .ttl_ms = 30000 };
 /* Held by another owner for 20 s; the caller holds a queue place. */
@@ -472,7 +472,7 @@ static void test_acquire__shutdown_while_asleep(void **state)
 	check_calls("");
 }
 
-static void test_acquire__undelivered_grant_is_released_at_the_end(void **state)
+static void test_acquire__undelivered_grant_is_taken_back_at_the_end(void **state)
 {
 	struct acquire a;
 
@@ -483,7 +483,7 @@ static void test_acquire__undelivered_grant_is_released_at_the_end(void **state)
 	answer_try(LOCK_OK, granted);
 	check_calls("try(queue) join(6000, fd 7) try(queue) leave(31000) done");
 	assert_true(acquire_end(&a, false));
-	check_calls("release");
+	check_calls("undo");
 	assert_false(a.grant_pending);
 	assert_false(acquire_end(&a, false));	/* once only */
 	check_calls("");
@@ -520,7 +520,7 @@ static void test_acquire__reentrant_is_passed_on(void **state)
 	answer_try(LOCK_OK, granted);
 	check_calls("try(once, reentrant) done");
 	assert_true(acquire_end(&a, false));	/* the added hold goes */
-	check_calls("release");
+	check_calls("undo");
 }
 
 static void test_acquire__request_closed_while_asleep_leaves_quietly(void **state)
@@ -638,7 +638,7 @@ int main(void)
 		cmocka_unit_test_setup(test_acquire__shutdown_while_asleep, setup),
 		cmocka_unit_test_setup(test_acquire__undelivered_repeat_is_left_alone, setup),
 		cmocka_unit_test_setup(test_acquire__reentrant_is_passed_on, setup),
-		cmocka_unit_test_setup(test_acquire__undelivered_grant_is_released_at_the_end,
+		cmocka_unit_test_setup(test_acquire__undelivered_grant_is_taken_back_at_the_end,
 				       setup),
 		cmocka_unit_test_setup(test_acquire__request_closed_while_asleep_leaves_quietly,
 				       setup),

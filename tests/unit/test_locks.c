@@ -1005,7 +1005,7 @@ static void test_locks__listing_pattern_and_cursor(void **state)
 /* What the last listing's callback got. */
 static enum lock_result list_got;
 static size_t list_n;
-static char list_cursor[300], list_first[300];
+static char list_cursor[300], page_first[300];
 
 static void list_record(void *ctx, enum lock_result r, const struct lock_state *st,
 			const struct lock_page *page)
@@ -1015,14 +1015,14 @@ static void list_record(void *ctx, enum lock_result r, const struct lock_state *
 	list_got = r;
 	list_n = page ? page->n : 0;
 	snprintf(list_cursor, sizeof(list_cursor), "%s", page && page->cursor ? page->cursor : "");
-	list_first[0] = '\0';
+	page_first[0] = '\0';
 	if (page && page->n) {
 		const struct lock_entry *e = &page->locks[0];
 
-		snprintf(list_first, sizeof(list_first), "%s %s %lld", e->name,
+		snprintf(page_first, sizeof(page_first), "%s %s %lld", e->name,
 			 e->rw ? "rw" : "lock", (long long)e->ttl_ms);
 		for (size_t i = 0; i < e->nholders; i++)
-			snprintf(list_first + strlen(list_first), sizeof(list_first) - strlen(list_first),
+			snprintf(page_first + strlen(page_first), sizeof(page_first) - strlen(page_first),
 				 " %s=%lld/%d", e->holders[i].owner, (long long)e->holders[i].holds,
 				 (int)e->holders[i].side);
 	}
@@ -1078,12 +1078,12 @@ static void test_locks__listing_decodes_locks_and_survives_any_answer(void **sta
 	assert_int_equal(inspect_a(arr(1, arr(4, int_reply(1), int_reply(900), str_reply("w1"),
 					      int_reply(2)))), LOCK_OK);
 	assert_int_equal(list_n, 1);
-	assert_string_equal(list_first, "a lock 900 w1=2/0");
+	assert_string_equal(page_first, "a lock 900 w1=2/0");
 	assert_string_equal(list_cursor, "");		/* the end */
 	assert_int_equal(inspect_a(arr(1, arr(9, int_reply(2), int_reply(800), int_reply(2),
 					      str_reply("r\x01"), int_reply(1), int_reply(1),
 					      str_reply("w"), int_reply(1), int_reply(2)))), LOCK_OK);
-	assert_string_equal(list_first, "a rw 800 r?=1/1 w=1/2");	/* no control bytes */
+	assert_string_equal(page_first, "a rw 800 r?=1/1 w=1/2");	/* no control bytes */
 	assert_int_equal(inspect_a(arr(1, int_reply(0))), LOCK_OK);
 	assert_int_equal(list_n, 0);
 
@@ -1135,7 +1135,7 @@ static void test_locks__listing_asks_again_for_what_lock_list_left(void **state)
 	freeReplyObject(r);
 	assert_int_equal(list_got, LOCK_OK);
 	assert_int_equal(list_n, 2);
-	assert_string_equal(list_first, "a lock 900 w1=1/0");
+	assert_string_equal(page_first, "a lock 900 w1=1/0");
 	assert_string_equal(last_args[0], "1:b");	/* the second call: b alone */
 	assert_string_equal(last_args[2], "512");	/* read holds one call looks at */
 	assert_int_equal(ncanned_next, 0);
@@ -1188,7 +1188,7 @@ static void test_locks__listing_scan_answers(void **state)
 	freeReplyObject(r);
 	assert_int_equal(list_got, LOCK_OK);
 	assert_int_equal(list_n, 1);
-	assert_string_equal(list_first, "a lock 900 w1=1/0");
+	assert_string_equal(page_first, "a lock 900 w1=1/0");
 	assert_string_equal(list_cursor, "77:a");
 	assert_string_equal(last_args[0], "1:a1:b");
 	assert_string_equal(last_args[1], "3:{a}3:{b}");
