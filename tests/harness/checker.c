@@ -26,7 +26,7 @@
  * in Redis' clock) or never; the rest is margin. */
 #define PROBE_AFTER_MS 2000
 /* ... and again this often while the probe gets no definite answer. */
-#define PROBE_RETRY_MS 1000
+#define PROBE_RETRY_MS 250
 /* A release is asked about at the latest this long before its lease
  * ends. */
 #define PROBE_LEASE_LEFT_MS 200
@@ -34,6 +34,7 @@
 /* Ordinary rounds contend for the first four names, waiting; long rounds
  * try the two hold names once and, if they get one, hold it long. */
 enum { N_LOCK0, N_LOCK1, N_FAIR, N_RW, N_HOLD0, N_HOLD1, N_NAMES };
+static const char *const kinds[N_NAMES] = { "lock0", "lock1", "fair0", "rw0", "hold0", "hold1" };
 enum mode { M_EXCL, M_READ, M_WRITE };
 
 struct section {
@@ -75,6 +76,7 @@ struct probe {
 	int64_t since;		/* the answer came then */
 	int64_t due;		/* ask (again) then */
 	int64_t lease_end;	/* P_RELEASE: the lease the client counted on */
+	bool again;		/* P_ACQUIRE: asked at once; once more when due */
 };
 
 /* What a client does now, for load_doing. */
@@ -228,6 +230,12 @@ static void probe(struct client *c, struct probe *p, bool wait)
 		p->due = now + PROBE_RETRY_MS;
 		return;
 	}
+	if (p->kind == P_ACQUIRE && p->again && st == 409) {
+		/* nothing held now; a call that runs late would show later */
+		p->again = false;
+		p->due = p->since + PROBE_AFTER_MS;
+		return;
+	}
 	if (p->kind != P_CLEANUP) {
 		/* a release probe answered 409 before the lease the client
 		 * counted on ran out: Redis ran it while the lease still held,
@@ -254,8 +262,13 @@ static void probe_later(struct client *c, enum probe_kind kind, const struct sec
 	if (kind == P_RELEASE && due > s->lease_end - PROBE_LEASE_LEFT_MS)
 		due = s->lease_end - PROBE_LEASE_LEFT_MS > now ? s->lease_end - PROBE_LEASE_LEFT_MS
 							       : now;
+	/* an acquire is asked about at once too: a call Redis ran before the
+	 * 503 holds now, if only until its lease ends */
+	if (kind == P_ACQUIRE)
+		due = now;
 	c->probes[s->name] = (struct probe){ .kind = kind, .name = s->name, .mode = s->mode,
-					     .since = now, .due = due, .lease_end = s->lease_end };
+					     .since = now, .due = due, .lease_end = s->lease_end,
+					     .again = kind == P_ACQUIRE };
 }
 
 /* Run the probes due (wait: every one, waiting until it is due). */
@@ -365,8 +378,6 @@ static void load_end(void *arg)
 struct load *load_start(const struct load_opts *o)
 {
 	struct load *l = calloc(1, sizeof(*l) + (size_t)o->clients * sizeof(bool));
-	static const char *const kinds[N_NAMES] = { "lock0", "lock1", "fair0", "rw0", "hold0",
-						    "hold1" };
 
 	l->o = *o;
 	for (int i = 0; i < N_NAMES; i++)
@@ -553,8 +564,10 @@ static void check_name(const struct load *l, const struct section *s, long n, bo
 		}
 		if (l->ev_end && a->granted > l->ev_end && a->name < N_HOLD0) {
 			rep->grants_after_event++;
-			if (a->granted - last_grant > rep->max_gap_after_event_ms)
+			if (a->granted - last_grant > rep->max_gap_after_event_ms) {
 				rep->max_gap_after_event_ms = a->granted - last_grant;
+				rep->max_gap_kind = kinds[a->name];
+			}
 			last_grant = a->granted;
 		}
 		if (i > 0 && a->mode != M_READ && s[i - 1].mode != M_READ &&
@@ -575,6 +588,7 @@ void load_check(struct load *l, bool loss_excused, struct load_report *rep)
 	long nlat = 0, from = 0;
 
 	memset(rep, 0, sizeof(*rep));
+	rep->max_gap_kind = "";
 	rep->sections = n;
 	rep->acq_ok = rep->grants = l->acq[0];
 	rep->acq_refused = l->acq[1];
@@ -629,15 +643,16 @@ void load_print(const char *what, const struct load_report *r)
 	       "refused %ld, 503 %ld, connection failed %ld, other %ld; heartbeats ok %ld, "
 	       "not_held %ld, failed %ld; sections lost %ld, ran out %ld; straddling the "
 	       "fault %ld (kept %ld, lost %ld); grants during it %ld (by instance %ld, %ld, %ld, "
-	       "%ld); grants after it %ld, longest gap %lld ms; cross-instance hand-offs %ld "
-	       "(p50 %lld, p99 %lld, max %lld ms)\n",
+	       "%ld); grants after it %ld, longest gap %lld ms%s%s%s; cross-instance hand-offs "
+	       "%ld (p50 %lld, p99 %lld, max %lld ms)\n",
 	       what, r->grants, r->overlaps, r->token_regressions, r->acq_ok, r->acq_refused,
 	       r->acq_unavailable, r->acq_conn_failed, r->acq_other, r->hb_ok, r->hb_not_held,
 	       r->hb_failed, r->lost, r->ran_out, r->straddled, r->straddled_kept,
 	       r->straddled_lost, r->grants_during_event, r->grants_during_event_by_base[0],
 	       r->grants_during_event_by_base[1], r->grants_during_event_by_base[2],
 	       r->grants_during_event_by_base[3], r->grants_after_event,
-	       (long long)r->max_gap_after_event_ms, r->handoffs_cross,
+	       (long long)r->max_gap_after_event_ms, *r->max_gap_kind ? " (" : "",
+	       r->max_gap_kind, *r->max_gap_kind ? ")" : "", r->handoffs_cross,
 	       (long long)r->handoff_p50_ms, (long long)r->handoff_p99_ms,
 	       (long long)r->handoff_max_ms);
 	if (r->probes || r->probes_unresolved)

@@ -35,10 +35,13 @@ struct load_opts {
 	 * belongs to group i % nnets; nnets 0: all in the caller's, group 0. */
 	struct netns *const *nets;
 	int nnets;
-	/* After a 503 to an acquire or to a release, the client backs off
-	 * and, once the call can no longer take effect (2 s after the
+	/* After a 503 to an acquire or to a release, the client leaves that
+	 * name alone and releases it again (DELETE with its owner id): an
+	 * acquire at once (a call Redis ran before the 503 holds now) and
+	 * once more when the call can no longer take effect (2 s after the
 	 * answer: a call dlockd sent runs within 1.5 s of its sending or
-	 * never), releases that name again: see load_report's probes. */
+	 * never); a release while its lease still runs. See load_report's
+	 * probes. */
 	bool probe_503;
 };
 
@@ -55,6 +58,7 @@ struct load_report {
 	/* of the four contended names, after the event ended */
 	long grants_after_event;
 	int64_t max_gap_after_event_ms;	/* longest grant-less stretch of a name */
+	const char *max_gap_kind;	/* ... of which: "lock0", "fair0", ...; "" if none */
 	/* granted while the event lasted, all and by instance */
 	long grants_during_event, grants_during_event_by_base[LOAD_MAX_BASES];
 	/* probe_503: the releases sent after a 503 that got a definite
