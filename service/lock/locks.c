@@ -241,8 +241,9 @@ struct call {
 	void *ctx;
 	const struct backend *b;	/* whose connection and waiters it runs on */
 	char *owner;			/* renew: the owner whose lease it is;
-					 * acquire with sync: whose hold to undo */
-	char *principal;		/* acquire with sync: its principal */
+					 * acquire: whose hold to undo (answered
+					 * too late, or unconfirmed) */
+	char *principal;		/* acquire: its principal */
 	enum call_sync sync;		/* wait for replicas once Redis answered OK */
 	enum lock_result res;		/* ... what Redis answered, kept meanwhile */
 	struct lock_state st;
@@ -456,8 +457,16 @@ static void acquire_decode(struct call *c, const redisReply *r, enum lock_result
 		if (out->added && out->holds == 1)
 			publish_change(c, "acquired");	/* a new holding */
 		if (out->ttl_ms == 0) {
-			log_warn("redis granted %s '%s' too late to be of use (lease over)",
-				 kinds[c->kind].label, c->name);
+			/* Redis counts the lease from the run, later than the
+			 * sending: the hold stands there a while yet, for an
+			 * owner about to hear 503. Undo it now rather than keep
+			 * the others out until that lease ends (a repeat added
+			 * no hold and stays as it was). */
+			if (out->added)
+				locks_release(c->b, c->kind, c->name, c->owner, c->principal, NULL,
+					      NULL);
+			log_warn("redis granted %s '%s' too late to be of use (lease over)%s",
+				 kinds[c->kind].label, c->name, out->added ? "; released it" : "");
 			out->fault = "redis answered too slowly: the lease was over before its "
 				   "answer came; retry shortly";
 			*res = LOCK_BACKEND_DOWN;
@@ -499,11 +508,10 @@ void locks_acquire(const struct backend *b, enum lock_kind kind, const char *nam
 
 	c->queue = (flags & LOCK_QUEUE) && k->queues;
 	c->decode = acquire_decode;
-	if (b->sync) {
+	c->owner = xstrdup(owner);
+	c->principal = xstrdup(principal);
+	if (b->sync)
 		c->sync = SYNC_UNDO;
-		c->owner = xstrdup(owner);
-		c->principal = xstrdup(principal);
-	}
 	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
 	snprintf(life, sizeof(life), "%lld", c->queue ? (long long)queue_ttl_ms : 0LL);
 	run(b, c, &k->acquire, 5, args);
