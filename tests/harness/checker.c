@@ -25,6 +25,10 @@
  * sent before it answered runs within 1.5 s of its sending (its deadline
  * in Redis' clock) or never; the rest is margin. */
 #define PROBE_AFTER_MS 2000
+/* An acquire is asked about first this soon: a call Redis ran before the
+ * 503 still holds then, unless dlockd undid it (which takes a trip to
+ * Redis: this is its time). */
+#define PROBE_FIRST_MS 500
 /* ... and again this often while the probe gets no definite answer. */
 #define PROBE_RETRY_MS 250
 /* A release is asked about at the latest this long before its lease
@@ -262,10 +266,10 @@ static void probe_later(struct client *c, enum probe_kind kind, const struct sec
 	if (kind == P_RELEASE && due > s->lease_end - PROBE_LEASE_LEFT_MS)
 		due = s->lease_end - PROBE_LEASE_LEFT_MS > now ? s->lease_end - PROBE_LEASE_LEFT_MS
 							       : now;
-	/* an acquire is asked about at once too: a call Redis ran before the
-	 * 503 holds now, if only until its lease ends */
+	/* an acquire is asked about soon too: a call Redis ran before the
+	 * 503 would hold now, if only until its lease ends */
 	if (kind == P_ACQUIRE)
-		due = now;
+		due = now + PROBE_FIRST_MS;
 	c->probes[s->name] = (struct probe){ .kind = kind, .name = s->name, .mode = s->mode,
 					     .since = now, .due = due, .lease_end = s->lease_end,
 					     .again = kind == P_ACQUIRE };

@@ -37,7 +37,8 @@ struct load_opts {
 	int nnets;
 	/* After a 503 to an acquire or to a release, the client leaves that
 	 * name alone and releases it again (DELETE with its owner id): an
-	 * acquire at once (a call Redis ran before the 503 holds now) and
+	 * acquire soon (0.5 s: a call Redis ran before the 503 would hold
+	 * then, unless dlockd undid it) and
 	 * once more when the call can no longer take effect (2 s after the
 	 * answer: a call dlockd sent runs within 1.5 s of its sending or
 	 * never); a release while its lease still runs. See load_report's
