@@ -55,7 +55,7 @@ static int phase_ms(int ms)
 static int world_up(int nd, int nc, const char *const *flags)
 {
 	const char *why = netns_unavailable();
-	char tag[16];
+	char tag[24];
 
 	memset(&W, 0, sizeof(W));
 	if (why) {
@@ -129,9 +129,13 @@ static void world_down(void)
 		load_stop(W.load);
 		load_free(W.load);
 	}
-	for (int i = 0; i < W.nd; i++)
-		if (W.d[i].pid > 0)
-			dlockd_stop(&W.d[i], 5000);
+	for (int i = 0; i < W.nd; i++) {
+		int rc = W.d[i].pid > 0 ? dlockd_stop(&W.d[i], 5000) : 0;
+
+		if (rc != 0)	/* a sanitizer's or valgrind's finding, or a hang */
+			test_fail(__FILE__, __LINE__, "dlockd %d exited with %d (see %s)", i, rc,
+				  W.d[i].log);
+	}
 	redis_stop(&W.redis, false);
 	netns_free_all();
 	memset(&W, 0, sizeof(W));
