@@ -235,6 +235,9 @@ test-valgrind: deps $(BUILD)/dlockd $(BUILD)/dlock $(ITEST_BIN) contract-tools
 
 # The fault suite and the abuse tests at full length: 32 clients, every
 # phase three times longer, 100,000 names (`make test` runs them short).
+# The network partitions among them make namespaces and TUN devices of
+# their own: they need root (CAP_SYS_ADMIN, CAP_NET_ADMIN, /dev/net/tun)
+# and say "# SKIP" with the reason where they cannot.
 # Figures and how to read them: tests/RELIABILITY.md.
 chaos: deps $(BUILD)/dlockd $(ITEST_BIN)
 	DLOCKD_CHAOS=full DLOCKD_BIN=$(BUILD)/dlockd $(ITEST_BIN) chaos_ abuse_ a_call_redis

@@ -272,7 +272,8 @@ struct call {
 	void *ctx;
 	const struct backend *b;	/* whose connection and waiters it runs on */
 	char *owner;			/* renew: the owner whose lease it is;
-					 * acquire with sync, undo: whose change */
+					 * acquire, undo: whose change (undone when
+					 * unconfirmed or answered too late) */
 	enum call_sync sync;		/* wait for replicas once Redis answered OK */
 	enum lock_result res;		/* ... what Redis answered, kept meanwhile;
 					 * an undo: what its caller hears */
@@ -495,8 +496,16 @@ static void acquire_decode(struct call *c, const redisReply *r, enum lock_result
 		if (out->added && out->holds == 1)
 			publish_change(c, "acquired");	/* a new holding */
 		if (out->ttl_ms == 0) {
-			log_warn("redis granted %s '%s' too late to be of use (lease over)",
-				 kinds[c->kind].label, c->name);
+			/* Redis counts the lease from the run, later than the
+			 * sending: the hold stands there a while yet, for an
+			 * owner about to hear 503. Undo it now rather than keep
+			 * the others out until that lease ends (a repeat added
+			 * no hold and stays as it was). */
+			if (out->added)
+				locks_undo(c->b, c->kind, c->name, c->owner, out->change, NULL,
+					   NULL);
+			log_warn("redis granted %s '%s' too late to be of use (lease over)%s",
+				 kinds[c->kind].label, c->name, out->added ? "; taking it back" : "");
 			out->fault = "redis answered too slowly: the lease was over before its "
 				   "answer came; retry shortly";
 			*res = LOCK_BACKEND_DOWN;
@@ -545,10 +554,9 @@ void locks_acquire(const struct backend *b, enum lock_kind kind, const char *nam
 
 	c->queue = (flags & LOCK_QUEUE) && k->queues;
 	c->decode = acquire_decode;
-	if (b->sync) {
+	c->owner = xstrdup(owner);
+	if (b->sync)
 		c->sync = SYNC_UNDO;
-		c->owner = xstrdup(owner);
-	}
 	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
 	snprintf(life, sizeof(life), "%lld", c->queue ? (long long)queue_ttl_ms : 0LL);
 	snprintf(per_owner, sizeof(per_owner), "%lld", (long long)read_holds_per_owner);

@@ -10,6 +10,7 @@
 #include "checker.h"
 
 #include "harness.h"
+#include "netns.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,16 +21,31 @@
  * answer's trip to us (and Redis' millisecond clock) may take this much of
  * it. A renewal is counted from when the heartbeat was sent. */
 #define LEASE_MARGIN_MS 20
+/* probe_503: how long after a 503 the client asks again. A call dlockd
+ * sent before it answered runs within 1.5 s of its sending (its deadline
+ * in Redis' clock) or never; the rest is margin. */
+#define PROBE_AFTER_MS 2000
+/* An acquire is asked about first this soon: a call Redis ran before the
+ * 503 still holds then, unless dlockd undid it (which takes a trip to
+ * Redis: this is its time). */
+#define PROBE_FIRST_MS 500
+/* ... and again this often while the probe gets no definite answer. */
+#define PROBE_RETRY_MS 250
+/* A release is asked about at the latest this long before its lease
+ * ends. */
+#define PROBE_LEASE_LEFT_MS 200
 
 /* Ordinary rounds contend for the first four names, waiting; long rounds
  * try the two hold names once and, if they get one, hold it long. */
 enum { N_LOCK0, N_LOCK1, N_FAIR, N_RW, N_HOLD0, N_HOLD1, N_NAMES };
+static const char *const kinds[N_NAMES] = { "lock0", "lock1", "fair0", "rw0", "hold0", "hold1" };
 enum mode { M_EXCL, M_READ, M_WRITE };
 
 struct section {
 	int name, mode, client, base;
 	long long token;
 	int64_t sent, granted, ended, rel_sent;
+	int64_t lease_end;	/* the lease the client counted on, at the end */
 	int hb_after;		/* first 200/409 to a heartbeat sent after the event */
 	bool lost, ran_out;
 };
@@ -38,6 +54,7 @@ struct load {
 	struct load_opts o;
 	char names[N_NAMES][200];
 	pthread_t *threads;
+	struct client **clients;
 	struct section *secs;
 	long nsecs;		/* atomic */
 	int stop;		/* atomic */
@@ -46,13 +63,37 @@ struct load {
 	int64_t ev_begin, ev_end;	/* atomic; 0 = not yet */
 	long acq[5];		/* ok, refused (409), unavailable, conn failed, other */
 	long hb[3];		/* ok, not held, failed */
+	long probes, probe_effects, probes_unresolved;
+	bool joined_client[];	/* load_stop_group joined client i */
 };
+
+/* What a client asks again after an answer that left it unsure (probe_503):
+ * an acquire answered 503 (the lock must not be its own now), a release
+ * answered 503 (the lock must still be its own, unless its lease ran
+ * out), a release that got no answer at all (only so that the next round
+ * starts clean; it proves nothing). */
+enum probe_kind { P_NONE, P_ACQUIRE, P_RELEASE, P_CLEANUP };
+
+struct probe {
+	enum probe_kind kind;
+	int name, mode;
+	int64_t since;		/* the answer came then */
+	int64_t due;		/* ask (again) then */
+	int64_t lease_end;	/* P_RELEASE: the lease the client counted on */
+	bool again;		/* P_ACQUIRE: asked at once; once more when due */
+};
+
+/* What a client does now, for load_doing. */
+enum { DOING_NOTHING, DOING_ACQUIRE, DOING_LONG_HOLD };
 
 struct client {
 	struct load *l;
-	int id, base;
+	int id, base, group;
 	unsigned seed;
 	char owner[16];
+	int stop;		/* atomic: load_stop_group */
+	int doing;		/* atomic: DOING_* */
+	struct probe probes[N_NAMES];	/* by name; one at a time */
 };
 
 static int64_t load_get(int64_t *p)
@@ -68,6 +109,17 @@ static void count(long *c)
 static const char *base_of(struct client *c)
 {
 	return c->l->o.bases[c->base];
+}
+
+static bool stopping(struct client *c)
+{
+	return __atomic_load_n(&c->l->stop, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&c->stop, __ATOMIC_ACQUIRE);
+}
+
+static void doing(struct client *c, int what)
+{
+	__atomic_store_n(&c->doing, what, __ATOMIC_RELAXED);
 }
 
 /* A client whose instance is gone moves on to the next one, as a client
@@ -125,7 +177,7 @@ static void hold(struct client *c, struct section *s, int64_t lease_ms, int64_t 
 
 	for (;;) {
 		now = mono_ms();
-		if (now >= until)
+		if (now >= until || __atomic_load_n(&c->stop, __ATOMIC_ACQUIRE))
 			break;
 		if (now >= lease_end) {
 			s->ran_out = true;
@@ -149,6 +201,86 @@ static void hold(struct client *c, struct section *s, int64_t lease_ms, int64_t 
 	}
 	now = mono_ms();
 	s->ended = now < lease_end ? now : lease_end;
+	s->lease_end = lease_end;
+	/* also when the client learnt it only late: a heartbeat that hung
+	 * past the lease (the section is counted up to the lease all the
+	 * same) */
+	s->ran_out |= now > lease_end;
+}
+
+/* Ask again what probe p is about: DELETE the name with the client's
+ * owner id, once it is due (waiting for that, or else not yet). Done at
+ * a definite answer (200, 409), else due again a little later. */
+static void probe(struct client *c, struct probe *p, bool wait)
+{
+	struct load *l = c->l;
+	struct section s = { .name = p->name, .mode = p->mode };
+	char q[96], path[400];
+	struct http_resp r;
+	int64_t now;
+	bool effect;
+	int st;
+
+	while ((now = mono_ms()) < p->due && wait && !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE))
+		sleep_ms(p->due - now < 50 ? (int)(p->due - now) : 50);
+	if (now < p->due || __atomic_load_n(&c->stop, __ATOMIC_ACQUIRE))
+		return;
+	snprintf(q, sizeof(q), "?owner=%s", c->owner);
+	lock_path(l, &s, "", q, path, sizeof(path));
+	st = request(c, "DELETE", path, &r);
+	now = mono_ms();
+	http_free(&r);
+	if (st != 200 && st != 409) {
+		p->due = now + PROBE_RETRY_MS;
+		return;
+	}
+	if (p->kind == P_ACQUIRE && p->again && st == 409) {
+		/* nothing held now; a call that runs late would show later */
+		p->again = false;
+		p->due = p->since + PROBE_AFTER_MS;
+		return;
+	}
+	if (p->kind != P_CLEANUP) {
+		/* a release probe answered 409 before the lease the client
+		 * counted on ran out: Redis ran it while the lease still held,
+		 * so something freed the lock: the release answered 503 */
+		effect = p->kind == P_ACQUIRE ? st == 200 : st == 409 && now < p->lease_end;
+		count(&l->probes);
+		if (effect && __atomic_add_fetch(&l->probe_effects, 1, __ATOMIC_RELAXED) <= 5)
+			printf("# a 503 took effect: %s answered 503 to client %d, yet the release "
+			       "asked %lld ms later found the lock %s\n",
+			       p->kind == P_ACQUIRE ? "an acquire" : "a release", c->id,
+			       (long long)(now - p->since),
+			       p->kind == P_ACQUIRE ? "held by it" : "free before its lease ran out");
+	}
+	p->kind = P_NONE;
+}
+
+static void probe_later(struct client *c, enum probe_kind kind, const struct section *s)
+{
+	int64_t now = mono_ms(), due = now + PROBE_AFTER_MS;
+
+	/* a release is asked about while its lease still runs, or the answer
+	 * proves nothing: sooner if need be (a call that runs after that
+	 * finds the probe has released the lock, and changes nothing) */
+	if (kind == P_RELEASE && due > s->lease_end - PROBE_LEASE_LEFT_MS)
+		due = s->lease_end - PROBE_LEASE_LEFT_MS > now ? s->lease_end - PROBE_LEASE_LEFT_MS
+							       : now;
+	/* an acquire is asked about soon too: a call Redis ran before the
+	 * 503 would hold now, if only until its lease ends */
+	if (kind == P_ACQUIRE)
+		due = now + PROBE_FIRST_MS;
+	c->probes[s->name] = (struct probe){ .kind = kind, .name = s->name, .mode = s->mode,
+					     .since = now, .due = due, .lease_end = s->lease_end,
+					     .again = kind == P_ACQUIRE };
+}
+
+/* Run the probes due (wait: every one, waiting until it is due). */
+static void probes_due(struct client *c, bool wait)
+{
+	for (int i = 0; i < N_NAMES; i++)
+		if (c->probes[i].kind != P_NONE)
+			probe(c, &c->probes[i], wait);
 }
 
 static void one_round(struct client *c, long round)
@@ -164,33 +296,49 @@ static void one_round(struct client *c, long round)
 	s.name = lng ? N_HOLD0 + (int)(rand_r(&c->seed) % 2) : (int)(rand_r(&c->seed) % N_HOLD0);
 	s.mode = s.name != N_RW ? M_EXCL : rand_r(&c->seed) % 3 ? M_READ : M_WRITE;
 	s.base = c->base;
+	if (c->probes[s.name].kind != P_NONE) {
+		sleep_ms(20);	/* not this name until we know where it stands */
+		return;
+	}
 	snprintf(q, sizeof(q), "?owner=%s&ttl_ms=%d&wait_ms=%d", c->owner, l->o.ttl_ms,
 		 lng ? 0 : l->o.wait_ms);
 	lock_path(l, &s, "", q, path, sizeof(path));
 	s.sent = mono_ms();
+	doing(c, DOING_ACQUIRE);
 	st = request(c, "PUT", path, &r);
+	doing(c, DOING_NOTHING);
 	s.granted = mono_ms();
 	s.token = st == 200 ? json_int(&r, "fencing_token") : 0;
 	lease = st == 200 ? json_int(&r, "ttl_ms") : 0;
 	http_free(&r);
 	if (st != 200) {
 		count(&l->acq[st == 409 ? 1 : st == 503 ? 2 : st < 0 ? 3 : 4]);
+		if (st == 503 && l->o.probe_503)
+			probe_later(c, P_ACQUIRE, &s);
 		if (st != 409)
 			sleep_ms(20);
 		return;
 	}
 	count(&l->acq[0]);
-	if (lng)
+	if (lng) {
 		__atomic_add_fetch(&l->long_holders, 1, __ATOMIC_RELAXED);
+		doing(c, DOING_LONG_HOLD);
+	}
 	hold(c, &s, lease,
 	     lng ? l->o.long_ms : (int64_t)(rand_r(&c->seed) % (l->o.hold_max_ms + 1)), lng);
-	if (lng)
+	if (lng) {
+		doing(c, DOING_NOTHING);
 		__atomic_sub_fetch(&l->long_holders, 1, __ATOMIC_RELAXED);
+	}
 	s.rel_sent = mono_ms();
 	snprintf(q, sizeof(q), "?owner=%s", c->owner);
 	lock_path(l, &s, "", q, path, sizeof(path));
-	request(c, "DELETE", path, &r);
+	st = request(c, "DELETE", path, &r);
 	http_free(&r);
+	if (l->o.probe_503 && st == 503)
+		probe_later(c, P_RELEASE, &s);
+	else if (l->o.probe_503 && st != 200 && st != 409)
+		probe_later(c, P_CLEANUP, &s);
 	{
 		long i = __atomic_fetch_add(&l->nsecs, 1, __ATOMIC_RELAXED);
 
@@ -202,10 +350,22 @@ static void one_round(struct client *c, long round)
 static void *client_main(void *arg)
 {
 	struct client *c = arg;
+	struct load *l = c->l;
 
-	for (long round = 0; !__atomic_load_n(&c->l->stop, __ATOMIC_ACQUIRE); round++)
+	if (l->o.nnets)
+		netns_enter(l->o.nets[c->group]);
+	http_abort_when(&c->stop);
+	for (long round = 0; !stopping(c); round++) {
+		probes_due(c, false);
 		one_round(c, round);
-	free(c);
+	}
+	/* the load stops: the probes still pending get a few tries */
+	for (int tries = 0; tries < 3 && !__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE); tries++)
+		probes_due(c, true);
+	for (int i = 0; i < N_NAMES; i++)
+		if (c->probes[i].kind != P_NONE && c->probes[i].kind != P_CLEANUP)
+			count(&l->probes_unresolved);
+	http_abort_when(NULL);
 	return NULL;
 }
 
@@ -221,21 +381,22 @@ static void load_end(void *arg)
 
 struct load *load_start(const struct load_opts *o)
 {
-	struct load *l = calloc(1, sizeof(*l));
-	static const char *const kinds[N_NAMES] = { "lock0", "lock1", "fair0", "rw0", "hold0",
-						    "hold1" };
+	struct load *l = calloc(1, sizeof(*l) + (size_t)o->clients * sizeof(bool));
 
 	l->o = *o;
 	for (int i = 0; i < N_NAMES; i++)
 		snprintf(l->names[i], sizeof(l->names[i]), "%s-%s", o->prefix, kinds[i]);
 	l->secs = calloc(MAX_SECTIONS, sizeof(*l->secs));
 	l->threads = calloc((size_t)o->clients, sizeof(*l->threads));
+	l->clients = calloc((size_t)o->clients, sizeof(*l->clients));
 	for (int i = 0; i < o->clients; i++) {
 		struct client *c = calloc(1, sizeof(*c));
 
 		*c = (struct client){ .l = l, .id = i, .base = i % o->nbases,
+				      .group = o->nnets ? i % o->nnets : 0,
 				      .seed = (unsigned)(i * 7919 + 1) };
 		snprintf(c->owner, sizeof(c->owner), "c%d", i);
+		l->clients[i] = c;
 		pthread_create(&l->threads[i], NULL, client_main, c);
 	}
 	test_at_end(load_end, l);
@@ -262,13 +423,39 @@ long load_grants(struct load *l)
 	return __atomic_load_n(&l->acq[0], __ATOMIC_RELAXED);
 }
 
+void load_doing(struct load *l, int group, int *acquiring, int *holding_long)
+{
+	*acquiring = *holding_long = 0;
+	for (int i = 0; i < l->o.clients; i++) {
+		int what = __atomic_load_n(&l->clients[i]->doing, __ATOMIC_RELAXED);
+
+		if (l->clients[i]->group != group || l->joined_client[i])
+			continue;
+		*acquiring += what == DOING_ACQUIRE;
+		*holding_long += what == DOING_LONG_HOLD;
+	}
+}
+
+void load_stop_group(struct load *l, int group)
+{
+	for (int i = 0; i < l->o.clients; i++)
+		if (l->clients[i]->group == group)
+			__atomic_store_n(&l->clients[i]->stop, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < l->o.clients; i++)
+		if (l->clients[i]->group == group && !l->joined_client[i]) {
+			pthread_join(l->threads[i], NULL);
+			l->joined_client[i] = true;
+		}
+}
+
 void load_stop(struct load *l)
 {
 	if (l->joined)
 		return;
 	__atomic_store_n(&l->stop, 1, __ATOMIC_RELEASE);
 	for (int i = 0; i < l->o.clients; i++)
-		pthread_join(l->threads[i], NULL);
+		if (!l->joined_client[i])
+			pthread_join(l->threads[i], NULL);
 	l->joined = true;
 }
 
@@ -276,6 +463,9 @@ void load_free(struct load *l)
 {
 	test_at_end_cancel(l);
 	load_stop(l);
+	for (int i = 0; i < l->o.clients; i++)
+		free(l->clients[i]);
+	free(l->clients);
 	free(l->secs);
 	free(l->threads);
 	free(l);
@@ -378,8 +568,10 @@ static void check_name(const struct load *l, const struct section *s, long n, bo
 		}
 		if (l->ev_end && a->granted > l->ev_end && a->name < N_HOLD0) {
 			rep->grants_after_event++;
-			if (a->granted - last_grant > rep->max_gap_after_event_ms)
+			if (a->granted - last_grant > rep->max_gap_after_event_ms) {
 				rep->max_gap_after_event_ms = a->granted - last_grant;
+				rep->max_gap_kind = kinds[a->name];
+			}
 			last_grant = a->granted;
 		}
 		if (i > 0 && a->mode != M_READ && s[i - 1].mode != M_READ &&
@@ -400,6 +592,7 @@ void load_check(struct load *l, bool loss_excused, struct load_report *rep)
 	long nlat = 0, from = 0;
 
 	memset(rep, 0, sizeof(*rep));
+	rep->max_gap_kind = "";
 	rep->sections = n;
 	rep->acq_ok = rep->grants = l->acq[0];
 	rep->acq_refused = l->acq[1];
@@ -409,6 +602,9 @@ void load_check(struct load *l, bool loss_excused, struct load_report *rep)
 	rep->hb_ok = l->hb[0];
 	rep->hb_not_held = l->hb[1];
 	rep->hb_failed = l->hb[2];
+	rep->probes = l->probes;
+	rep->probe_503_effects = l->probe_effects;
+	rep->probes_unresolved = l->probes_unresolved;
 	qsort(l->secs, (size_t)n, sizeof(*l->secs), by_name_granted);
 	for (long i = 0; i < n; i++) {
 		const struct section *s = &l->secs[i];
@@ -420,6 +616,11 @@ void load_check(struct load *l, bool loss_excused, struct load_report *rep)
 			       s->token, (long long)(s->granted - l->ev_begin), s->base,
 			       (long long)(s->ended - s->granted));
 		rep->ran_out += s->ran_out;
+		if (l->ev_begin && s->granted >= l->ev_begin && (!l->ev_end || s->granted <= l->ev_end)) {
+			rep->grants_during_event++;
+			if (s->base < LOAD_MAX_BASES)
+				rep->grants_during_event_by_base[s->base]++;
+		}
 		if (s->hb_after) {
 			rep->straddled++;
 			rep->straddled_kept += s->hb_after == 200;
@@ -445,12 +646,20 @@ void load_print(const char *what, const struct load_report *r)
 	printf("# %s: %ld grants, %ld overlaps, %ld token regressions; acquire ok %ld, "
 	       "refused %ld, 503 %ld, connection failed %ld, other %ld; heartbeats ok %ld, "
 	       "not_held %ld, failed %ld; sections lost %ld, ran out %ld; straddling the "
-	       "fault %ld (kept %ld, lost %ld); grants after it %ld, longest gap %lld ms; "
-	       "cross-instance hand-offs %ld (p50 %lld, p99 %lld, max %lld ms)\n",
+	       "fault %ld (kept %ld, lost %ld); grants during it %ld (by instance %ld, %ld, %ld, "
+	       "%ld); grants after it %ld, longest gap %lld ms%s%s%s; cross-instance hand-offs "
+	       "%ld (p50 %lld, p99 %lld, max %lld ms)\n",
 	       what, r->grants, r->overlaps, r->token_regressions, r->acq_ok, r->acq_refused,
 	       r->acq_unavailable, r->acq_conn_failed, r->acq_other, r->hb_ok, r->hb_not_held,
 	       r->hb_failed, r->lost, r->ran_out, r->straddled, r->straddled_kept,
-	       r->straddled_lost, r->grants_after_event, (long long)r->max_gap_after_event_ms,
-	       r->handoffs_cross, (long long)r->handoff_p50_ms, (long long)r->handoff_p99_ms,
+	       r->straddled_lost, r->grants_during_event, r->grants_during_event_by_base[0],
+	       r->grants_during_event_by_base[1], r->grants_during_event_by_base[2],
+	       r->grants_during_event_by_base[3], r->grants_after_event,
+	       (long long)r->max_gap_after_event_ms, *r->max_gap_kind ? " (" : "",
+	       r->max_gap_kind, *r->max_gap_kind ? ")" : "", r->handoffs_cross,
+	       (long long)r->handoff_p50_ms, (long long)r->handoff_p99_ms,
 	       (long long)r->handoff_max_ms);
+	if (r->probes || r->probes_unresolved)
+		printf("# %s: 503s asked again %ld, of which took effect %ld; unresolved %ld\n", what,
+		       r->probes, r->probe_503_effects, r->probes_unresolved);
 }

@@ -16,6 +16,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct netns;
+
+/* Figures by instance (load_opts.bases) are kept for the first this many. */
+#define LOAD_MAX_BASES 4
+
 struct load_opts {
 	const char *prefix;		/* names are <prefix>-<kind><i> */
 	const char *const *bases;	/* dlockd base URLs; client i starts on i % n */
@@ -26,6 +31,19 @@ struct load_opts {
 	int hold_max_ms;		/* an ordinary section lasts 0..this */
 	int long_every;			/* every k-th round of a client holds */
 	int long_ms;			/* ... this long, renewing (0: never) */
+	/* Client i lives in network namespace nets[i % nnets] (netns.h) and
+	 * belongs to group i % nnets; nnets 0: all in the caller's, group 0. */
+	struct netns *const *nets;
+	int nnets;
+	/* After a 503 to an acquire or to a release, the client leaves that
+	 * name alone and releases it again (DELETE with its owner id): an
+	 * acquire soon (0.5 s: a call Redis ran before the 503 would hold
+	 * then, unless dlockd undid it) and
+	 * once more when the call can no longer take effect (2 s after the
+	 * answer: a call dlockd sent runs within 1.5 s of its sending or
+	 * never); a release while its lease still runs. See load_report's
+	 * probes. */
+	bool probe_503;
 };
 
 struct load_report {
@@ -41,6 +59,15 @@ struct load_report {
 	/* of the four contended names, after the event ended */
 	long grants_after_event;
 	int64_t max_gap_after_event_ms;	/* longest grant-less stretch of a name */
+	const char *max_gap_kind;	/* ... of which: "lock0", "fair0", ...; "" if none */
+	/* granted while the event lasted, all and by instance */
+	long grants_during_event, grants_during_event_by_base[LOAD_MAX_BASES];
+	/* probe_503: the releases sent after a 503 that got a definite
+	 * answer; those that showed the 503'd call took effect (an acquire
+	 * answered 503 that held the lock after all; a release answered 503
+	 * that had freed it while its lease still ran); those that had no
+	 * definite answer (still 503 at the end, or the client stopped) */
+	long probes, probe_503_effects, probes_unresolved;
 	long handoffs_cross;		/* waiter granted via another instance */
 	int64_t handoff_p50_ms, handoff_p99_ms, handoff_max_ms;
 };
@@ -55,6 +82,13 @@ void load_event_begin(struct load *l);
 void load_event_end(struct load *l);
 /* Sections holding long right now (to fault them mid-hold). */
 int load_long_holders(struct load *l);
+/* Clients of group (load_opts.nets) with an acquire under way, and
+ * holding long (heartbeating), right now. */
+void load_doing(struct load *l, int group, int *acquiring, int *holding_long);
+/* Stop the clients of group and join them: requests under way give up
+ * within about a second (a client that stops waiting for a network that
+ * is gone), a section under way ends at once. The others go on. */
+void load_stop_group(struct load *l, int group);
 /* Grants so far. */
 long load_grants(struct load *l);
 /* Stop the clients (each finishes its round) and join them; once. */

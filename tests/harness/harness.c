@@ -363,8 +363,8 @@ static int dlockd_spawn(struct dlockd_srv *d, const char *const *flags)
 
 	for (const char *const *f = flags; f && *f; f++)
 		tls |= !strcmp(*f, "--tls-cert");
-	snprintf(listen, sizeof(listen), "127.0.0.1:%d", d->port);
-	snprintf(d->base, sizeof(d->base), "%s://127.0.0.1:%d", tls ? "https" : "http", d->port);
+	snprintf(listen, sizeof(listen), "%s:%d", d->host, d->port);
+	snprintf(d->base, sizeof(d->base), "%s://%s:%d", tls ? "https" : "http", d->host, d->port);
 	if (prefix && *prefix) {
 		snprintf(pbuf, sizeof(pbuf), "%s", prefix);
 		for (char *tok = strtok_r(pbuf, " ", &save); tok && argc < 20;
@@ -398,12 +398,24 @@ static int dlockd_spawn(struct dlockd_srv *d, const char *const *flags)
 
 int dlockd_start(struct dlockd_srv *d, const char *redis_url, const char *const *flags)
 {
+	return dlockd_start_at(d, "127.0.0.1", redis_url, flags);
+}
+
+int dlockd_start_at(struct dlockd_srv *d, const char *host, const char *redis_url,
+		    const char *const *flags)
+{
+	snprintf(d->host, sizeof(d->host), "%s", host);
 	d->port = free_port();
 	if (redis_url)
 		snprintf(d->redis_url, sizeof(d->redis_url), "%s", redis_url);
 	else
 		snprintf(d->redis_url, sizeof(d->redis_url), "redis://127.0.0.1:%d/0", H_redis.port);
-	snprintf(d->log, sizeof(d->log), "%s/dlockd-%d.log", tmpdir, d->port);
+	/* another namespace's ports are not this one's: the host tells
+	 * their logs apart */
+	if (strcmp(host, "127.0.0.1"))
+		snprintf(d->log, sizeof(d->log), "%s/dlockd-%s-%d.log", tmpdir, host, d->port);
+	else
+		snprintf(d->log, sizeof(d->log), "%s/dlockd-%d.log", tmpdir, d->port);
 	/* a port used before by another test's dlockd: its log is that one's
 	 * (the checks read a log's first 64 KiB, where this one's must be) */
 	unlink(d->log);
@@ -583,6 +595,11 @@ static int on_progress(void *cls, curl_off_t dltotal, curl_off_t dlnow, curl_off
 void http_bearer(const char *token)
 {
 	bearer = token;
+}
+
+void http_abort_when(const int *flag)
+{
+	http_abort = flag;
 }
 
 /* http_tls()'s settings, copied. */
@@ -1355,6 +1372,7 @@ struct test {
 static struct test tests[256];
 static int ntests;
 static int cur_failed;
+static char cur_skipped[300];	/* why the current test was skipped; "" if not */
 static const char *cur_name;
 
 void test_register(const char *name, test_fn fn, bool selftest)
@@ -1443,6 +1461,17 @@ bool test_failed(void)
 	return cur_failed;
 }
 
+void test_skip(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(cur_skipped, sizeof(cur_skipped), fmt, ap);
+	va_end(ap);
+	if (!cur_skipped[0])
+		snprintf(cur_skipped, sizeof(cur_skipped), "(no reason given)");
+}
+
 const char *lockname(const char *hint)
 {
 	static __thread char buf[8][128];
@@ -1525,7 +1554,7 @@ static void on_signal(int sig)
 
 int main(int argc, char **argv)
 {
-	int passed = 0, failed = 0, n = 0;
+	int passed = 0, failed = 0, skipped = 0, n = 0;
 	const char *bin = getenv("DLOCKD_BIN");
 	const char *keep = getenv("DLOCKD_KEEP_TMP");
 	const char *self = getenv("DLOCKD_SELFTEST");
@@ -1561,6 +1590,7 @@ int main(int argc, char **argv)
 			continue;
 		cur_name = tests[i].name;
 		cur_failed = 0;
+		cur_skipped[0] = '\0';
 		threads = test_threads();
 		t0 = mono_ms();
 		http_tls(NULL);
@@ -1569,10 +1599,15 @@ int main(int argc, char **argv)
 		clean = end_test(threads);
 		if (cur_failed)
 			failed++;
+		else if (cur_skipped[0])
+			skipped++;
 		else
 			passed++;
-		printf("%s %d - %s (%lld ms)\n", cur_failed ? "not ok" : "ok", n, tests[i].name,
-		       (long long)(mono_ms() - t0));
+		if (cur_skipped[0] && !cur_failed)
+			printf("ok %d - %s # SKIP %s\n", n, tests[i].name, cur_skipped);
+		else
+			printf("%s %d - %s (%lld ms)\n", cur_failed ? "not ok" : "ok", n,
+			       tests[i].name, (long long)(mono_ms() - t0));
 		if (!clean) {
 			printf("Bail out! %s left threads running; later tests could not be "
 			       "trusted\n", tests[i].name);
@@ -1591,7 +1626,10 @@ int main(int argc, char **argv)
 		}
 	}
 	redis_stop(&H_redis, false);
-	printf("integration: %d passed, %d failed\n", passed, failed);
+	printf("integration: %d passed, %d failed", passed, failed);
+	if (skipped)
+		printf(", %d skipped", skipped);
+	printf("\n");
 	if (!failed && !(keep && *keep)) {
 		char cmd[200];
 

@@ -26,7 +26,8 @@
  *     after the release, then CHECK_GRANTED_WITHIN(b, t, N, "what");
  *   - timeouts generous (a loaded 2-core machine; WAIT_FOR and the helpers
  *     stretch them by slow_factor(), multiply your own timing bounds by it);
- *   - only loopback, only processes the test started, by pid; sleep_ms()
+ *   - only loopback (or addresses inside network namespaces the test
+ *     made itself: netns.h), only processes the test started, by pid; sleep_ms()
  *     only where the wait itself is under test (a lease running out, a
  *     stall), with a comment saying so;
  *   - test through HTTP, /metrics and Redis only, never dlockd's insides. */
@@ -62,7 +63,9 @@ struct dlockd_srv {
 	pid_t pid;
 	char redis_url[128];
 	char log[300];
-	char base[64];		/* "http://127.0.0.1:PORT", https:// with --tls-cert */
+	char host[48];		/* listens and is reached there: 127.0.0.1 unless
+				 * dlockd_start_at said otherwise */
+	char base[64];		/* "http://HOST:PORT", https:// with --tls-cert */
 };
 
 int free_port(void);
@@ -81,6 +84,10 @@ int redis_tls_cli(const struct redis_srv *r, const char *args, char *out, size_t
  * (NULL-terminated); waits until /healthz answers. With --tls-cert in
  * flags, d->base is https:// and the wait speaks TLS as http_tls() said. */
 int dlockd_start(struct dlockd_srv *d, const char *redis_url, const char *const *flags);
+/* The same listening on host (an IPv4 address) instead of 127.0.0.1:
+ * another address of the calling thread's network namespace (netns.h). */
+int dlockd_start_at(struct dlockd_srv *d, const char *host, const char *redis_url,
+		    const char *const *flags);
 /* The same against a private Redis of the test's (database 0). */
 int dlockd_start_on(struct dlockd_srv *d, const struct redis_srv *rs, const char *const *flags);
 /* A private redis-server (rs as the test set it up: port, extra, ...) and
@@ -164,6 +171,10 @@ int http(const char *method, const char *path, const char *body, struct http_res
 /* Send "Authorization: Bearer <token>" on this thread's later requests
  * (NULL: none). */
 void http_bearer(const char *token);
+/* This thread's requests give up (status -1, like a lost connection)
+ * within about a second once *flag is non-zero; NULL: never. For client
+ * threads a test stops while their requests hang (a cut network). */
+void http_abort_when(const int *flag);
 /* How this thread's later requests to https:// bases speak TLS (and the
  * background requests it starts later: bg_start copies it). Files are
  * PEM paths, copied. The runner sets none (NULL) before each test. */
@@ -305,6 +316,9 @@ void test_register(const char *name, test_fn fn, bool selftest);
 void test_fail(const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 bool test_failed(void);
+/* Skip the current test (return right after): TAP "ok N - name # SKIP
+ * why", counted as skipped, never as passed. */
+void test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Run fn(arg) when the current test is over, if test_at_end_cancel(arg) was
  * not called before: for what a test (or harness code, like checker.c's
  * load) starts and must end even when a failed CHECK returns early. The

@@ -1,0 +1,508 @@
+/* test_partition.c -- the fault suite's network partitions: Redis, each
+ * dlockd and the clients in network namespaces of the test's own, joined
+ * by links the test cuts (packets vanish: no RST, no ICMP, so dlockd can
+ * only notice by its own timeouts), slows and makes lossy (netns.h), under
+ * the continuous load of the grant checker (tests/harness/checker.c: no
+ * overlap, no fencing token going back; here also every 503 asked about
+ * again once it could no longer take effect, probe_503). Short in `make
+ * test`, three times longer with DLOCKD_CHAOS=full (`make chaos`). Where
+ * the process may not make namespaces (no CAP_SYS_ADMIN/CAP_NET_ADMIN, no
+ * /dev/net/tun), every test here is skipped, saying why. Figures:
+ * tests/RELIABILITY.md, "Partitions".
+ *
+ * The layout: Redis alone in its namespace (on its address and its own
+ * loopback), each dlockd in one of its own, reaching Redis over a wire of
+ * its own, and the clients in one or two namespaces with a wire to each
+ * dlockd. The test's thread enters a namespace to start or to ask what is
+ * in it, never through a wire it cuts. */
+#include "../harness/checker.h"
+#include "../harness/harness.h"
+#include "../harness/netns.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_D 2
+#define MAX_C 2
+
+/* One test's namespaces, links and processes. */
+struct world {
+	struct netns *rns, *dns[MAX_D], *cns[MAX_C];
+	struct wire *dr[MAX_D];			/* dlockd i to Redis */
+	struct wire *cd[MAX_C][MAX_D];		/* clients j to dlockd i */
+	struct redis_srv redis;
+	struct dlockd_srv d[MAX_D];
+	int nd, nc;
+	const char *bases[MAX_D];
+	char url[96];
+	char prefix[160];
+	struct load *load;
+};
+
+static struct world W;
+
+/* Phase lengths: short in `make test`, three times longer in `make chaos`. */
+static int phase_ms(int ms)
+{
+	return (chaos_full() ? 3 * ms : ms) * slow_factor();
+}
+
+/* Redis, nd dlockd with flags, nc client namespaces, every wire. 0: up; 1:
+ * this machine cannot (the test is skipped, saying why); -1: a failed
+ * CHECK said what. */
+static int world_up(int nd, int nc, const char *const *flags)
+{
+	const char *why = netns_unavailable();
+	char tag[24];
+
+	memset(&W, 0, sizeof(W));
+	if (why) {
+		printf("# SKIP partitions: %s\n", why);
+		test_skip("partitions: %s", why);
+		return 1;
+	}
+	W.nd = nd;
+	W.nc = nc;
+	snprintf(W.prefix, sizeof(W.prefix), "%s", lockname("part"));
+	if (!(W.rns = netns_new("redis")))
+		return -1;
+	for (int i = 0; i < nd; i++) {
+		snprintf(tag, sizeof(tag), "dlockd%d", i);
+		if (!(W.dns[i] = netns_new(tag)) || !(W.dr[i] = wire_new(W.dns[i], W.rns)))
+			return -1;
+	}
+	for (int j = 0; j < nc; j++) {
+		snprintf(tag, sizeof(tag), "clients%d", j);
+		if (!(W.cns[j] = netns_new(tag)))
+			return -1;
+		for (int i = 0; i < nd; i++)
+			if (!(W.cd[j][i] = wire_new(W.cns[j], W.dns[i])))
+				return -1;
+	}
+	/* its own directory: its port is one of its namespace's, and may be
+	 * that of a Redis elsewhere */
+	snprintf(W.redis.dir, sizeof(W.redis.dir), "%s/redis-netns-%s", test_tmpdir(),
+		 W.prefix);
+	mkdir(W.redis.dir, 0755);
+	netns_enter(W.rns);
+	snprintf(W.redis.extra, sizeof(W.redis.extra), "--bind 127.0.0.1 %s --protected-mode no",
+		 netns_addr(W.rns));
+	if (redis_start(&W.redis) < 0) {
+		netns_enter(NULL);
+		test_fail(__FILE__, __LINE__, "redis-server in its namespace did not start");
+		return -1;
+	}
+	snprintf(W.url, sizeof(W.url), "redis://%s:%d/0", netns_addr(W.rns), W.redis.port);
+	for (int i = 0; i < nd; i++) {
+		netns_enter(W.dns[i]);
+		if (dlockd_start_at(&W.d[i], netns_addr(W.dns[i]), W.url, flags) < 0) {
+			netns_enter(NULL);
+			test_fail(__FILE__, __LINE__, "dlockd %d in its namespace did not start", i);
+			return -1;
+		}
+		W.bases[i] = W.d[i].base;
+	}
+	netns_enter(NULL);
+	return 0;
+}
+
+/* Every wire as it was made: nothing cut, delayed or lost. */
+static void heal_all(void)
+{
+	static const struct wire_conf clear;
+
+	for (int i = 0; i < W.nd; i++) {
+		if (W.dr[i])
+			wire_set(W.dr[i], WIRE_BOTH, &clear);
+		for (int j = 0; j < W.nc; j++)
+			if (W.cd[j][i])
+				wire_set(W.cd[j][i], WIRE_BOTH, &clear);
+	}
+}
+
+static void world_down(void)
+{
+	if (W.load) {		/* a failed CHECK left it running: let it end */
+		heal_all();
+		load_stop(W.load);
+		load_free(W.load);
+	}
+	for (int i = 0; i < W.nd; i++) {
+		int rc = W.d[i].pid > 0 ? dlockd_stop(&W.d[i], 5000) : 0;
+
+		if (rc != 0)	/* a sanitizer's or valgrind's finding, or a hang */
+			test_fail(__FILE__, __LINE__, "dlockd %d exited with %d (see %s)", i, rc,
+				  W.d[i].log);
+	}
+	redis_stop(&W.redis, false);
+	netns_free_all();
+	memset(&W, 0, sizeof(W));
+}
+
+static void start_load(int ttl_ms, int long_ms)
+{
+	struct load_opts o = {
+		.prefix = W.prefix, .bases = W.bases, .nbases = W.nd,
+		.clients = chaos_full() ? 32 : 16, .ttl_ms = ttl_ms, .wait_ms = 3000,
+		.hold_max_ms = 20, .long_every = 6, .long_ms = long_ms,
+		.nets = W.cns, .nnets = W.nc, .probe_503 = true,
+	};
+
+	W.load = load_start(&o);
+}
+
+static void stop_and_check(const char *what, struct load_report *rep)
+{
+	load_stop(W.load);
+	load_check(W.load, false, rep);
+	load_free(W.load);
+	W.load = NULL;
+	load_print(what, rep);
+}
+
+/* ----- Asking what is in a namespace (from inside it) ----- */
+
+static double waiters_in(int i)
+{
+	double n;
+
+	netns_enter(W.dns[i]);
+	n = waiters_of(&W.d[i]);
+	netns_enter(NULL);
+	return n;
+}
+
+static long ready_status(int i)
+{
+	long st;
+
+	netns_enter(W.dns[i]);
+	st = status_of(&W.d[i], "GET", "/readyz");
+	netns_enter(NULL);
+	return st;
+}
+
+static bool waiters_gone(void)
+{
+	for (int i = 0; i < W.nd; i++)
+		if (W.d[i].pid > 0 && waiters_in(i) != 0)
+			return false;
+	return true;
+}
+
+/* Keys and channels of the test's names in Redis; -1 if it did not say. */
+static long long keys_left(void)
+{
+	redisContext *c;
+	redisReply *r;
+	char pattern[200];
+	long long n = -1;
+
+	netns_enter(W.rns);
+	c = redis_client(&W.redis);
+	netns_enter(NULL);
+	if (!c)
+		return -1;
+	snprintf(pattern, sizeof(pattern), "*%s*", W.prefix);
+	r = redisCommand(c, "EVAL %s 0 %s",
+			 "local n, cur = 0, '0' repeat local r = redis.call('scan', cur, "
+			 "'match', ARGV[1], 'count', 1000) cur = r[1] n = n + #r[2] "
+			 "until cur == '0' return n", pattern);
+	if (r && r->type == REDIS_REPLY_INTEGER)
+		n = r->integer;
+	if (r)
+		freeReplyObject(r);
+	r = redisCommand(c, "PUBSUB CHANNELS %s", pattern);
+	if (r && r->type == REDIS_REPLY_ARRAY && n >= 0)
+		n += (long long)r->elements;
+	if (r)
+		freeReplyObject(r);
+	redisFree(c);
+	return n;
+}
+
+/* Script calls Redis refused as late (DLOCKD_LATE: they reached it after
+ * their deadline, after dlockd had given up on them); -1 if unknown. */
+static long long late_calls(void)
+{
+	redisReply *r;
+	const char *p;
+	long long n = -1;
+
+	netns_enter(W.rns);
+	r = rcmd_on(&W.redis, "INFO errorstats");
+	netns_enter(NULL);
+	if (r && r->type == REDIS_REPLY_STRING)
+		n = (p = strstr(r->str, "errorstat_DLOCKD_LATE:count=")) ?
+			strtoll(p + strlen("errorstat_DLOCKD_LATE:count="), NULL, 10) : 0;
+	if (r)
+		freeReplyObject(r);
+	return n;
+}
+
+static void print_wire(const char *what, const struct wire *w)
+{
+	struct wire_stats st;
+
+	wire_stats(w, &st);
+	printf("# wire %s: %ld packets passed, %ld vanished in the cut, %ld lost at random\n",
+	       what, st.passed, st.cut, st.lost);
+}
+
+/* Nothing of the test's names may outlive the leases: no lock, queue
+ * place, token counter or channel in Redis, no waiter in any dlockd. */
+#define CHECK_SETTLED(within_ms) do { \
+	CHECK(WAIT_FOR(keys_left() == 0, (within_ms)), \
+	      "%lld keys/channels of the test's names left in Redis", keys_left()); \
+	CHECK(WAIT_FOR(waiters_gone(), 5000), "waiters left in a dlockd"); \
+	} while (0)
+
+/* The checker's promises, and every 503 without effect. */
+#define CHECK_SAFE(rep, min_grants) do { \
+	CHECK((rep).grants > (min_grants), "the load ran (%ld grants)", (rep).grants); \
+	CHECK((rep).overlaps == 0, "%ld overlapping critical sections", (rep).overlaps); \
+	CHECK((rep).token_regressions == 0, "%ld fencing tokens went backwards", \
+	      (rep).token_regressions); \
+	CHECK((rep).acq_other == 0, "%ld acquires answered neither 200, 409 nor 503", \
+	      (rep).acq_other); \
+	CHECK((rep).probe_503_effects == 0, "%ld answers 503 took effect", \
+	      (rep).probe_503_effects); \
+	} while (0)
+
+/* Let the load run calm_ms, then wait (bounded) until clients of group
+ * hold long and wait: how many did when last looked at (both non-zero
+ * unless the wait ran out)? The two hold names change hands every long
+ * hold: 20 s are several chances for a client of the group. */
+static bool holding_and_waiting(int calm_ms, int group, int *acquiring, int *holding)
+{
+	sleep_ms(phase_ms(calm_ms));
+	return WAIT_FOR((load_doing(W.load, group, acquiring, holding), *acquiring && *holding),
+			20000);
+}
+
+static bool run_until_holding_and_waiting(int calm_ms, int group)
+{
+	int acquiring, holding;
+
+	return holding_and_waiting(calm_ms, group, &acquiring, &holding);
+}
+
+/* ----- 1. dlockd cut from Redis while its clients hold and wait ----- */
+
+static void dlockd_cut_from_redis(void)
+{
+	struct load_report rep;
+	struct bg ready;
+	int64_t t0, asked, healed;
+	long long late0, late;
+	int rc = world_up(1, 1, NULL), cut_ms = phase_ms(3000);
+
+	if (rc)
+		return;
+	start_load(3000, 6000);
+	CHECK(run_until_holding_and_waiting(1500, 0), "clients hold long and wait");
+	CHECK(WAIT_FOR(waiters_in(0) > 0, 5000), "requests wait (%g waiters; %ld grants)",
+	      waiters_in(0), load_grants(W.load));
+	late0 = late_calls();
+	load_event_begin(W.load);
+	wire_cut(W.dr[0], true);
+	t0 = mono_ms();
+	/* the load sent calls at once; 2 s later dlockd gives up on its
+	 * connection (the command timeout) and answers new calls 503 at
+	 * once. /readyz asks Redis (PING) on the connection of the thread
+	 * that takes it: one with nothing sent since the cut waits for the
+	 * PING's answer (up to 10 s, or the heal) */
+	sleep_ms(2500 * slow_factor());
+	netns_enter(W.dns[0]);
+	asked = mono_ms();
+	bg_start_on(&ready, W.d[0].base, "GET", "/readyz", NULL);
+	netns_enter(NULL);
+	sleep_ms(cut_ms - (int)(mono_ms() - t0));
+	wire_cut(W.dr[0], false);
+	healed = mono_ms();
+	load_event_end(W.load);
+	sleep_ms(phase_ms(5000));
+	stop_and_check("dlockd cut from Redis", &rep);
+	bg_join(&ready);
+	late = late_calls();
+	print_wire("dlockd-redis", W.dr[0]);
+	printf("# /readyz asked 2.5 s into the cut: %ld after %lld ms (%s the heal); Redis "
+	       "refused %lld calls as late after the heal\n", ready.r.status,
+	       (long long)(ready.done_ms - asked), ready.done_ms < healed ? "before" : "after",
+	       late - late0);
+	http_free(&ready.r);
+	CHECK_SAFE(rep, 50);
+	/* only dlockd's own timeouts can answer 503 here: nothing came back */
+	CHECK(rep.acq_unavailable > 0, "dlockd noticed the cut by itself: acquires answered 503");
+	CHECK(rep.grants_after_event > 20, "locks are granted again after the heal (%ld)",
+	      rep.grants_after_event);
+	CHECK_SETTLED(10000);
+}
+
+TEST(chaos_partition_dlockd_cut_from_redis_while_clients_hold_and_wait)
+{
+	dlockd_cut_from_redis();
+	world_down();
+}
+
+/* ----- 2. clients cut from dlockd mid-wait and mid-heartbeat ----- */
+
+static void clients_cut(void)
+{
+	struct load_report rep;
+	int acquiring, holding;
+	int rc = world_up(1, 2, NULL);
+
+	if (rc)
+		return;
+	/* group 0 (clients0) is cut for good; group 1 goes on */
+	start_load(2000, 4000);
+	CHECK(holding_and_waiting(1500, 0, &acquiring, &holding), "clients of the side to cut "
+	      "hold long (%d) and wait (%d)", holding, acquiring);
+	load_event_begin(W.load);
+	wire_cut(W.cd[0][0], true);
+	load_event_end(W.load);
+	printf("# cut: %d clients of the cut side were in an acquire, %d holding long\n",
+	       acquiring, holding);
+	sleep_ms(phase_ms(4000));
+	load_stop_group(W.load, 0);	/* they give up on their requests */
+	wire_cut(W.cd[0][0], false);	/* what was under way meets closed sockets */
+	stop_and_check("clients cut from dlockd", &rep);
+	print_wire("clients0-dlockd", W.cd[0][0]);
+	CHECK_SAFE(rep, 50);
+	CHECK(rep.grants_after_event > 50, "the other clients go on (%ld grants)",
+	      rep.grants_after_event);
+	/* a lock granted into the cut is free at its lease end (2 s), and
+	 * so is one held by a client cut mid-heartbeat; a waiter then gets
+	 * it at once, though that may be another cut client, still waiting
+	 * in dlockd (up to its wait_ms, 3 s, after the cut): 5 s at most,
+	 * and some margin for a busy machine */
+	CHECK(rep.max_gap_after_event_ms < 5000 + 2000 * slow_factor(),
+	      "no name blocked past the cut clients' waits and leases (%lld ms)",
+	      (long long)rep.max_gap_after_event_ms);
+	CHECK_SETTLED(10000);
+}
+
+TEST(chaos_partition_clients_cut_from_dlockd_mid_wait_and_mid_heartbeat)
+{
+	clients_cut();
+	world_down();
+}
+
+/* ----- 3. one dlockd of two cut from Redis while the other serves ----- */
+
+static const char *const quick_queue[] = { "--queue-ttl-ms", "2000", NULL };
+
+static void one_of_two_cut(void)
+{
+	struct load_report rep;
+	int rc = world_up(2, 1, quick_queue), cut_ms = phase_ms(4000);
+
+	if (rc)
+		return;
+	start_load(2000, 3000);
+	CHECK(run_until_holding_and_waiting(2000, 0), "clients hold long and wait");
+	load_event_begin(W.load);
+	wire_cut(W.dr[0], true);
+	sleep_ms(cut_ms);
+	wire_cut(W.dr[0], false);
+	load_event_end(W.load);
+	sleep_ms(phase_ms(4000));
+	stop_and_check("one dlockd of two cut from Redis", &rep);
+	print_wire("dlockd0-redis", W.dr[0]);
+	CHECK_SAFE(rep, 50);
+	CHECK(rep.grants_during_event_by_base[1] > 20, "the other dlockd serves during the cut "
+	      "(%ld grants through it)", rep.grants_during_event_by_base[1]);
+	CHECK(rep.grants_after_event > 50, "locks are granted after the heal (%ld)",
+	      rep.grants_after_event);
+	/* a connection with a call sent into the cut is overdue until that
+	 * call's answer comes (TCP resends it after the heal, on its backoff)
+	 * or 10 s after its sending */
+	CHECK(WAIT_FOR(ready_status(0) == 200, 15000), "the cut dlockd is ready again");
+	CHECK_SETTLED(10000);
+}
+
+TEST(chaos_partition_one_dlockd_of_two_cut_from_redis)
+{
+	one_of_two_cut();
+	world_down();
+}
+
+/* ----- 4. a partition that heals after the leases ran out ----- */
+
+static void heals_after_leases(void)
+{
+	struct load_report rep;
+	long long late0, late;
+	int rc = world_up(1, 1, NULL), cut_ms = phase_ms(4000);
+
+	if (rc)
+		return;
+	start_load(1000, 2500);
+	CHECK(run_until_holding_and_waiting(1500, 0), "clients hold long and wait");
+	late0 = late_calls();
+	load_event_begin(W.load);
+	wire_cut(W.dr[0], true);
+	/* four leases; in make chaos twelve, and longer than dlockd waits
+	 * for an answer (10 s): it gives its connection up in the cut */
+	sleep_ms(cut_ms);
+	wire_cut(W.dr[0], false);
+	load_event_end(W.load);
+	sleep_ms(phase_ms(5000));
+	stop_and_check("partition healed after the leases ran out", &rep);
+	late = late_calls();
+	print_wire("dlockd-redis", W.dr[0]);
+	printf("# Redis refused %lld calls as late\n", late - late0);
+	CHECK_SAFE(rep, 50);
+	CHECK(rep.ran_out > 0, "holders' leases ran out in the cut (%ld)", rep.ran_out);
+	CHECK(rep.grants_after_event > 50, "locks are granted again after the heal (%ld)",
+	      rep.grants_after_event);
+	CHECK(rep.straddled_kept == 0, "no lease outlived the cut (%ld kept)", rep.straddled_kept);
+	CHECK_SETTLED(10000);
+}
+
+TEST(chaos_partition_heals_after_the_leases_ran_out)
+{
+	heals_after_leases();
+	world_down();
+}
+
+/* ----- 5. a slow, lossy link between dlockd and Redis under load ----- */
+
+static void slow_lossy_link(void)
+{
+	struct load_report rep;
+	struct wire_conf bad = { .delay_ms = 200, .jitter_ms = 100, .loss_pct = 5 };
+	struct wire_conf good = { 0 };
+	long long late0;
+	int rc = world_up(1, 1, NULL);
+
+	if (rc)
+		return;
+	start_load(3000, 6000);
+	sleep_ms(phase_ms(1000));
+	late0 = late_calls();
+	load_event_begin(W.load);
+	wire_set(W.dr[0], WIRE_BOTH, &bad);
+	sleep_ms(phase_ms(6000));
+	wire_set(W.dr[0], WIRE_BOTH, &good);
+	load_event_end(W.load);
+	sleep_ms(phase_ms(2000));
+	stop_and_check("200 ms ± 100 ms and 5 % loss each way between dlockd and Redis", &rep);
+	print_wire("dlockd-redis", W.dr[0]);
+	printf("# Redis refused %lld calls as late\n", late_calls() - late0);
+	CHECK_SAFE(rep, 50);
+	/* a few a second at best: every call is a round trip of 400 ms
+	 * or more, and a lost packet is resent after a second or so */
+	CHECK(rep.grants_during_event > 0, "locks are granted over the bad link (%ld)",
+	      rep.grants_during_event);
+	CHECK_SETTLED(10000);
+}
+
+TEST(chaos_partition_slow_lossy_link_between_dlockd_and_redis)
+{
+	slow_lossy_link();
+	world_down();
+}
