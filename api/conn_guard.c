@@ -12,6 +12,7 @@
  * the descriptor) included, so a number is never cut after its reuse. */
 #include "api/conn_guard.h"
 
+#include "service/base/list.h"
 #include "service/base/log.h"
 #include "service/base/loop.h"
 #include "service/base/util.h"
@@ -25,13 +26,13 @@ struct guard_watch {
 	int fd;
 	bool busy;		/* a request is being handled */
 	int64_t idle_since;	/* now_ms() of connect or of the last answer; 0 = cut */
-	struct guard_watch *prev, *next;
+	struct list_node link;	/* in the guard's watched connections */
 };
 
 struct guard {
 	struct loop *loop;
 	struct loop_timer sweep;
-	struct guard_watch *head;
+	struct list_node watched;	/* struct guard_watch */
 	int64_t timeout_ms;
 	unsigned long cut;
 };
@@ -41,7 +42,9 @@ static void cut_idle(struct loop *l, struct loop_timer *t)
 	struct guard *g = container_of(t, struct guard, sweep);
 	int64_t now = now_ms();
 
-	for (struct guard_watch *w = g->head; w; w = w->next) {
+	for (struct list_node *n = list_first(&g->watched); n; n = list_next(&g->watched, n)) {
+		struct guard_watch *w = list_entry(n, struct guard_watch, link);
+
 		if (!w->busy && w->idle_since && now - w->idle_since > g->timeout_ms) {
 			shutdown(w->fd, SHUT_RDWR);
 			w->idle_since = 0;
@@ -57,6 +60,7 @@ struct guard *guard_new(struct loop *l, unsigned timeout_s)
 
 	g->loop = l;
 	g->timeout_ms = (int64_t)timeout_s * 1000;
+	list_init(&g->watched);
 	loop_timer_init(&g->sweep, cut_idle);
 	loop_timer_set(l, &g->sweep, now_ms() + SWEEP_EVERY_MS);
 	return g;
@@ -64,17 +68,15 @@ struct guard *guard_new(struct loop *l, unsigned timeout_s)
 
 void guard_free(struct guard *g)
 {
+	struct list_node *n;
+
 	if (!g)
 		return;
 	loop_timer_stop(g->loop, &g->sweep);
 	if (g->cut)
 		log_info("cut %lu connections that were too slow to send a request", g->cut);
-	while (g->head) {	/* none once the daemon stopped */
-		struct guard_watch *w = g->head;
-
-		g->head = w->next;
-		free(w);
-	}
+	while ((n = list_pop(&g->watched)))	/* none once the daemon stopped */
+		free(list_entry(n, struct guard_watch, link));
 	free(g);
 }
 
@@ -84,6 +86,7 @@ void guard_notify(struct guard *g, struct MHD_Connection *conn, struct guard_wat
 	struct guard_watch *w = *slot;
 	const union MHD_ConnectionInfo *ci;
 
+	LOOP_ASSERT_THREAD(g->loop);
 	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
 		ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 		if (!ci)
@@ -91,21 +94,13 @@ void guard_notify(struct guard *g, struct MHD_Connection *conn, struct guard_wat
 		w = xcalloc(1, sizeof(*w));
 		w->fd = ci->connect_fd;
 		w->idle_since = now_ms();
-		w->next = g->head;
-		if (g->head)
-			g->head->prev = w;
-		g->head = w;
+		list_append(&g->watched, &w->link);
 		*slot = w;
 		return;
 	}
 	if (!w)
 		return;
-	if (w->prev)
-		w->prev->next = w->next;
-	else
-		g->head = w->next;
-	if (w->next)
-		w->next->prev = w->prev;
+	list_remove(&w->link);
 	free(w);
 	*slot = NULL;
 }

@@ -28,6 +28,7 @@
  * and sends no WAIT. */
 #include "service/redis/replica_sync.h"
 
+#include "service/base/list.h"
 #include "service/base/log.h"
 #include "service/base/metrics.h"
 #include "service/redis/redis_conn.h"
@@ -49,11 +50,7 @@ struct sync_entry {
 	replica_sync_fn fn;
 	void *ctx;
 	unsigned generation;	/* of the connection that answered the change */
-	struct sync_entry *next;
-};
-
-struct sync_batch {
-	struct sync_entry *head, *tail;
+	struct list_node link;	/* in a node's next or current batch */
 };
 
 /* One connection's changes and WAITs: the loop's, or on a cluster one
@@ -61,8 +58,9 @@ struct sync_batch {
 struct node_sync {
 	struct replica_sync *s;
 	struct redis_node *conn;
-	struct sync_batch next;		/* answered, waiting for the next WAIT */
-	struct sync_batch current;	/* covered by the ROLE/WAIT in flight */
+	struct list_node next;		/* struct sync_entry, answered, waiting for
+					 * the next WAIT */
+	struct list_node current;	/* covered by the ROLE/WAIT in flight */
 	bool busy;			/* a ROLE or WAIT is in flight */
 	int need;			/* replicas the WAIT in flight must reach */
 	/* auto: the replica count ROLE gave, on which connection, when */
@@ -95,15 +93,12 @@ struct replica_sync *replica_sync_new(struct redis_conn *conn, int replicas, int
 	return s;
 }
 
-static void free_batch(struct sync_batch *b)
+static void free_batch(struct list_node *b)
 {
-	struct sync_entry *e;
+	struct list_node *n;
 
-	while ((e = b->head)) {
-		b->head = e->next;
-		free(e);
-	}
-	b->tail = NULL;
+	while ((n = list_pop(b)))
+		free(list_entry(n, struct sync_entry, link));
 }
 
 void replica_sync_free(struct replica_sync *s)
@@ -132,6 +127,8 @@ static struct node_sync *node_of(struct replica_sync *s, struct redis_node *conn
 	ns = xcalloc(1, sizeof(*ns));
 	ns->s = s;
 	ns->conn = conn;
+	list_init(&ns->next);
+	list_init(&ns->current);
 	s->nodes = xrealloc(s->nodes, (s->nnodes + 1) * sizeof(*s->nodes));
 	s->nodes[s->nnodes++] = ns;
 	return ns;
@@ -144,15 +141,16 @@ static void start(struct node_sync *s);
  * never is), then start the next batch. */
 static void finish(struct node_sync *s, bool confirmed, unsigned generation)
 {
-	struct sync_entry *e = s->current.head, *next;
+	struct list_node batch, *n;
 	unsigned unconfirmed = 0;
 
-	s->current.head = s->current.tail = NULL;
+	list_init(&batch);
+	list_splice(&batch, &s->current);
 	s->busy = false;
-	for (; e; e = next) {
+	while ((n = list_pop(&batch))) {
+		struct sync_entry *e = list_entry(n, struct sync_entry, link);
 		bool ok = confirmed && e->generation == generation;
 
-		next = e->next;
 		unconfirmed += !ok;
 		e->fn(e->ctx, ok);
 		free(e);
@@ -160,7 +158,7 @@ static void finish(struct node_sync *s, bool confirmed, unsigned generation)
 	if (unconfirmed)
 		log_warn("replication: %u lock change(s) not acknowledged by %d replica(s) "
 			 "within %s ms", unconfirmed, s->need, s->s->timeout);
-	if (!s->busy && s->next.head)
+	if (!s->busy && !list_empty(&s->next))
 		start(s);
 }
 
@@ -241,8 +239,7 @@ static void on_role(void *ctx, redisReply *r)
 /* Put the waiting changes in flight: ROLE first if auto's count is stale. */
 static void start(struct node_sync *s)
 {
-	s->current = s->next;
-	s->next.head = s->next.tail = NULL;
+	list_splice(&s->current, &s->next);
 	s->busy = true;
 	if (s->s->replicas == REPLICA_SYNC_AUTO &&
 	    (!s->role_known || s->role_generation != redis_node_generation(s->conn) ||
@@ -261,11 +258,7 @@ void replica_sync_after(struct replica_sync *rs, replica_sync_fn fn, void *ctx)
 	e->fn = fn;
 	e->ctx = ctx;
 	e->generation = redis_node_generation(s->conn);
-	if (s->next.tail)
-		s->next.tail->next = e;
-	else
-		s->next.head = e;
-	s->next.tail = e;
+	list_append(&s->next, &e->link);
 	if (!s->busy)
 		start(s);
 }
