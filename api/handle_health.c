@@ -9,6 +9,7 @@
 #include "api/reply.h"
 #include "api/server.h"
 #include "service/base/metrics.h"
+#include "service/lock/health.h"
 #include "service/base/util.h"
 #include "service/lock/waiters.h"
 #include "service/lock/watch.h"
@@ -34,7 +35,7 @@ static enum MHD_Result ready_checked(struct request *rq)
 		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL, "%s",
 				   rq->lock.state.fault ? rq->lock.state.fault
 						    : "redis cannot be reached; retry shortly");
-	if (!locks_subscriber_up(rq->backend))
+	if (!health_subscriber_up(rq->backend))
 		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
 				   "redis cannot be reached by the subscriber; retry shortly");
 	return reply_json(rq, 200, json_pack("{s:s}", "status", "ready"));
@@ -52,7 +53,7 @@ enum MHD_Result handle_health(struct request *rq)
 	case OP_HEALTHZ:
 		return reply_json(rq, 200, json_pack("{s:s}", "status", "ok"));
 	case OP_READYZ:
-		locks_ping(rq->backend, pinged, rq);
+		health_ping(rq->backend, pinged, rq);
 		return server_suspend(rq, ready_checked);
 	case OP_METRICS:
 		all = waiters_count_all();

@@ -437,7 +437,7 @@ static enum MHD_Result status_read(struct request *rq, const struct lock_view *v
 		json_object_set_new(body, "mode", json_string(modes[v->mode]));
 		json_object_set_new(body, "readers", json_integer(readers));
 	} else if (p->given & P_OWNER) {
-		const struct lock_holding *h = locks_view_holding(v, p->owner, LOCK_MODE_NONE);
+		const struct lock_holding *h = lock_view_holding(v, p->owner, LOCK_MODE_NONE);
 
 		json_object_set_new(body, "holds", json_integer(h ? h->holds : 0));
 		json_object_set_new(body, "held", json_boolean(h != NULL));

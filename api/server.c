@@ -47,6 +47,7 @@
 #include "api/routes.h"
 #include "api/auth.h"
 #include "service/lock/backend.h"
+#include "service/lock/health.h"
 #include "service/lock/locks.h"
 #include "service/base/log.h"
 #include "service/base/loop.h"
@@ -750,7 +751,7 @@ static void stop_step(struct loop *l, struct loop_timer *t)
 {
 	struct http_loop *h = container_of(t, struct http_loop, stop_poll);
 	int64_t now = now_ms();
-	bool idle = locks_idle(h->backend), settled;
+	bool idle = health_idle(h->backend), settled;
 
 	/* answers queued since the last MHD_run go out before the daemon stops
 	 * (a timer runs before this turn's deferred MHD_run), and the requests
@@ -781,7 +782,7 @@ static void stop_step(struct loop *l, struct loop_timer *t)
 		h->guard = NULL;
 		h->stop = STOP_REDIS;
 		h->stop_until_ms = now + STOP_WAIT_MS;
-		idle = locks_idle(h->backend);
+		idle = health_idle(h->backend);
 	}
 	if (h->stop == STOP_REDIS && (idle || now >= h->stop_until_ms)) {
 		loop_stop(l);

@@ -14,8 +14,8 @@
  * order, exactly as the script's header comment names them.
  *
  * Also here: inspecting a lock (locks_inspect), the channels its watchers
- * listen on and what is published there, and the backend's own health
- * (locks_ping). The listing of the locks held (GET /locks) is listing.c's;
+ * listen on and what is published there. The backend's own health is
+ * health.c's. The listing of the locks held (GET /locks) is listing.c's;
  * it shares the names in Redis and the checking of Redis' answers through
  * locks_redis.h. */
 #include "service/lock/locks.h"
@@ -25,7 +25,6 @@
 #include "service/base/loop.h"
 #include "service/base/metrics.h"
 #include "service/lock/backend.h"
-#include "service/redis/pubsub.h"
 #include "service/redis/redis_conn.h"
 #include "service/redis/replica_sync.h"
 #include "service/lock/waiters.h"
@@ -879,94 +878,6 @@ struct view_wait {
 	void *ctx;
 };
 
-/* Element i of array reply r, or NULL. */
-static const redisReply *elem(const redisReply *r, size_t i)
-{
-	if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
-		return NULL;
-	return r->element[i];
-}
-
-/* Element i as a fresh string, or NULL when it is none or "" (no
- * principal recorded). */
-static char *elem_dup(const redisReply *r, size_t i)
-{
-	const redisReply *e = elem(r, i);
-
-	if (!e || e->type != REDIS_REPLY_STRING || e->len == 0)
-		return NULL;
-	return xstrdup(e->str);
-}
-
-/* The index of a state (docs/ARCHITECTURE.md, "Watching"): the fencing
- * token of its holding -- a read-write lock's writer while it writes, else
- * its newest reader's -- 1 for a holding dlockd has no token of (a
- * Redisson client's), 0 when free. */
-static int64_t view_index(const struct lock_view *v)
-{
-	int64_t index = 0;
-
-	for (size_t i = 0; i < v->nholders; i++) {
-		const struct lock_holding *h = &v->holders[i];
-		int64_t t = h->token > 0 ? h->token : 1;
-
-		if (v->mode == LOCK_MODE_WRITE && h->side != LOCK_MODE_WRITE)
-			continue;
-		if (t > index)
-			index = t;
-	}
-	return index;
-}
-
-/* A status script's reply (lua/lock_status.lua, lua/rw_status.lua) as a
- * view; NULL when it is not shaped as they promise. */
-static struct lock_view *view_decode(const struct call *c, const redisReply *r)
-{
-	bool rw = c->script == SCRIPT_RW_STATUS;
-	size_t per = rw ? 6 : 4;
-	const redisReply *h = elem(r, 2), *q = elem(r, 3);
-	struct lock_view *v;
-
-	if (!h || h->type != REDIS_REPLY_ARRAY || h->elements % per ||
-	    (q && (q->type != REDIS_REPLY_ARRAY || q->elements % 2)))
-		return NULL;
-	v = xcalloc(1, sizeof(*v));
-	v->locked = locks_elem_int(r, 0) > 0;
-	v->mode = rw ? (enum lock_mode)locks_elem_int(r, 0) : LOCK_MODE_NONE;
-	v->ttl_ms = v->locked ? locks_elem_int(r, 1) : 0;
-	v->holders = xcalloc(h->elements / per + 1, sizeof(*v->holders));
-	for (size_t i = 0; i < h->elements; i += per) {
-		struct lock_holding *x = &v->holders[v->nholders];
-
-		x->owner = elem_dup(h, i);
-		if (!x->owner)
-			continue;
-		x->holds = locks_elem_int(h, i + 1);
-		x->token = locks_elem_int(h, i + 2);
-		x->principal = elem_dup(h, i + 3);
-		x->side = !rw ? LOCK_MODE_NONE
-			      : locks_elem_int(h, i + 4) == 2 ? LOCK_MODE_WRITE : LOCK_MODE_READ;
-		x->ttl_ms = rw ? locks_elem_int(h, i + 5) : v->ttl_ms;
-		if (x->ttl_ms >= 0 && (v->changes_in_ms <= 0 || x->ttl_ms < v->changes_in_ms))
-			v->changes_in_ms = x->ttl_ms > 0 ? x->ttl_ms : 1;
-		v->nholders++;
-	}
-	if (v->changes_in_ms == 0)
-		v->changes_in_ms = -1;	/* free, or no holding with a lease */
-	v->places = xcalloc(q ? q->elements / 2 + 1 : 1, sizeof(*v->places));
-	for (size_t i = 0; q && i < q->elements; i += 2) {
-		struct lock_place *p = &v->places[v->nplaces];
-
-		p->owner = elem_dup(q, i);
-		p->ttl_ms = locks_elem_int(q, i + 1);
-		if (p->owner)
-			v->nplaces++;
-	}
-	v->queued = locks_elem_int(r, 4);
-	v->index = view_index(v);
-	return v;
-}
-
 static void on_view_reply(void *arg, redisReply *r)
 {
 	struct call *c = arg;
@@ -979,7 +890,7 @@ static void on_view_reply(void *arg, redisReply *r)
 		res = LOCK_WRONG_KIND;
 		if (locks_elem_int(r, 0) == -3)
 			st.why = LOCK_WHY_NOT_A_LOCK;
-	} else if (res == LOCK_OK && !(v = view_decode(c, r))) {
+	} else if (res == LOCK_OK && !(v = lock_view_decode(r, c->script == SCRIPT_RW_STATUS))) {
 		log_error("script %s gave a reply it does not promise", scripts_name(c->script));
 		st.fault = "the lock script gave redis an answer dlockd does not understand";
 		res = LOCK_SCRIPT_ERROR;
@@ -1007,53 +918,6 @@ void locks_inspect(const struct backend *b, enum lock_kind kind, const char *nam
 	snprintf(shown, sizeof(shown), "%d", PLACES_SHOWN);
 	snprintf(looked, sizeof(looked), "%d", PLACES_LOOKED_AT);
 	run_to(b, c, &kinds[kind].status, kind == LOCK_KIND_FAIR ? 2 : 0, args, on_view_reply);
-}
-
-void locks_view_free(struct lock_view *v)
-{
-	if (!v)
-		return;
-	for (size_t i = 0; i < v->nholders; i++) {
-		free(v->holders[i].owner);
-		free(v->holders[i].principal);
-	}
-	for (size_t i = 0; i < v->nplaces; i++)
-		free(v->places[i].owner);
-	free(v->holders);
-	free(v->places);
-	free(v);
-}
-
-struct lock_view *locks_view_dup(const struct lock_view *v)
-{
-	struct lock_view *c;
-
-	if (!v)
-		return NULL;
-	c = xmalloc(sizeof(*c));
-	*c = *v;
-	c->holders = xcalloc(v->nholders + 1, sizeof(*c->holders));
-	for (size_t i = 0; i < v->nholders; i++) {
-		c->holders[i] = v->holders[i];
-		c->holders[i].owner = xstrdup(v->holders[i].owner);
-		c->holders[i].principal = v->holders[i].principal ?
-					  xstrdup(v->holders[i].principal) : NULL;
-	}
-	c->places = xcalloc(v->nplaces + 1, sizeof(*c->places));
-	for (size_t i = 0; i < v->nplaces; i++) {
-		c->places[i] = v->places[i];
-		c->places[i].owner = xstrdup(v->places[i].owner);
-	}
-	return c;
-}
-
-const struct lock_holding *locks_view_holding(const struct lock_view *v, const char *owner,
-					      enum lock_mode side)
-{
-	for (size_t i = 0; v && i < v->nholders; i++)
-		if (v->holders[i].side == side && !strcmp(v->holders[i].owner, owner))
-			return &v->holders[i];
-	return NULL;
 }
 
 /* ----- Watching ----- */
@@ -1105,68 +969,4 @@ static void publish_change(const struct call *c, const char *what)
 	const char *argv[] = { scripts_publish_command(), channel, what };
 
 	redis_conn_send(c->b->redis, 3, argv, NULL, false, on_published, channel);
-}
-
-/* ----- The backend itself ----- */
-
-/* PING's answer: LOCK_OK for PONG; an error reply (LOADING, BUSY,
- * NOPERM...) is LOCK_BACKEND_DOWN with its meaning in st->fault. */
-static void on_pong(void *arg, redisReply *r)
-{
-	struct call *c = arg;
-	struct lock_state st = { 0 };
-	enum lock_result res = LOCK_OK;
-
-	if (!r || r->type != REDIS_REPLY_STATUS || strcmp(r->str, "PONG")) {
-		res = LOCK_BACKEND_DOWN;
-		if (r && r->type == REDIS_REPLY_ERROR) {
-			st.fault = redis_error_unavailable(r->str);
-			if (!st.fault)
-				st.fault = "redis answered PING with an error (see dlockd's log)";
-			log_warn("readyz: redis answered PING: %s", r->str);
-		}
-	}
-	c->done(c->ctx, res, &st);
-	free(c);
-}
-
-/* A cluster's CLUSTER INFO: ready only while the cluster serves every
- * slot (cluster_state:ok); a node that answers PING in a cluster that is
- * down grants nothing. */
-static void on_cluster_info(void *arg, redisReply *r)
-{
-	struct call *c = arg;
-	struct lock_state st = { 0 };
-	enum lock_result res = LOCK_OK;
-
-	if (!r || r->type != REDIS_REPLY_STRING || !strstr(r->str, "cluster_state:ok")) {
-		res = LOCK_BACKEND_DOWN;
-		if (r && r->type == REDIS_REPLY_ERROR)
-			st.fault = redis_error_unavailable(r->str);
-		else if (r)
-			st.fault = "the redis cluster is down (cluster_state is not ok)";
-	}
-	c->done(c->ctx, res, &st);
-	free(c);
-}
-
-void locks_ping(const struct backend *b, lock_done_fn done, void *ctx)
-{
-	struct call *c = call_new(LOCK_KIND_LOCK, "", "ping", done, ctx);
-
-	if (redis_conn_is_cluster(b->redis))
-		redis_conn_send(b->redis, 2, (const char *[]){ "CLUSTER", "INFO" }, NULL, false,
-				on_cluster_info, c);
-	else
-		redis_conn_send(b->redis, 1, (const char *[]){ "PING" }, NULL, false, on_pong, c);
-}
-
-bool locks_idle(const struct backend *b)
-{
-	return redis_conn_idle(b->redis);
-}
-
-bool locks_subscriber_up(const struct backend *b)
-{
-	return pubsub_connected(b->pubsub);
 }

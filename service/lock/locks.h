@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "service/lock/lock_result.h"
+#include "service/lock/lock_view.h"
 
 struct backend;
 
@@ -121,49 +122,8 @@ void locks_renew(const struct backend *b, enum lock_kind kind, const char *name,
 		 void *ctx);
 /* ----- Inspecting and watching ----- */
 
-/* One holding of a lock, as an inspect reads it. */
-struct lock_holding {
-	char *owner;		/* the owner id (a writer's without ":write") */
-	char *principal;	/* the name of the auth token it was made under;
-				 * NULL: none (auth off, a Redisson client) */
-	int64_t holds;
-	int64_t token;		/* its fencing token; 0: unknown (a holding dlockd
-				 * did not make: a Redisson client's) */
-	int64_t ttl_ms;		/* its lease left (a reader's: its longest live
-				 * read hold's); -1: no expiry */
-	enum lock_mode side;	/* read-write locks: READ or WRITE; else NONE */
-};
-
-/* A place in a fair lock's queue. */
-struct lock_place {
-	char *owner;
-	int64_t ttl_ms;		/* until its deadline, in Redis' clock: the place
-				 * is dropped then unless its waiter refreshes it */
-};
-
-/* What a lock is now, as one script read it. */
-struct lock_view {
-	bool locked;
-	enum lock_mode mode;	/* read-write locks */
-	int64_t ttl_ms;		/* the lock's lease left; 0 free, -1 no expiry */
-	int64_t index;		/* the state's index: the fencing token of its
-				 * holding (a read-write lock's writer, else its
-				 * newest reader), 1 when that holding has none
-				 * known, 0 when free. Any change of holder
-				 * changes it */
-	int64_t changes_in_ms;	/* the earliest lease end of a holding, in ms
-				 * from the read: the state may change by itself
-				 * then (expiry publishes nothing); -1: never */
-	size_t nholders;
-	struct lock_holding *holders;	/* in the hash's order */
-	size_t nplaces;
-	struct lock_place *places;	/* fair locks: the first live places, in
-					 * queue order */
-	int64_t queued;		/* fair locks: live places in all */
-};
-
 /* An inspect's outcome. On LOCK_OK, v is the caller's (free it with
- * locks_view_free) and st has locked, ttl_ms and mode; otherwise v is NULL
+ * lock_view_free) and st has locked, ttl_ms and mode; otherwise v is NULL
  * and st says why (LOCK_WRONG_KIND, LOCK_BACKEND_DOWN, LOCK_SCRIPT_ERROR). */
 typedef void (*lock_view_fn)(void *ctx, enum lock_result r, const struct lock_state *st,
 			     struct lock_view *v);
@@ -173,12 +133,6 @@ typedef void (*lock_view_fn)(void *ctx, enum lock_result r, const struct lock_st
  * dropped on the way. */
 void locks_inspect(const struct backend *b, enum lock_kind kind, const char *name,
 		   lock_view_fn done, void *ctx);
-void locks_view_free(struct lock_view *v);
-/* A copy of v (NULL for NULL), the caller's to free with locks_view_free. */
-struct lock_view *locks_view_dup(const struct lock_view *v);
-/* The holding of owner on side in v, or NULL. */
-const struct lock_holding *locks_view_holding(const struct lock_view *v, const char *owner,
-					      enum lock_mode side);
 
 /* The channels a watcher of lock name listens on (0..1 are set, the caller
  * frees them; returns how many): dlockd_lock_state:{N}, on which every
@@ -187,14 +141,6 @@ const struct lock_holding *locks_view_holding(const struct lock_view *v, const c
  * channel too, where Redisson clients' releases are heard. */
 int locks_watch_channels(enum lock_kind kind, const char *name, char *channels[2]);
 
-/* Does b's Redis answer PING (a cluster: CLUSTER INFO, and its state is
- * ok)? LOCK_OK, or LOCK_BACKEND_DOWN with st->fault saying what Redis
- * said (NULL: no answer). */
-void locks_ping(const struct backend *b, lock_done_fn done, void *ctx);
-/* No operation is in flight on b. */
-bool locks_idle(const struct backend *b);
-/* Is the subscriber that wakes b's waiters connected? */
-bool locks_subscriber_up(const struct backend *b);
 
 /* ----- Names ----- */
 

@@ -145,7 +145,7 @@ static void on_read(void *ctx, enum lock_result r, const struct lock_state *st,
 	assert(w->phase == WATCH_READING);
 	w->result = r;
 	w->state = *st;
-	locks_view_free(w->view);
+	lock_view_free(w->view);
 	w->view = v;
 	if (w->stop != WATCH_NO_OUTCOME) {
 		finish_watch(w, w->stop);
@@ -194,7 +194,7 @@ static void on_shared_read(void *ctx, enum lock_result r, const struct lock_stat
 
 	/* each watch frees the view it is given: the last one gets v */
 	for (size_t i = 0; i < sr->n; i++)
-		on_read(sr->w[i], r, st, i + 1 < sr->n ? locks_view_dup(v) : v);
+		on_read(sr->w[i], r, st, i + 1 < sr->n ? lock_view_dup(v) : v);
 	free(sr->w);
 	free(sr);
 }
@@ -291,7 +291,7 @@ void watch_end(struct watch *w)
 	if (w->phase == WATCH_IDLE)
 		return;
 	leave_channels(w);
-	locks_view_free(w->view);
+	lock_view_free(w->view);
 	w->view = NULL;
 	w->phase = WATCH_DONE;
 }

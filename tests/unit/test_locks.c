@@ -180,7 +180,7 @@ static void view_record(void *ctx, enum lock_result r, const struct lock_state *
 	(void)ctx;
 	got = r;
 	got_st = *st;
-	locks_view_free(got_view);
+	lock_view_free(got_view);
 	got_view = v;
 }
 
@@ -485,13 +485,13 @@ static void test_locks__inspect_and_force_release(void **state)
 	assert_int_equal(got_view->index, 17);
 	assert_int_equal(got_view->changes_in_ms, 900);
 	assert_int_equal(got_view->nholders, 1);
-	h = locks_view_holding(got_view, "w1", LOCK_MODE_NONE);
+	h = lock_view_holding(got_view, "w1", LOCK_MODE_NONE);
 	assert_non_null(h);
 	assert_int_equal(h->holds, 2);
 	assert_int_equal(h->token, 17);
 	assert_int_equal(h->ttl_ms, 900);
 	assert_string_equal(h->principal, "svc");
-	assert_null(locks_view_holding(got_view, "w2", LOCK_MODE_NONE));
+	assert_null(lock_view_holding(got_view, "w2", LOCK_MODE_NONE));
 
 	/* a holder dlockd has no token of (a Redisson client): index 1 */
 	canned = arr(5, int_reply(1), int_reply(-1),
@@ -520,7 +520,7 @@ static void test_locks__inspect_and_force_release(void **state)
 	canned = int_reply(0);			/* nobody held it: nothing changed */
 	assert_int_equal(force_release(LOCK_KIND_LOCK, "job", &st), LOCK_OK);
 	assert_int_equal(npublished, 1);
-	locks_view_free(got_view);
+	lock_view_free(got_view);
 	got_view = NULL;
 }
 
@@ -574,11 +574,11 @@ static void test_locks__inspect_of_a_rwlock_indexes_writer_then_newest_reader(vo
 	assert_int_equal(st.mode, LOCK_MODE_WRITE);
 	assert_int_equal(got_view->index, 5);		/* the writer's */
 	assert_int_equal(got_view->changes_in_ms, 300);	/* the read hold ends first */
-	h = locks_view_holding(got_view, "w", LOCK_MODE_WRITE);
+	h = lock_view_holding(got_view, "w", LOCK_MODE_WRITE);
 	assert_non_null(h);
 	assert_int_equal(h->holds, 2);
 	assert_int_equal(h->ttl_ms, 800);
-	h = locks_view_holding(got_view, "w", LOCK_MODE_READ);
+	h = lock_view_holding(got_view, "w", LOCK_MODE_READ);
 	assert_non_null(h);
 	assert_int_equal(h->ttl_ms, 300);
 
@@ -934,7 +934,7 @@ static void test_locks__key_prefix_goes_before_every_name(void **state)
 	canned = arr(5, int_reply(0), int_reply(-2), arr(0), arr(0), int_reply(0));
 	assert_int_equal(inspect(LOCK_KIND_LOCK, "job", &st), LOCK_OK);
 	assert_string_equal(last_keys[0], "job");
-	locks_view_free(got_view);
+	lock_view_free(got_view);
 	got_view = NULL;
 }
 

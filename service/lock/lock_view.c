@@ -1,0 +1,146 @@
+/* lock_view.c -- a status script's reply as a struct lock_view
+ * (lock_view.h): the holdings with their holds, fencing tokens, token
+ * names and leases, a fair lock's first queue places, and the state's
+ * index a watch compares; copies for the watches that share one read. */
+#include "service/lock/lock_view.h"
+
+#include "service/base/util.h"
+#include "service/lock/locks_redis.h"
+
+#include <hiredis/hiredis.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Element i of array reply r, or NULL. */
+static const redisReply *elem(const redisReply *r, size_t i)
+{
+	if (!r || r->type != REDIS_REPLY_ARRAY || i >= r->elements)
+		return NULL;
+	return r->element[i];
+}
+
+/* Element i as a fresh string, or NULL when it is none or "" (no
+ * principal recorded). */
+static char *elem_dup(const redisReply *r, size_t i)
+{
+	const redisReply *e = elem(r, i);
+
+	if (!e || e->type != REDIS_REPLY_STRING || e->len == 0)
+		return NULL;
+	return xstrdup(e->str);
+}
+
+/* The index of a state (docs/ARCHITECTURE.md, "Watching"): the fencing
+ * token of its holding -- a read-write lock's writer while it writes, else
+ * its newest reader's -- 1 for a holding dlockd has no token of (a
+ * Redisson client's), 0 when free. */
+static int64_t view_index(const struct lock_view *v)
+{
+	int64_t index = 0;
+
+	for (size_t i = 0; i < v->nholders; i++) {
+		const struct lock_holding *h = &v->holders[i];
+		int64_t t = h->token > 0 ? h->token : 1;
+
+		if (v->mode == LOCK_MODE_WRITE && h->side != LOCK_MODE_WRITE)
+			continue;
+		if (t > index)
+			index = t;
+	}
+	return index;
+}
+
+/* A status script's reply (lua/lock_status.lua, lua/rw_status.lua) as a
+ * view; NULL when it is not shaped as they promise. */
+struct lock_view *lock_view_decode(const redisReply *r, bool rw)
+{
+	size_t per = rw ? 6 : 4;
+	const redisReply *h = elem(r, 2), *q = elem(r, 3);
+	struct lock_view *v;
+
+	if (!h || h->type != REDIS_REPLY_ARRAY || h->elements % per ||
+	    (q && (q->type != REDIS_REPLY_ARRAY || q->elements % 2)))
+		return NULL;
+	v = xcalloc(1, sizeof(*v));
+	v->locked = locks_elem_int(r, 0) > 0;
+	v->mode = rw ? (enum lock_mode)locks_elem_int(r, 0) : LOCK_MODE_NONE;
+	v->ttl_ms = v->locked ? locks_elem_int(r, 1) : 0;
+	v->holders = xcalloc(h->elements / per + 1, sizeof(*v->holders));
+	for (size_t i = 0; i < h->elements; i += per) {
+		struct lock_holding *x = &v->holders[v->nholders];
+
+		x->owner = elem_dup(h, i);
+		if (!x->owner)
+			continue;
+		x->holds = locks_elem_int(h, i + 1);
+		x->token = locks_elem_int(h, i + 2);
+		x->principal = elem_dup(h, i + 3);
+		x->side = !rw ? LOCK_MODE_NONE
+			      : locks_elem_int(h, i + 4) == 2 ? LOCK_MODE_WRITE : LOCK_MODE_READ;
+		x->ttl_ms = rw ? locks_elem_int(h, i + 5) : v->ttl_ms;
+		if (x->ttl_ms >= 0 && (v->changes_in_ms <= 0 || x->ttl_ms < v->changes_in_ms))
+			v->changes_in_ms = x->ttl_ms > 0 ? x->ttl_ms : 1;
+		v->nholders++;
+	}
+	if (v->changes_in_ms == 0)
+		v->changes_in_ms = -1;	/* free, or no holding with a lease */
+	v->places = xcalloc(q ? q->elements / 2 + 1 : 1, sizeof(*v->places));
+	for (size_t i = 0; q && i < q->elements; i += 2) {
+		struct lock_place *p = &v->places[v->nplaces];
+
+		p->owner = elem_dup(q, i);
+		p->ttl_ms = locks_elem_int(q, i + 1);
+		if (p->owner)
+			v->nplaces++;
+	}
+	v->queued = locks_elem_int(r, 4);
+	v->index = view_index(v);
+	return v;
+}
+
+void lock_view_free(struct lock_view *v)
+{
+	if (!v)
+		return;
+	for (size_t i = 0; i < v->nholders; i++) {
+		free(v->holders[i].owner);
+		free(v->holders[i].principal);
+	}
+	for (size_t i = 0; i < v->nplaces; i++)
+		free(v->places[i].owner);
+	free(v->holders);
+	free(v->places);
+	free(v);
+}
+
+struct lock_view *lock_view_dup(const struct lock_view *v)
+{
+	struct lock_view *c;
+
+	if (!v)
+		return NULL;
+	c = xmalloc(sizeof(*c));
+	*c = *v;
+	c->holders = xcalloc(v->nholders + 1, sizeof(*c->holders));
+	for (size_t i = 0; i < v->nholders; i++) {
+		c->holders[i] = v->holders[i];
+		c->holders[i].owner = xstrdup(v->holders[i].owner);
+		c->holders[i].principal = v->holders[i].principal ?
+					  xstrdup(v->holders[i].principal) : NULL;
+	}
+	c->places = xcalloc(v->nplaces + 1, sizeof(*c->places));
+	for (size_t i = 0; i < v->nplaces; i++) {
+		c->places[i] = v->places[i];
+		c->places[i].owner = xstrdup(v->places[i].owner);
+	}
+	return c;
+}
+
+const struct lock_holding *lock_view_holding(const struct lock_view *v, const char *owner,
+					      enum lock_mode side)
+{
+	for (size_t i = 0; v && i < v->nholders; i++)
+		if (v->holders[i].side == side && !strcmp(v->holders[i].owner, owner))
+			return &v->holders[i];
+	return NULL;
+}
