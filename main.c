@@ -291,6 +291,15 @@ int main(int argc, char **argv)
 		if (pthread_create(&workers[i].thread, NULL, worker_main,
 				   workers[i].backend.loop)) {
 			log_error("cannot start an event loop thread");
+			/* the loops left will never run: run each to its end
+			 * here (stopped first, it takes no turn), which closes
+			 * its mailbox, so that server_stop() waits for none of
+			 * them to quiesce */
+			for (unsigned j = i; j < n; j++) {
+				loop_stop(workers[j].backend.loop);
+				loop_run(workers[j].backend.loop);
+			}
+			port = -1;	/* exit 1 */
 			goto stop;
 		}
 		workers[i].started = true;

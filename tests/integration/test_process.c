@@ -275,3 +275,36 @@ TEST(logs_are_json_lines_with_an_access_line_per_request)
 		      strstr(raw, "owner=logger-1"), "a text access line: %s", raw);
 	}
 }
+
+/* An event loop thread that cannot be started (pthread_create fails: here
+ * under an address-space limit too small for 256 thread stacks) stops
+ * dlockd, which exits 1 on its own. It used to hang for ever in
+ * server_quiesce(), waiting for loops that never ran to say they stopped
+ * accepting, with SIGTERM blocked and the port open but unanswered. Run
+ * under prlimit(1); a build whose start needs more address space than the
+ * limit (the sanitizers' shadow memory), or a dlockd that fails before its
+ * loops (the subscriber thread), proves nothing here and is let go. */
+TEST(a_loop_thread_that_cannot_start_stops_dlockd)
+{
+	struct proc p;
+	char listen[64], url[64], log[400], buf[8192];
+	const char *argv[] = { "prlimit", "--as=600000000", "--", dlockd_binary(), "--listen",
+			       listen, "--redis", url, "--threads", "256", NULL };
+
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", free_port());
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", H_redis.port);
+	proc_start(&p, argv, NULL, "loop-thread-fails");
+	snprintf(log, sizeof(log), "%s", p.err);
+	CHECK(WAIT_FOR(proc_exited(&p) ||
+		       file_contains(log, "cannot start an event loop thread"), 10000),
+	      "dlockd exits, or fails to start a loop thread: %s",
+	      file_read(log, buf, sizeof(buf)));
+	if (!file_contains(log, "cannot start an event loop thread")) {
+		fprintf(stderr, "# every loop thread started or none was tried: nothing to see\n");
+		proc_kill(&p);
+		return;
+	}
+	CHECK(WAIT_FOR(proc_exited(&p), 5000), "dlockd exits after a loop thread failed");
+	CHECK(proc_exit_code(&p, 1), "exit status 1, got wait status %d", p.status);
+	proc_kill(&p);
+}
