@@ -1693,3 +1693,29 @@ json_t *list_locks_all(const struct dlockd_srv *d, const char *token, const char
 }
 
 /* The holder of entry e with this owner (and mode, for rwlocks), or NULL. */
+
+long long redis_names_left(redisContext *c, const char *prefix)
+{
+	redisReply *r;
+	char pattern[200];
+	long long n = -1;
+
+	if (!c)
+		return -1;
+	snprintf(pattern, sizeof(pattern), "*%s*", prefix);
+	r = redisCommand(c, "EVAL %s 0 %s",
+			 "local n, cur = 0, '0' repeat local r = redis.call('scan', cur, "
+			 "'match', ARGV[1], 'count', 1000) cur = r[1] n = n + #r[2] "
+			 "until cur == '0' return n", pattern);
+	if (r && r->type == REDIS_REPLY_INTEGER)
+		n = r->integer;
+	if (r)
+		freeReplyObject(r);
+	r = redisCommand(c, "PUBSUB CHANNELS %s", pattern);
+	if (r && r->type == REDIS_REPLY_ARRAY && n >= 0)
+		n += (long long)r->elements;
+	if (r)
+		freeReplyObject(r);
+	redisFree(c);
+	return n;
+}

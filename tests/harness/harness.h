@@ -210,6 +210,9 @@ long long rcmd_int_on(const struct redis_srv *r, const char *fmt, ...);
 redisReply *rcmd_on(const struct redis_srv *r, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 redisReply *rvcmd_on(const struct redis_srv *r, const char *fmt, va_list ap);
+/* Keys and pub/sub channels whose name contains prefix, on the Redis c
+ * talks to (c is freed); -1 if c is NULL or Redis did not say. */
+long long redis_names_left(redisContext *c, const char *prefix);
 /* Does the file at path (its first 64 KiB) contain s? */
 bool file_contains(const char *path, const char *s);
 /* How many lines of the file at path (all of it; a dlockd's log: d->log)

@@ -107,29 +107,7 @@ static void stop_and_check(const char *what, bool loss, struct load_report *rep)
 /* Keys and channels of the test's names on r; -1 if r did not say. */
 static long long keys_left_on(const struct redis_srv *r_srv)
 {
-	redisContext *c = redis_client(r_srv);
-	redisReply *r;
-	char pattern[200];
-	long long n = -1;
-
-	if (!c)
-		return -1;
-	snprintf(pattern, sizeof(pattern), "*%s*", W.prefix);
-	r = redisCommand(c, "EVAL %s 0 %s",
-			 "local n, cur = 0, '0' repeat local r = redis.call('scan', cur, "
-			 "'match', ARGV[1], 'count', 1000) cur = r[1] n = n + #r[2] "
-			 "until cur == '0' return n", pattern);
-	if (r && r->type == REDIS_REPLY_INTEGER)
-		n = r->integer;
-	if (r)
-		freeReplyObject(r);
-	r = redisCommand(c, "PUBSUB CHANNELS %s", pattern);
-	if (r && r->type == REDIS_REPLY_ARRAY && n >= 0)
-		n += (long long)r->elements;
-	if (r)
-		freeReplyObject(r);
-	redisFree(c);
-	return n;
+	return redis_names_left(redis_client(r_srv), W.prefix);
 }
 
 static long long keys_left(void)

@@ -196,31 +196,11 @@ static bool waiters_gone(void)
 static long long keys_left(void)
 {
 	redisContext *c;
-	redisReply *r;
-	char pattern[200];
-	long long n = -1;
 
 	netns_enter(W.rns);
 	c = redis_client(&W.redis);
 	netns_enter(NULL);
-	if (!c)
-		return -1;
-	snprintf(pattern, sizeof(pattern), "*%s*", W.prefix);
-	r = redisCommand(c, "EVAL %s 0 %s",
-			 "local n, cur = 0, '0' repeat local r = redis.call('scan', cur, "
-			 "'match', ARGV[1], 'count', 1000) cur = r[1] n = n + #r[2] "
-			 "until cur == '0' return n", pattern);
-	if (r && r->type == REDIS_REPLY_INTEGER)
-		n = r->integer;
-	if (r)
-		freeReplyObject(r);
-	r = redisCommand(c, "PUBSUB CHANNELS %s", pattern);
-	if (r && r->type == REDIS_REPLY_ARRAY && n >= 0)
-		n += (long long)r->elements;
-	if (r)
-		freeReplyObject(r);
-	redisFree(c);
-	return n;
+	return redis_names_left(c, W.prefix);
 }
 
 /* Script calls Redis refused as late (DLOCKD_LATE: they reached it after
