@@ -48,6 +48,8 @@ struct section {
 	int64_t lease_end;	/* the lease the client counted on, at the end */
 	int hb_after;		/* first 200/409 to a heartbeat sent after the event */
 	bool lost, ran_out;
+	int64_t unseen_sent;	/* the client's earliest acquire of this name that got
+				 * no answer was sent then (0: none) */
 };
 
 struct load {
@@ -94,6 +96,9 @@ struct client {
 	int stop;		/* atomic: load_stop_group */
 	int doing;		/* atomic: DOING_* */
 	struct probe probes[N_NAMES];	/* by name; one at a time */
+	/* by name: an acquire got no answer (its instance died): it may have
+	 * been granted, unseen, and the holding may still be there */
+	int64_t unseen[N_NAMES];	/* when it was sent */
 };
 
 static int64_t load_get(int64_t *p)
@@ -311,8 +316,11 @@ static void one_round(struct client *c, long round)
 	s.token = st == 200 ? json_int(&r, "fencing_token") : 0;
 	lease = st == 200 ? json_int(&r, "ttl_ms") : 0;
 	http_free(&r);
+	s.unseen_sent = c->unseen[s.name];
 	if (st != 200) {
 		count(&l->acq[st == 409 ? 1 : st == 503 ? 2 : st < 0 ? 3 : 4]);
+		if (st < 0 && !c->unseen[s.name])
+			c->unseen[s.name] = s.sent;
 		if (st == 503 && l->o.probe_503)
 			probe_later(c, P_ACQUIRE, &s);
 		if (st != 409)
@@ -525,6 +533,28 @@ static bool repeat_of(const struct section *s, long i, const struct section *a)
 	return false;
 }
 
+/* a's token may be that of a grant a's client never saw: an earlier
+ * acquire of the name got no answer, the token is above every token
+ * granted before that acquire was sent (top: as in check_name), and no
+ * other client was ever given it. (A read holding keeps its token while
+ * the owner reads: an unseen read, an upgrade to write with a fresh token,
+ * its release, and a read again give the read's older token back.) */
+static bool unseen_repeat(const struct section *s, long n, const long *top,
+			  const struct section *a)
+{
+	long k;
+
+	if (!a->unseen_sent)
+		return false;
+	k = top[granted_before(s, n, a->unseen_sent)];
+	if (k >= 0 && a->token <= s[k].token)
+		return false;
+	for (long i = 0; i < n; i++)
+		if (s[i].client != a->client && s[i].token == a->token)
+			return false;
+	return true;
+}
+
 /* The n sections of one name, in grant order. */
 static void check_name(const struct load *l, const struct section *s, long n, bool loss,
 		       struct load_report *rep, int64_t *lat, long *nlat)
@@ -556,9 +586,10 @@ static void check_name(const struct load *l, const struct section *s, long n, bo
 			end_write = end;
 		/* every grant that arrived before this one was asked for has
 		 * a smaller token, but for a repeat: the client's PUT found it
-		 * still holding (its DELETE was lost with a killed dlockd), and
-		 * the holding's token came back */
-		if (k >= 0 && a->token <= s[k].token && !repeat_of(s, i, a)) {
+		 * still holding (its DELETE, or the answer to its PUT, was lost
+		 * with a killed dlockd), and the holding's token came back */
+		if (k >= 0 && a->token <= s[k].token && !repeat_of(s, i, a) &&
+		    !unseen_repeat(s, n, top, a)) {
 			if (rep->token_regressions < 5)
 				printf("# token regression on %s: client %d sent at %lld and was "
 				       "granted %lld; client %d had been granted %lld at %lld\n",

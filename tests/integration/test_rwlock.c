@@ -180,14 +180,29 @@ TEST(rw_sole_reader_upgrades_others_make_it_wait)
 	int64_t released_at;
 	long long scripts0;
 
-	req("PUT", RW(n, "read", "owner=a"), NULL);
+	long long read_token, write_token;
+
+	CHECK(req("PUT", RW(n, "read", "owner=a"), &r) == 200, "a reads: %s", r.body);
+	read_token = json_int(&r, "fencing_token");
+	http_free(&r);
 	CHECK(req("PUT", RW(n, "write", "owner=a"), &r) == 200, "the sole reader upgrades: %s",
 	      r.body);
+	write_token = json_int(&r, "fencing_token");
 	http_free(&r);
+	CHECK(write_token > read_token, "the write holding has a token of its own, newer "
+	      "(%lld after %lld)", write_token, read_token);
 	req("GET", RW(n, "", ""), &r);
 	CHECK(!strcmp(json_str(&r, "mode"), "write"), "mode write: %s", r.body);
 	http_free(&r);
 	req("DELETE", RW(n, "write", "owner=a"), NULL);
+	/* the read holding went on through the write: reading again is a
+	 * repeat of it, and gives its token back, older than the write's (a
+	 * client that never saw the read's answer sees a token go back) */
+	CHECK(req("PUT", RW(n, "read", "owner=a"), &r) == 200, "a reads on: %s", r.body);
+	CHECK(json_int(&r, "fencing_token") == read_token,
+	      "the read holding's own token: %lld (read %lld, write %lld)",
+	      json_int(&r, "fencing_token"), read_token, write_token);
+	http_free(&r);
 	req("DELETE", RW(n, "read", "owner=a"), NULL);
 	CHECK(rcmd_int("EXISTS %s", n) == 0, "free again");
 
