@@ -308,3 +308,63 @@ TEST(a_loop_thread_that_cannot_start_stops_dlockd)
 	CHECK(proc_exit_code(&p, 1), "exit status 1, got wait status %d", p.status);
 	proc_kill(&p);
 }
+
+/* The help says what the server does: --redis' text is whole (it was cut
+ * at 512 bytes, mid-sentence, before its default), and an auth-file line
+ * has the four fields the server asks for. */
+TEST(help_texts_are_whole_and_say_what_the_server_takes)
+{
+	char cmd[300], out[16384], *flat, *q;
+
+	snprintf(cmd, sizeof(cmd), "%s --help", dlockd_binary());
+	CHECK(run_capture(cmd, out, sizeof(out)) == 0, "--help exits 0");
+	/* the text unwrapped: runs of spaces and newlines as one space */
+	flat = out;
+	for (q = out; *q; q++) {
+		if ((*q == ' ' || *q == '\n') && flat > out && flat[-1] == ' ')
+			continue;
+		*flat++ = *q == '\n' ? ' ' : *q;
+	}
+	*flat = '\0';
+	CHECK(strstr(out, "(%40 %2F ...). Default: redis://127.0.0.1:6379/0. [env DLOCKD_REDIS_URL]"),
+	      "--redis' text ends with its default and variable: %s", strstr(out, "--redis URL"));
+	CHECK(strstr(out, "'<token> <role> <prefix> <name>'"),
+	      "--auth-file names the four fields of a line: %s", strstr(out, "--auth-file"));
+}
+
+/* dlockd with no Redis where it looks: one warning that says which URL,
+ * why, and how to set it, not a word about clusters first; and no
+ * "connection lost" for a connection that never was. */
+TEST(unreachable_redis_says_which_url_why_and_how_to_set_it)
+{
+	char url[64], line[2048];
+	struct dlockd_srv d;
+	bool told = false, cluster_first = false, lost = false;
+	FILE *f;
+
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", free_port());
+	CHECK(dlockd_start(&d, url, NULL) == 0, "start with nothing on %s", url);
+	CHECK(status_of(&d, "PUT", "/locks/%s?owner=a", lockname("no-redis")) == 503,
+	      "a lock call: 503");
+	sleep_ms(1500);		/* a reconnect or two */
+	CHECK(status_of(&d, "PUT", "/locks/%s?owner=a", lockname("no-redis")) == 503,
+	      "a lock call: 503");
+	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
+	f = fopen(d.log, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		if (!told && strstr(line, "cluster") && strstr(line, "\"warn\""))
+			cluster_first = true;
+		if (strstr(line, "\"warn\"") && strstr(line, url) && strstr(line, "refused") &&
+		    strstr(line, "--redis") && strstr(line, "DLOCKD_REDIS_URL") &&
+		    strstr(line, "make run"))
+			told = true;
+		if (strstr(line, "connection lost"))
+			lost = true;
+	}
+	if (f)
+		fclose(f);
+	CHECK(told, "a warning names %s, why, --redis, DLOCKD_REDIS_URL and make run (see %s)",
+	      url, d.log);
+	CHECK(!cluster_first, "no warning about clusters comes first (see %s)", d.log);
+	CHECK(!lost, "no 'connection lost' for a connection never made (see %s)", d.log);
+}
