@@ -991,8 +991,7 @@ TEST(dlock_unreachable_says_where_and_that_it_retries)
 	int code;
 
 	snprintf(down, sizeof(down), "http://127.0.0.1:%d", free_port());
-	dlock_start(&p, down, NULL, "down", "run", "-n", lockname("dlock-down"), "--", "true",
-		    NULL);
+	dlock_start(&p, down, NULL, "down", "run", lockname("dlock-down"), "--", "true", NULL);
 	CHECK(WAIT_FOR(strstr(err_of(&p), "retrying"), 5000),
 	      "within 5 s it says it is retrying: %s", err_of(&p));
 	CHECK(strstr(err_of(&p), down) && strstr(err_of(&p), "DLOCKD_URL") &&
