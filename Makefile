@@ -1,6 +1,8 @@
 # dlockd -- build, run and test. Each target installs the Debian packages
 # it needs first (apt-get; root or sudo), and only those: `make` the build
 # packages, `make run` also redis-server, `make test` also the test tools.
+# Without apt-get nothing is installed: the libraries are found with
+# pkg-config, and a missing one stops make with the packages to install.
 
 BUILD ?= build
 CC ?= cc
@@ -53,6 +55,28 @@ DLOCKD_VERSION := $(shell { [ -e .git ] && git describe --always --dirty 2>/dev/
 	check-layers unit integration install install-strip lint contract-tools deploy-tools bench fuzz chaos clean FORCE
 all: $(BUILD)/dlockd $(BUILD)/dlock
 
+# What `make` and `make run` need is looked for first -- the libraries
+# with pkg-config, redis-server and redis-cli -- and nothing is installed
+# when all is there. Otherwise, with apt-get, the Debian packages are
+# installed; without (off Debian), make stops naming the packages of
+# Debian/Ubuntu, Fedora and Homebrew. The test and lint tools are named,
+# not checked, off Debian.
+PC_BUILD = libmicrohttpd jansson hiredis gnutls libcurl
+FEDORA_BUILD_PACKAGES = gcc make pkgconf-pkg-config libmicrohttpd-devel jansson-devel \
+	hiredis-devel gnutls-devel libcurl-devel
+BREW_BUILD_PACKAGES = pkg-config libmicrohttpd jansson hiredis gnutls curl
+deps-build: FEDORA_PACKAGES = $(FEDORA_BUILD_PACKAGES)
+deps-build: BREW_PACKAGES = $(BREW_BUILD_PACKAGES)
+deps-run: FEDORA_PACKAGES = redis
+deps-run: BREW_PACKAGES = redis
+deps-build: OFF_DEBIAN_MISSING = $$(command -v cc >/dev/null || echo cc; \
+	command -v pkg-config >/dev/null || echo pkg-config; \
+	for p in $(PC_BUILD); do pkg-config --exists $$p 2>/dev/null || echo $$p; done)
+deps-run: OFF_DEBIAN_MISSING = $$(for c in redis-server redis-cli; do \
+	command -v $$c >/dev/null || echo $$c; done)
+OFF_DEBIAN_MISSING = 
+HAS_APT = command -v apt-get >/dev/null && command -v dpkg >/dev/null
+
 # Install what is missing; a no-op (one dpkg query) when all is there. Node
 # and npm count as present when the commands are (NodeSource's nodejs ships
 # npm and conflicts with Debian's npm package), build-essential when cc and
@@ -67,7 +91,20 @@ deps-lint: DEB_PACKAGES = $(LINT_PACKAGES)
 deps-fuzz: DEB_PACKAGES = $(FUZZ_PACKAGES)
 deps deps-run deps-lint deps-fuzz: deps-build
 deps deps-build deps-run deps-lint deps-fuzz:
-	@missing=$$(for p in $(DEB_PACKAGES); do \
+	@if [ -n "$(FEDORA_PACKAGES)" ] && [ -z "$(OFF_DEBIAN_MISSING)" ]; then exit 0; fi; \
+	if ! { $(HAS_APT); }; then \
+		missing="$(OFF_DEBIAN_MISSING)"; \
+		if [ -z "$(FEDORA_PACKAGES)" ]; then \
+			echo "make $@: no apt-get: not installing (Debian names) $(DEB_PACKAGES)" >&2; \
+			exit 0; fi; \
+		[ -z "$$missing" ] && exit 0; \
+		echo "make $@: missing:" $$missing "-- install, then make again:" >&2; \
+		echo "  Debian/Ubuntu: sudo apt-get install $(DEB_PACKAGES)" >&2; \
+		echo "  Fedora:        sudo dnf install $(FEDORA_PACKAGES)" >&2; \
+		echo "  Homebrew:      brew install $(BREW_PACKAGES)" >&2; \
+		exit 1; \
+	fi; \
+	missing=$$(for p in $(DEB_PACKAGES); do \
 		case $$p in nodejs|npm) command -v $${p%js} >/dev/null && continue;; \
 		build-essential) command -v cc >/dev/null && command -v make >/dev/null && continue;; \
 		esac; \
@@ -325,7 +362,7 @@ fuzz: deps-fuzz $(FUZZ_BIN)
 # Build, start a private redis-server unless DLOCKD_REDIS_URL is set, serve
 # until Ctrl-C or SIGTERM (deploy/run-local.sh); DLOCKD_* variables set
 # dlockd's settings (DLOCKD_LISTEN=127.0.0.1:9090 make run).
-run: deps-run $(BUILD)/dlockd
+run: deps-run $(BUILD)/dlockd $(BUILD)/dlock
 	@sh deploy/run-local.sh $(BUILD)/dlockd
 
 clean:
