@@ -67,36 +67,60 @@ TEST(help_wraps_within_80_columns)
 	      "ranges, defaults, the default/max ttl coupling and --version are shown:\n%s", out);
 }
 
-/* The version dlockd should report: git describe of this checkout (the
- * Makefile's), or openapi.yaml's info.version outside git. */
-static void expected_version(char *out, size_t cap)
+/* The version dlockd should report: VERSION's semantic version, then
+ * the commit in parentheses in a git checkout ("0.4.0 (e2b678d)"; just
+ * "0.4.0" outside git); *release and *revision (each cap bytes) the two
+ * parts. */
+static void expected_version(char *out, char *release, char *revision, size_t cap)
 {
+	run_capture("cat VERSION", release, cap);
+	release[strcspn(release, "\n")] = '\0';
+	*revision = '\0';
 	if (access(".git", F_OK) == 0 &&
-	    run_capture("git describe --always --dirty 2>/dev/null", out, cap) == 0 && *out) {
-		out[strcspn(out, "\n")] = '\0';
-		return;
-	}
-	run_capture("sed -n 's/^  version: *//p' openapi.yaml | head -n 1", out, cap);
-	out[strcspn(out, "\n")] = '\0';
+	    run_capture("git describe --always --dirty --exclude='*' 2>/dev/null", revision,
+			cap) == 0)
+		revision[strcspn(revision, "\n")] = '\0';
+	snprintf(out, cap, "%s%s%s%s", release, *revision ? " (" : "", revision,
+		 *revision ? ")" : "");
 }
 
 TEST(version_is_printed_exported_and_logged)
 {
-	char cmd[300], out[512], want[256], line[512], series[300];
+	char cmd[300], out[512], want[256], release[256], revision[256], line[600], series[600];
 	struct dlockd_srv d;
 	FILE *f;
 	bool logged = false;
 
-	expected_version(want, sizeof(want));
-	CHECK(*want, "the expected version is known");
+	expected_version(want, release, revision, sizeof(want));
+	CHECK(*release && strspn(release, "0123456789.") == strlen(release) &&
+	      strchr(release, '.') != strrchr(release, '.'),
+	      "VERSION holds a semantic version: '%s'", release);
 	snprintf(cmd, sizeof(cmd), "%s --version", dlockd_binary());
 	CHECK(run_capture(cmd, out, sizeof(out)) == 0, "--version exits 0");
 	snprintf(line, sizeof(line), "dlockd %s\n", want);
 	CHECK(!strcmp(out, line), "--version prints '%s', want '%s'", out, line);
+	snprintf(cmd, sizeof(cmd), "%.*sdlock --version", (int)strlen(dlockd_binary()) - 6,
+		 dlockd_binary());
+	CHECK(run_capture(cmd, out, sizeof(out)) == 0, "dlock --version exits 0");
+	snprintf(line, sizeof(line), "dlock %s\n", want);
+	CHECK(!strcmp(out, line), "dlock --version prints '%s', want '%s'", out, line);
+	/* the contract's version is the release's */
+	run_capture("sed -n 's/^  version: *//p' openapi.yaml | head -n 1", out, sizeof(out));
+	out[strcspn(out, "\n")] = '\0';
+	CHECK(!strcmp(out, release), "openapi.yaml's info.version '%s' is VERSION's '%s'", out,
+	      release);
+	run_capture("sed -n 's/^ARG VERSION=//p' Dockerfile", out, sizeof(out));
+	out[strcspn(out, "\n")] = '\0';
+	CHECK(!strcmp(out, release), "the image's version (ARG VERSION=%s) is VERSION's '%s'", out,
+	      release);
+	snprintf(cmd, sizeof(cmd), "grep -q '^## \\[%s\\]' CHANGELOG.md", release);
+	CHECK(run_capture(cmd, out, sizeof(out)) == 0, "CHANGELOG.md has a section for %s",
+	      release);
 
 	/* a dlockd of its own: the suite's was started before any rebuild */
 	CHECK(dlockd_start(&d, NULL, NULL) == 0, "start");
-	snprintf(series, sizeof(series), "dlockd_build_info{version=\"%s\"}", want);
+	snprintf(series, sizeof(series), "dlockd_build_info{version=\"%s\",revision=\"%s\"}",
+		 release, revision);
 	CHECK(metric_value(&d, series) == 1, "/metrics has %s 1", series);
 	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
 	snprintf(out, sizeof(out), "dlockd %s listening", want);
