@@ -45,11 +45,14 @@ TEST_PACKAGES = libcurl4-openssl-dev libcmocka-dev redis-server redis-tools node
 	curl python3 openssl
 LINT_PACKAGES = yamllint nodejs npm binutils systemd
 
-# The version: `git describe` in a git checkout, else openapi.yaml's
-# info.version. Only service/base/version.o is compiled with it, and only when
-# it changed (the FORCE'd stamp below keeps its mtime otherwise).
-DLOCKD_VERSION := $(shell { [ -e .git ] && git describe --always --dirty 2>/dev/null; } || \
-	sed -n 's/^  version: *//p' openapi.yaml | head -n 1)
+# The version: the semantic version in VERSION (the one source: a test
+# holds openapi.yaml's info.version, the Dockerfile's ARG VERSION and
+# CHANGELOG.md to it), then in a git checkout the commit, as
+# "0.4.0 (e2b678d)". Only service/base/version.o is compiled with it, and
+# only when it changed (the FORCE'd stamp below keeps its mtime otherwise).
+DLOCKD_RELEASE := $(shell cat VERSION 2>/dev/null)
+DLOCKD_REVISION := $(shell [ -e .git ] && git describe --always --dirty --exclude='*' 2>/dev/null)
+DLOCKD_VERSION := $(DLOCKD_RELEASE)$(if $(DLOCKD_REVISION), ($(DLOCKD_REVISION)))
 
 .PHONY: all deps deps-build deps-run deps-lint deps-fuzz run test test-asan test-valgrind \
 	check-layers unit integration install install-strip lint contract-tools deploy-tools bench fuzz chaos clean FORCE
@@ -152,9 +155,11 @@ $(BUILD)/lua_scripts.c: $(LUA_GEN) $(BUILD)/lua_names.txt $(LUA) $(LUA_LIB)
 
 $(BUILD)/version.txt: FORCE
 	@mkdir -p $(@D)
-	@[ "$$(cat $@ 2>/dev/null)" = '$(DLOCKD_VERSION)' ] || echo '$(DLOCKD_VERSION)' >$@
+	@[ "$$(cat $@ 2>/dev/null)" = '$(DLOCKD_VERSION) $(DLOCKD_RELEASE) $(DLOCKD_REVISION)' ] || \
+		echo '$(DLOCKD_VERSION) $(DLOCKD_RELEASE) $(DLOCKD_REVISION)' >$@
 $(BUILD)/service/base/version.o: $(BUILD)/version.txt
-$(BUILD)/service/base/version.o: ALL_CFLAGS += -DDLOCKD_VERSION='"$(DLOCKD_VERSION)"'
+$(BUILD)/service/base/version.o: ALL_CFLAGS += -DDLOCKD_VERSION='"$(DLOCKD_VERSION)"' \
+	-DDLOCKD_RELEASE='"$(DLOCKD_RELEASE)"' -DDLOCKD_REVISION='"$(DLOCKD_REVISION)"'
 
 $(BUILD)/lua_scripts.o: $(BUILD)/lua_scripts.c $(BUILD)/lua_scripts.h | deps-build
 	$(CC) $(ALL_CFLAGS) $(WARN) -c -o $@ $<

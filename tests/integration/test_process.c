@@ -71,7 +71,8 @@ TEST(help_wraps_within_80_columns)
  * the commit in parentheses in a git checkout ("0.4.0 (e2b678d)"; just
  * "0.4.0" outside git); *release and *revision (each cap bytes) the two
  * parts. */
-static void expected_version(char *out, char *release, char *revision, size_t cap)
+static void expected_version(char *out, size_t out_cap, char *release, char *revision,
+			     size_t cap)
 {
 	run_capture("cat VERSION", release, cap);
 	release[strcspn(release, "\n")] = '\0';
@@ -80,18 +81,18 @@ static void expected_version(char *out, char *release, char *revision, size_t ca
 	    run_capture("git describe --always --dirty --exclude='*' 2>/dev/null", revision,
 			cap) == 0)
 		revision[strcspn(revision, "\n")] = '\0';
-	snprintf(out, cap, "%s%s%s%s", release, *revision ? " (" : "", revision,
+	snprintf(out, out_cap, "%s%s%s%s", release, *revision ? " (" : "", revision,
 		 *revision ? ")" : "");
 }
 
 TEST(version_is_printed_exported_and_logged)
 {
-	char cmd[300], out[512], want[256], release[256], revision[256], line[600], series[600];
+	char cmd[300], out[700], want[600], release[256], revision[256], line[700], series[700];
 	struct dlockd_srv d;
 	FILE *f;
 	bool logged = false;
 
-	expected_version(want, release, revision, sizeof(want));
+	expected_version(want, sizeof(want), release, revision, sizeof(release));
 	CHECK(*release && strspn(release, "0123456789.") == strlen(release) &&
 	      strchr(release, '.') != strrchr(release, '.'),
 	      "VERSION holds a semantic version: '%s'", release);
