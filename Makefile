@@ -55,7 +55,7 @@ DLOCKD_REVISION := $(shell [ -e .git ] && git describe --always --dirty --exclud
 DLOCKD_VERSION := $(DLOCKD_RELEASE)$(if $(DLOCKD_REVISION), ($(DLOCKD_REVISION)))
 
 .PHONY: all deps deps-build deps-run deps-lint deps-fuzz run test test-asan test-valgrind \
-	check-layers unit integration install install-strip lint contract-tools deploy-tools bench fuzz chaos clean FORCE
+	check-layers unit integration install install-strip dist lint contract-tools deploy-tools bench fuzz chaos clean FORCE
 all: $(BUILD)/dlockd $(BUILD)/dlock
 
 # What `make` and `make run` need is looked for first -- the libraries
@@ -302,6 +302,8 @@ install: $(BUILD)/dlockd $(BUILD)/dlock $(BUILD)/dlockd.service
 		$(DESTDIR)$(PREFIX)/share/dlockd/dlockd.env.example
 	install -m 644 deploy/systemd/auth.conf $(DESTDIR)$(PREFIX)/share/dlockd/auth.conf.example
 	install -m 644 deploy/systemd/tls.conf $(DESTDIR)$(PREFIX)/share/dlockd/tls.conf.example
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 644 cli/dlock.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/dlock
 install-strip:
 	$(MAKE) install INSTALL_PROGRAM='install -m 755 -s'
 
@@ -369,6 +371,19 @@ fuzz: deps-fuzz $(FUZZ_BIN)
 # dlockd's settings (DLOCKD_LISTEN=127.0.0.1:9090 make run).
 run: deps-run $(BUILD)/dlockd $(BUILD)/dlock
 	@sh deploy/run-local.sh $(BUILD)/dlockd
+
+# A source tarball, $(BUILD)/dlockd-VERSION.tar.gz: the files git tracks
+# at HEAD (outside git: the tree without build output), under
+# dlockd-VERSION/; it builds with `make run` and `make test` as a checkout
+# does (its version without a commit).
+DIST = dlockd-$(DLOCKD_RELEASE)
+dist:
+	@mkdir -p $(BUILD)
+	@if [ -e .git ]; then git archive --format=tar --prefix=$(DIST)/ HEAD; \
+	else tar --exclude='./build*' --exclude=node_modules --exclude=./.git \
+		--transform 's|^\.|$(DIST)|' -cf - .; fi | gzip -9 >$(BUILD)/$(DIST).tar.gz.tmp
+	@mv $(BUILD)/$(DIST).tar.gz.tmp $(BUILD)/$(DIST).tar.gz
+	@echo $(BUILD)/$(DIST).tar.gz
 
 clean:
 	rm -rf build build-asan build-fuzz $(CONTRACT)/node_modules deploy/node_modules

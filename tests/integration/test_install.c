@@ -70,6 +70,11 @@ TEST(make_install_stages_a_working_dlockd)
 	snprintf(cmd, sizeof(cmd), "%s/opt/dlockd/bin/dlock --help | grep -q 'dlock run'", stage);
 	rc = system(cmd);
 	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "dlock is installed beside it and runs");
+	snprintf(cmd, sizeof(cmd), "bash -n %s/opt/dlockd/share/bash-completion/completions/dlock "
+		 "&& grep -q 'complete -F _dlock dlock' "
+		 "%s/opt/dlockd/share/bash-completion/completions/dlock", stage, stage);
+	rc = system(cmd);
+	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "and dlock's bash completion");
 
 	old = dlockd_use_bin(installed);
 	rc = dlockd_start(&d, NULL, NULL);
@@ -143,4 +148,33 @@ TEST(make_off_debian_uses_pkg_config_and_names_packages)
 	      strstr(out, "dnf install") && strstr(out, "brew install") &&
 	      strstr(out, "libhiredis-dev") && strstr(out, "hiredis-devel"),
 	      "and names the packages for Debian, Fedora and Homebrew: %s", out);
+}
+
+/* make dist: a tarball of the source under dlockd-VERSION/ that builds
+ * with make as it is (checked cheaply: make -n plans the build of both
+ * binaries, and its version is VERSION's, without a commit). */
+TEST(make_dist_makes_a_tarball_that_builds)
+{
+	char cmd[2048], out[8192], version[64] = "";
+	FILE *f;
+	int rc;
+
+	f = fopen("VERSION", "r");
+	CHECK(f && fgets(version, sizeof(version), f), "read VERSION");
+	fclose(f);
+	version[strcspn(version, "\n")] = '\0';
+	snprintf(cmd, sizeof(cmd), "cd %s && rm -rf dist && mkdir dist && cd - >/dev/null && "
+		 "env -u MAKEFLAGS -u MAKELEVEL make -s dist BUILD=%s/dist >/dev/null && "
+		 "tar -xzf %s/dist/dlockd-%s.tar.gz -C %s/dist && "
+		 "cd %s/dist/dlockd-%s && env -u MAKEFLAGS -u MAKELEVEL make -n all 2>&1",
+		 test_tmpdir(), test_tmpdir(), test_tmpdir(), version, test_tmpdir(), test_tmpdir(),
+		 version);
+	f = popen(cmd, "r");
+	CHECK(f, "run make dist");
+	out[fread(out, 1, sizeof(out) - 1, f)] = '\0';
+	rc = pclose(f);
+	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "the tarball's make -n all succeeds: %s", out);
+	snprintf(cmd, sizeof(cmd), "-DDLOCKD_VERSION='\"%s\"'", version);
+	CHECK(strstr(out, "-o build/dlockd ") && strstr(out, "-o build/dlock ") && strstr(out, cmd),
+	      "and plans dlockd and dlock, version %s: %s", version, out);
 }
