@@ -1,16 +1,17 @@
 # dlockd container image: built with the same `make install` the tests run
 # (install-strip: the binaries without their debug symbols), then copied
 # into a slim runtime stage with only the shared libraries dlockd and dlock
-# link to (deploy/check-image.sh keeps that list honest, and VERSION's
-# default equal to openapi.yaml's info.version).
+# link to (deploy/check-image.sh keeps that list honest, and ARG VERSION's
+# default equal to the VERSION file's, as tests/integration/test_process.c
+# does).
 #
 #   docker build -t dlockd .
-#   docker build --build-arg VERSION=$(git describe --always) \
+#   docker build --build-arg VERSION="$(cat VERSION) ($(git describe --always --exclude='*'))" \
 #     --build-arg SOURCE=$(git remote get-url origin) -t dlockd .
 #   docker run --rm -p 127.0.0.1:8080:8080 -e DLOCKD_REDIS_URL=redis://redis:6379/0 dlockd
 
 # what `dlockd --version` prints and the image's version label say
-ARG VERSION=1.0.0
+ARG VERSION=0.4.0
 # the repository the image is built from (the source label), given by the
 # build: --build-arg SOURCE=https://git.example.com/you/dlockd
 ARG SOURCE=
@@ -22,7 +23,7 @@ RUN apt-get update \
       libmicrohttpd-dev libjansson-dev libhiredis-dev libgnutls28-dev libcurl4-openssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY Makefile openapi.yaml main.c ./
+COPY Makefile VERSION openapi.yaml main.c ./
 COPY api api
 COPY service service
 COPY cli cli

@@ -1,6 +1,8 @@
 # dlockd -- build, run and test. Each target installs the Debian packages
 # it needs first (apt-get; root or sudo), and only those: `make` the build
 # packages, `make run` also redis-server, `make test` also the test tools.
+# Without apt-get nothing is installed: the libraries are found with
+# pkg-config, and a missing one stops make with the packages to install.
 
 BUILD ?= build
 CC ?= cc
@@ -43,15 +45,40 @@ TEST_PACKAGES = libcurl4-openssl-dev libcmocka-dev redis-server redis-tools node
 	curl python3 openssl
 LINT_PACKAGES = yamllint nodejs npm binutils systemd
 
-# The version: `git describe` in a git checkout, else openapi.yaml's
-# info.version. Only service/base/version.o is compiled with it, and only when
-# it changed (the FORCE'd stamp below keeps its mtime otherwise).
-DLOCKD_VERSION := $(shell { [ -e .git ] && git describe --always --dirty 2>/dev/null; } || \
-	sed -n 's/^  version: *//p' openapi.yaml | head -n 1)
+# The version: the semantic version in VERSION (the one source: a test
+# holds openapi.yaml's info.version, the Dockerfile's ARG VERSION and
+# CHANGELOG.md to it), then in a git checkout the commit, as
+# "0.4.0 (e2b678d)". Only service/base/version.o is compiled with it, and
+# only when it changed (the FORCE'd stamp below keeps its mtime otherwise).
+DLOCKD_RELEASE := $(shell cat VERSION 2>/dev/null)
+DLOCKD_REVISION := $(shell [ -e .git ] && git describe --always --dirty --exclude='*' 2>/dev/null)
+DLOCKD_VERSION := $(DLOCKD_RELEASE)$(if $(DLOCKD_REVISION), ($(DLOCKD_REVISION)))
 
 .PHONY: all deps deps-build deps-run deps-lint deps-fuzz run test test-asan test-valgrind \
-	check-layers unit integration install install-strip lint contract-tools deploy-tools bench fuzz chaos clean FORCE
+	check-layers unit integration install install-strip dist lint contract-tools deploy-tools bench fuzz chaos clean FORCE
 all: $(BUILD)/dlockd $(BUILD)/dlock
+
+# What `make` and `make run` need is looked for first -- the libraries
+# with pkg-config, redis-server and redis-cli -- and nothing is installed
+# when all is there. Otherwise, with apt-get, the Debian packages are
+# installed; without (off Debian), make stops naming the packages of
+# Debian/Ubuntu, Fedora and Homebrew. The test and lint tools are named,
+# not checked, off Debian.
+PC_BUILD = libmicrohttpd jansson hiredis gnutls libcurl
+FEDORA_BUILD_PACKAGES = gcc make pkgconf-pkg-config libmicrohttpd-devel jansson-devel \
+	hiredis-devel gnutls-devel libcurl-devel
+BREW_BUILD_PACKAGES = pkg-config libmicrohttpd jansson hiredis gnutls curl
+deps-build: FEDORA_PACKAGES = $(FEDORA_BUILD_PACKAGES)
+deps-build: BREW_PACKAGES = $(BREW_BUILD_PACKAGES)
+deps-run: FEDORA_PACKAGES = redis
+deps-run: BREW_PACKAGES = redis
+deps-build: OFF_DEBIAN_MISSING = $$(command -v cc >/dev/null || echo cc; \
+	command -v pkg-config >/dev/null || echo pkg-config; \
+	for p in $(PC_BUILD); do pkg-config --exists $$p 2>/dev/null || echo $$p; done)
+deps-run: OFF_DEBIAN_MISSING = $$(for c in redis-server redis-cli; do \
+	command -v $$c >/dev/null || echo $$c; done)
+OFF_DEBIAN_MISSING = 
+HAS_APT = command -v apt-get >/dev/null && command -v dpkg >/dev/null
 
 # Install what is missing; a no-op (one dpkg query) when all is there. Node
 # and npm count as present when the commands are (NodeSource's nodejs ships
@@ -67,7 +94,20 @@ deps-lint: DEB_PACKAGES = $(LINT_PACKAGES)
 deps-fuzz: DEB_PACKAGES = $(FUZZ_PACKAGES)
 deps deps-run deps-lint deps-fuzz: deps-build
 deps deps-build deps-run deps-lint deps-fuzz:
-	@missing=$$(for p in $(DEB_PACKAGES); do \
+	@if [ -n "$(FEDORA_PACKAGES)" ] && [ -z "$(OFF_DEBIAN_MISSING)" ]; then exit 0; fi; \
+	if ! { $(HAS_APT); }; then \
+		missing="$(OFF_DEBIAN_MISSING)"; \
+		if [ -z "$(FEDORA_PACKAGES)" ]; then \
+			echo "make $@: no apt-get: not installing (Debian names) $(DEB_PACKAGES)" >&2; \
+			exit 0; fi; \
+		[ -z "$$missing" ] && exit 0; \
+		echo "make $@: missing:" $$missing "-- install, then make again:" >&2; \
+		echo "  Debian/Ubuntu: sudo apt-get install $(DEB_PACKAGES)" >&2; \
+		echo "  Fedora:        sudo dnf install $(FEDORA_PACKAGES)" >&2; \
+		echo "  Homebrew:      brew install $(BREW_PACKAGES)" >&2; \
+		exit 1; \
+	fi; \
+	missing=$$(for p in $(DEB_PACKAGES); do \
 		case $$p in nodejs|npm) command -v $${p%js} >/dev/null && continue;; \
 		build-essential) command -v cc >/dev/null && command -v make >/dev/null && continue;; \
 		esac; \
@@ -115,9 +155,11 @@ $(BUILD)/lua_scripts.c: $(LUA_GEN) $(BUILD)/lua_names.txt $(LUA) $(LUA_LIB)
 
 $(BUILD)/version.txt: FORCE
 	@mkdir -p $(@D)
-	@[ "$$(cat $@ 2>/dev/null)" = '$(DLOCKD_VERSION)' ] || echo '$(DLOCKD_VERSION)' >$@
+	@[ "$$(cat $@ 2>/dev/null)" = '$(DLOCKD_VERSION) $(DLOCKD_RELEASE) $(DLOCKD_REVISION)' ] || \
+		echo '$(DLOCKD_VERSION) $(DLOCKD_RELEASE) $(DLOCKD_REVISION)' >$@
 $(BUILD)/service/base/version.o: $(BUILD)/version.txt
-$(BUILD)/service/base/version.o: ALL_CFLAGS += -DDLOCKD_VERSION='"$(DLOCKD_VERSION)"'
+$(BUILD)/service/base/version.o: ALL_CFLAGS += -DDLOCKD_VERSION='"$(DLOCKD_VERSION)"' \
+	-DDLOCKD_RELEASE='"$(DLOCKD_RELEASE)"' -DDLOCKD_REVISION='"$(DLOCKD_REVISION)"'
 
 $(BUILD)/lua_scripts.o: $(BUILD)/lua_scripts.c $(BUILD)/lua_scripts.h | deps-build
 	$(CC) $(ALL_CFLAGS) $(WARN) -c -o $@ $<
@@ -260,6 +302,8 @@ install: $(BUILD)/dlockd $(BUILD)/dlock $(BUILD)/dlockd.service
 		$(DESTDIR)$(PREFIX)/share/dlockd/dlockd.env.example
 	install -m 644 deploy/systemd/auth.conf $(DESTDIR)$(PREFIX)/share/dlockd/auth.conf.example
 	install -m 644 deploy/systemd/tls.conf $(DESTDIR)$(PREFIX)/share/dlockd/tls.conf.example
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 644 cli/dlock.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/dlock
 install-strip:
 	$(MAKE) install INSTALL_PROGRAM='install -m 755 -s'
 
@@ -325,8 +369,21 @@ fuzz: deps-fuzz $(FUZZ_BIN)
 # Build, start a private redis-server unless DLOCKD_REDIS_URL is set, serve
 # until Ctrl-C or SIGTERM (deploy/run-local.sh); DLOCKD_* variables set
 # dlockd's settings (DLOCKD_LISTEN=127.0.0.1:9090 make run).
-run: deps-run $(BUILD)/dlockd
+run: deps-run $(BUILD)/dlockd $(BUILD)/dlock
 	@sh deploy/run-local.sh $(BUILD)/dlockd
+
+# A source tarball, $(BUILD)/dlockd-VERSION.tar.gz: the files git tracks
+# at HEAD (outside git: the tree without build output), under
+# dlockd-VERSION/; it builds with `make run` and `make test` as a checkout
+# does (its version without a commit).
+DIST = dlockd-$(DLOCKD_RELEASE)
+dist:
+	@mkdir -p $(BUILD)
+	@if [ -e .git ]; then git archive --format=tar --prefix=$(DIST)/ HEAD; \
+	else tar --exclude='./build*' --exclude=node_modules --exclude=./.git \
+		--transform 's|^\.|$(DIST)|' -cf - .; fi | gzip -9 >$(BUILD)/$(DIST).tar.gz.tmp
+	@mv $(BUILD)/$(DIST).tar.gz.tmp $(BUILD)/$(DIST).tar.gz
+	@echo $(BUILD)/$(DIST).tar.gz
 
 clean:
 	rm -rf build build-asan build-fuzz $(CONTRACT)/node_modules deploy/node_modules

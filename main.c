@@ -249,7 +249,18 @@ int main(int argc, char **argv)
 	/* sentinels: a resolver finds the master before anything connects */
 	if (url.nsentinels && redis_target_start(&url) < 0)
 		return 1;
-	if (redis_detect_cluster(&url) < 0) {
+	if ((rc = redis_detect_cluster(&url, why, sizeof(why))) > 0) {
+		/* the first thing a newcomer without a Redis sees: where, why,
+		 * and how to point dlockd elsewhere */
+		shown_url = redis_url_redacted(cfg.redis_url);
+		log_warn("cannot reach Redis at %s: %s. Lock calls get 503 until it answers "
+			 "(dlockd keeps trying). Give Redis' address with --redis URL or "
+			 "DLOCKD_REDIS_URL, or run `make run`, which starts a private "
+			 "redis-server", shown_url, why);
+		free(shown_url);
+		shown_url = NULL;
+	}
+	if (rc < 0) {
 		/* a setting a cluster cannot serve: exit 2, as for any bad setting */
 		redis_url_release(&url);
 		redis_tls_release();

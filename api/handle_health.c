@@ -1,8 +1,8 @@
 /* handle_health.c -- /healthz (the process answers), /readyz (Redis answers
  * PING on this loop's backend -- not an error such as LOADING, whose
  * meaning the 503 says -- and the subscriber is connected),
- * /metrics (Prometheus text) and /openapi.yaml (the contract, embedded at
- * build time). */
+ * /metrics (Prometheus text), /openapi.yaml (the contract, embedded at
+ * build time) and / (an index of them, JSON or, for a browser, HTML). */
 #include "api/handlers.h"
 
 #include "api/params.h"
@@ -11,6 +11,7 @@
 #include "service/base/metrics.h"
 #include "service/lock/health.h"
 #include "service/base/util.h"
+#include "service/base/version.h"
 #include "service/lock/waiters.h"
 #include "service/lock/watch.h"
 
@@ -41,6 +42,51 @@ static enum MHD_Result ready_checked(struct request *rq)
 	return reply_json(rq, 200, json_pack("{s:s}", "status", "ready"));
 }
 
+/* GET /'s links: path, what it is. */
+static const char *const index_links[][2] = {
+	{ "/openapi.yaml", "the HTTP API (OpenAPI 3)" },
+	{ "/locks", "the locks held (GET; ?prefix=, ?limit=)" },
+	{ "/metrics", "Prometheus metrics" },
+	{ "/healthz", "liveness: the process answers" },
+	{ "/readyz", "readiness: Redis answers" },
+	{ "/ui", "the status page" },
+};
+#define INDEX_LINKS (sizeof(index_links) / sizeof(index_links[0]))
+
+/* GET /: where to go next, as JSON, or as HTML when the client asks for
+ * text/html (a browser). */
+static enum MHD_Result index_reply(struct request *rq)
+{
+	const char *accept = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND,
+							 MHD_HTTP_HEADER_ACCEPT);
+	json_t *links;
+	char *html;
+	size_t len = 0, cap = 1024;
+
+	if (accept && strstr(accept, "text/html")) {
+		html = xmalloc(cap);
+		len += (size_t)snprintf(html, cap, "<!doctype html>\n<title>dlockd</title>\n"
+					"<h1>dlockd %s</h1>\n<p>Distributed locks over HTTP, kept in "
+					"Redis.</p>\n<ul>\n", dlockd_version);
+		for (size_t i = 0; i < INDEX_LINKS && len < cap; i++)
+			len += (size_t)snprintf(html + len, cap - len,
+						"<li><a href=\"%s\">%s</a>: %s</li>\n",
+						index_links[i][0], index_links[i][0],
+						index_links[i][1]);
+		if (len < cap)
+			len += (size_t)snprintf(html + len, cap - len, "</ul>\n");
+		if (len >= cap)
+			len = cap - 1;
+		return reply_text(rq, 200, "text/html; charset=utf-8", html, len);
+	}
+	links = json_object();
+	for (size_t i = 0; i < INDEX_LINKS; i++)
+		json_object_set_new(links, index_links[i][0] + 1, json_pack("{s:s,s:s}", "href",
+				    index_links[i][0], "title", index_links[i][1]));
+	return reply_json(rq, 200, json_pack("{s:s,s:s,s:o}", "name", "dlockd", "version",
+					     dlockd_version, "links", links));
+}
+
 enum MHD_Result handle_health(struct request *rq)
 {
 	char *text;
@@ -64,6 +110,8 @@ enum MHD_Result handle_health(struct request *rq)
 		text = xmalloc(openapi_doc_len);
 		memcpy(text, openapi_doc, openapi_doc_len);
 		return reply_text(rq, 200, "application/yaml", text, openapi_doc_len);
+	case OP_INDEX:
+		return index_reply(rq);
 	default:
 		return reply_error(rq, ERR_INTERNAL, NULL, "no health handler for this route");
 	}

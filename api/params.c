@@ -247,6 +247,28 @@ static void body_param(struct params_parse *ps, const char *key, json_t *v)
 	}
 }
 
+/* A body of name=value pairs joined by '&' (a form, as curl -d sends
+ * one): a letter or '_' first, an '=' before any character a form's names
+ * never hold. */
+static bool looks_form_encoded(const char *body, size_t len)
+{
+	bool eq = false;
+
+	if (len == 0 || !((body[0] >= 'a' && body[0] <= 'z') || (body[0] >= 'A' && body[0] <= 'Z') ||
+			  body[0] == '_'))
+		return false;
+	for (size_t i = 0; i < len && !eq; i++) {
+		char ch = body[i];
+
+		if (ch == '=')
+			eq = true;
+		else if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+			   (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.'))
+			return false;
+	}
+	return eq;
+}
+
 static int body_params_or_reply(struct params_parse *ps)
 {
 	struct request *rq = ps->rq;
@@ -255,6 +277,13 @@ static int body_params_or_reply(struct params_parse *ps)
 	const char *key;
 
 	root = json_loadb(rq->body, rq->body_len, JSON_REJECT_DUPLICATES, &err);
+	if (!root && looks_form_encoded(rq->body, rq->body_len)) {
+		reply_error(rq, ERR_INVALID_JSON, NULL, "body is not valid JSON: it looks "
+			    "form-encoded (name=value&..., what curl -d sends unless the data "
+			    "is JSON); send a JSON object (-d '{\"owner\":\"worker-1\"}') or put "
+			    "the parameters in the query string (?owner=worker-1)");
+		return -1;
+	}
 	if (!root) {
 		reply_error(rq, ERR_INVALID_JSON, NULL, "body is not valid JSON: %s (line %d, column %d)",
 			    err.text, err.line, err.column);

@@ -43,6 +43,7 @@ static const struct route routes[] = {
 	{ "/readyz", "/readyz", NULL, 0, { [METHOD_GET] = OP_READYZ }, "GET, HEAD" },
 	{ "/metrics", "/metrics", NULL, 0, { [METHOD_GET] = OP_METRICS }, "GET, HEAD" },
 	{ "/openapi.yaml", "/openapi.yaml", NULL, 0, { [METHOD_GET] = OP_OPENAPI }, "GET, HEAD" },
+	{ "/", "/", NULL, 0, { [METHOD_GET] = OP_INDEX }, "GET, HEAD" },
 };
 
 static const char *labels[ARRAY_LEN(routes) + 1];

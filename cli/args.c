@@ -2,6 +2,7 @@
 #include "args.h"
 
 #include <errno.h>
+#include <strings.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,4 +87,25 @@ bool args_int(const char *s, int min, int max, int *out)
 		return false;
 	*out = (int)v;
 	return true;
+}
+
+bool args_server_ok(const char *s)
+{
+	size_t skip = !strncasecmp(s, "http://", 7) ? 7 : !strncasecmp(s, "https://", 8) ? 8 : 0;
+
+	return skip && s[skip] && s[skip] != '/';
+}
+
+const char *args_env(const char *const names[], const char **which)
+{
+	for (size_t i = 0; names[i]; i++) {
+		const char *v = getenv(names[i]);
+
+		if (v && *v) {
+			if (which)
+				*which = names[i];
+			return v;
+		}
+	}
+	return NULL;
 }

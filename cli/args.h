@@ -1,5 +1,6 @@
 /* args.h -- what dlock's options take: durations, the grace a lease
- * leaves room for, and lock kinds. */
+ * leaves room for, lock kinds, server URLs, and the environment's names
+ * for a setting. */
 #ifndef DLOCK_ARGS_H
 #define DLOCK_ARGS_H
 
@@ -23,5 +24,12 @@ bool args_grace_fits(int64_t ttl_ms, int64_t grace_ms);
 bool args_kind(const char *s, enum lease_kind *kind);
 /* A decimal int in min..max. */
 bool args_int(const char *s, int min, int max, int *out);
+/* An http:// or https:// URL with a host (scheme in any case), as
+ * --server and DLOCKD_URL take. */
+bool args_server_ok(const char *s);
+/* The value of the first of names (NULL-terminated: a setting's name,
+ * then its old aliases) set and not empty, *which (may be NULL) naming
+ * it; NULL if none is. */
+const char *args_env(const char *const names[], const char **which);
 
 #endif

@@ -22,17 +22,21 @@
 
 static const char usage_text[] =
 "usage: dlock run [options] NAME [--] COMMAND [ARGS...]\n"
+"       dlock run [options] NAME -c 'SHELL COMMAND'   (as flock -c: with sh -c)\n"
 "       dlock acquire [options] NAME      print DLOCK_* assignments for eval\n"
 "       dlock renew [options] [NAME]      renew the lease (a heartbeat)\n"
 "       dlock release [options] [NAME]    release one hold (--force: whoever holds it)\n"
 "       dlock status [options] NAME       the lock's state as JSON; exit 0 if locked\n"
 "       dlock list [options] [PREFIX]     the names of the locks held, one a line\n"
 "\n"
-"Options (before NAME):\n"
-"  -k, --kind KIND        lock (default), fair, read or write\n"
-"  -s, --server URL       dlockd's address (default $DLOCK_SERVER, else " DEFAULT_SERVER ")\n"
-"      --token-file FILE  the bearer token, on the file's first line (default\n"
-"                         $DLOCK_TOKEN; never on the command line, which ps shows)\n"
+"Options (before NAME; before the subcommand too, as in dlock -s URL run ...):\n"
+"  -k, --kind KIND        lock (default), fair, read or write (flock -s: read)\n"
+"  -s, --server URL       dlockd's http:// or https:// URL (default $DLOCKD_URL,\n"
+"                         else " DEFAULT_SERVER "; old alias $DLOCK_SERVER)\n"
+"      --token-file FILE  read the bearer token from FILE's first line (default\n"
+"                         $DLOCKD_TOKEN_FILE, a path; else $DLOCKD_TOKEN, the\n"
+"                         token itself, old alias $DLOCK_TOKEN; never put a\n"
+"                         token on the command line, which ps shows)\n"
 "      --cacert FILE      for https://: the CA to trust (default $DLOCK_CACERT,\n"
 "                         else the system's)\n"
 "      --cert FILE, --key FILE\n"
@@ -40,8 +44,13 @@ static const char usage_text[] =
 "                         and its key (default $DLOCK_CERT, $DLOCK_KEY)\n"
 "  -o, --owner ID         the owner id (default: unique to this run; renew and\n"
 "                         release take $DLOCK_OWNER when NAME is $DLOCK_NAME)\n"
-"  -w, --wait DURATION    wait this long for the lock (default: until acquired)\n"
-"  -n, --no-wait          do not wait: fail at once if it is held\n"
+"  -w, --wait, --timeout DURATION\n"
+"                         wait this long for the lock (default: until acquired)\n"
+"  -n, --no-wait, --nonblock\n"
+"                         do not wait: fail at once if it is held\n"
+"  -c, --command CMD      run: run CMD with sh -c, instead of COMMAND [ARGS...]\n"
+"  -v, --verbose          say when the lock is acquired (after how long) and\n"
+"                         released\n"
 "  -t, --ttl DURATION     the lease (default 15s)\n"
 "  -g, --grace DURATION   run: SIGTERM to SIGKILL, both inside the lease (default\n"
 "                         5s, or a third of --ttl if less; at most half of --ttl)\n"
@@ -80,6 +89,8 @@ struct opts {
 	bool grace_given;
 	const char *server;
 	const char *token_file;
+	const char *command;	/* -c: run it with sh -c */
+	bool verbose;
 	struct client_tls tls;
 	const char *owner;
 	int64_t wait_ms;	/* -1: until acquired */
@@ -103,6 +114,8 @@ static int usage_error(const char *fmt, const char *arg)
 static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 {
 	enum { O_TOKEN_FILE = 256, O_FORCE, O_JSON, O_CACERT, O_CERT, O_KEY };
+	/* flock's names where they mean the same: --timeout, --nonblock,
+	 * -c/--command, -v/--verbose */
 	static const struct option longopts[] = {
 		{ "kind", required_argument, NULL, 'k' },
 		{ "server", required_argument, NULL, 's' },
@@ -112,7 +125,12 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 		{ "key", required_argument, NULL, O_KEY },
 		{ "owner", required_argument, NULL, 'o' },
 		{ "wait", required_argument, NULL, 'w' },
+		{ "timeout", required_argument, NULL, 'w' },
 		{ "no-wait", no_argument, NULL, 'n' },
+		{ "nonblock", no_argument, NULL, 'n' },
+		{ "command", required_argument, NULL, 'c' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "version", no_argument, NULL, 'V' },
 		{ "ttl", required_argument, NULL, 't' },
 		{ "grace", required_argument, NULL, 'g' },
 		{ "conflict-exit-code", required_argument, NULL, 'E' },
@@ -124,8 +142,8 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 	int c;
 
 	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "+:k:s:o:w:nt:g:E:h", longopts, NULL)) != -1) {
+	optind = 0;		/* getopt anew: this runs twice, before and after the subcommand */
+	while ((c = getopt_long(argc, argv, "+:k:s:o:w:nt:g:E:c:vhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'k':
 			if (!args_kind(optarg, &o->kind))
@@ -133,7 +151,18 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 						   optarg);
 			o->kind_given = true;
 			break;
-		case 's': o->server = optarg; break;
+		case 's':
+			if (!args_server_ok(optarg)) {
+				fprintf(stderr, "dlock: --server '%s' is not an http:// or https:// "
+					"URL (flock's -s, --shared, is --kind read in dlock; dlock "
+					"--help for usage)\n", optarg);
+				return EXIT_USAGE;
+			}
+			o->server = optarg;
+			break;
+		case 'c': o->command = optarg; break;
+		case 'v': o->verbose = true; break;
+		case 'V': printf("dlock %s\n", dlockd_version); exit(0);
 		case O_TOKEN_FILE: o->token_file = optarg; break;
 		case O_CACERT: o->tls.ca_file = optarg; break;
 		case O_CERT: o->tls.cert_file = optarg; break;
@@ -146,8 +175,8 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 			break;
 		case 'w':
 			if (!args_duration(optarg, &o->wait_ms))
-				return usage_error("--wait '%s' is not a duration (500ms, 30s, 5m)",
-						   optarg);
+				return usage_error("--wait/--timeout '%s' is not a duration (500ms, "
+						   "30s, 5m; a bare number is seconds)", optarg);
 			break;
 		case 'n': o->wait_ms = 0; break;
 		case 't':
@@ -181,22 +210,28 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 	return 0;
 }
 
-/* The bearer token: --token-file's first line, else $DLOCK_TOKEN, else
- * none. NULL with *bad set when the file cannot be read. */
+/* The bearer token: the first line of --token-file, else of
+ * $DLOCKD_TOKEN_FILE; else $DLOCKD_TOKEN (or its old alias $DLOCK_TOKEN);
+ * else none. NULL with *bad set when the file cannot be read. */
 static char *read_token(const struct opts *o, bool *bad)
 {
-	const char *env = getenv("DLOCK_TOKEN");
+	static const char *const file_env[] = { "DLOCKD_TOKEN_FILE", NULL };
+	static const char *const token_env[] = { "DLOCKD_TOKEN", "DLOCK_TOKEN", NULL };
+	const char *env = args_env(token_env, NULL), *path = o->token_file;
+	const char *from = "--token-file";
 	char *line = NULL;
 	size_t cap = 0;
 	ssize_t n;
 	FILE *f;
 
 	*bad = false;
-	if (!o->token_file)
-		return env && *env ? strdup(env) : NULL;
-	f = fopen(o->token_file, "r");
+	if (!path && (path = args_env(file_env, NULL)))
+		from = file_env[0];
+	if (!path)
+		return env ? strdup(env) : NULL;
+	f = fopen(path, "r");
 	if (!f) {
-		fprintf(stderr, "dlock: --token-file '%s': %m\n", o->token_file);
+		fprintf(stderr, "dlock: %s '%s': %m\n", from, path);
 		*bad = true;
 		return NULL;
 	}
@@ -205,8 +240,7 @@ static char *read_token(const struct opts *o, bool *bad)
 	while (n > 0 && strchr(" \t\r\n", line[n - 1]))
 		line[--n] = '\0';
 	if (n <= 0) {
-		fprintf(stderr, "dlock: --token-file '%s' has no token on its first line\n",
-			o->token_file);
+		fprintf(stderr, "dlock: %s '%s' has no token on its first line\n", from, path);
 		free(line);
 		*bad = true;
 		return NULL;
@@ -364,15 +398,22 @@ int main(int argc, char **argv)
 						"list" };
 	struct opts o = { .wait_ms = -1, .ttl_ms = DEFAULT_TTL_MS, .grace_ms = DEFAULT_GRACE_MS,
 			  .conflict_exit = EXIT_CONFLICT_DEFAULT };
+	static const char *const server_env[] = { "DLOCKD_URL", "DLOCK_SERVER", NULL };
 	struct lease l = { 0 };
-	const char *cmd = argc > 1 ? argv[1] : "", *name = NULL, *env_name;
-	int first = 0, status, n = -1;
+	const char *cmd, *name = NULL, *env_name, *server_from = "--server";
+	char *sh_argv[] = { (char *)"sh", (char *)"-c", NULL, NULL }, **command;
+	int first = 0, status, n = -1, at = 1;
 	bool bad_token, dashdash = false;
 	char *token;
 
 	bool stdout_closed = fcntl(STDOUT_FILENO, F_GETFD) < 0;
 
 	run_note_inherited();	/* reopens a closed stdout on /dev/null */
+	/* options before the subcommand: dlock -s URL run ... */
+	if (argc > 1 && argv[1][0] == '-' && strcmp(argv[1], "-") &&
+	    (status = parse_opts(argc, argv, &o, &at)))
+		return status;
+	cmd = at < argc ? argv[at] : "";
 	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
 		fputs(usage_text, stdout);
 		return 0;
@@ -386,9 +427,9 @@ int main(int argc, char **argv)
 			n = (int)i;
 	if (n < 0)
 		return usage_error(*cmd ? "unknown command '%s'" : "no command%s", cmd);
-	if ((status = parse_opts(argc - 1, argv + 1, &o, &first)))
+	if ((status = parse_opts(argc - at, argv + at, &o, &first)))
 		return status;
-	first++;		/* an index into argv, past the subcommand */
+	first += at;		/* an index into argv, past the subcommand */
 
 	/* NAME: run, acquire and status need one; renew and release default
 	 * to $DLOCK_NAME, and take its owner and kind with it */
@@ -414,13 +455,24 @@ int main(int argc, char **argv)
 	if ((n == C_RENEW || (n == C_RELEASE && !o.force)) && !o.owner)
 		return usage_error("%s needs --owner (or $DLOCK_OWNER with $DLOCK_NAME)", cmd);
 	if (n == C_RUN) {
+		/* flock's order: NAME -c 'COMMAND' */
+		if (first + 1 < argc && (!strcmp(argv[first], "-c") ||
+					 !strcmp(argv[first], "--command"))) {
+			if (o.command)
+				return usage_error("-c given twice%s", "");
+			o.command = argv[first + 1];
+			first += 2;
+		}
+		if (o.command && first < argc)
+			return usage_error("-c CMD and a COMMAND ('%s'): give one of them",
+					   argv[first]);
 		if (first < argc && !strcmp(argv[first], "--")) {
 			first++;
 			dashdash = true;
 		}
-		if (first >= argc)
-			return usage_error("run needs a COMMAND after NAME%s", "");
-		if (!dashdash && argv[first][0] == '-')
+		if (first >= argc && !o.command)
+			return usage_error("run needs a COMMAND after NAME (or -c 'CMD')%s", "");
+		if (!o.command && !dashdash && argv[first][0] == '-')
 			return usage_error("'%s' after NAME: options go before NAME", argv[first]);
 		/* the stop comes inside the lease: the grace must leave room */
 		if (!o.grace_given) {
@@ -433,6 +485,8 @@ int main(int argc, char **argv)
 				(long long)(o.ttl_ms / 2));
 			return EXIT_USAGE;
 		}
+	} else if (o.command) {
+		return usage_error("-c is for run, not %s", cmd);
 	} else if (n == C_LIST ? argc - first > 1 : first < argc) {
 		return usage_error("unexpected argument '%s'", argv[n == C_LIST ? first + 1 : first]);
 	}
@@ -443,9 +497,13 @@ int main(int argc, char **argv)
 		fputs("dlock: acquire: stdout is closed: nobody would learn the owner id\n", stderr);
 		return EXIT_OUTPUT;
 	}
-	if (!o.server)
-		o.server = getenv("DLOCK_SERVER") && *getenv("DLOCK_SERVER") ? getenv("DLOCK_SERVER")
-									       : DEFAULT_SERVER;
+	if (!o.server && !(o.server = args_env(server_env, &server_from)))
+		o.server = DEFAULT_SERVER;
+	if (!args_server_ok(o.server)) {	/* --server is checked as it is parsed */
+		fprintf(stderr, "dlock: %s '%s' is not an http:// or https:// URL (dlock --help "
+			"for usage)\n", server_from, o.server);
+		return EXIT_USAGE;
+	}
 	if (!o.tls.ca_file && getenv("DLOCK_CACERT") && *getenv("DLOCK_CACERT"))
 		o.tls.ca_file = getenv("DLOCK_CACERT");
 	if (!o.tls.cert_file && getenv("DLOCK_CERT") && *getenv("DLOCK_CERT"))
@@ -467,6 +525,7 @@ int main(int argc, char **argv)
 	l.kind = o.kind;
 	l.name = name;
 	l.ttl_ms = o.ttl_ms;
+	l.verbose = o.verbose;
 	l.owner_given = o.owner != NULL;
 	if (o.owner)
 		snprintf(l.owner, sizeof(l.owner), "%s", o.owner);
@@ -478,7 +537,9 @@ int main(int argc, char **argv)
 		struct run_opts ro = { .wait_ms = o.wait_ms, .grace_ms = o.grace_ms,
 				       .conflict_exit = o.conflict_exit };
 
-		status = run_command(&l, &ro, argv + first);
+		sh_argv[2] = (char *)o.command;
+		command = o.command ? sh_argv : argv + first;
+		status = run_command(&l, &ro, command);
 		break;
 	}
 	case C_ACQUIRE: status = cmd_acquire(&l, &o); break;

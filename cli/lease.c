@@ -119,18 +119,28 @@ int lease_exit_code(enum lease_outcome out, int conflict_exit)
 	}
 }
 
+const char *lease_hint(const struct answer *a)
+{
+	if (a->status == 401)
+		return " (give dlock the token with --token-file FILE, or DLOCKD_TOKEN=TOKEN or "
+		       "DLOCKD_TOKEN_FILE=FILE in its environment)";
+	if (a->status == 0)
+		return " (point dlock at another dlockd with --server URL or DLOCKD_URL=URL)";
+	return "";
+}
+
 /* Print what an unwelcome answer says, doing what. */
 static void say_answer(const struct lease *l, const char *doing, const struct answer *a)
 {
 	if (a->status == 0)
-		lease_say(l, "%s: cannot reach dlockd at %s: %s", doing, client_server(l->client),
-		    a->error);
+		lease_say(l, "%s: cannot reach dlockd at %s: %s%s", doing, client_server(l->client),
+		    a->error, lease_hint(a));
 	else if (*answer_message(a))
-		lease_say(l, "%s: dlockd answered %ld %s: %s", doing, a->status, answer_code(a),
-		    answer_message(a));
+		lease_say(l, "%s: dlockd answered %ld %s: %s%s", doing, a->status, answer_code(a),
+		    answer_message(a), lease_hint(a));
 	else
-		lease_say(l, "%s: dlockd at %s answered %ld", doing, client_server(l->client),
-		    a->status);
+		lease_say(l, "%s: dlockd at %s answered %ld%s", doing, client_server(l->client),
+		    a->status, lease_hint(a));
 }
 
 /* The lock's path, then op ("" or "/heartbeat"), then the query. */
@@ -244,7 +254,8 @@ static enum lease_outcome confirm(struct lease *l, int sigfd)
 	}
 }
 
-enum lease_outcome lease_acquire(struct lease *l, int64_t wait_ms, int sigfd)
+/* lease_acquire without its -v line. */
+static enum lease_outcome acquire(struct lease *l, int64_t wait_ms, int sigfd)
 {
 	int64_t deadline = wait_ms < 0 ? INT64_MAX : mono_ms() + wait_ms;
 	int64_t chunk = WAIT_CHUNK_MS, first_fail = 0;
@@ -304,6 +315,16 @@ enum lease_outcome lease_acquire(struct lease *l, int64_t wait_ms, int sigfd)
 		} else if (out == LEASE_UNAVAILABLE) {
 			if (!first_fail)
 				first_fail = now;
+			/* the first of a run of failures: say so, and what is tried */
+			if (!attempt && now < deadline && a.status == 0)
+				lease_say(l, "cannot reach dlockd at %s: %s; retrying for %d s%s",
+					  client_server(l->client), a.error, RETRY_FOR_MS / 1000,
+					  lease_hint(&a));
+			else if (!attempt && now < deadline)
+				lease_say(l, "dlockd at %s answered %ld%s%s; retrying for %d s",
+					  client_server(l->client), a.status,
+					  *answer_code(&a) ? " " : "", answer_code(&a),
+					  RETRY_FOR_MS / 1000);
 			next = retry_in(&a, first_fail, now, attempt++);
 			if (next < 0 || now >= deadline)
 				say_answer(l, "acquiring", &a);
@@ -323,6 +344,17 @@ enum lease_outcome lease_acquire(struct lease *l, int64_t wait_ms, int sigfd)
 	}
 	if (out == LEASE_CONFLICT)
 		lease_say(l, "held by another owner: not acquired within the wait");
+	return out;
+}
+
+enum lease_outcome lease_acquire(struct lease *l, int64_t wait_ms, int sigfd)
+{
+	int64_t t0 = mono_ms();
+	enum lease_outcome out = acquire(l, wait_ms, sigfd);
+
+	if (out == LEASE_OK && l->verbose)
+		lease_say(l, "acquired after %.3f s, fencing token %lld, lease %lld ms",
+			  (double)(mono_ms() - t0) / 1000, l->fencing_token, (long long)l->ttl_ms);
 	return out;
 }
 
@@ -375,6 +407,8 @@ enum lease_outcome lease_release(struct lease *l, bool force, bool quiet_not_hel
 			       ? retry_in(&a, first_fail, mono_ms(), attempt++) : -1;
 		if (next < 0 && out != LEASE_OK && !(out == LEASE_LOST && quiet_not_held))
 			say_answer(l, "releasing", &a);
+		if (out == LEASE_OK && l->verbose)
+			lease_say(l, "released");
 		answer_release(&a);
 		if (next < 0)
 			return out;

@@ -42,6 +42,7 @@ struct lease {
 	char owner[129];
 	bool owner_given;	/* by the user: others may use it too (reentrant=true) */
 	int64_t ttl_ms;		/* asked for, on every grant and renewal */
+	bool verbose;		/* -v: say when it is granted and released */
 	/* once granted */
 	long long fencing_token;
 	int64_t end_ms;		/* mono_ms() by which the lease surely ends */
@@ -59,6 +60,9 @@ const char *lease_kind_name(enum lease_kind kind);
 bool lease_id_ok(const char *s, size_t max);
 /* "dlock: <kind> '<name>': <what>" on stderr. */
 void lease_say(const struct lease *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* What a user can do about an answer: for a 401, how to give a token;
+ * for no answer, how to point dlock at another dlockd; else "". */
+const char *lease_hint(const struct answer *a);
 /* A unique owner id for this run of dlock into owner (129 bytes). */
 void lease_make_owner(char *owner);
 

@@ -528,6 +528,12 @@ int run_command(struct lease *l, const struct run_opts *o, char *const argv[])
 	s.pgid = spawn(l, argv, &in, &err);
 	if (s.pgid < 0) {
 		lease_say(l, "cannot run '%s': %s", argv[0], strerror(err));
+		/* dlock runs no shell: a shell command given as one word is
+		 * looked up as a file named after all of it */
+		if (err == ENOENT && strpbrk(argv[0], " \t;&|<>$"))
+			lease_say(l, "a shell command? dlock runs none: write "
+				  "dlock run %s -- sh -c '%s' (or -c '%s')", l->name, argv[0],
+				  argv[0]);
 		status = err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
 	} else {
 		status = supervise(&s);

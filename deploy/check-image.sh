@@ -4,7 +4,8 @@
 # build/dlock link to directly must come from a package the runtime stage
 # installs (or from libc6, which debian:bookworm-slim has); and the
 # default of the Dockerfile's VERSION (the image's version label and what
-# its dlockd --version prints) must be openapi.yaml's info.version.
+# its dlockd --version prints) must be the VERSION file's, as
+# openapi.yaml's info.version must.
 #   sh deploy/check-image.sh [build/dlockd build/dlock]
 set -eu
 [ $# -gt 0 ] || set -- build/dlockd build/dlock
@@ -22,10 +23,12 @@ for lib in $(for bin in "$@"; do objdump -p "$bin"; done | awk '/NEEDED/{print $
 	*) missing="$missing $lib($pkg)" ;;
 	esac
 done
-version=$(sed -n 's/^  version: *//p' openapi.yaml | head -n 1)
+version=$(cat VERSION)
+api=$(sed -n 's/^  version: *//p' openapi.yaml | head -n 1)
 arg=$(sed -n 's/^ARG VERSION=//p' Dockerfile | head -n 1)
-if [ "$arg" != "$version" ]; then
-	echo "Dockerfile's ARG VERSION=$arg is not openapi.yaml's info.version $version" >&2
+if [ "$arg" != "$version" ] || [ "$api" != "$version" ]; then
+	echo "Dockerfile's ARG VERSION=$arg and openapi.yaml's info.version $api must be" \
+		"VERSION's $version" >&2
 	exit 1
 fi
 if [ -n "$missing" ]; then

@@ -203,8 +203,10 @@ char *metrics_render(unsigned waiters, unsigned watches, size_t *len)
 	struct out o = { .p = xmalloc(8192), .cap = 8192 };
 	char labels[128];
 
-	header(&o, "dlockd_build_info", "gauge", "Always 1; the version label says which dlockd this is.");
-	emit(&o, "dlockd_build_info{version=\"%s\"} 1\n", dlockd_version);
+	header(&o, "dlockd_build_info", "gauge",
+	       "Always 1; the version (semantic) and revision (commit) labels say which dlockd this is.");
+	emit(&o, "dlockd_build_info{version=\"%s\",revision=\"%s\"} 1\n", dlockd_release,
+	     dlockd_revision);
 	for (int i = 0; i < METRIC_COUNT; i++) {
 		header(&o, metric_rows[i].name, "counter", metric_rows[i].help);
 		emit(&o, "%s %llu\n", metric_rows[i].name, get(&counters[i]));

@@ -97,8 +97,10 @@ static const struct option_row rows[O_COUNT] = {
 	[O_LOG_FORMAT] = { "log-format", "DLOCKD_LOG_FORMAT", OPT_FORMAT, 0, 0, "FORMAT",
 		"json (one object per line) or text", "json" },
 	[O_AUTH_FILE] = { "auth-file", "DLOCKD_AUTH_FILE", OPT_STRING, 0, 0, "FILE",
-		"bearer tokens, one '<token> <role> <prefix>' per line; re-read on "
-		"SIGHUP", "none (no auth)" },
+		"bearer tokens, one '<token> <role> <prefix> <name>' per line (role "
+		"client or admin, prefix * for every lock, name the token's, for "
+		"the logs; a line without a name is refused); re-read on SIGHUP "
+		"and when it changes", "none (no auth)" },
 	[O_TLS_CERT] = { "tls-cert", "DLOCKD_TLS_CERT", OPT_STRING, 0, 0, "FILE",
 		"serve HTTPS on --listen with this certificate (PEM, the server's "
 		"first, then its chain); needs --tls-key. Re-read with the key on "
@@ -182,7 +184,7 @@ static void usage(FILE *out)
 		"a flag wins over its variable.\n\n");
 	for (int i = 0; i < O_COUNT; i++) {
 		const struct option_row *r = &rows[i];
-		char left[64], text[512];
+		char left[64], text[1024];	/* the longest help (--redis) and more */
 		int n;
 
 		snprintf(left, sizeof(left), "--%s %s", r->flag, r->metavar);

@@ -12,6 +12,7 @@
 #include "service/redis/redis_target.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 /* A blocking call's timeout, as a pipelined call's (redis_node.c). */
@@ -143,32 +144,45 @@ fail:
 	return NULL;
 }
 
-int redis_detect_cluster(struct redis_url *url)
+int redis_detect_cluster(struct redis_url *url, char *why, size_t why_len)
 {
 	struct redis_url db0;
 	redisContext *c;
 	redisReply *r;
 
-	if (url->nsentinels || url->unix_path)
+	if (url->nsentinels)
 		return 0;
 	db0 = *url;
 
 	db0.db = 0;	/* a cluster node refuses SELECT: ask without it */
 	if (url->nseeds > 1) {
 		url->cluster = true;
-	} else if ((c = redis_open_blocking_at(&db0, url->host, url->port))) {
+		return 0;
+	}
+	c = url->unix_path ? redis_connect_url(&db0, REDIS_CONNECT_TIMEOUT_MS, true)
+			   : redis_connect_tcp(&db0, url->host, url->port, REDIS_CONNECT_TIMEOUT_MS,
+					       true);
+	if (!c || c->err) {
+		snprintf(why, why_len, "%s", c ? c->errstr : "cannot allocate a connection");
+		redisFree(c);
+		/* not said first: whoever reads the warning needs the address */
+		log_debug("redis did not answer at start: taken for a single Redis, not a "
+			  "cluster (list two or more cluster nodes in --redis to say it is one)");
+		return 1;
+	}
+	if (blocking_setup(c, &db0) < 0) {
+		snprintf(why, why_len, "%s", c->errstr[0] ? c->errstr : "its set-up (AUTH) failed");
+		redisFree(c);
+		return 1;
+	}
+	if (!url->unix_path) {
 		r = redisCommand(c, "INFO cluster");
 		url->cluster = r && r->type == REDIS_REPLY_STRING &&
 			       strstr(r->str, "cluster_enabled:1");
 		if (r)
 			freeReplyObject(r);
-		redisFree(c);
-	} else {
-		log_warn("redis %s:%d did not answer: taken for a single Redis, not a cluster "
-			 "(list two or more cluster nodes in --redis to say it is one)", url->host,
-			 url->port);
-		return 0;
 	}
+	redisFree(c);
 	if (url->cluster && url->db) {
 		log_error("redis url: a Redis Cluster has database 0 only, not %d", url->db);
 		return -1;

@@ -8,6 +8,7 @@
 
 #include <hiredis/hiredis.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 /* A blocking connection to url (the subscriber's), authenticated and on the
  * right db, with the command timeout set; NULL (and a log line) if Redis
@@ -29,9 +30,11 @@ bool redis_has_sharded_pubsub(const struct redis_url *url);
 
 /* Decide url->cluster before any connection is made: a redis:// URL with
  * several hosts names a cluster's seeds; with one, the node is asked
- * (INFO cluster: cluster_enabled), and one that does not answer is taken
- * for a single Redis (logged). -1 (logged) for a setting a cluster cannot
- * serve (a database other than 0). */
-int redis_detect_cluster(struct redis_url *url);
+ * (INFO cluster: cluster_enabled). Returns 0; 1 when the Redis of url
+ * (a single host or a unix socket) did not answer, why (why_len bytes)
+ * saying why ("Connection refused"), and it is taken for a single Redis;
+ * -1 (logged) for a setting a cluster cannot serve (a database other
+ * than 0). Sentinel URLs are not asked (0). */
+int redis_detect_cluster(struct redis_url *url, char *why, size_t why_len);
 
 #endif

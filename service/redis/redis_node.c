@@ -120,6 +120,8 @@ struct redis_node {
 	bool overdue;			/* a command went unanswered past its give-up:
 					 * send nothing more, close once all are told */
 	bool closing;			/* redis_node_free() runs: fail every send */
+	bool told_down;			/* "cannot connect" was logged at warn since
+					 * the last connection that worked */
 	bool not_master;		/* a sentinel URL's node answered ROLE or a
 					 * command as a replica: drop the connection
 					 * once the current callbacks return */
@@ -236,7 +238,28 @@ static void conn_drop(struct redis_node *c, const char *why)
 {
 	if (!c->ctx)
 		return;
-	log_warn("redis connection lost: %s", why);
+	if (c->ready) {
+		log_warn("redis connection lost: %s", why);
+	} else {
+		/* a connection that never worked was not lost: say where it
+		 * went, once until one works (then at debug, every retry) */
+		char where[300];
+
+		if (c->url->unix_path)
+			snprintf(where, sizeof(where), "unix://%s", c->url->unix_path);
+		else if (c->node_host || c->url->host)
+			snprintf(where, sizeof(where), "%s:%d",
+				 c->node_host ? c->node_host : c->url->host,
+				 c->node_host ? c->node_port : c->url->port);
+		else
+			snprintf(where, sizeof(where), "the master the sentinels named");
+		if (c->told_down)
+			log_debug("redis: cannot connect to %s: %s; retrying", where, why);
+		else
+			log_warn("redis: cannot connect to %s: %s; retrying until it answers",
+				 where, why);
+		c->told_down = true;
+	}
 	conn_close(c);
 	if (c->gen)
 		redis_target_lost(c->url->target, c->gen);	/* ask the sentinels again */
@@ -464,6 +487,7 @@ static void on_time(void *ctx, redisReply *r)
 		return;		/* the connection is gone; a new one measures anew */
 	if (!c->ready) {
 		c->ready = true;
+		c->told_down = false;
 		c->backoff_ms = timing.backoff_min_ms;
 	}
 	if (r->type == REDIS_REPLY_ERROR) {

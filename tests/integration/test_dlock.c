@@ -832,3 +832,169 @@ TEST(dlock_runs_against_an_https_dlockd_with_client_certificates)
 	      err_of(&p));
 	dlockd_stop(&d, 5000);
 }
+
+/* Start dlock with DLOCK_SERVER unset (empty) and the variables of envv
+ * (NULL-terminated "NAME=value"s, at most 6) in its environment. */
+static void dlock_start_env(struct proc *p, const char *const *envv, const char *tag, ...)
+{
+	const char *argv[32], *env[8] = { "DLOCK_SERVER=" };
+	int argc = 0, n = 1;
+	va_list ap;
+
+	for (int i = 0; envv && envv[i] && n < 7; i++)
+		env[n++] = envv[i];
+	env[n] = NULL;
+	argv[argc++] = dlock_bin();
+	va_start(ap, tag);
+	while (argc < 31 && (argv[argc] = va_arg(ap, const char *)))
+		argc++;
+	va_end(ap);
+	argv[argc] = NULL;
+	proc_start(p, argv, env, tag);
+}
+
+/* One name per setting: DLOCKD_URL (as the examples and manifests read
+ * it), DLOCKD_TOKEN (the value) and DLOCKD_TOKEN_FILE (a path); the old
+ * DLOCK_SERVER and DLOCK_TOKEN stay as aliases; --server wins over both.
+ * A 401 says how to give a token. */
+TEST(dlock_reads_dlockd_url_and_dlockd_token)
+{
+	static const char token[] = "dlock-url-token-0c2e8b7d14f9";
+	char url[128], bad_url[128], tok[128], tokfile[300], tokfile_env[320], alias[128];
+	const char *n = lockname("dlock-names");
+	struct dlockd_srv d;
+	struct proc p;
+	FILE *f;
+	int code;
+
+	snprintf(tokfile, sizeof(tokfile), "%s/dlock-names-token", test_tmpdir());
+	f = fopen(tokfile, "w");
+	CHECK(f, "write the token file");
+	fprintf(f, "%s\n", token);
+	fclose(f);
+	CHECK(dlockd_start_auth(&d, "dlock-names-auth", "dlock-url-token-0c2e8b7d14f9 client * names\n")
+	      == 0, "dlockd with --auth-file");
+	snprintf(url, sizeof(url), "DLOCKD_URL=%s", d.base);
+	snprintf(tok, sizeof(tok), "DLOCKD_TOKEN=%s", token);
+	snprintf(tokfile_env, sizeof(tokfile_env), "DLOCKD_TOKEN_FILE=%s", tokfile);
+	snprintf(alias, sizeof(alias), "DLOCK_TOKEN=%s", token);
+
+	dlock_start_env(&p, (const char *[]){ url, tok, NULL }, "url-token", "run", "-n", n, "--",
+			"true", NULL);
+	CHECK((code = dlock_wait(&p)) == 0, "DLOCKD_URL and DLOCKD_TOKEN: 0 (%d: %s)", code,
+	      err_of(&p));
+	dlock_start_env(&p, (const char *[]){ url, tokfile_env, NULL }, "url-tokfile", "run", "-n",
+			n, "--", "true", NULL);
+	CHECK((code = dlock_wait(&p)) == 0, "DLOCKD_TOKEN_FILE: 0 (%d: %s)", code, err_of(&p));
+	dlock_start_env(&p, (const char *[]){ url, alias, NULL }, "url-alias", "run", "-n", n, "--",
+			"true", NULL);
+	CHECK((code = dlock_wait(&p)) == 0, "DLOCK_TOKEN still works: 0 (%d: %s)", code,
+	      err_of(&p));
+	/* --server wins over DLOCKD_URL */
+	snprintf(bad_url, sizeof(bad_url), "DLOCKD_URL=http://127.0.0.1:%d", free_port());
+	dlock_start_env(&p, (const char *[]){ bad_url, tok, NULL }, "server-wins", "run", "-n",
+			"--server", d.base, n, "--", "true", NULL);
+	CHECK((code = dlock_wait(&p)) == 0, "--server over DLOCKD_URL: 0 (%d: %s)", code,
+	      err_of(&p));
+	/* no token: 77, and how to give one */
+	dlock_start_env(&p, (const char *[]){ url, NULL }, "no-token", "run", "-n", n, "--", "true",
+			NULL);
+	CHECK((code = dlock_wait(&p)) == 77 && strstr(err_of(&p), "401") &&
+	      strstr(err_of(&p), "--token-file") && strstr(err_of(&p), "DLOCKD_TOKEN"),
+	      "no token: 77 naming --token-file and DLOCKD_TOKEN (%d: %s)", code, err_of(&p));
+	dlockd_stop(&d, 5000);
+
+	/* the suite's dlockd, by DLOCK_SERVER, the alias */
+	snprintf(alias, sizeof(alias), "DLOCK_SERVER=%s", H_dlockd.base);
+	dlock_start_env(&p, (const char *[]){ alias, NULL }, "alias", "status", n, NULL);
+	CHECK((code = dlock_wait(&p)) == 1, "DLOCK_SERVER still works: 1, not locked (%d: %s)",
+	      code, err_of(&p));
+	/* the help names the variables, and not DLOCK_TOKEN as a file */
+	dlock_start(&p, NULL, NULL, "help", "--help", NULL);
+	CHECK(dlock_wait(&p) == 0 && strstr(out_of(&p), "DLOCKD_URL") &&
+	      strstr(out_of(&p), "DLOCKD_TOKEN_FILE") && !strstr(out_of(&p), "(default\n"
+		"                         $DLOCK_TOKEN"),
+	      "--help names DLOCKD_URL, DLOCKD_TOKEN_FILE: %s", out_of(&p));
+}
+
+/* flock's habits where they do not clash: --nonblock, --timeout, -c CMD
+ * (through sh -c, before or after NAME), -v; options before the
+ * subcommand; a --server that is no URL (flock's -s is --shared) is
+ * refused; a command with spaces that is not found gets the sh -c hint. */
+TEST(dlock_takes_flock_habits)
+{
+	const char *n = lockname("dlock-flock");
+	char down[64];
+	struct proc p;
+	int64_t t0;
+	int code;
+
+	CHECK(lock_hold(NULL, n, "other", 30000), "another owner holds it");
+	dlock_start(&p, NULL, NULL, "nonblock", "run", "--nonblock", n, "--", "true", NULL);
+	CHECK((code = dlock_wait(&p)) == 1 && strstr(err_of(&p), "held by another owner"),
+	      "--nonblock on a held lock: 1 (%d: %s)", code, err_of(&p));
+	t0 = mono_ms();
+	dlock_start(&p, NULL, NULL, "timeout", "run", "--timeout", "0.7", n, "--", "true", NULL);
+	CHECK((code = dlock_wait(&p)) == 1 && mono_ms() - t0 >= 650,
+	      "--timeout 0.7: 1 after the wait (%d after %lld ms: %s)", code,
+	      (long long)(mono_ms() - t0), err_of(&p));
+	CHECK(lock_release(NULL, n, "other") == 200, "release");
+
+	dlock_start(&p, NULL, NULL, "c-after", "run", n, "-c", "echo a && echo \"$DLOCK_NAME\"",
+		    NULL);
+	CHECK((code = dlock_wait(&p)) == 0 && strstr(out_of(&p), "a\n") &&
+	      strstr(out_of(&p), n), "run NAME -c CMD runs CMD with sh -c (%d: %s %s)", code,
+	      out_of(&p), err_of(&p));
+	dlock_start(&p, NULL, NULL, "c-before", "run", "-c", "exit 3", n, NULL);
+	CHECK((code = dlock_wait(&p)) == 3, "run -c CMD NAME: its status (%d: %s)", code,
+	      err_of(&p));
+	dlock_start(&p, NULL, NULL, "c-and-cmd", "run", "-c", "true", n, "--", "true", NULL);
+	CHECK((code = dlock_wait(&p)) == 64, "-c and a COMMAND: 64 (%d: %s)", code, err_of(&p));
+	dlock_start(&p, NULL, NULL, "verbose", "run", "-v", n, "--", "true", NULL);
+	CHECK((code = dlock_wait(&p)) == 0 && strstr(err_of(&p), "acquired") &&
+	      strstr(err_of(&p), "fencing token") && strstr(err_of(&p), "released"),
+	      "-v says when it got the lock and let it go (%d: %s)", code, err_of(&p));
+
+	/* global options before the subcommand */
+	dlock_start_env(&p, NULL, "global", "-s", H_dlockd.base, "--ttl", "5s", "run", "-n", n,
+			"--", "true", NULL);
+	CHECK((code = dlock_wait(&p)) == 0, "dlock -s URL --ttl 5s run ...: 0 (%d: %s)", code,
+	      err_of(&p));
+	dlock_start(&p, NULL, NULL, "global-v", "-V", NULL);
+	CHECK(dlock_wait(&p) == 0 && !strncmp(out_of(&p), "dlock ", 6), "dlock -V: %s",
+	      out_of(&p));
+
+	/* flock -s NAME: here the name would be taken for a URL */
+	dlock_start(&p, NULL, NULL, "s-name", "run", "-s", n, "--", "true", NULL);
+	CHECK((code = dlock_wait(&p)) == 64 && strstr(err_of(&p), "--server") &&
+	      strstr(err_of(&p), "http://"),
+	      "run -s NAME: 64, --server must be an http(s) URL (%d: %s)", code, err_of(&p));
+	snprintf(down, sizeof(down), "DLOCKD_URL=%s", n);
+	dlock_start_env(&p, (const char *[]){ down, NULL }, "url-name", "status", n, NULL);
+	CHECK((code = dlock_wait(&p)) == 64 && strstr(err_of(&p), "DLOCKD_URL"),
+	      "DLOCKD_URL that is no URL: 64 naming it (%d: %s)", code, err_of(&p));
+
+	/* a shell command given as one word */
+	dlock_start(&p, NULL, NULL, "spaces", "run", n, "echo a && echo b", NULL);
+	CHECK((code = dlock_wait(&p)) == 127 && strstr(err_of(&p), "-- sh -c '"),
+	      "a command with spaces not found: 127 and the sh -c hint (%d: %s)", code,
+	      err_of(&p));
+	CHECK(flag_of(NULL, "locked", "/locks/%s", n) == 0, "nothing is held");
+}
+
+/* Nothing listening: dlock says where it tried, how to point it
+ * elsewhere, and that it is retrying, before it gives up. */
+TEST(dlock_unreachable_says_where_and_that_it_retries)
+{
+	char down[64];
+	struct proc p;
+	int code;
+
+	snprintf(down, sizeof(down), "http://127.0.0.1:%d", free_port());
+	dlock_start(&p, down, NULL, "down", "run", lockname("dlock-down"), "--", "true", NULL);
+	CHECK(WAIT_FOR(strstr(err_of(&p), "retrying"), 5000),
+	      "within 5 s it says it is retrying: %s", err_of(&p));
+	CHECK(strstr(err_of(&p), down) && strstr(err_of(&p), "DLOCKD_URL") &&
+	      strstr(err_of(&p), "--server"), "where it tried and how to set it: %s", err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 69, "then 69 (%d: %s)", code, err_of(&p));
+}

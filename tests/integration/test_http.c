@@ -803,3 +803,69 @@ TEST(past_max_connections_a_client_gets_503_at_once)
 	      "requests are served again once the idle connections are gone");
 	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
 }
+
+/* ----- First contact ----- */
+
+/* GET / is an index: JSON by default, HTML for a browser (Accept:
+ * text/html), each linking the contract, the metrics, the health checks
+ * and the status page. */
+TEST(root_is_an_index_of_the_other_resources)
+{
+	static const char *const links[] = { "/openapi.yaml", "/metrics", "/healthz", "/readyz",
+					     "/ui" };
+	struct raw_resp r = { 0 };
+	struct http_resp h;
+	char req[256];
+
+	CHECK(http("GET", "/", NULL, &h) == 0 && h.status == 200, "GET / answers 200 (%ld: %s)",
+	      h.status, h.body ? h.body : "");
+	CHECK(h.json && !strncmp(h.content_type, "application/json", 16),
+	      "as JSON by default (%s): %s", h.content_type, h.body);
+	for (size_t i = 0; i < sizeof(links) / sizeof(links[0]); i++)
+		CHECK(h.body && strstr(h.body, links[i]), "it links %s: %s", links[i], h.body);
+	CHECK(json_str(&h, "version") && *json_str(&h, "version"), "and says the version: %s",
+	      h.body);
+	http_free(&h);
+
+	snprintf(req, sizeof(req), "GET / HTTP/1.1\r\nHost: x\r\nAccept: text/html,*/*;q=0.8\r\n"
+		 "Connection: close\r\n\r\n");
+	CHECK(raw_exchange(H_dlockd.port, req, false, &r) == 0 && r.status == 200,
+	      "GET / for a browser: 200 (%d)", r.status);
+	CHECK(strstr(r.buf, "Content-Type: text/html") && strstr(r.buf, "<a href=\"/openapi.yaml\""),
+	      "HTML with links: %s", r.buf);
+	raw_free(&r);
+	http("PUT", "/", NULL, &h);
+	CHECK_ERROR(h, 405, "method_not_allowed", "PUT /");
+	http_free(&h);
+}
+
+/* curl -d 'owner=a' sends a form (application/x-www-form-urlencoded): the
+ * 400 says so and how to send JSON or a query string instead. */
+TEST(a_form_encoded_body_gets_a_hint)
+{
+	const char *n = lockname("form");
+	struct raw_resp r = { 0 };
+	struct http_resp h;
+	char req[512];
+
+	snprintf(req, sizeof(req), "PUT /locks/%s HTTP/1.1\r\nHost: x\r\n"
+		 "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 15\r\n"
+		 "Connection: close\r\n\r\nowner=a&ttl_ms=", n);
+	CHECK(raw_exchange(H_dlockd.port, req, false, &r) == 0 && r.status == 400,
+	      "a form body: 400 (%d)", r.status);
+	CHECK(!strcmp(raw_error(&r), "invalid_json"), "still invalid_json: %s", raw_error(&r));
+	CHECK(strstr(r.buf, "form") && strstr(r.buf, "query string") && strstr(r.buf, "JSON"),
+	      "the message says it is a form and what to send instead: %s", r.buf);
+	raw_free(&r);
+	CHECK(flag_of(NULL, "locked", "/locks/%s", n) == 0, "nothing is held");
+	/* what is simply bad JSON gets no such hint */
+	{
+		char path[300];
+
+		snprintf(path, sizeof(path), "/locks/%s", n);
+		http("PUT", path, "{\"owner\":", &h);
+		CHECK_ERROR(h, 400, "invalid_json", "bad JSON");
+		CHECK(!strstr(h.body, "form"), "no form hint for JSON: %s", h.body);
+		http_free(&h);
+	}
+}

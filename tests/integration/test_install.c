@@ -70,6 +70,11 @@ TEST(make_install_stages_a_working_dlockd)
 	snprintf(cmd, sizeof(cmd), "%s/opt/dlockd/bin/dlock --help | grep -q 'dlock run'", stage);
 	rc = system(cmd);
 	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "dlock is installed beside it and runs");
+	snprintf(cmd, sizeof(cmd), "bash -n %s/opt/dlockd/share/bash-completion/completions/dlock "
+		 "&& grep -q 'complete -F _dlock dlock' "
+		 "%s/opt/dlockd/share/bash-completion/completions/dlock", stage, stage);
+	rc = system(cmd);
+	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "and dlock's bash completion");
 
 	old = dlockd_use_bin(installed);
 	rc = dlockd_start(&d, NULL, NULL);
@@ -89,4 +94,87 @@ TEST(make_install_stages_a_working_dlockd)
 	free(text);
 	http_free(&r);
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+/* Off Debian (no apt-get, no dpkg) `make` installs nothing: it finds the
+ * libraries with pkg-config and builds, or stops naming the packages to
+ * install on Debian, Fedora and Homebrew. Run on a PATH of a few tools
+ * and a pkg-config that knows every library but `missing` ("" : none). */
+static int deps_build_off_debian(const char *missing, char *out, size_t cap)
+{
+	static const char *const tools[] = { "sh", "make", "cc", "sed", "head", "cat", "find",
+					     "id", "mkdir", "env" };
+	char dir[300], cmd[2048], log[400];
+	FILE *f;
+	int rc;
+
+	snprintf(dir, sizeof(dir), "%s/offdebian-%s", test_tmpdir(), *missing ? missing : "all");
+	snprintf(cmd, sizeof(cmd), "mkdir -p %s", dir);
+	if (system(cmd) != 0)
+		return -1;
+	for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++) {
+		snprintf(cmd, sizeof(cmd), "p=$(command -v %s) && ln -sf \"$p\" %s/%s", tools[i], dir,
+			 tools[i]);
+		if (system(cmd) != 0)
+			return -1;
+	}
+	snprintf(cmd, sizeof(cmd), "%s/pkg-config", dir);
+	f = fopen(cmd, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "#!/bin/sh\nfor a; do [ \"$a\" = '%s' ] && exit 1; done\nexit 0\n",
+		*missing ? missing : "-none-");
+	fclose(f);
+	chmod(cmd, 0755);
+	snprintf(log, sizeof(log), "%s.log", dir);
+	snprintf(cmd, sizeof(cmd), "env -u MAKEFLAGS -u MAKELEVEL PATH=%s make -s deps-build "
+		 ">%s 2>&1", dir, log);
+	rc = system(cmd);
+	file_read(log, out, cap);
+	return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+TEST(make_off_debian_uses_pkg_config_and_names_packages)
+{
+	char out[4096];
+	int rc;
+
+	rc = deps_build_off_debian("", out, sizeof(out));
+	CHECK(rc == 0 && !strstr(out, "apt-get"), "every library found: nothing to install (%d: %s)",
+	      rc, out);
+	rc = deps_build_off_debian("hiredis", out, sizeof(out));
+	CHECK(rc != 0, "hiredis missing: make stops (%d: %s)", rc, out);
+	CHECK(strstr(out, "hiredis") && strstr(out, "apt-get install") &&
+	      strstr(out, "dnf install") && strstr(out, "brew install") &&
+	      strstr(out, "libhiredis-dev") && strstr(out, "hiredis-devel"),
+	      "and names the packages for Debian, Fedora and Homebrew: %s", out);
+}
+
+/* make dist: a tarball of the source under dlockd-VERSION/ that builds
+ * with make as it is (checked cheaply: make -n plans the build of both
+ * binaries, and its version is VERSION's, without a commit). */
+TEST(make_dist_makes_a_tarball_that_builds)
+{
+	char cmd[2048], out[4096], plan[400], version[64] = "";
+	FILE *f;
+	int rc;
+
+	f = fopen("VERSION", "r");
+	CHECK(f && fgets(version, sizeof(version), f), "read VERSION");
+	fclose(f);
+	version[strcspn(version, "\n")] = '\0';
+	snprintf(cmd, sizeof(cmd), "cd %s && rm -rf dist && mkdir dist && cd - >/dev/null && "
+		 "env -u MAKEFLAGS -u MAKELEVEL make -s dist BUILD=%s/dist >/dev/null && "
+		 "tar -xzf %s/dist/dlockd-%s.tar.gz -C %s/dist && "
+		 "cd %s/dist/dlockd-%s && env -u MAKEFLAGS -u MAKELEVEL make -n all >../plan 2>&1",
+		 test_tmpdir(), test_tmpdir(), test_tmpdir(), version, test_tmpdir(), test_tmpdir(),
+		 version);
+	rc = system(cmd);
+	snprintf(plan, sizeof(plan), "%s/dist/plan", test_tmpdir());
+	file_read(plan, out, sizeof(out));
+	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "the tarball's make -n all succeeds: %s", out);
+	snprintf(cmd, sizeof(cmd), "-DDLOCKD_VERSION='\"%s\"'", version);
+	CHECK(file_contains(plan, "-o build/dlockd ") && file_contains(plan, "-o build/dlock ") &&
+	      file_contains(plan, cmd), "and plans dlockd and dlock, version %s (see %s)", version,
+	      plan);
 }

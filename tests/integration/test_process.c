@@ -67,36 +67,61 @@ TEST(help_wraps_within_80_columns)
 	      "ranges, defaults, the default/max ttl coupling and --version are shown:\n%s", out);
 }
 
-/* The version dlockd should report: git describe of this checkout (the
- * Makefile's), or openapi.yaml's info.version outside git. */
-static void expected_version(char *out, size_t cap)
+/* The version dlockd should report: VERSION's semantic version, then
+ * the commit in parentheses in a git checkout ("0.4.0 (e2b678d)"; just
+ * "0.4.0" outside git); *release and *revision (each cap bytes) the two
+ * parts. */
+static void expected_version(char *out, size_t out_cap, char *release, char *revision,
+			     size_t cap)
 {
+	run_capture("cat VERSION", release, cap);
+	release[strcspn(release, "\n")] = '\0';
+	*revision = '\0';
 	if (access(".git", F_OK) == 0 &&
-	    run_capture("git describe --always --dirty 2>/dev/null", out, cap) == 0 && *out) {
-		out[strcspn(out, "\n")] = '\0';
-		return;
-	}
-	run_capture("sed -n 's/^  version: *//p' openapi.yaml | head -n 1", out, cap);
-	out[strcspn(out, "\n")] = '\0';
+	    run_capture("git describe --always --dirty --exclude='*' 2>/dev/null", revision,
+			cap) == 0)
+		revision[strcspn(revision, "\n")] = '\0';
+	snprintf(out, out_cap, "%s%s%s%s", release, *revision ? " (" : "", revision,
+		 *revision ? ")" : "");
 }
 
 TEST(version_is_printed_exported_and_logged)
 {
-	char cmd[300], out[512], want[256], line[512], series[300];
+	char cmd[300], out[700], want[600], release[256], revision[256], line[700], series[700];
 	struct dlockd_srv d;
 	FILE *f;
 	bool logged = false;
 
-	expected_version(want, sizeof(want));
-	CHECK(*want, "the expected version is known");
+	expected_version(want, sizeof(want), release, revision, sizeof(release));
+	CHECK(*release && strspn(release, "0123456789.") == strlen(release) &&
+	      strchr(release, '.') != strrchr(release, '.'),
+	      "VERSION holds a semantic version: '%s'", release);
 	snprintf(cmd, sizeof(cmd), "%s --version", dlockd_binary());
 	CHECK(run_capture(cmd, out, sizeof(out)) == 0, "--version exits 0");
 	snprintf(line, sizeof(line), "dlockd %s\n", want);
 	CHECK(!strcmp(out, line), "--version prints '%s', want '%s'", out, line);
+	snprintf(cmd, sizeof(cmd), "%.*sdlock --version", (int)strlen(dlockd_binary()) - 6,
+		 dlockd_binary());
+	CHECK(run_capture(cmd, out, sizeof(out)) == 0, "dlock --version exits 0");
+	snprintf(line, sizeof(line), "dlock %s\n", want);
+	CHECK(!strcmp(out, line), "dlock --version prints '%s', want '%s'", out, line);
+	/* the contract's version is the release's */
+	run_capture("sed -n 's/^  version: *//p' openapi.yaml | head -n 1", out, sizeof(out));
+	out[strcspn(out, "\n")] = '\0';
+	CHECK(!strcmp(out, release), "openapi.yaml's info.version '%s' is VERSION's '%s'", out,
+	      release);
+	run_capture("sed -n 's/^ARG VERSION=//p' Dockerfile", out, sizeof(out));
+	out[strcspn(out, "\n")] = '\0';
+	CHECK(!strcmp(out, release), "the image's version (ARG VERSION=%s) is VERSION's '%s'", out,
+	      release);
+	snprintf(cmd, sizeof(cmd), "grep -q '^## \\[%s\\]' CHANGELOG.md", release);
+	CHECK(run_capture(cmd, out, sizeof(out)) == 0, "CHANGELOG.md has a section for %s",
+	      release);
 
 	/* a dlockd of its own: the suite's was started before any rebuild */
 	CHECK(dlockd_start(&d, NULL, NULL) == 0, "start");
-	snprintf(series, sizeof(series), "dlockd_build_info{version=\"%s\"}", want);
+	snprintf(series, sizeof(series), "dlockd_build_info{version=\"%s\",revision=\"%s\"}",
+		 release, revision);
 	CHECK(metric_value(&d, series) == 1, "/metrics has %s 1", series);
 	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
 	snprintf(out, sizeof(out), "dlockd %s listening", want);
@@ -307,4 +332,64 @@ TEST(a_loop_thread_that_cannot_start_stops_dlockd)
 	CHECK(WAIT_FOR(proc_exited(&p), 5000), "dlockd exits after a loop thread failed");
 	CHECK(proc_exit_code(&p, 1), "exit status 1, got wait status %d", p.status);
 	proc_kill(&p);
+}
+
+/* The help says what the server does: --redis' text is whole (it was cut
+ * at 512 bytes, mid-sentence, before its default), and an auth-file line
+ * has the four fields the server asks for. */
+TEST(help_texts_are_whole_and_say_what_the_server_takes)
+{
+	char cmd[300], out[16384], *flat, *q;
+
+	snprintf(cmd, sizeof(cmd), "%s --help", dlockd_binary());
+	CHECK(run_capture(cmd, out, sizeof(out)) == 0, "--help exits 0");
+	/* the text unwrapped: runs of spaces and newlines as one space */
+	flat = out;
+	for (q = out; *q; q++) {
+		if ((*q == ' ' || *q == '\n') && flat > out && flat[-1] == ' ')
+			continue;
+		*flat++ = *q == '\n' ? ' ' : *q;
+	}
+	*flat = '\0';
+	CHECK(strstr(out, "(%40 %2F ...). Default: redis://127.0.0.1:6379/0. [env DLOCKD_REDIS_URL]"),
+	      "--redis' text ends with its default and variable: %s", strstr(out, "--redis URL"));
+	CHECK(strstr(out, "'<token> <role> <prefix> <name>'"),
+	      "--auth-file names the four fields of a line: %s", strstr(out, "--auth-file"));
+}
+
+/* dlockd with no Redis where it looks: one warning that says which URL,
+ * why, and how to set it, not a word about clusters first; and no
+ * "connection lost" for a connection that never was. */
+TEST(unreachable_redis_says_which_url_why_and_how_to_set_it)
+{
+	char url[64], line[2048];
+	struct dlockd_srv d;
+	bool told = false, cluster_first = false, lost = false;
+	FILE *f;
+
+	snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", free_port());
+	CHECK(dlockd_start(&d, url, NULL) == 0, "start with nothing on %s", url);
+	CHECK(status_of(&d, "PUT", "/locks/%s?owner=a", lockname("no-redis")) == 503,
+	      "a lock call: 503");
+	sleep_ms(1500);		/* a reconnect or two */
+	CHECK(status_of(&d, "PUT", "/locks/%s?owner=a", lockname("no-redis")) == 503,
+	      "a lock call: 503");
+	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
+	f = fopen(d.log, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		if (!told && strstr(line, "cluster") && strstr(line, "\"warn\""))
+			cluster_first = true;
+		if (strstr(line, "\"warn\"") && strstr(line, url) && strstr(line, "refused") &&
+		    strstr(line, "--redis") && strstr(line, "DLOCKD_REDIS_URL") &&
+		    strstr(line, "make run"))
+			told = true;
+		if (strstr(line, "connection lost"))
+			lost = true;
+	}
+	if (f)
+		fclose(f);
+	CHECK(told, "a warning names %s, why, --redis, DLOCKD_REDIS_URL and make run (see %s)",
+	      url, d.log);
+	CHECK(!cluster_first, "no warning about clusters comes first (see %s)", d.log);
+	CHECK(!lost, "no 'connection lost' for a connection never made (see %s)", d.log);
 }

@@ -86,6 +86,45 @@ static void test_dlock_args__kinds_and_ints(void **state)
 	assert_int_equal(n, 255);
 }
 
+/* --server and DLOCKD_URL take an http:// or https:// URL with a host:
+ * flock's `-s NAME` (--shared) must not pass for one. */
+static void test_dlock_args__server_urls(void **state)
+{
+	static const char *const good[] = { "http://127.0.0.1:8080", "https://dlockd.internal",
+					    "http://[::1]:8080/", "HTTP://x", "https://x:1/base" };
+	static const char *const bad[] = { "", "nightly-report", "127.0.0.1:8080", "http://",
+					   "https:///x", "ftp://x", "http:/x", "unix:///s" };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		if (!args_server_ok(good[i]))
+			fail_msg("'%s' was refused", good[i]);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (args_server_ok(bad[i]))
+			fail_msg("'%s' was taken", bad[i]);
+}
+
+/* One name per setting: the first variable set (not empty) of a list,
+ * the new name before its alias. */
+static void test_dlock_args__env_names(void **state)
+{
+	static const char *const names[] = { "DLOCK_ARGS_TEST_NEW", "DLOCK_ARGS_TEST_OLD", NULL };
+	const char *which = NULL;
+
+	(void)state;
+	unsetenv("DLOCK_ARGS_TEST_NEW");
+	unsetenv("DLOCK_ARGS_TEST_OLD");
+	assert_null(args_env(names, &which));
+	setenv("DLOCK_ARGS_TEST_OLD", "old", 1);
+	assert_string_equal(args_env(names, &which), "old");
+	assert_string_equal(which, "DLOCK_ARGS_TEST_OLD");
+	setenv("DLOCK_ARGS_TEST_NEW", "", 1);	/* empty is unset */
+	assert_string_equal(args_env(names, &which), "old");
+	setenv("DLOCK_ARGS_TEST_NEW", "new", 1);
+	assert_string_equal(args_env(names, &which), "new");
+	assert_string_equal(which, "DLOCK_ARGS_TEST_NEW");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -93,6 +132,8 @@ int main(void)
 		cmocka_unit_test(test_dlock_args__refused),
 		cmocka_unit_test(test_dlock_args__grace),
 		cmocka_unit_test(test_dlock_args__kinds_and_ints),
+		cmocka_unit_test(test_dlock_args__server_urls),
+		cmocka_unit_test(test_dlock_args__env_names),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

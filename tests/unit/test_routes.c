@@ -70,11 +70,12 @@ static void test_routes__fixed_paths(void **state)
 	expect_route("/readyz", METHOD_GET, OP_READYZ, NULL);
 	expect_route("/metrics", METHOD_GET, OP_METRICS, NULL);
 	expect_route("/locks", METHOD_GET, OP_LIST, NULL);
+	expect_route("/", METHOD_GET, OP_INDEX, NULL);	/* the index */
 }
 
 static void test_routes__unknown_paths_are_not_found(void **state)
 {
-	static const char *const paths[] = { "/", "/nope", "/lock", "/locksx/a", "/healthz/",
+	static const char *const paths[] = { "//", "/nope", "/lock", "/locksx/a", "/healthz/",
 					     "/Locks/a", "/fairlocks", "/rwlocks", "" };
 	struct route_match rm;
 
