@@ -116,9 +116,16 @@
   and one that publishes decides what to say from reads alone and publishes
   before that write too (the ACL may refuse the channel; a script runs
   whole, so a subscriber acting on the message already sees its writes). ]]
-local function now_ms()
+-- Redis' clock, read once: a script runs whole, so one reading serves
+-- the deadline check, the tokens and the change numbers alike
+local NOW_US
+do
   local t = redis.call('time')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  NOW_US = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local function now_ms()
+  return math.floor(NOW_US / 1000)
 end
 
 if now_ms() > tonumber(ARGV[#ARGV]) then
@@ -142,11 +149,9 @@ end
 local function next_token(key, lease)
   -- counter_ok(key) was checked before the script's first write
   local token = redis.call('incr', key)
-  local t = redis.call('time')
-  local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  if token < now_us then
+  if token < NOW_US then
     -- INCRBY keeps the counter's TTL, where SET would drop it
-    token = redis.call('incrby', key, now_us - token)
+    token = redis.call('incrby', key, NOW_US - token)
   end
   lease_at_least(key, lease)
   return token
@@ -289,8 +294,7 @@ local function owners_change(owners, field)
 end
 
 local function owners_bump(owners, field, record)
-  local t = redis.call('time')
-  local n = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local n = NOW_US
   local last = owners_change(owners, field)
   if last and last >= n then
     n = last + 1
@@ -311,13 +315,26 @@ local function owners_sync(owners, key)
   end
   local fields = redis.call('hkeys', owners)
   local left = #fields
-  for _, f in ipairs(fields) do
+  if left == 0 then
+    return
+  end
+  -- which holdings key still has, asked in one HMGET
+  local helds, at = {}, {}
+  for i, f in ipairs(fields) do
     local held = f
     if string.sub(f, 1, 1) == '#' then
       held = string.sub(f, 2)	-- a holding's change number goes with it
     end
-    if redis.call('hexists', key, held) == 0 then
-      redis.call('hdel', owners, f)
+    if not at[held] then
+      helds[#helds + 1] = held
+      at[held] = #helds
+    end
+    fields[i] = {f, held}
+  end
+  local have = redis.call('hmget', key, unpack(helds))
+  for _, fh in ipairs(fields) do
+    if not have[at[fh[2]]] then
+      redis.call('hdel', owners, fh[1])
       left = left - 1
     end
   end
