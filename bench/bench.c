@@ -598,10 +598,15 @@ static void floor_wait_message(struct floor_client *fc, long long ms)
 
 enum mode { UNCONTENDED, HOT };
 
+/* Who serves a run: dlockd over HTTP; its scripts called directly (what
+ * the HTTP layer costs); Redisson's own lock scripts (what taking a lock
+ * on this Redis costs at all: the plain lock only). */
+enum side { SIDE_DLOCKD, SIDE_SCRIPTS, SIDE_REDISSON };
+
 struct run {
 	enum kind kind;
 	enum mode mode;
-	bool floor;
+	enum side side;
 	int clients;
 	char name[96];		/* the hot lock */
 	int64_t until_us;
@@ -783,6 +788,127 @@ static void *floor_client(void *arg)
 	return NULL;
 }
 
+/* Redisson's RLock scripts, as its RedissonLock sends them (written from
+ * a reading of RedissonLock.tryLockInnerAsync and unlockInnerAsync; the
+ * fenced lock's token INCR is not in them). Acquire: KEYS N; ARGV
+ * lease, owner field; nil when taken, else N's pttl. Release: KEYS N,
+ * channel, unlock latch; ARGV "0", lease, field, publish command, latch
+ * lifetime; 1 released, 0 a hold left, nil not held. */
+static const char redisson_acquire_lua[] =
+	"if redis.call('exists', KEYS[1]) == 0 or "
+	"   redis.call('hexists', KEYS[1], ARGV[2]) == 1 then "
+	"  redis.call('hincrby', KEYS[1], ARGV[2], 1) "
+	"  redis.call('pexpire', KEYS[1], ARGV[1]) "
+	"  return nil "
+	"end "
+	"return redis.call('pttl', KEYS[1])";
+static const char redisson_release_lua[] =
+	"local latched = redis.call('get', KEYS[3]) "
+	"if latched ~= false then return tonumber(latched) end "
+	"if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then return nil end "
+	"local left = redis.call('hincrby', KEYS[1], ARGV[3], -1) "
+	"if left > 0 then "
+	"  redis.call('pexpire', KEYS[1], ARGV[2]) "
+	"  redis.call('set', KEYS[3], 0, 'px', ARGV[5]) "
+	"  return 0 "
+	"end "
+	"redis.call('del', KEYS[1]) "
+	"redis.call(ARGV[4], KEYS[2], ARGV[1]) "
+	"redis.call('set', KEYS[3], 1, 'px', ARGV[5]) "
+	"return 1";
+
+static void redisson_sha(redisContext *c, const char *src, char sha[41])
+{
+	redisReply *r = redisCommand(c, "SCRIPT LOAD %s", src);
+
+	if (!r || r->type != REDIS_REPLY_STRING) {
+		fprintf(stderr, "bench: SCRIPT LOAD of a Redisson script failed\n");
+		exit(2);
+	}
+	memcpy(sha, r->str, 41);
+	freeReplyObject(r);
+}
+
+/* A Redisson client's lock cycles (the plain lock): tryLock with a lease,
+ * waiting on the lock's channel as Redisson does, then unlock and the
+ * DEL of its unlock latch. */
+static void *redisson_client(void *arg)
+{
+	struct client_arg *ca = arg;
+	struct run *run = ca->run;
+	struct floor_client fc = { 0 };
+	char name[160], field[64], ch[300], latch[300];
+	long long i = 0;
+
+	fc.cmd = redis_connect();
+	redisson_sha(fc.cmd, redisson_acquire_lua, fc.acq_sha);
+	redisson_sha(fc.cmd, redisson_release_lua, fc.rel_sha);
+	/* "<client uuid>:<thread id>" */
+	snprintf(field, sizeof(field), "9c345276-aa6e-44c1-b478-%012d:%d", (int)getpid(), ca->id);
+	while (now_us() < run->until_us) {
+		redisReply *r;
+		bool held = false;
+
+		if (run->mode == HOT)
+			snprintf(name, sizeof(name), "%s", run->name);
+		else
+			snprintf(name, sizeof(name), "%s-%d-%lld", run->name, ca->id, i++ % 1000);
+		snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", name);
+		for (;;) {
+			long long pttl = 0;
+
+			r = redisCommand(fc.cmd, "EVALSHA %s 1 %s 30000 %s", fc.acq_sha, name, field);
+			if (!r || (r->type != REDIS_REPLY_NIL && r->type != REDIS_REPLY_INTEGER)) {
+				floor_bad_reply(&fc, "Redisson's lock", r);
+				if (r)
+					freeReplyObject(r);
+				break;
+			}
+			held = r->type == REDIS_REPLY_NIL;
+			pttl = held ? 0 : r->integer;
+			freeReplyObject(r);
+			if (held)
+				break;
+			if (!fc.sub) {
+				fc.sub = redis_connect();
+				r = redisCommand(fc.sub, "SUBSCRIBE %s", ch);
+				if (r)
+					freeReplyObject(r);
+				continue;
+			}
+			if (now_us() >= run->until_us + 5000000) {
+				snprintf(fc.err, sizeof(fc.err), "%s still not acquired 5 s after "
+					 "the run's end", name);
+				break;
+			}
+			floor_wait_message(&fc, pttl > 0 && pttl < 1000 ? pttl : 1000);
+		}
+		if (!held) {
+			run_error(run, "%s", fc.err);
+			break;
+		}
+		snprintf(latch, sizeof(latch), "redisson_unlock_latch:{%s}:%032d", name, ca->id);
+		r = redisCommand(fc.cmd, "EVALSHA %s 3 %s %s %s 0 30000 %s publish 1500", fc.rel_sha,
+				 name, ch, latch, field);
+		if (!r || r->type != REDIS_REPLY_INTEGER || r->integer != 1) {
+			floor_bad_reply(&fc, "Redisson's unlock", r);
+			if (r)
+				freeReplyObject(r);
+			run_error(run, "%s", fc.err);
+			break;
+		}
+		freeReplyObject(r);
+		r = redisCommand(fc.cmd, "DEL %s", latch);
+		if (r)
+			freeReplyObject(r);
+		__atomic_add_fetch(&run->cycles, 1, __ATOMIC_RELAXED);
+	}
+	redisFree(fc.cmd);
+	if (fc.sub)
+		redisFree(fc.sub);
+	return NULL;
+}
+
 static int cmp_i64(const void *a, const void *b)
 {
 	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -799,10 +925,17 @@ struct outcome {
 	long long cycles;
 };
 
-static struct outcome run_once(enum kind k, enum mode m, bool floor, int clients, const char *tag)
+static void *redisson_client(void *arg);
+
+static struct outcome run_once(enum kind k, enum mode m, enum side side, int clients,
+			       const char *tag)
 {
 	static int serial;
-	struct run run = { .kind = k, .mode = m, .floor = floor, .clients = clients };
+	static void *(*const client_of[])(void *) = {
+		[SIDE_DLOCKD] = http_client, [SIDE_SCRIPTS] = floor_client,
+		[SIDE_REDISSON] = redisson_client,
+	};
+	struct run run = { .kind = k, .mode = m, .side = side, .clients = clients };
 	pthread_t *t = xmalloc_or_die(calloc((size_t)clients, sizeof(*t)));
 	struct client_arg *args = xmalloc_or_die(calloc((size_t)clients, sizeof(*args)));
 	struct outcome o = { 0 };
@@ -820,7 +953,7 @@ static struct outcome run_once(enum kind k, enum mode m, bool floor, int clients
 		int rc;
 
 		args[i] = (struct client_arg){ &run, i };
-		rc = pthread_create(&t[i], NULL, floor ? floor_client : http_client, &args[i]);
+		rc = pthread_create(&t[i], NULL, client_of[side], &args[i]);
 		if (rc) {
 			run_error(&run, "cannot start client %d: %s", i, strerror(rc));
 			break;
@@ -1484,11 +1617,81 @@ static double median(double *v, int n)
  * dlockd and of the floor, and the medians are compared: a neighbour's
  * burst on the shared machine then costs one round, not the figure. The
  * hot lock runs one round (its latency is per hand-off, thousands a run). */
+/* One side's run, with what it cost per cycle: Redis commands (inside
+ * scripts included) and the CPU of dlockd and of Redis. */
+struct side_run {
+	struct outcome o;
+	double cmds, evalsha, dlockd_us, redis_us;
+};
+
+struct target;
+static void target_usage(const struct target *t, long long *cmds, long long *evalsha,
+			 double *cpu_us);
+static double proc_cpu_us(pid_t pid);
+
+static struct side_run run_side(const struct lock_scenario *ls, enum side side, int clients,
+				const char *tag)
+{
+	struct side_run r = { 0 };
+	long long c0, c1, e0, e1;
+	double r0, r1, d0, d1, cycles;
+
+	target_usage(NULL, &c0, &e0, &r0);
+	d0 = proc_cpu_us(dlockd_pid);
+	r.o = run_once(ls->kind, ls->mode, side, clients, tag);
+	target_usage(NULL, &c1, &e1, &r1);
+	d1 = proc_cpu_us(dlockd_pid);
+	cycles = r.o.cycles > 0 ? (double)r.o.cycles : 1;
+	r.cmds = (double)(c1 - c0) / cycles;
+	r.evalsha = (double)(e1 - e0) / cycles;
+	r.dlockd_us = (d1 - d0) / cycles;
+	r.redis_us = (r1 - r0) / cycles;
+	return r;
+}
+
+static int cmp_side_run(const void *a, const void *b)
+{
+	double x = ((const struct side_run *)a)->o.per_s, y = ((const struct side_run *)b)->o.per_s;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The round of median throughput (v sorted in place). */
+static struct side_run median_run(struct side_run *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_side_run);
+	return v[n / 2];
+}
+
+/* Its figures per cycle, against a floor's (NULL: none). */
+static void side_figures(const char *scenario, const char *what, const struct side_run *a,
+			 const struct side_run *b)
+{
+	char m[96];
+
+	snprintf(m, sizeof(m), "%s per %s", "cmds incl. scripts'", what);
+	result(scenario, m, a->cmds, b ? b->cmds : -1, "");
+	snprintf(m, sizeof(m), "EVALSHA per %s", what);
+	result(scenario, m, a->evalsha, b ? b->evalsha : -1, "");
+	snprintf(m, sizeof(m), "dlockd CPU per %s", what);
+	result(scenario, m, a->dlockd_us, -1, "us");
+	snprintf(m, sizeof(m), "Redis CPU per %s", what);
+	result(scenario, m, a->redis_us, b ? b->redis_us : -1, "us");
+}
+
+/* dlockd against its own scripts called directly (the "floor" column:
+ * what the HTTP layer costs) and, for the plain lock uncontended, against
+ * Redisson's lock scripts (what a lock costs on this Redis at all), in
+ * alternating rounds on the same Redis. The medians are compared: a
+ * neighbour's burst on a shared machine lands in one round, not in the
+ * result. */
 static void versus(const struct lock_scenario *ls)
 {
-	double hs[MAX_ROUNDS], fs[MAX_ROUNDS];
-	int n = ls->mode == HOT ? 1 : rounds, herr = 0, ferr = 0, clients = clients_for(ls->clients);
-	struct outcome h = { 0 }, f = { 0 };
+	struct side_run h[MAX_ROUNDS], f[MAX_ROUNDS], g[MAX_ROUNDS], hm, fm, gm;
+	int n = ls->mode == HOT ? 1 : rounds, herr = 0, ferr = 0, gerr = 0;
+	int clients = clients_for(ls->clients);
+	bool redisson = ls->kind == K_LOCK && ls->mode == UNCONTENDED;
+	const char *what = ls->mode == HOT ? "hand-off" : "cycle";
 	char scenario[96];
 
 	snprintf(scenario, sizeof(scenario), ls->name, clients);
@@ -1497,28 +1700,42 @@ static void versus(const struct lock_scenario *ls)
 	for (int i = 0; i < n; i++) {
 		bool sound;
 
-		h = run_once(ls->kind, ls->mode, false, clients, "h");
-		f = run_once(ls->kind, ls->mode, true, clients, "f");
-		hs[i] = h.per_s;
-		fs[i] = f.per_s;
-		herr += h.errors;
-		ferr += f.errors;
+		h[i] = run_side(ls, SIDE_DLOCKD, clients, "h");
+		f[i] = run_side(ls, SIDE_SCRIPTS, clients, "f");
+		if (redisson)
+			g[i] = run_side(ls, SIDE_REDISSON, clients, "g");
+		herr += h[i].o.errors;
+		ferr += f[i].o.errors;
 		if (n > 1)
 			fprintf(stderr, "  %s round %d: %.0f vs %.0f /s (%.2f)\n", scenario, i + 1,
-				h.per_s, f.per_s, h.per_s / f.per_s);
-		sound = check_outcome(scenario, "dlockd", &h, ls->mode);
-		if (!check_outcome(scenario, "floor", &f, ls->mode) || !sound)
+				h[i].o.per_s, f[i].o.per_s, h[i].o.per_s / f[i].o.per_s);
+		sound = check_outcome(scenario, "dlockd", &h[i].o, ls->mode);
+		sound = check_outcome(scenario, "floor", &f[i].o, ls->mode) && sound;
+		if (redisson) {
+			gerr += g[i].o.errors;
+			sound = check_outcome(scenario, "Redisson's scripts", &g[i].o, ls->mode) &&
+				sound;
+		}
+		if (!sound)
 			n = i + 1;	/* no more rounds: it failed */
 	}
-	result(scenario, ls->mode == HOT ? "hand-offs/s" : "cycles/s", median(hs, n), median(fs, n),
+	hm = median_run(h, n);
+	fm = median_run(f, n);
+	result(scenario, ls->mode == HOT ? "hand-offs/s" : "cycles/s", hm.o.per_s, fm.o.per_s,
 	       "/s");
-	if (ls->mode == HOT) {
-		result(scenario, "hand-off p50", h.p50_ms, f.p50_ms, "ms");
-		result(scenario, "hand-off p99", h.p99_ms, f.p99_ms, "ms");
-		result(scenario, "hand-off max", h.max_ms, f.max_ms, "ms");
+	if (redisson) {
+		gm = median_run(g, n);
+		result(scenario, "cycles/s vs Redisson's scripts", hm.o.per_s, gm.o.per_s, "/s");
+		result(scenario, "Redisson's cmds incl. scripts' per cycle", gm.cmds, -1, "");
 	}
-	if (herr || ferr)
-		result(scenario, "errors", herr, ferr, "");
+	if (ls->mode == HOT) {
+		result(scenario, "hand-off p50", hm.o.p50_ms, fm.o.p50_ms, "ms");
+		result(scenario, "hand-off p99", hm.o.p99_ms, fm.o.p99_ms, "ms");
+		result(scenario, "hand-off max", hm.o.max_ms, fm.o.max_ms, "ms");
+	}
+	side_figures(scenario, what, &hm, &fm);
+	if (herr || ferr || gerr)
+		result(scenario, "errors", herr, ferr + gerr, "");
 }
 
 /* Start a replica of the bench's redis and wait until the master lists
@@ -1570,9 +1787,9 @@ static void sync_cost(const char *bin, int clients)
 		bool sound0, sound1;
 
 		start_dlockd_sync(bin, NULL);
-		o0 = run_once(K_LOCK, UNCONTENDED, false, clients, "s0");
+		o0 = run_once(K_LOCK, UNCONTENDED, SIDE_DLOCKD, clients, "s0");
 		start_dlockd_sync(bin, "1");
-		o1 = run_once(K_LOCK, UNCONTENDED, false, clients, "s1");
+		o1 = run_once(K_LOCK, UNCONTENDED, SIDE_DLOCKD, clients, "s1");
 		without[i] = o0.per_s;
 		with[i] = o1.per_s;
 		fprintf(stderr, "  %s round %d: %.0f vs %.0f /s (%.2f)\n", scenario, i + 1, with[i],
@@ -1647,11 +1864,11 @@ static void redis_tls_cost(const char *bin, int clients)
 		bool sound0, sound1;
 
 		start_dlockd_url(bin, plain, NULL);
-		o0 = run_once(K_LOCK, UNCONTENDED, false, clients, "r0");
+		o0 = run_once(K_LOCK, UNCONTENDED, SIDE_DLOCKD, clients, "r0");
 		redis_ca = ca;
 		start_dlockd_url(bin, tls, NULL);
 		redis_ca = NULL;
-		o1 = run_once(K_LOCK, UNCONTENDED, false, clients, "r1");
+		o1 = run_once(K_LOCK, UNCONTENDED, SIDE_DLOCKD, clients, "r1");
 		without[i] = o0.per_s;
 		with[i] = o1.per_s;
 		fprintf(stderr, "  %s round %d: %.0f vs %.0f /s (%.2f)\n", scenario, i + 1, with[i],
@@ -1703,10 +1920,10 @@ static void tls_cost(const char *bin, int clients)
 
 		use_tls = false;
 		start_dlockd(bin);
-		o0 = run_once(K_LOCK, UNCONTENDED, false, clients, "t0");
+		o0 = run_once(K_LOCK, UNCONTENDED, SIDE_DLOCKD, clients, "t0");
 		use_tls = true;
 		start_dlockd(bin);
-		o1 = run_once(K_LOCK, UNCONTENDED, false, clients, "t1");
+		o1 = run_once(K_LOCK, UNCONTENDED, SIDE_DLOCKD, clients, "t1");
 		without[i] = o0.per_s;
 		with[i] = o1.per_s;
 		fprintf(stderr, "  %s round %d: %.0f vs %.0f /s (%.2f)\n", scenario, i + 1, with[i],
@@ -1971,7 +2188,7 @@ static struct measured measure(const struct target *t, const char *sync, enum mo
 	start_dlockd_url(bench_bin, t ? t->url : NULL, sync);
 	target_usage(t, &c0, &e0, &r0);
 	d0 = proc_cpu_us(dlockd_pid);
-	r.o = run_once(K_LOCK, m, false, clients, t ? t->label : "standalone");
+	r.o = run_once(K_LOCK, m, SIDE_DLOCKD, clients, t ? t->label : "standalone");
 	target_usage(t, &c1, &e1, &r1);
 	d1 = proc_cpu_us(dlockd_pid);
 	cycles = (double)r.o.cycles;
@@ -2139,7 +2356,7 @@ static void compare_scenario(const struct lock_scenario *ls, const char *old_bin
 			int which = (j == 0) == new_first;	/* 1: new */
 
 			start_dlockd(which ? new_bin : old_bin);
-			o[which] = run_once(ls->kind, ls->mode, false, clients, which ? "new" : "old");
+			o[which] = run_once(ls->kind, ls->mode, SIDE_DLOCKD, clients, which ? "new" : "old");
 		}
 		olds[i] = o[0].per_s;
 		news[i] = o[1].per_s;
@@ -2199,6 +2416,130 @@ static void print_table(void)
 	fflush(stdout);	/* before the verdict on stderr */
 }
 
+/* ----- Targets: what dlockd should reach, judged on this run's figures ----- */
+
+/* A target: a figure of a scenario (its dlockd column, or with RATIO its
+ * ratio to the floor column), at most (AT_MOST) or at least the bound;
+ * with OF_ROW, the figure divided by another row's dlockd column (the
+ * same metric of scenario `of`). Missed targets are listed; they do not
+ * fail the bench (a floor or a side that fails does). */
+enum target_how { AT_LEAST, AT_MOST };
+enum target_col { COL_DLOCKD, COL_RATIO, OF_ROW };
+
+static const struct bench_target {
+	const char *scenario, *metric;
+	enum target_col col;
+	enum target_how how;
+	double bound;
+	const char *of;		/* OF_ROW: the other scenario */
+} bench_targets[] = {
+	{ "uncontended lock, 16 clients", "cycles/s vs Redisson's scripts", COL_RATIO, AT_LEAST, 0.8 , NULL },
+	{ "uncontended lock, 1 clients", "cycles/s vs Redisson's scripts", COL_RATIO, AT_LEAST, 0.7 , NULL },
+	{ "uncontended fairlock, 16 clients", "cycles/s", OF_ROW, AT_LEAST, 0.8,
+	  "uncontended lock, 16 clients" },
+	{ "uncontended rwlock write, 16 clients", "cycles/s", OF_ROW, AT_LEAST, 0.8,
+	  "uncontended lock, 16 clients" },
+	{ "uncontended rwlock read, 16 clients", "cycles/s", OF_ROW, AT_LEAST, 0.8,
+	  "uncontended lock, 16 clients" },
+	{ "uncontended lock, 16 clients", "cmds incl. scripts' per cycle", COL_DLOCKD, AT_MOST, 10 , NULL },
+	{ "uncontended fairlock, 16 clients", "cmds incl. scripts' per cycle", COL_DLOCKD, AT_MOST,
+	  14 , NULL },
+	{ "uncontended rwlock write, 16 clients", "cmds incl. scripts' per cycle", COL_DLOCKD,
+	  AT_MOST, 14 , NULL },
+	{ "uncontended rwlock read, 16 clients", "cmds incl. scripts' per cycle", COL_DLOCKD,
+	  AT_MOST, 14 , NULL },
+	{ "hot lock, 64 clients", "cmds incl. scripts' per hand-off", COL_DLOCKD, AT_MOST, 14 , NULL },
+	{ "uncontended lock, 16 clients", "dlockd CPU per cycle", COL_DLOCKD, AT_MOST, 40 , NULL },
+	{ "10000 waiters on 1 lock", "dlockd RSS waiting", COL_DLOCKD, AT_MOST, 40 , NULL },
+	{ "10000 waiters on 1 lock", "time to drain", COL_DLOCKD, AT_MOST, 5 , NULL },
+	{ "10000 fair waiters on 1 lock", "dlockd RSS waiting", COL_DLOCKD, AT_MOST, 40 , NULL },
+	{ "10000 fair waiters on 1 lock", "time to drain", COL_DLOCKD, AT_MOST, 5 , NULL },
+	{ "5000 watchers on 1 lock", "release to answer p99", COL_DLOCKD, AT_MOST, 50 , NULL },
+	{ "https vs http, lock, 16 clients", "cycles/s (floor: http)", COL_RATIO, AT_LEAST, 0.85 , NULL },
+	{ "redis tls vs plain, lock, 1 clients", "cycles/s (floor: redis://)", COL_RATIO, AT_LEAST,
+	  0.85 , NULL },
+	{ "redis tls vs plain, lock, 16 clients", "cycles/s (floor: redis://)", COL_RATIO, AT_LEAST,
+	  0.85 , NULL },
+	{ "hot lock, 64 clients", "hand-off p50", COL_DLOCKD, AT_MOST, 0.5 , NULL },
+	{ "hot lock, 64 clients", "hand-off p99", COL_DLOCKD, AT_MOST, 1 , NULL },
+	{ "hot lock, 64 clients", "hand-off max", COL_DLOCKD, AT_MOST, 5 , NULL },
+};
+
+static const struct row *find_row(const char *scenario, const char *metric)
+{
+	for (size_t i = 0; i < nrows; i++)
+		if (!strcmp(rows[i].scenario, scenario) && !strcmp(rows[i].metric, metric))
+			return &rows[i];
+	return NULL;
+}
+
+/* t's figure in this run (false: not measured, or not judged: --quick
+ * and --compare measure other things), and whether it meets t. */
+static bool target_judged(const struct bench_target *t, double *v, bool *met)
+{
+	const struct row *r = find_row(t->scenario, t->metric), *o = NULL;
+
+	if (quick || !strcmp(col_a, "new") || !r)
+		return false;
+	if (t->col == OF_ROW && !(o = find_row(t->of, t->metric)))
+		return false;
+	*v = t->col == COL_DLOCKD ? r->a : t->col == COL_RATIO ? r->ratio : r->a / o->a;
+	*met = t->how == AT_MOST ? *v <= t->bound : *v >= t->bound;
+	return isfinite(*v);
+}
+
+#define NTARGETS (sizeof(bench_targets) / sizeof(bench_targets[0]))
+
+/* The targets whose figures this run measured, met or missed. */
+static void print_targets(void)
+{
+	int judged = 0, missed = 0;
+
+	for (size_t i = 0; i < NTARGETS; i++) {
+		const struct bench_target *t = &bench_targets[i];
+		double v;
+		bool met;
+
+		if (!target_judged(t, &v, &met))
+			continue;
+		if (!judged++)
+			printf("\n| target | figure | measured | bound | |\n|---|---|---:|---:|---|\n");
+		missed += !met;
+		printf("| %s | %s%s%s%s | %.2f | %s %.2f | %s |\n", t->scenario, t->metric,
+		       t->col == COL_RATIO ? " (ratio)" : "", t->col == OF_ROW ? " / " : "",
+		       t->col == OF_ROW ? t->of : "", v, t->how == AT_MOST ? "<=" : ">=", t->bound,
+		       met ? "met" : "MISSED");
+	}
+	if (judged)
+		printf("\ntargets: %d judged, %d met, %d missed\n", judged, judged - missed, missed);
+	fflush(stdout);
+}
+
+/* The same as JSON: [{scenario, figure, of, measured, at_most|at_least, met}]. */
+static json_t *targets_json(void)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < NTARGETS; i++) {
+		const struct bench_target *t = &bench_targets[i];
+		double v;
+		bool met;
+		json_t *o;
+
+		if (!target_judged(t, &v, &met))
+			continue;
+		o = json_pack("{s:s, s:s, s:s?, s:s, s:f, s:f, s:b}", "scenario", t->scenario,
+			      "figure", t->metric, "of", t->of, "column",
+			      t->col == COL_RATIO ? "ratio" : "dlockd", "measured", v,
+			      t->how == AT_MOST ? "at_most" : "at_least", t->bound, "met", met);
+		if (!o || json_array_append_new(a, o)) {
+			json_decref(a);
+			return NULL;
+		}
+	}
+	return a;
+}
+
 /* Failures the scenarios could not see themselves: a scenario that
  * reported no figure, a figure that is not a number. */
 static void check_rows(void)
@@ -2250,11 +2591,12 @@ static json_t *results_json(const char *bin, const char *old_bin)
 			return NULL;
 		}
 	}
-	root = json_pack("{s:{s:I}, s:f, s:i, s:b, s:s?, s:s, s:o, s:o, s:o}", "machine",
+	root = json_pack("{s:{s:I}, s:f, s:i, s:b, s:s?, s:s, s:o, s:o, s:o, s:o}", "machine",
 			 "cores", (json_int_t)sysconf(_SC_NPROCESSORS_ONLN), "seconds_per_run",
 			 seconds, "rounds", rounds, "quick", quick, "only", only,
 			 old_bin ? "new" : "dlockd", bin, "scenarios", json_strs(&scenarios),
-			 "failures", json_strs(&failures), "results", results);
+			 "failures", json_strs(&failures), "results", results, "targets",
+			 targets_json());
 	if (root && old_bin && json_object_set_new(root, "old", json_string(old_bin))) {
 		json_decref(root);
 		root = NULL;
@@ -2495,6 +2837,7 @@ int main(int argc, char **argv)
 	stop_processes(true);	/* the last dlockd's exit is checked too */
 	check_rows();
 	print_table();
+	print_targets();
 	if (!scenarios.n)
 		fail(only ? only : "bench", "no scenario matches");
 	if (json_default && failures.n)

@@ -49,8 +49,13 @@ if fresh or ARGV[4] == '1' then
 else
   holds, added = tonumber(redis.call('hget', KEYS[1], owner)), 0
 end
-local pttl = lease_at_least(KEYS[1], lease)
+local pttl = lease
+if fresh then
+  redis.call('pexpire', KEYS[1], lease)	-- a new hash: no lease yet
+else
+  pttl = lease_at_least(KEYS[1], lease)
+end
 local token = owners_token(KEYS[3], owner, KEYS[2], lease, principal, fresh)
 local change = owners_bump(KEYS[3], owner, string.format('%d %d 0', added, before))
-owners_sync(KEYS[3], KEYS[1])
+owners_sync(KEYS[3], KEYS[1], pttl)
 return {1, token, holds, pttl, added, change}

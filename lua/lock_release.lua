@@ -12,11 +12,16 @@
           {-3}        N (or its holders' hash) holds something that is not a
                       lock's
   A partial release keeps the remaining lease. ]]
-local refusal = held_refusal(KEYS[1], 'lock', ARGV[1], KEYS[3])
+local refusal, fields = held_refusal(KEYS[1], 'lock', ARGV[1], KEYS[3])
 if refusal then
   return refusal
 end
-local holds = redis.call('hget', KEYS[1], ARGV[1])
+local holds
+for i = 1, #fields, 2 do
+  if fields[i] == ARGV[1] then
+    holds = fields[i + 1]
+  end
+end
 if not holds then
   return {-2}
 elseif owners_refused(KEYS[3], ARGV[1], ARGV[2]) then

@@ -11,8 +11,10 @@
   now_ms()                    Redis' clock in ms (every instance agrees on it)
   lease_at_least(key, lease)  make key live at least lease ms more (never
                               shorter than it already does); returns its pttl
-  next_token(key, lease)      the next fencing token: INCR, raised to Redis'
-                              clock in microseconds when below it. Every
+  next_token(key, lease)      the next fencing token: the counter + 1 (the
+                              value counter_ok read), raised to Redis'
+                              clock in microseconds when below it, SET with
+                              the longer of lease and the life it had. Every
                               token handed out was at most the clock of its
                               grant (or its predecessor + 1: fewer than one
                               grant per microsecond), so a counter that is
@@ -31,6 +33,7 @@
                               application's own data); with 'lock' and 'rw',
                               the hash's fields and values (HGETALL) too
   counter_ok(key)             key is absent or an integer INCR can add to
+                              (one GET: next_token uses what it read)
   type_ok(key, t)             key is absent or of type t
   owner_ok(owner)             owner is no field of the layout ('mode', a
                               '...:write' writer field); dlockd refuses such
@@ -84,10 +87,11 @@
                               has no entry, a new one (next_token) recorded
                               with principal; else the entry's, and the
                               counter lives at least lease more
-  owners_sync(owners, key)    after the lock hash key was written: drop the
+  owners_sync(owners, key, pttl)
+                              after the lock hash key was written: drop the
                               entries of fields key no longer has (all of
                               them when key is gone) and give owners key's
-                              lease
+                              lease (pttl: key's, when the caller knows it)
   The same hash numbers each holding's changes, for an undo
   (lock_undo.lua, rw_undo.lua) to know whether a holding is still as a
   change left it: field '#<field>' ('#' starts no owner id, no Redisson
@@ -116,9 +120,16 @@
   and one that publishes decides what to say from reads alone and publishes
   before that write too (the ACL may refuse the channel; a script runs
   whole, so a subscriber acting on the message already sees its writes). ]]
-local function now_ms()
+-- Redis' clock, read once: a script runs whole, so one reading serves
+-- the deadline check, the tokens and the change numbers alike
+local NOW_US
+do
   local t = redis.call('time')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  NOW_US = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+local function now_ms()
+  return math.floor(NOW_US / 1000)
 end
 
 if now_ms() > tonumber(ARGV[#ARGV]) then
@@ -139,30 +150,42 @@ local function lease_at_least(key, lease)
   return pttl
 end
 
+-- counter_ok's reading of each counter it checked: its value, or false
+-- when it was absent
+local counter_seen = {}
+
 local function next_token(key, lease)
-  -- counter_ok(key) was checked before the script's first write
-  local token = redis.call('incr', key)
-  local t = redis.call('time')
-  local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  if token < now_us then
-    -- INCRBY keeps the counter's TTL, where SET would drop it
-    token = redis.call('incrby', key, now_us - token)
+  -- counter_ok(key) was checked before the script's first write, and
+  -- read the counter: the next token is one more, or Redis' clock
+  local seen = counter_seen[key]
+  if seen == nil then
+    seen = tonumber(redis.call('get', key) or '') or false
   end
-  lease_at_least(key, lease)
+  local token = (seen or 0) + 1
+  if token < NOW_US then
+    token = NOW_US
+  end
+  local life = lease
+  if seen then
+    life = math.max(life, redis.call('pttl', key))
+  end
+  redis.call('set', key, string.format('%d', token), 'px', life)
+  counter_seen[key] = token
   return token
 end
 
-
 local function lock_kind(key)
-  local t = redis.call('type', key).ok
-  if t == 'none' then
+  local pttl = redis.call('pttl', key)
+  if pttl == -2 then
     return 'none'
-  end
-  if t ~= 'hash' or redis.call('pttl', key) == -1 then
+  elseif pttl == -1 then
     return 'other'
   end
   local mode
-  local f = redis.call('hgetall', key)
+  local f = redis.pcall('hgetall', key)
+  if f.err then
+    return 'other'	-- not a hash
+  end
   for i = 1, #f, 2 do
     if f[i] == 'mode' then
       mode = f[i + 1]
@@ -179,15 +202,17 @@ local function lock_kind(key)
 end
 
 local function counter_ok(key)
-  local t = redis.call('type', key).ok
-  if t == 'none' then
+  local v = redis.pcall('get', key)
+  if type(v) == 'table' then
+    return false	-- not a string
+  elseif not v then
+    counter_seen[key] = false
     return true
-  end
-  if t ~= 'string' then
+  elseif #v > 18 or not string.match(v, '^%-?%d+$') then
     return false
   end
-  local v = redis.call('get', key)
-  return #v <= 18 and string.match(v, '^%-?%d+$') ~= nil
+  counter_seen[key] = tonumber(v)
+  return true
 end
 
 local function type_ok(key, t)
@@ -289,8 +314,7 @@ local function owners_change(owners, field)
 end
 
 local function owners_bump(owners, field, record)
-  local t = redis.call('time')
-  local n = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local n = NOW_US
   local last = owners_change(owners, field)
   if last and last >= n then
     n = last + 1
@@ -303,21 +327,34 @@ local function owners_bump(owners, field, record)
   return n
 end
 
-local function owners_sync(owners, key)
-  local pttl = redis.call('pttl', key)
+local function owners_sync(owners, key, pttl)
+  pttl = pttl or redis.call('pttl', key)
   if pttl == -2 then
     redis.call('del', owners)
     return
   end
   local fields = redis.call('hkeys', owners)
   local left = #fields
-  for _, f in ipairs(fields) do
+  if left == 0 then
+    return
+  end
+  -- which holdings key still has, asked in one HMGET
+  local helds, at = {}, {}
+  for i, f in ipairs(fields) do
     local held = f
     if string.sub(f, 1, 1) == '#' then
       held = string.sub(f, 2)	-- a holding's change number goes with it
     end
-    if redis.call('hexists', key, held) == 0 then
-      redis.call('hdel', owners, f)
+    if not at[held] then
+      helds[#helds + 1] = held
+      at[held] = #helds
+    end
+    fields[i] = {f, held}
+  end
+  local have = redis.call('hmget', key, unpack(helds))
+  for _, fh in ipairs(fields) do
+    if not have[at[fh[2]]] then
+      redis.call('hdel', owners, fh[1])
       left = left - 1
     end
   end
