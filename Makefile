@@ -23,7 +23,7 @@ TEST_LIBS = $(shell pkg-config --libs libcurl cmocka 2>/dev/null)
 SERVICE_SRC = $(wildcard service/*/*.c)
 API_SRC = $(wildcard api/*.c)
 LIB_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(SERVICE_SRC) $(API_SRC)) $(BUILD)/lua_scripts.o \
-	$(BUILD)/openapi_doc.o
+	$(BUILD)/openapi_doc.o $(BUILD)/ui_assets.o
 LUA = $(sort $(wildcard lua/*.lua))
 
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
@@ -40,7 +40,7 @@ BUILD_PACKAGES = build-essential pkg-config libmicrohttpd-dev libjansson-dev lib
 FUZZ_PACKAGES = clang libclang-rt-14-dev
 RUN_PACKAGES = redis-server redis-tools
 TEST_PACKAGES = libcurl4-openssl-dev libcmocka-dev redis-server redis-tools nodejs npm \
-	curl python3 openssl
+	curl python3 openssl chromium
 LINT_PACKAGES = yamllint nodejs npm binutils systemd
 
 # The version: `git describe` in a git checkout, else openapi.yaml's
@@ -137,6 +137,16 @@ $(BUILD)/openapi_doc.c: openapi.yaml Makefile
 
 $(BUILD)/openapi_doc.o: $(BUILD)/openapi_doc.c | deps-build
 	$(CC) $(ALL_CFLAGS) $(WARN) -Wno-missing-prototypes -Wno-overlength-strings -c -o $@ $<
+
+# The status page (/ui): the files of api/ui/, embedded the same way
+# (api/ui/gen-assets.sh: each file's path, Content-Type, ETag and bytes).
+UI_FILES = api/ui/index.html $(sort $(wildcard api/ui/*.js api/ui/*.css))
+$(BUILD)/ui_assets.c: api/ui/gen-assets.sh $(UI_FILES) Makefile
+	@mkdir -p $(@D)
+	@sh api/ui/gen-assets.sh $(UI_FILES) >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/ui_assets.o: $(BUILD)/ui_assets.c api/ui_assets.h | deps-build
+	$(CC) $(ALL_CFLAGS) $(WARN) -Wno-overlength-strings -c -o $@ $<
 
 # Unit tests include the module under test (tests/unit/test_x.c includes
 # service/x.c or api/x.c), so they link everything but that module (and

@@ -17,6 +17,7 @@ enum route_op {
 	OP_READYZ,
 	OP_METRICS,
 	OP_OPENAPI,
+	OP_UI,			/* GET    /ui and its files: the status page */
 };
 
 /* HEAD is routed as GET (routes_match); ops[] rows never name it. */
