@@ -50,7 +50,8 @@ DLOCKD_VERSION := $(shell { [ -e .git ] && git describe --always --dirty 2>/dev/
 	sed -n 's/^  version: *//p' openapi.yaml | head -n 1)
 
 .PHONY: all deps deps-build deps-run deps-lint deps-fuzz run test test-asan test-valgrind \
-	check-layers unit integration install install-strip lint contract-tools deploy-tools bench fuzz chaos clean FORCE
+	check-layers unit integration install install-strip lint contract-tools deploy-tools bench fuzz chaos clean FORCE \
+	ui-tools test-ui ui-screenshot
 all: $(BUILD)/dlockd $(BUILD)/dlock
 
 # Install what is missing; a no-op (one dpkg query) when all is there. Node
@@ -140,7 +141,7 @@ $(BUILD)/openapi_doc.o: $(BUILD)/openapi_doc.c | deps-build
 
 # The status page (/ui): the files of api/ui/, embedded the same way
 # (api/ui/gen-assets.sh: each file's path, Content-Type, ETag and bytes).
-UI_FILES = api/ui/index.html $(sort $(wildcard api/ui/*.js api/ui/*.css))
+UI_FILES = api/ui/index.html $(sort $(wildcard api/ui/*.js api/ui/*.css api/ui/*.svg))
 $(BUILD)/ui_assets.c: api/ui/gen-assets.sh $(UI_FILES) Makefile
 	@mkdir -p $(@D)
 	@sh api/ui/gen-assets.sh $(UI_FILES) >$@.tmp && mv $@.tmp $@
@@ -217,6 +218,22 @@ $(CONTRACT)/node_modules/.done: $(CONTRACT)/package.json $(CONTRACT)/package-loc
 	cd $(CONTRACT) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# The status page's test (tests/ui/ui.test.mjs) drives Debian's chromium
+# (TEST_PACKAGES) with puppeteer-core (npm, pinned by the lockfile; it
+# downloads no browser). `make test` runs it last (tests/run.sh); test-ui
+# runs only it; ui-screenshot runs it and saves the page as the README
+# shows it.
+UI_TEST = tests/ui
+ui-tools: $(UI_TEST)/node_modules/.done
+$(UI_TEST)/node_modules/.done: $(UI_TEST)/package.json $(UI_TEST)/package-lock.json
+	cd $(UI_TEST) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+test-ui: deps $(BUILD)/dlockd ui-tools
+	@sh tests/run.sh $(BUILD) ui
+ui-screenshot: deps $(BUILD)/dlockd ui-tools
+	@mkdir -p docs/img
+	DLOCKD_UI_SCREENSHOT=docs/img/status-page.png node $(UI_TEST)/ui.test.mjs $(BUILD)
+
 # The layers, on folders: service/base < redis < lock < config < api/ <
 # main.c, cli/ on service/base/ only; api/ never speaks Redis, service/ never
 # HTTP, lua/ never knows HTTP; no include circles, no namesake tags
@@ -225,7 +242,7 @@ check-layers:
 	@sh tests/check-layers.sh
 
 # Every test; prints "N passed, M failed" last and fails if M > 0.
-test: check-layers deps $(BUILD)/dlockd $(BUILD)/dlock $(UNIT_BINS) $(ITEST_BIN) contract-tools
+test: check-layers deps $(BUILD)/dlockd $(BUILD)/dlock $(UNIT_BINS) $(ITEST_BIN) contract-tools ui-tools
 	@sh tests/run.sh $(BUILD)
 
 # Every test with ASan and UBSan, then one short pass of the benchmark
@@ -339,6 +356,7 @@ run: deps-run $(BUILD)/dlockd
 	@sh deploy/run-local.sh $(BUILD)/dlockd
 
 clean:
-	rm -rf build build-asan build-fuzz $(CONTRACT)/node_modules deploy/node_modules
+	rm -rf build build-asan build-fuzz $(CONTRACT)/node_modules deploy/node_modules \
+		$(UI_TEST)/node_modules
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

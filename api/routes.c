@@ -47,6 +47,7 @@ static const struct route routes[] = {
 	{ "/ui", "/ui", NULL, 0, { [METHOD_GET] = OP_UI }, "GET, HEAD" },
 	{ "/ui/app.js", "/ui/app.js", NULL, 0, { [METHOD_GET] = OP_UI }, "GET, HEAD" },
 	{ "/ui/style.css", "/ui/style.css", NULL, 0, { [METHOD_GET] = OP_UI }, "GET, HEAD" },
+	{ "/ui/icon.svg", "/ui/icon.svg", NULL, 0, { [METHOD_GET] = OP_UI }, "GET, HEAD" },
 };
 
 static const char *labels[ARRAY_LEN(routes) + 1];

@@ -220,7 +220,9 @@ function render() {
 		name.type = 'button';
 		name.title = 'Show this lock and its queue';
 		name.addEventListener('click', () => openDetail(e.kind, e.name));
-		tr.append(el('td')).lastChild.append(name);
+		const cell = el('td');
+		cell.append(name);
+		tr.append(cell);
 		let kind = e.kind;
 		if (e.kind === 'lock' && s && s.queue_length > 0)
 			kind = 'lock (fair)';
