@@ -25,7 +25,7 @@ TEST_LIBS = $(shell pkg-config --libs libcurl cmocka 2>/dev/null)
 SERVICE_SRC = $(wildcard service/*/*.c)
 API_SRC = $(wildcard api/*.c)
 LIB_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(SERVICE_SRC) $(API_SRC)) $(BUILD)/lua_scripts.o \
-	$(BUILD)/openapi_doc.o
+	$(BUILD)/openapi_doc.o $(BUILD)/ui_assets.o
 LUA = $(sort $(wildcard lua/*.lua))
 
 UNIT_SRC = $(wildcard tests/unit/test_*.c)
@@ -42,7 +42,7 @@ BUILD_PACKAGES = build-essential pkg-config libmicrohttpd-dev libjansson-dev lib
 FUZZ_PACKAGES = clang libclang-rt-14-dev
 RUN_PACKAGES = redis-server redis-tools
 TEST_PACKAGES = libcurl4-openssl-dev libcmocka-dev redis-server redis-tools nodejs npm \
-	curl python3 openssl
+	curl python3 openssl chromium
 LINT_PACKAGES = yamllint nodejs npm binutils systemd
 
 # The version: the semantic version in VERSION (the one source: a test
@@ -55,7 +55,8 @@ DLOCKD_REVISION := $(shell [ -e .git ] && git describe --always --dirty --exclud
 DLOCKD_VERSION := $(DLOCKD_RELEASE)$(if $(DLOCKD_REVISION), ($(DLOCKD_REVISION)))
 
 .PHONY: all deps deps-build deps-run deps-lint deps-fuzz run test test-asan test-valgrind \
-	check-layers unit integration install install-strip dist lint contract-tools deploy-tools bench fuzz chaos clean FORCE
+	check-layers unit integration install install-strip dist lint contract-tools deploy-tools bench fuzz chaos clean FORCE \
+	ui-tools test-ui ui-screenshot
 all: $(BUILD)/dlockd $(BUILD)/dlock
 
 # What `make` and `make run` need is looked for first -- the libraries
@@ -180,6 +181,16 @@ $(BUILD)/openapi_doc.c: openapi.yaml Makefile
 $(BUILD)/openapi_doc.o: $(BUILD)/openapi_doc.c | deps-build
 	$(CC) $(ALL_CFLAGS) $(WARN) -Wno-missing-prototypes -Wno-overlength-strings -c -o $@ $<
 
+# The status page (/ui): the files of api/ui/, embedded the same way
+# (api/ui/gen-assets.sh: each file's path, Content-Type, ETag and bytes).
+UI_FILES = api/ui/index.html $(sort $(wildcard api/ui/*.js api/ui/*.css api/ui/*.svg))
+$(BUILD)/ui_assets.c: api/ui/gen-assets.sh $(UI_FILES) Makefile
+	@mkdir -p $(@D)
+	@sh api/ui/gen-assets.sh $(UI_FILES) >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/ui_assets.o: $(BUILD)/ui_assets.c api/ui_assets.h | deps-build
+	$(CC) $(ALL_CFLAGS) $(WARN) -Wno-overlength-strings -c -o $@ $<
+
 # Unit tests include the module under test (tests/unit/test_x.c includes
 # service/x.c or api/x.c), so they link everything but that module (and
 # UNIT_ALSO, the modules a test includes besides). Where a test mocks a
@@ -249,6 +260,22 @@ $(CONTRACT)/node_modules/.done: $(CONTRACT)/package.json $(CONTRACT)/package-loc
 	cd $(CONTRACT) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
+# The status page's test (tests/ui/ui.test.mjs) drives Debian's chromium
+# (TEST_PACKAGES) with puppeteer-core (npm, pinned by the lockfile; it
+# downloads no browser). `make test` runs it last (tests/run.sh); test-ui
+# runs only it; ui-screenshot runs it and saves the page as the README
+# shows it.
+UI_TEST = tests/ui
+ui-tools: $(UI_TEST)/node_modules/.done
+$(UI_TEST)/node_modules/.done: $(UI_TEST)/package.json $(UI_TEST)/package-lock.json
+	cd $(UI_TEST) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+test-ui: deps $(BUILD)/dlockd ui-tools
+	@sh tests/run.sh $(BUILD) ui
+ui-screenshot: deps $(BUILD)/dlockd ui-tools
+	@mkdir -p docs/img
+	DLOCKD_UI_SCREENSHOT=docs/img/status-page.png node $(UI_TEST)/ui.test.mjs $(BUILD)
+
 # The layers, on folders: service/base < redis < lock < config < api/ <
 # main.c, cli/ on service/base/ only; api/ never speaks Redis, service/ never
 # HTTP, lua/ never knows HTTP; no include circles, no namesake tags
@@ -257,7 +284,7 @@ check-layers:
 	@sh tests/check-layers.sh
 
 # Every test; prints "N passed, M failed" last and fails if M > 0.
-test: check-layers deps $(BUILD)/dlockd $(BUILD)/dlock $(UNIT_BINS) $(ITEST_BIN) contract-tools
+test: check-layers deps $(BUILD)/dlockd $(BUILD)/dlock $(UNIT_BINS) $(ITEST_BIN) contract-tools ui-tools
 	@sh tests/run.sh $(BUILD)
 
 # Every test with ASan and UBSan, then one short pass of the benchmark
@@ -386,6 +413,7 @@ dist:
 	@echo $(BUILD)/$(DIST).tar.gz
 
 clean:
-	rm -rf build build-asan build-fuzz $(CONTRACT)/node_modules deploy/node_modules
+	rm -rf build build-asan build-fuzz $(CONTRACT)/node_modules deploy/node_modules \
+		$(UI_TEST)/node_modules
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -112,6 +112,8 @@ enum MHD_Result handle_health(struct request *rq)
 		return reply_text(rq, 200, "application/yaml", text, openapi_doc_len);
 	case OP_INDEX:
 		return index_reply(rq);
+	case OP_UI:
+		return handle_ui(rq);
 	default:
 		return reply_error(rq, ERR_INTERNAL, NULL, "no health handler for this route");
 	}

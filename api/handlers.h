@@ -23,7 +23,10 @@ enum MHD_Result handle_lock(struct request *rq);
  * Runs on the connection's event loop thread, for every request. */
 void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode toe);
 
-/* GET /healthz, /readyz, /metrics. */
+/* GET /healthz, /readyz, /metrics, /openapi.yaml; /ui and its files
+ * (handle_ui). */
 enum MHD_Result handle_health(struct request *rq);
+/* GET /ui, /ui/<file>: the status page's files (api/handle_ui.c). */
+enum MHD_Result handle_ui(struct request *rq);
 
 #endif

@@ -33,6 +33,13 @@ enum MHD_Result reply_json(struct request *rq, unsigned status, json_t *body);
 /* Queue a text body; text is stolen (freed by MHD). */
 enum MHD_Result reply_text(struct request *rq, unsigned status, const char *content_type,
 			   char *text, size_t len);
+/* Queue 200 with a file of the status page (data lives as long as the
+ * process, never freed), or 304 and no body when not_modified: the
+ * browser keeps it but asks again each time (Cache-Control: no-cache,
+ * ETag etag), and the page gets its strict Content-Security-Policy (its
+ * own files only; requests to dlockd itself only). */
+enum MHD_Result reply_static(struct request *rq, const char *content_type, const char *data,
+			     size_t len, const char *etag, int not_modified);
 /* Queue {"error": code, "message": ...} with the status of err, plus any
  * fields of extra (stolen, may be NULL). 401 carries WWW-Authenticate,
  * 405 Allow from rq->route.allow; 409 locked and 503 Retry-After; with

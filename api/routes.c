@@ -44,6 +44,11 @@ static const struct route routes[] = {
 	{ "/metrics", "/metrics", NULL, 0, { [METHOD_GET] = OP_METRICS }, "GET, HEAD" },
 	{ "/openapi.yaml", "/openapi.yaml", NULL, 0, { [METHOD_GET] = OP_OPENAPI }, "GET, HEAD" },
 	{ "/", "/", NULL, 0, { [METHOD_GET] = OP_INDEX }, "GET, HEAD" },
+	/* the status page: one row a file of api/ui/ (api/handle_ui.c) */
+	{ "/ui", "/ui", NULL, 0, { [METHOD_GET] = OP_UI }, "GET, HEAD" },
+	{ "/ui/app.js", "/ui/app.js", NULL, 0, { [METHOD_GET] = OP_UI }, "GET, HEAD" },
+	{ "/ui/style.css", "/ui/style.css", NULL, 0, { [METHOD_GET] = OP_UI }, "GET, HEAD" },
+	{ "/ui/icon.svg", "/ui/icon.svg", NULL, 0, { [METHOD_GET] = OP_UI }, "GET, HEAD" },
 };
 
 static const char *labels[ARRAY_LEN(routes) + 1];

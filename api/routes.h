@@ -18,6 +18,7 @@ enum route_op {
 	OP_METRICS,
 	OP_OPENAPI,
 	OP_INDEX,		/* GET    /: links to the resources below */
+	OP_UI,			/* GET    /ui and its files: the status page */
 };
 
 /* HEAD is routed as GET (routes_match); ops[] rows never name it. */

@@ -6,6 +6,7 @@
 #include <curl/curl.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,7 @@ static const char usage_text[] =
 "       dlock renew [options] [NAME]      renew the lease (a heartbeat)\n"
 "       dlock release [options] [NAME]    release one hold (--force: whoever holds it)\n"
 "       dlock status [options] NAME       the lock's state as JSON; exit 0 if locked\n"
-"       dlock list [options] [PREFIX]     the names of the locks held, one a line\n"
+"       dlock list [options] [PREFIX]     the locks held: a table (-o json, -o name)\n"
 "\n"
 "Options (before NAME; before the subcommand too, as in dlock -s URL run ...):\n"
 "  -k, --kind KIND        lock (default), fair, read or write (flock -s: read)\n"
@@ -57,7 +58,10 @@ static const char usage_text[] =
 "  -E, --conflict-exit-code N\n"
 "                         exit status when not acquired in time (default 1)\n"
 "      --force            release: free the lock whoever holds it (an admin's)\n"
-"      --json             list: one JSON object a line, not only the names\n"
+"  -o, --output FORMAT    list (where -o is no owner): table (default: name, kind,\n"
+"                         holders, lease left, waiting), json (one listing entry\n"
+"                         a line, as dlockd gives it; also --json) or name (one\n"
+"                         name a line)\n"
 "  -h, --help             this text;  -V, --version  dlock's version\n"
 "\n"
 "Durations: 500ms, 30s, 5m, 1h; a bare number is seconds.\n"
@@ -98,7 +102,8 @@ struct opts {
 	int64_t grace_ms;
 	int conflict_exit;
 	bool force;
-	bool json;
+	bool listing;		/* the subcommand is list: -o is --output */
+	enum list_output { OUT_TABLE, OUT_JSON, OUT_NAME } output;
 };
 
 static int usage_error(const char *fmt, const char *arg)
@@ -113,7 +118,7 @@ static int usage_error(const char *fmt, const char *arg)
  * success *first is the index of the first argument that is not one. */
 static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 {
-	enum { O_TOKEN_FILE = 256, O_FORCE, O_JSON, O_CACERT, O_CERT, O_KEY };
+	enum { O_TOKEN_FILE = 256, O_FORCE, O_JSON, O_CACERT, O_CERT, O_KEY, O_OUTPUT };
 	/* flock's names where they mean the same: --timeout, --nonblock,
 	 * -c/--command, -v/--verbose */
 	static const struct option longopts[] = {
@@ -136,6 +141,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 		{ "conflict-exit-code", required_argument, NULL, 'E' },
 		{ "force", no_argument, NULL, O_FORCE },
 		{ "json", no_argument, NULL, O_JSON },
+		{ "output", required_argument, NULL, O_OUTPUT },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -168,6 +174,8 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 		case O_CERT: o->tls.cert_file = optarg; break;
 		case O_KEY: o->tls.key_file = optarg; break;
 		case 'o':
+			if (o->listing)
+				goto output;
 			if (!lease_id_ok(optarg, 128))
 				return usage_error("--owner '%s' must be 1 to 128 of A-Z a-z 0-9 . _ : -",
 						   optarg);
@@ -196,7 +204,21 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 				return usage_error("--conflict-exit-code '%s' is not 0..255", optarg);
 			break;
 		case O_FORCE: o->force = true; break;
-		case O_JSON: o->json = true; break;
+		case O_JSON: o->output = OUT_JSON; break;
+		case O_OUTPUT:
+		output:
+			if (!o->listing)
+				return usage_error("%s is list's option", "--output");
+			if (!strcmp(optarg, "table"))
+				o->output = OUT_TABLE;
+			else if (!strcmp(optarg, "json"))
+				o->output = OUT_JSON;
+			else if (!strcmp(optarg, "name"))
+				o->output = OUT_NAME;
+			else
+				return usage_error("--output '%s' is none of table, json, name",
+						   optarg);
+			break;
 		case 'h': fputs(usage_text, stdout); exit(0);
 		case ':': return usage_error("%s needs a value", argv[optind - 1]);
 		default:
@@ -342,8 +364,122 @@ static int cmd_status(struct lease *l)
 	return status;
 }
 
-static int cmd_list(struct client *c, const char *prefix, bool as_json)
+/* ----- list's table ----- */
+
+/* A listing entry's cells: name, kind, holders, lease left, waiting. */
+struct list_row {
+	char *cell[5];
+};
+
+static char *fmt_dup(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt_dup(const char *fmt, ...)
 {
+	va_list ap;
+	char *s;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	return s;
+}
+
+/* "worker-1", "reader-1 (read)", "worker-1 x2", "(hidden)" where the
+ * token may not see the owner; comma-separated. */
+static char *holders_cell(json_t *holders)
+{
+	char *out = strdup(""), *next;
+	json_t *h;
+	size_t i;
+
+	json_array_foreach(holders, i, h) {
+		const char *owner = json_string_value(json_object_get(h, "owner"));
+		const char *mode = json_string_value(json_object_get(h, "mode"));
+		json_int_t holds = json_integer_value(json_object_get(h, "holds"));
+		char extra[48] = "";
+
+		if (holds > 1)
+			snprintf(extra, sizeof(extra), " x%lld", (long long)holds);
+		next = fmt_dup("%s%s%s%s%s%s%s", out ? out : "", i ? ", " : "",
+			       owner ? owner : "(hidden)", mode ? " (" : "", mode ? mode : "",
+			       mode ? ")" : "", extra);
+		free(out);
+		out = next;
+	}
+	return out && *out ? out : (free(out), strdup("-"));
+}
+
+/* 850ms, 59.7s, 4m57s, 1h02m */
+static char *lease_cell(json_t *ttl)
+{
+	long long ms = json_integer_value(ttl);
+
+	if (!json_is_integer(ttl))
+		return strdup("-");
+	if (ms < 1000)
+		return fmt_dup("%lldms", ms);
+	if (ms < 60000)
+		return fmt_dup("%lld.%llds", ms / 1000, ms % 1000 / 100);
+	if (ms < 3600000)
+		return fmt_dup("%lldm%02llds", ms / 60000, ms / 1000 % 60);
+	return fmt_dup("%lldh%02lldm", ms / 3600000, ms / 60000 % 60);
+}
+
+/* How many wait for the lock: its status' queue_length, read where its
+ * kind lives (a kind is the singular of its path; the listing's `lock` is
+ * read as a fair lock, which a plain lock also answers, with no queue);
+ * "-" for a kind without a queue, "?" when the status cannot be read. */
+static char *waiting_cell(struct client *c, const char *kind, const char *name)
+{
+	char path[300];
+	struct answer a;
+	json_t *q;
+	char *out;
+
+	if (!strcmp(kind, "rwlock"))
+		return strdup("-");
+	snprintf(path, sizeof(path), "/%ss/%s", strcmp(kind, "lock") ? kind : "fairlock", name);
+	client_call(c, "GET", path, 10000, -1, &a);
+	q = a.status == 200 ? json_object_get(a.json, "queue_length") : NULL;
+	out = a.status != 200 ? strdup("?") : json_is_integer(q)
+		? fmt_dup("%lld", (long long)json_integer_value(q)) : strdup("-");
+	answer_release(&a);
+	return out;
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+	const struct list_row *x = a, *y = b;
+	int c = strcmp(x->cell[0], y->cell[0]);
+
+	return c ? c : strcmp(x->cell[1], y->cell[1]);
+}
+
+/* The rows in name order, under a header, each column as wide as its
+ * widest cell (lease and waiting right-aligned). */
+static void print_table(struct list_row *rows, size_t n)
+{
+	static const char *const head[5] = { "NAME", "KIND", "HOLDERS", "LEASE", "WAITING" };
+	int w[5];
+
+	qsort(rows, n, sizeof(*rows), row_cmp);
+	for (int k = 0; k < 5; k++) {
+		w[k] = (int)strlen(head[k]);
+		for (size_t i = 0; i < n; i++)
+			if ((int)strlen(rows[i].cell[k]) > w[k])
+				w[k] = (int)strlen(rows[i].cell[k]);
+	}
+	printf("%-*s  %-*s  %-*s  %*s  %*s\n", w[0], head[0], w[1], head[1], w[2], head[2],
+	       w[3], head[3], w[4], head[4]);
+	for (size_t i = 0; i < n; i++)
+		printf("%-*s  %-*s  %-*s  %*s  %*s\n", w[0], rows[i].cell[0], w[1], rows[i].cell[1],
+		       w[2], rows[i].cell[2], w[3], rows[i].cell[3], w[4], rows[i].cell[4]);
+}
+
+static int cmd_list(struct client *c, const char *prefix, enum list_output output)
+{
+	struct list_row *rows = NULL;
+	size_t nrows = 0;
 	char *cursor = NULL;
 	int status = 0;
 
@@ -369,11 +505,33 @@ static int cmd_list(struct client *c, const char *prefix, bool as_json)
 			break;
 		}
 		json_array_foreach(json_object_get(a.json, "locks"), i, lock) {
-			if (as_json) {
+			const char *name = json_string_value(json_object_get(lock, "name"));
+			const char *kind = json_string_value(json_object_get(lock, "kind"));
+
+			if (output == OUT_JSON) {
 				json_dumpf(lock, stdout, JSON_COMPACT);
 				putchar('\n');
-			} else {
-				puts(json_string_value(json_object_get(lock, "name")));
+			} else if (output == OUT_NAME) {
+				puts(name ? name : "");
+			} else if (name && kind) {
+				struct list_row *r;
+
+				rows = realloc(rows, (nrows + 1) * sizeof(*rows));
+				if (!rows) {
+					fputs("dlock: list: out of memory\n", stderr);
+					exit(EXIT_UNAVAILABLE);
+				}
+				r = &rows[nrows++];
+				r->cell[0] = strdup(name);
+				r->cell[1] = strdup(kind);
+				r->cell[2] = holders_cell(json_object_get(lock, "holders"));
+				r->cell[3] = lease_cell(json_object_get(lock, "ttl_ms"));
+				r->cell[4] = waiting_cell(c, kind, name);
+				for (int k = 0; k < 5; k++)
+					if (!r->cell[k]) {
+						fputs("dlock: list: out of memory\n", stderr);
+						exit(EXIT_UNAVAILABLE);
+					}
 			}
 		}
 		if (json_is_string(json_object_get(a.json, "cursor"))) {
@@ -386,6 +544,12 @@ static int cmd_list(struct client *c, const char *prefix, bool as_json)
 		answer_release(&a);
 	} while (cursor);
 	free(cursor);
+	if (!status && output == OUT_TABLE)
+		print_table(rows, nrows);
+	for (size_t i = 0; i < nrows; i++)
+		for (int k = 0; k < 5; k++)
+			free(rows[i].cell[k]);
+	free(rows);
 	if (!status)
 		status = flush_stdout("list");
 	return status;
@@ -427,6 +591,7 @@ int main(int argc, char **argv)
 			n = (int)i;
 	if (n < 0)
 		return usage_error(*cmd ? "unknown command '%s'" : "no command%s", cmd);
+	o.listing = n == C_LIST;
 	if ((status = parse_opts(argc - at, argv + at, &o, &first)))
 		return status;
 	first += at;		/* an index into argv, past the subcommand */
@@ -546,7 +711,7 @@ int main(int argc, char **argv)
 	case C_RENEW: status = cmd_renew(&l, &o); break;
 	case C_RELEASE: status = exit_of(lease_release(&l, o.force, false, true), &o); break;
 	case C_STATUS: status = cmd_status(&l); break;
-	default: status = cmd_list(l.client, first < argc ? argv[first] : "", o.json); break;
+	default: status = cmd_list(l.client, first < argc ? argv[first] : "", o.output); break;
 	}
 	client_free(l.client);
 	curl_global_cleanup();

@@ -2,10 +2,11 @@
 # run.sh -- what `make test` runs: every unit test binary, then the
 # integration suite (which starts its own redis-server and dlockd on free
 # loopback ports), then the check of every response it got against
-# openapi.yaml. Prints one closing line "N passed, M failed" (and ", K
+# openapi.yaml, then the status page in headless Chromium (tests/ui/).
+# Prints one closing line "N passed, M failed" (and ", K
 # skipped" when a test said it could not run here) and exits non-zero when
 # anything failed.
-#   sh tests/run.sh BUILD_DIR [unit|integration]
+#   sh tests/run.sh BUILD_DIR [unit|integration|ui]
 set -u
 build=${1:-build}
 only=${2:-all}
@@ -31,7 +32,7 @@ count() {	# count <name> <output file> <exit status>
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-if [ "$only" != integration ]; then
+if [ "$only" != integration ] && [ "$only" != ui ]; then
 	echo "== layers"
 	sh tests/check-layers.sh --self-test >"$out" 2>&1
 	rc=$?
@@ -47,7 +48,7 @@ if [ "$only" != integration ]; then
 	done
 fi
 
-if [ "$only" != unit ]; then
+if [ "$only" != unit ] && [ "$only" != ui ]; then
 	echo "== integration"
 	contract=$(mktemp)
 	DLOCKD_CONTRACT_LOG="$contract" \
@@ -66,6 +67,15 @@ if [ "$only" != unit ]; then
 	cat "$out"
 	count contract "$out" "$rc"
 	rm -f "$contract"
+fi
+
+if [ "$only" != unit ]; then
+	# the status page (/ui) in Debian's chromium, its own redis and dlockd
+	echo "== ui"
+	node tests/ui/ui.test.mjs "$build" >"$out" 2>&1
+	rc=$?
+	cat "$out"
+	count ui "$out" "$rc"
 fi
 
 [ -z "$failed_names" ] || echo "failing:$failed_names"

@@ -998,3 +998,70 @@ TEST(dlock_unreachable_says_where_and_that_it_retries)
 	      strstr(err_of(&p), "--server"), "where it tried and how to set it: %s", err_of(&p));
 	CHECK((code = dlock_wait(&p)) == 69, "then 69 (%d: %s)", code, err_of(&p));
 }
+
+/* `dlock list` prints a table (name, kind, holders, lease left, waiting:
+ * a fair lock's queue read from its status), -o name the names and -o json
+ * (or --json) the listing's entries, one a line; -o is the owner
+ * elsewhere, and an unknown format is a usage error. */
+TEST(dlock_list_table_and_output_formats)
+{
+	const char *plain = lockname("dlist-plain"), *fair = lockname("dlist-fair");
+	char prefix[128], path[300];
+	struct proc p;
+	struct bg b;
+	int code;
+
+	/* lockname gives "t<pid>-<test>-<hint>-<n>": up to "dlist-" lists both */
+	snprintf(prefix, sizeof(prefix), "%.*s", (int)(strstr(plain, "dlist-") - plain + 6), plain);
+	snprintf(path, sizeof(path), "/locks/%s?owner=worker-1&ttl_ms=60000&reentrant=true", plain);
+	CHECK(status_of(NULL, "PUT", "%s", path) == 200, "first hold");
+	CHECK(status_of(NULL, "PUT", "%s", path) == 200, "second hold");
+	CHECK(status_of(NULL, "PUT", "/fairlocks/%s?owner=holder-1&ttl_ms=600000", fair) == 200,
+	      "fair lock held");
+	snprintf(path, sizeof(path), "/fairlocks/%s?owner=waiter-1&wait_ms=20000", fair);
+	bg_start(&b, "PUT", path, NULL);
+	CHECK(wait_waiters(NULL, 1, 10000), "the waiter queued");
+
+	dlock_start(&p, NULL, NULL, "list-table", "list", prefix, NULL);
+	CHECK((code = dlock_wait(&p)) == 0, "list exits 0 (%d): %s", code, err_of(&p));
+	CHECK(!strncmp(out_of(&p), "NAME ", 5) && strstr(out_of(&p), "KIND") &&
+	      strstr(out_of(&p), "HOLDERS") && strstr(out_of(&p), "LEASE") &&
+	      strstr(out_of(&p), "WAITING"), "a header line: %s", out_of(&p));
+	CHECK(strstr(out_of(&p), plain) && strstr(out_of(&p), "worker-1 x2"),
+	      "the plain lock's row with its holder and holds: %s", out_of(&p));
+	{
+		const char *row = strstr(out_of(&p), fair), *eol = row ? strchr(row, '\n') : NULL;
+
+		CHECK(row && eol && strstr(row, "holder-1") && eol[-1] == '1' && eol[-2] == ' ',
+		      "the fair lock's row ends with 1 waiting: %s", out_of(&p));
+		CHECK(strstr(row, "s ") || strstr(row, "m"), "a lease left: %s", row);
+	}
+
+	dlock_start(&p, NULL, NULL, "list-name", "list", "-o", "name", prefix, NULL);
+	CHECK(dlock_wait(&p) == 0 && strstr(out_of(&p), plain) && strstr(out_of(&p), fair) &&
+	      !strstr(out_of(&p), "NAME") && !strchr(out_of(&p), ' '),
+	      "-o name: the names, one a line: %s", out_of(&p));
+	dlock_start(&p, NULL, NULL, "list-json", "list", "-o", "json", prefix, NULL);
+	CHECK(dlock_wait(&p) == 0 && strstr(out_of(&p), "{\"name\":\"") &&
+	      strstr(out_of(&p), "\"kind\":\"lock\"") && strstr(out_of(&p), "\"owner\":\"worker-1\""),
+	      "-o json: the entries: %s", out_of(&p));
+	dlock_start(&p, NULL, NULL, "list-json2", "list", "--json", prefix, NULL);
+	CHECK(dlock_wait(&p) == 0 && strstr(out_of(&p), "{\"name\":\""), "--json as before: %s",
+	      out_of(&p));
+	dlock_start(&p, NULL, NULL, "list-bad", "list", "--output", "yaml", NULL);
+	CHECK(dlock_wait(&p) == 64 && strstr(err_of(&p), "table, json, name"),
+	      "an unknown format: 64 and why: %s", err_of(&p));
+	dlock_start(&p, NULL, NULL, "status-output", "status", "--output", "json", plain, NULL);
+	CHECK(dlock_wait(&p) == 64 && strstr(err_of(&p), "list's option"),
+	      "--output on another command: 64: %s", err_of(&p));
+
+	CHECK(status_of(NULL, "DELETE", "/fairlocks/%s?owner=holder-1", fair) == 200,
+	      "fair released");
+	bg_join(&b);
+	CHECK_STATUS(b.r, 200, "the waiter got it");
+	http_free(&b.r);
+	CHECK(status_of(NULL, "DELETE", "/fairlocks/%s?owner=waiter-1", fair) == 200,
+	      "waiter released");
+	snprintf(path, sizeof(path), "/locks/%s?force=true", plain);
+	CHECK(status_of(NULL, "DELETE", "%s", path) == 200, "plain released");
+}

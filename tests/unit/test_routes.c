@@ -4,6 +4,7 @@
 #include "unit.h"
 
 #include "api/routes.c"
+#include "api/ui_assets.h"
 
 static void expect_route(const char *path, enum http_method m, enum route_op op,
 			 const char *name)
@@ -153,6 +154,27 @@ static void test_routes__method_names(void **state)
 	assert_int_equal(routes_method("PATCH"), METHOD_OTHER);
 }
 
+/* Every file of the status page has its route and every /ui route its
+ * file (api/ui/ and the table must agree); nothing else is under /ui. */
+static void test_routes__ui_files_and_routes_agree(void **state)
+{
+	struct route_match rm;
+	unsigned ui_routes = 0;
+
+	(void)state;
+	for (size_t i = 0; i < ui_assets_count; i++)
+		expect_route(ui_assets[i].path, METHOD_GET, OP_UI, NULL);
+	for (size_t i = 0; i < ARRAY_LEN(routes); i++)
+		if (routes[i].ops[METHOD_GET] == OP_UI)
+			ui_routes++;
+	assert_int_equal(ui_routes, ui_assets_count);
+	assert_string_equal(ui_assets[0].path, "/ui");
+	assert_int_equal(routes_match("/ui/", METHOD_GET, &rm), ROUTE_NOT_FOUND);
+	assert_int_equal(routes_match("/ui/nope.js", METHOD_GET, &rm), ROUTE_NOT_FOUND);
+	assert_int_equal(routes_match("/ui", METHOD_PUT, &rm), ROUTE_METHOD_NOT_ALLOWED);
+	assert_string_equal(rm.allow, "GET, HEAD");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -165,6 +187,7 @@ int main(void)
 		cmocka_unit_test(test_routes__method_names),
 		cmocka_unit_test(test_routes__head_is_get_without_body),
 		cmocka_unit_test(test_routes__escaped_slash_is_no_separator),
+		cmocka_unit_test(test_routes__ui_files_and_routes_agree),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
