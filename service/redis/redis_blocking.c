@@ -144,21 +144,15 @@ fail:
 	return NULL;
 }
 
-int redis_detect_cluster(struct redis_url *url, char *why, size_t why_len)
+/* Ask the one Redis of url whether it is a cluster node (url->cluster);
+ * 1 when it did not answer, why saying why. */
+static int ask_node(struct redis_url *url, char *why, size_t why_len)
 {
-	struct redis_url db0;
+	struct redis_url db0 = *url;
 	redisContext *c;
 	redisReply *r;
 
-	if (url->nsentinels)
-		return 0;
-	db0 = *url;
-
 	db0.db = 0;	/* a cluster node refuses SELECT: ask without it */
-	if (url->nseeds > 1) {
-		url->cluster = true;
-		return 0;
-	}
 	c = url->unix_path ? redis_connect_url(&db0, REDIS_CONNECT_TIMEOUT_MS, true)
 			   : redis_connect_tcp(&db0, url->host, url->port, REDIS_CONNECT_TIMEOUT_MS,
 					       true);
@@ -183,9 +177,22 @@ int redis_detect_cluster(struct redis_url *url, char *why, size_t why_len)
 			freeReplyObject(r);
 	}
 	redisFree(c);
+	return 0;
+}
+
+int redis_detect_cluster(struct redis_url *url, char *why, size_t why_len)
+{
+	int rc = 0;
+
+	if (url->nsentinels)
+		return 0;
+	if (url->nseeds > 1)
+		url->cluster = true;
+	else
+		rc = ask_node(url, why, why_len);
 	if (url->cluster && url->db) {
 		log_error("redis url: a Redis Cluster has database 0 only, not %d", url->db);
 		return -1;
 	}
-	return 0;
+	return rc;
 }
