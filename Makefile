@@ -42,8 +42,8 @@ BUILD_PACKAGES = build-essential pkg-config libmicrohttpd-dev libjansson-dev lib
 FUZZ_PACKAGES = clang libclang-rt-14-dev
 RUN_PACKAGES = redis-server redis-tools
 TEST_PACKAGES = libcurl4-openssl-dev libcmocka-dev redis-server redis-tools nodejs npm \
-	curl python3 openssl chromium
-LINT_PACKAGES = yamllint nodejs npm binutils systemd
+	curl python3 openssl chromium groff-base
+LINT_PACKAGES = yamllint nodejs npm binutils systemd groff-base
 
 # The version: the semantic version in VERSION (the one source: a test
 # holds openapi.yaml's info.version, the Dockerfile's ARG VERSION and
@@ -54,6 +54,7 @@ DLOCKD_RELEASE := $(shell cat VERSION 2>/dev/null)
 DLOCKD_REVISION := $(shell [ -e .git ] && git describe --always --dirty --exclude='*' 2>/dev/null)
 DLOCKD_VERSION := $(DLOCKD_RELEASE)$(if $(DLOCKD_REVISION), ($(DLOCKD_REVISION)))
 
+.PHONY: man docs
 .PHONY: all deps deps-build deps-run deps-lint deps-fuzz run test test-asan test-valgrind \
 	check-layers unit integration install install-strip dist lint contract-tools deploy-tools bench fuzz chaos clean FORCE \
 	ui-tools test-ui ui-screenshot
@@ -331,8 +332,28 @@ install: $(BUILD)/dlockd $(BUILD)/dlock $(BUILD)/dlockd.service
 	install -m 644 deploy/systemd/tls.conf $(DESTDIR)$(PREFIX)/share/dlockd/tls.conf.example
 	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 	install -m 644 cli/dlock.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/dlock
+	install -d $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 $(BUILD)/dlockd.8 $(DESTDIR)$(PREFIX)/share/man/man8/dlockd.8
+	install -m 644 $(BUILD)/dlock.1 $(DESTDIR)$(PREFIX)/share/man/man1/dlock.1
 install-strip:
 	$(MAKE) install INSTALL_PROGRAM='install -m 755 -s'
+
+# The man pages and the references of docs/reference/, made from the one
+# table of each binary's options: dlockd's rows (service/config/config.c;
+# its hidden --help-format=man|markdown prints them) and dlock's help text
+# (cli/dlock.c, read by cli/gen-doc.sh). `make docs` rewrites the
+# committed references; tests/check-reference.sh (make lint, and the
+# integration suite) fails when they are stale or a man page warns.
+MAN_PAGES = $(BUILD)/dlockd.8 $(BUILD)/dlock.1
+man install: $(MAN_PAGES)
+$(BUILD)/dlockd.8: $(BUILD)/dlockd
+	$(BUILD)/dlockd --help-format=man >$@.tmp && mv $@.tmp $@
+$(BUILD)/dlock.1: $(BUILD)/dlock cli/gen-doc.sh VERSION
+	$(BUILD)/dlock --help | sh cli/gen-doc.sh man '$(DLOCKD_RELEASE)' >$@.tmp && mv $@.tmp $@
+docs: $(BUILD)/dlockd $(BUILD)/dlock
+	@mkdir -p docs/reference
+	$(BUILD)/dlockd --help-format=markdown >docs/reference/configuration.md
+	$(BUILD)/dlock --help | sh cli/gen-doc.sh markdown >docs/reference/dlock.md
 
 # The unit as installed: deploy/systemd/dlockd.service names
 # /usr/local/bin/dlockd, the default PREFIX's.
@@ -349,6 +370,7 @@ $(BUILD)/dlockd.service: deploy/systemd/dlockd.service FORCE
 # link to.
 lint: deps-lint contract-tools deploy-tools $(BUILD)/dlockd $(BUILD)/dlock
 	sh tests/check-doc-links.sh --self-test
+	sh tests/check-reference.sh $(BUILD)
 	yamllint -s -c .yamllint openapi.yaml deploy
 	$(CONTRACT)/node_modules/.bin/redocly lint --format=stylish openapi.yaml
 	node deploy/validate-k8s.mjs

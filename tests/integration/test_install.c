@@ -1,7 +1,8 @@
 /* test_install.c -- `make install PREFIX=... DESTDIR=...`, the step the
  * Docker image is built with: the staged tree holds the binaries (dlockd
  * and dlock), the contract, the systemd unit (its ExecStart the installed
- * binary under PREFIX) and the examples of its env file and auth drop-in,
+ * binary under PREFIX), the examples of its env file and auth drop-in,
+ * dlock's bash completion and the man pages dlockd.8 and dlock.1,
  * and the installed binary serves locks and that contract. */
 #include "../harness/harness.h"
 
@@ -75,6 +76,19 @@ TEST(make_install_stages_a_working_dlockd)
 		 "%s/opt/dlockd/share/bash-completion/completions/dlock", stage, stage);
 	rc = system(cmd);
 	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "and dlock's bash completion");
+	/* the man pages, where man finds them under PREFIX, and they render
+	 * as man shows them, without a groff warning */
+	snprintf(cmd, sizeof(cmd), "for m in man8/dlockd.8 man1/dlock.1; do "
+		 "f=%s/opt/dlockd/share/man/$m; test -f $f || exit 1; "
+		 "w=$(groff -man -Tutf8 -ww -z $f 2>&1); test -z \"$w\" || "
+		 "{ echo \"$w\"; exit 1; }; done; "
+		 "MANWIDTH=80 man -l %s/opt/dlockd/share/man/man8/dlockd.8 2>/dev/null | "
+		 "grep -q 'DLOCKD_REDIS_URL' && "
+		 "MANWIDTH=80 man -l %s/opt/dlockd/share/man/man1/dlock.1 2>/dev/null | "
+		 "grep -q 'conflict-exit-code'", stage, stage, stage);
+	rc = system(cmd);
+	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0,
+	      "and the man pages dlockd.8 and dlock.1 under share/man, rendering cleanly");
 
 	old = dlockd_use_bin(installed);
 	rc = dlockd_start(&d, NULL, NULL);

@@ -1,0 +1,60 @@
+/* test_docs.c -- the settings' documents come from the options tables:
+ * docs/reference/configuration.md and docs/reference/dlock.md are what
+ * the binaries under test generate, their man pages render without a
+ * groff warning, and every option of --help (and of dlock's getopt table)
+ * is in the man page and the reference (tests/check-reference.sh, which
+ * `make lint` runs too). */
+#include "../harness/harness.h"
+
+#include <libgen.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+TEST(reference_and_man_pages_agree_with_help)
+{
+	char build[256], cmd[1024], log[400], out[8192];
+	int rc;
+
+	snprintf(build, sizeof(build), "%s", dlockd_binary());
+	snprintf(log, sizeof(log), "%s/check-reference.log", test_tmpdir());
+	snprintf(cmd, sizeof(cmd), "sh tests/check-reference.sh %s >%s 2>&1", dirname(build), log);
+	rc = system(cmd);
+	file_read(log, out, sizeof(out));
+	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0 && !strstr(out, "not ok"),
+	      "tests/check-reference.sh passes:\n%s", out);
+	CHECK(strstr(out, "ok - docs/reference/configuration.md is current") &&
+	      strstr(out, "ok - docs/reference/dlock.md is current") &&
+	      strstr(out, "ok - dlockd.8 renders without warnings") &&
+	      strstr(out, "ok - dlock.1 renders without warnings"),
+	      "and checked the references and both man pages:\n%s", out);
+}
+
+/* The hidden --help-format takes man or markdown, nothing else, and
+ * prints every row: the reference of a setting is never missing. */
+TEST(help_format_prints_man_or_markdown_only)
+{
+	char cmd[512], log[400], out[65536];
+	int rc;
+
+	snprintf(log, sizeof(log), "%s/help-format.out", test_tmpdir());
+	snprintf(cmd, sizeof(cmd), "%s --help-format=html >%s 2>&1", dlockd_binary(), log);
+	rc = system(cmd);
+	file_read(log, out, sizeof(out));
+	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 2 && strstr(out, "not man or markdown"),
+	      "--help-format=html is a bad setting (exit 2): %s", out);
+	snprintf(cmd, sizeof(cmd), "%s --help-format=man >%s 2>&1", dlockd_binary(), log);
+	rc = system(cmd);
+	file_read(log, out, sizeof(out));
+	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0 && !strncmp(out, ".\\\"", 3) &&
+	      strstr(out, ".TH DLOCKD 8") && strstr(out, "\\-\\-redis\\-pubsub") &&
+	      strstr(out, "DLOCKD_REDIS_PUBSUB"), "man: a man page of every row");
+	snprintf(cmd, sizeof(cmd), "%s --help-format=markdown >%s 2>&1", dlockd_binary(), log);
+	rc = system(cmd);
+	file_read(log, out, sizeof(out));
+	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0 &&
+	      strstr(out, "| `--listen HOST:PORT` | `DLOCKD_LISTEN` | 127.0.0.1:8080 |  |") &&
+	      strstr(out, "| `--redis-sync-replicas off\\|auto\\|N` |") &&
+	      strstr(out, "| 300..600000 |"),
+	      "markdown: a table row per setting, '|' escaped, ranges shown");
+}
