@@ -44,8 +44,9 @@ def free_port():
 
 
 def _spawn(argv, log):
-    p = subprocess.Popen(argv, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
-                         stdin=subprocess.DEVNULL)
+    with open(log, "ab") as out:
+        p = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL)
     _procs.append(p)
     return p
 
