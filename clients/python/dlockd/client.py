@@ -110,7 +110,7 @@ class Held:
         self._signals = ThreadSignals()
         transport, cfg = self.client._transport, self.client
         jobs = [("renew", _core.renew_steps(self))]
-        if cfg.watch:
+        if cfg.watch_held:
             jobs.append(("watch", _core.watch_steps(cfg, self)))
         for role, gen in jobs:
             t = threading.Thread(target=run_sync, args=(gen, transport, self._signals),
@@ -146,7 +146,7 @@ class Held:
         self._signals = LoopSignals()
         transport, cfg = self.client._transport, self.client
         jobs = [_core.renew_steps(self)]
-        if cfg.watch:
+        if cfg.watch_held:
             jobs.append(_core.watch_steps(cfg, self))
         for gen in jobs:
             self._signals.tasks.append(
@@ -318,11 +318,11 @@ class Client:
     context. timeout: what a request may take beyond the wait it asks for;
     retry_ms: how long an unreachable dlockd or 503s in a row are retried
     (never past a call's own deadline); max_poll_ms: the longest single
-    long poll (halved while dlockd refuses it); watch: also watch each
+    long poll (halved while dlockd refuses it); watch_held: also watch each
     held lock, so that a forced release is known at once."""
 
     def __init__(self, url=None, token=None, *, ca=None, cert=None, key=None, context=None,
-                 timeout=10.0, retry_ms=10000, max_poll_ms=300000, watch=True):
+                 timeout=10.0, retry_ms=10000, max_poll_ms=300000, watch_held=True):
         url = url or env("DLOCKD_URL") or DEFAULT_URL
         token = token or env("DLOCKD_TOKEN")
         if url.startswith("https:") and context is None:
@@ -332,7 +332,7 @@ class Client:
         self.timeout = timeout
         self.retry_ms = retry_ms
         self.max_poll_ms = max_poll_ms
-        self.watch = watch
+        self.watch_held = watch_held
 
     def __repr__(self):
         return f"<dlockd.Client {self.url}>"

@@ -33,7 +33,7 @@ class TestLoss(unittest.TestCase):
         self.assertIsInstance(cm.exception, dlockd.Error)
 
     def test_not_held_on_a_heartbeat_is_loss_at_once(self):
-        c, n = dlockd.Client(SRV.url, watch=False), name("notheld")
+        c, n = dlockd.Client(SRV.url, watch_held=False), name("notheld")
         held = c.lock(n, ttl_ms=900).acquire()
         call(SRV.url, "DELETE", f"/locks/{n}?force=true")
         self.assertTrue(held.lost.wait(2), "the next heartbeat (300 ms) says not_held")
