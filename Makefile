@@ -288,6 +288,15 @@ check-layers:
 test: check-layers deps $(BUILD)/dlockd $(BUILD)/dlock $(UNIT_BINS) $(ITEST_BIN) contract-tools ui-tools
 	@sh tests/run.sh $(BUILD)
 
+# The Python client's tests (clients/python/README.md): python3 -m unittest
+# against a redis-server and build/dlockd they start themselves. `make test`
+# runs them too (tests/run.sh).
+PYTHON_TESTS = PYTHONPATH=clients/python python3 -m unittest discover -v -s clients/python/tests \
+	-t clients/python
+.PHONY: test-python
+test-python: deps $(BUILD)/dlockd
+	DLOCKD_BIN=$(BUILD)/dlockd $(PYTHON_TESTS)
+
 # Every test with ASan and UBSan, then one short pass of the benchmark
 # (bench/README.md, --quick: about a minute), its client and dlockd both
 # sanitized: every scenario must measure without errors, every dlockd exit

@@ -78,6 +78,20 @@ if [ "$only" != unit ]; then
 	count ui "$out" "$rc"
 fi
 
+# the Python client (clients/python): unittest's "... ok" lines counted as
+# TAP's (make test-python runs the same)
+if [ "$only" = all ]; then
+	echo "== python"
+	DLOCKD_BIN="$build/dlockd" PYTHONPATH=clients/python python3 -m unittest discover -v \
+		-s clients/python/tests -t clients/python >"$out" 2>&1
+	rc=$?
+	cat "$out"
+	sed -n -e 's/^\(test.*\) \.\.\. ok$/ok \1/p' -e "s/^\(test.*\) \.\.\. skipped '\(.*\)'$/ok \1 # SKIP \2/p" \
+		-e 's/^\(test.*\) \.\.\. \(FAIL\|ERROR\)$/not ok \1/p' "$out" >"$out.tap"
+	count python "$out.tap" "$rc"
+	rm -f "$out.tap"
+fi
+
 [ -z "$failed_names" ] || echo "failing:$failed_names"
 if [ "$skipped" -eq 0 ]; then
 	echo "$passed passed, $failed failed"
