@@ -157,7 +157,7 @@ $(BUILD)/tests/test_acquire $(BUILD)/tests/test_list: $(BUILD)/tests/%: tests/un
 # only the modules below them: they must not need the HTTP or lock layers.
 WAITERS_TEST_OBJS = $(addprefix $(BUILD)/service/base/,loop.o heap.o util.o log.o names.o)
 PUBSUB_TEST_OBJS = $(addprefix $(BUILD)/service/base/,loop.o heap.o util.o log.o names.o metrics.o \
-	version.o) $(addprefix $(BUILD)/service/redis/,redis_blocking.o redis_dial.o redis_target.o \
+	process_stats.o version.o) $(addprefix $(BUILD)/service/redis/,redis_blocking.o redis_dial.o redis_target.o \
 	redis_url.o cluster_slots.o redis_tls.o)
 $(BUILD)/tests/test_waiters: DEP_OBJS = $(WAITERS_TEST_OBJS)
 $(BUILD)/tests/test_pubsub: DEP_OBJS = $(PUBSUB_TEST_OBJS)
@@ -177,7 +177,8 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB_OBJS) | deps
 # test_redis_conn runs a node's connection (redis_node.c) on a real loop
 # against a fake Redis of its own: it links the loop and what the
 # connection uses, no more.
-REDIS_CONN_TEST_OBJS = $(patsubst %,$(BUILD)/service/base/%.o,loop heap log util) \
+REDIS_CONN_TEST_OBJS = $(patsubst %,$(BUILD)/service/base/%.o,loop heap log util metrics \
+	process_stats version) \
 	$(patsubst %,$(BUILD)/service/redis/%.o,redis_dial redis_reply redis_target redis_tls)
 $(BUILD)/tests/test_redis_conn: tests/unit/test_redis_conn.c $(REDIS_CONN_TEST_OBJS) | deps
 	@mkdir -p $(@D)

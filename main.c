@@ -24,6 +24,7 @@
 #include "service/redis/pubsub.h"
 #include "service/redis/redis_blocking.h"
 #include "service/redis/redis_conn.h"
+#include "service/redis/redis_reply.h"
 #include "service/redis/redis_target.h"
 #include "service/redis/redis_tls.h"
 #include "service/redis/redis_url.h"
@@ -62,6 +63,10 @@ static const struct server_handlers http_handlers = {
  * lock_kind, result="..." by enum lock_result and HANDLE_ABANDONED. */
 static const char *const metric_kind_labels[LOCK_KIND_COUNT] = {
 	[LOCK_KIND_LOCK] = "lock", [LOCK_KIND_FAIR] = "fairlock",
+	[LOCK_KIND_READ] = "rwlock", [LOCK_KIND_WRITE] = "rwlock",
+};
+/* ... and mode="..." where a kind has two sides (NULL: none). */
+static const char *const metric_mode_labels[LOCK_KIND_COUNT] = {
 	[LOCK_KIND_READ] = "read", [LOCK_KIND_WRITE] = "write",
 };
 static const char *const metric_result_labels[HANDLE_RESULT_COUNT] = {
@@ -71,6 +76,18 @@ static const char *const metric_result_labels[HANDLE_RESULT_COUNT] = {
 	[LOCK_UNCONFIRMED] = "replication_unconfirmed", [LOCK_TOO_MANY_HOLDS] = "too_many_holds",
 	[HANDLE_ABANDONED] = "abandoned",
 };
+
+/* Give the metrics the label values of the indices they count. */
+static void metrics_labels(void)
+{
+	unsigned nreasons;
+	const char *const *reasons = redis_fault_labels(&nreasons);
+
+	metrics_set_lock_labels(metric_kind_labels, LOCK_KIND_COUNT, metric_result_labels,
+				HANDLE_RESULT_COUNT);
+	metrics_set_lock_modes(metric_mode_labels);
+	metrics_set_redis_error_labels(reasons, nreasons);
+}
 
 /* One event loop: its thread and what runs on it. */
 struct worker {
@@ -227,8 +244,7 @@ int main(int argc, char **argv)
 	locks_configure(cfg.queue_ttl_ms);
 	locks_set_read_hold_caps(cfg.read_holds_per_owner, cfg.read_holds_per_lock);
 	locks_set_key_prefix(cfg.key_prefix);
-	metrics_set_lock_labels(metric_kind_labels, LOCK_KIND_COUNT, metric_result_labels,
-				HANDLE_RESULT_COUNT);
+	metrics_labels();
 	if (scripts_init() < 0) {
 		log_error("a lock script is missing from the build");
 		return 1;

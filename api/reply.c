@@ -62,7 +62,9 @@ static enum MHD_Result queue(struct request *rq, unsigned status, const char *co
 	ret = MHD_queue_response(rq->conn, status, resp);
 	MHD_destroy_response(resp);
 	rq->status = status;
-	metrics_request(rq->route.id, status, now_us() - rq->started_us);
+	metrics_request(rq->route.id, rq->method, status,
+			now_us() - rq->started_us - 1000 * (rq->lock.acquire.slept_ms +
+							   rq->lock.watch.slept_ms));
 	return ret;
 }
 
@@ -108,8 +110,6 @@ enum MHD_Result reply_error(struct request *rq, enum api_error err, json_t *extr
 		json_object_update(body, extra);
 		json_decref(extra);
 	}
-	if (err == ERR_BACKEND_UNAVAILABLE)
-		metrics_inc(METRIC_REDIS_ERRORS);
 	if (errors[err].status == 503 && rq->retry_after_s <= 0)
 		rq->retry_after_s = 1;
 	if (err == ERR_INTERNAL)

@@ -674,7 +674,7 @@ static void refuse_connection(struct http_loop *h, int fd)
 
 	if (h->tls) {	/* a plaintext answer would be garbage to a TLS client */
 		close(fd);
-		metrics_request(other_route, 503, 0);
+		metrics_request(other_route, METHOD_OTHER, 503, 0);
 		log_access(&(struct log_access){ .status = 503, .error = "overloaded",
 						 .why = "over --max-connections: closed unanswered "
 						 "(TLS)", .delivered = 0 });
@@ -684,7 +684,7 @@ static void refuse_connection(struct http_loop *h, int fd)
 		;	/* what has come so far: unread bytes at close() mean a reset */
 	n = write(fd, overloaded, overloaded_len);
 	shutdown(fd, SHUT_WR);
-	metrics_request(other_route, 503, 0);
+	metrics_request(other_route, METHOD_OTHER, 503, 0);
 	log_access(&(struct log_access){ .status = 503, .error = "overloaded",
 					 .why = "over --max-connections",
 					 .delivered = n == (ssize_t)overloaded_len });
@@ -903,7 +903,14 @@ int server_start(const struct config *cfg, const struct backend *const *backends
 	const char *const *labels = routes_labels(&nroutes);
 	int port;
 
+	static const char *const method_labels[METHOD_COUNT + 1] = {
+		[METHOD_GET] = "GET", [METHOD_PUT] = "PUT", [METHOD_POST] = "POST",
+		[METHOD_DELETE] = "DELETE", [METHOD_HEAD] = "HEAD", [METHOD_OTHER] = "other",
+	};
+
 	metrics_set_routes(labels, nroutes);
+	metrics_set_methods(method_labels, METHOD_COUNT);
+	metrics_set_http_connections(&open_connections, cfg->max_connections);
 	other_route = nroutes;
 	handlers = hs;
 	max_connections = cfg->max_connections;
