@@ -40,8 +40,8 @@ BUILD_PACKAGES = build-essential pkg-config libmicrohttpd-dev libjansson-dev lib
 FUZZ_PACKAGES = clang libclang-rt-14-dev
 RUN_PACKAGES = redis-server redis-tools
 TEST_PACKAGES = libcurl4-openssl-dev libcmocka-dev redis-server redis-tools nodejs npm \
-	curl python3 openssl
-LINT_PACKAGES = yamllint nodejs npm binutils systemd
+	curl python3 openssl prometheus
+LINT_PACKAGES = yamllint nodejs npm binutils systemd prometheus
 
 # The version: `git describe` in a git checkout, else openapi.yaml's
 # info.version. Only service/base/version.o is compiled with it, and only when
