@@ -89,6 +89,30 @@ static void metrics_labels(void)
 	metrics_set_redis_error_labels(reasons, nreasons);
 }
 
+/* The start-up line, with what an operator looks for as fields of its own. */
+static void log_started(const struct config *cfg, const struct redis_url *url,
+			const char *shown_url, int port, bool sharded)
+{
+	char msg[512];
+	const char *topology = url->cluster ? "cluster" : url->nsentinels ? "sentinel"
+			       : url->unix_path ? "unix" : "standalone";
+	const struct log_field f[] = {
+		{ "version", dlockd_version, 0 },
+		{ "listen", cfg->listen, 0 },
+		{ "port", NULL, port },
+		{ "redis", shown_url, 0 },
+		{ "topology", topology, 0 },
+		{ "pubsub", sharded ? "sharded" : "classic", 0 },
+		{ "threads", NULL, cfg->threads },
+		{ "tls", cfg->tls_cert ? "on" : "off", 0 },
+		{ "auth", cfg->auth_file ? "on" : "off", 0 },
+		{ "pid", NULL, (long long)getpid() },
+	};
+
+	snprintf(msg, sizeof(msg), "dlockd %s listening on %s", dlockd_version, cfg->listen);
+	log_fields(LOG_INFO, msg, f, ARRAY_SIZE(f));
+}
+
 /* One event loop: its thread and what runs on it. */
 struct worker {
 	struct backend backend;
@@ -298,10 +322,7 @@ int main(int argc, char **argv)
 	}
 	/* before the loops run: whoever sees an answer has seen this line */
 	shown_url = redis_url_redacted(cfg.redis_url);
-	log_info("dlockd %s listening on %s (port %d), redis %s%s, %s pub/sub, %u threads, "
-		 "pid %d", dlockd_version, cfg.listen, port, shown_url,
-		 url.cluster ? " (cluster)" : "", sharded ? "sharded" : "classic", cfg.threads,
-		 (int)getpid());
+	log_started(&cfg, &url, shown_url, port, sharded);
 	free(shown_url);
 	for (unsigned i = 0; i < n; i++) {
 		if (pthread_create(&workers[i].thread, NULL, worker_main,

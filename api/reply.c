@@ -55,6 +55,8 @@ static enum MHD_Result queue(struct request *rq, unsigned status, const char *co
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, rq->route.allow);
 	if (rq->close)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+	if (rq->request_id[0])
+		MHD_add_response_header(resp, "X-Request-Id", rq->request_id);
 	if (rq->retry_after_s > 0) {
 		snprintf(value, sizeof(value), "%d", rq->retry_after_s);
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, value);
