@@ -21,6 +21,7 @@
 #include "service/base/log.h"
 #include "service/base/loop.h"
 #include "service/base/metrics.h"
+#include "service/base/sd_notify.h"
 #include "service/redis/pubsub.h"
 #include "service/redis/redis_blocking.h"
 #include "service/redis/redis_conn.h"
@@ -50,6 +51,9 @@
  * change on disk (a mounted Kubernetes Secret is updated in place,
  * cert-manager rotates certificates, and nobody sends SIGHUP). */
 #define FILES_LOOK_S 1
+/* Under systemd's Type=notify, how often Redis is asked whether it
+ * answers until it does (then READY=1). */
+#define READY_LOOK_MS 250
 
 /* What the HTTP server hands requests to: it names no handler itself. */
 static const struct server_handlers http_handlers = {
@@ -111,6 +115,19 @@ static void log_started(const struct config *cfg, const struct redis_url *url,
 
 	snprintf(msg, sizeof(msg), "dlockd %s listening on %s", dlockd_version, cfg->listen);
 	log_fields(LOG_INFO, msg, f, ARRAY_SIZE(f));
+}
+
+/* Under Type=notify: once Redis answers PING and the subscriber is
+ * connected (what /readyz asks), tell systemd READY=1, so that `systemctl
+ * start` and the units ordered after dlockd wait for a dlockd that can
+ * serve. Returns whether it is told. */
+static bool notify_ready(const struct redis_url *url, const struct pubsub *ps)
+{
+	if (!pubsub_connected(ps) || !redis_answers(url))
+		return false;
+	log_info("redis answers: ready");
+	sd_notify_send("READY=1\nSTATUS=serving");
+	return true;
 }
 
 /* One event loop: its thread and what runs on it. */
@@ -230,7 +247,7 @@ int main(int argc, char **argv)
 	struct config cfg;
 	sigset_t stop_signals;
 	int rc, sig, port = -1;
-	bool sharded;
+	bool sharded, ready;
 	unsigned n;
 
 	rc = config_load(&cfg, argc, argv);
@@ -342,26 +359,39 @@ int main(int argc, char **argv)
 		workers[i].started = true;
 	}
 
+	ready = !sd_notify_wanted();	/* nobody to tell: no need to ask Redis */
+	if (!ready) {
+		sd_notify_send("STATUS=waiting for redis to answer");
+		ready = notify_ready(&url, ps);
+	}
 	for (;;) {
 		struct timespec look = { FILES_LOOK_S, 0 };
 		bool files = auth_enabled() || tls_enabled();
 
-		/* with files to watch, wake every FILES_LOOK_S to look at them */
-		sig = sigtimedwait(&stop_signals, NULL, files ? &look : NULL);
+		/* with files to watch, wake every FILES_LOOK_S to look at them;
+		 * until systemd is told READY, every READY_LOOK_MS to ask Redis */
+		if (!ready)
+			look = (struct timespec){ 0, READY_LOOK_MS * 1000 * 1000 };
+		sig = sigtimedwait(&stop_signals, NULL, files || !ready ? &look : NULL);
 		if (sig == SIGHUP) {
 			auth_reload();
 			tls_reload();
 		} else if (sig == SIGTERM || sig == SIGINT) {
 			break;
 		} else if (sig < 0 && errno == EAGAIN) {
-			auth_reload_if_changed();
-			tls_reload_if_changed();
+			if (!ready)
+				ready = notify_ready(&url, ps);
+			if (files) {
+				auth_reload_if_changed();
+				tls_reload_if_changed();
+			}
 		} else if (sig < 0 && errno != EINTR) {
 			sig = SIGTERM;
 			break;
 		}
 	}
 	log_info("signal %d: stopping", sig);
+	sd_notify_send("STOPPING=1");
 
 	server_quiesce();
 	drain_waiters();
