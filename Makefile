@@ -283,6 +283,11 @@ lint: deps-lint contract-tools deploy-tools $(BUILD)/dlockd $(BUILD)/dlock
 	$(CONTRACT)/node_modules/.bin/redocly lint --format=stylish openapi.yaml
 	node deploy/validate-k8s.mjs
 	sh deploy/check-systemd.sh $(BUILD)/dlockd
+	@# the alert rules and their unit tests, and that the dashboard and the
+	@# rules name only metrics a running dlockd exports
+	promtool check rules deploy/prometheus/dlockd-alerts.yaml
+	promtool test rules deploy/prometheus/dlockd-alerts.test.yaml
+	node deploy/check-monitoring.mjs $(BUILD)/dlockd
 	sh deploy/check-image.sh $(BUILD)/dlockd $(BUILD)/dlock
 	@# the Compose file against Compose's own schema (docker-compose 1.x
 	@# parses it without an engine; no recommends: no Docker engine either)
