@@ -274,7 +274,9 @@ $(BUILD)/dlockd.service: deploy/systemd/dlockd.service FORCE
 # The Markdown's relative links and anchors (tests/check-doc-links.sh),
 # the OpenAPI document (Redocly), the YAML of deploy/, the Kubernetes
 # manifests against the Kubernetes schema and Pod Security "restricted"
-# (deploy/validate-k8s.mjs), the systemd unit (systemd-analyze verify and
+# (deploy/validate-k8s.mjs, on each overlay as kubectl kustomize renders it),
+# the alert rules (promtool) and what the dashboard and rules query
+# (deploy/check-monitoring.mjs), the systemd unit (systemd-analyze verify and
 # security), and the image's runtime libraries against what the binaries
 # link to.
 lint: deps-lint contract-tools deploy-tools $(BUILD)/dlockd $(BUILD)/dlock
