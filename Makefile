@@ -42,8 +42,8 @@ BUILD_PACKAGES = build-essential pkg-config libmicrohttpd-dev libjansson-dev lib
 FUZZ_PACKAGES = clang libclang-rt-14-dev
 RUN_PACKAGES = redis-server redis-tools
 TEST_PACKAGES = libcurl4-openssl-dev libcmocka-dev redis-server redis-tools nodejs npm \
-	curl python3 openssl chromium groff-base
-LINT_PACKAGES = yamllint nodejs npm binutils systemd groff-base
+	curl python3 openssl chromium groff-base prometheus
+LINT_PACKAGES = yamllint nodejs npm binutils systemd groff-base prometheus
 
 # The version: the semantic version in VERSION (the one source: a test
 # holds openapi.yaml's info.version, the Dockerfile's ARG VERSION and
@@ -211,7 +211,7 @@ $(BUILD)/tests/test_acquire $(BUILD)/tests/test_list: $(BUILD)/tests/%: tests/un
 # only the modules below them: they must not need the HTTP or lock layers.
 WAITERS_TEST_OBJS = $(addprefix $(BUILD)/service/base/,loop.o heap.o util.o log.o names.o)
 PUBSUB_TEST_OBJS = $(addprefix $(BUILD)/service/base/,loop.o heap.o util.o log.o names.o metrics.o \
-	version.o) $(addprefix $(BUILD)/service/redis/,redis_blocking.o redis_dial.o redis_target.o \
+	process_stats.o version.o) $(addprefix $(BUILD)/service/redis/,redis_blocking.o redis_dial.o redis_target.o \
 	redis_url.o cluster_slots.o redis_tls.o)
 $(BUILD)/tests/test_waiters: DEP_OBJS = $(WAITERS_TEST_OBJS)
 $(BUILD)/tests/test_pubsub: DEP_OBJS = $(PUBSUB_TEST_OBJS)
@@ -231,7 +231,8 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB_OBJS) | deps
 # test_redis_conn runs a node's connection (redis_node.c) on a real loop
 # against a fake Redis of its own: it links the loop and what the
 # connection uses, no more.
-REDIS_CONN_TEST_OBJS = $(patsubst %,$(BUILD)/service/base/%.o,loop heap log util) \
+REDIS_CONN_TEST_OBJS = $(patsubst %,$(BUILD)/service/base/%.o,loop heap log util metrics \
+	process_stats version) \
 	$(patsubst %,$(BUILD)/service/redis/%.o,redis_dial redis_reply redis_target redis_tls)
 $(BUILD)/tests/test_redis_conn: tests/unit/test_redis_conn.c $(REDIS_CONN_TEST_OBJS) | deps
 	@mkdir -p $(@D)
@@ -374,7 +375,9 @@ $(BUILD)/dlockd.service: deploy/systemd/dlockd.service FORCE
 # The Markdown's relative links and anchors (tests/check-doc-links.sh),
 # the OpenAPI document (Redocly), the YAML of deploy/, the Kubernetes
 # manifests against the Kubernetes schema and Pod Security "restricted"
-# (deploy/validate-k8s.mjs), the systemd unit (systemd-analyze verify and
+# (deploy/validate-k8s.mjs, on each overlay as kubectl kustomize renders it),
+# the alert rules (promtool) and what the dashboard and rules query
+# (deploy/check-monitoring.mjs), the systemd unit (systemd-analyze verify and
 # security), and the image's runtime libraries against what the binaries
 # link to.
 lint: deps-lint contract-tools deploy-tools $(BUILD)/dlockd $(BUILD)/dlock
@@ -384,6 +387,11 @@ lint: deps-lint contract-tools deploy-tools $(BUILD)/dlockd $(BUILD)/dlock
 	$(CONTRACT)/node_modules/.bin/redocly lint --format=stylish openapi.yaml
 	node deploy/validate-k8s.mjs
 	sh deploy/check-systemd.sh $(BUILD)/dlockd
+	@# the alert rules and their unit tests, and that the dashboard and the
+	@# rules name only metrics a running dlockd exports
+	promtool check rules deploy/prometheus/dlockd-alerts.yaml
+	promtool test rules deploy/prometheus/dlockd-alerts.test.yaml
+	node deploy/check-monitoring.mjs $(BUILD)/dlockd
 	sh deploy/check-image.sh $(BUILD)/dlockd $(BUILD)/dlock
 	@# the Compose file against Compose's own schema (docker-compose 1.x
 	@# parses it without an engine; no recommends: no Docker engine either)

@@ -21,9 +21,11 @@
 #include "service/base/log.h"
 #include "service/base/loop.h"
 #include "service/base/metrics.h"
+#include "service/base/sd_notify.h"
 #include "service/redis/pubsub.h"
 #include "service/redis/redis_blocking.h"
 #include "service/redis/redis_conn.h"
+#include "service/redis/redis_reply.h"
 #include "service/redis/redis_target.h"
 #include "service/redis/redis_tls.h"
 #include "service/redis/redis_url.h"
@@ -49,6 +51,9 @@
  * change on disk (a mounted Kubernetes Secret is updated in place,
  * cert-manager rotates certificates, and nobody sends SIGHUP). */
 #define FILES_LOOK_S 1
+/* Under systemd's Type=notify, how often Redis is asked whether it
+ * answers until it does (then READY=1). */
+#define READY_LOOK_MS 250
 
 /* What the HTTP server hands requests to: it names no handler itself. */
 static const struct server_handlers http_handlers = {
@@ -62,6 +67,10 @@ static const struct server_handlers http_handlers = {
  * lock_kind, result="..." by enum lock_result and HANDLE_ABANDONED. */
 static const char *const metric_kind_labels[LOCK_KIND_COUNT] = {
 	[LOCK_KIND_LOCK] = "lock", [LOCK_KIND_FAIR] = "fairlock",
+	[LOCK_KIND_READ] = "rwlock", [LOCK_KIND_WRITE] = "rwlock",
+};
+/* ... and mode="..." where a kind has two sides (NULL: none). */
+static const char *const metric_mode_labels[LOCK_KIND_COUNT] = {
 	[LOCK_KIND_READ] = "read", [LOCK_KIND_WRITE] = "write",
 };
 static const char *const metric_result_labels[HANDLE_RESULT_COUNT] = {
@@ -71,6 +80,55 @@ static const char *const metric_result_labels[HANDLE_RESULT_COUNT] = {
 	[LOCK_UNCONFIRMED] = "replication_unconfirmed", [LOCK_TOO_MANY_HOLDS] = "too_many_holds",
 	[HANDLE_ABANDONED] = "abandoned",
 };
+
+/* Give the metrics the label values of the indices they count. */
+static void metrics_labels(void)
+{
+	unsigned nreasons;
+	const char *const *reasons = redis_fault_labels(&nreasons);
+
+	metrics_set_lock_labels(metric_kind_labels, LOCK_KIND_COUNT, metric_result_labels,
+				HANDLE_RESULT_COUNT);
+	metrics_set_lock_modes(metric_mode_labels);
+	metrics_set_redis_error_labels(reasons, nreasons);
+}
+
+/* The start-up line, with what an operator looks for as fields of its own. */
+static void log_started(const struct config *cfg, const struct redis_url *url,
+			const char *shown_url, int port, bool sharded)
+{
+	char msg[512];
+	const char *topology = url->cluster ? "cluster" : url->nsentinels ? "sentinel"
+			       : url->unix_path ? "unix" : "standalone";
+	const struct log_field f[] = {
+		{ "version", dlockd_version, 0 },
+		{ "listen", cfg->listen, 0 },
+		{ "port", NULL, port },
+		{ "redis", shown_url, 0 },
+		{ "topology", topology, 0 },
+		{ "pubsub", sharded ? "sharded" : "classic", 0 },
+		{ "threads", NULL, cfg->threads },
+		{ "tls", cfg->tls_cert ? "on" : "off", 0 },
+		{ "auth", cfg->auth_file ? "on" : "off", 0 },
+		{ "pid", NULL, (long long)getpid() },
+	};
+
+	snprintf(msg, sizeof(msg), "dlockd %s listening on %s", dlockd_version, cfg->listen);
+	log_fields(LOG_INFO, msg, f, ARRAY_SIZE(f));
+}
+
+/* Under Type=notify: once Redis answers PING and the subscriber is
+ * connected (what /readyz asks), tell systemd READY=1, so that `systemctl
+ * start` and the units ordered after dlockd wait for a dlockd that can
+ * serve. Returns whether it is told. */
+static bool notify_ready(const struct redis_url *url, const struct pubsub *ps)
+{
+	if (!pubsub_connected(ps) || !redis_answers(url))
+		return false;
+	log_info("redis answers: ready");
+	sd_notify_send("READY=1\nSTATUS=serving");
+	return true;
+}
 
 /* One event loop: its thread and what runs on it. */
 struct worker {
@@ -189,7 +247,7 @@ int main(int argc, char **argv)
 	struct config cfg;
 	sigset_t stop_signals;
 	int rc, sig, port = -1;
-	bool sharded;
+	bool sharded, ready;
 	unsigned n;
 
 	rc = config_load(&cfg, argc, argv);
@@ -227,8 +285,7 @@ int main(int argc, char **argv)
 	locks_configure(cfg.queue_ttl_ms);
 	locks_set_read_hold_caps(cfg.read_holds_per_owner, cfg.read_holds_per_lock);
 	locks_set_key_prefix(cfg.key_prefix);
-	metrics_set_lock_labels(metric_kind_labels, LOCK_KIND_COUNT, metric_result_labels,
-				HANDLE_RESULT_COUNT);
+	metrics_labels();
 	if (scripts_init() < 0) {
 		log_error("a lock script is missing from the build");
 		return 1;
@@ -293,10 +350,7 @@ int main(int argc, char **argv)
 	}
 	/* before the loops run: whoever sees an answer has seen this line */
 	shown_url = redis_url_redacted(cfg.redis_url);
-	log_info("dlockd %s listening on %s (port %d), redis %s%s, %s pub/sub, %u threads, "
-		 "pid %d", dlockd_version, cfg.listen, port, shown_url,
-		 url.cluster ? " (cluster)" : "", sharded ? "sharded" : "classic", cfg.threads,
-		 (int)getpid());
+	log_started(&cfg, &url, shown_url, port, sharded);
 	free(shown_url);
 	for (unsigned i = 0; i < n; i++) {
 		if (pthread_create(&workers[i].thread, NULL, worker_main,
@@ -316,26 +370,39 @@ int main(int argc, char **argv)
 		workers[i].started = true;
 	}
 
+	ready = !sd_notify_wanted();	/* nobody to tell: no need to ask Redis */
+	if (!ready) {
+		sd_notify_send("STATUS=waiting for redis to answer");
+		ready = notify_ready(&url, ps);
+	}
 	for (;;) {
 		struct timespec look = { FILES_LOOK_S, 0 };
 		bool files = auth_enabled() || tls_enabled();
 
-		/* with files to watch, wake every FILES_LOOK_S to look at them */
-		sig = sigtimedwait(&stop_signals, NULL, files ? &look : NULL);
+		/* with files to watch, wake every FILES_LOOK_S to look at them;
+		 * until systemd is told READY, every READY_LOOK_MS to ask Redis */
+		if (!ready)
+			look = (struct timespec){ 0, READY_LOOK_MS * 1000 * 1000 };
+		sig = sigtimedwait(&stop_signals, NULL, files || !ready ? &look : NULL);
 		if (sig == SIGHUP) {
 			auth_reload();
 			tls_reload();
 		} else if (sig == SIGTERM || sig == SIGINT) {
 			break;
 		} else if (sig < 0 && errno == EAGAIN) {
-			auth_reload_if_changed();
-			tls_reload_if_changed();
+			if (!ready)
+				ready = notify_ready(&url, ps);
+			if (files) {
+				auth_reload_if_changed();
+				tls_reload_if_changed();
+			}
 		} else if (sig < 0 && errno != EINTR) {
 			sig = SIGTERM;
 			break;
 		}
 	}
 	log_info("signal %d: stopping", sig);
+	sd_notify_send("STOPPING=1");
 
 	server_quiesce();
 	drain_waiters();

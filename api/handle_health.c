@@ -105,7 +105,7 @@ enum MHD_Result handle_health(struct request *rq)
 		all = waiters_count_all();
 		watchers = waiters_count_watchers();
 		text = metrics_render(all > watchers ? all - watchers : 0, watch_count_all(), &len);
-		return reply_text(rq, 200, "text/plain; version=0.0.4", text, len);
+		return reply_text(rq, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 	case OP_OPENAPI:
 		text = xmalloc(openapi_doc_len);
 		memcpy(text, openapi_doc, openapi_doc_len);

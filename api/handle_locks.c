@@ -167,7 +167,6 @@ static enum MHD_Result reply_failure(struct request *rq, enum lock_result r,
 		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL, "%s",
 				   st->fault ? st->fault : "redis cannot be reached; retry shortly");
 	case LOCK_SCRIPT_ERROR:
-		metrics_inc(METRIC_REDIS_ERRORS);	/* as the 503s count themselves */
 		return reply_error(rq, ERR_INTERNAL, NULL, "%s '%s': %s", label, rq->name,
 				   st->fault ? st->fault : "the lock script failed in redis");
 	case LOCK_UNCONFIRMED:
@@ -563,7 +562,6 @@ static enum MHD_Result listed_answer(struct request *rq)
 		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL, "%s",
 				   st->fault ? st->fault : "redis cannot be reached; retry shortly");
 	default:
-		metrics_inc(METRIC_REDIS_ERRORS);	/* as the 503s count themselves */
 		return reply_error(rq, ERR_INTERNAL, NULL, "listing the locks: %s",
 				   st->fault ? st->fault : "redis failed");
 	}

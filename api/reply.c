@@ -55,6 +55,8 @@ static enum MHD_Result queue(struct request *rq, unsigned status, const char *co
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, rq->route.allow);
 	if (rq->close)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+	if (rq->request_id[0])
+		MHD_add_response_header(resp, "X-Request-Id", rq->request_id);
 	if (rq->retry_after_s > 0) {
 		snprintf(value, sizeof(value), "%d", rq->retry_after_s);
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, value);
@@ -62,7 +64,9 @@ static enum MHD_Result queue(struct request *rq, unsigned status, const char *co
 	ret = MHD_queue_response(rq->conn, status, resp);
 	MHD_destroy_response(resp);
 	rq->status = status;
-	metrics_request(rq->route.id, status, now_us() - rq->started_us);
+	metrics_request(rq->route.id, rq->method, status,
+			now_us() - rq->started_us - 1000 * (rq->lock.acquire.slept_ms +
+							   rq->lock.watch.slept_ms));
 	return ret;
 }
 
@@ -99,10 +103,12 @@ enum MHD_Result reply_static(struct request *rq, const char *content_type, const
 	MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
 	if (rq->close)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+	if (rq->request_id[0])
+		MHD_add_response_header(resp, "X-Request-Id", rq->request_id);
 	ret = MHD_queue_response(rq->conn, status, resp);
 	MHD_destroy_response(resp);
 	rq->status = status;
-	metrics_request(rq->route.id, status, now_us() - rq->started_us);
+	metrics_request(rq->route.id, rq->method, status, now_us() - rq->started_us);
 	return ret;
 }
 
@@ -142,8 +148,6 @@ enum MHD_Result reply_error(struct request *rq, enum api_error err, json_t *extr
 		json_object_update(body, extra);
 		json_decref(extra);
 	}
-	if (err == ERR_BACKEND_UNAVAILABLE)
-		metrics_inc(METRIC_REDIS_ERRORS);
 	if (errors[err].status == 503 && rq->retry_after_s <= 0)
 		rq->retry_after_s = 1;
 	if (err == ERR_INTERNAL)

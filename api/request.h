@@ -14,6 +14,7 @@
 #include "service/lock/listing.h"
 #include "service/lock/locks.h"
 #include "service/lock/watch.h"
+#include "api/request_id.h"
 #include "api/routes.h"
 
 #define NAME_MAX_LEN LOCKS_NAME_MAX
@@ -92,6 +93,8 @@ struct request {
 	 * copied at the auth check; "" with auth off. Lock operations bind
 	 * holdings to it; the access log may show it. Never the token. */
 	char principal[AUTH_NAME_MAX + 1];
+	/* logged on its lines and echoed as X-Request-Id (request_id.h) */
+	char request_id[REQUEST_ID_MAX + 1];
 
 	/* suspended (server_suspend) until something calls server_resume();
 	 * MHD then calls the handler, which runs next */

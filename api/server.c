@@ -182,6 +182,9 @@ static const char *request_start(struct request *rq, struct MHD_Connection *conn
 	rq->route_status = routes_match(rq->url, rq->method, &rq->route);
 	if (rq->route.name)
 		rq->name = routes_name(&rq->route, &len);
+	request_id_pick(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id"),
+			MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"),
+			rq->request_id);
 	cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (cl && strtoull(cl, NULL, 10) > h->cfg->max_body_bytes)
 		rq->body_too_large = true;
@@ -353,6 +356,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 		*upload_data_size = 0;
 		return MHD_YES;
 	}
+	log_set_request(rq->request_id);	/* the handler's lines carry it */
 	if (rq->next) {
 		enum MHD_Result (*next)(struct request *) = rq->next;
 
@@ -363,6 +367,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 		guard_busy(watch_of(conn), true);
 		ret = request_dispatch(rq);
 	}
+	log_set_request(NULL);
 	if (rq->next)
 		rq->hl->awaiting++;
 	client_hung_up = ret == MHD_NO && !rq->status && server_client_gone(rq);
@@ -408,7 +413,9 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 
 		rq->status = ci ? ci->http_status : 0;
 	}
+	log_set_request(rq->request_id[0] ? rq->request_id : NULL);
 	handlers->completed(rq, toe);
+	log_set_request(NULL);
 	force = rq->route.op == OP_RELEASE && rq->lock.params.force;
 	log_access(&(struct log_access){
 		.method = rq->method_name,
@@ -423,8 +430,11 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 		/* who forced a release: the token's name and where it came from */
 		.force = force,
 		.principal = rq->principal[0] ? rq->principal : NULL,
-		.peer = force ? peer_of(conn, peer, sizeof(peer)) : NULL,
+		.peer = peer_of(conn, peer, sizeof(peer)),
+		.request_id = rq->request_id[0] ? rq->request_id : NULL,
 		.delivered = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK,
+		/* heartbeats come every few seconds from every holder */
+		.quiet = rq->route.op == OP_HEARTBEAT && !(rq->cfg && rq->cfg->log_heartbeats),
 	});
 	request_free(rq);
 	*req_cls = NULL;
@@ -674,7 +684,7 @@ static void refuse_connection(struct http_loop *h, int fd)
 
 	if (h->tls) {	/* a plaintext answer would be garbage to a TLS client */
 		close(fd);
-		metrics_request(other_route, 503, 0);
+		metrics_request(other_route, METHOD_OTHER, 503, 0);
 		log_access(&(struct log_access){ .status = 503, .error = "overloaded",
 						 .why = "over --max-connections: closed unanswered "
 						 "(TLS)", .delivered = 0 });
@@ -684,7 +694,7 @@ static void refuse_connection(struct http_loop *h, int fd)
 		;	/* what has come so far: unread bytes at close() mean a reset */
 	n = write(fd, overloaded, overloaded_len);
 	shutdown(fd, SHUT_WR);
-	metrics_request(other_route, 503, 0);
+	metrics_request(other_route, METHOD_OTHER, 503, 0);
 	log_access(&(struct log_access){ .status = 503, .error = "overloaded",
 					 .why = "over --max-connections",
 					 .delivered = n == (ssize_t)overloaded_len });
@@ -903,7 +913,14 @@ int server_start(const struct config *cfg, const struct backend *const *backends
 	const char *const *labels = routes_labels(&nroutes);
 	int port;
 
+	static const char *const method_labels[METHOD_COUNT + 1] = {
+		[METHOD_GET] = "GET", [METHOD_PUT] = "PUT", [METHOD_POST] = "POST",
+		[METHOD_DELETE] = "DELETE", [METHOD_HEAD] = "HEAD", [METHOD_OTHER] = "other",
+	};
+
 	metrics_set_routes(labels, nroutes);
+	metrics_set_methods(method_labels, METHOD_COUNT);
+	metrics_set_http_connections(&open_connections, cfg->max_connections);
 	other_route = nroutes;
 	handlers = hs;
 	max_connections = cfg->max_connections;

@@ -67,13 +67,31 @@ bool args_grace_fits(int64_t ttl_ms, int64_t grace_ms)
 
 bool args_kind(const char *s, enum lease_kind *kind)
 {
-	for (int k = KIND_LOCK; k <= KIND_WRITE; k++) {
-		if (!strcmp(s, lease_kind_name((enum lease_kind)k))) {
-			*kind = (enum lease_kind)k;
+	/* the kinds as dlockd names them (the singular of the path), then
+	 * dlock's old spellings, still taken */
+	static const struct {
+		const char *name;
+		enum lease_kind kind;
+	} kinds[] = {
+		{ "lock", KIND_LOCK }, { "fairlock", KIND_FAIR }, { "rwlock", KIND_WRITE },
+		{ "fair", KIND_FAIR }, { "read", KIND_READ }, { "write", KIND_WRITE },
+	};
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		if (!strcmp(s, kinds[i].name)) {
+			*kind = kinds[i].kind;
 			return true;
 		}
 	}
 	return false;
+}
+
+bool args_mode(const char *s, enum lease_kind *kind)
+{
+	if (strcmp(s, "read") && strcmp(s, "write"))
+		return false;
+	*kind = s[0] == 'r' ? KIND_READ : KIND_WRITE;
+	return true;
 }
 
 bool args_int(const char *s, int min, int max, int *out)

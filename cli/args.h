@@ -20,8 +20,11 @@ bool args_duration_ms(const char *s, int64_t *ms);
  * leaves the lease at least half of it for renewals. */
 int64_t args_grace_default(int64_t ttl_ms, int64_t grace_ms);
 bool args_grace_fits(int64_t ttl_ms, int64_t grace_ms);
-/* "lock", "fair", "read", "write". */
+/* "lock", "fairlock", "rwlock" (its write side until args_mode says
+ * otherwise), and the old spellings "fair", "read", "write". */
 bool args_kind(const char *s, enum lease_kind *kind);
+/* A read-write lock's side: "read" or "write". */
+bool args_mode(const char *s, enum lease_kind *kind);
 /* A decimal int in min..max. */
 bool args_int(const char *s, int min, int max, int *out);
 /* An http:// or https:// URL with a host (scheme in any case), as

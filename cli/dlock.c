@@ -31,7 +31,10 @@ static const char usage_text[] =
 "       dlock list [options] [PREFIX]     the locks held: a table (-o json, -o name)\n"
 "\n"
 "Options (before NAME; before the subcommand too, as in dlock -s URL run ...):\n"
-"  -k, --kind KIND        lock (default), fair, read or write (flock -s: read)\n"
+"  -k, --kind KIND        lock (default), fairlock or rwlock (old spellings fair,\n"
+"                         read and write are still taken; flock -s: --kind\n"
+"                         rwlock --mode read)\n"
+"  -m, --mode MODE        rwlock: read or write (default write)\n"
 "  -s, --server URL       dlockd's http:// or https:// URL (default $DLOCKD_URL,\n"
 "                         else " DEFAULT_SERVER "; old alias $DLOCK_SERVER)\n"
 "      --token-file FILE  read the bearer token from FILE's first line (default\n"
@@ -68,8 +71,8 @@ static const char usage_text[] =
 "Durations: 500ms, 30s, 5m, 1h; a bare number is seconds.\n"
 "\n"
 "dlock run runs COMMAND (no shell) in a process group of its own with\n"
-"DLOCK_NAME, DLOCK_KIND, DLOCK_OWNER and DLOCK_FENCING_TOKEN in its\n"
-"environment, forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and\n"
+"DLOCK_NAME, DLOCK_KIND, DLOCK_MODE (rwlock), DLOCK_OWNER and\n"
+"DLOCK_FENCING_TOKEN in its environment, forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and\n"
 "SIGALRM to the group, stops it with dlock on Ctrl-Z, and releases the lock\n"
 "when it ends. The command never runs outside the lease: with no renewal\n"
 "confirmed in time, the group gets SIGTERM the grace and a margin (3% of\n"
@@ -90,6 +93,7 @@ static const char usage_text[] =
 struct opts {
 	enum lease_kind kind;
 	bool kind_given;
+	const char *mode;	/* --mode, applied once every option is read */
 	bool ttl_given;
 	bool grace_given;
 	const char *server;
@@ -124,6 +128,7 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 	 * -c/--command, -v/--verbose */
 	static const struct option longopts[] = {
 		{ "kind", required_argument, NULL, 'k' },
+		{ "mode", required_argument, NULL, 'm' },
 		{ "server", required_argument, NULL, 's' },
 		{ "token-file", required_argument, NULL, O_TOKEN_FILE },
 		{ "cacert", required_argument, NULL, O_CACERT },
@@ -150,18 +155,19 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 
 	opterr = 0;
 	optind = 0;		/* getopt anew: this runs twice, before and after the subcommand */
-	while ((c = getopt_long(argc, argv, "+:k:s:o:w:nt:g:E:c:vhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:k:m:s:o:w:nt:g:E:c:vhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'k':
 			if (!args_kind(optarg, &o->kind))
-				return usage_error("--kind '%s' is none of lock, fair, read, write",
+				return usage_error("--kind '%s' is none of lock, fairlock, rwlock",
 						   optarg);
 			o->kind_given = true;
 			break;
+		case 'm': o->mode = optarg; break;
 		case 's':
 			if (!args_server_ok(optarg)) {
 				fprintf(stderr, "dlock: --server '%s' is not an http:// or https:// "
-					"URL (flock's -s, --shared, is --kind read in dlock; dlock "
+					"URL (flock's -s, --shared, is --kind rwlock --mode read in dlock; dlock "
 					"--help for usage)\n", optarg);
 				return EXIT_USAGE;
 			}
@@ -229,6 +235,10 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 			return usage_error("unknown option '%s'", argv[optind - 1]);
 		}
 	}
+	if (o->mode && !lease_mode_name(o->kind))
+		return usage_error("--mode '%s' is for --kind rwlock only", o->mode);
+	if (o->mode && !args_mode(o->mode, &o->kind))
+		return usage_error("--mode '%s' is neither read nor write", o->mode);
 	*first = optind;
 	return 0;
 }
@@ -309,11 +319,13 @@ static int cmd_acquire(struct lease *l, const struct opts *o)
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	if (out != LEASE_OK)
 		return status;
-	printf("DLOCK_NAME='%s'\nDLOCK_KIND='%s'\nDLOCK_OWNER='%s'\n"
+	printf("DLOCK_NAME='%s'\nDLOCK_KIND='%s'\nDLOCK_MODE='%s'\nDLOCK_OWNER='%s'\n"
 	       "DLOCK_FENCING_TOKEN='%lld'\nDLOCK_TTL_MS='%lld'\n"
-	       "export DLOCK_NAME DLOCK_KIND DLOCK_OWNER DLOCK_FENCING_TOKEN DLOCK_TTL_MS\n",
-	       l->name, lease_kind_name(l->kind), l->owner, l->fencing_token,
-	       (long long)l->ttl_ms);
+	       "export DLOCK_NAME DLOCK_KIND DLOCK_MODE DLOCK_OWNER DLOCK_FENCING_TOKEN "
+	       "DLOCK_TTL_MS\n",
+	       l->name, lease_kind_name(l->kind),
+	       lease_mode_name(l->kind) ? lease_mode_name(l->kind) : "", l->owner,
+	       l->fencing_token, (long long)l->ttl_ms);
 	/* nobody would know the owner: give the lock back */
 	if ((status = flush_stdout("acquire")))
 		lease_release(l, false, true, false);
@@ -611,8 +623,9 @@ int main(int argc, char **argv)
 	if ((n == C_RENEW || n == C_RELEASE) && env_name && name && !strcmp(name, env_name)) {
 		if (!o.owner && getenv("DLOCK_OWNER") && lease_id_ok(getenv("DLOCK_OWNER"), 128))
 			o.owner = getenv("DLOCK_OWNER");
-		if (!o.kind_given && getenv("DLOCK_KIND"))
-			args_kind(getenv("DLOCK_KIND"), &o.kind);
+		if (!o.kind_given && getenv("DLOCK_KIND") && args_kind(getenv("DLOCK_KIND"), &o.kind) &&
+		    lease_mode_name(o.kind) && getenv("DLOCK_MODE"))
+			args_mode(getenv("DLOCK_MODE"), &o.kind);
 		/* renew with the lease acquire asked for */
 		if (!o.ttl_given && getenv("DLOCK_TTL_MS") &&
 		    args_duration_ms(getenv("DLOCK_TTL_MS"), &o.ttl_ms) && o.ttl_ms < 300)

@@ -30,9 +30,14 @@ int64_t mono_ms(void)
 
 const char *lease_kind_name(enum lease_kind kind)
 {
-	static const char *const names[] = { "lock", "fair", "read", "write" };
+	static const char *const names[] = { "lock", "fairlock", "rwlock", "rwlock" };
 
 	return names[kind];
+}
+
+const char *lease_mode_name(enum lease_kind kind)
+{
+	return kind == KIND_READ ? "read" : kind == KIND_WRITE ? "write" : NULL;
 }
 
 bool lease_id_ok(const char *s, size_t max)

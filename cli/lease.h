@@ -56,6 +56,8 @@ enum lease_outcome lease_outcome_of(const struct answer *a);
 int64_t mono_ms(void);
 /* "lock", "fair", "read", "write". */
 const char *lease_kind_name(enum lease_kind kind);
+/* The side of a read-write lock ("read", "write"); NULL for other kinds. */
+const char *lease_mode_name(enum lease_kind kind);
 /* A name or owner id as dlockd takes them: 1 to max of A-Z a-z 0-9 . _ : - */
 bool lease_id_ok(const char *s, size_t max);
 /* "dlock: <kind> '<name>': <what>" on stderr. */

@@ -197,6 +197,10 @@ static pid_t spawn(const struct lease *l, char *const argv[], const struct inher
 		sigprocmask(SIG_SETMASK, &in->mask, NULL);
 		setenv("DLOCK_NAME", l->name, 1);
 		setenv("DLOCK_KIND", lease_kind_name(l->kind), 1);
+		if (lease_mode_name(l->kind))
+			setenv("DLOCK_MODE", lease_mode_name(l->kind), 1);
+		else
+			unsetenv("DLOCK_MODE");
 		setenv("DLOCK_OWNER", l->owner, 1);
 		setenv("DLOCK_FENCING_TOKEN", token, 1);
 		setenv("DLOCK_TTL_MS", ttl, 1);	/* a `dlock renew` inside keeps the lease */

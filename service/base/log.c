@@ -12,8 +12,9 @@
  * fields, which are separated by spaces). A field longer than its cap is
  * cut at a character boundary and ends in "...[+N bytes]", so every line
  * is whole and parses. An access line names the error code of an error
- * answer, and a forced release says so, with the caller's token name and
- * address. */
+ * answer, the request id, the caller's token name and address, and a
+ * forced release says so; its level follows the answer (log_access_level).
+ * A line logged while a thread serves a request carries its id. */
 #include "service/base/log.h"
 
 #include <stdarg.h>
@@ -32,6 +33,7 @@
 static volatile int log_level = LOG_INFO;
 static volatile int log_format = LOG_FORMAT_JSON;
 static int log_fd = STDERR_FILENO;	/* the unit test points it elsewhere */
+static _Thread_local const char *request_id;	/* log_set_request */
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
 static const char *const format_names[] = { "json", "text" };
 
@@ -253,6 +255,19 @@ static void line_start(struct line *l, enum log_level level)
 		put(l, " %-5s", level_names[level]);
 }
 
+static void put_request_id(struct line *l, const char *id)
+{
+	if (!id)
+		return;
+	if (log_format == LOG_FORMAT_JSON) {
+		put(l, ",\"request_id\":");
+		put_json_string(l, id, FIELD_MAX_BYTES);
+	} else {
+		put(l, " request_id=");
+		put_text(l, id, FIELD_MAX_BYTES, true);
+	}
+}
+
 static void line_finish(struct line *l)
 {
 	/* put_bytes always keeps two bytes spare */
@@ -287,6 +302,44 @@ void log_msg(enum log_level level, const char *fmt, ...)
 		put_bytes(&l, " ", 1);
 		put_text(&l, msg, MSG_MAX_BYTES, false);
 	}
+	put_request_id(&l, request_id);
+	line_finish(&l);
+}
+
+void log_set_request(const char *id)
+{
+	request_id = id;
+}
+
+void log_fields(enum log_level level, const char *msg, const struct log_field *f, size_t n)
+{
+	struct line l;
+
+	if (!log_enabled(level))
+		return;
+	line_start(&l, level);
+	if (log_format == LOG_FORMAT_JSON) {
+		put(&l, ",\"msg\":");
+		put_json_string(&l, msg, MSG_MAX_BYTES);
+	} else {
+		put_bytes(&l, " ", 1);
+		put_text(&l, msg, MSG_MAX_BYTES, false);
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (log_format == LOG_FORMAT_JSON) {
+			put(&l, ",\"%s\":", f[i].key);
+			if (f[i].str)
+				put_json_string(&l, f[i].str, FIELD_MAX_BYTES);
+			else
+				put(&l, "%lld", f[i].num);
+		} else {
+			put(&l, " %s=", f[i].key);
+			if (f[i].str)
+				put_text(&l, f[i].str, FIELD_MAX_BYTES, true);
+			else
+				put(&l, "%lld", f[i].num);
+		}
+	}
 	line_finish(&l);
 }
 
@@ -297,6 +350,7 @@ static void access_fields(struct line *l, const struct log_access *a)
 	const struct { const char *key, *value; } f[] = {
 		{ "owner", a->owner }, { "error", a->error },
 		{ "principal", a->principal }, { "peer", a->peer },
+		{ "request_id", a->request_id },
 	};
 
 	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
@@ -337,13 +391,23 @@ static void access_text(struct line *l, const struct log_access *a)
 		put(l, " (not delivered)");
 }
 
+enum log_level log_access_level(const struct log_access *a)
+{
+	if (a->status >= 500)
+		return LOG_WARN;
+	if (a->quiet && a->status < 400)
+		return LOG_DEBUG;
+	return LOG_INFO;
+}
+
 void log_access(const struct log_access *a)
 {
+	enum log_level level = log_access_level(a);
 	struct line l;
 
-	if (!log_enabled(LOG_INFO))
+	if (!log_enabled(level))
 		return;
-	line_start(&l, LOG_INFO);
+	line_start(&l, level);
 	if (log_format == LOG_FORMAT_TEXT) {
 		access_text(&l, a);
 		line_finish(&l);

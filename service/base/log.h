@@ -33,7 +33,16 @@ struct log_access {
 	const char *principal;	/* the name of the caller's token, if any */
 	const char *peer;	/* the client's address ("127.0.0.1:5555") */
 	const char *why;	/* a note, for answers given outside the routes */
+	const char *request_id;	/* the request's id (X-Request-Id), if any */
 	int delivered;		/* 0: the client was gone before the answer */
+	int quiet;		/* routine (a heartbeat): a success is at debug */
+};
+
+/* A structured field of log_fields(): a string, or (str NULL) a number. */
+struct log_field {
+	const char *key;
+	const char *str;
+	long long num;
 };
 
 /* Parse "error", "warn", "info", "debug"; returns -1 when unknown. */
@@ -45,8 +54,19 @@ void log_set_format(enum log_format format);
 int log_enabled(enum log_level level);
 void log_msg(enum log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-/* The access line of one request, at info level. */
+/* The access line of one request, at the level its answer calls for
+ * (log_access_level). */
 void log_access(const struct log_access *a);
+/* warn for a 5xx (Redis trouble, overload, a bug), info for a 4xx or any
+ * other answer, debug for a quiet request's success. */
+enum log_level log_access_level(const struct log_access *a);
+/* A message with fields of its own: ,"key":value in JSON, key=value after
+ * the message in text. */
+void log_fields(enum log_level level, const char *msg, const struct log_field *f, size_t n);
+/* The request this thread serves now (its id, NULL: none): every line it
+ * logs meanwhile carries "request_id". The caller keeps id alive until it
+ * sets another. */
+void log_set_request(const char *id);
 /* The length of the valid UTF-8 character at s (n > 0 bytes left), or 0
  * when the byte there does not start one. */
 size_t log_utf8_len(const unsigned char *s, size_t n);

@@ -1,14 +1,17 @@
 /* metrics.c -- counters and histograms kept in relaxed atomics, and their
- * rendering in the Prometheus text exposition format (version 0.0.4).
- * Series that never moved are left out, except the totals operators
- * alert on, which are always present. The labels of the lock series and
- * of the routes are given at start-up (by main.c and api/server.c): this
- * module counts indices and knows neither locks nor HTTP routes. */
+ * rendering in the Prometheus text exposition format (version 0.0.4),
+ * with the process_* figures (process_stats.c). Series that never moved
+ * are left out, except the totals operators alert on, which are always
+ * present. The labels of the lock series, of the Redis errors and of the
+ * routes and methods are given at start-up (by main.c and api/server.c):
+ * this module counts indices and knows neither locks nor HTTP routes. */
 #include "service/base/metrics.h"
 
+#include "service/base/process_stats.h"
 #include "service/base/util.h"
 #include "service/base/version.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -19,10 +22,6 @@ static const struct {
 	const char *name;
 	const char *help;
 } metric_rows[METRIC_COUNT] = {
-	[METRIC_REDIS_ERRORS] = { "dlockd_redis_errors_total",
-		"Requests answered 503 because Redis could not be used, or 500 because a lock script failed in it." },
-	[METRIC_REDIS_RECONNECTS] = { "dlockd_redis_reconnects_total",
-		"Times the subscriber connection to Redis was lost and reopened." },
 	[METRIC_PUBSUB_MESSAGES] = { "dlockd_pubsub_messages_total",
 		"Messages received on lock channels." },
 	[METRIC_REPLICATION_WAITS] = { "dlockd_replication_waits_total",
@@ -35,10 +34,12 @@ static const struct {
 
 static const char *const op_labels[MOP_COUNT] = { "acquire", "release", "force_release",
 						  "heartbeat" };
+static const char *const conn_labels[MCONN_COUNT] = { "command", "subscriber", "sentinel" };
 /* The lock series' labels, by index (metrics_set_lock_labels). */
 #define MAX_KINDS 8
 #define MAX_RESULTS 16
 static const char *const *kind_labels;
+static const char *const *mode_labels;	/* NULL, or per kind (NULL: none) */
 static unsigned nkinds;
 static const char *const *result_labels;
 static unsigned nresults;
@@ -47,9 +48,12 @@ static unsigned nresults;
 static const unsigned statuses[] = { 200, 400, 401, 403, 404, 405, 409, 413, 500, 503 };
 #define NSTATUS (ARRAY_SIZE(statuses) + 1)
 #define MAX_ROUTES 32
+#define MAX_METHODS 8
+#define MAX_REASONS 32
+#define MAX_NODES 64
 
 /* Upper bounds in seconds, shared by every histogram. */
-static const double buckets[] = { 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+static const double buckets[] = { 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
 				  0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300 };
 #define NBUCKETS (ARRAY_SIZE(buckets) + 1)	/* the last is +Inf */
 
@@ -64,8 +68,26 @@ static atomic_ullong expirations[MAX_KINDS];
 static struct histogram waits[MAX_KINDS][2];	/* [kind][granted] */
 static const char *const *route_labels;
 static unsigned nroutes;
-static atomic_ullong requests[MAX_ROUTES + 1][NSTATUS];
-static struct histogram latency[MAX_ROUTES + 1];
+static const char *const *method_labels;
+static unsigned nmethods;
+static atomic_ullong requests[MAX_ROUTES + 1][MAX_METHODS + 1][NSTATUS];
+static struct histogram latency[MAX_ROUTES + 1][MAX_METHODS + 1];
+static const unsigned *http_open;
+static unsigned http_limit;
+
+static atomic_ullong reconnects[MCONN_COUNT];
+static const char *const *reason_labels;
+static unsigned nreasons;
+static atomic_ullong redis_errors[MAX_REASONS];
+static struct histogram redis_rtt;
+
+/* Redis nodes: rows are added (under nodes_lock), never removed. */
+static pthread_mutex_t nodes_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct node_row {
+	char addr[128];
+	atomic_int conns, ready;
+} nodes[MAX_NODES];
+static atomic_uint nnodes;
 
 /* ----- Counting ----- */
 
@@ -96,6 +118,68 @@ void metrics_inc(enum metric m)
 	add(&counters[m]);
 }
 
+void metrics_reconnect(enum metric_conn k)
+{
+	add(&reconnects[k]);
+}
+
+void metrics_set_redis_error_labels(const char *const *labels, unsigned n)
+{
+	reason_labels = labels;
+	nreasons = n < MAX_REASONS ? n : MAX_REASONS;
+}
+
+void metrics_redis_error(unsigned r)
+{
+	if (r < nreasons)
+		add(&redis_errors[r]);
+}
+
+void metrics_redis_round_trip(int64_t us)
+{
+	observe(&redis_rtt, us);
+}
+
+int metrics_redis_node(const char *addr)
+{
+	unsigned n = atomic_load(&nnodes);
+	int found = -1;
+
+	for (unsigned i = 0; i < n; i++)
+		if (!strcmp(nodes[i].addr, addr))
+			return (int)i;
+	pthread_mutex_lock(&nodes_lock);
+	n = atomic_load(&nnodes);
+	for (unsigned i = 0; i < n && found < 0; i++)
+		if (!strcmp(nodes[i].addr, addr))
+			found = (int)i;
+	if (found < 0 && n < MAX_NODES) {
+		snprintf(nodes[n].addr, sizeof(nodes[n].addr), "%s", addr);
+		atomic_store(&nnodes, n + 1);	/* after the address is in */
+		found = (int)n;
+	}
+	pthread_mutex_unlock(&nodes_lock);
+	return found;
+}
+
+void metrics_redis_node_conns(int node, int delta)
+{
+	if (node >= 0 && node < MAX_NODES)
+		atomic_fetch_add(&nodes[node].conns, delta);
+}
+
+void metrics_redis_node_ready(int node, int delta)
+{
+	if (node >= 0 && node < MAX_NODES)
+		atomic_fetch_add(&nodes[node].ready, delta);
+}
+
+void metrics_set_http_connections(const unsigned *open, unsigned limit)
+{
+	http_open = open;
+	http_limit = limit;
+}
+
 void metrics_set_lock_labels(const char *const *kinds, unsigned nk,
 			     const char *const *results, unsigned nr)
 {
@@ -103,6 +187,11 @@ void metrics_set_lock_labels(const char *const *kinds, unsigned nk,
 	nkinds = nk < MAX_KINDS ? nk : MAX_KINDS;
 	result_labels = results;
 	nresults = nr < MAX_RESULTS ? nr : MAX_RESULTS;
+}
+
+void metrics_set_lock_modes(const char *const *modes)
+{
+	mode_labels = modes;
 }
 
 void metrics_lock(unsigned kind, enum metric_op op, unsigned res)
@@ -130,16 +219,24 @@ void metrics_set_routes(const char *const *labels, unsigned n)
 	nroutes = n < MAX_ROUTES ? n : MAX_ROUTES;
 }
 
-void metrics_request(unsigned route, unsigned status, int64_t duration_us)
+void metrics_set_methods(const char *const *labels, unsigned n)
+{
+	method_labels = labels;
+	nmethods = n < MAX_METHODS ? n : MAX_METHODS;
+}
+
+void metrics_request(unsigned route, unsigned method, unsigned status, int64_t duration_us)
 {
 	size_t i = 0;
 
 	if (route > nroutes)
 		route = nroutes;
+	if (method > nmethods)
+		method = nmethods;
 	while (i < ARRAY_SIZE(statuses) && statuses[i] != status)
 		i++;
-	add(&requests[route][i]);
-	observe(&latency[route], duration_us);
+	add(&requests[route][method][i]);
+	observe(&latency[route][method], duration_us);
 }
 
 /* ----- Rendering ----- */
@@ -187,10 +284,14 @@ static void emit_histogram(struct out *o, const char *name, const char *labels,
 		else
 			emit(o, "%s_bucket{%sle=\"+Inf\"} %llu\n", name, labels, cum);
 	}
-	emit(o, "%s_sum{%.*s} %.6f\n", name, labels[0] ? (int)strlen(labels) - 1 : 0, labels,
+	if (!labels[0]) {
+		emit(o, "%s_sum %.6f\n%s_count %llu\n", name, (double)get(&h->sum_us) / 1e6, name,
+		     cum);
+		return;
+	}
+	emit(o, "%s_sum{%.*s} %.6f\n", name, (int)strlen(labels) - 1, labels,
 	     (double)get(&h->sum_us) / 1e6);
-	emit(o, "%s_count{%.*s} %llu\n", name, labels[0] ? (int)strlen(labels) - 1 : 0, labels,
-	     cum);
+	emit(o, "%s_count{%.*s} %llu\n", name, (int)strlen(labels) - 1, labels, cum);
 }
 
 static const char *route_label(unsigned r)
@@ -198,11 +299,124 @@ static const char *route_label(unsigned r)
 	return route_labels && r <= nroutes ? route_labels[r] : "other";
 }
 
+static const char *method_label(unsigned m)
+{
+	return method_labels && m <= nmethods ? method_labels[m] : "other";
+}
+
+/* The labels of lock kind k, with a trailing comma: kind="..."[,mode="..."], */
+static void kind_set(char *buf, size_t len, unsigned k)
+{
+	if (mode_labels && mode_labels[k])
+		snprintf(buf, len, "kind=\"%s\",mode=\"%s\",", kind_labels[k], mode_labels[k]);
+	else
+		snprintf(buf, len, "kind=\"%s\",", kind_labels[k]);
+}
+
+static void gauge(struct out *o, const char *name, const char *help, double v)
+{
+	header(o, name, "gauge", help);
+	emit(o, "%s %.17g\n", name, v);
+}
+
+static void render_process(struct out *o)
+{
+	struct process_stats st;
+
+	process_stats_read(&st);
+	if (st.have_stat) {
+		header(o, "process_cpu_seconds_total", "counter",
+		       "Total user and system CPU time spent in seconds.");
+		emit(o, "process_cpu_seconds_total %.17g\n", st.cpu_seconds);
+		gauge(o, "process_resident_memory_bytes", "Resident memory size in bytes.",
+		      st.resident_bytes);
+		gauge(o, "process_virtual_memory_bytes", "Virtual memory size in bytes.",
+		      st.virtual_bytes);
+		gauge(o, "process_start_time_seconds",
+		      "Start time of the process since unix epoch in seconds.",
+		      st.start_time_seconds);
+	}
+	if (st.have_fds)
+		gauge(o, "process_open_fds", "Number of open file descriptors.", st.open_fds);
+	gauge(o, "process_max_fds", "Maximum number of open file descriptors.", st.max_fds);
+}
+
+static void render_redis(struct out *o)
+{
+	unsigned n = atomic_load(&nnodes);
+
+	header(o, "dlockd_redis_up", "gauge",
+	       "1 while a connection of dlockd's to the Redis node is ready, 0 while none is, by node.");
+	for (unsigned i = 0; i < n; i++)
+		if (atomic_load(&nodes[i].conns) > 0)
+			emit(o, "dlockd_redis_up{node=\"%s\"} %d\n", nodes[i].addr,
+			     atomic_load(&nodes[i].ready) > 0);
+	header(o, "dlockd_redis_errors_total", "counter",
+	       "Redis commands that failed, by reason: no reply (unreachable, timed out), or the error Redis answered.");
+	for (unsigned r = 0; r < nreasons; r++)
+		emit(o, "dlockd_redis_errors_total{reason=\"%s\"} %llu\n", reason_labels[r],
+		     get(&redis_errors[r]));
+	header(o, "dlockd_redis_reconnects_total", "counter",
+	       "Connections to Redis lost (and opened again), by kind of connection.");
+	for (int k = 0; k < MCONN_COUNT; k++)
+		emit(o, "dlockd_redis_reconnects_total{connection=\"%s\"} %llu\n", conn_labels[k],
+		     get(&reconnects[k]));
+	header(o, "dlockd_redis_round_trip_seconds", "histogram",
+	       "Time from a command's send to Redis to its reply.");
+	emit_histogram(o, "dlockd_redis_round_trip_seconds", "", &redis_rtt);
+}
+
+static void render_http(struct out *o)
+{
+	char labels[200];
+
+	header(o, "dlockd_http_connections", "gauge", "HTTP connections open now.");
+	emit(o, "dlockd_http_connections %u\n",
+	     http_open ? __atomic_load_n(http_open, __ATOMIC_RELAXED) : 0);
+	header(o, "dlockd_http_connections_limit", "gauge",
+	       "The most HTTP connections dlockd keeps open (--max-connections).");
+	emit(o, "dlockd_http_connections_limit %u\n", http_limit);
+
+	header(o, "dlockd_http_requests_total", "counter",
+	       "HTTP requests answered, by route, method and status.");
+	for (unsigned r = 0; r <= nroutes; r++)
+		for (unsigned m = 0; m <= nmethods; m++)
+			for (size_t i = 0; i < NSTATUS; i++) {
+				unsigned long long v = get(&requests[r][m][i]);
+				char code[8];
+
+				if (!v)
+					continue;
+				if (i < ARRAY_SIZE(statuses))
+					snprintf(code, sizeof(code), "%u", statuses[i]);
+				else
+					snprintf(code, sizeof(code), "other");
+				emit(o, "dlockd_http_requests_total{route=\"%s\",method=\"%s\","
+				     "code=\"%s\"} %llu\n", route_label(r), method_label(m), code, v);
+			}
+	header(o, "dlockd_http_request_duration_seconds", "histogram",
+	       "Time from a request's arrival to its answer being queued, less the time it waited for a lock or a change (dlockd_wait_seconds), by route and method.");
+	for (unsigned r = 0; r <= nroutes; r++)
+		for (unsigned m = 0; m <= nmethods; m++) {
+			unsigned long long seen = 0;
+
+			for (size_t i = 0; i < NBUCKETS; i++)
+				seen += get(&latency[r][m].count[i]);
+			if (!seen)
+				continue;
+			snprintf(labels, sizeof(labels), "route=\"%s\",method=\"%s\",",
+				 route_label(r), method_label(m));
+			emit_histogram(o, "dlockd_http_request_duration_seconds", labels,
+				       &latency[r][m]);
+		}
+}
+
 char *metrics_render(unsigned waiters, unsigned watches, size_t *len)
 {
-	struct out o = { .p = xmalloc(8192), .cap = 8192 };
-	char labels[128];
+	struct out o = { .p = xmalloc(16384), .cap = 16384 };
+	char labels[200], kl[120];
 
+	render_process(&o);
 	header(&o, "dlockd_build_info", "gauge",
 	       "Always 1; the version (semantic) and revision (commit) labels say which dlockd this is.");
 	emit(&o, "dlockd_build_info{version=\"%s\",revision=\"%s\"} 1\n", dlockd_release,
@@ -211,24 +425,29 @@ char *metrics_render(unsigned waiters, unsigned watches, size_t *len)
 		header(&o, metric_rows[i].name, "counter", metric_rows[i].help);
 		emit(&o, "%s %llu\n", metric_rows[i].name, get(&counters[i]));
 	}
+	render_redis(&o);
 
 	header(&o, "dlockd_lock_operations_total", "counter",
-	       "Lock operations by kind, operation and result.");
-	for (unsigned k = 0; k < nkinds; k++)
+	       "Lock operations by kind (mode for read-write locks), operation and result.");
+	for (unsigned k = 0; k < nkinds; k++) {
+		kind_set(kl, sizeof(kl), k);
 		for (int op = 0; op < MOP_COUNT; op++)
 			for (unsigned res = 0; res < nresults; res++) {
 				unsigned long long v = get(&lock_ops[k][op][res]);
 
 				if (v || res == 0)	/* the success: always shown */
-					emit(&o, "dlockd_lock_operations_total{kind=\"%s\",op=\"%s\","
-					     "result=\"%s\"} %llu\n", kind_labels[k], op_labels[op],
+					emit(&o, "dlockd_lock_operations_total{%sop=\"%s\","
+					     "result=\"%s\"} %llu\n", kl, op_labels[op],
 					     result_labels[res], v);
 			}
+	}
 	header(&o, "dlockd_lease_expirations_seen_total", "counter",
 	       "Releases and heartbeats that found the lease had already run out.");
-	for (unsigned k = 0; k < nkinds; k++)
-		emit(&o, "dlockd_lease_expirations_seen_total{kind=\"%s\"} %llu\n", kind_labels[k],
-		     get(&expirations[k]));
+	for (unsigned k = 0; k < nkinds; k++) {
+		kind_set(kl, sizeof(kl), k);
+		emit(&o, "dlockd_lease_expirations_seen_total{%.*s} %llu\n",
+		     (int)strlen(kl) - 1, kl, get(&expirations[k]));
+	}
 
 	header(&o, "dlockd_waiters", "gauge", "Requests waiting for a lock now.");
 	emit(&o, "dlockd_waiters %u\n", waiters);
@@ -238,41 +457,15 @@ char *metrics_render(unsigned waiters, unsigned watches, size_t *len)
 
 	header(&o, "dlockd_wait_seconds", "histogram",
 	       "How long waiting acquires (wait_ms > 0) waited, by kind and outcome.");
-	for (unsigned k = 0; k < nkinds; k++)
+	for (unsigned k = 0; k < nkinds; k++) {
+		kind_set(kl, sizeof(kl), k);
 		for (int g = 1; g >= 0; g--) {
-			snprintf(labels, sizeof(labels), "kind=\"%s\",outcome=\"%s\",",
-				 kind_labels[k], g ? "granted" : "timeout");
+			snprintf(labels, sizeof(labels), "%soutcome=\"%s\",", kl,
+				 g ? "granted" : "timeout");
 			emit_histogram(&o, "dlockd_wait_seconds", labels, &waits[k][g]);
 		}
-
-	header(&o, "dlockd_http_requests_total", "counter",
-	       "HTTP requests answered, by route and status.");
-	for (unsigned r = 0; r <= nroutes; r++)
-		for (size_t i = 0; i < NSTATUS; i++) {
-			unsigned long long v = get(&requests[r][i]);
-			char code[8];
-
-			if (!v)
-				continue;
-			if (i < ARRAY_SIZE(statuses))
-				snprintf(code, sizeof(code), "%u", statuses[i]);
-			else
-				snprintf(code, sizeof(code), "other");
-			emit(&o, "dlockd_http_requests_total{route=\"%s\",code=\"%s\"} %llu\n",
-			     route_label(r), code, v);
-		}
-	header(&o, "dlockd_http_request_duration_seconds", "histogram",
-	       "Time from a request's arrival to its answer being queued, by route.");
-	for (unsigned r = 0; r <= nroutes; r++) {
-		unsigned long long seen = 0;
-
-		for (size_t i = 0; i < NBUCKETS; i++)
-			seen += get(&latency[r].count[i]);
-		if (!seen)
-			continue;
-		snprintf(labels, sizeof(labels), "route=\"%s\",", route_label(r));
-		emit_histogram(&o, "dlockd_http_request_duration_seconds", labels, &latency[r]);
 	}
+	render_http(&o);
 	*len = o.n;
 	return o.p;
 }

@@ -36,7 +36,7 @@ enum {
 	O_LISTEN, O_REDIS, O_THREADS, O_DEFAULT_TTL, O_MAX_TTL, O_MAX_WAIT,
 	O_QUEUE_TTL, O_READ_HOLDS_OWNER, O_READ_HOLDS_LOCK, O_MAX_BODY, O_MAX_CONN,
 	O_IDLE_TIMEOUT, O_LOG_LEVEL,
-	O_LOG_FORMAT, O_AUTH_FILE, O_TLS_CERT, O_TLS_KEY, O_TLS_CLIENT_CA, O_REDIS_CA,
+	O_LOG_FORMAT, O_LOG_HEARTBEATS, O_AUTH_FILE, O_TLS_CERT, O_TLS_KEY, O_TLS_CLIENT_CA, O_REDIS_CA,
 	O_REDIS_CERT, O_REDIS_KEY, O_KEY_PREFIX,
 	O_SYNC_REPLICAS, O_SYNC_TIMEOUT, O_PUBSUB, O_COUNT
 };
@@ -96,6 +96,9 @@ static const struct option_row rows[O_COUNT] = {
 		"error, warn, info or debug", "info" },
 	[O_LOG_FORMAT] = { "log-format", "DLOCKD_LOG_FORMAT", OPT_FORMAT, 0, 0, "FORMAT",
 		"json (one object per line) or text", "json" },
+	[O_LOG_HEARTBEATS] = { "log-heartbeats", "DLOCKD_LOG_HEARTBEATS", OPT_STRING, 0, 0,
+		"on|off", "log the access line of a successful heartbeat at info, "
+		"not debug (every holder sends one every few seconds)", "off" },
 	[O_AUTH_FILE] = { "auth-file", "DLOCKD_AUTH_FILE", OPT_STRING, 0, 0, "FILE",
 		"bearer tokens, one '<token> <role> <prefix> <name>' per line (role "
 		"client or admin, prefix * for every lock, name the token's, for "
@@ -538,6 +541,13 @@ static int set_option(struct config *cfg, int i, const char *val, const char *fr
 				from, val);
 			return -1;
 		}
+		break;
+	case O_LOG_HEARTBEATS:
+		if (strcmp(val, "on") && strcmp(val, "off")) {
+			fprintf(stderr, "dlockd: %s '%s' is not on or off\n", from, val);
+			return -1;
+		}
+		cfg->log_heartbeats = !strcmp(val, "on");
 		break;
 	case O_LOG_FORMAT:
 		cfg->log_format = log_format_parse(val);

@@ -2,6 +2,7 @@
 #ifndef DLOCKD_CONFIG_H
 #define DLOCKD_CONFIG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
@@ -38,6 +39,7 @@ struct config {
 	unsigned idle_timeout_s;	/* idle keep-alive connections are closed after this */
 	int log_level;			/* enum log_level */
 	int log_format;			/* enum log_format */
+	bool log_heartbeats;		/* heartbeats' access lines at info, not debug */
 	int sync_replicas;		/* replicas a lock change waits for: 0 off,
 					 * REPLICA_SYNC_AUTO, or 1..64 */
 	int64_t sync_timeout_ms;	/* WAIT's timeout */

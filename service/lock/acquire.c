@@ -176,6 +176,7 @@ static void on_tried(struct acquire *a)
 		else if (st->retry_ms > 0)
 			retry_at = now + st->retry_ms;
 		a->phase = ACQUIRE_SLEEPING;
+		a->sleep_since_ms = now;
 		if (r == LOCK_HELD && st->refresh_place)
 			a->place = a->ops->keep_place(a->b, a->name, a->owner, a->waiter);
 		a->ops->sleep(a->waiter, retry_at);
@@ -225,6 +226,7 @@ static void step(struct acquire *a, enum acquire_event ev)
 		return;
 	case ACQUIRE_SLEEPING:
 		assert(ev == EV_WOKEN);
+		a->slept_ms += a->ops->now_ms() - a->sleep_since_ms;
 		on_woken(a);
 		return;
 	case ACQUIRE_GIVING_BACK:

@@ -101,6 +101,9 @@ struct acquire {
 	/* The machine's own. */
 	enum acquire_phase phase;
 	int64_t deadline_ms;		/* monotonic: start + wait_ms */
+	int64_t slept_ms;		/* time spent SLEEPING so far (the request's
+					 * latency leaves it out) */
+	int64_t sleep_since_ms;		/* monotonic: SLEEPING since */
 	struct waiter *waiter;		/* joined on the lock's channel, or NULL */
 	struct fair_place *place;	/* asleep with its queue place kept by the
 					 * loop's refresh, or NULL */

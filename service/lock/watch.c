@@ -113,6 +113,7 @@ static void on_wake(void *ctx)
 		return;
 	}
 	assert(w->phase == WATCH_SLEEPING);
+	w->slept_ms += now_ms() - w->sleep_since_ms;
 	switch (why) {
 	case WAKE_GONE:
 		finish_watch(w, WATCH_GONE);
@@ -131,6 +132,7 @@ static void sleep_until_woken(struct watch *w, const struct lock_view *v, int64_
 	int64_t retry_at = v->changes_in_ms >= 0 ? now + v->changes_in_ms + EXPIRY_MARGIN_MS : 0;
 
 	w->phase = WATCH_SLEEPING;
+	w->sleep_since_ms = now;
 	waiters_sleep(w->w[0], retry_at);
 	for (int i = 1; i < w->nw; i++)
 		waiters_sleep(w->w[i], 0);

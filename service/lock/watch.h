@@ -67,6 +67,9 @@ struct watch {
 	/* The machine's own. */
 	enum watch_phase phase;
 	int64_t deadline_ms;		/* monotonic: start + wait_ms */
+	int64_t slept_ms;		/* time spent SLEEPING so far (the request's
+					 * latency leaves it out) */
+	int64_t sleep_since_ms;		/* monotonic: SLEEPING since */
 	struct waiter *w[2];		/* its watchers, one per channel */
 	int nw;
 	bool again;			/* woken while reading: read once more */

@@ -277,7 +277,7 @@ static void disconnect(struct sub_conn *cn, int64_t retry_in_ms)
 	if (cn->target_gen)
 		redis_target_lost(ps->url->target, cn->target_gen);	/* ask the sentinels */
 	cn->target_gen = 0;
-	metrics_inc(METRIC_REDIS_RECONNECTS);
+	metrics_reconnect(MCONN_SUBSCRIBER);
 	loop_timer_set(ps->loop, &cn->reconnect, now_ms() + retry_in_ms);
 	if (ps->per_node) {
 		/* its channels alone are lost; the map may have changed (a failover) */

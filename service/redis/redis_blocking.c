@@ -89,6 +89,25 @@ bool redis_has_sharded_pubsub(const struct redis_url *url)
 	return true;
 }
 
+bool redis_answers(const struct redis_url *url)
+{
+	for (unsigned i = 0; i < (url->nseeds ? url->nseeds : 1); i++) {
+		redisContext *c = url->nseeds ? redis_open_blocking_at(url, url->seeds[i].host,
+									url->seeds[i].port)
+					      : redis_open_blocking(url, NULL);
+		redisReply *r = c ? redisCommand(c, "PING") : NULL;
+		bool pong = r && r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "PONG");
+
+		if (r)
+			freeReplyObject(r);
+		if (c)
+			redisFree(c);
+		if (pong)
+			return true;
+	}
+	return false;
+}
+
 /* A cluster's seed that redis_open_blocking() tries next: the one after
  * the last that failed. */
 static atomic_uint next_seed;

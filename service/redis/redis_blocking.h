@@ -28,6 +28,11 @@ redisContext *redis_open_blocking_at(const struct redis_url *url, const char *ho
  * asked. */
 bool redis_has_sharded_pubsub(const struct redis_url *url);
 
+/* Does Redis answer PING (a node of a cluster, a sentinel URL's master)
+ * with PONG now -- not an error such as LOADING? Blocks for a connect at
+ * most (REDIS_CONNECT_TIMEOUT_MS) and the command timeout. */
+bool redis_answers(const struct redis_url *url);
+
 /* Decide url->cluster before any connection is made: a redis:// URL with
  * several hosts names a cluster's seeds; with one, the node is asked
  * (INFO cluster: cluster_enabled). Returns 0; 1 when the Redis of url

@@ -47,6 +47,7 @@
 #include "service/base/list.h"
 #include "service/base/log.h"
 #include "service/base/loop.h"
+#include "service/base/metrics.h"
 #include "service/redis/redis_dial.h"
 #include "service/redis/redis_target.h"
 #include "service/redis/redis_url.h"
@@ -89,6 +90,7 @@ struct pending {
 	redis_reply_fn fn;
 	void *ctx;
 	int64_t give_up_ms;	/* monotonic */
+	int64_t sent_us;	/* monotonic, when appended (the round trip's start) */
 	bool answered;		/* told "no reply" (REPLY_WAIT_MS after its send);
 				 * a late reply is dropped */
 	bool no_master;		/* failed unsent as no master was known (a
@@ -116,6 +118,8 @@ struct redis_node {
 	unsigned watching;		/* LOOP_* ctx's socket is watched for; 0: not */
 	bool connected;			/* the socket's connect() completed */
 	bool ready;			/* set-up answered: the connection works */
+	int mnode;			/* its node's row in dlockd_redis_up, -1: none */
+	bool up_counted;		/* counted ready there */
 	bool broken;			/* drop it once the current callbacks return */
 	bool overdue;			/* a command went unanswered past its give-up:
 					 * send nothing more, close once all are told */
@@ -233,6 +237,15 @@ static void conn_close(struct redis_node *c)
 	c->ctx = NULL;
 }
 
+/* dlockd_redis_up: the connection is ready, or no longer. */
+static void count_up(struct redis_node *c, bool up)
+{
+	if (up == c->up_counted)
+		return;
+	c->up_counted = up;
+	metrics_redis_node_ready(c->mnode, up ? 1 : -1);
+}
+
 /* Close the connection; what waits on it fails before the loop sleeps. */
 static void conn_drop(struct redis_node *c, const char *why)
 {
@@ -260,6 +273,8 @@ static void conn_drop(struct redis_node *c, const char *why)
 				 where, why);
 		c->told_down = true;
 	}
+	metrics_reconnect(MCONN_COMMAND);
+	count_up(c, false);
 	conn_close(c);
 	if (c->gen)
 		redis_target_lost(c->url->target, c->gen);	/* ask the sentinels again */
@@ -276,6 +291,29 @@ static void conn_drop(struct redis_node *c, const char *why)
 	c->timed = c->probing = false;
 	if (!list_empty(&c->failed))
 		loop_defer(c->loop, &c->fail_task);
+}
+
+/* Hand r (NULL: no reply) to p's caller, counting a failure by reason. */
+static void tell(struct pending *p, redisReply *r)
+{
+	int why = redis_fault_reason(r);
+
+	if (why >= 0)
+		metrics_redis_error((unsigned)why);
+	p->fn(p->ctx, r);
+}
+
+/* The connection is now meant for the node at addr. */
+static void count_node(struct redis_node *c, const char *addr)
+{
+	int node = addr ? metrics_redis_node(addr) : -1;
+
+	if (node == c->mnode)
+		return;
+	count_up(c, false);
+	metrics_redis_node_conns(c->mnode, -1);
+	metrics_redis_node_conns(node, 1);
+	c->mnode = node;
 }
 
 static struct pending *pending_new(redis_reply_fn fn, void *ctx)
@@ -311,7 +349,7 @@ static void tell_failed(struct redis_node *c)
 				       ? failover : no_master;
 
 		free(p->held);
-		p->fn(p->ctx, p->no_master ? &r : NULL);
+		tell(p, p->no_master ? &r : NULL);
 		free(p);
 	}
 }
@@ -356,6 +394,7 @@ static void append(struct redis_node *c, struct pending *p, int argc, const char
 		fail_later(c, p);
 		return;
 	}
+	p->sent_us = now_us();
 	list_append(&c->sent, &p->link);
 	if (!c->due)
 		c->due = p;
@@ -419,7 +458,7 @@ static void fail_held(struct redis_node *c, redisReply *r)
 	list_splice(&l, &c->held);
 	while ((p = pending_pop(&l))) {
 		free(p->held);
-		p->fn(p->ctx, r);
+		tell(p, r);
 		free(p);
 		if (!c->ctx || c->connects != connects) {
 			/* a callback's send dropped it */
@@ -490,6 +529,7 @@ static void on_time(void *ctx, redisReply *r)
 		c->told_down = false;
 		c->backoff_ms = timing.backoff_min_ms;
 	}
+	count_up(c, r->type != REDIS_REPLY_ERROR);
 	if (r->type == REDIS_REPLY_ERROR) {
 		/* Redis cannot serve now (BUSY, LOADING, an ACL...): what waits
 		 * for the offset gets that answer, the next command asks again */
@@ -544,12 +584,16 @@ static void conn_open_async(struct redis_node *c)
 {
 	const struct redis_url *url = c->url;
 	struct redis_setup_cmd cmds[2];
-	char db[16], host[256];
+	char db[16], host[256], addr[300];
 	int n, port;
 
 	if (url->target) {
 		c->gen = redis_target_get(url->target, host, sizeof(host), &port);
 		c->no_master = !c->gen;
+		if (c->gen) {
+			snprintf(addr, sizeof(addr), "%s:%d", host, port);
+			count_node(c, addr);
+		}
 		if (c->no_master) {
 			/* asking costs a mutex, not a connect: no growing
 			 * backoff, so that calls find a new master soon */
@@ -558,9 +602,16 @@ static void conn_open_async(struct redis_node *c)
 		}
 		c->ctx = redis_connect_tcp(url, host, port, REDIS_CONNECT_TIMEOUT_MS, false);
 	} else if (c->node_host) {
+		snprintf(addr, sizeof(addr), "%s:%d", c->node_host, c->node_port);
+		count_node(c, addr);
 		c->ctx = redis_connect_tcp(url, c->node_host, c->node_port,
 					   REDIS_CONNECT_TIMEOUT_MS, false);
 	} else {
+		if (url->unix_path)
+			snprintf(addr, sizeof(addr), "%s", url->unix_path);
+		else
+			snprintf(addr, sizeof(addr), "%s:%d", url->host ? url->host : "", url->port);
+		count_node(c, addr);
 		c->ctx = redis_connect_url(url, REDIS_CONNECT_TIMEOUT_MS, false);
 	}
 	c->connects++;
@@ -645,7 +696,7 @@ static void conn_run(struct redis_node *c, int64_t now)
 	       now >= p->give_up_ms + timing.reply_wait_ms - timing.command_timeout_ms) {
 		c->due = sent_after(c, p);
 		p->answered = true;
-		p->fn(p->ctx, NULL);
+		tell(p, NULL);
 	}
 	if (c->ctx && c->overdue && !c->due) {
 		char why[64];
@@ -779,8 +830,10 @@ static void on_readable(struct redis_node *c)
 		list_remove(&p->link);
 		if (c->gen && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "READONLY ", 9))
 			c->not_master = true;	/* demoted under us */
-		if (!p->answered)
-			p->fn(p->ctx, r);
+		if (!p->answered) {
+			metrics_redis_round_trip(now_us() - p->sent_us);
+			tell(p, r);
+		}
 		freeReplyObject(r);
 		free(p);
 		if (!c->ctx || c->connects != connects)
@@ -821,6 +874,7 @@ struct redis_node *redis_node_new(struct loop *l, const struct redis_url *url)
 
 	c->loop = l;
 	c->url = url;
+	c->mnode = -1;
 	c->backoff_ms = timing.backoff_min_ms;
 	list_init(&c->held);
 	list_init(&c->sent);
@@ -856,6 +910,7 @@ void redis_node_free(struct redis_node *c)
 	if (!c)
 		return;
 	c->closing = true;
+	count_node(c, NULL);
 	if (c->ctx)
 		conn_close(c);
 	fail_sent(c);

@@ -70,3 +70,43 @@ const char *redis_error_unavailable(const char *err)
 	}
 	return NULL;
 }
+
+/* The reasons of dlockd_redis_errors_total: the two of ours, then each
+ * code of unavailable[], in its order, lowercased, without "DLOCKD_". */
+#define NREASONS (2 + ARRAY_SIZE(unavailable))
+static const char *reasons[NREASONS] = { "no_reply", "error" };
+static char reason_text[ARRAY_SIZE(unavailable)][24];
+
+const char *const *redis_fault_labels(unsigned *n)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(unavailable); i++) {
+		const char *c = unavailable[i].code;
+		size_t k = 0;
+
+		if (!strncmp(c, "DLOCKD_", 7))
+			c += 7;
+		for (; c[k] && k < sizeof(reason_text[i]) - 1; k++)
+			reason_text[i][k] = (char)(c[k] >= 'A' && c[k] <= 'Z' ? c[k] - 'A' + 'a' : c[k]);
+		reason_text[i][k] = '\0';
+		reasons[2 + i] = reason_text[i];
+	}
+	*n = NREASONS;
+	return reasons;
+}
+
+int redis_fault_reason(const redisReply *r)
+{
+	if (!r)
+		return REDIS_FAULT_NO_REPLY;
+	if (r->type != REDIS_REPLY_ERROR)
+		return -1;
+	if (!strncmp(r->str, "MOVED ", 6) || !strncmp(r->str, "ASK ", 4))
+		return -1;	/* a redirection the cluster router follows */
+	for (size_t i = 0; i < ARRAY_SIZE(unavailable); i++) {
+		size_t n = strlen(unavailable[i].code);
+
+		if (!strncmp(r->str, unavailable[i].code, n) && (r->str[n] == ' ' || r->str[n] == '\0'))
+			return (int)(2 + i);
+	}
+	return REDIS_FAULT_ERROR;
+}

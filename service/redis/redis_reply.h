@@ -25,4 +25,14 @@ typedef void (*redis_reply_fn)(void *ctx, redisReply *r);
  * place where Redis' error codes are told apart. */
 const char *redis_error_unavailable(const char *err);
 
+/* Why a command failed, as dlockd_redis_errors_total counts it: an index
+ * of redis_fault_labels(), or -1 for a reply that is no failure (MOVED and
+ * ASK are redirections, not failures). No reply is REDIS_FAULT_NO_REPLY,
+ * an error not in the list above REDIS_FAULT_ERROR (a script failed). */
+enum { REDIS_FAULT_NO_REPLY, REDIS_FAULT_ERROR };
+int redis_fault_reason(const redisReply *r);
+/* The labels of those indices ("no_reply", "error", "busy", "loading",
+ * ..., "late", "setup", "nomaster", "failover"); *n of them, static. */
+const char *const *redis_fault_labels(unsigned *n);
+
 #endif

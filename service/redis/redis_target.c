@@ -38,6 +38,7 @@
 #include "service/redis/redis_target.h"
 
 #include "service/base/log.h"
+#include "service/base/metrics.h"
 #include "service/redis/redis_dial.h"
 #include "service/redis/redis_url.h"
 #include "service/base/util.h"
@@ -562,6 +563,8 @@ static void listen_on(struct redis_target *t, const struct redis_host *s)
 		on_sentinel_event(t, reply, s);
 		freeReplyObject(reply);
 	}
+	if (!atomic_load(&t->listener_stop))
+		metrics_reconnect(MCONN_SENTINEL);
 	redisFree(c);
 }
 

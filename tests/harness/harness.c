@@ -577,10 +577,12 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *cls)
 	copy_header(data, len, "Retry-After", r->retry_after, sizeof(r->retry_after));
 	copy_header(data, len, "Allow", r->allow, sizeof(r->allow));
 	copy_header(data, len, "Content-Type", r->content_type, sizeof(r->content_type));
+	copy_header(data, len, "X-Request-Id", r->request_id, sizeof(r->request_id));
 	return len;
 }
 
 static __thread const char *bearer;
+static __thread const char *extra_header;
 /* Set on a background request's thread: its requests give up (status -1)
  * once *http_abort is non-zero. */
 static __thread const int *http_abort;
@@ -595,6 +597,11 @@ static int on_progress(void *cls, curl_off_t dltotal, curl_off_t dlnow, curl_off
 void http_bearer(const char *token)
 {
 	bearer = token;
+}
+
+void http_extra_header(const char *header)
+{
+	extra_header = header;
 }
 
 void http_abort_when(const int *flag)
@@ -734,6 +741,8 @@ int http_on(const char *base, const char *method, const char *path, const char *
 		snprintf(h, sizeof(h), "Authorization: Bearer %s", bearer);
 		hdrs = curl_slist_append(hdrs, h);
 	}
+	if (extra_header)
+		hdrs = curl_slist_append(hdrs, extra_header);
 	if (body)
 		hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
 	if (hdrs)

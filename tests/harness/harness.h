@@ -156,6 +156,7 @@ struct http_resp {
 	char retry_after[32];
 	char allow[64];
 	char content_type[64];
+	char request_id[136];	/* X-Request-Id */
 	double ms;		/* wall time of the request */
 	/* over TLS, on a connection made for this request: the server
 	 * certificate's subject ("CN = x"); "" otherwise */
@@ -171,6 +172,9 @@ int http(const char *method, const char *path, const char *body, struct http_res
 /* Send "Authorization: Bearer <token>" on this thread's later requests
  * (NULL: none). */
 void http_bearer(const char *token);
+/* Send header ("Name: value") on this thread's later requests besides
+ * (NULL: none). */
+void http_extra_header(const char *header);
 /* This thread's requests give up (status -1, like a lost connection)
  * within about a second once *flag is non-zero; NULL: never. For client
  * threads a test stops while their requests hang (a cut network). */

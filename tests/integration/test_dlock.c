@@ -142,6 +142,14 @@ TEST(dlock_run_passes_the_commands_status_through)
 		      "DLOCK_NAME, DLOCK_KIND, DLOCK_FENCING_TOKEN, DLOCK_OWNER: '%s'", out_of(&p));
 	}
 	CHECK(flag_of(NULL, "locked", "/locks/%s", n) == 0, "released after each run");
+	dlock_start(&p, NULL, NULL, "rwenv", "run", "--kind", "rwlock", "--mode", "read", n, "--",
+		    "sh", "-c", "echo \"$DLOCK_KIND $DLOCK_MODE\"", NULL);
+	CHECK(dlock_wait(&p) == 0 && !strcmp(out_of(&p), "rwlock read\n"),
+	      "--kind rwlock --mode read: DLOCK_KIND and DLOCK_MODE say so: '%s' %s", out_of(&p),
+	      err_of(&p));
+	dlock_start(&p, NULL, NULL, "badmode", "run", "--mode", "read", n, "--", "true", NULL);
+	CHECK(dlock_wait(&p) == 64 && strstr(err_of(&p), "--kind rwlock"),
+	      "--mode without --kind rwlock is a usage error: %s", err_of(&p));
 
 	dlock_start(&p, NULL, NULL, "nocmd", "run", n, "--", "no-such-command-dlock", NULL);
 	CHECK((code = dlock_wait(&p)) == 127 && strstr(err_of(&p), n) &&
@@ -516,7 +524,7 @@ TEST(dlock_sigint_while_waiting_leaves_no_queue_place)
 	int code;
 
 	CHECK(status_of(NULL, "PUT", "/fairlocks/%s?owner=holder", n) == 200, "holder");
-	dlock_start(&p, NULL, NULL, "queue", "run", "--kind", "fair", n, "--", "true", NULL);
+	dlock_start(&p, NULL, NULL, "queue", "run", "--kind", "fairlock", n, "--", "true", NULL);
 	CHECK(WAIT_FOR(queue_length(n) == 1, 5000), "dlock queues");
 	CHECK(kill(p.pid, SIGINT) == 0, "SIGINT to dlock");
 	CHECK(WAIT_FOR(proc_exited(&p), 5000), "dlock ends");

@@ -735,7 +735,13 @@ TEST(access_log_names_forced_releases_and_error_codes)
 			      "\"peer\":\"127.0.0.1:", NULL) == 1,
 	      "so does a refused one");
 	CHECK(file_lines_with(d.log, "\"force\"", NULL) == 2, "and no other line");
-	CHECK(file_lines_with(d.log, "\"peer\"", NULL) == 2, "the peer only there");
+	CHECK(file_lines_with(d.log, "\"msg\":\"request\"", NULL) ==
+	      file_lines_with(d.log, "\"msg\":\"request\"", "\"peer\":\"127.0.0.1:",
+			      "\"request_id\":\"", NULL),
+	      "every access line names the peer and the request id");
+	CHECK(file_lines_with(d.log, "\"path\":\"/locks/", NULL) ==
+	      file_lines_with(d.log, "\"path\":\"/locks/", "\"principal\":\"", NULL),
+	      "every lock request's line names the token's name");
 	CHECK(file_lines_with(d.log, "\"method\":\"PUT\"", "\"status\":409",
 			      "\"error\":\"locked\"", "\"owner\":\"w2\"", NULL) == 1,
 	      "a 409 locked says so");

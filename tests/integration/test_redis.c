@@ -125,6 +125,7 @@ TEST(redis_restart_in_the_middle_of_a_wait)
 TEST(redis_gone_waiters_are_answered_by_their_deadline)
 {
 	struct redis_srv rs = { 0 };
+	char up[96];
 	struct dlockd_srv d;
 	struct http_resp r;
 	struct bg w;
@@ -148,11 +149,17 @@ TEST(redis_gone_waiters_are_answered_by_their_deadline)
 	http_free(&r);
 	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 503, 3000), "not ready");
 
-	CHECK(metric_value(&d, "dlockd_redis_errors_total") >= 2, "503s counted as Redis errors");
-	CHECK(metric_value(&d, "dlockd_redis_reconnects_total") >= 1,
+	snprintf(up, sizeof(up), "dlockd_redis_up{node=\"127.0.0.1:%d\"}", rs.port);
+	CHECK(metric_value(&d, "dlockd_redis_errors_total{reason=\"no_reply\"}") >= 2,
+	      "commands with no reply counted as Redis errors");
+	CHECK(metric_value(&d, "dlockd_redis_reconnects_total{connection=\"subscriber\"}") >= 1,
 	      "the lost subscriber connection is counted");
+	CHECK(metric_value(&d, "dlockd_redis_reconnects_total{connection=\"command\"}") >= 1,
+	      "the lost command connection is counted");
+	CHECK(metric_value(&d, up) == 0, "%s is 0 while Redis is gone", up);
 	CHECK(redis_start(&rs) == 0, "Redis back");
 	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 10000), "ready again without a restart");
+	CHECK(metric_value(&d, up) == 1, "%s is 1 again", up);
 	http_on(d.base, "PUT", "/locks/j?owner=holder", NULL, &r);
 	CHECK_STATUS(r, 200, "locks work again");
 	http_free(&r);

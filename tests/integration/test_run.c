@@ -169,8 +169,9 @@ static pid_t pid_in_log(const struct run *r, const char *needle)
 	pid_t pid = 0;
 
 	while (f && !pid && fgets(line, sizeof(line), f))
-		if (strstr(line, needle) && (p = strstr(line, "pid ")))
-			pid = (pid_t)atoi(p + 4);
+		if (strstr(line, needle) && ((p = strstr(line, "pid ")) || (p = strstr(line, "pid=")) ||
+					     (p = strstr(line, "\"pid\":"))))
+			pid = (pid_t)atoi(p + strcspn(p, " =:") + 1);
 	if (f)
 		fclose(f);
 	return pid;

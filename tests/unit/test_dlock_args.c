@@ -69,11 +69,22 @@ static void test_dlock_args__kinds_and_ints(void **state)
 	int n = -1;
 
 	(void)state;
+	assert_true(args_kind("fairlock", &k));
+	assert_int_equal(k, KIND_FAIR);
+	assert_true(args_kind("rwlock", &k));
+	assert_int_equal(k, KIND_WRITE);
+	assert_true(args_mode("read", &k));
+	assert_int_equal(k, KIND_READ);
+	assert_false(args_mode("fair", &k));
+	assert_string_equal(lease_kind_name(KIND_READ), "rwlock");
+	assert_string_equal(lease_mode_name(KIND_READ), "read");
+	assert_null(lease_mode_name(KIND_FAIR));
+	/* dlock's old spellings are still taken */
 	assert_true(args_kind("fair", &k));
 	assert_int_equal(k, KIND_FAIR);
 	assert_true(args_kind("write", &k));
 	assert_int_equal(k, KIND_WRITE);
-	assert_false(args_kind("rwlock", &k));
+	assert_false(args_kind("fairlocks", &k));
 	assert_false(args_kind("", &k));
 	assert_int_equal(k, KIND_WRITE);
 	assert_true(args_int("0", 0, 255, &n));
