@@ -16,6 +16,7 @@
 #include "service/config/config.h"
 #include "service/redis/replica_sync.h"
 #include "service/lock/fair_queue.h"
+#include "service/lock/leavers.h"
 #include "api/health_check.h"
 #include "service/lock/locks.h"
 #include "service/base/log.h"
@@ -78,6 +79,7 @@ static const char *const metric_result_labels[HANDLE_RESULT_COUNT] = {
 	[LOCK_NOT_OWNER] = "not_owner", [LOCK_WRONG_KIND] = "wrong_kind",
 	[LOCK_BACKEND_DOWN] = "backend_unavailable", [LOCK_SCRIPT_ERROR] = "script_error",
 	[LOCK_UNCONFIRMED] = "replication_unconfirmed", [LOCK_TOO_MANY_HOLDS] = "too_many_holds",
+	[LOCK_QUEUE_FULL] = "queue_full",
 	[HANDLE_ABANDONED] = "abandoned",
 };
 
@@ -218,6 +220,7 @@ static int worker_init(struct worker *w, const struct config *cfg, const struct 
 		.lost = tell_lost,
 	});
 	b->fair = fair_queue_new(b);
+	b->leavers = leavers_new(b);
 	b->pubsub = ps;
 	if (cfg->sync_replicas)
 		b->sync = replica_sync_new(b->redis, cfg->sync_replicas, cfg->sync_timeout_ms);
@@ -231,6 +234,7 @@ static void worker_free(struct worker *w)
 	if (!b->loop)
 		return;
 	waiters_free(b->waiters);
+	leavers_free(b->leavers);	/* before: the connection answers what it sends */
 	redis_conn_free(b->redis);	/* what is still in flight is told "no reply" */
 	replica_sync_free(b->sync);	/* after: the connection answered its WAITs */
 	fair_queue_free(b->fair);	/* after: a refresh's answer finds it */
@@ -284,6 +288,7 @@ int main(int argc, char **argv)
 
 	locks_configure(cfg.queue_ttl_ms);
 	locks_set_read_hold_caps(cfg.read_holds_per_owner, cfg.read_holds_per_lock);
+	locks_set_fair_queue_cap(cfg.fair_queue_max);
 	locks_set_key_prefix(cfg.key_prefix);
 	metrics_labels();
 	if (scripts_init() < 0) {

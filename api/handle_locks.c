@@ -177,6 +177,14 @@ static enum MHD_Result reply_failure(struct request *rq, enum lock_result r,
 				   st->fault);
 	case LOCK_TOO_MANY_HOLDS:
 		return reply_too_many_holds(rq, st);
+	case LOCK_QUEUE_FULL:
+		return reply_error(rq, ERR_QUEUE_FULL,
+				   json_pack("{s:I}", "limit", (json_int_t)rq->cfg->fair_queue_max),
+				   "%s '%s' has %lld %s, the most one lock may have "
+				   "(--max-fair-queue %lld): retry later, or without wait_ms",
+				   locks_kind_label(rq->route.kind), rq->name, (long long)st->others,
+				   rq->route.kind == LOCK_KIND_WRITE ? "writers waiting" : "waiters queued",
+				   (long long)rq->cfg->fair_queue_max);
 	case LOCK_OK:
 	case LOCK_RESULT_COUNT:
 		break;

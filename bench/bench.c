@@ -507,14 +507,15 @@ static int floor_acquire(struct floor_client *fc, enum kind k, const char *name,
 		snprintf(q, sizeof(q), "redisson_lock_queue:{%s}", name);
 		snprintf(dl, sizeof(dl), "redisson_lock_timeout:{%s}", name);
 		snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 6 %s %s %s %s %s %s 30000 %s %s 0 %s " TAIL,
-				 fc->acq_sha, name, tok, q, dl, ch, own, owner, life, "");
+		/* a fair acquire also takes the cap on its queue: dlockd's default */
+		r = redisCommand(fc->cmd, "EVALSHA %s 6 %s %s %s %s %s %s 30000 %s %s 0 %s 1000 "
+				 TAIL, fc->acq_sha, name, tok, q, dl, ch, own, owner, life, "");
 		break;
 	case K_WRITE:
 		snprintf(tag, sizeof(tag), "{%s}", name);
 		snprintf(wr, sizeof(wr), "dlockd_rwlock_writers:{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 5 %s %s %s %s %s 30000 %s %s 0 %s " TAIL,
-				 fc->acq_sha, name, tok, tag, wr, own, owner, life, "");
+		r = redisCommand(fc->cmd, "EVALSHA %s 5 %s %s %s %s %s 30000 %s %s 0 %s 1000 "
+				 TAIL, fc->acq_sha, name, tok, tag, wr, own, owner, life, "");
 		break;
 	default:
 		/* a read also takes the caps on read holds: dlockd's defaults */

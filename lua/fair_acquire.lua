@@ -10,6 +10,8 @@
   ARGV[3] queue entry lifetime ms; "0" = try once, never queue
   ARGV[4] "1": a re-entry counts a hold; "0": it is a repeat, no hold added
   ARGV[5] the caller's token name (principal); "" with auth off
+  ARGV[6] the most live places the queue may have (--max-fair-queue): a
+          caller not queued yet is not added past it
   Returns {1, token, holds, pttl, added, change}
                                    held (as in lock_acquire.lua: the
                                    holding's token, added 0 for a repeat,
@@ -24,6 +26,9 @@
           {-3}                     N, its counter, its queue or its holders'
                                    hash holds something that is not a lock's;
                                    nothing is written
+          {-5, n}                  the caller would queue, but n live places
+                                   (ARGV[6] or more) are queued already: it
+                                   is not added (dead heads may be dropped)
   Only the queue head (or anyone, when nobody queues) may take a free lock.
   A queued caller's deadline becomes Redis' now + ARGV[3]: calling again is
   how a live waiter keeps its place; a waiter nobody refreshes is dropped
@@ -80,6 +85,13 @@ if reenter then
 end
 local life = tonumber(ARGV[3])
 local queued = redis.call('zscore', KEYS[4], owner)
+if life > 0 and not queued then
+  -- each place is walked by whoever leaves (fair_dequeue): cap them
+  local live = redis.call('zcount', KEYS[4], '(' .. now, '+inf')
+  if live >= tonumber(ARGV[6]) then
+    return {-5, live}
+  end
+end
 if life > 0 then
   if redis.call('zadd', KEYS[4], now + life, owner) == 1 then
     redis.call('rpush', KEYS[3], owner)

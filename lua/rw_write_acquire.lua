@@ -9,6 +9,8 @@
   ARGV[3] waiting-writer entry lifetime ms; "0" = try once, do not register
   ARGV[4] "1": a re-entry counts a hold; "0": it is a repeat, no hold added
   ARGV[5] the caller's token name (principal); "" with auth off
+  ARGV[6] the most live waiting writers N may have (--max-fair-queue): a
+          caller not registered yet is not added past it
   Returns {1, token, holds, pttl, added, change}
                                    held; token is the write holding's (the
                                    same while the owner writes); added 0 for
@@ -23,6 +25,9 @@
           {-1}                     N is a lock or fair lock
           {-3}                     N (or a key of its own) holds something that
                                    is not a lock's; nothing is written
+          {-5, n}                  the caller would wait, but n live writers
+                                   (ARGV[6] or more) wait already: it is not
+                                   registered (expired read holds may be dropped)
   Upgrade: the only reader may take the write lock (Redisson deadlocks
   there): a holding of its own (field <owner>:write, token of its own).
   A repeat or re-entry never shortens the lease. Expired read holds are
@@ -62,9 +67,16 @@ elseif mode == 'read' and redis.call('hlen', KEYS[1]) == 2 and
   end
   redis.call('hset', KEYS[1], 'mode', 'write', wf, 1)
 else
-  local life = tonumber(ARGV[3])
+  local life, now = tonumber(ARGV[3]), now_ms()
+  if life > 0 and not redis.call('zscore', KEYS[4], owner) then
+    -- every waiting writer retries on its own: cap them
+    local live = redis.call('zcount', KEYS[4], '(' .. now, '+inf')
+    if live >= tonumber(ARGV[6]) then
+      return {-5, live}
+    end
+  end
   if life > 0 then
-    redis.call('zadd', KEYS[4], now_ms() + life, owner)
+    redis.call('zadd', KEYS[4], now + life, owner)
   end
   local why, n = 5, 0
   if mode == 'read' then

@@ -4,7 +4,8 @@
                              one call (ZMSCORE; one ZSCORE each before Redis
                              6.2)
   fair_head(queue, zset, now, skip)
-                             the first waiter in the queue (other than skip)
+                             the first waiter in the queue (other than skip:
+                             an owner, or a table whose keys are owners)
                              whose deadline is not past (false if none), and
                              its index (the queue's length if none). Reads only
   fair_purge(queue, zset, now, at)
@@ -31,6 +32,13 @@ local function fair_scores(zset, members)
   return scores
 end
 
+local function fair_skipped(skip, w)
+  if type(skip) == 'table' then
+    return skip[w]
+  end
+  return w == skip
+end
+
 local function fair_head(queue, zset, now, skip)
   -- the live head is most often first: read 4 entries, then runs twice as
   -- long as the last, up to FAIR_RUN
@@ -42,7 +50,7 @@ local function fair_head(queue, zset, now, skip)
     end
     local scores = fair_scores(zset, ws)
     for j = 1, #ws do
-      if ws[j] ~= skip and scores[j] and tonumber(scores[j]) > now then
+      if not fair_skipped(skip, ws[j]) and scores[j] and tonumber(scores[j]) > now then
         return ws[j], i + j - 1
       end
     end

@@ -34,7 +34,7 @@ struct option_row {
 
 enum {
 	O_LISTEN, O_REDIS, O_THREADS, O_DEFAULT_TTL, O_MAX_TTL, O_MAX_WAIT,
-	O_QUEUE_TTL, O_READ_HOLDS_OWNER, O_READ_HOLDS_LOCK, O_MAX_BODY, O_MAX_CONN,
+	O_QUEUE_TTL, O_READ_HOLDS_OWNER, O_READ_HOLDS_LOCK, O_FAIR_QUEUE, O_MAX_BODY, O_MAX_CONN,
 	O_IDLE_TIMEOUT, O_LOG_LEVEL,
 	O_LOG_FORMAT, O_LOG_HEARTBEATS, O_AUTH_FILE, O_TLS_CERT, O_TLS_KEY, O_TLS_CLIENT_CA, O_REDIS_CA,
 	O_REDIS_CERT, O_REDIS_KEY, O_KEY_PREFIX,
@@ -83,6 +83,11 @@ static const struct option_row rows[O_COUNT] = {
 		"the most live read holds a read-write lock may have, all readers' "
 		"(Redisson clients' included, which dlockd cannot refuse); past it "
 		"read PUTs that add one get 409 too_many_holds", "256" },
+	[O_FAIR_QUEUE] = { "max-fair-queue", "DLOCKD_MAX_FAIR_QUEUE", OPT_INT, 1, 100000, "N",
+		"the most live places a fair lock's queue may have (Redisson "
+		"clients' included), and the most writers that may wait for a "
+		"read-write lock; past it a PUT that would wait gets 409 queue_full",
+		"1000" },
 	[O_MAX_BODY] = { "max-body-bytes", "DLOCKD_MAX_BODY_BYTES", OPT_INT, 64, 16 << 20, "N",
 		"larger request bodies get 413", "16384" },
 	[O_MAX_CONN] = { "max-connections", "DLOCKD_MAX_CONNECTIONS", OPT_INT, 16, 1 << 20, "N",
@@ -531,6 +536,7 @@ static int set_option(struct config *cfg, int i, const char *val, const char *fr
 	case O_QUEUE_TTL: cfg->queue_ttl_ms = n; break;
 	case O_READ_HOLDS_OWNER: cfg->read_holds_per_owner = n; break;
 	case O_READ_HOLDS_LOCK: cfg->read_holds_per_lock = n; break;
+	case O_FAIR_QUEUE: cfg->fair_queue_max = n; break;
 	case O_MAX_BODY: cfg->max_body_bytes = (size_t)n; break;
 	case O_MAX_CONN: cfg->max_connections = (unsigned)n; break;
 	case O_IDLE_TIMEOUT: cfg->idle_timeout_s = (unsigned)n; break;
@@ -701,6 +707,7 @@ int config_load(struct config *cfg, int argc, char **argv)
 	cfg->queue_ttl_ms = 5000;
 	cfg->read_holds_per_owner = 64;
 	cfg->read_holds_per_lock = 256;
+	cfg->fair_queue_max = 1000;
 	cfg->max_body_bytes = 16384;
 	cfg->max_connections = 20000;
 	cfg->idle_timeout_s = 60;

@@ -34,6 +34,7 @@ struct config {
 	int64_t queue_ttl_ms;		/* an unrefreshed queue place lives this long */
 	int64_t read_holds_per_owner;	/* live read holds of one owner on a lock, at most */
 	int64_t read_holds_per_lock;	/* ... of all readers of a lock, at most */
+	int64_t fair_queue_max;		/* live places in a fair lock's queue, at most */
 	size_t max_body_bytes;
 	unsigned max_connections;
 	unsigned idle_timeout_s;	/* idle keep-alive connections are closed after this */

@@ -9,6 +9,7 @@
 
 #include "service/lock/backend.h"
 #include "service/lock/fair_queue.h"
+#include "service/lock/leavers.h"
 #include "service/lock/locks.h"
 #include "service/base/util.h"
 #include "service/lock/waiters.h"
@@ -50,9 +51,16 @@ static struct fair_place *keep_place(const struct backend *b, const char *name,
 	return fair_queue_keep(b->fair, name, owner, w);
 }
 
+/* Give owner's queue place back with the other leavers of b's loop. */
+static void dequeue(const struct backend *b, enum lock_kind kind, const char *name,
+		    const char *owner, lock_done_fn done, void *ctx)
+{
+	leavers_add(b->leavers, kind, name, owner, done, ctx);
+}
+
 const struct acquire_ops acquire_ops_real = {
 	.try_acquire = locks_acquire,
-	.dequeue = locks_dequeue,
+	.dequeue = dequeue,
 	.undo = locks_undo,
 	.join = join,
 	.sleep = waiters_sleep,

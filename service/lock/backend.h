@@ -7,6 +7,7 @@
 #define DLOCKD_BACKEND_H
 
 struct fair_queue;
+struct leavers;
 struct loop;
 struct pubsub;
 struct redis_conn;
@@ -18,6 +19,7 @@ struct backend {
 	struct redis_conn *redis;	/* the loop's pipelined connection */
 	struct waiters *waiters;	/* the loop's waiting requests */
 	struct fair_queue *fair;	/* keeps their fair-lock queue places */
+	struct leavers *leavers;	/* gives back the places of those leaving */
 	struct pubsub *pubsub;		/* the subscriber, shared by every loop */
 	struct replica_sync *sync;	/* WAITs for replicas after lock changes on
 					 * redis; NULL: --redis-sync-replicas off */

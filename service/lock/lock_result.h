@@ -37,6 +37,10 @@ enum lock_result {
 				 * read holds (locks_set_read_hold_caps): why
 				 * LOCK_WHY_OWNER_HOLDS or LOCK_WHY_LOCK_HOLDS,
 				 * others the holds counted; no hold added */
+	LOCK_QUEUE_FULL,	/* fair or write acquire that would queue: the
+				 * queue (the waiting writers) has st->others
+				 * live places, its cap or more
+				 * (locks_set_fair_queue_cap); not queued */
 	LOCK_RESULT_COUNT
 };
 

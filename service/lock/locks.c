@@ -140,6 +140,10 @@ static int64_t queue_ttl_ms = 5000;
  * read-write lock (config.c has the defaults people see). */
 static int64_t read_holds_per_owner = 64, read_holds_per_lock = 256;
 
+/* The most live places a fair lock's queue may have (config.c has the
+ * default people see). */
+static int64_t fair_queue_cap = 1000;
+
 void locks_configure(int64_t ttl_ms)
 {
 	queue_ttl_ms = ttl_ms;
@@ -149,6 +153,11 @@ void locks_set_read_hold_caps(int64_t per_owner, int64_t per_lock)
 {
 	read_holds_per_owner = per_owner;
 	read_holds_per_lock = per_lock;
+}
+
+void locks_set_fair_queue_cap(int64_t cap)
+{
+	fair_queue_cap = cap;
 }
 
 int64_t locks_queue_refresh_ms(void)
@@ -534,6 +543,12 @@ static void acquire_decode(struct call *c, const redisReply *r, enum lock_result
 		out->others = locks_elem_int(r, 2);
 		*res = LOCK_TOO_MANY_HOLDS;
 		break;
+	case -5:
+		/* {-5, n}: n live places queued, the cap or more */
+		out->locked = true;
+		out->others = locks_elem_int(r, 1);
+		*res = LOCK_QUEUE_FULL;
+		break;
 	default:
 		*res = LOCK_WRONG_KIND;
 		if (locks_elem_int(r, 0) == -3)
@@ -547,9 +562,10 @@ void locks_acquire(const struct backend *b, enum lock_kind kind, const char *nam
 {
 	const struct kind_row *k = &kinds[kind];
 	struct call *c = call_new(kind, name, "acquire", done, ctx);
-	char lease[24], life[24], per_owner[24], per_lock[24];
+	char lease[24], life[24], per_owner[24], per_lock[24], queue_cap[24];
 	const char *args[] = { lease, owner, life, (flags & LOCK_REENTRANT) ? "1" : "0",
 			       principal, per_owner, per_lock };
+	int nargs = 5;
 
 	c->queue = (flags & LOCK_QUEUE) && k->queues;
 	c->decode = acquire_decode;
@@ -560,19 +576,35 @@ void locks_acquire(const struct backend *b, enum lock_kind kind, const char *nam
 	snprintf(life, sizeof(life), "%lld", c->queue ? (long long)queue_ttl_ms : 0LL);
 	snprintf(per_owner, sizeof(per_owner), "%lld", (long long)read_holds_per_owner);
 	snprintf(per_lock, sizeof(per_lock), "%lld", (long long)read_holds_per_lock);
-	/* only a read acquire adds read holds: it alone takes the caps */
-	run(b, c, &k->acquire, kind == LOCK_KIND_READ ? 7 : 5, args);
+	snprintf(queue_cap, sizeof(queue_cap), "%lld", (long long)fair_queue_cap);
+	/* only a read acquire adds read holds: it alone takes their caps;
+	 * a fair one and a write queue: they take the queue's */
+	if (kind == LOCK_KIND_READ) {
+		nargs = 7;
+	} else if (kind == LOCK_KIND_FAIR || kind == LOCK_KIND_WRITE) {
+		args[5] = queue_cap;
+		nargs = 6;
+	}
+	run(b, c, &k->acquire, nargs, args);
+}
+
+void locks_dequeue_many(const struct backend *b, enum lock_kind kind, const char *name,
+			const char *const *owners, size_t n, lock_done_fn done, void *ctx)
+{
+	const struct kind_row *k = &kinds[kind];
+	char *list = locks_pack_list(owners, n);
+	const char *args[] = { list };
+
+	if (!k->queues)
+		abort();	/* only a kind with a queue reports st->queued */
+	run(b, call_new(kind, name, "leaving the queue", done, ctx), &k->dequeue, 1, args);
+	free(list);
 }
 
 void locks_dequeue(const struct backend *b, enum lock_kind kind, const char *name,
 		   const char *owner, lock_done_fn done, void *ctx)
 {
-	const struct kind_row *k = &kinds[kind];
-	const char *args[] = { owner };
-
-	if (!k->queues)
-		abort();	/* only a kind with a queue reports st->queued */
-	run(b, call_new(kind, name, "leaving the queue", done, ctx), &k->dequeue, 1, args);
+	locks_dequeue_many(b, kind, name, &owner, 1, done, ctx);
 }
 
 

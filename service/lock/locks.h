@@ -52,6 +52,12 @@ int64_t locks_queue_refresh_ms(void);
  * on a read-write lock costs Redis one PTTL per read hold, so these bound
  * what it costs. Call once before any thread uses the module. */
 void locks_set_read_hold_caps(int64_t per_owner, int64_t per_lock);
+/* Cap the live places of a fair lock's queue, and the live waiting writers
+ * of a read-write lock: an acquire that would queue past it is refused
+ * (LOCK_QUEUE_FULL). A fair waiter leaving walks the queue in Redis, and
+ * every waiting writer retries on its own, so this bounds what one client
+ * can pile up. Call once before any thread uses the module. */
+void locks_set_fair_queue_cap(int64_t cap);
 /* Put every Redis key and channel of lock N under the name <prefix>N, as
  * Redisson's NameMapper does (NULL or "": none); names in results stay N.
  * Call once before any thread uses the module; prefix must outlive it. */
@@ -96,6 +102,11 @@ void locks_undo(const struct backend *b, enum lock_kind kind, const char *name,
  * is only logged (the place goes stale by itself). */
 void locks_dequeue(const struct backend *b, enum lock_kind kind, const char *name,
 		   const char *owner, lock_done_fn done, void *ctx);
+/* locks_dequeue() for n owners of one lock in one script (its cost grows
+ * with the queue, not with n: callers send a few hundred at a time);
+ * done is called once, for all of them. */
+void locks_dequeue_many(const struct backend *b, enum lock_kind kind, const char *name,
+			const char *const *owners, size_t n, lock_done_fn done, void *ctx);
 /* The outcome of a locks_fair_refresh(): r is LOCK_OK, or the refresh did
  * not happen (LOCK_BACKEND_DOWN, LOCK_SCRIPT_ERROR, LOCK_WRONG_KIND); on
  * LOCK_OK the n owners in retry (valid during the call only, in the order

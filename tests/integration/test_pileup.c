@@ -14,10 +14,14 @@
  * catch is a cost that grows with the pile (tens to hundreds of ms). */
 #include "../harness/harness.h"
 
+#include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 /* dlockd's defaults (--max-read-holds-per-owner, --max-read-holds-per-lock) */
 #define HOLDS_PER_OWNER 64
@@ -101,8 +105,9 @@ static void private_stop(void *arg)
 }
 
 /* A Redis of the test's own that logs every command with its time
- * (SLOWLOG), and a dlockd on it; stopped when the test ends. */
-static bool private_start(void)
+ * (SLOWLOG), and a dlockd on it with flags (NULL: none); stopped when the
+ * test ends. */
+static bool private_start_with(const char *const *flags)
 {
 	memset(&RS, 0, sizeof(RS));
 	memset(&D, 0, sizeof(D));
@@ -110,12 +115,17 @@ static bool private_start(void)
 		 "--slowlog-log-slower-than 0 --slowlog-max-len 100000");
 	if (redis_start(&RS) < 0)
 		return false;
-	if (dlockd_start_on(&D, &RS, NULL) < 0) {
+	if (dlockd_start_on(&D, &RS, flags) < 0) {
 		redis_stop(&RS, false);
 		return false;
 	}
 	test_at_end(private_stop, &RS);
 	return true;
+}
+
+static bool private_start(void)
+{
+	return private_start_with(NULL);
 }
 
 /* Stop the private Redis and dlockd now: dlockd must exit cleanly (a
@@ -487,6 +497,355 @@ TEST(pileup_fair_status_takes_a_bounded_time_behind_a_long_queue)
 	CHECK(r.status == 200 && json_int(&r, "queue_length") == 1 && json_array_size(q) == 1 &&
 	      !strcmp(json_string_value(json_object_get(json_array_get(q, 0), "owner")), "live"),
 	      "the live place is shown, the dead ones are not: %s", r.body);
+	http_free(&r);
+	CHECK(private_stop_clean(), "dlockd exits cleanly");
+}
+
+/* ----- A crowd of fair-lock waiters ----- */
+
+/* dlockd's default --max-fair-queue (a fair lock's queue, a read-write
+ * lock's waiting writers) */
+#define FAIR_QUEUE_MAX 1000
+
+/* Another client's lock cycles on a lock of its own, timed, while a crowd
+ * comes and goes. */
+struct bystander {
+	pthread_t thread;
+	int stop;
+	int n, failed;
+	double ms[20000];
+	char worst[160];
+};
+
+static void *bystand(void *arg)
+{
+	struct bystander *b = arg;
+	struct http_resp r;
+
+	while (!__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE) && b->n < 19998) {
+		static const char *const calls[][2] = {
+			{ "PUT", "/locks/bystander?owner=b&ttl_ms=10000" },
+			{ "DELETE", "/locks/bystander?owner=b" },
+		};
+
+		for (int i = 0; i < 2; i++) {
+			if (http_on(D.base, calls[i][0], calls[i][1], NULL, &r) != 0 ||
+			    r.status != 200) {
+				b->failed++;
+				snprintf(b->worst, sizeof(b->worst), "%s: %ld %.100s", calls[i][1], r.status,
+					 r.body ? r.body : "");
+			}
+			b->ms[b->n++] = r.ms;
+			http_free(&r);
+		}
+		sleep_ms(1);	/* a client among others, not a flood of its own */
+	}
+	return NULL;
+}
+
+static int compare_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The sum and the largest of the times (µs) of the scripts on Redis keys
+ * holding on (the crowd's lock), in the private Redis' SLOWLOG since it
+ * was last reset; resets it. */
+static long long scripts_us_total(const char *on, long long *max, size_t *n)
+{
+	redisReply *r = rcmd_on(&RS, "SLOWLOG GET -1");
+	long long sum = 0;
+
+	*max = 0;
+	*n = 0;
+	for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+		const redisReply *e = r->element[i], *args;
+
+		if (e->type != REDIS_REPLY_ARRAY || e->elements < 4)
+			continue;
+		args = e->element[3];
+		if (args->type != REDIS_REPLY_ARRAY || args->elements < 1 ||
+		    args->element[0]->type != REDIS_REPLY_STRING ||
+		    strncasecmp(args->element[0]->str, "eval", 4))
+			continue;
+		bool mine = false;
+
+		for (size_t k = 1; k < args->elements && !mine; k++)
+			mine = args->element[k]->type == REDIS_REPLY_STRING &&
+			       strstr(args->element[k]->str, on);
+		if (!mine)
+			continue;
+		sum += e->element[2]->integer;
+		if (e->element[2]->integer > *max)
+			*max = e->element[2]->integer;
+		(*n)++;
+	}
+	if (r)
+		freeReplyObject(r);
+	slowlog_reset();
+	return sum;
+}
+
+enum { CROWD = 8000 };
+
+/* One client sends CROWD waiting acquires (method path_fmt with %d the
+ * waiter's number) on raw connections to the private dlockd, waits until
+ * each is queued (queued() counts them) or answered, then hangs up on all
+ * of them at once while another client cycles a lock of its own. The
+ * bystander's calls must all succeed and stay fast, and the Redis time of
+ * the crowd's leaving stay small. *answered gets how many of the crowd
+ * were answered before the hang-up, and one answer in first. */
+static int *crowd_fds;
+
+static void crowd_close(void *arg)
+{
+	(void)arg;
+	for (int i = 0; crowd_fds && i < CROWD; i++)
+		if (crowd_fds[i] >= 0)
+			close(crowd_fds[i]);
+	free(crowd_fds);
+	crowd_fds = NULL;
+}
+
+static bool crowd_come_and_go(const char *what, const char *path_fmt, long long (*queued)(void),
+			      int *answered, char *first, size_t cap, char *why, size_t whycap)
+{
+	static struct bystander b;
+	char req[512], path[300], buf[2048];
+	long long leave_us, leave_max, q = 0;
+	size_t leave_n, sent = 0;
+	int64_t until;
+	double p50, p99, max;
+
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	*answered = 0;
+	*first = '\0';
+	crowd_fds = malloc(CROWD * sizeof(*crowd_fds));
+	test_at_end(crowd_close, NULL);
+	for (int i = 0; i < CROWD; i++) {
+		int n;
+
+		snprintf(path, sizeof(path), path_fmt, i);
+		n = snprintf(req, sizeof(req), "PUT %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+			     "Content-Length: 0\r\n\r\n", path);
+		crowd_fds[i] = raw_connect(D.port);
+		if (crowd_fds[i] >= 0 && write(crowd_fds[i], req, (size_t)n) == n)
+			sent++;
+	}
+	/* every one queued or answered */
+	until = mono_ms() + 120000;
+	while (mono_ms() < until) {
+		struct pollfd *p = calloc(CROWD, sizeof(*p));
+
+		for (int i = 0; i < CROWD; i++)
+			p[i] = (struct pollfd){ .fd = crowd_fds[i], .events = POLLIN };
+		if (poll(p, CROWD, 0) > 0) {
+			for (int i = 0; i < CROWD; i++) {
+				ssize_t got;
+
+				if (!(p[i].revents & (POLLIN | POLLHUP)) || crowd_fds[i] < 0)
+					continue;
+				got = read(crowd_fds[i], buf, sizeof(buf) - 1);
+				if (got > 0) {
+					buf[got] = '\0';
+					if (!*first)
+						snprintf(first, cap, "%s", buf);
+					(*answered)++;
+				}
+				close(crowd_fds[i]);
+				crowd_fds[i] = -1;
+			}
+		}
+		free(p);
+		q = queued();
+		if (q + *answered >= CROWD)
+			break;
+		sleep_ms(100);
+	}
+	fprintf(stderr, "# %s: %zu of %d waiting acquires sent; %lld queued, %d answered\n", what,
+		sent, CROWD, q, *answered);
+	if (sent != CROWD || q + *answered < CROWD) {
+		snprintf(why, whycap, "%zu sent, %lld queued, %d answered", sent, q, *answered);
+		return false;
+	}
+
+	/* the hang-up, while the other client goes on */
+	memset(&b, 0, sizeof(b));
+	pthread_create(&b.thread, NULL, bystand, &b);
+	sleep_ms(500);
+	slowlog_reset();
+	crowd_close(NULL);
+	test_at_end_cancel(NULL);
+	sleep_ms(4000 * slow_factor());
+	__atomic_store_n(&b.stop, 1, __ATOMIC_RELEASE);
+	pthread_join(b.thread, NULL);
+	leave_us = scripts_us_total("crowd", &leave_max, &leave_n);
+	qsort(b.ms, (size_t)b.n, sizeof(b.ms[0]), compare_double);
+	p50 = b.n ? b.ms[b.n / 2] : -1;
+	p99 = b.n ? b.ms[b.n * 99 / 100] : -1;
+	max = b.n ? b.ms[b.n - 1] : -1;
+	fprintf(stderr, "# %s: the crowd hung up; the other client's %d calls: %d failed, "
+		"p50 %.1f ms, p99 %.1f ms, max %.1f ms; Redis ran %zu scripts on the crowd's "
+		"lock meanwhile, %lld ms in all, the longest %lld us; %lld still queued\n", what, b.n, b.failed, p50,
+		p99, max, leave_n, leave_us / 1000, leave_max, queued());
+	if (b.failed) {
+		snprintf(why, whycap, "%d of the other client's calls failed, e.g. %s", b.failed,
+			 b.worst);
+		return false;
+	}
+	if (p99 > 50.0 * slow_factor() || max > 500.0 * slow_factor()) {
+		snprintf(why, whycap, "the other client's calls: p99 %.1f ms, max %.1f ms; want "
+			 "< 50 and < 500", p99, max);
+		return false;
+	}
+	if (leave_us > 250000) {
+		snprintf(why, whycap, "the crowd's leaving cost Redis %lld ms (its longest script "
+			 "%lld us); want < 250 ms", leave_us / 1000, leave_max);
+		return false;
+	}
+	if (queued() != 0) {
+		snprintf(why, whycap, "%lld still queued after the hang-up", queued());
+		return false;
+	}
+	return true;
+}
+
+static long long fair_crowd_queued(void)
+{
+	return rcmd_int_on(&RS, "LLEN redisson_lock_queue:{crowd}");
+}
+
+TEST(pileup_of_fair_waiters_is_capped_and_their_leaving_slows_nobody)
+{
+	struct http_resp r;
+	char first[2048], why[512];
+	int answered;
+	bool ok;
+
+	CHECK(private_start(), "private Redis and dlockd");
+	CHECK(http_on(D.base, "PUT", "/fairlocks/crowd?owner=holder&ttl_ms=600000", NULL, &r) == 0 &&
+	      r.status == 200, "holder: %s", r.body);
+	http_free(&r);
+	ok = crowd_come_and_go("fair", "/fairlocks/crowd?owner=w%d&wait_ms=120000",
+			       fair_crowd_queued, &answered, first, sizeof(first), why, sizeof(why));
+	CHECK(ok, "%s", why);
+	CHECK(answered == CROWD - FAIR_QUEUE_MAX, "%d waiters queued and %d refused; want at most "
+	      "%d queued (--max-fair-queue)", CROWD - answered, answered, FAIR_QUEUE_MAX);
+	CHECK(strstr(first, "HTTP/1.1 409") && strstr(first, "\"error\":\"queue_full\"") &&
+	      strstr(first, "\"limit\":1000"), "past the cap: 409 queue_full with the limit: %s",
+	      first);
+	/* the lock still works: its holder leaves, a new waiter gets it */
+	CHECK(http_on(D.base, "DELETE", "/fairlocks/crowd?owner=holder", NULL, &r) == 0 &&
+	      r.status == 200, "holder releases: %s", r.body);
+	http_free(&r);
+	CHECK(http_on(D.base, "PUT", "/fairlocks/crowd?owner=late&wait_ms=5000", NULL, &r) == 0 &&
+	      r.status == 200, "a new waiter gets it: %ld %s", r.status, r.body);
+	http_free(&r);
+	CHECK(private_stop_clean(), "dlockd exits cleanly");
+}
+
+/* The cap as set, and the README's example: a fair PUT with wait_ms on a
+ * full queue, a write PUT with wait_ms behind full waiting writers. */
+TEST(fair_queue_cap_is_a_setting_and_answers_queue_full)
+{
+	static const char *const flags[] = { "--max-fair-queue", "2", NULL };
+	struct bg w[4];
+	struct http_resp r;
+	char p[300];
+
+	CHECK(private_start_with(flags), "dlockd --max-fair-queue 2");
+	CHECK(status_of(&D, "PUT", "/fairlocks/printer?owner=job-1") == 200, "job-1 holds");
+	for (int i = 0; i < 2; i++) {
+		snprintf(p, sizeof(p), "/fairlocks/printer?owner=job-%d&wait_ms=20000", i + 2);
+		bg_start_on(&w[i], D.base, "PUT", p, NULL);
+		CHECK(WAIT_FOR(rcmd_int_on(&RS, "LLEN redisson_lock_queue:{printer}") == i + 1, 3000),
+		      "job-%d queued", i + 2);
+	}
+	http_on(D.base, "PUT", "/fairlocks/printer?owner=job-1001&wait_ms=30000", NULL, &r);
+	CHECK_ERROR(r, 409, "queue_full", "a third waiter");
+	CHECK(json_int(&r, "limit") == 2 &&
+	      !strcmp(json_str(&r, "message"), "fair lock 'printer' has 2 waiters queued, the "
+		      "most one lock may have (--max-fair-queue 2): retry later, or without "
+		      "wait_ms"), "the README's answer: %s", r.body);
+	http_free(&r);
+	CHECK(rcmd_int_on(&RS, "ZCARD redisson_lock_timeout:{printer}") == 2 &&
+	      rcmd_int_on(&RS, "LLEN redisson_lock_queue:{printer}") == 2, "nothing queued for it");
+	http_on(D.base, "PUT", "/fairlocks/printer?owner=job-1001", NULL, &r);
+	CHECK_ERROR(r, 409, "locked", "without wait_ms the cap is not in the way");
+	http_free(&r);
+
+	/* waiting writers: the same cap */
+	CHECK(status_of(&D, "PUT", "/rwlocks/ledger/read?owner=r") == 200, "a reader");
+	for (int i = 0; i < 2; i++) {
+		snprintf(p, sizeof(p), "/rwlocks/ledger/write?owner=w%d&wait_ms=20000", i);
+		bg_start_on(&w[2 + i], D.base, "PUT", p, NULL);
+		CHECK(WAIT_FOR(rcmd_int_on(&RS, "ZCARD dlockd_rwlock_writers:{ledger}") == i + 1, 3000),
+		      "writer %d waits", i);
+	}
+	http_on(D.base, "PUT", "/rwlocks/ledger/write?owner=w9&wait_ms=20000", NULL, &r);
+	CHECK_ERROR(r, 409, "queue_full", "a third writer");
+	CHECK(json_int(&r, "limit") == 2 && strstr(json_str(&r, "message"), "2 writers waiting"),
+	      "the answer names the cap: %s", r.body);
+	http_free(&r);
+
+	/* the queues move on as ever */
+	CHECK(status_of(&D, "DELETE", "/fairlocks/printer?owner=job-1") == 200, "job-1 leaves");
+	bg_join(&w[0]);
+	CHECK(w[0].r.status == 200, "job-2 gets it: %s", w[0].r.body ? w[0].r.body : "");
+	http_free(&w[0].r);
+	CHECK(status_of(&D, "DELETE", "/fairlocks/printer?owner=job-2") == 200, "job-2 leaves");
+	bg_join(&w[1]);
+	CHECK(w[1].r.status == 200, "job-3 gets it");
+	http_free(&w[1].r);
+	CHECK(status_of(&D, "DELETE", "/fairlocks/printer?owner=job-3") == 200, "job-3 leaves");
+	CHECK(status_of(&D, "DELETE", "/rwlocks/ledger/read?owner=r") == 200, "the reader leaves");
+	for (int i = 2; i < 4; i++) {
+		bg_join(&w[i]);
+		CHECK(w[i].r.status == 200, "writer %d writes", i - 2);
+		http_free(&w[i].r);
+		snprintf(p, sizeof(p), "/rwlocks/ledger/write?owner=w%d", i - 2);
+		CHECK(status_of(&D, "DELETE", "%s", p) == 200, "writer %d leaves", i - 2);
+	}
+	CHECK(private_stop_clean(), "dlockd exits cleanly");
+}
+
+static long long writer_crowd_queued(void)
+{
+	return rcmd_int_on(&RS, "ZCARD dlockd_rwlock_writers:{wcrowd}");
+}
+
+TEST(pileup_of_waiting_writers_is_capped_and_their_leaving_slows_nobody)
+{
+	struct http_resp r;
+	char first[2048], why[512];
+	int answered;
+	bool ok;
+
+	CHECK(private_start(), "private Redis and dlockd");
+	CHECK(http_on(D.base, "PUT", "/rwlocks/wcrowd/read?owner=reader&ttl_ms=600000", NULL,
+		      &r) == 0 && r.status == 200, "reader: %s", r.body);
+	http_free(&r);
+	ok = crowd_come_and_go("writers", "/rwlocks/wcrowd/write?owner=w%d&wait_ms=120000",
+			       writer_crowd_queued, &answered, first, sizeof(first), why,
+			       sizeof(why));
+	CHECK(ok, "%s", why);
+	CHECK(answered == CROWD - FAIR_QUEUE_MAX, "%d writers waited and %d were refused; want "
+	      "at most %d waiting (--max-fair-queue)", CROWD - answered, answered, FAIR_QUEUE_MAX);
+	CHECK(strstr(first, "HTTP/1.1 409") && strstr(first, "\"error\":\"queue_full\"") &&
+	      strstr(first, "\"limit\":1000"), "past the cap: 409 queue_full with the limit: %s",
+	      first);
+	CHECK(http_on(D.base, "DELETE", "/rwlocks/wcrowd/read?owner=reader", NULL, &r) == 0 &&
+	      r.status == 200, "reader releases: %s", r.body);
+	http_free(&r);
+	CHECK(http_on(D.base, "PUT", "/rwlocks/wcrowd/write?owner=late&wait_ms=5000", NULL,
+		      &r) == 0 && r.status == 200, "a new writer gets it: %ld %s", r.status, r.body);
 	http_free(&r);
 	CHECK(private_stop_clean(), "dlockd exits cleanly");
 }

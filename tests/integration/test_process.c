@@ -34,7 +34,7 @@ TEST(help_lists_every_setting)
 		"rediss://", "rediss-sentinel://", "--redis-ca", "DLOCKD_REDIS_CA",
 		"--redis-cert", "--redis-key", "--max-read-holds-per-owner",
 		"DLOCKD_MAX_READ_HOLDS_PER_OWNER", "--max-read-holds-per-lock",
-		"DLOCKD_MAX_READ_HOLDS_PER_LOCK",
+		"DLOCKD_MAX_READ_HOLDS_PER_LOCK", "--max-fair-queue", "DLOCKD_MAX_FAIR_QUEUE",
 	};
 	char cmd[300], out[16384];
 

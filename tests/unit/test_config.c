@@ -96,6 +96,32 @@ static void test_config__sync_replicas_values(void **state)
 	}
 }
 
+/* The cap on a fair queue (and on waiting writers): 1000 unless set, from
+ * a flag or the environment; 1..100000. */
+static void test_config__fair_queue_cap(void **state)
+{
+	char *argv[] = { (char[]){ "dlockd" }, (char[]){ "--max-fair-queue" }, (char[]){ "8" },
+			 NULL };
+	char *none[] = { (char[]){ "dlockd" }, NULL };
+	struct config cfg;
+
+	(void)state;
+	assert_int_equal(config_load(&cfg, 1, none), 0);
+	assert_int_equal(cfg.fair_queue_max, 1000);
+	config_release(&cfg);
+	setenv("DLOCKD_MAX_FAIR_QUEUE", "50", 1);
+	assert_int_equal(config_load(&cfg, 1, none), 0);
+	assert_int_equal(cfg.fair_queue_max, 50);
+	config_release(&cfg);
+	assert_int_equal(config_load(&cfg, 3, argv), 0);
+	assert_int_equal(cfg.fair_queue_max, 8);
+	config_release(&cfg);
+	setenv("DLOCKD_MAX_FAIR_QUEUE", "0", 1);
+	assert_int_equal(config_load(&cfg, 1, none), -1);
+	config_release(&cfg);
+	unsetenv("DLOCKD_MAX_FAIR_QUEUE");
+}
+
 /* The caps on read holds: 64 per owner and 256 per lock unless set, from
  * a flag or the environment; 1..100000. */
 static void test_config__read_hold_caps(void **state)
@@ -245,6 +271,7 @@ int main(void)
 		cmocka_unit_test(test_config__cgroup_cpu_quota_rounds_up),
 		cmocka_unit_test(test_config__sync_replicas_values),
 		cmocka_unit_test(test_config__read_hold_caps),
+		cmocka_unit_test(test_config__fair_queue_cap),
 		cmocka_unit_test(test_config__health_check_modes),
 		cmocka_unit_test(test_config__tls_files_go_together),
 	};

@@ -817,11 +817,37 @@ static void test_locks__read_acquire_passes_the_caps_and_decodes_their_refusal(v
 			 LOCK_TOO_MANY_HOLDS);
 	assert_int_equal(st.why, LOCK_WHY_LOCK_HOLDS);
 	assert_int_equal(st.others, 12);
-	/* the other kinds add no read holds: no caps passed */
+	/* the other kinds add no read holds: no caps on them passed; a write
+	 * (and a fair acquire) takes the cap on its queue instead */
 	canned = ints(5, 1LL, 7LL, 1LL, 1000LL, 1LL);
 	assert_int_equal(acquire(LOCK_KIND_WRITE, "doc", "w1", 1000, false, &st), LOCK_OK);
-	assert_int_equal(last_nargs, 5);
+	assert_int_equal(last_nargs, 6);
+	assert_string_equal(last_args[5], "1000");
 	locks_set_read_hold_caps(64, 256);
+}
+
+static void test_locks__queueing_acquires_pass_the_queue_cap_and_decode_queue_full(void **state)
+{
+	struct lock_state st;
+
+	(void)state;
+	locks_set_fair_queue_cap(3);
+	canned = ints(2, -5LL, 4LL);	/* Redisson's places may pass the cap */
+	assert_int_equal(acquire(LOCK_KIND_FAIR, "q", "f1", 1000, false, &st), LOCK_QUEUE_FULL);
+	assert_int_equal(last_id, SCRIPT_FAIR_ACQUIRE);
+	assert_int_equal(last_nargs, 6);
+	assert_string_equal(last_args[5], "3");
+	assert_int_equal(st.others, 4);
+	canned = ints(2, -5LL, 3LL);
+	assert_int_equal(acquire(LOCK_KIND_WRITE, "q", "w1", 1000, false, &st), LOCK_QUEUE_FULL);
+	assert_int_equal(last_id, SCRIPT_RW_WRITE_ACQUIRE);
+	assert_string_equal(last_args[5], "3");
+	assert_int_equal(st.others, 3);
+	/* a plain lock has no queue */
+	canned = ints(5, 1LL, 7LL, 1LL, 1000LL, 1LL);
+	assert_int_equal(acquire(LOCK_KIND_LOCK, "q2", "o", 1000, false, &st), LOCK_OK);
+	assert_int_equal(last_nargs, 5);
+	locks_set_fair_queue_cap(1000);
 }
 
 static void test_locks__rwlock_keys_follow_redissons_tag_rule(void **state)
@@ -1247,6 +1273,7 @@ int main(void)
 		cmocka_unit_test(test_locks__fair_refresh_sends_every_owner_in_one_argument),
 		cmocka_unit_test(test_locks__fair_refresh_of_many_waiters_goes_in_short_scripts),
 		cmocka_unit_test(test_locks__read_acquire_passes_the_caps_and_decodes_their_refusal),
+		cmocka_unit_test(test_locks__queueing_acquires_pass_the_queue_cap_and_decode_queue_full),
 		cmocka_unit_test(test_locks__rwlock_keys_follow_redissons_tag_rule),
 		cmocka_unit_test(test_locks__rwlock_release_reports_whether_free),
 		cmocka_unit_test(test_locks__held_says_why_and_not_a_lock_is_told_apart),
