@@ -40,7 +40,7 @@ BUILD_PACKAGES = build-essential pkg-config libmicrohttpd-dev libjansson-dev lib
 FUZZ_PACKAGES = clang libclang-rt-14-dev
 RUN_PACKAGES = redis-server redis-tools
 TEST_PACKAGES = libcurl4-openssl-dev libcmocka-dev redis-server redis-tools nodejs npm \
-	curl python3 openssl
+	curl python3 openssl golang-go
 LINT_PACKAGES = yamllint nodejs npm binutils systemd
 
 # The version: `git describe` in a git checkout, else openapi.yaml's
@@ -217,6 +217,15 @@ check-layers:
 # Every test; prints "N passed, M failed" last and fails if M > 0.
 test: check-layers deps $(BUILD)/dlockd $(BUILD)/dlock $(UNIT_BINS) $(ITEST_BIN) contract-tools
 	@sh tests/run.sh $(BUILD)
+
+# The client libraries' suites alone (clients/go, clients/node), against
+# this build's dlockd and a redis-server of their own; `make test` runs
+# them too.
+.PHONY: test-go test-node
+test-go: deps $(BUILD)/dlockd
+	@sh tests/run.sh $(BUILD) go
+test-node: deps $(BUILD)/dlockd
+	@sh tests/run.sh $(BUILD) node
 
 # Every test with ASan and UBSan, then one short pass of the benchmark
 # (bench/README.md, --quick: about a minute), its client and dlockd both

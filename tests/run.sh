@@ -2,10 +2,12 @@
 # run.sh -- what `make test` runs: every unit test binary, then the
 # integration suite (which starts its own redis-server and dlockd on free
 # loopback ports), then the check of every response it got against
-# openapi.yaml. Prints one closing line "N passed, M failed" (and ", K
+# openapi.yaml, then the client libraries' own suites (clients/go,
+# clients/node: `make test-go`, `make test-node` run one alone). Prints
+# one closing line "N passed, M failed" (and ", K
 # skipped" when a test said it could not run here) and exits non-zero when
 # anything failed.
-#   sh tests/run.sh BUILD_DIR [unit|integration]
+#   sh tests/run.sh BUILD_DIR [unit|integration|go|node]
 set -u
 build=${1:-build}
 only=${2:-all}
@@ -31,7 +33,7 @@ count() {	# count <name> <output file> <exit status>
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-if [ "$only" != integration ]; then
+if [ "$only" = all ] || [ "$only" = unit ]; then
 	echo "== layers"
 	sh tests/check-layers.sh --self-test >"$out" 2>&1
 	rc=$?
@@ -47,7 +49,7 @@ if [ "$only" != integration ]; then
 	done
 fi
 
-if [ "$only" != unit ]; then
+if [ "$only" = all ] || [ "$only" = integration ]; then
 	echo "== integration"
 	contract=$(mktemp)
 	DLOCKD_CONTRACT_LOG="$contract" \
@@ -66,6 +68,22 @@ if [ "$only" != unit ]; then
 	cat "$out"
 	count contract "$out" "$rc"
 	rm -f "$contract"
+fi
+
+# The Go client: go test, stdlib only, its build cache under BUILD_DIR and
+# no network (GOPROXY=off); each top-level test's verdict, as TAP, counts.
+if [ "$only" = all ] || [ "$only" = go ]; then
+	echo "== go"
+	root=$(pwd)
+	(cd clients/go && DLOCKD_BIN="$root/$build/dlockd" GOCACHE="$root/$build/go/cache" \
+		GOPATH="$root/$build/go/path" GOPROXY=off GOFLAGS= \
+		go test -count=1 -timeout 150s -v .) >"$out" 2>&1
+	rc=$?
+	cat "$out"
+	sed -n -e 's/^--- PASS: \([^ ]*\).*/ok \1/p' -e 's/^--- FAIL: \([^ ]*\).*/not ok \1/p' \
+		-e 's/^--- SKIP: \([^ ]*\).*/ok \1 # SKIP /p' "$out" >"$out.tap"
+	count go "$out.tap" "$rc"
+	rm -f "$out.tap"
 fi
 
 [ -z "$failed_names" ] || echo "failing:$failed_names"

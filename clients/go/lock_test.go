@@ -102,6 +102,7 @@ func TestLossWhenRenewalsFail(t *testing.T) {
 	cutAt := time.Now()
 	p.dropBeats.Store(true)
 	took := within(t, l.Context().Done(), ttl, "loss with renewals failing")
+	t.Logf("loss told %v after the renewals began to fail (lease %v)", took, ttl)
 	if took < ttl/3 {
 		t.Errorf("lost %v after the renewals began to fail: too early", took)
 	}
