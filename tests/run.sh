@@ -86,6 +86,17 @@ if [ "$only" = all ] || [ "$only" = go ]; then
 	rm -f "$out.tap"
 fi
 
+# The Node client: node --test, built-ins only; its TAP counts.
+if [ "$only" = all ] || [ "$only" = node ]; then
+	echo "== node"
+	root=$(pwd)
+	(cd clients/node && DLOCKD_BIN="$root/$build/dlockd" \
+		node --test --test-reporter=tap test/*.test.js) >"$out" 2>&1
+	rc=$?
+	cat "$out"
+	count node "$out" "$rc"
+fi
+
 [ -z "$failed_names" ] || echo "failing:$failed_names"
 if [ "$skipped" -eq 0 ]; then
 	echo "$passed passed, $failed failed"
