@@ -219,12 +219,12 @@ test: check-layers deps $(BUILD)/dlockd $(BUILD)/dlock $(UNIT_BINS) $(ITEST_BIN)
 	@sh tests/run.sh $(BUILD)
 
 # The client libraries' suites alone (clients/go, clients/node), against
-# this build's dlockd and a redis-server of their own; `make test` runs
-# them too.
+# this build's dlockd and a redis-server of their own, and the answers
+# they got against openapi.yaml; `make test` runs them too.
 .PHONY: test-go test-node
-test-go: deps $(BUILD)/dlockd
+test-go: deps $(BUILD)/dlockd contract-tools
 	@sh tests/run.sh $(BUILD) go
-test-node: deps $(BUILD)/dlockd
+test-node: deps $(BUILD)/dlockd contract-tools
 	@sh tests/run.sh $(BUILD) node
 
 # Every test with ASan and UBSan, then one short pass of the benchmark

@@ -71,12 +71,14 @@ if [ "$only" = all ] || [ "$only" = integration ]; then
 fi
 
 # The Go client: go test, stdlib only, its build cache under BUILD_DIR and
-# no network (GOPROXY=off); each top-level test's verdict, as TAP, counts.
+# no network (GOPROXY=off); each top-level test's verdict, as TAP, counts;
+# then the answers its tests got, against openapi.yaml.
 if [ "$only" = all ] || [ "$only" = go ]; then
 	echo "== go"
 	root=$(pwd)
+	contract=$(mktemp)
 	(cd clients/go && DLOCKD_BIN="$root/$build/dlockd" GOCACHE="$root/$build/go/cache" \
-		GOPATH="$root/$build/go/path" GOPROXY=off GOFLAGS= \
+		GOPATH="$root/$build/go/path" GOPROXY=off GOFLAGS= DLOCKD_CONTRACT_LOG="$contract" \
 		go test -count=1 -timeout 150s -v .) >"$out" 2>&1
 	rc=$?
 	cat "$out"
@@ -84,17 +86,31 @@ if [ "$only" = all ] || [ "$only" = go ]; then
 		-e 's/^--- SKIP: \([^ ]*\).*/ok \1 # SKIP /p' "$out" >"$out.tap"
 	count go "$out.tap" "$rc"
 	rm -f "$out.tap"
+	echo "== go contract"	# the answers the Go client got, against openapi.yaml
+	node tests/contract/validate.mjs openapi.yaml "$contract" >"$out" 2>&1
+	rc=$?
+	cat "$out"
+	count go-contract "$out" "$rc"
+	rm -f "$contract"
 fi
 
-# The Node client: node --test, built-ins only; its TAP counts.
+# The Node client: node --test, built-ins only; its TAP counts; then the
+# answers its tests got, against openapi.yaml.
 if [ "$only" = all ] || [ "$only" = node ]; then
 	echo "== node"
 	root=$(pwd)
-	(cd clients/node && DLOCKD_BIN="$root/$build/dlockd" \
+	contract=$(mktemp)
+	(cd clients/node && DLOCKD_BIN="$root/$build/dlockd" DLOCKD_CONTRACT_LOG="$contract" \
 		node --test --test-reporter=tap test/*.test.js) >"$out" 2>&1
 	rc=$?
 	cat "$out"
 	count node "$out" "$rc"
+	echo "== node contract"	# the answers the Node client got, against openapi.yaml
+	node tests/contract/validate.mjs openapi.yaml "$contract" >"$out" 2>&1
+	rc=$?
+	cat "$out"
+	count node-contract "$out" "$rc"
+	rm -f "$contract"
 fi
 
 [ -z "$failed_names" ] || echo "failing:$failed_names"

@@ -7,6 +7,7 @@ package dlockd
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -14,6 +15,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -326,6 +328,7 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request) {
 	if r.Method == "GET" && r.URL.Query().Has("index") && p.failWatch.Load() {
 		p.record(r.Method + " " + r.URL.Path + " 503")
 		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(503)
 		fmt.Fprint(w, `{"error":"backend_unavailable","message":"the test proxy says no"}`)
 		return
@@ -362,7 +365,7 @@ func state(t *testing.T, k Kind, name string) *Status {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := NewClient(plainURL).Status(ctx, k, name)
+	st, err := newClient(plainURL).Status(ctx, k, name)
 	if err != nil {
 		t.Fatalf("status of %s: %v", name, err)
 	}
@@ -393,4 +396,35 @@ func within(t *testing.T, ch <-chan struct{}, d time.Duration, what string) time
 		t.Fatalf("%s: not within %v", what, d)
 	}
 	return 0
+}
+
+// recorder appends every answer the library gets to $DLOCKD_CONTRACT_LOG
+// (when set), one JSON line {method, path, status, content_type, body},
+// for tests/contract/validate.mjs to check against openapi.yaml.
+type recorder struct{ next http.RoundTripper }
+
+var contractMu sync.Mutex
+
+func (r recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	res, err := r.next.RoundTrip(req)
+	file := os.Getenv("DLOCKD_CONTRACT_LOG")
+	if err != nil || file == "" {
+		return res, err
+	}
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	res.Body = io.NopCloser(bytes.NewReader(body))
+	line, _ := json.Marshal(map[string]any{"method": req.Method, "path": req.URL.Path,
+		"status": res.StatusCode, "content_type": res.Header.Get("Content-Type"),
+		"body": string(body)})
+	contractMu.Lock()
+	defer contractMu.Unlock()
+	if f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0644); err == nil {
+		_, _ = f.Write(append(line, '\n'))
+		f.Close()
+	}
+	return res, nil
 }

@@ -18,6 +18,13 @@ import (
 	"time"
 )
 
+// newClient is NewClient whose answers go to the contract log.
+func newClient(url string, opts ...Option) *Client {
+	c := NewClient(url, opts...)
+	c.http.Transport = recorder{c.http.Transport}
+	return c
+}
+
 func ctxFor(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -29,7 +36,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 func TestScopedFormRenewsAndStopsAtRelease(t *testing.T) {
 	t.Parallel()
 	p := newProxy(t, plainURL)
-	c := NewClient(p.URL)
+	c := newClient(p.URL)
 	var token int64
 	err := c.WithLock(ctxFor(t, 30*time.Second), "go-renew", func(ctx context.Context) error {
 		st := state(t, KindLock, "go-renew")
@@ -71,7 +78,7 @@ func TestLossOnNotHeld(t *testing.T) {
 	t.Parallel()
 	p := newProxy(t, plainURL)
 	p.failWatch.Store(true)
-	c := NewClient(p.URL)
+	c := newClient(p.URL)
 	l, err := c.Lock(ctxFor(t, 10*time.Second), "go-notheld", WithTTL(1500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +99,7 @@ func TestLossOnNotHeld(t *testing.T) {
 func TestLossWhenRenewalsFail(t *testing.T) {
 	t.Parallel()
 	p := newProxy(t, plainURL)
-	c := NewClient(p.URL)
+	c := newClient(p.URL)
 	ttl := 2 * time.Second
 	l, err := c.Lock(ctxFor(t, 10*time.Second), "go-renewfail", WithTTL(ttl))
 	if err != nil {
@@ -132,7 +139,7 @@ func TestLossWhenRenewalsFail(t *testing.T) {
 // A wait longer than dlockd's --max-wait-ms (3 s here) chains polls.
 func TestLongWaitChainsPolls(t *testing.T) {
 	t.Parallel()
-	holder := NewClient(plainURL)
+	holder := newClient(plainURL)
 	l, err := holder.Lock(ctxFor(t, 10*time.Second), "go-longwait")
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +147,7 @@ func TestLongWaitChainsPolls(t *testing.T) {
 	time.AfterFunc(6500*time.Millisecond, func() { _ = l.Release(context.Background()) })
 	p := newProxy(t, plainURL)
 	start := time.Now()
-	w, err := NewClient(p.URL).Lock(ctxFor(t, 30*time.Second), "go-longwait",
+	w, err := newClient(p.URL).Lock(ctxFor(t, 30*time.Second), "go-longwait",
 		WithWait(20*time.Second))
 	if err != nil {
 		t.Fatalf("after %v: %v (%q)", time.Since(start), err, p.entries())
@@ -173,7 +180,7 @@ func TestUnavailableRetried(t *testing.T) {
 	p := newProxy(t, base)
 	// gives up when the retries do not fit
 	start := time.Now()
-	_, err = NewClient(p.URL, WithRetryFor(1500*time.Millisecond)).Lock(ctxFor(t, 20*time.Second),
+	_, err = newClient(p.URL, WithRetryFor(1500*time.Millisecond)).Lock(ctxFor(t, 20*time.Second),
 		"go-503", WithWait(0))
 	if !errors.Is(err, ErrUnavailable) || time.Since(start) > 6*time.Second {
 		t.Fatalf("redis down: %v after %v", err, time.Since(start))
@@ -183,7 +190,7 @@ func TestUnavailableRetried(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	l, err := NewClient(p.URL).Lock(ctxFor(t, 30*time.Second), "go-503", WithWait(20*time.Second))
+	l, err := newClient(p.URL).Lock(ctxFor(t, 30*time.Second), "go-503", WithWait(20*time.Second))
 	if err != nil {
 		t.Fatalf("after redis came back: %v (%q)", err, p.entries())
 	}
@@ -201,7 +208,7 @@ func TestLostAnswerRetried(t *testing.T) {
 	t.Parallel()
 	p := newProxy(t, plainURL)
 	p.dropAnswer.Store(1)
-	l, err := NewClient(p.URL).Lock(ctxFor(t, 10*time.Second), "go-lostanswer", WithWait(0))
+	l, err := newClient(p.URL).Lock(ctxFor(t, 10*time.Second), "go-lostanswer", WithWait(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +231,7 @@ func TestLostAnswerRetried(t *testing.T) {
 // grant is on its way gives back the hold.
 func TestCancelGivesBack(t *testing.T) {
 	t.Parallel()
-	c := NewClient(plainURL)
+	c := newClient(plainURL)
 	a, err := c.FairLock(ctxFor(t, 10*time.Second), "go-cancel")
 	if err != nil {
 		t.Fatal(err)
@@ -262,7 +269,7 @@ func TestCancelGivesBack(t *testing.T) {
 	p.delayPUT.Store(int64(time.Second))
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 400*time.Millisecond)
 	defer cancel2()
-	if _, err := NewClient(p.URL).Lock(ctx2, "go-cancel-grant"); err == nil {
+	if _, err := newClient(p.URL).Lock(ctx2, "go-cancel-grant"); err == nil {
 		t.Fatal("granted after the cancel")
 	}
 	if p.count("PUT /locks/go-cancel-grant 200") != 1 {
@@ -276,7 +283,7 @@ func TestCancelGivesBack(t *testing.T) {
 // The scoped form releases on every way out: an error, a panic.
 func TestScopedFormReleasesOnEveryExit(t *testing.T) {
 	t.Parallel()
-	c := NewClient(plainURL)
+	c := newClient(plainURL)
 	boom := errors.New("boom")
 	if err := c.WithLock(ctxFor(t, 10*time.Second), "go-exit", func(context.Context) error {
 		return boom
@@ -304,7 +311,7 @@ func TestScopedFormReleasesOnEveryExit(t *testing.T) {
 // Every kind has the same shape; conflicts and not-held are typed.
 func TestKinds(t *testing.T) {
 	t.Parallel()
-	c := NewClient(plainURL)
+	c := newClient(plainURL)
 	ctx := ctxFor(t, 20*time.Second)
 	r1, err := c.ReadLock(ctx, "go-rw")
 	if err != nil {
@@ -363,7 +370,7 @@ func TestKinds(t *testing.T) {
 func TestForceReleaseAuthTLS(t *testing.T) {
 	t.Parallel()
 	ctx := ctxFor(t, 20*time.Second)
-	c := NewClient(secureURL, WithTLS(clientTLS), WithToken(clientToken))
+	c := newClient(secureURL, WithTLS(clientTLS), WithToken(clientToken))
 	l, err := c.Lock(ctx, "go-forced", WithTTL(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -384,7 +391,7 @@ func TestForceReleaseAuthTLS(t *testing.T) {
 	}
 	_ = l.Release(ctx)
 
-	_, err = NewClient(secureURL, WithTLS(clientTLS)).Lock(ctx, "go-forced")
+	_, err = newClient(secureURL, WithTLS(clientTLS)).Lock(ctx, "go-forced")
 	if !errors.Is(err, ErrUnauthorized) {
 		t.Fatalf("no token: %v", err)
 	}
@@ -393,9 +400,9 @@ func TestForceReleaseAuthTLS(t *testing.T) {
 	if !errors.As(err, &e) || e.Code != "forbidden" || !errors.Is(err, ErrUnauthorized) {
 		t.Fatalf("outside the token's prefix: %v", err)
 	}
-	noCert := NewClient(secureURL, WithToken(clientToken), WithRetryFor(0),
+	noCert := newClient(secureURL, WithToken(clientToken), WithRetryFor(0),
 		WithTLS(clientTLS.Clone()))
-	noCert.http.Transport.(*http.Transport).TLSClientConfig.Certificates = nil
+	noCert.http.Transport.(recorder).next.(*http.Transport).TLSClientConfig.Certificates = nil
 	if _, err := noCert.Lock(ctx, "go-forced", WithWait(0)); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("no client certificate: %v", err)
 	}
@@ -464,7 +471,7 @@ const helperRounds = 12
 
 // helperProcess is one of the contending processes.
 func helperProcess() int {
-	c := NewClient("")
+	c := newClient("")
 	name, logPath := os.Getenv("DLOCKD_GO_HELPER"), os.Getenv("DLOCKD_GO_LOG")
 	for i := 0; i < helperRounds; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)

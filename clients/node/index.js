@@ -136,7 +136,10 @@ export class Client {
           let parsed = text;
           try { parsed = JSON.parse(text); } catch { /* not JSON: kept as text */ }
           const ra = Number.parseInt(res.headers['retry-after'] ?? '', 10);
-          resolve({ status: res.statusCode, body: parsed, retryAfterMs: Number.isNaN(ra) ? 0 : ra * 1000 });
+          resolve({
+            status: res.statusCode, body: parsed, retryAfterMs: Number.isNaN(ra) ? 0 : ra * 1000,
+            contentType: res.headers['content-type'],
+          });
         });
       });
       req.on('error', reject);
