@@ -280,7 +280,8 @@ type proxy struct {
 	dropBeats  atomic.Bool  // heartbeats are not passed on (the connection is cut)
 	failWatch  atomic.Bool  // watches (GET with index) are answered 503
 	mu         sync.Mutex
-	log        []string // "METHOD path status" in order
+	log        []string  // "METHOD path status" in order
+	lastBeat   time.Time // when the last heartbeat answered 200 arrived here
 }
 
 func newProxy(t *testing.T, target string) *proxy {
@@ -319,6 +320,7 @@ func cut(w http.ResponseWriter) {
 }
 
 func (p *proxy) serve(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
 	beat := strings.HasSuffix(r.URL.Path, "/heartbeat")
 	if beat && p.dropBeats.Load() {
 		p.record(r.Method + " " + r.URL.Path + " cut")
@@ -344,6 +346,13 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request) {
 	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
 	p.record(fmt.Sprintf("%s %s %d", r.Method, r.URL.Path, res.StatusCode))
+	if beat && res.StatusCode == 200 {
+		p.mu.Lock()
+		if arrived.After(p.lastBeat) {
+			p.lastBeat = arrived
+		}
+		p.mu.Unlock()
+	}
 	if r.Method == "PUT" {
 		if d := p.delayPUT.Load(); d > 0 {
 			time.Sleep(time.Duration(d))

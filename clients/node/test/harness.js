@@ -106,8 +106,10 @@ export async function stopAll() {
 
 // A proxy in front of target, logging "METHOD path status" in order.
 export async function proxy(target) {
-  const p = { log: [], dropAnswers: 0, delayPutMs: 0, dropBeats: false, failWatch: false };
+  // lastBeat: when (performance.now) the last heartbeat answered 200 arrived here
+  const p = { log: [], dropAnswers: 0, delayPutMs: 0, dropBeats: false, failWatch: false, lastBeat: 0 };
   const server = http.createServer(async (req, res) => {
+    const arrived = performance.now();
     const url = new URL(req.url, 'http://x');
     const entry = (s) => p.log.push(`${req.method} ${url.pathname} ${s}`);
     if (url.pathname.endsWith('/heartbeat') && p.dropBeats) {
@@ -139,6 +141,7 @@ export async function proxy(target) {
     }
     const body = Buffer.from(await upstream.arrayBuffer());
     entry(upstream.status);
+    if (url.pathname.endsWith('/heartbeat') && upstream.status === 200) p.lastBeat = Math.max(p.lastBeat, arrived);
     if (req.method === 'PUT') {
       if (p.delayPutMs) await delay(p.delayPutMs);
       if (p.dropAnswers > 0) {
