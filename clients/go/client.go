@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -114,19 +115,23 @@ var (
 
 // Error is an answer of dlockd that is not a success, with its JSON error
 // code ("locked", "not_held", "unauthorized", "backend_unavailable", ...),
-// or a dlockd that could not be reached (Code "unreachable", Err the
-// cause).
+// a dlockd that could not be reached (Code "unreachable", Err the cause),
+// or a wait the context ended (Code "timeout" or "aborted", Err the
+// context's error).
 type Error struct {
-	Status     int    // the HTTP status; 0 when unreachable
-	Code       string // dlockd's "error"
+	Status     int    // the HTTP status; 0 when no answer came
+	Code       string // dlockd's "error"; "unreachable", "timeout", "aborted" without an answer
 	Message    string // dlockd's "message"
 	RetryAfter time.Duration
 	Err        error // the cause: a network error, or the context's
 }
 
 func (e *Error) Error() string {
-	if e.Status == 0 {
+	if e.Code == "unreachable" {
 		return fmt.Sprintf("dlockd: unreachable: %v", e.Err)
+	}
+	if e.Status == 0 {
+		return fmt.Sprintf("dlockd: %s: %s", e.Code, e.Message)
 	}
 	if e.Err != nil {
 		return fmt.Sprintf("dlockd: %d %s: %s (%v)", e.Status, e.Code, e.Message, e.Err)
@@ -140,13 +145,14 @@ func (e *Error) Unwrap() error { return e.Err }
 func (e *Error) Is(target error) bool {
 	switch target {
 	case ErrConflict:
-		return e.Code == "locked" || e.Code == "too_many_holds"
+		return e.Code == "locked" || e.Code == "too_many_holds" || e.Code == "timeout" ||
+			e.Code == "aborted"
 	case ErrNotHeld:
 		return e.Code == "not_held" || e.Code == "not_owner"
 	case ErrUnauthorized:
 		return e.Status == 401 || e.Status == 403
 	case ErrUnavailable:
-		return e.Status == 0 || e.Status == 503
+		return e.Code == "unreachable" || e.Status == 503
 	}
 	return false
 }
@@ -244,6 +250,15 @@ func (c *Client) learnPoll(e *Error, asked int64) bool {
 	}
 	c.pollMs.Store(next)
 	return true
+}
+
+// permanent says whether a request that got no answer will get none
+// however often it is sent: dlockd's certificate was refused.
+func permanent(err error) bool {
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ci x509.CertificateInvalidError
+	return errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci)
 }
 
 // pause sleeps d, or until ctx is done (false then).

@@ -264,11 +264,17 @@ func (c *Client) acquire(ctx context.Context, name string, o *lockOptions) (*Loc
 			if !o.ownerGiven {
 				c.giveBack(path, o.owner)
 			}
-			return nil, &Error{Status: 409, Code: "locked", Message: fmt.Sprintf(
-				"%s '%s' not acquired: %v", k.name, name, ctx.Err()), Err: ctx.Err()}
+			code := "aborted"
+			if ctx.Err() == context.DeadlineExceeded {
+				code = "timeout"
+			}
+			return nil, &Error{Code: code, Message: fmt.Sprintf("%s '%s' not acquired: %v",
+				k.name, name, ctx.Err()), Err: ctx.Err()}
 		}
 		var e *Error
 		switch {
+		case err != nil && permanent(err):
+			return nil, err
 		case err != nil:
 			e = &Error{Code: "unreachable", Err: err}
 		case a.status == 200:

@@ -5,6 +5,7 @@ package dlockd
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -257,7 +258,8 @@ func TestCancelGivesBack(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) || !errors.Is(err, ErrConflict) {
+	if err := <-done; !errors.Is(err, context.Canceled) || !errors.Is(err, ErrConflict) ||
+		err.(*Error).Code != "aborted" {
 		t.Fatalf("a cancelled wait: %v", err)
 	}
 	for i := 0; state(t, KindFair, "go-cancel").QueueLength != 0; i++ {
@@ -277,8 +279,10 @@ func TestCancelGivesBack(t *testing.T) {
 	p.delayPUT.Store(int64(3 * time.Second))
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel2()
-	if _, err := newClient(p.URL).Lock(ctx2, "go-cancel-grant"); err == nil {
-		t.Fatal("granted after the cancel")
+	_, err = newClient(p.URL).Lock(ctx2, "go-cancel-grant")
+	if e, ok := err.(*Error); !ok || e.Code != "timeout" || !errors.Is(err, ErrConflict) ||
+		!errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a wait past its context's deadline: %v", err)
 	}
 	if p.count("PUT /locks/go-cancel-grant 200") != 1 {
 		t.Fatalf("the grant was not made: %q", p.entries())
@@ -413,6 +417,12 @@ func TestForceReleaseAuthTLS(t *testing.T) {
 	noCert.http.Transport.(recorder).next.(*http.Transport).TLSClientConfig.Certificates = nil
 	if _, err := noCert.Lock(ctx, "go-forced", WithWait(0)); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("no client certificate: %v", err)
+	}
+	start := time.Now()
+	_, err = newClient(secureURL, WithToken(clientToken)).Lock(ctx, "go-forced", WithWait(0))
+	var ua x509.UnknownAuthorityError
+	if !errors.As(err, &ua) || time.Since(start) > 2*time.Second {
+		t.Fatalf("an unknown CA: %v, after %v (it is not retried)", err, time.Since(start))
 	}
 }
 

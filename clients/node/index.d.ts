@@ -56,7 +56,7 @@ export interface LockStatus {
 export declare class DlockdError extends Error {
   /** The HTTP status; 0 when no answer came. */
   status: number;
-  /** dlockd's JSON error code ("locked", "not_held", "unauthorized", ...), "unreachable" or "aborted". */
+  /** dlockd's JSON error code ("locked", "not_held", "unauthorized", ...), "unreachable", "timeout" or "aborted". */
   code: string;
   retryAfterMs: number;
 }

@@ -39,7 +39,7 @@ export class DlockdError extends Error {
       cause ? { cause } : undefined);
     this.name = this.constructor.name;
     this.status = status; // 0 when no answer came
-    this.code = code; // "locked", "not_held", ..., "unreachable", "aborted"
+    this.code = code; // "locked", "not_held", ..., "unreachable", "timeout", "aborted"
     this.retryAfterMs = retryAfterMs;
   }
 }
@@ -68,6 +68,11 @@ function errorOf(status, body, retryAfterMs) {
         : status === 503 ? UnavailableError : DlockdError;
   return new C(status, code, message, { retryAfterMs });
 }
+
+// dlockd's certificate was refused: no retry will do better
+const TLS_REFUSED = new Set(['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'UNABLE_TO_GET_ISSUER_CERT',
+  'ERR_TLS_CERT_ALTNAME_INVALID', 'CERT_HAS_EXPIRED', 'CERT_NOT_YET_VALID']);
 
 const unreachable = (cause) =>
   new UnavailableError(0, 'unreachable', `unreachable: ${cause?.code ?? cause?.message ?? cause}`, { cause });
@@ -190,9 +195,11 @@ export class Client {
       }
       if (signal?.aborted) {
         if (!ownerGiven) await this._giveBack(path, owner); // the grant may be on its way
-        throw new ConflictError(0, 'aborted', `${k.what} '${name}' not acquired: the wait was aborted`,
-          { cause: signal.reason });
+        const timeout = signal.reason?.name === 'TimeoutError';
+        throw new ConflictError(0, timeout ? 'timeout' : 'aborted',
+          `${k.what} '${name}' not acquired: the wait was ${timeout ? 'timed out' : 'aborted'}`, { cause: signal.reason });
       }
+      if (err && TLS_REFUSED.has(err.cause?.code)) throw err; // sent again, it would be refused again
       if (!err && a.status === 200) {
         const held = new HeldLock(this, k, name, path, owner, a.body.fencing_token, ttlMs);
         // a grant late in its poll: its lease may have begun long before

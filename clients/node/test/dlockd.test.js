@@ -11,6 +11,7 @@ import {
 } from '../index.js';
 import * as h from './harness.js';
 
+const TLS_CODES = ['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'SELF_SIGNED_CERT_IN_CHAIN'];
 let plain; // dlockd over HTTP, --max-wait-ms 3000
 let secure; // over HTTPS with mutual TLS and --auth-file
 let tls; // {ca, cert, key}
@@ -191,7 +192,7 @@ test('an abort gives back a queue place, and a grant on its way', { timeout: 200
   const p = await h.proxy(plain);
   p.delayPutMs = 3000;
   await assert.rejects(client({ url: p.url }).acquire('node-cancel-grant', { waitMs: 0, signal: AbortSignal.timeout(1500) }),
-    ConflictError);
+    (e) => e instanceof ConflictError && e.code === 'timeout');
   assert.equal(p.count('PUT /locks/node-cancel-grant 200'), 1, `the grant was not made: ${p.log}`);
   assert.equal((await state('node-cancel-grant')).locked, false, 'an aborted grant is still held');
   p.close();
@@ -245,6 +246,10 @@ test('a force release fires the loss signal within a second; HTTPS, mutual TLS, 
   await assert.rejects(c.acquire('billing-x'), (e) => e instanceof UnauthorizedError && e.code === 'forbidden');
   await assert.rejects(client({ url: secure, token: h.CLIENT_TOKEN, ca: tls.ca, retryForMs: 0 })
     .acquire('node-forced', { waitMs: 0 }), UnavailableError);
+  const t0 = performance.now();
+  await assert.rejects(client({ url: secure, token: h.CLIENT_TOKEN }).acquire('node-forced', { waitMs: 0 }),
+    (e) => e instanceof UnavailableError && TLS_CODES.includes(e.cause?.code));
+  assert.ok(performance.now() - t0 < 2000, 'an unknown CA is not retried');
 });
 
 test('three processes contending on one name never overlap', { timeout: 60000 }, async () => {
