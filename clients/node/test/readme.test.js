@@ -56,3 +56,19 @@ test('README.md install step', { timeout: 60000 }, async () => {
   const { stdout } = await run(process.execPath, [join(dir, 'main.mjs')], { cwd: dir });
   assert.equal(stdout, 'function\n');
 });
+
+// No TypeScript compiler here: at least every export, and every public
+// method of the classes, must be declared.
+test('index.d.ts declares every export and public method', async () => {
+  const dts = readFileSync(join(pkg, 'index.d.ts'), 'utf8');
+  const mod = await import('../index.js');
+  for (const [name, value] of Object.entries(mod)) {
+    assert.match(dts, new RegExp(`export declare (const|class) ${name}\\b`), `export ${name}`);
+    if (typeof value !== 'function') continue;
+    const body = dts.slice(dts.indexOf(`class ${name}`)).split('\n}')[0];
+    for (const m of Object.getOwnPropertyNames(value.prototype)) {
+      if (m === 'constructor' || m.startsWith('_')) continue;
+      assert.match(body, new RegExp(`\\b(readonly )?${m}[(:<?]`), `${name}.${m}`);
+    }
+  }
+});
