@@ -510,3 +510,27 @@ func helperProcess() int {
 	}
 	return 0
 }
+
+// NewClient("") takes dlockd's URL from $DLOCKD_URL and the token from
+// $DLOCKD_TOKEN.
+func TestEnvironmentDefaults(t *testing.T) {
+	t.Setenv("DLOCKD_URL", secureURL)
+	t.Setenv("DLOCKD_TOKEN", clientToken)
+	c := NewClient("", WithTLS(clientTLS))
+	c.http.Transport = recorder{c.http.Transport}
+	ctx := ctxFor(t, 10*time.Second)
+	l, err := c.Lock(ctx, "go-env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := NewClient("", WithToken("")); c.token != "" || c.url != secureURL {
+		t.Fatalf("WithToken(\"\") and $DLOCKD_URL: %q %q", c.token, c.url)
+	}
+	os.Unsetenv("DLOCKD_URL")
+	if c := NewClient(""); c.url != DefaultURL {
+		t.Fatalf("no $DLOCKD_URL: %q", c.url)
+	}
+}

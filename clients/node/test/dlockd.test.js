@@ -279,3 +279,19 @@ test('three processes contending on one name never overlap', { timeout: 60000 },
     }
   });
 });
+
+test('new Client() takes $DLOCKD_URL and $DLOCKD_TOKEN', { timeout: 20000 }, async () => {
+  const saved = { url: process.env.DLOCKD_URL, token: process.env.DLOCKD_TOKEN };
+  process.env.DLOCKD_URL = secure;
+  process.env.DLOCKD_TOKEN = h.CLIENT_TOKEN;
+  try {
+    const held = await client({ ...tls }).acquire('node-env');
+    await held.release();
+    delete process.env.DLOCKD_URL;
+    assert.equal(new Client().url.href, 'http://127.0.0.1:8080/');
+  } finally {
+    for (const [k, v] of [['DLOCKD_URL', saved.url], ['DLOCKD_TOKEN', saved.token]]) {
+      if (v === undefined) delete process.env[k]; else process.env[k] = v;
+    }
+  }
+});
