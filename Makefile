@@ -42,7 +42,7 @@ BUILD_PACKAGES = build-essential pkg-config libmicrohttpd-dev libjansson-dev lib
 FUZZ_PACKAGES = clang libclang-rt-14-dev
 RUN_PACKAGES = redis-server redis-tools
 TEST_PACKAGES = libcurl4-openssl-dev libcmocka-dev redis-server redis-tools nodejs npm \
-	curl python3 openssl chromium groff-base prometheus
+	curl python3 openssl chromium groff-base prometheus golang-go
 LINT_PACKAGES = yamllint nodejs npm binutils systemd groff-base prometheus
 
 # The version: the semantic version in VERSION (the one source: a test
@@ -297,6 +297,15 @@ PYTHON_TESTS = PYTHONPATH=clients/python python3 -m unittest discover -v -s clie
 .PHONY: test-python
 test-python: deps $(BUILD)/dlockd
 	DLOCKD_BIN=$(BUILD)/dlockd $(PYTHON_TESTS)
+
+# The client libraries' suites alone (clients/go, clients/node), against
+# this build's dlockd and a redis-server of their own, and the answers
+# they got against openapi.yaml; `make test` runs them too.
+.PHONY: test-go test-node
+test-go: deps $(BUILD)/dlockd contract-tools
+	@sh tests/run.sh $(BUILD) go
+test-node: deps $(BUILD)/dlockd contract-tools
+	@sh tests/run.sh $(BUILD) node
 
 # Every test with ASan and UBSan, then one short pass of the benchmark
 # (bench/README.md, --quick: about a minute), its client and dlockd both

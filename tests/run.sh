@@ -2,11 +2,13 @@
 # run.sh -- what `make test` runs: every unit test binary, then the
 # integration suite (which starts its own redis-server and dlockd on free
 # loopback ports), then the check of every response it got against
-# openapi.yaml, then the status page in headless Chromium (tests/ui/).
-# Prints one closing line "N passed, M failed" (and ", K
+# openapi.yaml, then the status page in headless Chromium (tests/ui/),
+# then the client libraries' own suites (clients/python, clients/go,
+# clients/node: `make test-python`, `make test-go`, `make test-node` run
+# one alone). Prints one closing line "N passed, M failed" (and ", K
 # skipped" when a test said it could not run here) and exits non-zero when
 # anything failed.
-#   sh tests/run.sh BUILD_DIR [unit|integration|ui]
+#   sh tests/run.sh BUILD_DIR [unit|integration|ui|python|go|node]
 set -u
 build=${1:-build}
 only=${2:-all}
@@ -32,7 +34,7 @@ count() {	# count <name> <output file> <exit status>
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-if [ "$only" != integration ] && [ "$only" != ui ]; then
+if [ "$only" = all ] || [ "$only" = unit ]; then
 	echo "== layers"
 	sh tests/check-layers.sh --self-test >"$out" 2>&1
 	rc=$?
@@ -48,7 +50,7 @@ if [ "$only" != integration ] && [ "$only" != ui ]; then
 	done
 fi
 
-if [ "$only" != unit ] && [ "$only" != ui ]; then
+if [ "$only" = all ] || [ "$only" = integration ]; then
 	echo "== integration"
 	contract=$(mktemp)
 	DLOCKD_CONTRACT_LOG="$contract" \
@@ -69,7 +71,7 @@ if [ "$only" != unit ] && [ "$only" != ui ]; then
 	rm -f "$contract"
 fi
 
-if [ "$only" != unit ]; then
+if [ "$only" = all ] || [ "$only" = ui ]; then
 	# the status page (/ui) in Debian's chromium, its own redis and dlockd
 	echo "== ui"
 	node tests/ui/ui.test.mjs "$build" >"$out" 2>&1
@@ -80,7 +82,7 @@ fi
 
 # the Python client (clients/python): unittest's "... ok" lines counted as
 # TAP's (make test-python runs the same)
-if [ "$only" = all ]; then
+if [ "$only" = all ] || [ "$only" = python ]; then
 	echo "== python"
 	DLOCKD_BIN="$build/dlockd" PYTHONPATH=clients/python python3 -m unittest discover -v \
 		-s clients/python/tests -t clients/python >"$out" 2>&1
@@ -90,6 +92,49 @@ if [ "$only" = all ]; then
 		-e 's/^\(test.*\) \.\.\. \(FAIL\|ERROR\)$/not ok \1/p' "$out" >"$out.tap"
 	count python "$out.tap" "$rc"
 	rm -f "$out.tap"
+fi
+
+# The Go client: go test, stdlib only, its build cache under BUILD_DIR and
+# no network (GOPROXY=off); each top-level test's verdict, as TAP, counts;
+# then the answers its tests got, against openapi.yaml.
+if [ "$only" = all ] || [ "$only" = go ]; then
+	echo "== go"
+	root=$(pwd)
+	contract=$(mktemp)
+	(cd clients/go && DLOCKD_BIN="$root/$build/dlockd" GOCACHE="$root/$build/go/cache" \
+		GOPATH="$root/$build/go/path" GOPROXY=off GOFLAGS= DLOCKD_CONTRACT_LOG="$contract" \
+		go test -count=1 -timeout 150s -v .) >"$out" 2>&1
+	rc=$?
+	cat "$out"
+	sed -n -e 's/^--- PASS: \([^ ]*\).*/ok \1/p' -e 's/^--- FAIL: \([^ ]*\).*/not ok \1/p' \
+		-e 's/^--- SKIP: \([^ ]*\).*/ok \1 # SKIP /p' "$out" >"$out.tap"
+	count go "$out.tap" "$rc"
+	rm -f "$out.tap"
+	echo "== go contract"	# the answers the Go client got, against openapi.yaml
+	node tests/contract/validate.mjs openapi.yaml "$contract" >"$out" 2>&1
+	rc=$?
+	cat "$out"
+	count go-contract "$out" "$rc"
+	rm -f "$contract"
+fi
+
+# The Node client: node --test, built-ins only; its TAP counts; then the
+# answers its tests got, against openapi.yaml.
+if [ "$only" = all ] || [ "$only" = node ]; then
+	echo "== node"
+	root=$(pwd)
+	contract=$(mktemp)
+	(cd clients/node && DLOCKD_BIN="$root/$build/dlockd" DLOCKD_CONTRACT_LOG="$contract" \
+		node --test --test-reporter=tap test/*.test.js) >"$out" 2>&1
+	rc=$?
+	cat "$out"
+	count node "$out" "$rc"
+	echo "== node contract"	# the answers the Node client got, against openapi.yaml
+	node tests/contract/validate.mjs openapi.yaml "$contract" >"$out" 2>&1
+	rc=$?
+	cat "$out"
+	count node-contract "$out" "$rc"
+	rm -f "$contract"
 fi
 
 [ -z "$failed_names" ] || echo "failing:$failed_names"

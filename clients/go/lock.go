@@ -1,0 +1,525 @@
+// lock.go -- taking a lock and holding it: the acquire (long polls
+// chained past dlockd's --max-wait-ms, 503s retried, a cancelled wait
+// given back), the lease kept in the background (a heartbeat every third
+// of the lease), and loss told at once through the held lock's Context:
+// on not_held, on a watch that no longer sees the holding (a force
+// release), and at the lease's end less a margin when renewals fail,
+// counted on this process's monotonic clock from the sending of the last
+// renewal dlockd confirmed.
+package dlockd
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Kind is a kind of lock of dlockd.
+type Kind int
+
+const (
+	KindLock  Kind = iota // /locks/{name}: a plain lock
+	KindFair              // /fairlocks/{name}: waiters served in arrival order
+	KindRead              // /rwlocks/{name}/read: shared with other readers
+	KindWrite             // /rwlocks/{name}/write: excludes everyone
+)
+
+// kindSpec is what the client needs to know of a kind: adding a kind of
+// dlockd is adding a line to kinds.
+type kindSpec struct {
+	name     string // in messages
+	resource string // the held resource's path, %s the escaped name
+	status   string // the path of the lock's state
+	side     string // the holder's side in the state; "" for any
+}
+
+var kinds = map[Kind]kindSpec{
+	KindLock:  {"lock", "/locks/%s", "/locks/%s", ""},
+	KindFair:  {"fair lock", "/fairlocks/%s", "/fairlocks/%s", ""},
+	KindRead:  {"read lock", "/rwlocks/%s/read", "/rwlocks/%s", "read"},
+	KindWrite: {"write lock", "/rwlocks/%s/write", "/rwlocks/%s", "write"},
+}
+
+func (k Kind) spec() kindSpec {
+	s, ok := kinds[k]
+	if !ok {
+		panic(fmt.Sprintf("dlockd: unknown Kind %d", int(k)))
+	}
+	return s
+}
+
+// A LockOption tunes one acquire.
+type LockOption func(*lockOptions)
+
+type lockOptions struct {
+	kind       Kind
+	ttl        time.Duration
+	wait       time.Duration
+	waitSet    bool
+	owner      string
+	ownerGiven bool
+}
+
+// WithKind picks the kind of lock (default KindLock).
+func WithKind(k Kind) LockOption { return func(o *lockOptions) { o.kind = k } }
+
+// WithTTL sets the lease (default 15 s), renewed every third of it.
+func WithTTL(d time.Duration) LockOption { return func(o *lockOptions) { o.ttl = d } }
+
+// WithWait bounds the wait for the lock (0: fail at once if it is held).
+// Without it the wait lasts until the context is done.
+func WithWait(d time.Duration) LockOption {
+	return func(o *lockOptions) { o.wait, o.waitSet = d, true }
+}
+
+// WithOwner sets the owner id (default: one unique to this acquire). Two
+// acquires with one owner id both "hold" the lock; and a wait cancelled
+// with a given owner id does not give back what it may have been granted
+// (the release could take another's hold of that owner).
+func WithOwner(owner string) LockOption {
+	return func(o *lockOptions) { o.owner, o.ownerGiven = owner, true }
+}
+
+// Lock is a held lock. Its Context is cancelled the moment its lease is
+// known lost (and at Release); Held then says false for good.
+type Lock struct {
+	c        *Client
+	kind     kindSpec
+	name     string
+	owner    string
+	token    int64
+	ttl      time.Duration
+	margin   time.Duration
+	resource string // the escaped path of the held resource
+
+	ctx    context.Context // the holder's: cancelled on loss or release
+	cancel context.CancelFunc
+	bg     context.Context // the renewer's and watcher's
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	held     bool
+	lost     error // why the lease was lost; nil if it was not
+	released bool
+}
+
+// Name, Owner, FencingToken and TTL describe the holding.
+func (l *Lock) Name() string  { return l.name }
+func (l *Lock) Owner() string { return l.owner }
+
+// FencingToken is the holding's token: pass it on to what the lock
+// protects, so that a stale holder can be refused.
+func (l *Lock) FencingToken() int64 { return l.token }
+func (l *Lock) TTL() time.Duration  { return l.ttl }
+
+// Context is cancelled the moment the lease is known lost, and at
+// Release: stop the work it guards then.
+func (l *Lock) Context() context.Context { return l.ctx }
+
+// Held says whether the lease is still this holder's, as far as it can
+// be known: false for good after a loss or Release.
+func (l *Lock) Held() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.held
+}
+
+// Err is nil while held or after a Release; after a loss, an error that
+// matches ErrLost and says why.
+func (l *Lock) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lost
+}
+
+// Lock takes the lock name (kind, lease, wait and owner by opts), waiting
+// until it is granted, the wait ends (an error matching ErrConflict) or
+// ctx is done; a wait cut short gives back the queue place or anything
+// granted meanwhile. The lock is renewed until Release.
+func (c *Client) Lock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
+	o := lockOptions{kind: KindLock, ttl: 15 * time.Second}
+	for _, f := range opts {
+		f(&o)
+	}
+	if !o.ownerGiven {
+		o.owner = newOwner()
+	}
+	if o.ttl < 3*time.Millisecond {
+		return nil, fmt.Errorf("dlockd: a lease of %v is too short", o.ttl)
+	}
+	return c.acquire(ctx, name, &o)
+}
+
+// FairLock, ReadLock and WriteLock are Lock of the other kinds.
+func (c *Client) FairLock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
+	return c.Lock(ctx, name, append(opts, WithKind(KindFair))...)
+}
+func (c *Client) ReadLock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
+	return c.Lock(ctx, name, append(opts, WithKind(KindRead))...)
+}
+func (c *Client) WriteLock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
+	return c.Lock(ctx, name, append(opts, WithKind(KindWrite))...)
+}
+
+// WithLock runs fn holding the lock, with a context cancelled when the
+// lease is lost (or ctx is done) that carries the lock (FromContext), and releases the lock however fn ends,
+// a panic included (which goes on after the release). It returns fn's
+// error; else, if the lease was lost, an error matching ErrLost; else
+// the release's.
+func (c *Client) WithLock(ctx context.Context, name string, fn func(ctx context.Context) error,
+	opts ...LockOption) (err error) {
+	l, err := c.Lock(ctx, name, opts...)
+	if err != nil {
+		return err
+	}
+	body, cancel := context.WithCancel(context.WithValue(ctx, heldKey{}, l))
+	go func() { // the body's context ends with the holding
+		select {
+		case <-l.ctx.Done():
+			cancel()
+		case <-body.Done():
+		}
+	}()
+	defer func() {
+		cancel()
+		rctx, rcancel := context.WithTimeout(context.Background(), c.retryFor)
+		rerr := l.Release(rctx)
+		rcancel()
+		if err == nil {
+			if lost := l.Err(); lost != nil {
+				err = lost
+			} else {
+				err = rerr
+			}
+		}
+	}()
+	return fn(body)
+}
+
+type heldKey struct{}
+
+// FromContext is the lock WithLock holds for the body given ctx.
+func FromContext(ctx context.Context) (*Lock, bool) {
+	l, ok := ctx.Value(heldKey{}).(*Lock)
+	return l, ok
+}
+
+func newOwner() string {
+	host, _ := os.Hostname()
+	host = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' ||
+			r == '.' {
+			return r
+		}
+		return '_'
+	}, host)
+	if len(host) > 64 {
+		host = host[:64]
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("go-%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+type grant struct {
+	FencingToken int64 `json:"fencing_token"`
+	TTLMs        int64 `json:"ttl_ms"`
+}
+
+func (c *Client) acquire(ctx context.Context, name string, o *lockOptions) (*Lock, error) {
+	k := o.kind.spec()
+	path := fmt.Sprintf(k.resource, url.PathEscape(name))
+	var waitEnd time.Time // zero: until ctx is done
+	if o.waitSet {
+		waitEnd = time.Now().Add(o.wait)
+	}
+	var last *Error      // the last refusal, for the error at the end
+	var outage time.Time // when dlockd began to be unavailable; zero if it is not
+	for {
+		now := time.Now()
+		left := maxPoll
+		if !waitEnd.IsZero() {
+			left = waitEnd.Sub(now)
+		}
+		if d, ok := ctx.Deadline(); ok && d.Sub(now)-200*time.Millisecond < left {
+			left = d.Sub(now) - 200*time.Millisecond // answered before ctx ends
+		}
+		waitMs := c.pollFor(left)
+		body := map[string]any{"owner": o.owner, "ttl_ms": o.ttl.Milliseconds(),
+			"wait_ms": waitMs}
+		rctx, rcancel := context.WithTimeout(ctx, time.Duration(waitMs)*time.Millisecond+slack)
+		sent := time.Now()
+		a, err := c.call(rctx, "PUT", path, nil, body)
+		rcancel()
+		if ctx.Err() != nil {
+			// the grant may be on its way: give it back
+			if !o.ownerGiven {
+				c.giveBack(path, o.owner)
+			}
+			code := "aborted"
+			if ctx.Err() == context.DeadlineExceeded {
+				code = "timeout"
+			}
+			return nil, &Error{Code: code, Message: fmt.Sprintf("%s '%s' not acquired: %v",
+				k.name, name, ctx.Err()), Err: ctx.Err()}
+		}
+		var e *Error
+		switch {
+		case err != nil && permanent(err):
+			return nil, err
+		case err != nil:
+			e = &Error{Code: "unreachable", Err: err}
+		case a.status == 200:
+			var g grant
+			if err := json.Unmarshal(a.body, &g); err != nil {
+				return nil, fmt.Errorf("dlockd: bad grant %q: %w", a.body, err)
+			}
+			l := c.held(k, name, path, o, g.FencingToken)
+			// a grant that came late in its poll: its lease may have begun
+			// long before this clock can vouch for; renew it at once
+			if time.Since(sent) <= o.ttl/10 {
+				l.start(sent)
+				return l, nil
+			}
+			hsent := time.Now()
+			if err := l.heartbeat(ctx, hsent.Add(o.ttl/3)); err == nil {
+				l.start(hsent)
+				return l, nil
+			}
+			if !o.ownerGiven {
+				c.giveBack(path, o.owner)
+			}
+			continue // lost already, or unknown: try again
+		default:
+			e = a.err()
+		}
+		if e.Is(ErrUnavailable) {
+			if outage.IsZero() {
+				outage = now
+			}
+			giveUp := outage.Add(c.retryFor)
+			if waitEnd.After(giveUp) {
+				giveUp = waitEnd
+			} else if d, ok := ctx.Deadline(); ok && !o.waitSet && d.After(giveUp) {
+				giveUp = d // waiting until ctx ends: as long
+			}
+			if d, ok := ctx.Deadline(); ok && d.Before(giveUp) {
+				giveUp = d
+			}
+			next := e.RetryAfter
+			if next <= 0 {
+				next = 200 * time.Millisecond
+			}
+			if time.Now().Add(next).After(giveUp) {
+				return nil, e
+			}
+			pause(ctx, next) // a ctx done is seen after the next call
+			continue
+		}
+		outage = time.Time{}
+		if c.learnPoll(e, waitMs) {
+			continue
+		}
+		if e.Code != "locked" {
+			return nil, e
+		}
+		last = e
+		if !waitEnd.IsZero() && !time.Now().Before(waitEnd) {
+			return nil, last
+		}
+		if waitMs == 0 { // a dlockd that does not wait is polled
+			next := last.RetryAfter
+			if next <= 0 || next > time.Second {
+				next = time.Second
+			}
+			pause(ctx, next)
+		}
+	}
+}
+
+// giveBack releases what a cut-short acquire may have been granted.
+func (c *Client) giveBack(path, owner string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, _ = c.call(ctx, "DELETE", path, url.Values{"owner": {owner}}, nil)
+}
+
+func (c *Client) held(k kindSpec, name, path string, o *lockOptions, token int64) *Lock {
+	l := &Lock{c: c, kind: k, name: name, owner: o.owner, token: token, ttl: o.ttl,
+		margin: o.ttl/20 + 20*time.Millisecond, resource: path, held: true}
+	l.ctx, l.cancel = context.WithCancel(context.Background())
+	l.bg, l.stop = context.WithCancel(context.Background())
+	return l
+}
+
+// start runs the renewer and the watcher; confirmed is the sending of
+// the request that last set the lease.
+func (l *Lock) start(confirmed time.Time) {
+	l.wg.Add(2)
+	go l.renew(confirmed)
+	go l.watch()
+}
+
+// lose ends the holding: Held false, Context cancelled, nothing renewed.
+func (l *Lock) lose(why string, cause error) {
+	l.mu.Lock()
+	if l.held {
+		l.held = false
+		l.lost = fmt.Errorf("%w: %s '%s': %s", ErrLost, l.kind.name, l.name, why)
+		if cause != nil {
+			l.lost = fmt.Errorf("%w (%v)", l.lost, cause)
+		}
+	}
+	l.mu.Unlock()
+	l.cancel()
+	l.stop()
+}
+
+// heartbeat renews the lease once, answered by `by`; nil when renewed.
+func (l *Lock) heartbeat(ctx context.Context, by time.Time) error {
+	hctx, cancel := context.WithDeadline(ctx, by)
+	defer cancel()
+	a, err := l.c.call(hctx, "POST", l.resource+"/heartbeat", nil,
+		map[string]any{"owner": l.owner, "ttl_ms": l.ttl.Milliseconds()})
+	if err != nil {
+		return &Error{Code: "unreachable", Err: err}
+	}
+	if a.status != 200 {
+		return a.err()
+	}
+	return nil
+}
+
+func (l *Lock) renew(confirmed time.Time) {
+	defer l.wg.Done()
+	next := confirmed.Add(l.ttl / 3)
+	for {
+		end := confirmed.Add(l.ttl - l.margin) // the lease this clock can vouch for
+		at := next
+		if end.Before(at) {
+			at = end
+		}
+		if !pause(l.bg, time.Until(at)) {
+			return
+		}
+		if !time.Now().Before(end) {
+			l.lose("no renewal confirmed within the lease", nil)
+			return
+		}
+		sent := time.Now()
+		by := sent.Add(l.ttl / 3)
+		if end.Before(by) {
+			by = end
+		}
+		err := l.heartbeat(l.bg, by)
+		if l.bg.Err() != nil {
+			return
+		}
+		if err == nil {
+			confirmed, next = sent, sent.Add(l.ttl/3)
+			continue
+		}
+		if e, ok := err.(*Error); ok && e.Is(ErrNotHeld) {
+			l.lose("dlockd says "+e.Code, e)
+			return
+		}
+		retry := l.ttl / 10
+		if e, ok := err.(*Error); ok && e.RetryAfter > 0 && e.RetryAfter < retry {
+			retry = e.RetryAfter
+		}
+		if retry > time.Second {
+			retry = time.Second
+		}
+		next = time.Now().Add(retry)
+	}
+}
+
+// watch waits for the lock's state to change (a long poll, woken by
+// dlockd's pub/sub) and ends the holding the moment the state no longer
+// shows it: a force release is seen within a round trip.
+func (l *Lock) watch() {
+	defer l.wg.Done()
+	index := l.token
+	statusPath := fmt.Sprintf(l.kind.status, url.PathEscape(l.name))
+	for l.bg.Err() == nil {
+		st, err := l.c.watchPath(l.bg, statusPath, index, maxPoll)
+		if l.bg.Err() != nil {
+			return
+		}
+		if err != nil {
+			var retry = time.Second
+			if e, ok := err.(*Error); ok {
+				if e.Status == 401 || e.Status == 403 || e.Status == 400 {
+					return // this token may not watch: the renewer still tells
+				}
+				if e.RetryAfter > 0 {
+					retry = e.RetryAfter
+				}
+			}
+			pause(l.bg, retry)
+			continue
+		}
+		if !st.holds(l.owner, l.kind.side) {
+			l.lose("dlockd no longer shows it held (released by force, or its lease ended)", nil)
+			return
+		}
+		index = st.Index
+	}
+}
+
+// Release gives the lock back (one DELETE, retried on 503 and on no
+// answer within ctx) after stopping the renewals: none is sent after it.
+// A lock lost already is released too, in case dlockd still has it; its
+// not_held is no error then. Calling Release again does nothing.
+func (l *Lock) Release(ctx context.Context) error {
+	l.mu.Lock()
+	if l.released {
+		l.mu.Unlock()
+		return nil
+	}
+	l.released = true
+	wasLost := l.lost != nil
+	l.held = false
+	l.mu.Unlock()
+	l.stop()
+	l.wg.Wait()
+	defer l.cancel()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.c.retryFor)
+		defer cancel()
+	}
+	for {
+		a, err := l.c.call(ctx, "DELETE", l.resource, url.Values{"owner": {l.owner}}, nil)
+		var e *Error
+		switch {
+		case err != nil:
+			e = &Error{Code: "unreachable", Err: err}
+		case a.status == 200:
+			return nil
+		default:
+			e = a.err()
+		}
+		if e.Is(ErrNotHeld) && wasLost {
+			return nil
+		}
+		if !e.Is(ErrUnavailable) {
+			return e
+		}
+		retry := e.RetryAfter
+		if retry <= 0 {
+			retry = 200 * time.Millisecond
+		}
+		if d, _ := ctx.Deadline(); time.Now().Add(retry).After(d) || !pause(ctx, retry) {
+			return e
+		}
+	}
+}

@@ -1,0 +1,101 @@
+// Type declarations of dlockd, the Node client of dlockd (index.js).
+
+export declare const DEFAULT_URL: string;
+
+export type Kind = 'lock' | 'fair' | 'read' | 'write';
+
+export interface ClientOptions {
+  /** dlockd's URL; default $DLOCKD_URL, else DEFAULT_URL. */
+  url?: string;
+  /** Bearer token of --auth-file; default $DLOCKD_TOKEN. */
+  token?: string;
+  /** https: the CA that signed dlockd's certificate (PEM). */
+  ca?: string | Buffer | Array<string | Buffer>;
+  /** https with --tls-client-ca: the client certificate and its key (PEM). */
+  cert?: string | Buffer;
+  key?: string | Buffer;
+  /** How long dlockd may be unreachable or answer 503 in a row before a call gives up; default 10000. */
+  retryForMs?: number;
+}
+
+export interface AcquireOptions {
+  /** Default 'lock'. */
+  kind?: Kind;
+  /** The lease, renewed every third of it; default 15000. */
+  ttlMs?: number;
+  /** How long to wait; default until signal aborts; 0: fail at once if held. */
+  waitMs?: number;
+  /** The owner id; default one unique to this acquire. */
+  owner?: string;
+  /** Aborts the wait (giving back a queue place, or what was granted meanwhile); in withLock, also the body's signal. */
+  signal?: AbortSignal;
+}
+
+export interface Holder {
+  owner?: string;
+  holds: number;
+  fencing_token?: number;
+  ttl_ms: number;
+  side?: 'read' | 'write';
+}
+
+export interface LockStatus {
+  name: string;
+  locked: boolean;
+  ttl_ms: number;
+  index: number;
+  changed?: boolean;
+  holds?: number;
+  mode?: 'none' | 'read' | 'write';
+  readers?: number;
+  holders: Holder[];
+  queue?: Array<{ owner?: string; ttl_ms: number }>;
+  queue_length?: number;
+}
+
+export declare class DlockdError extends Error {
+  /** The HTTP status; 0 when no answer came. */
+  status: number;
+  /** dlockd's JSON error code ("locked", "not_held", "unauthorized", ...), "unreachable", "timeout" or "aborted". */
+  code: string;
+  retryAfterMs: number;
+}
+/** Not acquired within the wait (409 locked), or the wait was aborted. */
+export declare class ConflictError extends DlockdError {}
+/** 409 not_held or not_owner. */
+export declare class NotHeldError extends DlockdError {}
+/** 401 unauthorized, 403 forbidden. */
+export declare class UnauthorizedError extends DlockdError {}
+/** Unreachable, or 503, for longer than the call could retry. */
+export declare class UnavailableError extends DlockdError {}
+/** The reason of a held lock's signal when its lease was lost. */
+export declare class LostError extends Error {}
+
+export declare class HeldLock {
+  readonly name: string;
+  readonly owner: string;
+  /** Pass it on to what the lock protects, so that a stale holder can be refused. */
+  readonly fencingToken: number;
+  readonly ttlMs: number;
+  /** Aborted the moment the lease is known lost (reason: a LostError), and at release. */
+  readonly signal: AbortSignal;
+  /** False for good after a loss or release. */
+  readonly held: boolean;
+  /** Why the lease was lost; null if it was not. */
+  readonly lostError: LostError | null;
+  /** Stops the renewals, then gives the lock back. */
+  release(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+export declare class Client {
+  constructor(options?: ClientOptions);
+  acquire(name: string, options?: AcquireOptions): Promise<HeldLock>;
+  withLock<T>(name: string, fn: (signal: AbortSignal, held: HeldLock) => Promise<T> | T,
+    options?: AcquireOptions): Promise<T>;
+  status(name: string, options?: { kind?: Kind; signal?: AbortSignal }): Promise<LockStatus>;
+  /** Resolves when the state's index differs from index. */
+  watch(name: string, index: number, options?: { kind?: Kind; signal?: AbortSignal }): Promise<LockStatus>;
+  /** Closes idle connections. */
+  close(): void;
+}
