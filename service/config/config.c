@@ -41,8 +41,8 @@ enum {
 	O_SYNC_REPLICAS, O_SYNC_TIMEOUT, O_PUBSUB, O_COUNT
 };
 
-/* The help texts are wrapped by usage(); README.md's settings table says
- * the same. */
+/* The help texts are wrapped by usage(); row_details (below) says more,
+ * in the man page and docs/reference/configuration.md only. */
 static const struct option_row rows[O_COUNT] = {
 	[O_LISTEN] = { "listen", "DLOCKD_LISTEN", OPT_STRING, 0, 0, "HOST:PORT",
 		"address to serve HTTP (HTTPS with --tls-cert) on: an IPv4 address, "
@@ -234,9 +234,155 @@ static const char env_text[] =
 	"or settings that contradict each other, stop dlockd at start with exit "
 	"status 2 and a line naming the flag or variable.";
 
+/* What --help leaves out to stay short -- the forms of a value, examples,
+ * what a setting costs, what is re-read and when, what it does not do --
+ * printed after the help in the man page and the reference (the README's
+ * settings table said it before). Indexed like rows[]; NULL: the help
+ * says it all. Plain ASCII without backslashes: it goes into troff and
+ * Markdown as it is. */
+static const char *const row_details[O_COUNT] = {
+	[O_LISTEN] =
+		"The port is 0..65535; with 0 the start-up log line says which port "
+		"was taken. An IPv6 address goes in brackets: [::1]:8080. localhost "
+		"means 127.0.0.1; no other host name is taken.",
+	[O_REDIS] =
+		"One Redis: redis://[user:password@]host[:port][/db] (port 6379, db 0 "
+		"by default), or a unix socket, e.g. "
+		"unix:///run/redis.sock?db=1&password=s3cret. "
+		"A Redis Cluster: some of its nodes, "
+		"redis://[user:password@]host:port[,host:port...], e.g. "
+		"redis://:s3cret@redis-0:6379,redis-1:6379,redis-2:6379 "
+		"(see \"Redis Cluster\" in README.md). "
+		"Redis Sentinel: redis-sentinel://[[user:]password@]host[:port]"
+		"[,host[:port]...][/db]#master, the master named as the sentinels "
+		"watch it, e.g. "
+		"redis-sentinel://:s3cret@sentinel-0:26379,sentinel-1,sentinel-2/0#mymaster "
+		"(a sentinel's port is 26379 by default); user and password are the "
+		"data nodes', ?sentinel_password=P is the sentinels' own (see "
+		"\"Redis Sentinel\" in README.md). "
+		"Every form takes ?db=N&user=U&password=P. "
+		"Over TLS: rediss://[user:password@]host:port[/db] (a cluster's seeds "
+		"too), rediss-sentinel://...#master (the sentinels and the data "
+		"nodes), or ?tls=true on redis:// and redis-sentinel:// (see \"TLS to "
+		"Redis\" in README.md). "
+		"The user, the password, the socket path, the master name and the "
+		"parameter values are percent-decoded: write @ / : ? # % & in them as "
+		"%40 %2F %3A %3F %23 %25 %26, e.g. redis://:p%40ss%2Fw%3Ard@host:6379/0 "
+		"for the password p@ss/w:rd; a raw # only starts a Sentinel URL's "
+		"master name. Anything else is refused at start with what is wrong. "
+		"The logs show the URL without its passwords.",
+	[O_THREADS] =
+		"A cgroup v2 CPU quota is rounded up to whole CPUs: half a core gives "
+		"1 thread. A loop never blocks on Redis: it pipelines the calls of "
+		"all its connections on its one Redis connection.",
+	[O_DEFAULT_TTL] =
+		"Also the lease a heartbeat without ttl_ms renews to.",
+	[O_QUEUE_TTL] =
+		"The refresh costs one Redis script per lock and event loop every third "
+		"of MS for up to 256 of that loop's fair-lock waiters (one more for "
+		"each 256 more); a waiting writer renews its own place when it looks "
+		"again. The head of a fair queue and every read-write waiter look "
+		"again at least every third of MS.",
+	[O_READ_HOLDS_OWNER] =
+		"Every call on a read-write lock, a GET too, reads each of its read "
+		"holds: about 1.5 microseconds of Redis per read hold and 4-6 per "
+		"reader, which this cap and --max-read-holds-per-lock bound (see "
+		"\"Read-write locks\" in README.md).",
+	[O_READ_HOLDS_LOCK] =
+		"Every call on the lock, a GET too, costs Redis about 1.5 "
+		"microseconds per read hold and 4-6 per reader it has, which this cap "
+		"and --max-read-holds-per-owner bound: at the defaults at most about "
+		"1-2 ms a call (see \"Read-write locks\" in README.md).",
+	[O_MAX_CONN] =
+		"Over plain HTTP such a connection is answered 503 overloaded and "
+		"closed; over HTTPS it is closed unanswered (a plain answer would be "
+		"garbage to a TLS client). Either is logged and counted.",
+	[O_IDLE_TIMEOUT] =
+		"A byte does not restart the clock, so a client trickling its request "
+		"a byte at a time (slowloris) is cut too (checked once a second). "
+		"As a request waiting for a lock is not idle, this does not bound "
+		"wait_ms.",
+	[O_LOG_LEVEL] =
+		"The least severe messages logged, to stderr: error logs errors only, "
+		"warn adds warnings, info also one line per answered request, debug "
+		"everything.",
+	[O_LOG_FORMAT] =
+		"Lines go to stderr; a text line is the time, the level and the "
+		"message, for people.",
+	[O_AUTH_FILE] =
+		"A file that cannot be read, or a bad line, stops dlockd at start "
+		"(exit status 2). A change on disk is seen through a symlink too. "
+		"See \"Access control\" in README.md.",
+	[O_TLS_CERT] =
+		"A file that cannot be read at start stops dlockd (exit status 2). "
+		"See \"HTTPS and mutual TLS\" in README.md.",
+	[O_TLS_KEY] =
+		"Needs --tls-cert: either without the other stops dlockd at start.",
+	[O_TLS_CLIENT_CA] =
+		"FILE holds one or more CA certificates. Needs --tls-cert (client "
+		"certificates are asked for in the TLS handshake).",
+	[O_REDIS_CA] =
+		"FILE holds one or more CA certificates. Needs a TLS --redis "
+		"(rediss://, rediss-sentinel:// or ?tls=true): with a plaintext one "
+		"dlockd stops at start, never falling back to plaintext. Read at "
+		"start only. See \"TLS to Redis\" in README.md.",
+	[O_REDIS_CERT] =
+		"For tls-auth-clients yes (or optional). It needs a TLS --redis too. "
+		"Read at start only.",
+	[O_REDIS_KEY] =
+		"Needs --redis-cert and a TLS --redis. Read at start only.",
+	[O_KEY_PREFIX] =
+		"Every key and channel of lock N carries STRN where Redisson puts the "
+		"name (redisson_lock__channel:{STRN}, redisson_lock_token:{STRN}, "
+		"...); paths and answers still show N. Redisson clients sharing the "
+		"locks must map names the same way (a NameMapper that adds the same "
+		"prefix), or both sides use the prefixed name.",
+	[O_SYNC_REPLICAS] =
+		"After every grant, release, heartbeat and forced release dlockd "
+		"sends WAIT on the same Redis connection and answers only once WAIT "
+		"has. auto waits for as many replicas as ROLE lists connected (asked "
+		"at most once a second); with none it sends no WAIT, unless the "
+		"master had replicas on this connection and has had none for less "
+		"than 10 s: then it waits for one. A grant (a repeat or re-entry too) "
+		"the replicas do not confirm is taken back, unless a later call of "
+		"the owner changed the holding meanwhile, and answered 503 "
+		"replication_unconfirmed with undone saying which; an unconfirmed "
+		"release, heartbeat or forced release stands and is answered as "
+		"usual. Cost: each change waits one more round trip and the "
+		"replicas' acknowledgement; off sends nothing and costs nothing. See "
+		"\"Replica-acknowledged grants\" in README.md.",
+	[O_SYNC_TIMEOUT] =
+		"The calls queued behind a WAIT must still meet their deadline, 1.5 s "
+		"after dlockd sent them (a call Redis gets to later does nothing and "
+		"is answered 503), hence the cap.",
+	[O_PUBSUB] =
+		"The sharded kind waits with SSUBSCRIBE (on a cluster, on the master "
+		"of each channel's slot) and releases with SPUBLISH, the classic kind "
+		"with SUBSCRIBE and PUBLISH. auto is sharded on a cluster of Redis 7 or later, where "
+		"PUBSUB SHARDNUMSUB answers (asked at start; a cluster none of whose "
+		"nodes answers is taken as sharded), else classic. The start-up log "
+		"line says which. Classic and sharded channels never see each other's "
+		"messages: a dlockd set to another kind than its Redisson clients "
+		"still grants correctly, but each side's waiters miss the other's "
+		"releases and wait until the lease ends.",
+};
+
+/* --health-check's, as row_details */
+static const char health_check_details[] =
+	"--health-check=live is --health-check. The address asked is the "
+	"--listen (or DLOCKD_LISTEN) of the dlockd these settings describe, "
+	"0.0.0.0 asked on 127.0.0.1 and [::] on [::1], over a plain socket, with "
+	"TLS when --tls-cert is set (see \"HTTPS and mutual TLS\" in README.md). "
+	"Exit status 1 and one line on stderr for nothing listening, another "
+	"status, no answer within 2 s or a bad setting (never 2, which Docker "
+	"reserves). For the image's HEALTHCHECK and exec probes, where there is "
+	"no curl or shell; it reads no auth file and never talks to Redis.";
+
 /* s as troff text: a backslash is \e, a '\t' an unbreakable space, a
  * dash that starts a word (an option's) \-, every dash with all_dashes
- * (a flag's name), and a line never starts with a control character. */
+ * (a flag's name), and a line never starts with a control character.
+ * A comma inside a word (a URL's host list) may end a line there (\:),
+ * or a long URL could not be broken. */
 static void man_escape(FILE *out, const char *s, bool all_dashes)
 {
 	for (const char *p = s; *p; p++) {
@@ -251,6 +397,8 @@ static void man_escape(FILE *out, const char *s, bool all_dashes)
 			fputs("\\ ", out);
 		else if (*p == '-' && (word_start || all_dashes))
 			fputs("\\-", out);
+		else if (*p == ',' && !all_dashes && p[1] && p[1] != ' ')
+			fputs(",\\:", out);
 		else
 			fputc(*p, out);
 	}
@@ -288,7 +436,12 @@ static void usage_man(FILE *out)
 		man_escape(out, r->metavar, false);
 		fputs("\"\n", out);
 		man_escape(out, r->help, false);
-		fputs(".\n.br\nDefault: ", out);
+		fputs(".\n", out);
+		if (row_details[i]) {
+			man_escape(out, row_details[i], false);
+			fputc('\n', out);
+		}
+		fputs(".br\nDefault: ", out);
 		man_escape(out, r->deflt, false);
 		fputc('.', out);
 		if (r->type == OPT_INT)
@@ -299,7 +452,9 @@ static void usage_man(FILE *out)
 	}
 	fputs(".TP\n.BR \\-\\-health\\-check [ =ready ]\n", out);
 	man_escape(out, health_check_help, false);
-	fputs(".\n.TP\n.BR \\-h \", \" \\-\\-help\nPrint the help and exit.\n"
+	fputs(".\n", out);
+	man_escape(out, health_check_details, false);
+	fputs("\n.TP\n.BR \\-h \", \" \\-\\-help\nPrint the help and exit.\n"
 	      ".TP\n.BR \\-V \", \" \\-\\-version\nPrint the version and exit.\n"
 	      ".SH ENVIRONMENT\n", out);
 	for (int i = 0; i < O_COUNT; i++) {
@@ -342,10 +497,16 @@ static void usage_markdown(FILE *out)
 			fprintf(out, "%lld..%lld", (long long)r->min, (long long)r->max);
 		fputs(" | ", out);
 		md_escape(out, r->help);
+		if (row_details[i]) {
+			fputs(". ", out);
+			md_escape(out, row_details[i]);
+		}
 		fputs(" |\n", out);
 	}
 	fputs("| `--health-check[=ready]` | none | off (serve) | `live`, `ready` | ", out);
 	md_escape(out, health_check_help);
+	fputs(". ", out);
+	md_escape(out, health_check_details);
 	fputs(" |\n| `-h`, `--help` | | | | print the help and exit |\n"
 	      "| `-V`, `--version` | | | | print the version and exit |\n", out);
 }

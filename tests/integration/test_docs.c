@@ -58,3 +58,37 @@ TEST(help_format_prints_man_or_markdown_only)
 	      strstr(out, "| 300..600000 |"),
 	      "markdown: a table row per setting, '|' escaped, ranges shown");
 }
+
+/* The reference and the man page say more than --help: each setting's
+ * details (URL forms, costs, what is re-read, what is refused), as the
+ * README's settings table did; --help stays short. A few of those facts,
+ * in both documents and not in --help. */
+TEST(help_stays_short_the_reference_and_man_page_have_the_details)
+{
+	static const char *const details[] = {
+		"redis://:p%40ss%2Fw%3Ard@host:6379/0",	/* --redis: percent-encoding */
+		"half a core gives 1 thread",		/* --threads: cgroup quota */
+		"up to 256 of that loop's fair-lock waiters",	/* --queue-ttl-ms: cost */
+		"closed unanswered",			/* --max-connections over HTTPS */
+		"(slowloris)",				/* --idle-timeout-s */
+		"a NameMapper that adds the same prefix",	/* --key-prefix */
+		"1.5 s after dlockd sent them",		/* --redis-sync-timeout-ms */
+		"PUBSUB SHARDNUMSUB answers",		/* --redis-pubsub */
+		"0.0.0.0 asked on 127.0.0.1",		/* --health-check */
+	};
+	static const char *const formats[] = { "--help", "--help-format=markdown",
+					       "--help-format=man" };
+	char cmd[512], log[400], out[3][65536];
+
+	for (int f = 0; f < 3; f++) {
+		snprintf(log, sizeof(log), "%s/details-%d.out", test_tmpdir(), f);
+		snprintf(cmd, sizeof(cmd), "%s %s >%s 2>&1", dlockd_binary(), formats[f], log);
+		CHECK(system(cmd) == 0, "dlockd %s exits 0", formats[f]);
+		file_read(log, out[f], sizeof(out[f]));
+	}
+	for (size_t i = 0; i < sizeof(details) / sizeof(details[0]); i++) {
+		CHECK(strstr(out[1], details[i]), "the reference says '%s'", details[i]);
+		CHECK(strstr(out[2], details[i]), "the man page says '%s'", details[i]);
+		CHECK(!strstr(out[0], details[i]), "--help leaves out '%s'", details[i]);
+	}
+}
