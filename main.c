@@ -63,12 +63,14 @@ static const struct server_handlers http_handlers = {
 static const char *const metric_kind_labels[LOCK_KIND_COUNT] = {
 	[LOCK_KIND_LOCK] = "lock", [LOCK_KIND_FAIR] = "fairlock",
 	[LOCK_KIND_READ] = "read", [LOCK_KIND_WRITE] = "write",
+	[LOCK_KIND_SEMAPHORE] = "semaphore",
 };
 static const char *const metric_result_labels[HANDLE_RESULT_COUNT] = {
 	[LOCK_OK] = "ok", [LOCK_HELD] = "locked", [LOCK_NOT_HELD] = "not_held",
 	[LOCK_NOT_OWNER] = "not_owner", [LOCK_WRONG_KIND] = "wrong_kind",
 	[LOCK_BACKEND_DOWN] = "backend_unavailable", [LOCK_SCRIPT_ERROR] = "script_error",
 	[LOCK_UNCONFIRMED] = "replication_unconfirmed", [LOCK_TOO_MANY_HOLDS] = "too_many_holds",
+	[LOCK_LIMIT_MISMATCH] = "limit_mismatch",
 	[HANDLE_ABANDONED] = "abandoned",
 };
 

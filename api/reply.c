@@ -27,6 +27,7 @@ static const struct {
 	[ERR_NOT_OWNER] = { 409, "not_owner" },
 	[ERR_WRONG_KIND] = { 409, "wrong_kind" },
 	[ERR_TOO_MANY_HOLDS] = { 409, "too_many_holds" },
+	[ERR_LIMIT_MISMATCH] = { 409, "limit_mismatch" },
 	[ERR_BODY_TOO_LARGE] = { 413, "body_too_large" },
 	[ERR_UNAUTHORIZED] = { 401, "unauthorized" },
 	[ERR_FORBIDDEN] = { 403, "forbidden" },

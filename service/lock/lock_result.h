@@ -37,6 +37,8 @@ enum lock_result {
 				 * read holds (locks_set_read_hold_caps): why
 				 * LOCK_WHY_OWNER_HOLDS or LOCK_WHY_LOCK_HOLDS,
 				 * others the holds counted; no hold added */
+	LOCK_LIMIT_MISMATCH,	/* semaphore acquire: the caller's limit is not
+				 * the one in force (st->others); nothing written */
 	LOCK_RESULT_COUNT
 };
 
@@ -58,6 +60,8 @@ enum lock_why {
 					 * read holds, its cap */
 	LOCK_WHY_LOCK_HOLDS = 9,	/* LOCK_TOO_MANY_HOLDS: the lock has st->others
 					 * read holds (every reader's), its cap */
+	LOCK_WHY_NO_PERMIT = 10,	/* LOCK_HELD: every permit of a semaphore (st->others,
+					 * its limit) is out */
 };
 
 struct lock_state {

@@ -156,7 +156,7 @@ static enum lock_result acquire(enum lock_kind k, const char *name, const char *
 				int64_t ttl, bool queue, struct lock_state *st)
 {
 	return OUTCOME(st, locks_acquire(&B, k, name, owner, "", ttl, queue ? LOCK_QUEUE : 0,
-					 record, NULL));
+					 NULL, record, NULL));
 }
 
 static enum lock_result release(enum lock_kind k, const char *name, const char *owner,
@@ -327,7 +327,7 @@ static void test_locks__acquire_reentrant_principal_and_not_owner(void **state)
 	canned = ints(3, -2LL, 7LL, 0LL);
 	got = LOCK_RESULT_COUNT;
 	locks_acquire(&B, LOCK_KIND_WRITE, "doc", "w1", "team-a", 1000,
-		      LOCK_QUEUE | LOCK_REENTRANT, record, NULL);
+		      LOCK_QUEUE | LOCK_REENTRANT, NULL, record, NULL);
 	assert_int_equal(got, LOCK_NOT_OWNER);
 	assert_int_equal(got_st.why, LOCK_WHY_PRINCIPAL);
 	assert_int_equal(last_nkeys, 5);
