@@ -3,9 +3,8 @@
   KEYS[1] count N                     KEYS[2] permits {N}:timeout
   KEYS[3] channel redisson_sc:{N}     KEYS[4] holders dlockd_lock_owners:{N}
   ARGV[1] owner                       ARGV[2] the caller's token name ("": auth off)
-  Returns {1, 0, free}  released, and "<n>" published: the permits that came
-                        back (this one and any past their lease end); free
-                        1 when no permit is out any more
+  Returns {1, 0}       released, and "<n>" published: the permits that came
+                        back (this one and any past their lease end)
           {0}           the owner holds no permit (never taken, released,
                         lease over)
           {-2, 7, 0}    the owner holds it under another token name
@@ -31,4 +30,4 @@ if redis.call('exists', KEYS[1]) == 1 then
   redis.call('incrby', KEYS[1], 1)
 end
 sem_drop(KEYS[4], owner)
-return {1, 0, redis.call('zcard', KEYS[2]) == 0 and 1 or 0}
+return {1, 0}
