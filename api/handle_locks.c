@@ -591,7 +591,10 @@ static json_t *page_json(const struct request *rq, const struct lock_page *page)
 				json_object_set_new(o, "mode", json_string(modes[h->side]));
 			json_array_append_new(holders, o);
 		}
-		lock = json_pack("{s:s, s:s}", "name", e->name, "kind", e->rw ? "rwlock" : "lock");
+		lock = json_pack("{s:s, s:s}", "name", e->name, "kind",
+				 e->semaphore ? "semaphore" : e->rw ? "rwlock" : "lock");
+		if (e->semaphore)
+			json_object_set_new(lock, "limit", json_integer(e->limit));
 		if (e->rw)
 			json_object_set_new(lock, "mode", json_string(modes[e->mode]));
 		json_object_set_new(lock, "ttl_ms", json_integer(e->ttl_ms));

@@ -18,6 +18,11 @@
                              whose holds all ran out
     {1, pttl, o1, n1, ...}   a lock or fair lock (one layout): its lease,
                              then each owner and its holds
+    {3, pttl, limit, o1, 1, ...}
+                             a semaphore with permits out (N a string, its
+                             permits in ARGV[2]'s {N} .. ':timeout'): the
+                             longest lease left, its limit, each permit's
+                             owner (a Redisson permit's id in hex)
     {2, pttl, mode, o1, n1, s1, ...}
                              a read-write lock: its lease (in read mode the
                              longest live read hold's), mode 1 read or
@@ -85,10 +90,44 @@ local function rw(key, tag, fields)
   return entry
 end
 
+local function semaphore(key, tag)
+  local permits = tag .. ':timeout'
+  if not counter_ok(key) or redis.call('type', permits).ok ~= 'zset' then
+    return 0
+  end
+  local now = now_ms()
+  local out = redis.call('zcard', permits) - redis.call('zcount', permits, 0, now)
+  if out <= 0 then
+    return 0
+  end
+  local v = redis.call('zrangebyscore', permits, '(' .. now, '+inf', 'withscores', 'limit', 0,
+                       math.max(1, budget - looked))
+  looked = looked + #v / 2
+  local last = tonumber(v[#v])
+  local entry = {3, last >= 922337203685477 and -1 or last - now,
+                 tonumber(redis.call('get', key)) + out}
+  for i = 1, #v, 2 do
+    local m = v[i]
+    if not string.match(m, '^[%w%._:%-]+$') then
+      m = string.gsub(m, '.', function(c) return string.format('%02x', string.byte(c)) end)
+    end
+    entry[#entry + 1] = m
+    entry[#entry + 1] = 1
+  end
+  return entry
+end
+
 local out = {}
 for i, key in ipairs(keys) do
-  local kind, fields = lock_kind(key)
-  if kind == 'lock' then
+  local kind, fields = 'none', nil
+  if redis.call('type', key).ok == 'string' then
+    kind = 'semaphore'
+  else
+    kind, fields = lock_kind(key)
+  end
+  if kind == 'semaphore' then
+    out[i] = semaphore(key, tags[i])
+  elseif kind == 'lock' then
     out[i] = plain(key)
   elseif kind == 'rw' then
     out[i] = rw(key, tags[i], fields)

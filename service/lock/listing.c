@@ -1,7 +1,8 @@
 /* listing.c -- GET /locks in the lock domain: the locks held, of every
  * kind, a page at a time. Nothing indexes the locks, so a page walks
- * Redis' keys with SCAN (MATCH <key prefix><prefix>*, TYPE hash) and asks
- * the lock_list script about each batch's hashes (which of them are locks
+ * Redis' keys with SCAN (MATCH <key prefix><prefix>*; every type: a
+ * semaphore's name is a string) and asks
+ * the lock_list script about each batch's names (which of them are locks
  * now, with their holders and lease); on a cluster it walks the masters
  * one after another, in the order of their lowest slots. Each page is a
  * small machine driven by its Redis answers -- SCAN a batch, inspect it,
@@ -212,8 +213,7 @@ static void on_inspect(void *arg, redisReply *r);
 static void list_scan(struct listing *l)
 {
 	char count[16];
-	const char *argv[] = { "SCAN", l->scan, "MATCH", l->pattern, "COUNT", count,
-			       "TYPE", "hash" };
+	const char *argv[] = { "SCAN", l->scan, "MATCH", l->pattern, "COUNT", count };
 
 	if (l->calls >= LIST_CALLS_MAX && (l->n > 0 || l->moved)) {
 		list_finish(l, false, l->after);
@@ -221,7 +221,7 @@ static void list_scan(struct listing *l)
 	}
 	snprintf(count, sizeof(count), "%u", l->count);
 	l->calls++;
-	redis_conn_send_slot(l->b->redis, l->cluster ? (int)l->shard : -1, 8, argv, NULL, on_scan,
+	redis_conn_send_slot(l->b->redis, l->cluster ? (int)l->shard : -1, 6, argv, NULL, on_scan,
 			     l);
 }
 
@@ -387,14 +387,16 @@ static int entry_decode(struct lock_entry *le, const char *name, const redisRepl
 {
 	size_t first, step, nh;
 	struct lock_holder *h;
-	bool rw;
+	bool rw, sem;
 
 	if (e->type != REDIS_REPLY_ARRAY || e->elements < 2)
 		return -1;
 	rw = locks_elem_int(e, 0) == 2;
-	first = rw ? 3 : 2;
+	sem = locks_elem_int(e, 0) == 3;	/* {3, pttl, limit, owner, 1, ...} */
+	first = rw || sem ? 3 : 2;
 	step = rw ? 3 : 2;
-	if ((locks_elem_int(e, 0) != 1 && !rw) || e->element[1]->type != REDIS_REPLY_INTEGER ||
+	if ((locks_elem_int(e, 0) != 1 && !rw && !sem) ||
+	    e->element[1]->type != REDIS_REPLY_INTEGER ||
 	    e->elements < first || (e->elements - first) % step ||
 	    (rw && locks_elem_int(e, 2) != LOCK_MODE_READ &&
 	     locks_elem_int(e, 2) != LOCK_MODE_WRITE))
@@ -420,6 +422,8 @@ static int entry_decode(struct lock_entry *le, const char *name, const redisRepl
 	*le = (struct lock_entry){
 		.name = xstrdup(name),
 		.rw = rw,
+		.semaphore = sem,
+		.limit = sem ? locks_elem_int(e, 2) : 0,
 		.mode = rw ? (enum lock_mode)locks_elem_int(e, 2) : LOCK_MODE_NONE,
 		.ttl_ms = e->element[1]->integer < -1 ? -1 : e->element[1]->integer,
 		.nholders = nh,

@@ -454,3 +454,50 @@ TEST(semaphore_shares_permits_with_redisson_both_ways)
 	del_sem(n, "d2");
 	rcmd("DEL %s %s", n, tkey);
 }
+
+TEST(semaphore_listed_and_watched_like_the_locks)
+{
+	const char *n = lockname("semlist");
+	char p[600];
+	struct http_resp r;
+	struct bg w;
+	json_t *page, *locks, *e = NULL;
+	char why[256] = "";
+	int pages = 0, dups = 0;
+	long long index;
+	int64_t at;
+
+	put_sem(n, "w1", "&limit=3&ttl_ms=30000&value=here", &r);
+	CHECK_STATUS(r, 200, "a permit");
+	http_free(&r);
+	snprintf(p, sizeof(p), "prefix=%s", n);
+	page = list_locks_all(NULL, NULL, p, 100, &pages, &dups, why, sizeof(why));
+	locks = page;
+	CHECK(locks && json_object_size(locks) == 1, "listed once (%s)", why);
+	e = json_object_get(locks, n);
+	CHECK(e && !strcmp(json_string_value(json_object_get(e, "kind")), "semaphore") &&
+	      json_integer_value(json_object_get(e, "limit")) == 3 &&
+	      json_array_size(json_object_get(e, "holders")) == 1,
+	      "as a semaphore with its limit and holder");
+	json_decref(page);
+
+	/* a watch hears the next permit taken */
+	snprintf(p, sizeof(p), "/semaphores/%s", n);
+	http("GET", p, NULL, &r);
+	index = json_int(&r, "index");
+	http_free(&r);
+	snprintf(p, sizeof(p), "/semaphores/%s?index=%lld&wait_ms=20000", n, index);
+	bg_start(&w, "GET", p, NULL);
+	CHECK(WAIT_FOR(metric_value(&H_dlockd, "dlockd_watches") >= 1 &&
+		       channel_subscribers(NULL, "dlockd_lock_state:{%s}", n) >= 1, 5000),
+	      "the watch waits");
+	put_sem(n, "w2", "&limit=3&ttl_ms=30000&value=there", &r);
+	http_free(&r);
+	at = mono_ms();
+	CHECK_GRANTED_WITHIN(w, at, 1000, "the watch answers");
+	CHECK(json_bool(&w.r, "changed") == 1 && strstr(w.r.body, "there"),
+	      "with the new holder and its value: %s", w.r.body);
+	http_free(&w.r);
+	del_sem(n, "w1");
+	del_sem(n, "w2");
+}
