@@ -291,8 +291,8 @@ static enum MHD_Result put_lock(struct request *rq)
 	struct params *p = &rq->lock.params;
 	bool sem = rq->route.kind == LOCK_KIND_SEMAPHORE;
 
-	if (params_or_reply(rq, P_OWNER | P_TTL | P_WAIT |
-			    (sem ? P_LIMIT | P_VALUE : P_REENTRANT)) < 0)
+	if (params_or_reply(rq, P_OWNER | P_TTL | P_WAIT | P_VALUE |
+			    (sem ? P_LIMIT : P_REENTRANT)) < 0)
 		return MHD_YES;
 	if (sem && !(p->given & P_LIMIT))
 		return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
@@ -427,6 +427,8 @@ static json_t *holding_json(const struct request *rq, const struct lock_holding 
 	if (h->token > 0)
 		json_object_set_new(o, "fencing_token", json_integer(h->token));
 	json_object_set_new(o, "ttl_ms", json_integer(h->ttl_ms));
+	if (h->value && owner_shown(rq, h->principal))
+		json_object_set_new(o, "value", json_string(h->value));
 	return o;
 }
 

@@ -10,6 +10,8 @@
   ARGV[3] queue entry lifetime ms; "0" = try once, never queue
   ARGV[4] "1": a re-entry counts a hold; "0": it is a repeat, no hold added
   ARGV[5] the caller's token name (principal); "" with auth off
+  ARGV[6], ARGV[7] (unused: read holds' caps)
+  ARGV[8] "1": ARGV[9] is the holder value to keep; "0": none given
   Returns {1, token, holds, pttl, added, change}
                                    held (as in lock_acquire.lua: the
                                    holding's token, added 0 for a repeat,
@@ -60,6 +62,7 @@ if take then
   redis.call('hset', KEYS[1], owner, 1)
   redis.call('pexpire', KEYS[1], lease)
   local token = owners_token(KEYS[6], owner, KEYS[2], lease, ARGV[5], true)
+  owners_value(KEYS[6], owner, ARGV[8], ARGV[9], true)
   local change = owners_bump(KEYS[6], owner, '1 0 0')
   owners_sync(KEYS[6], KEYS[1])
   return {1, token, 1, lease, 1, change}
@@ -74,6 +77,7 @@ if reenter then
   end
   local pttl = lease_at_least(KEYS[1], lease)
   local token = owners_token(KEYS[6], owner, KEYS[2], lease, ARGV[5], false)
+  owners_value(KEYS[6], owner, ARGV[8], ARGV[9], false)
   local change = owners_bump(KEYS[6], owner, string.format('%d %d 0', added, before))
   owners_sync(KEYS[6], KEYS[1])
   return {1, token, holds, pttl, added, change}

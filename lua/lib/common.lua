@@ -84,6 +84,14 @@
                               has no entry, a new one (next_token) recorded
                               with principal; else the entry's, and the
                               counter lives at least lease more
+  owners_value(owners, field, given, value, fresh)
+                              keep the holder value of field's holding in
+                              field '=<field>' ('=' starts no owner id):
+                              given '1' sets it to value; else a fresh
+                              holding has none (a repeat keeps its own)
+  owners_values(owners, fields)
+                              the values of those holdings, in order (false
+                              for none)
   owners_sync(owners, key)    after the lock hash key was written: drop the
                               entries of fields key no longer has (all of
                               them when key is gone) and give owners key's
@@ -303,6 +311,22 @@ local function owners_bump(owners, field, record)
   return n
 end
 
+local function owners_value(owners, field, given, value, fresh)
+  if given == '1' then
+    redis.call('hset', owners, '=' .. field, value)
+  elseif fresh then
+    redis.call('hdel', owners, '=' .. field)
+  end
+end
+
+local function owners_values(owners, fields)
+  local v = {}
+  for i, f in ipairs(fields) do
+    v[i] = redis.call('hget', owners, '=' .. f)
+  end
+  return v
+end
+
 local function owners_sync(owners, key)
   local pttl = redis.call('pttl', key)
   if pttl == -2 then
@@ -313,8 +337,8 @@ local function owners_sync(owners, key)
   local left = #fields
   for _, f in ipairs(fields) do
     local held = f
-    if string.sub(f, 1, 1) == '#' then
-      held = string.sub(f, 2)	-- a holding's change number goes with it
+    if string.sub(f, 1, 1) == '#' or string.sub(f, 1, 1) == '=' then
+      held = string.sub(f, 2)	-- its change number and value go with it
     end
     if redis.call('hexists', key, held) == 0 then
       redis.call('hdel', owners, f)

@@ -50,6 +50,27 @@ static int64_t view_index(const struct lock_view *v)
 	return index;
 }
 
+/* The holder values vals (one per holding of the reply's holders h, per
+ * elements each; false for none) into v's holdings, which skipped the
+ * holdings without an owner. */
+static void holder_values(struct lock_view *v, const redisReply *h, size_t per,
+			  const redisReply *vals)
+{
+	size_t k = 0;
+
+	if (!vals || vals->type != REDIS_REPLY_ARRAY)
+		return;
+	for (size_t i = 0; i < h->elements / per && i < vals->elements; i++) {
+		const redisReply *o = elem(h, i * per), *val = vals->element[i];
+
+		if (!o || o->type != REDIS_REPLY_STRING || o->len == 0)
+			continue;
+		if (k < v->nholders && val->type == REDIS_REPLY_STRING)
+			v->holders[k].value = xstrdup(val->str);
+		k++;
+	}
+}
+
 /* A status script's reply (lua/lock_status.lua, lua/rw_status.lua) as a
  * view; NULL when it is not shaped as they promise. */
 struct lock_view *lock_view_decode(const redisReply *r, bool rw)
@@ -94,6 +115,7 @@ struct lock_view *lock_view_decode(const redisReply *r, bool rw)
 			v->nplaces++;
 	}
 	v->queued = locks_elem_int(r, 4);
+	holder_values(v, h, per, elem(r, 5));
 	v->index = view_index(v);
 	return v;
 }

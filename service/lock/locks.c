@@ -600,7 +600,8 @@ void locks_acquire(const struct backend *b, enum lock_kind kind, const char *nam
 	struct call *c = call_new(kind, name, "acquire", done, ctx);
 	char lease[24], life[24], per_owner[24], per_lock[24];
 	const char *args[] = { lease, owner, life, (flags & LOCK_REENTRANT) ? "1" : "0",
-			       principal, per_owner, per_lock };
+			       principal, per_owner, per_lock, x && x->value ? "1" : "0",
+			       x && x->value ? x->value : "" };
 
 	c->queue = (flags & LOCK_QUEUE) && k->queues;
 	c->decode = acquire_decode;
@@ -615,8 +616,8 @@ void locks_acquire(const struct backend *b, enum lock_kind kind, const char *nam
 	snprintf(life, sizeof(life), "%lld", c->queue ? (long long)queue_ttl_ms : 0LL);
 	snprintf(per_owner, sizeof(per_owner), "%lld", (long long)read_holds_per_owner);
 	snprintf(per_lock, sizeof(per_lock), "%lld", (long long)read_holds_per_lock);
-	/* only a read acquire adds read holds: it alone takes the caps */
-	run(b, c, &k->acquire, kind == LOCK_KIND_READ ? 7 : 5, args);
+	/* only a read acquire adds read holds: it alone reads the caps */
+	run(b, c, &k->acquire, 9, args);
 }
 
 void locks_dequeue(const struct backend *b, enum lock_kind kind, const char *name,
