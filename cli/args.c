@@ -66,7 +66,7 @@ bool args_grace_fits(int64_t ttl_ms, int64_t grace_ms)
 
 bool args_kind(const char *s, enum lease_kind *kind)
 {
-	for (int k = KIND_LOCK; k <= KIND_WRITE; k++) {
+	for (int k = KIND_LOCK; k <= KIND_SEMAPHORE; k++) {
 		if (!strcmp(s, lease_kind_name((enum lease_kind)k))) {
 			*kind = (enum lease_kind)k;
 			return true;

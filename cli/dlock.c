@@ -29,7 +29,11 @@ static const char usage_text[] =
 "       dlock list [options] [PREFIX]     the names of the locks held, one a line\n"
 "\n"
 "Options (before NAME):\n"
-"  -k, --kind KIND        lock (default), fair, read or write\n"
+"  -k, --kind KIND        lock (default), fair, read, write or semaphore\n"
+"      --limit N          one of N permits of semaphore NAME (1..10000; sets\n"
+"                         --kind semaphore; every user of NAME gives the same N)\n"
+"      --value TEXT       the holder value kept with the holding (UTF-8, at most\n"
+"                         1024 bytes): status and watchers see it\n"
 "  -s, --server URL       dlockd's address (default $DLOCK_SERVER, else " DEFAULT_SERVER ")\n"
 "      --token-file FILE  the bearer token, on the file's first line (default\n"
 "                         $DLOCK_TOKEN; never on the command line, which ps shows)\n"
@@ -69,7 +73,7 @@ static const char usage_text[] =
 "was, while waiting); 1 (or -E) not acquired within the wait; 64 usage error\n"
 "(or dlockd refused a value: 400); 69 dlockd unreachable or failing (5xx) for\n"
 "10 s; 74 stdout cannot be written; 75 the lease was lost; 77 dlockd refused\n"
-"(401, 403, a name that is another kind of lock); 126 COMMAND cannot run, 127\n"
+"(401, 403, a name that is another kind of lock, another semaphore limit); 126 COMMAND cannot run, 127\n"
 "COMMAND not found. release, renew: 75 if not held. status: 1 if not locked.\n"
 "renew takes $DLOCK_TTL_MS (what acquire asked for) unless --ttl is given.\n";
 
@@ -88,6 +92,8 @@ struct opts {
 	int conflict_exit;
 	bool force;
 	bool json;
+	int limit;		/* --limit: a semaphore's permits; 0: not given */
+	const char *value;	/* --value */
 };
 
 static int usage_error(const char *fmt, const char *arg)
@@ -102,7 +108,7 @@ static int usage_error(const char *fmt, const char *arg)
  * success *first is the index of the first argument that is not one. */
 static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 {
-	enum { O_TOKEN_FILE = 256, O_FORCE, O_JSON, O_CACERT, O_CERT, O_KEY };
+	enum { O_TOKEN_FILE = 256, O_FORCE, O_JSON, O_CACERT, O_CERT, O_KEY, O_LIMIT, O_VALUE };
 	static const struct option longopts[] = {
 		{ "kind", required_argument, NULL, 'k' },
 		{ "server", required_argument, NULL, 's' },
@@ -118,6 +124,8 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 		{ "conflict-exit-code", required_argument, NULL, 'E' },
 		{ "force", no_argument, NULL, O_FORCE },
 		{ "json", no_argument, NULL, O_JSON },
+		{ "limit", required_argument, NULL, O_LIMIT },
+		{ "value", required_argument, NULL, O_VALUE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -129,7 +137,8 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 		switch (c) {
 		case 'k':
 			if (!args_kind(optarg, &o->kind))
-				return usage_error("--kind '%s' is none of lock, fair, read, write",
+				return usage_error("--kind '%s' is none of lock, fair, read, write, "
+						   "semaphore",
 						   optarg);
 			o->kind_given = true;
 			break;
@@ -168,6 +177,16 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 			break;
 		case O_FORCE: o->force = true; break;
 		case O_JSON: o->json = true; break;
+		case O_LIMIT:
+			if (!args_int(optarg, 1, 10000, &o->limit))
+				return usage_error("--limit '%s' is not 1..10000", optarg);
+			break;
+		case O_VALUE:
+			if (strlen(optarg) > 1024)
+				return usage_error("--value '%.32s...' is longer than 1024 bytes",
+						   optarg);
+			o->value = optarg;
+			break;
 		case 'h': fputs(usage_text, stdout); exit(0);
 		case ':': return usage_error("%s needs a value", argv[optind - 1]);
 		default:
@@ -284,7 +303,7 @@ static int cmd_renew(struct lease *l, const struct opts *o)
 static int cmd_status(struct lease *l)
 {
 	static const char *const fmt[] = { "/locks/%s", "/fairlocks/%s", "/rwlocks/%s",
-					   "/rwlocks/%s" };
+					   "/rwlocks/%s", "/semaphores/%s" };
 	char path[300];
 	struct answer a;
 	int status;
@@ -413,6 +432,14 @@ int main(int argc, char **argv)
 	}
 	if ((n == C_RENEW || (n == C_RELEASE && !o.force)) && !o.owner)
 		return usage_error("%s needs --owner (or $DLOCK_OWNER with $DLOCK_NAME)", cmd);
+	/* --limit makes it a semaphore, which an acquire must give its limit */
+	if (o.limit && o.kind_given && o.kind != KIND_SEMAPHORE)
+		return usage_error("--limit is for semaphores, not --kind %s",
+				   lease_kind_name(o.kind));
+	if (o.limit)
+		o.kind = KIND_SEMAPHORE;
+	if ((n == C_RUN || n == C_ACQUIRE) && o.kind == KIND_SEMAPHORE && !o.limit)
+		return usage_error("%s of a semaphore needs --limit N", cmd);
 	if (n == C_RUN) {
 		if (first < argc && !strcmp(argv[first], "--")) {
 			first++;
@@ -467,6 +494,8 @@ int main(int argc, char **argv)
 	l.kind = o.kind;
 	l.name = name;
 	l.ttl_ms = o.ttl_ms;
+	l.limit = o.limit;
+	l.value = o.value;
 	l.owner_given = o.owner != NULL;
 	if (o.owner)
 		snprintf(l.owner, sizeof(l.owner), "%s", o.owner);

@@ -22,7 +22,7 @@ enum {
 	EXIT_NOT_FOUND = 127,		/* no such command */
 };
 
-enum lease_kind { KIND_LOCK, KIND_FAIR, KIND_READ, KIND_WRITE };
+enum lease_kind { KIND_LOCK, KIND_FAIR, KIND_READ, KIND_WRITE, KIND_SEMAPHORE };
 
 /* What became of a request. */
 enum lease_outcome {
@@ -42,6 +42,8 @@ struct lease {
 	char owner[129];
 	bool owner_given;	/* by the user: others may use it too (reentrant=true) */
 	int64_t ttl_ms;		/* asked for, on every grant and renewal */
+	int limit;		/* a semaphore's permits (--limit) */
+	const char *value;	/* the holder value to give with the grant; NULL: none */
 	/* once granted */
 	long long fencing_token;
 	int64_t end_ms;		/* mono_ms() by which the lease surely ends */
@@ -53,7 +55,7 @@ int lease_exit_code(enum lease_outcome out, int conflict_exit);
 enum lease_outcome lease_outcome_of(const struct answer *a);
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t mono_ms(void);
-/* "lock", "fair", "read", "write". */
+/* "lock", "fair", "read", "write", "semaphore". */
 const char *lease_kind_name(enum lease_kind kind);
 /* A name or owner id as dlockd takes them: 1 to max of A-Z a-z 0-9 . _ : - */
 bool lease_id_ok(const char *s, size_t max);
