@@ -59,6 +59,7 @@ if #expired > 0 then
   redis.call(PUBLISH, KEYS[3], tostring(#expired))
 end
 sem_reclaim(KEYS[1], KEYS[2], KEYS[5], expired)
+redis.call('zremrangebyscore', KEYS[6], 0, now)	-- places of waiters long gone
 if not held and free < 1 then
   if life > 0 then
     redis.call('zadd', KEYS[6], now + life, owner)

@@ -31,7 +31,7 @@
   sem_nearest(permits, now)   ms until the earliest lease end of a permit
                               out; -1 none (or no lease) ]]
 local SEM_NO_EXPIRY = 922337203685477
-local SEM_RECLAIM_MAX = 1000
+local SEM_RECLAIM_MAX = 100
 
 local function sem_refusal(n, permits, counter, owners, waiters)
   local t = redis.call('type', n).ok

@@ -1008,7 +1008,7 @@ void locks_inspect(const struct backend *b, enum lock_kind kind, const char *nam
 	snprintf(looked, sizeof(looked), "%d", PLACES_LOOKED_AT);
 	run_to(b, c, &kinds[kind].status,
 	       kind == LOCK_KIND_FAIR ? 2 : kind == LOCK_KIND_SEMAPHORE ? 1 : 0,
-	       kind == LOCK_KIND_SEMAPHORE ? args + 1 : args, on_view_reply);
+	       args, on_view_reply);
 }
 
 /* ----- Watching ----- */

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 
 /* Redisson's tryAcquire of ids ARGV[6..] (reclaiming expired permits
  * first): KEYS N, {N}:timeout, redisson_sc:{N}; ARGV count, timeoutDate,
@@ -500,4 +502,90 @@ TEST(semaphore_listed_and_watched_like_the_locks)
 	http_free(&w.r);
 	del_sem(n, "w1");
 	del_sem(n, "w2");
+}
+
+/* ----- What one client piles up stays cheap for Redis ----- */
+
+/* Pile ARGV[1] permits on semaphore KEYS[1] as Redisson clients would
+ * (16-byte ids, KEYS[2] its {N}:timeout), the first ARGV[2] of them past
+ * their lease end, the rest ending ARGV[3] ms after ARGV[4] (now, ms). */
+static const char pile_permits[] =
+	"redis.call('set', KEYS[1], 0) "
+	"for i = 1, tonumber(ARGV[1]) do "
+	"  local score = i <= tonumber(ARGV[2]) and 1 or tonumber(ARGV[4]) + tonumber(ARGV[3]) "
+	"  redis.call('zadd', KEYS[2], score, string.format('%016x', i)) "
+	"end return 1";
+
+/* The longest EVAL or EVALSHA Redis rs logged since its SLOWLOG was reset, in µs. */
+static long long slowest_script_us(const struct redis_srv *rs)
+{
+	redisReply *r = rcmd_on(rs, "SLOWLOG GET 100000");
+	long long most = -1;
+
+	for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+		const redisReply *e = r->element[i], *argv;
+
+		if (e->type != REDIS_REPLY_ARRAY || e->elements < 4)
+			continue;
+		argv = e->element[3];
+		if (argv->type == REDIS_REPLY_ARRAY && argv->elements > 0 &&
+		    !strncasecmp(argv->element[0]->str, "eval", 4) &&
+		    e->element[2]->integer > most)
+			most = e->element[2]->integer;
+	}
+	if (r)
+		freeReplyObject(r);
+	return most;
+}
+
+TEST(semaphore_full_of_permits_costs_each_call_a_bounded_redis_time)
+{
+	static struct redis_srv rs;
+	static struct dlockd_srv d;
+	const char *n = lockname("sempile");
+	char key[300], p[600];
+	struct http_resp r;
+	long long us[4];
+	redisReply *rep;
+
+	memset(&rs, 0, sizeof(rs));
+	memset(&d, 0, sizeof(d));
+	snprintf(rs.extra, sizeof(rs.extra), "--slowlog-log-slower-than 0 --slowlog-max-len 100000");
+	CHECK(redis_dlockd_start(&rs, &d, NULL) == 0, "a Redis that times every script");
+	snprintf(key, sizeof(key), "{%s}:timeout", n);
+	rep = rcmd_on(&rs, "EVAL %s 2 %s %s 10000 5000 600000 %lld", pile_permits, n, key,
+		      (long long)time(NULL) * 1000);
+	CHECK(rep && rep->type == REDIS_REPLY_INTEGER, "10000 permits, 5000 past their end");
+	if (rep)
+		freeReplyObject(rep);
+
+	rcmd_on(&rs, "SLOWLOG RESET");
+	snprintf(p, sizeof(p), "/semaphores/%s?owner=w&limit=10000", n);
+	http_on(d.base, "PUT", p, NULL, &r);
+	CHECK_STATUS(r, 200, "an acquire that takes back expired permits");
+	http_free(&r);
+	us[0] = slowest_script_us(&rs);
+	rcmd_on(&rs, "SLOWLOG RESET");
+	snprintf(p, sizeof(p), "/semaphores/%s", n);
+	http_on(d.base, "GET", p, NULL, &r);
+	CHECK_STATUS(r, 200, "status");
+	http_free(&r);
+	us[1] = slowest_script_us(&rs);
+	rcmd_on(&rs, "SLOWLOG RESET");
+	http_on(d.base, "GET", "/locks?limit=10", NULL, &r);
+	CHECK_STATUS(r, 200, "listing");
+	http_free(&r);
+	us[2] = slowest_script_us(&rs);
+	rcmd_on(&rs, "SLOWLOG RESET");
+	snprintf(p, sizeof(p), "/semaphores/%s?owner=w", n);
+	http_on(d.base, "DELETE", p, NULL, &r);
+	CHECK_STATUS(r, 200, "release");
+	http_free(&r);
+	us[3] = slowest_script_us(&rs);
+	printf("# semaphore with 10000 permits: acquire %lld us, status %lld us, listing %lld "
+	       "us, release %lld us\n", us[0], us[1], us[2], us[3]);
+	for (int i = 0; i < 4; i++)
+		CHECK(us[i] >= 0 && us[i] < 20000LL * slow_factor(), "call %d took %lld us", i,
+		      us[i]);
+	redis_dlockd_stop(&rs, &d, 5000);
 }
