@@ -1,0 +1,116 @@
+/* test_semaphore_ha.c -- semaphores on a Redis Cluster (3 masters with a
+ * replica each: every key of a semaphore in its one slot, its channel
+ * SSUBSCRIBEd on the master of that slot, a release waking a waiter on
+ * each master, the listing walking every master) and through Sentinel (a
+ * master, two replicas, three sentinels). */
+#include "../harness/cluster.h"
+#include "../harness/sentinel.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static struct redis_cluster C;
+static struct dlockd_srv D;
+
+static void cluster_end(void *arg)
+{
+	(void)arg;
+	dlockd_kill(&D);
+	cluster_stop(&C);
+}
+
+TEST(cluster_semaphore_on_every_master_keys_in_one_slot_and_sharded_wakes)
+{
+	static char url[300];
+	char names[3][128];
+
+	test_at_end(cluster_end, &C);
+	CHECK(cluster_start(&C, 3, 1) == 0, "the cluster starts");
+	snprintf(url, sizeof(url), "redis://%s", C.seeds);
+	CHECK(dlockd_start(&D, url, NULL) == 0, "dlockd starts on %s", url);
+	if (test_failed())
+		return;
+	CHECK(cluster_names_per_master(&C, "csem", names), "a name on each master");
+	for (int m = 0; m < 3; m++) {
+		static const char *const keys[] = { "%s", "{%s}:timeout", "dlockd_lock_owners:{%s}",
+						    "redisson_lock_token:{%s}" };
+		char p[300], chan[200], key[200];
+		long long s0;
+		struct bg w;
+		int64_t t0;
+
+		CHECK(status_of(&D, "PUT", "/semaphores/%s?owner=h&limit=1&ttl_ms=30000&value=x",
+				names[m]) == 200, "h takes the permit of %s", names[m]);
+		for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+			snprintf(key, sizeof(key), keys[k], names[m]);
+			CHECK(cluster_has_key(&C, m, key), "%s on master %d", key, m);
+		}
+		snprintf(chan, sizeof(chan), "redisson_sc:{%s}", names[m]);
+		s0 = redis_script_calls(&C.node[m]);
+		snprintf(p, sizeof(p), "/semaphores/%s?owner=w&limit=1&ttl_ms=30000&wait_ms=20000",
+			 names[m]);
+		bg_start_on(&w, D.base, "PUT", p, NULL);
+		CHECK(wait_parked_on(&D, &C.node[m], s0, &C.node[m], true, chan),
+		      "w waits, SSUBSCRIBEd on master %d", m);
+		t0 = mono_ms();
+		CHECK(status_of(&D, "DELETE", "/semaphores/%s?owner=h", names[m]) == 200,
+		      "h gives it back");
+		CHECK_GRANTED_WITHIN(w, t0, 3000, "w, woken by the release");
+		http_free(&w.r);
+	}
+	{
+		char why[256] = "", q[200];
+		int pages = 0, dups = 0;
+		json_t *all;
+
+		/* the names' common start: t<pid>-<test>-csem- */
+		snprintf(q, sizeof(q), "prefix=%.*s", (int)(strstr(names[0], "csem") - names[0] + 5),
+			 names[0]);
+		all = list_locks_all(&D, NULL, q, 2, &pages, &dups, why, sizeof(why));
+
+		CHECK(all && json_object_size(all) == 3 && dups == 0,
+		      "the listing finds the three semaphores on three masters (%s)", why);
+		json_decref(all);
+	}
+	for (int m = 0; m < 3; m++)
+		CHECK(status_of(&D, "DELETE", "/semaphores/%s?owner=w", names[m]) == 200,
+		      "w gives back %s", names[m]);
+	CHECK(dlockd_stop(&D, 5000) == 0, "clean exit");
+	cluster_stop(&C);
+}
+
+static struct sentinel_topo S;
+static struct dlockd_srv SD;
+
+static void sentinel_end(void *arg)
+{
+	(void)arg;
+	if (SD.pid > 0)
+		dlockd_stop(&SD, 10000);
+}
+
+TEST(sentinel_semaphore_and_a_waiter)
+{
+	const char *n = lockname("ssem");
+	char p[300];
+	struct bg b;
+	int64_t t0;
+
+	memset(&SD, 0, sizeof(SD));
+	CHECK(sentinel_topo_start(&S, 2) == 0, "the topology starts");
+	test_at_end(sentinel_end, &SD);
+	CHECK(dlockd_start(&SD, S.url, NULL) == 0, "dlockd on %s", S.url);
+	CHECK(WAIT_FOR(status_of(&SD, "GET", "/readyz") == 200, 10000), "ready");
+	CHECK(status_of(&SD, "PUT", "/semaphores/%s?owner=a&limit=2", n) == 200, "a permit");
+	CHECK(status_of(&SD, "PUT", "/semaphores/%s?owner=b&limit=2", n) == 200, "another");
+	CHECK(rcmd_int_on(&S.data[0], "ZCARD {%s}:timeout", n) == 2, "on the master");
+	snprintf(p, sizeof(p), "/semaphores/%s?owner=c&limit=2&wait_ms=30000", n);
+	bg_start_on(&b, SD.base, "PUT", p, NULL);
+	CHECK(wait_waiters(&SD, 1, 10000), "c waits");
+	CHECK(WAIT_FOR(channel_subscribers(&S.data[0], "redisson_sc:{%s}", n) >= 1, 10000),
+	      "the subscriber listens on the master");
+	CHECK(status_of(&SD, "DELETE", "/semaphores/%s?owner=a", n) == 200, "a gives it back");
+	t0 = mono_ms();
+	CHECK_GRANTED_WITHIN(b, t0, 3000, "c is woken by the release");
+	http_free(&b.r);
+}
