@@ -2,10 +2,12 @@
  * replica each: every key of a semaphore in its one slot, its channel
  * SSUBSCRIBEd on the master of that slot, a release waking a waiter on
  * each master, the listing walking every master) and through Sentinel (a
- * master, two replicas, three sentinels). */
+ * master, two replicas, three sentinels); with --redis-sync-replicas, a
+ * permit no replica confirmed is given back (sem_undo.lua). */
 #include "../harness/cluster.h"
 #include "../harness/sentinel.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -113,4 +115,63 @@ TEST(sentinel_semaphore_and_a_waiter)
 	t0 = mono_ms();
 	CHECK_GRANTED_WITHIN(b, t0, 3000, "c is woken by the release");
 	http_free(&b.r);
+}
+
+/* ----- --redis-sync-replicas: an unconfirmed permit is given back ----- */
+
+static void resume(void *arg)
+{
+	const struct redis_srv *rep = arg;
+
+	if (rep->pid > 0)
+		kill(rep->pid, SIGCONT);
+}
+
+static bool replica_online(const struct redis_srv *m)
+{
+	redisReply *x = rcmd_on(m, "INFO replication");
+	bool on = x && x->type == REDIS_REPLY_STRING && strstr(x->str, "state=online");
+
+	if (x)
+		freeReplyObject(x);
+	return on;
+}
+
+TEST(semaphore_permit_no_replica_confirmed_is_undone)
+{
+	static const char *const flags[] = { "--redis-sync-replicas", "1",
+					     "--redis-sync-timeout-ms", "500", NULL };
+	static struct redis_srv m, rep;
+	struct dlockd_srv d;
+	struct http_resp r;
+	const char *n = lockname("semsync");
+	char p[300];
+
+	memset(&m, 0, sizeof(m));
+	memset(&rep, 0, sizeof(rep));
+	CHECK(redis_start(&m) == 0, "the master");
+	snprintf(rep.extra, sizeof(rep.extra), "--replicaof 127.0.0.1 %d", m.port);
+	CHECK(redis_start(&rep) == 0, "its replica");
+	CHECK(WAIT_FOR(replica_online(&m), 10000), "the replica is online");
+	CHECK(dlockd_start_on(&d, &m, flags) == 0, "dlockd with --redis-sync-replicas 1");
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000), "ready");
+	CHECK(WAIT_FOR(status_of(&d, "PUT", "/semaphores/%s?owner=a&limit=2", n) == 200, 5000),
+	      "a confirmed permit");
+
+	test_at_end(resume, &rep);
+	CHECK(kill(rep.pid, SIGSTOP) == 0, "stop the replica");
+	snprintf(p, sizeof(p), "/semaphores/%s?owner=b&limit=2", n);
+	http_on(d.base, "PUT", p, NULL, &r);
+	CHECK_ERROR(r, 503, "replication_unconfirmed", "a permit no replica confirmed");
+	CHECK(json_bool(&r, "undone") == 1, "undone: %s", r.body);
+	http_free(&r);
+	CHECK(rcmd_int_on(&m, "ZRANK {%s}:timeout b", n) == -999999 &&
+	      rcmd_int_on(&m, "STRLEN %s", n) == 1 && rcmd_int_on(&m, "INCRBY %s 0", n) == 1,
+	      "b's permit given back (no rank), the count as it was (%lld)",
+	      rcmd_int_on(&m, "INCRBY %s 0", n));
+	CHECK(rcmd_int_on(&m, "ZCARD {%s}:timeout", n) == 1, "a's permit stands");
+	kill(rep.pid, SIGCONT);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rep, false);
+	redis_stop(&m, false);
 }
