@@ -172,6 +172,41 @@ TEST(chaos_redis_paused_longer_than_the_lease)
 	world_down();
 }
 
+/* The same pause with a semaphore of 2 in the load beside the locks: never
+ * more than 2 permits out at once, tokens never back; once it is over
+ * every permit comes back (its count alone stays, as in Redisson). */
+TEST(chaos_semaphore_redis_paused_longer_than_the_lease)
+{
+	struct load_report rep;
+	struct load_opts o;
+	char sem[200];
+
+	CHECK(world_up("", 2, NULL) == 0, "start Redis and two dlockd");
+	o = (struct load_opts){
+		.prefix = W.prefix, .bases = W.bases, .nbases = W.n,
+		.clients = chaos_full() ? 32 : 16, .ttl_ms = 1000, .wait_ms = 3000,
+		.hold_max_ms = 20, .long_every = 6, .long_ms = 2500, .semaphore_limit = 2,
+	};
+	W.load = load_start(&o);
+	run_until_long_holders(1500);
+	load_event_begin(W.load);
+	kill(W.redis.pid, SIGSTOP);
+	sleep_ms(2500);		/* 2.5 leases */
+	kill(W.redis.pid, SIGCONT);
+	load_event_end(W.load);
+	sleep_ms(phase_ms(3000));
+	stop_and_check("redis paused 2.5 s with a semaphore of 2, lease 1 s", false, &rep);
+	CHECK_SAFE(rep);
+	snprintf(sem, sizeof(sem), "%s-sem0", W.prefix);
+	CHECK(rcmd_int_on(&W.redis, "EXISTS %s", sem) == 1, "the semaphore was used");
+	CHECK(WAIT_FOR(keys_left() == 1, 5000), "%lld keys/channels of the test's names left in "
+	      "Redis, want the semaphore's count alone", keys_left());
+	CHECK(WAIT_FOR(status_of(&W.d[0], "GET", "/semaphores/%s", sem) == 200 &&
+		       flag_of(&W.d[0], "locked", "/semaphores/%s", sem) == 0, 5000),
+	      "every permit came back");
+	world_down();
+}
+
 /* ----- A grant whose answer came after its lease ----- */
 
 /* Redis stalls 1.2 s with an acquire (lease 1 s) queued: the call runs
