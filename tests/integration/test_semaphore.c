@@ -589,3 +589,30 @@ TEST(semaphore_full_of_permits_costs_each_call_a_bounded_redis_time)
 		      us[i]);
 	redis_dlockd_stop(&rs, &d, 5000);
 }
+
+/* An owner whose permit ran out takes a new one: its old permit comes
+ * back first, even behind many other expired permits (each call takes
+ * back a bounded batch), so no permit is ever lost. */
+TEST(semaphore_owner_whose_permit_ran_out_behind_many_gets_a_new_one_and_none_is_lost)
+{
+	const char *n = lockname("semlate");
+	char key[300];
+	struct http_resp r;
+	redisReply *rep;
+
+	snprintf(key, sizeof(key), "{%s}:timeout", n);
+	/* 300 permits out, all past their end, "me" the latest of them */
+	rep = rcmd("EVAL %s 2 %s %s 300 300 0 0", pile_permits, n, key);
+	if (rep)
+		freeReplyObject(rep);
+	rcmd("ZADD %s 2 me", key);
+	rcmd("SET %s 0", n);	/* 301 out, none free: the limit is 301 */
+	put_sem(n, "me", "&limit=301&ttl_ms=30000", &r);
+	CHECK_STATUS(r, 200, "the owner whose permit ran out takes one again");
+	http_free(&r);
+	CHECK(rcmd_int("GET %s", n) + rcmd_int("ZCARD %s", key) == 301,
+	      "the limit stands: %lld free + %lld out", rcmd_int("GET %s", n),
+	      rcmd_int("ZCARD %s", key));
+	del_sem(n, "me");
+	rcmd("DEL %s %s", n, key);
+}
