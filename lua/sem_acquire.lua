@@ -38,6 +38,17 @@ if refusal then
 end
 local now = now_ms()
 local expired = sem_expired(KEYS[2], now)
+local score = redis.call('zscore', KEYS[2], owner)
+if score and tonumber(score) <= now then
+  -- the caller's own permit ran out: it comes back now, whatever the batch
+  local listed = false
+  for _, m in ipairs(expired) do
+    listed = listed or m == owner
+  end
+  if not listed then
+    expired[#expired + 1] = owner
+  end
+end
 local out = redis.call('zcard', KEYS[2]) - #expired
 local free = redis.call('get', KEYS[1])
 if free then
@@ -50,7 +61,6 @@ elseif out > limit then
 else
   free = limit - out
 end
-local score = redis.call('zscore', KEYS[2], owner)
 local held = score and tonumber(score) > now
 if held and owners_refused(KEYS[5], owner, principal) then
   return {-2, 7, 0}
