@@ -588,6 +588,8 @@ static json_t *page_json(const struct request *rq, const struct lock_page *page)
 
 			if (rq->admin)
 				json_object_set_new(o, "owner", json_string(h->owner));
+			if (rq->admin && h->value)
+				json_object_set_new(o, "value", json_string(h->value));
 			json_object_set_new(o, "holds", json_integer(h->holds));
 			if (e->rw)
 				json_object_set_new(o, "mode", json_string(modes[h->side]));

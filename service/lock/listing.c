@@ -149,8 +149,10 @@ static int cursor_parse(struct listing *l, const char *cursor, bool cluster)
 static void entries_free(struct lock_entry *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		for (size_t j = 0; j < v[i].nholders; j++)
+		for (size_t j = 0; j < v[i].nholders; j++) {
 			free((void *)v[i].holders[j].owner);
+			free((void *)v[i].holders[j].value);
+		}
 		free((void *)v[i].holders);
 		free((void *)v[i].name);
 	}
@@ -385,23 +387,27 @@ static char *owner_copy(const redisReply *f)
 /* One lock of lock_list's answer into le; -1 if e is not one. */
 static int entry_decode(struct lock_entry *le, const char *name, const redisReply *e)
 {
-	size_t first, step, nh;
+	size_t first, step, nh, n;
+	const redisReply *vals = NULL;
 	struct lock_holder *h;
 	bool rw, sem;
 
 	if (e->type != REDIS_REPLY_ARRAY || e->elements < 2)
 		return -1;
+	n = e->elements;
+	if (e->element[n - 1]->type == REDIS_REPLY_ARRAY)
+		vals = e->element[--n];	/* the holders' values, last */
 	rw = locks_elem_int(e, 0) == 2;
 	sem = locks_elem_int(e, 0) == 3;	/* {3, pttl, limit, owner, 1, ...} */
 	first = rw || sem ? 3 : 2;
 	step = rw ? 3 : 2;
 	if ((locks_elem_int(e, 0) != 1 && !rw && !sem) ||
 	    e->element[1]->type != REDIS_REPLY_INTEGER ||
-	    e->elements < first || (e->elements - first) % step ||
+	    n < first || (n - first) % step ||
 	    (rw && locks_elem_int(e, 2) != LOCK_MODE_READ &&
 	     locks_elem_int(e, 2) != LOCK_MODE_WRITE))
 		return -1;
-	nh = (e->elements - first) / step;
+	nh = (n - first) / step;
 	for (size_t i = 0; i < nh; i++) {
 		redisReply *const *f = e->element + first + i * step;
 		long long side = rw ? f[2]->integer : LOCK_MODE_NONE;
@@ -418,6 +424,8 @@ static int entry_decode(struct lock_entry *le, const char *name, const redisRepl
 		h[i] = (struct lock_holder){ .owner = owner_copy(f[0]), .holds = f[1]->integer,
 					     .side = rw ? (enum lock_mode)f[2]->integer
 						       : LOCK_MODE_NONE };
+		if (vals && i < vals->elements && vals->element[i]->type == REDIS_REPLY_STRING)
+			h[i].value = xstrdup(vals->element[i]->str);
 	}
 	*le = (struct lock_entry){
 		.name = xstrdup(name),

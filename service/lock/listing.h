@@ -16,6 +16,7 @@ struct backend;
 
 struct lock_holder {
 	const char *owner;
+	const char *value;	/* its holder value; NULL: none */
 	int64_t holds;
 	enum lock_mode side;	/* read-write locks: LOCK_MODE_READ or _WRITE;
 				 * else LOCK_MODE_NONE */

@@ -65,6 +65,28 @@ TEST(value_kept_with_every_kind_and_replaced_by_a_repeat)
 	}
 }
 
+TEST(value_shown_in_the_listing)
+{
+	const char *n = lockname("vallist");
+	char p[600], q[300], why[256] = "";
+	int pages = 0, dups = 0;
+	json_t *all, *h;
+	struct http_resp r;
+
+	snprintf(p, sizeof(p), "/locks/%s?owner=o&value=10.0.0.9%%3A80", n);
+	http("PUT", p, NULL, &r);
+	CHECK_STATUS(r, 200, "a lock with a value");
+	http_free(&r);
+	snprintf(q, sizeof(q), "prefix=%s", n);
+	all = list_locks_all(NULL, NULL, q, 10, &pages, &dups, why, sizeof(why));
+	h = all ? json_array_get(json_object_get(json_object_get(all, n), "holders"), 0) : NULL;
+	CHECK(h && json_string_value(json_object_get(h, "value")) &&
+	      !strcmp(json_string_value(json_object_get(h, "value")), "10.0.0.9:80"),
+	      "listed with its value (%s)", why);
+	json_decref(all);
+	lock_release(NULL, n, "o");
+}
+
 TEST(value_too_large_or_not_utf8_changes_nothing)
 {
 	const char *n = lockname("valbad");
