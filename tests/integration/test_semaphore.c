@@ -131,6 +131,8 @@ TEST(semaphore_grants_up_to_its_limit_one_permit_per_owner)
 TEST(semaphore_limit_mismatch_changes_nothing_until_an_admin_changes_it)
 {
 	const char *n = lockname("semlim");
+	double mismatches = metric_value(&H_dlockd, "dlockd_lock_operations_total{kind=\"semaphore\","
+					 "op=\"acquire\",result=\"limit_mismatch\"}");
 	struct http_resp r;
 	char p[600];
 
@@ -143,6 +145,9 @@ TEST(semaphore_limit_mismatch_changes_nothing_until_an_admin_changes_it)
 	http_free(&r);
 	CHECK(rcmd_int("GET %s", n) == 2 && rcmd_int("ZCARD {%s}:timeout", n) == 1,
 	      "nothing changed in Redis");
+	CHECK(metric_value(&H_dlockd, "dlockd_lock_operations_total{kind=\"semaphore\","
+			   "op=\"acquire\",result=\"limit_mismatch\"}") == mismatches + 1,
+	      "counted under kind semaphore, result limit_mismatch");
 
 	snprintf(p, sizeof(p), "/semaphores/%s/limit?limit=4", n);
 	http("PUT", p, NULL, &r);
