@@ -175,3 +175,60 @@ TEST(semaphore_permit_no_replica_confirmed_is_undone)
 	redis_stop(&rep, false);
 	redis_stop(&m, false);
 }
+
+/* ----- With --auth-file ----- */
+
+static struct dlockd_srv AD;
+
+static void auth_end(void *arg)
+{
+	(void)arg;
+	http_bearer(NULL);
+	if (AD.pid > 0)
+		dlockd_stop(&AD, 5000);
+}
+
+/* Only an admin changes a limit or forces every permit back; a client
+ * token sees the owner ids and values of its own permits only, and
+ * another token cannot give back or renew a permit taken under its own. */
+TEST(semaphore_under_auth_admin_only_limit_and_force_owner_ids_by_token)
+{
+	const char *n = lockname("semauth");
+	struct http_resp r;
+	char p[400];
+
+	memset(&AD, 0, sizeof(AD));
+	test_at_end(auth_end, &AD);
+	CHECK(dlockd_start_auth(&AD, "sem-tokens", "tok-sem-admin-1 admin * ops\n"
+				"tok-sem-a-2 client * team-a\ntok-sem-b-3 client * team-b\n") == 0,
+	      "start with --auth-file");
+	http_bearer("tok-sem-a-2");
+	CHECK(status_of(&AD, "PUT", "/semaphores/%s?owner=a1&limit=2&value=secret-a", n) == 200,
+	      "team-a takes a permit");
+	CHECK(status_of(&AD, "PUT", "/semaphores/%s/limit?limit=3", n) == 403,
+	      "a client token may not change the limit");
+	CHECK(status_of(&AD, "DELETE", "/semaphores/%s?force=true", n) == 403,
+	      "nor force the permits back");
+	http_bearer("tok-sem-b-3");
+	CHECK(status_of(&AD, "PUT", "/semaphores/%s?owner=b1&limit=2", n) == 200,
+	      "team-b takes the other");
+	CHECK(status_of(&AD, "DELETE", "/semaphores/%s?owner=a1", n) == 409,
+	      "team-b cannot give back team-a's permit");
+	CHECK(status_of(&AD, "POST", "/semaphores/%s/heartbeat?owner=a1", n) == 409,
+	      "nor renew it");
+	snprintf(p, sizeof(p), "/semaphores/%s", n);
+	http_on(AD.base, "GET", p, NULL, &r);
+	CHECK(r.status == 200 && strstr(r.body, "b1") && !strstr(r.body, "a1") &&
+	      !strstr(r.body, "secret-a"), "team-b sees its own owner id only: %s", r.body);
+	http_free(&r);
+	http_bearer("tok-sem-admin-1");
+	http_on(AD.base, "GET", p, NULL, &r);
+	CHECK(r.status == 200 && strstr(r.body, "a1") && strstr(r.body, "secret-a"),
+	      "an admin sees all: %s", r.body);
+	http_free(&r);
+	CHECK(status_of(&AD, "PUT", "/semaphores/%s/limit?limit=3", n) == 200,
+	      "an admin changes the limit");
+	CHECK(status_of(&AD, "DELETE", "/semaphores/%s?force=true", n) == 200,
+	      "and forces every permit back");
+	http_bearer(NULL);
+}
