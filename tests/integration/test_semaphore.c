@@ -621,3 +621,42 @@ TEST(semaphore_owner_whose_permit_ran_out_behind_many_gets_a_new_one_and_none_is
 	del_sem(n, "me");
 	rcmd("DEL %s %s", n, key);
 }
+
+/* A heartbeat renews the owner's permit; one that shortens it has the
+ * waiters retried by the new end (nothing is published when it ends). */
+TEST(semaphore_heartbeat_renews_and_a_shorter_lease_serves_a_waiter_by_its_end)
+{
+	const char *n = lockname("semhb");
+	char p[600], chan[300];
+	struct http_resp r;
+	struct bg w;
+	long long s0;
+	int64_t end;
+
+	put_sem(n, "h", "&limit=1&ttl_ms=2000", &r);
+	CHECK_STATUS(r, 200, "a permit for 2 s");
+	http_free(&r);
+	snprintf(p, sizeof(p), "/semaphores/%s/heartbeat?owner=h&ttl_ms=60000", n);
+	http("POST", p, NULL, &r);
+	CHECK_STATUS(r, 200, "renewed");
+	CHECK(json_int(&r, "ttl_ms") > 59000, "%s", r.body);
+	http_free(&r);
+	snprintf(p, sizeof(p), "/semaphores/%s/heartbeat?owner=nobody", n);
+	http("POST", p, NULL, &r);
+	CHECK_ERROR(r, 409, "not_held", "a heartbeat of an owner without a permit");
+	http_free(&r);
+
+	snprintf(chan, sizeof(chan), "redisson_sc:{%s}", n);
+	snprintf(p, sizeof(p), "/semaphores/%s?owner=w&limit=1&wait_ms=30000", n);
+	s0 = redis_evalsha_calls();
+	bg_start(&w, "PUT", p, NULL);
+	CHECK(wait_parked(NULL, 1, s0, 5000, "%s", chan), "waiter parked (the lease: 60 s)");
+	snprintf(p, sizeof(p), "/semaphores/%s/heartbeat?owner=h&ttl_ms=1000", n);
+	http("POST", p, NULL, &r);
+	end = mono_ms() + 1000;
+	CHECK_STATUS(r, 200, "the holder shortens its lease to 1 s, and dies");
+	http_free(&r);
+	CHECK_GRANTED_WITHIN(w, end, 500, "the waiter is served at the new end");
+	http_free(&w.r);
+	del_sem(n, "w");
+}
