@@ -660,3 +660,37 @@ TEST(semaphore_heartbeat_renews_and_a_shorter_lease_serves_a_waiter_by_its_end)
 	http_free(&w.r);
 	del_sem(n, "w");
 }
+
+/* Data that is not a semaphore's under its keys is refused untouched:
+ * 409 wrong_kind, for an acquire, a status, a release and a limit change. */
+TEST(semaphore_keys_holding_other_data_are_left_alone)
+{
+	static const char *const setup[] = { "SET %s notanumber", "SET {%s}:timeout x",
+					     "HSET %s f v", "SET redisson_lock_token:{%s} x" };
+	char p[600];
+
+	for (size_t i = 0; i < sizeof(setup) / sizeof(setup[0]); i++) {
+		const char *n = lockname("semdata");
+		struct http_resp r;
+		redisReply *rep = rcmd(setup[i], n);
+
+		if (rep)
+			freeReplyObject(rep);
+		put_sem(n, "w", "&limit=2", &r);
+		CHECK_ERROR(r, 409, "wrong_kind", setup[i]);
+		http_free(&r);
+		snprintf(p, sizeof(p), "/semaphores/%s", n);
+		http("GET", p, NULL, &r);
+		CHECK(r.status == 409 || (i == 3 && r.status == 200), "%s: GET %ld", setup[i],
+		      r.status);
+		http_free(&r);
+		snprintf(p, sizeof(p), "/semaphores/%s/limit?limit=3", n);
+		http("PUT", p, NULL, &r);
+		CHECK(r.status == 409 || (i == 3 && r.status == 200), "%s: limit %ld", setup[i],
+		      r.status);
+		http_free(&r);
+		CHECK(rcmd_int("EXISTS {%s}:timeout", n) == (i == 1), "%s: no permit written",
+		      setup[i]);
+		rcmd("DEL %s {%s}:timeout redisson_lock_token:{%s}", n, n, n);
+	}
+}
