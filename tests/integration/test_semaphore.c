@@ -694,3 +694,24 @@ TEST(semaphore_keys_holding_other_data_are_left_alone)
 		rcmd("DEL %s {%s}:timeout redisson_lock_token:{%s}", n, n, n);
 	}
 }
+
+/* Fencing tokens never go back, even when Redis lost the counter (and the
+ * semaphore with it): the next permit's token is above every earlier one. */
+TEST(semaphore_tokens_never_go_back_across_lost_data)
+{
+	const char *n = lockname("semtok");
+	struct http_resp r;
+	long long t1, t2;
+
+	put_sem(n, "a", "&limit=2", &r);
+	CHECK_STATUS(r, 200, "a permit");
+	t1 = json_int(&r, "fencing_token");
+	http_free(&r);
+	rcmd("DEL %s {%s}:timeout redisson_lock_token:{%s} dlockd_lock_owners:{%s}", n, n, n, n);
+	put_sem(n, "b", "&limit=2", &r);
+	CHECK_STATUS(r, 200, "a permit after the data was lost");
+	t2 = json_int(&r, "fencing_token");
+	http_free(&r);
+	CHECK(t2 > t1, "token %lld after %lld", t2, t1);
+	del_sem(n, "b");
+}
