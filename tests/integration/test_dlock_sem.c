@@ -111,3 +111,31 @@ TEST(dlock_status_list_and_value_with_semaphores)
 	dlock_go(&bad, "sem-bad3", "run", "--limit", "5", n, "--", "true", NULL);
 	CHECK(dlock_end(&bad) == 77, "another limit than the one in force is refused (77)");
 }
+
+/* Everything dlock run promises holds for a permit: renewed past its
+ * lease, and a permit taken away (an admin's forced release) stops the
+ * command and exits 75. */
+TEST(dlock_run_limit_renews_and_stops_the_command_when_the_permit_is_taken)
+{
+	const char *n = lockname("dlock-semlost");
+	char err[4096];
+	struct proc p;
+	int64_t t0;
+	int code;
+
+	dlock_go(&p, "sem-lost", "run", "--limit", "2", "--ttl", "1500ms", "--grace", "500ms", n,
+		 "--", "sleep", "60", NULL);
+	CHECK(WAIT_FOR(rcmd_int("ZCARD {%s}:timeout", n) == 1, 5000), "dlock holds a permit");
+	sleep_ms(2500);		/* past the lease: only renewals keep it */
+	CHECK(!proc_exited(&p) && rcmd_int("ZCARD {%s}:timeout", n) == 1,
+	      "the permit is renewed past its first lease");
+	CHECK(status_of(NULL, "DELETE", "/semaphores/%s?force=true", n) == 200,
+	      "an admin takes every permit back");
+	t0 = mono_ms();
+	CHECK(WAIT_FOR(proc_exited(&p), 10000), "dlock ends");
+	code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
+	CHECK(code == 75, "the lease-lost code 75, got %d: %s", code,
+	      file_read(p.err, err, sizeof(err)));
+	CHECK(mono_ms() - t0 < 1000 + 1500LL * slow_factor(), "within a heartbeat (%lld ms)",
+	      (long long)(mono_ms() - t0));
+}
