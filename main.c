@@ -73,6 +73,7 @@ static const char *const metric_kind_labels[LOCK_KIND_COUNT] = {
 /* ... and mode="..." where a kind has two sides (NULL: none). */
 static const char *const metric_mode_labels[LOCK_KIND_COUNT] = {
 	[LOCK_KIND_READ] = "read", [LOCK_KIND_WRITE] = "write",
+	[LOCK_KIND_SEMAPHORE] = "semaphore",
 };
 static const char *const metric_result_labels[HANDLE_RESULT_COUNT] = {
 	[LOCK_OK] = "ok", [LOCK_HELD] = "locked", [LOCK_NOT_HELD] = "not_held",
@@ -80,6 +81,7 @@ static const char *const metric_result_labels[HANDLE_RESULT_COUNT] = {
 	[LOCK_BACKEND_DOWN] = "backend_unavailable", [LOCK_SCRIPT_ERROR] = "script_error",
 	[LOCK_UNCONFIRMED] = "replication_unconfirmed", [LOCK_TOO_MANY_HOLDS] = "too_many_holds",
 	[LOCK_QUEUE_FULL] = "queue_full",
+	[LOCK_LIMIT_MISMATCH] = "limit_mismatch",
 	[HANDLE_ABANDONED] = "abandoned",
 };
 

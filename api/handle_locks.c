@@ -57,6 +57,10 @@ static enum MHD_Result reply_locked(struct request *rq, const struct lock_state 
 
 	rq->retry_after_s = retry_after_s(holder_ttl_ms);
 	switch (st->why) {
+	case LOCK_WHY_NO_PERMIT:
+		return reply_error(rq, ERR_LOCKED, extra,
+				   "every permit of semaphore '%s' is out (its limit is %lld)",
+				   rq->name, n);
 	case LOCK_WHY_QUEUE:
 		return reply_error(rq, ERR_LOCKED, extra,
 				   "fair lock '%s' is free but %lld waiter%s queued for it and go%s "
@@ -145,6 +149,10 @@ static enum MHD_Result reply_failure(struct request *rq, enum lock_result r,
 	case LOCK_HELD:
 		return reply_locked(rq, st);
 	case LOCK_NOT_HELD:
+		if (rq->route.kind == LOCK_KIND_SEMAPHORE)
+			return reply_error(rq, ERR_NOT_HELD, NULL,
+					   "'%s' holds no permit of semaphore '%s': its lease ran out "
+					   "or it was released", rq->lock.params.owner, rq->name);
 		if (rq->route.kind == LOCK_KIND_READ)	/* read holds are each owner's own */
 			return reply_error(rq, ERR_NOT_HELD, NULL,
 					   "read lock '%s' is not held by '%s': its lease ran out or "
@@ -185,6 +193,13 @@ static enum MHD_Result reply_failure(struct request *rq, enum lock_result r,
 				   locks_kind_label(rq->route.kind), rq->name, (long long)st->others,
 				   rq->route.kind == LOCK_KIND_WRITE ? "writers waiting" : "waiters queued",
 				   (long long)rq->cfg->fair_queue_max);
+	case LOCK_LIMIT_MISMATCH:
+		return reply_error(rq, ERR_LIMIT_MISMATCH,
+				   json_pack("{s:I}", "limit", (json_int_t)st->others),
+				   "semaphore '%s' has limit %lld, not %lld: nothing was changed "
+				   "(an admin changes it with PUT /semaphores/%s/limit)",
+				   rq->name, (long long)st->others, (long long)rq->lock.params.limit,
+				   rq->name);
 	case LOCK_OK:
 	case LOCK_RESULT_COUNT:
 		break;
@@ -235,6 +250,12 @@ static enum MHD_Result reply_granted(struct request *rq, const struct lock_state
 	if (server_client_gone(rq))
 		return MHD_NO;	/* nobody will learn of it: released on completion */
 	metrics_lock(rq->route.kind, MOP_ACQUIRE, LOCK_OK);
+	if (rq->route.kind == LOCK_KIND_SEMAPHORE)
+		return reply_json(rq, 200, json_pack("{s:s, s:s, s:I, s:I, s:I}",
+						     "name", rq->name, "owner", rq->lock.params.owner,
+						     "fencing_token", (json_int_t)st->token,
+						     "ttl_ms", (json_int_t)st->ttl_ms,
+						     "limit", (json_int_t)rq->lock.params.limit));
 	return reply_json(rq, 200, json_pack("{s:s, s:s, s:I, s:I, s:I}",
 					     "name", rq->name, "owner", rq->lock.params.owner,
 					     "fencing_token", (json_int_t)st->token,
@@ -275,9 +296,15 @@ static enum MHD_Result acquire_answer(struct request *rq)
 static enum MHD_Result put_lock(struct request *rq)
 {
 	struct params *p = &rq->lock.params;
+	bool sem = rq->route.kind == LOCK_KIND_SEMAPHORE;
 
-	if (params_or_reply(rq, P_OWNER | P_TTL | P_WAIT | P_REENTRANT) < 0)
+	if (params_or_reply(rq, P_OWNER | P_TTL | P_WAIT | P_VALUE |
+			    (sem ? P_LIMIT : P_REENTRANT)) < 0)
 		return MHD_YES;
+	if (sem && !(p->given & P_LIMIT))
+		return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
+				   "limit is required: the number of permits of semaphore '%s' "
+				   "(1..%d)", rq->name, LOCKS_SEMAPHORE_LIMIT_MAX);
 	if (!(p->given & P_OWNER))
 		random_hex(p->owner, 16);
 	if (!(p->given & P_TTL))
@@ -291,6 +318,7 @@ static enum MHD_Result put_lock(struct request *rq)
 		.principal = rq->principal,
 		.reentrant = p->reentrant,
 		.ttl_ms = p->ttl_ms,
+		.extras = { .limit = p->limit, .value = (p->given & P_VALUE) ? p->value : NULL },
 		.wait_ms = p->wait_ms,
 		.fd = client_fd(rq),
 		.done = machine_done,
@@ -305,8 +333,8 @@ void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode t
 	watch_end(&rq->lock.watch);
 	if (acquire_end(&rq->lock.acquire, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)) {
 		metrics_lock(rq->route.kind, MOP_ACQUIRE, HANDLE_ABANDONED);
-		log_info("answer to the grant of lock '%s' was not delivered; taking it back",
-			 rq->name);
+		log_info("answer to the grant of %s '%s' was not delivered; taking it back",
+			 locks_kind_label(rq->route.kind), rq->name);
 	}
 }
 
@@ -406,6 +434,8 @@ static json_t *holding_json(const struct request *rq, const struct lock_holding 
 	if (h->token > 0)
 		json_object_set_new(o, "fencing_token", json_integer(h->token));
 	json_object_set_new(o, "ttl_ms", json_integer(h->ttl_ms));
+	if (h->value && owner_shown(rq, h->principal))
+		json_object_set_new(o, "value", json_string(h->value));
 	return o;
 }
 
@@ -458,6 +488,44 @@ static enum MHD_Result status_read(struct request *rq, const struct lock_view *v
 	return reply_json(rq, 200, body);
 }
 
+/* A semaphore's status: limit, available, holders (with values; a
+ * Redisson permit's id in hex as "permit"), waiting. */
+static enum MHD_Result semaphore_read(struct request *rq, const struct lock_view *v)
+{
+	const struct params *p = &rq->lock.params;
+	json_t *body, *holders = json_array();
+
+	for (size_t i = 0; i < v->nholders; i++) {
+		const struct lock_holding *h = &v->holders[i];
+		json_t *o = json_object();
+
+		if (h->foreign)
+			json_object_set_new(o, "permit", json_string(h->owner));
+		else if (owner_shown(rq, h->principal))
+			json_object_set_new(o, "owner", json_string(h->owner));
+		if (h->token > 0)
+			json_object_set_new(o, "fencing_token", json_integer(h->token));
+		json_object_set_new(o, "ttl_ms", json_integer(h->ttl_ms));
+		if (h->value && (owner_shown(rq, h->principal) || h->foreign))
+			json_object_set_new(o, "value", json_string(h->value));
+		json_array_append_new(holders, o);
+	}
+	body = json_pack("{s:s, s:b, s:I, s:I, s:I, s:I}", "name", rq->name, "locked", v->locked,
+			 "limit", (json_int_t)v->limit, "available", (json_int_t)v->available,
+			 "held", (json_int_t)v->out, "waiting", (json_int_t)v->waiting);
+	if (p->given & P_OWNER) {
+		const struct lock_holding *h = lock_view_holding(v, p->owner, LOCK_MODE_NONE);
+
+		json_object_set_new(body, "holds", json_integer(h ? 1 : 0));
+		json_object_set_new(body, "held_by_owner", json_boolean(h != NULL));
+	}
+	json_object_set_new(body, "index", json_integer(v->index));
+	if (p->given & P_INDEX)
+		json_object_set_new(body, "changed", json_boolean(rq->lock.watch.changed));
+	json_object_set_new(body, "holders", holders);
+	return reply_json(rq, 200, body);
+}
+
 /* Resumed by machine_done: answer the outcome. */
 static enum MHD_Result status_answer(struct request *rq)
 {
@@ -465,6 +533,8 @@ static enum MHD_Result status_answer(struct request *rq)
 
 	switch (w->outcome) {
 	case WATCH_READ:
+		if (w->view->semaphore)
+			return semaphore_read(rq, w->view);
 		return status_read(rq, w->view);
 	case WATCH_FAILED:
 		return reply_failure(rq, w->result, &w->state);
@@ -525,12 +595,17 @@ static json_t *page_json(const struct request *rq, const struct lock_page *page)
 
 			if (rq->admin)
 				json_object_set_new(o, "owner", json_string(h->owner));
+			if (rq->admin && h->value)
+				json_object_set_new(o, "value", json_string(h->value));
 			json_object_set_new(o, "holds", json_integer(h->holds));
 			if (e->rw)
 				json_object_set_new(o, "mode", json_string(modes[h->side]));
 			json_array_append_new(holders, o);
 		}
-		lock = json_pack("{s:s, s:s}", "name", e->name, "kind", e->rw ? "rwlock" : "lock");
+		lock = json_pack("{s:s, s:s}", "name", e->name, "kind",
+				 e->semaphore ? "semaphore" : e->rw ? "rwlock" : "lock");
+		if (e->semaphore)
+			json_object_set_new(lock, "limit", json_integer(e->limit));
 		if (e->rw)
 			json_object_set_new(lock, "mode", json_string(modes[e->mode]));
 		json_object_set_new(lock, "ttl_ms", json_integer(e->ttl_ms));
@@ -587,6 +662,37 @@ static enum MHD_Result get_locks(struct request *rq)
 	return server_suspend(rq, listed_answer);
 }
 
+/* ----- A semaphore's limit ----- */
+
+static enum MHD_Result limit_set(struct request *rq)
+{
+	const struct lock_state *st = &rq->lock.state;
+
+	if (rq->lock.result != LOCK_OK)
+		return reply_failure(rq, rq->lock.result, st);
+	return reply_json(rq, 200, json_pack("{s:s, s:I, s:I, s:I}", "name", rq->name,
+					     "limit", (json_int_t)rq->lock.params.limit,
+					     "available", (json_int_t)st->holds,
+					     "previous_limit", (json_int_t)st->others));
+}
+
+/* PUT /semaphores/{name}/limit?limit=N: an admin's (anyone's with auth
+ * off), the one way to change a limit in force. */
+static enum MHD_Result put_limit(struct request *rq)
+{
+	if (params_or_reply(rq, P_LIMIT) < 0)
+		return MHD_YES;
+	if (!(rq->lock.params.given & P_LIMIT))
+		return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
+				   "limit is required: the new number of permits (1..%d)",
+				   LOCKS_SEMAPHORE_LIMIT_MAX);
+	if (!rq->admin)
+		return reply_error(rq, ERR_FORBIDDEN, NULL,
+				   "only an admin token may change a semaphore's limit");
+	locks_set_limit(rq->backend, rq->name, rq->lock.params.limit, lock_done, rq);
+	return server_suspend(rq, limit_set);
+}
+
 enum MHD_Result handle_lock(struct request *rq)
 {
 	switch (rq->route.op) {
@@ -595,6 +701,7 @@ enum MHD_Result handle_lock(struct request *rq)
 	case OP_HEARTBEAT: return post_heartbeat(rq);
 	case OP_STATUS: return get_lock(rq);
 	case OP_LIST: return get_locks(rq);
+	case OP_SET_LIMIT: return put_limit(rq);
 	default:
 		return reply_error(rq, ERR_INTERNAL, NULL, "no lock handler for this route");
 	}

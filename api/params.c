@@ -71,7 +71,7 @@ static const struct {
 } param_keys[] = {
 	{ "owner", P_OWNER }, { "ttl_ms", P_TTL }, { "wait_ms", P_WAIT }, { "force", P_FORCE },
 	{ "reentrant", P_REENTRANT }, { "index", P_INDEX },
-	{ "prefix", P_PREFIX }, { "limit", P_LIMIT }, { "cursor", P_CURSOR },
+	{ "prefix", P_PREFIX }, { "limit", P_LIMIT }, { "cursor", P_CURSOR }, { "value", P_VALUE },
 };
 
 struct params_parse {
@@ -125,7 +125,8 @@ static void set_number(struct params_parse *ps, enum param_flags f, const char *
 	struct params *p = &ps->rq->lock.params;
 	int64_t min = f == P_WAIT || f == P_INDEX ? 0 : 1;
 	int64_t max = f == P_TTL ? cfg->max_ttl_ms : f == P_WAIT ? cfg->max_wait_ms
-			: f == P_INDEX ? INDEX_MAX : LOCKS_LIST_MAX;
+			: f == P_INDEX ? INDEX_MAX
+			: ps->rq->route.op == OP_LIST ? LOCKS_LIST_MAX : LOCKS_SEMAPHORE_LIMIT_MAX;
 
 	if (v < min || v > max) {
 		snprintf(ps->why, sizeof(ps->why), "%s '%s' is out of range %lld..%lld", key,
@@ -136,12 +137,39 @@ static void set_number(struct params_parse *ps, enum param_flags f, const char *
 										: &p->limit) = v;
 }
 
+/* Is s[0..len) UTF-8 text without NUL (RFC 3629: no overlong forms, no
+ * surrogates, nothing past U+10FFFF)? */
+static bool utf8_text(const char *str, size_t len)
+{
+	const unsigned char *s = (const unsigned char *)str;
+
+	for (size_t i = 0; i < len;) {
+		unsigned c = s[i], n = c < 0x80 ? 0 : (c & 0xe0) == 0xc0 ? 1
+				     : (c & 0xf0) == 0xe0 ? 2 : (c & 0xf8) == 0xf0 ? 3 : 9;
+		unsigned cp = n == 0 ? c : n == 1 ? c & 0x1f : n == 2 ? c & 0x0f : c & 0x07;
+
+		if (c == 0 || n == 9 || len - i <= n)
+			return false;
+		for (unsigned k = 1; k <= n; k++) {
+			if ((s[i + k] & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (s[i + k] & 0x3f);
+		}
+		if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+			return false;
+		i += n + 1;
+	}
+	return true;
+}
+
 /* A string parameter: owner, prefix (a name's start: may be empty) or
  * cursor (opaque here: the service reads it). */
 static void set_string(struct params_parse *ps, enum param_flags f, const char *s, size_t len)
 {
 	struct params *p = &ps->rq->lock.params;
-	char *to = f == P_OWNER ? p->owner : f == P_PREFIX ? p->prefix : p->cursor;
+	char *to = f == P_OWNER ? p->owner : f == P_PREFIX ? p->prefix
+		 : f == P_VALUE ? p->value : p->cursor;
 
 	if (f == P_OWNER && params_check_owner(s, len, ps->why, sizeof(ps->why)) < 0)
 		return;
@@ -153,13 +181,20 @@ static void set_string(struct params_parse *ps, enum param_flags f, const char *
 			 "gave, 1 to %d characters", LOCKS_CURSOR_MAX);
 		return;
 	}
+	if (f == P_VALUE && (len > LOCKS_VALUE_MAX || !utf8_text(s, len))) {
+		snprintf(ps->why, sizeof(ps->why), len > LOCKS_VALUE_MAX
+			 ? "value is %zu bytes long, at most %d are kept"
+			 : "value must be UTF-8 text without NUL (%zu bytes given, at most %d)",
+			 len, LOCKS_VALUE_MAX);
+		return;
+	}
 	memcpy(to, s, len);
 	to[len] = '\0';
 }
 
 static bool is_string_param(enum param_flags f)
 {
-	return f == P_OWNER || f == P_PREFIX || f == P_CURSOR;
+	return f == P_OWNER || f == P_PREFIX || f == P_CURSOR || f == P_VALUE;
 }
 
 /* One query parameter; MHD has already unescaped it. */
@@ -222,6 +257,7 @@ static void body_param(struct params_parse *ps, const char *key, json_t *v)
 	case P_OWNER:
 	case P_PREFIX:
 	case P_CURSOR:
+	case P_VALUE:
 		if (!json_is_string(v))
 			snprintf(ps->why, sizeof(ps->why), "%s must be a string", key);
 		else

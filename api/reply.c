@@ -28,6 +28,7 @@ static const struct {
 	[ERR_WRONG_KIND] = { 409, "wrong_kind" },
 	[ERR_TOO_MANY_HOLDS] = { 409, "too_many_holds" },
 	[ERR_QUEUE_FULL] = { 409, "queue_full" },
+	[ERR_LIMIT_MISMATCH] = { 409, "limit_mismatch" },
 	[ERR_BODY_TOO_LARGE] = { 413, "body_too_large" },
 	[ERR_UNAUTHORIZED] = { 401, "unauthorized" },
 	[ERR_FORBIDDEN] = { 403, "forbidden" },

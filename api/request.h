@@ -33,6 +33,7 @@ enum param_flags {
 	P_PREFIX = 1 << 6,		/* the listing's */
 	P_LIMIT = 1 << 7,
 	P_CURSOR = 1 << 8,
+	P_VALUE = 1 << 9,		/* a holder value */
 };
 
 struct params {
@@ -46,6 +47,7 @@ struct params {
 	char prefix[NAME_MAX_LEN + 1];	/* "" when not given */
 	int64_t limit;
 	char cursor[LOCKS_CURSOR_MAX + 1];
+	char value[LOCKS_VALUE_MAX + 1];
 };
 
 /* A lock operation's side of a request: what it asks for and what Redis

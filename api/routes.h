@@ -13,6 +13,7 @@ enum route_op {
 	OP_STATUS,		/* GET    /locks/{name}, /rwlocks/{name} */
 	OP_HEARTBEAT,		/* POST   .../heartbeat */
 	OP_LIST,		/* GET    /locks: the locks held, every kind */
+	OP_SET_LIMIT,		/* PUT    /semaphores/{name}/limit */
 	OP_HEALTHZ,
 	OP_READYZ,
 	OP_METRICS,

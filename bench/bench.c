@@ -436,7 +436,10 @@ static redisContext *redis_connect(void)
  * does on a standalone Redis, and its calls never expire. */
 #define TAIL "publish 9007199254740991"
 
-enum kind { K_LOCK, K_FAIR, K_WRITE, K_READ, K_COUNT };
+enum kind { K_LOCK, K_FAIR, K_WRITE, K_READ, K_SEM, K_COUNT };
+
+/* The semaphore's limit in its rows: 4 permits. */
+#define SEM_LIMIT "4"
 
 static const struct kind_info {
 	const char *label;
@@ -452,6 +455,8 @@ static const struct kind_info {
 		      "redisson_rwlock:{%s}" },
 	[K_READ] = { "rwlock read", "/rwlocks/%s/read", "rw_read_acquire", "rw_read_release",
 		     "redisson_rwlock:{%s}" },
+	[K_SEM] = { "semaphore", "/semaphores/%s", "sem_acquire", "sem_release",
+		    "redisson_sc:{%s}" },
 };
 
 /* The floor: one client's connections and the scripts' SHAs. */
@@ -517,6 +522,15 @@ static int floor_acquire(struct floor_client *fc, enum kind k, const char *name,
 		r = redisCommand(fc->cmd, "EVALSHA %s 5 %s %s %s %s %s 30000 %s %s 0 %s 1000 "
 				 TAIL, fc->acq_sha, name, tok, tag, wr, own, owner, life, "");
 		break;
+	case K_SEM:
+		/* ARGV: lease, owner, place life, limit, principal, no value */
+		snprintf(tag, sizeof(tag), "{%s}:timeout", name);
+		snprintf(ch, sizeof(ch), "redisson_sc:{%s}", name);
+		snprintf(wr, sizeof(wr), "dlockd_sem_waiters:{%s}", name);
+		r = redisCommand(fc->cmd, "EVALSHA %s 6 %s %s %s %s %s %s 30000 %s %s " SEM_LIMIT
+				 " %s 0 %s " TAIL, fc->acq_sha, name, tag, ch, tok, own, wr, owner,
+				 life, "", "");
+		break;
 	default:
 		/* a read also takes the caps on read holds: dlockd's defaults */
 		snprintf(tag, sizeof(tag), "{%s}", name);
@@ -561,6 +575,11 @@ static int floor_release(struct floor_client *fc, enum kind k, const char *name,
 		snprintf(dl, sizeof(dl), "redisson_lock_timeout:{%s}", name);
 		r = redisCommand(fc->cmd, "EVALSHA %s 5 %s %s %s %s %s %s %s " TAIL, fc->rel_sha, name, q,
 				 dl, ch, own, owner, "");
+		break;
+	case K_SEM:
+		snprintf(tag, sizeof(tag), "{%s}:timeout", name);
+		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s %s %s " TAIL, fc->rel_sha, name, tag,
+				 ch, own, owner, "");
 		break;
 	default:
 		snprintf(tag, sizeof(tag), "{%s}", name);
@@ -709,8 +728,9 @@ static void *http_client(void *arg)
 		else
 			snprintf(name, sizeof(name), "%s-%d-%lld", run->name, ca->id, i++ % 1000);
 		snprintf(base, sizeof(base), kinds[run->kind].path, name);
-		snprintf(acq, sizeof(acq), "%s?owner=c%d&ttl_ms=30000%s", base, ca->id,
-			 run->mode == HOT ? "&wait_ms=60000" : "");
+		snprintf(acq, sizeof(acq), "%s?owner=c%d&ttl_ms=30000%s%s", base, ca->id,
+			 run->mode == HOT ? "&wait_ms=60000" : "",
+			 run->kind == K_SEM ? "&limit=" SEM_LIMIT : "");
 		snprintf(rel, sizeof(rel), "%s?owner=c%d", base, ca->id);
 		if ((st = http_req(&c, "PUT", acq, &body)) != 200) {
 			run_error(run, "PUT %s: %d %.200s", acq, st, answer_of(&c, st));
@@ -1602,6 +1622,8 @@ static const struct lock_scenario lock_scenarios[] = {
 	{ "uncontended rwlock write, %d clients", K_WRITE, UNCONTENDED, 16 },
 	{ "hot rwlock write, %d clients", K_WRITE, HOT, 64 },
 	{ "uncontended rwlock read, %d clients", K_READ, UNCONTENDED, 16 },
+	{ "uncontended semaphore, %d clients", K_SEM, UNCONTENDED, 16 },
+	{ "hot semaphore of 4, %d clients", K_SEM, HOT, 64 },
 };
 
 /* The median of v[0..n) (sorted in place); of an even n, the mean of the

@@ -74,7 +74,8 @@ bool args_kind(const char *s, enum lease_kind *kind)
 		enum lease_kind kind;
 	} kinds[] = {
 		{ "lock", KIND_LOCK }, { "fairlock", KIND_FAIR }, { "rwlock", KIND_WRITE },
-		{ "fair", KIND_FAIR }, { "read", KIND_READ }, { "write", KIND_WRITE },
+		{ "semaphore", KIND_SEMAPHORE }, { "fair", KIND_FAIR }, { "read", KIND_READ },
+		{ "write", KIND_WRITE },
 	};
 
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {

@@ -31,10 +31,14 @@ static const char usage_text[] =
 "       dlock list [options] [PREFIX]     the locks held: a table (-o json, -o name)\n"
 "\n"
 "Options (before NAME; before the subcommand too, as in dlock -s URL run ...):\n"
-"  -k, --kind KIND        lock (default), fairlock or rwlock (old spellings fair,\n"
-"                         read and write are still taken; flock -s: --kind\n"
-"                         rwlock --mode read)\n"
+"  -k, --kind KIND        lock (default), fairlock, rwlock or semaphore (old\n"
+"                         spellings fair, read and write are still taken;\n"
+"                         flock -s: --kind rwlock --mode read)\n"
 "  -m, --mode MODE        rwlock: read or write (default write)\n"
+"      --limit N          one of N permits of semaphore NAME (1..10000; sets\n"
+"                         --kind semaphore; every user of NAME gives the same N)\n"
+"      --value TEXT       the holder value kept with the holding (UTF-8, at most\n"
+"                         1024 bytes): status and watchers see it\n"
 "  -s, --server URL       dlockd's http:// or https:// URL (default $DLOCKD_URL,\n"
 "                         else " DEFAULT_SERVER "; old alias $DLOCK_SERVER)\n"
 "      --token-file FILE  read the bearer token from FILE's first line (default\n"
@@ -86,7 +90,7 @@ static const char usage_text[] =
 "was, while waiting); 1 (or -E) not acquired within the wait; 64 usage error\n"
 "(or dlockd refused a value: 400); 69 dlockd unreachable or failing (5xx) for\n"
 "10 s; 74 stdout cannot be written; 75 the lease was lost; 77 dlockd refused\n"
-"(401, 403, a name that is another kind of lock); 126 COMMAND cannot run, 127\n"
+"(401, 403, a name that is another kind of lock, another semaphore limit); 126 COMMAND cannot run, 127\n"
 "COMMAND not found. release, renew: 75 if not held. status: 1 if not locked.\n"
 "renew takes $DLOCK_TTL_MS (what acquire asked for) unless --ttl is given.\n";
 
@@ -109,6 +113,8 @@ struct opts {
 	bool force;
 	bool listing;		/* the subcommand is list: -o is --output */
 	enum list_output { OUT_TABLE, OUT_JSON, OUT_NAME } output;
+	int limit;		/* --limit: a semaphore's permits; 0: not given */
+	const char *value;	/* --value */
 };
 
 static int usage_error(const char *fmt, const char *arg)
@@ -123,7 +129,8 @@ static int usage_error(const char *fmt, const char *arg)
  * success *first is the index of the first argument that is not one. */
 static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 {
-	enum { O_TOKEN_FILE = 256, O_FORCE, O_JSON, O_CACERT, O_CERT, O_KEY, O_OUTPUT };
+	enum { O_TOKEN_FILE = 256, O_FORCE, O_JSON, O_CACERT, O_CERT, O_KEY, O_OUTPUT, O_LIMIT,
+	       O_VALUE };
 	/* flock's names where they mean the same: --timeout, --nonblock,
 	 * -c/--command, -v/--verbose */
 	static const struct option longopts[] = {
@@ -148,6 +155,8 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 		{ "force", no_argument, NULL, O_FORCE },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "output", required_argument, NULL, O_OUTPUT },
+		{ "limit", required_argument, NULL, O_LIMIT },
+		{ "value", required_argument, NULL, O_VALUE },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -159,7 +168,8 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 		switch (c) {
 		case 'k':
 			if (!args_kind(optarg, &o->kind))
-				return usage_error("--kind '%s' is none of lock, fairlock, rwlock",
+				return usage_error("--kind '%s' is none of lock, fairlock, rwlock, "
+						   "semaphore",
 						   optarg);
 			o->kind_given = true;
 			break;
@@ -225,6 +235,16 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 			else
 				return usage_error("--output '%s' is none of table, json, name",
 						   optarg);
+			break;
+		case O_LIMIT:
+			if (!args_int(optarg, 1, 10000, &o->limit))
+				return usage_error("--limit '%s' is not 1..10000", optarg);
+			break;
+		case O_VALUE:
+			if (strlen(optarg) > 1024)
+				return usage_error("--value '%.32s...' is longer than 1024 bytes",
+						   optarg);
+			o->value = optarg;
 			break;
 		case 'h': fputs(usage_text, stdout); exit(0);
 		case ':': return usage_error("%s needs a value", argv[optind - 1]);
@@ -353,7 +373,7 @@ static int cmd_renew(struct lease *l, const struct opts *o)
 static int cmd_status(struct lease *l)
 {
 	static const char *const fmt[] = { "/locks/%s", "/fairlocks/%s", "/rwlocks/%s",
-					   "/rwlocks/%s" };
+					   "/rwlocks/%s", "/semaphores/%s" };
 	char path[300];
 	struct answer a;
 	int status;
@@ -633,6 +653,14 @@ int main(int argc, char **argv)
 	}
 	if ((n == C_RENEW || (n == C_RELEASE && !o.force)) && !o.owner)
 		return usage_error("%s needs --owner (or $DLOCK_OWNER with $DLOCK_NAME)", cmd);
+	/* --limit makes it a semaphore, which an acquire must give its limit */
+	if (o.limit && o.kind_given && o.kind != KIND_SEMAPHORE)
+		return usage_error("--limit is for semaphores, not --kind %s",
+				   lease_kind_name(o.kind));
+	if (o.limit)
+		o.kind = KIND_SEMAPHORE;
+	if ((n == C_RUN || n == C_ACQUIRE) && o.kind == KIND_SEMAPHORE && !o.limit)
+		return usage_error("%s of a semaphore needs --limit N", cmd);
 	if (n == C_RUN) {
 		/* flock's order: NAME -c 'COMMAND' */
 		if (first + 1 < argc && (!strcmp(argv[first], "-c") ||
@@ -705,6 +733,8 @@ int main(int argc, char **argv)
 	l.name = name;
 	l.ttl_ms = o.ttl_ms;
 	l.verbose = o.verbose;
+	l.limit = o.limit;
+	l.value = o.value;
 	l.owner_given = o.owner != NULL;
 	if (o.owner)
 		snprintf(l.owner, sizeof(l.owner), "%s", o.owner);

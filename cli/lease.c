@@ -30,7 +30,7 @@ int64_t mono_ms(void)
 
 const char *lease_kind_name(enum lease_kind kind)
 {
-	static const char *const names[] = { "lock", "fairlock", "rwlock", "rwlock" };
+	static const char *const names[] = { "lock", "fairlock", "rwlock", "rwlock", "semaphore" };
 
 	return names[kind];
 }
@@ -85,7 +85,8 @@ void lease_make_owner(char *owner)
 
 void lease_say(const struct lease *l, const char *fmt, ...)
 {
-	static const char *const what[] = { "lock", "fair lock", "read lock", "write lock" };
+	static const char *const what[] = { "lock", "fair lock", "read lock", "write lock",
+					    "semaphore" };
 	va_list ap;
 
 	fprintf(stderr, "dlock: %s '%s': ", what[l->kind], l->name);
@@ -152,9 +153,40 @@ static void say_answer(const struct lease *l, const char *doing, const struct an
 static void lock_path(const struct lease *l, const char *op, char *path, size_t len)
 {
 	static const char *const fmt[] = { "/locks/%s%s", "/fairlocks/%s%s",
-					   "/rwlocks/%s/read%s", "/rwlocks/%s/write%s" };
+					   "/rwlocks/%s/read%s", "/rwlocks/%s/write%s",
+					   "/semaphores/%s%s" };
 
 	snprintf(path, len, fmt[l->kind], l->name, op);
+}
+
+/* What an acquire adds to its query: a semaphore's limit, the holder
+ * value (escaped), reentrant=true for a shared owner id (a semaphore's
+ * repeat is the same permit: it takes none). The caller frees it. */
+static char *acquire_extras(const struct lease *l)
+{
+	size_t n = l->value ? strlen(l->value) : 0, at = 0;
+	char *s = malloc(3 * n + 64);
+
+	if (!s)
+		return NULL;
+	if (l->kind == KIND_SEMAPHORE)
+		at += (size_t)sprintf(s + at, "&limit=%d", l->limit);
+	else if (l->owner_given)
+		at += (size_t)sprintf(s + at, "&reentrant=true");
+	if (l->value) {
+		at += (size_t)sprintf(s + at, "&value=");
+		for (size_t i = 0; i < n; i++) {
+			unsigned char c = (unsigned char)l->value[i];
+
+			if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+			    (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~')
+				s[at++] = (char)c;
+			else
+				at += (size_t)sprintf(s + at, "%%%02X", c);
+		}
+	}
+	s[at] = '\0';
+	return s;
 }
 
 /* Sleep up to ms, or until sigfd is readable: false then. */
@@ -269,7 +301,7 @@ static enum lease_outcome acquire(struct lease *l, int64_t wait_ms, int sigfd)
 
 	for (;;) {
 		int64_t now = mono_ms(), wait = deadline - now, next;
-		char path[600], base[300];
+		char path[4096], base[300], *extras;
 		struct answer a;
 
 		if (wait < 0)
@@ -281,9 +313,10 @@ static enum lease_outcome acquire(struct lease *l, int64_t wait_ms, int sigfd)
 			wait = RETRY_FOR_MS - (now - first_fail) > 0 ? RETRY_FOR_MS - (now - first_fail)
 								     : 0;
 		lock_path(l, "", base, sizeof(base));
+		extras = acquire_extras(l);
 		snprintf(path, sizeof(path), "%s?owner=%s&ttl_ms=%lld&wait_ms=%lld%s", base, l->owner,
-			 (long long)l->ttl_ms, (long long)wait,
-			 l->owner_given ? "&reentrant=true" : "");
+			 (long long)l->ttl_ms, (long long)wait, extras ? extras : "");
+		free(extras);
 		if (!client_call(l->client, "PUT", path, (long)(wait + SLACK_MS), sigfd, &a)) {
 			/* the grant may be on its way: give it back -- unless the
 			 * owner id is shared, where a release could take the hold

@@ -22,7 +22,7 @@ enum {
 	EXIT_NOT_FOUND = 127,		/* no such command */
 };
 
-enum lease_kind { KIND_LOCK, KIND_FAIR, KIND_READ, KIND_WRITE };
+enum lease_kind { KIND_LOCK, KIND_FAIR, KIND_READ, KIND_WRITE, KIND_SEMAPHORE };
 
 /* What became of a request. */
 enum lease_outcome {
@@ -43,6 +43,8 @@ struct lease {
 	bool owner_given;	/* by the user: others may use it too (reentrant=true) */
 	int64_t ttl_ms;		/* asked for, on every grant and renewal */
 	bool verbose;		/* -v: say when it is granted and released */
+	int limit;		/* a semaphore's permits (--limit) */
+	const char *value;	/* the holder value to give with the grant; NULL: none */
 	/* once granted */
 	long long fencing_token;
 	int64_t end_ms;		/* mono_ms() by which the lease surely ends */
@@ -54,7 +56,7 @@ int lease_exit_code(enum lease_outcome out, int conflict_exit);
 enum lease_outcome lease_outcome_of(const struct answer *a);
 /* CLOCK_MONOTONIC in milliseconds. */
 int64_t mono_ms(void);
-/* "lock", "fair", "read", "write". */
+/* "lock", "fair", "read", "write", "semaphore". */
 const char *lease_kind_name(enum lease_kind kind);
 /* The side of a read-write lock ("read", "write"); NULL for other kinds. */
 const char *lease_mode_name(enum lease_kind kind);

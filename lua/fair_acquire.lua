@@ -12,6 +12,8 @@
   ARGV[5] the caller's token name (principal); "" with auth off
   ARGV[6] the most live places the queue may have (--max-fair-queue): a
           caller not queued yet is not added past it
+  ARGV[7] (unused: read holds' caps)
+  ARGV[8] "1": ARGV[9] is the holder value to keep; "0": none given
   Returns {1, token, holds, pttl, added, change}
                                    held (as in lock_acquire.lua: the
                                    holding's token, added 0 for a repeat,
@@ -65,6 +67,7 @@ if take then
   redis.call('hset', KEYS[1], owner, 1)
   redis.call('pexpire', KEYS[1], lease)
   local token = owners_token(KEYS[6], owner, KEYS[2], lease, ARGV[5], true)
+  owners_value(KEYS[6], owner, ARGV[8], ARGV[9], true)
   local change = owners_bump(KEYS[6], owner, '1 0 0')
   owners_sync(KEYS[6], KEYS[1])
   return {1, token, 1, lease, 1, change}
@@ -79,6 +82,7 @@ if reenter then
   end
   local pttl = lease_at_least(KEYS[1], lease)
   local token = owners_token(KEYS[6], owner, KEYS[2], lease, ARGV[5], false)
+  owners_value(KEYS[6], owner, ARGV[8], ARGV[9], false)
   local change = owners_bump(KEYS[6], owner, string.format('%d %d 0', added, before))
   owners_sync(KEYS[6], KEYS[1])
   return {1, token, holds, pttl, added, change}

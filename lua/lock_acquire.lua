@@ -8,6 +8,8 @@
   ARGV[4] "1": a re-entry counts a hold (Redisson's RLock); "0": it is a
           repeat of the same acquire and changes no hold
   ARGV[5] the caller's token name (principal); "" with auth off
+  ARGV[6], ARGV[7] (unused: read holds' caps)
+  ARGV[8] "1": ARGV[9] is the holder value to keep; "0": none given
   Returns {1, token, holds, pttl, added, change}
                                    held; token is the holding's, the same for
                                    every repeat and re-entry while it lasts;
@@ -56,6 +58,7 @@ else
   pttl = lease_at_least(KEYS[1], lease)
 end
 local token = owners_token(KEYS[3], owner, KEYS[2], lease, principal, fresh)
+owners_value(KEYS[3], owner, ARGV[8], ARGV[9], fresh)
 local change = owners_bump(KEYS[3], owner, string.format('%d %d 0', added, before))
 owners_sync(KEYS[3], KEYS[1], pttl)
 return {1, token, holds, pttl, added, change}

@@ -16,28 +16,49 @@
     0                        not a lock now: gone, something that is not a
                              lock (lock_kind 'other'), or a read-write lock
                              whose holds all ran out
-    {1, pttl, o1, n1, ...}   a lock or fair lock (one layout): its lease,
+    {1, pttl, o1, n1, ..., values}
+                             a lock or fair lock (one layout): its lease,
                              then each owner and its holds
-    {2, pttl, mode, o1, n1, s1, ...}
+    {3, pttl, limit, o1, 1, ..., values}
+                             a semaphore with permits out (N a string, its
+                             permits in ARGV[2]'s {N} .. ':timeout'): the
+                             longest lease left, its limit, each permit's
+                             owner (a Redisson permit's id in hex)
+    {2, pttl, mode, o1, n1, s1, ..., values}
                              a read-write lock: its lease (in read mode the
                              longest live read hold's), mode 1 read or
                              2 write, then each holder, its live holds and
                              its side (1 read, 2 write); expired read holds
                              are not counted (and not dropped: this only
-                             reads) ]]
+                             reads)
+  Each ends with values: the holders' values, in their order (false for
+  none; {} when the holders' hash is not one). ]]
 local keys, tags = unpack_list(ARGV[1]), unpack_list(ARGV[2])
 local budget = tonumber(ARGV[3])
 if not keys or not tags or #keys ~= #tags or not budget then
   return redis.error_reply('DLOCKD_ARGS malformed key list')
 end
 
-local function plain(key)
-  local entry = {1, redis.call('pttl', key)}
+-- The holder values of a name's holdings (fields), from its holders'
+-- hash dlockd_lock_owners:<tag>, in order (false: none); none at all when
+-- that key is not a hash.
+local function values_of(tag, fields)
+  local owners = 'dlockd_lock_owners:' .. tag
+  if not type_ok(owners, 'hash') then
+    return {}
+  end
+  return owners_values(owners, fields)
+end
+
+local function plain(key, tag)
+  local entry, fields = {1, redis.call('pttl', key)}, {}
   local f = redis.call('hgetall', key)
   for i = 1, #f, 2 do
     entry[#entry + 1] = f[i]
     entry[#entry + 1] = tonumber(f[i + 1])
+    fields[#fields + 1] = f[i]
   end
+  entry[#entry + 1] = values_of(tag, fields)
   return entry
 end
 
@@ -57,8 +78,10 @@ local function rw(key, tag, fields)
   end
   local write = s.mode == 'write'
   local entry = {2, write and redis.call('pttl', key) or -2, write and 2 or 1}
+  local held = {}
   for _, r in ipairs(s.readers) do
     if #r.live > 0 then
+      held[#held + 1] = r.field
       entry[#entry + 1] = r.field
       entry[#entry + 1] = #r.live
       entry[#entry + 1] = 1
@@ -73,6 +96,7 @@ local function rw(key, tag, fields)
     local f = redis.call('hgetall', key)
     for i = 1, #f, 2 do
       if string.sub(f[i], -6) == ':write' then
+        held[#held + 1] = f[i]
         entry[#entry + 1] = string.sub(f[i], 1, -7)
         entry[#entry + 1] = tonumber(f[i + 1])
         entry[#entry + 1] = 2
@@ -82,14 +106,52 @@ local function rw(key, tag, fields)
   if #entry == 3 then
     return 0
   end
+  entry[#entry + 1] = values_of(tag, held)
+  return entry
+end
+
+local function semaphore(key, tag)
+  local permits = tag .. ':timeout'
+  if not counter_ok(key) or redis.call('type', permits).ok ~= 'zset' then
+    return 0
+  end
+  local now = now_ms()
+  local out = redis.call('zcard', permits) - redis.call('zcount', permits, 0, now)
+  if out <= 0 then
+    return 0
+  end
+  local v = redis.call('zrangebyscore', permits, '(' .. now, '+inf', 'withscores', 'limit', 0,
+                       math.max(1, budget - looked))
+  looked = looked + #v / 2
+  local last = tonumber(v[#v])
+  local entry = {3, last >= 922337203685477 and -1 or last - now,
+                 tonumber(redis.call('get', key)) + out}
+  local held = {}
+  for i = 1, #v, 2 do
+    local m = v[i]
+    held[#held + 1] = m
+    if not string.match(m, '^[%w%._:%-]+$') then
+      m = string.gsub(m, '.', function(c) return string.format('%02x', string.byte(c)) end)
+    end
+    entry[#entry + 1] = m
+    entry[#entry + 1] = 1
+  end
+  entry[#entry + 1] = values_of(tag, held)
   return entry
 end
 
 local out = {}
 for i, key in ipairs(keys) do
-  local kind, fields = lock_kind(key)
-  if kind == 'lock' then
-    out[i] = plain(key)
+  local kind, fields = 'none', nil
+  if redis.call('type', key).ok == 'string' then
+    kind = 'semaphore'
+  else
+    kind, fields = lock_kind(key)
+  end
+  if kind == 'semaphore' then
+    out[i] = semaphore(key, tags[i])
+  elseif kind == 'lock' then
+    out[i] = plain(key, tags[i])
   elseif kind == 'rw' then
     out[i] = rw(key, tags[i], fields)
   else

@@ -7,7 +7,7 @@
   KEYS[4] (fair locks) deadlines redisson_lock_timeout:{N}
   ARGV[1] (fair locks) how many queue places to list, at most
   ARGV[2] (fair locks) how many queue entries to look at for them, at most
-  Returns {locked, pttl, holders, places, queued}
+  Returns {locked, pttl, holders, places, queued, values}
             locked 1 or 0; pttl of N (-2: absent)
             holders {owner, holds, token, principal, ...}: four per field of
               N; token 0 and principal '' when the holders' hash has no
@@ -21,6 +21,7 @@
               a dead dlockd's waiters -- costs no more than that); {}
               for a plain lock
             queued: how many live places the queue has (0 for a plain lock)
+            values: each holder's value, in holders' order (false: none)
           {-1}  N is a read-write lock
           {-3}  N, its holders' hash or its queue holds something that is
                 not a lock's ]]
@@ -31,10 +32,11 @@ elseif kind == 'other' or not type_ok(KEYS[2], 'hash') or
        (KEYS[3] and (not type_ok(KEYS[3], 'list') or not type_ok(KEYS[4], 'zset'))) then
   return {-3}
 end
-local holders = {}
+local holders, fields = {}, {}
 if kind == 'lock' then
   local f = redis.call('hgetall', KEYS[1])
   for i = 1, #f, 2 do
+    fields[#fields + 1] = f[i]
     local token, principal = owners_entry(KEYS[2], f[i])
     holders[#holders + 1] = f[i]
     holders[#holders + 1] = tonumber(f[i + 1])
@@ -64,4 +66,5 @@ if KEYS[3] then
     i = i + #ws
   end
 end
-return {kind == 'lock' and 1 or 0, redis.call('pttl', KEYS[1]), holders, places, queued}
+return {kind == 'lock' and 1 or 0, redis.call('pttl', KEYS[1]), holders, places, queued,
+        owners_values(KEYS[2], fields)}

@@ -14,6 +14,7 @@
   ARGV[6] the most live read holds one owner may have on N
   ARGV[7] the most live read holds N may have, all readers' (Redisson's
           included)
+  ARGV[8] "1": ARGV[9] is the holder value to keep; "0": none given
   Returns {1, token, holds, pttl, added, change}
                                    held; token is the read holding's (the
                                    same while the owner reads); pttl of N,
@@ -104,6 +105,7 @@ else
 end
 local pttl = lease_at_least(KEYS[1], lease)
 local token = owners_token(KEYS[5], owner, KEYS[2], lease, principal, not reading)
+owners_value(KEYS[5], owner, ARGV[8], ARGV[9], not reading)
 for i = 1, #record do
   record[i] = string.format('%d', record[i])
 end

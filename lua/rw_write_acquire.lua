@@ -11,6 +11,8 @@
   ARGV[5] the caller's token name (principal); "" with auth off
   ARGV[6] the most live waiting writers N may have (--max-fair-queue): a
           caller not registered yet is not added past it
+  ARGV[7] (unused: read holds' caps)
+  ARGV[8] "1": ARGV[9] is the holder value to keep; "0": none given
   Returns {1, token, holds, pttl, added, change}
                                    held; token is the write holding's (the
                                    same while the owner writes); added 0 for
@@ -91,6 +93,7 @@ end
 redis.call('zrem', KEYS[4], owner)
 local pttl = lease_at_least(KEYS[1], lease)
 local token = owners_token(KEYS[5], wf, KEYS[2], lease, principal, fresh)
+owners_value(KEYS[5], wf, ARGV[8], ARGV[9], fresh)
 local change = owners_bump(KEYS[5], wf, string.format('%d %d 0', added, before))
 owners_sync(KEYS[5], KEYS[1])
 return {1, token, holds, pttl, added, change}

@@ -87,6 +87,14 @@
                               has no entry, a new one (next_token) recorded
                               with principal; else the entry's, and the
                               counter lives at least lease more
+  owners_value(owners, field, given, value, fresh)
+                              keep the holder value of field's holding in
+                              field '=<field>' ('=' starts no owner id):
+                              given '1' sets it to value; else a fresh
+                              holding has none (a repeat keeps its own)
+  owners_values(owners, fields)
+                              the values of those holdings, in order (false
+                              for none)
   owners_sync(owners, key, pttl)
                               after the lock hash key was written: drop the
                               entries of fields key no longer has (all of
@@ -327,6 +335,22 @@ local function owners_bump(owners, field, record)
   return n
 end
 
+local function owners_value(owners, field, given, value, fresh)
+  if given == '1' then
+    redis.call('hset', owners, '=' .. field, value)
+  elseif fresh then
+    redis.call('hdel', owners, '=' .. field)
+  end
+end
+
+local function owners_values(owners, fields)
+  local v = {}
+  for i, f in ipairs(fields) do
+    v[i] = redis.call('hget', owners, '=' .. f)
+  end
+  return v
+end
+
 local function owners_sync(owners, key, pttl)
   pttl = pttl or redis.call('pttl', key)
   if pttl == -2 then
@@ -342,8 +366,8 @@ local function owners_sync(owners, key, pttl)
   local helds, at = {}, {}
   for i, f in ipairs(fields) do
     local held = f
-    if string.sub(f, 1, 1) == '#' then
-      held = string.sub(f, 2)	-- a holding's change number goes with it
+    if string.sub(f, 1, 1) == '#' or string.sub(f, 1, 1) == '=' then
+      held = string.sub(f, 2)	-- its change number and value go with it
     end
     if not at[held] then
       helds[#helds + 1] = held

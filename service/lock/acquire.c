@@ -97,7 +97,7 @@ static void try_once(struct acquire *a)
 
 	a->phase = ACQUIRE_TRYING;
 	a->ops->try_acquire(a->b, a->kind, a->name, a->owner, a->principal, a->ttl_ms, flags,
-			    tried, a);
+			    &a->extras, tried, a);
 }
 
 /* The loop no longer keeps a's queue place (a is awake, or leaving). */

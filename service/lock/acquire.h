@@ -47,7 +47,8 @@ enum acquire_outcome {
 struct acquire_ops {
 	void (*try_acquire)(const struct backend *b, enum lock_kind kind, const char *name,
 			    const char *owner, const char *principal, int64_t ttl_ms,
-			    unsigned flags, lock_done_fn done, void *ctx);
+			    unsigned flags, const struct lock_extras *x, lock_done_fn done,
+			    void *ctx);
 	void (*dequeue)(const struct backend *b, enum lock_kind kind, const char *name,
 			const char *owner, lock_done_fn done, void *ctx);
 	void (*undo)(const struct backend *b, enum lock_kind kind, const char *name,
@@ -84,6 +85,8 @@ struct acquire {
 	bool reentrant;			/* a holder's acquire adds a hold
 					 * (LOCK_REENTRANT) instead of repeating */
 	int64_t ttl_ms;			/* the lease asked for */
+	struct lock_extras extras;	/* a semaphore's limit, a holder value
+					 * (borrowed like owner) */
 	int64_t wait_ms;		/* how long to wait for it; 0 = try once */
 	int fd;				/* client socket watched for hang-up while
 					 * asleep; -1 = none */

@@ -17,7 +17,8 @@
 #include <stdlib.h>
 
 _Static_assert((unsigned)LOCK_WAIT_WRITER == (unsigned)WAITER_WRITER &&
-	       (unsigned)LOCK_WAIT_TIMER_ALL == (unsigned)WAITER_TIMER_ALL,
+	       (unsigned)LOCK_WAIT_TIMER_ALL == (unsigned)WAITER_TIMER_ALL &&
+	       (unsigned)LOCK_WAIT_COUNTED == (unsigned)WAITER_COUNTED,
 	       "lock wait flags are waiter flags");
 
 /* Join the channel that announces (kind, name)'s release, on b's loop. */

@@ -1,7 +1,8 @@
 /* listing.c -- GET /locks in the lock domain: the locks held, of every
  * kind, a page at a time. Nothing indexes the locks, so a page walks
- * Redis' keys with SCAN (MATCH <key prefix><prefix>*, TYPE hash) and asks
- * the lock_list script about each batch's hashes (which of them are locks
+ * Redis' keys with SCAN (MATCH <key prefix><prefix>*; every type: a
+ * semaphore's name is a string) and asks
+ * the lock_list script about each batch's names (which of them are locks
  * now, with their holders and lease); on a cluster it walks the masters
  * one after another, in the order of their lowest slots. Each page is a
  * small machine driven by its Redis answers -- SCAN a batch, inspect it,
@@ -148,8 +149,10 @@ static int cursor_parse(struct listing *l, const char *cursor, bool cluster)
 static void entries_free(struct lock_entry *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		for (size_t j = 0; j < v[i].nholders; j++)
+		for (size_t j = 0; j < v[i].nholders; j++) {
 			free((void *)v[i].holders[j].owner);
+			free((void *)v[i].holders[j].value);
+		}
 		free((void *)v[i].holders);
 		free((void *)v[i].name);
 	}
@@ -212,8 +215,7 @@ static void on_inspect(void *arg, redisReply *r);
 static void list_scan(struct listing *l)
 {
 	char count[16];
-	const char *argv[] = { "SCAN", l->scan, "MATCH", l->pattern, "COUNT", count,
-			       "TYPE", "hash" };
+	const char *argv[] = { "SCAN", l->scan, "MATCH", l->pattern, "COUNT", count };
 
 	if (l->calls >= LIST_CALLS_MAX && (l->n > 0 || l->moved)) {
 		list_finish(l, false, l->after);
@@ -221,7 +223,7 @@ static void list_scan(struct listing *l)
 	}
 	snprintf(count, sizeof(count), "%u", l->count);
 	l->calls++;
-	redis_conn_send_slot(l->b->redis, l->cluster ? (int)l->shard : -1, 8, argv, NULL, on_scan,
+	redis_conn_send_slot(l->b->redis, l->cluster ? (int)l->shard : -1, 6, argv, NULL, on_scan,
 			     l);
 }
 
@@ -385,21 +387,27 @@ static char *owner_copy(const redisReply *f)
 /* One lock of lock_list's answer into le; -1 if e is not one. */
 static int entry_decode(struct lock_entry *le, const char *name, const redisReply *e)
 {
-	size_t first, step, nh;
+	size_t first, step, nh, n;
+	const redisReply *vals = NULL;
 	struct lock_holder *h;
-	bool rw;
+	bool rw, sem;
 
 	if (e->type != REDIS_REPLY_ARRAY || e->elements < 2)
 		return -1;
+	n = e->elements;
+	if (e->element[n - 1]->type == REDIS_REPLY_ARRAY)
+		vals = e->element[--n];	/* the holders' values, last */
 	rw = locks_elem_int(e, 0) == 2;
-	first = rw ? 3 : 2;
+	sem = locks_elem_int(e, 0) == 3;	/* {3, pttl, limit, owner, 1, ...} */
+	first = rw || sem ? 3 : 2;
 	step = rw ? 3 : 2;
-	if ((locks_elem_int(e, 0) != 1 && !rw) || e->element[1]->type != REDIS_REPLY_INTEGER ||
-	    e->elements < first || (e->elements - first) % step ||
+	if ((locks_elem_int(e, 0) != 1 && !rw && !sem) ||
+	    e->element[1]->type != REDIS_REPLY_INTEGER ||
+	    n < first || (n - first) % step ||
 	    (rw && locks_elem_int(e, 2) != LOCK_MODE_READ &&
 	     locks_elem_int(e, 2) != LOCK_MODE_WRITE))
 		return -1;
-	nh = (e->elements - first) / step;
+	nh = (n - first) / step;
 	for (size_t i = 0; i < nh; i++) {
 		redisReply *const *f = e->element + first + i * step;
 		long long side = rw ? f[2]->integer : LOCK_MODE_NONE;
@@ -416,10 +424,14 @@ static int entry_decode(struct lock_entry *le, const char *name, const redisRepl
 		h[i] = (struct lock_holder){ .owner = owner_copy(f[0]), .holds = f[1]->integer,
 					     .side = rw ? (enum lock_mode)f[2]->integer
 						       : LOCK_MODE_NONE };
+		if (vals && i < vals->elements && vals->element[i]->type == REDIS_REPLY_STRING)
+			h[i].value = xstrdup(vals->element[i]->str);
 	}
 	*le = (struct lock_entry){
 		.name = xstrdup(name),
 		.rw = rw,
+		.semaphore = sem,
+		.limit = sem ? locks_elem_int(e, 2) : 0,
 		.mode = rw ? (enum lock_mode)locks_elem_int(e, 2) : LOCK_MODE_NONE,
 		.ttl_ms = e->element[1]->integer < -1 ? -1 : e->element[1]->integer,
 		.nholders = nh,

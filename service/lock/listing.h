@@ -16,6 +16,7 @@ struct backend;
 
 struct lock_holder {
 	const char *owner;
+	const char *value;	/* its holder value; NULL: none */
 	int64_t holds;
 	enum lock_mode side;	/* read-write locks: LOCK_MODE_READ or _WRITE;
 				 * else LOCK_MODE_NONE */
@@ -26,8 +27,11 @@ struct lock_entry {
 	const char *name;	/* as the API knows it (without --key-prefix) */
 	bool rw;		/* a read-write lock; else a lock or a fair lock,
 				 * which Redis keeps alike (Redisson's layout) */
+	bool semaphore;		/* a semaphore: holders are its permits' owners
+				 * (a Redisson permit's id in hex) */
+	int64_t limit;		/* ... and its limit */
 	enum lock_mode mode;	/* read-write locks: read or write */
-	int64_t ttl_ms;		/* lease left (-1: none) */
+	int64_t ttl_ms;		/* lease left (-1: none; a semaphore's longest) */
 	size_t nholders;
 	const struct lock_holder *holders;
 };
@@ -47,7 +51,7 @@ typedef void (*lock_list_fn)(void *ctx, enum lock_result r, const struct lock_st
 /* List the locks held (every kind) whose names start with prefix ("":
  * all), at most limit (1..LOCKS_LIST_MAX) of them, from cursor (NULL or
  * "": the start; else a page's cursor) on. It walks Redis' keys with SCAN
- * (MATCH <key prefix><prefix>*, TYPE hash) on b's connection, and a page
+ * (MATCH <key prefix><prefix>*) on b's connection, and a page
  * ends between two of SCAN's batches after a bounded number of calls, so
  * it may hold fewer than limit locks (none, even) and still have a
  * cursor. A lock held from the first page to the last is in one of them

@@ -41,6 +41,8 @@ enum lock_result {
 				 * queue (the waiting writers) has st->others
 				 * live places, its cap or more
 				 * (locks_set_fair_queue_cap); not queued */
+	LOCK_LIMIT_MISMATCH,	/* semaphore acquire: the caller's limit is not
+				 * the one in force (st->others); nothing written */
 	LOCK_RESULT_COUNT
 };
 
@@ -62,6 +64,8 @@ enum lock_why {
 					 * read holds, its cap */
 	LOCK_WHY_LOCK_HOLDS = 9,	/* LOCK_TOO_MANY_HOLDS: the lock has st->others
 					 * read holds (every reader's), its cap */
+	LOCK_WHY_NO_PERMIT = 10,	/* LOCK_HELD: every permit of a semaphore (st->others,
+					 * its limit) is out */
 };
 
 struct lock_state {

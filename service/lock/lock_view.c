@@ -50,6 +50,27 @@ static int64_t view_index(const struct lock_view *v)
 	return index;
 }
 
+/* The holder values vals (one per holding of the reply's holders h, per
+ * elements each; false for none) into v's holdings, which skipped the
+ * holdings without an owner. */
+static void holder_values(struct lock_view *v, const redisReply *h, size_t per,
+			  const redisReply *vals)
+{
+	size_t k = 0;
+
+	if (!vals || vals->type != REDIS_REPLY_ARRAY)
+		return;
+	for (size_t i = 0; i < h->elements / per && i < vals->elements; i++) {
+		const redisReply *o = elem(h, i * per), *val = vals->element[i];
+
+		if (!o || o->type != REDIS_REPLY_STRING || o->len == 0)
+			continue;
+		if (k < v->nholders && val->type == REDIS_REPLY_STRING)
+			v->holders[k].value = xstrdup(val->str);
+		k++;
+	}
+}
+
 /* A status script's reply (lua/lock_status.lua, lua/rw_status.lua) as a
  * view; NULL when it is not shaped as they promise. */
 struct lock_view *lock_view_decode(const redisReply *r, bool rw)
@@ -94,7 +115,52 @@ struct lock_view *lock_view_decode(const redisReply *r, bool rw)
 			v->nplaces++;
 	}
 	v->queued = locks_elem_int(r, 4);
+	holder_values(v, h, per, elem(r, 5));
 	v->index = view_index(v);
+	return v;
+}
+
+/* A semaphore's index: its newest permit's token plus the permits out, so
+ * that a release (which leaves the newest token) changes it too. */
+struct lock_view *lock_view_decode_semaphore(const redisReply *r)
+{
+	const size_t per = 6;
+	const redisReply *h = elem(r, 2);
+	struct lock_view *v;
+
+	if (!h || h->type != REDIS_REPLY_ARRAY || h->elements % per)
+		return NULL;
+	v = xcalloc(1, sizeof(*v));
+	v->semaphore = true;
+	v->locked = locks_elem_int(r, 0) > 0;
+	v->ttl_ms = locks_elem_int(r, 1);
+	v->limit = locks_elem_int(r, 3);
+	v->available = locks_elem_int(r, 4);
+	v->waiting = locks_elem_int(r, 5);
+	v->out = locks_elem_int(r, 6);
+	v->holders = xcalloc(h->elements / per + 1, sizeof(*v->holders));
+	v->places = xcalloc(1, sizeof(*v->places));
+	for (size_t i = 0; i < h->elements; i += per) {
+		struct lock_holding *x = &v->holders[v->nholders];
+		const redisReply *val = elem(h, i + 4);
+
+		x->owner = elem_dup(h, i);
+		if (!x->owner)
+			continue;
+		x->holds = 1;
+		x->token = locks_elem_int(h, i + 1);
+		x->principal = elem_dup(h, i + 2);
+		x->ttl_ms = locks_elem_int(h, i + 3);
+		if (val && val->type == REDIS_REPLY_STRING)
+			x->value = xstrdup(val->str);
+		x->foreign = locks_elem_int(h, i + 5) == 1;
+		if (x->ttl_ms >= 0 && (v->changes_in_ms <= 0 || x->ttl_ms < v->changes_in_ms))
+			v->changes_in_ms = x->ttl_ms > 0 ? x->ttl_ms : 1;
+		v->nholders++;
+	}
+	if (v->changes_in_ms == 0)
+		v->changes_in_ms = -1;
+	v->index = v->out > 0 ? view_index(v) + v->out : 0;
 	return v;
 }
 
@@ -105,6 +171,7 @@ void lock_view_free(struct lock_view *v)
 	for (size_t i = 0; i < v->nholders; i++) {
 		free(v->holders[i].owner);
 		free(v->holders[i].principal);
+		free(v->holders[i].value);
 	}
 	for (size_t i = 0; i < v->nplaces; i++)
 		free(v->places[i].owner);
@@ -127,6 +194,7 @@ struct lock_view *lock_view_dup(const struct lock_view *v)
 		c->holders[i].owner = xstrdup(v->holders[i].owner);
 		c->holders[i].principal = v->holders[i].principal ?
 					  xstrdup(v->holders[i].principal) : NULL;
+		c->holders[i].value = v->holders[i].value ? xstrdup(v->holders[i].value) : NULL;
 	}
 	c->places = xcalloc(v->nplaces + 1, sizeof(*c->places));
 	for (size_t i = 0; i < v->nplaces; i++) {

@@ -24,6 +24,9 @@ struct lock_holding {
 	int64_t ttl_ms;		/* its lease left (a reader's: its longest live
 				 * read hold's); -1: no expiry */
 	enum lock_mode side;	/* read-write locks: READ or WRITE; else NONE */
+	char *value;		/* the holder value; NULL: none */
+	bool foreign;		/* a semaphore's permit a Redisson client holds:
+				 * owner is its id in hex */
 };
 
 /* A place in a fair lock's queue. */
@@ -52,12 +55,19 @@ struct lock_view {
 	struct lock_place *places;	/* fair locks: the first live places, in
 					 * queue order */
 	int64_t queued;		/* fair locks: live places in all */
+	bool semaphore;		/* the fields below are set */
+	int64_t limit;		/* its permits in all; 0: no semaphore */
+	int64_t available;	/* free now (below 0 after the limit was lowered) */
+	int64_t waiting;	/* waiters on every dlockd */
+	int64_t out;		/* permits out (holders lists the first) */
 };
 
 /* The view a status script's reply r gives (rw: a read-write lock's,
  * rw_status.lua), the caller's to free with lock_view_free; NULL when r is
  * not shaped as the scripts promise. */
 struct lock_view *lock_view_decode(const struct redisReply *r, bool rw);
+/* The same of a semaphore's status (sem_status.lua). */
+struct lock_view *lock_view_decode_semaphore(const struct redisReply *r);
 void lock_view_free(struct lock_view *v);
 /* A copy of v (NULL for NULL), the caller's to free with lock_view_free. */
 struct lock_view *lock_view_dup(const struct lock_view *v);

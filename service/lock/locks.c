@@ -48,6 +48,8 @@ enum key_id {
 	K_TAG,		/* {N}: prefix of the rwlock_timeout keys */
 	K_WRITERS,	/* dlockd_rwlock_writers:{N} */
 	K_OWNERS,	/* dlockd_lock_owners:{N}: each holding's token and principal */
+	K_PERMITS,	/* {N}:timeout: a semaphore's permits out */
+	K_SEM_WAITERS,	/* dlockd_sem_waiters:{N}: a semaphore's waiting owners */
 	K_COUNT
 };
 
@@ -68,6 +70,7 @@ struct kind_row {
 	const char *side;		/* read-write locks: ARGV of undo */
 	struct op_row acquire, release, force_release, renew, status, dequeue, undo;
 	struct op_row refresh;		/* fair: many waiters' queue places at once */
+	struct op_row set_limit;	/* semaphores */
 };
 
 static const struct kind_row kinds[LOCK_KIND_COUNT] = {
@@ -130,6 +133,22 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 		.status = { SCRIPT_RW_STATUS, { K_LOCK, K_TAG, K_OWNERS } },
 		.dequeue = { SCRIPT_RW_WRITE_DEQUEUE, { K_WRITERS, K_CHANNEL } },
 		.undo = { SCRIPT_RW_UNDO, { K_LOCK, K_CHANNEL, K_TAG, K_OWNERS } },
+	},
+	[LOCK_KIND_SEMAPHORE] = {
+		.label = "semaphore",
+		.channel_prefix = "redisson_sc",
+		.queues = true,		/* a place only counts the waiting */
+		.wait_flags = LOCK_WAIT_COUNTED,
+		.acquire = { SCRIPT_SEM_ACQUIRE,
+			     { K_LOCK, K_PERMITS, K_CHANNEL, K_TOKEN, K_OWNERS, K_SEM_WAITERS } },
+		.release = { SCRIPT_SEM_RELEASE, { K_LOCK, K_PERMITS, K_CHANNEL, K_OWNERS } },
+		.force_release = { SCRIPT_SEM_FORCE_RELEASE,
+				   { K_LOCK, K_PERMITS, K_CHANNEL, K_OWNERS } },
+		.renew = { SCRIPT_SEM_RENEW, { K_LOCK, K_PERMITS, K_CHANNEL, K_OWNERS } },
+		.status = { SCRIPT_SEM_STATUS, { K_LOCK, K_PERMITS, K_OWNERS, K_SEM_WAITERS } },
+		.dequeue = { SCRIPT_SEM_DEQUEUE, { K_SEM_WAITERS } },
+		.undo = { SCRIPT_SEM_UNDO, { K_LOCK, K_PERMITS, K_CHANNEL, K_OWNERS } },
+		.set_limit = { SCRIPT_SEM_SET_LIMIT, { K_LOCK, K_PERMITS, K_CHANNEL, K_OWNERS } },
 	},
 };
 
@@ -241,6 +260,17 @@ static const char *key_get(struct keys *ks, enum key_id id)
 		break;
 	case K_OWNERS:
 		ks->k[id] = locks_prefix_name("dlockd_lock_owners", ks->name);
+		break;
+	case K_PERMITS: {
+		/* Redisson's suffixName(N, "timeout") */
+		char *tag = locks_tag_name(ks->name);
+
+		ks->k[id] = xasprintf("%s:timeout", tag);
+		free(tag);
+		break;
+	}
+	case K_SEM_WAITERS:
+		ks->k[id] = locks_prefix_name("dlockd_sem_waiters", ks->name);
 		break;
 	case K_END:
 	case K_COUNT:
@@ -375,7 +405,8 @@ static enum lock_result common_code(long long code, struct lock_state *out)
 /* A script's why code (lua/ headers); an unknown one says nothing more. */
 static enum lock_why why_code(long long code)
 {
-	if ((code >= LOCK_WHY_QUEUE && code <= LOCK_WHY_WRITER) || code == LOCK_WHY_PRINCIPAL)
+	if ((code >= LOCK_WHY_QUEUE && code <= LOCK_WHY_WRITER) || code == LOCK_WHY_PRINCIPAL ||
+	    code == LOCK_WHY_NO_PERMIT)
 		return (enum lock_why)code;
 	return LOCK_WHY_NONE;
 }
@@ -536,6 +567,11 @@ static void acquire_decode(struct call *c, const redisReply *r, enum lock_result
 		out->why = why_code(locks_elem_int(r, 1));
 		*res = LOCK_NOT_OWNER;
 		break;
+	case -6:
+		/* {-6, limit}: a semaphore's limit in force is another */
+		out->others = locks_elem_int(r, 1);
+		*res = LOCK_LIMIT_MISMATCH;
+		break;
 	case -4:
 		/* {-4, scope, n}: n read holds, the cap of the owner (1) or the lock */
 		out->locked = true;
@@ -556,36 +592,52 @@ static void acquire_decode(struct call *c, const redisReply *r, enum lock_result
 	}
 }
 
+/* A semaphore's acquire: its own arguments (lua/sem_acquire.lua). */
+static void semaphore_acquire(const struct backend *b, struct call *c, int64_t ttl_ms,
+			      const char *owner, const char *principal,
+			      const struct lock_extras *x)
+{
+	char lease[24], life[24], limit[24];
+	const char *args[] = { lease, owner, life, limit, principal,
+			       x && x->value ? "1" : "0", x && x->value ? x->value : "" };
+
+	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
+	snprintf(life, sizeof(life), "%lld", c->queue ? (long long)queue_ttl_ms : 0LL);
+	snprintf(limit, sizeof(limit), "%lld", x ? (long long)x->limit : 0LL);
+	run(b, c, &kinds[LOCK_KIND_SEMAPHORE].acquire, 7, args);
+}
+
 void locks_acquire(const struct backend *b, enum lock_kind kind, const char *name,
 		   const char *owner, const char *principal, int64_t ttl_ms, unsigned flags,
-		   lock_done_fn done, void *ctx)
+		   const struct lock_extras *x, lock_done_fn done, void *ctx)
 {
 	const struct kind_row *k = &kinds[kind];
 	struct call *c = call_new(kind, name, "acquire", done, ctx);
 	char lease[24], life[24], per_owner[24], per_lock[24], queue_cap[24];
 	const char *args[] = { lease, owner, life, (flags & LOCK_REENTRANT) ? "1" : "0",
-			       principal, per_owner, per_lock };
-	int nargs = 5;
+			       principal, per_owner, per_lock, x && x->value ? "1" : "0",
+			       x && x->value ? x->value : "" };
 
 	c->queue = (flags & LOCK_QUEUE) && k->queues;
 	c->decode = acquire_decode;
 	c->owner = xstrdup(owner);
 	if (b->sync)
 		c->sync = SYNC_UNDO;
+	if (kind == LOCK_KIND_SEMAPHORE) {
+		semaphore_acquire(b, c, ttl_ms, owner, principal, x);
+		return;
+	}
 	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
 	snprintf(life, sizeof(life), "%lld", c->queue ? (long long)queue_ttl_ms : 0LL);
 	snprintf(per_owner, sizeof(per_owner), "%lld", (long long)read_holds_per_owner);
 	snprintf(per_lock, sizeof(per_lock), "%lld", (long long)read_holds_per_lock);
 	snprintf(queue_cap, sizeof(queue_cap), "%lld", (long long)fair_queue_cap);
-	/* only a read acquire adds read holds: it alone takes their caps;
-	 * a fair one and a write queue: they take the queue's */
-	if (kind == LOCK_KIND_READ) {
-		nargs = 7;
-	} else if (kind == LOCK_KIND_FAIR || kind == LOCK_KIND_WRITE) {
+	/* only a read acquire adds read holds: it alone reads their caps
+	 * (ARGV[6], [7]); a fair one and a write queue read the queue's cap
+	 * in ARGV[6] instead */
+	if (kind == LOCK_KIND_FAIR || kind == LOCK_KIND_WRITE)
 		args[5] = queue_cap;
-		nargs = 6;
-	}
-	run(b, c, &k->acquire, nargs, args);
+	run(b, c, &k->acquire, 9, args);
 }
 
 void locks_dequeue_many(const struct backend *b, enum lock_kind kind, const char *name,
@@ -896,6 +948,33 @@ void locks_renew(const struct backend *b, enum lock_kind kind, const char *name,
 	run(b, c, &kinds[kind].renew, 3, args);
 }
 
+static void set_limit_decode(struct call *c, const redisReply *r, enum lock_result *res,
+			     struct lock_state *out)
+{
+	(void)c;
+	*res = common_code(locks_elem_int(r, 0), out);
+	if (*res != LOCK_OK) {
+		if (*res == LOCK_NOT_HELD || *res == LOCK_NOT_OWNER)
+			*res = LOCK_SCRIPT_ERROR;	/* it promises neither */
+		return;
+	}
+	out->holds = locks_elem_int(r, 2);
+	out->others = locks_elem_int(r, 3);
+}
+
+void locks_set_limit(const struct backend *b, const char *name, int64_t limit,
+		     lock_done_fn done, void *ctx)
+{
+	struct call *c = call_new(LOCK_KIND_SEMAPHORE, name, "limit change", done, ctx);
+	char n[24];
+	const char *args[] = { n };
+
+	c->decode = set_limit_decode;
+	c->sync = SYNC_KEEP;
+	snprintf(n, sizeof(n), "%lld", (long long)limit);
+	run(b, c, &kinds[LOCK_KIND_SEMAPHORE].set_limit, 1, args);
+}
+
 /* ----- Inspect ----- */
 
 /* The queue places an inspect lists, at most (the rest are counted),
@@ -922,7 +1001,13 @@ static void on_view_reply(void *arg, redisReply *r)
 		res = LOCK_WRONG_KIND;
 		if (locks_elem_int(r, 0) == -3)
 			st.why = LOCK_WHY_NOT_A_LOCK;
-	} else if (res == LOCK_OK && !(v = lock_view_decode(r, c->script == SCRIPT_RW_STATUS))) {
+	} else if (res == LOCK_OK && c->script == SCRIPT_SEM_STATUS &&
+		   !(v = lock_view_decode_semaphore(r))) {
+		log_error("script %s gave a reply it does not promise", scripts_name(c->script));
+		st.fault = "the lock script gave redis an answer dlockd does not understand";
+		res = LOCK_SCRIPT_ERROR;
+	} else if (res == LOCK_OK && c->script != SCRIPT_SEM_STATUS &&
+		   !(v = lock_view_decode(r, c->script == SCRIPT_RW_STATUS))) {
 		log_error("script %s gave a reply it does not promise", scripts_name(c->script));
 		st.fault = "the lock script gave redis an answer dlockd does not understand";
 		res = LOCK_SCRIPT_ERROR;
@@ -949,7 +1034,9 @@ void locks_inspect(const struct backend *b, enum lock_kind kind, const char *nam
 	vw->ctx = ctx;
 	snprintf(shown, sizeof(shown), "%d", PLACES_SHOWN);
 	snprintf(looked, sizeof(looked), "%d", PLACES_LOOKED_AT);
-	run_to(b, c, &kinds[kind].status, kind == LOCK_KIND_FAIR ? 2 : 0, args, on_view_reply);
+	run_to(b, c, &kinds[kind].status,
+	       kind == LOCK_KIND_FAIR ? 2 : kind == LOCK_KIND_SEMAPHORE ? 1 : 0,
+	       args, on_view_reply);
 }
 
 /* ----- Watching ----- */

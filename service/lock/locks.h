@@ -20,6 +20,7 @@ enum lock_kind {
 	LOCK_KIND_FAIR,		/* FIFO fair lock (Redisson RFairLock) */
 	LOCK_KIND_READ,		/* read side of a read-write lock (RReadWriteLock) */
 	LOCK_KIND_WRITE,	/* write side of a read-write lock */
+	LOCK_KIND_SEMAPHORE,	/* permits that expire (RPermitExpirableSemaphore) */
 	LOCK_KIND_COUNT
 };
 
@@ -27,6 +28,20 @@ enum lock_kind {
 enum lock_wait_flags {
 	LOCK_WAIT_WRITER = 1 << 0,	/* preferred when one waiter is woken */
 	LOCK_WAIT_TIMER_ALL = 1 << 1,	/* a lease-end timer wakes every waiter */
+	LOCK_WAIT_COUNTED = 1 << 3,	/* a message "<n>" wakes n waiters (permits) */
+};
+
+/* A semaphore's limit (its number of permits), at most. */
+#define LOCKS_SEMAPHORE_LIMIT_MAX 10000
+/* A holder value's size in bytes, at most. */
+#define LOCKS_VALUE_MAX 1024
+
+/* What an acquire carries besides owner and lease; NULL: nothing. */
+struct lock_extras {
+	int64_t limit;		/* a semaphore's: the permits the caller expects
+				 * (the semaphore is made with them) */
+	const char *value;	/* the holder value to keep with the holding;
+				 * NULL: none given (a repeat keeps its own) */
 };
 
 /* How locks_acquire() acquires. */
@@ -84,7 +99,12 @@ typedef void (*lock_done_fn)(void *ctx, enum lock_result r, const struct lock_st
  * st->refresh_place, have locks_fair_refresh() keep it). */
 void locks_acquire(const struct backend *b, enum lock_kind kind, const char *name,
 		   const char *owner, const char *principal, int64_t ttl_ms, unsigned flags,
-		   lock_done_fn done, void *ctx);
+		   const struct lock_extras *x, lock_done_fn done, void *ctx);
+/* Set semaphore name's limit (made with it when there is none): the free
+ * permits move by the difference, the permits out stay out. st->others is
+ * the limit that was in force (0: none), st->holds the permits free now. */
+void locks_set_limit(const struct backend *b, const char *name, int64_t limit,
+		     lock_done_fn done, void *ctx);
 /* Take back the acquire (grant, repeat or re-entry) of owner's holding
  * that Redis numbered change (st->change of its LOCK_OK): a grant's
  * holding goes, a re-entry's hold goes, a repeat's or re-entry's longer

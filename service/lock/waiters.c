@@ -7,6 +7,8 @@
  * one gives it back (waiters_subscribe_fn); the subscriber tells the loop,
  * through its mailbox, when the subscription is live, every message, and
  * when its connection dropped (waiters_deliver_*). Wake-ups:
+ *   - on a semaphore's channel (WAITER_COUNTED) a message "<n>" wakes
+ *     the n oldest sleepers (permits came back), banking what is left;
  *   - "0" wakes the oldest sleeper (the oldest writer first: after a read
  *     release only a writer can be waiting to win); "1" wakes the oldest
  *     writer if one sleeps (readers queue behind a waiting writer, so only
@@ -105,6 +107,8 @@ struct channel {
 	unsigned permits;		/* wakes banked while nobody slept */
 	uint64_t msgs;			/* messages heard on it (watchers compare) */
 	bool timer_all;			/* the retry timer wakes every sleeper */
+	bool counted;			/* a message is a count of permits freed
+					 * (WAITER_COUNTED: a semaphore's) */
 	struct list_node sleepers;	/* struct waiter, oldest first */
 	unsigned nsleeping;		/* ... and how many */
 	struct list_node watchers;	/* sleeping watchers, apart */
@@ -391,6 +395,7 @@ struct waiter *waiters_join(struct waiters *ws, const char *channel, int fd,
 		atomic_fetch_add(&R.nwatchers, 1);
 	} else {
 		ch->timer_all |= (flags & WAITER_TIMER_ALL) != 0;
+		ch->counted |= (flags & WAITER_COUNTED) != 0;
 		ch->refs++;
 	}
 	ws->nwaiters++;
@@ -563,6 +568,34 @@ static void channel_confirmed(struct waiters *ws, const char *channel)
 	wake_watchers(ch, WAKE_RETRY);
 }
 
+/* A semaphore's channel: the message is how many permits came back (a
+ * Redisson client's, how many are free). Wake that many of the oldest
+ * sleepers, banking the rest as permits (at most one per joined waiter);
+ * "0" or anything else that is no positive number still wakes the oldest
+ * to look, as Redisson's listener does. */
+static void counted_message(struct channel *ch, const char *payload, size_t len)
+{
+	unsigned long long n = 0;
+
+	for (size_t i = 0; i < len && i < 8; i++) {
+		if (payload[i] < '0' || payload[i] > '9') {
+			n = 0;
+			break;
+		}
+		n = n * 10 + (unsigned)(payload[i] - '0');
+	}
+	if (n == 0)
+		n = 1;
+	while (n > 0 && !list_empty(&ch->sleepers)) {
+		wake(first_of(&ch->sleepers), WAKE_RETRY);
+		n--;
+	}
+	while (n > 0 && ch->permits < ch->refs) {
+		ch->permits++;
+		n--;
+	}
+}
+
 static void channel_message(struct waiters *ws, const char *channel, const char *payload,
 			    size_t len)
 {
@@ -573,7 +606,9 @@ static void channel_message(struct waiters *ws, const char *channel, const char 
 		ch->msgs++;
 		wake_watchers(ch, WAKE_RETRY);
 	}
-	if (!ch || len != 1) {
+	if (ch && ch->counted) {
+		counted_message(ch, payload, len);
+	} else if (!ch || len != 1) {
 		/* not ours, or not a message to acquirers */
 	} else if (payload[0] == '0') {
 		struct waiter *w = oldest_writer(ch);

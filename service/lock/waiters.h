@@ -66,6 +66,8 @@ enum waiter_flags {
 					 * its own timer, apart from the acquirers, whose
 					 * wakes, permits and retry timer it never takes
 					 * or owes; it may have no deadline (0) */
+	WAITER_COUNTED = 1 << 3,	/* a semaphore's: a message "<n>" wakes the n
+					 * oldest sleepers (n permits came back) */
 };
 
 /* Register a waiter on channel, watching client socket fd (-1: none) for

@@ -37,8 +37,11 @@
 
 /* Ordinary rounds contend for the first four names, waiting; long rounds
  * try the two hold names once and, if they get one, hold it long. */
-enum { N_LOCK0, N_LOCK1, N_FAIR, N_RW, N_HOLD0, N_HOLD1, N_NAMES };
-static const char *const kinds[N_NAMES] = { "lock0", "lock1", "fair0", "rw0", "hold0", "hold1" };
+enum { N_LOCK0, N_LOCK1, N_FAIR, N_RW, N_HOLD0, N_HOLD1, N_SEM, N_NAMES };
+static const char *const kinds[N_NAMES] = { "lock0", "lock1", "fair0", "rw0", "hold0", "hold1",
+					    "sem0" };
+/* The most permits a semaphore of the load may have. */
+#define SEM_LIMIT_MAX 8
 enum mode { M_EXCL, M_READ, M_WRITE };
 
 struct section {
@@ -143,7 +146,8 @@ static void lock_path(const struct load *l, const struct section *s, const char 
 		      const char *query, char *out, size_t cap)
 {
 	static const char *const fmt[] = { "/locks/%s%s%s", "/locks/%s%s%s", "/fairlocks/%s%s%s",
-					   NULL, "/locks/%s%s%s", "/fairlocks/%s%s%s" };
+					   NULL, "/locks/%s%s%s", "/fairlocks/%s%s%s",
+					   "/semaphores/%s%s%s" };
 
 	if (s->name == N_RW)
 		snprintf(out, cap, "/rwlocks/%s/%s%s%s", l->names[s->name],
@@ -299,6 +303,8 @@ static void one_round(struct client *c, long round)
 	bool lng = l->o.long_every > 0 && round % l->o.long_every == l->o.long_every - 1;
 
 	s.name = lng ? N_HOLD0 + (int)(rand_r(&c->seed) % 2) : (int)(rand_r(&c->seed) % N_HOLD0);
+	if (!lng && l->o.semaphore_limit > 0 && rand_r(&c->seed) % 5 == 0)
+		s.name = N_SEM;
 	s.mode = s.name != N_RW ? M_EXCL : rand_r(&c->seed) % 3 ? M_READ : M_WRITE;
 	s.base = c->base;
 	if (c->probes[s.name].kind != P_NONE) {
@@ -307,6 +313,8 @@ static void one_round(struct client *c, long round)
 	}
 	snprintf(q, sizeof(q), "?owner=%s&ttl_ms=%d&wait_ms=%d", c->owner, l->o.ttl_ms,
 		 lng ? 0 : l->o.wait_ms);
+	if (s.name == N_SEM)
+		snprintf(q + strlen(q), sizeof(q) - strlen(q), "&limit=%d", l->o.semaphore_limit);
 	lock_path(l, &s, "", q, path, sizeof(path));
 	s.sent = mono_ms();
 	doing(c, DOING_ACQUIRE);
@@ -392,6 +400,8 @@ struct load *load_start(const struct load_opts *o)
 	struct load *l = calloc(1, sizeof(*l) + (size_t)o->clients * sizeof(bool));
 
 	l->o = *o;
+	if (l->o.semaphore_limit > SEM_LIMIT_MAX)
+		l->o.semaphore_limit = SEM_LIMIT_MAX;
 	for (int i = 0; i < N_NAMES; i++)
 		snprintf(l->names[i], sizeof(l->names[i]), "%s-%s", o->prefix, kinds[i]);
 	l->secs = calloc(MAX_SECTIONS, sizeof(*l->secs));
@@ -560,6 +570,10 @@ static void check_name(const struct load *l, const struct section *s, long n, bo
 		       struct load_report *rep, int64_t *lat, long *nlat)
 {
 	int64_t end_any = 0, end_write = 0;	/* latest end among earlier sections */
+	/* the semaphore: the latest ends among earlier sections, largest first;
+	 * a grant before the limit-th of them is one permit too many */
+	int64_t ends[SEM_LIMIT_MAX] = { 0 };
+	int sem = n > 0 && s[0].name == N_SEM ? l->o.semaphore_limit : 0;
 	int64_t last_grant = l->ev_end;
 	long *top = calloc((size_t)n + 1, sizeof(*top));	/* top[k]: max token of s[0..k) */
 
@@ -568,7 +582,7 @@ static void check_name(const struct load *l, const struct section *s, long n, bo
 		top[i + 1] = top[i] < 0 || s[i].token > s[top[i]].token ? i : top[i];
 	for (long i = 0; i < n; i++) {
 		const struct section *a = &s[i];
-		int64_t limit = a->mode == M_READ ? end_write : end_any;
+		int64_t limit = sem ? ends[sem - 1] : a->mode == M_READ ? end_write : end_any;
 		int64_t end = counted_end(l, a, loss);
 		long k = top[granted_before(s, i, a->sent)];
 
@@ -582,6 +596,13 @@ static void check_name(const struct load *l, const struct section *s, long n, bo
 		}
 		if (end > end_any)
 			end_any = end;
+		for (int j = 0, ins = 0; sem && j < sem && !ins; j++) {
+			if (end > ends[j]) {
+				memmove(ends + j + 1, ends + j, (size_t)(sem - j - 1) * sizeof(*ends));
+				ends[j] = end;
+				ins = 1;
+			}
+		}
 		if (a->mode != M_READ && end > end_write)
 			end_write = end;
 		/* every grant that arrived before this one was asked for has

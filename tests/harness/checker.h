@@ -6,10 +6,12 @@
  * instances: acquire with wait, hold a critical section that never runs
  * past the lease the client believes in, end it, release. Every k-th round
  * of a client instead tries one of two other names once and, if it gets
- * it, holds it long, renewing with heartbeats. Every grant and section is recorded; the
+ * it, holds it long, renewing with heartbeats. With semaphore_limit, a
+ * fifth of the ordinary rounds take a permit of a semaphore of that limit
+ * instead. Every grant and section is recorded; the
  * check then fails on any two sections of one name that overlapped (two
- * readers excepted) and on any token not above every token granted before
- * its request was sent. */
+ * readers excepted; on the semaphore, more than its limit at once) and on
+ * any token not above every token granted before its request was sent. */
 #ifndef DLOCKD_CHECKER_H
 #define DLOCKD_CHECKER_H
 
@@ -44,6 +46,10 @@ struct load_opts {
 	 * never); a release while its lease still runs. See load_report's
 	 * probes. */
 	bool probe_503;
+	/* > 0: ordinary rounds also take permits of semaphore <prefix>-sem0,
+	 * of this limit (at most 8), which the check holds to "at most this
+	 * many at once". The semaphore's count stays in Redis afterwards */
+	int semaphore_limit;
 };
 
 struct load_report {

@@ -29,6 +29,7 @@ struct world {
 	const char *bases[MAX_INST];
 	char prefix[160];
 	struct load *load;
+	int sem_limit;		/* > 0: a semaphore of this limit in the load */
 };
 
 static struct world W;
@@ -55,8 +56,10 @@ static int dlockds_up(const char *url, int n, const char *const *flags)
 static int world_up(const char *redis_extra, int n, const char *const *flags)
 {
 	char url[64];
+	int sem_limit = W.sem_limit;	/* set by the test before */
 
 	memset(&W, 0, sizeof(W));
+	W.sem_limit = sem_limit;
 	snprintf(W.redis.extra, sizeof(W.redis.extra), "%s", redis_extra);
 	if (redis_start(&W.redis) < 0)
 		return -1;
@@ -83,6 +86,7 @@ static void start_load(int ttl_ms, int long_ms)
 		.prefix = W.prefix, .bases = W.bases, .nbases = W.n,
 		.clients = chaos_full() ? 32 : 16, .ttl_ms = ttl_ms, .wait_ms = 3000,
 		.hold_max_ms = 20, .long_every = 6, .long_ms = long_ms,
+		.semaphore_limit = W.sem_limit,
 	};
 
 	W.load = load_start(&o);
@@ -104,10 +108,15 @@ static void stop_and_check(const char *what, bool loss, struct load_report *rep)
 	load_print(what, rep);
 }
 
-/* Keys and channels of the test's names on r; -1 if r did not say. */
+/* Keys and channels of the test's names on r; -1 if r did not say. A
+ * semaphore's count is not counted: it stays, as Redisson's does. */
 static long long keys_left_on(const struct redis_srv *r_srv)
 {
-	return redis_names_left(redis_client(r_srv), W.prefix);
+	long long n = redis_names_left(redis_client(r_srv), W.prefix);
+
+	if (n > 0 && W.sem_limit > 0 && rcmd_int_on(r_srv, "EXISTS %s-sem0", W.prefix) == 1)
+		n--;
+	return n;
 }
 
 static long long keys_left(void)
@@ -169,6 +178,50 @@ static void redis_paused(void)
 TEST(chaos_redis_paused_longer_than_the_lease)
 {
 	redis_paused();
+	world_down();
+}
+
+/* The same pause with a semaphore of 2 in the load beside the locks: never
+ * more than 2 permits out at once, tokens never back; once it is over
+ * every permit comes back (its count alone stays, as in Redisson). */
+/* A semaphore of the load: every permit came back. */
+static bool permits_back(const struct dlockd_srv *d)
+{
+	return status_of(d, "GET", "/semaphores/%s-sem0", W.prefix) == 200 &&
+	       flag_of(d, "locked", "/semaphores/%s-sem0", W.prefix) == 0;
+}
+
+TEST(chaos_semaphore_redis_paused_longer_than_the_lease)
+{
+	struct load_report rep;
+
+	W.sem_limit = 2;
+	CHECK(world_up("", 2, NULL) == 0, "start Redis and two dlockd");
+	start_load(1000, 2500);
+	run_until_long_holders(1500);
+	load_event_begin(W.load);
+	kill(W.redis.pid, SIGSTOP);
+	sleep_ms(2500);		/* 2.5 leases */
+	kill(W.redis.pid, SIGCONT);
+	load_event_end(W.load);
+	sleep_ms(phase_ms(3000));
+	stop_and_check("redis paused 2.5 s with a semaphore of 2, lease 1 s", false, &rep);
+	CHECK_SAFE(rep);
+	CHECK(rcmd_int_on(&W.redis, "EXISTS %s-sem0", W.prefix) == 1, "the semaphore was used");
+	CHECK_SETTLED(5000);
+	CHECK(WAIT_FOR(permits_back(&W.d[0]), 5000), "every permit came back");
+	world_down();
+}
+
+static void redis_restarted(bool aof);
+
+/* Redis SIGKILLed and restarted with AOF, a semaphore of 3 in the load. */
+TEST(chaos_semaphore_redis_restarted_with_aof)
+{
+	W.sem_limit = 3;
+	redis_restarted(true);
+	if (!test_failed())
+		CHECK(WAIT_FOR(permits_back(&W.d[0]), 8000), "every permit came back");
 	world_down();
 }
 
@@ -525,13 +578,16 @@ static void sentinel_failover(bool kill_master, const char *sync, int replicas)
 	int old, now = 0;
 	int64_t t0, named_ms;
 	double unconfirmed;
+	int sem_limit;
 
 	if (!chaos_full()) {
 		printf("# a failover under load: DLOCKD_CHAOS=full (make chaos) only\n");
 		return;
 	}
 	CHECK(sentinel_topo_start(&ST, replicas) == 0, "master, %d replicas, 3 sentinels", replicas);
+	sem_limit = W.sem_limit;
 	memset(&W, 0, sizeof(W));	/* no Redis of W's own */
+	W.sem_limit = sem_limit;
 	CHECK(dlockds_up(ST.url, 2, sync ? sync_flags : NULL) == 0, "two dlockd on %s", ST.url);
 	old = ST.data[0].port;
 	start_load(3000, 6000);
@@ -605,6 +661,15 @@ TEST(chaos_sentinel_failover_with_sync_all_replicas)
 TEST(chaos_sentinel_failover_without_sync)
 {
 	sentinel_failover(false, NULL, 2);
+	world_down();
+}
+
+/* A graceful failover with sync replicas, a semaphore of 2 in the load:
+ * never more than 2 permits out at once. */
+TEST(chaos_semaphore_sentinel_failover_with_sync_replicas)
+{
+	W.sem_limit = 2;
+	sentinel_failover(false, "1", 2);
 	world_down();
 }
 

@@ -49,8 +49,9 @@ static void record(const char *fmt, ...)
 
 static void fake_try(const struct backend *b, enum lock_kind kind, const char *name,
 		     const char *owner, const char *principal, int64_t ttl_ms, unsigned flags,
-		     lock_done_fn done, void *ctx)
+		     const struct lock_extras *x, lock_done_fn done, void *ctx)
 {
+	(void)x;
 	assert_ptr_equal(b, FAKE_BACKEND);
 	assert_int_equal(kind, LOCK_KIND_FAIR);
 	assert_string_equal(name, "deploy");

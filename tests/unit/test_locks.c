@@ -59,7 +59,7 @@ static void scan_sent(struct redis_conn *c, int argc, const char **argv, const s
 	(void)c;
 	(void)lens;
 	assert_false(deadline);
-	assert_int_equal(argc, 8);
+	assert_int_equal(argc, 6);	/* no TYPE: a semaphore's name is a string */
 	assert_string_equal(argv[0], "SCAN");
 	snprintf(last_cursor, sizeof(last_cursor), "%s", argv[1]);
 	snprintf(last_count, sizeof(last_count), "%s", argv[5]);
@@ -156,7 +156,7 @@ static enum lock_result acquire(enum lock_kind k, const char *name, const char *
 				int64_t ttl, bool queue, struct lock_state *st)
 {
 	return OUTCOME(st, locks_acquire(&B, k, name, owner, "", ttl, queue ? LOCK_QUEUE : 0,
-					 record, NULL));
+					 NULL, record, NULL));
 }
 
 static enum lock_result release(enum lock_kind k, const char *name, const char *owner,
@@ -305,11 +305,12 @@ static void test_locks__acquire_passes_lock_token_and_holders_keys(void **state)
 	assert_string_equal(last_keys[0], "job");
 	assert_string_equal(last_keys[1], "redisson_lock_token:{job}");
 	assert_string_equal(last_keys[2], "dlockd_lock_owners:{job}");
-	assert_int_equal(last_nargs, 5);
+	assert_int_equal(last_nargs, 9);
 	assert_string_equal(last_args[0], "30000");
 	assert_string_equal(last_args[1], "w1");
 	assert_string_equal(last_args[3], "0");		/* not reentrant */
 	assert_string_equal(last_args[4], "");		/* no principal: auth off */
+	assert_string_equal(last_args[7], "0");		/* no holder value given */
 	assert_int_equal(st.token, 7);
 	assert_int_equal(st.holds, 2);
 	assert_int_equal(st.ttl_ms, 30000);
@@ -327,7 +328,7 @@ static void test_locks__acquire_reentrant_principal_and_not_owner(void **state)
 	canned = ints(3, -2LL, 7LL, 0LL);
 	got = LOCK_RESULT_COUNT;
 	locks_acquire(&B, LOCK_KIND_WRITE, "doc", "w1", "team-a", 1000,
-		      LOCK_QUEUE | LOCK_REENTRANT, record, NULL);
+		      LOCK_QUEUE | LOCK_REENTRANT, NULL, record, NULL);
 	assert_int_equal(got, LOCK_NOT_OWNER);
 	assert_int_equal(got_st.why, LOCK_WHY_PRINCIPAL);
 	assert_int_equal(last_nkeys, 5);
@@ -807,7 +808,7 @@ static void test_locks__read_acquire_passes_the_caps_and_decodes_their_refusal(v
 	assert_int_equal(acquire(LOCK_KIND_READ, "doc", "r1", 1000, false, &st),
 			 LOCK_TOO_MANY_HOLDS);
 	assert_int_equal(last_id, SCRIPT_RW_READ_ACQUIRE);
-	assert_int_equal(last_nargs, 7);
+	assert_int_equal(last_nargs, 9);
 	assert_string_equal(last_args[5], "5");
 	assert_string_equal(last_args[6], "9");
 	assert_int_equal(st.why, LOCK_WHY_OWNER_HOLDS);
@@ -817,11 +818,12 @@ static void test_locks__read_acquire_passes_the_caps_and_decodes_their_refusal(v
 			 LOCK_TOO_MANY_HOLDS);
 	assert_int_equal(st.why, LOCK_WHY_LOCK_HOLDS);
 	assert_int_equal(st.others, 12);
-	/* the other kinds add no read holds: no caps on them passed; a write
-	 * (and a fair acquire) takes the cap on its queue instead */
+	/* every kind gets the same nine arguments; the other kinds add no read
+	 * holds, and a write (and a fair acquire) takes the cap on its queue in
+	 * the first cap's place */
 	canned = ints(5, 1LL, 7LL, 1LL, 1000LL, 1LL);
 	assert_int_equal(acquire(LOCK_KIND_WRITE, "doc", "w1", 1000, false, &st), LOCK_OK);
-	assert_int_equal(last_nargs, 6);
+	assert_int_equal(last_nargs, 9);
 	assert_string_equal(last_args[5], "1000");
 	locks_set_read_hold_caps(64, 256);
 }
@@ -835,7 +837,7 @@ static void test_locks__queueing_acquires_pass_the_queue_cap_and_decode_queue_fu
 	canned = ints(2, -5LL, 4LL);	/* Redisson's places may pass the cap */
 	assert_int_equal(acquire(LOCK_KIND_FAIR, "q", "f1", 1000, false, &st), LOCK_QUEUE_FULL);
 	assert_int_equal(last_id, SCRIPT_FAIR_ACQUIRE);
-	assert_int_equal(last_nargs, 6);
+	assert_int_equal(last_nargs, 9);
 	assert_string_equal(last_args[5], "3");
 	assert_int_equal(st.others, 4);
 	canned = ints(2, -5LL, 3LL);

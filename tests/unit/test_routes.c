@@ -64,6 +64,26 @@ static void test_routes__fair_and_rw_locks(void **state)
 	assert_string_equal(rm.allow, "PUT, DELETE");
 }
 
+static void test_routes__semaphores(void **state)
+{
+	struct route_match rm;
+
+	(void)state;
+	expect_route("/semaphores/pool", METHOD_PUT, OP_ACQUIRE, "pool");
+	expect_route("/semaphores/pool", METHOD_GET, OP_STATUS, "pool");
+	expect_route("/semaphores/pool", METHOD_DELETE, OP_RELEASE, "pool");
+	expect_route("/semaphores/pool/heartbeat", METHOD_POST, OP_HEARTBEAT, "pool");
+	expect_route("/semaphores/pool/limit", METHOD_PUT, OP_SET_LIMIT, "pool");
+	assert_int_equal(routes_match("/semaphores/pool", METHOD_PUT, &rm), ROUTE_OK);
+	assert_int_equal(rm.kind, LOCK_KIND_SEMAPHORE);
+	assert_int_equal(routes_match("/semaphores/pool/limit", METHOD_GET, &rm),
+			 ROUTE_METHOD_NOT_ALLOWED);
+	assert_string_equal(rm.allow, "PUT");
+	/* an escaped slash is part of the name, never the limit resource */
+	assert_int_equal(routes_match("/semaphores/a%2Flimit", METHOD_PUT, &rm), ROUTE_OK);
+	assert_int_equal(rm.op, OP_ACQUIRE);
+}
+
 static void test_routes__fixed_paths(void **state)
 {
 	(void)state;
@@ -185,6 +205,7 @@ int main(void)
 		cmocka_unit_test(test_routes__unknown_paths_are_not_found),
 		cmocka_unit_test(test_routes__wrong_method_lists_allowed_ones),
 		cmocka_unit_test(test_routes__method_names),
+		cmocka_unit_test(test_routes__semaphores),
 		cmocka_unit_test(test_routes__head_is_get_without_body),
 		cmocka_unit_test(test_routes__escaped_slash_is_no_separator),
 		cmocka_unit_test(test_routes__ui_files_and_routes_agree),

@@ -727,6 +727,41 @@ static void test_waiters__retry_wakes_that_sleeper_alone(void **state)
 	leave_all(w);
 }
 
+/* A semaphore's channel (WAITER_COUNTED): "<n>" wakes the n oldest
+ * sleepers, banks what is left for those awake, and "0" (a shorter lease)
+ * still wakes one to look. */
+static void test_waiters__a_count_wakes_that_many_sleepers(void **state)
+{
+	struct waiter *w[4];
+	struct fake_req rq[4] = { { 0 } };
+	bool confirmed;
+
+	(void)state;
+	for (int i = 0; i < 4; i++)
+		w[i] = waiters_join(WS, "sem", -1, resume, &rq[i], now_ms() + 60000,
+				    WAITER_COUNTED, &confirmed);
+	confirm(WS, "sem");
+	for (int i = 0; i < 4; i++)
+		first_sleep(w[i], &rq[i]);
+	message(WS, "sem", "2");	/* two permits came back */
+	assert_int_equal(rq[0].resumed, 2);
+	assert_int_equal(rq[1].resumed, 2);
+	assert_int_equal(rq[2].resumed, 1);
+	assert_int_equal(rq[3].resumed, 1);
+	message(WS, "sem", "0");	/* a lease got shorter: one looks */
+	assert_int_equal(rq[2].resumed, 2);
+	assert_int_equal(rq[3].resumed, 1);
+	/* more than sleep: the rest is banked for the awake ones */
+	message(WS, "sem", "12");
+	assert_int_equal(rq[3].resumed, 2);
+	assert_int_equal(w[0]->ch->permits, 4);	/* at most one per joined waiter */
+	waiters_sleep(w[0], 0);		/* a banked permit: woken at once */
+	turn();
+	assert_int_equal(rq[0].resumed, 3);
+	for (int i = 0; i < 4; i++)
+		waiters_leave(w[i], 0);
+}
+
 /* ----- Watchers ----- */
 
 static struct waiter *watcher(const char *ch, struct fake_req *rq, int64_t deadline_ms)
@@ -864,6 +899,7 @@ int main(void)
 		T(lease_ends_reach_the_other_loops),
 		T(a_delivery_from_another_thread_wakes_its_waiter),
 		T(retry_wakes_that_sleeper_alone),
+		T(a_count_wakes_that_many_sleepers),
 		T(every_message_wakes_every_watcher_and_takes_nothing),
 		T(a_message_while_a_watcher_looks_wakes_it_as_it_sleeps),
 		T(a_watcher_has_its_own_timer),

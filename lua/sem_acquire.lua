@@ -1,0 +1,103 @@
+--[[ sem_acquire.lua -- take one permit of a semaphore (Redisson's
+  RPermitExpirableSemaphore), or repeat the caller's: one permit per owner.
+  libs: common sem
+  KEYS[1] count N                     KEYS[2] permits {N}:timeout
+  KEYS[3] channel redisson_sc:{N}     KEYS[4] fencing counter redisson_lock_token:{N}
+  KEYS[5] holders dlockd_lock_owners:{N}
+  KEYS[6] waiting owners dlockd_sem_waiters:{N}
+  ARGV[1] lease ms                    ARGV[2] owner
+  ARGV[3] queue place life ms (0: the caller will not wait)
+  ARGV[4] the limit the caller gives  ARGV[5] the caller's token name ("": auth off)
+  ARGV[6] "1": ARGV[7] is the holder value to keep; "0": none given (a
+          repeat keeps the value it had)
+  Returns {1, token, 1, pttl, added, change}
+                                   held: token is the permit's, the same for
+                                   every repeat; pttl the lease now in force;
+                                   added 1 for a new permit, 0 for a repeat
+                                   (the lease is then max(remaining, lease));
+                                   change numbers it for sem_undo.lua
+          {0, pttl, 0, 10, limit}  every permit is out; pttl until the
+                                   earliest lease end (-1: none ends); a
+                                   caller that will wait keeps a place in
+                                   KEYS[6] (counted by GET, never ordered)
+          {-6, limit}              the limit in force is another: nothing is
+                                   written
+          {-2, 7, 0}               the owner holds a permit under another
+                                   token name
+          {-1}                     N is a lock
+          {-3}                     a key holds something that is not a
+                                   semaphore's
+  The semaphore is made with ARGV[4] permits when N is absent (less the
+  permits out, Redisson's). Permits past their lease end are taken back
+  first, and their count published. ]]
+local lease, owner, life = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local limit, principal = tonumber(ARGV[4]), ARGV[5]
+local refusal = sem_refusal(KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6])
+if refusal then
+  return refusal
+end
+local now = now_ms()
+local expired = sem_expired(KEYS[2], now)
+local score = redis.call('zscore', KEYS[2], owner)
+if score and tonumber(score) <= now then
+  -- the caller's own permit ran out: it comes back now, whatever the batch
+  local listed = false
+  for _, m in ipairs(expired) do
+    listed = listed or m == owner
+  end
+  if not listed then
+    expired[#expired + 1] = owner
+  end
+end
+local out = redis.call('zcard', KEYS[2]) - #expired
+local free = redis.call('get', KEYS[1])
+if free then
+  free = tonumber(free) + #expired
+  if free + out ~= limit then
+    return {-6, free + out}
+  end
+elseif out > limit then
+  return {-6, out}
+else
+  free = limit - out
+end
+local held = score and tonumber(score) > now
+if held and owners_refused(KEYS[5], owner, principal) then
+  return {-2, 7, 0}
+end
+if #expired > 0 then
+  redis.call(PUBLISH, KEYS[3], tostring(#expired))
+end
+sem_reclaim(KEYS[1], KEYS[2], KEYS[5], expired)
+redis.call('zremrangebyscore', KEYS[6], 0, now)	-- places of waiters long gone
+if not held and free < 1 then
+  if life > 0 then
+    redis.call('zadd', KEYS[6], now + life, owner)
+    lease_at_least(KEYS[6], life)
+  end
+  return {0, sem_nearest(KEYS[2], now), 0, 10, limit}
+end
+if not redis.call('get', KEYS[1]) then
+  redis.call('set', KEYS[1], free)
+end
+local added, before, ends = 0, 0, now + lease
+if held then
+  before = tonumber(score)
+  if before > ends then
+    ends = before
+  end
+else
+  added = 1
+  redis.call('decrby', KEYS[1], 1)
+end
+redis.call('zadd', KEYS[2], ends, owner)
+redis.call('zrem', KEYS[6], owner)
+local token = owners_token(KEYS[5], owner, KEYS[4], ends - now, principal, not held)
+if ARGV[6] == '1' then
+  redis.call('hset', KEYS[5], '=' .. owner, ARGV[7])
+elseif not held then
+  redis.call('hdel', KEYS[5], '=' .. owner)
+end
+local change = owners_bump(KEYS[5], owner, string.format('%d %d 0', added, before))
+lease_at_least(KEYS[5], ends - now)
+return {1, token, 1, ends - now, added, change}

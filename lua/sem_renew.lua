@@ -1,0 +1,33 @@
+--[[ sem_renew.lua -- heartbeat: set the lease of the caller's permit.
+  libs: common sem
+  KEYS[1] count N                     KEYS[2] permits {N}:timeout
+  KEYS[3] channel redisson_sc:{N}     KEYS[4] holders dlockd_lock_owners:{N}
+  ARGV[1] lease ms                    ARGV[2] owner
+  ARGV[3] the caller's token name ("": auth off)
+  Returns {1, lease}  renewed: the permit now ends in lease ms
+          {0}         the owner holds no permit (its lease ran out)
+          {-2, 7, 0}  the owner holds it under another token name
+          {-1}        N is a lock
+          {-3}        a key holds something that is not a semaphore's
+  Never re-creates a permit. A lease made shorter publishes "0": waiters
+  timed their retry by the earliest lease end they saw, and expiry
+  publishes nothing (a Redisson waiter takes it as "try now"). ]]
+local lease, owner = tonumber(ARGV[1]), ARGV[2]
+local refusal = sem_refusal(KEYS[1], KEYS[2], nil, KEYS[4])
+if refusal then
+  return refusal
+end
+local now = now_ms()
+local score = redis.call('zscore', KEYS[2], owner)
+if not score or tonumber(score) <= now then
+  return {0}
+elseif owners_refused(KEYS[4], owner, ARGV[3]) then
+  return {-2, 7, 0}
+end
+if tonumber(score) > now + lease then
+  redis.call(PUBLISH, KEYS[3], '0')
+end
+redis.call('zadd', KEYS[2], now + lease, owner)
+owners_bump(KEYS[4], owner)
+lease_at_least(KEYS[4], lease)
+return {1, lease}
