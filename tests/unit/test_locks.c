@@ -845,10 +845,11 @@ static void test_locks__queueing_acquires_pass_the_queue_cap_and_decode_queue_fu
 	assert_int_equal(last_id, SCRIPT_RW_WRITE_ACQUIRE);
 	assert_string_equal(last_args[5], "3");
 	assert_int_equal(st.others, 3);
-	/* a plain lock has no queue */
+	/* a plain lock has no queue: its first cap is the read holds' */
 	canned = ints(5, 1LL, 7LL, 1LL, 1000LL, 1LL);
 	assert_int_equal(acquire(LOCK_KIND_LOCK, "q2", "o", 1000, false, &st), LOCK_OK);
-	assert_int_equal(last_nargs, 5);
+	assert_int_equal(last_nargs, 9);
+	assert_string_not_equal(last_args[5], "3");
 	locks_set_fair_queue_cap(1000);
 }
 
