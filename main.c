@@ -69,11 +69,11 @@ static const struct server_handlers http_handlers = {
 static const char *const metric_kind_labels[LOCK_KIND_COUNT] = {
 	[LOCK_KIND_LOCK] = "lock", [LOCK_KIND_FAIR] = "fairlock",
 	[LOCK_KIND_READ] = "rwlock", [LOCK_KIND_WRITE] = "rwlock",
+	[LOCK_KIND_SEMAPHORE] = "semaphore",
 };
 /* ... and mode="..." where a kind has two sides (NULL: none). */
 static const char *const metric_mode_labels[LOCK_KIND_COUNT] = {
 	[LOCK_KIND_READ] = "read", [LOCK_KIND_WRITE] = "write",
-	[LOCK_KIND_SEMAPHORE] = "semaphore",
 };
 static const char *const metric_result_labels[HANDLE_RESULT_COUNT] = {
 	[LOCK_OK] = "ok", [LOCK_HELD] = "locked", [LOCK_NOT_HELD] = "not_held",
