@@ -10,10 +10,8 @@
  * (exit 2) naming the file and the problem; past --max-connections a TLS
  * connection is closed unanswered; --idle-timeout-s closes connections
  * stuck before, in or after the handshake, so they cannot lock the
- * others out. The
- * certificates are made
- * with openssl in the run's directory (the harness' pki_ready). Each
- * test runs its own dlockd. */
+ * others out. The certificates are made with openssl in the run's
+ * directory (the harness' pki_ready). Each test runs its own dlockd. */
 #include "../harness/harness.h"
 
 #include <curl/curl.h>
@@ -486,8 +484,10 @@ static gnutls_certificate_credentials_t stuck_cred;
 /* How many of them the last stuck_closed_after() could open. */
 static int stuck_opened;
 
-/* Open a connection to d stuck as kind says; fd -1 on failure. */
-static struct stuck stuck_open(const struct dlockd_srv *d, enum stuck_kind kind, const char *ca)
+/* Open a connection to d stuck as kind says (a handshake as t says);
+ * fd -1 on failure. */
+static struct stuck stuck_open(const struct dlockd_srv *d, enum stuck_kind kind,
+			       const struct http_tls *t)
 {
 	struct stuck st = { .fd = -1 };
 	curl_socket_t cs = CURL_SOCKET_BAD;
@@ -497,7 +497,11 @@ static struct stuck stuck_open(const struct dlockd_srv *d, enum stuck_kind kind,
 		if (!(st.curl = curl_easy_init()))
 			return st;
 		curl_easy_setopt(st.curl, CURLOPT_URL, d->base);
-		curl_easy_setopt(st.curl, CURLOPT_CAINFO, ca);
+		curl_easy_setopt(st.curl, CURLOPT_CAINFO, t->ca);
+		if (t->cert) {
+			curl_easy_setopt(st.curl, CURLOPT_SSLCERT, t->cert);
+			curl_easy_setopt(st.curl, CURLOPT_SSLKEY, t->key);
+		}
 		curl_easy_setopt(st.curl, CURLOPT_CONNECT_ONLY, 1L);
 		if (curl_easy_perform(st.curl) == CURLE_OK &&
 		    curl_easy_getinfo(st.curl, CURLINFO_ACTIVESOCKET, &cs) == CURLE_OK)
@@ -574,7 +578,7 @@ static bool all_closed(const struct stuck *st, int n, bool trickle)
  * and wait for dlockd to close them all; the seconds it took (-1: not all
  * of them within 10 s). */
 static double stuck_closed_after(const struct dlockd_srv *d, enum stuck_kind kind,
-				 const char *ca)
+				 const struct http_tls *t)
 {
 	struct stuck st[STUCK];
 	int n = 0;
@@ -583,7 +587,7 @@ static double stuck_closed_after(const struct dlockd_srv *d, enum stuck_kind kin
 
 	/* one may be refused while dlockd still counts the connection of
 	 * the last request: open it again */
-	while (n < STUCK && WAIT_FOR((st[n] = stuck_open(d, kind, ca)).fd >= 0, 2000))
+	while (n < STUCK && WAIT_FOR((st[n] = stuck_open(d, kind, t)).fd >= 0, 2000))
 		n++;
 	stuck_opened = n;
 	closed = n == STUCK && WAIT_FOR(all_closed(st, n, kind == STUCK_TRICKLED_HELLO), 10000);
@@ -596,7 +600,7 @@ static double stuck_closed_after(const struct dlockd_srv *d, enum stuck_kind kin
  * send half of one, trickle one, send a whole one and stop there, or
  * finish the handshake and send no request: each kind is closed by
  * dlockd after --idle-timeout-s, and a real client is served after
- * them. */
+ * them; over HTTPS, and with client certificates required. */
 TEST(tls_idle_timeout_cuts_connections_stuck_in_the_handshake)
 {
 	static const char *const what[] = {
@@ -608,27 +612,36 @@ TEST(tls_idle_timeout_cuts_connections_stuck_in_the_handshake)
 	};
 	struct http_tls t = { .ca = NULL };
 	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--max-connections", "16",
-				"--idle-timeout-s", "2", NULL };
+				"--idle-timeout-s", "2", "--tls-client-ca", NULL, NULL };
 	struct dlockd_srv d;
-	double after[STUCK_HANDSHAKEN + 1];
+	double after;
 
 	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
 	flags[1] = pki_path("server1.pem");
 	flags[3] = pki_path("server1.key");
 	t.ca = pki_path("ca.pem");
-	http_tls(&t);
 	CHECK(gnutls_certificate_allocate_credentials(&stuck_cred) == 0, "gnutls credentials");
-	CHECK(dlockd_start(&d, NULL, flags) == 0, "start (see %s)", d.log);
-	for (int k = STUCK_SILENT; k <= STUCK_HANDSHAKEN; k++) {
-		after[k] = stuck_closed_after(&d, k, t.ca);
-		CHECK(after[k] >= 0, "%d connections that %s are closed by dlockd within 10 s "
-		      "(--idle-timeout-s %d; %d opened)", STUCK, what[k], STUCK_TIMEOUT_S,
-		      stuck_opened);
-		CHECK(WAIT_FOR(fresh(d.base, &t, "GET", "/healthz", NULL, 0) == 200, 3000),
-		      "a real client is served after the %d that %s", STUCK, what[k]);
-		printf("# --idle-timeout-s %d, %d TLS connections that %s: all closed by dlockd "
-		       "after %.1f s\n", STUCK_TIMEOUT_S, STUCK, what[k], after[k]);
+	for (int mtls = 0; mtls <= 1; mtls++) {
+		const char *over = mtls ? "mTLS" : "HTTPS";
+
+		flags[8] = mtls ? "--tls-client-ca" : NULL;	/* ends the flags over HTTPS */
+		flags[9] = pki_path("ca.pem");
+		t.cert = mtls ? pki_path("client.pem") : NULL;
+		t.key = mtls ? pki_path("client.key") : NULL;
+		http_tls(&t);
+		CHECK(dlockd_start(&d, NULL, flags) == 0, "start over %s (see %s)", over, d.log);
+		for (int k = STUCK_SILENT; k <= STUCK_HANDSHAKEN; k++) {
+			after = stuck_closed_after(&d, k, &t);
+			CHECK(after >= 0, "%s: %d connections that %s are closed by dlockd within "
+			      "10 s (--idle-timeout-s %d; %d opened)", over, STUCK, what[k],
+			      STUCK_TIMEOUT_S, stuck_opened);
+			CHECK(WAIT_FOR(fresh(d.base, &t, "GET", "/healthz", NULL, 0) == 200, 3000),
+			      "%s: a real client is served after the %d that %s", over, STUCK,
+			      what[k]);
+			printf("# %s, --idle-timeout-s %d, %d connections that %s: all closed by "
+			       "dlockd after %.1f s\n", over, STUCK_TIMEOUT_S, STUCK, what[k], after);
+		}
+		CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	}
 	gnutls_certificate_free_credentials(stuck_cred);
-	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 }
