@@ -8,16 +8,21 @@
  * waiting on a connection made before goes on; a bad new file keeps the
  * old certificate, logged once; bad files or flags stop dlockd at start
  * (exit 2) naming the file and the problem; past --max-connections a TLS
- * connection is closed unanswered. The certificates are made
- * with openssl in the run's directory (the harness' pki_ready). Each
- * test runs its own dlockd. */
+ * connection is closed unanswered; --idle-timeout-s closes connections
+ * stuck before, in or after the handshake, so they cannot lock the
+ * others out. The certificates are made with openssl in the run's
+ * directory (the harness' pki_ready). Each test runs its own dlockd. */
 #include "../harness/harness.h"
 
+#include <curl/curl.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <gnutls/gnutls.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -450,4 +455,193 @@ TEST(tls_over_max_connections_is_closed)
 	CHECK(WAIT_FOR(fresh(d.base, &t, "GET", "/healthz", NULL, 0) == 200, 5000),
 	      "served again once they are gone");
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+/* ----- Connections stuck before or after the handshake ----- */
+
+enum { STUCK = 16, STUCK_TIMEOUT_S = 2 };
+
+/* How a stuck connection stops: before its ClientHello, halfway through
+ * it, halfway and then a byte of it every half second (never idle), after
+ * a whole one (dlockd's answer unread, the handshake never finished), or
+ * after the handshake (no request). */
+enum stuck_kind {
+	STUCK_SILENT, STUCK_HALF_HELLO, STUCK_TRICKLED_HELLO, STUCK_WHOLE_HELLO, STUCK_HANDSHAKEN
+};
+
+/* A TLS record header announcing a 512-byte handshake message, and the
+ * start of a ClientHello, never finished. */
+static const char half_hello[] = { 0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc,
+				   0x03, 0x03 };
+
+struct stuck {
+	int fd;
+	gnutls_session_t tls;		/* STUCK_WHOLE_HELLO */
+	CURL *curl;			/* STUCK_HANDSHAKEN: the socket is curl's */
+};
+
+static gnutls_certificate_credentials_t stuck_cred;
+/* How many of them the last stuck_closed_after() could open. */
+static int stuck_opened;
+
+/* Open a connection to d stuck as kind says (a handshake as t says);
+ * fd -1 on failure. */
+static struct stuck stuck_open(const struct dlockd_srv *d, enum stuck_kind kind,
+			       const struct http_tls *t)
+{
+	struct stuck st = { .fd = -1 };
+	curl_socket_t cs = CURL_SOCKET_BAD;
+	int rc;
+
+	if (kind == STUCK_HANDSHAKEN) {
+		if (!(st.curl = curl_easy_init()))
+			return st;
+		curl_easy_setopt(st.curl, CURLOPT_URL, d->base);
+		curl_easy_setopt(st.curl, CURLOPT_CAINFO, t->ca);
+		if (t->cert) {
+			curl_easy_setopt(st.curl, CURLOPT_SSLCERT, t->cert);
+			curl_easy_setopt(st.curl, CURLOPT_SSLKEY, t->key);
+		}
+		curl_easy_setopt(st.curl, CURLOPT_CONNECT_ONLY, 1L);
+		if (curl_easy_perform(st.curl) == CURLE_OK &&
+		    curl_easy_getinfo(st.curl, CURLINFO_ACTIVESOCKET, &cs) == CURLE_OK)
+			st.fd = cs == CURL_SOCKET_BAD ? -1 : (int)cs;
+		return st;
+	}
+	if ((st.fd = raw_connect(d->port)) < 0)
+		return st;
+	if ((kind == STUCK_HALF_HELLO || kind == STUCK_TRICKLED_HELLO) &&
+	    write(st.fd, half_hello, sizeof(half_hello)) != (ssize_t)sizeof(half_hello)) {
+		close(st.fd);
+		st.fd = -1;
+	}
+	if (kind == STUCK_WHOLE_HELLO) {
+		/* non-blocking: the first step sends the ClientHello and
+		 * returns, waiting for dlockd's answer, which it never reads */
+		fcntl(st.fd, F_SETFL, O_NONBLOCK);
+		gnutls_init(&st.tls, GNUTLS_CLIENT | GNUTLS_NONBLOCK);
+		gnutls_set_default_priority(st.tls);
+		gnutls_credentials_set(st.tls, GNUTLS_CRD_CERTIFICATE, stuck_cred);
+		gnutls_transport_set_int(st.tls, st.fd);
+		rc = gnutls_handshake(st.tls);
+		if (rc != GNUTLS_E_AGAIN && rc != GNUTLS_E_INTERRUPTED) {
+			gnutls_deinit(st.tls);
+			close(st.fd);
+			st.fd = -1;
+		}
+	}
+	return st;
+}
+
+static void stuck_close(struct stuck *st)
+{
+	if (st->curl) {
+		curl_easy_cleanup(st->curl);
+		return;
+	}
+	if (st->tls)
+		gnutls_deinit(st->tls);
+	close(st->fd);
+}
+
+/* Has the server closed fd (all it sent read, then EOF or a reset)? */
+static bool server_closed(int fd)
+{
+	char buf[4096];
+	ssize_t n;
+
+	while ((n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+		;
+	return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* Have all n been closed by the server? With trickle, a byte more of
+ * the ClientHello on each every half second. */
+static bool all_closed(const struct stuck *st, int n, bool trickle)
+{
+	static int64_t last;
+	int closed = 0;
+	bool write_now = trickle && mono_ms() - last >= 500;
+
+	for (int i = 0; i < n; i++) {
+		if (server_closed(st[i].fd))
+			closed++;
+		else if (write_now)	/* closed meanwhile: seen at the next look */
+			(void)!write(st[i].fd, "\x03", 1);
+	}
+	if (write_now)
+		last = mono_ms();
+	return closed == n;
+}
+
+/* Fill d's --max-connections (STUCK) with connections stuck as kind says
+ * and wait for dlockd to close them all; the seconds it took (-1: not all
+ * of them within 10 s). */
+static double stuck_closed_after(const struct dlockd_srv *d, enum stuck_kind kind,
+				 const struct http_tls *t)
+{
+	struct stuck st[STUCK];
+	int n = 0;
+	int64_t t0 = mono_ms();
+	bool closed;
+
+	/* one may be refused while dlockd still counts the connection of
+	 * the last request: open it again */
+	while (n < STUCK && WAIT_FOR((st[n] = stuck_open(d, kind, t)).fd >= 0, 2000))
+		n++;
+	stuck_opened = n;
+	closed = n == STUCK && WAIT_FOR(all_closed(st, n, kind == STUCK_TRICKLED_HELLO), 10000);
+	for (int i = 0; i < n; i++)
+		stuck_close(&st[i]);
+	return closed ? (double)(mono_ms() - t0) / 1000.0 : -1;
+}
+
+/* --max-connections of TLS connections that never send a ClientHello,
+ * send half of one, trickle one, send a whole one and stop there, or
+ * finish the handshake and send no request: each kind is closed by
+ * dlockd after --idle-timeout-s, and a real client is served after
+ * them; over HTTPS, and with client certificates required. */
+TEST(tls_idle_timeout_cuts_connections_stuck_in_the_handshake)
+{
+	static const char *const what[] = {
+		[STUCK_SILENT] = "never send a ClientHello",
+		[STUCK_HALF_HELLO] = "send half a ClientHello",
+		[STUCK_TRICKLED_HELLO] = "trickle a ClientHello a byte each 0.5 s",
+		[STUCK_WHOLE_HELLO] = "send a ClientHello and no more",
+		[STUCK_HANDSHAKEN] = "finish the handshake and send nothing",
+	};
+	struct http_tls t = { .ca = NULL };
+	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--max-connections", "16",
+				"--idle-timeout-s", "2", "--tls-client-ca", NULL, NULL };
+	struct dlockd_srv d;
+	double after;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	flags[1] = pki_path("server1.pem");
+	flags[3] = pki_path("server1.key");
+	t.ca = pki_path("ca.pem");
+	CHECK(gnutls_certificate_allocate_credentials(&stuck_cred) == 0, "gnutls credentials");
+	for (int mtls = 0; mtls <= 1; mtls++) {
+		const char *over = mtls ? "mTLS" : "HTTPS";
+
+		flags[8] = mtls ? "--tls-client-ca" : NULL;	/* ends the flags over HTTPS */
+		flags[9] = pki_path("ca.pem");
+		t.cert = mtls ? pki_path("client.pem") : NULL;
+		t.key = mtls ? pki_path("client.key") : NULL;
+		http_tls(&t);
+		CHECK(dlockd_start(&d, NULL, flags) == 0, "start over %s (see %s)", over, d.log);
+		for (int k = STUCK_SILENT; k <= STUCK_HANDSHAKEN; k++) {
+			after = stuck_closed_after(&d, k, &t);
+			CHECK(after >= 0, "%s: %d connections that %s are closed by dlockd within "
+			      "10 s (--idle-timeout-s %d; %d opened)", over, STUCK, what[k],
+			      STUCK_TIMEOUT_S, stuck_opened);
+			CHECK(WAIT_FOR(fresh(d.base, &t, "GET", "/healthz", NULL, 0) == 200, 3000),
+			      "%s: a real client is served after the %d that %s", over, STUCK,
+			      what[k]);
+			printf("# %s, --idle-timeout-s %d, %d connections that %s: all closed by "
+			       "dlockd after %.1f s\n", over, STUCK_TIMEOUT_S, STUCK, what[k], after);
+		}
+		CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	}
+	gnutls_certificate_free_credentials(stuck_cred);
 }
