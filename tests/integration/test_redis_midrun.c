@@ -228,6 +228,9 @@ TEST(redis_script_killed_mid_run_is_a_503_that_changes_nothing)
 	redisAppendCommand(hog, "EVAL %s 0", "while true do end");
 	while (!done)
 		CHECK(redisBufferWrite(hog, &done) == REDIS_OK, "send the busy loop");
+	/* let Redis start it: a call of dlockd's sent at the same moment may
+	 * be served first (Redis serves its clients in no promised order) */
+	sleep_ms(100);
 	/* calls queued behind the script before Redis starts answering BUSY */
 	for (int i = 0; i < 5; i++) {
 		snprintf(puts[i], sizeof(puts[i]), "/locks/%s-%d?owner=y&wait_ms=5000", n, i);
