@@ -153,7 +153,7 @@ TEST(cluster_classic_hears_publish_not_spublish)
 	start(&C, &D, "classic");
 	if (test_failed())
 		return;
-	CHECK(file_contains(D.log, "classic pub/sub"), "the start-up line says classic");
+	CHECK(file_contains(D.log, "\"pubsub\":\"classic\""), "the start-up line says classic");
 	m = cluster_master_of(&C, 0, n);
 	CHECK(m >= 0, "%s has a master", n);
 	snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}", n);
@@ -207,7 +207,7 @@ TEST(standalone_sharded_pubsub_wakes_a_waiter)
 	memset(&R, 0, sizeof(R));
 	CHECK(redis_start(&R) == 0, "redis starts");
 	CHECK(dlockd_start_on(&D, &R, flags) == 0, "dlockd starts");
-	CHECK(file_contains(D.log, "sharded pub/sub"), "the start-up line says sharded");
+	CHECK(file_contains(D.log, "\"pubsub\":\"sharded\""), "the start-up line says sharded");
 	snprintf(chan, sizeof(chan), "redisson_lock__channel:{%s}", n);
 	CHECK(lock_hold(&D, n, "h", 30000), "h holds it");
 	CHECK(lock_release(&D, n, "h") == 200, "h releases");

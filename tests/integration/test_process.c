@@ -143,7 +143,7 @@ TEST(default_threads_follow_the_affinity_mask)
 	snprintf(cmd, sizeof(cmd), "timeout -s TERM 1 taskset -c 0 %s --listen 127.0.0.1:0 "
 		 "--redis redis://127.0.0.1:1/0 2>&1", dlockd_binary());
 	run_capture(cmd, out, sizeof(out));
-	CHECK(strstr(out, ", 1 threads,"), "pinned to CPU 0: one loop; the start-up line: %s", out);
+	CHECK(strstr(out, "\"threads\":1,"), "pinned to CPU 0: one loop; the start-up line: %s", out);
 }
 
 TEST(bad_flags_are_refused)
