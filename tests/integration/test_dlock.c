@@ -783,8 +783,14 @@ TEST(dlock_command_inherits_no_socket_of_dlocks)
 		const char *argv[] = { "python3", "-c",
 				       "import os, sys; os.closerange(3, 65536); os.close(0); "
 				       "os.execv(sys.argv[1], sys.argv[1:])",
-				       dlock_bin(), "run", n, "--", "sh", "-c",
-				       "ls -l /proc/$$/fd | sed -n 's/.* \\([0-9]*\\) -> /\\1 /p'",
+				       /* the command lists its own descriptors after
+				        * listdir's own is closed (a shell listing its
+				        * fds may catch its pipeline's pipe open) */
+				       dlock_bin(), "run", n, "--", "python3", "-c",
+				       "import os\n"
+				       "for f in sorted(os.listdir('/proc/self/fd'), key=int):\n"
+				       "    try: print(f, os.readlink('/proc/self/fd/' + f))\n"
+				       "    except OSError: pass\n",
 				       NULL };
 		char server[128];
 		const char *envv[] = { server, NULL };
