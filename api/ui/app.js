@@ -1,5 +1,5 @@
-// app.js -- dlockd's status page (/ui): the locks held, a lock's detail with
-// its queue, and a forced release, all through dlockd's own HTTP API with
+// app.js -- dlockd's status page (/ui): the locks (and semaphores) held, a
+// lock's detail with its queue, and a forced release, all through dlockd's own HTTP API with
 // the token kept in sessionStorage. No framework, no outside requests; data
 // only ever reaches the page as text (textContent), never as HTML.
 //
@@ -119,6 +119,24 @@ function valueText(v) {
 	return typeof v === 'string' ? v : JSON.stringify(v);
 }
 
+// A semaphore (GET /semaphores/{name}: limit, available, held, waiting)
+// has one holder per permit, each with its own value, and a count of the
+// acquires waiting instead of a queue.
+function isSemaphore(kind) {
+	return kind === 'semaphore';
+}
+
+function permitsText(s) {
+	const out = [];
+	if (typeof s.held === 'number' && typeof s.limit === 'number')
+		out.push(`${s.held} of ${s.limit} permits out`);
+	else if (typeof s.limit === 'number')
+		out.push(`limit ${s.limit}`);
+	if (typeof s.available === 'number')
+		out.push(`${s.available} available`);
+	return out.join(' · ');
+}
+
 // ----- the overview -----
 
 function showError(text) {
@@ -228,12 +246,19 @@ function render() {
 			kind = 'lock (fair)';
 		if (e.mode)
 			kind += ` · ${e.mode}`;
+		if (isSemaphore(e.kind) && s)
+			kind += ` · ${permitsText(s)}`;
+		else if (isSemaphore(e.kind) && typeof e.limit === 'number')
+			kind += ` · limit ${e.limit}`;
 		tr.append(el('td', kind));
 		const ht = el('td');
 		for (const h of holders)
 			ht.append(holderNode(h));
 		tr.append(ht);
-		tr.append(el('td', valueText(s && 'value' in s ? s.value : e.value), 'mono'));
+		const value = isSemaphore(e.kind)
+			? holders.map((h) => valueText(h.value)).filter((v) => v).join(', ')
+			: valueText(s && 'value' in s ? s.value : e.value);
+		tr.append(el('td', value, 'mono'));
 		const tokens = holders.map((h) => h.fencing_token).filter((t) => t !== undefined);
 		tr.append(el('td', tokens.length ? tokens.join(', ') : '—', 'mono'));
 		const lease = el('td', null, 'num lease');
@@ -241,8 +266,8 @@ function render() {
 		lease.dataset.at = String(row.at);
 		lease.textContent = leaseText(Number(lease.dataset.ttl), row.at);
 		tr.append(lease);
-		tr.append(el('td', s && typeof s.queue_length === 'number' ? s.queue_length : '—',
-			     'num queue'));
+		const waiting = isSemaphore(e.kind) ? s && s.waiting : s && s.queue_length;
+		tr.append(el('td', typeof waiting === 'number' ? waiting : '—', 'num queue'));
 		rows.push(tr);
 	}
 	tbody.replaceChildren(...rows);
@@ -321,15 +346,20 @@ async function watch(d) {
 
 function renderDetail(d) {
 	const s = d.status;
+	const sem = isSemaphore(d.kind);
 	$('detail-state').textContent = s.locked
-		? `held${s.mode ? ' (' + s.mode + ')' : ''} · index ${s.index}`
-		: 'free (nobody holds it now)';
+		? `held${s.mode ? ' (' + s.mode + ')' : ''}${sem ? ' · ' + permitsText(s) : ''}` +
+		  ` · index ${s.index}`
+		: `free (nobody holds it now)${sem ? ' · ' + permitsText(s) : ''}`;
 	const rows = (Array.isArray(s.holders) ? s.holders : []).map((h) => {
 		const tr = el('tr');
 		const owner = el('td');
 		owner.append(typeof h.owner === 'string' ? el('span', h.owner, 'mono')
 			     : el('span', 'owner hidden', 'hidden-owner'));
-		tr.append(owner, el('td', h.side || h.mode || ''), el('td', h.holds, 'num'),
+		if (sem && h.value !== undefined)	// a permit's value, after its owner
+			owner.append(' · ', el('span', valueText(h.value), 'mono'));
+		tr.append(owner, el('td', h.side || h.mode || (sem ? 'permit' : '')),
+			  el('td', typeof h.holds === 'number' ? h.holds : sem ? 1 : '', 'num'),
 			  el('td', h.fencing_token !== undefined ? h.fencing_token : '—', 'mono'));
 		const lease = el('td', leaseText(h.ttl_ms, d.at), 'num lease');
 		lease.dataset.ttl = String(h.ttl_ms);
@@ -339,8 +369,9 @@ function renderDetail(d) {
 	});
 	$('detail-holders').tBodies[0].replaceChildren(...rows);
 	const queue = Array.isArray(s.queue) ? s.queue : [];
-	$('detail-qlen').textContent = typeof s.queue_length === 'number'
-		? `(${s.queue_length} waiting)` : '(none for this kind)';
+	const waiting = sem ? s.waiting : s.queue_length;
+	$('detail-qlen').textContent = typeof waiting === 'number'
+		? `(${waiting} waiting${sem ? ', in no set order' : ''})` : '(none for this kind)';
 	$('detail-queue').replaceChildren(...queue.map((p) => {
 		const li = el('li');
 		li.append(typeof p.owner === 'string' ? el('span', p.owner, 'mono')
@@ -357,8 +388,11 @@ function askForce() {
 	const d = state.detail;
 	if (!d)
 		return;
-	$('confirm-text').textContent = `Force-release ${d.kind} '${d.name}'? Whoever holds it ` +
-		'loses it now: their next heartbeat or release answers not_held.';
+	$('confirm-text').textContent = isSemaphore(d.kind)
+		? `Force-release every permit of semaphore '${d.name}'? Each holder loses its ` +
+		  'permit now: their next heartbeat or release answers not_held.'
+		: `Force-release ${d.kind} '${d.name}'? Whoever holds it ` +
+		  'loses it now: their next heartbeat or release answers not_held.';
 	$('confirm').returnValue = '';
 	$('confirm').showModal();
 }

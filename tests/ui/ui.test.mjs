@@ -4,7 +4,8 @@
 // takes and releases locks over HTTP and checks that the page follows; the
 // detail view with a fair lock's queue; a forced release as admin (the
 // holder's heartbeat then answers not_held) and refused as a client token;
-// the token kept across a reload; no request leaves dlockd's origin and
+// a semaphore held by two owners (limit, holders, waiting; released, then
+// forced back); the token kept across a reload; no request leaves dlockd's origin and
 // nothing breaks the page's Content-Security-Policy. TAP on stdout.
 //   node tests/ui/ui.test.mjs BUILD_DIR
 // DLOCKD_UI_SCREENSHOT=FILE also saves a screenshot of the page (with a
@@ -184,6 +185,70 @@ async function main() {
 	await until('ui-job gone', async () => (await rowText(page, 'ui-job')) === null).then(
 		() => ok(true, 'the released lock disappears'),
 		(e) => ok(false, 'the released lock disappears', e.message));
+
+	// --- a semaphore held by two owners: its limit, permits, holders and
+	// waiting acquires in the overview and the detail view; one permit
+	// given back, then the other forced back from the page: it disappears
+	const sem = [];
+	for (const o of ['ci-1', 'ci-2'])
+		sem.push(await http('PUT', `/semaphores/ui-deploys?owner=${o}&limit=2&ttl_ms=60000` +
+				    `&value=build-${o}`, CLIENT));
+	ok(sem.every((r) => r.status === 200 && r.body.limit === 2),
+	   'PUT /semaphores/ui-deploys (limit 2) as ci-1 and ci-2', JSON.stringify(sem));
+	const semWaiter = new AbortController();
+	const semWaiting = fetch(base + '/semaphores/ui-deploys?owner=ci-3&limit=2&wait_ms=120000', {
+		method: 'PUT', headers: { Authorization: 'Bearer ' + CLIENT }, signal: semWaiter.signal,
+	}).catch(() => null);
+	const semRow = await until('ui-deploys listed, 1 waiting', async () => {
+		const t = await rowText(page, 'ui-deploys');
+		return t && /\t1$/.test(t.trim()) ? t : null;
+	}).catch((e) => e.message);
+	ok(/\bsemaphore\b/.test(semRow) && /2 of 2 permits out/.test(semRow) &&
+	   /0 available/.test(semRow) && /ci-1/.test(semRow) && /ci-2/.test(semRow) &&
+	   /build-ci-1/.test(semRow) && sem.every((r) => semRow.includes(String(r.body.fencing_token))),
+	   'the semaphore appears with its limit, both holders, their values and tokens, 1 waiting',
+	   semRow);
+	await page.evaluate(() => {
+		for (const tr of document.querySelectorAll('#locks tbody tr'))
+			if (tr.dataset.name === 'ui-deploys')
+				tr.querySelector('button').click();
+	});
+	const semDetail = await until('the semaphore\'s detail', () => page.evaluate(() => {
+		const d = document.getElementById('detail');
+		return !d.hidden && /permits out/.test(document.getElementById('detail-state').textContent)
+			&& document.querySelectorAll('#detail-holders tbody tr').length === 2
+			? d.innerText : null;
+	})).catch((e) => e.message);
+	ok(/semaphore ui-deploys/.test(semDetail) && /2 of 2 permits out/.test(semDetail) &&
+	   /ci-1/.test(semDetail) && /ci-2/.test(semDetail) && /1 waiting/.test(semDetail),
+	   'the detail view shows the limit, both permits\' holders and 1 waiting', semDetail);
+	semWaiter.abort();
+	await semWaiting;
+	const semRel = await http('DELETE', '/semaphores/ui-deploys?owner=ci-1', CLIENT);
+	ok(semRel.status === 200, 'DELETE /semaphores/ui-deploys?owner=ci-1', JSON.stringify(semRel));
+	const semOne = await until('one permit out', async () => {
+		const t = await rowText(page, 'ui-deploys');
+		return t && /1 of 2 permits out/.test(t) && !/ci-1/.test(t) ? t : null;
+	}).catch((e) => e.message);
+	ok(/ci-2/.test(semOne) && /1 available/.test(semOne),
+	   'ci-1 gone from the row: 1 of 2 permits out, 1 available', semOne);
+	await until('force enabled', () => page.$eval('#force', (b) => !b.disabled));
+	await page.click('#force');
+	await until('the confirmation', () => page.$eval('#confirm', (d) => d.open &&
+		/every permit of semaphore 'ui-deploys'/.test(d.textContent)));
+	await page.click('#confirm-ok');
+	const semForced = await until('Released.', () => page.$eval('#detail-msg', (m) =>
+		!m.hidden && m.textContent)).catch((e) => e.message);
+	ok(semForced === 'Released.', 'admin: the semaphore\'s permits forced back from the page',
+	   semForced);
+	const semHb = await http('POST', '/semaphores/ui-deploys/heartbeat?owner=ci-2&ttl_ms=60000',
+				 CLIENT);
+	ok(semHb.status === 409 && semHb.body && semHb.body.error === 'not_held',
+	   'ci-2\'s heartbeat then answers not_held', JSON.stringify(semHb));
+	await until('ui-deploys gone', async () => (await rowText(page, 'ui-deploys')) === null).then(
+		() => ok(true, 'the semaphore with no permit out disappears'),
+		(e) => ok(false, 'the semaphore with no permit out disappears', e.message));
+	await page.click('#detail-close');
 
 	// --- a fair lock with a queue: the detail view
 	const fair = await http('PUT', '/fairlocks/ui-fair?owner=holder-1&ttl_ms=60000', ADMIN);

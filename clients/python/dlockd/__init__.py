@@ -7,12 +7,13 @@
 
 The lease is renewed in the background; held.lost is set the moment it is
 known lost; the lock is released however the body ends. `async with` the
-same works on asyncio, where the body is cancelled on loss. See README.md."""
+same works on asyncio, where the body is cancelled on loss. c.semaphore(name,
+limit) holds one of `limit` permits the same way. See README.md."""
 from .client import Client, Held, Scope, new_owner
-from .errors import (Conflict, Error, Forbidden, Internal, InvalidArgument, LeaseLost, NotHeld,
-                     NotOwner, Timeout, TooManyHolds, Unauthorized, Unavailable, WrongKind)
+from .errors import (Conflict, Error, Forbidden, Internal, InvalidArgument, LeaseLost,
+                     LimitMismatch, NotHeld, NotOwner, Timeout, TooManyHolds, Unauthorized, Unavailable, WrongKind)
 
 __version__ = "0.1.0"
 __all__ = ["Client", "Held", "Scope", "new_owner", "Error", "Conflict", "Timeout", "NotHeld",
            "NotOwner", "WrongKind", "TooManyHolds", "Unauthorized", "Forbidden",
-           "InvalidArgument", "Unavailable", "Internal", "LeaseLost"]
+           "InvalidArgument", "Unavailable", "Internal", "LeaseLost", "LimitMismatch"]

@@ -66,14 +66,15 @@ def lost_answer(res):
     return isinstance(res, Answer) and res.status == 409 and code(res) in ("not_held", "not_owner")
 
 
-def acquire_steps(cfg, kind, name, owner, ttl_ms, wait_ms):
+def acquire_steps(cfg, kind, name, owner, ttl_ms, wait_ms, extra=None):
     """Take the lock: long polls chained up to wait_ms (None: no end), each
     at most cfg.max_poll_ms (halved when dlockd's --max-wait-ms is lower);
     an unreachable dlockd or a 503 retried after Retry-After while the
     deadline and cfg.retry_ms allow; a PUT whose answer was lost sent again
     (the same owner: a repeat of its grant). Returns (fencing_token,
     lease_start, lease_ms): the lease counted from the sending of the
-    request that confirmed it. Raises an Error."""
+    request that confirmed it. extra: more parameters of the PUT (a
+    semaphore's limit and value). Raises an Error."""
     what = f"{kind.what} '{name}'"
     start = time.monotonic()
     deadline = None if wait_ms is None else start + wait_ms / 1000
@@ -85,7 +86,7 @@ def acquire_steps(cfg, kind, name, owner, ttl_ms, wait_ms):
         wait = chunk if deadline is None else max(0, min(chunk, int((deadline - now) * 1000)))
         sent = time.monotonic()
         res = yield Request("PUT", kind.path(name),
-                            {"owner": owner, "ttl_ms": ttl_ms, "wait_ms": wait},
+                            {"owner": owner, "ttl_ms": ttl_ms, "wait_ms": wait, **(extra or {})},
                             wait / 1000 + cfg.timeout)
         if isinstance(res, Answer) and res.status == 200:
             body = res.body if isinstance(res.body, dict) else {}

@@ -14,7 +14,8 @@ from ._core import margin_s
 from ._http import Transport, env, ssl_context
 from ._kinds import KINDS
 from ._run import LoopSignals, ThreadSignals, run_async, run_sync
-from .errors import Conflict, Error, InvalidArgument, LeaseLost, NotHeld, Unavailable
+from .errors import (Conflict, Error, InvalidArgument, LeaseLost, LimitMismatch, NotHeld,
+                     Unavailable)
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -28,9 +29,10 @@ def new_owner():
 
 
 class Held:
-    """A lock held: `fencing_token` (int), `lost` (a threading.Event set the
-    moment the lease is known lost; never cleared), `held` (False once lost
-    or released). Its lease is renewed in the background until release()."""
+    """A lock held (or a semaphore's permit, with its `limit`):
+    `fencing_token` (int), `lost` (a threading.Event set the moment the
+    lease is known lost; never cleared), `held` (False once lost or
+    released). Its lease is renewed in the background until release()."""
 
     def __init__(self, client, kind, name, owner, ttl_ms, token, start, lease_ms):
         self.client = client
@@ -39,6 +41,7 @@ class Held:
         self.owner = owner
         self.ttl_ms = ttl_ms
         self.fencing_token = token
+        self.limit = None               # a semaphore's limit
         self.lost = threading.Event()
         self.lost_reason = None         # the Error that said so
         self._kind = kind
@@ -186,29 +189,37 @@ class Scope:
     """What c.lock(name, ...) returns: `with` it (or `async with` it) to hold
     the lock for the body, or call acquire() for a Held to release()."""
 
-    def __init__(self, client, kind, name, ttl_ms, wait_ms, owner):
+    def __init__(self, client, kind, name, ttl_ms, wait_ms, owner, extra=None):
         if not isinstance(ttl_ms, int) or ttl_ms < 1:
             raise InvalidArgument(f"ttl_ms must be a positive integer, not {ttl_ms!r}")
         if wait_ms is not None and (not isinstance(wait_ms, int) or wait_ms < 0):
             raise InvalidArgument(f"wait_ms must be a non-negative integer or None, not {wait_ms!r}")
+        if kind.takes_limit and not isinstance((extra or {}).get("limit"), int):
+            raise InvalidArgument(f"a {kind.what} is acquired with its limit")
         self.client = client
         self.kind = kind
         self.name = name
         self.ttl_ms = ttl_ms
         self.wait_ms = wait_ms
         self.owner = owner
+        self.extra = extra or {}    # more PUT parameters: a semaphore's limit, value
         self._held = None
         self._task = None
 
     def _steps(self, owner):
         return _core.acquire_steps(self.client, self.kind, self.name, owner, self.ttl_ms,
-                                   self.wait_ms)
+                                   self.wait_ms, self.extra)
+
+    def _new_held(self, owner, token, start, lease):
+        held = Held(self.client, self.kind, self.name, owner, self.ttl_ms, token, start, lease)
+        held.limit = self.extra.get("limit")     # a semaphore's; None for the locks
+        return held
 
     def _give_back(self, owner, err):
         # Gives back what an interrupted or failed acquire may have been
         # granted (a hold, or a fair-queue place: dlockd drops that on the
         # hang-up already). A release of nothing is a harmless not_held.
-        return not isinstance(err, (Conflict, InvalidArgument)) and isinstance(
+        return not isinstance(err, (Conflict, InvalidArgument, LimitMismatch)) and isinstance(
             err, (Error, BaseException))
 
     def acquire(self):
@@ -222,7 +233,7 @@ class Scope:
                 _quiet(lambda: run_sync(_core.release_steps(
                     _Once(self.client), self.kind, self.name, owner), self.client._transport))
             raise
-        held = Held(self.client, self.kind, self.name, owner, self.ttl_ms, token, start, lease)
+        held = self._new_held(owner, token, start, lease)
         held._start()
         return held
 
@@ -245,7 +256,7 @@ class Scope:
                 except (Error, asyncio.CancelledError):
                     pass
             raise
-        held = Held(self.client, self.kind, self.name, owner, self.ttl_ms, token, start, lease)
+        held = self._new_held(owner, token, start, lease)
         held._astart()
         return held
 
@@ -310,6 +321,21 @@ def _kind_method(key, doc):
     return method
 
 
+def _semaphore(self, name, limit, *, ttl_ms=15000, wait_ms=None, owner=None, value=None):
+    """One of `limit` permits of a semaphore (/semaphores/{name}): see Scope.
+    Every acquirer gives the limit; another one than the limit in force
+    raises LimitMismatch (its .limit is the one in force). value: text kept
+    with the permit, shown to whoever reads the semaphore."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10000:
+        raise InvalidArgument(f"limit must be an integer 1..10000, not {limit!r}")
+    if value is not None and not isinstance(value, str):
+        raise InvalidArgument(f"value must be a str or None, not {value!r}")
+    extra = {"limit": limit}
+    if value is not None:
+        extra["value"] = value
+    return Scope(self, KINDS["semaphore"], name, ttl_ms, wait_ms, owner, extra)
+
+
 class Client:
     """One dlockd. url defaults to $DLOCKD_URL (else http://127.0.0.1:8080),
     token to $DLOCKD_TOKEN. For https://: ca (the PEM file of the CA that
@@ -341,6 +367,7 @@ class Client:
     fair_lock = _kind_method("fair", "A fair lock, first come first served (/fairlocks/{name}).")
     read_lock = _kind_method("read", "The read side of a read-write lock (/rwlocks/{name}/read).")
     write_lock = _kind_method("write", "The write side of a read-write lock (/rwlocks/{name}/write).")
+    semaphore = _semaphore
 
     def status(self, name, *, kind="lock", index=None, wait_ms=None):
         """The lock's state as GET answers it (a dict); with index and
@@ -373,8 +400,8 @@ class Client:
                 state = {"changed": False, "index": index}
 
     def force_release(self, name, *, kind="lock"):
-        """Free the lock whoever holds it (an admin token's right): True if
-        that released it."""
+        """Free the lock whoever holds it (an admin token's right; for a
+        semaphore, every permit out): True if that released it."""
         k = KINDS[kind]
         body = run_sync(_core.call_steps(self, "DELETE", k.path(name), {"force": "true"},
                                          f"{k.what} '{name}': force release"), self._transport)

@@ -47,6 +47,17 @@ class WrongKind(Error):
     """409 wrong_kind: the name is in use as another kind of lock."""
 
 
+class LimitMismatch(Error):
+    """409 limit_mismatch: a semaphore acquired with another limit than the
+    one in force, which is `limit` (an int, or None if dlockd gave none).
+    Nothing was changed."""
+
+    def __init__(self, message, **kw):
+        super().__init__(message, **kw)
+        limit = self.body.get("limit")
+        self.limit = limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+
+
 class TooManyHolds(Error):
     """409 too_many_holds: a read hold past dlockd's caps."""
 
@@ -73,6 +84,7 @@ _BY_CODE = {
     "not_owner": NotOwner,
     "wrong_kind": WrongKind,
     "too_many_holds": TooManyHolds,
+    "limit_mismatch": LimitMismatch,
     "unauthorized": Unauthorized,
     "forbidden": Forbidden,
     "internal": Internal,

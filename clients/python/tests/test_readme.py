@@ -31,13 +31,15 @@ class TestReadme(unittest.TestCase):
 
     def test_python_blocks(self):
         found = blocks("python")
-        self.assertGreaterEqual(len(found), 5)
+        self.assertGreaterEqual(len(found), 6)
         tls = [b for b in found if "tls/ca.pem" in b]
         outs = [self.run_block(b, support.TMP, SRV.url) for b in found if b not in tls]
         self.assertIn("step 2", outs[0])
         self.assertIn("stopped: not_held", outs[1])
         self.assertIn("cancelled on loss", outs[2])
         self.assertIn("leads with token", outs[3])
+        self.assertEqual(outs[4].count("deploys with permit"), 4)
+        self.assertIn("the limit in force is 2", outs[4])
         p = support.pki()
         srv = support.Dlockd(REDIS, "--tls-cert", p["server.pem"], "--tls-key", p["server.key"],
                              "--tls-client-ca", p["ca.pem"])
