@@ -11,7 +11,7 @@
   ARGV[4] "1": a re-entry counts a hold; "0": it is a repeat, no hold added
   ARGV[5] the caller's token name (principal); "" with auth off
   ARGV[6] the most live places the queue may have (--max-fair-queue): a
-          caller not queued yet is not added past it
+          caller without a live place is not added past it
   ARGV[7] (unused: read holds' caps)
   ARGV[8] "1": ARGV[9] is the holder value to keep; "0": none given
   Returns {1, token, holds, pttl, added, change}
@@ -89,8 +89,10 @@ if reenter then
 end
 local life = tonumber(ARGV[3])
 local queued = redis.call('zscore', KEYS[4], owner)
-if life > 0 and not queued then
-  -- each place is walked by whoever leaves (fair_dequeue): cap them
+if life > 0 and not (queued and tonumber(queued) > now) then
+  -- each place is walked by whoever leaves (fair_dequeue): cap them; a
+  -- place whose deadline passed (not purged yet, behind a live head) is
+  -- no place: its owner coming back meets the cap like anyone new
   local live = redis.call('zcount', KEYS[4], '(' .. now, '+inf')
   if live >= tonumber(ARGV[6]) then
     return {-5, live}

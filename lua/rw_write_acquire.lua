@@ -10,7 +10,7 @@
   ARGV[4] "1": a re-entry counts a hold; "0": it is a repeat, no hold added
   ARGV[5] the caller's token name (principal); "" with auth off
   ARGV[6] the most live waiting writers N may have (--max-fair-queue): a
-          caller not registered yet is not added past it
+          caller without a live registration is not added past it
   ARGV[7] (unused: read holds' caps)
   ARGV[8] "1": ARGV[9] is the holder value to keep; "0": none given
   Returns {1, token, holds, pttl, added, change}
@@ -70,8 +70,10 @@ elseif mode == 'read' and redis.call('hlen', KEYS[1]) == 2 and
   redis.call('hset', KEYS[1], 'mode', 'write', wf, 1)
 else
   local life, now = tonumber(ARGV[3]), now_ms()
-  if life > 0 and not redis.call('zscore', KEYS[4], owner) then
-    -- every waiting writer retries on its own: cap them
+  local mine = redis.call('zscore', KEYS[4], owner)
+  if life > 0 and not (mine and tonumber(mine) > now) then
+    -- every waiting writer retries on its own: cap them (a registration
+    -- whose lifetime passed counts as none)
     local live = redis.call('zcount', KEYS[4], '(' .. now, '+inf')
     if live >= tonumber(ARGV[6]) then
       return {-5, live}
