@@ -20,7 +20,7 @@ type Holder struct {
 	FencingToken int64  `json:"fencing_token"`
 	TTLMs        int64  `json:"ttl_ms"`
 	Side         string `json:"side"`  // "read" or "write" on a read-write lock
-	Value        string `json:"value"` // semaphores: the permit's value, if any
+	Value        string `json:"value"` // the holding's value, if any
 }
 
 // Status is a lock's state as dlockd answers GET.
