@@ -6,6 +6,8 @@ package dlockd
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -131,4 +133,38 @@ func TestSemaphoreLossOnForceRelease(t *testing.T) {
 			t.Fatalf("release of a lost permit: %v", err)
 		}
 	}
+}
+
+// A semaphore's state lists its first 100 holders by lease end: a holder
+// past them (here the 101st, its lease the longest) is still seen held,
+// since the watch asks by owner; and still sees its loss.
+func TestSemaphoreHolderPastTheFirst100(t *testing.T) {
+	t.Parallel()
+	ctx := ctxFor(t, 30*time.Second)
+	for i := 0; i < 100; i++ {
+		u := fmt.Sprintf("%s/semaphores/go-sem-101?owner=go-other-%d&limit=101&ttl_ms=20000", plainURL, i)
+		req, _ := http.NewRequestWithContext(ctx, "PUT", u, nil)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Fatalf("permit %d: %d", i, res.StatusCode)
+		}
+	}
+	l, err := newClient(plainURL).Semaphore(ctx, "go-sem-101", 101, WithTTL(60*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	if st := state(t, KindSemaphore, "go-sem-101"); st.holds(l.Owner(), "") || st.Held != 101 {
+		t.Fatalf("the holders listed: %d of %d, this one among them", len(st.Holders), st.Held)
+	}
+	time.Sleep(time.Second) // the watch has read the state
+	if !l.Held() {
+		t.Fatalf("lost while held: %v", l.Err())
+	}
+	forceRelease(t, "/semaphores/go-sem-101")
+	within(t, l.Context().Done(), 1500*time.Millisecond, "loss after a force release")
 }

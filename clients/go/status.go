@@ -53,15 +53,18 @@ func (s *Status) Leader() string {
 }
 
 func (s *Status) holds(owner, side string) bool {
-	if s.HeldByOwner != nil {
-		return *s.HeldByOwner
+	if s.HeldByOwner != nil && *s.HeldByOwner {
+		return true
 	}
 	for _, h := range s.Holders {
 		if h.Owner == owner && (side == "" || h.Side == side) {
 			return true
 		}
 	}
-	return false
+	// asked by owner, past the holders listed (a semaphore's first 100):
+	// dlockd's held_by_owner is false there too, so nothing is known; the
+	// renewal tells a loss then
+	return s.HeldByOwner != nil && len(s.Holders) < s.Held
 }
 
 // Status reads the state of the lock name of kind k (KindRead and
