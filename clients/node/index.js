@@ -339,8 +339,12 @@ export class Client {
   }
 }
 
-const holds = (st, owner, side) => st.held_by_owner
-  ?? (st.holders ?? []).some((h) => h.owner === owner && (!side || h.side === side));
+// Asked by owner (a semaphore), past the holders listed (its first 100),
+// dlockd's held_by_owner is false too: nothing is known, the renewal
+// tells a loss then.
+const holds = (st, owner, side) => st.held_by_owner === true
+  || (st.holders ?? []).some((h) => h.owner === owner && (!side || h.side === side))
+  || (st.held_by_owner === false && (st.holders ?? []).length < st.held);
 
 /** A held lock: its signal aborts the moment the lease is known lost. */
 export class HeldLock {

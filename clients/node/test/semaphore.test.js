@@ -119,3 +119,26 @@ test('a force release of the semaphore aborts every holder\'s signal within a se
     await held.release(); // its not_held is no error once lost
   }
 });
+
+test('a holder past the 100 holders dlockd lists is still seen held, and its loss', { timeout: 30000 }, async () => {
+  for (let i = 0; i < 100; i++) {
+    const res = await fetch(`${plain}/semaphores/node-sem-101?owner=node-other-${i}&limit=101&ttl_ms=20000`, { method: 'PUT' });
+    assert.equal(res.status, 200);
+    await res.arrayBuffer();
+  }
+  const c = client();
+  const held = await c.semaphore('node-sem-101', 101, { ttlMs: 60000 });
+  const st = await c.status('node-sem-101', { kind: 'semaphore' });
+  assert.equal(st.held, 101);
+  assert.ok(!st.holders.some((x) => x.owner === held.owner), 'the 101st is listed');
+  await delay(1000); // the watch has read the state
+  assert.ok(held.held, `lost while held: ${held.lostError}`);
+  const res = await fetch(`${plain}/semaphores/node-sem-101?force=true`, { method: 'DELETE' });
+  assert.equal(res.status, 200);
+  await new Promise((resolve, reject) => {
+    if (held.signal.aborted) return resolve();
+    const t = setTimeout(() => reject(new Error('not aborted within 1500 ms')), 1500);
+    held.signal.addEventListener('abort', () => { clearTimeout(t); resolve(); });
+  });
+  assert.ok(held.lostError instanceof LostError);
+});
