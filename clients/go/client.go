@@ -111,6 +111,10 @@ var (
 	ErrUnavailable = errors.New("dlockd: unavailable")
 	// ErrLost: the lease of a held lock was lost (Lock.Err).
 	ErrLost = errors.New("dlockd: the lease was lost")
+	// ErrLimitMismatch: a semaphore asked with another limit than the one
+	// in force (409 limit_mismatch; the *Error's Limit is that one).
+	// Nothing was changed.
+	ErrLimitMismatch = errors.New("dlockd: not the semaphore's limit")
 )
 
 // Error is an answer of dlockd that is not a success, with its JSON error
@@ -124,6 +128,7 @@ type Error struct {
 	Message    string // dlockd's "message"
 	RetryAfter time.Duration
 	Err        error // the cause: a network error, or the context's
+	Limit      int   // limit_mismatch: the semaphore's limit in force
 }
 
 func (e *Error) Error() string {
@@ -153,6 +158,8 @@ func (e *Error) Is(target error) bool {
 		return e.Status == 401 || e.Status == 403
 	case ErrUnavailable:
 		return e.Code == "unreachable" || e.Status == 503
+	case ErrLimitMismatch:
+		return e.Code == "limit_mismatch"
 	}
 	return false
 }
@@ -166,9 +173,15 @@ type answer struct {
 
 func (a *answer) err() *Error {
 	e := &Error{Status: a.status, RetryAfter: a.retryAfter}
-	var j struct{ Error, Message string }
+	var j struct {
+		Error, Message string
+		Limit          int
+	}
 	if json.Unmarshal(a.body, &j) == nil && j.Error != "" {
 		e.Code, e.Message = j.Error, j.Message
+		if j.Error == "limit_mismatch" {
+			e.Limit = j.Limit
+		}
 	} else {
 		e.Code, e.Message = "http_"+strconv.Itoa(a.status), strings.TrimSpace(string(a.body))
 	}

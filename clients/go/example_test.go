@@ -115,3 +115,20 @@ func waitLeader(c *dlockd.Client, who string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func Example_semaphore() {
+	c := dlockd.NewClient("")
+	ctx := context.Background()
+	// at most 2 deploys at once: each takes one of the semaphore's 2 permits
+	l, err := c.Semaphore(ctx, "deploys", 2, dlockd.WithWait(time.Minute))
+	var e *dlockd.Error
+	if errors.As(err, &e) && errors.Is(err, dlockd.ErrLimitMismatch) {
+		log.Fatalf("deploys has %d permits, not 2", e.Limit)
+	} else if err != nil {
+		log.Fatal(err) // an ErrConflict: no permit came back within the minute
+	}
+	defer l.Release(context.Background())
+	st, _ := c.Status(ctx, dlockd.KindSemaphore, "deploys")
+	fmt.Printf("deploying with a permit of %d; %d free\n", st.Limit, st.Available)
+	// Output: deploying with a permit of 2; 1 free
+}

@@ -25,10 +25,11 @@ import (
 type Kind int
 
 const (
-	KindLock  Kind = iota // /locks/{name}: a plain lock
-	KindFair              // /fairlocks/{name}: waiters served in arrival order
-	KindRead              // /rwlocks/{name}/read: shared with other readers
-	KindWrite             // /rwlocks/{name}/write: excludes everyone
+	KindLock      Kind = iota // /locks/{name}: a plain lock
+	KindFair                  // /fairlocks/{name}: waiters served in arrival order
+	KindRead                  // /rwlocks/{name}/read: shared with other readers
+	KindWrite                 // /rwlocks/{name}/write: excludes everyone
+	KindSemaphore             // /semaphores/{name}: one of WithLimit's permits
 )
 
 // kindSpec is what the client needs to know of a kind: adding a kind of
@@ -38,13 +39,15 @@ type kindSpec struct {
 	resource string // the held resource's path, %s the escaped name
 	status   string // the path of the lock's state
 	side     string // the holder's side in the state; "" for any
+	limited  bool   // takes a limit (WithLimit); the watch asks by owner
 }
 
 var kinds = map[Kind]kindSpec{
-	KindLock:  {"lock", "/locks/%s", "/locks/%s", ""},
-	KindFair:  {"fair lock", "/fairlocks/%s", "/fairlocks/%s", ""},
-	KindRead:  {"read lock", "/rwlocks/%s/read", "/rwlocks/%s", "read"},
-	KindWrite: {"write lock", "/rwlocks/%s/write", "/rwlocks/%s", "write"},
+	KindLock:      {"lock", "/locks/%s", "/locks/%s", "", false},
+	KindFair:      {"fair lock", "/fairlocks/%s", "/fairlocks/%s", "", false},
+	KindRead:      {"read lock", "/rwlocks/%s/read", "/rwlocks/%s", "read", false},
+	KindWrite:     {"write lock", "/rwlocks/%s/write", "/rwlocks/%s", "write", false},
+	KindSemaphore: {"semaphore", "/semaphores/%s", "/semaphores/%s", "", true},
 }
 
 func (k Kind) spec() kindSpec {
@@ -65,6 +68,7 @@ type lockOptions struct {
 	waitSet    bool
 	owner      string
 	ownerGiven bool
+	limit      int // KindSemaphore's permits; 0 when not given
 }
 
 // WithKind picks the kind of lock (default KindLock).
@@ -86,6 +90,11 @@ func WithWait(d time.Duration) LockOption {
 func WithOwner(owner string) LockOption {
 	return func(o *lockOptions) { o.owner, o.ownerGiven = owner, true }
 }
+
+// WithLimit sets how many permits a semaphore (KindSemaphore) has; it
+// must be the limit in force when the semaphore exists (else an error
+// matching ErrLimitMismatch names that one). Semaphore sets it.
+func WithLimit(n int) LockOption { return func(o *lockOptions) { o.limit = n } }
 
 // Lock is a held lock. Its Context is cancelled the moment its lease is
 // known lost (and at Release); Held then says false for good.
@@ -155,6 +164,12 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...LockOption) (*Lo
 	if o.ttl < 3*time.Millisecond {
 		return nil, fmt.Errorf("dlockd: a lease of %v is too short", o.ttl)
 	}
+	if k := o.kind.spec(); k.limited && o.limit < 1 {
+		return nil, fmt.Errorf("dlockd: a %s needs a limit of 1 or more (WithLimit), not %d",
+			k.name, o.limit)
+	} else if !k.limited && o.limit != 0 {
+		return nil, fmt.Errorf("dlockd: a %s takes no limit", k.name)
+	}
 	return c.acquire(ctx, name, &o)
 }
 
@@ -167,6 +182,15 @@ func (c *Client) ReadLock(ctx context.Context, name string, opts ...LockOption) 
 }
 func (c *Client) WriteLock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
 	return c.Lock(ctx, name, append(opts, WithKind(KindWrite))...)
+}
+
+// Semaphore takes one of the limit permits of semaphore name: at most
+// limit holders at once, each with a lease of its own, held, renewed,
+// watched and released as a Lock is. A limit other than the one in force
+// is an error matching ErrLimitMismatch (its Limit the one in force).
+func (c *Client) Semaphore(ctx context.Context, name string, limit int,
+	opts ...LockOption) (*Lock, error) {
+	return c.Lock(ctx, name, append(opts, WithKind(KindSemaphore), WithLimit(limit))...)
 }
 
 // WithLock runs fn holding the lock, with a context cancelled when the
@@ -255,6 +279,9 @@ func (c *Client) acquire(ctx context.Context, name string, o *lockOptions) (*Loc
 		waitMs := c.pollFor(left)
 		body := map[string]any{"owner": o.owner, "ttl_ms": o.ttl.Milliseconds(),
 			"wait_ms": waitMs}
+		if k.limited {
+			body["limit"] = o.limit
+		}
 		rctx, rcancel := context.WithTimeout(ctx, time.Duration(waitMs)*time.Millisecond+slack)
 		sent := time.Now()
 		a, err := c.call(rctx, "PUT", path, nil, body)
@@ -449,8 +476,12 @@ func (l *Lock) watch() {
 	defer l.wg.Done()
 	index := l.token
 	statusPath := fmt.Sprintf(l.kind.status, url.PathEscape(l.name))
+	owner := "" // a semaphore's holders list its first 100 only: ask by owner
+	if l.kind.limited {
+		owner = l.owner
+	}
 	for l.bg.Err() == nil {
-		st, err := l.c.watchPath(l.bg, statusPath, index, maxPoll)
+		st, err := l.c.watchPath(l.bg, statusPath, owner, index, maxPoll)
 		if l.bg.Err() != nil {
 			return
 		}

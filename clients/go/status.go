@@ -19,7 +19,8 @@ type Holder struct {
 	Holds        int    `json:"holds"`
 	FencingToken int64  `json:"fencing_token"`
 	TTLMs        int64  `json:"ttl_ms"`
-	Side         string `json:"side"` // "read" or "write" on a read-write lock
+	Side         string `json:"side"`  // "read" or "write" on a read-write lock
+	Value        string `json:"value"` // the holding's value, if any
 }
 
 // Status is a lock's state as dlockd answers GET.
@@ -33,6 +34,14 @@ type Status struct {
 	// fair locks: how many wait in the queue
 	QueueLength int      `json:"queue_length"`
 	Holders     []Holder `json:"holders"`
+	// semaphores: the permits in all (0: no semaphore), free now, out,
+	// and how many acquires wait for one
+	Limit     int `json:"limit"`
+	Available int `json:"available"`
+	Held      int `json:"held"`
+	Waiting   int `json:"waiting"`
+	// asked by owner (semaphores): whether that owner holds a permit
+	HeldByOwner *bool `json:"held_by_owner"`
 }
 
 // Leader is the first holder's owner id ("" when free).
@@ -44,16 +53,22 @@ func (s *Status) Leader() string {
 }
 
 func (s *Status) holds(owner, side string) bool {
+	if s.HeldByOwner != nil && *s.HeldByOwner {
+		return true
+	}
 	for _, h := range s.Holders {
 		if h.Owner == owner && (side == "" || h.Side == side) {
 			return true
 		}
 	}
-	return false
+	// asked by owner, past the holders listed (a semaphore's first 100):
+	// dlockd's held_by_owner is false there too, so nothing is known; the
+	// renewal tells a loss then
+	return s.HeldByOwner != nil && len(s.Holders) < s.Held
 }
 
 // Status reads the state of the lock name of kind k (KindRead and
-// KindWrite both read the read-write lock).
+// KindWrite both read the read-write lock; KindSemaphore a semaphore).
 func (c *Client) Status(ctx context.Context, k Kind, name string) (*Status, error) {
 	a, err := c.call(ctx, "GET", fmt.Sprintf(k.spec().status, url.PathEscape(name)), nil, nil)
 	if err != nil {
@@ -73,7 +88,7 @@ func (c *Client) Watch(ctx context.Context, k Kind, name string, index int64) (*
 		if d, ok := ctx.Deadline(); ok && time.Until(d) < left {
 			left = time.Until(d)
 		}
-		st, err := c.watchPath(ctx, path, index, left)
+		st, err := c.watchPath(ctx, path, "", index, left)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -97,13 +112,16 @@ func (c *Client) Watch(ctx context.Context, k Kind, name string, index int64) (*
 	}
 }
 
-// watchPath is one long poll of at most max.
-func (c *Client) watchPath(ctx context.Context, path string, index int64,
+// watchPath is one long poll of at most max; asked by owner unless "".
+func (c *Client) watchPath(ctx context.Context, path, owner string, index int64,
 	max time.Duration) (*Status, error) {
 	for {
 		waitMs := c.pollFor(max)
 		q := url.Values{"index": {strconv.FormatInt(index, 10)},
 			"wait_ms": {strconv.FormatInt(waitMs, 10)}}
+		if owner != "" {
+			q.Set("owner", owner)
+		}
 		rctx, cancel := context.WithTimeout(ctx, time.Duration(waitMs)*time.Millisecond+slack)
 		a, err := c.call(rctx, "GET", path, q, nil)
 		cancel()

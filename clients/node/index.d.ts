@@ -2,7 +2,7 @@
 
 export declare const DEFAULT_URL: string;
 
-export type Kind = 'lock' | 'fair' | 'read' | 'write';
+export type Kind = 'lock' | 'fair' | 'read' | 'write' | 'semaphore';
 
 export interface ClientOptions {
   /** dlockd's URL; default $DLOCKD_URL, else DEFAULT_URL. */
@@ -21,6 +21,8 @@ export interface ClientOptions {
 export interface AcquireOptions {
   /** Default 'lock'. */
   kind?: Kind;
+  /** A semaphore's permits (1..10000), which it needs; the first acquirer makes it with them. */
+  limit?: number;
   /** The lease, renewed every third of it; default 15000. */
   ttlMs?: number;
   /** How long to wait; default until signal aborts; 0: fail at once if held. */
@@ -37,6 +39,8 @@ export interface Holder {
   fencing_token?: number;
   ttl_ms: number;
   side?: 'read' | 'write';
+  /** The holding's value, if any. */
+  value?: string;
 }
 
 export interface LockStatus {
@@ -51,6 +55,13 @@ export interface LockStatus {
   holders: Holder[];
   queue?: Array<{ owner?: string; ttl_ms: number }>;
   queue_length?: number;
+  /** Semaphores: the permits in all (0: no semaphore), free now, out, and the acquires waiting. */
+  limit?: number;
+  available?: number;
+  held?: number;
+  waiting?: number;
+  /** Asked by owner: whether that owner holds it. */
+  held_by_owner?: boolean;
 }
 
 export declare class DlockdError extends Error {
@@ -68,6 +79,11 @@ export declare class NotHeldError extends DlockdError {}
 export declare class UnauthorizedError extends DlockdError {}
 /** Unreachable, or 503, for longer than the call could retry. */
 export declare class UnavailableError extends DlockdError {}
+/** 409 limit_mismatch: a semaphore asked with another limit than the one in force. */
+export declare class LimitMismatchError extends DlockdError {
+  /** The semaphore's limit in force. */
+  limit: number;
+}
 /** The reason of a held lock's signal when its lease was lost. */
 export declare class LostError extends Error {}
 
@@ -93,6 +109,8 @@ export declare class Client {
   acquire(name: string, options?: AcquireOptions): Promise<HeldLock>;
   withLock<T>(name: string, fn: (signal: AbortSignal, held: HeldLock) => Promise<T> | T,
     options?: AcquireOptions): Promise<T>;
+  /** acquire(name, {...options, kind: 'semaphore', limit}): one of limit permits. */
+  semaphore(name: string, limit: number, options?: Omit<AcquireOptions, 'kind' | 'limit'>): Promise<HeldLock>;
   status(name: string, options?: { kind?: Kind; signal?: AbortSignal }): Promise<LockStatus>;
   /** Resolves when the state's index differs from index. */
   watch(name: string, index: number, options?: { kind?: Kind; signal?: AbortSignal }): Promise<LockStatus>;

@@ -19,11 +19,14 @@ const MAX_POLL_MS = 300000; // dlockd's default --max-wait-ms; a lower one is fo
 const SLACK_MS = 15000; // dlockd answers a call Redis has not answered within 10 s
 
 // What the client knows of each kind: adding a kind of dlockd is a line.
+// limited: takes a limit (a semaphore's permits), and the watch asks by
+// owner (a semaphore lists its first 100 holders only).
 const KINDS = {
   lock: { what: 'lock', resource: (n) => `/locks/${n}`, status: (n) => `/locks/${n}`, side: '' },
   fair: { what: 'fair lock', resource: (n) => `/fairlocks/${n}`, status: (n) => `/fairlocks/${n}`, side: '' },
   read: { what: 'read lock', resource: (n) => `/rwlocks/${n}/read`, status: (n) => `/rwlocks/${n}`, side: 'read' },
   write: { what: 'write lock', resource: (n) => `/rwlocks/${n}/write`, status: (n) => `/rwlocks/${n}`, side: 'write' },
+  semaphore: { what: 'semaphore', resource: (n) => `/semaphores/${n}`, status: (n) => `/semaphores/${n}`, side: '', limited: true },
 };
 
 function kindOf(kind = 'lock') {
@@ -51,6 +54,13 @@ export class NotHeldError extends DlockdError {}
 export class UnauthorizedError extends DlockdError {}
 /** dlockd unreachable, or 503, for longer than the call could retry. */
 export class UnavailableError extends DlockdError {}
+/** A semaphore asked with another limit than the one in force (409 limit_mismatch); limit is that one. */
+export class LimitMismatchError extends DlockdError {
+  constructor(status, code, message, options = {}) {
+    super(status, code, message, options);
+    this.limit = options.limit;
+  }
+}
 /** The lease was lost: the reason of a held lock's aborted signal. */
 export class LostError extends Error {
   constructor(message, cause) {
@@ -64,9 +74,10 @@ function errorOf(status, body, retryAfterMs) {
   const message = (body && typeof body === 'object' && body.message) || String(body ?? '');
   const C = code === 'locked' || code === 'too_many_holds' ? ConflictError
     : code === 'not_held' || code === 'not_owner' ? NotHeldError
-      : status === 401 || status === 403 ? UnauthorizedError
-        : status === 503 ? UnavailableError : DlockdError;
-  return new C(status, code, message, { retryAfterMs });
+      : code === 'limit_mismatch' ? LimitMismatchError
+        : status === 401 || status === 403 ? UnauthorizedError
+          : status === 503 ? UnavailableError : DlockdError;
+  return new C(status, code, message, { retryAfterMs, limit: body?.limit });
 }
 
 // dlockd's certificate was refused: no retry will do better
@@ -166,14 +177,19 @@ export class Client {
 
   /**
    * Takes the lock name and keeps it until release(). options: kind
-   * ('lock', 'fair', 'read', 'write'), ttlMs (default 15000), waitMs
+   * ('lock', 'fair', 'read', 'write', 'semaphore'), limit (a semaphore's
+   * permits, which it needs), ttlMs (default 15000), waitMs
    * (default: until signal aborts; 0: fail at once if held), owner
    * (default: unique to this acquire), signal (aborts the wait, giving
    * back a queue place or anything granted meanwhile).
    * @returns {Promise<HeldLock>}
    */
-  async acquire(name, { kind = 'lock', ttlMs = 15000, waitMs, owner, signal } = {}) {
+  async acquire(name, { kind = 'lock', limit, ttlMs = 15000, waitMs, owner, signal } = {}) {
     const k = kindOf(kind);
+    if (k.limited && !(Number.isInteger(limit) && limit >= 1)) {
+      throw new TypeError(`dlockd: a ${k.what} needs a limit of 1 or more, not ${limit}`);
+    }
+    if (!k.limited && limit !== undefined) throw new TypeError(`dlockd: a ${k.what} takes no limit`);
     const ownerGiven = owner !== undefined;
     owner ??= newOwner();
     const path = k.resource(encodeURIComponent(name));
@@ -188,7 +204,8 @@ export class Client {
       const sent = now();
       try {
         a = await this._call('PUT', path, {
-          body: { owner, ttl_ms: ttlMs, wait_ms: pollMs }, signal, timeoutMs: pollMs + SLACK_MS,
+          body: { owner, ttl_ms: ttlMs, wait_ms: pollMs, ...(k.limited ? { limit } : {}) },
+          signal, timeoutMs: pollMs + SLACK_MS,
         });
       } catch (e) {
         err = unreachable(e);
@@ -259,6 +276,16 @@ export class Client {
     return value;
   }
 
+  /**
+   * Takes one of the limit permits of semaphore name and keeps it until
+   * release(): acquire(name, {...options, kind: 'semaphore', limit}).
+   * Another limit than the one in force rejects with a LimitMismatchError.
+   * @returns {Promise<HeldLock>}
+   */
+  semaphore(name, limit, options = {}) {
+    return this.acquire(name, { ...options, kind: 'semaphore', limit });
+  }
+
   /** The lock's state (GET): {name, locked, ttl_ms, index, holders, ...}. */
   async status(name, { kind = 'lock', signal } = {}) {
     let a;
@@ -290,12 +317,14 @@ export class Client {
     }
   }
 
-  async _watchOnce(path, index, signal) {
+  // One long poll; asked by owner when owner is given.
+  async _watchOnce(path, index, signal, owner) {
     for (;;) {
       const waitMs = this._pollFor(MAX_POLL_MS);
       let a;
       try {
-        a = await this._call('GET', path, { query: { index, wait_ms: waitMs }, signal, timeoutMs: waitMs + SLACK_MS });
+        const query = { index, wait_ms: waitMs, ...(owner ? { owner } : {}) };
+        a = await this._call('GET', path, { query, signal, timeoutMs: waitMs + SLACK_MS });
       } catch (e) {
         throw unreachable(e);
       }
@@ -310,8 +339,12 @@ export class Client {
   }
 }
 
-const holds = (st, owner, side) =>
-  (st.holders ?? []).some((h) => h.owner === owner && (!side || h.side === side));
+// Asked by owner (a semaphore), past the holders listed (its first 100),
+// dlockd's held_by_owner is false too: nothing is known, the renewal
+// tells a loss then.
+const holds = (st, owner, side) => st.held_by_owner === true
+  || (st.holders ?? []).some((h) => h.owner === owner && (!side || h.side === side))
+  || (st.held_by_owner === false && (st.holders ?? []).length < st.held);
 
 /** A held lock: its signal aborts the moment the lease is known lost. */
 export class HeldLock {
@@ -390,7 +423,7 @@ export class HeldLock {
     while (!bg.aborted) {
       let st;
       try {
-        st = await this.client._watchOnce(path, index, bg);
+        st = await this.client._watchOnce(path, index, bg, this.kind.limited ? this.owner : undefined);
       } catch (e) {
         if (bg.aborted) return;
         if (e.status === 400 || e.status === 401 || e.status === 403) return; // the renewer still tells

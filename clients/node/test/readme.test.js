@@ -72,3 +72,16 @@ test('index.d.ts declares every export and public method', async () => {
     }
   }
 });
+
+// The Kind union of index.d.ts names every kind acquire() takes (its
+// TypeError on an unknown kind lists them).
+test('index.d.ts declares every kind', async () => {
+  const dts = readFileSync(join(pkg, 'index.d.ts'), 'utf8');
+  const { Client } = await import('../index.js');
+  const err = await new Client().acquire('x', { kind: '?' }).catch((e) => e);
+  const kinds = /\(([^)]*)\)$/.exec(err.message)[1].split(', ');
+  assert.ok(kinds.includes('semaphore'));
+  const declared = /export type Kind = ([^;]*);/.exec(dts)[1].split(' | ').map((k) => k.replaceAll("'", ''));
+  assert.deepEqual(declared.sort(), kinds.sort());
+  assert.match(dts.slice(dts.indexOf('class LimitMismatchError')).split('\n}')[0], /\blimit: number;/);
+});
