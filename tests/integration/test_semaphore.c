@@ -301,7 +301,7 @@ TEST(semaphore_forced_release_wakes_as_many_waiters_as_permits_freed)
 	CHECK(granted == 2 && still == 1, "two served at once, one still waits to its end "
 	      "(%d served, %d refused)", granted, still);
 	for (int i = 0; i < 3; i++) {
-		char o[8];
+		char o[16];
 
 		snprintf(o, sizeof(o), "w%d", i);
 		del_sem(n, o);
