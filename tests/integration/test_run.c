@@ -84,6 +84,15 @@ static pid_t process_in(const char *dir)
 /* Copy this checkout (its git-tracked and untracked, not ignored, files;
  * every file outside git) to test_tmpdir()/name, without .git, and the
  * build directory of the binary under test if it is ./build. Returns 0. */
+/* The build directory `make run` uses in the copy: the suite's make's
+ * BUILD (it reaches us in the environment), else build. */
+static const char *build_dir(void)
+{
+	const char *b = getenv("BUILD");
+
+	return b && *b ? b : "build";
+}
+
 static int make_copy(struct run *r, const char *name)
 {
 	char cmd[2 * PATH_MAX + 512], bindir[PATH_MAX], here[PATH_MAX], *slash;
@@ -229,8 +238,10 @@ static void start_serving(struct run *r, const char *name, bool *ok)
 
 	*ok = false;
 	CHECK(make_copy(r, name) == 0, "copy the checkout to %s", r->dir);
-	/* the quick start's second command is build/dlock: make run builds it */
-	snprintf(dlock, sizeof(dlock), "%s/build/dlock", r->dir);
+	/* the quick start's second command is build/dlock: make run builds it
+	 * (into the build directory of the make that runs the suite, which
+	 * passes BUILD down: build-asan/ under make test-asan) */
+	snprintf(dlock, sizeof(dlock), "%s/%s/dlock", r->dir, build_dir());
 	unlink(dlock);
 	CHECK(start_make_run(r, free_port()) == 0, "start make run");
 	/* a copy without build/ compiles everything first */
@@ -262,9 +273,9 @@ static void dlock_through_it(struct run *r, bool *ok)
 	int rc;
 
 	*ok = false;
-	snprintf(cmd, sizeof(cmd), "cd '%s' && DLOCK_SERVER= DLOCKD_URL=%s build/dlock run "
+	snprintf(cmd, sizeof(cmd), "cd '%s' && DLOCK_SERVER= DLOCKD_URL=%s %s/dlock run "
 		 "nightly-report -- sh -c 'echo \"$DLOCK_NAME\"' >>'%s' 2>&1", r->dir, r->base,
-		 r->log);
+		 build_dir(), r->log);
 	rc = system(cmd);
 	CHECK(rc == 0, "make run built build/dlock, and it runs a command under a lock (%d, see %s)",
 	      rc, r->log);
