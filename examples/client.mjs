@@ -1,65 +1,44 @@
-// client.mjs -- take a dlockd lock (waiting up to 10 s), renew it while
-// working, release it: also when the work fails or the process gets Ctrl-C
-// or SIGTERM. Node 18+ (global fetch), no packages. DLOCKD_URL picks the
-// server, DLOCKD_LOCK the lock.
-import { randomUUID } from 'node:crypto';
+// client.mjs -- take a dlockd lock (waiting up to 10 s), work while the
+// library renews its lease, release it: also when the work fails or the
+// process gets Ctrl-C or SIGTERM. Uses the client library in clients/node
+// (Node 20, built-ins only). DLOCKD_URL picks the server, DLOCKD_LOCK the
+// lock.
 import { setTimeout as sleep } from 'node:timers/promises';
+// once installed (npm install /path/to/dlockd/clients/node): from 'dlockd'
+import { Client } from '../clients/node/index.js';
 
-const url = process.env.DLOCKD_URL ?? 'http://127.0.0.1:8080';
-const lock = `${url}/locks/${process.env.DLOCKD_LOCK ?? 'nightly-report'}`;
-// Unique per run: the holder's PUT is granted again (a repeat), so two runs sharing an
-// owner would both "hold" the lock at once.
-const owner = `report-${randomUUID()}`;
+const LOCK = process.env.DLOCKD_LOCK ?? 'nightly-report';
+const client = new Client(); // $DLOCKD_URL, else http://127.0.0.1:8080
 
-// The JSON answer; throws with the error's code and message on an error
-// answer, or with a one-line reason when dlockd cannot be reached.
-async function call(method, target, body) {
-  let res;
-  try {
-    res = await fetch(target, {
-      method,
-      headers: { 'Content-Type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(30000),
-    });
-  } catch (err) {
-    throw new Error(`cannot reach dlockd at ${url}: ${err.cause?.code ?? err.cause?.message ?? err.message}`);
-  }
-  const json = await res.json();
-  if (!res.ok) throw Object.assign(new Error(`${json.error}: ${json.message}`), { status: res.status });
-  return json;
+// Ctrl-C and SIGTERM abort the wait, or the work: withLock then releases.
+const stop = new AbortController();
+let exitCode = 0;
+for (const [sig, code] of [['SIGINT', 130], ['SIGTERM', 143]]) {
+  process.on(sig, () => { exitCode = code; stop.abort(new Error(sig)); });
 }
 
-let maybeHeld = false;
-async function release() {
-  if (!maybeHeld) return;
-  maybeHeld = false;
-  try {
-    await call('DELETE', `${lock}?owner=${owner}`);
-    console.log('released');
-  } catch {
-    // not held (never acquired, or the lease ran out), or dlockd is gone
-  }
-}
-for (const [sig, code] of [['SIGINT', 130], ['SIGTERM', 143]])
-  process.on(sig, () => release().finally(() => process.exit(code)));
-
+let acquired = false;
 try {
-  // From here on the lock may be ours (an interrupted PUT may have been
-  // granted), so every way out releases it.
-  maybeHeld = true;
-  const grant = await call('PUT', lock, { owner, ttl_ms: 15000, wait_ms: 10000 });
-  console.log('acquired, fencing token', grant.fencing_token);
-  for (let step = 1; step <= 3; step++) {
-    console.log('working, step', step);
-    await sleep(1000);
-    // renew; a 409 not_held means the lease was lost: stop working
-    await call('POST', `${lock}/heartbeat`, { owner, ttl_ms: 15000 });
-  }
-  console.log('done, releasing');
+  // the owner id is unique per acquire: two runs never share a holding
+  await client.withLock(LOCK, async (signal, held) => {
+    acquired = true;
+    console.log('acquired, fencing token', held.fencingToken);
+    for (let step = 1; step <= 3; step++) {
+      console.log('working, step', step);
+      // signal aborts on Ctrl-C, or the moment the lease is lost: stop working
+      await sleep(1000, undefined, { signal });
+    }
+    console.log('done, releasing');
+  }, { ttlMs: 15000, waitMs: 10000, signal: stop.signal });
 } catch (err) {
-  console.error(`client.mjs: ${err.message}`);
-  process.exitCode = 1;
+  if (!stop.signal.aborted) {
+    const why = err.code === 'unreachable'
+      ? `cannot reach dlockd at ${client.url.origin}: ${err.cause?.code ?? err.message}` : err.message;
+    console.error(`client.mjs: ${why}`);
+    exitCode = 1;
+  }
 } finally {
-  await release();
+  if (acquired) console.log('released'); // withLock released it on the way out
+  client.close();
 }
+process.exit(exitCode);

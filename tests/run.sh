@@ -81,17 +81,25 @@ if [ "$only" = all ] || [ "$only" = ui ]; then
 fi
 
 # the Python client (clients/python): unittest's "... ok" lines counted as
-# TAP's (make test-python runs the same)
+# TAP's (make test-python runs the same); then the answers its tests got,
+# against openapi.yaml.
 if [ "$only" = all ] || [ "$only" = python ]; then
 	echo "== python"
-	DLOCKD_BIN="$build/dlockd" PYTHONPATH=clients/python python3 -m unittest discover -v \
-		-s clients/python/tests -t clients/python >"$out" 2>&1
+	contract=$(mktemp)
+	DLOCKD_BIN="$build/dlockd" DLOCKD_CONTRACT_LOG="$contract" PYTHONPATH=clients/python \
+		python3 -m unittest discover -v -s clients/python/tests -t clients/python >"$out" 2>&1
 	rc=$?
 	cat "$out"
 	sed -n -e 's/^\(test.*\) \.\.\. ok$/ok \1/p' -e "s/^\(test.*\) \.\.\. skipped '\(.*\)'$/ok \1 # SKIP \2/p" \
 		-e 's/^\(test.*\) \.\.\. \(FAIL\|ERROR\)$/not ok \1/p' "$out" >"$out.tap"
 	count python "$out.tap" "$rc"
 	rm -f "$out.tap"
+	echo "== python contract"	# the answers the Python client got, against openapi.yaml
+	node tests/contract/validate.mjs openapi.yaml "$contract" >"$out" 2>&1
+	rc=$?
+	cat "$out"
+	count python-contract "$out" "$rc"
+	rm -f "$contract"
 fi
 
 # The Go client: go test, stdlib only, its build cache under BUILD_DIR and

@@ -2,7 +2,11 @@
 dlockd processes on free loopback ports (DLOCKD_BIN, else build/dlockd of
 this checkout), test certificates made with openssl, an HTTP proxy that
 can lose answers, answer 503 or swallow requests, and raw HTTP for the
-test's own view of a lock. Every process is stopped by its pid at exit."""
+test's own view of a lock. Every process is stopped by its pid at exit.
+With $DLOCKD_CONTRACT_LOG set, every answer the library gets is appended
+to that file (see record below), for tests/run.sh to check against
+openapi.yaml."""
+import asyncio
 import atexit
 import http.client
 import json
@@ -16,6 +20,7 @@ import threading
 import time
 import unittest
 import uuid
+from urllib.parse import unquote, urlsplit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYROOT = os.path.dirname(HERE)                       # clients/python
@@ -301,3 +306,106 @@ def python_env(**extra):
 
 
 PYTHON = sys.executable
+
+
+# ----- the answers the library got, for the contract check -----
+#
+# One JSON line {method, path, status, content_type, body} per answer, as
+# the Go and Node suites write, for tests/contract/validate.mjs. Recorded
+# where the library's bytes pass (http.client for the blocking form,
+# asyncio streams for the asyncio one), so the library itself has no test
+# path; only requests carrying its User-Agent count, not the tests' own.
+
+CONTRACT_LOG = os.environ.get("DLOCKD_CONTRACT_LOG")
+_contract_lock = threading.Lock()
+
+
+def record(method, target, status, content_type, body):
+    line = json.dumps({"method": method, "path": unquote(urlsplit(target).path),
+                       "status": status, "content_type": content_type or "",
+                       "body": body.decode("utf-8", "replace")})
+    with _contract_lock, open(CONTRACT_LOG, "a") as f:
+        f.write(line + "\n")
+
+
+def _library(headers):
+    return any(k.lower() == "user-agent" and v.startswith("dlockd-python/")
+               for k, v in (headers or {}).items())
+
+
+def _record_blocking():
+    request, getresponse = http.client.HTTPConnection.request, http.client.HTTPConnection.getresponse
+
+    def recording_request(self, method, url, body=None, headers=None, **kw):
+        self._contract = (method, url) if _library(headers) else None
+        return request(self, method, url, body, headers or {}, **kw)
+
+    def recording_getresponse(self):
+        resp = getresponse(self)
+        if getattr(self, "_contract", None):
+            raw = resp.read()
+            record(*self._contract, resp.status, resp.getheader("Content-Type"), raw)
+            resp.read = lambda *args, **kw: raw
+        return resp
+
+    http.client.HTTPConnection.request = recording_request
+    http.client.HTTPConnection.getresponse = recording_getresponse
+
+
+class _RecordingStream:
+    """Both ends of one asyncio connection of the library: the request
+    line written, the bytes read; the answer recorded at close."""
+
+    def __init__(self, reader, writer):
+        self.reader, self.writer = reader, writer
+        self.sent, self.got = b"", b""
+
+    # StreamWriter
+    def write(self, data):
+        self.sent += data
+        self.writer.write(data)
+
+    def close(self):
+        self.writer.close()
+        head, _, body = self.got.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        request = self.sent.decode("latin-1").split("\r\n")
+        if len(lines[0].split()) < 2 or "user-agent: dlockd-python/" not in \
+                "\n".join(request).lower():
+            return
+        ctype = next((l.partition(":")[2].strip() for l in lines[1:]
+                      if l.lower().startswith("content-type:")), "")
+        method, target = request[0].split()[:2]
+        record(method, target, int(lines[0].split()[1]), ctype, body)
+
+    # StreamReader
+    async def _keep(self, data):
+        self.got += data
+        return data
+
+    async def readline(self):
+        return await self._keep(await self.reader.readline())
+
+    async def readexactly(self, n):
+        return await self._keep(await self.reader.readexactly(n))
+
+    async def read(self, n=-1):
+        return await self._keep(await self.reader.read(n))
+
+    def __getattr__(self, attr):
+        return getattr(self.writer, attr)
+
+
+def _record_asyncio():
+    open_connection = asyncio.open_connection
+
+    async def recording_open_connection(*args, **kw):
+        stream = _RecordingStream(*await open_connection(*args, **kw))
+        return stream, stream
+
+    asyncio.open_connection = recording_open_connection
+
+
+if CONTRACT_LOG:
+    _record_blocking()
+    _record_asyncio()
