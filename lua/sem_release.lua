@@ -11,16 +11,10 @@
           {-1}          N is a lock
           {-3}          a key holds something that is not a semaphore's ]]
 local owner = ARGV[1]
-local refusal = sem_refusal(KEYS[1], KEYS[2], nil, KEYS[4])
+local now = now_ms()
+local refusal, score = sem_held_refusal(KEYS[1], KEYS[2], KEYS[4], owner, ARGV[2], now)
 if refusal then
   return refusal
-end
-local now = now_ms()
-local score = redis.call('zscore', KEYS[2], owner)
-if not score or tonumber(score) <= now then
-  return {0}
-elseif owners_refused(KEYS[4], owner, ARGV[2]) then
-  return {-2, 7, 0}
 end
 local expired = sem_expired(KEYS[2], now)
 redis.call(PUBLISH, KEYS[3], tostring(#expired + 1))

@@ -13,16 +13,10 @@
   timed their retry by the earliest lease end they saw, and expiry
   publishes nothing (a Redisson waiter takes it as "try now"). ]]
 local lease, owner = tonumber(ARGV[1]), ARGV[2]
-local refusal = sem_refusal(KEYS[1], KEYS[2], nil, KEYS[4])
+local now = now_ms()
+local refusal, score = sem_held_refusal(KEYS[1], KEYS[2], KEYS[4], owner, ARGV[3], now)
 if refusal then
   return refusal
-end
-local now = now_ms()
-local score = redis.call('zscore', KEYS[2], owner)
-if not score or tonumber(score) <= now then
-  return {0}
-elseif owners_refused(KEYS[4], owner, ARGV[3]) then
-  return {-2, 7, 0}
 end
 if tonumber(score) > now + lease then
   redis.call(PUBLISH, KEYS[3], '0')

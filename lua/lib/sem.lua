@@ -22,6 +22,13 @@
                               absent), else the reply to give: {-1} N is a
                               lock, {-3} anything else that is not a
                               semaphore's
+  sem_held_refusal(n, permits, owners, owner, principal, now)
+                              the checks a release or renewal of owner's
+                              permit starts with: nil and the permit's
+                              score to go on, else the reply to give (those
+                              of sem_refusal, {0} owner holds no live
+                              permit, {-2, 7, 0} it holds it under another
+                              token name)
   sem_expired(permits, now)   the members past their lease end (at most
                               SEM_RECLAIM_MAX): read only
   sem_reclaim(n, permits, owners, expired)
@@ -44,6 +51,20 @@ local function sem_refusal(n, permits, counter, owners, waiters)
     return {-3}
   end
   return nil
+end
+
+local function sem_held_refusal(n, permits, owners, owner, principal, now)
+  local refusal = sem_refusal(n, permits, nil, owners)
+  if refusal then
+    return refusal
+  end
+  local score = redis.call('zscore', permits, owner)
+  if not score or tonumber(score) <= now then
+    return {0}
+  elseif owners_refused(owners, owner, principal) then
+    return {-2, 7, 0}
+  end
+  return nil, tonumber(score)
 end
 
 local function sem_expired(permits, now)
