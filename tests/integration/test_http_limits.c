@@ -8,6 +8,7 @@
  * no lock, and a client of the same dlockd cycling a lock meanwhile stays
  * fast. Each test runs its own dlockd (on the suite's Redis). Figures:
  * tests/RELIABILITY.md. */
+#include "../harness/bystander.h"
 #include "../harness/harness.h"
 
 #include <errno.h>
@@ -21,66 +22,6 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-/* ----- A client cycling a lock meanwhile ----- */
-
-struct cycler {
-	const struct dlockd_srv *d;
-	struct http_tls tls;
-	int stop;
-	int cycles, failed;
-	double slowest_ms;
-	pthread_t th;
-};
-
-static void *cycle(void *arg)
-{
-	struct cycler *c = arg;
-	const char *name = lockname("bystander");
-	char put[128], del[128];
-
-	http_tls(&c->tls);
-	snprintf(put, sizeof(put), "/locks/%s?owner=o&ttl_ms=10000", name);
-	snprintf(del, sizeof(del), "/locks/%s?owner=o", name);
-	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
-		struct http_resp a, b;
-		int64_t t0 = mono_ms();
-		double ms;
-
-		http_on(c->d->base, "PUT", put, NULL, &a);
-		http_on(c->d->base, "DELETE", del, NULL, &b);
-		ms = (double)(mono_ms() - t0);
-		if (a.status != 200 || b.status != 200)
-			c->failed++;
-		c->cycles++;
-		if (ms > c->slowest_ms)
-			c->slowest_ms = ms;
-		http_free(&a);
-		http_free(&b);
-		sleep_ms(5);
-	}
-	return NULL;
-}
-
-static void cycler_stop(void *arg)
-{
-	struct cycler *c = arg;
-
-	if (__atomic_exchange_n(&c->stop, 1, __ATOMIC_ACQ_REL))
-		return;
-	pthread_join(c->th, NULL);
-}
-
-static bool cycler_start(struct cycler *c, const struct dlockd_srv *d, const struct http_tls *t)
-{
-	*c = (struct cycler){ .d = d };
-	if (t)
-		c->tls = *t;
-	if (pthread_create(&c->th, NULL, cycle, c) != 0)
-		return false;
-	test_at_end(cycler_stop, c);
-	return true;
-}
 
 /* ----- Raw exchanges ----- */
 
@@ -248,7 +189,7 @@ static int status_in(const char *out)
 
 static void huge_requests(bool tls)
 {
-	static struct cycler by;
+	static struct bystander by;
 	static const struct {
 		enum big kind;
 		size_t n;
@@ -277,7 +218,7 @@ static void huge_requests(bool tls)
 		http_tls(&t);
 	}
 	CHECK(dlockd_start(&d, NULL, tls ? flags : NULL) == 0, "start dlockd (see %s)", d.log);
-	CHECK(cycler_start(&by, &d, tls ? &t : NULL), "start the bystander");
+	CHECK(bystander_start(&by, d.base, tls ? &t : NULL, 5), "start the bystander");
 	t0 = mono_ms();
 	for (int round = 0; round < 3 || mono_ms() - t0 < 3000; round++)
 		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -302,7 +243,7 @@ static void huge_requests(bool tls)
 				rounds++;
 		}
 	CHECK(rcmd_int("EXISTS big") == 0, "no lock was taken");
-	cycler_stop(&by);
+	bystander_stop(&by);
 	printf("# huge requests over %s, %d rounds of 6: bystander %d cycles, %d failed, slowest %.0f ms\n",
 	       tls ? "HTTPS" : "HTTP", rounds, by.cycles, by.failed, by.slowest_ms);
 	CHECK(by.cycles > 0 && by.failed == 0, "bystander: %d cycles, %d failed", by.cycles,
@@ -329,7 +270,7 @@ TEST(https_huge_headers_and_urls_are_refused_and_others_unaffected)
  * on. Ten at once, with a bystander cycling a lock. */
 TEST(https_renegotiation_is_refused_and_dlockd_serves_on)
 {
-	static struct cycler by;
+	static struct bystander by;
 	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, NULL };
 	struct http_tls t = { .ca = NULL };
 	struct dlockd_srv d;
@@ -343,7 +284,7 @@ TEST(https_renegotiation_is_refused_and_dlockd_serves_on)
 	t.ca = pki_path("ca.pem");
 	http_tls(&t);
 	CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd (see %s)", d.log);
-	CHECK(cycler_start(&by, &d, &t), "start the bystander");
+	CHECK(bystander_start(&by, d.base, &t, 5), "start the bystander");
 	snprintf(res, sizeof(res), "%s/reneg", test_tmpdir());
 	/* interactive s_client (no -quiet, no -ign_eof) reads "R" as
 	 * "renegotiate"; each prints RENEGOTIATING */
@@ -365,7 +306,7 @@ TEST(https_renegotiation_is_refused_and_dlockd_serves_on)
 	CHECK(served >= 10, "each connection was served before it asked (%d)", served);
 	CHECK(kill(d.pid, 0) == 0, "dlockd is still running");
 	CHECK(status_of(&d, "GET", "/healthz") == 200, "a new connection is served");
-	cycler_stop(&by);
+	bystander_stop(&by);
 	printf("# 10 TLS renegotiations at once: %d answers before them; bystander %d cycles, "
 	       "%d failed, slowest %.0f ms\n", served, by.cycles, by.failed, by.slowest_ms);
 	CHECK(by.cycles > 0 && by.failed == 0, "bystander: %d cycles, %d failed", by.cycles,
@@ -549,7 +490,7 @@ static void raise_fd_limit(void)
  * connections are closed after --idle-timeout-s. */
 TEST(http_slow_readers_on_watch_do_not_slow_others)
 {
-	static struct cycler by;
+	static struct bystander by;
 	static int fds[READERS];
 	const char *flags[] = { "--idle-timeout-s", "3", NULL };
 	const char *n = lockname("watched");
@@ -573,7 +514,7 @@ TEST(http_slow_readers_on_watch_do_not_slow_others)
 	for (int i = 0; i < PIPELINED; i++)
 		len += (size_t)snprintf(pipe_req + len, cap - len, "GET /locks/%s HTTP/1.1\r\n"
 					"Host: x\r\n\r\n", n);
-	CHECK(cycler_start(&by, &d, NULL), "start the bystander");
+	CHECK(bystander_start(&by, d.base, NULL, 5), "start the bystander");
 	for (int i = 0; i < READERS; i++) {
 		int small = 4096;
 
@@ -602,7 +543,7 @@ TEST(http_slow_readers_on_watch_do_not_slow_others)
 	for (int i = 0; i < READERS; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-	cycler_stop(&by);
+	bystander_stop(&by);
 	printf("# %d readers x %d pipelined reads, never read: bystander %d cycles, %d failed, "
 	       "slowest %.0f ms; dlockd RSS %ld -> %ld KiB; the stuck connections closed by dlockd "
 	       "%lld ms after the watches answered\n", READERS, PIPELINED + 1, by.cycles,

@@ -12,6 +12,7 @@
  * which two busy cores stretch. The bounds are generous (the figures
  * measured are a few milliseconds at most, and are printed); what they
  * catch is a cost that grows with the pile (tens to hundreds of ms). */
+#include "../harness/bystander.h"
 #include "../harness/harness.h"
 
 #include <poll.h>
@@ -507,49 +508,6 @@ TEST(pileup_fair_status_takes_a_bounded_time_behind_a_long_queue)
  * lock's waiting writers) */
 #define FAIR_QUEUE_MAX 1000
 
-/* Another client's lock cycles on a lock of its own, timed, while a crowd
- * comes and goes. */
-struct bystander {
-	pthread_t thread;
-	int stop;
-	int n, failed;
-	double ms[20000];
-	char worst[160];
-};
-
-static void *bystand(void *arg)
-{
-	struct bystander *b = arg;
-	struct http_resp r;
-
-	while (!__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE) && b->n < 19998) {
-		static const char *const calls[][2] = {
-			{ "PUT", "/locks/bystander?owner=b&ttl_ms=10000" },
-			{ "DELETE", "/locks/bystander?owner=b" },
-		};
-
-		for (int i = 0; i < 2; i++) {
-			if (http_on(D.base, calls[i][0], calls[i][1], NULL, &r) != 0 ||
-			    r.status != 200) {
-				b->failed++;
-				snprintf(b->worst, sizeof(b->worst), "%s: %ld %.100s", calls[i][1], r.status,
-					 r.body ? r.body : "");
-			}
-			b->ms[b->n++] = r.ms;
-			http_free(&r);
-		}
-		sleep_ms(1);	/* a client among others, not a flood of its own */
-	}
-	return NULL;
-}
-
-static int compare_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* The sum and the largest of the times (µs) of the scripts on Redis keys
  * holding on (the crowd's lock), in the private Redis' SLOWLOG since it
  * was last reset; resets it. */
@@ -677,23 +635,23 @@ static bool crowd_come_and_go(const char *what, const char *path_fmt, long long 
 	}
 
 	/* the hang-up, while the other client goes on */
-	memset(&b, 0, sizeof(b));
-	pthread_create(&b.thread, NULL, bystand, &b);
+	if (!bystander_start(&b, D.base, NULL, 1)) {
+		snprintf(why, whycap, "could not start the other client");
+		return false;
+	}
 	sleep_ms(500);
 	slowlog_reset();
 	crowd_close(NULL);
 	test_at_end_cancel(NULL);
 	sleep_ms(4000 * slow_factor());
-	__atomic_store_n(&b.stop, 1, __ATOMIC_RELEASE);
-	pthread_join(b.thread, NULL);
+	bystander_stop(&b);
 	leave_us = scripts_us_total("crowd", &leave_max, &leave_n);
-	qsort(b.ms, (size_t)b.n, sizeof(b.ms[0]), compare_double);
-	p50 = b.n ? b.ms[b.n / 2] : -1;
-	p99 = b.n ? b.ms[b.n * 99 / 100] : -1;
-	max = b.n ? b.ms[b.n - 1] : -1;
+	p50 = bystander_call_ms(&b, 0.5);
+	p99 = bystander_call_ms(&b, 0.99);
+	max = bystander_call_ms(&b, 1);
 	fprintf(stderr, "# %s: the crowd hung up; the other client's %d calls: %d failed, "
 		"p50 %.1f ms, p99 %.1f ms, max %.1f ms; Redis ran %zu scripts on the crowd's "
-		"lock meanwhile, %lld ms in all, the longest %lld us; %lld still queued\n", what, b.n, b.failed, p50,
+		"lock meanwhile, %lld ms in all, the longest %lld us; %lld still queued\n", what, b.ncalls, b.failed, p50,
 		p99, max, leave_n, leave_us / 1000, leave_max, queued());
 	if (b.failed) {
 		snprintf(why, whycap, "%d of the other client's calls failed, e.g. %s", b.failed,

@@ -7,6 +7,7 @@
  * waiting and is served at the release once Redis serves again, and a
  * dlockd of another Redis user keeps granting meanwhile. Each test runs
  * its own redis-server and dlockd. Figures: tests/RELIABILITY.md. */
+#include "../harness/bystander.h"
 #include "../harness/harness.h"
 
 #include <signal.h>
@@ -59,52 +60,6 @@ static bool refused_with(const struct dlockd_srv *d, const char *method, const c
 	return ok;
 }
 
-/* A client of another dlockd cycling a lock of its own, for the slowest
- * cycle while the test's dlockd is refused. */
-struct cycler {
-	const struct dlockd_srv *d;
-	int stop;
-	int cycles, failed;
-	double slowest_ms;
-	pthread_t th;
-};
-
-static void *cycle(void *arg)
-{
-	struct cycler *c = arg;
-	const char *name = lockname("other");
-	char put[128], del[128];
-
-	snprintf(put, sizeof(put), "/locks/%s?owner=o&ttl_ms=10000", name);
-	snprintf(del, sizeof(del), "/locks/%s?owner=o", name);
-	while (!__atomic_load_n(&c->stop, __ATOMIC_ACQUIRE)) {
-		struct http_resp a, b;
-		int64_t t0 = mono_ms();
-		double ms;
-
-		http_on(c->d->base, "PUT", put, NULL, &a);
-		http_on(c->d->base, "DELETE", del, NULL, &b);
-		ms = (double)(mono_ms() - t0);
-		if (a.status != 200 || b.status != 200)
-			c->failed++;
-		c->cycles++;
-		if (ms > c->slowest_ms)
-			c->slowest_ms = ms;
-		http_free(&a);
-		http_free(&b);
-		sleep_ms(5);
-	}
-	return NULL;
-}
-
-static void cycler_stop(void *arg)
-{
-	struct cycler *c = arg;
-
-	__atomic_store_n(&c->stop, 1, __ATOMIC_RELEASE);
-	pthread_join(c->th, NULL);
-}
-
 /* dlockd runs as Redis user "dl"; while X holds a lock and W waits on it,
  * the operator takes away EVAL/EVALSHA, then the channels, then the
  * password (and kills dl's connections so that dlockd must log in again).
@@ -114,7 +69,7 @@ static void cycler_stop(void *arg)
  * served at X's release. */
 TEST(redis_acl_changed_mid_run_is_a_503_that_changes_nothing)
 {
-	static struct cycler other;
+	static struct bystander other;
 	struct redis_srv rs = { 0 };
 	struct dlockd_srv d, d2;
 	const char *n = lockname("aclmid"), *n2 = lockname("aclnew");
@@ -128,9 +83,7 @@ TEST(redis_acl_changed_mid_run_is_a_503_that_changes_nothing)
 	snprintf(url, sizeof(url), "redis://dl:pw@127.0.0.1:%d/0", rs.port);
 	CHECK(dlockd_start(&d, url, NULL) == 0, "start dlockd as dl");
 	CHECK(dlockd_start_on(&d2, &rs, NULL) == 0, "start another dlockd as the default user");
-	other = (struct cycler){ .d = &d2 };
-	CHECK(pthread_create(&other.th, NULL, cycle, &other) == 0, "start the other client");
-	test_at_end(cycler_stop, &other);
+	CHECK(bystander_start(&other, d2.base, NULL, 5), "start the other client");
 
 	snprintf(path, sizeof(path), "/locks/%s?owner=x&ttl_ms=120000", n);
 	http_on(d.base, "PUT", path, NULL, &r);
@@ -182,8 +135,7 @@ TEST(redis_acl_changed_mid_run_is_a_503_that_changes_nothing)
 	CHECK_GRANTED_WITHIN(w, t0, 2000, "w is served at the release");
 	http_free(&w.r);
 
-	cycler_stop(&other);
-	test_at_end_cancel(&other);
+	bystander_stop(&other);
 	fprintf(stderr, "# the other dlockd meanwhile: %d cycles, %d failed, slowest %.0f ms\n",
 		other.cycles, other.failed, other.slowest_ms);
 	CHECK(other.cycles > 0 && other.failed == 0, "the other dlockd's client: %d cycles, %d failed",
