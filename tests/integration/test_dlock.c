@@ -7,6 +7,7 @@
  * when interrupted, and keeps the token off every command line; and the
  * subcommands a script uses across steps (acquire, renew, release,
  * status, list). */
+#include "../harness/dlock_cli.h"
 #include "../harness/harness.h"
 
 #include <dirent.h>
@@ -19,45 +20,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-/* The dlock built beside the dlockd under test. */
-static const char *dlock_bin(void)
-{
-	static char path[512];
-	const char *d = dlockd_binary();
-	size_t len = strlen(d);
-
-	snprintf(path, sizeof(path), "%.*sdlock", (int)(len >= 6 ? len - 6 : 0), d);
-	return path;
-}
-
-/* Start dlock ARGS... (NULL-terminated) against base (NULL: the suite's
- * dlockd) with env (one more "NAME=value", or NULL) in its environment. */
-static void dlock_start(struct proc *p, const char *base, const char *env, const char *tag, ...)
-{
-	const char *argv[32];
-	char server[128];
-	const char *envv[] = { server, env, NULL };
-	int argc = 0;
-	va_list ap;
-
-	snprintf(server, sizeof(server), "DLOCK_SERVER=%s", base ? base : H_dlockd.base);
-	argv[argc++] = dlock_bin();
-	va_start(ap, tag);
-	while (argc < 31 && (argv[argc] = va_arg(ap, const char *)))
-		argc++;
-	va_end(ap);
-	argv[argc] = NULL;
-	proc_start(p, argv, envv, tag);
-}
-
-/* Run dlock to the end (30 s at most); its exit code, or -1. */
-static int dlock_wait(struct proc *p)
-{
-	if (!WAIT_FOR(proc_exited(p), 30000))
-		proc_kill(p);
-	return WIFEXITED(p->status) ? WEXITSTATUS(p->status) : -1;
-}
 
 static const char *err_of(struct proc *p)
 {
@@ -587,7 +549,7 @@ TEST(dlock_acquire_renew_release_status_and_list_from_a_script)
 	struct proc p;
 	int code;
 
-	snprintf(env, sizeof(env), "DLOCK=%s", dlock_bin());
+	snprintf(env, sizeof(env), "DLOCK=%s", dlock_binary());
 	snprintf(script, sizeof(script),
 		 "set -e\n"
 		 "eval \"$($DLOCK acquire --ttl 20s %s)\"\n"
@@ -694,7 +656,7 @@ TEST(dlock_survives_closed_pipes_ignored_sigchld_and_inherited_children)
 	long long pid;
 	int code;
 
-	snprintf(env, sizeof(env), "DLOCK=%s", dlock_bin());
+	snprintf(env, sizeof(env), "DLOCK=%s", dlock_binary());
 	tmpfile_named(pidfile, sizeof(pidfile), "pid");
 	/* stdout and stderr into a pipe whose reader is gone: the command gets
 	 * SIGPIPE as it would without dlock; dlock's own messages fail quietly,
@@ -721,7 +683,7 @@ TEST(dlock_survives_closed_pipes_ignored_sigchld_and_inherited_children)
 		const char *argv[] = { "python3", "-c",
 				       "import os, signal, sys; signal.signal(signal.SIGCHLD, "
 				       "signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])",
-				       dlock_bin(), "run", m, "--", "sh", "-c", "exit 3", NULL };
+				       dlock_binary(), "run", m, "--", "sh", "-c", "exit 3", NULL };
 		char server[128];
 		const char *envv[] = { server, NULL };
 
@@ -786,7 +748,7 @@ TEST(dlock_command_inherits_no_socket_of_dlocks)
 				       /* the command lists its own descriptors after
 				        * listdir's own is closed (a shell listing its
 				        * fds may catch its pipeline's pipe open) */
-				       dlock_bin(), "run", n, "--", "python3", "-c",
+				       dlock_binary(), "run", n, "--", "python3", "-c",
 				       "import os\n"
 				       "for f in sorted(os.listdir('/proc/self/fd'), key=int):\n"
 				       "    try: print(f, os.readlink('/proc/self/fd/' + f))\n"
@@ -809,7 +771,7 @@ TEST(dlock_command_inherits_no_socket_of_dlocks)
 		const char *envv[] = { server, env, name, NULL };
 
 		snprintf(server, sizeof(server), "DLOCK_SERVER=%s", H_dlockd.base);
-		snprintf(env, sizeof(env), "DLOCK=%s", dlock_bin());
+		snprintf(env, sizeof(env), "DLOCK=%s", dlock_binary());
 		snprintf(name, sizeof(name), "N=%s", m);
 		proc_start(&p, argv, envv, "full");
 	}
@@ -858,7 +820,7 @@ static void dlock_start_env(struct proc *p, const char *const *envv, const char 
 	for (int i = 0; envv && envv[i] && n < 7; i++)
 		env[n++] = envv[i];
 	env[n] = NULL;
-	argv[argc++] = dlock_bin();
+	argv[argc++] = dlock_binary();
 	va_start(ap, tag);
 	while (argc < 31 && (argv[argc] = va_arg(ap, const char *)))
 		argc++;

@@ -1,49 +1,13 @@
 /* test_dlock_sem.c -- dlock and semaphores: `dlock run --limit N NAME`
  * runs at most N commands at once, with everything dlock run promises;
  * status and list show semaphores; --value for every kind. */
+#include "../harness/dlock_cli.h"
 #include "../harness/harness.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-
-static const char *dlock_path(void)
-{
-	static char path[512];
-	const char *d = dlockd_binary();
-	size_t len = strlen(d);
-
-	snprintf(path, sizeof(path), "%.*sdlock", (int)(len >= 6 ? len - 6 : 0), d);
-	return path;
-}
-
-/* dlock ARGS... (NULL-terminated) against the suite's dlockd. */
-static void dlock_go(struct proc *p, const char *tag, ...)
-{
-	const char *argv[32];
-	char server[128];
-	const char *envv[] = { server, NULL };
-	int argc = 0;
-	va_list ap;
-
-	snprintf(server, sizeof(server), "DLOCK_SERVER=%s", H_dlockd.base);
-	argv[argc++] = dlock_path();
-	va_start(ap, tag);
-	while (argc < 31 && (argv[argc] = va_arg(ap, const char *)))
-		argc++;
-	va_end(ap);
-	argv[argc] = NULL;
-	proc_start(p, argv, envv, tag);
-}
-
-static int dlock_end(struct proc *p)
-{
-	if (!WAIT_FOR(proc_exited(p), 30000))
-		proc_kill(p);
-	return WIFEXITED(p->status) ? WEXITSTATUS(p->status) : -1;
-}
 
 TEST(dlock_run_limit_runs_at_most_n_commands_at_once)
 {
@@ -58,11 +22,11 @@ TEST(dlock_run_limit_runs_at_most_n_commands_at_once)
 		 "echo \"S $DLOCK_KIND $DLOCK_FENCING_TOKEN\" >> %s; sleep 0.3; echo E >> %s",
 		 file, file);
 	for (int i = 0; i < RUNS; i++)
-		dlock_go(&p[i], "sem-run", "run", "--limit", "2", n, "--", "sh", "-c", script, NULL);
+		dlock_start(&p[i], NULL, NULL, "sem-run", "run", "--limit", "2", n, "--", "sh", "-c", script, NULL);
 	for (int i = 0; i < RUNS; i++) {
 		char err[4096];
 
-		CHECK(dlock_end(&p[i]) == 0, "run %d exits 0: %s", i,
+		CHECK(dlock_wait(&p[i]) == 0, "run %d exits 0: %s", i,
 		      file_read(p[i].err, err, sizeof(err)));
 	}
 	file_read(file, buf, sizeof(buf));
@@ -89,27 +53,27 @@ TEST(dlock_status_list_and_value_with_semaphores)
 	char buf[4096];
 	struct proc hold, st, ls, bad;
 
-	dlock_go(&hold, "sem-hold", "run", "--limit", "3", "--value", "host-a:9000", n, "--",
+	dlock_start(&hold, NULL, NULL, "sem-hold", "run", "--limit", "3", "--value", "host-a:9000", n, "--",
 		 "sleep", "3", NULL);
 	CHECK(WAIT_FOR(rcmd_int("EXISTS {%s}:timeout", n) == 1, 10000), "the run holds a permit");
-	dlock_go(&st, "sem-status", "status", "--kind", "semaphore", n, NULL);
-	CHECK(dlock_end(&st) == 0, "status exits 0 while a permit is out");
+	dlock_start(&st, NULL, NULL, "sem-status", "status", "--kind", "semaphore", n, NULL);
+	CHECK(dlock_wait(&st) == 0, "status exits 0 while a permit is out");
 	file_read(st.out, buf, sizeof(buf));
 	CHECK(strstr(buf, "\"limit\":3") && strstr(buf, "\"value\":\"host-a:9000\""),
 	      "status shows the semaphore and the value: %s", buf);
-	dlock_go(&ls, "sem-list", "list", n, NULL);
-	CHECK(dlock_end(&ls) == 0, "list");
+	dlock_start(&ls, NULL, NULL, "sem-list", "list", n, NULL);
+	CHECK(dlock_wait(&ls) == 0, "list");
 	file_read(ls.out, buf, sizeof(buf));
 	CHECK(strstr(buf, n) != NULL, "list names the semaphore: %s", buf);
-	CHECK(dlock_end(&hold) == 0, "the run ends");
+	CHECK(dlock_wait(&hold) == 0, "the run ends");
 
-	dlock_go(&bad, "sem-bad", "run", "--kind", "fair", "--limit", "2", n, "--", "true",
+	dlock_start(&bad, NULL, NULL, "sem-bad", "run", "--kind", "fair", "--limit", "2", n, "--", "true",
 		 NULL);
-	CHECK(dlock_end(&bad) == 64, "--limit with another kind is a usage error");
-	dlock_go(&bad, "sem-bad2", "acquire", "--kind", "semaphore", n, NULL);
-	CHECK(dlock_end(&bad) == 64, "a semaphore's acquire needs --limit");
-	dlock_go(&bad, "sem-bad3", "run", "--limit", "5", n, "--", "true", NULL);
-	CHECK(dlock_end(&bad) == 77, "another limit than the one in force is refused (77)");
+	CHECK(dlock_wait(&bad) == 64, "--limit with another kind is a usage error");
+	dlock_start(&bad, NULL, NULL, "sem-bad2", "acquire", "--kind", "semaphore", n, NULL);
+	CHECK(dlock_wait(&bad) == 64, "a semaphore's acquire needs --limit");
+	dlock_start(&bad, NULL, NULL, "sem-bad3", "run", "--limit", "5", n, "--", "true", NULL);
+	CHECK(dlock_wait(&bad) == 77, "another limit than the one in force is refused (77)");
 }
 
 /* Everything dlock run promises holds for a permit: renewed past its
@@ -123,7 +87,7 @@ TEST(dlock_run_limit_renews_and_stops_the_command_when_the_permit_is_taken)
 	int64_t t0;
 	int code;
 
-	dlock_go(&p, "sem-lost", "run", "--limit", "2", "--ttl", "1500ms", "--grace", "500ms", n,
+	dlock_start(&p, NULL, NULL, "sem-lost", "run", "--limit", "2", "--ttl", "1500ms", "--grace", "500ms", n,
 		 "--", "sleep", "60", NULL);
 	CHECK(WAIT_FOR(rcmd_int("ZCARD {%s}:timeout", n) == 1, 5000), "dlock holds a permit");
 	sleep_ms(2500);		/* past the lease: only renewals keep it */

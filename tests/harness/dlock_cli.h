@@ -1,0 +1,19 @@
+/* dlock_cli.h -- the dlock command-line client built beside the dlockd
+ * under test, run as a process of the test (test_dlock.c,
+ * test_dlock_sem.c). */
+#ifndef DLOCKD_DLOCK_CLI_H
+#define DLOCKD_DLOCK_CLI_H
+
+#include "harness.h"
+
+/* The path of dlock: dlockd_binary()'s directory, dlock. */
+const char *dlock_binary(void);
+/* Start dlock ARGS... (NULL-terminated) against base (NULL: the suite's
+ * dlockd, as DLOCK_SERVER) with env (one more "NAME=value", or NULL) in
+ * its environment; tag names its output files. */
+void dlock_start(struct proc *p, const char *base, const char *env, const char *tag, ...);
+/* Wait for it to end (30 s at most, then it is killed); its exit code, or
+ * -1. */
+int dlock_wait(struct proc *p);
+
+#endif
