@@ -3,7 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import {
@@ -28,32 +28,10 @@ before(async () => {
 });
 after(() => h.stopAll());
 
-// every client and what it acquired, given back at the end (a held lock
-// keeps renewing, and the process alive, until released)
-const clients = [];
-const helds = [];
-const client = (opts) => {
-  const c = new Client(opts);
-  const call = c._call.bind(c);
-  c._call = async (method, path, options) => { // every answer to the contract log, when set
-    const a = await call(method, path, options);
-    if (process.env.DLOCKD_CONTRACT_LOG) {
-      appendFileSync(process.env.DLOCKD_CONTRACT_LOG, `${JSON.stringify({
-        method, path, status: a.status, content_type: a.contentType ?? '',
-        body: typeof a.body === 'string' ? a.body : JSON.stringify(a.body),
-      })}\n`);
-    }
-    return a;
-  };
-  const acquire = c.acquire.bind(c);
-  c.acquire = async (...args) => { const held = await acquire(...args); helds.push(held); return held; };
-  clients.push(c);
-  return c;
-};
-after(async () => {
-  await Promise.allSettled(helds.map((held) => held.release()));
-  clients.forEach((c) => c.close());
-});
+// every client's answers to the contract log; what they acquired given
+// back at the end
+const { client, giveBack } = h.recordingClients();
+after(giveBack);
 
 const state = (name, kind = 'lock') => client({ url: plain }).status(name, { kind });
 const forceRelease = async (path) => {

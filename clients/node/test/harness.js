@@ -4,7 +4,9 @@
 // front of dlockd that can lose answers, drop heartbeats and log what
 // passes.
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, openSync, writeFileSync, rmSync, readFileSync } from 'node:fs';
+import {
+  appendFileSync, mkdtempSync, mkdirSync, openSync, writeFileSync, rmSync, readFileSync,
+} from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
@@ -12,6 +14,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as delay } from 'node:timers/promises';
+
+import { Client } from '../index.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const ADMIN_TOKEN = 'c28a7d41e95f4b60a3e8d1f7b2c90e56';
@@ -102,6 +106,38 @@ export async function stopAll() {
     }
   }
   rmSync(dir, { recursive: true, force: true });
+}
+
+// Clients for a test file: client(opts) makes one whose every answer goes
+// to the contract log (DLOCKD_CONTRACT_LOG, when set) and whose holdings
+// giveBack() releases at the end (a held lock keeps renewing, and the
+// process alive, until released).
+export function recordingClients() {
+  const clients = [];
+  const helds = [];
+  const client = (opts) => {
+    const c = new Client(opts);
+    const call = c._call.bind(c);
+    c._call = async (method, path, options) => {
+      const a = await call(method, path, options);
+      if (process.env.DLOCKD_CONTRACT_LOG) {
+        appendFileSync(process.env.DLOCKD_CONTRACT_LOG, `${JSON.stringify({
+          method, path, status: a.status, content_type: a.contentType ?? '',
+          body: typeof a.body === 'string' ? a.body : JSON.stringify(a.body),
+        })}\n`);
+      }
+      return a;
+    };
+    const acquire = c.acquire.bind(c);
+    c.acquire = async (...args) => { const held = await acquire(...args); helds.push(held); return held; };
+    clients.push(c);
+    return c;
+  };
+  const giveBack = async () => {
+    await Promise.allSettled(helds.map((held) => held.release()));
+    clients.forEach((c) => c.close());
+  };
+  return { client, giveBack };
 }
 
 // A proxy in front of target, logging "METHOD path status" in order.

@@ -4,14 +4,12 @@
 // force release.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { appendFileSync } from 'node:fs';
 import { setTimeout as delay } from 'node:timers/promises';
-import { Client, ConflictError, LimitMismatchError, LostError } from '../index.js';
+import { ConflictError, LimitMismatchError, LostError } from '../index.js';
 import * as h from './harness.js';
 
 let plain;
-const clients = [];
-const helds = [];
+const recording = h.recordingClients();
 
 before(async () => {
   const redisPort = await h.freePort();
@@ -19,31 +17,13 @@ before(async () => {
   plain = (await h.startDlockd(redisPort, ['--max-wait-ms', '3000'])).base;
 });
 after(async () => {
-  await Promise.allSettled(helds.map((held) => held.release()));
-  clients.forEach((c) => c.close());
+  await recording.giveBack();
   await h.stopAll();
 });
 
 // a Client whose answers go to the contract log, and whose holdings are
 // given back at the end
-const client = () => {
-  const c = new Client({ url: plain });
-  const call = c._call.bind(c);
-  c._call = async (method, path, options) => {
-    const a = await call(method, path, options);
-    if (process.env.DLOCKD_CONTRACT_LOG) {
-      appendFileSync(process.env.DLOCKD_CONTRACT_LOG, `${JSON.stringify({
-        method, path, status: a.status, content_type: a.contentType ?? '',
-        body: typeof a.body === 'string' ? a.body : JSON.stringify(a.body),
-      })}\n`);
-    }
-    return a;
-  };
-  const acquire = c.acquire.bind(c);
-  c.acquire = async (...args) => { const held = await acquire(...args); helds.push(held); return held; };
-  clients.push(c);
-  return c;
-};
+const client = () => recording.client({ url: plain });
 
 test('N+2 contenders on N permits: never more than N inside, all get in', { timeout: 60000 }, async () => {
   const limit = 3;
