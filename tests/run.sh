@@ -31,6 +31,16 @@ count() {	# count <name> <output file> <exit status>
 	[ "$f" -eq 0 ] || failed_names="$failed_names $1"
 }
 
+# check_contract <name> <log>: the responses in log (one JSON line each), against
+# openapi.yaml; counted as <name>; the log is removed.
+check_contract() {
+	node tests/contract/validate.mjs openapi.yaml "$2" >"$out" 2>&1
+	rc=$?
+	cat "$out"
+	count "$1" "$out" "$rc"
+	rm -f "$2"
+}
+
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
@@ -64,11 +74,7 @@ if [ "$only" = all ] || [ "$only" = integration ]; then
 
 	# every response the suite got, against openapi.yaml
 	echo "== contract"
-	node tests/contract/validate.mjs openapi.yaml "$contract" >"$out" 2>&1
-	rc=$?
-	cat "$out"
-	count contract "$out" "$rc"
-	rm -f "$contract"
+	check_contract contract "$contract"
 fi
 
 if [ "$only" = all ] || [ "$only" = ui ]; then
@@ -95,11 +101,7 @@ if [ "$only" = all ] || [ "$only" = python ]; then
 	count python "$out.tap" "$rc"
 	rm -f "$out.tap"
 	echo "== python contract"	# the answers the Python client got, against openapi.yaml
-	node tests/contract/validate.mjs openapi.yaml "$contract" >"$out" 2>&1
-	rc=$?
-	cat "$out"
-	count python-contract "$out" "$rc"
-	rm -f "$contract"
+	check_contract python-contract "$contract"
 fi
 
 # The Go client: go test, stdlib only, its build cache under BUILD_DIR and
@@ -119,11 +121,7 @@ if [ "$only" = all ] || [ "$only" = go ]; then
 	count go "$out.tap" "$rc"
 	rm -f "$out.tap"
 	echo "== go contract"	# the answers the Go client got, against openapi.yaml
-	node tests/contract/validate.mjs openapi.yaml "$contract" >"$out" 2>&1
-	rc=$?
-	cat "$out"
-	count go-contract "$out" "$rc"
-	rm -f "$contract"
+	check_contract go-contract "$contract"
 fi
 
 # The Node client: node --test, built-ins only; its TAP counts; then the
@@ -138,11 +136,7 @@ if [ "$only" = all ] || [ "$only" = node ]; then
 	cat "$out"
 	count node "$out" "$rc"
 	echo "== node contract"	# the answers the Node client got, against openapi.yaml
-	node tests/contract/validate.mjs openapi.yaml "$contract" >"$out" 2>&1
-	rc=$?
-	cat "$out"
-	count node-contract "$out" "$rc"
-	rm -f "$contract"
+	check_contract node-contract "$contract"
 fi
 
 [ -z "$failed_names" ] || echo "failing:$failed_names"
