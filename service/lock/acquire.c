@@ -96,6 +96,8 @@ static void try_once(struct acquire *a)
 	unsigned flags = (a->wait_ms > 0 ? LOCK_QUEUE : 0) | (a->reentrant ? LOCK_REENTRANT : 0);
 
 	a->phase = ACQUIRE_TRYING;
+	/* the wait left, and a second for the leaving to reach Redis */
+	a->extras.place_ms = a->wait_ms > 0 ? a->deadline_ms - a->ops->now_ms() + 1000 : 0;
 	a->ops->try_acquire(a->b, a->kind, a->name, a->owner, a->principal, a->ttl_ms, flags,
 			    &a->extras, tried, a);
 }

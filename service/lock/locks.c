@@ -602,7 +602,11 @@ static void semaphore_acquire(const struct backend *b, struct call *c, int64_t t
 			       x && x->value ? "1" : "0", x && x->value ? x->value : "" };
 
 	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
-	snprintf(life, sizeof(life), "%lld", c->queue ? (long long)queue_ttl_ms : 0LL);
+	/* a semaphore's places are not refreshed while their waiters sleep
+	 * (nothing is ordered by them): each lasts its waiter's whole wait,
+	 * and goes when the waiter leaves */
+	snprintf(life, sizeof(life), "%lld",
+		 !c->queue ? 0LL : (long long)(x && x->place_ms > 0 ? x->place_ms : queue_ttl_ms));
 	snprintf(limit, sizeof(limit), "%lld", x ? (long long)x->limit : 0LL);
 	run(b, c, &kinds[LOCK_KIND_SEMAPHORE].acquire, 7, args);
 }

@@ -42,6 +42,9 @@ struct lock_extras {
 				 * (the semaphore is made with them) */
 	const char *value;	/* the holder value to keep with the holding;
 				 * NULL: none given (a repeat keeps its own) */
+	int64_t place_ms;	/* a semaphore's waiter: how long its place (the
+				 * count of who waits) lasts, its wait left; 0:
+				 * the queue places' life (--queue-ttl-ms) */
 };
 
 /* How locks_acquire() acquires. */

@@ -233,6 +233,65 @@ TEST(semaphore_release_wakes_a_waiter_at_once)
 	del_sem(n, "w");
 }
 
+static long long sem_waiting(const char *n)
+{
+	char p[600];
+	struct http_resp r;
+	long long w;
+
+	snprintf(p, sizeof(p), "/semaphores/%s", n);
+	http("GET", p, NULL, &r);
+	w = r.status == 200 ? json_int(&r, "waiting") : -1;
+	http_free(&r);
+	return w;
+}
+
+/* waiting counts who waits now: a waiter that gave up is not counted a
+ * moment later, and one that waits longer than --queue-ttl-ms (its
+ * dlockd's: 300 here) still is, however long it waits. */
+TEST(semaphore_waiting_counts_the_waiters_still_waiting)
+{
+	static const char *const flags[] = { "--queue-ttl-ms", "300", NULL };
+	const char *n = lockname("semwaiting");
+	struct dlockd_srv d;
+	char p[600];
+	struct http_resp r;
+	struct bg w[3];
+	int64_t t0;
+
+	put_sem(n, "h", "&limit=1&ttl_ms=60000", &r);
+	CHECK_STATUS(r, 200, "the holder");
+	http_free(&r);
+	CHECK(dlockd_start_on(&d, &H_redis, flags) == 0, "start a dlockd with --queue-ttl-ms 300");
+	snprintf(p, sizeof(p), "/semaphores/%s?owner=w&limit=1&wait_ms=6000", n);
+	t0 = mono_ms();
+	for (int i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "/semaphores/%s?owner=w%d&limit=1&wait_ms=%d", n, i,
+			 6000 * slow_factor());
+		bg_start_on(&w[i], d.base, "PUT", p, NULL);
+	}
+	CHECK(WAIT_FOR(sem_waiting(n) == 3, 3000), "the three are counted (%lld)", sem_waiting(n));
+	/* one more gives up after 300 ms */
+	put_sem(n, "quitter", "&limit=1&wait_ms=300", &r);
+	CHECK_STATUS(r, 409, "the quitter gives up");
+	http_free(&r);
+	CHECK(WAIT_FOR(sem_waiting(n) == 3, 2000), "the quitter is not counted once it left (%lld)",
+	      sem_waiting(n));
+	while (mono_ms() - t0 < 3000 * slow_factor()) {
+		CHECK(sem_waiting(n) == 3, "still three waiting at %lld ms, ten times the place's "
+		      "life: %lld", (long long)(mono_ms() - t0), sem_waiting(n));
+		sleep_ms(250);
+	}
+	for (int i = 0; i < 3; i++) {
+		bg_join(&w[i]);
+		CHECK_STATUS(w[i].r, 409, "the waiter's wait ends");
+		http_free(&w[i].r);
+	}
+	CHECK(WAIT_FOR(sem_waiting(n) == 0, 2000), "nobody waits (%lld)", sem_waiting(n));
+	CHECK(del_sem(n, "h") == 200, "release");
+	dlockd_stop(&d, 5000);
+}
+
 TEST(semaphore_dead_holders_permit_returns_at_its_lease_end)
 {
 	const char *n = lockname("semdead");
