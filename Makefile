@@ -381,6 +381,9 @@ $(BUILD)/dlockd.service: deploy/systemd/dlockd.service FORCE
 		{ cmp -s $@.tmp $@ && rm $@.tmp || mv $@.tmp $@; }
 
 # The Markdown's relative links and anchors (tests/check-doc-links.sh),
+# every command block of README.md and docs/ run by a test or saying why
+# not (tests/check-doc-commands.sh; test_docs.c runs them), the HTTP
+# reference against openapi.yaml's routes (tests/check-doc-api.sh),
 # the OpenAPI document (Redocly), the YAML of deploy/, the Kubernetes
 # manifests against the Kubernetes schema and Pod Security "restricted"
 # (deploy/validate-k8s.mjs, on each overlay as kubectl kustomize renders it,
@@ -393,6 +396,8 @@ $(BUILD)/dlockd.service: deploy/systemd/dlockd.service FORCE
 # link to.
 lint: deps-lint contract-tools deploy-tools $(BUILD)/dlockd $(BUILD)/dlock
 	sh tests/check-doc-links.sh --self-test
+	sh tests/check-doc-commands.sh --self-test
+	sh tests/check-doc-api.sh --self-test
 	sh tests/check-reference.sh $(BUILD)
 	yamllint -s -c .yamllint openapi.yaml deploy
 	$(CONTRACT)/node_modules/.bin/redocly lint --format=stylish openapi.yaml
