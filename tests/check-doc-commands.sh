@@ -1,10 +1,12 @@
 #!/bin/sh
 # check-doc-commands.sh -- every command the docs show is run by a test,
 # so that no page can rot. In README.md and docs/**/*.md (but the
-# generated references), every fence names its language, and every ```sh
-# or ```console block has, on the line before it, one of:
+# generated references), every fence names its language, and every ```sh,
+# ```console or ```python block has, on the line before it, one of:
 #   <!-- run: doc-check -->          this script runs it (--run, below);
-#                                    only on a ```sh block
+#                                    a ```sh block with sh, a ```python
+#                                    one with python3 and clients/python
+#                                    on PYTHONPATH
 #   <!-- run-by: FILE TEST ... -->   the integration test TEST of
 #                                    tests/integration/FILE runs it: the
 #                                    check fails if FILE has no TEST(TEST)
@@ -90,17 +92,17 @@ check() {	# check ROOT [URL BUILD_DIR]
 			where="$f:$line"
 			case $lang in
 			-) not_ok "$where: a fence without a language (sh, console, text, ...)"; continue ;;
-			sh|console) ;;
+			sh|console|python) ;;
 			*) continue ;;
 			esac
 			case $mark in
 			'<!-- run: doc-check -->')
-				if [ "$lang" != sh ]; then
-					not_ok "$where: run: doc-check on a $lang block (only sh blocks run)"
+				if [ "$lang" = console ]; then
+					not_ok "$where: run: doc-check on a console block (sh and python blocks run)"
 					continue
 				fi
 				n_run=$((n_run + 1))
-				[ -n "$url" ] && run_block "$root" "$f" "$line" "$out" ;;
+				[ -n "$url" ] && run_block "$root" "$f" "$line" "$out" "$lang" ;;
 			'<!-- run-by: '*)
 				set -- $mark
 				tfile=$3 tname=$4
@@ -122,12 +124,17 @@ check() {	# check ROOT [URL BUILD_DIR]
 	echo "# $n_run blocks run here, $n_by by a named test, $n_not not run (with why)"
 }
 
-run_block() {	# run_block ROOT FILE LINE OUTPUT_LINE
+run_block() {	# run_block ROOT FILE LINE OUTPUT_LINE LANG
 	where="$2:$3"
 	dir=$(mktemp -d "$tmp/run.XXXXXX")
 	body "$1/$2" "$3" | sed -e "s|http://127\.0\.0\.1:8080|$url|g" \
 		-e "s|^build/dlock|$build/dlock|" -e "s|\([ (\"'\`]\)build/dlock|\1$build/dlock|g" >"$dir/block.sh"
-	(cd "$dir" && DLOCKD_URL=$url DLOCK_SERVER= timeout 60 sh -e ./block.sh) >"$dir/out" 2>"$dir/err"
+	case $5 in
+	python) run="python3 ./block.sh" ;;
+	*) run="sh -e ./block.sh" ;;
+	esac
+	pypath=$(cd "$1" && pwd)/clients/python
+	(cd "$dir" && DLOCKD_URL=$url DLOCK_SERVER= PYTHONPATH=$pypath timeout 60 $run) >"$dir/out" 2>"$dir/err"
 	rc=$?
 	if [ "$rc" -ne 0 ]; then
 		not_ok "$where: exits $rc: $(head -c 600 "$dir/err")"
