@@ -265,8 +265,8 @@ $(CONTRACT)/node_modules/.done: $(CONTRACT)/package.json $(CONTRACT)/package-loc
 # The status page's test (tests/ui/ui.test.mjs) drives Debian's chromium
 # (TEST_PACKAGES) with puppeteer-core (npm, pinned by the lockfile; it
 # downloads no browser). `make test` runs it last (tests/run.sh); test-ui
-# runs only it; ui-screenshot runs it and saves the page as the README
-# shows it.
+# runs only it; ui-screenshot runs it and saves the picture of the page
+# docs/guides/status-page.md shows.
 UI_TEST = tests/ui
 ui-tools: $(UI_TEST)/node_modules/.done
 $(UI_TEST)/node_modules/.done: $(UI_TEST)/package.json $(UI_TEST)/package-lock.json
