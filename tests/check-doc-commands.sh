@@ -173,14 +173,14 @@ if [ "${1:-}" = --self-test ]; then
 	sh "$0" "$t" | grep -q 'docs/a.md:1: a fence without a language' &&
 		ok "a bare fence is found" || not_ok "a bare fence is not found"
 	printf '<!-- run: doc-check -->\n```sh\necho "{\\"a\\":1,\\"b\\":2}"; echo hello world\n```\n\n```text\n{"a":7,"b":8}\nhello there\n```\n' >"$t/docs/a.md"
-	sh "$0" --run http://127.0.0.1:1 build "$t" | grep -q '^ok - docs/a.md:2 runs as shown' &&
+	sh "$0" --run http://127.0.0.1:1 . "$t" | grep -q '^ok - docs/a.md:2 runs as shown' &&
 		ok "a doc-check block is run and its output shape compared" ||
 		not_ok "a doc-check block is not run"
 	printf '<!-- run: doc-check -->\n```sh\necho "{\\"a\\":1}"\n```\n\n```text\n{"b":1}\n```\n' >"$t/docs/a.md"
-	sh "$0" --run http://127.0.0.1:1 build "$t" | grep -q '^not ok - docs/a.md:2: the output is not shaped' &&
+	sh "$0" --run http://127.0.0.1:1 . "$t" | grep -q '^not ok - docs/a.md:2: the output is not shaped' &&
 		ok "an output of another shape is found" || not_ok "an output of another shape is not found"
 	printf '<!-- run: doc-check -->\n```sh\nfalse\n```\n' >"$t/docs/a.md"
-	sh "$0" --run http://127.0.0.1:1 build "$t" | grep -q '^not ok - docs/a.md:2: exits 1' &&
+	sh "$0" --run http://127.0.0.1:1 . "$t" | grep -q '^not ok - docs/a.md:2: exits 1' &&
 		ok "a doc-check block that fails is found" || not_ok "a failing doc-check block is not found"
 	if sh "$0" "$here" >"$tmp/tree.out"; then
 		ok "every block of the tree's docs is run or says why not ($(tail -1 "$tmp/tree.out" | sed 's/^# //'))"
