@@ -265,8 +265,8 @@ $(CONTRACT)/node_modules/.done: $(CONTRACT)/package.json $(CONTRACT)/package-loc
 # The status page's test (tests/ui/ui.test.mjs) drives Debian's chromium
 # (TEST_PACKAGES) with puppeteer-core (npm, pinned by the lockfile; it
 # downloads no browser). `make test` runs it last (tests/run.sh); test-ui
-# runs only it; ui-screenshot runs it and saves the page as the README
-# shows it.
+# runs only it; ui-screenshot runs it and saves the picture of the page
+# docs/guides/status-page.md shows.
 UI_TEST = tests/ui
 ui-tools: $(UI_TEST)/node_modules/.done
 $(UI_TEST)/node_modules/.done: $(UI_TEST)/package.json $(UI_TEST)/package-lock.json
@@ -381,6 +381,9 @@ $(BUILD)/dlockd.service: deploy/systemd/dlockd.service FORCE
 		{ cmp -s $@.tmp $@ && rm $@.tmp || mv $@.tmp $@; }
 
 # The Markdown's relative links and anchors (tests/check-doc-links.sh),
+# every command block of README.md and docs/ run by a test or saying why
+# not (tests/check-doc-commands.sh; test_docs.c runs them), the HTTP
+# reference against openapi.yaml's routes (tests/check-doc-api.sh),
 # the OpenAPI document (Redocly), the YAML of deploy/, the Kubernetes
 # manifests against the Kubernetes schema and Pod Security "restricted"
 # (deploy/validate-k8s.mjs, on each overlay as kubectl kustomize renders it,
@@ -393,6 +396,8 @@ $(BUILD)/dlockd.service: deploy/systemd/dlockd.service FORCE
 # link to.
 lint: deps-lint contract-tools deploy-tools $(BUILD)/dlockd $(BUILD)/dlock
 	sh tests/check-doc-links.sh --self-test
+	sh tests/check-doc-commands.sh --self-test
+	sh tests/check-doc-api.sh --self-test
 	sh tests/check-reference.sh $(BUILD)
 	yamllint -s -c .yamllint openapi.yaml deploy
 	$(CONTRACT)/node_modules/.bin/redocly lint --format=stylish openapi.yaml

@@ -14,7 +14,7 @@
  * rq->lock.watch, likewise. An acquire,
  * waiting or not, is run by the acquire machine (service/lock/acquire.h) in
  * rq->lock.acquire -- its tries, its sleeps on the lock's channel, the
- * queue place it gives back (docs/ARCHITECTURE.md) -- while the connection
+ * queue place it gives back (docs/internals/architecture.md) -- while the connection
  * stays suspended; the machine's done resumes it once, and the handler
  * answers from the outcome. */
 #include "api/handlers.h"

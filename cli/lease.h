@@ -9,7 +9,7 @@
 
 #include "client.h"
 
-/* dlock's exit codes of its own (README, `dlock --help`); the command's
+/* dlock's exit codes of its own (docs/guides/shell-scripts.md, `dlock --help`); the command's
  * status otherwise, 128+N for a command killed by signal N. */
 enum {
 	EXIT_CONFLICT_DEFAULT = 1,	/* not acquired within --wait (-E/--conflict-exit-code) */

@@ -1,6 +1,7 @@
 #!/bin/sh
 # check-doc-links.sh -- every relative link of the project's Markdown
-# (README.md, docs/, bench/, tests/, examples/, deploy/, clients/) points
+# (README.md, docs/** at any depth, bench/, tests/, examples/, deploy/,
+# clients/: every *.md of the tree but build folders and node_modules) points
 # to a file or folder that exists, and a #fragment to a heading of that
 # file (GitHub's anchors: lowercased, punctuation but - and _ dropped,
 # spaces as -). Web links are not fetched. Prints each broken link as
@@ -87,6 +88,18 @@ if [ "${1:-}" = --self-test ]; then
 	check "$tmp" | grep -q 'README.md:7: no heading for #three-words' &&
 		echo "ok - a missing anchor is found" ||
 		{ echo "not ok - a missing anchor is not found"; fails=1; }
+	# a page deeper in docs/: links up and across, to a file and an anchor
+	mkdir -p "$tmp/docs/guides"
+	printf '# A guide\n\n[b](../b.md#two-words), [top](../../README.md#a-heading-here).\n' >"$tmp/docs/guides/c.md"
+	sed -i '$d' "$tmp/README.md"; sed -i '$d' "$tmp/README.md"
+	check "$tmp" >/dev/null && echo "ok - links up from docs/guides/ resolve" ||
+		{ echo "not ok - links up from docs/guides/ fail"; fails=1; }
+	printf 'And [v](../concepts/none.md#x) and [u](../b.md#nothing).\n' >>"$tmp/docs/guides/c.md"
+	check "$tmp" >"$tmp/nested.out"
+	grep -q 'docs/guides/c.md:4: no such file: ../concepts/none.md#x' "$tmp/nested.out" &&
+	grep -q 'docs/guides/c.md:4: no heading for #nothing in docs/guides/../b.md' "$tmp/nested.out" &&
+		echo "ok - a broken link and anchor in docs/guides/ are found" ||
+		{ cat "$tmp/nested.out"; echo "not ok - a broken link or anchor in docs/guides/ is not found"; fails=1; }
 	check "$here" >/dev/null && echo "ok - the tree's links all resolve" ||
 		{ echo "not ok - the tree has broken links"; fails=1; }
 	exit $fails

@@ -1,5 +1,5 @@
 #!/bin/sh
-# check-layers.sh -- the layers of docs/ARCHITECTURE.md, checked on the
+# check-layers.sh -- the layers of docs/internals/architecture.md, checked on the
 # sources, folder by folder:
 #   - the order service/base < service/redis < service/lock < service/config
 #     < api/ < main.c: a file includes ("...") only headers of its own folder

@@ -50,6 +50,16 @@ if [ "$only" = all ] || [ "$only" = unit ]; then
 	rc=$?
 	cat "$out"
 	count layers "$out" "$rc"
+	# the docs: links and anchors resolve, every command shown is run by
+	# a test (test_docs.c runs the doc-check blocks against a dlockd), the
+	# HTTP reference names openapi.yaml's routes
+	for c in doc-links doc-commands doc-api; do
+		echo "== $c"
+		sh "tests/check-$c.sh" --self-test >"$out" 2>&1
+		rc=$?
+		cat "$out"
+		count "$c" "$out" "$rc"
+	done
 	for t in "$build"/tests/test_*; do
 		[ -x "$t" ] || continue
 		echo "== $(basename "$t")"

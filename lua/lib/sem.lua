@@ -1,5 +1,5 @@
 --[[ lib/sem.lua -- the semaphore's layout, Redisson's RPermitExpirableSemaphore
-  byte for byte (docs/ARCHITECTURE.md, "What dlockd keeps in Redis"):
+  byte for byte (docs/internals/architecture.md, "What dlockd keeps in Redis"):
     N                 a string: how many permits are free (SET by whoever
                       creates it, no TTL: Redisson's trySetPermits)
     {N}:timeout       a zset: one member per permit out, its score the

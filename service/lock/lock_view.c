@@ -30,7 +30,7 @@ static char *elem_dup(const redisReply *r, size_t i)
 	return xstrdup(e->str);
 }
 
-/* The index of a state (docs/ARCHITECTURE.md, "Watching"): the fencing
+/* The index of a state (docs/internals/architecture.md, "Watching"): the fencing
  * token of its holding -- a read-write lock's writer while it writes, else
  * its newest reader's -- 1 for a holding dlockd has no token of (a
  * Redisson client's), 0 when free. */

@@ -1,7 +1,7 @@
 /* locks.c -- the lock-kind table: for each kind, which script does each
  * operation and which Redis keys it is given, plus the decoding of script
  * replies into domain results. Key names follow Redisson byte for byte
- * (docs/ARCHITECTURE.md lists them) so both can share one Redis; dlockd's
+ * (docs/internals/architecture.md lists them) so both can share one Redis; dlockd's
  * own keys, dlockd_rwlock_writers:{N} and the holders' hash
  * dlockd_lock_owners:{N} (each holding's fencing token and token name, and
  * the number of its last change, which an undo checks), are invisible to

@@ -1,5 +1,5 @@
 /* test_bad_input.c -- every malformed, out-of-range or oversized request
- * gets the JSON error of the README's contract, and none of them changes
+ * gets the JSON error of the contract (docs/reference/errors.md), and none of them changes
  * the state of a lock held by someone else. Cases are data (Taler style). */
 #include "../harness/harness.h"
 

@@ -1,4 +1,9 @@
-/* test_docs.c -- the settings' documents come from the options tables:
+/* test_docs.c -- the docs cannot rot. Every command README.md and docs/
+ * show is run: the blocks marked <!-- run: doc-check --> by
+ * tests/check-doc-commands.sh --run, here, against a redis-server and
+ * dlockd of this test's, their output's shape compared with the page's;
+ * the others name the test that runs them, which must exist. The
+ * settings' documents come from the options tables:
  * docs/reference/configuration.md and docs/reference/dlock.md are what
  * the binaries under test generate, their man pages render without a
  * groff warning, and every option of --help (and of dlock's getopt table)
@@ -91,4 +96,34 @@ TEST(help_stays_short_the_reference_and_man_page_have_the_details)
 		CHECK(strstr(out[2], details[i]), "the man page says '%s'", details[i]);
 		CHECK(!strstr(out[0], details[i]), "--help leaves out '%s'", details[i]);
 	}
+}
+
+/* Each page's runnable example runs as the page shows it: every
+ * doc-check block of README.md and docs/ exits 0 against a real dlockd,
+ * with the output the page shows (the keys of each JSON line, the first
+ * word of the others); and every other sh or console block names a test
+ * that exists, or why it cannot run here. */
+TEST(every_command_of_the_docs_runs_as_shown)
+{
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	char build[256], cmd[1024], log[400], out[65536];
+	const char *summary, *p;
+	int rc, ran = 0, want = -1;
+
+	CHECK(redis_dlockd_start(&rs, &d, NULL) == 0, "start Redis and dlockd");
+	snprintf(build, sizeof(build), "%s", dlockd_binary());
+	snprintf(log, sizeof(log), "%s/check-doc-commands.log", test_tmpdir());
+	snprintf(cmd, sizeof(cmd), "sh tests/check-doc-commands.sh --run %s %s >%s 2>&1", d.base,
+		 dirname(build), log);
+	rc = system(cmd);
+	file_read(log, out, sizeof(out));
+	CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0 && !strstr(out, "not ok"),
+	      "tests/check-doc-commands.sh --run passes:\n%s", out);
+	for (p = out; (p = strstr(p, " runs as shown")); p++)
+		ran++;
+	summary = strstr(out, "# ");
+	CHECK(summary && sscanf(summary, "# %d blocks run here", &want) == 1 && want > 0 &&
+	      ran == want, "each of the %d doc-check blocks ran (%d did):\n%s", want, ran, out);
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "dlockd exits cleanly");
 }

@@ -448,7 +448,7 @@ TEST(half_closed_client_gets_its_answer)
 }
 
 /* A waiting acquire takes a half-close for a hang-up: it stops waiting
- * and no grant is made for it (README, "half-close"). */
+ * and no grant is made for it (docs/reference/http-api.md, "half-close"). */
 TEST(half_closed_waiting_acquire_is_given_up)
 {
 	const char *n = lockname("hcw");

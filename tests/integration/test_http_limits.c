@@ -4,7 +4,7 @@
  * TLS 1.2 renegotiation; bodies just under, at and over --max-body-bytes,
  * a Content-Length never delivered and a chunked body that never ends;
  * hundreds of connections pipelining watches and never reading the
- * answers. Each is refused or cut as README.md ("Errors") says, changes
+ * answers. Each is refused or cut as docs/reference/errors.md says, changes
  * no lock, and a client of the same dlockd cycling a lock meanwhile stays
  * fast. Each test runs its own dlockd (on the suite's Redis). Figures:
  * tests/RELIABILITY.md. */
@@ -253,7 +253,7 @@ static void huge_requests(bool tls)
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 }
 
-/* The HTTP library refuses them itself (README.md, "Errors": the one
+/* The HTTP library refuses them itself (docs/reference/errors.md, "Errors the HTTP library answers itself": the one
  * exception to JSON errors) and closes the connection. */
 TEST(http_huge_headers_and_urls_are_refused_and_others_unaffected)
 {

@@ -1,4 +1,4 @@
-/* test_locks.c -- the /locks contract of the README and openapi.yaml
+/* test_locks.c -- the /locks contract of docs/reference/http-api.md and openapi.yaml
  * against real dlockd and Redis: acquire, re-entry, fencing tokens, release, force release,
  * heartbeat, status, and the Redis layout Redisson expects. */
 #include "../harness/harness.h"

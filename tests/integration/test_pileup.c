@@ -709,7 +709,7 @@ TEST(pileup_of_fair_waiters_is_capped_and_their_leaving_slows_nobody)
 	CHECK(private_stop_clean(), "dlockd exits cleanly");
 }
 
-/* The cap as set, and the README's example: a fair PUT with wait_ms on a
+/* The cap as set, and the example of docs/guides/fair-and-rw-locks.md: a fair PUT with wait_ms on a
  * full queue, a write PUT with wait_ms behind full waiting writers. */
 TEST(fair_queue_cap_is_a_setting_and_answers_queue_full)
 {
@@ -731,7 +731,7 @@ TEST(fair_queue_cap_is_a_setting_and_answers_queue_full)
 	CHECK(json_int(&r, "limit") == 2 &&
 	      !strcmp(json_str(&r, "message"), "fair lock 'printer' has 2 waiters queued, the "
 		      "most one lock may have (--max-fair-queue 2): retry later, or without "
-		      "wait_ms"), "the README's answer: %s", r.body);
+		      "wait_ms"), "the answer docs/guides/fair-and-rw-locks.md shows: %s", r.body);
 	http_free(&r);
 	CHECK(rcmd_int_on(&RS, "ZCARD redisson_lock_timeout:{printer}") == 2 &&
 	      rcmd_int_on(&RS, "LLEN redisson_lock_queue:{printer}") == 2, "nothing queued for it");

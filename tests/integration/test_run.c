@@ -1,4 +1,4 @@
-/* test_run.c -- `make run` exactly as the README gives it, in a scratch
+/* test_run.c -- `make run` exactly as README.md and docs/getting-started.md give it, in a scratch
  * copy of this checkout (with its build/ copied along, so that only the
  * version object is rebuilt): DLOCKD_LISTEN=127.0.0.1:PORT make run serves
  * there with a private redis-server; SIGTERM to make, or SIGINT to the
@@ -264,8 +264,8 @@ static void start_serving(struct run *r, const char *name, bool *ok)
 	*ok = true;
 }
 
-/* The quick start's dlock line, as the README gives it, with DLOCKD_URL
- * pointing it at this make run's port (as the README says for
+/* The dlock line of docs/getting-started.md, as the page gives it, with DLOCKD_URL
+ * pointing it at this make run's port (as the page says for
  * DLOCKD_LISTEN). */
 static void dlock_through_it(struct run *r, bool *ok)
 {

@@ -245,7 +245,7 @@ TEST(sync_replicas_off_sends_no_wait)
 /* ----- An undo undoes its own change, and nothing a later call did -----
  *
  * A grant no replica confirmed is undone before its 503 goes out. Meanwhile
- * the owner may have retried it (the README says to), heartbeated, re-entered
+ * the owner may have retried it (docs/concepts/idempotency.md says to), heartbeated, re-entered
  * or released, through another dlockd or the same one, and been answered 200
  * for that. The undo must then leave the holding as those answers describe
  * it (never free while the owner was told it holds it); a 503 that says

@@ -1,6 +1,6 @@
 /* test_values.c -- holder values: every acquire's optional value, kept with
  * the holding, shown in GET and watch answers, replaced by a repeat that
- * gives one; and the leader-election example of the README
+ * gives one; and the leader-election example of docs/guides/leader-election.md
  * (examples/leader.sh) run as two copies. */
 #include "../harness/harness.h"
 

@@ -1,4 +1,4 @@
-/* test_wait.c -- waiting acquires (docs/ARCHITECTURE.md): woken by pub/sub on
+/* test_wait.c -- waiting acquires (docs/internals/architecture.md): woken by pub/sub on
  * release, by the holder's lease running out, or answered at the deadline;
  * one release wakes one waiter; waiting costs no threads; waiters whose
  * client left are forgotten, and grants nobody received are given back. */

@@ -196,7 +196,7 @@ TEST(watch_answers_at_wait_ms_with_the_state_unchanged)
 }
 
 /* A watch takes a half-close (shutdown(SHUT_WR)) for a hang-up, as an
- * acquire does (TCP cannot tell them apart; README): it stops watching and
+ * acquire does (TCP cannot tell them apart; docs/reference/http-api.md): it stops watching and
  * the connection is closed without an answer, soon, not at wait_ms; the
  * lock is left as it was. */
 TEST(watch_half_closed_is_dropped_without_an_answer)
