@@ -8,8 +8,10 @@
   ARGV[2] their timeout key prefixes {N}, the same way and in the same order
   ARGV[3] the read holds to look at in one call: once the hashes done so
           far count that many (each hold costs a PTTL, live or not; each
-          reader counts as one more), the call stops there, after one hash
-          at least
+          reader counts as one more; each permit a semaphore lists one),
+          the call stops there, after one hash at least; a semaphore that
+          would pass the count is left for the next call unless it is the
+          call's first
   Returns one element per hash done, in ARGV[1]'s order (all of them, or
   the first ones when ARGV[3] stopped it: the caller asks again for the
   rest):
@@ -22,8 +24,9 @@
     {3, pttl, limit, o1, 1, ..., values}
                              a semaphore with permits out (N a string, its
                              permits in ARGV[2]'s {N} .. ':timeout'): the
-                             longest lease left, its limit, each permit's
-                             owner (a Redisson permit's id in hex)
+                             longest lease left, its limit, the owners of
+                             the 100 permits ending first (a Redisson
+                             permit's id in hex)
     {2, pttl, mode, o1, n1, s1, ..., values}
                              a read-write lock: its lease (in read mode the
                              longest live read hold's), mode 1 read or
@@ -110,22 +113,34 @@ local function rw(key, tag, fields)
   return entry
 end
 
-local function semaphore(key, tag)
+local SEM_LISTED = 100	-- a semaphore's permits listed, at most (as GET does)
+
+-- A semaphore's entry: its limit, the longest lease left and the
+-- SEM_LISTED permits ending first; nil (nothing done) when they would take
+-- more than the budget left and it is not the call's first hash: the
+-- caller asks again from it.
+local function semaphore(key, tag, first)
   local permits = tag .. ':timeout'
   if not counter_ok(key) or redis.call('type', permits).ok ~= 'zset' then
     return 0
   end
   local now = now_ms()
-  local out = redis.call('zcard', permits) - redis.call('zcount', permits, 0, now)
+  local all = redis.call('zcard', permits)
+  local out = all - redis.call('zcount', permits, '-inf', now)
   if out <= 0 then
     return 0
   end
-  local v = redis.call('zrangebyscore', permits, '(' .. now, '+inf', 'withscores', 'limit', 0,
-                       math.max(1, budget - looked))
-  looked = looked + #v / 2
-  local last = tonumber(v[#v])
+  local listed = math.min(out, SEM_LISTED)
+  if not first and listed > budget - looked then
+    return nil
+  end
+  looked = looked + listed
+  local v = redis.call('zrangebyscore', permits, '(' .. now, '+inf', 'withscores', 'limit', 0, listed)
+  local last = tonumber(redis.call('zrange', permits, -1, -1, 'withscores')[2])
+  -- permits past their lease end are out of N until a call takes them
+  -- back: the limit counts them
   local entry = {3, last >= 922337203685477 and -1 or last - now,
-                 tonumber(redis.call('get', key)) + out}
+                 tonumber(redis.call('get', key)) + all}
   local held = {}
   for i = 1, #v, 2 do
     local m = v[i]
@@ -149,7 +164,10 @@ for i, key in ipairs(keys) do
     kind, fields = lock_kind(key)
   end
   if kind == 'semaphore' then
-    out[i] = semaphore(key, tags[i])
+    out[i] = semaphore(key, tags[i], i == 1)
+    if out[i] == nil then
+      break
+    end
   elseif kind == 'lock' then
     out[i] = plain(key, tags[i])
   elseif kind == 'rw' then

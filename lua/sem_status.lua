@@ -23,7 +23,7 @@ if refusal then
   return refusal
 end
 local now = now_ms()
-local expired = redis.call('zcount', KEYS[2], 0, now)
+local expired = redis.call('zcount', KEYS[2], '-inf', now)
 local out = redis.call('zcard', KEYS[2]) - expired
 local free = redis.call('get', KEYS[1])
 local limit = 0

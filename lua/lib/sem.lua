@@ -68,7 +68,7 @@ local function sem_held_refusal(n, permits, owners, owner, principal, now)
 end
 
 local function sem_expired(permits, now)
-  return redis.call('zrangebyscore', permits, 0, now, 'limit', 0, SEM_RECLAIM_MAX)
+  return redis.call('zrangebyscore', permits, '-inf', now, 'limit', 0, SEM_RECLAIM_MAX)
 end
 
 local function sem_drop(owners, owner)

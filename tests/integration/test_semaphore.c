@@ -521,6 +521,98 @@ TEST(semaphore_shares_permits_with_redisson_both_ways)
 	rcmd("DEL %s %s", n, tkey);
 }
 
+/* n made by hand as Redisson's layout has it: free permits free, permits
+ * <owner>-0.. of count count, leases ending at now + first_ms, + step_ms
+ * each. */
+static bool sem_by_hand(const char *n, int free_n, int count, const char *owner,
+			long long first_ms, long long step_ms)
+{
+	long long now = wall_ms();
+	bool ok = rcmd_int("SET %s %d", n, free_n) == 0 || true;
+
+	for (int i = 0; i < count && ok; i++) {
+		char m[200];
+
+		snprintf(m, sizeof(m), "%s-%d", owner, i);
+		redisReply *r = rcmd("ZADD {%s}:timeout %lld %s", n, now + first_ms + i * step_ms, m);
+
+		ok = r && r->type == REDIS_REPLY_INTEGER;
+		if (r)
+			freeReplyObject(r);
+	}
+	return ok;
+}
+
+/* The listing shows a semaphore as GET does: the 100 permits ending first
+ * however many are out (none cut by what an earlier name in the same
+ * batch used up), the longest lease left, and a limit that counts permits
+ * past their lease end (still out of N until a call takes them back). */
+TEST(semaphore_listing_shows_every_permit_its_limit_and_longest_lease)
+{
+	const char *pre = lockname("semlisting");
+	char a[200], b[200], c[200], q[300], why[256] = "";
+	json_t *locks, *e;
+	int pages = 0, dups = 0;
+
+	snprintf(a, sizeof(a), "%s-a", pre);
+	snprintf(b, sizeof(b), "%s-b", pre);
+	snprintf(c, sizeof(c), "%s-c", pre);
+	/* a: 601 permits, the last one's lease an hour */
+	CHECK(sem_by_hand(a, 9, 601, "pa", 600000, 5000), "semaphore a by hand");
+	/* b: 100 permits, listed after a: no budget of a batch cuts it */
+	CHECK(sem_by_hand(b, 0, 100, "pb", 600000, 0), "semaphore b by hand");
+	/* c: limit 3, one permit out, one past its lease end */
+	CHECK(sem_by_hand(c, 1, 1, "live", 600000, 0) && sem_by_hand(c, 1, 1, "dead", -5000, 0),
+	      "semaphore c by hand");
+	snprintf(q, sizeof(q), "prefix=%s", pre);
+	locks = list_locks_all(NULL, NULL, q, 100, &pages, &dups, why, sizeof(why));
+	CHECK(locks && json_object_size(locks) == 3, "all three listed (%s)", why);
+	e = json_object_get(locks, a);
+	CHECK(e && json_array_size(json_object_get(e, "holders")) == 100 &&
+	      json_integer_value(json_object_get(e, "limit")) == 610 &&
+	      json_integer_value(json_object_get(e, "ttl_ms")) > 3000000,
+	      "a: 100 holders (%zu), limit 610 (%lld), the longest lease ~3600000 ms (%lld)",
+	      json_array_size(json_object_get(e, "holders")),
+	      (long long)json_integer_value(json_object_get(e, "limit")),
+	      (long long)json_integer_value(json_object_get(e, "ttl_ms")));
+	e = json_object_get(locks, b);
+	CHECK(e && json_array_size(json_object_get(e, "holders")) == 100,
+	      "b: 100 holders (%zu)", json_array_size(json_object_get(e, "holders")));
+	e = json_object_get(locks, c);
+	CHECK(e && json_array_size(json_object_get(e, "holders")) == 1 &&
+	      json_integer_value(json_object_get(e, "limit")) == 3,
+	      "c: one holder, limit 3 as GET says (%lld)",
+	      (long long)json_integer_value(json_object_get(e, "limit")));
+	json_decref(locks);
+	CHECK(rcmd_int("DEL %s {%s}:timeout %s {%s}:timeout %s {%s}:timeout", a, a, b, b, c, c) == 6,
+	      "clean up");
+}
+
+/* A permit scored below 0 (written by hand: no client makes one) is past
+ * its lease end like any other: taken back, not counted as held, and no
+ * waiter spins on it. */
+TEST(semaphore_permit_scored_below_zero_is_taken_back)
+{
+	const char *n = lockname("semneg");
+	char p[600];
+	struct http_resp r;
+
+	CHECK(sem_by_hand(n, 1, 1, "ghost", -wall_ms() - 5, 0), "a permit scored -5");
+	put_sem(n, "a", "&limit=2&ttl_ms=60000", &r);
+	CHECK_STATUS(r, 200, "a takes the free permit");
+	http_free(&r);
+	snprintf(p, sizeof(p), "/semaphores/%s", n);
+	http("GET", p, NULL, &r);
+	CHECK(r.status == 200 && json_int(&r, "held") == 1 && json_int(&r, "available") == 1,
+	      "the ghost is not held: %s", r.body);
+	http_free(&r);
+	put_sem(n, "w", "&limit=2&ttl_ms=60000&wait_ms=2000", &r);
+	CHECK_STATUS(r, 200, "w gets the ghost's permit at once");
+	CHECK(r.ms < 1000.0 * slow_factor(), "at once: %.0f ms", r.ms);
+	http_free(&r);
+	CHECK(del_sem(n, "a") == 200 && del_sem(n, "w") == 200, "both release");
+}
+
 TEST(semaphore_listed_and_watched_like_the_locks)
 {
 	const char *n = lockname("semlist");
