@@ -275,7 +275,7 @@ static void body_param(struct params_parse *ps, const char *key, json_t *v)
 	default:
 		if (!json_is_integer(v)) {
 			snprintf(ps->why, sizeof(ps->why), "%s must be an integer%s", key,
-				 f == P_INDEX ? "" : " number of milliseconds");
+				 f == P_INDEX || f == P_LIMIT ? "" : " number of milliseconds");
 			break;
 		}
 		snprintf(text, sizeof(text), "%" JSON_INTEGER_FORMAT, json_integer_value(v));

@@ -206,8 +206,8 @@ static int parse_opts(int argc, char **argv, struct opts *o, int *first)
 		case 'n': o->wait_ms = 0; break;
 		case 't':
 			if (!args_duration(optarg, &o->ttl_ms) || o->ttl_ms < 300)
-				return usage_error("--ttl '%s' is not a duration of 300ms or more",
-						   optarg);
+				return usage_error("--ttl '%s' is not a duration from 300ms to "
+						   "24 days (500ms, 30s, 5m)", optarg);
 			o->ttl_given = true;
 			break;
 		case 'g':

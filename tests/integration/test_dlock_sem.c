@@ -72,6 +72,11 @@ TEST(dlock_status_list_and_value_with_semaphores)
 	CHECK(dlock_wait(&bad) == 64, "--limit with another kind is a usage error");
 	dlock_start(&bad, NULL, NULL, "sem-bad2", "acquire", "--kind", "semaphore", n, NULL);
 	CHECK(dlock_wait(&bad) == 64, "a semaphore's acquire needs --limit");
+	dlock_start(&bad, NULL, NULL, "sem-bad-ttl", "run", "--limit", "2", "-t", "100000000s", n,
+		    "--", "true", NULL);
+	CHECK(dlock_wait(&bad) == 64, "a --ttl too long is a usage error");
+	CHECK(strstr(file_read(bad.err, buf, sizeof(buf)), "from 300ms to 24 days"),
+	      "saying the range, not only its floor: %s", buf);
 	dlock_start(&bad, NULL, NULL, "sem-bad3", "run", "--limit", "5", n, "--", "true", NULL);
 	CHECK(dlock_wait(&bad) == 77, "another limit than the one in force is refused (77)");
 }

@@ -187,6 +187,16 @@ TEST(semaphore_bad_input_and_other_kinds_change_nothing)
 	}
 	CHECK_ERROR(r, 400, "invalid_argument", "a value over 1 KiB");
 	http_free(&r);
+	{
+		char path[600];
+
+		snprintf(path, sizeof(path), "/semaphores/%s", n);
+		http("PUT", path, "{\"owner\": \"w1\", \"limit\": \"3\"}", &r);
+	}
+	CHECK_ERROR(r, 400, "invalid_argument", "a limit in quotes");
+	CHECK(strstr(r.body, "limit must be an integer") && !strstr(r.body, "milliseconds"),
+	      "a count, not milliseconds: %s", r.body);
+	http_free(&r);
 	CHECK(rcmd_int("EXISTS %s {%s}:timeout", n, n) == 0, "nothing written");
 
 	/* kinds never mix on one name */
