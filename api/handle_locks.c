@@ -165,10 +165,10 @@ static enum MHD_Result reply_failure(struct request *rq, enum lock_result r,
 	case LOCK_WRONG_KIND:
 		if (st->why == LOCK_WHY_NOT_A_LOCK)
 			return reply_error(rq, ERR_WRONG_KIND, NULL,
-					   "name '%s' is in use by something that is not a lock (data "
-					   "without a lease, or of another type, under the name or one of "
-					   "its lock's keys); it is left alone",
-					   rq->name);
+					   "name '%s' is in use by something that is not a lock of this "
+					   "kind (a semaphore's count, or data without a lease, or of "
+					   "another type, under the name or one of its lock's keys); it "
+					   "is left alone", rq->name);
 		return reply_error(rq, ERR_WRONG_KIND, NULL,
 				   "name '%s' is in use as another kind of lock", rq->name);
 	case LOCK_BACKEND_DOWN:

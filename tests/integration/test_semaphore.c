@@ -211,6 +211,8 @@ TEST(semaphore_bad_input_and_other_kinds_change_nothing)
 	snprintf(p, sizeof(p), "/locks/%s?owner=L", n);
 	http("PUT", p, NULL, &r);
 	CHECK_ERROR(r, 409, "wrong_kind", "a lock on a semaphore's name");
+	CHECK(strstr(r.body, "a semaphore's count"), "the message names what may be there: %s",
+	      r.body);
 	http_free(&r);
 	del_sem(n, "w1");
 }
