@@ -514,10 +514,10 @@ static enum MHD_Result semaphore_read(struct request *rq, const struct lock_view
 			 "limit", (json_int_t)v->limit, "available", (json_int_t)v->available,
 			 "held", (json_int_t)v->out, "waiting", (json_int_t)v->waiting);
 	if (p->given & P_OWNER) {
-		const struct lock_holding *h = lock_view_holding(v, p->owner, LOCK_MODE_NONE);
+		bool held = v->asked_held || lock_view_holding(v, p->owner, LOCK_MODE_NONE);
 
-		json_object_set_new(body, "holds", json_integer(h ? 1 : 0));
-		json_object_set_new(body, "held_by_owner", json_boolean(h != NULL));
+		json_object_set_new(body, "holds", json_integer(held ? 1 : 0));
+		json_object_set_new(body, "held_by_owner", json_boolean(held));
 	}
 	json_object_set_new(body, "index", json_integer(v->index));
 	if (p->given & P_INDEX)
@@ -563,6 +563,8 @@ static enum MHD_Result get_lock(struct request *rq)
 		.b = rq->backend,
 		.kind = rq->route.kind,
 		.name = rq->name,
+		.owner = rq->route.kind == LOCK_KIND_SEMAPHORE && (p->given & P_OWNER) ? p->owner
+										: NULL,
 		.index = (p->given & P_INDEX) ? p->index : -1,
 		.wait_ms = p->wait_ms,
 		.fd = client_fd(rq),

@@ -5,8 +5,10 @@
   KEYS[1] count N                     KEYS[2] permits {N}:timeout
   KEYS[3] holders dlockd_lock_owners:{N}
   KEYS[4] waiting owners dlockd_sem_waiters:{N}
+  KEYS[5] fencing counter redisson_lock_token:{N}
   ARGV[1] how many holders to list, at most
-  Returns {locked, pttl, holders, limit, free, waiting, out}
+  ARGV[2] an owner asked about ('': none)
+  Returns {locked, pttl, holders, limit, free, waiting, out, last, asked}
             locked 1 when a permit is out; pttl the longest lease left
             (-1: a permit without one; 0: none out)
             holders {owner, token, principal, ttl_ms, value, redisson, ...}:
@@ -15,10 +17,13 @@
               and principal '' for a permit dlockd has no entry of, value
               false when none
             limit the permits in all (0: no semaphore), free how many are
-            free, waiting how many wait (on any dlockd), out the permits out
+            free, waiting how many wait (on any dlockd), out the permits out;
+            last the newest token granted (0: none kept), so that a watch's
+            index moves with every permit taken, listed or not; asked 1
+            when ARGV[2] holds a live permit, listed or not
           {-1}  N is a lock
           {-3}  a key holds something that is not a semaphore's ]]
-local refusal = sem_refusal(KEYS[1], KEYS[2], nil, KEYS[3], KEYS[4])
+local refusal = sem_refusal(KEYS[1], KEYS[2], KEYS[5], KEYS[3], KEYS[4])
 if refusal then
   return refusal
 end
@@ -59,4 +64,10 @@ for i = 1, #v, 2 do
   holders[#holders + 1] = redisson
 end
 local waiting = redis.call('zcount', KEYS[4], '(' .. now, '+inf')
-return {out > 0 and 1 or 0, pttl, holders, limit, free, waiting, out}
+local asked = 0
+if ARGV[2] ~= '' then
+  local score = redis.call('zscore', KEYS[2], ARGV[2])
+  asked = score and tonumber(score) > now and 1 or 0
+end
+return {out > 0 and 1 or 0, pttl, holders, limit, free, waiting, out,
+        counter_seen[KEYS[5]] or 0, asked}

@@ -120,8 +120,10 @@ struct lock_view *lock_view_decode(const redisReply *r, bool rw)
 	return v;
 }
 
-/* A semaphore's index: its newest permit's token plus the permits out, so
- * that a release (which leaves the newest token) changes it too. */
+/* A semaphore's index: the newest token granted (its counter's, else the
+ * newest listed permit's: a Redisson client's count 1) plus the permits
+ * out, so that a take changes it whichever permit it is, and a release
+ * (which leaves the newest token) too. */
 struct lock_view *lock_view_decode_semaphore(const redisReply *r)
 {
 	const size_t per = 6;
@@ -160,7 +162,12 @@ struct lock_view *lock_view_decode_semaphore(const redisReply *r)
 	}
 	if (v->changes_in_ms == 0)
 		v->changes_in_ms = -1;
-	v->index = v->out > 0 ? view_index(v) + v->out : 0;
+	v->asked_held = locks_elem_int(r, 8) == 1;
+	if (v->out > 0) {
+		int64_t last = locks_elem_int(r, 7);
+
+		v->index = (last > view_index(v) ? last : view_index(v)) + v->out;
+	}
 	return v;
 }
 

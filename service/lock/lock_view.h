@@ -60,6 +60,8 @@ struct lock_view {
 	int64_t available;	/* free now (below 0 after the limit was lowered) */
 	int64_t waiting;	/* waiters on every dlockd */
 	int64_t out;		/* permits out (holders lists the first) */
+	bool asked_held;	/* the owner the read asked about holds a permit,
+				 * listed or not */
 };
 
 /* The view a status script's reply r gives (rw: a read-write lock's,

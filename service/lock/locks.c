@@ -145,7 +145,8 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 		.force_release = { SCRIPT_SEM_FORCE_RELEASE,
 				   { K_LOCK, K_PERMITS, K_CHANNEL, K_OWNERS } },
 		.renew = { SCRIPT_SEM_RENEW, { K_LOCK, K_PERMITS, K_CHANNEL, K_OWNERS } },
-		.status = { SCRIPT_SEM_STATUS, { K_LOCK, K_PERMITS, K_OWNERS, K_SEM_WAITERS } },
+		.status = { SCRIPT_SEM_STATUS,
+			    { K_LOCK, K_PERMITS, K_OWNERS, K_SEM_WAITERS, K_TOKEN } },
 		.dequeue = { SCRIPT_SEM_DEQUEUE, { K_SEM_WAITERS } },
 		.undo = { SCRIPT_SEM_UNDO, { K_LOCK, K_PERMITS, K_CHANNEL, K_OWNERS } },
 		.set_limit = { SCRIPT_SEM_SET_LIMIT, { K_LOCK, K_PERMITS, K_CHANNEL, K_OWNERS } },
@@ -1027,7 +1028,7 @@ static void on_view_reply(void *arg, redisReply *r)
 }
 
 void locks_inspect(const struct backend *b, enum lock_kind kind, const char *name,
-		   lock_view_fn done, void *ctx)
+		   const char *owner, lock_view_fn done, void *ctx)
 {
 	struct view_wait *vw = xmalloc(sizeof(*vw));
 	struct call *c = call_new(kind, name, "status", NULL, vw);
@@ -1038,8 +1039,9 @@ void locks_inspect(const struct backend *b, enum lock_kind kind, const char *nam
 	vw->ctx = ctx;
 	snprintf(shown, sizeof(shown), "%d", PLACES_SHOWN);
 	snprintf(looked, sizeof(looked), "%d", PLACES_LOOKED_AT);
-	run_to(b, c, &kinds[kind].status,
-	       kind == LOCK_KIND_FAIR ? 2 : kind == LOCK_KIND_SEMAPHORE ? 1 : 0,
+	if (kind == LOCK_KIND_SEMAPHORE)
+		args[1] = owner ? owner : "";
+	run_to(b, c, &kinds[kind].status, kind == LOCK_KIND_FAIR || kind == LOCK_KIND_SEMAPHORE ? 2 : 0,
 	       args, on_view_reply);
 }
 

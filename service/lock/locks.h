@@ -164,9 +164,10 @@ typedef void (*lock_view_fn)(void *ctx, enum lock_result r, const struct lock_st
 /* Read lock name (a read-write lock for LOCK_KIND_READ and _WRITE) in one
  * script: holders with their holds, fencing tokens, token names and
  * leases; a fair lock's queue. A read-write lock's expired read holds are
- * dropped on the way. */
+ * dropped on the way. A semaphore's view says whether owner (NULL: none)
+ * holds a permit, listed or not (lock_view.asked_held). */
 void locks_inspect(const struct backend *b, enum lock_kind kind, const char *name,
-		   lock_view_fn done, void *ctx);
+		   const char *owner, lock_view_fn done, void *ctx);
 
 /* The channels a watcher of lock name listens on (0..1 are set, the caller
  * frees them; returns how many): dlockd_lock_state:{N}, on which every

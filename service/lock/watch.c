@@ -180,10 +180,12 @@ struct shared_read {
 	struct loop_task send;
 	const struct backend *b;
 	enum lock_kind kind;
-	const char *name;		/* in key, after "<kind>:" */
+	const char *name;		/* after key */
+	const char *owner;		/* the owner they ask about, after name; or NULL */
 	struct watch **w;		/* its watches, in the order they joined */
 	size_t n, cap;
-	char key[];			/* "<kind>:<name>" */
+	char key[];			/* "<kind>:<name>" (then "\n<owner>" if
+					 * any), name, owner */
 };
 
 /* The reads this thread's loop has not sent yet, by key; NULL when none. */
@@ -212,13 +214,14 @@ static void send_shared_read(struct loop *l, void *data)
 		free(unsent);
 		unsent = NULL;
 	}
-	locks_inspect(sr->b, sr->kind, sr->name, on_shared_read, sr);
+	locks_inspect(sr->b, sr->kind, sr->name, sr->owner, on_shared_read, sr);
 }
 
 /* w wants a read: join the one this turn sends for its lock, or make it. */
 static void join_shared_read(struct watch *w)
 {
-	char *key = xasprintf("%d:%s", (int)w->kind, w->name);
+	char *key = w->owner ? xasprintf("%d:%s\n%s", (int)w->kind, w->name, w->owner)
+			     : xasprintf("%d:%s", (int)w->kind, w->name);
 	struct name_entry *e;
 	struct shared_read *sr;
 
@@ -230,12 +233,19 @@ static void join_shared_read(struct watch *w)
 	if (e) {
 		sr = container_of(e, struct shared_read, entry);
 	} else {
-		size_t len = strlen(key) + 1;
+		size_t len = strlen(key) + 1, nlen = strlen(w->name) + 1;
+		size_t olen = w->owner ? strlen(w->owner) + 1 : 0;
+		char *copy;
 
-		sr = xcalloc(1, sizeof(*sr) + len);
+		/* key, then copies of name and owner: a watch may end before
+		 * the read is sent */
+		sr = xcalloc(1, sizeof(*sr) + len + nlen + olen);
 		memcpy(sr->key, key, len);
+		copy = sr->key + len;
+		sr->name = memcpy(copy, w->name, nlen);
+		if (w->owner)
+			sr->owner = memcpy(copy + nlen, w->owner, olen);
 		sr->entry.name = sr->key;
-		sr->name = strchr(sr->key, ':') + 1;
 		sr->b = w->b;
 		sr->kind = w->kind;
 		names_add(unsent, &sr->entry);

@@ -47,6 +47,9 @@ struct watch {
 	const struct backend *b;	/* the caller's event loop's */
 	enum lock_kind kind;
 	const char *name;		/* borrowed: must outlive the watch */
+	const char *owner;		/* a semaphore's owner asked about (the
+					 * view's asked_held), NULL: none;
+					 * borrowed as name */
 	int64_t index;			/* the index the caller last saw; -1 = none:
 					 * read once, never wait */
 	int64_t wait_ms;		/* how long to wait for a change; 0 = none */

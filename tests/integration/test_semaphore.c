@@ -625,6 +625,57 @@ TEST(semaphore_permit_scored_below_zero_is_taken_back)
 	CHECK(del_sem(n, "a") == 200 && del_sem(n, "w") == 200, "both release");
 }
 
+/* Past the 100 permits GET lists (those ending first), an owner whose
+ * permit ends later still reads as holding it, and a permit given back
+ * and another taken, neither listed, still move the index a watch waits
+ * on. */
+TEST(semaphore_past_100_permits_owner_and_index_stay_exact)
+{
+	const char *n = lockname("sem150");
+	char p[600], extra[100];
+	struct http_resp r;
+	long long index;
+
+	for (int i = 0; i < 150; i++) {
+		char owner[32];
+
+		snprintf(owner, sizeof(owner), "p%d", i);
+		/* the older a permit, the longer its lease: the newest are listed */
+		snprintf(extra, sizeof(extra), "&limit=200&ttl_ms=%d", 600000 - i * 100);
+		put_sem(n, owner, extra, &r);
+		CHECK_STATUS(r, 200, owner);
+		http_free(&r);
+	}
+	put_sem(n, "late", "&limit=200&ttl_ms=900000", &r);
+	CHECK_STATUS(r, 200, "late, whose lease ends last");
+	http_free(&r);
+	snprintf(p, sizeof(p), "/semaphores/%s?owner=late", n);
+	http("GET", p, NULL, &r);
+	CHECK(r.status == 200 && json_int(&r, "held") == 151 && json_bool(&r, "held_by_owner") == 1 &&
+	      json_int(&r, "holds") == 1, "late holds one, listed or not: %s", r.body);
+	index = json_int(&r, "index");
+	http_free(&r);
+
+	/* p0 (not listed) gives its permit back and fresh (not listed) takes one */
+	CHECK(del_sem(n, "p0") == 200, "p0 releases");
+	put_sem(n, "fresh", "&limit=200&ttl_ms=900000", &r);
+	CHECK_STATUS(r, 200, "fresh takes one");
+	http_free(&r);
+	snprintf(p, sizeof(p), "/semaphores/%s?index=%lld&wait_ms=3000", n, index);
+	http("GET", p, NULL, &r);
+	CHECK(r.status == 200 && json_bool(&r, "changed") == 1 && json_int(&r, "index") != index &&
+	      r.ms < 2000, "the watch sees the change at once (%.0f ms): %s", r.ms, r.body);
+	http_free(&r);
+	snprintf(p, sizeof(p), "/semaphores/%s?owner=p0", n);
+	http("GET", p, NULL, &r);
+	CHECK(r.status == 200 && json_bool(&r, "held_by_owner") == 0, "p0 holds none: %s", r.body);
+	http_free(&r);
+	snprintf(p, sizeof(p), "/semaphores/%s?force=true", n);
+	http("DELETE", p, NULL, &r);
+	CHECK_STATUS(r, 200, "all given back");
+	http_free(&r);
+}
+
 TEST(semaphore_listed_and_watched_like_the_locks)
 {
 	const char *n = lockname("semlist");

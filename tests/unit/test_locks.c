@@ -186,7 +186,7 @@ static void view_record(void *ctx, enum lock_result r, const struct lock_state *
 
 static enum lock_result inspect(enum lock_kind k, const char *name, struct lock_state *st)
 {
-	return OUTCOME(st, locks_inspect(&B, k, name, view_record, NULL));
+	return OUTCOME(st, locks_inspect(&B, k, name, NULL, view_record, NULL));
 }
 
 static enum lock_result force_release(enum lock_kind k, const char *name, struct lock_state *st)
