@@ -813,6 +813,16 @@ static void stop(struct loop *l, void *data)
 
 /* ----- Start and stop ----- */
 
+/* What libmicrohttpd keeps per connection: the request as read (line and
+ * headers), its parsed headers and the answer's. It clears all of it before
+ * each request of a kept-alive connection, so its size is paid on every
+ * request (its default, 32 KiB, was a third of dlockd's CPU per cycle)
+ * and by every waiting connection. The largest request the contract
+ * allows (a 200-character name, a 128-character owner and a 1024-byte
+ * value percent-encoded in the query: 4.5 KiB) fits with its headers
+ * (test_http_limits.c); larger headers are refused with 431 as before. */
+#define CONN_POOL_BYTES 16384
+
 static struct MHD_Daemon *daemon_start(struct http_loop *h)
 {
 	const struct config *cfg = h->cfg;
@@ -840,6 +850,7 @@ static struct MHD_Daemon *daemon_start(struct http_loop *h)
 		/* the count is kept across loops (server_accept); this is a backstop */
 		MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
 		MHD_OPTION_CONNECTION_TIMEOUT, cfg->idle_timeout_s,
+		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_POOL_BYTES,
 		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
 		MHD_OPTION_NOTIFY_CONNECTION, conn_notify, h,
 		MHD_OPTION_URI_LOG_CALLBACK, request_begin, h,

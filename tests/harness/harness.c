@@ -705,7 +705,7 @@ int http_on(const char *base, const char *method, const char *path, const char *
 	    struct http_resp *r)
 {
 	struct buf b = { 0 };
-	char url[2048];
+	char url[8192];	/* the longest request the contract allows fits */
 	CURL *c;
 	CURLcode rc;
 	int64_t t0 = mono_ms();
