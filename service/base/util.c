@@ -67,6 +67,29 @@ char *xasprintf(const char *fmt, ...)
 	return out;
 }
 
+char *xstrjoin(const char *first, ...)
+{
+	va_list ap;
+	size_t len = 0;
+	char *out, *at;
+
+	va_start(ap, first);
+	for (const char *p = first; p; p = va_arg(ap, const char *))
+		len += strlen(p);
+	va_end(ap);
+	out = at = xmalloc(len + 1);
+	va_start(ap, first);
+	for (const char *p = first; p; p = va_arg(ap, const char *)) {
+		size_t n = strlen(p);
+
+		memcpy(at, p, n);
+		at += n;
+	}
+	va_end(ap);
+	*at = '\0';
+	return out;
+}
+
 int64_t now_ms(void)
 {
 	return now_us() / 1000;

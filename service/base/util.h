@@ -12,6 +12,10 @@ void *xrealloc(void *p, size_t size);
 char *xstrdup(const char *s);
 /* printf into a fresh buffer; the caller frees it. */
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The strings given, NULL-terminated, one after the other in a fresh
+ * buffer; the caller frees it. What xasprintf("%s%s", a, b) does without
+ * parsing a format: Redis key names are built a few times a request. */
+char *xstrjoin(const char *first, ...) __attribute__((sentinel));
 
 /* Milliseconds on the monotonic clock: for deadlines and durations. */
 int64_t now_ms(void);

@@ -207,10 +207,8 @@ void locks_set_key_prefix(const char *prefix)
 /* prefix:{name} (Redisson's prefixName) */
 static char *locks_prefix_name(const char *prefix, const char *name)
 {
-	char *tag = locks_tag_name(name), *s = xasprintf("%s:%s", prefix, tag);
-
-	free(tag);
-	return s;
+	return strchr(name, '{') ? xstrjoin(prefix, ":", name, NULL)
+				 : xstrjoin(prefix, ":{", name, "}", NULL);
 }
 
 
@@ -222,7 +220,7 @@ char *locks_wait_channel(enum lock_kind kind, const char *name, const char *owne
 	free(rname);
 	if (!kinds[kind].per_owner_channel)
 		return base;
-	ch = xasprintf("%s:%s", base, owner);
+	ch = xstrjoin(base, ":", owner, NULL);
 	free(base);
 	return ch;
 }
@@ -264,10 +262,8 @@ static const char *key_get(struct keys *ks, enum key_id id)
 		break;
 	case K_PERMITS: {
 		/* Redisson's suffixName(N, "timeout") */
-		char *tag = locks_tag_name(ks->name);
-
-		ks->k[id] = xasprintf("%s:timeout", tag);
-		free(tag);
+		ks->k[id] = strchr(ks->name, '{') ? xstrjoin(ks->name, ":timeout", NULL)
+						  : xstrjoin("{", ks->name, "}:timeout", NULL);
 		break;
 	}
 	case K_SEM_WAITERS:

@@ -30,7 +30,7 @@ const char *locks_key_prefix(void)
 /* The name lock N has in Redis: <prefix>N. The caller frees it. */
 char *locks_redis_name(const char *name)
 {
-	return xasprintf("%s%s", key_prefix, name);
+	return xstrjoin(key_prefix, name, NULL);
 }
 
 /* Redisson's hash-tag rule: {name}, or name itself when
@@ -39,7 +39,7 @@ char *locks_redis_name(const char *name)
  * The caller frees the results of both. */
 char *locks_tag_name(const char *name)
 {
-	return strchr(name, '{') ? xstrdup(name) : xasprintf("{%s}", name);
+	return strchr(name, '{') ? xstrdup(name) : xstrjoin("{", name, "}", NULL);
 }
 
 long long locks_elem_int(const redisReply *r, size_t i)
