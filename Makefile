@@ -55,7 +55,7 @@ DLOCKD_REVISION := $(shell [ -e .git ] && git describe --always --dirty --exclud
 DLOCKD_VERSION := $(DLOCKD_RELEASE)$(if $(DLOCKD_REVISION), ($(DLOCKD_REVISION)))
 
 .PHONY: man docs
-.PHONY: all deps deps-build deps-run deps-lint deps-fuzz run test test-asan test-valgrind \
+.PHONY: all deps deps-build deps-run deps-lint deps-fuzz deps-peers bench-peers run test test-asan test-valgrind \
 	check-layers unit integration install install-strip dist lint contract-tools deploy-tools bench fuzz chaos clean FORCE \
 	ui-tools test-ui ui-screenshot
 all: $(BUILD)/dlockd $(BUILD)/dlock
@@ -94,8 +94,9 @@ deps-build: DEB_PACKAGES = $(BUILD_PACKAGES)
 deps-run: DEB_PACKAGES = $(RUN_PACKAGES)
 deps-lint: DEB_PACKAGES = $(LINT_PACKAGES)
 deps-fuzz: DEB_PACKAGES = $(FUZZ_PACKAGES)
-deps deps-run deps-lint deps-fuzz: deps-build
-deps deps-build deps-run deps-lint deps-fuzz:
+deps-peers: DEB_PACKAGES = $(PEERS_PACKAGES)
+deps deps-run deps-lint deps-fuzz deps-peers: deps-build
+deps deps-build deps-run deps-lint deps-fuzz deps-peers:
 	@if [ -n "$(FEDORA_PACKAGES)" ] && [ -z "$(OFF_DEBIAN_MISSING)" ]; then exit 0; fi; \
 	if ! { $(HAS_APT); }; then \
 		missing="$(OFF_DEBIAN_MISSING)"; \
@@ -432,6 +433,18 @@ $(BENCH_BIN): bench/bench.c $(BUILD)/lua_scripts.o
 bench: deps $(BUILD)/dlockd $(BENCH_BIN)
 	$(BENCH_BIN) $(BUILD)/dlockd
 
+# dlockd beside the locks a user would pick instead (bench/peers/peers.py,
+# bench/README.md "Peers"): etcd's v3lock, redis-py's Lock, Node's redlock
+# and redis-semaphore (npm, pinned by bench/peers/package-lock.json) and
+# Redisson's own scripts; a few minutes, not part of make test. Debian's
+# python3 has python3-redis.
+PEERS_PACKAGES = redis-server etcd-server python3 python3-redis nodejs npm
+bench-peers: deps-peers $(BUILD)/dlockd bench/peers/node_modules/.done
+	python3 bench/peers/peers.py --dlockd $(BUILD)/dlockd --json bench/results/peers.json
+bench/peers/node_modules/.done: bench/peers/package.json bench/peers/package-lock.json
+	cd bench/peers && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
 # libFuzzer on request routing, validation and parameter/JSON parsing
 # (tests/fuzz/). Runs FUZZ_SECONDS (~10 million inputs at 300 s on 2 cores)
 # on a scratch copy of the seed corpus; a crash, leak or UB report is saved
@@ -470,6 +483,6 @@ dist:
 
 clean:
 	rm -rf build build-asan build-fuzz $(CONTRACT)/node_modules deploy/node_modules \
-		$(UI_TEST)/node_modules
+		$(UI_TEST)/node_modules bench/peers/node_modules
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
