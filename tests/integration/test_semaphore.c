@@ -530,7 +530,7 @@ TEST(semaphore_shares_permits_with_redisson_both_ways)
 	      "Redisson takes the permit dlockd gave back");
 	freeReplyObject(rep);
 	del_sem(n, "d2");
-	rcmd("DEL %s %s", n, tkey);
+	(void)rcmd_int("DEL %s %s", n, tkey);
 }
 
 /* n made by hand as Redisson's layout has it: free permits free, permits
@@ -778,24 +778,24 @@ TEST(semaphore_full_of_permits_costs_each_call_a_bounded_redis_time)
 	if (rep)
 		freeReplyObject(rep);
 
-	rcmd_on(&rs, "SLOWLOG RESET");
+	(void)rcmd_int_on(&rs, "SLOWLOG RESET");
 	snprintf(p, sizeof(p), "/semaphores/%s?owner=w&limit=10000", n);
 	http_on(d.base, "PUT", p, NULL, &r);
 	CHECK_STATUS(r, 200, "an acquire that takes back expired permits");
 	http_free(&r);
 	us[0] = slowest_script_us(&rs);
-	rcmd_on(&rs, "SLOWLOG RESET");
+	(void)rcmd_int_on(&rs, "SLOWLOG RESET");
 	snprintf(p, sizeof(p), "/semaphores/%s", n);
 	http_on(d.base, "GET", p, NULL, &r);
 	CHECK_STATUS(r, 200, "status");
 	http_free(&r);
 	us[1] = slowest_script_us(&rs);
-	rcmd_on(&rs, "SLOWLOG RESET");
+	(void)rcmd_int_on(&rs, "SLOWLOG RESET");
 	http_on(d.base, "GET", "/locks?limit=10", NULL, &r);
 	CHECK_STATUS(r, 200, "listing");
 	http_free(&r);
 	us[2] = slowest_script_us(&rs);
-	rcmd_on(&rs, "SLOWLOG RESET");
+	(void)rcmd_int_on(&rs, "SLOWLOG RESET");
 	snprintf(p, sizeof(p), "/semaphores/%s?owner=w", n);
 	http_on(d.base, "DELETE", p, NULL, &r);
 	CHECK_STATUS(r, 200, "release");
@@ -824,8 +824,8 @@ TEST(semaphore_owner_whose_permit_ran_out_behind_many_gets_a_new_one_and_none_is
 	rep = rcmd("EVAL %s 2 %s %s 300 300 0 0", pile_permits, n, key);
 	if (rep)
 		freeReplyObject(rep);
-	rcmd("ZADD %s 2 me", key);
-	rcmd("SET %s 0", n);	/* 301 out, none free: the limit is 301 */
+	(void)rcmd_int("ZADD %s 2 me", key);
+	(void)rcmd_int("SET %s 0", n);	/* 301 out, none free: the limit is 301 */
 	put_sem(n, "me", "&limit=301&ttl_ms=30000", &r);
 	CHECK_STATUS(r, 200, "the owner whose permit ran out takes one again");
 	http_free(&r);
@@ -833,7 +833,7 @@ TEST(semaphore_owner_whose_permit_ran_out_behind_many_gets_a_new_one_and_none_is
 	      "the limit stands: %lld free + %lld out", rcmd_int("GET %s", n),
 	      rcmd_int("ZCARD %s", key));
 	del_sem(n, "me");
-	rcmd("DEL %s %s", n, key);
+	(void)rcmd_int("DEL %s %s", n, key);
 }
 
 /* A heartbeat renews the owner's permit; one that shortens it has the
@@ -905,7 +905,7 @@ TEST(semaphore_keys_holding_other_data_are_left_alone)
 		http_free(&r);
 		CHECK(rcmd_int("EXISTS {%s}:timeout", n) == (i == 1), "%s: no permit written",
 		      setup[i]);
-		rcmd("DEL %s {%s}:timeout redisson_lock_token:{%s}", n, n, n);
+		(void)rcmd_int("DEL %s {%s}:timeout redisson_lock_token:{%s}", n, n, n);
 	}
 }
 
@@ -921,7 +921,7 @@ TEST(semaphore_tokens_never_go_back_across_lost_data)
 	CHECK_STATUS(r, 200, "a permit");
 	t1 = json_int(&r, "fencing_token");
 	http_free(&r);
-	rcmd("DEL %s {%s}:timeout redisson_lock_token:{%s} dlockd_lock_owners:{%s}", n, n, n, n);
+	(void)rcmd_int("DEL %s {%s}:timeout redisson_lock_token:{%s} dlockd_lock_owners:{%s}", n, n, n, n);
 	put_sem(n, "b", "&limit=2", &r);
 	CHECK_STATUS(r, 200, "a permit after the data was lost");
 	t2 = json_int(&r, "fencing_token");
