@@ -35,6 +35,8 @@ static const struct {
 	[ERR_BACKEND_UNAVAILABLE] = { 503, "backend_unavailable" },
 	[ERR_REPLICATION_UNCONFIRMED] = { 503, "replication_unconfirmed" },
 	[ERR_INTERNAL] = { 500, "internal" },
+	[ERR_SESSION_NOT_FOUND] = { 404, "session_not_found" },
+	[ERR_SESSION_FULL] = { 409, "session_full" },
 };
 
 static enum MHD_Result queue(struct request *rq, unsigned status, const char *content_type,
