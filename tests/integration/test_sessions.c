@@ -1,0 +1,320 @@
+/* test_sessions.c -- sessions (issue 30) over HTTP against a real Redis:
+ * one heartbeat keeps holdings of every kind; when heartbeats stop they
+ * end at the session's lease end and a waiter is served then; DELETE
+ * releases all and wakes waiters at once; any dlockd instance serves a
+ * session and a killed one loses none; an unknown or ended session,
+ * another token's session and a full session take nothing. */
+#include "../harness/harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* How late past a lease end (or a DELETE) a waiter may be served: generous
+ * for a loaded machine, far below the waits (20 s) a missed wake-up costs. */
+#define LATE_MS 1500
+
+#define TOK_A "tok-sess-a-4c1f9e2b7d"
+#define TOK_B "tok-sess-b-8a3d5f1e6c"
+#define TOK_ADMIN "tok-sess-admin-2b9c7e4a1f"
+
+/* One of each kind: the resource of name %s and the PUT's extra query. */
+static const struct {
+	const char *res, *extra;
+} kinds[] = {
+	{ "/locks/%s", "" },
+	{ "/fairlocks/%s", "" },
+	{ "/rwlocks/%s/read", "" },
+	{ "/rwlocks/%s/write", "" },
+	{ "/semaphores/%s", "&limit=1" },
+};
+#define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
+
+/* method path on base, or on H_dlockd when base is NULL. */
+static int call(const char *base, const char *method, const char *path, struct http_resp *r)
+{
+	return base ? http_on(base, method, path, NULL, r) : http(method, path, NULL, r);
+}
+
+/* POST /sessions on base (NULL: H_dlockd) with ttl_ms; id gets the
+ * session's id ("" when it failed). */
+static void session_new(const char *base, int ttl_ms, char id[40])
+{
+	struct http_resp r;
+	char p[80];
+	const char *s;
+
+	snprintf(p, sizeof(p), "/sessions?ttl_ms=%d", ttl_ms);
+	id[0] = '\0';
+	if (call(base, "POST", p, &r) == 0 && r.status == 201 &&
+	    (s = json_str(&r, "session")) && strlen(s) == 32)
+		snprintf(id, 40, "%s", s);
+	http_free(&r);
+}
+
+/* Kind i's lock of a test is named <n><i>: one name per kind. */
+static void res_of(char *res, size_t len, size_t i, const char *n)
+{
+	char nm[220];
+
+	snprintf(nm, sizeof(nm), "%s%zu", n, i);
+	snprintf(res, len, kinds[i].res, nm);
+}
+
+/* Is the resource (kind i, name n) free for another owner right now?
+ * Takes and releases it (a read lock: its write side, which a read hold
+ * keeps out). */
+static bool taken_by_other(const char *base, size_t i, const char *n)
+{
+	char res[300], p[400];
+	long st;
+	struct http_resp r;
+
+	res_of(res, sizeof(res), i, n);
+	if (kinds[i].res[2] == 'w' && strstr(res, "/read"))
+		memcpy(strstr(res, "/read"), "/write", sizeof("/write"));
+	snprintf(p, sizeof(p), "%s?owner=other&ttl_ms=5000%s", res, kinds[i].extra);
+	call(base, "PUT", p, &r);
+	st = r.status;
+	http_free(&r);
+	if (st == 200) {
+		snprintf(p, sizeof(p), "%s?owner=other", res);
+		call(base, "DELETE", p, &r);
+		http_free(&r);
+	}
+	return st == 200;
+}
+
+/* Take kind i of name n for session id; the status. */
+static long take(const char *base, size_t i, const char *n, const char *id)
+{
+	char res[300], p[400];
+	struct http_resp r;
+	long st;
+
+	res_of(res, sizeof(res), i, n);
+	snprintf(p, sizeof(p), "%s?session=%s%s", res, id, kinds[i].extra);
+	call(base, "PUT", p, &r);
+	st = r.status;
+	http_free(&r);
+	return st;
+}
+
+static long heartbeat(const char *base, const char *id)
+{
+	char p[100];
+	struct http_resp r;
+	long st;
+
+	snprintf(p, sizeof(p), "/sessions/%s/heartbeat", id);
+	call(base, "POST", p, &r);
+	st = r.status;
+	http_free(&r);
+	return st;
+}
+
+TEST(sessions_heartbeats_keep_every_kind_then_lease_end_serves_a_waiter)
+{
+	const char *n = lockname("sess-keep");
+	char id[40], p[400];
+	struct bg w;
+	int64_t start, stopped;
+	struct http_resp r;
+
+	session_new(NULL, 1000, id);
+	CHECK(id[0], "POST /sessions makes a session");
+	for (size_t i = 0; i < NKINDS; i++)
+		CHECK(take(NULL, i, n, id) == 200, "the session takes %s", kinds[i].res);
+	/* 5x its ttl, by session heartbeats alone */
+	start = mono_ms();
+	while (mono_ms() - start < 5000) {
+		CHECK(heartbeat(NULL, id) == 200, "heartbeat");
+		sleep_ms(250);
+	}
+	for (size_t i = 0; i < NKINDS; i++)
+		CHECK(!taken_by_other(NULL, i, n), "after 5 s, %s is still the session's",
+		      kinds[i].res);
+	snprintf(p, sizeof(p), "/sessions/%s", id);
+	CHECK(http("GET", p, NULL, &r) == 0, "GET the session");
+	CHECK_STATUS(r, 200, "GET /sessions/{id}");
+	CHECK(json_array_size(json_object_get(r.json, "holdings")) == NKINDS,
+	      "it lists its %zu holdings: %s", NKINDS, r.body);
+	http_free(&r);
+	/* heartbeats stop: a waiter for the lock is served at the lease end */
+	CHECK(heartbeat(NULL, id) == 200, "last heartbeat");
+	stopped = mono_ms();
+	snprintf(p, sizeof(p), "/locks/%s0?owner=w&ttl_ms=5000&wait_ms=20000", n);
+	bg_start(&w, "PUT", p, NULL);
+	bg_join(&w);
+	CHECK_STATUS(w.r, 200, "the waiter is served");
+	printf("# waiter served %lld ms after the last heartbeat (session ttl 1000 ms)\n",
+	       (long long)(w.done_ms - stopped));
+	CHECK(w.done_ms - stopped < 1000 + LATE_MS * slow_factor(),
+	      "waiter served %lld ms after the last heartbeat; want < %d",
+	      (long long)(w.done_ms - stopped), 1000 + LATE_MS);
+	http_free(&w.r);
+	CHECK(heartbeat(NULL, id) == 404, "the ended session's heartbeat is 404");
+	snprintf(p, sizeof(p), "/sessions/%s/heartbeat", id);
+	CHECK(http("POST", p, NULL, &r) == 0, "heartbeat");
+	CHECK_ERROR(r, 404, "session_not_found", "heartbeat of an ended session");
+	http_free(&r);
+	for (size_t i = 1; i < NKINDS; i++)
+		CHECK(taken_by_other(NULL, i, n), "%s ended with the session", kinds[i].res);
+}
+
+TEST(sessions_delete_releases_everything_and_wakes_waiters_at_once)
+{
+	const char *n = lockname("sess-del");
+	char id[40], p[400];
+	struct bg w;
+	int64_t t0;
+	struct http_resp r;
+
+	session_new(NULL, 30000, id);
+	CHECK(id[0], "POST /sessions");
+	for (size_t i = 0; i < NKINDS; i++)
+		CHECK(take(NULL, i, n, id) == 200, "the session takes %s", kinds[i].res);
+	snprintf(p, sizeof(p), "/rwlocks/%s3/write?owner=w&ttl_ms=5000&wait_ms=20000", n);
+	bg_start(&w, "PUT", p, NULL);
+	CHECK(wait_waiters(NULL, 1, 5000), "a writer waits");
+	t0 = mono_ms();
+	snprintf(p, sizeof(p), "/sessions/%s", id);
+	CHECK(http("DELETE", p, NULL, &r) == 0, "DELETE");
+	CHECK_STATUS(r, 200, "DELETE /sessions/{id}");
+	CHECK(json_array_size(json_object_get(r.json, "released")) == NKINDS,
+	      "it released its %zu holdings: %s", NKINDS, r.body);
+	http_free(&r);
+	bg_join(&w);
+	CHECK_STATUS(w.r, 200, "the waiting writer is served");
+	printf("# waiter served %lld ms after DELETE\n", (long long)(w.done_ms - t0));
+	CHECK(w.done_ms - t0 < LATE_MS * slow_factor(), "waiter served %lld ms after DELETE",
+	      (long long)(w.done_ms - t0));
+	http_free(&w.r);
+	for (size_t i = 0; i < NKINDS; i++)
+		if (i != 3)	/* the write lock is the waiter's now */
+			CHECK(taken_by_other(NULL, i, n), "%s is free", kinds[i].res);
+	CHECK(http("DELETE", p, NULL, &r) == 0, "DELETE again");
+	CHECK_ERROR(r, 404, "session_not_found", "DELETE of an ended session");
+	http_free(&r);
+	CHECK(rcmd_int("EXISTS dlockd_session:{%s} dlockd_session:{%s}:holdings", id, id) == 0,
+	      "nothing of the session is left in Redis");
+}
+
+TEST(sessions_any_instance_serves_them_and_a_killed_one_loses_none)
+{
+	const char *n = lockname("sess-inst");
+	char id[40];
+	struct dlockd_srv d2;
+	int64_t start;
+
+	CHECK(dlockd_start(&d2, NULL, NULL) == 0, "a second dlockd");
+	session_new(d2.base, 1000, id);
+	CHECK(id[0], "the second dlockd makes the session");
+	CHECK(take(d2.base, 0, n, id) == 200, "and takes a lock for it");
+	CHECK(take(NULL, 1, n, id) == 200, "the first dlockd takes a fair lock for it");
+	dlockd_kill(&d2);
+	start = mono_ms();
+	while (mono_ms() - start < 3000) {
+		CHECK(heartbeat(NULL, id) == 200, "the first dlockd serves the heartbeat");
+		sleep_ms(250);
+	}
+	CHECK(!taken_by_other(NULL, 0, n), "the lock taken through the killed dlockd is kept");
+	CHECK(!taken_by_other(NULL, 1, n), "so is the fair lock");
+	CHECK(status_of(NULL, "DELETE", "/sessions/%s", id) == 200, "end it");
+}
+
+TEST(sessions_unknown_ended_or_bad_session_takes_nothing)
+{
+	const char *n = lockname("sess-bad");
+	char id[40];
+	struct http_resp r;
+	char p[300];
+
+	snprintf(p, sizeof(p), "/locks/%s?session=0123456789abcdef0123456789abcdef", n);
+	CHECK(http("PUT", p, NULL, &r) == 0, "PUT");
+	CHECK_ERROR(r, 404, "session_not_found", "an unknown session");
+	http_free(&r);
+	snprintf(p, sizeof(p), "/locks/%s?session=nothex", n);
+	CHECK(http("PUT", p, NULL, &r) == 0, "PUT");
+	CHECK_ERROR(r, 400, "invalid_argument", "a malformed session id");
+	http_free(&r);
+	session_new(NULL, 30000, id);
+	CHECK(id[0], "POST /sessions");
+	snprintf(p, sizeof(p), "/locks/%s?session=%s&ttl_ms=1000", n, id);
+	CHECK(http("PUT", p, NULL, &r) == 0, "PUT");
+	CHECK_ERROR(r, 400, "invalid_argument", "session with ttl_ms");
+	http_free(&r);
+	CHECK(status_of(NULL, "DELETE", "/sessions/%s", id) == 200, "end it");
+	snprintf(p, sizeof(p), "/locks/%s?session=%s", n, id);
+	CHECK(http("PUT", p, NULL, &r) == 0, "PUT");
+	CHECK_ERROR(r, 404, "session_not_found", "an ended session");
+	http_free(&r);
+	CHECK(status_of(NULL, "GET", "/sessions/zz") == 404, "a malformed id names no session");
+	CHECK(rcmd_int("EXISTS %s", n) == 0, "nothing was taken");
+}
+
+TEST(sessions_holdings_are_capped)
+{
+	const char *n = lockname("sess-cap");
+	const char *flags[] = { "--max-session-holdings", "2", NULL };
+	struct dlockd_srv d;
+	struct http_resp r;
+	char id[40], p[300];
+
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "dlockd --max-session-holdings 2");
+	session_new(d.base, 30000, id);
+	CHECK(id[0], "POST /sessions");
+	CHECK(take(d.base, 0, n, id) == 200, "first holding");
+	CHECK(take(d.base, 1, n, id) == 200, "second holding");
+	snprintf(p, sizeof(p), "/semaphores/%s4?session=%s&limit=1", n, id);
+	CHECK(call(d.base, "PUT", p, &r) == 0, "PUT");
+	CHECK_ERROR(r, 409, "session_full", "a third holding");
+	http_free(&r);
+	CHECK(taken_by_other(d.base, 4, n), "the semaphore's permit was given back");
+	CHECK(take(d.base, 0, n, id) == 200, "a repeat of a holding it has is no new one");
+	snprintf(p, sizeof(p), "/sessions/%s", id);
+	CHECK(status_of(&d, "DELETE", "/sessions/%s", id) == 200, "end it");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+TEST(sessions_belong_to_the_token_that_made_them)
+{
+	const char *n = "sessauth-x";
+	char file[300], id[40], p[300];
+	const char *flags[] = { "--auth-file", file, NULL };
+	struct dlockd_srv d;
+	struct http_resp r;
+
+	snprintf(file, sizeof(file), "%s/session-tokens", test_tmpdir());
+	{
+		FILE *f = fopen(file, "w");
+
+		CHECK(f, "write %s", file);
+		fputs(TOK_A " client sessauth- team-a\n" TOK_B " client sessauth- team-b\n"
+		      TOK_ADMIN " admin * ops\n", f);
+		fclose(f);
+	}
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --auth-file");
+	http_bearer(TOK_A);
+	session_new(d.base, 30000, id);
+	CHECK(id[0], "team-a makes a session");
+	CHECK(take(d.base, 0, n, id) == 200, "team-a takes a lock for it");
+	http_bearer(TOK_B);
+	snprintf(p, sizeof(p), "/sessions/%s", id);
+	CHECK(status_of(&d, "GET", "%s", p) == 404, "team-b cannot see it");
+	CHECK(status_of(&d, "POST", "%s/heartbeat", p) == 404, "nor renew it");
+	CHECK(status_of(&d, "DELETE", "%s", p) == 404, "nor end it");
+	snprintf(p, sizeof(p), "/locks/sessauth-y?session=%s", id);
+	CHECK(call(d.base, "PUT", p, &r) == 0, "PUT");
+	CHECK_ERROR(r, 404, "session_not_found", "team-b taking a lock for team-a's session");
+	http_free(&r);
+	CHECK(rcmd_int("EXISTS sessauth-y") == 0, "nothing was taken");
+	http_bearer(TOK_A);
+	CHECK(status_of(&d, "GET", "/sessions/%s", id) == 200, "team-a still has it");
+	http_bearer(TOK_ADMIN);
+	CHECK(status_of(&d, "GET", "/sessions/%s", id) == 200, "an admin sees it");
+	CHECK(status_of(&d, "DELETE", "/sessions/%s", id) == 200, "an admin ends it");
+	CHECK(rcmd_int("EXISTS %s0", n) == 0, "its lock is released");
+	http_bearer(NULL);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
