@@ -24,20 +24,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const kind_labels[LOCK_KIND_COUNT] = {
+static const char *const sess_kind_labels[LOCK_KIND_COUNT] = {
 	[LOCK_KIND_LOCK] = "lock", [LOCK_KIND_FAIR] = "fair", [LOCK_KIND_READ] = "read",
 	[LOCK_KIND_WRITE] = "write", [LOCK_KIND_SEMAPHORE] = "semaphore",
 };
 
 const char *sessions_kind_label(enum lock_kind kind)
 {
-	return kind < LOCK_KIND_COUNT ? kind_labels[kind] : "?";
+	return kind < LOCK_KIND_COUNT ? sess_kind_labels[kind] : "?";
 }
 
-static int kind_of(const char *label, enum lock_kind *kind)
+static int sess_kind_of(const char *label, enum lock_kind *kind)
 {
 	for (int k = 0; k < LOCK_KIND_COUNT; k++)
-		if (!strcmp(label, kind_labels[k])) {
+		if (!strcmp(label, sess_kind_labels[k])) {
 			*kind = (enum lock_kind)k;
 			return 0;
 		}
@@ -66,7 +66,7 @@ struct sess_item {
 	size_t i;
 };
 
-static struct sess_call *call_new(const struct backend *b, enum sess_op op, const char *id,
+static struct sess_call *sess_call_new(const struct backend *b, enum sess_op op, const char *id,
 				  session_fn done, void *ctx)
 {
 	struct sess_call *c = xcalloc(1, sizeof(*c));
@@ -79,7 +79,7 @@ static struct sess_call *call_new(const struct backend *b, enum sess_op op, cons
 	return c;
 }
 
-static void call_free(struct sess_call *c)
+static void sess_call_free(struct sess_call *c)
 {
 	for (size_t i = 0; i < c->info.n; i++)
 		free(c->members[i]);
@@ -92,16 +92,16 @@ static void call_free(struct sess_call *c)
 	free(c);
 }
 
-static void finish(struct sess_call *c, enum lock_result r)
+static void sess_finish(struct sess_call *c, enum lock_result r)
 {
 	bool info = r == LOCK_OK || r == LOCK_TOO_MANY_HOLDS;
 
 	if (c->done)
 		c->done(c->ctx, r, info ? &c->info : NULL);
-	call_free(c);
+	sess_call_free(c);
 }
 
-static void run(struct sess_call *c, enum script_id script, int nargs, const char *const *args,
+static void sess_run(struct sess_call *c, enum script_id script, int nargs, const char *const *args,
 		redis_reply_fn fn)
 {
 	const char *prefix = locks_key_prefix();
@@ -114,12 +114,12 @@ static void run(struct sess_call *c, enum script_id script, int nargs, const cha
 	free(k2);
 }
 
-static const char *str_of(const redisReply *r)
+static const char *sess_str_of(const redisReply *r)
 {
 	return r && r->type == REDIS_REPLY_STRING ? r->str : "";
 }
 
-static char *member_of(const struct session_holding *h)
+static char *sess_member_of(const struct session_holding *h)
 {
 	return xasprintf("%s\t%s\t%s\t%lld", sessions_kind_label(h->kind), h->name, h->owner,
 			 (long long)h->token);
@@ -127,7 +127,7 @@ static char *member_of(const struct session_holding *h)
 
 /* Split the members of array r into c->info.holdings; -1 when one is not
  * a member this module writes. */
-static int holdings_of(struct sess_call *c, const redisReply *r)
+static int sess_holdings_of(struct sess_call *c, const redisReply *r)
 {
 	size_t n = r && r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
 
@@ -135,7 +135,7 @@ static int holdings_of(struct sess_call *c, const redisReply *r)
 	c->info.holdings = xcalloc(n ? n : 1, sizeof(*c->info.holdings));
 	for (size_t i = 0; i < n; i++) {
 		struct session_holding *h = &c->info.holdings[c->info.n];
-		char *m = xstrdup(str_of(r->element[i]));
+		char *m = xstrdup(sess_str_of(r->element[i]));
 		char *name = strchr(m, '\t'), *owner = name ? strchr(name + 1, '\t') : NULL;
 		char *token = owner ? strchr(owner + 1, '\t') : NULL;
 
@@ -143,7 +143,7 @@ static int holdings_of(struct sess_call *c, const redisReply *r)
 		if (!token)
 			return -1;
 		*name++ = *owner++ = *token++ = '\0';
-		if (kind_of(m, &h->kind) < 0)
+		if (sess_kind_of(m, &h->kind) < 0)
 			return -1;
 		h->name = name;
 		h->owner = owner;
@@ -153,7 +153,7 @@ static int holdings_of(struct sess_call *c, const redisReply *r)
 }
 
 /* Check r as an answer to c's script: LOCK_OK when it is an array. */
-static enum lock_result checked(struct sess_call *c, const redisReply *r, const char *cmd)
+static enum lock_result sess_checked(struct sess_call *c, const redisReply *r, const char *cmd)
 {
 	struct lock_state st = { 0 };
 	enum lock_result res = locks_check_answer(r, cmd, "session", c->id, &st);
@@ -166,7 +166,7 @@ static enum lock_result checked(struct sess_call *c, const redisReply *r, const 
 
 /* ----- Create ----- */
 
-static void on_created(void *ctx, redisReply *r)
+static void sess_on_created(void *ctx, redisReply *r)
 {
 	struct sess_call *c = ctx;
 	struct lock_state st = { 0 };
@@ -174,119 +174,119 @@ static void on_created(void *ctx, redisReply *r)
 
 	if (res == LOCK_OK && (r->type != REDIS_REPLY_INTEGER || r->integer != 1))
 		res = locks_unexpected("session_create", "session", c->id, &st);
-	finish(c, res);
+	sess_finish(c, res);
 }
 
 void sessions_create(const struct backend *b, const char *id, const char *principal,
 		     int64_t ttl_ms, const char *value, const char *name, session_fn done,
 		     void *ctx)
 {
-	struct sess_call *c = call_new(b, S_CREATE, id, done, ctx);
+	struct sess_call *c = sess_call_new(b, S_CREATE, id, done, ctx);
 	char ttl[24];
 	const char *args[] = { ttl, principal, value, name };
 
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
 	c->info.ttl_ms = c->info.lease_ms = ttl_ms;
-	run(c, SCRIPT_SESSION_CREATE, 4, args, on_created);
+	sess_run(c, SCRIPT_SESSION_CREATE, 4, args, sess_on_created);
 }
 
 /* ----- Read (and the heartbeat's first step) ----- */
 
-static void renew_next(struct sess_call *c);
+static void sess_renew_next(struct sess_call *c);
 
-static void on_read(void *ctx, redisReply *r)
+static void sess_on_read(void *ctx, redisReply *r)
 {
 	struct sess_call *c = ctx;
-	enum lock_result res = checked(c, r, "session_read");
+	enum lock_result res = sess_checked(c, r, "session_read");
 
 	if (res != LOCK_OK) {
-		finish(c, res);
+		sess_finish(c, res);
 		return;
 	}
 	if (r->element[0]->integer == 0) {
-		finish(c, LOCK_NOT_HELD);
+		sess_finish(c, LOCK_NOT_HELD);
 		return;
 	}
-	if (r->elements != 7 || holdings_of(c, r->element[6]) < 0) {
+	if (r->elements != 7 || sess_holdings_of(c, r->element[6]) < 0) {
 		struct lock_state st = { 0 };
 
-		finish(c, locks_unexpected("session_read", "session", c->id, &st));
+		sess_finish(c, locks_unexpected("session_read", "session", c->id, &st));
 		return;
 	}
 	c->info.lease_ms = r->element[0]->integer;
 	c->info.ttl_ms = locks_elem_int(r, 1);
-	c->info.value = c->value = xstrdup(str_of(r->element[2]));
-	c->info.name = c->name = xstrdup(str_of(r->element[3]));
+	c->info.value = c->value = xstrdup(sess_str_of(r->element[2]));
+	c->info.name = c->name = xstrdup(sess_str_of(r->element[3]));
 	c->info.created_ms = locks_elem_int(r, 4);
-	c->info.creator = c->creator = xstrdup(str_of(r->element[5]));
+	c->info.creator = c->creator = xstrdup(sess_str_of(r->element[5]));
 	if (c->op == S_HEARTBEAT)
-		renew_next(c);
+		sess_renew_next(c);
 	else
-		finish(c, LOCK_OK);
+		sess_finish(c, LOCK_OK);
 }
 
-static void read_run(struct sess_call *c, const char *principal)
+static void sess_read_run(struct sess_call *c, const char *principal)
 {
 	const char *args[] = { principal, c->op == S_HEARTBEAT ? "1" : "0" };
 
-	run(c, SCRIPT_SESSION_READ, 2, args, on_read);
+	sess_run(c, SCRIPT_SESSION_READ, 2, args, sess_on_read);
 }
 
 void sessions_read(const struct backend *b, const char *id, const char *principal,
 		   session_fn done, void *ctx)
 {
-	read_run(call_new(b, S_READ, id, done, ctx), principal);
+	sess_read_run(sess_call_new(b, S_READ, id, done, ctx), principal);
 }
 
 /* ----- Record and drop ----- */
 
-static void on_recorded(void *ctx, redisReply *r)
+static void sess_on_recorded(void *ctx, redisReply *r)
 {
 	struct sess_call *c = ctx;
-	enum lock_result res = checked(c, r, "session_add");
+	enum lock_result res = sess_checked(c, r, "session_add");
 	long long code = res == LOCK_OK ? r->element[0]->integer : 0;
 
 	if (res != LOCK_OK) {
-		finish(c, res);
+		sess_finish(c, res);
 		return;
 	}
 	if (code == 1) {
 		c->info.lease_ms = locks_elem_int(r, 1);
-		finish(c, LOCK_OK);
+		sess_finish(c, LOCK_OK);
 	} else if (code == -1) {
 		c->info.cap_n = locks_elem_int(r, 1);
-		finish(c, LOCK_TOO_MANY_HOLDS);
+		sess_finish(c, LOCK_TOO_MANY_HOLDS);
 	} else {
-		finish(c, LOCK_NOT_HELD);
+		sess_finish(c, LOCK_NOT_HELD);
 	}
 }
 
-static void record_run(struct sess_call *c, const struct session_holding *h, int64_t cap,
+static void sess_record_run(struct sess_call *c, const struct session_holding *h, int64_t cap,
 		       bool add)
 {
-	char *member = member_of(h), capv[24];
+	char *member = sess_member_of(h), capv[24];
 	const char *args[] = { member, capv, add ? "1" : "0" };
 
 	snprintf(capv, sizeof(capv), "%lld", (long long)cap);
-	run(c, SCRIPT_SESSION_ADD, 3, args, on_recorded);
+	sess_run(c, SCRIPT_SESSION_ADD, 3, args, sess_on_recorded);
 	free(member);
 }
 
 void sessions_record(const struct backend *b, const char *id, const struct session_holding *h,
 		     int64_t cap, session_fn done, void *ctx)
 {
-	record_run(call_new(b, S_RECORD, id, done, ctx), h, cap, true);
+	sess_record_run(sess_call_new(b, S_RECORD, id, done, ctx), h, cap, true);
 }
 
 /* ----- Heartbeat: renew every holding ----- */
 
-static void item_done(struct sess_call *c)
+static void sess_item_done(struct sess_call *c)
 {
 	if (--c->pending == 0)
-		finish(c, c->result);
+		sess_finish(c, c->result);
 }
 
-static void on_renewed(void *ctx, enum lock_result r, const struct lock_state *st)
+static void sess_on_renewed(void *ctx, enum lock_result r, const struct lock_state *st)
 {
 	struct sess_item *it = ctx;
 	struct sess_call *c = it->c;
@@ -296,18 +296,18 @@ static void on_renewed(void *ctx, enum lock_result r, const struct lock_state *s
 	if (r == LOCK_NOT_HELD || r == LOCK_NOT_OWNER || r == LOCK_WRONG_KIND) {
 		/* released, expired or taken over: the session no longer has it */
 		h->gone = true;
-		record_run(call_new(c->b, S_DROP, c->id, NULL, NULL), h, 0, false);
+		sess_record_run(sess_call_new(c->b, S_DROP, c->id, NULL, NULL), h, 0, false);
 	} else if (r != LOCK_OK && c->result == LOCK_OK) {
 		c->result = r;
 	}
 	free(it);
-	item_done(c);
+	sess_item_done(c);
 }
 
-static void renew_next(struct sess_call *c)
+static void sess_renew_next(struct sess_call *c)
 {
 	if (!c->info.n) {
-		finish(c, LOCK_OK);
+		sess_finish(c, LOCK_OK);
 		return;
 	}
 	c->pending = c->info.n;
@@ -318,19 +318,19 @@ static void renew_next(struct sess_call *c)
 
 		*it = (struct sess_item){ c, i };
 		locks_renew(c->b, h->kind, h->name, h->owner, c->creator, c->info.ttl_ms,
-			    on_renewed, it);
+			    sess_on_renewed, it);
 	}
 }
 
 void sessions_heartbeat(const struct backend *b, const char *id, const char *principal,
 			session_fn done, void *ctx)
 {
-	read_run(call_new(b, S_HEARTBEAT, id, done, ctx), principal);
+	sess_read_run(sess_call_new(b, S_HEARTBEAT, id, done, ctx), principal);
 }
 
 /* ----- End ----- */
 
-static void on_released(void *ctx, enum lock_result r, const struct lock_state *st)
+static void sess_on_released(void *ctx, enum lock_result r, const struct lock_state *st)
 {
 	struct sess_item *it = ctx;
 	struct sess_call *c = it->c;
@@ -344,31 +344,31 @@ static void on_released(void *ctx, enum lock_result r, const struct lock_state *
 			 r == LOCK_BACKEND_DOWN ? "Redis did not answer" : "script error");
 	}
 	free(it);
-	item_done(c);
+	sess_item_done(c);
 }
 
-static void on_ended(void *ctx, redisReply *r)
+static void sess_on_ended(void *ctx, redisReply *r)
 {
 	struct sess_call *c = ctx;
-	enum lock_result res = checked(c, r, "session_end");
+	enum lock_result res = sess_checked(c, r, "session_end");
 
 	if (res != LOCK_OK) {
-		finish(c, res);
+		sess_finish(c, res);
 		return;
 	}
 	if (r->element[0]->integer == 0) {
-		finish(c, LOCK_NOT_HELD);
+		sess_finish(c, LOCK_NOT_HELD);
 		return;
 	}
-	if (r->elements != 3 || holdings_of(c, r->element[1]) < 0) {
+	if (r->elements != 3 || sess_holdings_of(c, r->element[1]) < 0) {
 		struct lock_state st = { 0 };
 
-		finish(c, locks_unexpected("session_end", "session", c->id, &st));
+		sess_finish(c, locks_unexpected("session_end", "session", c->id, &st));
 		return;
 	}
-	c->info.creator = c->creator = xstrdup(str_of(r->element[2]));
+	c->info.creator = c->creator = xstrdup(sess_str_of(r->element[2]));
 	if (!c->info.n) {
-		finish(c, LOCK_OK);
+		sess_finish(c, LOCK_OK);
 		return;
 	}
 	c->pending = c->info.n;
@@ -378,7 +378,7 @@ static void on_ended(void *ctx, redisReply *r)
 		struct sess_item *it = xmalloc(sizeof(*it));
 
 		*it = (struct sess_item){ c, i };
-		locks_release(c->b, h->kind, h->name, h->owner, c->creator, on_released, it);
+		locks_release(c->b, h->kind, h->name, h->owner, c->creator, sess_on_released, it);
 	}
 }
 
@@ -387,5 +387,5 @@ void sessions_end(const struct backend *b, const char *id, const char *principal
 {
 	const char *args[] = { principal };
 
-	run(call_new(b, S_END, id, done, ctx), SCRIPT_SESSION_END, 1, args, on_ended);
+	sess_run(sess_call_new(b, S_END, id, done, ctx), SCRIPT_SESSION_END, 1, args, sess_on_ended);
 }
