@@ -83,8 +83,19 @@ static void session_done(void *ctx, enum lock_result r, const struct session_inf
 	server_resume(rq);
 }
 
+static void count(const struct request *rq)
+{
+	if (rq->lock.result == LOCK_OK && rq->route.op == OP_SESSION_CREATE)
+		metrics_inc(METRIC_SESSIONS_CREATED);
+	else if (rq->lock.result == LOCK_OK && rq->route.op == OP_SESSION_END)
+		metrics_inc(METRIC_SESSIONS_ENDED);
+	else if (rq->lock.result == LOCK_NOT_HELD && rq->route.op == OP_SESSION_HEARTBEAT)
+		metrics_inc(METRIC_SESSIONS_EXPIRED);
+}
+
 static enum MHD_Result answered(struct request *rq)
 {
+	count(rq);
 	switch (rq->lock.result) {
 	case LOCK_OK:
 		return reply_json(rq, rq->route.op == OP_SESSION_CREATE ? 201 : 200,

@@ -158,6 +158,8 @@ TEST(sessions_heartbeats_keep_every_kind_then_lease_end_serves_a_waiter)
 	CHECK(http("POST", p, NULL, &r) == 0, "heartbeat");
 	CHECK_ERROR(r, 404, "session_not_found", "heartbeat of an ended session");
 	http_free(&r);
+	CHECK(metric_value(&H_dlockd, "dlockd_sessions_expired_total") >= 1,
+	      "dlockd_sessions_expired_total counts the ended session's heartbeat");
 	for (size_t i = 1; i < NKINDS; i++)
 		CHECK(taken_by_other(NULL, i, n), "%s ended with the session", kinds[i].res);
 }
@@ -196,6 +198,10 @@ TEST(sessions_delete_releases_everything_and_wakes_waiters_at_once)
 	CHECK(http("DELETE", p, NULL, &r) == 0, "DELETE again");
 	CHECK_ERROR(r, 404, "session_not_found", "DELETE of an ended session");
 	http_free(&r);
+	CHECK(metric_value(&H_dlockd, "dlockd_sessions_ended_total") >= 1,
+	      "dlockd_sessions_ended_total counts the DELETE");
+	CHECK(metric_value(&H_dlockd, "dlockd_sessions_created_total") >= 1,
+	      "dlockd_sessions_created_total counts the POST");
 	CHECK(rcmd_int("EXISTS dlockd_session:{%s} dlockd_session:{%s}:holdings", id, id) == 0,
 	      "nothing of the session is left in Redis");
 }
