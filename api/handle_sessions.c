@@ -60,6 +60,8 @@ static void session_done(void *ctx, enum lock_result r, const struct session_inf
 	struct request *rq = ctx;
 
 	rq->lock.result = r;
+	if (r == LOCK_TOO_MANY_HOLDS)
+		rq->lock.state.others = s->cap_n;
 	if (r == LOCK_OK) {
 		switch (rq->route.op) {
 		case OP_SESSION_CREATE:
@@ -100,6 +102,12 @@ static enum MHD_Result answered(struct request *rq)
 	case LOCK_OK:
 		return reply_json(rq, rq->route.op == OP_SESSION_CREATE ? 201 : 200,
 				  json_incref(rq->answer));
+	case LOCK_TOO_MANY_HOLDS:
+		return reply_error(rq, ERR_TOO_MANY_SESSIONS, json_pack("{s:I}", "limit",
+				   (json_int_t)rq->cfg->sessions_per_token_max),
+				   "%lld sessions of this token are open, the most one may have "
+				   "(--max-sessions-per-token): end one first",
+				   (long long)rq->lock.state.others);
 	case LOCK_NOT_HELD:
 		return reply_error(rq, ERR_SESSION_NOT_FOUND, NULL,
 				   "no session '%s': it never existed, was ended, or its lease "
@@ -125,7 +133,7 @@ static enum MHD_Result post_session(struct request *rq)
 	random_hex(id, SESSIONS_ID_LEN / 2);
 	rq->name = xstrdup(id);		/* freed with the request, like a lock's */
 	sessions_create(rq->backend, id, rq->principal, p->ttl_ms, p->value, p->label,
-			session_done, rq);
+			rq->cfg->sessions_per_token_max, session_done, rq);
 	return server_suspend(rq, answered);
 }
 

@@ -164,6 +164,42 @@ static enum lock_result sess_checked(struct sess_call *c, const redisReply *r, c
 	return res;
 }
 
+/* ----- The per-token count of open sessions ----- */
+
+/* Run session_count.lua for c->id on principal's set: op 'add' (fn
+ * hears), 'touch' or 'del' (nobody hears: c is freed). */
+static void sess_count_run(struct sess_call *c, const char *principal, const char *op,
+			   int64_t ttl_ms, int64_t cap, redis_reply_fn fn)
+{
+	char *key = xasprintf("%sdlockd_sessions:{%s}", locks_key_prefix(), principal);
+	char ttl[24], capv[24];
+	const char *args[] = { c->id, ttl, op, capv };
+
+	snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
+	snprintf(capv, sizeof(capv), "%lld", (long long)cap);
+	scripts_run(c->b->redis, SCRIPT_SESSION_COUNT, 1, (const char *const *)&key, 4, args, fn,
+		    c);
+	free(key);
+}
+
+/* A 'touch' or 'del' answered: only a failure is logged (the count then
+ * corrects itself at the session's lease end). */
+static void sess_on_counted(void *ctx, redisReply *r)
+{
+	struct sess_call *c = ctx;
+
+	sess_checked(c, r, "session_count");
+	sess_call_free(c);
+}
+
+/* Keep principal's count of c's session (op 'touch' or 'del'), later. */
+static void sess_count_keep(const struct sess_call *c, const char *principal, const char *op)
+{
+	struct sess_call *k = sess_call_new(c->b, S_DROP, c->id, NULL, NULL);
+
+	sess_count_run(k, principal, op, c->info.ttl_ms, 0, sess_on_counted);
+}
+
 /* ----- Create ----- */
 
 static void sess_on_created(void *ctx, redisReply *r)
@@ -177,17 +213,38 @@ static void sess_on_created(void *ctx, redisReply *r)
 	sess_finish(c, res);
 }
 
+/* The token name's count took the new session (or refused it): make it. */
+static void sess_on_count_added(void *ctx, redisReply *r)
+{
+	struct sess_call *c = ctx;
+	enum lock_result res = sess_checked(c, r, "session_count");
+	char ttl[24];
+	const char *args[] = { ttl, c->creator, c->value, c->name };
+
+	if (res != LOCK_OK) {
+		sess_finish(c, res);
+		return;
+	}
+	if (r->element[0]->integer == -1) {
+		c->info.cap_n = locks_elem_int(r, 1);
+		sess_finish(c, LOCK_TOO_MANY_HOLDS);
+		return;
+	}
+	snprintf(ttl, sizeof(ttl), "%lld", (long long)c->info.ttl_ms);
+	sess_run(c, SCRIPT_SESSION_CREATE, 4, args, sess_on_created);
+}
+
 void sessions_create(const struct backend *b, const char *id, const char *principal,
-		     int64_t ttl_ms, const char *value, const char *name, session_fn done,
-		     void *ctx)
+		     int64_t ttl_ms, const char *value, const char *name, int64_t cap,
+		     session_fn done, void *ctx)
 {
 	struct sess_call *c = sess_call_new(b, S_CREATE, id, done, ctx);
-	char ttl[24];
-	const char *args[] = { ttl, principal, value, name };
 
-	snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
 	c->info.ttl_ms = c->info.lease_ms = ttl_ms;
-	sess_run(c, SCRIPT_SESSION_CREATE, 4, args, sess_on_created);
+	c->info.creator = c->creator = xstrdup(principal);
+	c->info.value = c->value = xstrdup(value);
+	c->info.name = c->name = xstrdup(name);
+	sess_count_run(c, principal, "add", ttl_ms, cap, sess_on_count_added);
 }
 
 /* ----- Read (and the heartbeat's first step) ----- */
@@ -219,8 +276,10 @@ static void sess_on_read(void *ctx, redisReply *r)
 	c->info.name = c->name = xstrdup(sess_str_of(r->element[3]));
 	c->info.created_ms = locks_elem_int(r, 4);
 	c->info.creator = c->creator = xstrdup(sess_str_of(r->element[5]));
-	if (c->op == S_HEARTBEAT)
+	if (c->op == S_HEARTBEAT) {
+		sess_count_keep(c, c->creator, "touch");
 		sess_renew_next(c);
+	}
 	else
 		sess_finish(c, LOCK_OK);
 }
@@ -367,6 +426,7 @@ static void sess_on_ended(void *ctx, redisReply *r)
 		return;
 	}
 	c->info.creator = c->creator = xstrdup(sess_str_of(r->element[2]));
+	sess_count_keep(c, c->creator, "del");
 	if (!c->info.n) {
 		sess_finish(c, LOCK_OK);
 		return;

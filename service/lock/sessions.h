@@ -42,7 +42,7 @@ struct session_info {
 
 /* r: LOCK_OK; LOCK_NOT_HELD, no such session (never made, ended, or
  * another token name's: not told apart); LOCK_TOO_MANY_HOLDS,
- * sessions_record past the cap (s->cap_n); LOCK_BACKEND_DOWN,
+ * sessions_create or sessions_record past its cap (s->cap_n); LOCK_BACKEND_DOWN,
  * LOCK_SCRIPT_ERROR. s is NULL unless r is LOCK_OK or the cap. */
 typedef void (*session_fn)(void *ctx, enum lock_result r, const struct session_info *s);
 
@@ -51,10 +51,12 @@ typedef void (*session_fn)(void *ctx, enum lock_result r, const struct session_i
 const char *sessions_kind_label(enum lock_kind kind);
 
 /* Make session id (SESSIONS_ID_LEN hex digits) living ttl_ms, created
- * under token name principal ("": auth off); value and name may be "". */
+ * under token name principal ("": auth off); value and name may be "".
+ * A token name with cap sessions open already is refused
+ * (LOCK_TOO_MANY_HOLDS, s->cap_n: how many it has). */
 void sessions_create(const struct backend *b, const char *id, const char *principal,
-		     int64_t ttl_ms, const char *value, const char *name, session_fn done,
-		     void *ctx);
+		     int64_t ttl_ms, const char *value, const char *name, int64_t cap,
+		     session_fn done, void *ctx);
 /* Read session id for principal ("*": any -- auth off or an admin). */
 void sessions_read(const struct backend *b, const char *id, const char *principal,
 		   session_fn done, void *ctx);

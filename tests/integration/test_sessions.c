@@ -283,6 +283,29 @@ TEST(sessions_holdings_are_capped)
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 }
 
+TEST(sessions_per_token_are_capped)
+{
+	const char *flags[] = { "--max-sessions-per-token", "2", NULL };
+	struct dlockd_srv d;
+	struct http_resp r;
+	char a[40], b[40], c[40];
+
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "dlockd --max-sessions-per-token 2");
+	rcmd_int("DEL dlockd_sessions:{}");
+	session_new(d.base, 30000, a);
+	session_new(d.base, 30000, b);
+	CHECK(a[0] && b[0], "two sessions");
+	CHECK(call(d.base, "POST", "/sessions?ttl_ms=30000", &r) == 0, "POST");
+	CHECK_ERROR(r, 409, "too_many_sessions", "a third session");
+	http_free(&r);
+	CHECK(status_of(&d, "DELETE", "/sessions/%s", a) == 200, "end one");
+	session_new(d.base, 30000, c);
+	CHECK(c[0], "then a third may be made");
+	CHECK(status_of(&d, "DELETE", "/sessions/%s", b) == 200, "end b");
+	CHECK(status_of(&d, "DELETE", "/sessions/%s", c) == 200, "end c");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
 TEST(sessions_belong_to_the_token_that_made_them)
 {
 	const char *n = "sessauth-x";
