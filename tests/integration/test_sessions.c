@@ -4,6 +4,7 @@
  * releases all and wakes waiters at once; any dlockd instance serves a
  * session and a killed one loses none; an unknown or ended session,
  * another token's session and a full session take nothing. */
+#include "../harness/cluster.h"
 #include "../harness/harness.h"
 
 #include <stdio.h>
@@ -382,4 +383,56 @@ TEST(sessions_guide_example_runs)
 	      "the session held both: %s", buf);
 	CHECK(strstr(buf, "\"ended\":true"), "and ended: %s", buf);
 	CHECK(rcmd_int("EXISTS guide-report guide-catalog") == 0, "both are free");
+}
+
+/* On a Redis Cluster, a session holding locks on every shard: one
+ * heartbeat keeps them all (3x the ttl), DELETE releases every shard's and
+ * wakes a waiter at once. */
+TEST(sessions_cluster_holdings_on_every_shard)
+{
+	static struct redis_cluster c;	/* stopped at the test's end (test_at_end) */
+	struct dlockd_srv d;
+	char names[3][128], url[300], id[40], p[400];
+	struct bg w;
+	int64_t start, t0;
+
+	CHECK(cluster_start(&c, 3, 1) == 0, "the cluster starts");
+	test_at_end(cluster_stop_at_end, &c);
+	snprintf(url, sizeof(url), "redis://%s", c.seeds);
+	CHECK(dlockd_start(&d, url, NULL) == 0, "dlockd starts on %s", url);
+	CHECK(cluster_names_per_master(&c, "sess", names), "a name on each master");
+	session_new(d.base, 1500, id);
+	CHECK(id[0], "POST /sessions on the cluster");
+	for (int m = 0; m < 3; m++) {
+		CHECK(status_of(&d, "PUT", "/locks/%s?session=%s", names[m], id) == 200,
+		      "the session takes %s (master %d)", names[m], m);
+		CHECK(status_of(&d, "PUT", "/semaphores/%s-s?session=%s&limit=1", names[m], id) ==
+		      200, "and a permit of %s-s", names[m]);
+	}
+	start = mono_ms();
+	while (mono_ms() - start < 4500) {
+		CHECK(status_of(&d, "POST", "/sessions/%s/heartbeat", id) == 200, "heartbeat");
+		sleep_ms(300);
+	}
+	for (int m = 0; m < 3; m++)
+		CHECK(status_of(&d, "PUT", "/locks/%s?owner=x&ttl_ms=1000", names[m]) == 409,
+		      "%s is still the session's after 3x its ttl", names[m]);
+	snprintf(p, sizeof(p), "/locks/%s?owner=w&ttl_ms=5000&wait_ms=20000", names[1]);
+	bg_start_on(&w, d.base, "PUT", p, NULL);
+	CHECK(wait_waiters(&d, 1, 10000), "w waits");
+	t0 = mono_ms();
+	CHECK(status_of(&d, "DELETE", "/sessions/%s", id) == 200, "DELETE the session");
+	bg_join(&w);
+	CHECK_STATUS(w.r, 200, "w is served");
+	CHECK(w.done_ms - t0 < LATE_MS * slow_factor(), "within a moment of the DELETE: %lld ms",
+	      (long long)(w.done_ms - t0));
+	http_free(&w.r);
+	for (int m = 0; m < 3; m++) {
+		if (m != 1)
+			CHECK(status_of(&d, "PUT", "/locks/%s?owner=x&ttl_ms=1000", names[m]) == 200,
+			      "%s is free", names[m]);
+		CHECK(status_of(&d, "PUT", "/semaphores/%s-s?owner=x&ttl_ms=1000&limit=1",
+				names[m]) == 200, "%s-s is free", names[m]);
+	}
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 }
