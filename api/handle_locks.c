@@ -355,13 +355,32 @@ static enum MHD_Result session_read_answer(struct request *rq)
 	return acquire_begin(rq);
 }
 
+/* Resumed after a waited grant's lease was set to the session's. */
+static enum MHD_Result session_renew_answer(struct request *rq)
+{
+	struct acquire *a = &rq->lock.acquire;
+
+	if (rq->lock.result != LOCK_OK)
+		return reply_failure(rq, rq->lock.result, &rq->lock.state);
+	a->state.ttl_ms = rq->lock.state.ttl_ms;
+	return reply_granted(rq, &a->state);
+}
+
 /* Resumed after the grant was recorded in the session; when it was not,
- * the grant is released again and nothing is held. */
+ * the grant is released again and nothing is held. A grant that waited
+ * was taken with the session's lease left when the wait began: its lease
+ * is set to the session's now (ttl_ms, from the record), so it ends with
+ * the session, no later and no sooner. */
 static enum MHD_Result session_record_answer(struct request *rq)
 {
 	const struct acquire *a = &rq->lock.acquire;
 	enum lock_result r = rq->lock.result;
 
+	if (r == LOCK_OK && rq->lock.params.wait_ms > 0) {
+		locks_renew(rq->backend, rq->route.kind, rq->name, rq->lock.params.owner,
+			    rq->principal, rq->lock.params.ttl_ms, lock_done, rq);
+		return server_suspend(rq, session_renew_answer);
+	}
 	if (r == LOCK_OK)
 		return reply_granted(rq, &a->state);
 	locks_release(rq->backend, rq->route.kind, rq->name, rq->lock.params.owner, rq->principal,
@@ -407,10 +426,6 @@ static enum MHD_Result put_lock(struct request *rq)
 			return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
 					   "give either session or ttl_ms, not both: a session's "
 					   "holding lives as long as the session");
-		if (p->wait_ms > 0)
-			return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
-					   "wait_ms is not taken with session (yet): acquire "
-					   "without waiting, or use a lease of its own");
 		if (!(p->given & P_OWNER))
 			memcpy(p->owner, p->session, sizeof(p->session));
 		sessions_read(rq->backend, p->session, rq->principal, session_step_done, rq);

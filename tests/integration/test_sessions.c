@@ -260,6 +260,53 @@ TEST(sessions_unknown_ended_or_bad_session_takes_nothing)
 	CHECK(rcmd_int("EXISTS %s", n) == 0, "nothing was taken");
 }
 
+/* An acquire for a session may wait: once granted, its lease is the
+ * session's (not what was left when the wait began); one whose session
+ * ended while it waited takes nothing. */
+TEST(sessions_waiting_acquire_ends_with_its_session)
+{
+	const char *n = lockname("sess-wait");
+	char id[40], p[400];
+	struct bg w;
+	long long lock_pttl, sess_pttl;
+	struct http_resp r;
+
+	session_new(NULL, 3000, id);
+	CHECK(id[0], "POST /sessions");
+	CHECK(status_of(NULL, "PUT", "/locks/%s?owner=h&ttl_ms=1500", n) == 200, "h holds");
+	snprintf(p, sizeof(p), "/locks/%s?session=%s&wait_ms=20000", n, id);
+	bg_start(&w, "PUT", p, NULL);
+	CHECK(wait_waiters(NULL, 1, 5000), "the session's acquire waits");
+	while (!w.done_ms) {
+		CHECK(heartbeat(NULL, id) == 200, "heartbeat while it waits");
+		sleep_ms(200);
+	}
+	bg_join(&w);
+	CHECK_STATUS(w.r, 200, "granted at h's lease end");
+	http_free(&w.r);
+	lock_pttl = rcmd_int("PTTL %s", n);
+	sess_pttl = rcmd_int("PTTL dlockd_session:{%s}", id);
+	CHECK(lock_pttl > 0 && lock_pttl <= sess_pttl + 50 && lock_pttl >= sess_pttl - 1000,
+	      "the holding's lease (%lld ms) is the session's (%lld ms)", lock_pttl, sess_pttl);
+	snprintf(p, sizeof(p), "/sessions/%s", id);
+	CHECK(http("GET", p, NULL, &r) == 0, "GET");
+	CHECK(json_array_size(json_object_get(r.json, "holdings")) == 1, "it is the session's: %s",
+	      r.body);
+	http_free(&r);
+	CHECK(status_of(NULL, "DELETE", "/sessions/%s", id) == 200, "end it");
+	CHECK(rcmd_int("EXISTS %s", n) == 0, "the lock went with it");
+
+	/* the session ends (no heartbeat) while its acquire waits */
+	session_new(NULL, 500, id);
+	CHECK(id[0], "POST /sessions");
+	CHECK(status_of(NULL, "PUT", "/locks/%s?owner=h&ttl_ms=1500", n) == 200, "h holds");
+	snprintf(p, sizeof(p), "/locks/%s?session=%s&wait_ms=20000", n, id);
+	CHECK(http("PUT", p, NULL, &r) == 0, "PUT");
+	CHECK_ERROR(r, 404, "session_not_found", "an acquire whose session ended as it waited");
+	http_free(&r);
+	CHECK(rcmd_int("EXISTS %s", n) == 0, "nothing was taken");
+}
+
 TEST(sessions_holdings_are_capped)
 {
 	const char *n = lockname("sess-cap");
