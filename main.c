@@ -60,6 +60,7 @@
 static const struct server_handlers http_handlers = {
 	.lock = handle_lock,
 	.health = handle_health,
+	.session = handle_session,
 	.completed = handle_lock_completed,
 };
 

@@ -272,6 +272,8 @@ static enum MHD_Result reply_refused(struct request *rq, enum lock_result r,
 	return reply_failure(rq, r, st);
 }
 
+static enum MHD_Result session_record(struct request *rq);
+
 /* Resumed by machine_done: answer the outcome. */
 static enum MHD_Result acquire_answer(struct request *rq)
 {
@@ -279,6 +281,8 @@ static enum MHD_Result acquire_answer(struct request *rq)
 
 	switch (a->outcome) {
 	case ACQUIRE_GRANTED:
+		if (rq->lock.params.given & P_SESSION)
+			return session_record(rq);
 		return reply_granted(rq, &a->state);
 	case ACQUIRE_REFUSED:
 		return reply_refused(rq, a->result, &a->state);
@@ -293,22 +297,11 @@ static enum MHD_Result acquire_answer(struct request *rq)
 			   rq->name);
 }
 
-static enum MHD_Result put_lock(struct request *rq)
+/* Start the acquire machine on what rq asks for. */
+static enum MHD_Result acquire_begin(struct request *rq)
 {
 	struct params *p = &rq->lock.params;
-	bool sem = rq->route.kind == LOCK_KIND_SEMAPHORE;
 
-	if (params_or_reply(rq, P_OWNER | P_TTL | P_WAIT | P_VALUE |
-			    (sem ? P_LIMIT : P_REENTRANT)) < 0)
-		return MHD_YES;
-	if (sem && !(p->given & P_LIMIT))
-		return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
-				   "limit is required: the number of permits of semaphore '%s' "
-				   "(1..%d)", rq->name, LOCKS_SEMAPHORE_LIMIT_MAX);
-	if (!(p->given & P_OWNER))
-		random_hex(p->owner, 16);
-	if (!(p->given & P_TTL))
-		p->ttl_ms = rq->cfg->default_ttl_ms;
 	rq->lock.acquire = (struct acquire){
 		.ops = &acquire_ops_real,
 		.b = rq->backend,
@@ -326,6 +319,123 @@ static enum MHD_Result put_lock(struct request *rq)
 	};
 	acquire_start(&rq->lock.acquire);
 	return server_suspend(rq, acquire_answer);
+}
+
+/* ----- Acquire for a session (session=<id>) ----- */
+
+static enum MHD_Result reply_no_session(struct request *rq)
+{
+	return reply_error(rq, ERR_SESSION_NOT_FOUND, NULL,
+			   "no session '%s': it never existed, was ended, or its lease ran out; "
+			   "nothing was taken", rq->lock.params.session);
+}
+
+/* The session's read or record is in: its lease left in ttl_ms. */
+static void session_step_done(void *ctx, enum lock_result r, const struct session_info *s)
+{
+	struct request *rq = ctx;
+
+	rq->lock.result = r;
+	if (r == LOCK_OK)
+		rq->lock.params.ttl_ms = s->lease_ms;
+	else if (r == LOCK_TOO_MANY_HOLDS)
+		rq->lock.state.others = s->cap_n;
+	server_resume(rq);
+}
+
+/* Resumed after the session was read: take the lock with its lease left,
+ * so the holding never outlives the session. */
+static enum MHD_Result session_read_answer(struct request *rq)
+{
+	if (rq->lock.result == LOCK_NOT_HELD ||
+	    (rq->lock.result == LOCK_OK && rq->lock.params.ttl_ms < 1))
+		return reply_no_session(rq);
+	if (rq->lock.result != LOCK_OK)
+		return reply_failure(rq, rq->lock.result, &rq->lock.state);
+	return acquire_begin(rq);
+}
+
+/* Resumed after a waited grant's lease was set to the session's. */
+static enum MHD_Result session_renew_answer(struct request *rq)
+{
+	struct acquire *a = &rq->lock.acquire;
+
+	if (rq->lock.result != LOCK_OK)
+		return reply_failure(rq, rq->lock.result, &rq->lock.state);
+	a->state.ttl_ms = rq->lock.state.ttl_ms;
+	return reply_granted(rq, &a->state);
+}
+
+/* Resumed after the grant was recorded in the session; when it was not,
+ * the grant is released again and nothing is held. A grant that waited
+ * was taken with the session's lease left when the wait began: its lease
+ * is set to the session's now (ttl_ms, from the record), so it ends with
+ * the session, no later and no sooner. */
+static enum MHD_Result session_record_answer(struct request *rq)
+{
+	const struct acquire *a = &rq->lock.acquire;
+	enum lock_result r = rq->lock.result;
+
+	if (r == LOCK_OK && rq->lock.params.wait_ms > 0) {
+		locks_renew(rq->backend, rq->route.kind, rq->name, rq->lock.params.owner,
+			    rq->principal, rq->lock.params.ttl_ms, lock_done, rq);
+		return server_suspend(rq, session_renew_answer);
+	}
+	if (r == LOCK_OK)
+		return reply_granted(rq, &a->state);
+	locks_release(rq->backend, rq->route.kind, rq->name, rq->lock.params.owner, rq->principal,
+		      NULL, NULL);
+	if (r == LOCK_NOT_HELD)
+		return reply_no_session(rq);
+	if (r == LOCK_TOO_MANY_HOLDS)
+		return reply_error(rq, ERR_SESSION_FULL, json_pack("{s:I}", "limit",
+				   (json_int_t)rq->cfg->session_holdings_max), "session '%s' has "
+				   "%lld holdings, the most one may have (--max-session-holdings); "
+				   "nothing was taken", rq->lock.params.session,
+				   (long long)rq->lock.state.others);
+	return reply_failure(rq, r, &rq->lock.state);
+}
+
+/* A grant for a session: record it there before answering. */
+static enum MHD_Result session_record(struct request *rq)
+{
+	struct session_holding *h = &rq->lock.holding;
+
+	*h = (struct session_holding){ .kind = rq->route.kind, .name = rq->name,
+				       .owner = rq->lock.params.owner,
+				       .token = rq->lock.acquire.state.token };
+	sessions_record(rq->backend, rq->lock.params.session, h, rq->cfg->session_holdings_max,
+			session_step_done, rq);
+	return server_suspend(rq, session_record_answer);
+}
+
+static enum MHD_Result put_lock(struct request *rq)
+{
+	struct params *p = &rq->lock.params;
+	bool sem = rq->route.kind == LOCK_KIND_SEMAPHORE;
+
+	if (params_or_reply(rq, P_OWNER | P_TTL | P_WAIT | P_VALUE | P_SESSION |
+			    (sem ? P_LIMIT : P_REENTRANT)) < 0)
+		return MHD_YES;
+	if (sem && !(p->given & P_LIMIT))
+		return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
+				   "limit is required: the number of permits of semaphore '%s' "
+				   "(1..%d)", rq->name, LOCKS_SEMAPHORE_LIMIT_MAX);
+	if (p->given & P_SESSION) {
+		if (p->given & P_TTL)
+			return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
+					   "give either session or ttl_ms, not both: a session's "
+					   "holding lives as long as the session");
+		if (!(p->given & P_OWNER))
+			memcpy(p->owner, p->session, sizeof(p->session));
+		sessions_read(rq->backend, p->session, rq->principal, session_step_done, rq);
+		return server_suspend(rq, session_read_answer);
+	}
+	if (!(p->given & P_OWNER))
+		random_hex(p->owner, 16);
+	if (!(p->given & P_TTL))
+		p->ttl_ms = rq->cfg->default_ttl_ms;
+	return acquire_begin(rq);
 }
 
 void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode toe)
@@ -525,6 +635,8 @@ static enum MHD_Result semaphore_read(struct request *rq, const struct lock_view
 	json_object_set_new(body, "holders", holders);
 	return reply_json(rq, 200, body);
 }
+
+static enum MHD_Result session_record(struct request *rq);
 
 /* Resumed by machine_done: answer the outcome. */
 static enum MHD_Result status_answer(struct request *rq)

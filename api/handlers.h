@@ -23,6 +23,10 @@ enum MHD_Result handle_lock(struct request *rq);
  * Runs on the connection's event loop thread, for every request. */
 void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode toe);
 
+/* POST /sessions, GET and DELETE /sessions/{id}, POST
+ * /sessions/{id}/heartbeat (api/handle_sessions.c). */
+enum MHD_Result handle_session(struct request *rq);
+
 /* GET /healthz, /readyz, /metrics, /openapi.yaml; /ui and its files
  * (handle_ui). */
 enum MHD_Result handle_health(struct request *rq);

@@ -72,6 +72,7 @@ static const struct {
 	{ "owner", P_OWNER }, { "ttl_ms", P_TTL }, { "wait_ms", P_WAIT }, { "force", P_FORCE },
 	{ "reentrant", P_REENTRANT }, { "index", P_INDEX },
 	{ "prefix", P_PREFIX }, { "limit", P_LIMIT }, { "cursor", P_CURSOR }, { "value", P_VALUE },
+	{ "session", P_SESSION }, { "name", P_LABEL },
 };
 
 struct params_parse {
@@ -169,7 +170,8 @@ static void set_string(struct params_parse *ps, enum param_flags f, const char *
 {
 	struct params *p = &ps->rq->lock.params;
 	char *to = f == P_OWNER ? p->owner : f == P_PREFIX ? p->prefix
-		 : f == P_VALUE ? p->value : p->cursor;
+		 : f == P_VALUE ? p->value : f == P_SESSION ? p->session
+		 : f == P_LABEL ? p->label : p->cursor;
 
 	if (f == P_OWNER && params_check_owner(s, len, ps->why, sizeof(ps->why)) < 0)
 		return;
@@ -181,6 +183,14 @@ static void set_string(struct params_parse *ps, enum param_flags f, const char *
 			 "gave, 1 to %d characters", LOCKS_CURSOR_MAX);
 		return;
 	}
+	if (f == P_SESSION && (len != SESSIONS_ID_LEN || strspn(s, "0123456789abcdef") < len)) {
+		snprintf(ps->why, sizeof(ps->why), "session must be a session id POST /sessions "
+			 "gave: %d lowercase hex digits", SESSIONS_ID_LEN);
+		return;
+	}
+	if (f == P_LABEL && len > 0 &&
+	    check_id("name", s, len, NAME_MAX_LEN, ps->why, sizeof(ps->why)) < 0)
+		return;
 	if (f == P_VALUE && (len > LOCKS_VALUE_MAX || !utf8_text(s, len))) {
 		snprintf(ps->why, sizeof(ps->why), len > LOCKS_VALUE_MAX
 			 ? "value is %zu bytes long, at most %d are kept"
@@ -194,7 +204,8 @@ static void set_string(struct params_parse *ps, enum param_flags f, const char *
 
 static bool is_string_param(enum param_flags f)
 {
-	return f == P_OWNER || f == P_PREFIX || f == P_CURSOR || f == P_VALUE;
+	return f == P_OWNER || f == P_PREFIX || f == P_CURSOR || f == P_VALUE || f == P_SESSION ||
+	       f == P_LABEL;
 }
 
 /* One query parameter; MHD has already unescaped it. */
@@ -258,6 +269,8 @@ static void body_param(struct params_parse *ps, const char *key, json_t *v)
 	case P_PREFIX:
 	case P_CURSOR:
 	case P_VALUE:
+	case P_SESSION:
+	case P_LABEL:
 		if (!json_is_string(v))
 			snprintf(ps->why, sizeof(ps->why), "%s must be a string", key);
 		else

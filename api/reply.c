@@ -35,6 +35,9 @@ static const struct {
 	[ERR_BACKEND_UNAVAILABLE] = { 503, "backend_unavailable" },
 	[ERR_REPLICATION_UNCONFIRMED] = { 503, "replication_unconfirmed" },
 	[ERR_INTERNAL] = { 500, "internal" },
+	[ERR_SESSION_NOT_FOUND] = { 404, "session_not_found" },
+	[ERR_SESSION_FULL] = { 409, "session_full" },
+	[ERR_TOO_MANY_SESSIONS] = { 409, "too_many_sessions" },
 };
 
 static enum MHD_Result queue(struct request *rq, unsigned status, const char *content_type,

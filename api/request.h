@@ -13,6 +13,7 @@
 #include "service/config/config.h"
 #include "service/lock/listing.h"
 #include "service/lock/locks.h"
+#include "service/lock/sessions.h"
 #include "service/lock/watch.h"
 #include "api/request_id.h"
 #include "api/routes.h"
@@ -34,6 +35,8 @@ enum param_flags {
 	P_LIMIT = 1 << 7,
 	P_CURSOR = 1 << 8,
 	P_VALUE = 1 << 9,		/* a holder value */
+	P_SESSION = 1 << 10,		/* an acquire's session id */
+	P_LABEL = 1 << 11,		/* a session's name for humans ("name") */
 };
 
 struct params {
@@ -48,6 +51,8 @@ struct params {
 	int64_t limit;
 	char cursor[LOCKS_CURSOR_MAX + 1];
 	char value[LOCKS_VALUE_MAX + 1];
+	char session[SESSIONS_ID_LEN + 1];
+	char label[NAME_MAX_LEN + 1];
 };
 
 /* A lock operation's side of a request: what it asks for and what Redis
@@ -64,6 +69,9 @@ struct lock_call {
 	/* GET: the watch machine (service/lock/watch.h): one read, or a long poll
 	 * for a change of state */
 	struct watch watch;
+	/* an acquire with session=: the session's holding, once granted
+	 * (api/handle_sessions.c records it) */
+	struct session_holding holding;
 };
 
 /* Per-request state on MHD's *req_cls: made on the first callback, freed

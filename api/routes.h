@@ -20,7 +20,17 @@ enum route_op {
 	OP_OPENAPI,
 	OP_INDEX,		/* GET    /: links to the resources below */
 	OP_UI,			/* GET    /ui and its files: the status page */
+	OP_SESSION_CREATE,	/* POST   /sessions */
+	OP_SESSION_GET,		/* GET    /sessions/{id} */
+	OP_SESSION_END,		/* DELETE /sessions/{id} */
+	OP_SESSION_HEARTBEAT,	/* POST   /sessions/{id}/heartbeat */
 };
+
+/* Is op one of a session's (api/handle_sessions.c)? */
+static inline int routes_session_op(enum route_op op)
+{
+	return op >= OP_SESSION_CREATE && op <= OP_SESSION_HEARTBEAT;
+}
 
 /* HEAD is routed as GET (routes_match); ops[] rows never name it. */
 enum http_method { METHOD_GET, METHOD_PUT, METHOD_POST, METHOD_DELETE, METHOD_HEAD,

@@ -266,6 +266,8 @@ static int auth_or_reply(struct request *rq)
 		reply_error(rq, ERR_UNAUTHORIZED, NULL, "the bearer token is not known");
 		return -1;
 	case AUTH_OUT_OF_SCOPE:
+		if (routes_session_op(rq->route.op))
+			break;	/* a session is no lock name: its handler checks the owner */
 		if (!rq->name)
 			reply_error(rq, ERR_FORBIDDEN, NULL,
 				    "the bearer token may not list locks under prefix '%s': ask for "
@@ -299,7 +301,10 @@ static enum MHD_Result request_dispatch(struct request *rq)
 	if (rq->body_too_large)
 		return reply_error(rq, ERR_BODY_TOO_LARGE, NULL,
 				   "request body is larger than %zu bytes", rq->cfg->max_body_bytes);
-	if (rq->route.op == OP_LIST) {
+	if (routes_session_op(rq->route.op)) {
+		/* the id is checked by the handler; a token of any prefix may
+		 * make sessions (each belongs to its token name) */
+	} else if (rq->route.op == OP_LIST) {
 		/* the prefix asked for is what the token must cover */
 		if (params_or_reply(rq, P_PREFIX | P_LIMIT | P_CURSOR) < 0)
 			return MHD_YES;
@@ -313,6 +318,8 @@ static enum MHD_Result request_dispatch(struct request *rq)
 	if (rq->hl->stop != RUNNING)	/* its Redis call could outlive the loop */
 		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
 				   "dlockd is shutting down; retry on another instance");
+	if (routes_session_op(rq->route.op))
+		return handlers->session(rq);
 	return handlers->lock(rq);
 }
 

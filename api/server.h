@@ -23,6 +23,10 @@ struct server_handlers {
 	/* every other resource (/healthz, /readyz, /metrics, /openapi.yaml):
 	 * no name, no token asked for */
 	enum MHD_Result (*health)(struct request *rq);
+	/* a session request (/sessions, /sessions/{id}...): its token is
+	 * known (any token may make sessions; which it may touch is the
+	 * handler's business), and the server is not stopping */
+	enum MHD_Result (*session)(struct request *rq);
 	/* the request is over, answered or not (toe says which): called for
 	 * every request, once, before it is logged and freed */
 	void (*completed)(struct request *rq, enum MHD_RequestTerminationCode toe);

@@ -30,6 +30,12 @@ static const struct {
 		"Grants answered 503 replication_unconfirmed: too few replicas acknowledged them (taken back unless a later call changed the holding)." },
 	[METRIC_REPLICATION_UNCONFIRMED_KEPT] = { "dlockd_replication_unconfirmed_kept_total",
 		"Releases, renewals and force releases too few replicas acknowledged (they stand; only counted)." },
+	[METRIC_SESSIONS_CREATED] = { "dlockd_sessions_created_total",
+		"Sessions made through this instance (POST /sessions)." },
+	[METRIC_SESSIONS_ENDED] = { "dlockd_sessions_ended_total",
+		"Sessions ended through this instance by DELETE /sessions/{id}." },
+	[METRIC_SESSIONS_EXPIRED] = { "dlockd_sessions_expired_total",
+		"Session heartbeats through this instance that found the session ended by its lease running out (or ended elsewhere): the client had stopped heartbeating in time." },
 };
 
 static const char *const op_labels[MOP_COUNT] = { "acquire", "release", "force_release",

@@ -16,6 +16,10 @@ enum metric {
 	METRIC_REPLICATION_UNCONFIRMED,	/* grants answered 503: too few replicas had them */
 	METRIC_REPLICATION_UNCONFIRMED_KEPT, /* releases, renewals, force releases
 					 * too few replicas had (they stand) */
+	METRIC_SESSIONS_CREATED,	/* sessions made (POST /sessions) */
+	METRIC_SESSIONS_ENDED,		/* sessions ended by DELETE */
+	METRIC_SESSIONS_EXPIRED,	/* heartbeats that found their session's lease
+					 * had run out */
 	METRIC_COUNT
 };
 

@@ -38,7 +38,9 @@ enum {
 	O_IDLE_TIMEOUT, O_LOG_LEVEL,
 	O_LOG_FORMAT, O_LOG_HEARTBEATS, O_AUTH_FILE, O_TLS_CERT, O_TLS_KEY, O_TLS_CLIENT_CA, O_REDIS_CA,
 	O_REDIS_CERT, O_REDIS_KEY, O_KEY_PREFIX,
-	O_SYNC_REPLICAS, O_SYNC_TIMEOUT, O_PUBSUB, O_COUNT
+	O_SYNC_REPLICAS, O_SYNC_TIMEOUT, O_PUBSUB,
+	O_SESSION_HOLDINGS, O_SESSIONS_PER_TOKEN,
+	O_COUNT
 };
 
 /* The help texts are wrapped by usage(); row_details (below) says more,
@@ -150,6 +152,15 @@ static const struct option_row rows[O_COUNT] = {
 		"(SUBSCRIBE/PUBLISH); auto: sharded on a Redis 7 cluster, as "
 		"Redisson does, else classic. Both sides of a lock must use the "
 		"same kind", "auto" },
+	[O_SESSION_HOLDINGS] = { "max-session-holdings", "DLOCKD_MAX_SESSION_HOLDINGS", OPT_INT,
+		1, 100000, "N",
+		"the most holdings one session may have; past it an acquire with "
+		"session= gets 409 session_full and takes nothing", "256" },
+	[O_SESSIONS_PER_TOKEN] = { "max-sessions-per-token", "DLOCKD_MAX_SESSIONS_PER_TOKEN",
+		OPT_INT, 1, 1000000, "N",
+		"the most sessions one auth token name (all clients, with auth off) "
+		"may have open; past it POST /sessions gets 409 too_many_sessions",
+		"1000" },
 };
 
 /* --health-check is no row: it takes no variable and makes dlockd a probe */
@@ -698,6 +709,8 @@ static int set_option(struct config *cfg, int i, const char *val, const char *fr
 	case O_READ_HOLDS_OWNER: cfg->read_holds_per_owner = n; break;
 	case O_READ_HOLDS_LOCK: cfg->read_holds_per_lock = n; break;
 	case O_FAIR_QUEUE: cfg->fair_queue_max = n; break;
+	case O_SESSION_HOLDINGS: cfg->session_holdings_max = n; break;
+	case O_SESSIONS_PER_TOKEN: cfg->sessions_per_token_max = n; break;
 	case O_MAX_BODY: cfg->max_body_bytes = (size_t)n; break;
 	case O_MAX_CONN: cfg->max_connections = (unsigned)n; break;
 	case O_IDLE_TIMEOUT: cfg->idle_timeout_s = (unsigned)n; break;
@@ -869,6 +882,8 @@ int config_load(struct config *cfg, int argc, char **argv)
 	cfg->read_holds_per_owner = 64;
 	cfg->read_holds_per_lock = 256;
 	cfg->fair_queue_max = 1000;
+	cfg->session_holdings_max = 256;
+	cfg->sessions_per_token_max = 1000;
 	cfg->max_body_bytes = 16384;
 	cfg->max_connections = 20000;
 	cfg->idle_timeout_s = 60;

@@ -35,6 +35,8 @@ struct config {
 	int64_t read_holds_per_owner;	/* live read holds of one owner on a lock, at most */
 	int64_t read_holds_per_lock;	/* ... of all readers of a lock, at most */
 	int64_t fair_queue_max;		/* live places in a fair lock's queue, at most */
+	int64_t session_holdings_max;	/* holdings one session may have, at most */
+	int64_t sessions_per_token_max;	/* sessions one token name may have open */
 	size_t max_body_bytes;
 	unsigned max_connections;
 	unsigned idle_timeout_s;	/* idle keep-alive connections are closed after this */

@@ -1,0 +1,30 @@
+--[[ session_add.lua -- record a holding a session took (or drop one).
+  libs: common
+  KEYS[1] session hash dlockd_session:{S}
+  KEYS[2] its holdings set dlockd_session:{S}:holdings
+  ARGV[1] the holding "<kind>\t<name>\t<owner>\t<token>"
+  ARGV[2] how many holdings a session may have, at most
+  ARGV[3] 1: add it, 0: drop it
+  Returns {1, pttl}   added (or already there; dropped); S has pttl ms left
+          {0}         S has ended: the caller releases the holding again
+          {-1, n}     S has n holdings already, the cap: not added ]]
+if redis.call('exists', KEYS[1]) == 0 then
+  if ARGV[3] == '0' then
+    redis.call('srem', KEYS[2], ARGV[1])
+  end
+  return {0}
+end
+if ARGV[3] == '0' then
+  redis.call('srem', KEYS[2], ARGV[1])
+  return {1, redis.call('pttl', KEYS[1])}
+end
+if redis.call('sismember', KEYS[2], ARGV[1]) == 0 then
+  local n = redis.call('scard', KEYS[2])
+  if n >= tonumber(ARGV[2]) then
+    return {-1, n}
+  end
+  redis.call('sadd', KEYS[2], ARGV[1])
+end
+local pttl = redis.call('pttl', KEYS[1])
+redis.call('pexpire', KEYS[2], pttl)
+return {1, pttl}

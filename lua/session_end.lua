@@ -1,0 +1,19 @@
+--[[ session_end.lua -- end a session: delete it, answer what it held (the
+  caller releases each holding, whose release scripts publish, so waiters
+  are served at once).
+  libs: common
+  KEYS[1] session hash dlockd_session:{S}
+  KEYS[2] its holdings set dlockd_session:{S}:holdings
+  ARGV[1] the caller's token name; "*": any (auth off, or an admin)
+  Returns {1, holdings, creator}  ended; holdings {"<kind>\t<name>\t<owner>\t<token>", ...}
+          {0}             no such session, or another token name's ]]
+if redis.call('exists', KEYS[1]) == 0 then
+  return {0}
+end
+local creator = redis.call('hget', KEYS[1], 'creator') or ''
+if ARGV[1] ~= '*' and ARGV[1] ~= creator then
+  return {0}
+end
+local h = redis.call('smembers', KEYS[2])
+redis.call('del', KEYS[1], KEYS[2])
+return {1, h, creator}

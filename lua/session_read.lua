@@ -1,0 +1,27 @@
+--[[ session_read.lua -- a session's lease, fields and holdings; with
+  ARGV[2] = 1 (a heartbeat) its lease and its holdings' set are renewed
+  to the session's ttl_ms first.
+  libs: common
+  KEYS[1] session hash dlockd_session:{S}
+  KEYS[2] its holdings set dlockd_session:{S}:holdings
+  ARGV[1] the caller's token name; "*": any (auth off, or an admin)
+  ARGV[2] 1: renew (heartbeat), 0: only read
+  Returns {pttl, ttl_ms, value, name, created, creator, holdings}
+            holdings {"<kind>\t<name>\t<owner>\t<token>", ...}
+          {0}   no such session (never made, ended, or its lease ran out),
+                or it belongs to another token name (not told apart) ]]
+if redis.call('exists', KEYS[1]) == 0 then
+  return {0}
+end
+local f = redis.call('hmget', KEYS[1], 'ttl_ms', 'value', 'name', 'created', 'creator')
+if ARGV[1] ~= '*' and ARGV[1] ~= (f[5] or '') then
+  return {0}
+end
+if ARGV[2] == '1' then
+  redis.call('pexpire', KEYS[1], f[1])
+  if redis.call('exists', KEYS[2]) == 1 then
+    redis.call('pexpire', KEYS[2], f[1])
+  end
+end
+return {redis.call('pttl', KEYS[1]), tonumber(f[1]), f[2] or '', f[3] or '',
+        tonumber(f[4]) or 0, f[5] or '', redis.call('smembers', KEYS[2])}

@@ -1,0 +1,451 @@
+/* sessions.c -- sessions in Redis: the session hash dlockd_session:{S}
+ * (ttl_ms, creator, value, name, created; its PEXPIRE is the session's
+ * lease) and the set of what it holds, dlockd_session:{S}:holdings, one
+ * member "<kind>\t<name>\t<owner>\t<token>" a holding, kept with the
+ * same expiry. Both are in the slot of {S}, so each session script
+ * touches one slot; the holdings themselves live in their own slots and
+ * are renewed and released by the lock kinds' own scripts (locks.h), one
+ * call each, pipelined on b's connection.
+ *
+ * A holding is taken with the session's lease left as its ttl, so it can
+ * never outlive the session's lease end: when heartbeats stop, each
+ * holding's own lease ends with the session's, and the kinds' lease-end
+ * timers serve its waiters then. Nothing here expires anything. */
+#include "service/lock/sessions.h"
+#include "service/lock/locks_redis.h"
+
+#include "service/base/log.h"
+#include "service/base/util.h"
+#include "service/lock/backend.h"
+#include "service/lock/scripts.h"
+
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const sess_kind_labels[LOCK_KIND_COUNT] = {
+	[LOCK_KIND_LOCK] = "lock", [LOCK_KIND_FAIR] = "fair", [LOCK_KIND_READ] = "read",
+	[LOCK_KIND_WRITE] = "write", [LOCK_KIND_SEMAPHORE] = "semaphore",
+};
+
+const char *sessions_kind_label(enum lock_kind kind)
+{
+	return kind < LOCK_KIND_COUNT ? sess_kind_labels[kind] : "?";
+}
+
+static int sess_kind_of(const char *label, enum lock_kind *kind)
+{
+	for (int k = 0; k < LOCK_KIND_COUNT; k++)
+		if (!strcmp(label, sess_kind_labels[k])) {
+			*kind = (enum lock_kind)k;
+			return 0;
+		}
+	return -1;
+}
+
+enum sess_op { S_CREATE, S_READ, S_RECORD, S_DROP, S_HEARTBEAT, S_END };
+
+/* One call on one session, from its script to its callback. */
+struct sess_call {
+	const struct backend *b;
+	enum sess_op op;
+	char *id;
+	session_fn done;
+	void *ctx;
+	struct session_info info;
+	char **members;		/* the holdings' members as read (owned) */
+	char *value, *name, *creator;
+	size_t pending;		/* heartbeat, end: per-holding calls out */
+	enum lock_result result;
+};
+
+/* A per-holding call's context: its session call and which holding. */
+struct sess_item {
+	struct sess_call *c;
+	size_t i;
+};
+
+static struct sess_call *sess_call_new(const struct backend *b, enum sess_op op, const char *id,
+				  session_fn done, void *ctx)
+{
+	struct sess_call *c = xcalloc(1, sizeof(*c));
+
+	c->b = b;
+	c->op = op;
+	c->id = xstrdup(id);
+	c->done = done;
+	c->ctx = ctx;
+	return c;
+}
+
+static void sess_call_free(struct sess_call *c)
+{
+	for (size_t i = 0; i < c->info.n; i++)
+		free(c->members[i]);
+	free(c->members);
+	free(c->info.holdings);
+	free(c->value);
+	free(c->name);
+	free(c->creator);
+	free(c->id);
+	free(c);
+}
+
+static void sess_finish(struct sess_call *c, enum lock_result r)
+{
+	bool info = r == LOCK_OK || r == LOCK_TOO_MANY_HOLDS;
+
+	if (c->done)
+		c->done(c->ctx, r, info ? &c->info : NULL);
+	sess_call_free(c);
+}
+
+static void sess_run(struct sess_call *c, enum script_id script, int nargs, const char *const *args,
+		redis_reply_fn fn)
+{
+	const char *prefix = locks_key_prefix();
+	char *k1 = xasprintf("%sdlockd_session:{%s}", prefix, c->id);
+	char *k2 = xasprintf("%sdlockd_session:{%s}:holdings", prefix, c->id);
+	const char *keys[2] = { k1, k2 };
+
+	scripts_run(c->b->redis, script, 2, keys, nargs, args, fn, c);
+	free(k1);
+	free(k2);
+}
+
+static const char *sess_str_of(const redisReply *r)
+{
+	return r && r->type == REDIS_REPLY_STRING ? r->str : "";
+}
+
+static char *sess_member_of(const struct session_holding *h)
+{
+	return xasprintf("%s\t%s\t%s\t%lld", sessions_kind_label(h->kind), h->name, h->owner,
+			 (long long)h->token);
+}
+
+/* Split the members of array r into c->info.holdings; -1 when one is not
+ * a member this module writes. */
+static int sess_holdings_of(struct sess_call *c, const redisReply *r)
+{
+	size_t n = r && r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
+
+	c->members = xcalloc(n ? n : 1, sizeof(*c->members));
+	c->info.holdings = xcalloc(n ? n : 1, sizeof(*c->info.holdings));
+	for (size_t i = 0; i < n; i++) {
+		struct session_holding *h = &c->info.holdings[c->info.n];
+		char *m = xstrdup(sess_str_of(r->element[i]));
+		char *name = strchr(m, '\t'), *owner = name ? strchr(name + 1, '\t') : NULL;
+		char *token = owner ? strchr(owner + 1, '\t') : NULL;
+
+		c->members[c->info.n++] = m;
+		if (!token)
+			return -1;
+		*name++ = *owner++ = *token++ = '\0';
+		if (sess_kind_of(m, &h->kind) < 0)
+			return -1;
+		h->name = name;
+		h->owner = owner;
+		h->token = strtoll(token, NULL, 10);
+	}
+	return 0;
+}
+
+/* Check r as an answer to c's script: LOCK_OK when it is an array. */
+static enum lock_result sess_checked(struct sess_call *c, const redisReply *r, const char *cmd)
+{
+	struct lock_state st = { 0 };
+	enum lock_result res = locks_check_answer(r, cmd, "session", c->id, &st);
+
+	if (res == LOCK_OK && (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+			       r->element[0]->type != REDIS_REPLY_INTEGER))
+		res = locks_unexpected(cmd, "session", c->id, &st);
+	return res;
+}
+
+/* ----- The per-token count of open sessions ----- */
+
+/* Run session_count.lua for c->id on principal's set: op 'add' (fn
+ * hears), 'touch' or 'del' (nobody hears: c is freed). */
+static void sess_count_run(struct sess_call *c, const char *principal, const char *op,
+			   int64_t ttl_ms, int64_t cap, redis_reply_fn fn)
+{
+	char *key = xasprintf("%sdlockd_sessions:{%s}", locks_key_prefix(), principal);
+	char ttl[24], capv[24];
+	const char *args[] = { c->id, ttl, op, capv };
+
+	snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
+	snprintf(capv, sizeof(capv), "%lld", (long long)cap);
+	scripts_run(c->b->redis, SCRIPT_SESSION_COUNT, 1, (const char *const *)&key, 4, args, fn,
+		    c);
+	free(key);
+}
+
+/* A 'touch' or 'del' answered: only a failure is logged (the count then
+ * corrects itself at the session's lease end). */
+static void sess_on_counted(void *ctx, redisReply *r)
+{
+	struct sess_call *c = ctx;
+
+	sess_checked(c, r, "session_count");
+	sess_call_free(c);
+}
+
+/* Keep principal's count of c's session (op 'touch' or 'del'), later. */
+static void sess_count_keep(const struct sess_call *c, const char *principal, const char *op)
+{
+	struct sess_call *k = sess_call_new(c->b, S_DROP, c->id, NULL, NULL);
+
+	sess_count_run(k, principal, op, c->info.ttl_ms, 0, sess_on_counted);
+}
+
+/* ----- Create ----- */
+
+static void sess_on_created(void *ctx, redisReply *r)
+{
+	struct sess_call *c = ctx;
+	struct lock_state st = { 0 };
+	enum lock_result res = locks_check_answer(r, "session_create", "session", c->id, &st);
+
+	if (res == LOCK_OK && (r->type != REDIS_REPLY_INTEGER || r->integer != 1))
+		res = locks_unexpected("session_create", "session", c->id, &st);
+	sess_finish(c, res);
+}
+
+/* The token name's count took the new session (or refused it): make it. */
+static void sess_on_count_added(void *ctx, redisReply *r)
+{
+	struct sess_call *c = ctx;
+	enum lock_result res = sess_checked(c, r, "session_count");
+	char ttl[24];
+	const char *args[] = { ttl, c->creator, c->value, c->name };
+
+	if (res != LOCK_OK) {
+		sess_finish(c, res);
+		return;
+	}
+	if (r->element[0]->integer == -1) {
+		c->info.cap_n = locks_elem_int(r, 1);
+		sess_finish(c, LOCK_TOO_MANY_HOLDS);
+		return;
+	}
+	snprintf(ttl, sizeof(ttl), "%lld", (long long)c->info.ttl_ms);
+	sess_run(c, SCRIPT_SESSION_CREATE, 4, args, sess_on_created);
+}
+
+void sessions_create(const struct backend *b, const char *id, const char *principal,
+		     int64_t ttl_ms, const char *value, const char *name, int64_t cap,
+		     session_fn done, void *ctx)
+{
+	struct sess_call *c = sess_call_new(b, S_CREATE, id, done, ctx);
+
+	c->info.ttl_ms = c->info.lease_ms = ttl_ms;
+	c->info.creator = c->creator = xstrdup(principal);
+	c->info.value = c->value = xstrdup(value);
+	c->info.name = c->name = xstrdup(name);
+	sess_count_run(c, principal, "add", ttl_ms, cap, sess_on_count_added);
+}
+
+/* ----- Read (and the heartbeat's first step) ----- */
+
+static void sess_renew_next(struct sess_call *c);
+
+static void sess_on_read(void *ctx, redisReply *r)
+{
+	struct sess_call *c = ctx;
+	enum lock_result res = sess_checked(c, r, "session_read");
+
+	if (res != LOCK_OK) {
+		sess_finish(c, res);
+		return;
+	}
+	if (r->element[0]->integer == 0) {
+		sess_finish(c, LOCK_NOT_HELD);
+		return;
+	}
+	if (r->elements != 7 || sess_holdings_of(c, r->element[6]) < 0) {
+		struct lock_state st = { 0 };
+
+		sess_finish(c, locks_unexpected("session_read", "session", c->id, &st));
+		return;
+	}
+	c->info.lease_ms = r->element[0]->integer;
+	c->info.ttl_ms = locks_elem_int(r, 1);
+	c->info.value = c->value = xstrdup(sess_str_of(r->element[2]));
+	c->info.name = c->name = xstrdup(sess_str_of(r->element[3]));
+	c->info.created_ms = locks_elem_int(r, 4);
+	c->info.creator = c->creator = xstrdup(sess_str_of(r->element[5]));
+	if (c->op == S_HEARTBEAT) {
+		sess_count_keep(c, c->creator, "touch");
+		sess_renew_next(c);
+	}
+	else
+		sess_finish(c, LOCK_OK);
+}
+
+static void sess_read_run(struct sess_call *c, const char *principal)
+{
+	const char *args[] = { principal, c->op == S_HEARTBEAT ? "1" : "0" };
+
+	sess_run(c, SCRIPT_SESSION_READ, 2, args, sess_on_read);
+}
+
+void sessions_read(const struct backend *b, const char *id, const char *principal,
+		   session_fn done, void *ctx)
+{
+	sess_read_run(sess_call_new(b, S_READ, id, done, ctx), principal);
+}
+
+/* ----- Record and drop ----- */
+
+static void sess_on_recorded(void *ctx, redisReply *r)
+{
+	struct sess_call *c = ctx;
+	enum lock_result res = sess_checked(c, r, "session_add");
+	long long code = res == LOCK_OK ? r->element[0]->integer : 0;
+
+	if (res != LOCK_OK) {
+		sess_finish(c, res);
+		return;
+	}
+	if (code == 1) {
+		c->info.lease_ms = locks_elem_int(r, 1);
+		sess_finish(c, LOCK_OK);
+	} else if (code == -1) {
+		c->info.cap_n = locks_elem_int(r, 1);
+		sess_finish(c, LOCK_TOO_MANY_HOLDS);
+	} else {
+		sess_finish(c, LOCK_NOT_HELD);
+	}
+}
+
+static void sess_record_run(struct sess_call *c, const struct session_holding *h, int64_t cap,
+		       bool add)
+{
+	char *member = sess_member_of(h), capv[24];
+	const char *args[] = { member, capv, add ? "1" : "0" };
+
+	snprintf(capv, sizeof(capv), "%lld", (long long)cap);
+	sess_run(c, SCRIPT_SESSION_ADD, 3, args, sess_on_recorded);
+	free(member);
+}
+
+void sessions_record(const struct backend *b, const char *id, const struct session_holding *h,
+		     int64_t cap, session_fn done, void *ctx)
+{
+	sess_record_run(sess_call_new(b, S_RECORD, id, done, ctx), h, cap, true);
+}
+
+/* ----- Heartbeat: renew every holding ----- */
+
+static void sess_item_done(struct sess_call *c)
+{
+	if (--c->pending == 0)
+		sess_finish(c, c->result);
+}
+
+static void sess_on_renewed(void *ctx, enum lock_result r, const struct lock_state *st)
+{
+	struct sess_item *it = ctx;
+	struct sess_call *c = it->c;
+	struct session_holding *h = &c->info.holdings[it->i];
+
+	(void)st;
+	if (r == LOCK_NOT_HELD || r == LOCK_NOT_OWNER || r == LOCK_WRONG_KIND) {
+		/* released, expired or taken over: the session no longer has it */
+		h->gone = true;
+		sess_record_run(sess_call_new(c->b, S_DROP, c->id, NULL, NULL), h, 0, false);
+	} else if (r != LOCK_OK && c->result == LOCK_OK) {
+		c->result = r;
+	}
+	free(it);
+	sess_item_done(c);
+}
+
+static void sess_renew_next(struct sess_call *c)
+{
+	if (!c->info.n) {
+		sess_finish(c, LOCK_OK);
+		return;
+	}
+	c->pending = c->info.n;
+	c->result = LOCK_OK;
+	for (size_t i = 0; i < c->info.n; i++) {
+		const struct session_holding *h = &c->info.holdings[i];
+		struct sess_item *it = xmalloc(sizeof(*it));
+
+		*it = (struct sess_item){ c, i };
+		locks_renew(c->b, h->kind, h->name, h->owner, c->creator, c->info.ttl_ms,
+			    sess_on_renewed, it);
+	}
+}
+
+void sessions_heartbeat(const struct backend *b, const char *id, const char *principal,
+			session_fn done, void *ctx)
+{
+	sess_read_run(sess_call_new(b, S_HEARTBEAT, id, done, ctx), principal);
+}
+
+/* ----- End ----- */
+
+static void sess_on_released(void *ctx, enum lock_result r, const struct lock_state *st)
+{
+	struct sess_item *it = ctx;
+	struct sess_call *c = it->c;
+
+	(void)st;
+	if (r == LOCK_BACKEND_DOWN || r == LOCK_SCRIPT_ERROR) {
+		const struct session_holding *h = &c->info.holdings[it->i];
+
+		log_warn("session %s ended, but its %s '%s' was not released (%s): it ends at "
+			 "its lease end", c->id, sessions_kind_label(h->kind), h->name,
+			 r == LOCK_BACKEND_DOWN ? "Redis did not answer" : "script error");
+	}
+	free(it);
+	sess_item_done(c);
+}
+
+static void sess_on_ended(void *ctx, redisReply *r)
+{
+	struct sess_call *c = ctx;
+	enum lock_result res = sess_checked(c, r, "session_end");
+
+	if (res != LOCK_OK) {
+		sess_finish(c, res);
+		return;
+	}
+	if (r->element[0]->integer == 0) {
+		sess_finish(c, LOCK_NOT_HELD);
+		return;
+	}
+	if (r->elements != 3 || sess_holdings_of(c, r->element[1]) < 0) {
+		struct lock_state st = { 0 };
+
+		sess_finish(c, locks_unexpected("session_end", "session", c->id, &st));
+		return;
+	}
+	c->info.creator = c->creator = xstrdup(sess_str_of(r->element[2]));
+	sess_count_keep(c, c->creator, "del");
+	if (!c->info.n) {
+		sess_finish(c, LOCK_OK);
+		return;
+	}
+	c->pending = c->info.n;
+	c->result = LOCK_OK;
+	for (size_t i = 0; i < c->info.n; i++) {
+		const struct session_holding *h = &c->info.holdings[i];
+		struct sess_item *it = xmalloc(sizeof(*it));
+
+		*it = (struct sess_item){ c, i };
+		locks_release(c->b, h->kind, h->name, h->owner, c->creator, sess_on_released, it);
+	}
+}
+
+void sessions_end(const struct backend *b, const char *id, const char *principal,
+		  session_fn done, void *ctx)
+{
+	const char *args[] = { principal };
+
+	sess_run(sess_call_new(b, S_END, id, done, ctx), SCRIPT_SESSION_END, 1, args, sess_on_ended);
+}
