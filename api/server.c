@@ -404,6 +404,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 {
 	struct request *rq = *req_cls;
 	char peer[NI_MAXHOST + NI_MAXSERV + 4];
+	struct log_access line;
 	bool force;
 
 	(void)cls;
@@ -424,7 +425,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 	handlers->completed(rq, toe);
 	log_set_request(NULL);
 	force = rq->route.op == OP_RELEASE && rq->lock.params.force;
-	log_access(&(struct log_access){
+	line = (struct log_access){
 		.method = rq->method_name,
 		.path = rq->url,
 		.status = rq->status,
@@ -437,12 +438,17 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 		/* who forced a release: the token's name and where it came from */
 		.force = force,
 		.principal = rq->principal[0] ? rq->principal : NULL,
-		.peer = peer_of(conn, peer, sizeof(peer)),
 		.request_id = rq->request_id[0] ? rq->request_id : NULL,
 		.delivered = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK,
 		/* heartbeats come every few seconds from every holder */
 		.quiet = rq->route.op == OP_HEARTBEAT && !(rq->cfg && rq->cfg->log_heartbeats),
-	});
+	};
+	/* the peer's address is formatted only for a line that is written
+	 * (getnameinfo and snprintf on every request otherwise) */
+	if (log_enabled(log_access_level(&line))) {
+		line.peer = peer_of(conn, peer, sizeof(peer));
+		log_access(&line);
+	}
 	request_free(rq);
 	*req_cls = NULL;
 }

@@ -121,6 +121,64 @@ static void put(struct line *l, const char *fmt, ...)
 		put_bytes(l, tmp, (size_t)k < sizeof(tmp) ? (size_t)k : sizeof(tmp) - 1);
 }
 
+/* The cheap forms of put for what every access line carries (a constant,
+ * a number, the time): no vsnprintf on the path every request takes. */
+static void put_str(struct line *l, const char *s)
+{
+	put_bytes(l, s, strlen(s));
+}
+
+static void put_ull(struct line *l, unsigned long long v)
+{
+	char tmp[24];
+	size_t i = sizeof(tmp);
+
+	do
+		tmp[--i] = (char)('0' + v % 10);
+	while (v /= 10);
+	put_bytes(l, tmp + i, sizeof(tmp) - i);
+}
+
+static void put_ll(struct line *l, long long v)
+{
+	if (v < 0) {
+		put_bytes(l, "-", 1);
+		put_ull(l, 0ULL - (unsigned long long)v);
+	} else {
+		put_ull(l, (unsigned long long)v);
+	}
+}
+
+/* A field's key: ,"key": in JSON, " key=" in text. */
+static void put_key(struct line *l, const char *key)
+{
+	bool json = log_format == LOG_FORMAT_JSON;
+
+	put_str(l, json ? ",\"" : " ");
+	put_str(l, key);
+	put_str(l, json ? "\":" : "=");
+}
+
+/* v with exactly three decimals, as "%.3f" prints it (a request's
+ * duration: whole microseconds in milliseconds). */
+static void put_ms3(struct line *l, double v)
+{
+	long long us;
+	char frac[4];
+
+	if (!(v >= 0 && v < 1e12)) {	/* negative, NaN or absurd: the slow way */
+		put(l, "%.3f", v);
+		return;
+	}
+	us = (long long)(v * 1000.0 + 0.5);
+	put_ull(l, (unsigned long long)(us / 1000));
+	frac[0] = '.';
+	frac[1] = (char)('0' + us / 100 % 10);
+	frac[2] = (char)('0' + us / 10 % 10);
+	frac[3] = (char)('0' + us % 10);
+	put_bytes(l, frac, 4);
+}
+
 /* The length of the valid UTF-8 sequence at s (n bytes left), or 0 if
  * the byte there does not start one (RFC 3629: no overlong forms, no
  * surrogates, nothing above U+10FFFF). */
@@ -172,7 +230,7 @@ static void put_json_n(struct line *l, const char *s, size_t len, size_t max)
 		if (i + (k ? k : 1) > max)
 			break;
 		if (c == '"' || c == '\\')
-			put(l, "\\%c", c);
+			put_bytes(l, c == '"' ? "\\\"" : "\\\\", 2);
 		else if (c == '\n')
 			put_bytes(l, "\\n", 2);
 		else if (c == '\r')
@@ -228,19 +286,37 @@ static void put_text(struct line *l, const char *s, size_t max, bool spaces_too)
 		put(l, "...[+%zu bytes]", len - i);
 }
 
+/* "YYYY-MM-DDTHH:MM:SS" of the current second, formatted once per second
+ * per thread (gmtime_r and strftime are most of a line's cost otherwise). */
 static void put_time(struct line *l)
 {
+	static _Thread_local time_t cached_sec = -1;
+	static _Thread_local char cached[32];
+	static _Thread_local size_t cached_len;
 	struct timeval tv;
-	struct tm tm;
-	char ts[32];
+	char ms[5];
+	int msec;
 
 	gettimeofday(&tv, NULL);
-	gmtime_r(&tv.tv_sec, &tm);
-	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+	if (tv.tv_sec != cached_sec) {
+		struct tm tm;
+
+		gmtime_r(&tv.tv_sec, &tm);
+		cached_len = strftime(cached, sizeof(cached), "%Y-%m-%dT%H:%M:%S", &tm);
+		cached_sec = tv.tv_sec;
+	}
+	msec = (int)(tv.tv_usec / 1000);
+	ms[0] = '.';
+	ms[1] = (char)('0' + msec / 100);
+	ms[2] = (char)('0' + msec / 10 % 10);
+	ms[3] = (char)('0' + msec % 10);
+	ms[4] = 'Z';
 	if (log_format == LOG_FORMAT_JSON)
-		put(l, "{\"ts\":\"%s.%03dZ\"", ts, (int)(tv.tv_usec / 1000));
-	else
-		put(l, "%s.%03dZ", ts, (int)(tv.tv_usec / 1000));
+		put_str(l, "{\"ts\":\"");
+	put_bytes(l, cached, cached_len);
+	put_bytes(l, ms, sizeof(ms));
+	if (log_format == LOG_FORMAT_JSON)
+		put_bytes(l, "\"", 1);
 }
 
 static void line_start(struct line *l, enum log_level level)
@@ -249,10 +325,15 @@ static void line_start(struct line *l, enum log_level level)
 	l->cap = sizeof(l->stack);
 	l->n = 0;
 	put_time(l);
-	if (log_format == LOG_FORMAT_JSON)
-		put(l, ",\"level\":\"%s\"", level_names[level]);
-	else
-		put(l, " %-5s", level_names[level]);
+	static const char *const padded[] = { " error", " warn ", " info ", " debug" };
+
+	if (log_format == LOG_FORMAT_JSON) {
+		put_str(l, ",\"level\":\"");
+		put_str(l, level_names[level]);
+		put_bytes(l, "\"", 1);
+	} else {
+		put_str(l, padded[level]);	/* " %-5s" */
+	}
 }
 
 static void put_request_id(struct line *l, const char *id)
@@ -260,10 +341,10 @@ static void put_request_id(struct line *l, const char *id)
 	if (!id)
 		return;
 	if (log_format == LOG_FORMAT_JSON) {
-		put(l, ",\"request_id\":");
+		put_str(l, ",\"request_id\":");
 		put_json_string(l, id, FIELD_MAX_BYTES);
 	} else {
-		put(l, " request_id=");
+		put_str(l, " request_id=");
 		put_text(l, id, FIELD_MAX_BYTES, true);
 	}
 }
@@ -296,7 +377,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	va_end(ap);
 	line_start(&l, level);
 	if (log_format == LOG_FORMAT_JSON) {
-		put(&l, ",\"msg\":");
+		put_str(&l, ",\"msg\":");
 		put_json_string(&l, msg, MSG_MAX_BYTES);
 	} else {
 		put_bytes(&l, " ", 1);
@@ -319,7 +400,7 @@ void log_fields(enum log_level level, const char *msg, const struct log_field *f
 		return;
 	line_start(&l, level);
 	if (log_format == LOG_FORMAT_JSON) {
-		put(&l, ",\"msg\":");
+		put_str(&l, ",\"msg\":");
 		put_json_string(&l, msg, MSG_MAX_BYTES);
 	} else {
 		put_bytes(&l, " ", 1);
@@ -327,17 +408,17 @@ void log_fields(enum log_level level, const char *msg, const struct log_field *f
 	}
 	for (size_t i = 0; i < n; i++) {
 		if (log_format == LOG_FORMAT_JSON) {
-			put(&l, ",\"%s\":", f[i].key);
+			put_key(&l, f[i].key);
 			if (f[i].str)
 				put_json_string(&l, f[i].str, FIELD_MAX_BYTES);
 			else
-				put(&l, "%lld", f[i].num);
+				put_ll(&l, f[i].num);
 		} else {
-			put(&l, " %s=", f[i].key);
+			put_key(&l, f[i].key);
 			if (f[i].str)
 				put_text(&l, f[i].str, FIELD_MAX_BYTES, true);
 			else
-				put(&l, "%lld", f[i].num);
+				put_ll(&l, f[i].num);
 		}
 	}
 	line_finish(&l);
@@ -357,15 +438,15 @@ static void access_fields(struct line *l, const struct log_access *a)
 		if (!f[i].value)
 			continue;
 		if (log_format == LOG_FORMAT_JSON) {
-			put(l, ",\"%s\":", f[i].key);
+			put_key(l, f[i].key);
 			put_json_string(l, f[i].value, FIELD_MAX_BYTES);
 		} else {
-			put(l, " %s=", f[i].key);
+			put_key(l, f[i].key);
 			put_text(l, f[i].value, FIELD_MAX_BYTES, true);
 		}
 	}
 	if (a->force)
-		put(l, log_format == LOG_FORMAT_JSON ? ",\"force\":true" : " force");
+		put_str(l, log_format == LOG_FORMAT_JSON ? ",\"force\":true" : " force");
 }
 
 static void access_text(struct line *l, const struct log_access *a)
@@ -374,7 +455,11 @@ static void access_text(struct line *l, const struct log_access *a)
 	put_text(l, a->method ? a->method : "-", FIELD_MAX_BYTES, true);
 	put_bytes(l, " ", 1);
 	put_text(l, a->path ? a->path : "-", FIELD_MAX_BYTES, true);
-	put(l, " %u %.3fms", a->status, a->duration_ms);
+	put_bytes(l, " ", 1);
+	put_ull(l, a->status);
+	put_bytes(l, " ", 1);
+	put_ms3(l, a->duration_ms);
+	put_str(l, "ms");
 	if (a->lock) {
 		put_bytes(l, " ", 1);
 		put_text(l, a->kind ? a->kind : "lock", FIELD_MAX_BYTES, true);
@@ -383,12 +468,12 @@ static void access_text(struct line *l, const struct log_access *a)
 	}
 	access_fields(l, a);
 	if (a->why) {
-		put(l, " (");
+		put_str(l, " (");
 		put_text(l, a->why, FIELD_MAX_BYTES, false);
-		put(l, ")");
+		put_str(l, ")");
 	}
 	if (!a->delivered)
-		put(l, " (not delivered)");
+		put_str(l, " (not delivered)");
 }
 
 enum log_level log_access_level(const struct log_access *a)
@@ -413,28 +498,31 @@ void log_access(const struct log_access *a)
 		line_finish(&l);
 		return;
 	}
-	put(&l, ",\"msg\":\"request\"");
+	put_str(&l, ",\"msg\":\"request\"");
 	if (a->method) {
-		put(&l, ",\"method\":");
+		put_str(&l, ",\"method\":");
 		put_json_string(&l, a->method, FIELD_MAX_BYTES);
 	}
 	if (a->path) {
-		put(&l, ",\"path\":");
+		put_str(&l, ",\"path\":");
 		put_json_string(&l, a->path, FIELD_MAX_BYTES);
 	}
-	put(&l, ",\"status\":%u,\"duration_ms\":%.3f", a->status, a->duration_ms);
+	put_str(&l, ",\"status\":");
+	put_ull(&l, a->status);
+	put_str(&l, ",\"duration_ms\":");
+	put_ms3(&l, a->duration_ms);
 	if (a->lock) {
-		put(&l, ",\"kind\":");
+		put_str(&l, ",\"kind\":");
 		put_json_string(&l, a->kind, FIELD_MAX_BYTES);
-		put(&l, ",\"lock\":");
+		put_str(&l, ",\"lock\":");
 		put_json_string(&l, a->lock, FIELD_MAX_BYTES);
 	}
 	access_fields(&l, a);
 	if (a->why) {
-		put(&l, ",\"why\":");
+		put_str(&l, ",\"why\":");
 		put_json_string(&l, a->why, FIELD_MAX_BYTES);
 	}
 	if (!a->delivered)
-		put(&l, ",\"delivered\":false");
+		put_str(&l, ",\"delivered\":false");
 	line_finish(&l);
 }

@@ -7,6 +7,7 @@
 #include "service/base/log.c"
 
 #include <jansson.h>
+#include <limits.h>
 
 /* Run fn with the log going to a temporary file; return what it wrote. */
 static char *capture(void (*fn)(void))
@@ -205,6 +206,67 @@ static void test_log__forced_release_and_error_code(void **state)
 	log_set_format(LOG_FORMAT_JSON);
 }
 
+/* The access line's numbers and time are written without printf (the hot
+ * path); they must read exactly as printf wrote them. */
+static double cheap_duration;
+static long long cheap_num;
+
+static void access_timed(void)
+{
+	log_access(&(struct log_access){
+		.method = "PUT", .path = "/locks/a", .status = 200,
+		.duration_ms = cheap_duration, .delivered = 1 });
+}
+
+static void fields_num(void)
+{
+	log_fields(LOG_INFO, "m", &(struct log_field){ .key = "n", .num = cheap_num }, 1);
+}
+
+static void test_log__cheap_formatter_matches_printf(void **state)
+{
+	static const long long us[] = { 0, 1, 9, 10, 999, 1000, 1234, 60000, 123456789, 999999999999LL };
+	static const long long nums[] = { 0, 7, -1, 1795729918563847LL, LLONG_MAX, LLONG_MIN };
+	char want[64], *out;
+	const char *p;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(us) / sizeof(us[0]); i++) {
+		cheap_duration = (double)us[i] / 1000.0;	/* as server.c computes it */
+		snprintf(want, sizeof(want), ",\"duration_ms\":%.3f", cheap_duration);
+		log_set_format(LOG_FORMAT_JSON);
+		out = capture(access_timed);
+		if (!strstr(out, want))
+			fail_msg("want %s in %s", want, out);
+		assert_non_null(strstr(out, ",\"status\":200,"));
+		json_decref(only_json_line(out));
+		snprintf(want, sizeof(want), " 200 %.3fms", cheap_duration);
+		log_set_format(LOG_FORMAT_TEXT);
+		out = capture(access_timed);
+		log_set_format(LOG_FORMAT_JSON);
+		if (!strstr(out, want))
+			fail_msg("want %s in %s", want, out);
+		/* "YYYY-MM-DDTHH:MM:SS.mmmZ info  PUT ..." */
+		assert_int_equal(strlen(out) > 30, 1);
+		assert_int_equal(out[4], '-');
+		assert_int_equal(out[10], 'T');
+		assert_int_equal(out[19], '.');
+		assert_int_equal(out[23], 'Z');
+		assert_memory_equal(out + 24, " info  PUT ", 11);
+	}
+	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+		cheap_num = nums[i];
+		snprintf(want, sizeof(want), ",\"n\":%lld}", cheap_num);
+		out = capture(fields_num);
+		if (!strstr(out, want))
+			fail_msg("want %s in %s", want, out);
+		p = strstr(out, "\"ts\":\"");
+		assert_non_null(p);
+		assert_int_equal(p[29], 'Z');
+		assert_int_equal(p[30], '"');
+	}
+}
+
 static void test_log__utf8_len(void **state)
 {
 	(void)state;
@@ -230,6 +292,7 @@ int main(void)
 		cmocka_unit_test(test_log__text_line_is_one_line),
 		cmocka_unit_test(test_log__forced_release_and_error_code),
 		cmocka_unit_test(test_log__utf8_len),
+		cmocka_unit_test(test_log__cheap_formatter_matches_printf),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
