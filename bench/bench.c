@@ -505,8 +505,10 @@ static int floor_acquire(struct floor_client *fc, enum kind k, const char *name,
 	snprintf(own, sizeof(own), "dlockd_lock_owners:{%s}", name);
 	switch (k) {
 	case K_LOCK:
-		r = redisCommand(fc->cmd, "EVALSHA %s 3 %s %s %s 30000 %s 0 0 %s " TAIL, fc->acq_sha,
-				 name, tok, own, owner, "");
+		/* the watchers' channel: the scripts publish the change there */
+		snprintf(ch, sizeof(ch), "dlockd_lock_state:{%s}", name);
+		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s 30000 %s 0 0 %s " TAIL, fc->acq_sha,
+				 name, tok, own, ch, owner, "");
 		break;
 	case K_FAIR:
 		snprintf(q, sizeof(q), "redisson_lock_queue:{%s}", name);
@@ -567,8 +569,9 @@ static int floor_release(struct floor_client *fc, enum kind k, const char *name,
 	snprintf(own, sizeof(own), "dlockd_lock_owners:{%s}", name);
 	switch (k) {
 	case K_LOCK:
-		r = redisCommand(fc->cmd, "EVALSHA %s 3 %s %s %s %s %s " TAIL, fc->rel_sha, name, ch, own,
-				 owner, "");
+		snprintf(q, sizeof(q), "dlockd_lock_state:{%s}", name);
+		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s %s %s " TAIL, fc->rel_sha, name, ch,
+				 own, q, owner, "");
 		break;
 	case K_FAIR:
 		snprintf(q, sizeof(q), "redisson_lock_queue:{%s}", name);

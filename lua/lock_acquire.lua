@@ -3,6 +3,9 @@
   libs: common
   KEYS[1] lock hash N                 KEYS[2] fencing counter redisson_lock_token:{N}
   KEYS[3] holders dlockd_lock_owners:{N}
+  KEYS[4] watchers' channel dlockd_lock_state:{N}: a new holding publishes
+          'acquired' there (a refusal of the channel, by the ACL, is let be:
+          watchers then see it at their wait_ms)
   ARGV[1] lease ms                    ARGV[2] owner field
   ARGV[3] queue place life (unused: a plain lock has no queue)
   ARGV[4] "1": a re-entry counts a hold (Redisson's RLock); "0": it is a
@@ -61,4 +64,7 @@ local token = owners_token(KEYS[3], owner, KEYS[2], lease, principal, fresh)
 owners_value(KEYS[3], owner, ARGV[8], ARGV[9], fresh)
 local change = owners_bump(KEYS[3], owner, string.format('%d %d 0', added, before))
 owners_sync(KEYS[3], KEYS[1], pttl)
+if holds == 1 and added == 1 then
+  redis.pcall(PUBLISH, KEYS[4], 'acquired')
+end
 return {1, token, holds, pttl, added, change}

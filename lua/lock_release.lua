@@ -2,6 +2,8 @@
   libs: common
   KEYS[1] lock hash N                 KEYS[2] channel redisson_lock__channel:{N}
   KEYS[3] holders dlockd_lock_owners:{N}
+  KEYS[4] watchers' channel dlockd_lock_state:{N}: the end of the holding
+          publishes 'released' there (a refusal of the channel is let be)
   ARGV[1] owner field                 ARGV[2] the caller's token name ("": auth off)
   Returns {1, holds}  one hold released; holds = 0 means the lock is free and
                       "0" was published so one waiter wakes
@@ -35,5 +37,6 @@ if holds > 0 then
   return {1, holds}
 end
 redis.call(PUBLISH, KEYS[2], '0')
+redis.pcall(PUBLISH, KEYS[4], 'released')
 redis.call('del', KEYS[1], KEYS[3])
 return {1, 0}

@@ -50,6 +50,8 @@ enum key_id {
 	K_OWNERS,	/* dlockd_lock_owners:{N}: each holding's token and principal */
 	K_PERMITS,	/* {N}:timeout: a semaphore's permits out */
 	K_SEM_WAITERS,	/* dlockd_sem_waiters:{N}: a semaphore's waiting owners */
+	K_STATE,	/* dlockd_lock_state:{N}: watchers' channel; a script given
+			 * it publishes the change itself (no PUBLISH after) */
 	K_COUNT
 };
 
@@ -77,8 +79,8 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 	[LOCK_KIND_LOCK] = {
 		.label = "lock",
 		.channel_prefix = "redisson_lock__channel",
-		.acquire = { SCRIPT_LOCK_ACQUIRE, { K_LOCK, K_TOKEN, K_OWNERS } },
-		.release = { SCRIPT_LOCK_RELEASE, { K_LOCK, K_CHANNEL, K_OWNERS } },
+		.acquire = { SCRIPT_LOCK_ACQUIRE, { K_LOCK, K_TOKEN, K_OWNERS, K_STATE } },
+		.release = { SCRIPT_LOCK_RELEASE, { K_LOCK, K_CHANNEL, K_OWNERS, K_STATE } },
 		.force_release = { SCRIPT_LOCK_FORCE_RELEASE, { K_LOCK, K_CHANNEL, K_OWNERS } },
 		.renew = { SCRIPT_LOCK_RENEW, { K_LOCK, K_OWNERS, K_CHANNEL } },
 		.status = { SCRIPT_LOCK_STATUS, { K_LOCK, K_OWNERS } },
@@ -269,6 +271,9 @@ static const char *key_get(struct keys *ks, enum key_id id)
 	case K_SEM_WAITERS:
 		ks->k[id] = locks_prefix_name("dlockd_sem_waiters", ks->name);
 		break;
+	case K_STATE:
+		ks->k[id] = locks_prefix_name("dlockd_lock_state", ks->name);
+		break;
 	case K_END:
 	case K_COUNT:
 		abort();
@@ -300,6 +305,8 @@ struct call {
 	enum lock_kind kind;
 	enum script_id script;
 	bool queue;			/* acquire: the caller takes a queue place */
+	bool state_in_script;		/* its script published the change on the
+					 * state channel (K_STATE): no PUBLISH */
 	int64_t sent_ms;
 	void (*decode)(struct call *c, const redisReply *r, enum lock_result *res,
 		       struct lock_state *out);
@@ -332,8 +339,10 @@ static void run_to(const struct backend *b, struct call *c, const struct op_row 
 	const char *keys[MAX_KEYS];
 	int n = 0;
 
+	c->state_in_script = false;
 	while (n < MAX_KEYS && op->keys[n] != K_END) {
 		keys[n] = key_get(&ks, op->keys[n]);
+		c->state_in_script |= op->keys[n] == K_STATE;
 		n++;
 	}
 	c->script = op->script;
@@ -1086,7 +1095,11 @@ static void on_published(void *arg, redisReply *r)
  * answered, so a watcher woken by it reads the change. */
 static void publish_change(const struct call *c, const char *what)
 {
-	char *channel = state_channel(c->name);
+	char *channel;
+
+	if (c->state_in_script)
+		return;	/* one round trip less: the script told them */
+	channel = state_channel(c->name);
 	const char *argv[] = { scripts_publish_command(), channel, what };
 
 	redis_conn_send(c->b->redis, 3, argv, NULL, false, on_published, channel);
