@@ -60,10 +60,17 @@ if fresh then
 else
   pttl = lease_at_least(KEYS[1], lease)
 end
-local token = owners_token(KEYS[3], owner, KEYS[2], lease, principal, fresh)
-owners_value(KEYS[3], owner, ARGV[8], ARGV[9], fresh)
-local change = owners_bump(KEYS[3], owner, string.format('%d %d 0', added, before))
-owners_sync(KEYS[3], KEYS[1], pttl)
+local record = string.format('%d %d 0', added, before)
+local token, change
+if fresh then
+  token, change = owners_new(KEYS[3], owner, KEYS[2], lease, principal, ARGV[8], ARGV[9], record)
+end
+if not token then
+  token = owners_token(KEYS[3], owner, KEYS[2], lease, principal, fresh)
+  owners_value(KEYS[3], owner, ARGV[8], ARGV[9], fresh)
+  change = owners_bump(KEYS[3], owner, record)
+  owners_sync(KEYS[3], KEYS[1], pttl)
+end
 if holds == 1 and added == 1 then
   redis.pcall(PUBLISH, KEYS[4], 'acquired')
 end

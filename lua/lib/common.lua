@@ -95,6 +95,16 @@
   owners_values(owners, fields)
                               the values of those holdings, in order (false
                               for none)
+  owners_new(owners, field, counter, lease, principal, given, value, record)
+                              a fresh holding's whole entry in one HSET
+                              (token, change number NOW_US with record,
+                              the value when given) and owners' lease,
+                              when type_ok found owners absent: nothing
+                              there to keep, read or purge (the same
+                              result as owners_token, owners_value,
+                              owners_bump and owners_sync, in 2 commands
+                              instead of 7). Returns token, change; nil
+                              (nothing written) when owners exists
   owners_sync(owners, key, pttl)
                               after the lock hash key was written: drop the
                               entries of fields key no longer has (all of
@@ -223,8 +233,12 @@ local function counter_ok(key)
   return true
 end
 
+-- type_ok's reading of each key it checked: its type
+local type_seen = {}
+
 local function type_ok(key, t)
   local got = redis.call('type', key).ok
+  type_seen[key] = got
   return got == 'none' or got == t
 end
 
@@ -349,6 +363,25 @@ local function owners_values(owners, fields)
     v[i] = redis.call('hget', owners, '=' .. f)
   end
   return v
+end
+
+local function owners_new(owners, field, counter, lease, principal, given, value, record)
+  if type_seen[owners] ~= 'none' then
+    return nil
+  end
+  local token = next_token(counter, lease)
+  local entry = string.format('%d', token)
+  if principal ~= '' then
+    entry = entry .. ' ' .. principal
+  end
+  local args = {owners, field, entry, '#' .. field, string.format('%d %s', NOW_US, record)}
+  if given == '1' then
+    args[#args + 1] = '=' .. field
+    args[#args + 1] = value
+  end
+  redis.call('hset', unpack(args))
+  redis.call('pexpire', owners, lease)
+  return token, NOW_US
 end
 
 local function owners_sync(owners, key, pttl)
