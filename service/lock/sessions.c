@@ -247,6 +247,32 @@ void sessions_create(const struct backend *b, const char *id, const char *princi
 	sess_count_run(c, principal, "add", ttl_ms, cap, sess_on_count_added);
 }
 
+/* A read or end script's reply r: its session's holdings (at element
+ * holdings) taken into c when r has n elements and the session exists.
+ * False when c is finished already: an error, no such session
+ * (LOCK_NOT_HELD), or a reply not shaped as promised. */
+static bool sess_found(struct sess_call *c, const redisReply *r, const char *cmd, size_t n,
+		       size_t holdings)
+{
+	enum lock_result res = sess_checked(c, r, cmd);
+
+	if (res != LOCK_OK) {
+		sess_finish(c, res);
+		return false;
+	}
+	if (r->element[0]->integer == 0) {
+		sess_finish(c, LOCK_NOT_HELD);
+		return false;
+	}
+	if (r->elements != n || sess_holdings_of(c, r->element[holdings]) < 0) {
+		struct lock_state st = { 0 };
+
+		sess_finish(c, locks_unexpected(cmd, "session", c->id, &st));
+		return false;
+	}
+	return true;
+}
+
 /* ----- Read (and the heartbeat's first step) ----- */
 
 static void sess_renew_next(struct sess_call *c);
@@ -254,22 +280,9 @@ static void sess_renew_next(struct sess_call *c);
 static void sess_on_read(void *ctx, redisReply *r)
 {
 	struct sess_call *c = ctx;
-	enum lock_result res = sess_checked(c, r, "session_read");
 
-	if (res != LOCK_OK) {
-		sess_finish(c, res);
+	if (!sess_found(c, r, "session_read", 7, 6))
 		return;
-	}
-	if (r->element[0]->integer == 0) {
-		sess_finish(c, LOCK_NOT_HELD);
-		return;
-	}
-	if (r->elements != 7 || sess_holdings_of(c, r->element[6]) < 0) {
-		struct lock_state st = { 0 };
-
-		sess_finish(c, locks_unexpected("session_read", "session", c->id, &st));
-		return;
-	}
 	c->info.lease_ms = r->element[0]->integer;
 	c->info.ttl_ms = locks_elem_int(r, 1);
 	c->info.value = c->value = xstrdup(sess_str_of(r->element[2]));
@@ -409,22 +422,9 @@ static void sess_on_released(void *ctx, enum lock_result r, const struct lock_st
 static void sess_on_ended(void *ctx, redisReply *r)
 {
 	struct sess_call *c = ctx;
-	enum lock_result res = sess_checked(c, r, "session_end");
 
-	if (res != LOCK_OK) {
-		sess_finish(c, res);
+	if (!sess_found(c, r, "session_end", 3, 1))
 		return;
-	}
-	if (r->element[0]->integer == 0) {
-		sess_finish(c, LOCK_NOT_HELD);
-		return;
-	}
-	if (r->elements != 3 || sess_holdings_of(c, r->element[1]) < 0) {
-		struct lock_state st = { 0 };
-
-		sess_finish(c, locks_unexpected("session_end", "session", c->id, &st));
-		return;
-	}
 	c->info.creator = c->creator = xstrdup(sess_str_of(r->element[2]));
 	sess_count_keep(c, c->creator, "del");
 	if (!c->info.n) {
