@@ -376,7 +376,12 @@ static void sess_on_renewed(void *ctx, enum lock_result r, const struct lock_sta
 	sess_item_done(c);
 }
 
-static void sess_renew_next(struct sess_call *c)
+/* send(c, h, it) for each of c's holdings, all at once; each answer's
+ * callback ends with sess_item_done(c), the last one finishing c. With no
+ * holding, c is finished at once. */
+static void sess_each_holding(struct sess_call *c,
+			      void (*send)(struct sess_call *c, const struct session_holding *h,
+					   struct sess_item *it))
 {
 	if (!c->info.n) {
 		sess_finish(c, LOCK_OK);
@@ -385,13 +390,23 @@ static void sess_renew_next(struct sess_call *c)
 	c->pending = c->info.n;
 	c->result = LOCK_OK;
 	for (size_t i = 0; i < c->info.n; i++) {
-		const struct session_holding *h = &c->info.holdings[i];
 		struct sess_item *it = xmalloc(sizeof(*it));
 
 		*it = (struct sess_item){ c, i };
-		locks_renew(c->b, h->kind, h->name, h->owner, c->creator, c->info.ttl_ms,
-			    sess_on_renewed, it);
+		send(c, &c->info.holdings[i], it);
 	}
+}
+
+static void sess_send_renew(struct sess_call *c, const struct session_holding *h,
+			    struct sess_item *it)
+{
+	locks_renew(c->b, h->kind, h->name, h->owner, c->creator, c->info.ttl_ms,
+		    sess_on_renewed, it);
+}
+
+static void sess_renew_next(struct sess_call *c)
+{
+	sess_each_holding(c, sess_send_renew);
 }
 
 void sessions_heartbeat(const struct backend *b, const char *id, const char *principal,
@@ -419,6 +434,12 @@ static void sess_on_released(void *ctx, enum lock_result r, const struct lock_st
 	sess_item_done(c);
 }
 
+static void sess_send_release(struct sess_call *c, const struct session_holding *h,
+			      struct sess_item *it)
+{
+	locks_release(c->b, h->kind, h->name, h->owner, c->creator, sess_on_released, it);
+}
+
 static void sess_on_ended(void *ctx, redisReply *r)
 {
 	struct sess_call *c = ctx;
@@ -427,19 +448,7 @@ static void sess_on_ended(void *ctx, redisReply *r)
 		return;
 	c->info.creator = c->creator = xstrdup(sess_str_of(r->element[2]));
 	sess_count_keep(c, c->creator, "del");
-	if (!c->info.n) {
-		sess_finish(c, LOCK_OK);
-		return;
-	}
-	c->pending = c->info.n;
-	c->result = LOCK_OK;
-	for (size_t i = 0; i < c->info.n; i++) {
-		const struct session_holding *h = &c->info.holdings[i];
-		struct sess_item *it = xmalloc(sizeof(*it));
-
-		*it = (struct sess_item){ c, i };
-		locks_release(c->b, h->kind, h->name, h->owner, c->creator, sess_on_released, it);
-	}
+	sess_each_holding(c, sess_send_release);
 }
 
 void sessions_end(const struct backend *b, const char *id, const char *principal,

@@ -16,22 +16,28 @@ const char *dlock_binary(void)
 	return path;
 }
 
-void dlock_start(struct proc *p, const char *base, const char *env, const char *tag, ...)
+void dlock_start_va(struct proc *p, const char *const *envv, const char *tag, va_list args)
 {
 	const char *argv[32];
+	int argc = 0;
+
+	argv[argc++] = dlock_binary();
+	while (argc < 31 && (argv[argc] = va_arg(args, const char *)))
+		argc++;
+	argv[argc] = NULL;
+	proc_start(p, argv, envv, tag);
+}
+
+void dlock_start(struct proc *p, const char *base, const char *env, const char *tag, ...)
+{
 	char server[128];
 	const char *envv[] = { server, env, NULL };
-	int argc = 0;
 	va_list ap;
 
 	snprintf(server, sizeof(server), "DLOCK_SERVER=%s", base ? base : H_dlockd.base);
-	argv[argc++] = dlock_binary();
 	va_start(ap, tag);
-	while (argc < 31 && (argv[argc] = va_arg(ap, const char *)))
-		argc++;
+	dlock_start_va(p, envv, tag, ap);
 	va_end(ap);
-	argv[argc] = NULL;
-	proc_start(p, argv, envv, tag);
 }
 
 int dlock_wait(struct proc *p)

@@ -813,20 +813,16 @@ TEST(dlock_runs_against_an_https_dlockd_with_client_certificates)
  * (NULL-terminated "NAME=value"s, at most 6) in its environment. */
 static void dlock_start_env(struct proc *p, const char *const *envv, const char *tag, ...)
 {
-	const char *argv[32], *env[8] = { "DLOCK_SERVER=" };
-	int argc = 0, n = 1;
+	const char *env[8] = { "DLOCK_SERVER=" };
+	int n = 1;
 	va_list ap;
 
 	for (int i = 0; envv && envv[i] && n < 7; i++)
 		env[n++] = envv[i];
 	env[n] = NULL;
-	argv[argc++] = dlock_binary();
 	va_start(ap, tag);
-	while (argc < 31 && (argv[argc] = va_arg(ap, const char *)))
-		argc++;
+	dlock_start_va(p, env, tag, ap);
 	va_end(ap);
-	argv[argc] = NULL;
-	proc_start(p, argv, env, tag);
 }
 
 /* One name per setting: DLOCKD_URL (as the examples and manifests read
