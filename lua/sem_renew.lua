@@ -1,5 +1,5 @@
 --[[ sem_renew.lua -- heartbeat: set the lease of the caller's permit.
-  libs: common sem
+  libs: common sem renew_sem
   KEYS[1] count N                     KEYS[2] permits {N}:timeout
   KEYS[3] channel redisson_sc:{N}     KEYS[4] holders dlockd_lock_owners:{N}
   ARGV[1] lease ms                    ARGV[2] owner
@@ -12,16 +12,4 @@
   Never re-creates a permit. A lease made shorter publishes "0": waiters
   timed their retry by the earliest lease end they saw, and expiry
   publishes nothing (a Redisson waiter takes it as "try now"). ]]
-local lease, owner = tonumber(ARGV[1]), ARGV[2]
-local now = now_ms()
-local refusal, score = sem_held_refusal(KEYS[1], KEYS[2], KEYS[4], owner, ARGV[3], now)
-if refusal then
-  return refusal
-end
-if tonumber(score) > now + lease then
-  redis.call(PUBLISH, KEYS[3], '0')
-end
-redis.call('zadd', KEYS[2], now + lease, owner)
-owners_bump(KEYS[4], owner)
-lease_at_least(KEYS[4], lease)
-return {1, lease}
+return renew_sem(KEYS[1], KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[1]), ARGV[2], ARGV[3])

@@ -958,6 +958,26 @@ void locks_renew(const struct backend *b, enum lock_kind kind, const char *name,
 	run(b, c, &kinds[kind].renew, 3, args);
 }
 
+size_t locks_renew_keys(enum lock_kind kind, const char *name, char **keys)
+{
+	const struct op_row *op = &kinds[kind].renew;
+	char *rname = locks_redis_name(name);
+	struct keys ks = { .kind = kind, .name = rname };
+	size_t n = 0;
+
+	for (; n < LOCKS_RENEW_KEYS_MAX && op->keys[n] != K_END; n++)
+		keys[n] = xstrdup(key_get(&ks, op->keys[n]));
+	for (int i = 0; i < K_COUNT; i++)
+		free(ks.k[i]);
+	free(rname);
+	return n;
+}
+
+int64_t locks_lease_left(long long pttl, int64_t sent_ms)
+{
+	return lease_left(pttl, sent_ms);
+}
+
 static void set_limit_decode(struct call *c, const redisReply *r, enum lock_result *res,
 			     struct lock_state *out)
 {

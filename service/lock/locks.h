@@ -154,6 +154,16 @@ void locks_force_release(const struct backend *b, enum lock_kind kind, const cha
 void locks_renew(const struct backend *b, enum lock_kind kind, const char *name,
 		 const char *owner, const char *principal, int64_t ttl_ms, lock_done_fn done,
 		 void *ctx);
+/* For a call that renews many holdings at once (session_renew.c). */
+#define LOCKS_RENEW_KEYS_MAX 4
+/* The keys of kind's renewal of lock name, as its renew script names
+ * them, into keys (at most LOCKS_RENEW_KEYS_MAX, each the caller's to
+ * free); returns how many. */
+size_t locks_renew_keys(enum lock_kind kind, const char *name, char **keys);
+/* The lease a grant or renewal of pttl ms sent at sent_ms (now_ms()) can
+ * count on now: Redis started it no later; 0 when none is left. */
+int64_t locks_lease_left(long long pttl, int64_t sent_ms);
+
 /* ----- Inspecting and watching ----- */
 
 /* An inspect's outcome. On LOCK_OK, v is the caller's (free it with

@@ -3,9 +3,10 @@
  * lease) and the set of what it holds, dlockd_session:{S}:holdings, one
  * member "<kind>\t<name>\t<owner>\t<token>" a holding, kept with the
  * same expiry. Both are in the slot of {S}, so each session script
- * touches one slot; the holdings themselves live in their own slots and
- * are renewed and released by the lock kinds' own scripts (locks.h), one
- * call each, pipelined on b's connection.
+ * touches one slot; the holdings themselves live in their own slots. A
+ * heartbeat renews them in one script per slot that holds any
+ * (session_renew.h); an end releases them with the lock kinds' own
+ * scripts (locks.h), one call each, pipelined on b's connection.
  *
  * A holding is taken with the session's lease left as its ttl, so it can
  * never outlive the session's lease end: when heartbeats stop, each
@@ -18,6 +19,7 @@
 #include "service/base/util.h"
 #include "service/lock/backend.h"
 #include "service/lock/scripts.h"
+#include "service/lock/session_renew.h"
 
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -358,24 +360,6 @@ static void sess_item_done(struct sess_call *c)
 		sess_finish(c, c->result);
 }
 
-static void sess_on_renewed(void *ctx, enum lock_result r, const struct lock_state *st)
-{
-	struct sess_item *it = ctx;
-	struct sess_call *c = it->c;
-	struct session_holding *h = &c->info.holdings[it->i];
-
-	(void)st;
-	if (r == LOCK_NOT_HELD || r == LOCK_NOT_OWNER || r == LOCK_WRONG_KIND) {
-		/* released, expired or taken over: the session no longer has it */
-		h->gone = true;
-		sess_record_run(sess_call_new(c->b, S_DROP, c->id, NULL, NULL), h, 0, false);
-	} else if (r != LOCK_OK && c->result == LOCK_OK) {
-		c->result = r;
-	}
-	free(it);
-	sess_item_done(c);
-}
-
 /* send(c, h, it) for each of c's holdings, all at once; each answer's
  * callback ends with sess_item_done(c), the last one finishing c. With no
  * holding, c is finished at once. */
@@ -397,16 +381,41 @@ static void sess_each_holding(struct sess_call *c,
 	}
 }
 
-static void sess_send_renew(struct sess_call *c, const struct session_holding *h,
-			    struct sess_item *it)
+/* Every holding renewed, or not: drop the gone ones from the session. */
+static void sess_on_renewed(void *ctx, enum lock_result r, struct session_renew_item *items,
+			    size_t n)
 {
-	locks_renew(c->b, h->kind, h->name, h->owner, c->creator, c->info.ttl_ms,
-		    sess_on_renewed, it);
+	struct sess_call *c = ctx;
+
+	for (size_t i = 0; i < n; i++) {
+		struct session_holding *h = &c->info.holdings[i];
+
+		h->gone = items[i].gone;
+		if (h->gone)
+			sess_record_run(sess_call_new(c->b, S_DROP, c->id, NULL, NULL), h, 0, false);
+	}
+	free(items);
+	sess_finish(c, r);
 }
 
+/* Renew every holding of c, one script per hash slot (session_renew.h). */
 static void sess_renew_next(struct sess_call *c)
 {
-	sess_each_holding(c, sess_send_renew);
+	struct session_renew_item *items;
+
+	if (!c->info.n) {
+		sess_finish(c, LOCK_OK);
+		return;
+	}
+	items = xcalloc(c->info.n, sizeof(*items));
+	for (size_t i = 0; i < c->info.n; i++) {
+		const struct session_holding *h = &c->info.holdings[i];
+
+		items[i] = (struct session_renew_item){ h->kind, sessions_kind_label(h->kind),
+							h->name, h->owner, h->token, false };
+	}
+	session_renew_holdings(c->b, items, c->info.n, c->creator, c->info.ttl_ms,
+			       sess_on_renewed, c);
 }
 
 void sessions_heartbeat(const struct backend *b, const char *id, const char *principal,

@@ -66,8 +66,11 @@ void sessions_read(const struct backend *b, const char *id, const char *principa
 void sessions_record(const struct backend *b, const char *id, const struct session_holding *h,
 		     int64_t cap, session_fn done, void *ctx);
 /* Heartbeat: renew session id (principal as in sessions_read) and then
- * every holding it records, with the session's ttl; a holding found gone
- * is dropped from it (s->holdings[i].gone). */
+ * every holding it records, with the session's ttl, in one script per
+ * hash slot that holds any (session_renew.h); a holding found gone --
+ * released, its lease over, taken over, or its owner's holding now
+ * another, with another fencing token -- is not renewed and is dropped
+ * from it (s->holdings[i].gone). */
 void sessions_heartbeat(const struct backend *b, const char *id, const char *principal,
 			session_fn done, void *ctx);
 /* End session id (principal as in sessions_read): delete it and release

@@ -1,0 +1,27 @@
+--[[ lib/renew_lock.lua -- the renewal of a plain or fair lock's holding,
+  shared by lock_renew.lua (one holding) and session_renew.lua (a
+  session's, many in one call). After common.
+  renew_lock(lock, owners, channel, lease, owner, principal)
+                              set the lease of owner's holding of lock to
+                              lease ms: the checks, replies and publishing
+                              of lock_renew.lua, whose header says them
+                              (channel: a plain lock's, nil for a fair
+                              lock); returns the reply ]]
+local function renew_lock(lock, owners, channel, lease, owner, principal)
+  local refusal = held_refusal(lock, 'lock', owner, owners)
+  if refusal then
+    return refusal
+  end
+  if redis.call('hexists', lock, owner) == 0 then
+    return {-2}
+  elseif owners_refused(owners, owner, principal) then
+    return {-2, 7, 0}
+  end
+  if channel and redis.call('pttl', lock) > lease then
+    redis.call(PUBLISH, channel, 0)
+  end
+  redis.call('pexpire', lock, lease)
+  owners_bump(owners, owner)
+  owners_sync(owners, lock)
+  return {1, lease}
+end

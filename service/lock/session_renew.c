@@ -1,0 +1,203 @@
+/* session_renew.c -- a session's heartbeat of its holdings in one script
+ * per hash slot (lua/session_renew.lua): the holdings are sorted by the
+ * slot of their lock's name (every key of a lock hashes there: Redisson's
+ * {N} tags), each run of one slot cut into scripts of at most
+ * SESSION_RENEW_CHUNK, and all the scripts pipelined at once. On
+ * standalone Redis or Sentinel every holding is in "slot 0". What a
+ * single renewal does besides its script (locks_renew) is done here for
+ * each holding kept: this loop's waiters on it hear its new lease end,
+ * and with --redis-sync-replicas a WAIT follows (unconfirmed, the
+ * renewal stands and is counted). */
+#include "service/lock/session_renew.h"
+
+#include "service/base/log.h"
+#include "service/base/metrics.h"
+#include "service/base/util.h"
+#include "service/lock/backend.h"
+#include "service/lock/locks_redis.h"
+#include "service/lock/scripts.h"
+#include "service/lock/waiters.h"
+#include "service/redis/cluster_slots.h"
+#include "service/redis/redis_conn.h"
+#include "service/redis/replica_sync.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One heartbeat's renewal of all its holdings. */
+struct renew_all {
+	const struct backend *b;
+	struct session_renew_item *items;
+	size_t n;
+	int64_t ttl_ms;
+	size_t pending;			/* scripts out */
+	enum lock_result result;	/* LOCK_OK, or the first failure */
+	session_renew_fn done;
+	void *ctx;
+};
+
+/* One script: n of the holdings, in one slot. */
+struct renew_script {
+	struct renew_all *all;
+	size_t n;
+	int64_t sent_ms;
+	size_t at[];			/* their indexes into all->items */
+};
+
+/* A holding and the slot of its lock's name, for the sort. */
+struct renew_slot {
+	unsigned slot;
+	size_t i;
+};
+
+static int renew_slot_cmp(const void *a, const void *b)
+{
+	const struct renew_slot *x = a, *y = b;
+
+	if (x->slot != y->slot)
+		return x->slot < y->slot ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static void renew_script_done(struct renew_script *s, enum lock_result r)
+{
+	struct renew_all *all = s->all;
+
+	if (r != LOCK_OK && all->result == LOCK_OK)
+		all->result = r;
+	free(s);
+	if (--all->pending == 0) {
+		all->done(all->ctx, all->result, all->items, all->n);
+		free(all);
+	}
+}
+
+static void renew_on_synced(void *ctx, bool confirmed)
+{
+	struct renew_script *s = ctx;
+
+	if (!confirmed) {
+		metrics_inc(METRIC_REPLICATION_UNCONFIRMED_KEPT);
+		log_warn("a session's renewal of %zu holdings was not acknowledged by enough "
+			 "replicas; it stands, but a failover now may undo it", s->n);
+	}
+	renew_script_done(s, LOCK_OK);
+}
+
+/* Holding h was renewed, its lease left now left ms: this loop's waiters
+ * on it time their retry by its new end (a shorter lease ends sooner than
+ * they were told, and expiry publishes nothing). */
+static void renew_kept(const struct backend *b, const struct session_renew_item *h,
+		       int64_t left)
+{
+	char *channel = locks_wait_channel(h->kind, h->name, h->owner);
+
+	waiters_lease_ends(b->waiters, channel, now_ms() + left);
+	free(channel);
+}
+
+static void renew_on_reply(void *ctx, redisReply *r)
+{
+	struct renew_script *s = ctx;
+	struct renew_all *all = s->all;
+	struct lock_state st = { 0 };
+	enum lock_result res = locks_check_answer(r, "session_renew", "session holdings", "",
+						  &st);
+	int64_t left = locks_lease_left(all->ttl_ms, s->sent_ms);
+
+	if (res == LOCK_OK && (r->type != REDIS_REPLY_ARRAY || r->elements != s->n))
+		res = locks_unexpected("session_renew", "session holdings", "", &st);
+	if (res != LOCK_OK) {
+		renew_script_done(s, res);
+		return;
+	}
+	for (size_t k = 0; k < s->n; k++) {
+		struct session_renew_item *h = &all->items[s->at[k]];
+
+		if (locks_elem_int(r, k) != 1)
+			h->gone = true;	/* not renewed: no longer the session's */
+		else if (left > 0)
+			renew_kept(all->b, h, left);
+	}
+	if (left == 0) {
+		/* renewed too late to count: the lease was over on arrival */
+		renew_script_done(s, LOCK_BACKEND_DOWN);
+		return;
+	}
+	if (all->b->sync) {
+		replica_sync_after(all->b->sync, renew_on_synced, s);
+		return;
+	}
+	renew_script_done(s, LOCK_OK);
+}
+
+/* Send the script of the holdings all->items[at[..].i] (n), which share a slot. */
+static void renew_send(struct renew_all *all, const struct renew_slot *at, size_t n,
+		       const char *principal)
+{
+	struct renew_script *s = xmalloc(sizeof(*s) + n * sizeof(s->at[0]));
+	char **keys = xcalloc(n * LOCKS_RENEW_KEYS_MAX, sizeof(*keys));
+	const char **list = xcalloc(n * 3, sizeof(*list));
+	char (*tokens)[24] = xcalloc(n, sizeof(*tokens));
+	char lease[24], *packed;
+	size_t nkeys = 0;
+
+	s->all = all;
+	s->n = n;
+	for (size_t k = 0; k < n; k++) {
+		const struct session_renew_item *h = &all->items[at[k].i];
+
+		s->at[k] = at[k].i;
+		nkeys += locks_renew_keys(h->kind, h->name, keys + nkeys);
+		snprintf(tokens[k], sizeof(tokens[k]), "%lld", (long long)h->token);
+		list[3 * k] = h->label;
+		list[3 * k + 1] = h->owner;
+		list[3 * k + 2] = tokens[k];
+	}
+	packed = locks_pack_list(list, n * 3);
+	snprintf(lease, sizeof(lease), "%lld", (long long)all->ttl_ms);
+	{
+		const char *args[] = { lease, principal, packed };
+
+		s->sent_ms = now_ms();
+		scripts_run(all->b->redis, SCRIPT_SESSION_RENEW, (int)nkeys,
+			    (const char *const *)keys, 3, args, renew_on_reply, s);
+	}
+	for (size_t k = 0; k < nkeys; k++)
+		free(keys[k]);
+	free(keys);
+	free(list);
+	free(tokens);
+	free(packed);
+}
+
+void session_renew_holdings(const struct backend *b, struct session_renew_item *items,
+			    size_t n, const char *principal, int64_t ttl_ms,
+			    session_renew_fn done, void *ctx)
+{
+	struct renew_all *all = xcalloc(1, sizeof(*all));
+	struct renew_slot *order = xcalloc(n, sizeof(*order));
+	bool cluster = redis_conn_is_cluster(b->redis);
+
+	*all = (struct renew_all){ .b = b, .items = items, .n = n, .ttl_ms = ttl_ms, .done = done,
+				   .ctx = ctx };
+	for (size_t i = 0; i < n; i++) {
+		char *rname = cluster ? locks_redis_name(items[i].name) : NULL;
+
+		order[i] = (struct renew_slot){ rname ? cluster_key_slot(rname, strlen(rname)) : 0,
+						i };
+		free(rname);
+	}
+	qsort(order, n, sizeof(*order), renew_slot_cmp);
+	/* scripts_run() answers later, never from inside: counting as they go
+	 * out cannot finish all early */
+	for (size_t i = 1, from = 0; i <= n; i++)
+		if (i == n || order[i].slot != order[from].slot ||
+		    i - from == SESSION_RENEW_CHUNK) {
+			all->pending++;
+			renew_send(all, order + from, i - from, principal);
+			from = i;
+		}
+	free(order);
+}

@@ -1,0 +1,46 @@
+/* session_renew.h -- a session's heartbeat of its holdings: all of them
+ * renewed to one lease in as few Redis calls as the topology allows, one
+ * script (lua/session_renew.lua) per hash slot that holds any of them --
+ * on standalone Redis or Sentinel one for all -- each holding by its
+ * kind's own renewal. Only sessions.c uses it; it runs on b's loop. */
+#ifndef DLOCKD_SESSION_RENEW_H
+#define DLOCKD_SESSION_RENEW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "service/lock/locks.h"
+
+struct backend;
+
+/* One holding to renew. */
+struct session_renew_item {
+	enum lock_kind kind;
+	const char *label;	/* its kind as lua/session_renew.lua names it
+				 * (sessions_kind_label) */
+	const char *name, *owner;
+	int64_t token;		/* its fencing token when it was taken */
+	bool gone;		/* out: found gone, not renewed */
+};
+
+/* Holdings one script renews, at most: a heartbeat of the most holdings a
+ * session may have (--max-session-holdings) is cut into scripts of this
+ * many, so no script runs long. */
+#define SESSION_RENEW_CHUNK 128
+
+/* The holdings are renewed, or not: r is LOCK_OK, or the first failure
+ * (LOCK_BACKEND_DOWN, LOCK_SCRIPT_ERROR), when some may be renewed and
+ * others not; items as given, with gone set. */
+typedef void (*session_renew_fn)(void *ctx, enum lock_result r,
+				 struct session_renew_item *items, size_t n);
+
+/* Renew the n holdings items to ttl_ms under token name principal; a
+ * holding found gone (released, its lease over, taken over, or another
+ * holding of its owner: its fencing token is not items[i].token) is not
+ * renewed and gets items[i].gone. items, their strings and principal must
+ * last until done runs, later, once, on b's loop; n is 1 or more. */
+void session_renew_holdings(const struct backend *b, struct session_renew_item *items,
+			    size_t n, const char *principal, int64_t ttl_ms,
+			    session_renew_fn done, void *ctx);
+
+#endif
