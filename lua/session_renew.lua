@@ -2,15 +2,19 @@
   hash slot (on standalone Redis or Sentinel, all of them): each renewed
   by its kind's own renewal (lua/lib/renew_*.lua), all in one call.
   libs: common renew_lock rw renew_rw sem renew_sem
-  KEYS    each holding's keys in turn, as its kind's renew script names
-          them: lock: lock hash, holders, channel (lock_renew.lua); fair:
-          lock hash, holders; read, write: lock hash, timeout key prefix,
-          holders (rw_*_renew.lua); semaphore: count, permits, channel,
-          holders (sem_renew.lua)
+  KEYS[1] a key of that slot (the first holding's lock): Redis routes and
+          checks the call by it
   ARGV[1] lease ms                    ARGV[2] the session's token name ("": auth off)
-  ARGV[3] the holdings, three strings each, as one argument (unpack_list):
-          kind ('lock', 'fair', 'read', 'write', 'semaphore'), owner, and
-          the fencing token it was recorded with
+  ARGV[3] the holdings as one argument (unpack_list), each as its kind
+          ('lock', 'fair', 'read', 'write', 'semaphore'), owner, the
+          fencing token it was recorded with, then its keys, as its kind's
+          renew script names them: lock: lock hash, holders, channel
+          (lock_renew.lua); fair: lock hash, holders; read, write: lock
+          hash, timeout key prefix, holders (rw_*_renew.lua); semaphore:
+          count, permits, channel, holders (sem_renew.lua). Every one is
+          in KEYS[1]'s slot (the caller groups them so): as Redisson's
+          rwlock_timeout keys, built from a prefix, they need not be
+          declared, and one argument carries them however many there are
   Returns {c1, c2, ...}  one per holding, in order: 1 renewed to ARGV[1];
                          0 gone, not renewed: released, its lease over,
                          held by another owner, or another holding of the
@@ -21,7 +25,7 @@
   the holdings' own renewals: the caller bounds how many one call has. ]]
 local lease, principal = tonumber(ARGV[1]), ARGV[2]
 local listed = unpack_list(ARGV[3])
-if not listed or #listed % 3 ~= 0 then
+if not listed then
   return redis.error_reply('DLOCKD_ARGS malformed holdings list')
 end
 
@@ -32,34 +36,36 @@ local KINDS = {
   semaphore = {4, 4, ''},
 }
 
+-- the holding of kind and owner whose keys are listed[k], listed[k + 1], ...
 local function renew_one(kind, k, owner)
+  local a, b, c, d = listed[k], listed[k + 1], listed[k + 2], listed[k + 3]
   if kind == 'lock' then
-    return renew_lock(KEYS[k], KEYS[k + 1], KEYS[k + 2], lease, owner, principal)
+    return renew_lock(a, b, c, lease, owner, principal)
   elseif kind == 'fair' then
-    return renew_lock(KEYS[k], KEYS[k + 1], nil, lease, owner, principal)
+    return renew_lock(a, b, nil, lease, owner, principal)
   elseif kind == 'read' then
-    return renew_read(KEYS[k], KEYS[k + 1], KEYS[k + 2], lease, owner, principal)
+    return renew_read(a, b, c, lease, owner, principal)
   elseif kind == 'write' then
-    return renew_write(KEYS[k], KEYS[k + 1], KEYS[k + 2], lease, owner, principal)
+    return renew_write(a, b, c, lease, owner, principal)
   end
-  return renew_sem(KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], lease, owner, principal)
+  return renew_sem(a, b, c, d, lease, owner, principal)
 end
 
-local out, k = {}, 1
-for i = 1, #listed, 3 do
-  local kind, owner, token = listed[i], listed[i + 1], tonumber(listed[i + 2])
+local out, i = {}, 1
+while i <= #listed do
+  local kind, owner, token = listed[i], listed[i + 1], tonumber(listed[i + 2] or '')
   local row = KINDS[kind]
-  if not row or not token or k + row[1] - 1 > #KEYS then
-    return redis.error_reply('DLOCKD_ARGS holding ' .. ((i + 2) / 3) .. ' malformed')
+  if not row or not token or i + 2 + row[1] > #listed then
+    return redis.error_reply('DLOCKD_ARGS holding ' .. (#out + 1) .. ' malformed')
   end
-  local code, owners = 0, KEYS[k + row[2] - 1]
+  local code, owners = 0, listed[i + 2 + row[2]]
   -- a holding the owner took again after this one ended has another
   -- token: it is not the session's, and is left alone (a holders' hash
   -- that is no hash: not a lock's, gone as its renewal would say)
   if type_ok(owners, 'hash') then
     local now_token = owners_entry(owners, owner .. row[3])
     if not now_token or now_token == token then
-      local r = renew_one(kind, k, owner)
+      local r = renew_one(kind, i + 3, owner)
       if r.err then
         return r
       end
@@ -67,6 +73,6 @@ for i = 1, #listed, 3 do
     end
   end
   out[#out + 1] = code
-  k = k + row[1]
+  i = i + 3 + row[1]
 end
 return out

@@ -132,37 +132,43 @@ static void renew_on_reply(void *ctx, redisReply *r)
 	renew_script_done(s, LOCK_OK);
 }
 
-/* Send the script of the holdings all->items[at[..].i] (n), which share a slot. */
+/* Send the script of the holdings all->items[at[..].i] (n), which share a
+ * slot: KEYS[1] the first one's lock, every holding's keys in the one
+ * packed argument (lua/session_renew.lua says why). */
 static void renew_send(struct renew_all *all, const struct renew_slot *at, size_t n,
 		       const char *principal)
 {
+	enum { PER = 3 + LOCKS_RENEW_KEYS_MAX };	/* strings a holding, at most */
 	struct renew_script *s = xmalloc(sizeof(*s) + n * sizeof(s->at[0]));
 	char **keys = xcalloc(n * LOCKS_RENEW_KEYS_MAX, sizeof(*keys));
-	const char **list = xcalloc(n * 3, sizeof(*list));
+	const char **list = xcalloc(n * PER, sizeof(*list));
 	char (*tokens)[24] = xcalloc(n, sizeof(*tokens));
 	char lease[24], *packed;
-	size_t nkeys = 0;
+	size_t nkeys = 0, nlist = 0;
 
 	s->all = all;
 	s->n = n;
 	for (size_t k = 0; k < n; k++) {
 		const struct session_renew_item *h = &all->items[at[k].i];
+		size_t got = locks_renew_keys(h->kind, h->name, keys + nkeys);
 
 		s->at[k] = at[k].i;
-		nkeys += locks_renew_keys(h->kind, h->name, keys + nkeys);
 		snprintf(tokens[k], sizeof(tokens[k]), "%lld", (long long)h->token);
-		list[3 * k] = h->label;
-		list[3 * k + 1] = h->owner;
-		list[3 * k + 2] = tokens[k];
+		list[nlist++] = h->label;
+		list[nlist++] = h->owner;
+		list[nlist++] = tokens[k];
+		for (size_t j = 0; j < got; j++)
+			list[nlist++] = keys[nkeys + j];
+		nkeys += got;
 	}
-	packed = locks_pack_list(list, n * 3);
+	packed = locks_pack_list(list, nlist);
 	snprintf(lease, sizeof(lease), "%lld", (long long)all->ttl_ms);
 	{
 		const char *args[] = { lease, principal, packed };
 
 		s->sent_ms = now_ms();
-		scripts_run(all->b->redis, SCRIPT_SESSION_RENEW, (int)nkeys,
-			    (const char *const *)keys, 3, args, renew_on_reply, s);
+		scripts_run(all->b->redis, SCRIPT_SESSION_RENEW, 1, (const char *const *)keys, 3,
+			    args, renew_on_reply, s);
 	}
 	for (size_t k = 0; k < nkeys; k++)
 		free(keys[k]);

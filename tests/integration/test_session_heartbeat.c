@@ -1,0 +1,254 @@
+/* test_session_heartbeat.c -- what a session's heartbeat costs and what
+ * it renews (issue 30): one script per hash slot that holds any of its
+ * holdings, on standalone Redis (one for all) and on a Cluster; a holding
+ * taken over -- by another owner, or by its own owner anew, with another
+ * fencing token -- is reported dropped and not extended. */
+#include "../harness/cluster.h"
+#include "../harness/harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The kinds a session can hold: resource of name %s, the PUT's extra. */
+static const struct {
+	const char *res, *extra;
+} kinds[] = {
+	{ "/locks/%s", "" },
+	{ "/fairlocks/%s", "" },
+	{ "/rwlocks/%s/read", "" },
+	{ "/rwlocks/%s/write", "" },
+	{ "/semaphores/%s", "&limit=2" },
+};
+#define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
+
+/* Scripts every heartbeat runs besides the holdings' renewals: the
+ * session's own (session_read.lua) and its token name's count
+ * (session_count.lua). */
+#define HB_OWN_SCRIPTS 2
+
+/* POST /sessions?ttl_ms= on d; id gets its id ("" when it failed). */
+static void hb_session(const struct dlockd_srv *d, int ttl_ms, char id[40])
+{
+	struct http_resp r;
+	char p[64];
+	const char *s;
+
+	snprintf(p, sizeof(p), "/sessions?ttl_ms=%d", ttl_ms);
+	id[0] = '\0';
+	if (http_on(d->base, "POST", p, NULL, &r) == 0 && r.status == 201 &&
+	    (s = json_str(&r, "session")))
+		snprintf(id, 40, "%s", s);
+	http_free(&r);
+}
+
+/* Kind k of name n, taken on d for session id: the status. */
+static long hb_take(const struct dlockd_srv *d, size_t k, const char *n, const char *id)
+{
+	char res[300];
+
+	snprintf(res, sizeof(res), kinds[k].res, n);
+	return status_of(d, "PUT", "%s?session=%s%s", res, id, kinds[k].extra);
+}
+
+/* Every command the Redis of rs has run but INFO (INFO commandstats). */
+static long long hb_commands(const struct redis_srv *rs)
+{
+	redisReply *r = rcmd_on(rs, "INFO commandstats");
+	long long n = 0;
+
+	for (const char *p = r && r->type == REDIS_REPLY_STRING ? r->str : ""; *p;) {
+		const char *line = strstr(p, "cmdstat_"), *calls;
+
+		if (!line)
+			break;
+		calls = strstr(line, ":calls=");
+		p = calls ? calls + 1 : line + 1;
+		if (calls && strncmp(line, "cmdstat_info:", 13))
+			n += strtoll(calls + 7, NULL, 10);
+	}
+	if (r)
+		freeReplyObject(r);
+	return n;
+}
+
+/* The session id holds n holdings on d, kinds in turn, each on a name of
+ * its own (a read and a write of one rwlock: the write is on the next
+ * name). */
+static bool hb_hold_n(const struct dlockd_srv *d, const char *id, const char *prefix, int n)
+{
+	for (int i = 0; i < n; i++) {
+		char name[160];
+
+		snprintf(name, sizeof(name), "%s-%d", prefix, i);
+		if (hb_take(d, (size_t)i % NKINDS, name, id) != 200)
+			return false;
+	}
+	return true;
+}
+
+/* On standalone Redis a heartbeat runs the session's own scripts and one
+ * that renews every holding, however many (before: one renewal each, so
+ * 2 + n). Prints the cost for the bench note. */
+TEST(session_heartbeat_is_one_script_for_all_holdings_on_standalone)
+{
+	static const int counts[] = { 1, 10, 100 };
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d = { 0 };
+
+	CHECK(redis_dlockd_start(&rs, &d, NULL) == 0, "a redis and a dlockd of its own");
+	for (size_t t = 0; t < sizeof(counts) / sizeof(counts[0]); t++) {
+		int n = counts[t];
+		char id[40], prefix[64];
+		long long s0, c0, scripts, cmds, pttl;
+		int64_t t0, best = INT64_MAX;
+
+		snprintf(prefix, sizeof(prefix), "hb%d", n);
+		hb_session(&d, 60000, id);
+		CHECK(id[0], "POST /sessions");
+		CHECK(hb_hold_n(&d, id, prefix, n), "the session takes %d holdings", n);
+		CHECK(status_of(&d, "POST", "/sessions/%s/heartbeat", id) == 200, "first heartbeat");
+		s0 = redis_script_calls(&rs);
+		c0 = hb_commands(&rs);
+		CHECK(status_of(&d, "POST", "/sessions/%s/heartbeat", id) == 200, "heartbeat");
+		scripts = redis_script_calls(&rs) - s0;
+		cmds = hb_commands(&rs) - c0;
+		for (int k = 0; k < 5; k++) {
+			t0 = mono_ms();
+			CHECK(status_of(&d, "POST", "/sessions/%s/heartbeat", id) == 200, "heartbeat");
+			if (mono_ms() - t0 < best)
+				best = mono_ms() - t0;
+		}
+		printf("# heartbeat of %d holdings: %lld scripts, %lld redis commands, %lld ms "
+		       "(best of 5)\n", n, scripts, cmds, (long long)best);
+		CHECK(scripts == HB_OWN_SCRIPTS + 1,
+		      "a heartbeat of %d holdings ran %lld scripts; want %d (one for them all)", n,
+		      scripts, HB_OWN_SCRIPTS + 1);
+		pttl = rcmd_int_on(&rs, "PTTL %s-0", prefix);
+		CHECK(pttl > 50000, "the holding was renewed to the session's 60 s: PTTL %lld", pttl);
+		CHECK(status_of(&d, "DELETE", "/sessions/%s", id) == 200, "end it");
+	}
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
+}
+
+/* On a Cluster, one script per slot that holds any holding: 4 names on
+ * each of three slots (one a master), taken as four kinds, are three
+ * renewals (before: twelve). */
+TEST(session_heartbeat_is_one_script_per_slot_on_a_cluster)
+{
+	static struct redis_cluster c;	/* stopped at the test's end (test_at_end) */
+	struct dlockd_srv d;
+	char names[3][128], url[300], id[40], first[160] = "";
+	long long s0 = 0, s1 = 0;
+	int n = 0;
+
+	CHECK(cluster_start(&c, 3, 1) == 0, "the cluster starts");
+	test_at_end(cluster_stop_at_end, &c);
+	snprintf(url, sizeof(url), "redis://%s", c.seeds);
+	CHECK(dlockd_start(&d, url, NULL) == 0, "dlockd starts on %s", url);
+	CHECK(cluster_names_per_master(&c, "hbc", names), "a name on each master");
+	hb_session(&d, 60000, id);
+	CHECK(id[0], "POST /sessions on the cluster");
+	for (int m = 0; m < 3; m++)
+		for (size_t k = 0; k < 4; k++) {
+			char name[160], prefix[32];
+
+			snprintf(prefix, sizeof(prefix), "hbc%d%zu", m, k);
+			cluster_same_slot_name(names[m], prefix, name, sizeof(name));
+			CHECK(name[0], "a name on the slot of %s", names[m]);
+			/* lock, fair, read, semaphore: the write of a rwlock the
+			 * session reads would be on its name */
+			CHECK(hb_take(&d, k == 3 ? 4 : k, name, id) == 200, "the session takes %s",
+			      name);
+			if (!first[0])
+				snprintf(first, sizeof(first), "%s", name);	/* a plain lock */
+			n++;
+		}
+	CHECK(status_of(&d, "POST", "/sessions/%s/heartbeat", id) == 200, "first heartbeat");
+	for (int i = 0; i < c.n; i++)
+		s0 += redis_script_calls(&c.node[i]);
+	CHECK(status_of(&d, "POST", "/sessions/%s/heartbeat", id) == 200, "heartbeat");
+	for (int i = 0; i < c.n; i++)
+		s1 += redis_script_calls(&c.node[i]);
+	printf("# cluster heartbeat of %d holdings on 3 slots: %lld scripts\n", n, s1 - s0);
+	CHECK(s1 - s0 == HB_OWN_SCRIPTS + 3,
+	      "a heartbeat of %d holdings on 3 slots ran %lld scripts; want %d", n, s1 - s0,
+	      HB_OWN_SCRIPTS + 3);
+	CHECK(status_of(&d, "PUT", "/locks/%s?owner=x&ttl_ms=1000", first) == 409,
+	      "%s is still the session's", first);
+	CHECK(status_of(&d, "DELETE", "/sessions/%s", id) == 200, "end it");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+/* The lease left of lock n as GET /locks lists it (-1: not listed). */
+static long long hb_listed_ttl(const char *n)
+{
+	struct http_resp r;
+	long long ttl = -1;
+	char p[300];
+	json_t *locks;
+
+	snprintf(p, sizeof(p), "/locks?prefix=%s", n);
+	if (http("GET", p, NULL, &r) == 0 && r.status == 200 &&
+	    (locks = json_object_get(r.json, "locks")) && json_array_size(locks) == 1)
+		ttl = json_integer_value(json_object_get(json_array_get(locks, 0), "ttl_ms"));
+	http_free(&r);
+	return ttl;
+}
+
+/* A holding taken over since the session took it is reported dropped and
+ * left as it is: its lease ended (here: forced), then another owner took
+ * it, or the session's own owner id took it anew without the session (a
+ * new fencing token: before, the owner's new holding was renewed to the
+ * session's lease, and kept in the session). */
+TEST(session_heartbeat_drops_a_holding_taken_over_and_extends_it_not)
+{
+	static const size_t taken[] = { 0, 2, 4, 1 };	/* lock, read, semaphore, fair */
+	char id[40], p[400], n[4][160];
+	struct http_resp r;
+	const char *base = lockname("hbo");
+	json_t *dropped;
+
+	hb_session(&H_dlockd, 60000, id);
+	CHECK(id[0], "POST /sessions");
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(n[i], sizeof(n[i]), "%s%zu", base, i);
+		CHECK(hb_take(&H_dlockd, taken[i], n[i], id) == 200, "the session takes %s", n[i]);
+	}
+	CHECK(status_of(NULL, "DELETE", "/locks/%s?force=true", n[0]) == 200, "force %s", n[0]);
+	CHECK(status_of(NULL, "DELETE", "/rwlocks/%s/read?force=true", n[1]) == 200, "force %s",
+	      n[1]);
+	CHECK(status_of(NULL, "DELETE", "/semaphores/%s?force=true", n[2]) == 200, "force %s",
+	      n[2]);
+	CHECK(status_of(NULL, "DELETE", "/fairlocks/%s?force=true", n[3]) == 200, "force %s",
+	      n[3]);
+	/* the session's owner id takes three anew, without the session */
+	CHECK(status_of(NULL, "PUT", "/locks/%s?owner=%s&ttl_ms=3000", n[0], id) == 200, "again");
+	CHECK(status_of(NULL, "PUT", "/rwlocks/%s/read?owner=%s&ttl_ms=3000", n[1], id) == 200,
+	      "again");
+	CHECK(status_of(NULL, "PUT", "/semaphores/%s?owner=%s&ttl_ms=3000&limit=2", n[2], id) ==
+	      200, "again");
+	/* and another owner the fourth */
+	CHECK(status_of(NULL, "PUT", "/fairlocks/%s?owner=other&ttl_ms=3000", n[3]) == 200,
+	      "other");
+	snprintf(p, sizeof(p), "/sessions/%s/heartbeat", id);
+	CHECK(http("POST", p, NULL, &r) == 0, "heartbeat");
+	CHECK_STATUS(r, 200, "heartbeat");
+	dropped = json_object_get(r.json, "dropped");
+	CHECK(json_array_size(dropped) == 4, "all four are dropped: %s", r.body);
+	CHECK(json_array_size(json_object_get(r.json, "holdings")) == 0, "none kept: %s", r.body);
+	http_free(&r);
+	for (size_t i = 0; i < 4; i++) {
+		long long ttl = hb_listed_ttl(n[i]);
+
+		CHECK(ttl > 0 && ttl <= 3000, "%s keeps its own lease (%lld ms), not the session's",
+		      n[i], ttl);
+	}
+	snprintf(p, sizeof(p), "/sessions/%s", id);
+	CHECK(http("GET", p, NULL, &r) == 0, "GET");
+	CHECK(json_array_size(json_object_get(r.json, "holdings")) == 0,
+	      "the session no longer lists them: %s", r.body);
+	http_free(&r);
+	CHECK(status_of(NULL, "DELETE", "/sessions/%s", id) == 200, "end it");
+	CHECK(hb_listed_ttl(n[0]) > 0, "ending the session left %s alone", n[0]);
+}
