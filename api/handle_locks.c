@@ -24,6 +24,7 @@
 #include "api/server.h"
 #include "service/lock/acquire.h"
 #include "service/lock/listing.h"
+#include "service/lock/session_watch.h"
 #include "service/base/log.h"
 #include "service/base/metrics.h"
 #include "service/base/util.h"
@@ -273,18 +274,30 @@ static enum MHD_Result reply_refused(struct request *rq, enum lock_result r,
 }
 
 static enum MHD_Result session_record(struct request *rq);
+static enum MHD_Result reply_no_session(struct request *rq);
+
+/* A session-bound acquire no longer waits: stop hearing of its session. */
+static void session_unwatch(struct request *rq)
+{
+	session_watch_stop(rq->lock.session_watch);
+	rq->lock.session_watch = NULL;
+}
 
 /* Resumed by machine_done: answer the outcome. */
 static enum MHD_Result acquire_answer(struct request *rq)
 {
 	const struct acquire *a = &rq->lock.acquire;
+	bool session = rq->lock.params.given & P_SESSION;
 
+	session_unwatch(rq);
 	switch (a->outcome) {
 	case ACQUIRE_GRANTED:
-		if (rq->lock.params.given & P_SESSION)
+		if (session)
 			return session_record(rq);
 		return reply_granted(rq, &a->state);
 	case ACQUIRE_REFUSED:
+		if (session && a->result == LOCK_NOT_HELD)	/* session_ended */
+			return reply_no_session(rq);
 		return reply_refused(rq, a->result, &a->state);
 	case ACQUIRE_GONE:
 		return MHD_NO;
@@ -343,8 +356,20 @@ static void session_step_done(void *ctx, enum lock_result r, const struct sessio
 	server_resume(rq);
 }
 
+/* The session of a waiting acquire ended (DELETE, or its lease ran out,
+ * heard by any dlockd instance): the acquire stops waiting at once, gives
+ * back its queue place and is answered 404 session_not_found. */
+static void session_ended(void *ctx)
+{
+	struct request *rq = ctx;
+
+	session_unwatch(rq);
+	acquire_cancel(&rq->lock.acquire, LOCK_NOT_HELD);
+}
+
 /* Resumed after the session was read: take the lock with its lease left,
- * so the holding never outlives the session. */
+ * so the holding never outlives the session; one that may wait hears
+ * when the session ends. */
 static enum MHD_Result session_read_answer(struct request *rq)
 {
 	if (rq->lock.result == LOCK_NOT_HELD ||
@@ -352,6 +377,10 @@ static enum MHD_Result session_read_answer(struct request *rq)
 		return reply_no_session(rq);
 	if (rq->lock.result != LOCK_OK)
 		return reply_failure(rq, rq->lock.result, &rq->lock.state);
+	if (rq->lock.params.wait_ms > 0)
+		rq->lock.session_watch = session_watch_start(rq->backend, rq->lock.params.session,
+							     rq->lock.params.ttl_ms, session_ended,
+							     rq);
 	return acquire_begin(rq);
 }
 
@@ -441,6 +470,7 @@ static enum MHD_Result put_lock(struct request *rq)
 void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode toe)
 {
 	watch_end(&rq->lock.watch);
+	session_unwatch(rq);
 	if (acquire_end(&rq->lock.acquire, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)) {
 		metrics_lock(rq->route.kind, MOP_ACQUIRE, HANDLE_ABANDONED);
 		log_info("answer to the grant of %s '%s' was not delivered; taking it back",

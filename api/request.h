@@ -57,6 +57,8 @@ struct params {
 
 /* A lock operation's side of a request: what it asks for and what Redis
  * answered. Nothing in it is HTTP; the handler fills and reads it. */
+struct session_watch;
+
 struct lock_call {
 	struct params params;
 	/* a single Redis call's outcome (release, heartbeat, status), stored
@@ -72,6 +74,8 @@ struct lock_call {
 	/* an acquire with session=: the session's holding, once granted
 	 * (api/handle_sessions.c records it) */
 	struct session_holding holding;
+	/* ... while it waits: its session's end, heard (session_watch.h) */
+	struct session_watch *session_watch;
 };
 
 /* Per-request state on MHD's *req_cls: made on the first callback, freed

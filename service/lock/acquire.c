@@ -23,6 +23,10 @@
  *               --woken: gone / shutdown (leave, give the
  *                 queue place back unawaited) -------------> DONE gone / shutdown
  *   GIVING_BACK --dequeued ---------------------------------> DONE refused
+ *   SLEEPING    --cancelled (acquire_cancel: leave, give
+ *                 the place back) -------------------------> GIVING_BACK / DONE refused
+ *   TRYING      --cancelled: marked; tried and not granted
+ *                 ends as cancelled, not sleeping ---------> GIVING_BACK / DONE refused
  *
  * Subscribe, then retry: a release published between the first try and
  * the subscription would be missed, so a waiter that joins tries once more
@@ -141,6 +145,18 @@ static void finish_acquire(struct acquire *a, enum acquire_outcome outcome)
 	a->done(a->done_ctx);
 }
 
+/* Leave (lease_end_ms as in leave()) and answer a refusal once the queue
+ * place, if any, is given back. */
+static void refuse(struct acquire *a, int64_t lease_end_ms)
+{
+	leave(a, lease_end_ms);
+	if (give_back(a, dequeued)) {
+		a->phase = ACQUIRE_GIVING_BACK;
+		return;
+	}
+	finish_acquire(a, ACQUIRE_REFUSED);
+}
+
 /* TRYING: the try's outcome is in. */
 static void on_tried(struct acquire *a)
 {
@@ -163,6 +179,11 @@ static void on_tried(struct acquire *a)
 	}
 	if (r == LOCK_HELD)
 		a->holder_ttl_ms = st->ttl_ms;
+	if (a->cancel != LOCK_OK) {
+		a->result = a->cancel;	/* the caller stopped the wait meanwhile */
+		refuse(a, r == LOCK_HELD && st->retry_ms > 0 ? now + st->retry_ms : 0);
+		return;
+	}
 	if ((r == LOCK_HELD || (r == LOCK_BACKEND_DOWN && a->waiter)) && now < a->deadline_ms) {
 		if (!a->waiter) {
 			a->waiter = a->ops->join(a->b, a->kind, a->name, a->owner, a->fd, woken, a,
@@ -184,12 +205,7 @@ static void on_tried(struct acquire *a)
 		a->ops->sleep(a->waiter, retry_at);
 		return;
 	}
-	leave(a, r == LOCK_HELD && st->retry_ms > 0 ? now + st->retry_ms : 0);
-	if (give_back(a, dequeued)) {
-		a->phase = ACQUIRE_GIVING_BACK;
-		return;
-	}
-	finish_acquire(a, ACQUIRE_REFUSED);
+	refuse(a, r == LOCK_HELD && st->retry_ms > 0 ? now + st->retry_ms : 0);
 }
 
 /* SLEEPING: woken. */
@@ -249,6 +265,18 @@ void acquire_start(struct acquire *a)
 	a->outcome = ACQUIRE_NO_OUTCOME;
 	a->deadline_ms = a->ops->now_ms() + a->wait_ms;
 	step(a, EV_START);
+}
+
+void acquire_cancel(struct acquire *a, enum lock_result r)
+{
+	if (a->phase == ACQUIRE_IDLE || a->phase == ACQUIRE_DONE || a->cancel != LOCK_OK)
+		return;
+	a->cancel = r;
+	if (a->phase != ACQUIRE_SLEEPING)
+		return;		/* TRYING: on_tried ends it; GIVING_BACK: ending */
+	a->slept_ms += a->ops->now_ms() - a->sleep_since_ms;
+	a->result = r;
+	refuse(a, 0);
 }
 
 bool acquire_end(struct acquire *a, bool delivered)

@@ -117,11 +117,19 @@ struct acquire {
 					 * acquire_end() takes that grant back
 					 * (a repeat added none: it is left alone) */
 	int64_t grant_change;		/* ... its number in Redis (st.change) */
+	enum lock_result cancel;	/* acquire_cancel's result; LOCK_OK: none */
 };
 
 /* Start a's first try; a's inputs are set and the rest of it is zeroed.
  * done runs later, once, when a->outcome is in. */
 void acquire_start(struct acquire *a);
+
+/* Stop a's wait for a reason of the caller's (the session it acquires
+ * for ended): it leaves the lock's channel and gives back its queue
+ * place, then done runs with ACQUIRE_REFUSED and result r (not LOCK_OK).
+ * A try in flight ends so once it is answered, unless it granted: then
+ * the grant is the outcome, as ever. Nothing once the outcome is in. */
+void acquire_cancel(struct acquire *a, enum lock_result r);
 
 /* The request that owns a is over; delivered says its answer reached the
  * client. A grant that added a hold (a new holding, a counted re-entry)

@@ -2,7 +2,8 @@
  * it renews (issue 30): one script per hash slot that holds any of its
  * holdings, on standalone Redis (one for all) and on a Cluster; a holding
  * taken over -- by another owner, or by its own owner anew, with another
- * fencing token -- is reported dropped and not extended. */
+ * fencing token -- is reported dropped and not extended. And a session's
+ * waiting acquires (its queue places) end with it. */
 #include "../harness/cluster.h"
 #include "../harness/harness.h"
 
@@ -251,4 +252,79 @@ TEST(session_heartbeat_drops_a_holding_taken_over_and_extends_it_not)
 	http_free(&r);
 	CHECK(status_of(NULL, "DELETE", "/sessions/%s", id) == 200, "end it");
 	CHECK(hb_listed_ttl(n[0]) > 0, "ending the session left %s alone", n[0]);
+}
+
+/* ----- Queue places: a session's waiting acquires end with it ----- */
+
+/* How late past a session's end (or a release) an answer may come:
+ * generous for a loaded machine, far below the waits (20 s) it replaces. */
+#define LATE_MS 1500
+
+/* The owners queued for fair lock n, head first, as "a,b," into out. */
+static void hb_queue(const char *n, char *out, size_t cap)
+{
+	redisReply *r = rcmd("LRANGE redisson_lock_queue:{%s} 0 -1", n);
+	size_t len = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++)
+		len += (size_t)snprintf(out + len, len < cap ? cap - len : 0, "%s,",
+					r->element[i]->str);
+	if (r)
+		freeReplyObject(r);
+}
+
+/* A session's acquire that waits for a fair lock behind holder h, with c
+ * queued behind it, ends when the session does: by a DELETE sent to
+ * another dlockd instance, or at the session's lease end (no heartbeat).
+ * It is answered 404 session_not_found at once, its queue place is gone
+ * (c is next), and when h releases c is served at once. Before, it waited
+ * on: served the lock at h's release, it recorded nothing, released it
+ * and answered 404 only then. */
+TEST(session_end_answers_its_waiting_acquires_and_frees_their_queue_places)
+{
+	for (int by_lease = 0; by_lease < 2; by_lease++) {
+		const char *n = lockname(by_lease ? "hbq-lease" : "hbq-del");
+		struct dlockd_srv d2;
+		struct bg a, c;
+		char id[40], p[400], q[200];
+		int64_t t0, t1;
+
+		CHECK(dlockd_start(&d2, NULL, NULL) == 0, "a second dlockd");
+		CHECK(status_of(NULL, "PUT", "/fairlocks/%s?owner=h&ttl_ms=30000", n) == 200,
+		      "h holds %s", n);
+		hb_session(&H_dlockd, by_lease ? 1500 : 30000, id);
+		CHECK(id[0], "POST /sessions");
+		/* the session's acquire waits on the second instance */
+		snprintf(p, sizeof(p), "/fairlocks/%s?session=%s&wait_ms=20000", n, id);
+		bg_start_on(&a, d2.base, "PUT", p, NULL);
+		CHECK(WAIT_FOR((hb_queue(n, q, sizeof(q)), q[0] != '\0'), 5000),
+		      "the session's acquire is queued");
+		snprintf(p, sizeof(p), "/fairlocks/%s?owner=c&ttl_ms=5000&wait_ms=20000", n);
+		bg_start(&c, "PUT", p, NULL);
+		CHECK(WAIT_FOR((hb_queue(n, q, sizeof(q)), strchr(q, ',') != strrchr(q, ',')), 5000),
+		      "c is queued behind it");
+		snprintf(p, sizeof(p), "%s,c,", id);
+		CHECK(!strcmp(q, p), "the queue is the session's, then c: %s", q);
+		t0 = mono_ms();
+		if (!by_lease)
+			CHECK(status_of(NULL, "DELETE", "/sessions/%s", id) == 200, "DELETE it");
+		/* with by_lease, no heartbeat: the lease (1.5 s) runs out */
+		CHECK(WAIT_FOR(a.done_ms != 0, (by_lease ? 1500 : 0) + LATE_MS),
+		      "the session's acquire is answered when it ends");
+		bg_join(&a);
+		CHECK_ERROR(a.r, 404, "session_not_found", "the waiting acquire of an ended session");
+		printf("# %s: the waiting acquire answered %lld ms after %s\n", by_lease ?
+		       "lease end" : "DELETE", (long long)(a.done_ms - t0),
+		       by_lease ? "the session was made (ttl 1500 ms)" : "the DELETE");
+		http_free(&a.r);
+		hb_queue(n, q, sizeof(q));
+		CHECK(!strcmp(q, "c,"), "its queue place is gone, c is next: %s", q);
+		CHECK(c.done_ms == 0, "c still waits for h");
+		CHECK(status_of(NULL, "DELETE", "/fairlocks/%s?owner=h", n) == 200, "h releases");
+		t1 = mono_ms();
+		CHECK_GRANTED_WITHIN(c, t1, LATE_MS, "c, behind the ended session's place");
+		http_free(&c.r);
+		CHECK(dlockd_stop(&d2, 5000) == 0, "clean exit of the second dlockd");
+	}
 }
