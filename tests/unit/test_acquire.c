@@ -618,6 +618,57 @@ static void test_acquire__backend_down_keeps_no_place(void **state)
 	assert_null(a.place);
 }
 
+/* acquire_cancel (a session-bound acquire whose session ended): asleep
+ * with its place kept, it drops the place, leaves, gives the place back
+ * and is refused with the caller's result; a try in flight ends so when
+ * it answers held, but a grant stays a grant; once done, nothing. */
+static void test_acquire__cancelled_gives_back_its_place_and_is_refused(void **state)
+{
+	struct acquire a;
+
+	(void)state;
+	start(&a, 5000);
+	answer_try(LOCK_HELD, behind);
+	check_calls("try(queue) join(6000, fd 7) keep sleep(0)");
+	fake_now = 1400;
+	acquire_cancel(&a, LOCK_NOT_HELD);
+	check_calls("drop leave(0) dequeue(await)");
+	assert_int_equal(a.phase, ACQUIRE_GIVING_BACK);
+	assert_int_equal(dones, 0);	/* answered once the place is given back */
+	acquire_cancel(&a, LOCK_NOT_HELD);	/* again: nothing more */
+	check_calls("");
+	answer_dequeue();
+	check_calls("done");
+	assert_int_equal(a.outcome, ACQUIRE_REFUSED);
+	assert_int_equal(a.result, LOCK_NOT_HELD);
+	assert_int_equal(a.slept_ms, 400);
+	assert_false(a.queued);
+	acquire_cancel(&a, LOCK_NOT_HELD);	/* done: nothing */
+	check_calls("");
+	assert_false(acquire_end(&a, true));
+	check_calls("");
+
+	/* cancelled while a try is in flight, which answers held */
+	setup(NULL);
+	start(&a, 5000);
+	acquire_cancel(&a, LOCK_NOT_HELD);
+	check_calls("try(queue)");
+	answer_try(LOCK_HELD, held);
+	check_calls("dequeue(await)");	/* never joined: no channel to leave */
+	answer_dequeue();
+	check_calls("done");
+	assert_int_equal(a.outcome, ACQUIRE_REFUSED);
+	assert_int_equal(a.result, LOCK_NOT_HELD);
+
+	/* ... which answers a grant: the grant stands */
+	setup(NULL);
+	start(&a, 5000);
+	acquire_cancel(&a, LOCK_NOT_HELD);
+	answer_try(LOCK_OK, granted);
+	check_calls("try(queue) done");
+	assert_int_equal(a.outcome, ACQUIRE_GRANTED);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -649,6 +700,8 @@ int main(void)
 		cmocka_unit_test_setup(test_acquire__behind_the_head_gone_or_ended_drops_its_place,
 				       setup),
 		cmocka_unit_test_setup(test_acquire__backend_down_keeps_no_place, setup),
+		cmocka_unit_test_setup(test_acquire__cancelled_gives_back_its_place_and_is_refused,
+				       setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
