@@ -147,7 +147,7 @@ static void finish_acquire(struct acquire *a, enum acquire_outcome outcome)
 
 /* Leave (lease_end_ms as in leave()) and answer a refusal once the queue
  * place, if any, is given back. */
-static void refuse(struct acquire *a, int64_t lease_end_ms)
+static void end_refused(struct acquire *a, int64_t lease_end_ms)
 {
 	leave(a, lease_end_ms);
 	if (give_back(a, dequeued)) {
@@ -181,7 +181,7 @@ static void on_tried(struct acquire *a)
 		a->holder_ttl_ms = st->ttl_ms;
 	if (a->cancel != LOCK_OK) {
 		a->result = a->cancel;	/* the caller stopped the wait meanwhile */
-		refuse(a, r == LOCK_HELD && st->retry_ms > 0 ? now + st->retry_ms : 0);
+		end_refused(a, r == LOCK_HELD && st->retry_ms > 0 ? now + st->retry_ms : 0);
 		return;
 	}
 	if ((r == LOCK_HELD || (r == LOCK_BACKEND_DOWN && a->waiter)) && now < a->deadline_ms) {
@@ -205,7 +205,7 @@ static void on_tried(struct acquire *a)
 		a->ops->sleep(a->waiter, retry_at);
 		return;
 	}
-	refuse(a, r == LOCK_HELD && st->retry_ms > 0 ? now + st->retry_ms : 0);
+	end_refused(a, r == LOCK_HELD && st->retry_ms > 0 ? now + st->retry_ms : 0);
 }
 
 /* SLEEPING: woken. */
@@ -276,7 +276,7 @@ void acquire_cancel(struct acquire *a, enum lock_result r)
 		return;		/* TRYING: on_tried ends it; GIVING_BACK: ending */
 	a->slept_ms += a->ops->now_ms() - a->sleep_since_ms;
 	a->result = r;
-	refuse(a, 0);
+	end_refused(a, 0);
 }
 
 bool acquire_end(struct acquire *a, bool delivered)
