@@ -2,8 +2,11 @@
   hash slot (on standalone Redis or Sentinel, all of them): each renewed
   by its kind's own renewal (lua/lib/renew_*.lua), all in one call.
   libs: common renew_lock rw renew_rw sem renew_sem
-  KEYS[1] a key of that slot (the first holding's lock): Redis routes and
-          checks the call by it
+  KEYS    the holdings' locks on a Redis Cluster (elsewhere only the
+          first's): Redis routes and checks the call by them, so a slot
+          being migrated makes it redirect the call (ASK, TRYAGAIN) rather
+          than run it without the holdings moved already, which would look
+          gone. The script reads no key from KEYS.
   ARGV[1] lease ms                    ARGV[2] the session's token name ("": auth off)
   ARGV[3] the holdings as one argument (unpack_list), each as its kind
           ('lock', 'fair', 'read', 'write', 'semaphore'), owner, the
@@ -13,8 +16,9 @@
           hash, timeout key prefix, holders (rw_*_renew.lua); semaphore:
           count, permits, channel, holders (sem_renew.lua). Every one is
           in KEYS[1]'s slot (the caller groups them so): as Redisson's
-          rwlock_timeout keys, built from a prefix, they need not be
-          declared, and one argument carries them however many there are
+          rwlock_timeout keys, built from a prefix, the others need not
+          be declared, and one argument carries them however many there
+          are
   Returns {c1, c2, ...}  one per holding, in order: 1 renewed to ARGV[1];
                          0 gone, not renewed: released, its lease over,
                          held by another owner, or another holding of the

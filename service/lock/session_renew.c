@@ -2,8 +2,9 @@
  * per hash slot (lua/session_renew.lua): the holdings are sorted by the
  * slot of their lock's name (every key of a lock hashes there: Redisson's
  * {N} tags), each run of one slot cut into scripts of at most
- * SESSION_RENEW_CHUNK, and all the scripts pipelined at once. On
- * standalone Redis or Sentinel every holding is in "slot 0". What a
+ * SESSION_RENEW_CHUNK (on a Cluster SESSION_RENEW_DECLARED_MAX, below),
+ * and all the scripts pipelined at once. On standalone Redis or Sentinel
+ * every holding is in "slot 0". What a
  * single renewal does besides its script (locks_renew) is done here for
  * each holding kept: this loop's waiters on it hear its new lease end,
  * and with --redis-sync-replicas a WAIT follows (unconfirmed, the
@@ -24,6 +25,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* On a Cluster every holding's lock is declared in KEYS, so that a slot
+ * being migrated makes Redis redirect the call (ASK, TRYAGAIN) instead of
+ * running it without the holdings already moved, which would look gone.
+ * scripts_run() takes this many keys at most, besides the 3 arguments. */
+#define SESSION_RENEW_DECLARED_MAX (REDIS_CONN_MAX_ARGS - 8)
 
 /* One heartbeat's renewal of all its holdings. */
 struct renew_all {
@@ -133,15 +140,16 @@ static void renew_on_reply(void *ctx, redisReply *r)
 }
 
 /* Send the script of the holdings all->items[at[..].i] (n), which share a
- * slot: KEYS[1] the first one's lock, every holding's keys in the one
- * packed argument (lua/session_renew.lua says why). */
+ * slot: every holding's keys in the one packed argument, and as KEYS the
+ * first one's lock, or with declare every one's (lua/session_renew.lua
+ * says why). */
 static void renew_send(struct renew_all *all, const struct renew_slot *at, size_t n,
-		       const char *principal)
+		       bool declare, const char *principal)
 {
 	enum { PER = 3 + LOCKS_RENEW_KEYS_MAX };	/* strings a holding, at most */
 	struct renew_script *s = xmalloc(sizeof(*s) + n * sizeof(s->at[0]));
 	char **keys = xcalloc(n * LOCKS_RENEW_KEYS_MAX, sizeof(*keys));
-	const char **list = xcalloc(n * PER, sizeof(*list));
+	const char **list = xcalloc(n * PER, sizeof(*list)), **locks = xcalloc(n, sizeof(*locks));
 	char (*tokens)[24] = xcalloc(n, sizeof(*tokens));
 	char lease[24], *packed;
 	size_t nkeys = 0, nlist = 0;
@@ -153,6 +161,7 @@ static void renew_send(struct renew_all *all, const struct renew_slot *at, size_
 		size_t got = locks_renew_keys(h->kind, h->name, keys + nkeys);
 
 		s->at[k] = at[k].i;
+		locks[k] = keys[nkeys];		/* its lock, its first key */
 		snprintf(tokens[k], sizeof(tokens[k]), "%lld", (long long)h->token);
 		list[nlist++] = h->label;
 		list[nlist++] = h->owner;
@@ -167,13 +176,14 @@ static void renew_send(struct renew_all *all, const struct renew_slot *at, size_
 		const char *args[] = { lease, principal, packed };
 
 		s->sent_ms = now_ms();
-		scripts_run(all->b->redis, SCRIPT_SESSION_RENEW, 1, (const char *const *)keys, 3,
+		scripts_run(all->b->redis, SCRIPT_SESSION_RENEW, declare ? (int)n : 1, locks, 3,
 			    args, renew_on_reply, s);
 	}
 	for (size_t k = 0; k < nkeys; k++)
 		free(keys[k]);
 	free(keys);
 	free(list);
+	free(locks);
 	free(tokens);
 	free(packed);
 }
@@ -185,6 +195,7 @@ void session_renew_holdings(const struct backend *b, struct session_renew_item *
 	struct renew_all *all = xcalloc(1, sizeof(*all));
 	struct renew_slot *order = xcalloc(n, sizeof(*order));
 	bool cluster = redis_conn_is_cluster(b->redis);
+	size_t chunk = cluster ? SESSION_RENEW_DECLARED_MAX : SESSION_RENEW_CHUNK;
 
 	*all = (struct renew_all){ .b = b, .items = items, .n = n, .ttl_ms = ttl_ms, .done = done,
 				   .ctx = ctx };
@@ -199,10 +210,9 @@ void session_renew_holdings(const struct backend *b, struct session_renew_item *
 	/* scripts_run() answers later, never from inside: counting as they go
 	 * out cannot finish all early */
 	for (size_t i = 1, from = 0; i <= n; i++)
-		if (i == n || order[i].slot != order[from].slot ||
-		    i - from == SESSION_RENEW_CHUNK) {
+		if (i == n || order[i].slot != order[from].slot || i - from == chunk) {
 			all->pending++;
-			renew_send(all, order + from, i - from, principal);
+			renew_send(all, order + from, i - from, cluster, principal);
 			from = i;
 		}
 	free(order);

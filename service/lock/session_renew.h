@@ -25,7 +25,9 @@ struct session_renew_item {
 
 /* Holdings one script renews, at most: a heartbeat of the most holdings a
  * session may have (--max-session-holdings) is cut into scripts of this
- * many, so no script runs long. */
+ * many, so no script runs long. On a Cluster, fewer (16: each holding's
+ * lock is a declared key, session_renew.c says why); there names in one
+ * slot are few anyway. */
 #define SESSION_RENEW_CHUNK 128
 
 /* The holdings are renewed, or not: r is LOCK_OK, or the first failure
