@@ -329,3 +329,46 @@ TEST(session_end_answers_its_waiting_acquires_and_frees_their_queue_places)
 		CHECK(dlockd_stop(&d2, 5000) == 0, "clean exit of the second dlockd");
 	}
 }
+
+/* The same for a waiting writer of a read-write lock, whose place keeps
+ * new readers out, and a semaphore's waiter, whose place is counted: when
+ * the session ends, each is answered 404 at once and its place is gone --
+ * a new reader is served at once, the semaphore counts nobody waiting. */
+TEST(session_end_gives_back_a_waiting_writers_and_permits_place)
+{
+	const char *n = lockname("hbw"), *s = lockname("hbs");
+	struct bg w, p;
+	char id[40], path[400];
+	int64_t t0;
+
+	CHECK(status_of(NULL, "PUT", "/rwlocks/%s/read?owner=r1&ttl_ms=30000", n) == 200,
+	      "r1 reads %s", n);
+	CHECK(status_of(NULL, "PUT", "/semaphores/%s?owner=h&ttl_ms=30000&limit=1", s) == 200,
+	      "h takes the one permit of %s", s);
+	hb_session(&H_dlockd, 30000, id);
+	CHECK(id[0], "POST /sessions");
+	snprintf(path, sizeof(path), "/rwlocks/%s/write?session=%s&wait_ms=20000", n, id);
+	bg_start(&w, "PUT", path, NULL);
+	snprintf(path, sizeof(path), "/semaphores/%s?session=%s&limit=1&wait_ms=20000", s, id);
+	bg_start(&p, "PUT", path, NULL);
+	CHECK(WAIT_FOR(rcmd_int("ZCARD dlockd_rwlock_writers:{%s}", n) == 1 &&
+		       rcmd_int("ZCARD dlockd_sem_waiters:{%s}", s) == 1, 5000),
+	      "the session's writer and permit wait, each with its place");
+	CHECK(status_of(NULL, "PUT", "/rwlocks/%s/read?owner=r2&ttl_ms=30000", n) == 409,
+	      "the waiting writer keeps a new reader out");
+	t0 = mono_ms();
+	CHECK(status_of(NULL, "DELETE", "/sessions/%s", id) == 200, "DELETE the session");
+	bg_join(&w);
+	bg_join(&p);
+	CHECK_ERROR(w.r, 404, "session_not_found", "the waiting writer");
+	CHECK_ERROR(p.r, 404, "session_not_found", "the waiting permit");
+	CHECK(w.done_ms - t0 < LATE_MS * slow_factor() && p.done_ms - t0 < LATE_MS * slow_factor(),
+	      "both answered at once: %lld and %lld ms after the DELETE",
+	      (long long)(w.done_ms - t0), (long long)(p.done_ms - t0));
+	http_free(&w.r);
+	http_free(&p.r);
+	CHECK(rcmd_int("ZCARD dlockd_rwlock_writers:{%s}", n) == 0, "the writer's place is gone");
+	CHECK(rcmd_int("ZCARD dlockd_sem_waiters:{%s}", s) == 0, "the permit's place is gone");
+	CHECK(status_of(NULL, "PUT", "/rwlocks/%s/read?owner=r2&ttl_ms=30000", n) == 200,
+	      "a new reader is served at once");
+}
