@@ -372,3 +372,35 @@ TEST(session_end_gives_back_a_waiting_writers_and_permits_place)
 	CHECK(status_of(NULL, "PUT", "/rwlocks/%s/read?owner=r2&ttl_ms=30000", n) == 200,
 	      "a new reader is served at once");
 }
+
+/* A session kept alive by heartbeats keeps its waiting acquire waiting
+ * past many of its leases (the watch reads the session at each lease end
+ * and finds it renewed), and the acquire is served when the holder lets
+ * go. */
+TEST(session_kept_by_heartbeats_keeps_its_waiting_acquire)
+{
+	const char *n = lockname("hbk");
+	struct bg a;
+	char id[40], p[300];
+	int64_t start, t1;
+
+	CHECK(status_of(NULL, "PUT", "/fairlocks/%s?owner=h&ttl_ms=30000", n) == 200, "h holds");
+	hb_session(&H_dlockd, 1000, id);
+	CHECK(id[0], "POST /sessions");
+	snprintf(p, sizeof(p), "/fairlocks/%s?session=%s&wait_ms=20000", n, id);
+	bg_start(&a, "PUT", p, NULL);
+	/* 4x the session's ttl, kept by heartbeats alone */
+	start = mono_ms();
+	while (mono_ms() - start < 4000) {
+		CHECK(status_of(NULL, "POST", "/sessions/%s/heartbeat", id) == 200, "heartbeat");
+		sleep_ms(200);
+	}
+	CHECK(a.done_ms == 0, "the session's acquire still waits");
+	CHECK(status_of(NULL, "DELETE", "/fairlocks/%s?owner=h", n) == 200, "h releases");
+	t1 = mono_ms();
+	CHECK_GRANTED_WITHIN(a, t1, LATE_MS, "the session's acquire");
+	http_free(&a.r);
+	CHECK(rcmd_int("HEXISTS %s %s", n, id) == 1, "the session holds it");
+	CHECK(status_of(NULL, "DELETE", "/sessions/%s", id) == 200, "end it");
+	CHECK(rcmd_int("EXISTS %s", n) == 0, "released with the session");
+}
