@@ -14,6 +14,7 @@ struct client {
 	CURLM *multi;
 	CURL *easy;
 	struct curl_slist *headers;
+	struct curl_slist *json_headers;	/* headers, then Content-Type: JSON */
 	char *server;		/* without a trailing '/' */
 	char *body;		/* the answer's body so far */
 	size_t body_len;
@@ -64,7 +65,9 @@ struct client *client_create(const char *server, const char *token,
 		c->headers = curl_slist_append(NULL, h);
 		free(h);
 	}
-	if (!c->server || !c->multi || !c->easy || (token && !c->headers)) {
+	c->json_headers = curl_slist_append(c->headers ? curl_slist_append(NULL,
+						c->headers->data) : NULL, "Content-Type: application/json");
+	if (!c->server || !c->multi || !c->easy || (token && !c->headers) || !c->json_headers) {
 		client_free(c);
 		return NULL;
 	}
@@ -88,6 +91,7 @@ void client_free(struct client *c)
 	if (c->multi)
 		curl_multi_cleanup(c->multi);
 	curl_slist_free_all(c->headers);
+	curl_slist_free_all(c->json_headers);
 	free(c->server);
 	free(c->body);
 	free(c);
@@ -98,7 +102,8 @@ const char *client_server(const struct client *c)
 	return c->server;
 }
 
-void client_start(struct client *c, const char *method, const char *path, long timeout_ms)
+void client_start(struct client *c, const char *method, const char *path, const char *body,
+		  long timeout_ms)
 {
 	char *url = NULL;
 
@@ -112,10 +117,15 @@ void client_start(struct client *c, const char *method, const char *path, long t
 		url = NULL;
 	curl_easy_setopt(c->easy, CURLOPT_URL, url ? url : "");
 	free(url);		/* libcurl keeps its own copy */
+	/* without a body, neither body nor Content-Type: parameters are in
+	 * the query (HTTPGET forgets the last request's body) */
+	if (body)
+		curl_easy_setopt(c->easy, CURLOPT_COPYPOSTFIELDS, body);
+	else
+		curl_easy_setopt(c->easy, CURLOPT_HTTPGET, 1L);
 	curl_easy_setopt(c->easy, CURLOPT_CUSTOMREQUEST, method);
 	curl_easy_setopt(c->easy, CURLOPT_NOBODY, strcmp(method, "HEAD") == 0 ? 1L : 0L);
-	/* a POST with neither body nor Content-Type: parameters are in the query */
-	curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, c->headers);
+	curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, body ? c->json_headers : c->headers);
 	curl_easy_setopt(c->easy, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(c->easy, CURLOPT_WRITEDATA, c);
 	curl_easy_setopt(c->easy, CURLOPT_ERRORBUFFER, c->errbuf);
@@ -190,10 +200,10 @@ static bool fd_readable(int fd)
 	return poll(&p, 1, 0) > 0;
 }
 
-bool client_call(struct client *c, const char *method, const char *path, long timeout_ms,
-		 int fd, struct answer *a)
+bool client_call(struct client *c, const char *method, const char *path, const char *body,
+		 long timeout_ms, int fd, struct answer *a)
 {
-	client_start(c, method, path, timeout_ms);
+	client_start(c, method, path, body, timeout_ms);
 	for (;;) {
 		if (client_poll(c, fd, 1000)) {
 			client_finish(c, a);

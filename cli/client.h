@@ -35,10 +35,12 @@ void client_free(struct client *c);
 /* The server URL it talks to, for messages. */
 const char *client_server(const struct client *c);
 
-/* Start method on path (from "/", query included, already escaped),
- * giving up after timeout_ms. One request at a time: the previous one is
- * finished or aborted. */
-void client_start(struct client *c, const char *method, const char *path, long timeout_ms);
+/* Start method on path (from "/", query included, already escaped) with
+ * body (JSON; NULL: none, parameters are in the query), giving up after
+ * timeout_ms. One request at a time: the previous one is finished or
+ * aborted. */
+void client_start(struct client *c, const char *method, const char *path, const char *body,
+		  long timeout_ms);
 /* Let the request progress for up to wait_ms, returning early when it is
  * done or when fd (if >= 0) is readable. True when it is done: then
  * client_finish() hands out the answer. */
@@ -50,8 +52,8 @@ void client_finish(struct client *c, struct answer *a);
 void client_abort(struct client *c);
 /* Start, wait (a signal on fd, if >= 0, aborts it: returns false) and
  * finish in one go. */
-bool client_call(struct client *c, const char *method, const char *path, long timeout_ms,
-		 int fd, struct answer *a);
+bool client_call(struct client *c, const char *method, const char *path, const char *body,
+		 long timeout_ms, int fd, struct answer *a);
 
 /* The "error" code of an error answer ("locked", "not_held"), or "". */
 const char *answer_code(const struct answer *a);

@@ -16,6 +16,7 @@
 #include "args.h"
 #include "lease.h"
 #include "run.h"
+#include "session.h"
 
 #define DEFAULT_SERVER "http://127.0.0.1:8080"
 #define DEFAULT_TTL_MS 15000
@@ -24,6 +25,7 @@
 static const char usage_text[] =
 "usage: dlock run [options] NAME [--] COMMAND [ARGS...]\n"
 "       dlock run [options] NAME -c 'SHELL COMMAND'   (as flock -c: with sh -c)\n"
+"       dlock run [options] NAME,NAME... [--] COMMAND   several locks, all or none\n"
 "       dlock acquire [options] NAME      print DLOCK_* assignments for eval\n"
 "       dlock renew [options] [NAME]      renew the lease (a heartbeat)\n"
 "       dlock release [options] [NAME]    release one hold (--force: whoever holds it)\n"
@@ -85,6 +87,13 @@ static const char usage_text[] =
 "grace. What the command leaves running in its group when it exits is\n"
 "stopped the same way before the release. An --owner must be unique to each\n"
 "run: a second run with a holder's owner id is refused as a conflict.\n"
+"\n"
+"dlock run a,b,c takes the locks a, b and c all or none (of --kind, each\n"
+"of --limit), through one session of dlockd whose id is DLOCK_OWNER and\n"
+"DLOCK_SESSION: it waits holding none of them, so runs over overlapping\n"
+"names never deadlock; one heartbeat renews them all; losing any is\n"
+"losing the lease. DLOCK_FENCING_TOKENS is name=token,... for each,\n"
+"DLOCK_FENCING_TOKEN the first name's. --owner is not taken with them.\n"
 "\n"
 "Exit status: the command's own; 128+N if it was killed by signal N (or dlock\n"
 "was, while waiting); 1 (or -E) not acquired within the wait; 64 usage error\n"
@@ -301,6 +310,49 @@ static char *read_token(const struct opts *o, bool *bad)
 	return line;
 }
 
+/* `dlock run a,b,c`: the names of list, each valid and given once, into
+ * *names (free() it and its first string, which holds them all). */
+static int split_names(const char *list, const struct opts *o, char ***names, size_t *n)
+{
+	size_t cap = 1;
+	char *copy, *rest, *p;
+
+	if (o->owner)
+		return usage_error("--owner '%s' is not for several names: their owner is "
+				   "the session dlock makes", o->owner);
+	for (p = (char *)list; *p; p++)
+		cap += *p == ',';
+	if (cap > 64)
+		return usage_error("'%.64s...': at most 64 names at once", list);
+	*n = 0;
+	*names = calloc(cap, sizeof(**names));
+	rest = copy = strdup(list);
+	if (!*names || !copy) {
+		free(*names);
+		free(copy);
+		*names = NULL;
+		return EXIT_UNAVAILABLE;
+	}
+	while ((p = strsep(&rest, ","))) {
+		int bad = 0;
+
+		if (!lease_id_ok(p, 200))
+			bad = usage_error("NAME '%s' in the list must be 1 to 200 of A-Z a-z 0-9 . _ : -",
+					  p);
+		for (size_t i = 0; !bad && i < *n; i++)
+			if (!strcmp((*names)[i], p))
+				bad = usage_error("NAME '%s' is given twice", p);
+		if (bad) {
+			free(copy);
+			free(*names);
+			*names = NULL;
+			return bad;
+		}
+		(*names)[(*n)++] = p;
+	}
+	return 0;
+}
+
 /* ----- Subcommands ----- */
 
 static int exit_of(enum lease_outcome out, const struct opts *o)
@@ -379,7 +431,7 @@ static int cmd_status(struct lease *l)
 	int status;
 
 	snprintf(path, sizeof(path), fmt[l->kind], l->name);
-	client_call(l->client, "GET", path, 10000, -1, &a);
+	client_call(l->client, "GET", path, NULL, 10000, -1, &a);
 	if (a.status == 200 && json_is_boolean(json_object_get(a.json, "locked"))) {
 		json_dumpf(a.json, stdout, JSON_COMPACT);
 		putchar('\n');
@@ -472,7 +524,7 @@ static char *waiting_cell(struct client *c, const char *kind, const char *name)
 	if (!strcmp(kind, "rwlock"))
 		return strdup("-");
 	snprintf(path, sizeof(path), "/%ss/%s", strcmp(kind, "lock") ? kind : "fairlock", name);
-	client_call(c, "GET", path, 10000, -1, &a);
+	client_call(c, "GET", path, NULL, 10000, -1, &a);
 	q = a.status == 200 ? json_object_get(a.json, "queue_length") : NULL;
 	out = a.status != 200 ? strdup("?") : json_is_integer(q)
 		? fmt_dup("%lld", (long long)json_integer_value(q)) : strdup("-");
@@ -526,7 +578,7 @@ static int cmd_list(struct client *c, const char *prefix, enum list_output outpu
 			 cursor ? "&cursor=" : "", cursor ? cursor : "");
 		free(cursor);
 		cursor = NULL;
-		client_call(c, "GET", path, 10000, -1, &a);
+		client_call(c, "GET", path, NULL, 10000, -1, &a);
 		if (a.status != 200 || !json_is_array(json_object_get(a.json, "locks"))) {
 			fprintf(stderr, "dlock: list: %s%s\n",
 				a.status == 200 ? "an answer that is no listing"
@@ -598,6 +650,8 @@ int main(int argc, char **argv)
 	static const char *const server_env[] = { "DLOCKD_URL", "DLOCK_SERVER", NULL };
 	struct lease l = { 0 };
 	const char *cmd, *name = NULL, *env_name, *server_from = "--server";
+	char **names = NULL;
+	size_t n_names = 0;
 	char *sh_argv[] = { (char *)"sh", (char *)"-c", NULL, NULL }, **command;
 	int first = 0, status, n = -1, at = 1;
 	bool bad_token, dashdash = false;
@@ -638,8 +692,14 @@ int main(int argc, char **argv)
 		name = env_name;
 	if (n != C_LIST && !name)
 		return usage_error("%s needs the lock's NAME", cmd);
-	if (n != C_LIST && !lease_id_ok(name, 200))
+	if (n == C_RUN && name && strchr(name, ',')) {
+		if ((status = split_names(name, &o, &names, &n_names)))
+			return status;
+	} else if (n != C_LIST && name && strchr(name, ',')) {
+		return usage_error("several names ('%s') are for dlock run", name);
+	} else if (n != C_LIST && !lease_id_ok(name, 200)) {
 		return usage_error("NAME '%s' must be 1 to 200 of A-Z a-z 0-9 . _ : -", name);
+	}
 	if ((n == C_RENEW || n == C_RELEASE) && env_name && name && !strcmp(name, env_name)) {
 		if (!o.owner && getenv("DLOCK_OWNER") && lease_id_ok(getenv("DLOCK_OWNER"), 128))
 			o.owner = getenv("DLOCK_OWNER");
@@ -731,6 +791,9 @@ int main(int argc, char **argv)
 	}
 	l.kind = o.kind;
 	l.name = name;
+	l.names = names;
+	l.n_names = n_names;
+	l.ops = names ? &session_lease_ops : NULL;
 	l.ttl_ms = o.ttl_ms;
 	l.verbose = o.verbose;
 	l.limit = o.limit;
@@ -759,5 +822,9 @@ int main(int argc, char **argv)
 	}
 	client_free(l.client);
 	curl_global_cleanup();
+	free(l.fencing_tokens);
+	if (names)
+		free(names[0]);
+	free(names);
 	return status;
 }

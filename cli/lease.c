@@ -1,6 +1,7 @@
 /* lease.c -- one lock as dlock holds it (see lease.h): the requests of the
  * lock's kind, what their answers mean, and the patience dlock has with
- * a dlockd that is failing over or restarting. */
+ * a dlockd that is failing over or restarting. A lease held some other
+ * way (several names, session.c) is handed to its lease_ops. */
 #include "lease.h"
 
 #include <poll.h>
@@ -10,15 +11,14 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The longest long poll dlock asks for: dlockd's default --max-wait-ms. A
- * dlockd set lower answers 400 and dlock halves it until it is taken. */
-#define WAIT_CHUNK_MS 300000
+/* The longest long poll: a dlockd set lower answers 400 and dlock halves
+ * it until it is taken. */
+#define WAIT_CHUNK_MS LEASE_WAIT_CHUNK_MS
 /* How long dlockd may be unreachable or answer 5xx in a row before dlock
  * gives up on a request (it waits for Retry-After, or 250 ms growing to
  * 2 s, in between): a restart or a Redis failover takes less. */
 #define RETRY_FOR_MS 10000
-/* What a request may take beyond the wait it asks for. */
-#define SLACK_MS 10000
+#define SLACK_MS LEASE_SLACK_MS
 
 int64_t mono_ms(void)
 {
@@ -135,8 +135,7 @@ const char *lease_hint(const struct answer *a)
 	return "";
 }
 
-/* Print what an unwelcome answer says, doing what. */
-static void say_answer(const struct lease *l, const char *doing, const struct answer *a)
+void lease_say_answer(const struct lease *l, const char *doing, const struct answer *a)
 {
 	if (a->status == 0)
 		lease_say(l, "%s: cannot reach dlockd at %s: %s%s", doing, client_server(l->client),
@@ -189,7 +188,6 @@ static char *acquire_extras(const struct lease *l)
 	return s;
 }
 
-/* Sleep up to ms, or until sigfd is readable: false then. */
 /* Is a signal waiting on sigfd? */
 static bool signalled(int sigfd)
 {
@@ -198,7 +196,7 @@ static bool signalled(int sigfd)
 	return sigfd >= 0 && poll(&p, 1, 0) > 0;
 }
 
-static bool pause_ms(int sigfd, int64_t ms)
+bool lease_pause_ms(int sigfd, int64_t ms)
 {
 	struct pollfd p = { .fd = sigfd, .events = POLLIN };
 
@@ -207,10 +205,7 @@ static bool pause_ms(int sigfd, int64_t ms)
 	return poll(&p, sigfd >= 0 ? 1 : 0, (int)ms) <= 0;
 }
 
-/* After a failed attempt at now (first_fail_ms: when the run of failures
- * began), how long to wait before the next; -1 when it is time to give up. */
-static int64_t retry_in(const struct answer *a, int64_t first_fail_ms, int64_t now,
-			int attempt)
+int64_t lease_retry_in(const struct answer *a, int64_t first_fail_ms, int64_t now, int attempt)
 {
 	int64_t ms = a->retry_after_s > 0 ? a->retry_after_s * 1000LL
 					  : (attempt < 3 ? 250LL << attempt : 2000);
@@ -274,9 +269,9 @@ static enum lease_outcome confirm(struct lease *l, int sigfd)
 		}
 		client_finish(l->client, &a);
 		out = lease_renewed(l, &a, sent);
-		next = out == LEASE_UNAVAILABLE ? retry_in(&a, first_fail, mono_ms(), attempt++) : -1;
+		next = out == LEASE_UNAVAILABLE ? lease_retry_in(&a, first_fail, mono_ms(), attempt++) : -1;
 		if (out != LEASE_OK && out != LEASE_LOST && next < 0) {
-			say_answer(l, "granted after a wait, but renewing it at once failed, so its "
+			lease_say_answer(l, "granted after a wait, but renewing it at once failed, so its "
 				   "lease is not known: releasing", &a);
 			lease_release(l, false, true, true);
 			out = LEASE_UNAVAILABLE;
@@ -284,7 +279,7 @@ static enum lease_outcome confirm(struct lease *l, int sigfd)
 		answer_release(&a);
 		if (next < 0)
 			return out;
-		if (!pause_ms(sigfd, next)) {
+		if (!lease_pause_ms(sigfd, next)) {
 			lease_release(l, false, true, false);
 			return LEASE_INTERRUPTED;
 		}
@@ -317,7 +312,8 @@ static enum lease_outcome acquire(struct lease *l, int64_t wait_ms, int sigfd)
 		snprintf(path, sizeof(path), "%s?owner=%s&ttl_ms=%lld&wait_ms=%lld%s", base, l->owner,
 			 (long long)l->ttl_ms, (long long)wait, extras ? extras : "");
 		free(extras);
-		if (!client_call(l->client, "PUT", path, (long)(wait + SLACK_MS), sigfd, &a)) {
+		if (!client_call(l->client, "PUT", path, NULL, (long)(wait + SLACK_MS), sigfd,
+				 &a)) {
 			/* the grant may be on its way: give it back -- unless the
 			 * owner id is shared, where a release could take the hold
 			 * of another run of that owner if this PUT never arrived
@@ -363,12 +359,12 @@ static enum lease_outcome acquire(struct lease *l, int64_t wait_ms, int sigfd)
 					  client_server(l->client), a.status,
 					  *answer_code(&a) ? " " : "", answer_code(&a),
 					  RETRY_FOR_MS / 1000);
-			next = retry_in(&a, first_fail, now, attempt++);
+			next = lease_retry_in(&a, first_fail, now, attempt++);
 			if (next < 0 || now >= deadline)
-				say_answer(l, "acquiring", &a);
+				lease_say_answer(l, "acquiring", &a);
 		} else {
 			if (out != LEASE_OK)
-				say_answer(l, "acquiring", &a);
+				lease_say_answer(l, "acquiring", &a);
 			answer_release(&a);
 			return out;
 		}
@@ -377,7 +373,7 @@ static enum lease_outcome acquire(struct lease *l, int64_t wait_ms, int sigfd)
 			break;
 		if (next > deadline - now)
 			next = deadline - now;
-		if (!pause_ms(sigfd, next))
+		if (!lease_pause_ms(sigfd, next))
 			return LEASE_INTERRUPTED;
 	}
 	if (out == LEASE_CONFLICT)
@@ -388,9 +384,13 @@ static enum lease_outcome acquire(struct lease *l, int64_t wait_ms, int sigfd)
 enum lease_outcome lease_acquire(struct lease *l, int64_t wait_ms, int sigfd)
 {
 	int64_t t0 = mono_ms();
-	enum lease_outcome out = acquire(l, wait_ms, sigfd);
+	enum lease_outcome out = l->ops ? l->ops->acquire(l, wait_ms, sigfd)
+					: acquire(l, wait_ms, sigfd);
 
-	if (out == LEASE_OK && l->verbose)
+	if (out == LEASE_OK && l->verbose && l->fencing_tokens)
+		lease_say(l, "acquired after %.3f s, fencing tokens %s, lease %lld ms",
+			  (double)(mono_ms() - t0) / 1000, l->fencing_tokens, (long long)l->ttl_ms);
+	else if (out == LEASE_OK && l->verbose)
 		lease_say(l, "acquired after %.3f s, fencing token %lld, lease %lld ms",
 			  (double)(mono_ms() - t0) / 1000, l->fencing_token, (long long)l->ttl_ms);
 	return out;
@@ -402,10 +402,14 @@ void lease_renew_start(struct lease *l, long timeout_ms)
 {
 	char path[512], base[300];
 
+	if (l->ops) {
+		l->ops->renew_start(l, timeout_ms);
+		return;
+	}
 	lock_path(l, "/heartbeat", base, sizeof(base));
 	snprintf(path, sizeof(path), "%s?owner=%s&ttl_ms=%lld", base, l->owner,
 		 (long long)l->ttl_ms);
-	client_start(l->client, "POST", path, timeout_ms);
+	client_start(l->client, "POST", path, NULL, timeout_ms);
 }
 
 enum lease_outcome lease_renewed(struct lease *l, struct answer *a, int64_t sent_ms)
@@ -413,43 +417,56 @@ enum lease_outcome lease_renewed(struct lease *l, struct answer *a, int64_t sent
 	enum lease_outcome out = lease_outcome_of(a);
 	json_t *ttl = json_object_get(a->json, "ttl_ms");
 
+	if (l->ops)
+		return l->ops->renewed(l, a, sent_ms);
 	if (out == LEASE_OK && json_is_integer(ttl))
 		l->end_ms = sent_ms + json_integer_value(ttl);
 	else if (out == LEASE_OK)
 		out = LEASE_UNAVAILABLE;
 	if (out == LEASE_LOST)
-		say_answer(l, "renewing", a);
+		lease_say_answer(l, "renewing", a);
 	return out;
+}
+
+void lease_call_patient(const struct lease *l, const char *method, const char *path,
+			const char *body, bool patient, struct answer *a)
+{
+	int64_t first_fail = mono_ms();
+	int attempt = 0;
+
+	for (;;) {
+		int64_t next;
+
+		client_call(l->client, method, path, body, 5000, -1, a);
+		next = patient && lease_outcome_of(a) == LEASE_UNAVAILABLE
+			       ? lease_retry_in(a, first_fail, mono_ms(), attempt++) : -1;
+		if (next < 0)
+			return;
+		answer_release(a);
+		lease_pause_ms(-1, next);
+	}
 }
 
 enum lease_outcome lease_release(struct lease *l, bool force, bool quiet_not_held,
 				 bool patient)
 {
 	char path[512], base[300];
-	int64_t first_fail = mono_ms();
 	enum lease_outcome out;
-	int attempt = 0;
+	struct answer a;
 
+	if (l->ops)
+		return l->ops->release(l, quiet_not_held, patient);
 	lock_path(l, "", base, sizeof(base));
 	if (force)
 		snprintf(path, sizeof(path), "%s?force=true", base);
 	else
 		snprintf(path, sizeof(path), "%s?owner=%s", base, l->owner);
-	for (;;) {
-		struct answer a;
-		int64_t next;
-
-		client_call(l->client, "DELETE", path, 5000, -1, &a);
-		out = lease_outcome_of(&a);
-		next = out == LEASE_UNAVAILABLE && patient
-			       ? retry_in(&a, first_fail, mono_ms(), attempt++) : -1;
-		if (next < 0 && out != LEASE_OK && !(out == LEASE_LOST && quiet_not_held))
-			say_answer(l, "releasing", &a);
-		if (out == LEASE_OK && l->verbose)
-			lease_say(l, "released");
-		answer_release(&a);
-		if (next < 0)
-			return out;
-		pause_ms(-1, next);
-	}
+	lease_call_patient(l, "DELETE", path, NULL, patient, &a);
+	out = lease_outcome_of(&a);
+	if (out != LEASE_OK && !(out == LEASE_LOST && quiet_not_held))
+		lease_say_answer(l, "releasing", &a);
+	if (out == LEASE_OK && l->verbose)
+		lease_say(l, "released");
+	answer_release(&a);
+	return out;
 }

@@ -1,5 +1,7 @@
-/* lease.h -- one lock as dlock holds it: acquiring (long polls one after
- * another), renewing, releasing, and dlock's exit codes. */
+/* lease.h -- a lease as dlock holds it: one lock (lease.c), or several
+ * held all or none through a session of dlockd (session.c); acquiring
+ * (long polls one after another), renewing, releasing, and dlock's exit
+ * codes. */
 #ifndef DLOCK_LEASE_H
 #define DLOCK_LEASE_H
 
@@ -35,8 +37,21 @@ enum lease_outcome {
 	LEASE_INVALID,		/* 400: a name or value dlockd does not take */
 };
 
+struct lease;
+
+/* The requests of a lease held some other way than one lock's: session.c's
+ * for several names. As lease_acquire, lease_renew_start, lease_renewed
+ * and lease_release. */
+struct lease_ops {
+	enum lease_outcome (*acquire)(struct lease *l, int64_t wait_ms, int sigfd);
+	void (*renew_start)(struct lease *l, long timeout_ms);
+	enum lease_outcome (*renewed)(struct lease *l, struct answer *a, int64_t sent_ms);
+	enum lease_outcome (*release)(struct lease *l, bool quiet_not_held, bool patient);
+};
+
 struct lease {
 	struct client *client;
+	const struct lease_ops *ops;	/* NULL: one lock, name */
 	enum lease_kind kind;
 	const char *name;
 	char owner[129];
@@ -45,8 +60,13 @@ struct lease {
 	bool verbose;		/* -v: say when it is granted and released */
 	int limit;		/* a semaphore's permits (--limit) */
 	const char *value;	/* the holder value to give with the grant; NULL: none */
+	/* several names (`dlock run a,b`, ops set): taken all or none for a
+	 * session, whose id becomes owner; name is their comma-separated list */
+	char **names;
+	size_t n_names;
 	/* once granted */
-	long long fencing_token;
+	long long fencing_token;	/* several names: names[0]'s */
+	char *fencing_tokens;	/* several names: "a=12,b=7", owned (free()) */
 	int64_t end_ms;		/* mono_ms() by which the lease surely ends */
 };
 
@@ -87,5 +107,23 @@ enum lease_outcome lease_renewed(struct lease *l, struct answer *a, int64_t sent
  * but LEASE_OK and (quiet_not_held) LEASE_LOST. */
 enum lease_outcome lease_release(struct lease *l, bool force, bool quiet_not_held,
 				 bool patient);
+
+/* ----- For session.c: how lease.c waits and speaks ----- */
+
+/* The longest long poll dlock asks for: dlockd's default --max-wait-ms. */
+#define LEASE_WAIT_CHUNK_MS 300000
+/* What a request may take beyond the wait it asks for. */
+#define LEASE_SLACK_MS 10000
+/* Print what an unwelcome answer says, doing what. */
+void lease_say_answer(const struct lease *l, const char *doing, const struct answer *a);
+/* After a failed attempt at now (first_fail_ms: when the run of failures
+ * began), how long to wait before the next; -1 when it is time to give up. */
+int64_t lease_retry_in(const struct answer *a, int64_t first_fail_ms, int64_t now, int attempt);
+/* Sleep up to ms, or until sigfd (if >= 0) is readable: false then. */
+bool lease_pause_ms(int sigfd, int64_t ms);
+/* method path (body: JSON or NULL), with patient: a failing dlockd is
+ * retried for a few seconds. The last answer is in *a (answer_release). */
+void lease_call_patient(const struct lease *l, const char *method, const char *path,
+			const char *body, bool patient, struct answer *a);
 
 #endif

@@ -203,6 +203,13 @@ static pid_t spawn(const struct lease *l, char *const argv[], const struct inher
 			unsetenv("DLOCK_MODE");
 		setenv("DLOCK_OWNER", l->owner, 1);
 		setenv("DLOCK_FENCING_TOKEN", token, 1);
+		if (l->fencing_tokens) {	/* several names: each one's, and the session */
+			setenv("DLOCK_FENCING_TOKENS", l->fencing_tokens, 1);
+			setenv("DLOCK_SESSION", l->owner, 1);
+		} else {
+			unsetenv("DLOCK_FENCING_TOKENS");
+			unsetenv("DLOCK_SESSION");
+		}
 		setenv("DLOCK_TTL_MS", ttl, 1);	/* a `dlock renew` inside keeps the lease */
 		execvp(argv[0], argv);
 		e = errno;
