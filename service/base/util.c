@@ -103,24 +103,42 @@ int64_t now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-void random_hex(char *out, size_t nbytes)
-{
-	static const char digits[] = "0123456789abcdef";
-	unsigned char buf[64];
-	size_t i, got = 0;
+/* Kernel randomness is fetched 4 KiB at a time per thread: one getrandom()
+ * serves 256 request ids instead of one each. What was handed out is
+ * wiped, so a later read of this buffer learns nothing of earlier ids. */
+#define RANDOM_POOL 4096
 
-	if (nbytes > sizeof(buf))
-		abort();
-	while (got < nbytes) {
-		ssize_t n = getrandom(buf + got, nbytes - got, 0);
+static __thread unsigned char random_pool[RANDOM_POOL];
+static __thread size_t random_left;
+
+static void random_refill(void)
+{
+	size_t got = 0;
+
+	while (got < RANDOM_POOL) {
+		ssize_t n = getrandom(random_pool + got, RANDOM_POOL - got, 0);
 
 		if (n < 0)
 			abort();	/* only EINTR-free kernels with no entropy */
 		got += (size_t)n;
 	}
-	for (i = 0; i < nbytes; i++) {
-		out[2 * i] = digits[buf[i] >> 4];
-		out[2 * i + 1] = digits[buf[i] & 15];
+	random_left = RANDOM_POOL;
+}
+
+void random_hex(char *out, size_t nbytes)
+{
+	static const char digits[] = "0123456789abcdef";
+
+	if (nbytes > 64)
+		abort();
+	if (random_left < nbytes)
+		random_refill();
+	for (size_t i = 0; i < nbytes; i++) {
+		unsigned char *b = &random_pool[RANDOM_POOL - random_left--];
+
+		out[2 * i] = digits[*b >> 4];
+		out[2 * i + 1] = digits[*b & 15];
+		*b = 0;
 	}
 	out[2 * nbytes] = '\0';
 }
