@@ -412,8 +412,16 @@ static enum MHD_Result session_record_answer(struct request *rq)
 	}
 	if (r == LOCK_OK)
 		return reply_granted(rq, &a->state);
-	locks_release(rq->backend, rq->route.kind, rq->name, rq->lock.params.owner, rq->principal,
-		      NULL, NULL);
+	if (r == LOCK_NOT_OWNER)	/* a repeat of a holding that is not this session's */
+		return reply_error(rq, ERR_NOT_OWNER, NULL,
+				   "owner '%s' holds %s '%s' already, outside session '%s' (another "
+				   "session, or none): a session's holdings are its own; give "
+				   "another owner, or none (the session id)", rq->lock.params.owner,
+				   locks_kind_label(rq->route.kind), rq->name,
+				   rq->lock.params.session);
+	if (a->state.added)	/* a hold this request added: give it back */
+		locks_release(rq->backend, rq->route.kind, rq->name, rq->lock.params.owner,
+			      rq->principal, NULL, NULL);
 	if (r == LOCK_NOT_HELD)
 		return reply_no_session(rq);
 	if (r == LOCK_TOO_MANY_HOLDS)
@@ -432,7 +440,8 @@ static enum MHD_Result session_record(struct request *rq)
 
 	*h = (struct session_holding){ .kind = rq->route.kind, .name = rq->name,
 				       .owner = rq->lock.params.owner,
-				       .token = rq->lock.acquire.state.token };
+				       .token = rq->lock.acquire.state.token,
+				       .repeat = !rq->lock.acquire.state.added };
 	sessions_record(rq->backend, rq->lock.params.session, h, rq->cfg->session_holdings_max,
 			session_step_done, rq);
 	return server_suspend(rq, session_record_answer);
@@ -455,6 +464,10 @@ static enum MHD_Result put_lock(struct request *rq)
 			return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
 					   "give either session or ttl_ms, not both: a session's "
 					   "holding lives as long as the session");
+		if (p->reentrant)
+			return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
+					   "reentrant=true is not for a session: a session holds a "
+					   "lock once, and ending it releases the holding whole");
 		if (!(p->given & P_OWNER))
 			memcpy(p->owner, p->session, sizeof(p->session));
 		sessions_read(rq->backend, p->session, rq->principal, session_step_done, rq);

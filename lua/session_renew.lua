@@ -7,7 +7,9 @@
           being migrated makes it redirect the call (ASK, TRYAGAIN) rather
           than run it without the holdings moved already, which would look
           gone. The script reads no key from KEYS.
-  ARGV[1] lease ms                    ARGV[2] the session's token name ("": auth off)
+  ARGV[1] lease ms; 0: renew nothing, only tell which holdings are still
+          the session's (its end releases those)
+  ARGV[2] the session's token name ("": auth off)
   ARGV[3] the holdings as one argument (unpack_list), each as its kind
           ('lock', 'fair', 'read', 'write', 'semaphore'), owner, the
           fencing token it was recorded with, then its keys, as its kind's
@@ -19,7 +21,8 @@
           rwlock_timeout keys, built from a prefix, the others need not
           be declared, and one argument carries them however many there
           are
-  Returns {c1, c2, ...}  one per holding, in order: 1 renewed to ARGV[1];
+  Returns {c1, c2, ...}  one per holding, in order: 1 renewed to ARGV[1]
+                         (lease 0: still the session's, not renewed);
                          0 gone, not renewed: released, its lease over,
                          held by another owner, or another holding of the
                          same owner (its fencing token is not the one
@@ -68,7 +71,9 @@ while i <= #listed do
   -- that is no hash: not a lock's, gone as its renewal would say)
   if type_ok(owners, 'hash') then
     local now_token = owners_entry(owners, owner .. row[3])
-    if not now_token or now_token == token then
+    if lease == 0 then
+      code = (not now_token or now_token == token) and 1 or 0
+    elseif not now_token or now_token == token then
       local r = renew_one(kind, i + 3, owner)
       if r.err then
         return r

@@ -111,7 +111,7 @@ static void renew_on_reply(void *ctx, redisReply *r)
 	struct lock_state st = { 0 };
 	enum lock_result res = locks_check_answer(r, "session_renew", "session holdings", "",
 						  &st);
-	int64_t left = locks_lease_left(all->ttl_ms, s->sent_ms);
+	int64_t left = all->ttl_ms ? locks_lease_left(all->ttl_ms, s->sent_ms) : 0;
 
 	if (res == LOCK_OK && (r->type != REDIS_REPLY_ARRAY || r->elements != s->n))
 		res = locks_unexpected("session_renew", "session holdings", "", &st);
@@ -126,6 +126,10 @@ static void renew_on_reply(void *ctx, redisReply *r)
 			h->gone = true;	/* not renewed: no longer the session's */
 		else if (left > 0)
 			renew_kept(all->b, h, left);
+	}
+	if (!all->ttl_ms) {	/* checked only */
+		renew_script_done(s, LOCK_OK);
+		return;
 	}
 	if (left == 0) {
 		/* renewed too late to count: the lease was over on arrival */

@@ -39,7 +39,9 @@ typedef void (*session_renew_fn)(void *ctx, enum lock_result r,
 /* Renew the n holdings items to ttl_ms under token name principal; a
  * holding found gone (released, its lease over, taken over, or another
  * holding of its owner: its fencing token is not items[i].token) is not
- * renewed and gets items[i].gone. items, their strings and principal must
+ * renewed and gets items[i].gone. ttl_ms 0 renews nothing: gone then
+ * marks only the holdings of another fencing token (a session's end
+ * releases the others). items, their strings and principal must
  * last until done runs, later, once, on b's loop; n is 1 or more. */
 void session_renew_holdings(const struct backend *b, struct session_renew_item *items,
 			    size_t n, const char *principal, int64_t ttl_ms,

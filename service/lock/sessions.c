@@ -127,9 +127,14 @@ static char *sess_member_of(const struct session_holding *h)
 			 (long long)h->token);
 }
 
-/* Split the members of array r into c->info.holdings; -1 when one is not
- * a member this module writes. */
-static int sess_holdings_of(struct sess_call *c, const redisReply *r)
+static void sess_record_member(struct sess_call *c, const char *member, int64_t cap, bool add,
+			       bool repeat);
+
+/* Split the members of array r into c->info.holdings. A member this
+ * dlockd cannot read (garbage, or a kind it does not know) holds nothing
+ * it could renew or release: it is left out, logged, and a heartbeat
+ * drops it from the session, so the others are kept as ever. */
+static void sess_holdings_of(struct sess_call *c, const redisReply *r)
 {
 	size_t n = r && r->type == REDIS_REPLY_ARRAY ? r->elements : 0;
 
@@ -141,17 +146,23 @@ static int sess_holdings_of(struct sess_call *c, const redisReply *r)
 		char *name = strchr(m, '\t'), *owner = name ? strchr(name + 1, '\t') : NULL;
 		char *token = owner ? strchr(owner + 1, '\t') : NULL;
 
+		if (token)
+			*name++ = *owner++ = *token++ = '\0';
+		if (!token || sess_kind_of(m, &h->kind) < 0 || !*name || !*owner) {
+			log_warn("session %s: a holding this dlockd cannot read ('%.64s'): %s", c->id,
+				 sess_str_of(r->element[i]), c->op == S_HEARTBEAT ? "dropped"
+										  : "left out");
+			if (c->op == S_HEARTBEAT)
+				sess_record_member(sess_call_new(c->b, S_DROP, c->id, NULL, NULL),
+						   sess_str_of(r->element[i]), 0, false, false);
+			free(m);
+			continue;
+		}
 		c->members[c->info.n++] = m;
-		if (!token)
-			return -1;
-		*name++ = *owner++ = *token++ = '\0';
-		if (sess_kind_of(m, &h->kind) < 0)
-			return -1;
 		h->name = name;
 		h->owner = owner;
 		h->token = strtoll(token, NULL, 10);
 	}
-	return 0;
 }
 
 /* Check r as an answer to c's script: LOCK_OK when it is an array. */
@@ -266,12 +277,13 @@ static bool sess_found(struct sess_call *c, const redisReply *r, const char *cmd
 		sess_finish(c, LOCK_NOT_HELD);
 		return false;
 	}
-	if (r->elements != n || sess_holdings_of(c, r->element[holdings]) < 0) {
+	if (r->elements != n) {
 		struct lock_state st = { 0 };
 
 		sess_finish(c, locks_unexpected(cmd, "session", c->id, &st));
 		return false;
 	}
+	sess_holdings_of(c, r->element[holdings]);
 	return true;
 }
 
@@ -330,19 +342,31 @@ static void sess_on_recorded(void *ctx, redisReply *r)
 	} else if (code == -1) {
 		c->info.cap_n = locks_elem_int(r, 1);
 		sess_finish(c, LOCK_TOO_MANY_HOLDS);
+	} else if (code == -2) {
+		sess_finish(c, LOCK_NOT_OWNER);
 	} else {
 		sess_finish(c, LOCK_NOT_HELD);
 	}
 }
 
-static void sess_record_run(struct sess_call *c, const struct session_holding *h, int64_t cap,
-		       bool add)
+/* Run session_add.lua for member: add it (repeat: the grant added no
+ * hold, so it must be the session's already) or drop it. */
+static void sess_record_member(struct sess_call *c, const char *member, int64_t cap, bool add,
+			       bool repeat)
 {
-	char *member = sess_member_of(h), capv[24];
-	const char *args[] = { member, capv, add ? "1" : "0" };
+	char capv[24];
+	const char *args[] = { member, capv, add ? "1" : "0", repeat ? "0" : "1" };
 
 	snprintf(capv, sizeof(capv), "%lld", (long long)cap);
-	sess_run(c, SCRIPT_SESSION_ADD, 3, args, sess_on_recorded);
+	sess_run(c, SCRIPT_SESSION_ADD, 4, args, sess_on_recorded);
+}
+
+static void sess_record_run(struct sess_call *c, const struct session_holding *h, int64_t cap,
+			    bool add)
+{
+	char *member = sess_member_of(h);
+
+	sess_record_member(c, member, cap, add, h->repeat);
 	free(member);
 }
 
@@ -360,23 +384,31 @@ static void sess_item_done(struct sess_call *c)
 		sess_finish(c, c->result);
 }
 
-/* send(c, h, it) for each of c's holdings, all at once; each answer's
- * callback ends with sess_item_done(c), the last one finishing c. With no
- * holding, c is finished at once. */
+/* send(c, h, it) for each of c's holdings not gone, all at once; each
+ * answer's callback ends with sess_item_done(c), the last one finishing
+ * c. With none to send, c is finished at once. */
 static void sess_each_holding(struct sess_call *c,
 			      void (*send)(struct sess_call *c, const struct session_holding *h,
 					   struct sess_item *it))
 {
-	if (!c->info.n) {
+	size_t n = c->info.n, sent = 0, total = 0;
+
+	for (size_t i = 0; i < n; i++)
+		total += !c->info.holdings[i].gone;
+	c->pending = total;
+	c->result = LOCK_OK;
+	if (!total) {
 		sess_finish(c, LOCK_OK);
 		return;
 	}
-	c->pending = c->info.n;
-	c->result = LOCK_OK;
-	for (size_t i = 0; i < c->info.n; i++) {
-		struct sess_item *it = xmalloc(sizeof(*it));
+	for (size_t i = 0; i < n && sent < total; i++) {
+		struct sess_item *it;
 
+		if (c->info.holdings[i].gone)
+			continue;
+		it = xmalloc(sizeof(*it));
 		*it = (struct sess_item){ c, i };
+		sent++;
 		send(c, &c->info.holdings[i], it);
 	}
 }
@@ -398,23 +430,28 @@ static void sess_on_renewed(void *ctx, enum lock_result r, struct session_renew_
 	sess_finish(c, r);
 }
 
-/* Renew every holding of c, one script per hash slot (session_renew.h). */
-static void sess_renew_next(struct sess_call *c)
+/* c's holdings as session_renew.h takes them (free() them). */
+static struct session_renew_item *sess_renew_items(const struct sess_call *c)
 {
-	struct session_renew_item *items;
+	struct session_renew_item *items = xcalloc(c->info.n, sizeof(*items));
 
-	if (!c->info.n) {
-		sess_finish(c, LOCK_OK);
-		return;
-	}
-	items = xcalloc(c->info.n, sizeof(*items));
 	for (size_t i = 0; i < c->info.n; i++) {
 		const struct session_holding *h = &c->info.holdings[i];
 
 		items[i] = (struct session_renew_item){ h->kind, sessions_kind_label(h->kind),
 							h->name, h->owner, h->token, false };
 	}
-	session_renew_holdings(c->b, items, c->info.n, c->creator, c->info.ttl_ms,
+	return items;
+}
+
+/* Renew every holding of c, one script per hash slot (session_renew.h). */
+static void sess_renew_next(struct sess_call *c)
+{
+	if (!c->info.n) {
+		sess_finish(c, LOCK_OK);
+		return;
+	}
+	session_renew_holdings(c->b, sess_renew_items(c), c->info.n, c->creator, c->info.ttl_ms,
 			       sess_on_renewed, c);
 }
 
@@ -449,6 +486,21 @@ static void sess_send_release(struct sess_call *c, const struct session_holding 
 	locks_release(c->b, h->kind, h->name, h->owner, c->creator, sess_on_released, it);
 }
 
+/* Which holdings are still the session's known: release those. One whose
+ * fencing token changed (its owner took the lock again outside the
+ * session) is not the session's to release; when the check failed, every
+ * holding is released, as its owner id says. */
+static void sess_on_checked(void *ctx, enum lock_result r, struct session_renew_item *items,
+			    size_t n)
+{
+	struct sess_call *c = ctx;
+
+	for (size_t i = 0; i < n; i++)
+		c->info.holdings[i].gone = r == LOCK_OK && items[i].gone;
+	free(items);
+	sess_each_holding(c, sess_send_release);
+}
+
 static void sess_on_ended(void *ctx, redisReply *r)
 {
 	struct sess_call *c = ctx;
@@ -457,7 +509,12 @@ static void sess_on_ended(void *ctx, redisReply *r)
 		return;
 	c->info.creator = c->creator = xstrdup(sess_str_of(r->element[2]));
 	sess_count_keep(c, c->creator, "del");
-	sess_each_holding(c, sess_send_release);
+	if (!c->info.n) {
+		sess_finish(c, LOCK_OK);
+		return;
+	}
+	session_renew_holdings(c->b, sess_renew_items(c), c->info.n, c->creator, 0,
+			       sess_on_checked, c);
 }
 
 void sessions_end(const struct backend *b, const char *id, const char *principal,

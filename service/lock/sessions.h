@@ -26,7 +26,10 @@ struct session_holding {
 	const char *owner;
 	int64_t token;		/* its fencing token when it was taken */
 	bool gone;		/* heartbeat: found released or taken over, and
-				 * dropped from the session */
+				 * dropped from the session; end: its owner took
+				 * it again outside the session: not released */
+	bool repeat;		/* record: the grant added no hold (the owner's
+				 * repeat), so it must be the session's already */
 };
 
 /* What a session is; valid during the callback only. */
@@ -62,7 +65,9 @@ void sessions_read(const struct backend *b, const char *id, const char *principa
 		   session_fn done, void *ctx);
 /* Record holding h of session id (at most cap holdings); s->lease_ms is
  * the session's lease left. LOCK_NOT_HELD: it ended meanwhile (the
- * caller releases the holding). */
+ * caller releases the holding). LOCK_NOT_OWNER: h->repeat, and the
+ * session has no such holding: its owner holds it outside the session
+ * (the caller releases nothing: the holding is not this session's). */
 void sessions_record(const struct backend *b, const char *id, const struct session_holding *h,
 		     int64_t cap, session_fn done, void *ctx);
 /* Heartbeat: renew session id (principal as in sessions_read) and then
@@ -75,7 +80,9 @@ void sessions_heartbeat(const struct backend *b, const char *id, const char *pri
 			session_fn done, void *ctx);
 /* End session id (principal as in sessions_read): delete it and release
  * every holding it recorded (whose release publishes: waiters are served
- * at once). s->holdings are what it held. */
+ * at once), but one its owner has taken again outside the session (its
+ * fencing token changed: s->holdings[i].gone). s->holdings are what it
+ * held. */
 void sessions_end(const struct backend *b, const char *id, const char *principal,
 		  session_fn done, void *ctx);
 

@@ -1,0 +1,194 @@
+/* test_session_probe.c -- hostile probes of sessions (issue 30), each the
+ * smallest reproduction of a fault found by attacking them as a careless
+ * or hostile client, or an unlucky operator, would. Each fails until its
+ * fault is fixed; the comment above each says what it shows, what was
+ * observed and what is expected. */
+#include "../harness/harness.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+/* POST /sessions?ttl_ms= on d (NULL: H_dlockd); id gets its id, "" on
+ * failure. */
+static void probe_session(const struct dlockd_srv *d, int ttl_ms, char id[40])
+{
+	struct http_resp r;
+	char p[64];
+	const char *s;
+
+	snprintf(p, sizeof(p), "/sessions?ttl_ms=%d", ttl_ms);
+	id[0] = '\0';
+	if (http_on(d ? d->base : H_dlockd.base, "POST", p, NULL, &r) == 0 && r.status == 201 &&
+	    (s = json_str(&r, "session")) && strlen(s) == 32)
+		snprintf(id, 40, "%s", s);
+	http_free(&r);
+}
+
+/* Does session id on d list a holding named name? -1 when GET fails. */
+static int lists_holding(const struct dlockd_srv *d, const char *id, const char *name)
+{
+	struct http_resp r;
+	char p[80];
+	json_t *h, *it;
+	size_t i;
+	int found = 0;
+
+	snprintf(p, sizeof(p), "/sessions/%s", id);
+	if (http_on(d ? d->base : H_dlockd.base, "GET", p, NULL, &r) != 0 || r.status != 200) {
+		http_free(&r);
+		return -1;
+	}
+	h = json_object_get(r.json, "holdings");
+	json_array_foreach(h, i, it)
+		if (!strcmp(json_string_value(json_object_get(it, "name")) ?: "", name))
+			found = 1;
+	http_free(&r);
+	return found;
+}
+
+/* A holding taken twice for a session with reentrant=true was recorded
+ * once (holds 2), and DELETE /sessions/{id} released one hold: the lock
+ * stayed held until its lease end, renewed by nobody, and its waiters
+ * were not served at the end. A session holds a lock once: reentrant=true
+ * with session= is refused (400) and adds nothing, and the session's end
+ * frees every lock it took. */
+TEST(session_probe_reentrant_holding_survives_delete)
+{
+	static const char *const res[] = { "/locks/%s", "/fairlocks/%s", "/rwlocks/%s/read",
+					   "/rwlocks/%s/write" };
+	const char *n = lockname("sp-reent");
+	char id[40], nm[160], q[300];
+
+	probe_session(NULL, 30000, id);
+	CHECK(id[0], "POST /sessions");
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(nm, sizeof(nm), "%s%zu", n, i);
+		snprintf(q, sizeof(q), res[i], nm);
+		CHECK(status_of(NULL, "PUT", "%s?session=%s", q, id) == 200,
+		      "the session takes %s", q);
+		CHECK(status_of(NULL, "PUT", "%s?session=%s&reentrant=true", q, id) == 400,
+		      "reentrant=true with a session is refused (%s)", q);
+		CHECK(status_of(NULL, "PUT", "%s?session=%s", q, id) == 200,
+		      "a repeat without it is the same holding (%s)", q);
+	}
+	CHECK(status_of(NULL, "DELETE", "/sessions/%s", id) == 200, "DELETE the session");
+	CHECK(status_of(NULL, "PUT", "/locks/%s0?owner=other&ttl_ms=1000", n) == 200,
+	      "the lock is free once its session ended");
+	CHECK(status_of(NULL, "PUT", "/fairlocks/%s1?owner=other&ttl_ms=1000", n) == 200,
+	      "the fair lock is free once its session ended");
+	CHECK(status_of(NULL, "PUT", "/rwlocks/%s2/write?owner=other&ttl_ms=1000", n) == 200,
+	      "the read lock is free once its session ended");
+	CHECK(status_of(NULL, "PUT", "/rwlocks/%s3/write?owner=other&ttl_ms=1000", n) == 200,
+	      "the write lock is free once its session ended");
+}
+
+/* A session's holding released on its own (DELETE /locks/{name}?owner=,
+ * as the guide allows) and taken again outside the session by the same
+ * owner, with its own 60 s lease: the session still names it (the
+ * heartbeat and the end match kind, name and owner, never the fencing
+ * token), so the next heartbeat cuts the new holding's lease to the
+ * session's ttl_ms and DELETE /sessions/{id} releases it. Observed: lease
+ * 60 s -> 2 s at the heartbeat, the lock freed by the session's end.
+ * Expected: the heartbeat drops the old holding (its token is gone) and
+ * leaves the new one alone; ending the session does not touch it. */
+TEST(session_probe_retaken_lock_is_cut_and_freed_by_the_old_session)
+{
+	const char *n = lockname("sp-retake");
+	char id[40];
+
+	probe_session(NULL, 2000, id);
+	CHECK(id[0], "POST /sessions");
+	CHECK(status_of(NULL, "PUT", "/locks/%s?session=%s&owner=w1", n, id) == 200,
+	      "the session takes the lock as owner w1");
+	CHECK(status_of(NULL, "DELETE", "/locks/%s?owner=w1", n) == 200,
+	      "w1 releases it on its own");
+	CHECK(status_of(NULL, "PUT", "/locks/%s?owner=w1&ttl_ms=60000", n) == 200,
+	      "w1 takes it again, outside the session, for 60 s");
+	CHECK(status_of(NULL, "POST", "/sessions/%s/heartbeat", id) == 200, "heartbeat");
+	CHECK(rcmd_int("PTTL %s", n) > 30000, "the new holding keeps its 60 s lease: PTTL %lld ms",
+	      rcmd_int("PTTL %s", n));
+	CHECK(status_of(NULL, "DELETE", "/sessions/%s", id) == 200, "end the session");
+	CHECK(rcmd_int("EXISTS %s", n) == 1, "the lock w1 took outside the session is still held");
+	lock_release(&H_dlockd, n, "w1");
+}
+
+/* The same, ended with no heartbeat in between: the session's end
+ * released the lock its owner had taken again outside the session.
+ * Expected: the end releases only holdings whose fencing token is the
+ * one the session recorded. */
+TEST(session_probe_end_leaves_a_lock_retaken_outside)
+{
+	const char *n = lockname("sp-retake-end");
+	char id[40];
+
+	probe_session(NULL, 30000, id);
+	CHECK(id[0], "POST /sessions");
+	CHECK(status_of(NULL, "PUT", "/locks/%s?session=%s&owner=w1", n, id) == 200,
+	      "the session takes the lock as owner w1");
+	CHECK(lock_release(&H_dlockd, n, "w1") == 200, "w1 releases it on its own");
+	CHECK(lock_hold(&H_dlockd, n, "w1", 60000), "w1 takes it again, outside the session");
+	CHECK(status_of(NULL, "DELETE", "/sessions/%s", id) == 200, "end the session");
+	CHECK(rcmd_int("EXISTS %s", n) == 1, "the lock w1 took outside the session is still held");
+	lock_release(&H_dlockd, n, "w1");
+}
+
+/* One holding recorded by two sessions: with owner=w, session B's acquire
+ * of a lock session A holds is a repeat of A's grant (same owner, same
+ * fencing token) and B records it too. Ending A releases it, while B
+ * still lists it as its own and lives: another client takes the lock as
+ * B's user believes it holds it. Observed: after A's DELETE, B lists the
+ * lock and "other" is granted it. Expected: a holding belongs to at most
+ * one session (B's acquire refused, 409), or ending A leaves it held. */
+TEST(session_probe_one_holding_in_two_sessions)
+{
+	const char *n = lockname("sp-two");
+	char a[40], b[40];
+
+	probe_session(NULL, 30000, a);
+	probe_session(NULL, 30000, b);
+	CHECK(a[0] && b[0], "two sessions");
+	CHECK(status_of(NULL, "PUT", "/locks/%s?session=%s&owner=w", n, a) == 200,
+	      "session A takes the lock as owner w");
+	CHECK(status_of(NULL, "PUT", "/locks/%s?session=%s&owner=w", n, b) == 409,
+	      "session B's acquire with A's owner is refused: not B's holding");
+	CHECK(lists_holding(NULL, b, n) == 0, "B records nothing");
+	CHECK(lists_holding(NULL, a, n) == 1, "A still has it");
+	CHECK(status_of(NULL, "DELETE", "/sessions/%s", b) == 200, "end session B");
+	CHECK(status_of(NULL, "PUT", "/locks/%s?owner=other&ttl_ms=1000", n) == 409,
+	      "B's end released nothing of A's: the lock is still held");
+	CHECK(status_of(NULL, "DELETE", "/sessions/%s", a) == 200, "end session A");
+	CHECK(status_of(NULL, "PUT", "/locks/%s?owner=other&ttl_ms=1000", n) == 200,
+	      "A's end released it");
+}
+
+/* A holdings member this dlockd cannot read (a kind a newer dlockd records
+ * during a rolling upgrade, or any garbage) poisons the session: every
+ * heartbeat answers 500 but has renewed the session and none of its
+ * holdings, which run out while the session lives on; DELETE answers 500
+ * but has ended the session, and releases nothing. Observed: after two
+ * heartbeats over 1.5x the ttl the lock is free (session still there), and
+ * DELETE leaves the lock held. Expected: a member it cannot read is
+ * skipped (or dropped) and the others are renewed and released as ever. */
+TEST(session_probe_an_unreadable_member_poisons_heartbeat_and_end)
+{
+	const char *n = lockname("sp-poison");
+	char id[40];
+	int64_t start;
+
+	probe_session(NULL, 1000, id);
+	CHECK(id[0], "POST /sessions");
+	CHECK(status_of(NULL, "PUT", "/locks/%s?session=%s", n, id) == 200, "the session takes it");
+	CHECK(rcmd_int("SADD dlockd_session:{%s}:holdings %s", id,
+		       "multi\tsp-poison-x\tw\t7") == 1, "a member of a kind this dlockd lacks");
+	start = mono_ms();
+	while (mono_ms() - start < 2500) {
+		long st = status_of(NULL, "POST", "/sessions/%s/heartbeat", id);
+
+		CHECK(st == 200, "heartbeat: %ld", st);
+		sleep_ms(250);	/* heartbeats at a quarter of the ttl, the wait under test */
+	}
+	CHECK(rcmd_int("EXISTS %s", n) == 1, "the lock is kept by the heartbeats");
+	CHECK(status_of(NULL, "DELETE", "/sessions/%s", id) == 200, "DELETE the session");
+	CHECK(rcmd_int("EXISTS %s", n) == 0, "the session's end released the lock");
+}
