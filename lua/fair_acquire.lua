@@ -6,6 +6,8 @@
   KEYS[4] deadlines redisson_lock_timeout:{N}
   KEYS[5] channel prefix redisson_lock__channel:{N}; waiter w listens on <prefix>:<w>
   KEYS[6] holders dlockd_lock_owners:{N}
+  KEYS[7] watchers' channel dlockd_lock_state:{N}: a new holding publishes
+          'acquired' there (a refusal of the channel is let be)
   ARGV[1] lease ms                    ARGV[2] owner field
   ARGV[3] queue entry lifetime ms; "0" = try once, never queue
   ARGV[4] "1": a re-entry counts a hold; "0": it is a repeat, no hold added
@@ -70,6 +72,7 @@ if take then
   owners_value(KEYS[6], owner, ARGV[8], ARGV[9], true)
   local change = owners_bump(KEYS[6], owner, '1 0 0')
   owners_sync(KEYS[6], KEYS[1])
+  redis.pcall(PUBLISH, KEYS[7], 'acquired')
   return {1, token, 1, lease, 1, change}
 end
 if reenter then

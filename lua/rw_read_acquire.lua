@@ -5,6 +5,8 @@
   KEYS[3] timeout key prefix {N}: hold k of owner F lives in {N}:F:rwlock_timeout:k
   KEYS[4] waiting writers dlockd_rwlock_writers:{N} (owner -> deadline, Redis ms)
   KEYS[5] holders dlockd_lock_owners:{N}
+  KEYS[6] watchers' channel dlockd_lock_state:{N}: a new read holding
+          publishes 'acquired' there (a refusal of the channel is let be)
   ARGV[1] lease ms                    ARGV[2] owner field
   ARGV[3] (unused: readers take no queue place)
   ARGV[4] "1": a re-entry counts a hold (a new read hold with its own
@@ -111,4 +113,7 @@ for i = 1, #record do
 end
 local change = owners_bump(KEYS[5], owner, added .. ' ' .. table.concat(record, ' '))
 owners_sync(KEYS[5], KEYS[1])
+if holds == 1 and added == 1 then
+  redis.pcall(PUBLISH, KEYS[6], 'acquired')
+end
 return {1, token, holds, pttl, added, change}

@@ -2,6 +2,9 @@
   libs: common rw
   KEYS[1] lock hash N                 KEYS[2] channel redisson_rwlock:{N}
   KEYS[3] timeout key prefix {N}      KEYS[4] holders dlockd_lock_owners:{N}
+  KEYS[5] watchers' channel dlockd_lock_state:{N}: the end of the owner's
+          holding publishes 'released' there, unless "0" went to KEYS[2],
+          where the watchers listen too (a refusal of the channel is let be)
   ARGV[1] owner field                 ARGV[2] the caller's token name ("": auth off)
   Returns {1, holds, free}  released; holds = the owner's read holds left;
                             free = 1 when nobody holds N any more ("0" published)
@@ -24,7 +27,7 @@ if refusal then
 end
 -- "0" goes out before the first write, decided from what the release will
 -- leave: nobody (or no live read hold), or one reader of a read lock
-local s = rw_scan(KEYS[1], KEYS[3], fields)
+local s, told = rw_scan(KEYS[1], KEYS[3], fields), false
 for _, r in ipairs(s.readers) do
   if r.field == owner and #r.live > 0 then
     if owners_refused(KEYS[4], owner, ARGV[2]) then
@@ -34,6 +37,7 @@ for _, r in ipairs(s.readers) do
     if readers + s.writers == 0 or
        (s.mode ~= 'write' and (longest <= 0 or readers == 1)) then
       redis.call(PUBLISH, KEYS[2], '0')
+      told = true
     end
   end
 end
@@ -49,6 +53,9 @@ if redis.call('hexists', KEYS[1], owner) == 0 then
 end
 local holds = redis.call('hincrby', KEYS[1], owner, -1)
 if holds == 0 then
+  if not told then
+    redis.pcall(PUBLISH, KEYS[5], 'released')
+  end
   redis.call('hdel', KEYS[1], owner)
 else
   owners_bump(KEYS[4], owner)

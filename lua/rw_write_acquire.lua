@@ -4,6 +4,8 @@
   KEYS[1] lock hash N                 KEYS[2] fencing counter redisson_lock_token:{N}
   KEYS[3] timeout key prefix {N}      KEYS[4] waiting writers dlockd_rwlock_writers:{N}
   KEYS[5] holders dlockd_lock_owners:{N}
+  KEYS[6] watchers' channel dlockd_lock_state:{N}: a new write holding
+          publishes 'acquired' there (a refusal of the channel is let be)
   ARGV[1] lease ms                    ARGV[2] owner field (the writer field is
                                       <owner>:write)
   ARGV[3] waiting-writer entry lifetime ms; "0" = try once, do not register
@@ -98,4 +100,7 @@ local token = owners_token(KEYS[5], wf, KEYS[2], lease, principal, fresh)
 owners_value(KEYS[5], wf, ARGV[8], ARGV[9], fresh)
 local change = owners_bump(KEYS[5], wf, string.format('%d %d 0', added, before))
 owners_sync(KEYS[5], KEYS[1])
+if holds == 1 and added == 1 then
+  redis.pcall(PUBLISH, KEYS[6], 'acquired')
+end
 return {1, token, holds, pttl, added, change}

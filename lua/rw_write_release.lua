@@ -18,7 +18,8 @@
   Expired read holds are dropped first. The last write hold publishes "1"
   (every waiting reader may enter), before anything is written: when the
   lock is freed, and also on a downgrade to the owner's read holds, where
-  Redisson publishes nothing and leaves readers asleep. ]]
+  Redisson publishes nothing and leaves readers asleep. The lock's watchers
+  listen on KEYS[2] too: "1" tells them the holding ended. ]]
 local refusal, fields = held_refusal(KEYS[1], 'rw', ARGV[1], KEYS[4])
 if refusal then
   return refusal

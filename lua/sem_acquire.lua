@@ -5,6 +5,8 @@
   KEYS[3] channel redisson_sc:{N}     KEYS[4] fencing counter redisson_lock_token:{N}
   KEYS[5] holders dlockd_lock_owners:{N}
   KEYS[6] waiting owners dlockd_sem_waiters:{N}
+  KEYS[7] watchers' channel dlockd_lock_state:{N}: a new permit publishes
+          'acquired' there (a refusal of the channel is let be)
   ARGV[1] lease ms                    ARGV[2] owner
   ARGV[3] queue place life ms (0: the caller will not wait)
   ARGV[4] the limit the caller gives  ARGV[5] the caller's token name ("": auth off)
@@ -100,4 +102,7 @@ elseif not held then
 end
 local change = owners_bump(KEYS[5], owner, string.format('%d %d 0', added, before))
 lease_at_least(KEYS[5], ends - now)
+if added == 1 then
+  redis.pcall(PUBLISH, KEYS[7], 'acquired')
+end
 return {1, token, 1, ends - now, added, change}
