@@ -570,8 +570,8 @@ static int floor_release(struct floor_client *fc, enum kind k, const char *name,
 	snprintf(st, sizeof(st), "dlockd_lock_state:{%s}", name);
 	switch (k) {
 	case K_LOCK:
-		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s %s %s " TAIL, fc->rel_sha, name, ch,
-				 own, st, owner, "");
+		r = redisCommand(fc->cmd, "EVALSHA %s 3 %s %s %s %s %s " TAIL, fc->rel_sha, name, ch,
+				 own, owner, "");
 		break;
 	case K_FAIR:
 		snprintf(q, sizeof(q), "redisson_lock_queue:{%s}", name);

@@ -21,17 +21,19 @@
 if not owner_ok(ARGV[1]) then
   return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
 end
-local kind = lock_kind(KEYS[1])
+local kind, fields = lock_kind(KEYS[1])
 if kind == 'rw' then
   return {-1}
-elseif kind == 'other' or not type_ok(KEYS[2], 'list') or not type_ok(KEYS[3], 'zset') or
-       not type_ok(KEYS[5], 'hash') then
+elseif kind == 'other' or not type_ok(KEYS[3], 'zset') or not type_ok(KEYS[5], 'hash') then
   return {-3}
 end
 local head, at = fair_head(KEYS[2], KEYS[3], now_ms())
+if head == nil then
+  return {-3}	-- the queue is not a list (its read, before any write)
+end
 local holds = 0
 if kind ~= 'none' then
-  holds = redis.call('hget', KEYS[1], ARGV[1])
+  holds = field_of(fields, ARGV[1])
   if not holds then
     fair_purge(KEYS[2], KEYS[3], nil, at)
     return {-2}

@@ -52,7 +52,8 @@ if score and tonumber(score) <= now then
   end
 end
 local out = redis.call('zcard', KEYS[2]) - #expired
-local free = redis.call('get', KEYS[1])
+local had = counter_seen[KEYS[1]]	-- N's count, read by sem_refusal (false: none)
+local free = had
 if free then
   free = tonumber(free) + #expired
   if free + out ~= limit then
@@ -71,16 +72,15 @@ if #expired > 0 then
   redis.call(PUBLISH, KEYS[3], tostring(#expired))
 end
 sem_reclaim(KEYS[1], KEYS[2], KEYS[5], expired)
-redis.call('zremrangebyscore', KEYS[6], 0, now)	-- places of waiters long gone
+if type_seen[KEYS[6]] ~= 'none' then
+  redis.call('zremrangebyscore', KEYS[6], 0, now)	-- places of waiters long gone
+end
 if not held and free < 1 then
   if life > 0 then
     redis.call('zadd', KEYS[6], now + life, owner)
     lease_at_least(KEYS[6], life)
   end
   return {0, sem_nearest(KEYS[2], now), 0, 10, limit}
-end
-if not redis.call('get', KEYS[1]) then
-  redis.call('set', KEYS[1], free)
 end
 local added, before, ends = 0, 0, now + lease
 if held then
@@ -90,18 +90,22 @@ if held then
   end
 else
   added = 1
+end
+-- N made now (free of them, less this permit), or counted down
+if not had then
+  redis.call('set', KEYS[1], free - added)
+elseif added == 1 then
   redis.call('decrby', KEYS[1], 1)
 end
 redis.call('zadd', KEYS[2], ends, owner)
-redis.call('zrem', KEYS[6], owner)
-local token = owners_token(KEYS[5], owner, KEYS[4], ends - now, principal, not held)
-if ARGV[6] == '1' then
-  redis.call('hset', KEYS[5], '=' .. owner, ARGV[7])
-elseif not held then
-  redis.call('hdel', KEYS[5], '=' .. owner)
+if type_seen[KEYS[6]] ~= 'none' then
+  redis.call('zrem', KEYS[6], owner)	-- its place as a waiter, if it had one
 end
-local change = owners_bump(KEYS[5], owner, string.format('%d %d 0', added, before))
-lease_at_least(KEYS[5], ends - now)
+-- sole: with no other permit out, no other holding the counter must outlive
+local token, change = owners_grant(KEYS[5], nil, owner, {
+  counter = KEYS[4], lease = ends - now, principal = principal, given = ARGV[6],
+  value = ARGV[7], record = string.format('%d %d 0', added, before), fresh = not held,
+  sole = out == 0 and not held})
 if added == 1 then
   redis.pcall(PUBLISH, KEYS[7], 'acquired')
 end

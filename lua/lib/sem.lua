@@ -21,7 +21,8 @@
                               nil when every key is a semaphore's (or
                               absent), else the reply to give: {-1} N is a
                               lock, {-3} anything else that is not a
-                              semaphore's
+                              semaphore's. N's count is read (GET): it is
+                              counter_seen[n] after (false: absent)
   sem_held_refusal(n, permits, owners, owner, principal, now)
                               the checks a release or renewal of owner's
                               permit starts with: nil and the permit's
@@ -32,8 +33,9 @@
   sem_expired(permits, now)   the members past their lease end (at most
                               SEM_RECLAIM_MAX): read only
   sem_reclaim(n, permits, owners, expired)
-                              take expired back: N gets them, entries go;
-                              call after publishing their count
+                              take expired back: N gets them (when
+                              sem_refusal found it), entries go; call
+                              after publishing their count
   sem_drop(owners, owner)     forget owner's entries in the holders' hash
   sem_nearest(permits, now)   ms until the earliest lease end of a permit
                               out; -1 none (or no lease) ]]
@@ -41,10 +43,11 @@ local SEM_NO_EXPIRY = 922337203685477
 local SEM_RECLAIM_MAX = 100
 
 local function sem_refusal(n, permits, counter, owners, waiters)
-  local t = redis.call('type', n).ok
-  if t == 'hash' and redis.call('pttl', n) ~= -1 then
-    return {-1}
-  elseif t ~= 'none' and not counter_ok(n) then
+  if not counter_ok(n) then
+    -- N is no count (its GET, which counter_seen keeps, failed): a lock?
+    if redis.call('type', n).ok == 'hash' and redis.call('pttl', n) ~= -1 then
+      return {-1}
+    end
     return {-3}
   elseif not type_ok(permits, 'zset') or (counter and not counter_ok(counter)) or
          not type_ok(owners, 'hash') or (waiters and not type_ok(waiters, 'zset')) then
@@ -80,7 +83,7 @@ local function sem_reclaim(n, permits, owners, expired)
     return
   end
   redis.call('zrem', permits, unpack(expired))
-  if redis.call('exists', n) == 1 then
+  if counter_seen[n] then	-- sem_refusal read N: it has a count
     redis.call('incrby', n, #expired)
   end
   for _, m in ipairs(expired) do

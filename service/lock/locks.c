@@ -82,7 +82,8 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 		.label = "lock",
 		.channel_prefix = "redisson_lock__channel",
 		.acquire = { SCRIPT_LOCK_ACQUIRE, { K_LOCK, K_TOKEN, K_OWNERS, K_STATE }, true },
-		.release = { SCRIPT_LOCK_RELEASE, { K_LOCK, K_CHANNEL, K_OWNERS, K_STATE }, true },
+		/* its "0" on K_CHANNEL tells the watchers */
+		.release = { SCRIPT_LOCK_RELEASE, { K_LOCK, K_CHANNEL, K_OWNERS }, true },
 		.force_release = { SCRIPT_LOCK_FORCE_RELEASE, { K_LOCK, K_CHANNEL, K_OWNERS } },
 		.renew = { SCRIPT_LOCK_RENEW, { K_LOCK, K_OWNERS, K_CHANNEL } },
 		.status = { SCRIPT_LOCK_STATUS, { K_LOCK, K_OWNERS } },

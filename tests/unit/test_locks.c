@@ -621,7 +621,7 @@ static void test_locks__new_and_ended_holdings_are_published(void **state)
 	assert_int_equal(release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_OK);
 	canned = ints(2, 1LL, 0LL);			/* the holding ends */
 	assert_int_equal(release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_OK);
-	assert_string_equal(last_keys[3], "dlockd_lock_state:{job}");
+	assert_int_equal(last_nkeys, 3);	/* its "0" tells the watchers */
 	canned = ints(5, 0LL, 900LL, 0LL, 0LL, 0LL);	/* held by another */
 	assert_int_equal(acquire(LOCK_KIND_LOCK, "job", "w2", 1000, false, &st), LOCK_HELD);
 	assert_int_equal(npublished, 0);
