@@ -5,7 +5,9 @@
   KEYS[4] channel prefix redisson_lock__channel:{N}
   KEYS[5] holders dlockd_lock_owners:{N}
   KEYS[6] watchers' channel dlockd_lock_state:{N}: the end of the holding
-          publishes 'released' there (a refusal of the channel is let be)
+          publishes 'released' there when "0" went to the queue head (a
+          refusal of the channel is let be); with nobody queued, the
+          watchers hear the "0" on KEYS[4], where they listen too
   ARGV[1] owner field                 ARGV[2] the caller's token name ("": auth off)
   Returns {1, holds}  one hold released; holds = 0: free, and "0" went to the
                       queue head's channel, or with nobody queued to the
@@ -57,6 +59,8 @@ elseif holds > 0 then
   owners_sync(KEYS[5], KEYS[1])
   return {1, holds}
 end
-redis.pcall(PUBLISH, KEYS[6], 'released')
+if head then
+  redis.pcall(PUBLISH, KEYS[6], 'released')
+end
 redis.call('del', KEYS[1], KEYS[5])
 return {1, 0}

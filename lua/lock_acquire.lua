@@ -28,22 +28,24 @@
           {-1}                     N is a read-write lock
           {-3}                     N (or its counter or holders' hash) holds
                                    something that is not a lock's; nothing is
-                                   written
+                                   written (the counter and holders' hash are
+                                   looked at only when the caller may hold
+                                   N: a lock another owner holds is {0},
+                                   and its refusal writes nothing)
   A repeat or re-entry never shortens the lease: it becomes
   max(remaining, lease). ]]
 local owner, lease, principal = ARGV[2], tonumber(ARGV[1]), ARGV[5]
-local refusal, kind, fields, left = acquire_refusal(KEYS[1], 'lock', owner, KEYS[2], KEYS[3],
-                                                   'hash')
+local refusal, kind, fields, left = acquire_refusal(KEYS[1], 'lock', owner)
 if refusal then
   return refusal
 end
 local fresh = kind == 'none'
-if not fresh then
-  if not field_of(fields, owner) then
-    return {0, left, 0, 0, 0}
-  elseif owners_refused(KEYS[3], owner, principal) then
-    return {-2, 7, 0}
-  end
+if not fresh and not field_of(fields, owner) then
+  return {0, left, 0, 0, 0}	-- a waiter's retry: two reads, no more
+elseif not counter_ok(KEYS[2]) or not type_ok(KEYS[3], 'hash') then
+  return {-3}
+elseif not fresh and owners_refused(KEYS[3], owner, principal) then
+  return {-2, 7, 0}
 end
 local before = 0
 if not fresh then

@@ -72,8 +72,8 @@
                               to give at once: an error for an owner that
                               is a field of the layout, {-1} key is the
                               other kind, {-3} key, its fencing counter
-                              (counter_ok) or a key ki of its own
-                              (type_ok(ki, ti)) is not a lock's
+                              (counter_ok; nil: not checked) or a key ki of
+                              its own (type_ok(ki, ti)) is not a lock's
   The holders' hash (dlockd's own: dlockd_lock_owners:{N}, passed as
   owners) has one field per holding dlockd made, named as that holding's
   field in the lock hash (the owner; '<owner>:write' for a writer); its
@@ -318,7 +318,7 @@ local function acquire_refusal(key, want, owner, counter, ...)
   local kind, fields, pttl = lock_kind(key)
   if kind ~= 'none' and kind ~= 'other' and kind ~= want then
     return {-1}
-  elseif kind == 'other' or not counter_ok(counter) then
+  elseif kind == 'other' or (counter and not counter_ok(counter)) then
     return {-3}
   end
   local typed = {...}

@@ -228,7 +228,7 @@ char *locks_wait_channel(enum lock_kind kind, const char *name, const char *owne
 	char *base = locks_prefix_name(kinds[kind].channel_prefix, rname), *ch;
 
 	free(rname);
-	if (!kinds[kind].per_owner_channel)
+	if (!kinds[kind].per_owner_channel || !owner)
 		return base;
 	ch = xstrjoin(base, ":", owner, NULL);
 	free(base);
@@ -1073,8 +1073,6 @@ static char *state_channel(const char *name)
 int locks_watch_channels(enum lock_kind kind, const char *name, char *channels[2])
 {
 	channels[0] = state_channel(name);
-	if (kinds[kind].per_owner_channel)
-		return 1;	/* a fair lock's releases speak to its queue head only */
 	channels[1] = locks_wait_channel(kind, name, NULL);
 	return 2;
 }

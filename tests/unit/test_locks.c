@@ -674,10 +674,13 @@ static void test_locks__watch_channels(void **state)
 	assert_string_equal(ch[1], "redisson_rwlock:{doc}");
 	free(ch[0]);
 	free(ch[1]);
-	/* a fair lock's releases speak to its queue head alone */
-	assert_int_equal(locks_watch_channels(LOCK_KIND_FAIR, "q", ch), 1);
+	/* a fair lock's release speaks to its queue head, or with nobody
+	 * queued on the plain lock's channel */
+	assert_int_equal(locks_watch_channels(LOCK_KIND_FAIR, "q", ch), 2);
 	assert_string_equal(ch[0], "dlockd_lock_state:{q}");
+	assert_string_equal(ch[1], "redisson_lock__channel:{q}");
 	free(ch[0]);
+	free(ch[1]);
 }
 
 static void test_locks__fair_lock_keys_and_per_owner_channel(void **state)
