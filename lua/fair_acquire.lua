@@ -46,7 +46,7 @@ if refusal then
 end
 left = left or -2	-- N's pttl (free: none)
 local now = now_ms()
-local head, at, old_head = fair_head(KEYS[3], KEYS[4], now)
+local head, at, old_head, after = fair_head(KEYS[3], KEYS[4], now)
 if head == nil then
   return {-3}	-- the queue is not a list (its read, before any write)
 end
@@ -59,7 +59,10 @@ end
 
 if take and head == owner then
   -- the next in line now watches this holder's lease
-  fair_notify(KEYS[5], redis.call('lindex', KEYS[3], at + 1))
+  if after == nil then
+    after = redis.call('lindex', KEYS[3], at + 1)
+  end
+  fair_notify(KEYS[5], after)
 elseif not take and not reenter and head ~= old_head and head ~= owner then
   fair_notify(KEYS[5], head)	-- dead heads are dropped: the new one may go
 end

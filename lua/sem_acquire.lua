@@ -34,12 +34,15 @@
   first, and their count published. ]]
 local lease, owner, life = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local limit, principal = tonumber(ARGV[4]), ARGV[5]
-local refusal = sem_refusal(KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6])
+local refusal = sem_refusal(KEYS[1], nil, KEYS[4], KEYS[5], KEYS[6])
 if refusal then
   return refusal
 end
 local now = now_ms()
 local expired = sem_expired(KEYS[2], now)
+if not expired then
+  return {-3}	-- the permits are no zset (their first read, before any write)
+end
 local score = redis.call('zscore', KEYS[2], owner)
 if score and tonumber(score) <= now then
   -- the caller's own permit ran out: it comes back now, whatever the batch

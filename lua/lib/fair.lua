@@ -7,9 +7,11 @@
                              the first waiter in the queue (other than skip:
                              an owner, or a table whose keys are owners)
                              whose deadline is not past (false if none), its
-                             index (the queue's length if none), and the
+                             index (the queue's length if none), the
                              queue's first entry, live or not (false: the
-                             queue is empty). Nil when the queue is not a
+                             queue is empty), and the entry after the head
+                             when its read showed it (false: the queue
+                             ends there; nil: not read). Nil when the queue is not a
                              list: a script that did not check its type
                              refuses then ({-3}). Reads only
   fair_purge(queue, zset, now, at)
@@ -60,7 +62,11 @@ local function fair_head(queue, zset, now, skip)
     local scores = fair_scores(zset, ws)
     for j = 1, #ws do
       if not fair_skipped(skip, ws[j]) and scores[j] and tonumber(scores[j]) > now then
-        return ws[j], i + j - 1, first
+        local after = ws[j + 1]
+        if after == nil and #ws < run then
+          after = false	-- the read came back short: the queue ends here
+        end
+        return ws[j], i + j - 1, first, after
       end
     end
     i = i + #ws

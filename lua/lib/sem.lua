@@ -17,7 +17,10 @@
   permit '<token> <principal>', its change number '#<owner>' and its holder
   value '=<owner>'; an entry counts only while the zset has the permit.
   sem_refusal(n, permits, counter, owners, waiters)
-                              (counter and waiters may be nil: not checked)
+                              (permits, counter and waiters may be nil: not
+                              checked; a script that passes no permits
+                              checks them by its first read of them,
+                              sem_expired's or sem_held_refusal's)
                               nil when every key is a semaphore's (or
                               absent), else the reply to give: {-1} N is a
                               lock, {-3} anything else that is not a
@@ -29,9 +32,11 @@
                               score to go on, else the reply to give (those
                               of sem_refusal, {0} owner holds no live
                               permit, {-2, 7, 0} it holds it under another
-                              token name)
+                              token name); the permits' type is checked by
+                              their ZSCORE
   sem_expired(permits, now)   the members past their lease end (at most
-                              SEM_RECLAIM_MAX): read only
+                              SEM_RECLAIM_MAX): read only; nil when permits
+                              is not a zset (the read is a pcall)
   sem_reclaim(n, permits, owners, expired)
                               take expired back: N gets them (when
                               sem_refusal found it), entries go; call
@@ -49,7 +54,7 @@ local function sem_refusal(n, permits, counter, owners, waiters)
       return {-1}
     end
     return {-3}
-  elseif not type_ok(permits, 'zset') or (counter and not counter_ok(counter)) or
+  elseif (permits and not type_ok(permits, 'zset')) or (counter and not counter_ok(counter)) or
          not type_ok(owners, 'hash') or (waiters and not type_ok(waiters, 'zset')) then
     return {-3}
   end
@@ -57,12 +62,14 @@ local function sem_refusal(n, permits, counter, owners, waiters)
 end
 
 local function sem_held_refusal(n, permits, owners, owner, principal, now)
-  local refusal = sem_refusal(n, permits, nil, owners)
+  local refusal = sem_refusal(n, nil, nil, owners)
   if refusal then
     return refusal
   end
-  local score = redis.call('zscore', permits, owner)
-  if not score or tonumber(score) <= now then
+  local score = redis.pcall('zscore', permits, owner)
+  if type(score) == 'table' then
+    return {-3}	-- the permits are no zset
+  elseif not score or tonumber(score) <= now then
     return {0}
   elseif owners_refused(owners, owner, principal) then
     return {-2, 7, 0}
@@ -71,7 +78,11 @@ local function sem_held_refusal(n, permits, owners, owner, principal, now)
 end
 
 local function sem_expired(permits, now)
-  return redis.call('zrangebyscore', permits, '-inf', now, 'limit', 0, SEM_RECLAIM_MAX)
+  local v = redis.pcall('zrangebyscore', permits, '-inf', now, 'limit', 0, SEM_RECLAIM_MAX)
+  if v.err then
+    return nil
+  end
+  return v
 end
 
 local function sem_drop(owners, owner)
