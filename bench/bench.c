@@ -495,7 +495,7 @@ static void script_sha(redisContext *c, const char *name, char sha[41])
 static int floor_acquire(struct floor_client *fc, enum kind k, const char *name,
 			 const char *owner, bool queue, long long *token, long long *pttl)
 {
-	char tok[300], q[300], dl[300], ch[300], tag[300], wr[300], own[300];
+	char tok[300], q[300], dl[300], ch[300], tag[300], wr[300], own[300], st[300];
 	const char *life = queue ? "5000" : "0";
 	redisReply *r;
 	int res = -1;
@@ -503,42 +503,42 @@ static int floor_acquire(struct floor_client *fc, enum kind k, const char *name,
 	/* ARGV: lease, owner, queue life, reentrant "0", principal "" (auth off) */
 	snprintf(tok, sizeof(tok), "redisson_lock_token:{%s}", name);
 	snprintf(own, sizeof(own), "dlockd_lock_owners:{%s}", name);
+	/* the watchers' channel: the scripts publish the change there */
+	snprintf(st, sizeof(st), "dlockd_lock_state:{%s}", name);
 	switch (k) {
 	case K_LOCK:
-		/* the watchers' channel: the scripts publish the change there */
-		snprintf(ch, sizeof(ch), "dlockd_lock_state:{%s}", name);
 		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s 30000 %s 0 0 %s " TAIL, fc->acq_sha,
-				 name, tok, own, ch, owner, "");
+				 name, tok, own, st, owner, "");
 		break;
 	case K_FAIR:
 		snprintf(q, sizeof(q), "redisson_lock_queue:{%s}", name);
 		snprintf(dl, sizeof(dl), "redisson_lock_timeout:{%s}", name);
 		snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", name);
 		/* a fair acquire also takes the cap on its queue: dlockd's default */
-		r = redisCommand(fc->cmd, "EVALSHA %s 6 %s %s %s %s %s %s 30000 %s %s 0 %s 1000 "
-				 TAIL, fc->acq_sha, name, tok, q, dl, ch, own, owner, life, "");
+		r = redisCommand(fc->cmd, "EVALSHA %s 7 %s %s %s %s %s %s %s 30000 %s %s 0 %s 1000 "
+				 TAIL, fc->acq_sha, name, tok, q, dl, ch, own, st, owner, life, "");
 		break;
 	case K_WRITE:
 		snprintf(tag, sizeof(tag), "{%s}", name);
 		snprintf(wr, sizeof(wr), "dlockd_rwlock_writers:{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 5 %s %s %s %s %s 30000 %s %s 0 %s 1000 "
-				 TAIL, fc->acq_sha, name, tok, tag, wr, own, owner, life, "");
+		r = redisCommand(fc->cmd, "EVALSHA %s 6 %s %s %s %s %s %s 30000 %s %s 0 %s 1000 "
+				 TAIL, fc->acq_sha, name, tok, tag, wr, own, st, owner, life, "");
 		break;
 	case K_SEM:
 		/* ARGV: lease, owner, place life, limit, principal, no value */
 		snprintf(tag, sizeof(tag), "{%s}:timeout", name);
 		snprintf(ch, sizeof(ch), "redisson_sc:{%s}", name);
 		snprintf(wr, sizeof(wr), "dlockd_sem_waiters:{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 6 %s %s %s %s %s %s 30000 %s %s " SEM_LIMIT
-				 " %s 0 %s " TAIL, fc->acq_sha, name, tag, ch, tok, own, wr, owner,
+		r = redisCommand(fc->cmd, "EVALSHA %s 7 %s %s %s %s %s %s %s 30000 %s %s " SEM_LIMIT
+				 " %s 0 %s " TAIL, fc->acq_sha, name, tag, ch, tok, own, wr, st, owner,
 				 life, "", "");
 		break;
 	default:
 		/* a read also takes the caps on read holds: dlockd's defaults */
 		snprintf(tag, sizeof(tag), "{%s}", name);
 		snprintf(wr, sizeof(wr), "dlockd_rwlock_writers:{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 5 %s %s %s %s %s 30000 %s %s 0 %s 64 256 "
-				 TAIL, fc->acq_sha, name, tok, tag, wr, own, owner, life, "");
+		r = redisCommand(fc->cmd, "EVALSHA %s 6 %s %s %s %s %s %s 30000 %s %s 0 %s 64 256 "
+				 TAIL, fc->acq_sha, name, tok, tag, wr, own, st, owner, life, "");
 	}
 	if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
 	    (r->element[0]->integer == 1 || r->element[0]->integer == 0)) {
@@ -560,24 +560,29 @@ static int floor_acquire(struct floor_client *fc, enum kind k, const char *name,
 
 static int floor_release(struct floor_client *fc, enum kind k, const char *name, const char *owner)
 {
-	char q[300], dl[300], ch[300], tag[300], own[300];
+	char q[300], dl[300], ch[300], tag[300], own[300], st[300];
 	redisReply *r;
 	int ok;
 
 	/* ARGV: owner, principal "" (auth off) */
 	snprintf(ch, sizeof(ch), kinds[k].channel, name);
 	snprintf(own, sizeof(own), "dlockd_lock_owners:{%s}", name);
+	snprintf(st, sizeof(st), "dlockd_lock_state:{%s}", name);
 	switch (k) {
 	case K_LOCK:
-		snprintf(q, sizeof(q), "dlockd_lock_state:{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s %s %s " TAIL, fc->rel_sha, name, ch,
-				 own, q, owner, "");
+		r = redisCommand(fc->cmd, "EVALSHA %s 3 %s %s %s %s %s " TAIL, fc->rel_sha, name, ch,
+				 own, owner, "");
 		break;
 	case K_FAIR:
 		snprintf(q, sizeof(q), "redisson_lock_queue:{%s}", name);
 		snprintf(dl, sizeof(dl), "redisson_lock_timeout:{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 5 %s %s %s %s %s %s %s " TAIL, fc->rel_sha, name, q,
-				 dl, ch, own, owner, "");
+		r = redisCommand(fc->cmd, "EVALSHA %s 6 %s %s %s %s %s %s %s %s " TAIL, fc->rel_sha, name,
+				 q, dl, ch, own, st, owner, "");
+		break;
+	case K_WRITE:
+		snprintf(tag, sizeof(tag), "{%s}", name);
+		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s %s %s " TAIL, fc->rel_sha, name, ch,
+				 tag, own, owner, "");
 		break;
 	case K_SEM:
 		snprintf(tag, sizeof(tag), "{%s}:timeout", name);
@@ -586,8 +591,8 @@ static int floor_release(struct floor_client *fc, enum kind k, const char *name,
 		break;
 	default:
 		snprintf(tag, sizeof(tag), "{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s %s %s " TAIL, fc->rel_sha, name, ch,
-				 tag, own, owner, "");
+		r = redisCommand(fc->cmd, "EVALSHA %s 5 %s %s %s %s %s %s %s " TAIL, fc->rel_sha, name,
+				 ch, tag, own, st, owner, "");
 	}
 	/* {1, holds left, ...}: 0, or a refusal, would be a floor gone wrong */
 	ok = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 && r->element[0]->integer == 1;

@@ -6,6 +6,8 @@
   KEYS[4] deadlines redisson_lock_timeout:{N}
   KEYS[5] channel prefix redisson_lock__channel:{N}; waiter w listens on <prefix>:<w>
   KEYS[6] holders dlockd_lock_owners:{N}
+  KEYS[7] watchers' channel dlockd_lock_state:{N}: a new holding publishes
+          'acquired' there (a refusal of the channel is let be)
   ARGV[1] lease ms                    ARGV[2] owner field
   ARGV[3] queue entry lifetime ms; "0" = try once, never queue
   ARGV[4] "1": a re-entry counts a hold; "0": it is a repeat, no hold added
@@ -37,24 +39,30 @@
   once its deadline passes. Whoever becomes head is told on its channel,
   before anything is written. ]]
 local owner = ARGV[2]
-local refusal, kind = acquire_refusal(KEYS[1], 'lock', owner, KEYS[2],
-                                      KEYS[3], 'list', KEYS[4], 'zset', KEYS[6], 'hash')
+local refusal, kind, fields, left = acquire_refusal(KEYS[1], 'lock', owner, KEYS[2],
+                                                    KEYS[4], 'zset', KEYS[6], 'hash')
 if refusal then
   return refusal
 end
+left = left or -2	-- N's pttl (free: none)
 local now = now_ms()
-local old_head = redis.call('lindex', KEYS[3], 0)
-local head, at = fair_head(KEYS[3], KEYS[4], now)
+local head, at, old_head, after = fair_head(KEYS[3], KEYS[4], now)
+if head == nil then
+  return {-3}	-- the queue is not a list (its read, before any write)
+end
 local lease = tonumber(ARGV[1])
 local take = kind == 'none' and (not head or head == owner)
-local reenter = kind ~= 'none' and redis.call('hexists', KEYS[1], owner) == 1
+local reenter = kind ~= 'none' and field_of(fields, owner) ~= nil
 if reenter and owners_refused(KEYS[6], owner, ARGV[5]) then
   return {-2, 7, 0}
 end
 
 if take and head == owner then
   -- the next in line now watches this holder's lease
-  fair_notify(KEYS[5], redis.call('lindex', KEYS[3], at + 1))
+  if after == nil then
+    after = redis.call('lindex', KEYS[3], at + 1)
+  end
+  fair_notify(KEYS[5], after)
 elseif not take and not reenter and head ~= old_head and head ~= owner then
   fair_notify(KEYS[5], head)	-- dead heads are dropped: the new one may go
 end
@@ -66,25 +74,25 @@ if take then
   end
   redis.call('hset', KEYS[1], owner, 1)
   redis.call('pexpire', KEYS[1], lease)
-  local token = owners_token(KEYS[6], owner, KEYS[2], lease, ARGV[5], true)
-  owners_value(KEYS[6], owner, ARGV[8], ARGV[9], true)
-  local change = owners_bump(KEYS[6], owner, '1 0 0')
-  owners_sync(KEYS[6], KEYS[1])
+  -- sole: a free lock has no other holding the counter must outlive
+  local token, change = owners_grant(KEYS[6], KEYS[1], owner, {
+    counter = KEYS[2], lease = lease, principal = ARGV[5], given = ARGV[8], value = ARGV[9],
+    record = '1 0 0', fresh = true, sole = true, pttl = lease})
+  redis.pcall(PUBLISH, KEYS[7], 'acquired')
   return {1, token, 1, lease, 1, change}
 end
 if reenter then
-  local before = now + redis.call('pttl', KEYS[1])
+  local before = now + left
   local holds, added
   if ARGV[4] == '1' then
     holds, added = redis.call('hincrby', KEYS[1], owner, 1), 1
   else
-    holds, added = tonumber(redis.call('hget', KEYS[1], owner)), 0
+    holds, added = tonumber(field_of(fields, owner)), 0
   end
-  local pttl = lease_at_least(KEYS[1], lease)
-  local token = owners_token(KEYS[6], owner, KEYS[2], lease, ARGV[5], false)
-  owners_value(KEYS[6], owner, ARGV[8], ARGV[9], false)
-  local change = owners_bump(KEYS[6], owner, string.format('%d %d 0', added, before))
-  owners_sync(KEYS[6], KEYS[1])
+  local pttl = lease_at_least(KEYS[1], lease, left)
+  local token, change = owners_grant(KEYS[6], KEYS[1], owner, {
+    counter = KEYS[2], lease = lease, principal = ARGV[5], given = ARGV[8], value = ARGV[9],
+    record = string.format('%d %d 0', added, before), fresh = false, pttl = pttl})
   return {1, token, holds, pttl, added, change}
 end
 local life = tonumber(ARGV[3])
@@ -106,5 +114,5 @@ if life > 0 then
   end
 end
 local others = redis.call('llen', KEYS[3]) - (queued and 1 or 0)
-return {0, redis.call('pttl', KEYS[1]), head == owner and 1 or 0, kind == 'none' and 1 or 0,
+return {0, left, head == owner and 1 or 0, kind == 'none' and 1 or 0,
         others}

@@ -35,8 +35,7 @@ if not listed then
 end
 
 local now = now_ms()
-local old_head = redis.call('lindex', KEYS[2], 0)
-local head, at = fair_head(KEYS[2], KEYS[3], now)
+local head, at, old_head = fair_head(KEYS[2], KEYS[3], now)
 local told = head ~= old_head
 if told then
   fair_notify(KEYS[4], head)	-- dead heads are dropped: the new one may go

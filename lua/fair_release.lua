@@ -4,6 +4,10 @@
   KEYS[3] deadlines redisson_lock_timeout:{N}
   KEYS[4] channel prefix redisson_lock__channel:{N}
   KEYS[5] holders dlockd_lock_owners:{N}
+  KEYS[6] watchers' channel dlockd_lock_state:{N}: the end of the holding
+          publishes 'released' there when "0" went to the queue head (a
+          refusal of the channel is let be); with nobody queued, the
+          watchers hear the "0" on KEYS[4], where they listen too
   ARGV[1] owner field                 ARGV[2] the caller's token name ("": auth off)
   Returns {1, holds}  one hold released; holds = 0: free, and "0" went to the
                       queue head's channel, or with nobody queued to the
@@ -19,17 +23,19 @@
 if not owner_ok(ARGV[1]) then
   return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
 end
-local kind = lock_kind(KEYS[1])
+local kind, fields = lock_kind(KEYS[1])
 if kind == 'rw' then
   return {-1}
-elseif kind == 'other' or not type_ok(KEYS[2], 'list') or not type_ok(KEYS[3], 'zset') or
-       not type_ok(KEYS[5], 'hash') then
+elseif kind == 'other' or not type_ok(KEYS[3], 'zset') or not type_ok(KEYS[5], 'hash') then
   return {-3}
 end
 local head, at = fair_head(KEYS[2], KEYS[3], now_ms())
+if head == nil then
+  return {-3}	-- the queue is not a list (its read, before any write)
+end
 local holds = 0
 if kind ~= 'none' then
-  holds = redis.call('hget', KEYS[1], ARGV[1])
+  holds = field_of(fields, ARGV[1])
   if not holds then
     fair_purge(KEYS[2], KEYS[3], nil, at)
     return {-2}
@@ -52,6 +58,9 @@ elseif holds > 0 then
   owners_bump(KEYS[5], ARGV[1])
   owners_sync(KEYS[5], KEYS[1])
   return {1, holds}
+end
+if head then
+  redis.pcall(PUBLISH, KEYS[6], 'released')
 end
 redis.call('del', KEYS[1], KEYS[5])
 return {1, 0}

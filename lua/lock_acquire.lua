@@ -28,49 +28,45 @@
           {-1}                     N is a read-write lock
           {-3}                     N (or its counter or holders' hash) holds
                                    something that is not a lock's; nothing is
-                                   written
+                                   written (the counter and holders' hash are
+                                   looked at only when the caller may hold
+                                   N: a lock another owner holds is {0},
+                                   and its refusal writes nothing)
   A repeat or re-entry never shortens the lease: it becomes
   max(remaining, lease). ]]
 local owner, lease, principal = ARGV[2], tonumber(ARGV[1]), ARGV[5]
-local refusal, kind = acquire_refusal(KEYS[1], 'lock', owner, KEYS[2], KEYS[3], 'hash')
+local refusal, kind, fields, left = acquire_refusal(KEYS[1], 'lock', owner)
 if refusal then
   return refusal
 end
 local fresh = kind == 'none'
-if not fresh then
-  if redis.call('hexists', KEYS[1], owner) == 0 then
-    return {0, redis.call('pttl', KEYS[1]), 0, 0, 0}
-  elseif owners_refused(KEYS[3], owner, principal) then
-    return {-2, 7, 0}
-  end
+if not fresh and not field_of(fields, owner) then
+  return {0, left, 0, 0, 0}	-- a waiter's retry: two reads, no more
+elseif not counter_ok(KEYS[2]) or not type_ok(KEYS[3], 'hash') then
+  return {-3}
+elseif not fresh and owners_refused(KEYS[3], owner, principal) then
+  return {-2, 7, 0}
 end
 local before = 0
 if not fresh then
-  before = now_ms() + redis.call('pttl', KEYS[1])
+  before = now_ms() + left
 end
 local holds, added
 if fresh or ARGV[4] == '1' then
   holds, added = redis.call('hincrby', KEYS[1], owner, 1), 1
 else
-  holds, added = tonumber(redis.call('hget', KEYS[1], owner)), 0
+  holds, added = tonumber(field_of(fields, owner)), 0
 end
 local pttl = lease
 if fresh then
   redis.call('pexpire', KEYS[1], lease)	-- a new hash: no lease yet
 else
-  pttl = lease_at_least(KEYS[1], lease)
+  pttl = lease_at_least(KEYS[1], lease, left)
 end
-local record = string.format('%d %d 0', added, before)
-local token, change
-if fresh then
-  token, change = owners_new(KEYS[3], owner, KEYS[2], lease, principal, ARGV[8], ARGV[9], record)
-end
-if not token then
-  token = owners_token(KEYS[3], owner, KEYS[2], lease, principal, fresh)
-  owners_value(KEYS[3], owner, ARGV[8], ARGV[9], fresh)
-  change = owners_bump(KEYS[3], owner, record)
-  owners_sync(KEYS[3], KEYS[1], pttl)
-end
+-- sole: a free lock has no other holding the counter must outlive
+local token, change = owners_grant(KEYS[3], KEYS[1], owner, {
+  counter = KEYS[2], lease = lease, principal = principal, given = ARGV[8], value = ARGV[9],
+  record = string.format('%d %d 0', added, before), fresh = fresh, sole = fresh, pttl = pttl})
 if holds == 1 and added == 1 then
   redis.pcall(PUBLISH, KEYS[4], 'acquired')
 end

@@ -2,8 +2,6 @@
   libs: common
   KEYS[1] lock hash N                 KEYS[2] channel redisson_lock__channel:{N}
   KEYS[3] holders dlockd_lock_owners:{N}
-  KEYS[4] watchers' channel dlockd_lock_state:{N}: the end of the holding
-          publishes 'released' there (a refusal of the channel is let be)
   ARGV[1] owner field                 ARGV[2] the caller's token name ("": auth off)
   Returns {1, holds}  one hold released; holds = 0 means the lock is free and
                       "0" was published so one waiter wakes
@@ -13,17 +11,13 @@
           {-1}        N is a read-write lock
           {-3}        N (or its holders' hash) holds something that is not a
                       lock's
-  A partial release keeps the remaining lease. ]]
+  A partial release keeps the remaining lease. The lock's watchers listen
+  on KEYS[2] too: its "0" tells them the holding ended. ]]
 local refusal, fields = held_refusal(KEYS[1], 'lock', ARGV[1], KEYS[3])
 if refusal then
   return refusal
 end
-local holds
-for i = 1, #fields, 2 do
-  if fields[i] == ARGV[1] then
-    holds = fields[i + 1]
-  end
-end
+local holds = field_of(fields, ARGV[1])
 if not holds then
   return {-2}
 elseif owners_refused(KEYS[3], ARGV[1], ARGV[2]) then
@@ -37,6 +31,5 @@ if holds > 0 then
   return {1, holds}
 end
 redis.call(PUBLISH, KEYS[2], '0')
-redis.pcall(PUBLISH, KEYS[4], 'released')
 redis.call('del', KEYS[1], KEYS[3])
 return {1, 0}

@@ -5,6 +5,8 @@
   KEYS[3] timeout key prefix {N}: hold k of owner F lives in {N}:F:rwlock_timeout:k
   KEYS[4] waiting writers dlockd_rwlock_writers:{N} (owner -> deadline, Redis ms)
   KEYS[5] holders dlockd_lock_owners:{N}
+  KEYS[6] watchers' channel dlockd_lock_state:{N}: a new read holding
+          publishes 'acquired' there (a refusal of the channel is let be)
   ARGV[1] lease ms                    ARGV[2] owner field
   ARGV[3] (unused: readers take no queue place)
   ARGV[4] "1": a re-entry counts a hold (a new read hold with its own
@@ -53,9 +55,11 @@ if kind == 'rw' then
   kind = rw_purge(KEYS[1], KEYS[3], KEYS[5], s)
   total, held = rw_live(s)
 end
-local mode = redis.call('hget', KEYS[1], 'mode')
-local reading = kind == 'rw' and redis.call('hexists', KEYS[1], owner) == 1
-local writing = mode == 'write' and redis.call('hexists', KEYS[1], owner .. ':write') == 1
+-- the purge keeps the mode and the writer of a lock it keeps, and the
+-- field of each reader with a live hold
+local mode = kind == 'rw' and field_of(fields, 'mode')
+local reading = (held[owner] or 0) > 0
+local writing = mode == 'write' and field_of(fields, owner .. ':write') ~= nil
 if mode == 'write' and not writing then
   return {0, redis.call('pttl', KEYS[1]), 0, 5, 0}
 end
@@ -63,7 +67,7 @@ if (reading and owners_refused(KEYS[5], owner, principal)) or
    (writing and owners_refused(KEYS[5], owner .. ':write', principal)) then
   return {-2, 7, 0}
 end
-if not reading and not writing then
+if not reading and not writing and type_seen[KEYS[4]] ~= 'none' then
   redis.call('zremrangebyscore', KEYS[4], '-inf', now_ms())
   if redis.call('zcard', KEYS[4]) > 0 then
     return {0, redis.call('pttl', KEYS[1]), 0, 2, 0}
@@ -87,28 +91,36 @@ end
 if writing then
   record[2] = owners_change(KEYS[5], owner .. ':write') or 0
 end
-if not mode then
-  redis.call('hset', KEYS[1], 'mode', 'read')
-end
 local base = KEYS[3] .. ':' .. owner .. ':rwlock_timeout:'
 local holds, added
 if reading and ARGV[4] ~= '1' then
-  holds, added = tonumber(redis.call('hget', KEYS[1], owner)), 0
+  holds, added = held[owner], 0	-- the purge numbered them 1..n
   for k = 1, holds do
     local pttl = redis.call('pttl', base .. k)
     record[#record + 1] = pttl > 0 and now + pttl or 0
     lease_at_least(base .. k, lease)
   end
 else
-  holds, added = redis.call('hincrby', KEYS[1], owner, 1), 1
+  if mode then
+    holds = redis.call('hincrby', KEYS[1], owner, 1)
+  else
+    holds = 1	-- a new hash: the mode and the reader in one HSET
+    redis.call('hset', KEYS[1], 'mode', 'read', owner, 1)
+  end
+  added = 1
   redis.call('set', base .. holds, 1, 'px', lease)
 end
-local pttl = lease_at_least(KEYS[1], lease)
-local token = owners_token(KEYS[5], owner, KEYS[2], lease, principal, not reading)
-owners_value(KEYS[5], owner, ARGV[8], ARGV[9], not reading)
+-- a new hash has no lease yet (-1)
+local pttl = lease_at_least(KEYS[1], lease, not mode and -1 or nil)
 for i = 1, #record do
   record[i] = string.format('%d', record[i])
 end
-local change = owners_bump(KEYS[5], owner, added .. ' ' .. table.concat(record, ' '))
-owners_sync(KEYS[5], KEYS[1])
+-- sole: a lock nobody held has no other holding the counter must outlive
+local token, change = owners_grant(KEYS[5], KEYS[1], owner, {
+  counter = KEYS[2], lease = lease, principal = principal, given = ARGV[8], value = ARGV[9],
+  record = added .. ' ' .. table.concat(record, ' '), fresh = not reading, sole = not mode,
+  pttl = pttl})
+if holds == 1 and added == 1 then
+  redis.pcall(PUBLISH, KEYS[6], 'acquired')
+end
 return {1, token, holds, pttl, added, change}

@@ -4,6 +4,8 @@
   KEYS[1] lock hash N                 KEYS[2] fencing counter redisson_lock_token:{N}
   KEYS[3] timeout key prefix {N}      KEYS[4] waiting writers dlockd_rwlock_writers:{N}
   KEYS[5] holders dlockd_lock_owners:{N}
+  KEYS[6] watchers' channel dlockd_lock_state:{N}: a new write holding
+          publishes 'acquired' there (a refusal of the channel is let be)
   ARGV[1] lease ms                    ARGV[2] owner field (the writer field is
                                       <owner>:write)
   ARGV[3] waiting-writer entry lifetime ms; "0" = try once, do not register
@@ -41,18 +43,21 @@ if refusal then
   return refusal
 end
 if kind == 'rw' then
-  rw_purge(KEYS[1], KEYS[3], KEYS[5], rw_scan(KEYS[1], KEYS[3], fields))
+  kind = rw_purge(KEYS[1], KEYS[3], KEYS[5], rw_scan(KEYS[1], KEYS[3], fields))
 end
 local wf = owner .. ':write'
-local mode = redis.call('hget', KEYS[1], 'mode')
+-- the purge keeps the mode, and every writer field, of a lock it keeps
+local mode = kind == 'rw' and field_of(fields, 'mode')
 local holds, added, fresh = 1, 1, true
+-- N's pttl, after the purge (a new hash has no lease yet: -1)
+local left = mode and redis.call('pttl', KEYS[1]) or -1
 local before = 0
 if mode then
-  before = now_ms() + redis.call('pttl', KEYS[1])
+  before = now_ms() + left
 end
 if not mode then
   redis.call('hset', KEYS[1], 'mode', 'write', wf, 1)
-elseif mode == 'write' and redis.call('hexists', KEYS[1], wf) == 1 then
+elseif mode == 'write' and field_of(fields, wf) then
   if owners_refused(KEYS[5], wf, principal) then
     return {-2, 7, 0}
   end
@@ -60,7 +65,7 @@ elseif mode == 'write' and redis.call('hexists', KEYS[1], wf) == 1 then
   if ARGV[4] == '1' then
     holds = redis.call('hincrby', KEYS[1], wf, 1)
   else
-    holds, added = tonumber(redis.call('hget', KEYS[1], wf)), 0
+    holds, added = tonumber(field_of(fields, wf)), 0
   end
 elseif mode == 'read' and redis.call('hlen', KEYS[1]) == 2 and
        redis.call('hexists', KEYS[1], owner) == 1 then
@@ -90,12 +95,17 @@ else
       why, n = 4, n - 1
     end
   end
-  return {0, redis.call('pttl', KEYS[1]), 0, why, n}
+  return {0, left, 0, why, n}
 end
-redis.call('zrem', KEYS[4], owner)
-local pttl = lease_at_least(KEYS[1], lease)
-local token = owners_token(KEYS[5], wf, KEYS[2], lease, principal, fresh)
-owners_value(KEYS[5], wf, ARGV[8], ARGV[9], fresh)
-local change = owners_bump(KEYS[5], wf, string.format('%d %d 0', added, before))
-owners_sync(KEYS[5], KEYS[1])
+if type_seen[KEYS[4]] ~= 'none' then
+  redis.call('zrem', KEYS[4], owner)	-- its place as a waiting writer, if it had one
+end
+local pttl = lease_at_least(KEYS[1], lease, left)
+-- sole: a lock nobody held has no other holding the counter must outlive
+local token, change = owners_grant(KEYS[5], KEYS[1], wf, {
+  counter = KEYS[2], lease = lease, principal = principal, given = ARGV[8], value = ARGV[9],
+  record = string.format('%d %d 0', added, before), fresh = fresh, sole = not mode, pttl = pttl})
+if holds == 1 and added == 1 then
+  redis.pcall(PUBLISH, KEYS[6], 'acquired')
+end
 return {1, token, holds, pttl, added, change}

@@ -18,13 +18,14 @@
   Expired read holds are dropped first. The last write hold publishes "1"
   (every waiting reader may enter), before anything is written: when the
   lock is freed, and also on a downgrade to the owner's read holds, where
-  Redisson publishes nothing and leaves readers asleep. ]]
+  Redisson publishes nothing and leaves readers asleep. The lock's watchers
+  listen on KEYS[2] too: "1" tells them the holding ended. ]]
 local refusal, fields = held_refusal(KEYS[1], 'rw', ARGV[1], KEYS[4])
 if refusal then
   return refusal
 end
 local wf = ARGV[1] .. ':write'
-local holds = redis.call('hget', KEYS[1], wf)
+local holds = field_of(fields, wf)
 if holds and owners_refused(KEYS[4], wf, ARGV[2]) then
   return {-2, 7, 0}
 end
@@ -37,24 +38,22 @@ if rw_purge(KEYS[1], KEYS[3], KEYS[4], s) == 'none' then
 elseif not holds then
   return rw_not_writer(KEYS[1], ARGV[1])
 end
-holds = redis.call('hincrby', KEYS[1], wf, -1)
+holds = tonumber(holds) - 1
 if holds > 0 then
+  redis.call('hincrby', KEYS[1], wf, -1)
   owners_bump(KEYS[4], wf)
   owners_sync(KEYS[4], KEYS[1])	-- the purge may have cut the lease
   return {1, holds, 0}
 end
+-- the writer goes: the lock is left to its live read holds (a downgrade,
+-- living as long as the longest), or with none that will end, freed
+local longest = rw_longest_but(s, nil)
+if longest <= 0 then
+  redis.call('del', KEYS[1], KEYS[4])
+  return {1, 0, 1}
+end
 redis.call('hdel', KEYS[1], wf)
-local free = 1
-if redis.call('hlen', KEYS[1]) > 1 then
-  local longest = rw_longest_but(s, nil)
-  if longest > 0 then
-    redis.call('hset', KEYS[1], 'mode', 'read')
-    redis.call('pexpire', KEYS[1], longest)
-    free = 0
-  end
-end
-if free == 1 then
-  redis.call('del', KEYS[1])
-end
+redis.call('hset', KEYS[1], 'mode', 'read')
+redis.call('pexpire', KEYS[1], longest)
 owners_sync(KEYS[4], KEYS[1])
-return {1, 0, free}
+return {1, 0, 0}

@@ -5,6 +5,8 @@
   KEYS[3] channel redisson_sc:{N}     KEYS[4] fencing counter redisson_lock_token:{N}
   KEYS[5] holders dlockd_lock_owners:{N}
   KEYS[6] waiting owners dlockd_sem_waiters:{N}
+  KEYS[7] watchers' channel dlockd_lock_state:{N}: a new permit publishes
+          'acquired' there (a refusal of the channel is let be)
   ARGV[1] lease ms                    ARGV[2] owner
   ARGV[3] queue place life ms (0: the caller will not wait)
   ARGV[4] the limit the caller gives  ARGV[5] the caller's token name ("": auth off)
@@ -32,12 +34,15 @@
   first, and their count published. ]]
 local lease, owner, life = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local limit, principal = tonumber(ARGV[4]), ARGV[5]
-local refusal = sem_refusal(KEYS[1], KEYS[2], KEYS[4], KEYS[5], KEYS[6])
+local refusal = sem_refusal(KEYS[1], nil, KEYS[4], KEYS[5], KEYS[6])
 if refusal then
   return refusal
 end
 local now = now_ms()
 local expired = sem_expired(KEYS[2], now)
+if not expired then
+  return {-3}	-- the permits are no zset (their first read, before any write)
+end
 local score = redis.call('zscore', KEYS[2], owner)
 if score and tonumber(score) <= now then
   -- the caller's own permit ran out: it comes back now, whatever the batch
@@ -50,7 +55,8 @@ if score and tonumber(score) <= now then
   end
 end
 local out = redis.call('zcard', KEYS[2]) - #expired
-local free = redis.call('get', KEYS[1])
+local had = counter_seen[KEYS[1]]	-- N's count, read by sem_refusal (false: none)
+local free = had
 if free then
   free = tonumber(free) + #expired
   if free + out ~= limit then
@@ -69,16 +75,15 @@ if #expired > 0 then
   redis.call(PUBLISH, KEYS[3], tostring(#expired))
 end
 sem_reclaim(KEYS[1], KEYS[2], KEYS[5], expired)
-redis.call('zremrangebyscore', KEYS[6], 0, now)	-- places of waiters long gone
+if type_seen[KEYS[6]] ~= 'none' then
+  redis.call('zremrangebyscore', KEYS[6], 0, now)	-- places of waiters long gone
+end
 if not held and free < 1 then
   if life > 0 then
     redis.call('zadd', KEYS[6], now + life, owner)
     lease_at_least(KEYS[6], life)
   end
   return {0, sem_nearest(KEYS[2], now), 0, 10, limit}
-end
-if not redis.call('get', KEYS[1]) then
-  redis.call('set', KEYS[1], free)
 end
 local added, before, ends = 0, 0, now + lease
 if held then
@@ -88,16 +93,23 @@ if held then
   end
 else
   added = 1
+end
+-- N made now (free of them, less this permit), or counted down
+if not had then
+  redis.call('set', KEYS[1], free - added)
+elseif added == 1 then
   redis.call('decrby', KEYS[1], 1)
 end
 redis.call('zadd', KEYS[2], ends, owner)
-redis.call('zrem', KEYS[6], owner)
-local token = owners_token(KEYS[5], owner, KEYS[4], ends - now, principal, not held)
-if ARGV[6] == '1' then
-  redis.call('hset', KEYS[5], '=' .. owner, ARGV[7])
-elseif not held then
-  redis.call('hdel', KEYS[5], '=' .. owner)
+if type_seen[KEYS[6]] ~= 'none' then
+  redis.call('zrem', KEYS[6], owner)	-- its place as a waiter, if it had one
 end
-local change = owners_bump(KEYS[5], owner, string.format('%d %d 0', added, before))
-lease_at_least(KEYS[5], ends - now)
+-- sole: with no other permit out, no other holding the counter must outlive
+local token, change = owners_grant(KEYS[5], nil, owner, {
+  counter = KEYS[4], lease = ends - now, principal = principal, given = ARGV[6],
+  value = ARGV[7], record = string.format('%d %d 0', added, before), fresh = not held,
+  sole = out == 0 and not held})
+if added == 1 then
+  redis.pcall(PUBLISH, KEYS[7], 'acquired')
+end
 return {1, token, 1, ends - now, added, change}

@@ -9,7 +9,9 @@
                         lease over)
           {-2, 7, 0}    the owner holds it under another token name
           {-1}          N is a lock
-          {-3}          a key holds something that is not a semaphore's ]]
+          {-3}          a key holds something that is not a semaphore's
+  The semaphore's watchers listen on KEYS[3] too: "<n>" tells them the
+  permit went. ]]
 local owner = ARGV[1]
 local now = now_ms()
 local refusal, score = sem_held_refusal(KEYS[1], KEYS[2], KEYS[4], owner, ARGV[2], now)
@@ -20,7 +22,7 @@ local expired = sem_expired(KEYS[2], now)
 redis.call(PUBLISH, KEYS[3], tostring(#expired + 1))
 sem_reclaim(KEYS[1], KEYS[2], KEYS[4], expired)
 redis.call('zrem', KEYS[2], owner)
-if redis.call('exists', KEYS[1]) == 1 then
+if counter_seen[KEYS[1]] then	-- sem_refusal read N: it has a count
   redis.call('incrby', KEYS[1], 1)
 end
 sem_drop(KEYS[4], owner)

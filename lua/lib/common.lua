@@ -9,9 +9,12 @@
   (PUBLISH below): 'publish', or 'spublish' where waiters listen on
   sharded channels (a Redis Cluster's, as Redisson's scripts are told).
   now_ms()                    Redis' clock in ms (every instance agrees on it)
-  lease_at_least(key, lease)  make key live at least lease ms more (never
-                              shorter than it already does); returns its pttl
-  next_token(key, lease)      the next fencing token: the counter + 1 (the
+  lease_at_least(key, lease, pttl)
+                              make key live at least lease ms more (never
+                              shorter than it already does); returns its
+                              pttl (pttl: key's, when the caller read it)
+  next_token(key, lease, sole)
+                              the next fencing token: the counter + 1 (the
                               value counter_ok read), raised to Redis'
                               clock in microseconds when below it, SET with
                               the longer of lease and the life it had. Every
@@ -22,8 +25,15 @@
                               from an older snapshot or AOF never goes back;
                               Redisson's INCR stays monotonic too. The
                               counter lives as long as the longest lease it
-                              granted, so a name leaves nothing behind in
-                              Redis once its holders are gone
+                              granted to a holding that may still be live,
+                              so a name leaves nothing behind in Redis once
+                              its holders are gone. With sole (the lock had
+                              no holding at all: this is its only one) the
+                              life it had is of holdings that are over, and
+                              the counter is SET with lease alone (no PTTL;
+                              any later token is still above this one: it
+                              is at most a few microseconds past the clock,
+                              and the counter lives at least a millisecond)
   lock_kind(key)              what the lock's name holds: 'none'; 'lock' (a
                               hash with a TTL, every field a hold count: a
                               lock or fair lock); 'rw' (the same plus a mode
@@ -31,7 +41,8 @@
                               name is not a lock; dlockd and Redisson always
                               set a TTL, so a hash without one is an
                               application's own data); with 'lock' and 'rw',
-                              the hash's fields and values (HGETALL) too
+                              the hash's fields and values (HGETALL) and its
+                              pttl too
   counter_ok(key)             key is absent or an integer INCR can add to
                               (one GET: next_token uses what it read)
   type_ok(key, t)             key is absent or of type t
@@ -42,11 +53,13 @@
                               each as <length>:<string>, one after the
                               other ("3:ci-2:abc" is ci-2 then abc); nil
                               when s is malformed
+  field_of(fields, name)      the value of field name in fields (a hash's
+                              HGETALL, as lock_kind gives it); nil if none
   held_refusal(key, want, owner, owners)
                               the checks a release or renewal of a lock of
                               kind want ('lock' or 'rw') by owner starts
-                              with: nil (and key's fields, as lock_kind
-                              gives them) to go on, else the reply to give
+                              with: nil (and key's fields and pttl, as
+                              lock_kind gives them) to go on, else the reply to give
                               at once: {0} nobody holds key, {-1} it is the
                               other kind, {-3} it (or its holders' hash
                               owners) is not a lock's, or an error for an
@@ -55,12 +68,12 @@
                               the checks an acquire of a lock of kind want
                               ('lock' or 'rw') by owner starts with, each
                               in turn: nil, key's lock_kind ('none' or
-                              want) and its fields to go on, else the reply
+                              want), its fields and pttl to go on, else the reply
                               to give at once: an error for an owner that
                               is a field of the layout, {-1} key is the
                               other kind, {-3} key, its fencing counter
-                              (counter_ok) or a key ki of its own
-                              (type_ok(ki, ti)) is not a lock's
+                              (counter_ok; nil: not checked) or a key ki of
+                              its own (type_ok(ki, ti)) is not a lock's
   The holders' hash (dlockd's own: dlockd_lock_owners:{N}, passed as
   owners) has one field per holding dlockd made, named as that holding's
   field in the lock hash (the owner; '<owner>:write' for a writer); its
@@ -95,16 +108,28 @@
   owners_values(owners, fields)
                               the values of those holdings, in order (false
                               for none)
-  owners_new(owners, field, counter, lease, principal, given, value, record)
+  owners_new(owners, field, counter, lease, principal, given, value, record,
+             sole)
                               a fresh holding's whole entry in one HSET
-                              (token, change number NOW_US with record,
-                              the value when given) and owners' lease,
-                              when type_ok found owners absent: nothing
-                              there to keep, read or purge (the same
-                              result as owners_token, owners_value,
-                              owners_bump and owners_sync, in 2 commands
-                              instead of 7). Returns token, change; nil
-                              (nothing written) when owners exists
+                              (token, next_token(counter, lease, sole);
+                              change number NOW_US with record, the value
+                              when given) and owners' lease, when type_ok
+                              found owners absent: nothing there to keep,
+                              read or purge (the same result as
+                              owners_token, owners_value, owners_bump and
+                              owners_sync, in 2 commands instead of 7).
+                              Returns token, change; nil (nothing written)
+                              when owners exists
+  owners_grant(owners, key, field, g)
+                              record a grant to field (a new holding, a
+                              repeat or a re-entry) in owners, g saying
+                              how: {counter, lease, principal, given,
+                              value, record, fresh, sole, pttl}: a fresh
+                              holding's entry with owners_new when it can,
+                              else owners_token, owners_value, owners_bump
+                              and owners_sync(owners, key, pttl) (with no
+                              key, a semaphore's: owners lives at least
+                              lease more). Returns token, change
   owners_sync(owners, key, pttl)
                               after the lock hash key was written: drop the
                               entries of fields key no longer has (all of
@@ -159,8 +184,8 @@ if PUBLISH ~= 'publish' and PUBLISH ~= 'spublish' then
   return redis.error_reply('ERR dlockd script called without its publish command')
 end
 
-local function lease_at_least(key, lease)
-  local pttl = redis.call('pttl', key)
+local function lease_at_least(key, lease, pttl)
+  pttl = pttl or redis.call('pttl', key)
   if pttl < lease then
     redis.call('pexpire', key, lease)
     pttl = lease
@@ -172,7 +197,7 @@ end
 -- when it was absent
 local counter_seen = {}
 
-local function next_token(key, lease)
+local function next_token(key, lease, sole)
   -- counter_ok(key) was checked before the script's first write, and
   -- read the counter: the next token is one more, or Redis' clock
   local seen = counter_seen[key]
@@ -184,7 +209,7 @@ local function next_token(key, lease)
     token = NOW_US
   end
   local life = lease
-  if seen then
+  if seen and not sole then
     life = math.max(life, redis.call('pttl', key))
   end
   redis.call('set', key, string.format('%d', token), 'px', life)
@@ -212,9 +237,9 @@ local function lock_kind(key)
     end
   end
   if not mode then
-    return 'lock', f
+    return 'lock', f, pttl
   elseif mode == 'read' or mode == 'write' then
-    return 'rw', f
+    return 'rw', f, pttl
   end
   return 'other'
 end
@@ -260,11 +285,20 @@ local function unpack_list(s)
   return v
 end
 
+local function field_of(fields, name)
+  for i = 1, #fields, 2 do
+    if fields[i] == name then
+      return fields[i + 1]
+    end
+  end
+  return nil
+end
+
 local function held_refusal(key, want, owner, owners)
   if not owner_ok(owner) then
     return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
   end
-  local kind, fields = lock_kind(key)
+  local kind, fields, pttl = lock_kind(key)
   if kind == 'none' then
     return {0}
   elseif kind == 'other' then
@@ -274,17 +308,17 @@ local function held_refusal(key, want, owner, owners)
   elseif not type_ok(owners, 'hash') then
     return {-3}
   end
-  return nil, fields
+  return nil, fields, pttl
 end
 
 local function acquire_refusal(key, want, owner, counter, ...)
   if not owner_ok(owner) then
     return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
   end
-  local kind, fields = lock_kind(key)
+  local kind, fields, pttl = lock_kind(key)
   if kind ~= 'none' and kind ~= 'other' and kind ~= want then
     return {-1}
-  elseif kind == 'other' or not counter_ok(counter) then
+  elseif kind == 'other' or (counter and not counter_ok(counter)) then
     return {-3}
   end
   local typed = {...}
@@ -293,7 +327,7 @@ local function acquire_refusal(key, want, owner, counter, ...)
       return {-3}
     end
   end
-  return nil, kind, fields
+  return nil, kind, fields, pttl
 end
 
 local function owners_parse(v)
@@ -365,11 +399,12 @@ local function owners_values(owners, fields)
   return v
 end
 
-local function owners_new(owners, field, counter, lease, principal, given, value, record)
+local function owners_new(owners, field, counter, lease, principal, given, value, record,
+                          sole)
   if type_seen[owners] ~= 'none' then
     return nil
   end
-  local token = next_token(counter, lease)
+  local token = next_token(counter, lease, sole)
   local entry = string.format('%d', token)
   if principal ~= '' then
     entry = entry .. ' ' .. principal
@@ -418,4 +453,24 @@ local function owners_sync(owners, key, pttl)
   if left > 0 and pttl > 0 then
     redis.call('pexpire', owners, pttl)
   end
+end
+
+local function owners_grant(owners, key, field, g)
+  local token, change
+  if g.fresh then
+    token, change = owners_new(owners, field, g.counter, g.lease, g.principal, g.given, g.value,
+                               g.record, g.sole)
+  end
+  if token then
+    return token, change
+  end
+  token = owners_token(owners, field, g.counter, g.lease, g.principal, g.fresh)
+  owners_value(owners, field, g.given, g.value, g.fresh)
+  change = owners_bump(owners, field, g.record)
+  if key then
+    owners_sync(owners, key, g.pttl)
+  else
+    lease_at_least(owners, g.lease)
+  end
+  return token, change
 end

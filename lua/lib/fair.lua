@@ -6,8 +6,14 @@
   fair_head(queue, zset, now, skip)
                              the first waiter in the queue (other than skip:
                              an owner, or a table whose keys are owners)
-                             whose deadline is not past (false if none), and
-                             its index (the queue's length if none). Reads only
+                             whose deadline is not past (false if none), its
+                             index (the queue's length if none), the
+                             queue's first entry, live or not (false: the
+                             queue is empty), and the entry after the head
+                             when its read showed it (false: the queue
+                             ends there; nil: not read). Nil when the queue is not a
+                             list: a script that did not check its type
+                             refuses then ({-3}). Reads only
   fair_purge(queue, zset, now, at)
                              drop queue heads whose deadline is past (the at
                              first ones, when fair_head gave at); returns the
@@ -42,16 +48,25 @@ end
 local function fair_head(queue, zset, now, skip)
   -- the live head is most often first: read 4 entries, then runs twice as
   -- long as the last, up to FAIR_RUN
-  local i, run = 0, 4
+  local i, run, first = 0, 4, nil
   while true do
-    local ws = redis.call('lrange', queue, i, i + run - 1)
+    local ws = redis.pcall('lrange', queue, i, i + run - 1)
+    if ws.err then
+      return nil
+    elseif first == nil then
+      first = ws[1] or false
+    end
     if #ws == 0 then
-      return false, i
+      return false, i, first
     end
     local scores = fair_scores(zset, ws)
     for j = 1, #ws do
       if not fair_skipped(skip, ws[j]) and scores[j] and tonumber(scores[j]) > now then
-        return ws[j], i + j - 1
+        local after = ws[j + 1]
+        if after == nil and #ws < run then
+          after = false	-- the read came back short: the queue ends here
+        end
+        return ws[j], i + j - 1, first, after
       end
     end
     i = i + #ws

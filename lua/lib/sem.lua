@@ -17,23 +17,30 @@
   permit '<token> <principal>', its change number '#<owner>' and its holder
   value '=<owner>'; an entry counts only while the zset has the permit.
   sem_refusal(n, permits, counter, owners, waiters)
-                              (counter and waiters may be nil: not checked)
+                              (permits, counter and waiters may be nil: not
+                              checked; a script that passes no permits
+                              checks them by its first read of them,
+                              sem_expired's or sem_held_refusal's)
                               nil when every key is a semaphore's (or
                               absent), else the reply to give: {-1} N is a
                               lock, {-3} anything else that is not a
-                              semaphore's
+                              semaphore's. N's count is read (GET): it is
+                              counter_seen[n] after (false: absent)
   sem_held_refusal(n, permits, owners, owner, principal, now)
                               the checks a release or renewal of owner's
                               permit starts with: nil and the permit's
                               score to go on, else the reply to give (those
                               of sem_refusal, {0} owner holds no live
                               permit, {-2, 7, 0} it holds it under another
-                              token name)
+                              token name); the permits' type is checked by
+                              their ZSCORE
   sem_expired(permits, now)   the members past their lease end (at most
-                              SEM_RECLAIM_MAX): read only
+                              SEM_RECLAIM_MAX): read only; nil when permits
+                              is not a zset (the read is a pcall)
   sem_reclaim(n, permits, owners, expired)
-                              take expired back: N gets them, entries go;
-                              call after publishing their count
+                              take expired back: N gets them (when
+                              sem_refusal found it), entries go; call
+                              after publishing their count
   sem_drop(owners, owner)     forget owner's entries in the holders' hash
   sem_nearest(permits, now)   ms until the earliest lease end of a permit
                               out; -1 none (or no lease) ]]
@@ -41,12 +48,13 @@ local SEM_NO_EXPIRY = 922337203685477
 local SEM_RECLAIM_MAX = 100
 
 local function sem_refusal(n, permits, counter, owners, waiters)
-  local t = redis.call('type', n).ok
-  if t == 'hash' and redis.call('pttl', n) ~= -1 then
-    return {-1}
-  elseif t ~= 'none' and not counter_ok(n) then
+  if not counter_ok(n) then
+    -- N is no count (its GET, which counter_seen keeps, failed): a lock?
+    if redis.call('type', n).ok == 'hash' and redis.call('pttl', n) ~= -1 then
+      return {-1}
+    end
     return {-3}
-  elseif not type_ok(permits, 'zset') or (counter and not counter_ok(counter)) or
+  elseif (permits and not type_ok(permits, 'zset')) or (counter and not counter_ok(counter)) or
          not type_ok(owners, 'hash') or (waiters and not type_ok(waiters, 'zset')) then
     return {-3}
   end
@@ -54,12 +62,14 @@ local function sem_refusal(n, permits, counter, owners, waiters)
 end
 
 local function sem_held_refusal(n, permits, owners, owner, principal, now)
-  local refusal = sem_refusal(n, permits, nil, owners)
+  local refusal = sem_refusal(n, nil, nil, owners)
   if refusal then
     return refusal
   end
-  local score = redis.call('zscore', permits, owner)
-  if not score or tonumber(score) <= now then
+  local score = redis.pcall('zscore', permits, owner)
+  if type(score) == 'table' then
+    return {-3}	-- the permits are no zset
+  elseif not score or tonumber(score) <= now then
     return {0}
   elseif owners_refused(owners, owner, principal) then
     return {-2, 7, 0}
@@ -68,7 +78,11 @@ local function sem_held_refusal(n, permits, owners, owner, principal, now)
 end
 
 local function sem_expired(permits, now)
-  return redis.call('zrangebyscore', permits, '-inf', now, 'limit', 0, SEM_RECLAIM_MAX)
+  local v = redis.pcall('zrangebyscore', permits, '-inf', now, 'limit', 0, SEM_RECLAIM_MAX)
+  if v.err then
+    return nil
+  end
+  return v
 end
 
 local function sem_drop(owners, owner)
@@ -80,7 +94,7 @@ local function sem_reclaim(n, permits, owners, expired)
     return
   end
   redis.call('zrem', permits, unpack(expired))
-  if redis.call('exists', n) == 1 then
+  if counter_seen[n] then	-- sem_refusal read N: it has a count
     redis.call('incrby', n, #expired)
   end
   for _, m in ipairs(expired) do

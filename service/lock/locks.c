@@ -50,16 +50,18 @@ enum key_id {
 	K_OWNERS,	/* dlockd_lock_owners:{N}: each holding's token and principal */
 	K_PERMITS,	/* {N}:timeout: a semaphore's permits out */
 	K_SEM_WAITERS,	/* dlockd_sem_waiters:{N}: a semaphore's waiting owners */
-	K_STATE,	/* dlockd_lock_state:{N}: watchers' channel; a script given
-			 * it publishes the change itself (no PUBLISH after) */
+	K_STATE,	/* dlockd_lock_state:{N}: watchers' channel */
 	K_COUNT
 };
 
-#define MAX_KEYS 6
+#define MAX_KEYS 7
 
 struct op_row {
 	enum script_id script;
 	enum key_id keys[MAX_KEYS + 1];
+	bool tells;	/* its script tells the lock's watchers of a holding it
+			 * starts or ends (on K_STATE, or on the kind's channel,
+			 * where they listen too): no PUBLISH after it */
 };
 
 struct kind_row {
@@ -79,8 +81,9 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 	[LOCK_KIND_LOCK] = {
 		.label = "lock",
 		.channel_prefix = "redisson_lock__channel",
-		.acquire = { SCRIPT_LOCK_ACQUIRE, { K_LOCK, K_TOKEN, K_OWNERS, K_STATE } },
-		.release = { SCRIPT_LOCK_RELEASE, { K_LOCK, K_CHANNEL, K_OWNERS, K_STATE } },
+		.acquire = { SCRIPT_LOCK_ACQUIRE, { K_LOCK, K_TOKEN, K_OWNERS, K_STATE }, true },
+		/* its "0" on K_CHANNEL tells the watchers */
+		.release = { SCRIPT_LOCK_RELEASE, { K_LOCK, K_CHANNEL, K_OWNERS }, true },
 		.force_release = { SCRIPT_LOCK_FORCE_RELEASE, { K_LOCK, K_CHANNEL, K_OWNERS } },
 		.renew = { SCRIPT_LOCK_RENEW, { K_LOCK, K_OWNERS, K_CHANNEL } },
 		.status = { SCRIPT_LOCK_STATUS, { K_LOCK, K_OWNERS } },
@@ -92,9 +95,10 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 		.per_owner_channel = true,
 		.queues = true,
 		.acquire = { SCRIPT_FAIR_ACQUIRE,
-			     { K_LOCK, K_TOKEN, K_QUEUE, K_DEADLINES, K_CHANNEL, K_OWNERS } },
+			     { K_LOCK, K_TOKEN, K_QUEUE, K_DEADLINES, K_CHANNEL, K_OWNERS, K_STATE },
+			     true },
 		.release = { SCRIPT_FAIR_RELEASE,
-			     { K_LOCK, K_QUEUE, K_DEADLINES, K_CHANNEL, K_OWNERS } },
+			     { K_LOCK, K_QUEUE, K_DEADLINES, K_CHANNEL, K_OWNERS, K_STATE }, true },
 		.force_release = { SCRIPT_FAIR_FORCE_RELEASE,
 				   { K_LOCK, K_QUEUE, K_DEADLINES, K_CHANNEL, K_OWNERS } },
 		.renew = { SCRIPT_LOCK_RENEW, { K_LOCK, K_OWNERS } },
@@ -111,8 +115,9 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 		.force_mode = "read",
 		.side = "read",
 		.acquire = { SCRIPT_RW_READ_ACQUIRE,
-			     { K_LOCK, K_TOKEN, K_TAG, K_WRITERS, K_OWNERS } },
-		.release = { SCRIPT_RW_READ_RELEASE, { K_LOCK, K_CHANNEL, K_TAG, K_OWNERS } },
+			     { K_LOCK, K_TOKEN, K_TAG, K_WRITERS, K_OWNERS, K_STATE }, true },
+		.release = { SCRIPT_RW_READ_RELEASE,
+			     { K_LOCK, K_CHANNEL, K_TAG, K_OWNERS, K_STATE }, true },
 		.force_release = { SCRIPT_RW_FORCE_RELEASE,
 				   { K_LOCK, K_CHANNEL, K_TAG, K_OWNERS } },
 		.renew = { SCRIPT_RW_READ_RENEW, { K_LOCK, K_TAG, K_OWNERS } },
@@ -127,8 +132,9 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 		.force_mode = "write",
 		.side = "write",
 		.acquire = { SCRIPT_RW_WRITE_ACQUIRE,
-			     { K_LOCK, K_TOKEN, K_TAG, K_WRITERS, K_OWNERS } },
-		.release = { SCRIPT_RW_WRITE_RELEASE, { K_LOCK, K_CHANNEL, K_TAG, K_OWNERS } },
+			     { K_LOCK, K_TOKEN, K_TAG, K_WRITERS, K_OWNERS, K_STATE }, true },
+		/* its "1" on K_CHANNEL tells the watchers */
+		.release = { SCRIPT_RW_WRITE_RELEASE, { K_LOCK, K_CHANNEL, K_TAG, K_OWNERS }, true },
 		.force_release = { SCRIPT_RW_FORCE_RELEASE,
 				   { K_LOCK, K_CHANNEL, K_TAG, K_OWNERS } },
 		.renew = { SCRIPT_RW_WRITE_RENEW, { K_LOCK, K_TAG, K_OWNERS } },
@@ -142,8 +148,10 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 		.queues = true,		/* a place only counts the waiting */
 		.wait_flags = LOCK_WAIT_COUNTED,
 		.acquire = { SCRIPT_SEM_ACQUIRE,
-			     { K_LOCK, K_PERMITS, K_CHANNEL, K_TOKEN, K_OWNERS, K_SEM_WAITERS } },
-		.release = { SCRIPT_SEM_RELEASE, { K_LOCK, K_PERMITS, K_CHANNEL, K_OWNERS } },
+			     { K_LOCK, K_PERMITS, K_CHANNEL, K_TOKEN, K_OWNERS, K_SEM_WAITERS,
+			       K_STATE }, true },
+		/* its "<n>" on K_CHANNEL tells the watchers */
+		.release = { SCRIPT_SEM_RELEASE, { K_LOCK, K_PERMITS, K_CHANNEL, K_OWNERS }, true },
 		.force_release = { SCRIPT_SEM_FORCE_RELEASE,
 				   { K_LOCK, K_PERMITS, K_CHANNEL, K_OWNERS } },
 		.renew = { SCRIPT_SEM_RENEW, { K_LOCK, K_PERMITS, K_CHANNEL, K_OWNERS } },
@@ -220,7 +228,7 @@ char *locks_wait_channel(enum lock_kind kind, const char *name, const char *owne
 	char *base = locks_prefix_name(kinds[kind].channel_prefix, rname), *ch;
 
 	free(rname);
-	if (!kinds[kind].per_owner_channel)
+	if (!kinds[kind].per_owner_channel || !owner)
 		return base;
 	ch = xstrjoin(base, ":", owner, NULL);
 	free(base);
@@ -305,8 +313,8 @@ struct call {
 	enum lock_kind kind;
 	enum script_id script;
 	bool queue;			/* acquire: the caller takes a queue place */
-	bool state_in_script;		/* its script published the change on the
-					 * state channel (K_STATE): no PUBLISH */
+	bool told;			/* its script told the watchers (op_row's
+					 * tells): no PUBLISH */
 	int64_t sent_ms;
 	void (*decode)(struct call *c, const redisReply *r, enum lock_result *res,
 		       struct lock_state *out);
@@ -339,12 +347,11 @@ static void run_to(const struct backend *b, struct call *c, const struct op_row 
 	const char *keys[MAX_KEYS];
 	int n = 0;
 
-	c->state_in_script = false;
 	while (n < MAX_KEYS && op->keys[n] != K_END) {
 		keys[n] = key_get(&ks, op->keys[n]);
-		c->state_in_script |= op->keys[n] == K_STATE;
 		n++;
 	}
+	c->told = op->tells;
 	c->script = op->script;
 	c->b = b;
 	c->sent_ms = now_ms();
@@ -1086,8 +1093,6 @@ static char *state_channel(const char *name)
 int locks_watch_channels(enum lock_kind kind, const char *name, char *channels[2])
 {
 	channels[0] = state_channel(name);
-	if (kinds[kind].per_owner_channel)
-		return 1;	/* a fair lock's releases speak to its queue head only */
 	channels[1] = locks_wait_channel(kind, name, NULL);
 	return 2;
 }
@@ -1117,7 +1122,7 @@ static void publish_change(const struct call *c, const char *what)
 {
 	char *channel;
 
-	if (c->state_in_script)
+	if (c->told)
 		return;	/* one round trip less: the script told them */
 	channel = state_channel(c->name);
 	const char *argv[] = { scripts_publish_command(), channel, what };

@@ -179,11 +179,12 @@ typedef void (*lock_view_fn)(void *ctx, enum lock_result r, const struct lock_st
 void locks_inspect(const struct backend *b, enum lock_kind kind, const char *name,
 		   const char *owner, lock_view_fn done, void *ctx);
 
-/* The channels a watcher of lock name listens on (0..1 are set, the caller
- * frees them; returns how many): dlockd_lock_state:{N}, on which every
- * dlockd says when a request of its started or ended a holding (once Redis
- * answered it), and for plain and read-write locks the kind's Redisson
- * channel too, where Redisson clients' releases are heard. */
+/* The channels a watcher of lock name listens on (both are set, the caller
+ * frees them; returns how many): dlockd_lock_state:{N}, on which dlockd's
+ * scripts say when a holding started or ended, and the kind's Redisson
+ * channel (a fair lock's without an owner: its release speaks there when
+ * nobody queues), where Redisson clients' releases are heard and a
+ * release script that publishes there anyway says the holding ended. */
 int locks_watch_channels(enum lock_kind kind, const char *name, char *channels[2]);
 
 
@@ -199,7 +200,8 @@ static inline bool locks_id_char(unsigned char c)
 }
 
 /* The pub/sub channel a waiter for (kind, name, owner) listens on; the
- * caller frees it. */
+ * caller frees it. A fair lock's owner NULL: the channel its release
+ * speaks on when nobody queues (a plain lock's). */
 char *locks_wait_channel(enum lock_kind kind, const char *name, const char *owner);
 /* enum lock_wait_flags for waiters of kind. */
 unsigned locks_wait_flags(enum lock_kind kind);

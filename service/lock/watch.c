@@ -14,8 +14,8 @@
  *   SLEEPING  --woken: retry, deadline -------------------------> READING
  *             --woken: gone / shutdown --------------------------> DONE gone / shutdown
  *
- * A watch of two channels (a plain or read-write lock: dlockd's state
- * channel and the kind's Redisson one) has a watcher on each; only the
+ * A watch of two channels (dlockd's state channel and the kind's Redisson
+ * one; a fair lock's without an owner) has a watcher on each; only the
  * first carries the deadline and watches the client's socket. A wake of
  * either is a wake of the watch; a wake that comes while it reads (the
  * other watcher still slept) makes it read once more, and a message that

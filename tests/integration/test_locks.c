@@ -263,3 +263,57 @@ TEST(health_and_readiness)
 	CHECK(strstr(r.body, "dlockd_lock_operations_total"), "metrics lists lock operations");
 	http_free(&r);
 }
+
+/* Redis' clock in microseconds. */
+static long long redis_now_us(void)
+{
+	redisReply *t = rcmd("TIME");
+	long long us = atoll(t->element[0]->str) * 1000000 + atoll(t->element[1]->str);
+
+	freeReplyObject(t);
+	return us;
+}
+
+/* A fresh holding of a free lock SETs the fencing counter with its own
+ * lease (the longer life it had was of holdings that are over: no PTTL is
+ * read for it). Tokens still only rise: after a long holding, a short one,
+ * and the counter gone with it, the next token is above both and not
+ * below Redis' clock, for every kind. */
+TEST(fencing_tokens_rise_when_a_short_holding_shortens_the_counter)
+{
+	static const char *const kinds[][3] = {
+		{ "locks", "", "" }, { "fairlocks", "", "" }, { "rwlocks", "/write", "" },
+		{ "rwlocks", "/read", "" }, { "semaphores", "", "&limit=2" },
+	};
+	struct http_resp r;
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		const char *n = lockname("short"), *res = kinds[i][0], *side = kinds[i][1];
+		const char *extra = kinds[i][2];
+		long long prev = 0, clock_us = 0;
+		char p[512];
+
+		for (int k = 0; k < 3; k++) {
+			/* 10 min, then 300 ms, then after the counter is gone */
+			snprintf(p, sizeof(p), "/%s/%s%s?owner=o%d&ttl_ms=%d%s", res, n, side, k,
+				 k == 0 ? 600000 : 300, extra);
+			if (k == 2) {
+				CHECK(WAIT_FOR(rcmd_int("EXISTS redisson_lock_token:{%s}", n) == 0, 5000),
+				      "%s%s: the counter went with the short holding", res, side);
+				clock_us = redis_now_us();
+			}
+			http("PUT", p, NULL, &r);
+			CHECK_STATUS(r, 200, p);
+			CHECK(json_int(&r, "fencing_token") > prev && json_int(&r, "fencing_token") >= clock_us,
+			      "%s: token %lld after %lld (Redis' clock %lld)", p,
+			      json_int(&r, "fencing_token"), prev, clock_us);
+			prev = json_int(&r, "fencing_token");
+			http_free(&r);
+			if (k == 1)
+				CHECK(rcmd_int("PTTL redisson_lock_token:{%s}", n) <= 300,
+				      "%s%s: the counter lives as long as the one holding", res, side);
+			snprintf(p, sizeof(p), "/%s/%s%s?owner=o%d", res, n, side, k);
+			CHECK(status_of(NULL, "DELETE", "%s", p) == 200, "%s: released", p);
+		}
+	}
+}

@@ -355,6 +355,61 @@ TEST(watch_of_a_rwlock_sees_a_new_reader_and_the_writer)
 	CHECK(status_of(NULL, "DELETE", "/rwlocks/%s/write?owner=x", n) == 200, "x leaves");
 }
 
+/* Every kind's scripts tell the watchers themselves (dlockd sends no
+ * PUBLISH after them): a holding that starts, and one that ends, answers
+ * a watch at once, far sooner than its wait_ms or the lease end. A read
+ * release that leaves two readers publishes nothing on Redisson's channel
+ * (no waiter may go): only dlockd's state channel tells the watch. */
+TEST(watch_of_every_kind_is_told_at_once_of_a_start_and_an_end)
+{
+	static const struct {
+		const char *res, *side, *extra, *others[2];
+	} kinds[] = {
+		{ "locks", "", "", { NULL, NULL } },
+		{ "fairlocks", "", "", { NULL, NULL } },
+		{ "rwlocks", "/write", "", { NULL, NULL } },
+		{ "rwlocks", "/read", "", { NULL, NULL } },
+		{ "rwlocks", "/read", "", { "r1", "r2" } },
+		{ "semaphores", "", "&limit=3", { NULL, NULL } },
+		{ "semaphores", "", "&limit=3", { "s1", NULL } },
+	};
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		const char *n = lockname("told"), *res = kinds[i].res;
+		const char *side = kinds[i].side, *extra = kinds[i].extra;
+		struct bg w;
+		long long index;
+		int64_t at;
+
+		for (int k = 0; k < 2 && kinds[i].others[k]; k++)
+			CHECK(take("/%s/%s%s?owner=%s&ttl_ms=60000%s", res, n, side,
+				   kinds[i].others[k], extra) > 0, "%s %s: %s holds", res, side,
+			      kinds[i].others[k]);
+		for (int end = 0; end < 2; end++) {
+			index = index_of("/%s/%s", res, n);
+			CHECK(index >= 0, "%s%s: its index", res, side);
+			get_bg(&w, "/%s/%s?index=%lld&wait_ms=60000", res, n, index);
+			CHECK(watches_parked(NULL, 1, n), "%s%s: the watch waits", res, side);
+			at = mono_ms();
+			if (!end)
+				CHECK(take("/%s/%s%s?owner=x&ttl_ms=60000%s", res, n, side, extra) > 0,
+				      "%s%s: x takes it", res, side);
+			else
+				CHECK(status_of(NULL, "DELETE", "/%s/%s%s?owner=x", res, n, side) == 200,
+				      "%s%s: x lets go", res, side);
+			CHECK_GRANTED_WITHIN(w, at, 2000, end ? "the watch of the end"
+							      : "the watch of the start");
+			CHECK(json_bool(&w.r, "changed") == 1 && json_int(&w.r, "index") != index,
+			      "%s%s, %s: the index changed: %s", res, side, end ? "end" : "start",
+			      w.r.body);
+			http_free(&w.r);
+		}
+		for (int k = 0; k < 2 && kinds[i].others[k]; k++)
+			status_of(NULL, "DELETE", "/%s/%s%s?owner=%s", res, n, side,
+				  kinds[i].others[k]);
+	}
+}
+
 /* A Redisson RLock holder dlockd has no token of: index 1. Its unlock
  * publishes on Redisson's channel, which the watch hears too. */
 TEST(watch_hears_a_redisson_client_let_go)

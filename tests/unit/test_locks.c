@@ -15,7 +15,7 @@ static redisReply *canned;		/* handed back, then freed by the caller */
 static redisReply *canned_next[4];	/* the next calls' replies, in turn */
 static int ncanned_next;
 static enum script_id last_id;
-static char last_keys[6][300];
+static char last_keys[8][300];
 static char last_args[8][300];
 static int last_nkeys, last_nargs;
 
@@ -32,7 +32,7 @@ void __wrap_scripts_run(struct redis_conn *c, enum script_id id, int nkeys,
 	last_id = id;
 	last_nkeys = nkeys;
 	last_nargs = nargs;
-	for (int i = 0; i < nkeys && i < 6; i++)
+	for (int i = 0; i < nkeys && i < 8; i++)
 		snprintf(last_keys[i], sizeof(last_keys[i]), "%s", keys[i]);
 	for (int i = 0; i < nargs && i < 8; i++)
 		snprintf(last_args[i], sizeof(last_args[i]), "%s", args[i]);
@@ -332,8 +332,9 @@ static void test_locks__acquire_reentrant_principal_and_not_owner(void **state)
 		      LOCK_QUEUE | LOCK_REENTRANT, NULL, record, NULL);
 	assert_int_equal(got, LOCK_NOT_OWNER);
 	assert_int_equal(got_st.why, LOCK_WHY_PRINCIPAL);
-	assert_int_equal(last_nkeys, 5);
+	assert_int_equal(last_nkeys, 6);
 	assert_string_equal(last_keys[4], "dlockd_lock_owners:{doc}");
+	assert_string_equal(last_keys[5], "dlockd_lock_state:{doc}");
 	assert_string_equal(last_args[3], "1");
 	assert_string_equal(last_args[4], "team-a");
 	canned = ints(3, -2LL, 7LL, 0LL);
@@ -620,12 +621,40 @@ static void test_locks__new_and_ended_holdings_are_published(void **state)
 	assert_int_equal(release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_OK);
 	canned = ints(2, 1LL, 0LL);			/* the holding ends */
 	assert_int_equal(release(LOCK_KIND_LOCK, "job", "w1", &st), LOCK_OK);
-	assert_string_equal(last_keys[3], "dlockd_lock_state:{job}");
+	assert_int_equal(last_nkeys, 3);	/* its "0" tells the watchers */
 	canned = ints(5, 0LL, 900LL, 0LL, 0LL, 0LL);	/* held by another */
 	assert_int_equal(acquire(LOCK_KIND_LOCK, "job", "w2", 1000, false, &st), LOCK_HELD);
 	assert_int_equal(npublished, 0);
+	/* so do every other kind's: on the state channel, or (a write or
+	 * semaphore release) on the kind's own, where watchers listen too */
+	canned = ints(5, 1LL, 7LL, 1LL, 1000LL, 1LL);
+	assert_int_equal(acquire(LOCK_KIND_FAIR, "job", "w1", 1000, false, &st), LOCK_OK);
+	assert_string_equal(last_keys[6], "dlockd_lock_state:{job}");
+	canned = ints(2, 1LL, 0LL);
+	assert_int_equal(release(LOCK_KIND_FAIR, "job", "w1", &st), LOCK_OK);
+	assert_string_equal(last_keys[5], "dlockd_lock_state:{job}");
+	canned = ints(5, 1LL, 7LL, 1LL, 1000LL, 1LL);
+	assert_int_equal(acquire(LOCK_KIND_READ, "doc", "r1", 1000, false, &st), LOCK_OK);
+	assert_string_equal(last_keys[5], "dlockd_lock_state:{doc}");
 	canned = ints(3, 1LL, 0LL, 0LL);		/* a reader's holding ends */
 	assert_int_equal(release(LOCK_KIND_READ, "doc", "r1", &st), LOCK_OK);
+	assert_string_equal(last_keys[4], "dlockd_lock_state:{doc}");
+	canned = ints(5, 1LL, 7LL, 1LL, 1000LL, 1LL);
+	assert_int_equal(acquire(LOCK_KIND_WRITE, "doc", "w1", 1000, false, &st), LOCK_OK);
+	assert_string_equal(last_keys[5], "dlockd_lock_state:{doc}");
+	canned = ints(3, 1LL, 0LL, 1LL);
+	assert_int_equal(release(LOCK_KIND_WRITE, "doc", "w1", &st), LOCK_OK);
+	canned = ints(5, 1LL, 7LL, 1LL, 1000LL, 1LL);
+	assert_int_equal(acquire(LOCK_KIND_SEMAPHORE, "pool", "p1", 1000, false, &st), LOCK_OK);
+	assert_string_equal(last_keys[6], "dlockd_lock_state:{pool}");
+	canned = ints(2, 1LL, 0LL);
+	assert_int_equal(release(LOCK_KIND_SEMAPHORE, "pool", "p1", &st), LOCK_OK);
+	assert_int_equal(npublished, 0);
+	/* an undo that ended a holding is published by dlockd */
+	canned = ints(2, 1LL, 1LL);
+	got = LOCK_RESULT_COUNT;
+	locks_undo(&B, LOCK_KIND_READ, "doc", "r1", 5, record, NULL);
+	assert_int_equal(got, LOCK_OK);
 	assert_int_equal(npublished, 1);
 	assert_string_equal(published[0], "dlockd_lock_state:{doc}");
 	assert_string_equal(published[1], "released");
@@ -645,10 +674,13 @@ static void test_locks__watch_channels(void **state)
 	assert_string_equal(ch[1], "redisson_rwlock:{doc}");
 	free(ch[0]);
 	free(ch[1]);
-	/* a fair lock's releases speak to its queue head alone */
-	assert_int_equal(locks_watch_channels(LOCK_KIND_FAIR, "q", ch), 1);
+	/* a fair lock's release speaks to its queue head, or with nobody
+	 * queued on the plain lock's channel */
+	assert_int_equal(locks_watch_channels(LOCK_KIND_FAIR, "q", ch), 2);
 	assert_string_equal(ch[0], "dlockd_lock_state:{q}");
+	assert_string_equal(ch[1], "redisson_lock__channel:{q}");
 	free(ch[0]);
+	free(ch[1]);
 }
 
 static void test_locks__fair_lock_keys_and_per_owner_channel(void **state)
@@ -663,11 +695,12 @@ static void test_locks__fair_lock_keys_and_per_owner_channel(void **state)
 	canned = ints(3, 0LL, 500LL, 1LL);
 	assert_int_equal(acquire(LOCK_KIND_FAIR, "job", "w1", 1000, true, &st), LOCK_HELD);
 	assert_int_equal(last_id, SCRIPT_FAIR_ACQUIRE);
-	assert_int_equal(last_nkeys, 6);
+	assert_int_equal(last_nkeys, 7);
 	assert_string_equal(last_keys[2], "redisson_lock_queue:{job}");
 	assert_string_equal(last_keys[3], "redisson_lock_timeout:{job}");
 	assert_string_equal(last_keys[4], "redisson_lock__channel:{job}");
 	assert_string_equal(last_keys[5], "dlockd_lock_owners:{job}");
+	assert_string_equal(last_keys[6], "dlockd_lock_state:{job}");
 	assert_string_equal(last_args[2], "6000");	/* queue place lifetime */
 	assert_true(st.queued);
 	assert_int_equal(st.retry_ms, 502);		/* the head watches the lease (and 2 ms) */
