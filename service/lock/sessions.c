@@ -44,6 +44,11 @@ static int sess_kind_of(const char *label, enum lock_kind *kind)
 	return -1;
 }
 
+int sessions_kind_parse(const char *label, enum lock_kind *kind)
+{
+	return sess_kind_of(label, kind);
+}
+
 enum sess_op { S_CREATE, S_READ, S_RECORD, S_DROP, S_HEARTBEAT, S_END };
 
 /* One call on one session, from its script to its callback. */

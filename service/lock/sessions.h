@@ -49,6 +49,8 @@ typedef void (*session_fn)(void *ctx, enum lock_result r, const struct session_i
 /* The label a holding's kind has in the API: "lock", "fair", "read",
  * "write", "semaphore". */
 const char *sessions_kind_label(enum lock_kind kind);
+/* The kind whose label is label, into *kind; -1 when none is. */
+int sessions_kind_parse(const char *label, enum lock_kind *kind);
 
 /* Make session id (SESSIONS_ID_LEN hex digits) living ttl_ms, created
  * under token name principal ("": auth off); value and name may be "".
