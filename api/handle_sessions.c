@@ -184,7 +184,7 @@ enum MHD_Result handle_session(struct request *rq)
  * a session's holdings). */
 #define MULTI_MAX 64
 
-static int entry_cmp(const void *a, const void *b)
+static int multi_entry_cmp(const void *a, const void *b)
 {
 	const struct multilock_entry *x = a, *y = b;
 
@@ -193,7 +193,7 @@ static int entry_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-static void entries_free(struct multilock_entry *e, size_t n)
+static void multi_entries_free(struct multilock_entry *e, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		free((char *)e[i].name);
@@ -202,7 +202,7 @@ static void entries_free(struct multilock_entry *e, size_t n)
 
 /* Entry i of the body (it) into e, checked; -1 with the problem in why
  * (and *code when it is not invalid_argument). */
-static int entry_of(struct request *rq, json_t *it, size_t i, struct multilock_entry *e,
+static int multi_entry_of(struct request *rq, json_t *it, size_t i, struct multilock_entry *e,
 		    char *why, size_t len, enum api_error *code)
 {
 	json_t *kind = json_object_get(it, "kind"), *name = json_object_get(it, "name");
@@ -249,7 +249,7 @@ static int entry_of(struct request *rq, json_t *it, size_t i, struct multilock_e
 /* The body's entries, sorted (the one global order) and checked: no
  * duplicate, no read-write lock named on both sides. NULL with the
  * problem in why. */
-static struct multilock_entry *entries_of(struct request *rq, json_t *locks, unsigned *n,
+static struct multilock_entry *multi_entries_of(struct request *rq, json_t *locks, unsigned *n,
 					  char *why, size_t len, enum api_error *code)
 {
 	size_t count = json_array_size(locks), i, max = MULTI_MAX;
@@ -265,9 +265,9 @@ static struct multilock_entry *entries_of(struct request *rq, json_t *locks, uns
 	}
 	e = xcalloc(count, sizeof(*e));
 	for (i = 0; i < count; i++)
-		if (entry_of(rq, json_array_get(locks, i), i, &e[i], why, len, code) < 0)
+		if (multi_entry_of(rq, json_array_get(locks, i), i, &e[i], why, len, code) < 0)
 			goto bad;
-	qsort(e, count, sizeof(*e), entry_cmp);
+	qsort(e, count, sizeof(*e), multi_entry_cmp);
 	for (i = 1; i < count; i++) {
 		bool same = !strcmp(e[i - 1].name, e[i].name);
 
@@ -285,7 +285,7 @@ static struct multilock_entry *entries_of(struct request *rq, json_t *locks, uns
 	*n = (unsigned)count;
 	return e;
 bad:
-	entries_free(e, count);
+	multi_entries_free(e, count);
 	return NULL;
 }
 
@@ -383,7 +383,7 @@ static void multi_done(void *ctx)
 	server_resume(ctx);
 }
 
-static enum MHD_Result count_query(void *cls, enum MHD_ValueKind kind, const char *key,
+static enum MHD_Result multi_count_query(void *cls, enum MHD_ValueKind kind, const char *key,
 				   const char *value)
 {
 	(void)kind;
@@ -428,7 +428,7 @@ static int multi_body_or_reply(struct request *rq, struct multilock_entry **e, u
 		if (why[0])
 			break;
 	}
-	*e = why[0] ? NULL : entries_of(rq, json_object_get(root, "locks"), n, why, sizeof(why),
+	*e = why[0] ? NULL : multi_entries_of(rq, json_object_get(root, "locks"), n, why, sizeof(why),
 				       &code);
 	json_decref(root);
 	if (!*e) {
@@ -447,7 +447,7 @@ static enum MHD_Result put_session_locks(struct request *rq)
 	unsigned nquery = 0, n = 0;
 	int64_t wait_ms;
 
-	MHD_get_connection_values(rq->conn, MHD_GET_ARGUMENT_KIND, count_query, &nquery);
+	MHD_get_connection_values(rq->conn, MHD_GET_ARGUMENT_KIND, multi_count_query, &nquery);
 	if (nquery)
 		return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
 				   "a multi-lock takes no query parameters: send "
@@ -477,7 +477,7 @@ void session_locks_end(struct request *rq, bool delivered)
 	if (rq->route.op != OP_SESSION_LOCKS)
 		return;
 	multilock_end(m, delivered);
-	entries_free(m->e, m->n);
+	multi_entries_free(m->e, m->n);
 	m->e = NULL;
 	m->n = 0;
 }

@@ -3,7 +3,8 @@
  * left held that the request took; served once the lock in the way is
  * released; a repeat answers the same holdings; bad bodies refused before
  * Redis; 8 clients over 5 names for 20 s: no deadlock, no overlap, every
- * client served; on a Cluster, names on every shard in one call. */
+ * client served; on a Cluster, names on every shard in one call; the
+ * guide's example as written. */
 #include "../harness/harness.h"
 #include "../harness/cluster.h"
 
@@ -408,4 +409,29 @@ TEST(session_locks_forget_a_client_that_hangs_up_while_waiting)
 	http_free(&r);
 	CHECK(http("DELETE", req, NULL, &r) == 0 && r.status == 200, "end it");
 	http_free(&r);
+}
+
+/* The "several locks at once" script of docs/guides/sessions.md, run as it
+ * is written: both locks granted, the set with the held one refused naming
+ * it, and the session ends holding the two it took, no more. */
+TEST(session_locks_guide_example_runs)
+{
+	char buf[8192];
+	const char *refused, *ended;
+
+	CHECK(doc_sh_run("docs/guides/sessions.md",
+			 "<!-- run-by: test_session_locks.c session_locks_guide_example_runs -->",
+			 20000, buf, sizeof(buf)) == 0, "every command of the example succeeds: %s",
+	      buf);
+	CHECK(strstr(buf, "\"kind\":\"lock\",\"name\":\"guide-accounts\"") &&
+	      strstr(buf, "\"kind\":\"write\",\"name\":\"guide-ledger\""), "both held: %s", buf);
+	refused = strstr(buf, "\"error\":\"locked\"");
+	CHECK(refused && strstr(refused, "\"lock\":{\"kind\":\"lock\",\"name\":\"guide-archive\"}"),
+	      "the second set is refused naming guide-archive: %s", buf);
+	ended = strstr(buf, "\"ended\":true");
+	CHECK(ended && strstr(ended, "guide-accounts") && strstr(ended, "guide-ledger") &&
+	      !strstr(ended, "guide-archive"), "the session released the two it took: %s", buf);
+	CHECK(flag_of(NULL, "locked", "/locks/guide-accounts") == 0, "guide-accounts is free");
+	CHECK(flag_of(NULL, "locked", "/locks/guide-archive") == 0, "guide-archive is free");
+	CHECK(flag_of(NULL, "locked", "/rwlocks/guide-ledger") == 0, "guide-ledger is free");
 }
