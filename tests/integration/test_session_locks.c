@@ -435,3 +435,86 @@ TEST(session_locks_guide_example_runs)
 	CHECK(flag_of(NULL, "locked", "/locks/guide-archive") == 0, "guide-archive is free");
 	CHECK(flag_of(NULL, "locked", "/rwlocks/guide-ledger") == 0, "guide-ledger is free");
 }
+
+/* The session's holdings cap counts what the set adds to what it holds:
+ * past it, 409 session_full and nothing of the set is held; more entries
+ * than the cap is a bad body (400, before Redis); a repeat adds nothing. */
+TEST(session_locks_past_the_session_cap_take_nothing)
+{
+	const char *n = lockname("ml-cap");
+	const char *flags[] = { "--max-session-holdings", "3", NULL };
+	struct dlockd_srv d;
+	struct http_resp r;
+	char id[33], body[600];
+
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "dlockd --max-session-holdings 3");
+	CHECK(start_session(d.base, 30000, id), "a session starts");
+	CHECK(status_of(&d, "PUT", "/locks/%s-a?session=%s", n, id) == 200, "it holds a");
+	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"lock\",\"name\":\"%s-a\"},"
+		 "{\"kind\":\"lock\",\"name\":\"%s-b\"},{\"kind\":\"lock\",\"name\":\"%s-c\"}]}",
+		 n, n, n);
+	CHECK(multi(d.base, id, body, &r) == 0 && r.status == 200,
+	      "a, b and c: three holdings, the cap: %ld %s", r.status, r.body ? r.body : "");
+	http_free(&r);
+	CHECK(multi(d.base, id, body, &r) == 0 && r.status == 200, "the repeat adds nothing");
+	http_free(&r);
+	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"lock\",\"name\":\"%s-a\"},"
+		 "{\"kind\":\"lock\",\"name\":\"%s-d\"}],\"wait_ms\":500}", n, n);
+	CHECK(multi(d.base, id, body, &r) == 0, "PUT answers");
+	CHECK_ERROR(r, 409, "session_full", "a fourth holding");
+	CHECK(json_integer_value(json_object_get(r.json, "limit")) == 3, "limit 3: %s", r.body);
+	http_free(&r);
+	CHECK(flag_of(&d, "locked", "/locks/%s-d", n) == 0, "d is not held");
+	CHECK(flag_of(&d, "locked", "/locks/%s-a", n) == 1, "a, held before, still is");
+	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"lock\",\"name\":\"%s-1\"},"
+		 "{\"kind\":\"lock\",\"name\":\"%s-2\"},{\"kind\":\"lock\",\"name\":\"%s-3\"},"
+		 "{\"kind\":\"lock\",\"name\":\"%s-4\"}]}", n, n, n, n);
+	CHECK(multi(d.base, id, body, &r) == 0, "PUT answers");
+	CHECK_ERROR(r, 400, "invalid_argument", "more entries than a session may hold");
+	http_free(&r);
+	CHECK(status_of(&d, "DELETE", "/sessions/%s", id) == 200, "end it");
+	CHECK(flag_of(&d, "locked", "/locks/%s-c", n) == 0, "its locks are released");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+#define ML_TOK_A "tok-ml-a-5e2b8d1c9f"
+#define ML_TOK_B "tok-ml-b-3f7a0c6e2d"
+
+/* Under auth every name of the set is checked against the token's prefix
+ * (403, nothing taken), and another token's session is no session (404). */
+TEST(session_locks_under_auth_check_every_name_and_the_session)
+{
+	char file[300], id[33];
+	const char *flags[] = { "--auth-file", file, NULL };
+	const char *body = "{\"locks\":[{\"kind\":\"lock\",\"name\":\"mlauth-a\"},"
+			   "{\"kind\":\"lock\",\"name\":\"elsewhere-b\"}]}";
+	struct dlockd_srv d;
+	struct http_resp r;
+	FILE *f;
+
+	snprintf(file, sizeof(file), "%s/multilock-tokens", test_tmpdir());
+	f = fopen(file, "w");
+	CHECK(f, "write %s", file);
+	fputs(ML_TOK_A " client mlauth- team-a\n" ML_TOK_B " client mlauth- team-b\n", f);
+	fclose(f);
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --auth-file");
+	http_bearer(ML_TOK_A);
+	CHECK(start_session(d.base, 30000, id), "team-a makes a session");
+	CHECK(multi(d.base, id, body, &r) == 0, "PUT answers");
+	CHECK_ERROR(r, 403, "forbidden", "a name outside the token's prefix");
+	http_free(&r);
+	CHECK(flag_of(&d, "locked", "/locks/mlauth-a") == 0, "nothing was taken");
+	http_bearer(ML_TOK_B);
+	CHECK(multi(d.base, id, "{\"locks\":[{\"kind\":\"lock\",\"name\":\"mlauth-a\"}]}", &r) == 0,
+	      "PUT answers");
+	CHECK_ERROR(r, 404, "session_not_found", "team-b using team-a's session");
+	http_free(&r);
+	http_bearer(ML_TOK_A);
+	CHECK(flag_of(&d, "locked", "/locks/mlauth-a") == 0, "still nothing taken");
+	CHECK(multi(d.base, id, "{\"locks\":[{\"kind\":\"lock\",\"name\":\"mlauth-a\"}]}", &r) == 0 &&
+	      r.status == 200, "team-a takes it for its session");
+	http_free(&r);
+	CHECK(status_of(&d, "DELETE", "/sessions/%s", id) == 200, "end it");
+	http_bearer(NULL);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
