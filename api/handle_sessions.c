@@ -152,8 +152,55 @@ static int id_or_reply(struct request *rq)
 	return 0;
 }
 
+/* ----- Every session: GET /sessions (admins) ----- */
+
+#define LIST_DEFAULT 100
+#define LIST_MAX 1000
+
+static void listed_sessions(void *ctx, enum lock_result r, int64_t all,
+			    const struct session_entry *v, size_t n)
+{
+	struct request *rq = ctx;
+
+	rq->lock.result = r;
+	if (r == LOCK_OK) {
+		json_t *list = json_array();
+
+		for (size_t i = 0; i < n; i++) {
+			json_t *o = json_pack("{s:s, s:I}", "session", v[i].id, "lease_left_ms",
+					      (json_int_t)v[i].lease_ms);
+
+			if (v[i].principal[0])
+				json_object_set_new(o, "creator", json_string(v[i].principal));
+			json_array_append_new(list, o);
+		}
+		rq->answer = json_pack("{s:o, s:I}", "sessions", list, "total", (json_int_t)all);
+	}
+	server_resume(rq);
+}
+
+static enum MHD_Result get_sessions(struct request *rq)
+{
+	const struct params *p = &rq->lock.params;
+
+	if (params_or_reply(rq, P_LIMIT) < 0)
+		return MHD_YES;
+	if (!rq->admin)
+		return reply_error(rq, ERR_FORBIDDEN, NULL,
+				   "only an admin token may list every session; read yours with "
+				   "GET /sessions/{id}");
+	if ((p->given & P_LIMIT) && p->limit > LIST_MAX)
+		return reply_error(rq, ERR_INVALID_ARGUMENT, NULL, "limit '%lld' is out of range "
+				   "1..%d", (long long)p->limit, LIST_MAX);
+	sessions_list(rq->backend, (p->given & P_LIMIT) ? p->limit : LIST_DEFAULT,
+		      listed_sessions, rq);
+	return server_suspend(rq, answered);
+}
+
 enum MHD_Result handle_session(struct request *rq)
 {
+	if (rq->route.op == OP_SESSION_LIST)
+		return get_sessions(rq);
 	if (rq->route.op == OP_SESSION_CREATE)
 		return post_session(rq);
 	if (id_or_reply(rq) < 0)

@@ -78,4 +78,19 @@ void sessions_heartbeat(const struct backend *b, const char *id, const char *pri
 void sessions_end(const struct backend *b, const char *id, const char *principal,
 		  session_fn done, void *ctx);
 
+/* One open session of an admin's listing; valid during the callback only. */
+struct session_entry {
+	const char *principal;	/* the token name it was made under ("": auth off) */
+	const char *id;
+	int64_t lease_ms;	/* its lease left */
+};
+
+/* r: LOCK_OK (v: n of them, all: every open session), LOCK_BACKEND_DOWN,
+ * LOCK_SCRIPT_ERROR. */
+typedef void (*session_list_fn)(void *ctx, enum lock_result r, int64_t all,
+				const struct session_entry *v, size_t n);
+/* Every open session, of every token name (for an admin): up to max of
+ * them, soonest lease end first per token name. */
+void sessions_list(const struct backend *b, int64_t max, session_list_fn done, void *ctx);
+
 #endif

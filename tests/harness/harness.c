@@ -256,6 +256,22 @@ int doc_sh_run(const char *path, const char *marker, int timeout_ms, char *out, 
 	return WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -2;
 }
 
+bool session_start_on(const char *base, int ttl_ms, char *id)
+{
+	struct http_resp r;
+	char p[64];
+	bool ok;
+
+	snprintf(p, sizeof(p), "/sessions?ttl_ms=%d", ttl_ms);
+	if (base ? http_on(base, "POST", p, NULL, &r) : http("POST", p, NULL, &r))
+		return false;
+	ok = r.status == 201 && json_str(&r, "session") && strlen(json_str(&r, "session")) == 32;
+	if (ok)
+		snprintf(id, 33, "%s", json_str(&r, "session"));
+	http_free(&r);
+	return ok;
+}
+
 static bool pid_alive(pid_t pid)
 {
 	return pid > 0 && waitpid(pid, NULL, WNOHANG) == 0;

@@ -153,6 +153,9 @@ const char *file_read(const char *path, char *buf, size_t cap);
  * Its exit code; -1 when there is no such block, -2 when it did not end
  * within timeout_ms. */
 int doc_sh_run(const char *path, const char *marker, int timeout_ms, char *out, size_t cap);
+/* POST /sessions?ttl_ms= on base (NULL: H_dlockd): the new session's id
+ * into id (33 bytes); false when it was not made. */
+bool session_start_on(const char *base, int ttl_ms, char *id);
 
 /* ----- Clients ----- */
 

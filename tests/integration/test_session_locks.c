@@ -15,24 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* POST /sessions on base (NULL: the shared dlockd); the id into id (33
- * bytes), or false. */
-static bool start_session(const char *base, int ttl_ms, char *id)
-{
-	struct http_resp r;
-	char body[64];
-	bool ok;
-
-	snprintf(body, sizeof(body), "{\"ttl_ms\":%d}", ttl_ms);
-	if ((base ? http_on(base, "POST", "/sessions", body, &r) : http("POST", "/sessions", body, &r)))
-		return false;
-	ok = r.status == 201 && json_str(&r, "session");
-	if (ok)
-		snprintf(id, 33, "%s", json_str(&r, "session"));
-	http_free(&r);
-	return ok;
-}
-
 /* PUT /sessions/id/locks with body on base (NULL: shared); r is the caller's. */
 static int multi(const char *base, const char *id, const char *body, struct http_resp *r)
 {
@@ -73,7 +55,7 @@ TEST(session_locks_all_or_nothing_with_a_blocker)
 
 	CHECK(status_of(NULL, "PUT", "/rwlocks/%s-c/write?owner=blocker&ttl_ms=30000", n) == 200,
 	      "a blocker writes c");
-	CHECK(start_session(NULL, 30000, id), "a session starts");
+	CHECK(session_start_on(NULL, 30000, id), "a session starts");
 	snprintf(body, sizeof(body),
 		 "{\"locks\":[{\"kind\":\"lock\",\"name\":\"%s-a\"},"
 		 "{\"kind\":\"semaphore\",\"name\":\"%s-b\",\"limit\":1},"
@@ -121,7 +103,7 @@ TEST(session_locks_wait_and_are_served_when_the_blocker_releases)
 	long long tok1;
 
 	CHECK(lock_hold(NULL, n, "blocker", 30000), "a blocker holds %s", n);
-	CHECK(start_session(NULL, 30000, id), "a session starts");
+	CHECK(session_start_on(NULL, 30000, id), "a session starts");
 	snprintf(body, sizeof(body),
 		 "{\"locks\":[{\"kind\":\"write\",\"name\":\"%s-w\"},{\"kind\":\"lock\",\"name\":\"%s\"},"
 		 "{\"kind\":\"semaphore\",\"name\":\"%s-s\",\"limit\":2}],\"wait_ms\":20000}", n, n, n);
@@ -183,7 +165,7 @@ TEST(session_locks_refuse_bad_bodies_before_redis)
 	long long calls = redis_evalsha_calls();
 	size_t len;
 
-	CHECK(start_session(NULL, 30000, id), "a session starts");
+	CHECK(session_start_on(NULL, 30000, id), "a session starts");
 	calls = redis_evalsha_calls();
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		CHECK(multi(NULL, id, bad[i][0], &r) == 0, "PUT answers");
@@ -241,7 +223,7 @@ static void *stress_run(void *arg)
 	unsigned seed = (unsigned)(c->i * 7919 + 1);
 	char id[33], body[1024], p[128];
 
-	if (!start_session(NULL, 30000, id)) {
+	if (!session_start_on(NULL, 30000, id)) {
 		atomic_fetch_add(&s->failed, 1);
 		return NULL;
 	}
@@ -348,7 +330,7 @@ TEST(session_locks_on_a_cluster_take_names_on_every_shard_at_once)
 	snprintf(url, sizeof(url), "redis://%s", cl->seeds);
 	CHECK(dlockd_start(&d, url, NULL) == 0, "dlockd starts on the cluster");
 	CHECK(cluster_names_per_master(cl, "ml-shard", names), "a name on each master");
-	CHECK(start_session(d.base, 30000, id), "a session starts");
+	CHECK(session_start_on(d.base, 30000, id), "a session starts");
 	CHECK(status_of(&d, "PUT", "/locks/%s?owner=blocker&ttl_ms=30000", names[2]) == 200,
 	      "a blocker on shard 2");
 	snprintf(body, sizeof(body),
@@ -385,7 +367,7 @@ TEST(session_locks_forget_a_client_that_hangs_up_while_waiting)
 	int fd;
 
 	CHECK(lock_hold(NULL, n, "blocker", 30000), "a blocker holds %s", n);
-	CHECK(start_session(NULL, 30000, id), "a session starts");
+	CHECK(session_start_on(NULL, 30000, id), "a session starts");
 	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"lock\",\"name\":\"%s-a\"},"
 		 "{\"kind\":\"lock\",\"name\":\"%s\"}],\"wait_ms\":20000}", n, n);
 	snprintf(req, sizeof(req), "PUT /sessions/%s/locks HTTP/1.1\r\nHost: x\r\n"
@@ -448,7 +430,7 @@ TEST(session_locks_past_the_session_cap_take_nothing)
 	char id[33], body[600];
 
 	CHECK(dlockd_start(&d, NULL, flags) == 0, "dlockd --max-session-holdings 3");
-	CHECK(start_session(d.base, 30000, id), "a session starts");
+	CHECK(session_start_on(d.base, 30000, id), "a session starts");
 	CHECK(status_of(&d, "PUT", "/locks/%s-a?session=%s", n, id) == 200, "it holds a");
 	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"lock\",\"name\":\"%s-a\"},"
 		 "{\"kind\":\"lock\",\"name\":\"%s-b\"},{\"kind\":\"lock\",\"name\":\"%s-c\"}]}",
@@ -484,22 +466,16 @@ TEST(session_locks_past_the_session_cap_take_nothing)
  * (403, nothing taken), and another token's session is no session (404). */
 TEST(session_locks_under_auth_check_every_name_and_the_session)
 {
-	char file[300], id[33];
-	const char *flags[] = { "--auth-file", file, NULL };
+	char id[33];
 	const char *body = "{\"locks\":[{\"kind\":\"lock\",\"name\":\"mlauth-a\"},"
 			   "{\"kind\":\"lock\",\"name\":\"elsewhere-b\"}]}";
 	struct dlockd_srv d;
 	struct http_resp r;
-	FILE *f;
 
-	snprintf(file, sizeof(file), "%s/multilock-tokens", test_tmpdir());
-	f = fopen(file, "w");
-	CHECK(f, "write %s", file);
-	fputs(ML_TOK_A " client mlauth- team-a\n" ML_TOK_B " client mlauth- team-b\n", f);
-	fclose(f);
-	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --auth-file");
+	CHECK(dlockd_start_auth(&d, "multilock-tokens", ML_TOK_A " client mlauth- team-a\n"
+				ML_TOK_B " client mlauth- team-b\n") == 0, "start with --auth-file");
 	http_bearer(ML_TOK_A);
-	CHECK(start_session(d.base, 30000, id), "team-a makes a session");
+	CHECK(session_start_on(d.base, 30000, id), "team-a makes a session");
 	CHECK(multi(d.base, id, body, &r) == 0, "PUT answers");
 	CHECK_ERROR(r, 403, "forbidden", "a name outside the token's prefix");
 	http_free(&r);
