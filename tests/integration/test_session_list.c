@@ -1,8 +1,9 @@
-/* test_session_list.c -- what every open session adds up to (issue 30):
- * GET /sessions lists them all for an admin (a client token is refused),
- * and the dlockd_sessions gauge counts those open in Redis, every
- * dlockd's, as of the last session call. Each test runs its own dlockds
- * (the gauge's under a key prefix of its own: only its sessions count). */
+/* test_session_list.c -- what dlockd tells of sessions as a whole (issue
+ * 30): GET /sessions lists every open one for an admin (a client token is
+ * refused), the dlockd_sessions gauge counts those open in Redis, every
+ * dlockd's, as of the last session call (under a key prefix of the
+ * test's own: only its sessions count), and the access log keeps a
+ * session's heartbeat quiet like any heartbeat. */
 #include "../harness/harness.h"
 
 #include <stdio.h>
@@ -66,4 +67,29 @@ TEST(sessions_list_every_open_one_for_an_admin_only)
 	CHECK(status_of(&d, "DELETE", "/sessions/%s", id[0]) == 200, "the admin ends it");
 	http_bearer(NULL);
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+/* A session's heartbeat is quiet in the access log like any heartbeat
+ * (one every few seconds from every session): at debug, at info only with
+ * --log-heartbeats on; a failed one is logged at info either way. */
+TEST(sessions_heartbeat_is_quiet_in_the_access_log)
+{
+	static const char *const hb[] = { "--log-heartbeats", "on", NULL };
+	struct dlockd_srv d;
+	char id[33];
+
+	for (int round = 0; round < 2; round++) {
+		CHECK(dlockd_start(&d, NULL, round ? hb : NULL) == 0, "start (round %d)", round);
+		CHECK(session_start_on(d.base, 30000, id), "a session");
+		CHECK(status_of(&d, "POST", "/sessions/%s/heartbeat", id) == 200, "renewed");
+		CHECK(status_of(&d, "DELETE", "/sessions/%s", id) == 200, "ended");
+		CHECK(status_of(&d, "POST", "/sessions/%s/heartbeat", id) == 404, "ended: 404");
+		CHECK(dlockd_stop(&d, 5000) == 0, "stop");
+		CHECK(file_lines_with(d.log, "\"path\":\"/sessions/", "/heartbeat\"",
+				      "\"status\":200", "\"level\":\"info\"", NULL) == round,
+		      "a heartbeat's success %s", round ? "at info with --log-heartbeats on"
+							: "not at info");
+		CHECK(file_lines_with(d.log, "/heartbeat\"", "\"status\":404", "\"level\":\"info\"",
+				      NULL) == 1, "a failed heartbeat at info (round %d)", round);
+	}
 }
