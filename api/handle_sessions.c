@@ -379,6 +379,15 @@ static enum MHD_Result multi_refused(struct request *rq)
 		return reply_error(rq, ERR_NOT_OWNER, json_pack("{s:o}", "lock", lock),
 				   "%s '%s' is held by the session under another bearer token: "
 				   "nothing of this request is held", kind, e->name);
+	case LOCK_UNCONFIRMED:
+		/* undone: it left nothing; else it was released again, which
+		 * too may fail to reach the replicas */
+		return reply_error(rq, ERR_REPLICATION_UNCONFIRMED,
+				   json_pack("{s:o, s:b}", "lock", lock, "undone", m->state.undone),
+				   "%s '%s' %s: %s", kind, e->name, m->state.undone ?
+				   "is not held, nor anything of this request" :
+				   "was granted and released again",
+				   m->state.fault ? m->state.fault : "too few replicas confirmed it");
 	case LOCK_TOO_MANY_HOLDS:
 	case LOCK_QUEUE_FULL:
 		return reply_error(rq, m->result == LOCK_QUEUE_FULL ? ERR_QUEUE_FULL

@@ -8,10 +8,12 @@
  *            --held by another: take back what this call
  *              took; deadline ahead ----------------------> UNDOING -> WAITING
  *                         deadline past -------------------> UNDOING -> DONE refused
- *            --anything else: take back -------------------> UNDOING -> DONE refused
+ *            --anything else: take back (with a grant too few
+ *              replicas confirmed, when it may stand) ---------> UNDOING -> DONE refused
  *   WAITING  --the acquire machine: granted (the entry is
  *              this call's now) ---------------------------> READ (a new pass)
- *            --refused / gone / shutdown -----------------> DONE
+ *            --refused: take back (as above) --------------> UNDOING -> DONE refused
+ *            --gone / shutdown ----------------------------> DONE
  *   NOTING   --every entry noted --------------------------> DONE granted
  *            --the session ended or is full: take back ----> UNDOING -> DONE session
  *
@@ -173,6 +175,8 @@ static void multi_tried(void *ctx, enum lock_result r, const struct lock_state *
 	}
 	m->blocker = m->i;
 	m->holder_ttl_ms = st->ttl_ms;
+	if (r == LOCK_UNCONFIRMED && !st->undone)
+		e->taken = true;	/* a grant too few replicas had may stand */
 	if (r == LOCK_HELD && now_ms() < m->deadline_ms)
 		take_back(m, MULTI_NO_OUTCOME);
 	else
@@ -255,7 +259,9 @@ static void after_wait(struct loop *l, void *data)
 		m->result = a->result;
 		m->state = a->state;
 		m->holder_ttl_ms = a->holder_ttl_ms;
-		finish_multi(m, MULTI_REFUSED);
+		if (a->result == LOCK_UNCONFIRMED && !a->state.undone)
+			e->taken = true;	/* it may stand: released with the rest */
+		take_back(m, MULTI_REFUSED);
 		return;
 	case ACQUIRE_GONE:
 		finish_multi(m, MULTI_GONE);
