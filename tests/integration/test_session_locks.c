@@ -4,7 +4,8 @@
  * released; a repeat answers the same holdings; bad bodies refused before
  * Redis; 8 clients over 5 names for 20 s: no deadlock, no overlap, every
  * client served; on a Cluster, names on every shard in one call; the
- * guide's example as written. */
+ * guide's example as written; the session's cap, auth, and Redis going
+ * away while a multi-lock waits. */
 #include "../harness/harness.h"
 #include "../harness/cluster.h"
 
@@ -493,4 +494,36 @@ TEST(session_locks_under_auth_check_every_name_and_the_session)
 	CHECK(status_of(&d, "DELETE", "/sessions/%s", id) == 200, "end it");
 	http_bearer(NULL);
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+/* Redis going away while a multi-lock waits neither crashes nor hangs
+ * dlockd: the request is answered 503 by its wait_ms (nothing of it is
+ * known to stand: what it took was given back before it waited), and
+ * dlockd still exits cleanly. */
+TEST(session_locks_answer_when_redis_goes_away_while_waiting)
+{
+	const char *n = lockname("ml-redis-gone");
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	char id[33], body[400], p[128];
+	struct bg w;
+
+	CHECK(redis_dlockd_start(&rs, &d, NULL) == 0, "a Redis and a dlockd of the test's own");
+	CHECK(status_of(&d, "PUT", "/locks/%s-b?owner=blocker&ttl_ms=30000", n) == 200,
+	      "a blocker holds b");
+	CHECK(session_start_on(d.base, 30000, id), "a session");
+	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"lock\",\"name\":\"%s-a\"},"
+		 "{\"kind\":\"lock\",\"name\":\"%s-b\"}],\"wait_ms\":3000}", n, n);
+	snprintf(p, sizeof(p), "/sessions/%s/locks", id);
+	bg_start_on(&w, d.base, "PUT", p, body);
+	CHECK(wait_waiters(&d, 1, 5000), "it waits for b");
+	CHECK(flag_of(&d, "locked", "/locks/%s-a", n) == 0, "holding nothing meanwhile");
+	redis_stop(&rs, true);
+	bg_join(&w);
+	CHECK_ERROR(w.r, 503, "backend_unavailable", "the multi-lock once Redis is gone");
+	CHECK(w.r.ms < 3000.0 + 5000.0 * slow_factor(), "answered by its wait_ms (%.0f ms)",
+	      w.r.ms);
+	http_free(&w.r);
+	CHECK(status_of(&d, "GET", "/healthz") == 200, "dlockd still answers");
+	CHECK(dlockd_stop(&d, 5000) == 0, "and exits cleanly");
 }
