@@ -236,14 +236,6 @@ static enum MHD_Result reply_shutting_down(struct request *rq)
 			   "dlockd is shutting down; retry on another instance");
 }
 
-static int client_fd(struct request *rq)
-{
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-
-	return ci ? ci->connect_fd : -1;
-}
-
 static enum MHD_Result reply_granted(struct request *rq, const struct lock_state *st)
 {
 	if (rq->lock.params.wait_ms > 0)
@@ -326,7 +318,7 @@ static enum MHD_Result acquire_begin(struct request *rq)
 		.ttl_ms = p->ttl_ms,
 		.extras = { .limit = p->limit, .value = (p->given & P_VALUE) ? p->value : NULL },
 		.wait_ms = p->wait_ms,
-		.fd = client_fd(rq),
+		.fd = server_client_fd(rq),
 		.done = machine_done,
 		.done_ctx = rq,
 	};
@@ -484,6 +476,7 @@ void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode t
 {
 	watch_end(&rq->lock.watch);
 	session_unwatch(rq);
+	session_locks_end(rq, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
 	if (acquire_end(&rq->lock.acquire, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)) {
 		metrics_lock(rq->route.kind, MOP_ACQUIRE, HANDLE_ABANDONED);
 		log_info("answer to the grant of %s '%s' was not delivered; taking it back",
@@ -722,7 +715,7 @@ static enum MHD_Result get_lock(struct request *rq)
 										: NULL,
 		.index = (p->given & P_INDEX) ? p->index : -1,
 		.wait_ms = p->wait_ms,
-		.fd = client_fd(rq),
+		.fd = server_client_fd(rq),
 		.done = machine_done,
 		.done_ctx = rq,
 	};

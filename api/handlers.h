@@ -24,8 +24,13 @@ enum MHD_Result handle_lock(struct request *rq);
 void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode toe);
 
 /* POST /sessions, GET and DELETE /sessions/{id}, POST
- * /sessions/{id}/heartbeat (api/handle_sessions.c). */
+ * /sessions/{id}/heartbeat, PUT /sessions/{id}/locks
+ * (api/handle_sessions.c). */
 enum MHD_Result handle_session(struct request *rq);
+/* The request is over: end its multi-lock (PUT /sessions/{id}/locks),
+ * which takes back a grant whose answer was not delivered, and free its
+ * entries. Nothing for any other request. */
+void session_locks_end(struct request *rq, bool delivered);
 
 /* GET /healthz, /readyz, /metrics, /openapi.yaml; /ui and its files
  * (handle_ui). */

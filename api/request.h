@@ -13,6 +13,7 @@
 #include "service/config/config.h"
 #include "service/lock/listing.h"
 #include "service/lock/locks.h"
+#include "service/lock/multilock.h"
 #include "service/lock/sessions.h"
 #include "service/lock/watch.h"
 #include "api/request_id.h"
@@ -76,6 +77,9 @@ struct lock_call {
 	struct session_holding holding;
 	/* ... while it waits: its session's end, heard (session_watch.h) */
 	struct session_watch *session_watch;
+	/* PUT /sessions/{id}/locks: the multi-lock machine and its entries
+	 * (each name allocated; freed by session_locks_end) */
+	struct multilock multi;
 };
 
 /* Per-request state on MHD's *req_cls: made on the first callback, freed

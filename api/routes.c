@@ -44,8 +44,9 @@ static const struct route routes[] = {
 	{ "/locks", "/locks", NULL, 0, { [METHOD_GET] = OP_LIST }, "GET, HEAD" },
 	/* sessions (api/handle_sessions.c): the name is the session id */
 	{ "/sessions/{id}/heartbeat", "/sessions/", "/heartbeat", 0, { [METHOD_POST] = OP_SESSION_HEARTBEAT }, "POST" },
+	{ "/sessions/{id}/locks", "/sessions/", "/locks", 0, { [METHOD_PUT] = OP_SESSION_LOCKS }, "PUT" },
 	{ "/sessions/{id}", "/sessions/", "", 0, { [METHOD_GET] = OP_SESSION_GET, [METHOD_DELETE] = OP_SESSION_END }, "GET, HEAD, DELETE" },
-	{ "/sessions", "/sessions", NULL, 0, { [METHOD_POST] = OP_SESSION_CREATE }, "POST" },
+	{ "/sessions", "/sessions", NULL, 0, { [METHOD_GET] = OP_SESSION_LIST, [METHOD_POST] = OP_SESSION_CREATE }, "GET, HEAD, POST" },
 	{ "/healthz", "/healthz", NULL, 0, { [METHOD_GET] = OP_HEALTHZ }, "GET, HEAD" },
 	{ "/readyz", "/readyz", NULL, 0, { [METHOD_GET] = OP_READYZ }, "GET, HEAD" },
 	{ "/metrics", "/metrics", NULL, 0, { [METHOD_GET] = OP_METRICS }, "GET, HEAD" },

@@ -24,12 +24,14 @@ enum route_op {
 	OP_SESSION_GET,		/* GET    /sessions/{id} */
 	OP_SESSION_END,		/* DELETE /sessions/{id} */
 	OP_SESSION_HEARTBEAT,	/* POST   /sessions/{id}/heartbeat */
+	OP_SESSION_LOCKS,	/* PUT    /sessions/{id}/locks: all or nothing */
+	OP_SESSION_LIST,	/* GET    /sessions: every open session (admins) */
 };
 
 /* Is op one of a session's (api/handle_sessions.c)? */
 static inline int routes_session_op(enum route_op op)
 {
-	return op >= OP_SESSION_CREATE && op <= OP_SESSION_HEARTBEAT;
+	return op >= OP_SESSION_CREATE && op <= OP_SESSION_LIST;
 }
 
 /* HEAD is routed as GET (routes_match); ops[] rows never name it. */

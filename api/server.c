@@ -236,6 +236,25 @@ static void body_append(struct request *rq, const char *data, size_t len)
 	rq->body[rq->body_len] = '\0';
 }
 
+/* The bearer token of rq's Authorization header (*len bytes, optional
+ * whitespace around it dropped), or NULL when there is none. */
+static const char *bearer_of(struct request *rq, size_t *len)
+{
+	const char *h = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND,
+						    MHD_HTTP_HEADER_AUTHORIZATION);
+	size_t n;
+
+	if (!h || strncasecmp(h, "Bearer ", 7))
+		return NULL;
+	h += 7;
+	h += strspn(h, " \t");
+	n = strlen(h);
+	while (n > 0 && (h[n - 1] == ' ' || h[n - 1] == '\t'))
+		n--;		/* optional whitespace around a field value (RFC 9110 §5.5) */
+	*len = n;
+	return h;
+}
+
 /* With --auth-file, a lock request needs "Authorization: Bearer <token>"
  * whose prefix covers the name (a listing: the prefix it asks for, which
  * the token's must start); 0, or -1 after the 401/403 is queued. */
@@ -250,17 +269,12 @@ static int auth_or_reply(struct request *rq)
 	if (!auth_enabled())
 		return 0;
 	rq->admin = false;
-	h = MHD_lookup_connection_value(rq->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-	if (!h || strncasecmp(h, "Bearer ", 7)) {
+	h = bearer_of(rq, &len);
+	if (!h) {
 		reply_error(rq, ERR_UNAUTHORIZED, NULL,
 			    "this dlockd needs 'Authorization: Bearer <token>'");
 		return -1;
 	}
-	h += 7;
-	h += strspn(h, " \t");
-	len = strlen(h);
-	while (len > 0 && (h[len - 1] == ' ' || h[len - 1] == '\t'))
-		len--;		/* optional whitespace around a field value (RFC 9110 §5.5) */
 	switch (auth_check(h, len, scope, &role, rq->principal)) {
 	case AUTH_UNKNOWN:
 		reply_error(rq, ERR_UNAUTHORIZED, NULL, "the bearer token is not known");
@@ -281,6 +295,27 @@ static int auth_or_reply(struct request *rq)
 	}
 	rq->admin = role == AUTH_ADMIN;
 	return 0;
+}
+
+int server_client_fd(struct request *rq)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+	return ci ? ci->connect_fd : -1;
+}
+
+bool server_token_covers(struct request *rq, const char *name)
+{
+	const char *h;
+	enum auth_role role;
+	char principal[AUTH_NAME_MAX + 1];
+	size_t len;
+
+	if (!auth_enabled())
+		return true;
+	h = bearer_of(rq, &len);
+	return h && auth_check(h, len, name, &role, principal) == AUTH_OK;
 }
 
 /* The whole request is in: check it and hand it to its handler. */
@@ -441,7 +476,8 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 		.request_id = rq->request_id[0] ? rq->request_id : NULL,
 		.delivered = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK,
 		/* heartbeats come every few seconds from every holder */
-		.quiet = rq->route.op == OP_HEARTBEAT && !(rq->cfg && rq->cfg->log_heartbeats),
+		.quiet = (rq->route.op == OP_HEARTBEAT || rq->route.op == OP_SESSION_HEARTBEAT) &&
+			 !(rq->cfg && rq->cfg->log_heartbeats),
 	};
 	/* the peer's address is formatted only for a line that is written
 	 * (getnameinfo and snprintf on every request otherwise) */

@@ -60,5 +60,11 @@ void server_resume(struct request *rq);
  * that only half-closed (shutdown(SHUT_WR)) looks the same: TCP cannot
  * tell the two apart until a write fails. */
 bool server_client_gone(struct request *rq);
+/* May rq's bearer token touch lock name (a name the request names in its
+ * body, not its path)? Always with auth off. */
+bool server_token_covers(struct request *rq, const char *name);
+/* The client's socket (watched for a hang-up while a request waits), or
+ * -1. */
+int server_client_fd(struct request *rq);
 
 #endif

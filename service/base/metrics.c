@@ -417,6 +417,13 @@ static void render_http(struct out *o)
 		}
 }
 
+static atomic_llong sessions_open;
+
+void metrics_set_sessions_open(int64_t open)
+{
+	atomic_store_explicit(&sessions_open, open, memory_order_relaxed);
+}
+
 char *metrics_render(unsigned waiters, unsigned watches, size_t *len)
 {
 	struct out o = { .p = xmalloc(16384), .cap = 16384 };
@@ -460,6 +467,11 @@ char *metrics_render(unsigned waiters, unsigned watches, size_t *len)
 	header(&o, "dlockd_watches", "gauge",
 	       "Status requests waiting for a lock to change now (GET with wait_ms).");
 	emit(&o, "dlockd_watches %u\n", watches);
+	header(&o, "dlockd_sessions", "gauge",
+	       "Sessions open in Redis (every dlockd's), as this dlockd's last session call "
+	       "counted them.");
+	emit(&o, "dlockd_sessions %lld\n",
+	     (long long)atomic_load_explicit(&sessions_open, memory_order_relaxed));
 
 	header(&o, "dlockd_wait_seconds", "histogram",
 	       "How long waiting acquires (wait_ms > 0) waited, by kind and outcome.");

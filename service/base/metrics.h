@@ -67,6 +67,9 @@ void metrics_redis_node_ready(int node, int delta);
  * counter, updated with __atomic builtins, living as long as the
  * process) and --max-connections. */
 void metrics_set_http_connections(const unsigned *open, unsigned limit);
+/* Sessions open in Redis (every dlockd's), as a session call last counted
+ * them. */
+void metrics_set_sessions_open(int64_t open);
 
 /* The label values of the lock series, by index: kinds[k] names kind k
  * (kind="..."), results[r] result r (result="..."); results[0] is the

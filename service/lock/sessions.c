@@ -6,7 +6,13 @@
  * touches one slot; the holdings themselves live in their own slots. A
  * heartbeat renews them in one script per slot that holds any
  * (session_renew.h); an end releases them with the lock kinds' own
- * scripts (locks.h), one call each, pipelined on b's connection.
+ * scripts (locks.h), one call each, pipelined on b's connection. The
+ * open sessions are counted per token name (for its cap) in
+ * dlockd_sessions:{dlockd_sessions}:<token name>, a sorted set of ids by
+ * lease end, and the token names with one in
+ * dlockd_sessions:{dlockd_sessions}: one slot, so every count call trims
+ * every ended session and counts all (the dlockd_sessions gauge), and an
+ * admin's listing reads them in one script.
  *
  * A holding is taken with the session's lease left as its ttl, so it can
  * never outlive the session's lease end: when heartbeats stop, each
@@ -16,6 +22,7 @@
 #include "service/lock/locks_redis.h"
 
 #include "service/base/log.h"
+#include "service/base/metrics.h"
 #include "service/base/util.h"
 #include "service/lock/backend.h"
 #include "service/lock/scripts.h"
@@ -44,6 +51,11 @@ static int sess_kind_of(const char *label, enum lock_kind *kind)
 			return 0;
 		}
 	return -1;
+}
+
+int sessions_kind_parse(const char *label, enum lock_kind *kind)
+{
+	return sess_kind_of(label, kind);
 }
 
 enum sess_op { S_CREATE, S_READ, S_RECORD, S_DROP, S_HEARTBEAT, S_END };
@@ -179,20 +191,40 @@ static enum lock_result sess_checked(struct sess_call *c, const redisReply *r, c
 
 /* ----- The per-token count of open sessions ----- */
 
+/* The counts' keys, all in one slot: the set of token names that have
+ * open sessions, and (its name and ':' before the token name) each one's
+ * sorted set. The caller frees both. */
+static void sess_count_keys(char **names, char **zprefix)
+{
+	*names = xasprintf("%sdlockd_sessions:{dlockd_sessions}", locks_key_prefix());
+	*zprefix = xasprintf("%s:", *names);
+}
+
 /* Run session_count.lua for c->id on principal's set: op 'add' (fn
  * hears), 'touch' or 'del' (nobody hears: c is freed). */
 static void sess_count_run(struct sess_call *c, const char *principal, const char *op,
 			   int64_t ttl_ms, int64_t cap, redis_reply_fn fn)
 {
-	char *key = xasprintf("%sdlockd_sessions:{%s}", locks_key_prefix(), principal);
-	char ttl[24], capv[24];
-	const char *args[] = { c->id, ttl, op, capv };
+	char *keys[2], *zprefix, ttl[24], capv[24];
+	const char *args[] = { c->id, ttl, op, capv, NULL };
 
+	sess_count_keys(&keys[1], &zprefix);
+	keys[0] = xasprintf("%s%s", zprefix, principal);
+	args[4] = zprefix;
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_ms);
 	snprintf(capv, sizeof(capv), "%lld", (long long)cap);
-	scripts_run(c->b->redis, SCRIPT_SESSION_COUNT, 1, (const char *const *)&key, 4, args, fn,
+	scripts_run(c->b->redis, SCRIPT_SESSION_COUNT, 2, (const char *const *)keys, 5, args, fn,
 		    c);
-	free(key);
+	free(keys[0]);
+	free(keys[1]);
+	free(zprefix);
+}
+
+/* A count's answer {code, n, all}: every open session into the gauge. */
+static void sess_count_gauge(const redisReply *r)
+{
+	if (r->elements >= 3)
+		metrics_set_sessions_open(locks_elem_int(r, 2));
 }
 
 /* A 'touch' or 'del' answered: only a failure is logged (the count then
@@ -201,7 +233,8 @@ static void sess_on_counted(void *ctx, redisReply *r)
 {
 	struct sess_call *c = ctx;
 
-	sess_checked(c, r, "session_count");
+	if (sess_checked(c, r, "session_count") == LOCK_OK)
+		sess_count_gauge(r);
 	sess_call_free(c);
 }
 
@@ -238,6 +271,7 @@ static void sess_on_count_added(void *ctx, redisReply *r)
 		sess_finish(c, res);
 		return;
 	}
+	sess_count_gauge(r);
 	if (r->element[0]->integer == -1) {
 		c->info.cap_n = locks_elem_int(r, 1);
 		sess_finish(c, LOCK_TOO_MANY_HOLDS);
@@ -523,4 +557,52 @@ void sessions_end(const struct backend *b, const char *id, const char *principal
 	const char *args[] = { principal };
 
 	sess_run(sess_call_new(b, S_END, id, done, ctx), SCRIPT_SESSION_END, 1, args, sess_on_ended);
+}
+
+/* ----- Every open session (an admin's listing) ----- */
+
+struct sess_list {
+	session_list_fn done;
+	void *ctx;
+};
+
+static void sess_on_listed(void *ctx, redisReply *r)
+{
+	struct sess_list *l = ctx;
+	struct lock_state st = { 0 };
+	enum lock_result res = locks_check_answer(r, "session_list", "sessions", "(all)", &st);
+	struct session_entry *v = NULL;
+	size_t n = 0;
+
+	if (res == LOCK_OK && (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+			       (r->elements - 1) % 3))
+		res = locks_unexpected("session_list", "sessions", "(all)", &st);
+	if (res == LOCK_OK) {
+		n = (r->elements - 1) / 3;
+		v = xcalloc(n ? n : 1, sizeof(*v));
+		for (size_t i = 0; i < n; i++)
+			v[i] = (struct session_entry){ sess_str_of(r->element[1 + 3 * i]),
+						       sess_str_of(r->element[2 + 3 * i]),
+						       locks_elem_int(r, 3 + 3 * i) };
+		metrics_set_sessions_open(locks_elem_int(r, 0));
+	}
+	l->done(l->ctx, res, res == LOCK_OK ? locks_elem_int(r, 0) : 0, v, n);
+	free(v);
+	free(l);
+}
+
+void sessions_list(const struct backend *b, int64_t max, session_list_fn done, void *ctx)
+{
+	struct sess_list *l = xmalloc(sizeof(*l));
+	char *names, *zprefix, maxv[24];
+	const char *args[] = { NULL, maxv };
+
+	*l = (struct sess_list){ done, ctx };
+	sess_count_keys(&names, &zprefix);
+	args[0] = zprefix;
+	snprintf(maxv, sizeof(maxv), "%lld", (long long)max);
+	scripts_run(b->redis, SCRIPT_SESSION_LIST, 1, (const char *const *)&names, 2, args,
+		    sess_on_listed, l);
+	free(names);
+	free(zprefix);
 }

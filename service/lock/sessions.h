@@ -52,6 +52,8 @@ typedef void (*session_fn)(void *ctx, enum lock_result r, const struct session_i
 /* The label a holding's kind has in the API: "lock", "fair", "read",
  * "write", "semaphore". */
 const char *sessions_kind_label(enum lock_kind kind);
+/* The kind whose label is label, into *kind; -1 when none is. */
+int sessions_kind_parse(const char *label, enum lock_kind *kind);
 
 /* Make session id (SESSIONS_ID_LEN hex digits) living ttl_ms, created
  * under token name principal ("": auth off); value and name may be "".
@@ -85,5 +87,20 @@ void sessions_heartbeat(const struct backend *b, const char *id, const char *pri
  * held. */
 void sessions_end(const struct backend *b, const char *id, const char *principal,
 		  session_fn done, void *ctx);
+
+/* One open session of an admin's listing; valid during the callback only. */
+struct session_entry {
+	const char *principal;	/* the token name it was made under ("": auth off) */
+	const char *id;
+	int64_t lease_ms;	/* its lease left */
+};
+
+/* r: LOCK_OK (v: n of them, all: every open session), LOCK_BACKEND_DOWN,
+ * LOCK_SCRIPT_ERROR. */
+typedef void (*session_list_fn)(void *ctx, enum lock_result r, int64_t all,
+				const struct session_entry *v, size_t n);
+/* Every open session, of every token name (for an admin): up to max of
+ * them, soonest lease end first per token name. */
+void sessions_list(const struct backend *b, int64_t max, session_list_fn done, void *ctx);
 
 #endif

@@ -216,6 +216,62 @@ const char *file_read(const char *path, char *buf, size_t cap)
 	return buf;
 }
 
+int doc_sh_run(const char *path, const char *marker, int timeout_ms, char *out, size_t cap)
+{
+	static char doc[65536];
+	char script[400], env_url[160];
+	const char *const argv[] = { "sh", script, NULL };
+	const char *const env[] = { env_url, NULL };
+	const char *start, *end;
+	struct proc p;
+	size_t n;
+	FILE *f;
+
+	out[0] = '\0';
+	file_read(path, doc, sizeof(doc));
+	start = strstr(doc, marker);
+	start = start ? strstr(start, "```sh\n") : NULL;
+	end = start ? strstr(start + 6, "```") : NULL;
+	if (!end)
+		return -1;
+	start += 6;
+	snprintf(script, sizeof(script), "%s/doc-block.sh", test_tmpdir());
+	f = fopen(script, "w");
+	if (!f)
+		return -1;
+	fwrite(start, 1, (size_t)(end - start), f);
+	fclose(f);
+	snprintf(env_url, sizeof(env_url), "DLOCKD=%s", H_dlockd.base);
+	proc_start(&p, argv, env, "doc-block");
+	if (!WAIT_FOR(proc_exited(&p), timeout_ms)) {
+		proc_kill(&p);
+		return -2;
+	}
+	file_read(p.out, out, cap);
+	if (proc_exit_code(&p, 0))
+		return 0;
+	n = strlen(out);
+	if (n + 1 < cap)
+		file_read(p.err, out + n, cap - n);
+	return WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -2;
+}
+
+bool session_start_on(const char *base, int ttl_ms, char *id)
+{
+	struct http_resp r;
+	char p[64];
+	bool ok;
+
+	snprintf(p, sizeof(p), "/sessions?ttl_ms=%d", ttl_ms);
+	if (base ? http_on(base, "POST", p, NULL, &r) : http("POST", p, NULL, &r))
+		return false;
+	ok = r.status == 201 && json_str(&r, "session") && strlen(json_str(&r, "session")) == 32;
+	if (ok)
+		snprintf(id, 33, "%s", json_str(&r, "session"));
+	http_free(&r);
+	return ok;
+}
+
 static bool pid_alive(pid_t pid)
 {
 	return pid > 0 && waitpid(pid, NULL, WNOHANG) == 0;

@@ -146,6 +146,16 @@ bool proc_exit_code(struct proc *p, int code);
 void proc_kill(struct proc *p);
 /* The start of the file at path (up to cap-1 bytes) in buf; "" if none. */
 const char *file_read(const char *path, char *buf, size_t cap);
+/* Run with sh, as it is written, the first ```sh block after the line
+ * marker (a docs marker, e.g. "<!-- run-by: FILE TEST -->") of the doc at
+ * path (relative to the source tree), with DLOCKD=<H_dlockd's base> in
+ * its environment; its stdout (and, when it fails, its stderr) into out.
+ * Its exit code; -1 when there is no such block, -2 when it did not end
+ * within timeout_ms. */
+int doc_sh_run(const char *path, const char *marker, int timeout_ms, char *out, size_t cap);
+/* POST /sessions?ttl_ms= on base (NULL: H_dlockd): the new session's id
+ * into id (33 bytes); false when it was not made. */
+bool session_start_on(const char *base, int ttl_ms, char *id);
 
 /* ----- Clients ----- */
 

@@ -340,7 +340,7 @@ TEST(sessions_per_token_are_capped)
 	char a[40], b[40], c[40];
 
 	CHECK(dlockd_start(&d, NULL, flags) == 0, "dlockd --max-sessions-per-token 2");
-	rcmd_int("DEL dlockd_sessions:{}");
+	rcmd_int("DEL dlockd_sessions:{dlockd_sessions}:");	/* auth off: token name "" */
 	session_new(d.base, 30000, a);
 	session_new(d.base, 30000, b);
 	CHECK(a[0] && b[0], "two sessions");
@@ -402,30 +402,11 @@ TEST(sessions_belong_to_the_token_that_made_them)
  * the session held both locks, and they are free once it ended. */
 TEST(sessions_guide_example_runs)
 {
-	char doc[16384], script[400], env_url[160], buf[8192];
-	const char *start, *end;
-	const char *const argv[] = { "sh", script, NULL };
-	const char *const env[] = { env_url, NULL };
-	struct proc p;
-	FILE *f;
+	char buf[8192];
 
-	file_read("docs/guides/sessions.md", doc, sizeof(doc));
-	start = strstr(doc, "```sh\n");
-	CHECK(start, "docs/guides/sessions.md has a sh example (run from the source tree)");
-	start += strlen("```sh\n");
-	end = strstr(start, "```");
-	CHECK(end, "the example ends");
-	snprintf(script, sizeof(script), "%s/sessions-guide.sh", test_tmpdir());
-	f = fopen(script, "w");
-	CHECK(f, "write %s", script);
-	fwrite(start, 1, (size_t)(end - start), f);
-	fclose(f);
-	snprintf(env_url, sizeof(env_url), "DLOCKD=%s", H_dlockd.base);
-	proc_start(&p, argv, env, "sessions-guide");
-	CHECK(WAIT_FOR(proc_exited(&p), 20000), "the example ends");
-	CHECK(proc_exit_code(&p, 0), "every command of the example succeeds: %s %s",
-	      file_read(p.out, buf, 4096), file_read(p.err, buf + 4096, 4096));
-	file_read(p.out, buf, sizeof(buf));
+	CHECK(doc_sh_run("docs/guides/sessions.md",
+			 "<!-- run-by: test_sessions.c sessions_guide_example_runs -->", 20000, buf,
+			 sizeof(buf)) == 0, "every command of the example succeeds: %s", buf);
 	CHECK(strstr(buf, "\"kind\":\"lock\",\"name\":\"guide-report\"") &&
 	      strstr(buf, "\"kind\":\"read\",\"name\":\"guide-catalog\""),
 	      "the session held both: %s", buf);

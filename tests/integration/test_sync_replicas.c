@@ -1033,3 +1033,36 @@ TEST(sync_replicas_interleaved_owners_never_overlap)
 		mix(&s, &sync_kinds[3], seed + 100);
 	CHECK(sync_set_stop(&s), "clean exits");
 }
+
+/* A multi-lock (PUT /sessions/{id}/locks) whose grant no replica confirms
+ * is a 503 that takes nothing: replication_unconfirmed naming the lock,
+ * and none of the set is held on the master. */
+TEST(sync_replicas_unconfirmed_multi_lock_takes_nothing)
+{
+	struct redis_srv m = { 0 }, rep;
+	struct dlockd_srv d;
+	struct http_resp r;
+	const char *n = lockname("unconf-multi");
+	char id[33], path[128], body[600];
+
+	CHECK(redis_start(&m) == 0, "start the master");
+	CHECK(start_replica(&rep, &m), "the replica is online");
+	CHECK(start_dlockd(&d, &m, "1"), "dlockd with --redis-sync-replicas 1");
+	CHECK(session_start_on(d.base, 30000, id), "a session");
+	test_at_end(resume_replica, &rep);
+	CHECK(kill(rep.pid, SIGSTOP) == 0, "stop the replica");
+	snprintf(path, sizeof(path), "/sessions/%s/locks", id);
+	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"lock\",\"name\":\"%s-a\"},"
+		 "{\"kind\":\"lock\",\"name\":\"%s-b\"}],\"wait_ms\":5000}", n, n);
+	http_on(d.base, "PUT", path, body, &r);
+	CHECK_ERROR(r, 503, "replication_unconfirmed", "a set no replica confirmed");
+	CHECK(r.json && json_object_get(r.json, "lock"), "it names the lock: %s", r.body);
+	http_free(&r);
+	CHECK(WAIT_FOR(rcmd_int_on(&m, "EXISTS %s-a %s-b", n, n) == 0, 3000),
+	      "none of the set is held on the master");
+	CHECK(kill(rep.pid, SIGCONT) == 0, "the replica runs again");
+	CHECK(WAIT_FOR(status_of(&d, "DELETE", "/sessions/%s", id) == 200, 10000), "end it");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rep, false);
+	redis_stop(&m, false);
+}

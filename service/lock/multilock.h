@@ -1,0 +1,96 @@
+/* multilock.h -- take several locks for a session, all or none: a phase
+ * machine in a context its caller owns (an HTTP request embeds it). It
+ * knows locks, the acquire machine and sessions, not HTTP: it ends with
+ * an outcome and calls done; the caller answers from the outcome and,
+ * once the request is over, calls multilock_end().
+ *
+ * The entries are taken in one global order (kind, then name: the caller
+ * sorts them), each without waiting. At the first refusal, what this call
+ * took is taken back (released: only the holdings it added; one the
+ * session had before stays), and the machine waits for the lock in the
+ * way with the acquire machine (subscribe, then retry: the same waiting as
+ * any PUT) while it holds nothing; once that one is granted it tries the
+ * whole set again. So it never waits while holding, and two calls over
+ * overlapping sets cannot deadlock. Every grant's lease is the session's
+ * lease left, read again before each pass; once all are held, each is
+ * noted in the session. Every call is made on the caller's loop. */
+#ifndef DLOCKD_MULTILOCK_H
+#define DLOCKD_MULTILOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "service/lock/acquire.h"
+#include "service/base/loop.h"
+#include "service/lock/sessions.h"
+
+struct backend;
+
+/* One lock of the set. */
+struct multilock_entry {
+	enum lock_kind kind;
+	const char *name;		/* borrowed: must outlive the call */
+	int64_t limit;			/* a semaphore's */
+	/* the machine's */
+	bool taken;			/* this call added the holding */
+	int64_t token;			/* held: its fencing token */
+	int64_t ttl_ms;			/* held: its lease left */
+};
+
+enum multilock_outcome {
+	MULTI_NO_OUTCOME,
+	MULTI_GRANTED,		/* every entry held and noted in the session */
+	MULTI_REFUSED,		/* none taken by this call: result and state of
+				 * the entry blocker say why (LOCK_HELD: still in
+				 * the way at the deadline) */
+	MULTI_SESSION,		/* the session refused (session_result:
+				 * LOCK_NOT_HELD no such session,
+				 * LOCK_TOO_MANY_HOLDS past its cap, or a
+				 * failure): none taken by this call */
+	MULTI_GONE,		/* the client hung up while it waited */
+	MULTI_SHUTDOWN,		/* dlockd is stopping */
+};
+
+struct multilock {
+	/* Inputs: set before multilock_start(), unchanged after. */
+	const struct backend *b;
+	const char *session;		/* the session id; the owner of every entry */
+	const char *principal;		/* the auth token's name, "" with auth off */
+	int64_t holdings_cap;		/* the most holdings the session may have */
+	struct multilock_entry *e;	/* sorted by (kind, name), no duplicates */
+	unsigned n;
+	int64_t wait_ms;
+	int fd;				/* client socket watched while waiting; -1 none */
+	void (*done)(void *ctx);
+	void *done_ctx;
+
+	/* Outcome: valid once done has run. */
+	enum multilock_outcome outcome;
+	unsigned blocker;		/* MULTI_REFUSED: the entry in the way */
+	enum lock_result result;
+	struct lock_state state;
+	int64_t holder_ttl_ms;		/* MULTI_REFUSED with LOCK_HELD: the holder's
+					 * lease left, -1 none */
+	enum lock_result session_result;	/* MULTI_SESSION */
+	int64_t session_count;		/* LOCK_TOO_MANY_HOLDS: the holdings counted */
+
+	/* The machine's own. */
+	int phase;
+	int64_t deadline_ms;
+	int64_t left_ms;		/* the session's lease left at this pass */
+	unsigned i;			/* the entry being tried */
+	unsigned pending;		/* undos or notes in flight */
+	enum multilock_outcome after;	/* what to end with once taken back */
+	struct acquire acq;		/* waiting for the blocker */
+	bool acq_used;
+	struct loop_task task;		/* goes on after the acquire machine's done */
+};
+
+/* Start m; its inputs are set, the rest zeroed. done runs later, once. */
+void multilock_start(struct multilock *m);
+/* The request that owns m is over; delivered says its answer reached the
+ * client. A grant not delivered is taken back (what this call took; the
+ * session forgets it at its next heartbeat). A zeroed m is left alone. */
+void multilock_end(struct multilock *m, bool delivered);
+
+#endif
