@@ -300,7 +300,8 @@ static enum lease_outcome session_renewed(struct lease *l, struct answer *a, int
 
 	if (out == LEASE_OK && !json_is_array(holdings))
 		return LEASE_UNAVAILABLE;
-	if (out == LEASE_OK && (gone = missing_name(l, holdings))) {
+	/* while dlock waits, the session holds none of them yet */
+	if (out == LEASE_OK && l->fencing_tokens && (gone = missing_name(l, holdings))) {
 		lease_say(l, "renewing: '%s' is no longer held by the session (released, forced "
 			  "free, or its lease ran out)", gone);
 		return LEASE_LOST;

@@ -93,10 +93,12 @@ TEST(dlock_run_of_several_holds_none_while_one_is_in_the_way)
 	      "not acquired within --wait: 1, naming b (%d: %s)", code, err_of(&p));
 	CHECK(flag_of(NULL, "locked", "/locks/%s", a) == 0, "and a is not held");
 
-	/* waiting: nothing held meanwhile, served when b is released */
-	dlock_start(&p, NULL, NULL, "multiwait", "run", list, "--", "true", NULL);
+	/* waiting longer than a third of the lease (its long polls, with the
+	 * session's heartbeat between them): nothing held meanwhile, served
+	 * when b is released */
+	dlock_start(&p, NULL, NULL, "multiwait", "run", "--ttl", "3s", list, "--", "true", NULL);
 	CHECK(wait_waiters(NULL, 1, 10000), "the run waits");
-	sleep_ms(300);
+	sleep_ms(2500);
 	CHECK(flag_of(NULL, "locked", "/locks/%s", a) == 0, "a is not held while the run waits");
 	t0 = mono_ms();
 	CHECK(lock_release(NULL, b, "blocker") == 200, "the blocker releases b");
