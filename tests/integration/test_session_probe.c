@@ -58,3 +58,33 @@ TEST(session_probe_reentrant_holding_survives_delete)
 	CHECK(status_of(NULL, "PUT", "/rwlocks/%s3/write?owner=other&ttl_ms=1000", n) == 200,
 	      "the write lock is free once its session ended");
 }
+
+/* A session's holding released on its own (DELETE /locks/{name}?owner=,
+ * as the guide allows) and taken again outside the session by the same
+ * owner, with its own 60 s lease: the session still names it (the
+ * heartbeat and the end match kind, name and owner, never the fencing
+ * token), so the next heartbeat cuts the new holding's lease to the
+ * session's ttl_ms and DELETE /sessions/{id} releases it. Observed: lease
+ * 60 s -> 2 s at the heartbeat, the lock freed by the session's end.
+ * Expected: the heartbeat drops the old holding (its token is gone) and
+ * leaves the new one alone; ending the session does not touch it. */
+TEST(session_probe_retaken_lock_is_cut_and_freed_by_the_old_session)
+{
+	const char *n = lockname("sp-retake");
+	char id[40];
+
+	probe_session(NULL, 2000, id);
+	CHECK(id[0], "POST /sessions");
+	CHECK(status_of(NULL, "PUT", "/locks/%s?session=%s&owner=w1", n, id) == 200,
+	      "the session takes the lock as owner w1");
+	CHECK(status_of(NULL, "DELETE", "/locks/%s?owner=w1", n) == 200,
+	      "w1 releases it on its own");
+	CHECK(status_of(NULL, "PUT", "/locks/%s?owner=w1&ttl_ms=60000", n) == 200,
+	      "w1 takes it again, outside the session, for 60 s");
+	CHECK(status_of(NULL, "POST", "/sessions/%s/heartbeat", id) == 200, "heartbeat");
+	CHECK(rcmd_int("PTTL %s", n) > 30000, "the new holding keeps its 60 s lease: PTTL %lld ms",
+	      rcmd_int("PTTL %s", n));
+	CHECK(status_of(NULL, "DELETE", "/sessions/%s", id) == 200, "end the session");
+	CHECK(rcmd_int("EXISTS %s", n) == 1, "the lock w1 took outside the session is still held");
+	lock_release(&H_dlockd, n, "w1");
+}
