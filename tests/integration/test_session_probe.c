@@ -88,3 +88,57 @@ TEST(session_probe_retaken_lock_is_cut_and_freed_by_the_old_session)
 	CHECK(rcmd_int("EXISTS %s", n) == 1, "the lock w1 took outside the session is still held");
 	lock_release(&H_dlockd, n, "w1");
 }
+
+/* Does session id on d list a holding named name? -1 when GET fails. */
+static int lists_holding(const struct dlockd_srv *d, const char *id, const char *name)
+{
+	struct http_resp r;
+	char p[80];
+	json_t *h, *it;
+	size_t i;
+	int found = 0;
+
+	snprintf(p, sizeof(p), "/sessions/%s", id);
+	if (http_on(d ? d->base : H_dlockd.base, "GET", p, NULL, &r) != 0 || r.status != 200) {
+		http_free(&r);
+		return -1;
+	}
+	h = json_object_get(r.json, "holdings");
+	json_array_foreach(h, i, it)
+		if (!strcmp(json_string_value(json_object_get(it, "name")) ?: "", name))
+			found = 1;
+	http_free(&r);
+	return found;
+}
+
+/* One holding recorded by two sessions: with owner=w, session B's acquire
+ * of a lock session A holds is a repeat of A's grant (same owner, same
+ * fencing token) and B records it too. Ending A releases it, while B
+ * still lists it as its own and lives: another client takes the lock as
+ * B's user believes it holds it. Observed: after A's DELETE, B lists the
+ * lock and "other" is granted it. Expected: a holding belongs to at most
+ * one session (B's acquire refused, 409), or ending A leaves it held. */
+TEST(session_probe_one_holding_in_two_sessions)
+{
+	const char *n = lockname("sp-two");
+	char a[40], b[40];
+	int listed;
+	long other;
+
+	probe_session(NULL, 30000, a);
+	probe_session(NULL, 30000, b);
+	CHECK(a[0] && b[0], "two sessions");
+	CHECK(status_of(NULL, "PUT", "/locks/%s?session=%s&owner=w", n, a) == 200,
+	      "session A takes the lock as owner w");
+	if (status_of(NULL, "PUT", "/locks/%s?session=%s&owner=w", n, b) != 200) {
+		status_of(NULL, "DELETE", "/sessions/%s", a);
+		status_of(NULL, "DELETE", "/sessions/%s", b);
+		return;		/* refused: no holding shared, which is right */
+	}
+	CHECK(status_of(NULL, "DELETE", "/sessions/%s", a) == 200, "end session A");
+	listed = lists_holding(NULL, b, n);
+	other = status_of(NULL, "PUT", "/locks/%s?owner=other&ttl_ms=1000", n);
+	status_of(NULL, "DELETE", "/sessions/%s", b);
+	CHECK(!(listed == 1 && other == 200), "session B lists the lock as its own (%d) while "
+	      "another owner is granted it (%ld)", listed, other);
+}
