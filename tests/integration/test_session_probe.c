@@ -142,3 +142,35 @@ TEST(session_probe_one_holding_in_two_sessions)
 	CHECK(!(listed == 1 && other == 200), "session B lists the lock as its own (%d) while "
 	      "another owner is granted it (%ld)", listed, other);
 }
+
+/* A holdings member this dlockd cannot read (a kind a newer dlockd records
+ * during a rolling upgrade, or any garbage) poisons the session: every
+ * heartbeat answers 500 but has renewed the session and none of its
+ * holdings, which run out while the session lives on; DELETE answers 500
+ * but has ended the session, and releases nothing. Observed: after two
+ * heartbeats over 1.5x the ttl the lock is free (session still there), and
+ * DELETE leaves the lock held. Expected: a member it cannot read is
+ * skipped (or dropped) and the others are renewed and released as ever. */
+TEST(session_probe_an_unreadable_member_poisons_heartbeat_and_end)
+{
+	const char *n = lockname("sp-poison");
+	char id[40];
+	int64_t start;
+	long st = 0;
+
+	probe_session(NULL, 1000, id);
+	CHECK(id[0], "POST /sessions");
+	CHECK(status_of(NULL, "PUT", "/locks/%s?session=%s", n, id) == 200, "the session takes it");
+	CHECK(rcmd_int("SADD dlockd_session:{%s}:holdings %s", id,
+		       "multi\tsp-poison-x\tw\t7") == 1, "a member of a kind this dlockd lacks");
+	start = mono_ms();
+	while (mono_ms() - start < 2500) {
+		st = status_of(NULL, "POST", "/sessions/%s/heartbeat", id);
+		sleep_ms(250);	/* heartbeats at a quarter of the ttl, the wait under test */
+	}
+	CHECK(rcmd_int("EXISTS %s", n) == 1, "the lock is kept by the heartbeats (the last "
+	      "answered %ld; the session has %lld ms left)", st,
+	      rcmd_int("PTTL dlockd_session:{%s}", id));
+	CHECK(status_of(NULL, "DELETE", "/sessions/%s", id) == 200, "DELETE the session");
+	CHECK(rcmd_int("EXISTS %s", n) == 0, "the session's end released the lock");
+}
