@@ -174,3 +174,59 @@ TEST(session_probe_an_unreadable_member_poisons_heartbeat_and_end)
 	CHECK(status_of(NULL, "DELETE", "/sessions/%s", id) == 200, "DELETE the session");
 	CHECK(rcmd_int("EXISTS %s", n) == 0, "the session's end released the lock");
 }
+
+static void stop_dlockd(void *arg)
+{
+	dlockd_stop(arg, 5000);
+}
+
+/* A heartbeat racing an acquire for the same session: the acquire reads
+ * the session's lease left (small: the session is near its end), the
+ * heartbeat renews the session to its ttl_ms and the holdings it has so
+ * far, then the acquire takes its lock with the small lease it read and
+ * records it. Nothing renews that lock (a grant without wait_ms is never
+ * set to the session's lease after the record), so it runs out while the
+ * session lives and lists it: another owner is granted the lock. The race
+ * is made certain with one dlockd thread (one pipelined Redis connection:
+ * the acquire's read goes first) and Redis stopped for 400 ms while both
+ * are sent. Observed: the lock lasts ~600 ms, the session 4 s, "other" is
+ * granted it at 1.5 s. Expected: the holding lives as long as the session. */
+TEST(session_probe_heartbeat_racing_an_acquire_leaves_it_short)
+{
+	static const char *const one_thread[] = { "--threads", "1", NULL };
+	static struct redis_srv rs;
+	static struct dlockd_srv d;
+	const char *n = lockname("sp-race");
+	char id[40], p[300];
+	struct bg take, beat;
+	long other;
+	int listed;
+
+	memset(&rs, 0, sizeof(rs));
+	CHECK(redis_dlockd_start(&rs, &d, one_thread) == 0, "start Redis and dlockd --threads 1");
+	test_at_end(stop_dlockd, &d);
+	probe_session(&d, 4000, id);
+	CHECK(id[0], "POST /sessions");
+	sleep_ms(3000);		/* the session near its end: ~1 s left, the wait under test */
+	kill(rs.pid, SIGSTOP);
+	snprintf(p, sizeof(p), "/locks/%s?session=%s", n, id);
+	bg_start_on(&take, d.base, "PUT", p, NULL);
+	sleep_ms(200);		/* the acquire's read is sent first (Redis stopped) */
+	snprintf(p, sizeof(p), "/sessions/%s/heartbeat", id);
+	bg_start_on(&beat, d.base, "POST", p, NULL);
+	sleep_ms(200);		/* then the heartbeat's; 400 ms stall, within the deadlines */
+	kill(rs.pid, SIGCONT);
+	bg_join(&take);
+	bg_join(&beat);
+	CHECK_STATUS(take.r, 200, "the session's acquire");
+	CHECK_STATUS(beat.r, 200, "the heartbeat");
+	http_free(&take.r);
+	http_free(&beat.r);
+	sleep_ms(1500);		/* past the lease the acquire read, well within the session's */
+	listed = lists_holding(&d, id, n);
+	snprintf(p, sizeof(p), "/locks/%s?owner=other&ttl_ms=1000", n);
+	other = status_of(&d, "PUT", "%s", p);
+	CHECK(!(listed == 1 && other == 200), "the live session lists the lock (%d) while another "
+	      "owner is granted it (%ld)", listed, other);
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
+}
