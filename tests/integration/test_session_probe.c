@@ -291,3 +291,34 @@ TEST(session_probe_heartbeat_flood_of_a_full_session_slows_everyone)
 	CHECK(ms[36] < 50.0 * slow_factor(), "a bystander's PUT takes %.1f ms (p90) while one "
 	      "client heartbeats its full session; want < 50 ms", ms[36]);
 }
+
+/* An acquire for a session waits; the session is ended (DELETE) while it
+ * waits. It keeps waiting its whole wait_ms, as a waiter (a fair lock's
+ * queue place) of a session that is gone, and then answers 409 locked:
+ * the client never hears that its session ended. Observed: 409 locked
+ * after the full 4 s. Expected (docs/guides/sessions.md: "if the session
+ * ended while it waited, it answers 404 session_not_found"): 404 at once
+ * (well within the wait) once the session is ended. */
+TEST(session_probe_waiting_acquire_outlives_its_ended_session)
+{
+	const char *n = lockname("sp-waitend");
+	char id[40], p[300];
+	struct bg w;
+	int64_t t0;
+
+	probe_session(NULL, 30000, id);
+	CHECK(id[0], "POST /sessions");
+	CHECK(status_of(NULL, "PUT", "/fairlocks/%s?owner=h&ttl_ms=30000", n) == 200, "h holds");
+	snprintf(p, sizeof(p), "/fairlocks/%s?session=%s&wait_ms=4000", n, id);
+	bg_start(&w, "PUT", p, NULL);
+	CHECK(wait_waiters(NULL, 1, 5000), "the session's acquire waits");
+	t0 = mono_ms();
+	CHECK(status_of(NULL, "DELETE", "/sessions/%s", id) == 200, "end the session");
+	bg_join(&w);
+	status_of(NULL, "DELETE", "/fairlocks/%s?owner=h", n);
+	CHECK(w.r.status == 404 && w.done_ms - t0 < 1500 * slow_factor(),
+	      "the acquire answers %ld %s %lld ms after its session ended; want 404 "
+	      "session_not_found within 1500 ms", w.r.status, json_str(&w.r, "error"),
+	      (long long)(w.done_ms - t0));
+	http_free(&w.r);
+}
