@@ -322,3 +322,34 @@ TEST(session_probe_waiting_acquire_outlives_its_ended_session)
 	      (long long)(w.done_ms - t0));
 	http_free(&w.r);
 }
+
+/* A refused acquire for a session gives back what it took, by releasing
+ * as its owner; but a grant to an owner that held the lock already is a
+ * repeat (holds 1, same fencing token), so the give-back releases the
+ * owner's own earlier holding. A full session (--max-session-holdings 1)
+ * makes it certain. Observed: 409 session_full ("nothing was taken"), and
+ * w's 60 s lock, taken outside the session before, is gone. Expected: a
+ * refused acquire leaves what the owner held before as it was. */
+TEST(session_probe_refused_session_acquire_frees_the_owners_own_lock)
+{
+	static const char *const flags[] = { "--max-session-holdings", "1", NULL };
+	static struct dlockd_srv d;
+	const char *n = lockname("sp-giveback");
+	char id[40], p[300];
+	struct http_resp r;
+
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "dlockd --max-session-holdings 1");
+	test_at_end(stop_dlockd, &d);
+	probe_session(&d, 30000, id);
+	CHECK(id[0], "POST /sessions");
+	CHECK(status_of(&d, "PUT", "/locks/%s-a?session=%s", n, id) == 200, "the session is full");
+	CHECK(status_of(&d, "PUT", "/locks/%s?owner=w&ttl_ms=60000", n) == 200,
+	      "w holds the lock for 60 s, outside any session");
+	snprintf(p, sizeof(p), "/locks/%s?session=%s&owner=w", n, id);
+	CHECK(http_on(d.base, "PUT", p, NULL, &r) == 0, "PUT");
+	CHECK_ERROR(r, 409, "session_full", "w's acquire for the full session");
+	http_free(&r);
+	CHECK(rcmd_int("PTTL %s", n) > 30000, "w's own lock is still held (PTTL %lld)",
+	      rcmd_int("PTTL %s", n));
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
