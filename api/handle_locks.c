@@ -328,6 +328,11 @@ static enum MHD_Result acquire_begin(struct request *rq)
 
 /* ----- Acquire for a session (session=<id>) ----- */
 
+/* How much shorter than its session's lease left (as the record reads it)
+ * a grant's lease may be before it is set to the session's: the time
+ * between the two reads, on a machine that is busy. */
+#define SESSION_LEASE_SLACK_MS 100
+
 static enum MHD_Result reply_no_session(struct request *rq)
 {
 	return reply_error(rq, ERR_SESSION_NOT_FOUND, NULL,
@@ -389,15 +394,20 @@ static enum MHD_Result session_renew_answer(struct request *rq)
 
 /* Resumed after the grant was recorded in the session; when it was not,
  * the grant is released again and nothing is held. A grant that waited
- * was taken with the session's lease left when the wait began: its lease
- * is set to the session's now (ttl_ms, from the record), so it ends with
- * the session, no later and no sooner. */
+ * was taken with the session's lease left when the wait began, and one
+ * that did not may have been taken just before a heartbeat renewed the
+ * session: its lease is set to the session's now (ttl_ms, from the
+ * record), so it ends with the session, no later and no sooner. */
 static enum MHD_Result session_record_answer(struct request *rq)
 {
 	const struct acquire *a = &rq->lock.acquire;
 	enum lock_result r = rq->lock.result;
 
-	if (r == LOCK_OK && rq->lock.params.wait_ms > 0) {
+	/* a grant that waited, or whose session a heartbeat renewed between
+	 * the read of its lease left and the grant: its lease is set to the
+	 * session's, or it would end before the session does */
+	if (r == LOCK_OK && (rq->lock.params.wait_ms > 0 ||
+			     rq->lock.params.ttl_ms > a->state.ttl_ms + SESSION_LEASE_SLACK_MS)) {
 		locks_renew(rq->backend, rq->route.kind, rq->name, rq->lock.params.owner,
 			    rq->principal, rq->lock.params.ttl_ms, lock_done, rq);
 		return server_suspend(rq, session_renew_answer);
