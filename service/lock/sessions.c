@@ -22,6 +22,8 @@
 #include "service/lock/locks_redis.h"
 
 #include "service/base/log.h"
+#include "service/base/loop.h"
+#include "service/base/names.h"
 #include "service/base/metrics.h"
 #include "service/base/util.h"
 #include "service/lock/backend.h"
@@ -489,10 +491,129 @@ static void sess_renew_next(struct sess_call *c)
 			       sess_on_renewed, c);
 }
 
+/* ----- One heartbeat of a session at a time ----- *
+ *
+ * A heartbeat costs Redis a renewal of every holding (a full session's,
+ * ~25 ms of Redis' time), so the heartbeats of one session are run one at
+ * a time on a loop, and no sooner than SESS_BEAT_GAP after the last one
+ * (a tenth of the session's ttl_ms, at most a second): those that come
+ * meanwhile wait and are all answered by the next, which starts after
+ * each of them was sent (so the lease each counts from its own sending is
+ * never longer than the one it gets). A client that sends heartbeats as
+ * fast as it can gets slower answers, and its session costs Redis at most
+ * one heartbeat a gap per loop; one that sends them every third of its
+ * ttl_ms, as it should, never waits. */
+
+#define SESS_BEAT_GAP_MAX_MS 1000
+
+struct sess_beat_caller {
+	session_fn done;
+	void *ctx;
+	struct sess_beat_caller *next;
+};
+
+/* The heartbeats of one session under one token name, on this loop. */
+struct sess_beat {
+	struct name_entry entry;	/* keyed by key */
+	char *key;			/* "<id>\t<principal>" */
+	const struct backend *b;
+	char *id, *principal;
+	struct sess_beat_caller *now;	/* answered by the heartbeat out */
+	struct sess_beat_caller *next;	/* came meanwhile: the next one's */
+	struct loop_timer gap;		/* armed: the last one ended too recently */
+};
+
+/* Each loop runs in a thread of its own: its heartbeats' table is the
+ * thread's, made at its first heartbeat and freed once none is out. */
+static __thread struct name_table sess_beats;
+static __thread bool sess_beats_made;
+
+static void sess_beat_done(void *ctx, enum lock_result r, const struct session_info *s);
+
+static void sess_beat_start(struct sess_beat *beat)
+{
+	sess_read_run(sess_call_new(beat->b, S_HEARTBEAT, beat->id, sess_beat_done, beat),
+		      beat->principal);
+}
+
+/* The gap after a heartbeat is over: the next one, or nothing left. */
+static void sess_beat_next(struct loop *l, struct loop_timer *t)
+{
+	struct sess_beat *beat = container_of(t, struct sess_beat, gap);
+
+	(void)l;
+	beat->now = beat->next;
+	beat->next = NULL;
+	if (beat->now) {
+		sess_beat_start(beat);
+		return;
+	}
+	names_remove(&sess_beats, &beat->entry);
+	if (sess_beats.n == 0) {
+		names_release(&sess_beats);
+		sess_beats_made = false;
+	}
+	free(beat->key);
+	free(beat->id);
+	free(beat->principal);
+	free(beat);
+}
+
+static void sess_beat_done(void *ctx, enum lock_result r, const struct session_info *s)
+{
+	struct sess_beat *beat = ctx;
+	struct sess_beat_caller *c = beat->now;
+	int64_t gap = r == LOCK_OK && s ? s->ttl_ms / 10 : 0;
+
+	while (c) {
+		struct sess_beat_caller *next = c->next;
+
+		c->done(c->ctx, r, s);
+		free(c);
+		c = next;
+	}
+	beat->now = NULL;
+	if (gap > SESS_BEAT_GAP_MAX_MS)
+		gap = SESS_BEAT_GAP_MAX_MS;
+	if (gap > 0)
+		loop_timer_set(beat->b->loop, &beat->gap, now_ms() + gap);
+	else
+		sess_beat_next(beat->b->loop, &beat->gap);
+}
+
 void sessions_heartbeat(const struct backend *b, const char *id, const char *principal,
 			session_fn done, void *ctx)
 {
-	sess_read_run(sess_call_new(b, S_HEARTBEAT, id, done, ctx), principal);
+	struct sess_beat_caller *caller = xmalloc(sizeof(*caller));
+	char *key = xstrjoin(id, "\t", principal, NULL);
+	struct name_entry *e;
+	struct sess_beat *beat;
+
+	*caller = (struct sess_beat_caller){ done, ctx, NULL };
+	if (!sess_beats_made) {
+		names_init(&sess_beats);
+		sess_beats_made = true;
+	}
+	if ((e = names_find(&sess_beats, key))) {	/* one out, or its gap */
+		struct sess_beat_caller **at;
+
+		beat = container_of(e, struct sess_beat, entry);
+		for (at = &beat->next; *at; at = &(*at)->next)
+			;
+		*at = caller;
+		free(key);
+		return;
+	}
+	beat = xcalloc(1, sizeof(*beat));
+	beat->key = key;
+	beat->entry.name = key;
+	beat->b = b;
+	beat->id = xstrdup(id);
+	beat->principal = xstrdup(principal);
+	beat->now = caller;
+	loop_timer_init(&beat->gap, sess_beat_next);
+	names_add(&sess_beats, &beat->entry);
+	sess_beat_start(beat);
 }
 
 /* ----- End ----- */
