@@ -185,6 +185,19 @@ static bool holding_dropped(const struct http_resp *r, const struct load *l,
 	return false;
 }
 
+/* A call on c's session sent then answered st: the first 200 or 404 to
+ * one sent after the event ended, of a session made before it began,
+ * says whether the session lived through it. */
+static void session_after(struct client *c, int64_t sent, int st)
+{
+	struct load *l = c->l;
+	int64_t ev_end = load_get(&l->ev_end);
+
+	if (ev_end && sent >= ev_end && c->sess_made < load_get(&l->ev_begin) && !c->sess_after &&
+	    (st == 200 || st == 404))
+		c->sess_after = st;
+}
+
 /* Heartbeat c's session. Answers as a lock's heartbeat would for the
  * holding of s (NULL: none): 200 renewed; 409 the session ended (404:
  * c forgets it) or dropped that holding; else the status (-1: no
@@ -194,15 +207,13 @@ static int session_heartbeat(struct client *c, const struct section *s)
 	struct load *l = c->l;
 	char path[96];
 	struct http_resp r;
-	int64_t sent = mono_ms(), ev_end = load_get(&l->ev_end);
+	int64_t sent = mono_ms();
 	int st;
 
 	snprintf(path, sizeof(path), "/sessions/%s/heartbeat", c->session);
 	st = request(c, "POST", path, &r);
 	count(&l->sess[st == 200 ? 1 : st == 404 ? 2 : 3]);
-	if (ev_end && sent >= ev_end && c->sess_made < load_get(&l->ev_begin) && !c->sess_after &&
-	    (st == 200 || st == 404))
-		c->sess_after = st;
+	session_after(c, sent, st);
 	if (st == 200)
 		c->sess_renewed = sent;
 	if (st == 200 && s && holding_dropped(&r, l, s))
@@ -435,6 +446,8 @@ static void one_round(struct client *c, long round)
 	lease = st == 200 ? json_int(&r, "ttl_ms") : 0;
 	http_free(&r);
 	s.unseen_sent = c->unseen[s.name];
+	if (l->o.sessions)
+		session_after(c, s.sent, st);
 	if (st == 404 && l->o.sessions) {
 		count(&l->acq_no_session);
 		c->session[0] = '\0';
