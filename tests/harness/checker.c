@@ -69,6 +69,8 @@ struct load {
 	long acq[5];		/* ok, refused (409), unavailable, conn failed, other */
 	long hb[3];		/* ok, not held, failed */
 	long probes, probe_effects, probes_unresolved;
+	long sess[4];		/* sessions made; heartbeats 200, 404, neither */
+	long acq_no_session;	/* acquires answered 404: the session had ended */
 	bool joined_client[];	/* load_stop_group joined client i */
 };
 
@@ -102,6 +104,13 @@ struct client {
 	/* by name: an acquire got no answer (its instance died): it may have
 	 * been granted, unseen, and the holding may still be there */
 	int64_t unseen[N_NAMES];	/* when it was sent */
+	/* load_opts.sessions: the session ("": none now), when it was made
+	 * and when its last heartbeat answered 200 (or it was made) was sent;
+	 * the first 200 or 404 to a heartbeat sent after the event ended, of
+	 * a session made before the event began */
+	char session[40];
+	int64_t sess_made, sess_renewed;
+	int sess_after;
 };
 
 static int64_t load_get(int64_t *p)
@@ -156,6 +165,106 @@ static void lock_path(const struct load *l, const struct section *s, const char 
 		snprintf(out, cap, fmt[s->name], l->names[s->name], suffix, query);
 }
 
+/* ----- Sessions (load_opts.sessions) ----- */
+
+/* Was the holding of s among those the heartbeat answer r dropped? */
+static bool holding_dropped(const struct http_resp *r, const struct load *l,
+			    const struct section *s)
+{
+	json_t *dropped = r->json ? json_object_get(r->json, "dropped") : NULL;
+	size_t i;
+	json_t *h;
+
+	json_array_foreach(dropped, i, h) {
+		const char *name = json_string_value(json_object_get(h, "name"));
+
+		if (name && !strcmp(name, l->names[s->name]) &&
+		    json_integer_value(json_object_get(h, "fencing_token")) == s->token)
+			return true;
+	}
+	return false;
+}
+
+/* A call on c's session sent then answered st: the first 200 or 404 to
+ * one sent after the event ended, of a session made before it began,
+ * says whether the session lived through it. */
+static void session_after(struct client *c, int64_t sent, int st)
+{
+	struct load *l = c->l;
+	int64_t ev_end = load_get(&l->ev_end);
+
+	if (ev_end && sent >= ev_end && c->sess_made < load_get(&l->ev_begin) && !c->sess_after &&
+	    (st == 200 || st == 404))
+		c->sess_after = st;
+}
+
+/* Heartbeat c's session. Answers as a lock's heartbeat would for the
+ * holding of s (NULL: none): 200 renewed; 409 the session ended (404:
+ * c forgets it) or dropped that holding; else the status (-1: no
+ * answer). */
+static int session_heartbeat(struct client *c, const struct section *s)
+{
+	struct load *l = c->l;
+	char path[96];
+	struct http_resp r;
+	int64_t sent = mono_ms();
+	int st;
+
+	snprintf(path, sizeof(path), "/sessions/%s/heartbeat", c->session);
+	st = request(c, "POST", path, &r);
+	count(&l->sess[st == 200 ? 1 : st == 404 ? 2 : 3]);
+	session_after(c, sent, st);
+	if (st == 200)
+		c->sess_renewed = sent;
+	if (st == 200 && s && holding_dropped(&r, l, s))
+		st = 409;
+	http_free(&r);
+	if (st == 404) {
+		c->session[0] = '\0';
+		st = 409;
+	}
+	return st;
+}
+
+/* Before a round: make c's session if it has none, heartbeat it if a
+ * third of its ttl has passed. False: it has none (made none now). */
+static bool session_kept(struct client *c)
+{
+	struct load *l = c->l;
+	char path[64];
+	struct http_resp r;
+	const char *id;
+	int64_t sent = mono_ms();
+
+	if (c->session[0] && sent - c->sess_renewed >= l->o.ttl_ms / 3)
+		session_heartbeat(c, NULL);
+	if (c->session[0])
+		return true;
+	sent = mono_ms();
+	snprintf(path, sizeof(path), "/sessions?ttl_ms=%d", l->o.ttl_ms);
+	id = request(c, "POST", path, &r) == 201 ? json_str(&r, "session") : NULL;
+	if (id) {
+		snprintf(c->session, sizeof(c->session), "%s", id);
+		c->sess_made = c->sess_renewed = sent;
+		count(&l->sess[0]);
+	}
+	http_free(&r);
+	return c->session[0];
+}
+
+/* The client stops: end its session (its holdings are released already). */
+static void session_end(struct client *c)
+{
+	char path[96];
+	struct http_resp r;
+
+	if (!c->session[0])
+		return;
+	snprintf(path, sizeof(path), "/sessions/%s", c->session);
+	request(c, "DELETE", path, &r);
+	http_free(&r);
+}
+
 static int heartbeat(struct client *c, struct section *s)
 {
 	struct load *l = c->l;
@@ -165,10 +274,14 @@ static int heartbeat(struct client *c, struct section *s)
 	int64_t ev_end = load_get(&l->ev_end);
 	int st;
 
-	snprintf(q, sizeof(q), "?owner=%s&ttl_ms=%d", c->owner, l->o.ttl_ms);
-	lock_path(l, s, "/heartbeat", q, path, sizeof(path));
-	st = request(c, "POST", path, &r);
-	http_free(&r);
+	if (l->o.sessions) {
+		st = session_heartbeat(c, s);
+	} else {
+		snprintf(q, sizeof(q), "?owner=%s&ttl_ms=%d", c->owner, l->o.ttl_ms);
+		lock_path(l, s, "/heartbeat", q, path, sizeof(path));
+		st = request(c, "POST", path, &r);
+		http_free(&r);
+	}
 	count(&l->hb[st == 200 ? 0 : st == 409 ? 1 : 2]);
 	if (ev_end && sent >= ev_end && s->granted < load_get(&l->ev_begin) && !s->hb_after &&
 	    (st == 200 || st == 409))
@@ -311,8 +424,16 @@ static void one_round(struct client *c, long round)
 		sleep_ms(20);	/* not this name until we know where it stands */
 		return;
 	}
-	snprintf(q, sizeof(q), "?owner=%s&ttl_ms=%d&wait_ms=%d", c->owner, l->o.ttl_ms,
-		 lng ? 0 : l->o.wait_ms);
+	if (l->o.sessions && !session_kept(c)) {
+		sleep_ms(20);
+		return;
+	}
+	if (l->o.sessions)
+		snprintf(q, sizeof(q), "?owner=%s&session=%s&wait_ms=%d", c->owner, c->session,
+			 lng ? 0 : l->o.wait_ms < l->o.ttl_ms / 3 ? l->o.wait_ms : l->o.ttl_ms / 3);
+	else
+		snprintf(q, sizeof(q), "?owner=%s&ttl_ms=%d&wait_ms=%d", c->owner, l->o.ttl_ms,
+			 lng ? 0 : l->o.wait_ms);
 	if (s.name == N_SEM)
 		snprintf(q + strlen(q), sizeof(q) - strlen(q), "&limit=%d", l->o.semaphore_limit);
 	lock_path(l, &s, "", q, path, sizeof(path));
@@ -325,6 +446,13 @@ static void one_round(struct client *c, long round)
 	lease = st == 200 ? json_int(&r, "ttl_ms") : 0;
 	http_free(&r);
 	s.unseen_sent = c->unseen[s.name];
+	if (l->o.sessions)
+		session_after(c, s.sent, st);
+	if (st == 404 && l->o.sessions) {
+		count(&l->acq_no_session);
+		c->session[0] = '\0';
+		return;
+	}
 	if (st != 200) {
 		count(&l->acq[st == 409 ? 1 : st == 503 ? 2 : st < 0 ? 3 : 4]);
 		if (st < 0 && !c->unseen[s.name])
@@ -353,7 +481,9 @@ static void one_round(struct client *c, long round)
 	http_free(&r);
 	if (l->o.probe_503 && st == 503)
 		probe_later(c, P_RELEASE, &s);
-	else if (l->o.probe_503 && st != 200 && st != 409)
+	else if ((l->o.probe_503 || l->o.sessions) && st != 200 && st != 409)
+		/* a session's heartbeats would keep a holding whose release
+		 * failed for as long as the session lives: release it again */
 		probe_later(c, P_CLEANUP, &s);
 	{
 		long i = __atomic_fetch_add(&l->nsecs, 1, __ATOMIC_RELAXED);
@@ -381,6 +511,7 @@ static void *client_main(void *arg)
 	for (int i = 0; i < N_NAMES; i++)
 		if (c->probes[i].kind != P_NONE && c->probes[i].kind != P_CLEANUP)
 			count(&l->probes_unresolved);
+	session_end(c);
 	http_abort_when(NULL);
 	return NULL;
 }
@@ -657,6 +788,18 @@ void load_check(struct load *l, bool loss_excused, struct load_report *rep)
 	rep->probes = l->probes;
 	rep->probe_503_effects = l->probe_effects;
 	rep->probes_unresolved = l->probes_unresolved;
+	rep->sess_made = l->sess[0];
+	rep->sess_hb_ok = l->sess[1];
+	rep->sess_hb_ended = l->sess[2];
+	rep->sess_hb_failed = l->sess[3];
+	rep->acq_no_session = l->acq_no_session;
+	for (int i = 0; i < l->o.clients; i++) {
+		int after = l->clients[i]->sess_after;
+
+		rep->sess_straddled += after != 0;
+		rep->sess_straddled_kept += after == 200;
+		rep->sess_straddled_ended += after == 404;
+	}
 	qsort(l->secs, (size_t)n, sizeof(*l->secs), by_name_granted);
 	for (long i = 0; i < n; i++) {
 		const struct section *s = &l->secs[i];
@@ -711,6 +854,12 @@ void load_print(const char *what, const struct load_report *r)
 	       r->max_gap_kind, *r->max_gap_kind ? ")" : "", r->handoffs_cross,
 	       (long long)r->handoff_p50_ms, (long long)r->handoff_p99_ms,
 	       (long long)r->handoff_max_ms);
+	if (r->sess_made)
+		printf("# %s: sessions made %ld; their heartbeats ok %ld, ended (404) %ld, failed "
+		       "%ld; acquires on an ended session %ld; sessions straddling the fault %ld "
+		       "(kept %ld, ended %ld)\n", what, r->sess_made, r->sess_hb_ok, r->sess_hb_ended,
+		       r->sess_hb_failed, r->acq_no_session, r->sess_straddled,
+		       r->sess_straddled_kept, r->sess_straddled_ended);
 	if (r->probes || r->probes_unresolved)
 		printf("# %s: 503s asked again %ld, of which took effect %ld; unresolved %ld\n", what,
 		       r->probes, r->probe_503_effects, r->probes_unresolved);

@@ -8,7 +8,8 @@
  * of a client instead tries one of two other names once and, if it gets
  * it, holds it long, renewing with heartbeats. With semaphore_limit, a
  * fifth of the ordinary rounds take a permit of a semaphore of that limit
- * instead. Every grant and section is recorded; the
+ * instead. With sessions, every client holds through a session of its
+ * own and renews with its heartbeat. Every grant and section is recorded; the
  * check then fails on any two sections of one name that overlapped (two
  * readers excepted; on the semaphore, more than its limit at once) and on
  * any token not above every token granted before its request was sent. */
@@ -50,6 +51,15 @@ struct load_opts {
 	 * of this limit (at most 8), which the check holds to "at most this
 	 * many at once". The semaphore's count stays in Redis afterwards */
 	int semaphore_limit;
+	/* Each client takes its locks for a session of its own (POST
+	 * /sessions with ttl_ms; every acquire with session=<id> instead of
+	 * ttl_ms) and renews them with the session's heartbeat, sent once a
+	 * third of ttl_ms has passed: between rounds, and instead of the
+	 * lock's own heartbeat while holding long. A wait is cut to a third
+	 * of ttl_ms, so that the session is heartbeated across it. A session
+	 * that answers 404 is forgotten and a new one made; each client ends
+	 * its session when it stops. */
+	bool sessions;
 };
 
 struct load_report {
@@ -75,6 +85,12 @@ struct load_report {
 	 * definite answer (still 503 at the end, or the client stopped) */
 	long probes, probe_503_effects, probes_unresolved;
 	long handoffs_cross;		/* waiter granted via another instance */
+	/* sessions: made; heartbeats answered 200, 404 (ended), neither;
+	 * acquires answered 404 (the session had ended); sessions made before
+	 * the event begun, by the first 200 or 404 to a heartbeat sent after
+	 * it ended: kept, or ended (never renewed past their lease) */
+	long sess_made, sess_hb_ok, sess_hb_ended, sess_hb_failed, acq_no_session;
+	long sess_straddled, sess_straddled_kept, sess_straddled_ended;
 	int64_t handoff_p50_ms, handoff_p99_ms, handoff_max_ms;
 };
 

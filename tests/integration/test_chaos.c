@@ -5,7 +5,10 @@
  * overlap of critical sections or any fencing token that goes backwards;
  * each test also checks what its fault promises and that nothing is left
  * behind afterwards: no key of the test's names in Redis once the leases
- * are over, no subscription, no waiter. Figures: tests/RELIABILITY.md. */
+ * are over, no subscription, no waiter. The chaos_sessions_ tests run the
+ * same faults with every client holding through a session (one heartbeat
+ * for all it holds): the same checks, and a session that outlived its
+ * lease in the fault answers 404, never 200. Figures: tests/RELIABILITY.md. */
 #include "../harness/checker.h"
 #include "../harness/cluster.h"
 #include "../harness/harness.h"
@@ -33,6 +36,9 @@ struct world {
 };
 
 static struct world W;
+/* Set by a test before its world is up: the load's clients hold through
+ * sessions (load_opts.sessions); world_down clears it. */
+static bool sessions_on;
 
 
 /* Phase lengths: short in `make test`, about three times longer in `make chaos`. */
@@ -78,6 +84,7 @@ static void world_down(void)
 			dlockd_stop(&W.d[i], 5000);
 	redis_stop(&W.redis, false);
 	memset(&W, 0, sizeof(W));
+	sessions_on = false;
 }
 
 static void start_load(int ttl_ms, int long_ms)
@@ -86,7 +93,7 @@ static void start_load(int ttl_ms, int long_ms)
 		.prefix = W.prefix, .bases = W.bases, .nbases = W.n,
 		.clients = chaos_full() ? 32 : 16, .ttl_ms = ttl_ms, .wait_ms = 3000,
 		.hold_max_ms = 20, .long_every = 6, .long_ms = long_ms,
-		.semaphore_limit = W.sem_limit,
+		.semaphore_limit = W.sem_limit, .sessions = sessions_on,
 	};
 
 	W.load = load_start(&o);
@@ -116,6 +123,11 @@ static long long keys_left_on(const struct redis_srv *r_srv)
 
 	if (n > 0 && W.sem_limit > 0 && rcmd_int_on(r_srv, "EXISTS %s-sem0", W.prefix) == 1)
 		n--;
+	if (n >= 0 && sessions_on) {	/* and no session, nor what one holds */
+		long long sess = redis_names_left(redis_client(r_srv), "dlockd_session:");
+
+		n = sess < 0 ? sess : n + sess;
+	}
 	return n;
 }
 
@@ -147,6 +159,25 @@ static bool waiters_gone(void)
 	      (rep).token_regressions); \
 	CHECK((rep).acq_other == 0, "%ld acquires answered neither 200, 409 nor 503", \
 	      (rep).acq_other); \
+	CHECK_SESSIONS_RAN(rep); \
+	} while (0)
+
+/* With sessions_on, the clients held through sessions and heartbeated them. */
+#define CHECK_SESSIONS_RAN(rep) do { \
+	if (sessions_on) \
+		CHECK((rep).sess_made > 0 && (rep).sess_hb_ok > 0, "sessions were made (%ld) " \
+		      "and heartbeated (%ld)", (rep).sess_made, (rep).sess_hb_ok); \
+	} while (0)
+
+/* Sessions made before the fault: some heartbeated after it, and every one
+ * was kept (want 200) or every one had ended (want 404). */
+#define CHECK_SESSIONS_STRADDLED(rep, want) do { \
+	CHECK((rep).sess_straddled > 0, "sessions heartbeated across the fault"); \
+	CHECK((want) == 200 ? (rep).sess_straddled_kept == (rep).sess_straddled : \
+	      (rep).sess_straddled_ended == (rep).sess_straddled, \
+	      "%s: %ld of %ld sessions kept, %ld ended", (want) == 200 ? \
+	      "every session lives on" : "every session ended, none renewed past its lease", \
+	      (rep).sess_straddled_kept, (rep).sess_straddled, (rep).sess_straddled_ended); \
 	} while (0)
 
 /* ----- Redis paused (SIGSTOP) for longer than the lease ----- */
@@ -172,11 +203,21 @@ static void redis_paused(void)
 	      rep.grants_after_event);
 	CHECK(rep.max_gap_after_event_ms < 5000, "no name stalls after the pause (%lld ms)",
 	      (long long)rep.max_gap_after_event_ms);
+	/* the pause outlasts a session's lease: none may come back from it */
+	if (sessions_on)
+		CHECK_SESSIONS_STRADDLED(rep, 404);
 	CHECK_SETTLED(5000);
 }
 
 TEST(chaos_redis_paused_longer_than_the_lease)
 {
+	redis_paused();
+	world_down();
+}
+
+TEST(chaos_sessions_redis_paused_longer_than_the_lease)
+{
+	sessions_on = true;
 	redis_paused();
 	world_down();
 }
@@ -321,6 +362,10 @@ static void redis_restarted(bool aof)
 		CHECK(rep.straddled_lost == rep.straddled,
 		      "without persistence every holder hears not_held (%ld of %ld), "
 		      "never a silent success", rep.straddled_lost, rep.straddled);
+	/* the restart fits in a session's lease: AOF keeps every session,
+	 * without persistence every one is gone (404, never a 200) */
+	if (sessions_on)
+		CHECK_SESSIONS_STRADDLED(rep, aof ? 200 : 404);
 	/* with AOF the clients first wait out the holds that survived (30 s
 	 * under valgrind, where 19 grants were seen in the rest of the phase
 	 * on a busy machine): "again" is what this checks, not a rate */
@@ -337,6 +382,20 @@ TEST(chaos_redis_restarted_with_aof_keeps_held_locks)
 
 TEST(chaos_redis_restarted_without_persistence_loses_locks_loudly)
 {
+	redis_restarted(false);
+	world_down();
+}
+
+TEST(chaos_sessions_redis_restarted_with_aof)
+{
+	sessions_on = true;
+	redis_restarted(true);
+	world_down();
+}
+
+TEST(chaos_sessions_redis_restarted_without_persistence)
+{
+	sessions_on = true;
 	redis_restarted(false);
 	world_down();
 }
@@ -564,6 +623,7 @@ static long failover_check(const char *what, struct load_report *strict)
 	      (rep).token_regressions); \
 	CHECK((rep).acq_other == 0, "%ld acquires answered neither 200, 409 nor 503", \
 	      (rep).acq_other); \
+	CHECK_SESSIONS_RAN(rep); \
 	} while (0)
 
 /* SENTINEL FAILOVER (graceful) or SIGKILL of the master, under load, on a
@@ -675,6 +735,22 @@ TEST(chaos_semaphore_sentinel_failover_with_sync_replicas)
 
 TEST(chaos_sentinel_master_killed_without_sync)
 {
+	sentinel_failover(true, NULL, 2);
+	world_down();
+}
+
+/* Sessions through a failover: with sync replicas and a graceful one, no
+ * two holders at once; with the master killed, tokens never back. */
+TEST(chaos_sessions_sentinel_failover_with_sync_replicas)
+{
+	sessions_on = true;
+	sentinel_failover(false, "1", 2);
+	world_down();
+}
+
+TEST(chaos_sessions_sentinel_master_killed_without_sync)
+{
+	sessions_on = true;
 	sentinel_failover(true, NULL, 2);
 	world_down();
 }
