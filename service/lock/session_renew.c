@@ -3,7 +3,7 @@
  * slot of their lock's name (every key of a lock hashes there: Redisson's
  * {N} tags), each run of one slot cut into scripts of at most
  * SESSION_RENEW_CHUNK (on a Cluster SESSION_RENEW_DECLARED_MAX, below),
- * and all the scripts pipelined at once. On standalone Redis or Sentinel
+ * and the scripts sent SESSION_RENEW_WINDOW at a time. On standalone Redis or Sentinel
  * every holding is in "slot 0". What a
  * single renewal does besides its script (locks_renew) is done here for
  * each holding kept: this loop's waiters on it hear its new lease end,
@@ -32,12 +32,28 @@
  * scripts_run() takes this many keys at most, besides the 3 arguments. */
 #define SESSION_RENEW_DECLARED_MAX (REDIS_CONN_MAX_ARGS - 8)
 
+/* A holding and the slot of its lock's name, for the sort. */
+struct renew_slot {
+	unsigned slot;
+	size_t i;
+};
+
+/* Scripts of one heartbeat out at once, at most: the next goes when one
+ * is answered, so other clients' commands on the connection (and in
+ * Redis) wait behind two short scripts at most, not a whole heartbeat. */
+#define SESSION_RENEW_WINDOW 2
+
 /* One heartbeat's renewal of all its holdings. */
 struct renew_all {
 	const struct backend *b;
 	struct session_renew_item *items;
 	size_t n;
 	int64_t ttl_ms;
+	struct renew_slot *order;	/* the holdings by slot */
+	size_t from;			/* order[from..] not sent yet */
+	size_t chunk;			/* holdings a script, at most */
+	bool cluster;
+	char *principal;
 	size_t pending;			/* scripts out */
 	enum lock_result result;	/* LOCK_OK, or the first failure */
 	session_renew_fn done;
@@ -52,12 +68,6 @@ struct renew_script {
 	size_t at[];			/* their indexes into all->items */
 };
 
-/* A holding and the slot of its lock's name, for the sort. */
-struct renew_slot {
-	unsigned slot;
-	size_t i;
-};
-
 static int renew_slot_cmp(const void *a, const void *b)
 {
 	const struct renew_slot *x = a, *y = b;
@@ -67,6 +77,8 @@ static int renew_slot_cmp(const void *a, const void *b)
 	return x->i < y->i ? -1 : x->i > y->i;
 }
 
+static void renew_send_next(struct renew_all *all);
+
 static void renew_script_done(struct renew_script *s, enum lock_result r)
 {
 	struct renew_all *all = s->all;
@@ -74,8 +86,15 @@ static void renew_script_done(struct renew_script *s, enum lock_result r)
 	if (r != LOCK_OK && all->result == LOCK_OK)
 		all->result = r;
 	free(s);
-	if (--all->pending == 0) {
+	all->pending--;
+	if (all->from < all->n) {
+		renew_send_next(all);
+		return;
+	}
+	if (all->pending == 0) {
 		all->done(all->ctx, all->result, all->items, all->n);
+		free(all->order);
+		free(all->principal);
 		free(all);
 	}
 }
@@ -192,32 +211,42 @@ static void renew_send(struct renew_all *all, const struct renew_slot *at, size_
 	free(packed);
 }
 
+/* Send the next script: the holdings from all->from on that share its
+ * slot, at most all->chunk of them. */
+static void renew_send_next(struct renew_all *all)
+{
+	const struct renew_slot *order = all->order;
+	size_t from = all->from, i = from + 1;
+
+	while (i < all->n && order[i].slot == order[from].slot && i - from < all->chunk)
+		i++;
+	all->from = i;
+	all->pending++;
+	renew_send(all, order + from, i - from, all->cluster, all->principal);
+}
+
 void session_renew_holdings(const struct backend *b, struct session_renew_item *items,
 			    size_t n, const char *principal, int64_t ttl_ms,
 			    session_renew_fn done, void *ctx)
 {
 	struct renew_all *all = xcalloc(1, sizeof(*all));
-	struct renew_slot *order = xcalloc(n, sizeof(*order));
 	bool cluster = redis_conn_is_cluster(b->redis);
-	size_t chunk = cluster ? SESSION_RENEW_DECLARED_MAX : SESSION_RENEW_CHUNK;
 
 	*all = (struct renew_all){ .b = b, .items = items, .n = n, .ttl_ms = ttl_ms, .done = done,
-				   .ctx = ctx };
+				   .ctx = ctx, .cluster = cluster,
+				   .chunk = cluster ? SESSION_RENEW_DECLARED_MAX : SESSION_RENEW_CHUNK,
+				   .principal = xstrdup(principal),
+				   .order = xcalloc(n, sizeof(*all->order)) };
 	for (size_t i = 0; i < n; i++) {
 		char *rname = cluster ? locks_redis_name(items[i].name) : NULL;
 
-		order[i] = (struct renew_slot){ rname ? cluster_key_slot(rname, strlen(rname)) : 0,
-						i };
+		all->order[i] = (struct renew_slot){
+			rname ? cluster_key_slot(rname, strlen(rname)) : 0, i };
 		free(rname);
 	}
-	qsort(order, n, sizeof(*order), renew_slot_cmp);
-	/* scripts_run() answers later, never from inside: counting as they go
-	 * out cannot finish all early */
-	for (size_t i = 1, from = 0; i <= n; i++)
-		if (i == n || order[i].slot != order[from].slot || i - from == chunk) {
-			all->pending++;
-			renew_send(all, order + from, i - from, cluster, principal);
-			from = i;
-		}
-	free(order);
+	qsort(all->order, n, sizeof(*all->order), renew_slot_cmp);
+	/* scripts_run() answers later, never from inside: what is sent here
+	 * cannot finish all early */
+	for (int k = 0; k < SESSION_RENEW_WINDOW && all->from < n; k++)
+		renew_send_next(all);
 }

@@ -28,7 +28,7 @@ struct session_renew_item {
  * many, so no script runs long. On a Cluster, fewer (16: each holding's
  * lock is a declared key, session_renew.c says why); there names in one
  * slot are few anyway. */
-#define SESSION_RENEW_CHUNK 128
+#define SESSION_RENEW_CHUNK 32
 
 /* The holdings are renewed, or not: r is LOCK_OK, or the first failure
  * (LOCK_BACKEND_DOWN, LOCK_SCRIPT_ERROR), when some may be renewed and

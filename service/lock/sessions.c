@@ -494,15 +494,16 @@ static void sess_renew_next(struct sess_call *c)
 /* ----- One heartbeat of a session at a time ----- *
  *
  * A heartbeat costs Redis a renewal of every holding (a full session's,
- * ~25 ms of Redis' time), so the heartbeats of one session are run one at
- * a time on a loop, and no sooner than SESS_BEAT_GAP after the last one
- * (a tenth of the session's ttl_ms, at most a second): those that come
- * meanwhile wait and are all answered by the next, which starts after
- * each of them was sent (so the lease each counts from its own sending is
- * never longer than the one it gets). A client that sends heartbeats as
- * fast as it can gets slower answers, and its session costs Redis at most
- * one heartbeat a gap per loop; one that sends them every third of its
- * ttl_ms, as it should, never waits. */
+ * ~25 ms of Redis' time, in short scripts: session_renew.h), so the
+ * heartbeats of one session are run one at a time on a loop: those that
+ * come while one is out wait and are all answered by the next, which
+ * starts after each of them was sent (so the lease each counts from its
+ * own sending is never longer than the one it gets), and no sooner than
+ * a tenth of the session's ttl_ms (at most a second) after the last. A
+ * client that keeps several heartbeats of one session out at once gets
+ * slower answers, and its session costs Redis one heartbeat a gap per
+ * loop; one that sends the next after the last is answered (every third
+ * of its ttl_ms, as it should) never waits. */
 
 #define SESS_BEAT_GAP_MAX_MS 1000
 
@@ -575,7 +576,7 @@ static void sess_beat_done(void *ctx, enum lock_result r, const struct session_i
 	beat->now = NULL;
 	if (gap > SESS_BEAT_GAP_MAX_MS)
 		gap = SESS_BEAT_GAP_MAX_MS;
-	if (gap > 0)
+	if (gap > 0 && beat->next)	/* sent while one was out: a flood */
 		loop_timer_set(beat->b->loop, &beat->gap, now_ms() + gap);
 	else
 		sess_beat_next(beat->b->loop, &beat->gap);
