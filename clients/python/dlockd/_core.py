@@ -93,10 +93,10 @@ def acquire_steps(cfg, kind, name, owner, ttl_ms, wait_ms, extra=None, session=N
         now = time.monotonic()
         wait = chunk if deadline is None else max(0, min(chunk, int((deadline - now) * 1000)))
         sent = time.monotonic()
-        lease = {"session": session} if session else {"ttl_ms": ttl_ms}
+        terms = {"session": session} if session else {"ttl_ms": ttl_ms}
         if owner is not None:
-            lease["owner"] = owner
-        res = yield Request("PUT", kind.path(name), {**lease, "wait_ms": wait, **(extra or {})},
+            terms["owner"] = owner
+        res = yield Request("PUT", kind.path(name), {**terms, "wait_ms": wait, **(extra or {})},
                             wait / 1000 + cfg.timeout)
         if isinstance(res, Answer) and res.status == 200:
             body = res.body if isinstance(res.body, dict) else {}

@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 from collections import namedtuple
+from urllib.parse import quote
 
 from . import _core
 from ._core import margin_s
@@ -112,7 +113,7 @@ class _Lease:
         self._signals = ThreadSignals()
         for role, gen in self._jobs():
             t = threading.Thread(target=run_sync, args=(gen, self.client._transport, self._signals),
-                                 name=f"dlockd-{role}-{self.name}", daemon=True)
+                                 name=f"dlockd-{role}-{self._what}", daemon=True)
             t.start()
             self._threads.append(t)
 
@@ -350,7 +351,7 @@ class Session(_Lease):
         self.name = name
         self.value = value
         self._what = f"session {sid}"
-        self._path = f"/sessions/{sid}"
+        self._path = f"/sessions/{quote(sid, safe='')}"
 
     def __repr__(self):
         state = "lost" if self.lost.is_set() else "ended" if self._stopping else "open"
@@ -403,6 +404,7 @@ class Session(_Lease):
         return self._take("write", name, wait_ms)
 
     def semaphore(self, name, limit, *, wait_ms=None):
+        _check_limit(limit)
         return self._take("semaphore", name, wait_ms, {"limit": limit})
 
     def lock_all(self, locks, *, wait_ms=0):
@@ -458,13 +460,17 @@ def _kind_method(key, doc):
     return method
 
 
+def _check_limit(limit):
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10000:
+        raise InvalidArgument(f"limit must be an integer 1..10000, not {limit!r}")
+
+
 def _semaphore(self, name, limit, *, ttl_ms=15000, wait_ms=None, owner=None, value=None):
     """One of `limit` permits of a semaphore (/semaphores/{name}): see Scope.
     Every acquirer gives the limit; another one than the limit in force
     raises LimitMismatch (its .limit is the one in force). value: text kept
     with the permit, shown to whoever reads the semaphore."""
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10000:
-        raise InvalidArgument(f"limit must be an integer 1..10000, not {limit!r}")
+    _check_limit(limit)
     if value is not None and not isinstance(value, str):
         raise InvalidArgument(f"value must be a str or None, not {value!r}")
     extra = {"limit": limit}
