@@ -4,7 +4,9 @@ requests and pauses it needs and is sent their results. _sync.py runs them
 on threads, _aio.py on an asyncio loop, so both flavours behave alike.
 
 Yielded actions:
-  Request(method, path, params, timeout)  -> an Answer, or Unreachable
+  Request(method, path, params, timeout, body=None)
+                                          -> an Answer, or Unreachable
+      (body: a JSON document sent as the request's body)
   Sleep(seconds)                          -> None
   Wait(seconds, which)                    -> True if woken early ("renew":
       a nudge or a stop; "stop": a stop), False when the time ran out
@@ -15,7 +17,7 @@ from collections import namedtuple
 
 from .errors import Conflict, Error, NotHeld, Unavailable, error_of
 
-Request = namedtuple("Request", "method path params timeout")
+Request = namedtuple("Request", "method path params timeout body", defaults=(None,))
 Sleep = namedtuple("Sleep", "seconds")
 Wait = namedtuple("Wait", "seconds which")
 Answer = namedtuple("Answer", "status body retry_after")
@@ -63,10 +65,13 @@ def message(res):
 
 
 def lost_answer(res):
-    return isinstance(res, Answer) and res.status == 409 and code(res) in ("not_held", "not_owner")
+    """Does this answer say the holding (or the session) is gone?"""
+    return isinstance(res, Answer) and (
+        (res.status == 409 and code(res) in ("not_held", "not_owner"))
+        or (res.status == 404 and code(res) == "session_not_found"))
 
 
-def acquire_steps(cfg, kind, name, owner, ttl_ms, wait_ms, extra=None):
+def acquire_steps(cfg, kind, name, owner, ttl_ms, wait_ms, extra=None, session=None):
     """Take the lock: long polls chained up to wait_ms (None: no end), each
     at most cfg.max_poll_ms (halved when dlockd's --max-wait-ms is lower);
     an unreachable dlockd or a 503 retried after Retry-After while the
@@ -74,7 +79,10 @@ def acquire_steps(cfg, kind, name, owner, ttl_ms, wait_ms, extra=None):
     (the same owner: a repeat of its grant). Returns (fencing_token,
     lease_start, lease_ms): the lease counted from the sending of the
     request that confirmed it. extra: more parameters of the PUT (a
-    semaphore's limit and value). Raises an Error."""
+    semaphore's limit and value). session: take it for that session instead
+    of with a lease of its own (no ttl_ms sent; owner None: the session id);
+    the session's heartbeat renews it, so a late grant is not confirmed
+    here. Raises an Error."""
     what = f"{kind.what} '{name}'"
     start = time.monotonic()
     deadline = None if wait_ms is None else start + wait_ms / 1000
@@ -85,8 +93,10 @@ def acquire_steps(cfg, kind, name, owner, ttl_ms, wait_ms, extra=None):
         now = time.monotonic()
         wait = chunk if deadline is None else max(0, min(chunk, int((deadline - now) * 1000)))
         sent = time.monotonic()
-        res = yield Request("PUT", kind.path(name),
-                            {"owner": owner, "ttl_ms": ttl_ms, "wait_ms": wait, **(extra or {})},
+        terms = {"session": session} if session else {"ttl_ms": ttl_ms}
+        if owner is not None:
+            terms["owner"] = owner
+        res = yield Request("PUT", kind.path(name), {**terms, "wait_ms": wait, **(extra or {})},
                             wait / 1000 + cfg.timeout)
         if isinstance(res, Answer) and res.status == 200:
             body = res.body if isinstance(res.body, dict) else {}
@@ -94,7 +104,7 @@ def acquire_steps(cfg, kind, name, owner, ttl_ms, wait_ms, extra=None):
             if not isinstance(token, int) or not isinstance(lease, int):
                 raise Unavailable(f"{what}: dlockd's grant has no fencing_token or ttl_ms",
                                   status=200, body=body)
-            if time.monotonic() - sent <= ttl_ms / 10000:
+            if session or time.monotonic() - sent <= ttl_ms / 10000:
                 return token, sent, lease
             # Granted long after it was asked (a long poll): the lease began
             # somewhere in between. Renew it at once, so that the lease the
@@ -153,12 +163,14 @@ def _confirm(cfg, kind, name, owner, ttl_ms, what):
 
 
 def renew_steps(held):
-    """Keep held's lease: a heartbeat a third of the lease after the sending
-    of the last one dlockd confirmed (at once when nudged); a failed one is
-    retried, each waiting no longer than the lease the client counts on. The
-    lease is lost at once on not_held/not_owner, and when no renewal was
+    """Keep held's lease (a Held's or a Session's): a heartbeat a third of
+    the lease after the sending of the last one dlockd confirmed (at once
+    when nudged); a failed one is retried, each waiting no longer than the
+    lease the client counts on. The lease is lost at once on not_held,
+    not_owner or session_not_found, or when held._dropped finds the answer
+    says so (a session's holding dropped), and when no renewal was
     confirmed by its end less the margin. Returns when stopped or lost."""
-    kind, ttl_ms = held._kind, held.ttl_ms
+    ttl_ms = held.ttl_ms
     third = ttl_ms / 3000
     next_at = held._lease_start + third
     attempt = 0
@@ -169,7 +181,7 @@ def renew_steps(held):
         now = time.monotonic()
         if now >= give_up:
             held._lose(Unavailable(
-                f"{kind.what} '{held.name}': no renewal confirmed within the lease "
+                f"{held._what}: no renewal confirmed within the lease "
                 f"({held._last_failure or 'no answer'})", code="unreachable"))
             return
         if now < next_at:
@@ -181,18 +193,21 @@ def renew_steps(held):
         sent = time.monotonic()
         if sent >= give_up:
             continue
-        res = yield Request("POST", kind.path(held.name, "/heartbeat"),
-                            {"owner": held.owner, "ttl_ms": ttl_ms},
-                            max(0.01, min(max(third, 0.2), give_up - sent)))
+        path, params = held._heartbeat()
+        res = yield Request("POST", path, params, max(0.01, min(max(third, 0.2), give_up - sent)))
         if held._stopping:
             return
         if isinstance(res, Answer) and res.status == 200 and isinstance(
                 (res.body or {}).get("ttl_ms"), int):
+            gone = held._dropped(res.body)
+            if gone:
+                held._lose(gone)
+                return
             held._renewed(sent, res.body["ttl_ms"])
             next_at, attempt = sent + third, 0
             continue
         if lost_answer(res):
-            held._lose(error(res, f"{kind.what} '{held.name}': renewing"))
+            held._lose(error(res, f"{held._what}: renewing"))
             return
         held._last_failure = str(error(res, "renewing"))
         next_at = time.monotonic() + backoff(res, attempt)
@@ -224,14 +239,14 @@ def watch_steps(cfg, held):
         yield Wait(1.0, "stop")
 
 
-def release_steps(cfg, kind, name, owner):
-    """Give one hold back: True if released, False if nothing was held (a
-    release repeated, a lease that ran out). An unreachable dlockd or a 503
-    is retried for cfg.retry_ms."""
-    what = f"{kind.what} '{name}': releasing"
+def release_steps(cfg, path, params, what):
+    """Give one hold back (or end a session): True if released, False if
+    nothing was held (a release repeated, a lease that ran out). An
+    unreachable dlockd or a 503 is retried for cfg.retry_ms."""
+    what += ": releasing"
     first_fail, attempt = time.monotonic(), 0
     while True:
-        res = yield Request("DELETE", kind.path(name), {"owner": owner}, cfg.timeout)
+        res = yield Request("DELETE", path, params, cfg.timeout)
         if isinstance(res, Answer) and res.status == 200:
             return True
         if lost_answer(res):
@@ -243,14 +258,15 @@ def release_steps(cfg, kind, name, owner):
         yield Sleep(pause)
 
 
-def call_steps(cfg, method, path, params, what):
-    """One request of the caller's (status, watch): its JSON answer, an
-    unreachable dlockd or a 503 retried for cfg.retry_ms."""
+def call_steps(cfg, method, path, params, what, body=None):
+    """One request of the caller's (status, watch, a session's calls): its
+    JSON answer (200 or 201), an unreachable dlockd or a 503 retried for
+    cfg.retry_ms (so only for requests that may be repeated)."""
     first_fail, attempt = time.monotonic(), 0
-    wait = params.get("wait_ms") or 0
+    wait = (body or params).get("wait_ms") or 0
     while True:
-        res = yield Request(method, path, params, wait / 1000 + cfg.timeout)
-        if isinstance(res, Answer) and res.status == 200:
+        res = yield Request(method, path, params, wait / 1000 + cfg.timeout, body)
+        if isinstance(res, Answer) and res.status in (200, 201):
             return res.body
         pause = backoff(res, attempt)
         attempt += 1

@@ -46,15 +46,23 @@ class Transport:
     def _target(self, path, params):
         return self.prefix + path + ("?" + urlencode(params) if params else "")
 
+    def _body(self, body):
+        """The bytes and headers of a JSON body (None: no body)."""
+        if body is None:
+            return None, self.headers
+        return json.dumps(body).encode(), {**self.headers, "Content-Type": "application/json"}
+
     def _unreachable(self, err):
         reason = getattr(err, "reason", None) or err
         return Unreachable(f"cannot reach dlockd at {self.url}: {reason or type(err).__name__}")
 
     # ----- blocking -----
 
-    def request(self, method, path, params, timeout, tracker=None):
+    def request(self, method, path, params, timeout, tracker=None, body=None):
         """tracker, if given (a Tracker), holds the connection while the
-        request is in flight, so that another thread can abandon it."""
+        request is in flight, so that another thread can abandon it. body:
+        a JSON document to send."""
+        raw, headers = self._body(body)
         if self.https:
             conn = http.client.HTTPSConnection(self.host, self.port, timeout=timeout,
                                                context=self.context)
@@ -63,7 +71,7 @@ class Transport:
         try:
             if tracker and not tracker.add(conn):
                 return Unreachable("abandoned")
-            conn.request(method, self._target(path, params), headers=self.headers)
+            conn.request(method, self._target(path, params), body=raw, headers=headers)
             resp = conn.getresponse()
             return _answer(resp.status, resp.getheader("Retry-After"), resp.read())
         except (OSError, http.client.HTTPException, ValueError) as err:
@@ -75,7 +83,9 @@ class Transport:
 
     # ----- asyncio -----
 
-    async def arequest(self, method, path, params, timeout):
+    async def arequest(self, method, path, params, timeout, body=None):
+        raw, headers = self._body(body)
+        raw = raw or b""
         writer = None
         try:
             async with asyncio.timeout(timeout):
@@ -83,10 +93,10 @@ class Transport:
                     self.host, self.port, ssl=self.context,
                     server_hostname=self.host if self.https else None)
                 head = [f"{method} {self._target(path, params)} HTTP/1.1",
-                        f"Host: {self.host}:{self.port}", "Content-Length: 0",
+                        f"Host: {self.host}:{self.port}", f"Content-Length: {len(raw)}",
                         "Connection: close"]
-                head += [f"{k}: {v}" for k, v in self.headers.items()]
-                writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+                head += [f"{k}: {v}" for k, v in headers.items()]
+                writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + raw)
                 await writer.drain()
                 status = int((await reader.readline()).split()[1])
                 headers = {}

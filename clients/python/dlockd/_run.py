@@ -78,7 +78,7 @@ def run_sync(gen, transport, signals=None):
             return stop.value
         if isinstance(action, Request):
             res = transport.request(action.method, action.path, action.params,
-                                    max(0.01, action.timeout), tracker)
+                                    max(0.01, action.timeout), tracker, action.body)
         elif isinstance(action, Sleep):
             time.sleep(max(0.0, action.seconds))
             res = None
@@ -97,7 +97,7 @@ async def run_async(gen, transport, signals=None):
             return stop.value
         if isinstance(action, Request):
             res = await transport.arequest(action.method, action.path, action.params,
-                                           max(0.01, action.timeout))
+                                           max(0.01, action.timeout), action.body)
         elif isinstance(action, Sleep):
             await asyncio.sleep(max(0.0, action.seconds))
             res = None

@@ -1,6 +1,8 @@
 """client.py -- the client: Client (one dlockd), Scope (what c.lock() and
-its siblings return: a context manager, sync and async) and Held (a
-holding: its fencing token, its loss event, its renewal and watch)."""
+its siblings return: a context manager, sync and async), Held (a holding:
+its fencing token, its loss event, its renewal and watch) and Session (one
+lease and one heartbeat for the locks taken for it). Held and Session keep
+their lease alike (_Lease)."""
 import asyncio
 import os
 import re
@@ -8,6 +10,8 @@ import secrets
 import socket
 import threading
 import time
+from collections import namedtuple
+from urllib.parse import quote
 
 from . import _core
 from ._core import margin_s
@@ -15,7 +19,7 @@ from ._http import Transport, env, ssl_context
 from ._kinds import KINDS
 from ._run import LoopSignals, ThreadSignals, run_async, run_sync
 from .errors import (Conflict, Error, InvalidArgument, LeaseLost, LimitMismatch, NotHeld,
-                     Unavailable)
+                     SessionNotFound, Unavailable)
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -28,37 +32,29 @@ def new_owner():
     return f"py-{host}-{os.getpid()}-{secrets.token_hex(8)}"
 
 
-class Held:
-    """A lock held (or a semaphore's permit, with its `limit`):
-    `fencing_token` (int), `lost` (a threading.Event set the moment the
-    lease is known lost; never cleared), `held` (False once lost or
-    released). Its lease is renewed in the background until release()."""
+class _Lease:
+    """What a Held and a Session share: a lease renewed in the background
+    (_core.renew_steps, which asks _heartbeat and _dropped), `lost` set the
+    moment it is known lost, and a release that stops the renewal before
+    it gives back (_release_steps). _GONE: the error that says dlockd has
+    released it already."""
 
-    def __init__(self, client, kind, name, owner, ttl_ms, token, start, lease_ms):
+    _GONE = NotHeld
+
+    def __init__(self, client, ttl_ms, start, lease_ms):
         self.client = client
-        self.kind = kind.key
-        self.name = name
-        self.owner = owner
         self.ttl_ms = ttl_ms
-        self.fencing_token = token
-        self.limit = None               # a semaphore's limit
         self.lost = threading.Event()
         self.lost_reason = None         # the Error that said so
-        self._kind = kind
         self._lock = threading.Lock()
         self._lease_start = start
         self._end = start + lease_ms / 1000
         self._margin = margin_s(ttl_ms)
         self._stopping = False
-        self._released = False
         self._last_failure = None
         self._signals = None
         self._threads = []
         self._on_lost = []
-
-    def __repr__(self):
-        state = "lost" if self.lost.is_set() else "released" if self._stopping else "held"
-        return f"<dlockd.Held {self._kind.what} {self.name!r} token={self.fencing_token} {state}>"
 
     @property
     def held(self):
@@ -80,7 +76,7 @@ class Held:
         """Raise LeaseLost if the lease is lost: for a body that wants to
         stop between steps."""
         if self.lost.is_set():
-            raise LeaseLost(f"{self._kind.what} '{self.name}': the lease is lost: "
+            raise LeaseLost(f"{self._what}: the lease is lost: "
                             f"{self.lost_reason}", code=getattr(self.lost_reason, "code", ""),
                             status=getattr(self.lost_reason, "status", 0)) from self.lost_reason
 
@@ -105,37 +101,42 @@ class Held:
         self._signals.nudge()
 
     def _lost_by_answer(self):
-        return isinstance(self.lost_reason, NotHeld)
+        return isinstance(self.lost_reason, self._GONE)
+
+    def _dropped(self, body):
+        """The Error a 200 heartbeat answer means (None: renewed)."""
+        return None
 
     # ----- threads -----
 
     def _start(self):
         self._signals = ThreadSignals()
-        transport, cfg = self.client._transport, self.client
-        jobs = [("renew", _core.renew_steps(self))]
-        if cfg.watch_held:
-            jobs.append(("watch", _core.watch_steps(cfg, self)))
-        for role, gen in jobs:
-            t = threading.Thread(target=run_sync, args=(gen, transport, self._signals),
-                                 name=f"dlockd-{role}-{self.name}", daemon=True)
+        for role, gen in self._jobs():
+            t = threading.Thread(target=run_sync, args=(gen, self.client._transport, self._signals),
+                                 name=f"dlockd-{role}-{self._what}", daemon=True)
             t.start()
             self._threads.append(t)
 
-    def release(self):
-        """Stop renewing, then give the hold back (once; later calls do
-        nothing). True if dlockd released it, False if it was not held any
-        more. No heartbeat is sent once this has begun."""
+    def _begin_release(self):
+        """Stop the renewal (once): True if this call did."""
         with self._lock:
             if self._stopping:
                 return False
             self._stopping = True
         self._signals.stop()
+        return True
+
+    def release(self):
+        """Stop renewing, then give the hold back (once; later calls do
+        nothing). True if dlockd released it, False if it was not held any
+        more. No heartbeat is sent once this has begun."""
+        if not self._begin_release():
+            return False
         for t in self._threads:
             t.join()
         if self._lost_by_answer():
             return False
-        return run_sync(_core.release_steps(self.client, self._kind, self.name, self.owner),
-                        self.client._transport)
+        return run_sync(self._release_steps(), self.client._transport)
 
     def __enter__(self):
         return self
@@ -143,33 +144,59 @@ class Held:
     def __exit__(self, et, e, tb):
         return _exit(self, et)
 
+
+class Held(_Lease):
+    """A lock held (or a semaphore's permit, with its `limit`):
+    `fencing_token` (int), `lost` (a threading.Event set the moment the
+    lease is known lost; never cleared), `held` (False once lost or
+    released). Its lease is renewed in the background until release()."""
+
+    def __init__(self, client, kind, name, owner, ttl_ms, token, start, lease_ms):
+        super().__init__(client, ttl_ms, start, lease_ms)
+        self.kind = kind.key
+        self.name = name
+        self.owner = owner
+        self.fencing_token = token
+        self.limit = None               # a semaphore's limit
+        self._kind = kind
+        self._what = f"{kind.what} '{name}'"
+
+    def __repr__(self):
+        state = "lost" if self.lost.is_set() else "released" if self._stopping else "held"
+        return f"<dlockd.Held {self._kind.what} {self.name!r} token={self.fencing_token} {state}>"
+
+    def _heartbeat(self):
+        return self._kind.path(self.name, "/heartbeat"), {"owner": self.owner, "ttl_ms": self.ttl_ms}
+
+    def _release_steps(self):
+        return _core.release_steps(self.client, self._kind.path(self.name), {"owner": self.owner},
+                                   self._what)
+
+    def _jobs(self):
+        jobs = [("renew", _core.renew_steps(self))]
+        if self.client.watch_held:
+            jobs.append(("watch", _core.watch_steps(self.client, self)))
+        return jobs
+
     # ----- asyncio -----
 
     def _astart(self):
         self._signals = LoopSignals()
-        transport, cfg = self.client._transport, self.client
-        jobs = [_core.renew_steps(self)]
-        if cfg.watch_held:
-            jobs.append(_core.watch_steps(cfg, self))
-        for gen in jobs:
+        transport = self.client._transport
+        for _, gen in self._jobs():
             self._signals.tasks.append(
                 asyncio.get_running_loop().create_task(run_async(gen, transport, self._signals)))
 
     async def arelease(self):
         """release() for a holding taken with `async with`."""
-        with self._lock:
-            if self._stopping:
-                return False
-            self._stopping = True
-        self._signals.stop()
+        if not self._begin_release():
+            return False
         for task in self._signals.tasks:
             task.cancel()
         await asyncio.gather(*self._signals.tasks, return_exceptions=True)
         if self._lost_by_answer():
             return False
-        return await run_async(
-            _core.release_steps(self.client, self._kind, self.name, self.owner),
-            self.client._transport)
+        return await run_async(self._release_steps(), self.client._transport)
 
 
 def _exit(held, et):
@@ -222,6 +249,10 @@ class Scope:
         return not isinstance(err, (Conflict, InvalidArgument, LimitMismatch)) and isinstance(
             err, (Error, BaseException))
 
+    def _give_back_steps(self, owner):
+        return _core.release_steps(_Once(self.client), self.kind.path(self.name),
+                                   {"owner": owner}, f"{self.kind.what} '{self.name}'")
+
     def acquire(self):
         """Wait for the lock (up to wait_ms; None: no end) and return the Held,
         renewed in the background until its release()."""
@@ -230,8 +261,7 @@ class Scope:
             token, start, lease = run_sync(self._steps(owner), self.client._transport)
         except BaseException as err:        # KeyboardInterrupt included
             if self._give_back(owner, err):
-                _quiet(lambda: run_sync(_core.release_steps(
-                    _Once(self.client), self.kind, self.name, owner), self.client._transport))
+                _quiet(lambda: run_sync(self._give_back_steps(owner), self.client._transport))
             raise
         held = self._new_held(owner, token, start, lease)
         held._start()
@@ -250,7 +280,7 @@ class Scope:
             token, start, lease = await run_async(self._steps(owner), self.client._transport)
         except BaseException as err:        # CancelledError included
             if self._give_back(owner, err):
-                gen = _core.release_steps(_Once(self.client), self.kind, self.name, owner)
+                gen = self._give_back_steps(owner)
                 try:
                     await asyncio.shield(run_async(gen, self.client._transport))
                 except (Error, asyncio.CancelledError):
@@ -293,6 +323,115 @@ class Scope:
         return False
 
 
+Holding = namedtuple("Holding", "kind name owner fencing_token")
+Holding.__doc__ = """A lock held for a session: its kind ("lock", "fair",
+"read", "write", "semaphore"), name, owner (the session id) and fencing
+token. It is released when the session ends."""
+
+
+def _holdings(body):
+    items = body.get("holdings") if isinstance(body, dict) else None
+    return [Holding(h.get("kind"), h.get("name"), h.get("owner"), h.get("fencing_token"))
+            for h in items or [] if isinstance(h, dict)]
+
+
+class Session(_Lease):
+    """A session of dlockd (c.session()): one lease, renewed by one
+    heartbeat in the background, for every lock taken for it; ending it
+    (close(), or the end of its `with`) releases them all at once. `id`,
+    `lost` (a threading.Event set the moment the session is known lost:
+    ended from outside, its lease run out, or a holding of it dropped),
+    `held` (False once lost or closed)."""
+
+    _GONE = SessionNotFound
+
+    def __init__(self, client, sid, ttl_ms, name, value, start, lease_ms):
+        super().__init__(client, ttl_ms, start, lease_ms)
+        self.id = sid
+        self.name = name
+        self.value = value
+        self._what = f"session {sid}"
+        self._path = f"/sessions/{quote(sid, safe='')}"
+
+    def __repr__(self):
+        state = "lost" if self.lost.is_set() else "ended" if self._stopping else "open"
+        return f"<dlockd.Session {self.id} {state}>"
+
+    def _heartbeat(self):
+        return self._path + "/heartbeat", {}
+
+    def _dropped(self, body):
+        gone = [d for d in body.get("dropped") or [] if isinstance(d, dict)]
+        if not gone:
+            return None
+        names = ", ".join(f"{d.get('kind')} '{d.get('name')}'" for d in gone)
+        return NotHeld(f"{self._what}: dlockd dropped {names} (released or taken over)",
+                       status=200, code="dropped", body=body)
+
+    def _release_steps(self):
+        return _core.release_steps(self.client, self._path, {}, self._what)
+
+    def _jobs(self):
+        return [("renew", _core.renew_steps(self))]
+
+    def close(self):
+        """End the session: stop the heartbeat, then DELETE it, which
+        releases every holding at once (once; later calls do nothing). True
+        if dlockd ended it, False if it had ended already."""
+        return self.release()
+
+    def _take(self, key, name, wait_ms, extra=None):
+        if wait_ms is not None and (not isinstance(wait_ms, int) or wait_ms < 0):
+            raise InvalidArgument(f"wait_ms must be a non-negative integer or None, not {wait_ms!r}")
+        self.check()
+        steps = _core.acquire_steps(self.client, KINDS[key], name, None, self.ttl_ms, wait_ms,
+                                    extra, session=self.id)
+        token, _, _ = run_sync(steps, self.client._transport)
+        return Holding(key, name, self.id, token)
+
+    def lock(self, name, *, wait_ms=None):
+        """Take /locks/{name} for the session (wait_ms: None waits as long
+        as it takes, 0 tries once): a Holding, or Conflict."""
+        return self._take("lock", name, wait_ms)
+
+    def fair_lock(self, name, *, wait_ms=None):
+        return self._take("fair", name, wait_ms)
+
+    def read_lock(self, name, *, wait_ms=None):
+        return self._take("read", name, wait_ms)
+
+    def write_lock(self, name, *, wait_ms=None):
+        return self._take("write", name, wait_ms)
+
+    def semaphore(self, name, limit, *, wait_ms=None):
+        _check_limit(limit)
+        return self._take("semaphore", name, wait_ms, {"limit": limit})
+
+    def lock_all(self, locks, *, wait_ms=0):
+        """Take every lock listed for the session, or none: locks are
+        (kind, name) or ("semaphore", name, limit). Waits up to wait_ms
+        (0: tries once; at most dlockd's --max-wait-ms) for the whole set.
+        Returns a Holding each; Conflict (its body["lock"] names the lock in
+        the way) with nothing of this call held."""
+        if not isinstance(wait_ms, int) or wait_ms < 0:
+            raise InvalidArgument(f"wait_ms must be a non-negative integer, not {wait_ms!r}")
+        wanted = []
+        for kind, name, *limit in locks:
+            wanted.append({"kind": kind, "name": name, **({"limit": limit[0]} if limit else {})})
+        self.check()
+        body = run_sync(_core.call_steps(self.client, "PUT", self._path + "/locks", {},
+                                         f"{self._what}: taking {len(wanted)} locks",
+                                         {"locks": wanted, "wait_ms": wait_ms}),
+                        self.client._transport)
+        return _holdings(body)
+
+    def holdings(self):
+        """What the session holds now, as dlockd lists it: a Holding each."""
+        return _holdings(run_sync(_core.call_steps(self.client, "GET", self._path, {},
+                                                   f"{self._what}: reading it"),
+                                  self.client._transport))
+
+
 class _Once:
     """A client's settings for one try, no retries (giving back on the way
     out of an interrupted acquire must not keep the caller)."""
@@ -321,13 +460,17 @@ def _kind_method(key, doc):
     return method
 
 
+def _check_limit(limit):
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10000:
+        raise InvalidArgument(f"limit must be an integer 1..10000, not {limit!r}")
+
+
 def _semaphore(self, name, limit, *, ttl_ms=15000, wait_ms=None, owner=None, value=None):
     """One of `limit` permits of a semaphore (/semaphores/{name}): see Scope.
     Every acquirer gives the limit; another one than the limit in force
     raises LimitMismatch (its .limit is the one in force). value: text kept
     with the permit, shown to whoever reads the semaphore."""
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10000:
-        raise InvalidArgument(f"limit must be an integer 1..10000, not {limit!r}")
+    _check_limit(limit)
     if value is not None and not isinstance(value, str):
         raise InvalidArgument(f"value must be a str or None, not {value!r}")
     extra = {"limit": limit}
@@ -406,3 +549,22 @@ class Client:
         body = run_sync(_core.call_steps(self, "DELETE", k.path(name), {"force": "true"},
                                          f"{k.what} '{name}': force release"), self._transport)
         return bool(body and body.get("released"))
+
+    def session(self, *, ttl_ms=15000, name=None, value=None):
+        """Make a session (POST /sessions) living ttl_ms, renewed in the
+        background until it is closed: `with` it to close it on the way
+        out. name (for humans) and value (text) are kept with it."""
+        if not isinstance(ttl_ms, int) or ttl_ms < 1:
+            raise InvalidArgument(f"ttl_ms must be a positive integer, not {ttl_ms!r}")
+        params = {"ttl_ms": ttl_ms, **{k: v for k, v in (("name", name), ("value", value))
+                                       if v is not None}}
+        sent = time.monotonic()
+        body = run_sync(_core.call_steps(self, "POST", "/sessions", params, "making a session"),
+                        self._transport)
+        sid, lease = (body or {}).get("session"), (body or {}).get("ttl_ms")
+        if not isinstance(sid, str) or not isinstance(lease, int):
+            raise Unavailable("making a session: dlockd's answer has no session or ttl_ms",
+                              status=201, body=body)
+        session = Session(self, sid, ttl_ms, name, value, sent, lease)
+        session._start()
+        return session

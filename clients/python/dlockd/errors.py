@@ -59,7 +59,10 @@ class LimitMismatch(Error):
 
 
 class TooManyHolds(Error):
-    """409 too_many_holds: a read hold past dlockd's caps."""
+    """409 too_many_holds: a read hold past dlockd's caps; session_full: a
+    session's holdings past --max-session-holdings; too_many_sessions: a
+    token's open sessions past --max-sessions-per-token (the cap is
+    body["limit"])."""
 
 
 class Unavailable(Error):
@@ -73,6 +76,11 @@ class Internal(Error):
     """500 internal: a bug in dlockd; retrying will not help."""
 
 
+class SessionNotFound(NotHeld):
+    """404 session_not_found: the session never existed, was ended, or its
+    lease ran out; everything it held is released."""
+
+
 class LeaseLost(Error):
     """The lease was lost while the body ran: the scoped forms raise it when
     the body ends (the asyncio form cancels the body first)."""
@@ -84,6 +92,9 @@ _BY_CODE = {
     "not_owner": NotOwner,
     "wrong_kind": WrongKind,
     "too_many_holds": TooManyHolds,
+    "session_full": TooManyHolds,
+    "too_many_sessions": TooManyHolds,
+    "session_not_found": SessionNotFound,
     "limit_mismatch": LimitMismatch,
     "unauthorized": Unauthorized,
     "forbidden": Forbidden,

@@ -31,7 +31,7 @@ class TestReadme(unittest.TestCase):
 
     def test_python_blocks(self):
         found = blocks("python")
-        self.assertGreaterEqual(len(found), 6)
+        self.assertGreaterEqual(len(found), 8)
         tls = [b for b in found if "tls/ca.pem" in b]
         outs = [self.run_block(b, support.TMP, SRV.url) for b in found if b not in tls]
         self.assertIn("step 2", outs[0])
@@ -40,6 +40,10 @@ class TestReadme(unittest.TestCase):
         self.assertIn("leads with token", outs[3])
         self.assertEqual(outs[4].count("deploys with permit"), 4)
         self.assertIn("the limit in force is 2", outs[4])
+        self.assertIn("session ended: all three released", outs[5])
+        self.assertEqual(len(outs[5].splitlines()), 4)     # three holdings listed
+        self.assertIn("in the way: ledger - held: 0", outs[6])
+        self.assertIn("granted 2 locks", outs[6])
         p = support.pki()
         srv = support.Dlockd(REDIS, "--tls-cert", p["server.pem"], "--tls-key", p["server.key"],
                              "--tls-client-ca", p["ca.pem"])
@@ -51,6 +55,14 @@ class TestReadme(unittest.TestCase):
         self.assertEqual(len(tls), 1)
         out = self.run_block(tls[0], os.path.dirname(link), srv.url.replace("127.0.0.1", "localhost"))
         self.assertIn("written under token", out)
+
+    def test_sessions_guide_block_is_run_here(self):
+        # docs/guides/sessions.md shows this client's session block marked
+        # "not-run: the py client's readme test runs the same code": keep it so.
+        with open(os.path.join(support.REPO, "docs", "guides", "sessions.md")) as f:
+            guide = f.read().split("\n### Python\n", 1)[1]
+        (code,) = re.findall(r"^```python\n(.*?)^```", re.split(r"\n##+ ", guide)[0], re.S | re.M)
+        self.assertIn(code, blocks("python"))
 
     def test_shell_block(self):
         (sh,) = blocks("sh")
