@@ -175,3 +175,49 @@ func TestSessionLockAllOrNone(t *testing.T) {
 		t.Fatalf("go-multi-c after Close: %+v", st)
 	}
 }
+
+// A holding forced free from outside is dropped by the next heartbeat:
+// the session is lost, and with it every holding; when heartbeats stop
+// getting through, it is lost before its lease can end.
+func TestSessionLostOnDropAndOnFailedHeartbeats(t *testing.T) {
+	t.Parallel()
+	p := newProxy(t, plainURL)
+	c := newClient(p.URL)
+	ctx := ctxFor(t, 30*time.Second)
+	s, err := c.NewSession(ctx, 1500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := s.Lock(ctx, "go-sess-drop-a", WithWait(0))
+	b, err := s.Lock(ctx, "go-sess-drop-b", WithKind(KindWrite), WithWait(0))
+	if err != nil || a == nil {
+		t.Fatal(err)
+	}
+	forceRelease(t, "/locks/go-sess-drop-a")
+	within(t, s.Context().Done(), 3*time.Second, "the session's loss after a forced release")
+	if !errors.Is(s.Err(), ErrLost) || b.Held() || b.Context().Err() == nil {
+		t.Fatalf("after the drop: session %v, go-sess-drop-b held %v", s.Err(), b.Held())
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := state(t, KindWrite, "go-sess-drop-b"); st.Mode != "none" {
+		t.Fatalf("go-sess-drop-b after Close of the lost session: %+v", st)
+	}
+
+	s, err = c.NewSession(ctx, 1500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	p.dropBeats.Store(true)
+	start := time.Now()
+	within(t, s.Context().Done(), 3*time.Second, "the loss when no heartbeat gets through")
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Errorf("lost %v after heartbeats stopped, past the 1.5 s lease", d)
+	}
+	if !errors.Is(s.Err(), ErrLost) {
+		t.Fatalf("session: %v", s.Err())
+	}
+	t.Logf("lost %v after heartbeats stopped: %v", time.Since(start), s.Err())
+}
