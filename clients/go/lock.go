@@ -304,6 +304,9 @@ func (c *Client) acquire(ctx context.Context, name string, o *lockOptions) (*Loc
 		if ctx.Err() != nil {
 			// the grant may be on its way: give it back
 			if !o.ownerGiven {
+				if o.session != nil { // its token unknown: any is no loss
+					o.session.forget(Holding{Kind: o.kind, Name: name, Owner: o.owner})
+				}
 				c.giveBack(path, o.owner)
 			}
 			code := "aborted"

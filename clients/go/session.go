@@ -44,10 +44,10 @@ type Session struct {
 	wg     sync.WaitGroup
 
 	mu    sync.Mutex
-	locks map[*Lock]bool // the holdings taken through it, not yet released
-	gone  map[Holding]bool
-	lost  error // why it was lost; nil if it was not
-	ended bool  // lost or closed
+	locks map[*Lock]bool   // the holdings taken through it, not yet released
+	gone  map[Holding]bool // released here: their drop is no loss (token 0: any)
+	lost  error            // why it was lost; nil if it was not
+	ended bool             // lost or closed
 }
 
 // Holding is one lock a session holds, as dlockd lists it.
@@ -321,8 +321,13 @@ func (s *Session) heartbeat(ctx context.Context, by time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, h := range dropped {
+		anyToken := h
+		anyToken.FencingToken = 0
 		if s.gone[h] {
 			delete(s.gone, h)
+			continue
+		} else if s.gone[anyToken] {
+			delete(s.gone, anyToken)
 			continue
 		}
 		return &Error{Status: 200, Code: "not_held", Message: fmt.Sprintf(
@@ -343,14 +348,21 @@ func (s *Session) add(l *Lock) {
 	s.locks[l] = true
 }
 
-// released forgets a holding its Release gives back: dropped from the
-// session at the next heartbeat, it is no loss.
+// released forgets a holding its Release gives back.
 func (s *Session) released(l *Lock) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	delete(s.locks, l)
-	s.gone[Holding{Kind: kindOf(l.kind), Name: l.name, Owner: l.owner,
-		FencingToken: l.token}] = true
+	s.mu.Unlock()
+	s.forget(Holding{Kind: kindOf(l.kind), Name: l.name, Owner: l.owner,
+		FencingToken: l.token})
+}
+
+// forget records a holding given back here (FencingToken 0: whichever
+// was granted): dropped from the session by a heartbeat, it is no loss.
+func (s *Session) forget(h Holding) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gone[h] = true
 }
 
 func kindOf(spec kindSpec) Kind {

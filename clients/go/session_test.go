@@ -221,3 +221,35 @@ func TestSessionLostOnDropAndOnFailedHeartbeats(t *testing.T) {
 	}
 	t.Logf("lost %v after heartbeats stopped: %v", time.Since(start), s.Err())
 }
+
+// A wait for the session cut short by its context gives back what may
+// have been granted meanwhile; the heartbeat that drops it is no loss.
+func TestSessionCancelledWaitGivenBackIsNoLoss(t *testing.T) {
+	t.Parallel()
+	p := newProxy(t, plainURL)
+	c := newClient(p.URL)
+	ctx := ctxFor(t, 30*time.Second)
+	s, err := c.NewSession(ctx, 1200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	p.delayPUT.Store(int64(time.Second)) // granted, answered after ctx ends
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err = s.Lock(short, "go-sess-cut")
+	cancel()
+	p.delayPUT.Store(0)
+	if !errors.Is(err, ErrConflict) {
+		t.Fatalf("a wait cut short: %v", err)
+	}
+	if st := state(t, KindLock, "go-sess-cut"); st.Locked {
+		t.Fatalf("go-sess-cut held after the wait was cut short: %+v", st)
+	}
+	time.Sleep(1500 * time.Millisecond) // heartbeats drop the given-back holding
+	if err := s.Err(); err != nil {
+		t.Fatalf("the session was lost by a holding it gave back: %v", err)
+	}
+	if n := p.count("POST /sessions/" + s.ID() + "/heartbeat 200"); n < 2 {
+		t.Fatalf("%d heartbeats", n)
+	}
+}
