@@ -115,6 +115,10 @@ var (
 	// in force (409 limit_mismatch; the *Error's Limit is that one).
 	// Nothing was changed.
 	ErrLimitMismatch = errors.New("dlockd: not the semaphore's limit")
+	// ErrSessionEnded: the session was ended, its lease ran out, or it
+	// never existed (404 session_not_found): everything it held is
+	// released.
+	ErrSessionEnded = errors.New("dlockd: the session has ended")
 )
 
 // Error is an answer of dlockd that is not a success, with its JSON error
@@ -127,8 +131,9 @@ type Error struct {
 	Code       string // dlockd's "error"; "unreachable", "timeout", "aborted" without an answer
 	Message    string // dlockd's "message"
 	RetryAfter time.Duration
-	Err        error // the cause: a network error, or the context's
-	Limit      int   // limit_mismatch: the semaphore's limit in force
+	Err        error     // the cause: a network error, or the context's
+	Limit      int       // limit_mismatch: the semaphore's limit in force
+	Lock       *LockSpec // a refused Session.LockAll: the lock in the way
 }
 
 func (e *Error) Error() string {
@@ -160,6 +165,8 @@ func (e *Error) Is(target error) bool {
 		return e.Code == "unreachable" || e.Status == 503
 	case ErrLimitMismatch:
 		return e.Code == "limit_mismatch"
+	case ErrSessionEnded:
+		return e.Code == "session_not_found"
 	}
 	return false
 }
@@ -176,11 +183,16 @@ func (a *answer) err() *Error {
 	var j struct {
 		Error, Message string
 		Limit          int
+		Lock           *wireHolding
 	}
 	if json.Unmarshal(a.body, &j) == nil && j.Error != "" {
 		e.Code, e.Message = j.Error, j.Message
 		if j.Error == "limit_mismatch" {
 			e.Limit = j.Limit
+		}
+		if j.Lock != nil {
+			h := j.Lock.holding()
+			e.Lock = &LockSpec{Kind: h.Kind, Name: h.Name}
 		}
 	} else {
 		e.Code, e.Message = "http_"+strconv.Itoa(a.status), strings.TrimSpace(string(a.body))
@@ -229,6 +241,41 @@ func (c *Client) call(ctx context.Context, method, path string, query url.Values
 		a.retryAfter = time.Duration(s) * time.Second
 	}
 	return a, nil
+}
+
+// retrying sends a request without a body that may be repeated (a
+// DELETE), again after Retry-After while dlockd is unreachable or answers
+// 503, within ctx (bounded by the client's retryFor if it has no
+// deadline). It returns a 200's answer, or the last refusal.
+func (c *Client) retrying(ctx context.Context, method, path string,
+	query url.Values) (*answer, *Error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.retryFor)
+		defer cancel()
+	}
+	for {
+		a, err := c.call(ctx, method, path, query, nil)
+		var e *Error
+		switch {
+		case err != nil:
+			e = &Error{Code: "unreachable", Err: err}
+		case a.status == 200:
+			return a, nil
+		default:
+			e = a.err()
+		}
+		if !e.Is(ErrUnavailable) {
+			return nil, e
+		}
+		retry := e.RetryAfter
+		if retry <= 0 {
+			retry = 200 * time.Millisecond
+		}
+		if d, _ := ctx.Deadline(); time.Now().Add(retry).After(d) || !pause(ctx, retry) {
+			return nil, e
+		}
+	}
 }
 
 // pollFor is the wait_ms of the next long poll of at most d.

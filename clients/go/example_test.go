@@ -132,3 +132,30 @@ func Example_semaphore() {
 	fmt.Printf("deploying with a permit of %d; %d free\n", st.Limit, st.Available)
 	// Output: deploying with a permit of 2; 1 free
 }
+
+func Example_session() {
+	c := dlockd.NewClient("")
+	err := c.WithSession(context.Background(), 10*time.Second, func(ctx context.Context, s *dlockd.Session) error {
+		// both or neither, waiting up to 30 s for both at once
+		ls, err := s.LockAll(ctx, 30*time.Second,
+			dlockd.LockSpec{Kind: dlockd.KindLock, Name: "accounts"},
+			dlockd.LockSpec{Kind: dlockd.KindWrite, Name: "ledger"})
+		if err != nil {
+			return err // an ErrConflict whose Lock names the one in the way; none is held
+		}
+		fmt.Println("tokens:", ls[0].FencingToken() > 0, ls[1].FencingToken() > 0)
+		// one more for the session, on its own
+		if _, err := s.Lock(ctx, "invoices", dlockd.WithKind(dlockd.KindRead)); err != nil {
+			return err
+		}
+		hs, _ := s.Holdings(ctx)
+		fmt.Println("holdings:", len(hs))
+		return makeReport(ctx) // ctx is cancelled the moment the session is lost
+	}, dlockd.WithSessionName("billing-worker"))
+	if err != nil {
+		log.Fatal(err) // fn's error, or an ErrLost
+	}
+	// Output:
+	// tokens: true true
+	// holdings: 3
+}

@@ -40,14 +40,15 @@ type kindSpec struct {
 	status   string // the path of the lock's state
 	side     string // the holder's side in the state; "" for any
 	limited  bool   // takes a limit (WithLimit); the watch asks by owner
+	wire     string // its "kind" in a session's holdings
 }
 
 var kinds = map[Kind]kindSpec{
-	KindLock:      {"lock", "/locks/%s", "/locks/%s", "", false},
-	KindFair:      {"fair lock", "/fairlocks/%s", "/fairlocks/%s", "", false},
-	KindRead:      {"read lock", "/rwlocks/%s/read", "/rwlocks/%s", "read", false},
-	KindWrite:     {"write lock", "/rwlocks/%s/write", "/rwlocks/%s", "write", false},
-	KindSemaphore: {"semaphore", "/semaphores/%s", "/semaphores/%s", "", true},
+	KindLock:      {"lock", "/locks/%s", "/locks/%s", "", false, "lock"},
+	KindFair:      {"fair lock", "/fairlocks/%s", "/fairlocks/%s", "", false, "fair"},
+	KindRead:      {"read lock", "/rwlocks/%s/read", "/rwlocks/%s", "read", false, "read"},
+	KindWrite:     {"write lock", "/rwlocks/%s/write", "/rwlocks/%s", "write", false, "write"},
+	KindSemaphore: {"semaphore", "/semaphores/%s", "/semaphores/%s", "", true, "semaphore"},
 }
 
 func (k Kind) spec() kindSpec {
@@ -68,7 +69,8 @@ type lockOptions struct {
 	waitSet    bool
 	owner      string
 	ownerGiven bool
-	limit      int // KindSemaphore's permits; 0 when not given
+	limit      int      // KindSemaphore's permits; 0 when not given
+	session    *Session // held for this session, with its lease; nil: a lease of its own
 }
 
 // WithKind picks the kind of lock (default KindLock).
@@ -106,7 +108,8 @@ type Lock struct {
 	token    int64
 	ttl      time.Duration
 	margin   time.Duration
-	resource string // the escaped path of the held resource
+	resource string   // the escaped path of the held resource
+	session  *Session // the session it is held for; nil: renewed on its own
 
 	ctx    context.Context // the holder's: cancelled on loss or release
 	cancel context.CancelFunc
@@ -204,10 +207,18 @@ func (c *Client) WithLock(ctx context.Context, name string, fn func(ctx context.
 	if err != nil {
 		return err
 	}
-	body, cancel := context.WithCancel(context.WithValue(ctx, heldKey{}, l))
+	return c.scoped(context.WithValue(ctx, heldKey{}, l), l.ctx, l.Err, l.Release, fn)
+}
+
+// scoped runs fn with a context cancelled when held is (the holding is
+// lost) or ctx is done, and then release, however fn ends (a panic goes
+// on after it). It returns fn's error; else lost's; else release's.
+func (c *Client) scoped(ctx, held context.Context, lost func() error,
+	release func(context.Context) error, fn func(ctx context.Context) error) (err error) {
+	body, cancel := context.WithCancel(ctx)
 	go func() { // the body's context ends with the holding
 		select {
-		case <-l.ctx.Done():
+		case <-held.Done():
 			cancel()
 		case <-body.Done():
 		}
@@ -215,11 +226,11 @@ func (c *Client) WithLock(ctx context.Context, name string, fn func(ctx context.
 	defer func() {
 		cancel()
 		rctx, rcancel := context.WithTimeout(context.Background(), c.retryFor)
-		rerr := l.Release(rctx)
+		rerr := release(rctx)
 		rcancel()
 		if err == nil {
-			if lost := l.Err(); lost != nil {
-				err = lost
+			if lerr := lost(); lerr != nil {
+				err = lerr
 			} else {
 				err = rerr
 			}
@@ -277,8 +288,12 @@ func (c *Client) acquire(ctx context.Context, name string, o *lockOptions) (*Loc
 			left = d.Sub(now) - 200*time.Millisecond // answered before ctx ends
 		}
 		waitMs := c.pollFor(left)
-		body := map[string]any{"owner": o.owner, "ttl_ms": o.ttl.Milliseconds(),
-			"wait_ms": waitMs}
+		body := map[string]any{"owner": o.owner, "wait_ms": waitMs}
+		if o.session != nil {
+			body["session"] = o.session.id
+		} else {
+			body["ttl_ms"] = o.ttl.Milliseconds()
+		}
 		if k.limited {
 			body["limit"] = o.limit
 		}
@@ -289,6 +304,9 @@ func (c *Client) acquire(ctx context.Context, name string, o *lockOptions) (*Loc
 		if ctx.Err() != nil {
 			// the grant may be on its way: give it back
 			if !o.ownerGiven {
+				if o.session != nil { // its token unknown: any is no loss
+					o.session.forget(Holding{Kind: o.kind, Name: name, Owner: o.owner})
+				}
 				c.giveBack(path, o.owner)
 			}
 			code := "aborted"
@@ -310,6 +328,10 @@ func (c *Client) acquire(ctx context.Context, name string, o *lockOptions) (*Loc
 				return nil, fmt.Errorf("dlockd: bad grant %q: %w", a.body, err)
 			}
 			l := c.held(k, name, path, o, g.FencingToken)
+			if o.session != nil { // renewed by the session's heartbeat
+				o.session.add(l)
+				return l, nil
+			}
 			// a grant that came late in its poll: its lease may have begun
 			// long before this clock can vouch for; renew it at once
 			if time.Since(sent) <= o.ttl/10 {
@@ -381,7 +403,7 @@ func (c *Client) giveBack(path, owner string) {
 
 func (c *Client) held(k kindSpec, name, path string, o *lockOptions, token int64) *Lock {
 	l := &Lock{c: c, kind: k, name: name, owner: o.owner, token: token, ttl: o.ttl,
-		margin: o.ttl/20 + 20*time.Millisecond, resource: path, held: true}
+		margin: o.ttl/20 + 20*time.Millisecond, resource: path, session: o.session, held: true}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.bg, l.stop = context.WithCancel(context.Background())
 	return l
@@ -427,38 +449,47 @@ func (l *Lock) heartbeat(ctx context.Context, by time.Time) error {
 
 func (l *Lock) renew(confirmed time.Time) {
 	defer l.wg.Done()
-	next := confirmed.Add(l.ttl / 3)
+	keep(l.bg, l.ttl, l.margin, confirmed, l.heartbeat, l.lose)
+}
+
+// keep renews a lease of ttl by beat every third of it until bg is done,
+// and calls lose when dlockd says it is gone (not held, or the session
+// ended) or when no beat was confirmed by the lease's end less margin,
+// counted from the sending of the last beat confirmed.
+func keep(bg context.Context, ttl, margin time.Duration, confirmed time.Time,
+	beat func(context.Context, time.Time) error, lose func(string, error)) {
+	next := confirmed.Add(ttl / 3)
 	for {
-		end := confirmed.Add(l.ttl - l.margin) // the lease this clock can vouch for
+		end := confirmed.Add(ttl - margin) // the lease this clock can vouch for
 		at := next
 		if end.Before(at) {
 			at = end
 		}
-		if !pause(l.bg, time.Until(at)) {
+		if !pause(bg, time.Until(at)) {
 			return
 		}
 		if !time.Now().Before(end) {
-			l.lose("no renewal confirmed within the lease", nil)
+			lose("no renewal confirmed within the lease", nil)
 			return
 		}
 		sent := time.Now()
-		by := sent.Add(l.ttl / 3)
+		by := sent.Add(ttl / 3)
 		if end.Before(by) {
 			by = end
 		}
-		err := l.heartbeat(l.bg, by)
-		if l.bg.Err() != nil {
+		err := beat(bg, by)
+		if bg.Err() != nil {
 			return
 		}
 		if err == nil {
-			confirmed, next = sent, sent.Add(l.ttl/3)
+			confirmed, next = sent, sent.Add(ttl/3)
 			continue
 		}
-		if e, ok := err.(*Error); ok && e.Is(ErrNotHeld) {
-			l.lose("dlockd says "+e.Code, e)
+		if e, ok := err.(*Error); ok && (e.Is(ErrNotHeld) || e.Is(ErrSessionEnded)) {
+			lose("dlockd says "+e.Code, e)
 			return
 		}
-		retry := l.ttl / 10
+		retry := ttl / 10
 		if e, ok := err.(*Error); ok && e.RetryAfter > 0 && e.RetryAfter < retry {
 			retry = e.RetryAfter
 		}
@@ -523,34 +554,12 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.stop()
 	l.wg.Wait()
 	defer l.cancel()
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, l.c.retryFor)
-		defer cancel()
+	if l.session != nil { // its drop at the next heartbeat is no loss
+		l.session.released(l)
 	}
-	for {
-		a, err := l.c.call(ctx, "DELETE", l.resource, url.Values{"owner": {l.owner}}, nil)
-		var e *Error
-		switch {
-		case err != nil:
-			e = &Error{Code: "unreachable", Err: err}
-		case a.status == 200:
-			return nil
-		default:
-			e = a.err()
-		}
-		if e.Is(ErrNotHeld) && wasLost {
-			return nil
-		}
-		if !e.Is(ErrUnavailable) {
-			return e
-		}
-		retry := e.RetryAfter
-		if retry <= 0 {
-			retry = 200 * time.Millisecond
-		}
-		if d, _ := ctx.Deadline(); time.Now().Add(retry).After(d) || !pause(ctx, retry) {
-			return e
-		}
+	_, e := l.c.retrying(ctx, "DELETE", l.resource, url.Values{"owner": {l.owner}})
+	if e == nil || e.Is(ErrNotHeld) && wasLost {
+		return nil
 	}
+	return e
 }

@@ -61,3 +61,23 @@ func TestReadmeInstall(t *testing.T) {
 		t.Fatalf("%v: %s", err, out)
 	}
 }
+
+// The Go example of docs/guides/sessions.md is run too: it is in
+// example_test.go, as shown.
+func TestSessionsGuideGoBlockIsAnExample(t *testing.T) {
+	ex, err := os.ReadFile("example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	guide, err := os.ReadFile("../../docs/guides/sessions.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```go\n(.*?)```").FindAllStringSubmatch(string(guide), -1)
+	if len(blocks) != 1 {
+		t.Fatalf("%d Go blocks in docs/guides/sessions.md, want 1", len(blocks))
+	}
+	if !strings.Contains(string(ex), blocks[0][1]) {
+		t.Errorf("docs/guides/sessions.md shows code example_test.go does not run:\n%s", blocks[0][1])
+	}
+}
