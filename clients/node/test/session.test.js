@@ -119,3 +119,23 @@ test('multi-lock: all or none with a blocker, then granted when it releases', { 
   assert.equal((await state('node-m-b')).locked, false, 'withSession left it held');
   assert.equal((await state('node-m-a', 'write')).locked, false);
 });
+
+// counted from the sending of the last heartbeat dlockd confirmed: told
+// before that heartbeat's arrival (at the proxy) plus the lease
+test('a session whose heartbeats fail is told lost before its lease can end', { timeout: 20000 }, async () => {
+  const p = await h.proxy(plain);
+  const ttl = 3000;
+  const session = await client(p.url).session({ ttlMs: ttl });
+  await session.acquire('node-s-cut', { waitMs: 0 });
+  await delay(1200); // a heartbeat confirmed
+  p.dropBeats = true;
+  await abortedWithin(session.signal, 2 * ttl, 'loss with heartbeats failing');
+  const lost = performance.now();
+  assert.ok(p.lastBeat > 0 && lost <= p.lastBeat + ttl, 'told after the lease of the last heartbeat ended');
+  assert.ok(lost >= p.lastBeat + ttl / 2, 'told too early');
+  assert.match(session.lostError.message, /no renewal confirmed/);
+  p.dropBeats = false;
+  await session.close();
+  assert.equal((await state('node-s-cut')).locked, false, 'close after the loss left it held');
+  p.close();
+});
