@@ -1,7 +1,8 @@
 // dlockd -- the Node client of dlockd, the distributed lock service over
 // HTTP. It takes a lock, keeps its lease alive in the background, aborts
 // the held lock's AbortSignal the moment the lease is known lost, and
-// gives the lock back on every way out. Node 20 built-ins only.
+// gives the lock back on every way out. A session (Session) does the same
+// for many locks with one heartbeat. Node 20 built-ins only.
 //
 // Loss is told at once on a renewal answered not_held (or not_owner), and
 // on a watch of the lock's state that no longer shows the holding (a
