@@ -72,8 +72,11 @@ export declare class DlockdError extends Error {
   retryAfterMs: number;
 }
 /** Not acquired within the wait (409 locked), or the wait was aborted. */
-export declare class ConflictError extends DlockdError {}
-/** 409 not_held or not_owner. */
+export declare class ConflictError extends DlockdError {
+  /** A multi-lock's (Session.acquireAll): the lock in the way. */
+  lock?: { kind: Kind; name: string };
+}
+/** 409 not_held or not_owner; 404 session_not_found (the session ended). */
 export declare class NotHeldError extends DlockdError {}
 /** 401 unauthorized, 403 forbidden. */
 export declare class UnauthorizedError extends DlockdError {}
@@ -104,6 +107,53 @@ export declare class HeldLock {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
+export interface SessionOptions {
+  /** The session's lease, renewed every third of it; default 15000. */
+  ttlMs?: number;
+  /** A name for humans. */
+  name?: string;
+  /** A value kept with the session. */
+  value?: string;
+}
+
+/** A lock held for a session. */
+export interface SessionHolding {
+  kind: Kind;
+  name: string;
+  owner: string;
+  /** Pass it on to what the lock protects, so that a stale holder can be refused. */
+  fencingToken: number;
+}
+
+export interface SessionLock {
+  kind: Kind;
+  name: string;
+  /** A semaphore's permits, which it needs. */
+  limit?: number;
+}
+
+/** One lease and one heartbeat for every lock taken for it; lost on 404, a dropped holding, or no renewal within the lease. */
+export declare class Session {
+  /** The session's id (32 hex digits). */
+  readonly id: string;
+  readonly ttlMs: number;
+  /** Aborted the moment the session is known lost (reason: a LostError), and at close. */
+  readonly signal: AbortSignal;
+  /** False for good after a loss or close. */
+  readonly held: boolean;
+  /** Why the session was lost; null if it was not. */
+  readonly lostError: LostError | null;
+  /** Takes a lock for the session (owner: the session id unless given); it lives as long as the session. */
+  acquire(name: string, options?: Omit<AcquireOptions, 'ttlMs'>): Promise<SessionHolding>;
+  /** Takes every lock listed, or none (a ConflictError naming the lock in the way). */
+  acquireAll(locks: SessionLock[], options?: { waitMs?: number; signal?: AbortSignal }): Promise<SessionHolding[]>;
+  /** What the session holds now. */
+  holdings(): Promise<SessionHolding[]>;
+  /** Stops the heartbeats, then ends the session: everything it holds is released. */
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
 export declare class Client {
   constructor(options?: ClientOptions);
   acquire(name: string, options?: AcquireOptions): Promise<HeldLock>;
@@ -114,6 +164,11 @@ export declare class Client {
   status(name: string, options?: { kind?: Kind; signal?: AbortSignal }): Promise<LockStatus>;
   /** Resolves when the state's index differs from index. */
   watch(name: string, index: number, options?: { kind?: Kind; signal?: AbortSignal }): Promise<LockStatus>;
+  /** Makes a session, renewed in the background until close(). */
+  session(options?: SessionOptions): Promise<Session>;
+  /** Runs fn in a new session and ends it however fn ends; rejects with a LostError if it was lost. */
+  withSession<T>(fn: (signal: AbortSignal, session: Session) => Promise<T> | T,
+    options?: SessionOptions & { signal?: AbortSignal }): Promise<T>;
   /** Closes idle connections. */
   close(): void;
 }

@@ -1,7 +1,8 @@
 // dlockd -- the Node client of dlockd, the distributed lock service over
 // HTTP. It takes a lock, keeps its lease alive in the background, aborts
 // the held lock's AbortSignal the moment the lease is known lost, and
-// gives the lock back on every way out. Node 20 built-ins only.
+// gives the lock back on every way out. A session (Session) does the same
+// for many locks with one heartbeat. Node 20 built-ins only.
 //
 // Loss is told at once on a renewal answered not_held (or not_owner), and
 // on a watch of the lock's state that no longer shows the holding (a
@@ -48,7 +49,7 @@ export class DlockdError extends Error {
 }
 /** Not acquired: held by another within the wait (409 locked), or the wait was aborted. */
 export class ConflictError extends DlockdError {}
-/** Not (or no longer) held by this owner: 409 not_held or not_owner. */
+/** Not (or no longer) held by this owner: 409 not_held or not_owner; 404 session_not_found (the session ended). */
 export class NotHeldError extends DlockdError {}
 /** 401 unauthorized or 403 forbidden. */
 export class UnauthorizedError extends DlockdError {}
@@ -73,11 +74,13 @@ function errorOf(status, body, retryAfterMs) {
   const code = (body && typeof body === 'object' && body.error) || `http_${status}`;
   const message = (body && typeof body === 'object' && body.message) || String(body ?? '');
   const C = code === 'locked' || code === 'too_many_holds' ? ConflictError
-    : code === 'not_held' || code === 'not_owner' ? NotHeldError
+    : code === 'not_held' || code === 'not_owner' || code === 'session_not_found' ? NotHeldError
       : code === 'limit_mismatch' ? LimitMismatchError
         : status === 401 || status === 403 ? UnauthorizedError
           : status === 503 ? UnavailableError : DlockdError;
-  return new C(status, code, message, { retryAfterMs, limit: body?.limit });
+  const err = new C(status, code, message, { retryAfterMs, limit: body?.limit });
+  if (body?.lock) err.lock = body.lock; // a multi-lock's: the lock in the way
+  return err;
 }
 
 // dlockd's certificate was refused: no retry will do better
@@ -99,6 +102,13 @@ function sleep(ms, signal) {
     const t = setTimeout(() => done(true), Math.max(0, ms));
     signal?.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+function checkLimit(k, limit) {
+  if (k.limited && !(Number.isInteger(limit) && limit >= 1)) {
+    throw new TypeError(`dlockd: a ${k.what} needs a limit of 1 or more, not ${limit}`);
+  }
+  if (!k.limited && limit !== undefined) throw new TypeError(`dlockd: a ${k.what} takes no limit`);
 }
 
 function newOwner() {
@@ -186,38 +196,18 @@ export class Client {
    */
   async acquire(name, { kind = 'lock', limit, ttlMs = 15000, waitMs, owner, signal } = {}) {
     const k = kindOf(kind);
-    if (k.limited && !(Number.isInteger(limit) && limit >= 1)) {
-      throw new TypeError(`dlockd: a ${k.what} needs a limit of 1 or more, not ${limit}`);
-    }
-    if (!k.limited && limit !== undefined) throw new TypeError(`dlockd: a ${k.what} takes no limit`);
+    checkLimit(k, limit);
     const ownerGiven = owner !== undefined;
     owner ??= newOwner();
     const path = k.resource(encodeURIComponent(name));
-    const waitEnd = waitMs === undefined ? Infinity : now() + waitMs;
-    let outage = 0; // when dlockd began to be unavailable
-    let last = null;
-    for (;;) {
-      const t0 = now();
-      const pollMs = this._pollFor(Math.min(waitEnd - t0, MAX_POLL_MS));
-      let a;
-      let err = null;
-      const sent = now();
-      try {
-        a = await this._call('PUT', path, {
-          body: { owner, ttl_ms: ttlMs, wait_ms: pollMs, ...(k.limited ? { limit } : {}) },
-          signal, timeoutMs: pollMs + SLACK_MS,
-        });
-      } catch (e) {
-        err = unreachable(e);
-      }
-      if (signal?.aborted) {
-        if (!ownerGiven) await this._giveBack(path, owner); // the grant may be on its way
-        const timeout = signal.reason?.name === 'TimeoutError';
-        throw new ConflictError(0, timeout ? 'timeout' : 'aborted',
-          `${k.what} '${name}' not acquired: the wait was ${timeout ? 'timed out' : 'aborted'}`, { cause: signal.reason });
-      }
-      if (err && TLS_REFUSED.has(err.cause?.code)) throw err; // sent again, it would be refused again
-      if (!err && a.status === 200) {
+    const giveBack = () => (ownerGiven ? undefined : this._giveBack(path, owner));
+    return this._take(path, `${k.what} '${name}'`, (pollMs) => ({
+      owner, ttl_ms: ttlMs, wait_ms: pollMs, ...(k.limited ? { limit } : {}),
+    }), {
+      waitMs,
+      signal,
+      giveBack,
+      granted: async (a, sent) => {
         const held = new HeldLock(this, k, name, path, owner, a.body.fencing_token, ttlMs);
         // a grant late in its poll: its lease may have begun long before
         // this clock can vouch for; renew it at once
@@ -230,8 +220,42 @@ export class Client {
           held._start(hsent);
           return held;
         }
-        if (!ownerGiven) await this._giveBack(path, owner);
-        continue; // lost already, or unknown: try again
+        await giveBack();
+        return undefined; // lost already, or unknown: try again
+      },
+    });
+  }
+
+  // PUTs body(pollMs) to path until granted(answer, sent) resolves to
+  // something other than undefined: long polls chained for waitMs (or
+  // until signal aborts, then giveBack() and a ConflictError), 503s and
+  // lost answers retried for retryForMs, a lower --max-wait-ms followed.
+  async _take(path, what, body, { waitMs, signal, giveBack, granted }) {
+    const waitEnd = waitMs === undefined ? Infinity : now() + waitMs;
+    let outage = 0; // when dlockd began to be unavailable
+    let last = null;
+    for (;;) {
+      const t0 = now();
+      const pollMs = this._pollFor(Math.min(waitEnd - t0, MAX_POLL_MS));
+      let a;
+      let err = null;
+      const sent = now();
+      try {
+        a = await this._call('PUT', path, { body: body(pollMs), signal, timeoutMs: pollMs + SLACK_MS });
+      } catch (e) {
+        err = unreachable(e);
+      }
+      if (signal?.aborted) {
+        await giveBack?.(); // the grant may be on its way
+        const timeout = signal.reason?.name === 'TimeoutError';
+        throw new ConflictError(0, timeout ? 'timeout' : 'aborted',
+          `${what} not acquired: the wait was ${timeout ? 'timed out' : 'aborted'}`, { cause: signal.reason });
+      }
+      if (err && TLS_REFUSED.has(err.cause?.code)) throw err; // sent again, it would be refused again
+      if (!err && a.status === 200) {
+        const got = await granted(a, sent);
+        if (got !== undefined) return got;
+        continue;
       }
       if (!err) err = errorOf(a.status, a.body, a.retryAfterMs);
       if (err instanceof UnavailableError) {
@@ -249,6 +273,61 @@ export class Client {
       if (now() >= waitEnd) throw last;
       if (pollMs === 0) await sleep(Math.min(last.retryAfterMs || 1000, 1000), signal);
     }
+  }
+
+  // One call, retried on no answer and on 503 (after Retry-After) for
+  // retryForMs; resolves to the 200 answer's body, rejects with the error.
+  async _retried(method, path, options) {
+    const giveUp = now() + this.retryForMs;
+    for (;;) {
+      let err;
+      try {
+        const a = await this._call(method, path, options);
+        if (a.status === 200 || a.status === 201) return a.body;
+        err = errorOf(a.status, a.body, a.retryAfterMs);
+      } catch (e) {
+        err = unreachable(e);
+      }
+      const next = err.retryAfterMs || 200;
+      if (!(err instanceof UnavailableError) || now() + next > giveUp) throw err;
+      await sleep(next);
+    }
+  }
+
+  /**
+   * Makes a session (POST /sessions): one lease and one heartbeat for
+   * every lock taken for it, renewed in the background until close().
+   * options: ttlMs (default 15000), name (for humans), value.
+   * @returns {Promise<Session>}
+   */
+  async session({ ttlMs = 15000, name, value } = {}) {
+    const sent = now();
+    const a = await this._retried('POST', '/sessions', {
+      body: { ttl_ms: ttlMs, ...(name !== undefined ? { name } : {}), ...(value !== undefined ? { value } : {}) },
+      timeoutMs: SLACK_MS,
+    });
+    const session = new Session(this, a.session, a.ttl_ms ?? ttlMs);
+    session._tasks.push(session._renew(sent));
+    return session;
+  }
+
+  /**
+   * Runs fn(signal, session) in a new session; signal aborts the moment
+   * the session is lost (or options.signal aborts). Ends the session,
+   * releasing all it holds, however fn ends. Resolves to fn's value;
+   * rejects with fn's error, else a LostError if the session was lost.
+   */
+  async withSession(fn, options = {}) {
+    const session = await this.session(options);
+    const signal = options.signal ? AbortSignal.any([session.signal, options.signal]) : session.signal;
+    let value;
+    try {
+      value = await fn(signal, session);
+    } finally {
+      await session.close().catch(() => {});
+    }
+    if (session.lostError) throw session.lostError;
+    return value;
   }
 
   async _giveBack(path, owner) {
@@ -346,19 +425,19 @@ const holds = (st, owner, side) => st.held_by_owner === true
   || (st.holders ?? []).some((h) => h.owner === owner && (!side || h.side === side))
   || (st.held_by_owner === false && (st.holders ?? []).length < st.held);
 
-/** A held lock: its signal aborts the moment the lease is known lost. */
-export class HeldLock {
-  constructor(client, kind, name, path, owner, fencingToken, ttlMs) {
+// What a held lock and a session share: a lease renewed every third of
+// its ttl by _heartbeat(signal, ms) (null when renewed, else the error;
+// a NotHeldError means lost), and lost, its signal aborted, when dlockd
+// says so or when no renewal was confirmed by the lease's end less a
+// margin, counted from the sending of the last one confirmed.
+class Lease {
+  constructor(client, ttlMs, what) {
     this.client = client;
-    this.kind = kind;
-    this.name = name;
-    this.owner = owner;
-    this.fencingToken = fencingToken;
     this.ttlMs = ttlMs;
     this.marginMs = ttlMs / 20 + 20;
-    this._path = path;
+    this._what = what;
     this._holder = new AbortController(); // the holder's: aborted on loss and release
-    this._bg = new AbortController(); // the renewer's and the watcher's
+    this._bg = new AbortController(); // the renewer's (and a lock's watcher's)
     this._held = true;
     this._released = null;
     this.lostError = null;
@@ -371,28 +450,12 @@ export class HeldLock {
   /** Whether the lease is still this holder's: false for good after a loss or release. */
   get held() { return this._held; }
 
-  _start(confirmed) {
-    this._tasks.push(this._renew(confirmed), this._watch());
-  }
-
   _lose(why, cause) {
     if (!this._held) return;
     this._held = false;
-    this.lostError = new LostError(`dlockd: ${this.kind.what} '${this.name}': the lease was lost: ${why}`, cause);
+    this.lostError = new LostError(`dlockd: ${this._what}: the lease was lost: ${why}`, cause);
     this._holder.abort(this.lostError);
     this._bg.abort();
-  }
-
-  // One renewal, answered within ms: null when renewed, else the error.
-  async _heartbeat(signal, ms) {
-    try {
-      const a = await this.client._call('POST', `${this._path}/heartbeat`, {
-        body: { owner: this.owner, ttl_ms: this.ttlMs }, signal, timeoutMs: Math.max(1, Math.floor(ms)),
-      });
-      return a.status === 200 ? null : errorOf(a.status, a.body, a.retryAfterMs);
-    } catch (e) {
-      return unreachable(e);
-    }
   }
 
   async _renew(confirmed) {
@@ -409,10 +472,56 @@ export class HeldLock {
         confirmed = sent;
         next = sent + this.ttlMs / 3;
       } else if (err instanceof NotHeldError) {
-        return this._lose(`dlockd says ${err.code}`, err);
+        return this._lose(`dlockd says ${err.code}: ${err.message}`, err);
       } else {
         next = now() + Math.min(this.ttlMs / 10, err.retryAfterMs || Infinity, 1000);
       }
+    }
+  }
+
+  // Stops the renewals (none is sent after it), then sends method path
+  // (retried as Client._retried does); a NotHeldError after a loss is no
+  // error. The holder's signal is aborted at the end.
+  async _end(path, query) {
+    const wasLost = this.lostError !== null;
+    this._held = false;
+    this._bg.abort();
+    await Promise.allSettled(this._tasks);
+    try {
+      return await this.client._retried('DELETE', path, { query, timeoutMs: SLACK_MS });
+    } catch (err) {
+      if (!(err instanceof NotHeldError && wasLost)) throw err;
+      return undefined;
+    } finally {
+      this._holder.abort(new Error('dlockd: released'));
+    }
+  }
+}
+
+/** A held lock: its signal aborts the moment the lease is known lost. */
+export class HeldLock extends Lease {
+  constructor(client, kind, name, path, owner, fencingToken, ttlMs) {
+    super(client, ttlMs, `${kind.what} '${name}'`);
+    this.kind = kind;
+    this.name = name;
+    this.owner = owner;
+    this.fencingToken = fencingToken;
+    this._path = path;
+  }
+
+  _start(confirmed) {
+    this._tasks.push(this._renew(confirmed), this._watch());
+  }
+
+  // One renewal, answered within ms: null when renewed, else the error.
+  async _heartbeat(signal, ms) {
+    try {
+      const a = await this.client._call('POST', `${this._path}/heartbeat`, {
+        body: { owner: this.owner, ttl_ms: this.ttlMs }, signal, timeoutMs: Math.max(1, Math.floor(ms)),
+      });
+      return a.status === 200 ? null : errorOf(a.status, a.body, a.retryAfterMs);
+    } catch (e) {
+      return unreachable(e);
     }
   }
 
@@ -445,36 +554,101 @@ export class HeldLock {
    * is no error then. A second call returns the first one's promise.
    */
   release() {
-    this._released ??= this._release();
+    this._released ??= this._end(this._path, { owner: this.owner }).then(() => undefined);
     return this._released;
-  }
-
-  async _release() {
-    const wasLost = this.lostError !== null;
-    this._held = false;
-    this._bg.abort();
-    await Promise.allSettled(this._tasks);
-    const giveUp = now() + this.client.retryForMs;
-    try {
-      for (;;) {
-        let err;
-        try {
-          const a = await this.client._call('DELETE', this._path, { query: { owner: this.owner }, timeoutMs: SLACK_MS });
-          if (a.status === 200) return;
-          err = errorOf(a.status, a.body, a.retryAfterMs);
-        } catch (e) {
-          err = unreachable(e);
-        }
-        if (err instanceof NotHeldError && wasLost) return;
-        const next = err.retryAfterMs || 200;
-        if (!(err instanceof UnavailableError) || now() + next > giveUp) throw err;
-        await sleep(next);
-      }
-    } finally {
-      this._holder.abort(new Error('dlockd: released'));
-    }
   }
 
   /** `await using held = await client.acquire(...)` releases at the block's end. */
   [Symbol.asyncDispose]() { return this.release(); }
+}
+
+// A session's holding as dlockd lists it.
+const holdingOf = (h) => ({ kind: h.kind, name: h.name, owner: h.owner, fencingToken: h.fencing_token });
+
+/**
+ * A session: one lease and one heartbeat for every lock taken for it.
+ * Lost, its signal aborted, when a heartbeat answers 404 (the session
+ * ended: everything it held is released), when a heartbeat reports a
+ * holding dropped (released or taken by force), or when no heartbeat was
+ * confirmed by the lease's end less a margin.
+ */
+export class Session extends Lease {
+  constructor(client, id, ttlMs) {
+    super(client, ttlMs, `session '${id}'`);
+    this.id = id;
+    this._path = `/sessions/${encodeURIComponent(id)}`;
+  }
+
+  async _heartbeat(signal, ms) {
+    let a;
+    try {
+      a = await this.client._call('POST', `${this._path}/heartbeat`, {
+        signal, timeoutMs: Math.max(1, Math.floor(ms)),
+      });
+    } catch (e) {
+      return unreachable(e);
+    }
+    if (a.status !== 200) return errorOf(a.status, a.body, a.retryAfterMs);
+    const dropped = a.body?.dropped ?? [];
+    if (dropped.length === 0) return null;
+    const names = dropped.map((h) => `${h.kind} '${h.name}'`).join(', ');
+    return new NotHeldError(200, 'dropped', `the session no longer holds ${names}`);
+  }
+
+  /**
+   * Takes a lock for the session: it lives as long as the session, which
+   * renews it. options: kind, limit (a semaphore's), waitMs (default:
+   * until signal aborts; 0: fail at once if held), owner (default the
+   * session id), signal. Resolves to {kind, name, owner, fencingToken}.
+   */
+  async acquire(name, { kind = 'lock', limit, waitMs, owner, signal } = {}) {
+    const k = kindOf(kind);
+    checkLimit(k, limit);
+    const a = await this.client._take(k.resource(encodeURIComponent(name)), `${k.what} '${name}'`, (pollMs) => ({
+      session: this.id, wait_ms: pollMs, ...(owner !== undefined ? { owner } : {}), ...(k.limited ? { limit } : {}),
+    }), { waitMs, signal, granted: (answer) => answer });
+    return { kind, name, owner: a.body.owner ?? owner ?? this.id, fencingToken: a.body.fencing_token };
+  }
+
+  /**
+   * Takes every lock of locks ([{kind, name, limit?}]) for the session, or
+   * none: waits up to waitMs (default: until signal aborts) for the whole
+   * set, then rejects with a ConflictError whose lock names the one in
+   * the way, holding nothing this call took. Resolves to each holding,
+   * {kind, name, owner, fencingToken}, sorted by kind, then name.
+   */
+  async acquireAll(locks, { waitMs, signal } = {}) {
+    const a = await this.client._take(`${this._path}/locks`, `locks ${locks.map((l) => `'${l.name}'`).join(', ')}`,
+      (pollMs) => ({ locks, wait_ms: pollMs }), { waitMs, signal, granted: (answer) => answer });
+    return a.body.holdings.map(holdingOf);
+  }
+
+  /** What the session holds now (GET): [{kind, name, owner, fencingToken}]. */
+  async holdings() {
+    const body = await this.client._retried('GET', this._path, { timeoutMs: SLACK_MS });
+    return body.holdings.map(holdingOf);
+  }
+
+  /**
+   * Ends the session (DELETE) after stopping the heartbeats: everything it
+   * holds is released, its waiters served at once. A session already
+   * ended (404) is no error: lostError tells it. A second call returns
+   * the first one's promise.
+   */
+  close() {
+    this._released ??= this._close();
+    return this._released;
+  }
+
+  async _close() {
+    try {
+      await this._end(this._path);
+    } catch (err) {
+      if (err.code !== 'session_not_found') throw err;
+      this.lostError ??= new LostError(`dlockd: ${this._what}: the lease was lost: dlockd says ${err.code}`, err);
+    }
+  }
+
+  /** `await using session = await client.session(...)` ends it at the block's end. */
+  [Symbol.asyncDispose]() { return this.close(); }
 }

@@ -43,6 +43,21 @@ blocks.forEach(([, code, output], i) => {
   });
 });
 
+// docs/guides/sessions.md's Node example (marked not-run there: this runs it)
+test('the sessions guide\'s Node example runs', { timeout: 30000 }, async () => {
+  const guide = readFileSync(resolve(pkg, '../../docs/guides/sessions.md'), 'utf8');
+  const node = guide.slice(guide.indexOf('### Node\n'));
+  const code = /```js\n([\s\S]*?)```/.exec(node)[1];
+  const file = join(pkg, `.guide-example-${process.pid}.mjs`);
+  writeFileSync(file, code);
+  try {
+    const { stdout } = await run(process.execPath, [file], { env: { ...process.env, DLOCKD_URL: url } });
+    assert.equal(stdout, 'fencing tokens: true\n');
+  } finally {
+    rmSync(file, { force: true });
+  }
+});
+
 test('README.md install step', { timeout: 60000 }, async () => {
   const steps = [...readme.matchAll(/```sh\n([\s\S]*?)```/g)];
   assert.equal(steps.length, 1);
