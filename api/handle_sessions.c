@@ -58,6 +58,7 @@ static json_t *session_json(const struct request *rq, const struct session_info 
 static void session_done(void *ctx, enum lock_result r, const struct session_info *s)
 {
 	struct request *rq = ctx;
+	const char *value = rq->lock.params.value ? rq->lock.params.value : "";
 
 	rq->lock.result = r;
 	if (r == LOCK_TOO_MANY_HOLDS)
@@ -68,7 +69,7 @@ static void session_done(void *ctx, enum lock_result r, const struct session_inf
 			rq->answer = json_pack("{s:s, s:I, s:s, s:s}", "session", rq->name,
 					       "ttl_ms", (json_int_t)s->ttl_ms,
 					       "name", rq->lock.params.label,
-					       "value", rq->lock.params.value);
+					       "value", value);
 			break;
 		case OP_SESSION_END:
 			rq->answer = json_pack("{s:b, s:o}", "ended", 1,
@@ -132,7 +133,7 @@ static enum MHD_Result post_session(struct request *rq)
 		p->ttl_ms = rq->cfg->default_ttl_ms;
 	random_hex(id, SESSIONS_ID_LEN / 2);
 	rq->name = xstrdup(id);		/* freed with the request, like a lock's */
-	sessions_create(rq->backend, id, rq->principal, p->ttl_ms, p->value, p->label,
+	sessions_create(rq->backend, id, rq->principal, p->ttl_ms, p->value ? p->value : "", p->label,
 			rq->cfg->sessions_per_token_max, session_done, rq);
 	return server_suspend(rq, answered);
 }

@@ -6,6 +6,7 @@
 
 #include "api/reply.h"
 #include "api/request.h"
+#include "service/base/util.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -170,8 +171,7 @@ static void set_string(struct params_parse *ps, enum param_flags f, const char *
 {
 	struct params *p = &ps->rq->lock.params;
 	char *to = f == P_OWNER ? p->owner : f == P_PREFIX ? p->prefix
-		 : f == P_VALUE ? p->value : f == P_SESSION ? p->session
-		 : f == P_LABEL ? p->label : p->cursor;
+		 : f == P_SESSION ? p->session : f == P_LABEL ? p->label : NULL;
 
 	if (f == P_OWNER && params_check_owner(s, len, ps->why, sizeof(ps->why)) < 0)
 		return;
@@ -197,6 +197,10 @@ static void set_string(struct params_parse *ps, enum param_flags f, const char *
 			 : "value must be UTF-8 text without NUL (%zu bytes given, at most %d)",
 			 len, LOCKS_VALUE_MAX);
 		return;
+	}
+	if (!to) {	/* a value or a cursor: as long as it is */
+		to = xmalloc(len + 1);
+		*(f == P_VALUE ? &p->value : &p->cursor) = to;
 	}
 	memcpy(to, s, len);
 	to[len] = '\0';
@@ -352,11 +356,19 @@ static int body_params_or_reply(struct params_parse *ps)
 	return 0;
 }
 
+void params_free(struct params *p)
+{
+	free(p->cursor);
+	free(p->value);
+	p->cursor = p->value = NULL;
+}
+
 int params_or_reply(struct request *rq, unsigned allowed)
 {
 	struct params_parse ps = { .rq = rq, .allowed = allowed };
 	bool has_body = rq->body_len > 0;
 
+	params_free(&rq->lock.params);
 	memset(&rq->lock.params, 0, sizeof(rq->lock.params));
 	MHD_get_connection_values(rq->conn, MHD_GET_ARGUMENT_KIND, query_param, &ps);
 	if (has_body && (ps.nquery > 0 || ps.why[0])) {

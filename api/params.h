@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+struct params;
 struct request;
 
 /* Validate a lock name or owner id; on failure write the reason for the
@@ -18,5 +19,8 @@ int params_check_owner(const char *owner, size_t len, char *why, size_t why_len)
  * both) into rq->lock.params, accepting only those in allowed. Returns 0,
  * or -1 after queuing the 400 reply. */
 int params_or_reply(struct request *rq, unsigned allowed);
+
+/* Free what params_or_reply() allocated in p (its cursor and value). */
+void params_free(struct params *p);
 
 #endif

@@ -213,6 +213,7 @@ static void unpend(struct request *rq)
 static void request_free(struct request *rq)
 {
 	json_decref(rq->answer);
+	params_free(&rq->lock.params);
 	free(rq->url);
 	free(rq->name);
 	free(rq->body);

@@ -1426,6 +1426,18 @@ long long redis_evalsha_calls(void)
 	return calls;
 }
 
+bool redis_scripts_quiet(int quiet_ms)
+{
+	for (int tries = 0; tries < 50; tries++) {
+		long long before = redis_evalsha_calls();
+
+		sleep_ms(quiet_ms);
+		if (redis_evalsha_calls() == before)
+			return true;
+	}
+	return false;
+}
+
 /* ----- Runner ----- */
 
 struct test {

@@ -242,6 +242,9 @@ extern const char redisson_acquire[], redisson_unlock[];
 
 /* Calls of EVALSHA so far on the shared Redis (INFO commandstats). */
 long long redis_evalsha_calls(void);
+/* Wait (up to 50 tries) until the shared Redis runs no EVALSHA for
+ * quiet_ms: the reads a crowd of requests starts with are all in. */
+bool redis_scripts_quiet(int quiet_ms);
 
 /* dlockd's /metrics value of the series name (labels included, exactly as
  * rendered); 0 when the series is not listed, -1 when /metrics failed. */

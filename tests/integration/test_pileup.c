@@ -845,12 +845,7 @@ TEST(pileup_of_watches_costs_a_few_reads_per_change_not_one_per_watch)
 	      "%d watches wait", W);
 	/* the window measured starts once their first reads are in: no script
 	 * for 300 ms (a fixed sleep was too short on a loaded machine) */
-	for (int quiet = 0, tries = 0; quiet < 1 && tries < 50; tries++) {
-		long long before = redis_evalsha_calls();
-
-		sleep_ms(300);
-		quiet = redis_evalsha_calls() == before;
-	}
+	redis_scripts_quiet(300);
 
 	/* a change every watch is told of, that leaves the index as it was:
 	 * the older reader leaves */

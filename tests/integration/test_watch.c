@@ -6,7 +6,7 @@
  * differs from T -- taken, released, its lease ran out, a Redisson client
  * let go -- or at wait_ms with the state unchanged, and a stale index at
  * once; a few hundred watchers of one lock are all answered soon after a
- * release. */
+ * release, and share one read of the lock per event loop. */
 #include "../harness/harness.h"
 
 #include <stdarg.h>
@@ -472,6 +472,66 @@ TEST(watch_300_watchers_of_one_lock_are_answered_soon_after_a_release)
 	       (long long)last);
 	CHECK(last < 2000 * slow_factor(), "the last of %d watches answered %lld ms after the "
 	      "release", N, (long long)last);
+}
+
+static struct dlockd_srv CD;
+
+static void coalesced_stop(void *arg)
+{
+	(void)arg;
+	dlockd_stop(&CD, 5000);
+}
+
+/* One change, 200 watches on a dlockd of two event loops: every watch is
+ * answered the new state, and the change costs each loop one read of the
+ * lock shared by all of its watches (two at most, should the second of
+ * the lock's channels speak while the first read is in flight), not one
+ * per watch. */
+TEST(watch_200_watchers_of_one_lock_share_their_reads_of_a_change)
+{
+	enum { N = 200, LOOPS = 2 };
+	static const char *const two_loops[] = { "--threads", "2", NULL };
+	static struct bg w[N];
+	const char *n = lockname("shared");
+	char p[512];
+	struct http_resp r;
+	long long token, s0, reads;
+
+	CHECK(dlockd_start(&CD, NULL, two_loops) == 0, "a dlockd with two event loops");
+	test_at_end(coalesced_stop, &CD);
+	snprintf(p, sizeof(p), "/locks/%s?owner=leader&ttl_ms=120000", n);
+	CHECK(http_on(CD.base, "PUT", p, NULL, &r) == 0 && r.status == 200, "the leader: %s",
+	      r.body);
+	token = json_int(&r, "fencing_token");
+	http_free(&r);
+	snprintf(p, sizeof(p), "/locks/%s?index=%lld&wait_ms=60000", n, token);
+	for (int i = 0; i < N; i++)
+		bg_start_on(&w[i], CD.base, "GET", p, NULL);
+	CHECK(watches_parked(&CD, N, n), "%d watches wait", N);
+	CHECK(redis_scripts_quiet(300), "their first reads are in");
+	/* the release script is loaded (EVAL) on its first use: use it once
+	 * so that the release below is one EVALSHA */
+	CHECK(http_on(CD.base, "DELETE", "/locks/watch-warm?owner=x", NULL, &r) == 0 &&
+	      r.status == 409, "a release that loads the release script: %ld", r.status);
+	http_free(&r);
+	s0 = redis_evalsha_calls();
+	snprintf(p, sizeof(p), "/locks/%s?owner=leader", n);
+	CHECK(http_on(CD.base, "DELETE", p, NULL, &r) == 0 && r.status == 200, "released");
+	http_free(&r);
+	for (int i = 0; i < N; i++) {
+		bg_join(&w[i]);
+		CHECK(w[i].r.status == 200 && json_bool(&w[i].r, "changed") == 1 &&
+		      json_bool(&w[i].r, "locked") == 0, "watch %d: %ld %s", i, w[i].r.status,
+		      w[i].r.body ? w[i].r.body : "");
+		http_free(&w[i].r);
+	}
+	reads = redis_evalsha_calls() - s0 - 1;
+	printf("# %lld status reads for one change seen by %d watches on %d loops\n", reads, N,
+	       LOOPS);
+	CHECK(reads >= 1 && reads <= 2 * LOOPS, "%lld reads for one change seen by %d watches; "
+	      "want one per loop (two at most), not one per watch", reads, N);
+	test_at_end_cancel(&CD);
+	CHECK(dlockd_stop(&CD, 5000) == 0, "dlockd exits cleanly");
 }
 
 /* ----- Inspecting ----- */
