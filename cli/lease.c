@@ -106,6 +106,8 @@ enum lease_outcome lease_outcome_of(const struct answer *a)
 		return LEASE_CONFLICT;
 	if (a->status == 409 && (!strcmp(code, "not_held") || !strcmp(code, "not_owner")))
 		return LEASE_LOST;
+	if (a->status == 404 && !strcmp(code, "session_not_found"))
+		return LEASE_LOST;	/* a session's: it has ended */
 	if (a->status == 401 || a->status == 403 || a->status == 409)
 		return LEASE_REFUSED;
 	if (a->status >= 400 && a->status < 500)
@@ -451,8 +453,6 @@ enum lease_outcome lease_release(struct lease *l, bool force, bool quiet_not_hel
 				 bool patient)
 {
 	char path[512], base[300];
-	enum lease_outcome out;
-	struct answer a;
 
 	if (l->ops)
 		return l->ops->release(l, quiet_not_held, patient);
@@ -461,6 +461,15 @@ enum lease_outcome lease_release(struct lease *l, bool force, bool quiet_not_hel
 		snprintf(path, sizeof(path), "%s?force=true", base);
 	else
 		snprintf(path, sizeof(path), "%s?owner=%s", base, l->owner);
+	return lease_delete(l, path, quiet_not_held, patient);
+}
+
+enum lease_outcome lease_delete(struct lease *l, const char *path, bool quiet_not_held,
+				bool patient)
+{
+	enum lease_outcome out;
+	struct answer a;
+
 	lease_call_patient(l, "DELETE", path, NULL, patient, &a);
 	out = lease_outcome_of(&a);
 	if (out != LEASE_OK && !(out == LEASE_LOST && quiet_not_held))

@@ -125,5 +125,9 @@ bool lease_pause_ms(int sigfd, int64_t ms);
  * retried for a few seconds. The last answer is in *a (answer_release). */
 void lease_call_patient(const struct lease *l, const char *method, const char *path,
 			const char *body, bool patient, struct answer *a);
+/* DELETE path (lease_release's, or a session's): said on stderr unless
+ * LEASE_OK (with -v, "released") or, quiet_not_held, LEASE_LOST. */
+enum lease_outcome lease_delete(struct lease *l, const char *path, bool quiet_not_held,
+				bool patient);
 
 #endif

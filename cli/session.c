@@ -26,15 +26,6 @@ static const char *session_kind(enum lease_kind kind)
 	return words[kind];
 }
 
-/* An answer of a session request that is no lock's: 404 means the session
- * has ended (its lease ran out, or someone ended it). */
-static enum lease_outcome session_outcome_of(const struct answer *a)
-{
-	if (a->status == 404 && !strcmp(answer_code(a), "session_not_found"))
-		return LEASE_LOST;
-	return lease_outcome_of(a);
-}
-
 /* POST /sessions living l->ttl_ms; its id becomes l->owner. A failing
  * dlockd is retried as an acquire is; a signal on sigfd stops it. */
 static enum lease_outcome create(struct lease *l, int sigfd, int64_t *sent_ms)
@@ -67,7 +58,7 @@ static enum lease_outcome create(struct lease *l, int sigfd, int64_t *sent_ms)
 			snprintf(l->owner, sizeof(l->owner), "%s", id);
 			out = LEASE_OK;
 		} else {
-			out = a.status == 201 ? LEASE_UNAVAILABLE : session_outcome_of(&a);
+			out = a.status == 201 ? LEASE_UNAVAILABLE : lease_outcome_of(&a);
 			if (out == LEASE_UNAVAILABLE)
 				next = lease_retry_in(&a, first_fail, mono_ms(), attempt++);
 			if (next < 0)
@@ -212,7 +203,7 @@ static enum lease_outcome take(struct lease *l, int64_t wait_ms, int sigfd, int6
 			return LEASE_INTERRUPTED;
 		}
 		free(body);
-		out = session_outcome_of(&a);
+		out = lease_outcome_of(&a);
 		if (out == LEASE_OK)
 			out = granted(l, &a);
 		if (out == LEASE_OK) {
@@ -294,7 +285,7 @@ static const char *missing_name(const struct lease *l, const json_t *holdings)
 
 static enum lease_outcome session_renewed(struct lease *l, struct answer *a, int64_t sent_ms)
 {
-	enum lease_outcome out = session_outcome_of(a);
+	enum lease_outcome out = lease_outcome_of(a);
 	json_t *holdings = json_object_get(a->json, "holdings");
 	const char *gone;
 
@@ -316,18 +307,9 @@ static enum lease_outcome session_renewed(struct lease *l, struct answer *a, int
 static enum lease_outcome session_release(struct lease *l, bool quiet_not_held, bool patient)
 {
 	char path[192];
-	enum lease_outcome out;
-	struct answer a;
 
 	snprintf(path, sizeof(path), "/sessions/%s", l->owner);
-	lease_call_patient(l, "DELETE", path, NULL, patient, &a);
-	out = session_outcome_of(&a);
-	if (out != LEASE_OK && !(out == LEASE_LOST && quiet_not_held))
-		lease_say_answer(l, "releasing", &a);
-	if (out == LEASE_OK && l->verbose)
-		lease_say(l, "released");
-	answer_release(&a);
-	return out;
+	return lease_delete(l, path, quiet_not_held, patient);
 }
 
 const struct lease_ops session_lease_ops = {

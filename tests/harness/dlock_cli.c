@@ -46,3 +46,17 @@ int dlock_wait(struct proc *p)
 		proc_kill(p);
 	return WIFEXITED(p->status) ? WEXITSTATUS(p->status) : -1;
 }
+
+const char *dlock_err(struct proc *p)
+{
+	static char buf[4096];
+
+	return file_read(p->err, buf, sizeof(buf));
+}
+
+const char *dlock_out(struct proc *p)
+{
+	static char buf[4096];
+
+	return file_read(p->out, buf, sizeof(buf));
+}

@@ -20,5 +20,9 @@ void dlock_start_va(struct proc *p, const char *const *envv, const char *tag, va
 /* Wait for it to end (30 s at most, then it is killed); its exit code, or
  * -1. */
 int dlock_wait(struct proc *p);
+/* What it wrote to stderr, and to stdout (the first 4 KiB; each in a
+ * buffer of its own that the next call overwrites). */
+const char *dlock_err(struct proc *p);
+const char *dlock_out(struct proc *p);
 
 #endif

@@ -21,20 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *err_of(struct proc *p)
-{
-	static char buf[4096];
-
-	return file_read(p->err, buf, sizeof(buf));
-}
-
-static const char *out_of(struct proc *p)
-{
-	static char buf[4096];
-
-	return file_read(p->out, buf, sizeof(buf));
-}
-
 /* A file in the run's directory, named after hint. */
 static const char *tmpfile_named(char *buf, size_t len, const char *hint)
 {
@@ -88,36 +74,36 @@ TEST(dlock_run_passes_the_commands_status_through)
 	int code;
 
 	dlock_start(&p, NULL, NULL, "exit7", "run", n, "--", "sh", "-c", "exit 7", NULL);
-	CHECK((code = dlock_wait(&p)) == 7, "the command's exit status: %d; %s", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 7, "the command's exit status: %d; %s", code, dlock_err(&p));
 	dlock_start(&p, NULL, NULL, "term", "run", n, "--", "sh", "-c", "kill -TERM $$", NULL);
 	CHECK((code = dlock_wait(&p)) == 128 + SIGTERM, "killed by SIGTERM: 143, got %d; %s", code,
-	      err_of(&p));
+	      dlock_err(&p));
 	dlock_start(&p, NULL, NULL, "env", "run", "--kind", "lock", n, "--", "sh", "-c",
 		    "echo \"$DLOCK_NAME $DLOCK_KIND $DLOCK_FENCING_TOKEN $DLOCK_OWNER\"", NULL);
-	CHECK(dlock_wait(&p) == 0, "a command that succeeds: 0; %s", err_of(&p));
+	CHECK(dlock_wait(&p) == 0, "a command that succeeds: 0; %s", dlock_err(&p));
 	{
 		char name[200] = "", kind[16] = "", owner[200] = "";
 		long long token = 0;
 
-		CHECK(sscanf(out_of(&p), "%199s %15s %lld %199s", name, kind, &token, owner) == 4 &&
+		CHECK(sscanf(dlock_out(&p), "%199s %15s %lld %199s", name, kind, &token, owner) == 4 &&
 		      !strcmp(name, n) && !strcmp(kind, "lock") && token > 0 && owner[0],
-		      "DLOCK_NAME, DLOCK_KIND, DLOCK_FENCING_TOKEN, DLOCK_OWNER: '%s'", out_of(&p));
+		      "DLOCK_NAME, DLOCK_KIND, DLOCK_FENCING_TOKEN, DLOCK_OWNER: '%s'", dlock_out(&p));
 	}
 	CHECK(flag_of(NULL, "locked", "/locks/%s", n) == 0, "released after each run");
 	dlock_start(&p, NULL, NULL, "rwenv", "run", "--kind", "rwlock", "--mode", "read", n, "--",
 		    "sh", "-c", "echo \"$DLOCK_KIND $DLOCK_MODE\"", NULL);
-	CHECK(dlock_wait(&p) == 0 && !strcmp(out_of(&p), "rwlock read\n"),
-	      "--kind rwlock --mode read: DLOCK_KIND and DLOCK_MODE say so: '%s' %s", out_of(&p),
-	      err_of(&p));
+	CHECK(dlock_wait(&p) == 0 && !strcmp(dlock_out(&p), "rwlock read\n"),
+	      "--kind rwlock --mode read: DLOCK_KIND and DLOCK_MODE say so: '%s' %s", dlock_out(&p),
+	      dlock_err(&p));
 	dlock_start(&p, NULL, NULL, "badmode", "run", "--mode", "read", n, "--", "true", NULL);
-	CHECK(dlock_wait(&p) == 64 && strstr(err_of(&p), "--kind rwlock"),
-	      "--mode without --kind rwlock is a usage error: %s", err_of(&p));
+	CHECK(dlock_wait(&p) == 64 && strstr(dlock_err(&p), "--kind rwlock"),
+	      "--mode without --kind rwlock is a usage error: %s", dlock_err(&p));
 
 	dlock_start(&p, NULL, NULL, "nocmd", "run", n, "--", "no-such-command-dlock", NULL);
-	CHECK((code = dlock_wait(&p)) == 127 && strstr(err_of(&p), n) &&
-	      strstr(err_of(&p), "no-such-command-dlock"),
+	CHECK((code = dlock_wait(&p)) == 127 && strstr(dlock_err(&p), n) &&
+	      strstr(dlock_err(&p), "no-such-command-dlock"),
 	      "a command that is not there: 127 and a message naming lock and command (%d: %s)",
-	      code, err_of(&p));
+	      code, dlock_err(&p));
 	CHECK(flag_of(NULL, "locked", "/locks/%s", n) == 0, "and the lock is released");
 }
 
@@ -131,9 +117,9 @@ TEST(dlock_conflicts_usage_and_unreachable_have_their_codes)
 
 	CHECK(lock_hold(NULL, n, "other", 30000), "another owner holds it");
 	dlock_start(&p, NULL, NULL, "n", "run", "-n", n, "--", "true", NULL);
-	CHECK((code = dlock_wait(&p)) == 1 && strstr(err_of(&p), n) &&
-	      strstr(err_of(&p), "held by another owner"),
-	      "-n on a held lock: 1, saying so (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 1 && strstr(dlock_err(&p), n) &&
+	      strstr(dlock_err(&p), "held by another owner"),
+	      "-n on a held lock: 1, saying so (%d: %s)", code, dlock_err(&p));
 	dlock_start(&p, NULL, NULL, "E", "run", "-n", "-E", "42", n, "--", "true", NULL);
 	CHECK((code = dlock_wait(&p)) == 42, "-E 42: 42, got %d", code);
 	t0 = mono_ms();
@@ -146,8 +132,8 @@ TEST(dlock_conflicts_usage_and_unreachable_have_their_codes)
 	dlock_start(&p, NULL, NULL, "usage1", "run", NULL);
 	CHECK((code = dlock_wait(&p)) == 64, "no NAME: 64, got %d", code);
 	dlock_start(&p, NULL, NULL, "usage2", "run", "--ttl", "soon", n, "--", "true", NULL);
-	CHECK((code = dlock_wait(&p)) == 64 && strstr(err_of(&p), "--ttl 'soon'"),
-	      "a bad duration: 64 naming it (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 64 && strstr(dlock_err(&p), "--ttl 'soon'"),
+	      "a bad duration: 64 naming it (%d: %s)", code, dlock_err(&p));
 	dlock_start(&p, NULL, NULL, "usage3", "run", "bad/name", "--", "true", NULL);
 	CHECK((code = dlock_wait(&p)) == 64, "a bad name: 64, got %d", code);
 	dlock_start(&p, NULL, NULL, "usage4", "frobnicate", NULL);
@@ -157,23 +143,23 @@ TEST(dlock_conflicts_usage_and_unreachable_have_their_codes)
 	/* SIGTERM comes a grace before the lease ends: at most half of it */
 	dlock_start(&p, NULL, NULL, "usage6", "run", "--ttl", "3s", "--grace", "1501ms", n, "--",
 		    "true", NULL);
-	CHECK((code = dlock_wait(&p)) == 64 && strstr(err_of(&p), "--grace 1501ms") &&
-	      strstr(err_of(&p), "half of --ttl 3000ms") && strstr(err_of(&p), "at most 1500ms"),
-	      "a grace over half the lease: 64 saying why (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 64 && strstr(dlock_err(&p), "--grace 1501ms") &&
+	      strstr(dlock_err(&p), "half of --ttl 3000ms") && strstr(dlock_err(&p), "at most 1500ms"),
+	      "a grace over half the lease: 64 saying why (%d: %s)", code, dlock_err(&p));
 	dlock_start(&p, NULL, NULL, "grace-half", "run", "-n", "--ttl", "3s", "--grace", "1.5s", n,
 		    "--", "true", NULL);
 	CHECK((code = dlock_wait(&p)) == 0, "a grace of half the lease runs (%d: %s)", code,
-	      err_of(&p));
+	      dlock_err(&p));
 	/* the default grace (5 s) shortened to a third of a short lease */
 	dlock_start(&p, NULL, NULL, "grace-default", "run", "-n", "--ttl", "1s", n, "--", "true",
 		    NULL);
 	CHECK((code = dlock_wait(&p)) == 0, "--ttl 1s with the default grace runs (%d: %s)", code,
-	      err_of(&p));
+	      dlock_err(&p));
 
 	snprintf(down, sizeof(down), "http://127.0.0.1:%d", free_port());
 	dlock_start(&p, down, NULL, "down", "run", "-n", n, "--", "true", NULL);
-	CHECK((code = dlock_wait(&p)) == 69 && strstr(err_of(&p), "cannot reach dlockd"),
-	      "nothing listening: 69 and why (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 69 && strstr(dlock_err(&p), "cannot reach dlockd"),
+	      "nothing listening: 69 and why (%d: %s)", code, dlock_err(&p));
 	CHECK(flag_of(NULL, "locked", "/locks/%s", n) == 0, "nothing is held");
 }
 
@@ -197,7 +183,7 @@ TEST(dlock_runs_never_overlap_and_hand_on_at_once)
 	for (int i = 0; i < RUNS; i++)
 		dlock_start(&p[i], NULL, NULL, "overlap", "run", n, "--", "sh", "-c", script, NULL);
 	for (int i = 0; i < RUNS; i++)
-		CHECK(dlock_wait(&p[i]) == 0, "run %d exits 0: %s", i, err_of(&p[i]));
+		CHECK(dlock_wait(&p[i]) == 0, "run %d exits 0: %s", i, dlock_err(&p[i]));
 	file_read(file, buf, sizeof(buf));
 	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		long long t = atoll(line + 2);
@@ -246,10 +232,10 @@ TEST(dlock_stops_the_command_when_the_lock_is_force_released)
 	CHECK(WAIT_FOR(proc_exited(&p), 10000), "dlock ends");
 	took = mono_ms() - t0;
 	code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
-	CHECK(code == 75, "the lease-lost code 75, got %d: %s", code, err_of(&p));
+	CHECK(code == 75, "the lease-lost code 75, got %d: %s", code, dlock_err(&p));
 	CHECK(file_contains(termed, "TERM"), "the command got SIGTERM");
-	CHECK(strstr(err_of(&p), "lost") && strstr(err_of(&p), n), "stderr says so: %s",
-	      err_of(&p));
+	CHECK(strstr(dlock_err(&p), "lost") && strstr(dlock_err(&p), n), "stderr says so: %s",
+	      dlock_err(&p));
 	/* seen at the next heartbeat (every third of the lease less the grace
 	 * and the margin: 633 ms), killed a grace later */
 	CHECK(took >= 1000 && took < 1000 + 1000 + 1500LL * slow_factor(),
@@ -286,7 +272,7 @@ TEST(dlock_stops_the_command_by_the_lease_end_when_dlockd_dies)
 		 pidfile);
 	dlock_start(&p, d.base, NULL, "dies", "run", "--ttl", "2s", "--grace", "1s", n, "--", "sh",
 		    "-c", script, NULL);
-	CHECK(WAIT_FOR((pid = number_in(pidfile)) > 0, 5000), "the command runs: %s", err_of(&p));
+	CHECK(WAIT_FOR((pid = number_in(pidfile)) > 0, 5000), "the command runs: %s", dlock_err(&p));
 	dlockd_kill(&d);
 	t0 = mono_ms();
 	CHECK(WAIT_FOR(kill(-(pid_t)pid, 0) < 0 && errno == ESRCH, 10000),
@@ -300,8 +286,8 @@ TEST(dlock_stops_the_command_by_the_lease_end_when_dlockd_dies)
 	      (long long)took);
 	CHECK(WAIT_FOR(proc_exited(&p), 3000), "dlock ends soon after (one try to release)");
 	code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
-	CHECK(code == 75, "the lease-lost code 75, got %d: %s", code, err_of(&p));
-	CHECK(strstr(err_of(&p), "no renewal"), "stderr says why: %s", err_of(&p));
+	CHECK(code == 75, "the lease-lost code 75, got %d: %s", code, dlock_err(&p));
+	CHECK(strstr(dlock_err(&p), "no renewal"), "stderr says why: %s", dlock_err(&p));
 }
 
 /* The wall clock (what `date +%s%N` writes), in ns, of the moment mono_ms()
@@ -346,7 +332,7 @@ TEST(dlock_stops_the_command_inside_its_lease_when_dlockd_stalls)
 		 "while :; do echo T $(date +%%s%%N) >> %s; sleep 0.05; done", ticks, ticks);
 	dlock_start(&p, d.base, NULL, "inside", "run", "--ttl", "3s", "--grace", "1s", n, "--",
 		    "sh", "-c", script, NULL);
-	CHECK(WAIT_FOR(file_contains(ticks, "T "), 5000), "the command ticks: %s", err_of(&p));
+	CHECK(WAIT_FOR(file_contains(ticks, "T "), 5000), "the command ticks: %s", dlock_err(&p));
 	CHECK(kill(d.pid, SIGSTOP) == 0, "stall dlockd (SIGSTOP)");
 	/* the wait under test: the lease running out with nobody renewing it */
 	snprintf(path, sizeof(path), "/locks/%s?owner=next&ttl_ms=30000&wait_ms=15000", n);
@@ -358,8 +344,8 @@ TEST(dlock_stops_the_command_inside_its_lease_when_dlockd_stalls)
 	grant = wall_ns_at(b.done_ms);
 	CHECK(WAIT_FOR(proc_exited(&p), 10000), "dlock ends");
 	code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
-	CHECK(code == 75 && strstr(err_of(&p), "no renewal"),
-	      "the lease-lost code 75, saying why (%d: %s)", code, err_of(&p));
+	CHECK(code == 75 && strstr(dlock_err(&p), "no renewal"),
+	      "the lease-lost code 75, saying why (%d: %s)", code, dlock_err(&p));
 	file_read(ticks, buf, sizeof(buf));
 	for (line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		if (!strncmp(line, "T ", 2) && atoll(line + 2) > last_tick)
@@ -426,9 +412,9 @@ TEST(dlock_survives_a_lost_renewal)
 	dlock_start(&p, d.base, NULL, "one-lost", "run", "--ttl", "3s", "--grace", "1s", n, "--",
 		    "sleep", "6", NULL);
 	CHECK(WAIT_FOR(flag_of(NULL, "locked", "/locks/%s", n) == 1, 5000), "dlock takes it: %s",
-	      err_of(&p));
+	      dlock_err(&p));
 	for (int i = 0; i < 2; i++) {
-		CHECK(lease_renewed(n), "dlock renews the lease: %s", err_of(&p));
+		CHECK(lease_renewed(n), "dlock renews the lease: %s", dlock_err(&p));
 		/* the stall under test: past the next renewal's wait for an answer */
 		CHECK(kill(d.pid, SIGSTOP) == 0, "stall dlockd (SIGSTOP)");
 		sleep_ms(1300);
@@ -437,8 +423,8 @@ TEST(dlock_survives_a_lost_renewal)
 		 * client gone): a rise of ttl_ms that dlock never learns of */
 		sleep_ms(1000);
 	}
-	CHECK((code = dlock_wait(&p)) == 0 && !strstr(err_of(&p), "stopping"),
-	      "the command ran to its end (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 0 && !strstr(dlock_err(&p), "stopping"),
+	      "the command ran to its end (%d: %s)", code, dlock_err(&p));
 	CHECK(dlockd_stop(&d, 5000) == 0, "dlockd stops cleanly");
 }
 
@@ -453,15 +439,15 @@ TEST(dlock_forwards_sigterm_to_the_whole_group_and_releases)
 	tmpfile_named(pidfile, sizeof(pidfile), "pid");
 	snprintf(script, sizeof(script), "echo $$ > %s; sleep 60; echo not reached", pidfile);
 	dlock_start(&p, NULL, NULL, "sigterm", "run", n, "--", "sh", "-c", script, NULL);
-	CHECK(WAIT_FOR((pid = number_in(pidfile)) > 0, 5000), "the command runs: %s", err_of(&p));
+	CHECK(WAIT_FOR((pid = number_in(pidfile)) > 0, 5000), "the command runs: %s", dlock_err(&p));
 	CHECK(kill(p.pid, SIGTERM) == 0, "SIGTERM to dlock");
 	CHECK(WAIT_FOR(proc_exited(&p), 10000), "dlock ends");
 	code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
 	CHECK(code == 128 + SIGTERM, "the shell died of SIGTERM: 143, got %d: %s", code,
-	      err_of(&p));
+	      dlock_err(&p));
 	CHECK(kill(-(pid_t)pid, 0) < 0 && errno == ESRCH,
 	      "its sleep got the SIGTERM too: the group is gone");
-	CHECK(!strstr(out_of(&p), "not reached"), "the shell did not go on");
+	CHECK(!strstr(dlock_out(&p), "not reached"), "the shell did not go on");
 	CHECK(flag_of(NULL, "locked", "/locks/%s", n) == 0, "and the lock is released");
 }
 
@@ -491,7 +477,7 @@ TEST(dlock_sigint_while_waiting_leaves_no_queue_place)
 	CHECK(kill(p.pid, SIGINT) == 0, "SIGINT to dlock");
 	CHECK(WAIT_FOR(proc_exited(&p), 5000), "dlock ends");
 	code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
-	CHECK(code == 128 + SIGINT, "130 for SIGINT, got %d: %s", code, err_of(&p));
+	CHECK(code == 128 + SIGINT, "130 for SIGINT, got %d: %s", code, dlock_err(&p));
 	/* gone at once: well before the 5 s queue-ttl would drop it */
 	CHECK(WAIT_FOR(queue_length(n) == 0, 1500), "no queue place left behind (%lld)",
 	      queue_length(n));
@@ -531,12 +517,12 @@ TEST(dlock_token_stays_off_every_command_line)
 		sleep_ms(50);
 	}
 	CHECK((code = dlock_wait(&p)) == 0, "DLOCK_TOKEN: the run succeeds (%d: %s)", code,
-	      err_of(&p));
+	      dlock_err(&p));
 	CHECK((code = dlock_wait(&q)) == 0, "--token-file: the run succeeds (%d: %s)", code,
-	      err_of(&q));
+	      dlock_err(&q));
 	dlock_start(&p, d.base, NULL, "no-token", "run", "-n", n, "--", "true", NULL);
-	CHECK((code = dlock_wait(&p)) == 77 && strstr(err_of(&p), "401"),
-	      "no token: 77, saying 401 (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 77 && strstr(dlock_err(&p), "401"),
+	      "no token: 77, saying 401 (%d: %s)", code, dlock_err(&p));
 	dlockd_stop(&d, 5000);
 }
 
@@ -574,10 +560,10 @@ TEST(dlock_acquire_renew_release_status_and_list_from_a_script)
 		proc_start(&p, argv, envv, "steps");
 	}
 	CHECK((code = dlock_wait(&p)) == 0, "the script runs through (%d): %s %s", code,
-	      out_of(&p), err_of(&p));
-	CHECK(strstr(out_of(&p), "token=1") && strstr(out_of(&p), n) &&
-	      strstr(out_of(&p), "second release 75"),
-	      "acquire's assignments, list's line, release's 75 when not held: %s", out_of(&p));
+	      dlock_out(&p), dlock_err(&p));
+	CHECK(strstr(dlock_out(&p), "token=1") && strstr(dlock_out(&p), n) &&
+	      strstr(dlock_out(&p), "second release 75"),
+	      "acquire's assignments, list's line, release's 75 when not held: %s", dlock_out(&p));
 	CHECK(flag_of(NULL, "locked", "/locks/%s", n) == 0, "released");
 }
 
@@ -595,15 +581,15 @@ TEST(dlock_runs_the_command_after_a_wait_longer_than_its_lease)
 	CHECK(wait_waiters(NULL, 1, 5000), "dlock waits");
 	sleep_ms(1500);		/* the wait under test: longer than dlock's 1 s lease */
 	CHECK(lock_release(NULL, n, "other") == 200, "release");
-	CHECK((code = dlock_wait(&p)) == 0 && strstr(out_of(&p), "ran"),
-	      "the command runs with the lease just granted (%d: %s %s)", code, out_of(&p),
-	      err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 0 && strstr(dlock_out(&p), "ran"),
+	      "the command runs with the lease just granted (%d: %s %s)", code, dlock_out(&p),
+	      dlock_err(&p));
 
 	CHECK(lock_hold(NULL, m, "other", 1500), "another owner holds it for 1.5 s");
 	dlock_start(&p, NULL, NULL, "long-acq", "acquire", "--ttl", "1s", m, NULL);
-	CHECK((code = dlock_wait(&p)) == 0 && strstr(out_of(&p), "DLOCK_TTL_MS='1000'"),
+	CHECK((code = dlock_wait(&p)) == 0 && strstr(dlock_out(&p), "DLOCK_TTL_MS='1000'"),
 	      "acquire after the holder's lease ran out: the lease it asked for (%d: %s %s)",
-	      code, out_of(&p), err_of(&p));
+	      code, dlock_out(&p), dlock_err(&p));
 	CHECK(flag_of(NULL, "locked", "/locks/%s", m) == 1, "and it holds the lock");
 }
 
@@ -625,7 +611,7 @@ TEST(dlock_ctrl_z_stops_the_command_with_it)
 		 tick, tick, tick);
 	dlock_start(&p, NULL, NULL, "ctrlz", "run", "--ttl", "2s", "--grace", "300ms", n, "--",
 		    "sh", "-c", script, NULL);
-	CHECK(WAIT_FOR(number_in(tick) > 0, 5000), "the command ticks: %s", err_of(&p));
+	CHECK(WAIT_FOR(number_in(tick) > 0, 5000), "the command ticks: %s", dlock_err(&p));
 	CHECK(kill(p.pid, SIGTSTP) == 0, "Ctrl-Z (SIGTSTP) to dlock");
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)p.pid);
 	CHECK(WAIT_FOR(strstr(file_read(path, state, sizeof(state)), ") T "), 5000),
@@ -636,12 +622,12 @@ TEST(dlock_ctrl_z_stops_the_command_with_it)
 	CHECK(number_in(tick) == t1, "the command stopped with dlock");
 	dlock_start(&q, NULL, NULL, "ctrlz2", "run", "-n", n, "--", "echo", "second", NULL);
 	CHECK((code = dlock_wait(&q)) == 0, "the lease ran out: another run gets the lock (%d: %s)",
-	      code, err_of(&q));
+	      code, dlock_err(&q));
 	CHECK(kill(p.pid, SIGCONT) == 0, "fg (SIGCONT)");
 	CHECK(WAIT_FOR(proc_exited(&p), 5000), "dlock ends");
 	code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
-	CHECK(code == 75 && strstr(err_of(&p), "stopped"), "lease lost while stopped: 75 (%d: %s)",
-	      code, err_of(&p));
+	CHECK(code == 75 && strstr(dlock_err(&p), "stopped"), "lease lost while stopped: 75 (%d: %s)",
+	      code, dlock_err(&p));
 	CHECK(number_in(tick) == t1, "and the command never ran again");
 }
 
@@ -691,7 +677,7 @@ TEST(dlock_survives_closed_pipes_ignored_sigchld_and_inherited_children)
 		proc_start(&p, argv, envv, "sigign");
 	}
 	CHECK((code = dlock_wait(&p)) == 3, "SIGCHLD ignored by the caller: the status comes "
-	      "through (%d: %s)", code, err_of(&p));
+	      "through (%d: %s)", code, dlock_err(&p));
 	CHECK(flag_of(NULL, "locked", "/locks/%s", m) == 0, "and the lock is released");
 
 	/* a child of dlock's own (it was exec'd by a shell with a job) ends
@@ -706,8 +692,8 @@ TEST(dlock_survives_closed_pipes_ignored_sigchld_and_inherited_children)
 		snprintf(server, sizeof(server), "DLOCK_SERVER=%s", H_dlockd.base);
 		proc_start(&p, argv, envv, "inherit");
 	}
-	CHECK((code = dlock_wait(&p)) == 0 && strstr(out_of(&p), "ran"),
-	      "an inherited child's exit does not end the wait (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 0 && strstr(dlock_out(&p), "ran"),
+	      "an inherited child's exit does not end the wait (%d: %s)", code, dlock_err(&p));
 }
 
 TEST(dlock_refuses_a_second_run_with_the_same_owner)
@@ -723,14 +709,14 @@ TEST(dlock_refuses_a_second_run_with_the_same_owner)
 	CHECK(WAIT_FOR(flag_of(NULL, "locked", "/locks/%s", n) == 1, 5000), "the first runs");
 	dlock_start(&q, NULL, NULL, "owner2", "run", "-n", "--owner", "cron-host1", n, "--",
 		    "echo", "second", NULL);
-	CHECK((code = dlock_wait(&q)) == 1 && !strstr(out_of(&q), "second") &&
-	      strstr(err_of(&q), "unique"),
-	      "the second is refused as a conflict, saying why (%d: %s)", code, err_of(&q));
+	CHECK((code = dlock_wait(&q)) == 1 && !strstr(dlock_out(&q), "second") &&
+	      strstr(dlock_err(&q), "unique"),
+	      "the second is refused as a conflict, saying why (%d: %s)", code, dlock_err(&q));
 	snprintf(path, sizeof(path), "/locks/%s?owner=cron-host1", n);
 	CHECK(http("GET", path, NULL, &r) == 0 && json_int(&r, "holds") == 1,
 	      "the first still holds it, once: %s", r.body);
 	http_free(&r);
-	CHECK((code = dlock_wait(&p)) == 0, "the first ends well (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 0, "the first ends well (%d: %s)", code, dlock_err(&p));
 }
 
 /* The command gets the descriptors dlock got, not dlock's sockets; a closed
@@ -760,10 +746,10 @@ TEST(dlock_command_inherits_no_socket_of_dlocks)
 		snprintf(server, sizeof(server), "DLOCK_SERVER=%s", H_dlockd.base);
 		proc_start(&p, argv, envv, "fds");
 	}
-	CHECK((code = dlock_wait(&p)) == 0, "runs (%d: %s)", code, err_of(&p));
-	CHECK(strstr(out_of(&p), "0 /dev/null") && !strstr(out_of(&p), "socket:") &&
-	      !strstr(out_of(&p), "\n3 "),
-	      "0 1 2 only, 0 on /dev/null, no socket:\n%s", out_of(&p));
+	CHECK((code = dlock_wait(&p)) == 0, "runs (%d: %s)", code, dlock_err(&p));
+	CHECK(strstr(dlock_out(&p), "0 /dev/null") && !strstr(dlock_out(&p), "socket:") &&
+	      !strstr(dlock_out(&p), "\n3 "),
+	      "0 1 2 only, 0 on /dev/null, no socket:\n%s", dlock_out(&p));
 
 	{
 		const char *argv[] = { "sh", "-c", "exec \"$DLOCK\" acquire \"$N\" >/dev/full", NULL };
@@ -775,8 +761,8 @@ TEST(dlock_command_inherits_no_socket_of_dlocks)
 		snprintf(name, sizeof(name), "N=%s", m);
 		proc_start(&p, argv, envv, "full");
 	}
-	CHECK((code = dlock_wait(&p)) == 74 && strstr(err_of(&p), "stdout"),
-	      "acquire that cannot print its assignments: 74 (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 74 && strstr(dlock_err(&p), "stdout"),
+	      "acquire that cannot print its assignments: 74 (%d: %s)", code, dlock_err(&p));
 	CHECK(flag_of(NULL, "locked", "/locks/%s", m) == 0, "and it gave the lock back");
 }
 
@@ -795,17 +781,17 @@ TEST(dlock_runs_against_an_https_dlockd_with_client_certificates)
 	dlock_start(&p, d.base, NULL, "mtls", "run", "--cacert", pki_path("ca.pem"), "--cert",
 		    pki_path("client.pem"), "--key", pki_path("client.key"), n, "--", "sh", "-c",
 		    "echo token $DLOCK_FENCING_TOKEN", NULL);
-	CHECK((code = dlock_wait(&p)) == 0 && strstr(out_of(&p), "token 1"),
-	      "a run over mutual TLS (%d: %s %s)", code, out_of(&p), err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 0 && strstr(dlock_out(&p), "token 1"),
+	      "a run over mutual TLS (%d: %s %s)", code, dlock_out(&p), dlock_err(&p));
 	dlock_start(&p, d.base, NULL, "mtls-nocert", "run", "-n", "--cacert",
 		    pki_path("ca.pem"), n, "--", "true", NULL);
-	CHECK((code = dlock_wait(&p)) == 69 && strstr(err_of(&p), "cannot reach dlockd"),
-	      "without a client certificate: no service, 69 (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 69 && strstr(dlock_err(&p), "cannot reach dlockd"),
+	      "without a client certificate: no service, 69 (%d: %s)", code, dlock_err(&p));
 	dlock_start(&p, d.base, NULL, "mtls-noca", "run", "-n", "--cert", pki_path("client.pem"),
 		    "--key", pki_path("client.key"), n, "--", "true", NULL);
-	CHECK((code = dlock_wait(&p)) == 69 && strstr(err_of(&p), "certificate"),
+	CHECK((code = dlock_wait(&p)) == 69 && strstr(dlock_err(&p), "certificate"),
 	      "a server certificate of a CA not trusted: refused, saying so (%d: %s)", code,
-	      err_of(&p));
+	      dlock_err(&p));
 	dlockd_stop(&d, 5000);
 }
 
@@ -854,39 +840,39 @@ TEST(dlock_reads_dlockd_url_and_dlockd_token)
 	dlock_start_env(&p, (const char *[]){ url, tok, NULL }, "url-token", "run", "-n", n, "--",
 			"true", NULL);
 	CHECK((code = dlock_wait(&p)) == 0, "DLOCKD_URL and DLOCKD_TOKEN: 0 (%d: %s)", code,
-	      err_of(&p));
+	      dlock_err(&p));
 	dlock_start_env(&p, (const char *[]){ url, tokfile_env, NULL }, "url-tokfile", "run", "-n",
 			n, "--", "true", NULL);
-	CHECK((code = dlock_wait(&p)) == 0, "DLOCKD_TOKEN_FILE: 0 (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 0, "DLOCKD_TOKEN_FILE: 0 (%d: %s)", code, dlock_err(&p));
 	dlock_start_env(&p, (const char *[]){ url, alias, NULL }, "url-alias", "run", "-n", n, "--",
 			"true", NULL);
 	CHECK((code = dlock_wait(&p)) == 0, "DLOCK_TOKEN still works: 0 (%d: %s)", code,
-	      err_of(&p));
+	      dlock_err(&p));
 	/* --server wins over DLOCKD_URL */
 	snprintf(bad_url, sizeof(bad_url), "DLOCKD_URL=http://127.0.0.1:%d", free_port());
 	dlock_start_env(&p, (const char *[]){ bad_url, tok, NULL }, "server-wins", "run", "-n",
 			"--server", d.base, n, "--", "true", NULL);
 	CHECK((code = dlock_wait(&p)) == 0, "--server over DLOCKD_URL: 0 (%d: %s)", code,
-	      err_of(&p));
+	      dlock_err(&p));
 	/* no token: 77, and how to give one */
 	dlock_start_env(&p, (const char *[]){ url, NULL }, "no-token", "run", "-n", n, "--", "true",
 			NULL);
-	CHECK((code = dlock_wait(&p)) == 77 && strstr(err_of(&p), "401") &&
-	      strstr(err_of(&p), "--token-file") && strstr(err_of(&p), "DLOCKD_TOKEN"),
-	      "no token: 77 naming --token-file and DLOCKD_TOKEN (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 77 && strstr(dlock_err(&p), "401") &&
+	      strstr(dlock_err(&p), "--token-file") && strstr(dlock_err(&p), "DLOCKD_TOKEN"),
+	      "no token: 77 naming --token-file and DLOCKD_TOKEN (%d: %s)", code, dlock_err(&p));
 	dlockd_stop(&d, 5000);
 
 	/* the suite's dlockd, by DLOCK_SERVER, the alias */
 	snprintf(alias, sizeof(alias), "DLOCK_SERVER=%s", H_dlockd.base);
 	dlock_start_env(&p, (const char *[]){ alias, NULL }, "alias", "status", n, NULL);
 	CHECK((code = dlock_wait(&p)) == 1, "DLOCK_SERVER still works: 1, not locked (%d: %s)",
-	      code, err_of(&p));
+	      code, dlock_err(&p));
 	/* the help names the variables, and not DLOCK_TOKEN as a file */
 	dlock_start(&p, NULL, NULL, "help", "--help", NULL);
-	CHECK(dlock_wait(&p) == 0 && strstr(out_of(&p), "DLOCKD_URL") &&
-	      strstr(out_of(&p), "DLOCKD_TOKEN_FILE") && !strstr(out_of(&p), "(default\n"
+	CHECK(dlock_wait(&p) == 0 && strstr(dlock_out(&p), "DLOCKD_URL") &&
+	      strstr(dlock_out(&p), "DLOCKD_TOKEN_FILE") && !strstr(dlock_out(&p), "(default\n"
 		"                         $DLOCK_TOKEN"),
-	      "--help names DLOCKD_URL, DLOCKD_TOKEN_FILE: %s", out_of(&p));
+	      "--help names DLOCKD_URL, DLOCKD_TOKEN_FILE: %s", dlock_out(&p));
 }
 
 /* flock's habits where they do not clash: --nonblock, --timeout, -c CMD
@@ -903,54 +889,54 @@ TEST(dlock_takes_flock_habits)
 
 	CHECK(lock_hold(NULL, n, "other", 30000), "another owner holds it");
 	dlock_start(&p, NULL, NULL, "nonblock", "run", "--nonblock", n, "--", "true", NULL);
-	CHECK((code = dlock_wait(&p)) == 1 && strstr(err_of(&p), "held by another owner"),
-	      "--nonblock on a held lock: 1 (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 1 && strstr(dlock_err(&p), "held by another owner"),
+	      "--nonblock on a held lock: 1 (%d: %s)", code, dlock_err(&p));
 	t0 = mono_ms();
 	dlock_start(&p, NULL, NULL, "timeout", "run", "--timeout", "0.7", n, "--", "true", NULL);
 	CHECK((code = dlock_wait(&p)) == 1 && mono_ms() - t0 >= 650,
 	      "--timeout 0.7: 1 after the wait (%d after %lld ms: %s)", code,
-	      (long long)(mono_ms() - t0), err_of(&p));
+	      (long long)(mono_ms() - t0), dlock_err(&p));
 	CHECK(lock_release(NULL, n, "other") == 200, "release");
 
 	dlock_start(&p, NULL, NULL, "c-after", "run", n, "-c", "echo a && echo \"$DLOCK_NAME\"",
 		    NULL);
-	CHECK((code = dlock_wait(&p)) == 0 && strstr(out_of(&p), "a\n") &&
-	      strstr(out_of(&p), n), "run NAME -c CMD runs CMD with sh -c (%d: %s %s)", code,
-	      out_of(&p), err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 0 && strstr(dlock_out(&p), "a\n") &&
+	      strstr(dlock_out(&p), n), "run NAME -c CMD runs CMD with sh -c (%d: %s %s)", code,
+	      dlock_out(&p), dlock_err(&p));
 	dlock_start(&p, NULL, NULL, "c-before", "run", "-c", "exit 3", n, NULL);
 	CHECK((code = dlock_wait(&p)) == 3, "run -c CMD NAME: its status (%d: %s)", code,
-	      err_of(&p));
+	      dlock_err(&p));
 	dlock_start(&p, NULL, NULL, "c-and-cmd", "run", "-c", "true", n, "--", "true", NULL);
-	CHECK((code = dlock_wait(&p)) == 64, "-c and a COMMAND: 64 (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 64, "-c and a COMMAND: 64 (%d: %s)", code, dlock_err(&p));
 	dlock_start(&p, NULL, NULL, "verbose", "run", "-v", n, "--", "true", NULL);
-	CHECK((code = dlock_wait(&p)) == 0 && strstr(err_of(&p), "acquired") &&
-	      strstr(err_of(&p), "fencing token") && strstr(err_of(&p), "released"),
-	      "-v says when it got the lock and let it go (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 0 && strstr(dlock_err(&p), "acquired") &&
+	      strstr(dlock_err(&p), "fencing token") && strstr(dlock_err(&p), "released"),
+	      "-v says when it got the lock and let it go (%d: %s)", code, dlock_err(&p));
 
 	/* global options before the subcommand */
 	dlock_start_env(&p, NULL, "global", "-s", H_dlockd.base, "--ttl", "5s", "run", "-n", n,
 			"--", "true", NULL);
 	CHECK((code = dlock_wait(&p)) == 0, "dlock -s URL --ttl 5s run ...: 0 (%d: %s)", code,
-	      err_of(&p));
+	      dlock_err(&p));
 	dlock_start(&p, NULL, NULL, "global-v", "-V", NULL);
-	CHECK(dlock_wait(&p) == 0 && !strncmp(out_of(&p), "dlock ", 6), "dlock -V: %s",
-	      out_of(&p));
+	CHECK(dlock_wait(&p) == 0 && !strncmp(dlock_out(&p), "dlock ", 6), "dlock -V: %s",
+	      dlock_out(&p));
 
 	/* flock -s NAME: here the name would be taken for a URL */
 	dlock_start(&p, NULL, NULL, "s-name", "run", "-s", n, "--", "true", NULL);
-	CHECK((code = dlock_wait(&p)) == 64 && strstr(err_of(&p), "--server") &&
-	      strstr(err_of(&p), "http://"),
-	      "run -s NAME: 64, --server must be an http(s) URL (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 64 && strstr(dlock_err(&p), "--server") &&
+	      strstr(dlock_err(&p), "http://"),
+	      "run -s NAME: 64, --server must be an http(s) URL (%d: %s)", code, dlock_err(&p));
 	snprintf(down, sizeof(down), "DLOCKD_URL=%s", n);
 	dlock_start_env(&p, (const char *[]){ down, NULL }, "url-name", "status", n, NULL);
-	CHECK((code = dlock_wait(&p)) == 64 && strstr(err_of(&p), "DLOCKD_URL"),
-	      "DLOCKD_URL that is no URL: 64 naming it (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 64 && strstr(dlock_err(&p), "DLOCKD_URL"),
+	      "DLOCKD_URL that is no URL: 64 naming it (%d: %s)", code, dlock_err(&p));
 
 	/* a shell command given as one word */
 	dlock_start(&p, NULL, NULL, "spaces", "run", n, "echo a && echo b", NULL);
-	CHECK((code = dlock_wait(&p)) == 127 && strstr(err_of(&p), "-- sh -c '"),
+	CHECK((code = dlock_wait(&p)) == 127 && strstr(dlock_err(&p), "-- sh -c '"),
 	      "a command with spaces not found: 127 and the sh -c hint (%d: %s)", code,
-	      err_of(&p));
+	      dlock_err(&p));
 	CHECK(flag_of(NULL, "locked", "/locks/%s", n) == 0, "nothing is held");
 }
 
@@ -964,11 +950,11 @@ TEST(dlock_unreachable_says_where_and_that_it_retries)
 
 	snprintf(down, sizeof(down), "http://127.0.0.1:%d", free_port());
 	dlock_start(&p, down, NULL, "down", "run", lockname("dlock-down"), "--", "true", NULL);
-	CHECK(WAIT_FOR(strstr(err_of(&p), "retrying"), 5000),
-	      "within 5 s it says it is retrying: %s", err_of(&p));
-	CHECK(strstr(err_of(&p), down) && strstr(err_of(&p), "DLOCKD_URL") &&
-	      strstr(err_of(&p), "--server"), "where it tried and how to set it: %s", err_of(&p));
-	CHECK((code = dlock_wait(&p)) == 69, "then 69 (%d: %s)", code, err_of(&p));
+	CHECK(WAIT_FOR(strstr(dlock_err(&p), "retrying"), 5000),
+	      "within 5 s it says it is retrying: %s", dlock_err(&p));
+	CHECK(strstr(dlock_err(&p), down) && strstr(dlock_err(&p), "DLOCKD_URL") &&
+	      strstr(dlock_err(&p), "--server"), "where it tried and how to set it: %s", dlock_err(&p));
+	CHECK((code = dlock_wait(&p)) == 69, "then 69 (%d: %s)", code, dlock_err(&p));
 }
 
 /* `dlock list` prints a table (name, kind, holders, lease left, waiting:
@@ -995,37 +981,37 @@ TEST(dlock_list_table_and_output_formats)
 	CHECK(wait_waiters(NULL, 1, 10000), "the waiter queued");
 
 	dlock_start(&p, NULL, NULL, "list-table", "list", prefix, NULL);
-	CHECK((code = dlock_wait(&p)) == 0, "list exits 0 (%d): %s", code, err_of(&p));
-	CHECK(!strncmp(out_of(&p), "NAME ", 5) && strstr(out_of(&p), "KIND") &&
-	      strstr(out_of(&p), "HOLDERS") && strstr(out_of(&p), "LEASE") &&
-	      strstr(out_of(&p), "WAITING"), "a header line: %s", out_of(&p));
-	CHECK(strstr(out_of(&p), plain) && strstr(out_of(&p), "worker-1 x2"),
-	      "the plain lock's row with its holder and holds: %s", out_of(&p));
+	CHECK((code = dlock_wait(&p)) == 0, "list exits 0 (%d): %s", code, dlock_err(&p));
+	CHECK(!strncmp(dlock_out(&p), "NAME ", 5) && strstr(dlock_out(&p), "KIND") &&
+	      strstr(dlock_out(&p), "HOLDERS") && strstr(dlock_out(&p), "LEASE") &&
+	      strstr(dlock_out(&p), "WAITING"), "a header line: %s", dlock_out(&p));
+	CHECK(strstr(dlock_out(&p), plain) && strstr(dlock_out(&p), "worker-1 x2"),
+	      "the plain lock's row with its holder and holds: %s", dlock_out(&p));
 	{
-		const char *row = strstr(out_of(&p), fair), *eol = row ? strchr(row, '\n') : NULL;
+		const char *row = strstr(dlock_out(&p), fair), *eol = row ? strchr(row, '\n') : NULL;
 
 		CHECK(row && eol && strstr(row, "holder-1") && eol[-1] == '1' && eol[-2] == ' ',
-		      "the fair lock's row ends with 1 waiting: %s", out_of(&p));
+		      "the fair lock's row ends with 1 waiting: %s", dlock_out(&p));
 		CHECK(strstr(row, "s ") || strstr(row, "m"), "a lease left: %s", row);
 	}
 
 	dlock_start(&p, NULL, NULL, "list-name", "list", "-o", "name", prefix, NULL);
-	CHECK(dlock_wait(&p) == 0 && strstr(out_of(&p), plain) && strstr(out_of(&p), fair) &&
-	      !strstr(out_of(&p), "NAME") && !strchr(out_of(&p), ' '),
-	      "-o name: the names, one a line: %s", out_of(&p));
+	CHECK(dlock_wait(&p) == 0 && strstr(dlock_out(&p), plain) && strstr(dlock_out(&p), fair) &&
+	      !strstr(dlock_out(&p), "NAME") && !strchr(dlock_out(&p), ' '),
+	      "-o name: the names, one a line: %s", dlock_out(&p));
 	dlock_start(&p, NULL, NULL, "list-json", "list", "-o", "json", prefix, NULL);
-	CHECK(dlock_wait(&p) == 0 && strstr(out_of(&p), "{\"name\":\"") &&
-	      strstr(out_of(&p), "\"kind\":\"lock\"") && strstr(out_of(&p), "\"owner\":\"worker-1\""),
-	      "-o json: the entries: %s", out_of(&p));
+	CHECK(dlock_wait(&p) == 0 && strstr(dlock_out(&p), "{\"name\":\"") &&
+	      strstr(dlock_out(&p), "\"kind\":\"lock\"") && strstr(dlock_out(&p), "\"owner\":\"worker-1\""),
+	      "-o json: the entries: %s", dlock_out(&p));
 	dlock_start(&p, NULL, NULL, "list-json2", "list", "--json", prefix, NULL);
-	CHECK(dlock_wait(&p) == 0 && strstr(out_of(&p), "{\"name\":\""), "--json as before: %s",
-	      out_of(&p));
+	CHECK(dlock_wait(&p) == 0 && strstr(dlock_out(&p), "{\"name\":\""), "--json as before: %s",
+	      dlock_out(&p));
 	dlock_start(&p, NULL, NULL, "list-bad", "list", "--output", "yaml", NULL);
-	CHECK(dlock_wait(&p) == 64 && strstr(err_of(&p), "table, json, name"),
-	      "an unknown format: 64 and why: %s", err_of(&p));
+	CHECK(dlock_wait(&p) == 64 && strstr(dlock_err(&p), "table, json, name"),
+	      "an unknown format: 64 and why: %s", dlock_err(&p));
 	dlock_start(&p, NULL, NULL, "status-output", "status", "--output", "json", plain, NULL);
-	CHECK(dlock_wait(&p) == 64 && strstr(err_of(&p), "list's option"),
-	      "--output on another command: 64: %s", err_of(&p));
+	CHECK(dlock_wait(&p) == 64 && strstr(dlock_err(&p), "list's option"),
+	      "--output on another command: 64: %s", dlock_err(&p));
 
 	CHECK(status_of(NULL, "DELETE", "/fairlocks/%s?owner=holder-1", fair) == 200,
 	      "fair released");

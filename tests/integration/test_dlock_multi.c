@@ -14,20 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *err_of(struct proc *p)
-{
-	static char buf[4096];
-
-	return file_read(p->err, buf, sizeof(buf));
-}
-
-static const char *out_of(struct proc *p)
-{
-	static char buf[4096];
-
-	return file_read(p->out, buf, sizeof(buf));
-}
-
 /* "x,y" of two fresh lock names into buf, each also in a and b. */
 static const char *two_names(char *buf, size_t len, char *a, char *b, const char *hint)
 {
@@ -49,13 +35,13 @@ TEST(dlock_run_takes_several_locks_through_one_session)
 		    "$DLOCK_SESSION\"; sleep 1", NULL);
 	CHECK(WAIT_FOR(flag_of(NULL, "locked", "/locks/%s", a) == 1 &&
 		       flag_of(NULL, "locked", "/locks/%s", b) == 1, 10000),
-	      "both locks held while the command runs: %s", err_of(&p));
-	CHECK((code = dlock_wait(&p)) == 0, "exit 0, got %d: %s", code, err_of(&p));
+	      "both locks held while the command runs: %s", dlock_err(&p));
+	CHECK((code = dlock_wait(&p)) == 0, "exit 0, got %d: %s", code, dlock_err(&p));
 	{
 		char owner[200] = "", session[200] = "", want[1400];
 		long long ta = 0, tb = 0, first = 0;
 
-		snprintf(tokens, sizeof(tokens), "%s", out_of(&p));
+		snprintf(tokens, sizeof(tokens), "%s", dlock_out(&p));
 		snprintf(want, sizeof(want), "%s|%s=%%lld,%s=%%lld|%%lld|%%199[^|]|%%199s", list, a,
 			 b);
 		CHECK(sscanf(tokens, want, &ta, &tb, &first, owner, session) == 5,
@@ -72,11 +58,11 @@ TEST(dlock_run_takes_several_locks_through_one_session)
 	two_names(list, sizeof(list), a, b, "multi-read");
 	dlock_start(&p, NULL, NULL, "multiread", "run", "--kind", "rwlock", "--mode", "read",
 		    list, "--", "sh", "-c", "echo \"$DLOCK_KIND $DLOCK_MODE\"", NULL);
-	CHECK(dlock_wait(&p) == 0 && !strcmp(out_of(&p), "rwlock read\n"),
-	      "two read locks: '%s' %s", out_of(&p), err_of(&p));
+	CHECK(dlock_wait(&p) == 0 && !strcmp(dlock_out(&p), "rwlock read\n"),
+	      "two read locks: '%s' %s", dlock_out(&p), dlock_err(&p));
 	two_names(list, sizeof(list), a, b, "multi-sem");
 	dlock_start(&p, NULL, NULL, "multisem", "run", "--limit", "2", list, "--", "true", NULL);
-	CHECK(dlock_wait(&p) == 0, "two semaphores' permits: %s", err_of(&p));
+	CHECK(dlock_wait(&p) == 0, "two semaphores' permits: %s", dlock_err(&p));
 }
 
 TEST(dlock_run_of_several_holds_none_while_one_is_in_the_way)
@@ -89,8 +75,8 @@ TEST(dlock_run_of_several_holds_none_while_one_is_in_the_way)
 	two_names(list, sizeof(list), a, b, "multi-block");
 	CHECK(lock_hold(NULL, b, "blocker", 60000), "the blocker holds b");
 	dlock_start(&p, NULL, NULL, "multiblock", "run", "--wait", "1s", list, "--", "true", NULL);
-	CHECK((code = dlock_wait(&p)) == 1 && strstr(err_of(&p), b),
-	      "not acquired within --wait: 1, naming b (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 1 && strstr(dlock_err(&p), b),
+	      "not acquired within --wait: 1, naming b (%d: %s)", code, dlock_err(&p));
 	CHECK(flag_of(NULL, "locked", "/locks/%s", a) == 0, "and a is not held");
 
 	/* waiting longer than a third of the lease (its long polls, with the
@@ -102,7 +88,7 @@ TEST(dlock_run_of_several_holds_none_while_one_is_in_the_way)
 	CHECK(flag_of(NULL, "locked", "/locks/%s", a) == 0, "a is not held while the run waits");
 	t0 = mono_ms();
 	CHECK(lock_release(NULL, b, "blocker") == 200, "the blocker releases b");
-	CHECK((code = dlock_wait(&p)) == 0, "served once b is free: %d %s", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 0, "served once b is free: %d %s", code, dlock_err(&p));
 	printf("# served %lld ms after b's release\n", (long long)(mono_ms() - t0));
 	CHECK(mono_ms() - t0 < 2000LL * slow_factor(), "at once, not at a poll: %lld ms",
 	      (long long)(mono_ms() - t0));
@@ -138,7 +124,7 @@ TEST(dlock_runs_over_overlapping_names_never_overlap_nor_deadlock)
 		int code = dlock_wait(&p[i]);
 
 		CHECK(code == 0, "run %d (%s) exits 0, got %d: %s", i, list[i], code,
-		      err_of(&p[i]));
+		      dlock_err(&p[i]));
 	}
 	CHECK(access(bad, F_OK) != 0, "two runs held one name at once");
 }
@@ -154,12 +140,12 @@ TEST(dlock_run_of_several_stops_when_any_one_is_lost)
 	dlock_start(&p, NULL, NULL, "multilost", "run", "--ttl", "3s", "--grace", "500ms", list,
 		    "--", "sleep", "30", NULL);
 	CHECK(WAIT_FOR(flag_of(NULL, "locked", "/locks/%s", b) == 1, 10000), "b is held: %s",
-	      err_of(&p));
+	      dlock_err(&p));
 	t0 = mono_ms();
 	snprintf(path, sizeof(path), "/locks/%s?force=true", b);
 	CHECK(status_of(NULL, "DELETE", "%s", path) == 200, "b is forced free");
-	CHECK((code = dlock_wait(&p)) == 75 && strstr(err_of(&p), b),
-	      "the command is stopped, the lease lost: 75 naming b (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 75 && strstr(dlock_err(&p), b),
+	      "the command is stopped, the lease lost: 75 naming b (%d: %s)", code, dlock_err(&p));
 	printf("# stopped %lld ms after b was forced free\n", (long long)(mono_ms() - t0));
 	CHECK(flag_of(NULL, "locked", "/locks/%s", a) == 0, "and a is released");
 }
@@ -176,15 +162,15 @@ TEST(dlock_run_refuses_lists_it_cannot_take)
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		dlock_start(&p, NULL, NULL, "multibad", "run", bad[i][0], "--", "true", NULL);
-		CHECK((code = dlock_wait(&p)) == 64 && strstr(err_of(&p), bad[i][1]),
-		      "'%s': 64 saying '%s' (%d: %s)", bad[i][0], bad[i][1], code, err_of(&p));
+		CHECK((code = dlock_wait(&p)) == 64 && strstr(dlock_err(&p), bad[i][1]),
+		      "'%s': 64 saying '%s' (%d: %s)", bad[i][0], bad[i][1], code, dlock_err(&p));
 	}
 	dlock_start(&p, NULL, NULL, "multiowner", "run", "--owner", "me", "a1,b1", "--", "true",
 		    NULL);
-	CHECK((code = dlock_wait(&p)) == 64 && strstr(err_of(&p), "--owner"),
-	      "--owner with several names: 64 (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 64 && strstr(dlock_err(&p), "--owner"),
+	      "--owner with several names: 64 (%d: %s)", code, dlock_err(&p));
 	dlock_start(&p, NULL, NULL, "multiacq", "acquire", "a1,b1", NULL);
-	CHECK((code = dlock_wait(&p)) == 64 && strstr(err_of(&p), "dlock run"),
-	      "acquire of several names: 64 (%d: %s)", code, err_of(&p));
+	CHECK((code = dlock_wait(&p)) == 64 && strstr(dlock_err(&p), "dlock run"),
+	      "acquire of several names: 64 (%d: %s)", code, dlock_err(&p));
 	CHECK(flag_of(NULL, "locked", "/locks/a1") == 0, "nothing taken");
 }

@@ -31,16 +31,8 @@ static const struct {
 /* POST /sessions?ttl_ms= on d; id gets its id ("" when it failed). */
 static void hb_session(const struct dlockd_srv *d, int ttl_ms, char id[40])
 {
-	struct http_resp r;
-	char p[64];
-	const char *s;
-
-	snprintf(p, sizeof(p), "/sessions?ttl_ms=%d", ttl_ms);
-	id[0] = '\0';
-	if (http_on(d->base, "POST", p, NULL, &r) == 0 && r.status == 201 &&
-	    (s = json_str(&r, "session")))
-		snprintf(id, 40, "%s", s);
-	http_free(&r);
+	if (!session_start_on(d->base, ttl_ms, id))
+		id[0] = '\0';
 }
 
 /* Kind k of name n, taken on d for session id: the status. */

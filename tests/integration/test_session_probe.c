@@ -10,20 +10,11 @@
 #include <stdio.h>
 #include <string.h>
 
-/* POST /sessions?ttl_ms= on d (NULL: H_dlockd); id gets its id, "" on
- * failure. */
+/* POST /sessions?ttl_ms= on d (NULL: H_dlockd); id gets its id ("" when it failed). */
 static void probe_session(const struct dlockd_srv *d, int ttl_ms, char id[40])
 {
-	struct http_resp r;
-	char p[64];
-	const char *s;
-
-	snprintf(p, sizeof(p), "/sessions?ttl_ms=%d", ttl_ms);
-	id[0] = '\0';
-	if (http_on(d ? d->base : H_dlockd.base, "POST", p, NULL, &r) == 0 && r.status == 201 &&
-	    (s = json_str(&r, "session")) && strlen(s) == 32)
-		snprintf(id, 40, "%s", s);
-	http_free(&r);
+	if (!session_start_on(d ? d->base : NULL, ttl_ms, id))
+		id[0] = '\0';
 }
 
 /* A holding taken twice for a session with reentrant=true was recorded
