@@ -2,7 +2,7 @@
  * locks for a session all or none; refused after wait_ms with nothing
  * left held that the request took; served once the lock in the way is
  * released; a repeat answers the same holdings; bad bodies refused before
- * Redis; 8 clients over 5 names for 20 s: no deadlock, no overlap, every
+ * Redis; 8 clients over 5 names for 30 s: no deadlock, no overlap, every
  * client served; on a Cluster, names on every shard in one call; the
  * guide's example as written; the session's cap, auth, and Redis going
  * away while a multi-lock waits. */
@@ -291,7 +291,7 @@ TEST(session_locks_eight_clients_over_five_names_never_deadlock_or_overlap)
 
 	memset(&s, 0, sizeof(s));
 	s.prefix = lockname("ml-stress");
-	s.until = mono_ms() + 20000;
+	s.until = mono_ms() + 30000;
 	for (int i = 0; i < STRESS_CLIENTS; i++) {
 		c[i] = (struct stress_client){ .s = &s, .i = i };
 		CHECK(pthread_create(&c[i].t, NULL, stress_run, &c[i]) == 0, "client %d starts", i);
@@ -305,7 +305,7 @@ TEST(session_locks_eight_clients_over_five_names_never_deadlock_or_overlap)
 		if (least < 0 || g < least)
 			least = g;
 	}
-	printf("# 20 s, 8 clients, 5 names: %ld grants (the least served client %ld), %ld "
+	printf("# 30 s, 8 clients, 5 names: %ld grants (the least served client %ld), %ld "
 	       "refused after 10 s, %ld failures, %ld overlaps\n", total, least,
 	       atomic_load(&s.refused), atomic_load(&s.failed), atomic_load(&s.overlaps));
 	CHECK(atomic_load(&s.overlaps) == 0, "no two clients inside one name at once");
