@@ -111,8 +111,6 @@ struct channel {
 					 * (WAITER_COUNTED: a semaphore's) */
 	struct list_node sleepers;	/* struct waiter, oldest first */
 	unsigned nsleeping;		/* ... and how many */
-	unsigned nwriters;		/* ... of which writers (WAITER_WRITER): a
-					 * plain lock's "0" looks for none */
 	struct list_node watchers;	/* sleeping watchers, apart */
 	struct loop_timer retry;	/* the holder's lease end: retry the oldest
 					 * sleeper (all, with timer_all) */
@@ -241,10 +239,8 @@ static void sleeper_unlink(struct waiter *w)
 
 	list_remove(&w->link);
 	w->sleeping = false;
-	if (!w->watch) {
+	if (!w->watch)
 		ch->nsleeping--;
-		ch->nwriters -= w->writer;
-	}
 	loop_timer_stop(ws->loop, &w->deadline);
 	if (w->fd >= 0)
 		loop_unwatch(ws->loop, w->fd);
@@ -313,13 +309,9 @@ static void keep_covered(struct channel *ch, int64_t lease_end_ms)
 		wake(first_of(&ch->sleepers), WAKE_RETRY);
 }
 
-/* The oldest sleeping writer of ch, or NULL; at once when none sleeps
- * (a plain lock's channel: a walk of every sleeper per release was the
- * drain's O(n) per grant). */
+/* The oldest sleeping writer of ch, or NULL. */
 static struct waiter *oldest_writer(const struct channel *ch)
 {
-	if (!ch->nwriters)
-		return NULL;
 	for (struct list_node *n = list_first(&ch->sleepers); n; n = list_next(&ch->sleepers, n)) {
 		struct waiter *w = list_entry(n, struct waiter, link);
 
@@ -469,7 +461,6 @@ void waiters_sleep(struct waiter *w, int64_t retry_at_ms)
 	w->sleeping = true;
 	list_append(&ch->sleepers, &w->link);
 	ch->nsleeping++;
-	ch->nwriters += w->writer;
 	loop_timer_set(ws->loop, &w->deadline, w->deadline_ms);
 	if (w->fd >= 0)
 		loop_watch(ws->loop, w->fd, LOOP_HANGUP, on_hangup, w);

@@ -341,28 +341,6 @@ static void test_waiters__messages_prefer_the_oldest_writer(void **state)
 	waiters_leave(w[2], 0);
 }
 
-/* The channel counts its sleeping writers (a "0" on a channel without one
- * wakes the oldest at once, without a walk): the count follows a writer
- * that wakes and sleeps again. */
-static void test_waiters__a_writer_asleep_again_is_preferred_again(void **state)
-{
-	struct fake_req rq[3] = { { 0 } };
-	struct waiter *w[3];
-
-	(void)state;
-	three_asleep(w, rq, true);	/* a reader, a writer, another reader */
-	message(WS, "ch", "0");
-	assert_int_equal(rq[1].resumed, 2);	/* the writer */
-	message(WS, "ch", "0");			/* it is awake: the oldest reader */
-	assert_int_equal(rq[0].resumed, 2);
-	assert_int_equal(rq[2].resumed, 1);
-	waiters_sleep(w[1], 0);			/* the writer lost: asleep again */
-	message(WS, "ch", "0");
-	assert_int_equal(rq[1].resumed, 3);	/* preferred again */
-	assert_int_equal(rq[2].resumed, 1);
-	leave_all(w);
-}
-
 static void test_waiters__message_while_nobody_sleeps_is_banked(void **state)
 {
 	struct fake_req a = { 0 };
@@ -906,7 +884,6 @@ int main(void)
 		T(zero_wakes_the_oldest_of_each_loop),
 		T(one_wakes_everybody),
 		T(messages_prefer_the_oldest_writer),
-		T(a_writer_asleep_again_is_preferred_again),
 		T(message_while_nobody_sleeps_is_banked),
 		T(other_payloads_and_channels_wake_nobody),
 		T(deadline_and_retry_timers_fire),
