@@ -1,0 +1,55 @@
+/* test_multilock_probe.c -- PUT /sessions/{id}/locks, the session
+ * heartbeat and `dlock run a,b` attacked as a careless or hostile client
+ * would: each test here shows one fault found by probing (it fails until
+ * the fault is fixed), and says what it expects. */
+#include "../harness/harness.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* PUT /sessions/id/locks with body on base (NULL: shared); r is the caller's. */
+static int mlp_multi(const char *base, const char *id, const char *body, struct http_resp *r)
+{
+	char p[128];
+
+	snprintf(p, sizeof(p), "/sessions/%s/locks", id);
+	return base ? http_on(base, "PUT", p, body, r) : http("PUT", p, body, r);
+}
+
+/* ----- A session's cap counts what it let go ----- */
+
+/* A session takes x with a multi-lock and lets it go
+ * (DELETE /locks/x?owner=<id>), over and over, never holding more than
+ * one lock. Each release leaves x's record in the session until a
+ * heartbeat, and each new grant (a new fencing token) adds one: after
+ * --max-session-holdings rounds the session is refused as full
+ * (409 session_full, "would have 256 holdings") while it holds nothing.
+ * Expected: a lock the session released counts against its cap no more. */
+TEST(multilock_probe_released_holdings_fill_the_session)
+{
+	const char *n = lockname("mlp-fill");
+	char id[33], body[200];
+	int rounds;
+
+	CHECK(session_start_on(NULL, 120000, id), "a session starts");
+	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"lock\",\"name\":\"%s\"}]}", n);
+	for (rounds = 0; rounds < 300; rounds++) {
+		struct http_resp r;
+
+		CHECK(mlp_multi(NULL, id, body, &r) == 0, "PUT answers");
+		if (r.status != 200) {
+			CHECK(r.status == 200, "round %d: the session holds nothing, yet its multi-lock "
+			      "of one lock is refused: %ld %s", rounds, r.status, r.body ? r.body : "");
+			http_free(&r);
+			break;
+		}
+		http_free(&r);
+		CHECK(status_of(NULL, "DELETE", "/locks/%s?owner=%s", n, id) == 200,
+		      "the session lets it go");
+	}
+	status_of(NULL, "DELETE", "/sessions/%s", id);
+}
