@@ -53,3 +53,36 @@ TEST(multilock_probe_released_holdings_fill_the_session)
 	}
 	status_of(NULL, "DELETE", "/sessions/%s", id);
 }
+
+/* ----- An admin token and another token's session ----- */
+
+#define MLP_TOK_CLIENT "tok-mlp-client-8c1e5b7a3d"
+#define MLP_TOK_ADMIN "tok-mlp-admin-4f9d2a6e0b"
+
+/* An admin token may touch any session (heartbeat, GET, DELETE all
+ * answer 200 for a client's session), but its PUT /sessions/{id}/locks
+ * on that session answers 404 session_not_found: the multi-lock asks
+ * with the admin's own name, never "*". Expected: 200, as every other
+ * session call of an admin. */
+TEST(multilock_probe_admin_multilock_finds_no_client_session)
+{
+	char id[33];
+	struct dlockd_srv d;
+	struct http_resp r;
+
+	CHECK(dlockd_start_auth(&d, "mlp-tokens", MLP_TOK_CLIENT " client mlp- team\n"
+				MLP_TOK_ADMIN " admin * ops\n") == 0, "start with --auth-file");
+	http_bearer(MLP_TOK_CLIENT);
+	CHECK(session_start_on(d.base, 30000, id), "the client makes a session");
+	http_bearer(MLP_TOK_ADMIN);
+	CHECK(status_of(&d, "POST", "/sessions/%s/heartbeat", id) == 200,
+	      "the admin heartbeats the client's session");
+	CHECK(mlp_multi(d.base, id, "{\"locks\":[{\"kind\":\"lock\",\"name\":\"mlp-admin\"}]}",
+			&r) == 0, "PUT answers");
+	CHECK(r.status == 200, "the admin's multi-lock for the client's session: %ld %s", r.status,
+	      r.body ? r.body : "");
+	http_free(&r);
+	CHECK(status_of(&d, "DELETE", "/sessions/%s", id) == 200, "the admin ends it");
+	http_bearer(NULL);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
