@@ -86,3 +86,36 @@ TEST(multilock_probe_admin_multilock_finds_no_client_session)
 	http_bearer(NULL);
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 }
+
+/* ----- One name under two kinds ----- */
+
+/* A set naming one name as a lock and as a fair lock
+ * ({lock n, fair n}) goes to Redis (only the same kind twice, or read
+ * with write, is refused before it): the fair lock finds the name held by
+ * the session and counts it as its own, recording the second holding
+ * fails, and the answer is 500 internal "the session script failed". The
+ * lock is given back, yet the session still lists "lock n" with a fencing
+ * token: GET /sessions/{id} shows a holding nobody holds. Expected (the
+ * guide: "A name twice ... is 400 invalid_argument; every bad body is
+ * refused before Redis is asked"): 400, and the session holds nothing. */
+TEST(multilock_probe_one_name_as_lock_and_fair_fails_and_leaves_a_record)
+{
+	const char *n = lockname("mlp-kinds");
+	char id[33], body[300], p[64];
+	struct http_resp r;
+
+	CHECK(session_start_on(NULL, 30000, id), "a session starts");
+	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"lock\",\"name\":\"%s\"},"
+		 "{\"kind\":\"fair\",\"name\":\"%s\"}]}", n, n);
+	CHECK(mlp_multi(NULL, id, body, &r) == 0, "PUT answers");
+	CHECK(r.status == 400, "one name as two kinds is refused before Redis: %ld %s", r.status,
+	      r.body ? r.body : "");
+	http_free(&r);
+	CHECK(flag_of(NULL, "locked", "/locks/%s", n) == 0, "the lock is free");
+	snprintf(p, sizeof(p), "/sessions/%s", id);
+	CHECK(http("GET", p, NULL, &r) == 0 && r.status == 200, "GET the session");
+	CHECK(json_array_size(json_object_get(r.json, "holdings")) == 0,
+	      "the session lists no holding of a refused set: %s", r.body);
+	http_free(&r);
+	status_of(NULL, "DELETE", "%s", p);
+}
