@@ -218,3 +218,34 @@ TEST(multilock_probe_redis_paused_mid_take_leaves_locks_held_after_503)
 	      "are still held (%d held right after the 503)", mlp_held(&d, prefix), residue);
 	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
 }
+
+/* ----- The session ends while its multi-lock waits ----- */
+
+/* A multi-lock waits for a lock held by another; its session is ended
+ * (DELETE /sessions/{id}) meanwhile. A waiting PUT with session= answers
+ * 404 session_not_found at once then (the guide); the multi-lock goes on
+ * waiting for the dead session to its wait_ms and answers 409 locked, as
+ * if the session still were. Expected: 404 session_not_found at once. */
+TEST(multilock_probe_waits_on_for_a_session_ended_meanwhile)
+{
+	const char *n = lockname("mlp-ended");
+	char id[33], body[400], p[128];
+	struct bg w;
+	int64_t t;
+
+	CHECK(lock_hold(NULL, n, "blocker", 60000), "a blocker holds %s", n);
+	CHECK(session_start_on(NULL, 60000, id), "a session starts");
+	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"lock\",\"name\":\"%s-a\"},"
+		 "{\"kind\":\"lock\",\"name\":\"%s\"}],\"wait_ms\":15000}", n, n);
+	snprintf(p, sizeof(p), "/sessions/%s/locks", id);
+	bg_start(&w, "PUT", p, body);
+	CHECK(wait_waiters(NULL, 1, 5000), "the multi-lock waits");
+	CHECK(status_of(NULL, "DELETE", "/sessions/%s", id) == 200, "the session is ended");
+	t = mono_ms();
+	bg_join(&w);
+	CHECK(w.r.status == 404 && mono_ms() - t < 2000 * slow_factor(),
+	      "the multi-lock of the ended session answers %ld after %lld ms (want 404 at "
+	      "once): %s", w.r.status, (long long)(mono_ms() - t), w.r.body ? w.r.body : "");
+	http_free(&w.r);
+	CHECK(lock_release(NULL, n, "blocker") == 200, "cleanup");
+}
