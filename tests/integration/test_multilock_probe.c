@@ -249,3 +249,44 @@ TEST(multilock_probe_waits_on_for_a_session_ended_meanwhile)
 	http_free(&w.r);
 	CHECK(lock_release(NULL, n, "blocker") == 200, "cleanup");
 }
+
+/* ----- An answer that does not reach the client ----- */
+
+/* A client sends a multi-lock of two free names and hangs up at once:
+ * the grant is not delivered, so dlockd takes it back (both names are
+ * free again, as the guide says), but the session still lists both as
+ * its holdings, with fencing tokens: GET /sessions/{id} shows holdings
+ * nobody holds. Expected: the session lists nothing the take-back freed. */
+TEST(multilock_probe_undelivered_grant_stays_listed_in_the_session)
+{
+	const char *n = lockname("mlp-undeliv");
+	char id[33], body[400], req[1000], p[64];
+	struct http_resp r;
+	int fd, listed = -1;
+
+	CHECK(session_start_on(NULL, 60000, id), "a session starts");
+	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"lock\",\"name\":\"%s-a\"},"
+		 "{\"kind\":\"lock\",\"name\":\"%s-b\"}]}", n, n);
+	snprintf(req, sizeof(req), "PUT /sessions/%s/locks HTTP/1.1\r\nHost: x\r\n"
+		 "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", id,
+		 strlen(body), body);
+	fd = raw_connect(H_dlockd.port);
+	CHECK(fd >= 0, "connected");
+	CHECK(write(fd, req, strlen(req)) == (ssize_t)strlen(req), "sent");
+	close(fd);
+	/* the take and the take-back are done within a second on any machine */
+	for (int i = 0; i < 40; i++) {
+		sleep_ms(50 * slow_factor());
+		if (flag_of(NULL, "locked", "/locks/%s-a", n) == 0 &&
+		    flag_of(NULL, "locked", "/locks/%s-b", n) == 0)
+			break;
+	}
+	CHECK(flag_of(NULL, "locked", "/locks/%s-a", n) == 0 &&
+	      flag_of(NULL, "locked", "/locks/%s-b", n) == 0, "the undelivered grant is taken back");
+	snprintf(p, sizeof(p), "/sessions/%s", id);
+	CHECK(http("GET", p, NULL, &r) == 0 && r.status == 200, "GET the session");
+	listed = (int)json_array_size(json_object_get(r.json, "holdings"));
+	CHECK(listed == 0, "the session lists %d holdings the take-back freed: %s", listed, r.body);
+	http_free(&r);
+	status_of(NULL, "DELETE", "%s", p);
+}
