@@ -4,12 +4,10 @@
  * the fault is fixed), and says what it expects. */
 #include "../harness/harness.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <unistd.h>
 
 /* PUT /sessions/id/locks with body on base (NULL: shared); r is the caller's. */
