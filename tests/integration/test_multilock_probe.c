@@ -288,3 +288,23 @@ TEST(multilock_probe_undelivered_grant_stays_listed_in_the_session)
 	http_free(&r);
 	status_of(NULL, "DELETE", "%s", p);
 }
+
+/* The same with a lock and a semaphore of one name ({lock n, semaphore
+ * n}): not refused before Redis either; the lock is taken and given back,
+ * and the answer is 409 wrong_kind. Expected: 400 invalid_argument, Redis
+ * never asked (the guide: a name twice is 400). */
+TEST(multilock_probe_one_name_as_lock_and_semaphore_goes_to_redis)
+{
+	const char *n = lockname("mlp-kinds2");
+	char id[33], body[300];
+	struct http_resp r;
+
+	CHECK(session_start_on(NULL, 30000, id), "a session starts");
+	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"lock\",\"name\":\"%s\"},"
+		 "{\"kind\":\"semaphore\",\"name\":\"%s\",\"limit\":2}]}", n, n);
+	CHECK(mlp_multi(NULL, id, body, &r) == 0, "PUT answers");
+	CHECK(r.status == 400, "one name as two kinds is refused before Redis: %ld %s", r.status,
+	      r.body ? r.body : "");
+	http_free(&r);
+	status_of(NULL, "DELETE", "/sessions/%s", id);
+}
