@@ -1,0 +1,310 @@
+/* test_multilock_probe.c -- PUT /sessions/{id}/locks, the session
+ * heartbeat and `dlock run a,b` attacked as a careless or hostile client
+ * would: each test here shows one fault found by probing (it fails until
+ * the fault is fixed), and says what it expects. */
+#include "../harness/harness.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* PUT /sessions/id/locks with body on base (NULL: shared); r is the caller's. */
+static int mlp_multi(const char *base, const char *id, const char *body, struct http_resp *r)
+{
+	char p[128];
+
+	snprintf(p, sizeof(p), "/sessions/%s/locks", id);
+	return base ? http_on(base, "PUT", p, body, r) : http("PUT", p, body, r);
+}
+
+/* ----- A session's cap counts what it let go ----- */
+
+/* A session takes x with a multi-lock and lets it go
+ * (DELETE /locks/x?owner=<id>), over and over, never holding more than
+ * one lock. Each release leaves x's record in the session until a
+ * heartbeat, and each new grant (a new fencing token) adds one: after
+ * --max-session-holdings rounds the session is refused as full
+ * (409 session_full, "would have 256 holdings") while it holds nothing.
+ * Expected: a lock the session released counts against its cap no more. */
+TEST(multilock_probe_released_holdings_fill_the_session)
+{
+	const char *n = lockname("mlp-fill");
+	char id[33], body[200];
+	int rounds;
+
+	CHECK(session_start_on(NULL, 120000, id), "a session starts");
+	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"lock\",\"name\":\"%s\"}]}", n);
+	for (rounds = 0; rounds < 300; rounds++) {
+		struct http_resp r;
+
+		CHECK(mlp_multi(NULL, id, body, &r) == 0, "PUT answers");
+		if (r.status != 200) {
+			CHECK(r.status == 200, "round %d: the session holds nothing, yet its multi-lock "
+			      "of one lock is refused: %ld %s", rounds, r.status, r.body ? r.body : "");
+			http_free(&r);
+			break;
+		}
+		http_free(&r);
+		CHECK(status_of(NULL, "DELETE", "/locks/%s?owner=%s", n, id) == 200,
+		      "the session lets it go");
+	}
+	status_of(NULL, "DELETE", "/sessions/%s", id);
+}
+
+/* ----- An admin token and another token's session ----- */
+
+#define MLP_TOK_CLIENT "tok-mlp-client-8c1e5b7a3d"
+#define MLP_TOK_ADMIN "tok-mlp-admin-4f9d2a6e0b"
+
+/* An admin token may touch any session (heartbeat, GET, DELETE all
+ * answer 200 for a client's session), but its PUT /sessions/{id}/locks
+ * on that session answers 404 session_not_found: the multi-lock asks
+ * with the admin's own name, never "*". Expected: 200, as every other
+ * session call of an admin. */
+TEST(multilock_probe_admin_multilock_finds_no_client_session)
+{
+	char id[33];
+	struct dlockd_srv d;
+	struct http_resp r;
+
+	CHECK(dlockd_start_auth(&d, "mlp-tokens", MLP_TOK_CLIENT " client mlp- team\n"
+				MLP_TOK_ADMIN " admin * ops\n") == 0, "start with --auth-file");
+	http_bearer(MLP_TOK_CLIENT);
+	CHECK(session_start_on(d.base, 30000, id), "the client makes a session");
+	http_bearer(MLP_TOK_ADMIN);
+	CHECK(status_of(&d, "POST", "/sessions/%s/heartbeat", id) == 200,
+	      "the admin heartbeats the client's session");
+	CHECK(mlp_multi(d.base, id, "{\"locks\":[{\"kind\":\"lock\",\"name\":\"mlp-admin\"}]}",
+			&r) == 0, "PUT answers");
+	CHECK(r.status == 200, "the admin's multi-lock for the client's session: %ld %s", r.status,
+	      r.body ? r.body : "");
+	http_free(&r);
+	CHECK(status_of(&d, "DELETE", "/sessions/%s", id) == 200, "the admin ends it");
+	http_bearer(NULL);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+/* ----- One name under two kinds ----- */
+
+/* A set naming one name as a lock and as a fair lock
+ * ({lock n, fair n}) goes to Redis (only the same kind twice, or read
+ * with write, is refused before it): the fair lock finds the name held by
+ * the session and counts it as its own, recording the second holding
+ * fails, and the answer is 500 internal "the session script failed". The
+ * lock is given back, yet the session still lists "lock n" with a fencing
+ * token: GET /sessions/{id} shows a holding nobody holds. Expected (the
+ * guide: "A name twice ... is 400 invalid_argument; every bad body is
+ * refused before Redis is asked"): 400, and the session holds nothing. */
+TEST(multilock_probe_one_name_as_lock_and_fair_fails_and_leaves_a_record)
+{
+	const char *n = lockname("mlp-kinds");
+	char id[33], body[300], p[64];
+	struct http_resp r;
+
+	CHECK(session_start_on(NULL, 30000, id), "a session starts");
+	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"lock\",\"name\":\"%s\"},"
+		 "{\"kind\":\"fair\",\"name\":\"%s\"}]}", n, n);
+	CHECK(mlp_multi(NULL, id, body, &r) == 0, "PUT answers");
+	CHECK(r.status == 400, "one name as two kinds is refused before Redis: %ld %s", r.status,
+	      r.body ? r.body : "");
+	http_free(&r);
+	CHECK(flag_of(NULL, "locked", "/locks/%s", n) == 0, "the lock is free");
+	snprintf(p, sizeof(p), "/sessions/%s", id);
+	CHECK(http("GET", p, NULL, &r) == 0 && r.status == 200, "GET the session");
+	CHECK(json_array_size(json_object_get(r.json, "holdings")) == 0,
+	      "the session lists no holding of a refused set: %s", r.body);
+	http_free(&r);
+	status_of(NULL, "DELETE", "%s", p);
+}
+
+/* ----- Redis paused in the middle of a take ----- */
+
+#define MLP_STOP_NAMES 64
+
+/* How many of the names "<prefix>NN" are held (the lock view says so). */
+static int mlp_held(const struct dlockd_srv *d, const char *prefix)
+{
+	int held = 0;
+
+	for (int i = 0; i < MLP_STOP_NAMES; i++)
+		held += flag_of(d, "locked", "/locks/%s%02d", prefix, i) == 1;
+	return held;
+}
+
+/* One PUT of the 64 names for session id, Redis paused (SIGSTOP) delay_us
+ * after it is sent and resumed once it is answered; its status. */
+static long mlp_stopped_take(struct redis_srv *rs, struct dlockd_srv *d, const char *id,
+			     const char *body, long delay_us)
+{
+	char p[128];
+	struct bg w;
+	long status;
+
+	snprintf(p, sizeof(p), "/sessions/%s/locks", id);
+	bg_start_on(&w, d->base, "PUT", p, body);
+	usleep((useconds_t)delay_us);
+	kill(rs->pid, SIGSTOP);
+	bg_join(&w);
+	kill(rs->pid, SIGCONT);
+	status = w.r.status;
+	http_free(&w.r);
+	return status;
+}
+
+/* Redis paused while a multi-lock of 64 names takes them one by one: the
+ * request is answered 503 "nothing is known to have changed", but the
+ * names taken before the pause stay held by the session id (the take-back
+ * releases failed on the paused connection: "it ends with its lease"),
+ * the session does not list them, and ending the session does not free
+ * them: every other client is refused them for the whole lease. Expected:
+ * after a 503, once Redis is back, none of the names is held (or at
+ * least ending the session frees them). */
+TEST(multilock_probe_redis_paused_mid_take_leaves_locks_held_after_503)
+{
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	const char *prefix = lockname("mlp-stop");
+	char body[MLP_STOP_NAMES * 300 + 64], id[33];
+	size_t len = 0;
+	int64_t t0, full_us;
+	int stops = 0, residue = 0;
+	long status = 0;
+
+	len += (size_t)snprintf(body + len, sizeof(body) - len, "{\"locks\":[");
+	for (int i = 0; i < MLP_STOP_NAMES; i++)
+		len += (size_t)snprintf(body + len, sizeof(body) - len,
+					"%s{\"kind\":\"lock\",\"name\":\"%s%02d\"}", i ? "," : "",
+					prefix, i);
+	snprintf(body + len, sizeof(body) - len, "]}");
+	CHECK(redis_dlockd_start(&rs, &d, NULL) == 0, "redis and dlockd start");
+	/* how long a whole take lasts, sent the same way */
+	CHECK(session_start_on(d.base, 120000, id), "a session starts");
+	t0 = mono_ms();
+	{
+		char p[128];
+		struct bg w;
+
+		snprintf(p, sizeof(p), "/sessions/%s/locks", id);
+		bg_start_on(&w, d.base, "PUT", p, body);
+		bg_join(&w);
+		CHECK(w.r.status == 200, "the 64 names are granted: %ld", w.r.status);
+		http_free(&w.r);
+	}
+	full_us = (mono_ms() - t0) * 1000;
+	CHECK(status_of(&d, "DELETE", "/sessions/%s", id) == 200, "ended");
+	/* from late to early: a pause after the answer costs nothing, one
+	 * before the take costs a 503 with nothing held */
+	for (int step = 19; step >= 1 && stops < 4 && !residue; step--) {
+		CHECK(session_start_on(d.base, 120000, id), "a session starts");
+		status = mlp_stopped_take(&rs, &d, id, body, full_us * step / 20);
+		sleep_ms(500);
+		if (status == 503) {
+			stops++;
+			residue = mlp_held(&d, prefix);
+			printf("# paused at %lld us of %lld: 503, %d of %d names held after\n",
+			       (long long)(full_us * step / 20), (long long)full_us, residue,
+			       MLP_STOP_NAMES);
+		}
+		CHECK(status_of(&d, "DELETE", "/sessions/%s", id) == 200, "the session ends");
+		if (status != 503 && mlp_held(&d, prefix) != 0)
+			break;	/* granted, ended: freed? checked below */
+	}
+	CHECK(stops >= 1, "Redis was paused mid-request at least once");
+	CHECK(mlp_held(&d, prefix) == 0, "after a 503 and the session's end, %d of the names "
+	      "are still held (%d held right after the 503)", mlp_held(&d, prefix), residue);
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
+}
+
+/* ----- The session ends while its multi-lock waits ----- */
+
+/* A multi-lock waits for a lock held by another; its session is ended
+ * (DELETE /sessions/{id}) meanwhile. A waiting PUT with session= answers
+ * 404 session_not_found at once then (the guide); the multi-lock goes on
+ * waiting for the dead session to its wait_ms and answers 409 locked, as
+ * if the session still were. Expected: 404 session_not_found at once. */
+TEST(multilock_probe_waits_on_for_a_session_ended_meanwhile)
+{
+	const char *n = lockname("mlp-ended");
+	char id[33], body[400], p[128];
+	struct bg w;
+	int64_t t;
+
+	CHECK(lock_hold(NULL, n, "blocker", 60000), "a blocker holds %s", n);
+	CHECK(session_start_on(NULL, 60000, id), "a session starts");
+	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"lock\",\"name\":\"%s-a\"},"
+		 "{\"kind\":\"lock\",\"name\":\"%s\"}],\"wait_ms\":15000}", n, n);
+	snprintf(p, sizeof(p), "/sessions/%s/locks", id);
+	bg_start(&w, "PUT", p, body);
+	CHECK(wait_waiters(NULL, 1, 5000), "the multi-lock waits");
+	CHECK(status_of(NULL, "DELETE", "/sessions/%s", id) == 200, "the session is ended");
+	t = mono_ms();
+	bg_join(&w);
+	CHECK(w.r.status == 404 && mono_ms() - t < 2000 * slow_factor(),
+	      "the multi-lock of the ended session answers %ld after %lld ms (want 404 at "
+	      "once): %s", w.r.status, (long long)(mono_ms() - t), w.r.body ? w.r.body : "");
+	http_free(&w.r);
+	CHECK(lock_release(NULL, n, "blocker") == 200, "cleanup");
+}
+
+/* ----- An answer that does not reach the client ----- */
+
+/* A client sends a multi-lock of two free names and hangs up at once:
+ * the grant is not delivered, so dlockd takes it back (both names are
+ * free again, as the guide says), but the session still lists both as
+ * its holdings, with fencing tokens: GET /sessions/{id} shows holdings
+ * nobody holds. Expected: the session lists nothing the take-back freed. */
+TEST(multilock_probe_undelivered_grant_stays_listed_in_the_session)
+{
+	const char *n = lockname("mlp-undeliv");
+	char id[33], body[400], req[1000], p[64];
+	struct http_resp r;
+	int fd, listed = -1;
+
+	CHECK(session_start_on(NULL, 60000, id), "a session starts");
+	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"lock\",\"name\":\"%s-a\"},"
+		 "{\"kind\":\"lock\",\"name\":\"%s-b\"}]}", n, n);
+	snprintf(req, sizeof(req), "PUT /sessions/%s/locks HTTP/1.1\r\nHost: x\r\n"
+		 "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s", id,
+		 strlen(body), body);
+	fd = raw_connect(H_dlockd.port);
+	CHECK(fd >= 0, "connected");
+	CHECK(write(fd, req, strlen(req)) == (ssize_t)strlen(req), "sent");
+	close(fd);
+	/* the take and the take-back are done within a second on any machine */
+	for (int i = 0; i < 40; i++) {
+		sleep_ms(50 * slow_factor());
+		if (flag_of(NULL, "locked", "/locks/%s-a", n) == 0 &&
+		    flag_of(NULL, "locked", "/locks/%s-b", n) == 0)
+			break;
+	}
+	CHECK(flag_of(NULL, "locked", "/locks/%s-a", n) == 0 &&
+	      flag_of(NULL, "locked", "/locks/%s-b", n) == 0, "the undelivered grant is taken back");
+	snprintf(p, sizeof(p), "/sessions/%s", id);
+	CHECK(http("GET", p, NULL, &r) == 0 && r.status == 200, "GET the session");
+	listed = (int)json_array_size(json_object_get(r.json, "holdings"));
+	CHECK(listed == 0, "the session lists %d holdings the take-back freed: %s", listed, r.body);
+	http_free(&r);
+	status_of(NULL, "DELETE", "%s", p);
+}
+
+/* The same with a lock and a semaphore of one name ({lock n, semaphore
+ * n}): not refused before Redis either; the lock is taken and given back,
+ * and the answer is 409 wrong_kind. Expected: 400 invalid_argument, Redis
+ * never asked (the guide: a name twice is 400). */
+TEST(multilock_probe_one_name_as_lock_and_semaphore_goes_to_redis)
+{
+	const char *n = lockname("mlp-kinds2");
+	char id[33], body[300];
+	struct http_resp r;
+
+	CHECK(session_start_on(NULL, 30000, id), "a session starts");
+	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"lock\",\"name\":\"%s\"},"
+		 "{\"kind\":\"semaphore\",\"name\":\"%s\",\"limit\":2}]}", n, n);
+	CHECK(mlp_multi(NULL, id, body, &r) == 0, "PUT answers");
+	CHECK(r.status == 400, "one name as two kinds is refused before Redis: %ld %s", r.status,
+	      r.body ? r.body : "");
+	http_free(&r);
+	status_of(NULL, "DELETE", "/sessions/%s", id);
+}
