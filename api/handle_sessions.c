@@ -17,6 +17,7 @@
 #include "service/base/log.h"
 #include "service/base/metrics.h"
 #include "service/base/util.h"
+#include "service/lock/session_watch.h"
 #include "service/lock/sessions.h"
 
 #include <stdlib.h>
@@ -316,20 +317,21 @@ static struct multilock_entry *multi_entries_of(struct request *rq, json_t *lock
 		if (multi_entry_of(rq, json_array_get(locks, i), i, &e[i], why, len, code) < 0)
 			goto bad;
 	qsort(e, count, sizeof(*e), multi_entry_cmp);
-	for (i = 1; i < count; i++) {
-		bool same = !strcmp(e[i - 1].name, e[i].name);
-
-		if (same && e[i - 1].kind == e[i].kind) {
-			snprintf(why, len, "%s '%s' is named twice", sessions_kind_label(e[i].kind),
-				 e[i].name);
+	/* a name is one lock, of one kind and one side: named twice, of
+	 * whatever kinds, it is refused here rather than by Redis */
+	for (i = 0; i < count; i++)
+		for (size_t j = i + 1; j < count; j++) {
+			if (strcmp(e[i].name, e[j].name))
+				continue;
+			if (e[i].kind == LOCK_KIND_READ && e[j].kind == LOCK_KIND_WRITE)
+				snprintf(why, len, "read-write lock '%s' is named both to read and "
+					 "to write: name one side", e[i].name);
+			else
+				snprintf(why, len, "'%s' is named twice (as %s and %s): a name is "
+					 "one lock, of one kind", e[i].name,
+					 sessions_kind_label(e[i].kind), sessions_kind_label(e[j].kind));
 			goto bad;
 		}
-		if (same && e[i - 1].kind == LOCK_KIND_READ && e[i].kind == LOCK_KIND_WRITE) {
-			snprintf(why, len, "read-write lock '%s' is named both to read and to write: "
-				 "name one side", e[i].name);
-			goto bad;
-		}
-	}
 	*n = (unsigned)count;
 	return e;
 bad:
@@ -407,6 +409,9 @@ static enum MHD_Result multi_refused(struct request *rq)
 static enum MHD_Result multi_answer(struct request *rq)
 {
 	const struct multilock *m = &rq->lock.multi;
+
+	session_watch_stop(rq->lock.session_watch);
+	rq->lock.session_watch = NULL;
 
 	switch (m->outcome) {
 	case MULTI_GRANTED:
@@ -497,6 +502,17 @@ static int multi_body_or_reply(struct request *rq, struct multilock_entry **e, u
 
 /* PUT /sessions/{id}/locks {"locks": [{kind, name, limit?}], "wait_ms": N}:
  * everything is checked before Redis is asked anything. */
+/* The session of a waiting multi-lock ended: it stops waiting at once and
+ * answers 404 session_not_found, holding nothing it took. */
+static void multi_session_ended(void *ctx)
+{
+	struct request *rq = ctx;
+
+	session_watch_stop(rq->lock.session_watch);
+	rq->lock.session_watch = NULL;
+	multilock_session_ended(&rq->lock.multi);
+}
+
 static enum MHD_Result put_session_locks(struct request *rq)
 {
 	struct multilock *m = &rq->lock.multi;
@@ -524,6 +540,9 @@ static enum MHD_Result put_session_locks(struct request *rq)
 		.done_ctx = rq,
 	};
 	multilock_start(m);
+	if (wait_ms > 0)	/* a wait stops when the session ends, wherever */
+		rq->lock.session_watch = session_watch_start(rq->backend, rq->name, wait_ms,
+							     multi_session_ended, rq);
 	return server_suspend(rq, multi_answer);
 }
 

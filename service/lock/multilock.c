@@ -74,11 +74,17 @@ static void take_back(struct multilock *m, enum multilock_outcome after)
 	for (unsigned k = 0; k < m->n; k++) {
 		struct multilock_entry *e = &m->e[k];
 
+		const struct session_holding h = { .kind = e->kind, .name = e->name,
+						   .owner = m->session, .token = e->token };
+
 		if (!e->taken)
 			continue;
 		e->taken = false;
 		m->pending++;
 		locks_release(m->b, e->kind, e->name, m->session, m->principal, undone, m);
+		/* recorded as it was taken: after the release (the same
+		 * connection, in order), no longer the session's */
+		sessions_forget(m->b, m->session, &h);
 	}
 	/* the first release's callback comes later, never inside locks_release */
 	undone(m, LOCK_OK, NULL);
@@ -118,6 +124,16 @@ static void cut(void *ctx, enum lock_result r, const struct lock_state *st)
 		m->e[m->i].taken = false;
 	m->i = 0;
 	try_next(m);
+}
+
+/* Record e (fencing token token) in the session; done hears (NULL: nobody). */
+static void multi_note(struct multilock *m, const struct multilock_entry *e, int64_t token,
+		       session_fn done)
+{
+	const struct session_holding h = { .kind = e->kind, .name = e->name, .owner = m->session,
+					   .token = token, .repeat = !e->taken };
+
+	sessions_record(m->b, m->session, &h, m->holdings_cap, done, m);
 }
 
 static void multi_session_read(void *ctx, enum lock_result r, const struct session_info *s)
@@ -165,8 +181,13 @@ static void multi_tried(void *ctx, enum lock_result r, const struct lock_state *
 	m->result = r;
 	m->state = *st;
 	if (r == LOCK_OK) {
-		if (st->added)
+		if (st->added) {
 			e->taken = true;
+			/* recorded at once, so that the session's end frees it
+			 * even when Redis stops before the set is whole (a 503
+			 * whose take-back cannot reach Redis either) */
+			multi_note(m, e, st->token, NULL);
+		}
 		e->token = st->token;
 		e->ttl_ms = st->ttl_ms;
 		m->i++;
@@ -200,19 +221,15 @@ static void noted(void *ctx, enum lock_result r, const struct session_info *s)
 		finish_multi(m, MULTI_GRANTED);
 }
 
-/* Every entry is held: record each in the session (all at once). */
+/* Every entry is held: record each in the session (all at once; those
+ * recorded as they were taken are there already). */
 static void note_all(struct multilock *m)
 {
 	m->phase = ML_NOTING;
 	m->session_result = LOCK_OK;
 	m->pending = m->n;
-	for (unsigned k = 0; k < m->n; k++) {
-		const struct session_holding h = { .kind = m->e[k].kind, .name = m->e[k].name,
-						   .owner = m->session, .token = m->e[k].token,
-						   .repeat = !m->e[k].taken };
-
-		sessions_record(m->b, m->session, &h, m->holdings_cap, noted, m);
-	}
+	for (unsigned k = 0; k < m->n; k++)
+		multi_note(m, &m->e[k], m->e[k].token, noted);
 }
 
 static void try_next(struct multilock *m)
@@ -257,6 +274,11 @@ static void after_wait(struct loop *l, void *data)
 		multi_read_session(m);
 		return;
 	case ACQUIRE_REFUSED:
+		if (m->session_ended) {	/* multilock_session_ended stopped the wait */
+			m->session_result = LOCK_NOT_HELD;
+			take_back(m, MULTI_SESSION);
+			return;
+		}
 		m->result = a->result;
 		m->state = a->state;
 		m->holder_ttl_ms = a->holder_ttl_ms;
@@ -308,6 +330,13 @@ void multilock_start(struct multilock *m)
 	multi_read_session(m);
 }
 
+void multilock_session_ended(struct multilock *m)
+{
+	m->session_ended = true;
+	if (m->phase == ML_WAITING)
+		acquire_cancel(&m->acq, LOCK_NOT_HELD);
+}
+
 void multilock_end(struct multilock *m, bool delivered)
 {
 	if (m->phase == ML_IDLE)
@@ -320,9 +349,14 @@ void multilock_end(struct multilock *m, bool delivered)
 		for (unsigned k = 0; k < m->n; k++) {
 			struct multilock_entry *e = &m->e[k];
 
-			if (e->taken)
+			const struct session_holding h = { .kind = e->kind, .name = e->name,
+							   .owner = m->session, .token = e->token };
+
+			if (e->taken) {	/* released, then no longer the session's */
 				locks_release(m->b, e->kind, e->name, m->session, m->principal, NULL,
 					      NULL);
+				sessions_forget(m->b, m->session, &h);
+			}
 			e->taken = false;
 		}
 		log_info("answer to the multi-lock of session %s was not delivered; taking it "

@@ -76,6 +76,7 @@ struct multilock {
 
 	/* The machine's own. */
 	int phase;
+	bool session_ended;	/* multilock_session_ended() was called */
 	int64_t deadline_ms;
 	int64_t left_ms;		/* the session's lease left at this pass */
 	unsigned i;			/* the entry being tried */
@@ -88,6 +89,10 @@ struct multilock {
 
 /* Start m; its inputs are set, the rest zeroed. done runs later, once. */
 void multilock_start(struct multilock *m);
+/* m's session has ended (heard by a session watch): a wait stops at once
+ * and m finishes with MULTI_SESSION, session_result LOCK_NOT_HELD; a
+ * pass under way finds the session gone by itself. */
+void multilock_session_ended(struct multilock *m);
 /* The request that owns m is over; delivered says its answer reached the
  * client. A grant not delivered is taken back (what this call took; the
  * session forgets it at its next heartbeat). A zeroed m is left alone. */

@@ -406,6 +406,11 @@ static void sess_record_run(struct sess_call *c, const struct session_holding *h
 	free(member);
 }
 
+void sessions_forget(const struct backend *b, const char *id, const struct session_holding *h)
+{
+	sess_record_run(sess_call_new(b, S_DROP, id, NULL, NULL), h, 0, false);
+}
+
 void sessions_record(const struct backend *b, const char *id, const struct session_holding *h,
 		     int64_t cap, session_fn done, void *ctx)
 {
