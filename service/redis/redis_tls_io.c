@@ -14,27 +14,88 @@
  * redisBufferRead: gnutls_record_recv into the reply reader
  * (redisReaderFeed), and again while GnuTLS holds decrypted data
  * (gnutls_record_check_pending): that data is off the socket already and
- * would not wake the loop. */
+ * would not wake the loop.
+ *
+ * GnuTLS' own transport reads a record in two recv() calls (its header,
+ * then the rest); a round trip of a few small replies is one record, so
+ * the session reads through a buffer of its own instead (pull): one
+ * recv() of up to READ_AHEAD bytes, from which GnuTLS takes what it asks
+ * for. What is left in it is read, like GnuTLS' pending data, before the
+ * loop sleeps: the socket will not say it is there. */
 #include "service/redis/redis_tls_io.h"
 
 #include "service/base/util.h"
 #include "service/redis/redis_tls_session.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 /* One TLS record's plaintext, at most. */
 #define READ_SIZE (16 * 1024)
+/* What one recv() takes from the socket: a full record and its framing. */
+#define READ_AHEAD (READ_SIZE + 512)
 
 struct redis_tls_io {
 	struct redis_tls_session ts;
 	int64_t deadline_ms;	/* monotonic: connected and verified by then */
 	int timeout_ms;
-	bool started;		/* the session has the socket (it is connected) */
 	bool hs_write;		/* the handshake waits for the socket to be writable */
 	bool send_blocked;	/* a record is partly sent: finish it first */
+	int fd;			/* c's socket (the context's) */
+	size_t in_off, in_len;	/* in[in_off..in_len): read, not yet GnuTLS' */
+	unsigned char in[READ_AHEAD];
 };
+
+/* GnuTLS' transport: reads served from t->in, refilled by one recv(). */
+static ssize_t pull(gnutls_transport_ptr_t p, void *buf, size_t len)
+{
+	struct redis_tls_io *t = p;
+	size_t n;
+
+	if (t->in_off == t->in_len) {
+		ssize_t got = recv(t->fd, t->in, sizeof(t->in), 0);
+
+		if (got <= 0) {
+			if (got < 0)
+				gnutls_transport_set_errno(t->ts.s, errno);
+			return got;
+		}
+		t->in_off = 0;
+		t->in_len = (size_t)got;
+	}
+	n = t->in_len - t->in_off < len ? t->in_len - t->in_off : len;
+	memcpy(buf, t->in + t->in_off, n);
+	t->in_off += n;
+	return (ssize_t)n;
+}
+
+/* Only if GnuTLS waits itself (it does not: no record or handshake
+ * timeout of its own is set). */
+static int pull_timeout(gnutls_transport_ptr_t p, unsigned ms)
+{
+	struct redis_tls_io *t = p;
+	struct pollfd pfd = { .fd = t->fd, .events = POLLIN };
+
+	if (t->in_off < t->in_len)
+		return 1;
+	return poll(&pfd, 1, ms == GNUTLS_INDEFINITE_TIMEOUT ? -1 : (int)ms);
+}
+
+static ssize_t push(gnutls_transport_ptr_t p, const giovec_t *iov, int iovcnt)
+{
+	struct redis_tls_io *t = p;
+	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+	ssize_t n = sendmsg(t->fd, &m, MSG_NOSIGNAL);
+
+	if (n < 0)
+		gnutls_transport_set_errno(t->ts.s, errno);
+	return n;
+}
 
 /* c fails with why, which is logged (once per host:port and reason). */
 static void fail(struct redis_tls_io *t, redisContext *c, const char *why)
@@ -66,6 +127,11 @@ struct redis_tls_io *redis_tls_io_new(redisContext *c, const char *host, int por
 	}
 	t->timeout_ms = timeout_ms;
 	t->deadline_ms = now_ms() + timeout_ms;
+	t->fd = c->fd;
+	gnutls_transport_set_ptr(t->ts.s, t);
+	gnutls_transport_set_pull_function(t->ts.s, pull);
+	gnutls_transport_set_pull_timeout_function(t->ts.s, pull_timeout);
+	gnutls_transport_set_vec_push_function(t->ts.s, push);
 	return t;
 }
 
@@ -86,11 +152,9 @@ int redis_tls_io_handshake(struct redis_tls_io *t, redisContext *c)
 
 	if (t->ts.handshaken)
 		return 1;
-	if (!t->started) {
-		gnutls_transport_set_int(t->ts.s, c->fd);
-		t->started = true;
-	}
-	rc = redis_tls_session_handshake(&t->ts, &t->hs_write, why, sizeof(why));
+	do	/* records already in t->in will not wake the socket */
+		rc = redis_tls_session_handshake(&t->ts, &t->hs_write, why, sizeof(why));
+	while (rc == 0 && !t->hs_write && t->in_off < t->in_len);
 	if (rc < 0)
 		fail(t, c, why);
 	return rc;
@@ -164,7 +228,10 @@ int redis_tls_io_read(struct redis_tls_io *t, redisContext *c)
 			}
 		} else if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED ||
 			   n == GNUTLS_E_REHANDSHAKE) {
-			break;
+			/* GnuTLS says "again" after a message of its own (a
+			 * session ticket) too, with more records in t->in */
+			if (t->in_off == t->in_len)
+				break;
 		} else if (n == 0 || n == GNUTLS_E_PREMATURE_TERMINATION) {
 			redis_tls_session_closed(&t->ts, why, sizeof(why));
 			if (why[0]) {
@@ -178,6 +245,6 @@ int redis_tls_io_read(struct redis_tls_io *t, redisContext *c)
 			fail_rc(t, c, (int)n);
 			return REDIS_ERR;
 		}
-	} while (gnutls_record_check_pending(t->ts.s) > 0);
+	} while (gnutls_record_check_pending(t->ts.s) > 0 || t->in_off < t->in_len);
 	return REDIS_OK;
 }
