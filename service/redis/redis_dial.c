@@ -34,7 +34,7 @@ redisContext *redis_connect_tcp(const struct redis_url *url, const char *host, i
 		return redisConnectWithTimeout(host, port, tv_ms(timeout_ms));
 	/* hiredis 0.14 has no TLS: it gets the plain end of a tunnel
 	 * (redis_tls.c), which redis_tls_open has logged the failure of */
-	fd = redis_tls_open(host, port, timeout_ms + REDIS_TLS_HANDSHAKE_MS, true, why, sizeof(why));
+	fd = redis_tls_open(host, port, timeout_ms + REDIS_TLS_HANDSHAKE_MS, why, sizeof(why));
 	c = redisConnectFd(fd);		/* blocking and connected, as 0.14 makes it */
 	if (!c) {
 		if (fd >= 0)

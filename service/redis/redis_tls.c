@@ -1,20 +1,18 @@
-/* redis_tls.c -- TLS to Redis through tunnels: hiredis 0.14 (Debian 12's)
- * has no TLS, and reads and writes its context's descriptor itself
- * (read()/write() in redisBufferRead/Write), so dlockd gives it one end
- * of a socketpair and runs the TLS session on the other, in a pump
- * thread it owns.
+/* redis_tls.c -- TLS to Redis through tunnels, for the blocking
+ * connections (the subscriber, the sentinel resolver, start-up checks):
+ * hiredis 0.14 (Debian 12's) has no TLS, and a blocking context reads and
+ * writes its descriptor itself (redisCommand, redisGetReply), so dlockd
+ * gives it one end of a socketpair and runs the TLS session on the
+ * other, in a pump thread it owns. (The loops' pipelined connections
+ * drive their contexts by hand and run TLS on their own sockets instead:
+ * redis_tls_io.c.)
  *
  *   hiredis ──fd── socketpair ──plain end── pump ──GnuTLS── TCP ── Redis
  *
- * redis_tls_open() makes the pair and starts a non-blocking TCP connect;
- * with wait (the blocking callers: the subscriber, the sentinel resolver,
- * start-up checks) it runs the connect and the handshake itself, within
- * the caller's timeout, so a failure is known before hiredis sends
- * anything; without (the loops' pipelined connections, which must never
- * block) the pump does both. Either way nothing hiredis writes goes out
- * before the handshake is done and the certificate verified: the bytes
- * wait in the socketpair. The pump (one thread, one epoll for every
- * tunnel) then copies bytes both ways: from the plain end into
+ * redis_tls_open() makes the pair, runs the TCP connect and the handshake
+ * itself, within the caller's timeout, so a failure is known before
+ * hiredis sends anything, and hands the tunnel to the pump. The pump
+ * (one thread, one epoll for every tunnel) then copies bytes both ways: from the plain end into
  * gnutls_record_send, from gnutls_record_recv to the plain end, one
  * record-sized buffer each way, so a slow side holds the other back
  * rather than growing memory.
@@ -60,8 +58,6 @@
 #define BUF_SIZE (16 * 1024)
 /* As hiredis' redisEnableKeepAlive does for its own TCP connections. */
 #define KEEPALIVE_S 15
-/* While a handshake is under way the pump looks at its deadline this often. */
-#define TICK_MS 100
 #define WHY_MAX REDIS_TLS_WHY_MAX
 
 enum tunnel_state {
@@ -340,30 +336,9 @@ static int shuttle(struct tunnel *t, char *why, size_t len)
 static void tunnel_run(struct tunnel *t)
 {
 	char why[WHY_MAX];
-	short events = 0;
-	int rc;
 
 	if (t->state == T_DEAD)
 		return;
-	if (t->state < T_OPEN) {
-		struct pollfd p = { .fd = t->plain.fd, .events = 0 };
-
-		if (poll(&p, 1, 0) > 0 && p.revents & (POLLHUP | POLLERR)) {
-			tunnel_kill(t);	/* hiredis gave up before the handshake ended */
-			return;
-		}
-		rc = tunnel_setup(t, &events, why, sizeof(why));
-		if (rc < 0) {
-			redis_tls_report_failure(t->ts.host, t->ts.port, why);
-			tunnel_kill(t);
-			return;
-		}
-		if (rc == 0) {
-			end_epoll_set(&t->tcp, events == POLLIN ? EPOLLIN : EPOLLOUT);
-			end_epoll_set(&t->plain, 0);
-			return;
-		}
-	}
 	if (shuttle(t, why, sizeof(why)) < 0) {
 		if (why[0])
 			redis_tls_report_failure(t->ts.host, t->ts.port, why);
@@ -394,43 +369,28 @@ static void take_incoming(void)
 	}
 }
 
-/* Handshakes past their deadline fail; dead tunnels are freed. Returns
- * whether a handshake is still under way (the pump then ticks). */
-static bool sweep(void)
+/* Free the dead tunnels. */
+static void sweep(void)
 {
 	struct tunnel **pp = &P.tunnels, *t;
-	int64_t now = now_ms();
-	bool pending = false;
 
 	while ((t = *pp)) {
-		if (t->state < T_OPEN && now >= t->deadline_ms) {
-			char why[WHY_MAX];
-
-			snprintf(why, sizeof(why), "no %s within %d ms",
-				 t->state == T_CONNECTING ? "TCP connection" : "TLS handshake",
-				 t->timeout_ms);
-			redis_tls_report_failure(t->ts.host, t->ts.port, why);
-			tunnel_kill(t);
-		}
 		if (t->state == T_DEAD) {
 			*pp = t->next;
 			tunnel_free(t);
 			continue;
 		}
-		pending |= t->state < T_OPEN;
 		pp = &t->next;
 	}
-	return pending;
 }
 
 static void *pump_main(void *arg)
 {
 	struct epoll_event evs[64];
-	bool ticking = false;
 
 	(void)arg;
 	while (!atomic_load(&P.stop)) {
-		int n = epoll_wait(P.epfd, evs, (int)ARRAY_SIZE(evs), ticking ? TICK_MS : -1);
+		int n = epoll_wait(P.epfd, evs, (int)ARRAY_SIZE(evs), -1);
 
 		for (int i = 0; i < n; i++) {
 			struct end *e = evs[i].data.ptr;
@@ -440,7 +400,7 @@ static void *pump_main(void *arg)
 			else
 				tunnel_run(e->t);
 		}
-		ticking = sweep();
+		sweep();
 	}
 	return NULL;
 }
@@ -460,8 +420,7 @@ static void hand_over(struct tunnel *t)
 
 /* ----- The module ----- */
 
-int redis_tls_open(const char *host, int port, int timeout_ms, bool wait, char *why,
-		   size_t why_len)
+int redis_tls_open(const char *host, int port, int timeout_ms, char *why, size_t why_len)
 {
 	struct tunnel *t;
 	int peer = -1;
@@ -471,7 +430,7 @@ int redis_tls_open(const char *host, int port, int timeout_ms, bool wait, char *
 		redis_tls_report_failure(host, port, why);
 		return -1;
 	}
-	while (wait && t->state < T_OPEN) {
+	while (t->state < T_OPEN) {
 		int64_t left = t->deadline_ms - now_ms();
 		struct pollfd p = { .fd = t->tcp.fd };
 		int rc = tunnel_setup(t, &p.events, why, why_len);
