@@ -19,7 +19,12 @@
  * probe of Redis' clock that holds the first commands back (see
  * "Deadlines in Redis' clock"). So the non-blocking context is driven by
  * hand, with redisAppendCommandArgv, redisBufferWrite, redisBufferRead
- * and redisGetReplyFromReader.
+ * and redisGetReplyFromReader. With a TLS URL the socket is the TCP one
+ * to Redis and carries a GnuTLS session run here, on the loop's thread
+ * (redis_tls_io.h): each event on the socket is a step of its handshake
+ * until the server is verified (commands wait in the output buffer,
+ * unsent), then redis_tls_io_write and _read stand in for
+ * redisBufferWrite and redisBufferRead.
  *
  * A command not answered within COMMAND_TIMEOUT_MS of being sent makes
  * the connection overdue: it takes no new command (each is told "no
