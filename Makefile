@@ -213,7 +213,7 @@ $(BUILD)/tests/test_acquire $(BUILD)/tests/test_list: $(BUILD)/tests/%: tests/un
 WAITERS_TEST_OBJS = $(addprefix $(BUILD)/service/base/,loop.o heap.o util.o log.o names.o)
 PUBSUB_TEST_OBJS = $(addprefix $(BUILD)/service/base/,loop.o heap.o util.o log.o names.o metrics.o \
 	process_stats.o version.o) $(addprefix $(BUILD)/service/redis/,redis_blocking.o redis_dial.o redis_target.o \
-	redis_url.o cluster_slots.o redis_tls.o)
+	redis_url.o cluster_slots.o redis_tls.o redis_tls_session.o)
 $(BUILD)/tests/test_waiters: DEP_OBJS = $(WAITERS_TEST_OBJS)
 $(BUILD)/tests/test_pubsub: DEP_OBJS = $(PUBSUB_TEST_OBJS)
 $(BUILD)/tests/test_waiters: tests/unit/test_waiters.c $(WAITERS_TEST_OBJS) | deps
@@ -234,7 +234,8 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(LIB_OBJS) | deps
 # connection uses, no more.
 REDIS_CONN_TEST_OBJS = $(patsubst %,$(BUILD)/service/base/%.o,loop heap log util metrics \
 	process_stats version) \
-	$(patsubst %,$(BUILD)/service/redis/%.o,redis_dial redis_reply redis_target redis_tls)
+	$(patsubst %,$(BUILD)/service/redis/%.o,redis_dial redis_reply redis_target redis_tls \
+	redis_tls_session redis_tls_io)
 $(BUILD)/tests/test_redis_conn: tests/unit/test_redis_conn.c $(REDIS_CONN_TEST_OBJS) | deps
 	@mkdir -p $(@D)
 	$(CC) $(ALL_CFLAGS) $(PKG_CFLAGS) $(WARN) -Wno-missing-prototypes -MMD -MP -o $@ $< \

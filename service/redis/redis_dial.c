@@ -1,18 +1,15 @@
 /* redis_dial.c -- making a connection to Redis (redis_dial.h): hiredis'
- * own connect for a unix socket or plain TCP; with a TLS URL, a tunnel of
- * redis_tls.c whose plain end is handed to hiredis (0.14 has no TLS of
- * its own) and made to look like what hiredis' own connect would have
- * made, blocking or not. */
+ * own connect for a unix socket or plain TCP; with a TLS URL, blocking, a
+ * tunnel of redis_tls.c whose plain end is handed to hiredis (0.14 has no
+ * TLS of its own) and made to look like what hiredis' own connect would
+ * have made; non-blocking, hiredis' TCP connect, on which the caller
+ * runs TLS itself (redis_tls_io.h). */
 #include "service/redis/redis_dial.h"
 
 #include "service/redis/redis_tls.h"
 
-#include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
-
-/* A TLS connection's handshake gets this long on top of the connect. */
-#define TLS_HANDSHAKE_MS 1000
 
 static struct timeval tv_ms(int ms)
 {
@@ -31,12 +28,13 @@ redisContext *redis_connect_tcp(const struct redis_url *url, const char *host, i
 	char why[512];
 	int fd;
 
+	if (!blocking)
+		return redisConnectNonBlock(host, port);	/* TLS: the caller's */
 	if (!url->tls)
-		return blocking ? redisConnectWithTimeout(host, port, tv_ms(timeout_ms))
-				: redisConnectNonBlock(host, port);
+		return redisConnectWithTimeout(host, port, tv_ms(timeout_ms));
 	/* hiredis 0.14 has no TLS: it gets the plain end of a tunnel
 	 * (redis_tls.c), which redis_tls_open has logged the failure of */
-	fd = redis_tls_open(host, port, timeout_ms + TLS_HANDSHAKE_MS, blocking, why, sizeof(why));
+	fd = redis_tls_open(host, port, timeout_ms + REDIS_TLS_HANDSHAKE_MS, why, sizeof(why));
 	c = redisConnectFd(fd);		/* blocking and connected, as 0.14 makes it */
 	if (!c) {
 		if (fd >= 0)
@@ -46,14 +44,14 @@ redisContext *redis_connect_tcp(const struct redis_url *url, const char *host, i
 	if (fd < 0) {
 		c->err = REDIS_ERR_IO;
 		snprintf(c->errstr, sizeof(c->errstr), "%.*s", (int)sizeof(c->errstr) - 1, why);
-	} else if (blocking) {
+	} else {
 		/* under TLS 1.3 a server that refuses the client's certificate
 		 * (or its absence) says so only after the handshake: a reply to
 		 * PING (PONG, or NOAUTH before AUTH) shows the session works, so
 		 * that a caller never counts a doomed connection as made */
 		redisReply *r;
 
-		redisSetTimeout(c, tv_ms(timeout_ms + TLS_HANDSHAKE_MS));
+		redisSetTimeout(c, tv_ms(timeout_ms + REDIS_TLS_HANDSHAKE_MS));
 		r = redisCommand(c, "PING");
 		if (r) {
 			freeReplyObject(r);
@@ -62,11 +60,6 @@ redisContext *redis_connect_tcp(const struct redis_url *url, const char *host, i
 			snprintf(c->errstr, sizeof(c->errstr), "the TLS session ended before "
 				 "redis answered (the log says why)");
 		}
-	} else {
-		/* as redisConnectNonBlock leaves it: redisBufferRead/Write then
-		 * take EAGAIN for "later", not for an error */
-		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-		c->flags &= ~REDIS_BLOCK;
 	}
 	return c;
 }

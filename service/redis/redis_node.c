@@ -19,7 +19,12 @@
  * probe of Redis' clock that holds the first commands back (see
  * "Deadlines in Redis' clock"). So the non-blocking context is driven by
  * hand, with redisAppendCommandArgv, redisBufferWrite, redisBufferRead
- * and redisGetReplyFromReader.
+ * and redisGetReplyFromReader. With a TLS URL the socket is the TCP one
+ * to Redis and carries a GnuTLS session run here, on the loop's thread
+ * (redis_tls_io.h): each event on the socket is a step of its handshake
+ * until the server is verified (commands wait in the output buffer,
+ * unsent), then redis_tls_io_write and _read stand in for
+ * redisBufferWrite and redisBufferRead.
  *
  * A command not answered within COMMAND_TIMEOUT_MS of being sent makes
  * the connection overdue: it takes no new command (each is told "no
@@ -50,6 +55,7 @@
 #include "service/base/metrics.h"
 #include "service/redis/redis_dial.h"
 #include "service/redis/redis_target.h"
+#include "service/redis/redis_tls_io.h"
 #include "service/redis/redis_url.h"
 #include "service/base/util.h"
 
@@ -115,6 +121,8 @@ struct redis_node {
 					 * instead of the URL's */
 	int node_port;
 	redisContext *ctx;		/* non-blocking; NULL while down */
+	struct redis_tls_io *tls;	/* a TLS URL's session on ctx's socket, run
+					 * here (redis_tls_io.h); NULL: plaintext */
 	unsigned watching;		/* LOOP_* ctx's socket is watched for; 0: not */
 	bool connected;			/* the socket's connect() completed */
 	bool ready;			/* set-up answered: the connection works */
@@ -233,6 +241,8 @@ static void conn_close(struct redis_node *c)
 	if (c->watching)
 		loop_unwatch(c->loop, c->ctx->fd);	/* before redisFree closes it */
 	c->watching = 0;
+	redis_tls_io_free(c->tls);	/* close_notify: before its socket closes */
+	c->tls = NULL;
 	redisFree(c->ctx);
 	c->ctx = NULL;
 }
@@ -585,6 +595,7 @@ static void conn_open_async(struct redis_node *c)
 	const struct redis_url *url = c->url;
 	struct redis_setup_cmd cmds[2];
 	char db[16], host[256], addr[300];
+	const char *at = host;	/* where it connects: host:port */
 	int n, port;
 
 	if (url->target) {
@@ -604,17 +615,23 @@ static void conn_open_async(struct redis_node *c)
 	} else if (c->node_host) {
 		snprintf(addr, sizeof(addr), "%s:%d", c->node_host, c->node_port);
 		count_node(c, addr);
-		c->ctx = redis_connect_tcp(url, c->node_host, c->node_port,
-					   REDIS_CONNECT_TIMEOUT_MS, false);
+		at = c->node_host;
+		port = c->node_port;
+		c->ctx = redis_connect_tcp(url, at, port, REDIS_CONNECT_TIMEOUT_MS, false);
 	} else {
 		if (url->unix_path)
 			snprintf(addr, sizeof(addr), "%s", url->unix_path);
 		else
 			snprintf(addr, sizeof(addr), "%s:%d", url->host ? url->host : "", url->port);
 		count_node(c, addr);
+		at = url->host;
+		port = url->port;
 		c->ctx = redis_connect_url(url, REDIS_CONNECT_TIMEOUT_MS, false);
 	}
 	c->connects++;
+	if (c->ctx && !c->ctx->err && url->tls)	/* NULL: c->ctx->err says why */
+		c->tls = redis_tls_io_new(c->ctx, at, port,
+					  REDIS_CONNECT_TIMEOUT_MS + REDIS_TLS_HANDSHAKE_MS);
 	if (!c->ctx || c->ctx->err) {
 		log_debug("redis connect failed: %s", c->ctx ? c->ctx->errstr : "out of memory");
 		if (c->ctx)
@@ -626,7 +643,7 @@ static void conn_open_async(struct redis_node *c)
 		back_off(c);
 		return;
 	}
-	if (!url->unix_path && !url->tls)	/* a tunnel's TCP socket has it */
+	if (!url->unix_path)
 		redisEnableKeepAlive(c->ctx);
 	n = redis_setup_cmds(url, cmds, db);
 	for (int i = 0; i < n; i++)
@@ -686,6 +703,11 @@ static void conn_run(struct redis_node *c, int64_t now)
 {
 	struct pending *p;
 
+	/* a TLS session not verified in time: as the tunnels' was */
+	if (c->tls && now >= redis_tls_io_deadline(c->tls)) {
+		redis_tls_io_late(c->tls, c->ctx, c->connected);
+		conn_drop(c, c->ctx->errstr);
+	}
 	/* the oldest command unanswered past its give-up: send no more */
 	if (c->due && now >= c->due->give_up_ms)
 		c->overdue = true;
@@ -717,9 +739,9 @@ static void conn_run(struct redis_node *c, int64_t now)
 static void conn_schedule(struct redis_node *c)
 {
 	struct pending *first_held = pending_first(&c->held);
-	int64_t at;
+	int64_t tls_by = c->tls ? redis_tls_io_deadline(c->tls) : INT64_MAX, at;
 
-	if (!c->due && !first_held) {
+	if (!c->due && !first_held && tls_by == INT64_MAX) {
 		loop_timer_stop(c->loop, &c->timer);
 		return;
 	}
@@ -728,6 +750,8 @@ static void conn_schedule(struct redis_node *c)
 	     : c->due->give_up_ms;
 	if (first_held && first_held->give_up_ms < at)
 		at = first_held->give_up_ms;
+	if (tls_by < at)
+		at = tls_by;
 	if (!loop_timer_armed(&c->timer) || c->timer.node.at_ms != at)
 		loop_timer_set(c->loop, &c->timer, at);
 }
@@ -752,23 +776,45 @@ static void on_failed(struct loop *l, void *data)
 
 static void on_io(struct loop *l, int fd, unsigned events, void *data);
 
+/* Commands can go: connected, and with TLS, the server verified. */
+static bool conn_usable(const struct redis_node *c)
+{
+	return c->ctx && c->connected && (!c->tls || redis_tls_io_ready(c->tls));
+}
+
+/* As redisBufferWrite and redisBufferRead, over the TLS session if any. */
+static int conn_write(struct redis_node *c)
+{
+	int done = 0;
+
+	return c->tls ? redis_tls_io_write(c->tls, c->ctx, &done)
+		      : redisBufferWrite(c->ctx, &done);
+}
+
+static int conn_read(struct redis_node *c)
+{
+	return c->tls ? redis_tls_io_read(c->tls, c->ctx) : redisBufferRead(c->ctx);
+}
+
 /* Write what is queued, as far as the socket takes it, and watch the
  * socket for what the connection now waits for: writable until connected
- * and while output is left, readable once connected. Runs before the
- * loop sleeps, after every callback that could queue a command. */
+ * and while output is left (or a TLS handshake or record waits for it),
+ * readable once connected. Runs before the loop sleeps, after every
+ * callback that could queue a command. */
 static void conn_flush(struct loop *l, void *data)
 {
 	struct redis_node *c = data;
 	unsigned want;
-	int done = 0;
+	bool usable = conn_usable(c);
 
 	(void)l;
-	if (c->ctx && c->connected && sdslen(c->ctx->obuf) > 0 &&
-	    redisBufferWrite(c->ctx, &done) != REDIS_OK)
+	if (usable && sdslen(c->ctx->obuf) > 0 && conn_write(c) != REDIS_OK)
 		conn_drop(c, c->ctx->errstr);
 	if (c->ctx) {
 		want = (c->connected ? LOOP_READ : 0) |
-		       (!c->connected || sdslen(c->ctx->obuf) > 0 ? LOOP_WRITE : 0);
+		       (!c->connected || (usable && sdslen(c->ctx->obuf) > 0) ||
+				(c->tls && redis_tls_io_wants_write(c->tls))
+			? LOOP_WRITE : 0);
 		if (want != c->watching) {
 			if (loop_watch(c->loop, c->ctx->fd, want, on_io, c) == 0)
 				c->watching = want;
@@ -801,9 +847,9 @@ static void on_readable(struct redis_node *c)
 	unsigned connects = c->connects;
 	redisReply *r;
 
-	if (!c->ctx || !c->connected)
+	if (!conn_usable(c))
 		return;
-	if (redisBufferRead(c->ctx) != REDIS_OK) {
+	if (conn_read(c) != REDIS_OK) {
 		conn_drop(c, c->ctx->errstr[0] ? c->ctx->errstr : "closed");
 		return;
 	}
@@ -860,8 +906,13 @@ static void on_io(struct loop *l, int fd, unsigned events, void *data)
 	(void)fd;
 	if (events & LOOP_WRITE || (events & LOOP_ERROR && !c->connected))
 		on_writable(c);
-	if (events & (LOOP_READ | LOOP_ERROR))
+	if (c->tls && c->connected && !redis_tls_io_ready(c->tls)) {
+		/* a step of the handshake, whichever way it waited */
+		if (redis_tls_io_handshake(c->tls, c->ctx) < 0)
+			conn_drop(c, c->ctx->errstr);
+	} else if (events & (LOOP_READ | LOOP_ERROR)) {
 		on_readable(c);
+	}
 	conn_schedule(c);
 	loop_defer(l, &c->flush_task);	/* write what the callbacks queued, rewatch */
 }

@@ -1,56 +1,46 @@
-/* redis_tls.c -- TLS to Redis through tunnels: hiredis 0.14 (Debian 12's)
- * has no TLS, and reads and writes its context's descriptor itself
- * (read()/write() in redisBufferRead/Write), so dlockd gives it one end
- * of a socketpair and runs the TLS session on the other, in a pump
- * thread it owns.
+/* redis_tls.c -- TLS to Redis through tunnels, for the blocking
+ * connections (the subscriber, the sentinel resolver, start-up checks):
+ * hiredis 0.14 (Debian 12's) has no TLS, and a blocking context reads and
+ * writes its descriptor itself (redisCommand, redisGetReply), so dlockd
+ * gives it one end of a socketpair and runs the TLS session on the
+ * other, in a pump thread it owns. (The loops' pipelined connections
+ * drive their contexts by hand and run TLS on their own sockets instead:
+ * redis_tls_io.c.)
  *
  *   hiredis ──fd── socketpair ──plain end── pump ──GnuTLS── TCP ── Redis
  *
- * redis_tls_open() makes the pair and starts a non-blocking TCP connect;
- * with wait (the blocking callers: the subscriber, the sentinel resolver,
- * start-up checks) it runs the connect and the handshake itself, within
- * the caller's timeout, so a failure is known before hiredis sends
- * anything; without (the loops' pipelined connections, which must never
- * block) the pump does both. Either way nothing hiredis writes goes out
- * before the handshake is done and the certificate verified: the bytes
- * wait in the socketpair. The pump (one thread, one epoll for every
- * tunnel) then copies bytes both ways: from the plain end into
+ * redis_tls_open() makes the pair, runs the TCP connect and the handshake
+ * itself, within the caller's timeout, so a failure is known before
+ * hiredis sends anything, and hands the tunnel to the pump. The pump
+ * (one thread, one epoll for every tunnel) then copies bytes both ways: from the plain end into
  * gnutls_record_send, from gnutls_record_recv to the plain end, one
  * record-sized buffer each way, so a slow side holds the other back
  * rather than growing memory.
  *
- * Verification is GnuTLS': the chain against --redis-ca (or the system's
- * trust store), and the name against the host of the URL (or the address
- * a sentinel or a cluster named): a DNS name is also sent as SNI, an IP
- * address is checked against the certificate's IP addresses. It runs
- * inside the handshake (a session verify function), so a certificate
- * refused ends the handshake with an alert and nothing was sent.
+ * The session is set up, verified and judged by redis_tls_session.c,
+ * as the loops' own sessions are (redis_tls_io.c): the server's
+ * certificate is checked inside the handshake, so a certificate refused
+ * ends the handshake with an alert and nothing was sent.
  *
  * A tunnel that fails -- no TCP connection, a handshake refused or timed
- * out, a certificate not trusted, an alert later (a server that wants a
- * client certificate says so after a TLS 1.3 handshake) -- is logged
- * with host:port and the reason, and its plain end closed: hiredis reads
- * the connection as closed, which its users already treat as Redis
- * unavailable (503 with Retry-After, a reconnect with backoff). The same
- * failure for the same host:port is logged once, at error level; again
- * only at debug until the server has answered through a tunnel.
+ * out, a certificate not trusted, an alert later -- is logged with
+ * host:port and the reason (redis_tls_report_failure: once at error
+ * level), and its plain end closed: hiredis reads the connection as
+ * closed, which its users already treat as Redis unavailable (503 with
+ * Retry-After, a reconnect with backoff).
  *
  * Threads: redis_tls_open() runs in the caller's thread and hands the
  * tunnel to the pump through a mutex-guarded list and an eventfd; from
- * then on only the pump touches it. The failure table has its own
- * mutex. */
+ * then on only the pump touches it. */
 #include "service/redis/redis_tls.h"
 
 #include "service/base/log.h"
+#include "service/redis/redis_tls_session.h"
 #include "service/base/util.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <gnutls/gnutls.h>
-#include <gnutls/x509.h>
 #include <netdb.h>
-#include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
@@ -68,11 +58,7 @@
 #define BUF_SIZE (16 * 1024)
 /* As hiredis' redisEnableKeepAlive does for its own TCP connections. */
 #define KEEPALIVE_S 15
-/* While a handshake is under way the pump looks at its deadline this often. */
-#define TICK_MS 100
-#define WHY_MAX 512
-/* host:port pairs whose last failure is remembered, to log it once. */
-#define FAILURES_MAX 32
+#define WHY_MAX REDIS_TLS_WHY_MAX
 
 enum tunnel_state {
 	T_CONNECTING,	/* the TCP connect is in progress */
@@ -95,16 +81,11 @@ struct tunnel {
 	struct end plain;	/* our end of the socketpair */
 	struct end tcp;		/* the connection to Redis */
 	enum tunnel_state state;
-	gnutls_session_t s;
-	char host[256];
-	int port;
+	struct redis_tls_session ts;	/* the session, its host and port */
 	struct addrinfo *ai;	/* host's addresses; ai_next: the next to try */
 	struct addrinfo *ai_next;
 	int timeout_ms;
 	int64_t deadline_ms;	/* monotonic: connected and verified by then */
-	unsigned verify_status;	/* GnuTLS' verdict on a refused certificate */
-	bool verify_refused;
-	bool answered;		/* Redis has sent something through it */
 	bool send_blocked;	/* gnutls_record_send wants the TCP socket writable */
 	size_t up_off, up_len;	/* up: from hiredis, to encrypt */
 	size_t down_off, down_len; /* down: decrypted, for hiredis */
@@ -114,8 +95,6 @@ struct tunnel {
 };
 
 static struct {
-	gnutls_certificate_credentials_t cred;	/* NULL: not loaded */
-	bool client_cert;
 	int epfd, wake;			/* the pump's epoll; an eventfd to wake it */
 	pthread_t thread;
 	bool started;
@@ -125,158 +104,7 @@ static struct {
 	struct tunnel *tunnels;		/* the pump's own */
 } P = { .epfd = -1, .wake = -1, .lock = PTHREAD_MUTEX_INITIALIZER };
 
-/* ----- Logging a failure once ----- */
-
-static pthread_mutex_t failures_lock = PTHREAD_MUTEX_INITIALIZER;
-/* The reasons logged for one host:port since it last worked: a few, as a
- * failing connection may fail in more than one way in turn (a TLS 1.3
- * alert read, or lost to the reset that follows it). */
-#define FAILURE_WHYS 4
-static struct failure {
-	char where[300];	/* "host:port"; "" free */
-	char why[FAILURE_WHYS][WHY_MAX];
-	unsigned next;		/* the slot of why the next new reason takes */
-} failures[FAILURES_MAX];
-static unsigned failures_next;	/* the slot reused when all are taken */
-
-/* Log why a tunnel to host:port failed: at error level unless that
- * reason was logged for host:port since it last worked. */
-static void report_failure(const char *host, int port, const char *why)
-{
-	char where[300];
-	struct failure *f = NULL;
-	bool again;
-
-	snprintf(where, sizeof(where), "%s:%d", host, port);
-	pthread_mutex_lock(&failures_lock);
-	for (unsigned i = 0; i < FAILURES_MAX && !f; i++)
-		if (!strcmp(failures[i].where, where))
-			f = &failures[i];
-	if (!f) {
-		f = &failures[failures_next];
-		failures_next = (failures_next + 1) % FAILURES_MAX;
-		memset(f, 0, sizeof(*f));
-		snprintf(f->where, sizeof(f->where), "%s", where);
-	}
-	again = false;
-	for (unsigned i = 0; i < FAILURE_WHYS && !again; i++)
-		again = !strcmp(f->why[i], why);
-	if (!again) {
-		snprintf(f->why[f->next], sizeof(f->why[f->next]), "%s", why);
-		f->next = (f->next + 1) % FAILURE_WHYS;
-	}
-	pthread_mutex_unlock(&failures_lock);
-	if (again)
-		log_debug("redis tls %s: %s (again)", where, why);
-	else
-		log_error("redis tls %s: %s", where, why);
-}
-
-/* Redis answered through t: forget its host:port's failure. */
-static void report_works(const struct tunnel *t)
-{
-	char where[300];
-	bool was = false;
-
-	snprintf(where, sizeof(where), "%s:%d", t->host, t->port);
-	pthread_mutex_lock(&failures_lock);
-	for (unsigned i = 0; i < FAILURES_MAX; i++)
-		if (!strcmp(failures[i].where, where)) {
-			failures[i].where[0] = '\0';
-			was = true;
-		}
-	pthread_mutex_unlock(&failures_lock);
-	if (was)
-		log_info("redis tls %s: connected and verified again", where);
-}
-
 /* ----- One tunnel: connect and handshake ----- */
-
-static bool is_ip(const char *host)
-{
-	unsigned char buf[sizeof(struct in6_addr)];
-
-	return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
-}
-
-/* Inside the handshake, once the server's certificate is in: the chain
- * against the trust list, and its name against t->host. */
-static int verify_server(gnutls_session_t s)
-{
-	struct tunnel *t = gnutls_session_get_ptr(s);
-	unsigned status = 0;
-	int rc = gnutls_certificate_verify_peers3(s, t->host, &status);
-
-	if (rc < 0 || status) {
-		t->verify_refused = true;
-		t->verify_status = rc < 0 ? GNUTLS_CERT_INVALID : status;
-		return GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR;
-	}
-	return 0;
-}
-
-/* The server ended a session after the handshake before it answered
- * anything: under TLS 1.3 how it refuses a client certificate (or its
- * absence), when its alert is lost to the reset that follows. */
-static void closed_unanswered(const struct tunnel *t, char *why, size_t len)
-{
-	bool asked = gnutls_certificate_client_get_request_status(t->s);
-
-	snprintf(why, len, "the server closed the TLS session before answering%s",
-		 !asked ? "" : P.client_cert
-			 ? " (it asked for a client certificate: does it accept --redis-cert, "
-			   "signed by a CA in its tls-ca-cert-file?)"
-			 : " (it asked for a client certificate and dlockd has none: give "
-			   "--redis-cert and --redis-key)");
-}
-
-/* What a failed handshake or record call (rc) means, into why. */
-static void describe(const struct tunnel *t, int rc, char *why, size_t len)
-{
-	gnutls_datum_t out = { NULL, 0 };
-
-	if (t->verify_refused) {
-		unsigned st = t->verify_status;
-
-		if (gnutls_certificate_verification_status_print(st, GNUTLS_CRT_X509, &out, 0) < 0)
-			out.data = NULL;
-		while (out.data && out.size && out.data[out.size - 1] == ' ')
-			out.data[--out.size] = '\0';	/* GnuTLS ends it with a space */
-		snprintf(why, len, "the server's certificate is refused: %s%s%s",
-			 out.data ? (const char *)out.data : "not trusted",
-			 st & GNUTLS_CERT_SIGNER_NOT_FOUND
-				 ? " (give the CA that signed it with --redis-ca)" : "",
-			 st & GNUTLS_CERT_UNEXPECTED_OWNER
-				 ? " (the certificate does not name the host dlockd connects to)"
-				 : "");
-		gnutls_free(out.data);
-		return;
-	}
-	if (rc == GNUTLS_E_FATAL_ALERT_RECEIVED || rc == GNUTLS_E_WARNING_ALERT_RECEIVED) {
-		gnutls_alert_description_t a = gnutls_alert_get(t->s);
-		const char *name = gnutls_alert_get_name(a);
-		bool wants_cert = a == GNUTLS_A_CERTIFICATE_REQUIRED ||
-				  a == GNUTLS_A_HANDSHAKE_FAILURE || a == GNUTLS_A_BAD_CERTIFICATE;
-
-		snprintf(why, len, "the server ended the TLS session with the alert '%s'%s",
-			 name ? name : "unknown",
-			 wants_cert && !P.client_cert
-				 ? " (it may require a client certificate: give --redis-cert and "
-				   "--redis-key)"
-			 : a == GNUTLS_A_UNKNOWN_CA || a == GNUTLS_A_BAD_CERTIFICATE ||
-					 a == GNUTLS_A_CERTIFICATE_UNKNOWN
-				 ? " (it does not accept --redis-cert: is it signed by a CA in the "
-				   "server's tls-ca-cert-file?)" : "");
-		return;
-	}
-	if (t->state == T_HANDSHAKE)
-		snprintf(why, len, "TLS handshake failed: %s (is this a TLS port of Redis?)",
-			 gnutls_strerror(rc));
-	else if (!t->answered)
-		closed_unanswered(t, why, len);
-	else
-		snprintf(why, len, "TLS session failed: %s", gnutls_strerror(rc));
-}
 
 /* Start a non-blocking connect to the next address of t; -1 with why
  * when none is left. */
@@ -319,6 +147,7 @@ static int tunnel_setup(struct tunnel *t, short *events, char *why, size_t len)
 {
 	struct pollfd p = { .fd = t->tcp.fd, .events = POLLOUT };
 	int err = 0, one = 1, idle = KEEPALIVE_S, rc;
+	bool write = false;
 	socklen_t elen = sizeof(err);
 
 	while (t->state == T_CONNECTING) {
@@ -332,7 +161,7 @@ static int tunnel_setup(struct tunnel *t, short *events, char *why, size_t len)
 			setsockopt(t->tcp.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 			setsockopt(t->tcp.fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 			setsockopt(t->tcp.fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
-			gnutls_transport_set_int(t->s, t->tcp.fd);
+			gnutls_transport_set_int(t->ts.s, t->tcp.fd);
 			t->state = T_HANDSHAKE;
 			break;
 		}
@@ -342,18 +171,12 @@ static int tunnel_setup(struct tunnel *t, short *events, char *why, size_t len)
 			return -1;
 		p.fd = t->tcp.fd;
 	}
-	rc = gnutls_handshake(t->s);
-	if (rc == GNUTLS_E_SUCCESS) {
+	rc = redis_tls_session_handshake(&t->ts, &write, why, len);
+	if (rc > 0)
 		t->state = T_OPEN;
-		return 1;
-	}
-	if (rc == GNUTLS_E_AGAIN || rc == GNUTLS_E_INTERRUPTED ||
-	    (rc < 0 && !gnutls_error_is_fatal(rc) && rc != GNUTLS_E_WARNING_ALERT_RECEIVED)) {
-		*events = gnutls_record_get_direction(t->s) ? POLLOUT : POLLIN;
-		return 0;
-	}
-	describe(t, rc, why, len);
-	return -1;
+	else if (rc == 0)
+		*events = write ? POLLOUT : POLLIN;
+	return rc;
 }
 
 static void tunnel_free(struct tunnel *t)
@@ -361,8 +184,7 @@ static void tunnel_free(struct tunnel *t)
 	if (t->plain.fd >= 0)
 		close(t->plain.fd);
 	tcp_close(t);
-	if (t->s)
-		gnutls_deinit(t->s);
+	redis_tls_session_deinit(&t->ts);
 	if (t->ai)
 		freeaddrinfo(t->ai);
 	free(t);
@@ -380,8 +202,8 @@ static struct tunnel *tunnel_new(const char *host, int port, int timeout_ms, int
 
 	t->plain = (struct end){ .t = t, .fd = -1 };
 	t->tcp = (struct end){ .t = t, .fd = -1 };
-	snprintf(t->host, sizeof(t->host), "%s", host);
-	t->port = port;
+	if (redis_tls_session_init(&t->ts, host, port, why, len) < 0)
+		goto fail;
 	t->timeout_ms = timeout_ms;
 	t->deadline_ms = now_ms() + timeout_ms;
 	snprintf(service, sizeof(service), "%d", port);
@@ -394,21 +216,6 @@ static struct tunnel *tunnel_new(const char *host, int port, int timeout_ms, int
 	t->ai_next = t->ai;
 	if (tcp_next(t, why, len) < 0)
 		goto fail;
-	if (gnutls_init(&t->s, GNUTLS_CLIENT | GNUTLS_NONBLOCK) < 0) {
-		t->s = NULL;
-		snprintf(why, len, "cannot make a TLS session");
-		goto fail;
-	}
-	gnutls_session_set_ptr(t->s, t);
-	if (gnutls_set_default_priority(t->s) < 0 ||
-	    gnutls_credentials_set(t->s, GNUTLS_CRD_CERTIFICATE, P.cred) < 0 ||
-	    (!is_ip(host) &&
-	     gnutls_server_name_set(t->s, GNUTLS_NAME_DNS, host, strlen(host)) < 0)) {
-		snprintf(why, len, "cannot set up a TLS session");
-		goto fail;
-	}
-	gnutls_session_set_verify_function(t->s, verify_server);
-	gnutls_handshake_set_timeout(t->s, GNUTLS_INDEFINITE_TIMEOUT);	/* ours: deadline_ms */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0) {
 		snprintf(why, len, "cannot make a socketpair: %s", strerror(errno));
 		goto fail;
@@ -445,7 +252,7 @@ static void tunnel_kill(struct tunnel *t)
 	if (t->state == T_DEAD)
 		return;
 	if (t->state == T_OPEN)
-		gnutls_bye(t->s, GNUTLS_SHUT_WR);	/* close_notify, if it goes at once */
+		gnutls_bye(t->ts.s, GNUTLS_SHUT_WR);	/* close_notify, if it goes at once */
 	t->state = T_DEAD;
 	/* what hiredis wrote and nobody will send is read first: a unix
 	 * socket closed with unread bytes resets its peer, and hiredis should
@@ -481,7 +288,7 @@ static int shuttle(struct tunnel *t, char *why, size_t len)
 		}
 		if (t->up_len) {
 			/* after E_AGAIN, called again with the same data, as GnuTLS asks */
-			n = gnutls_record_send(t->s, t->up + t->up_off, t->up_len - t->up_off);
+			n = gnutls_record_send(t->ts.s, t->up + t->up_off, t->up_len - t->up_off);
 			t->send_blocked = n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED;
 			if (n > 0) {
 				t->up_off += (size_t)n;
@@ -489,30 +296,23 @@ static int shuttle(struct tunnel *t, char *why, size_t len)
 					t->up_len = 0;
 				progress = true;
 			} else if (!t->send_blocked) {
-				describe(t, (int)n, why, len);
+				redis_tls_session_describe(&t->ts, (int)n, why, len);
 				return -1;
 			}
 		}
 		if (!t->down_len) {
-			n = gnutls_record_recv(t->s, t->down, sizeof(t->down));
+			n = gnutls_record_recv(t->ts.s, t->down, sizeof(t->down));
 			if (n > 0) {
 				t->down_off = 0;
 				t->down_len = (size_t)n;
 				progress = true;
-				if (!t->answered) {
-					t->answered = true;
-					report_works(t);
-				}
+				redis_tls_session_answered(&t->ts);
 			} else if (n == 0 || n == GNUTLS_E_PREMATURE_TERMINATION) {
-				if (!t->answered)
-					closed_unanswered(t, why, len);	/* logged */
-				else
-					log_debug("redis tls %s:%d: the server closed the "
-						  "connection", t->host, t->port);
+				redis_tls_session_closed(&t->ts, why, len);
 				return -1;
 			} else if (n != GNUTLS_E_AGAIN && n != GNUTLS_E_INTERRUPTED &&
 				   n != GNUTLS_E_REHANDSHAKE) {
-				describe(t, (int)n, why, len);
+				redis_tls_session_describe(&t->ts, (int)n, why, len);
 				return -1;
 			}
 		}
@@ -536,33 +336,12 @@ static int shuttle(struct tunnel *t, char *why, size_t len)
 static void tunnel_run(struct tunnel *t)
 {
 	char why[WHY_MAX];
-	short events = 0;
-	int rc;
 
 	if (t->state == T_DEAD)
 		return;
-	if (t->state < T_OPEN) {
-		struct pollfd p = { .fd = t->plain.fd, .events = 0 };
-
-		if (poll(&p, 1, 0) > 0 && p.revents & (POLLHUP | POLLERR)) {
-			tunnel_kill(t);	/* hiredis gave up before the handshake ended */
-			return;
-		}
-		rc = tunnel_setup(t, &events, why, sizeof(why));
-		if (rc < 0) {
-			report_failure(t->host, t->port, why);
-			tunnel_kill(t);
-			return;
-		}
-		if (rc == 0) {
-			end_epoll_set(&t->tcp, events == POLLIN ? EPOLLIN : EPOLLOUT);
-			end_epoll_set(&t->plain, 0);
-			return;
-		}
-	}
 	if (shuttle(t, why, sizeof(why)) < 0) {
 		if (why[0])
-			report_failure(t->host, t->port, why);
+			redis_tls_report_failure(t->ts.host, t->ts.port, why);
 		tunnel_kill(t);
 		return;
 	}
@@ -590,43 +369,28 @@ static void take_incoming(void)
 	}
 }
 
-/* Handshakes past their deadline fail; dead tunnels are freed. Returns
- * whether a handshake is still under way (the pump then ticks). */
-static bool sweep(void)
+/* Free the dead tunnels. */
+static void sweep(void)
 {
 	struct tunnel **pp = &P.tunnels, *t;
-	int64_t now = now_ms();
-	bool pending = false;
 
 	while ((t = *pp)) {
-		if (t->state < T_OPEN && now >= t->deadline_ms) {
-			char why[WHY_MAX];
-
-			snprintf(why, sizeof(why), "no %s within %d ms",
-				 t->state == T_CONNECTING ? "TCP connection" : "TLS handshake",
-				 t->timeout_ms);
-			report_failure(t->host, t->port, why);
-			tunnel_kill(t);
-		}
 		if (t->state == T_DEAD) {
 			*pp = t->next;
 			tunnel_free(t);
 			continue;
 		}
-		pending |= t->state < T_OPEN;
 		pp = &t->next;
 	}
-	return pending;
 }
 
 static void *pump_main(void *arg)
 {
 	struct epoll_event evs[64];
-	bool ticking = false;
 
 	(void)arg;
 	while (!atomic_load(&P.stop)) {
-		int n = epoll_wait(P.epfd, evs, (int)ARRAY_SIZE(evs), ticking ? TICK_MS : -1);
+		int n = epoll_wait(P.epfd, evs, (int)ARRAY_SIZE(evs), -1);
 
 		for (int i = 0; i < n; i++) {
 			struct end *e = evs[i].data.ptr;
@@ -636,7 +400,7 @@ static void *pump_main(void *arg)
 			else
 				tunnel_run(e->t);
 		}
-		ticking = sweep();
+		sweep();
 	}
 	return NULL;
 }
@@ -656,22 +420,17 @@ static void hand_over(struct tunnel *t)
 
 /* ----- The module ----- */
 
-int redis_tls_open(const char *host, int port, int timeout_ms, bool wait, char *why,
-		   size_t why_len)
+int redis_tls_open(const char *host, int port, int timeout_ms, char *why, size_t why_len)
 {
 	struct tunnel *t;
 	int peer = -1;
 
-	if (!P.cred) {
-		snprintf(why, why_len, "redis tls is not set up");
-		return -1;
-	}
 	t = tunnel_new(host, port, timeout_ms, &peer, why, why_len);
 	if (!t) {
-		report_failure(host, port, why);
+		redis_tls_report_failure(host, port, why);
 		return -1;
 	}
-	while (wait && t->state < T_OPEN) {
+	while (t->state < T_OPEN) {
 		int64_t left = t->deadline_ms - now_ms();
 		struct pollfd p = { .fd = t->tcp.fd };
 		int rc = tunnel_setup(t, &p.events, why, why_len);
@@ -683,7 +442,7 @@ int redis_tls_open(const char *host, int port, int timeout_ms, bool wait, char *
 				 t->state == T_CONNECTING ? "TCP connection" : "TLS handshake",
 				 timeout_ms);
 		if (rc < 0 || left <= 0) {
-			report_failure(t->host, t->port, why);
+			redis_tls_report_failure(t->ts.host, t->ts.port, why);
 			close(peer);
 			tunnel_free(t);
 			return -1;
@@ -695,49 +454,10 @@ int redis_tls_open(const char *host, int port, int timeout_ms, bool wait, char *
 	return peer;
 }
 
-/* file read into GnuTLS: 0, or -1 after printing what is wrong */
-static int load_trust(const char *ca)
-{
-	int n = ca ? gnutls_certificate_set_x509_trust_file(P.cred, ca, GNUTLS_X509_FMT_PEM)
-		   : gnutls_certificate_set_x509_system_trust(P.cred);
-
-	if (n > 0)
-		return 0;
-	if (ca)
-		fprintf(stderr, "dlockd: --redis-ca %s: %s\n", ca,
-			n < 0 ? gnutls_strerror(n) : "no PEM certificate in it");
-	else
-		fprintf(stderr, "dlockd: --redis is TLS but the system trust store has no "
-			"certificate (%s): give the CA of Redis' certificate with --redis-ca\n",
-			n < 0 ? gnutls_strerror(n) : "empty");
-	return -1;
-}
-
 int redis_tls_load(const char *ca, const char *cert, const char *key)
 {
-	int rc;
-
-	if (ca && !*ca)
-		ca = NULL;
-	if (gnutls_certificate_allocate_credentials(&P.cred) < 0) {
-		P.cred = NULL;
-		fprintf(stderr, "dlockd: out of memory for the redis TLS credentials\n");
+	if (redis_tls_session_load(ca, cert, key) < 0)
 		return -1;
-	}
-	if (load_trust(ca) < 0)
-		goto fail;
-	if (cert && *cert) {
-		rc = gnutls_certificate_set_x509_key_file2(P.cred, cert, key, GNUTLS_X509_FMT_PEM,
-							   NULL, 0);
-		if (rc < 0) {
-			fprintf(stderr, "dlockd: --redis-cert %s with --redis-key %s: %s%s\n", cert,
-				key, gnutls_strerror(rc),
-				rc == GNUTLS_E_CERTIFICATE_KEY_MISMATCH ? "" :
-				" (both PEM, the key not encrypted)");
-			goto fail;
-		}
-		P.client_cert = true;
-	}
 	P.epfd = epoll_create1(EPOLL_CLOEXEC);
 	P.wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (P.epfd < 0 || P.wake < 0 ||
@@ -782,8 +502,5 @@ void redis_tls_release(void)
 	if (P.wake >= 0)
 		close(P.wake);
 	P.epfd = P.wake = -1;
-	if (P.cred)
-		gnutls_certificate_free_credentials(P.cred);
-	P.cred = NULL;
-	P.client_cert = false;
+	redis_tls_session_unload();
 }

@@ -16,10 +16,16 @@
 #include "../harness/cluster.h"
 #include "../harness/sentinel.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 /* A Redis serving TLS only, with extra redis-server arguments. */
 static bool tls_redis(struct redis_srv *rs, const char *extra)
@@ -68,6 +74,25 @@ static bool lock_cycle(const struct dlockd_srv *d, const char *n, char *why, siz
 		snprintf(why, len, "release got %ld, want 200", s);
 		return false;
 	}
+	return true;
+}
+
+/* Redis has run no command since CONFIG RESETSTAT but redis-cli's INFO:
+ * none of dlockd's (its set-up, TIME, PING, a script) went out. */
+static bool only_info_ran(const struct redis_srv *rs, char *why, size_t len)
+{
+	char info[4096];
+	const char *p;
+
+	if (redis_tls_cli(rs, "INFO commandstats", info, sizeof(info)) != 0) {
+		snprintf(why, len, "redis-cli could not ask");
+		return false;
+	}
+	for (p = info; (p = strstr(p, "cmdstat_")); p++)
+		if (strncmp(p, "cmdstat_info:", 13) && strncmp(p, "cmdstat_config|resetstat:", 25)) {
+			snprintf(why, len, "%.300s", p);
+			return false;
+		}
 	return true;
 }
 
@@ -152,6 +177,8 @@ TEST(redis_tls_refuses_untrusted_or_misnamed_certificates)
 
 	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
 	CHECK(tls_redis(&rs, ""), "redis-server serves TLS only (see %s/redis.log)", rs.dir);
+	CHECK(redis_tls_cli(&rs, "CONFIG RESETSTAT", why, sizeof(why)) == 0,
+	      "the harness' own commands forgotten");
 
 	/* trusting another CA: refused, said once however often it is tried */
 	flags[1] = pki_path("other-ca.pem");
@@ -165,6 +192,8 @@ TEST(redis_tls_refuses_untrusted_or_misnamed_certificates)
 	CHECK(file_lines_with(d.log, "\"level\":\"error\"", where, "certificate is refused",
 			      "issuer is unknown", "--redis-ca", NULL) == 1,
 	      "one error line naming the certificate problem (see %s)", d.log);
+	CHECK(only_info_ran(&rs, why, sizeof(why)),
+	      "nothing reached Redis over the refused sessions: %s", why);
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 
 	/* the right CA, but a certificate that does not name 127.0.0.1 */
@@ -234,6 +263,268 @@ TEST(redis_tls_client_certificate)
 	CHECK(lock_cycle(&d, n, why, sizeof(why)), "a lock cycle with a client certificate: %s",
 	      why);
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
+/* A session under way when Redis stalls (SIGSTOP): dlockd's pipelined
+ * connection does its TLS on its own socket, so it must give up on time
+ * as a plaintext one does (redis_node.c): a call sent to the stalled
+ * Redis is 503 when its reply is 10 s late (REPLY_WAIT_MS: not before, as
+ * a call that ran must not be 503), a call made once the first is 2 s
+ * late at once (the connection is overdue: nothing more is sent), neither
+ * taking effect when Redis resumes; the session given up on then, a new
+ * one works. */
+TEST(redis_tls_stalled_redis_is_503_on_time_and_the_session_recovers)
+{
+	/* one loop: both calls on the one connection */
+	const char *flags[] = { "--redis-ca", NULL, "--threads", "1", NULL };
+	const char *n = lockname("rtls-stall");
+	char url[96], why[400], out[64], args[300];
+	struct redis_srv rs;
+	struct dlockd_srv d;
+	struct http_resp r;
+	struct bg b;
+	int64_t t0, took;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	CHECK(tls_redis(&rs, ""), "redis-server serves TLS only (see %s/redis.log)", rs.dir);
+	flags[1] = pki_path("ca.pem");
+	snprintf(url, sizeof(url), "rediss://127.0.0.1:%d", rs.port);
+	CHECK(dlockd_start(&d, url, flags) == 0, "start on %s (see %s)", url, d.log);
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000),
+	      "ready over TLS (see %s)", d.log);
+	CHECK(lock_cycle(&d, n, why, sizeof(why)), "a lock cycle (scripts loaded): %s", why);
+
+	kill(rs.pid, SIGSTOP);
+	t0 = mono_ms();
+	bg_start_on(&b, d.base, "PUT", "/locks/rtls-stalled?owner=a&ttl_ms=60000", NULL);
+	sleep_ms(2500);		/* its 2 s command timeout has passed */
+	http_on(d.base, "PUT", "/locks/rtls-stalled2?owner=a&ttl_ms=60000", NULL, &r);
+	took = (int64_t)r.ms;
+	CHECK_ERROR(r, 503, "backend_unavailable", "a call on the overdue connection");
+	CHECK(r.retry_after[0], "with Retry-After");
+	http_free(&r);
+	CHECK(took < 500 * slow_factor(), "answered at once, took %lld ms", (long long)took);
+	bg_join(&b);
+	took = b.done_ms - t0;
+	CHECK_ERROR(b.r, 503, "backend_unavailable", "the call sent to the stalled Redis");
+	http_free(&b.r);
+	CHECK(took >= 9500 && took < 10000 + 2000 * slow_factor(),
+	      "answered when its reply was 10 s late, took %lld ms", (long long)took);
+	kill(rs.pid, SIGCONT);
+
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000),
+	      "ready again once Redis resumes (see %s)", d.log);
+	for (int i = 0; i < 2; i++) {
+		snprintf(args, sizeof(args), "EXISTS rtls-stalled%s", i ? "2" : "");
+		CHECK(redis_tls_cli(&rs, args, out, sizeof(out)) == 0 && !strcmp(out, "0"),
+		      "the acquire answered 503 left no lock (%s: '%s')", args, out);
+	}
+	CHECK(lock_cycle(&d, n, why, sizeof(why)), "a lock cycle after the stall: %s", why);
+	CHECK(file_lines_with(d.log, "\"level\":\"warn\"", "redis connection lost",
+			      "no reply within", NULL) == 1,
+	      "the session given up is logged once, and a new one works (see %s)", d.log);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
+/* ----- A relay between dlockd and Redis that can cut a reply ----- */
+
+#define RELAY_PAIRS 32
+/* A read from Redis at least this big is a large reply, not a handshake
+ * message, a pub/sub message or a small answer. */
+#define RELAY_BIG 2000
+
+/* Copies bytes both ways between dlockd and a Redis, a pair of sockets
+ * per connection; armed, it forwards half of the next large read from
+ * Redis, then closes that connection's two sockets: Redis' side of the
+ * TLS session ends in the middle of a record. */
+struct relay {
+	int lfd, port, to_port;
+	int fd[RELAY_PAIRS][2];		/* [0] dlockd's side, [1] Redis'; -1 */
+	pthread_t thread;
+	volatile int stop, armed, cuts;
+	bool running;
+};
+
+static struct relay relay;
+
+static void relay_close(struct relay *y, int i)
+{
+	close(y->fd[i][0]);
+	close(y->fd[i][1]);
+	y->fd[i][0] = y->fd[i][1] = -1;
+}
+
+static void relay_accept(struct relay *y)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)y->to_port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int c = accept(y->lfd, NULL, NULL), u;
+
+	if (c < 0)
+		return;
+	u = socket(AF_INET, SOCK_STREAM, 0);
+	for (int i = 0; i < RELAY_PAIRS; i++)
+		if (u >= 0 && y->fd[i][0] < 0 && connect(u, (struct sockaddr *)&a, sizeof(a)) == 0) {
+			y->fd[i][0] = c;
+			y->fd[i][1] = u;
+			return;
+		}
+	close(c);
+	if (u >= 0)
+		close(u);
+}
+
+/* Forward what is readable on side k of pair i; false once it is closed. */
+static bool relay_move(struct relay *y, int i, int k)
+{
+	static char buf[65536];
+	ssize_t n = read(y->fd[i][k], buf, sizeof(buf));
+
+	if (n <= 0)
+		return false;
+	if (k == 1 && y->armed && n >= RELAY_BIG) {
+		n /= 2;
+		y->armed = 0;
+		y->cuts++;
+		(void)!write(y->fd[i][0], buf, (size_t)n);
+		return false;
+	}
+	return write(y->fd[i][!k], buf, (size_t)n) == n;
+}
+
+static void *relay_main(void *arg)
+{
+	struct relay *y = arg;
+
+	while (!y->stop) {
+		struct pollfd p[1 + 2 * RELAY_PAIRS] = { { .fd = y->lfd, .events = POLLIN } };
+
+		for (int i = 0; i < RELAY_PAIRS; i++)
+			for (int k = 0; k < 2; k++)
+				p[1 + 2 * i + k] = (struct pollfd){ .fd = y->fd[i][k], .events = POLLIN };
+		if (poll(p, 1 + 2 * RELAY_PAIRS, 50) <= 0)
+			continue;
+		if (p[0].revents)
+			relay_accept(y);
+		for (int i = 0; i < RELAY_PAIRS; i++)
+			for (int k = 0; k < 2 && y->fd[i][0] >= 0; k++)
+				if (p[1 + 2 * i + k].revents && !relay_move(y, i, k))
+					relay_close(y, i);
+	}
+	return NULL;
+}
+
+static void relay_stop(void *arg)
+{
+	struct relay *y = arg;
+
+	if (!y->running)
+		return;
+	y->stop = 1;
+	pthread_join(y->thread, NULL);
+	for (int i = 0; i < RELAY_PAIRS; i++)
+		if (y->fd[i][0] >= 0)
+			relay_close(y, i);
+	close(y->lfd);
+	y->running = false;
+}
+
+/* A relay on a free loopback port to 127.0.0.1:to_port, stopped at the
+ * end of the test. */
+static bool relay_start(struct relay *y, int to_port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+
+	memset(y, 0, sizeof(*y));
+	for (int i = 0; i < RELAY_PAIRS; i++)
+		y->fd[i][0] = y->fd[i][1] = -1;
+	y->to_port = to_port;
+	y->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (y->lfd < 0 || bind(y->lfd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    listen(y->lfd, 16) < 0 || getsockname(y->lfd, (struct sockaddr *)&a, &len) < 0 ||
+	    pthread_create(&y->thread, NULL, relay_main, y) != 0) {
+		if (y->lfd >= 0)
+			close(y->lfd);
+		return false;
+	}
+	y->port = ntohs(a.sin_port);
+	y->running = true;
+	test_at_end(relay_stop, y);
+	return true;
+}
+
+/* GET /locks?prefix=prefix&limit=1000 on d: how many locks it listed, -1
+ * (with the status in why) unless 200. */
+static int listed(const struct dlockd_srv *d, const char *prefix, char *why, size_t len)
+{
+	struct http_resp r;
+	char path[300];
+	json_t *locks;
+	int n = -1;
+
+	snprintf(path, sizeof(path), "/locks?prefix=%s&limit=1000", prefix);
+	http_on(d->base, "GET", path, NULL, &r);
+	locks = r.json ? json_object_get(r.json, "locks") : NULL;
+	if (r.status == 200 && json_is_array(locks))
+		n = (int)json_array_size(locks);
+	snprintf(why, len, "status %ld, error %s", r.status,
+		 json_str(&r, "error") ? json_str(&r, "error") : "none");
+	http_free(&r);
+	return n;
+}
+
+/* Replies bigger than a TLS record (16 KiB) come in several; a listing of
+ * 600 locks with long names is some 200 KiB of them, read by the loop's
+ * own session record by record (and whatever GnuTLS holds decrypted,
+ * which does not wake the socket). Then Redis' end of the session goes
+ * in the middle of such a reply (a relay forwards half a read and closes
+ * the connection): that listing is 503, the connection is made anew and
+ * the next listing is whole again. */
+TEST(redis_tls_large_replies_and_a_session_cut_mid_reply)
+{
+	enum { LOCKS = 600 };
+	const char *flags[] = { "--redis-ca", NULL, NULL };
+	char url[96], why[400], prefix[64], path[600], pad[151];
+	struct redis_srv rs;
+	struct dlockd_srv d;
+	int n;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	CHECK(tls_redis(&rs, ""), "redis-server serves TLS only (see %s/redis.log)", rs.dir);
+	CHECK(relay_start(&relay, rs.port), "a relay to Redis' TLS port");
+	flags[1] = pki_path("ca.pem");
+	snprintf(url, sizeof(url), "rediss://127.0.0.1:%d", relay.port);
+	CHECK(dlockd_start(&d, url, flags) == 0, "start on %s (see %s)", url, d.log);
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000),
+	      "ready over TLS through the relay (see %s)", d.log);
+	memset(pad, 'x', sizeof(pad) - 1);
+	pad[sizeof(pad) - 1] = '\0';
+	snprintf(prefix, sizeof(prefix), "rtls-big");	/* the test's own Redis */
+	for (int i = 0; i < LOCKS; i++) {
+		snprintf(path, sizeof(path), "/locks/%s-%04d-%s?owner=%.120s&ttl_ms=120000", prefix,
+			 i, pad, pad);
+		long st = status_of(&d, "PUT", "%s", path);
+
+		CHECK(st == 200, "lock %d of %d taken: %ld for %s", i, LOCKS, st, path);
+	}
+
+	n = listed(&d, prefix, why, sizeof(why));
+	CHECK(n == LOCKS, "the listing has all %d locks: %d (%s)", LOCKS, n, why);
+
+	relay.armed = 1;
+	n = listed(&d, prefix, why, sizeof(why));
+	CHECK(relay.cuts == 1, "the relay cut a reply (%d)", relay.cuts);
+	CHECK(n < 0 && strstr(why, "status 503") && strstr(why, "backend_unavailable"),
+	      "a listing whose reply was cut is 503: %s", why);
+	CHECK(WAIT_FOR(listed(&d, prefix, why, sizeof(why)) == LOCKS, 5000),
+	      "a new connection lists them all again: %s (see %s)", why, d.log);
+	CHECK(file_lines_with(d.log, "\"level\":\"warn\"", "redis connection lost", NULL) >= 1,
+	      "the lost connection is logged (see %s)", d.log);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	relay_stop(&relay);
 	redis_stop(&rs, false);
 }
 
