@@ -10,13 +10,16 @@
 #include "../harness/dlock_cli.h"
 #include "../harness/harness.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -944,17 +947,25 @@ TEST(dlock_takes_flock_habits)
  * elsewhere, and that it is retrying, before it gives up. */
 TEST(dlock_unreachable_says_where_and_that_it_retries)
 {
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), code;
 	char down[64];
 	struct proc p;
-	int code;
 
-	snprintf(down, sizeof(down), "http://127.0.0.1:%d", free_port());
+	/* a port bound and never listened on refuses every connection, and
+	 * no other process can take it during dlock's 10 s of retries (a free
+	 * port could be, by a test running beside this one) */
+	CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+	      getsockname(fd, (struct sockaddr *)&a, &alen) == 0, "a port bound, not listening");
+	snprintf(down, sizeof(down), "http://127.0.0.1:%d", ntohs(a.sin_port));
 	dlock_start(&p, down, NULL, "down", "run", lockname("dlock-down"), "--", "true", NULL);
 	CHECK(WAIT_FOR(strstr(dlock_err(&p), "retrying"), 5000),
 	      "within 5 s it says it is retrying: %s", dlock_err(&p));
 	CHECK(strstr(dlock_err(&p), down) && strstr(dlock_err(&p), "DLOCKD_URL") &&
 	      strstr(dlock_err(&p), "--server"), "where it tried and how to set it: %s", dlock_err(&p));
 	CHECK((code = dlock_wait(&p)) == 69, "then 69 (%d: %s)", code, dlock_err(&p));
+	close(fd);
 }
 
 /* `dlock list` prints a table (name, kind, holders, lease left, waiting:
