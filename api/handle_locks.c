@@ -613,7 +613,7 @@ static void queue_json(const struct request *rq, json_t *body, const struct lock
 	json_object_set_new(body, "queue_length", json_integer(v->queued));
 }
 
-static enum MHD_Result status_read(struct request *rq, const struct lock_view *v)
+static json_t *status_json(const struct request *rq, const struct lock_view *v)
 {
 	static const char *const modes[] = { "none", "read", "write" };
 	const struct params *p = &rq->lock.params;
@@ -641,12 +641,12 @@ static enum MHD_Result status_read(struct request *rq, const struct lock_view *v
 	json_object_set_new(body, "holders", holders);
 	if (rq->route.kind == LOCK_KIND_FAIR)
 		queue_json(rq, body, v);
-	return reply_json(rq, 200, body);
+	return body;
 }
 
 /* A semaphore's status: limit, available, holders (with values; a
  * Redisson permit's id in hex as "permit"), waiting. */
-static enum MHD_Result semaphore_read(struct request *rq, const struct lock_view *v)
+static json_t *semaphore_json(const struct request *rq, const struct lock_view *v)
 {
 	const struct params *p = &rq->lock.params;
 	json_t *body, *holders = json_array();
@@ -679,7 +679,70 @@ static enum MHD_Result semaphore_read(struct request *rq, const struct lock_view
 	if (p->given & P_INDEX)
 		json_object_set_new(body, "changed", json_boolean(rq->lock.watch.changed));
 	json_object_set_new(body, "holders", holders);
-	return reply_json(rq, 200, body);
+	return body;
+}
+
+/* A status body, kept with the view it shows as the view's memo
+ * (lock_view.h) and sent by every answer that shows that view the same
+ * way: the watches of one change share one view (watch.c), so their
+ * thousands of answers are rendered and encoded once, not once each. */
+struct view_body {
+	unsigned refs;		/* the memo's, and one per response sending it */
+	size_t len;
+	char *text;		/* reply_json_text()'s */
+	char key[];		/* view_key() of the requests it was made for */
+};
+
+static void view_body_release(void *cls)
+{
+	struct view_body *b = cls;
+
+	if (--b->refs)
+		return;
+	free(b->text);
+	free(b);
+}
+
+/* What shapes a status body besides its view (whose kind, name and asked
+ * owner are its read's): who asks (the owner ids shown), the owner given
+ * and whether an index was given and the view differs from it. */
+#define VIEW_KEY_MAX (8 + AUTH_NAME_MAX + OWNER_MAX_LEN)
+static void view_key(const struct request *rq, char key[VIEW_KEY_MAX])
+{
+	const struct params *p = &rq->lock.params;
+	bool owner = p->given & P_OWNER;
+
+	snprintf(key, VIEW_KEY_MAX, "%d%d%d%d%s\n%s", rq->admin, owner, !!(p->given & P_INDEX),
+		 rq->lock.watch.changed, rq->principal, owner ? p->owner : "");
+}
+
+/* 200 with the status body of v: the one kept with v if it was made for
+ * requests like rq, else a new one, kept in its place. */
+static enum MHD_Result reply_view(struct request *rq, struct lock_view *v)
+{
+	char key[VIEW_KEY_MAX];
+	struct view_body *b = v->memo;
+
+	view_key(rq, key);
+	if (!b || strcmp(b->key, key)) {
+		size_t len, klen = strlen(key) + 1;
+		char *text = reply_json_text(v->semaphore ? semaphore_json(rq, v)
+							  : status_json(rq, v), &len);
+
+		if (!text)
+			return MHD_NO;
+		b = xmalloc(sizeof(*b) + klen);
+		b->refs = 1;
+		b->len = len;
+		b->text = text;
+		memcpy(b->key, key, klen);
+		if (v->memo)
+			v->memo_free(v->memo);
+		v->memo = b;
+		v->memo_free = view_body_release;
+	}
+	b->refs++;
+	return reply_shared(rq, 200, "application/json", b->text, b->len, view_body_release, b);
 }
 
 static enum MHD_Result session_record(struct request *rq);
@@ -691,9 +754,7 @@ static enum MHD_Result status_answer(struct request *rq)
 
 	switch (w->outcome) {
 	case WATCH_READ:
-		if (w->view->semaphore)
-			return semaphore_read(rq, w->view);
-		return status_read(rq, w->view);
+		return reply_view(rq, w->view);
 	case WATCH_FAILED:
 		return reply_failure(rq, w->result, &w->state);
 	case WATCH_GONE:

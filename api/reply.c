@@ -40,18 +40,14 @@ static const struct {
 	[ERR_TOO_MANY_SESSIONS] = { 409, "too_many_sessions" },
 };
 
-static enum MHD_Result queue(struct request *rq, unsigned status, const char *content_type,
-			     char *buf, size_t len)
+/* Add to resp the headers every answer carries (the content type, the
+ * status's own, Connection: close, X-Request-Id) and queue it. */
+static enum MHD_Result queue_response(struct request *rq, unsigned status,
+				      const char *content_type, struct MHD_Response *resp)
 {
-	struct MHD_Response *resp;
 	enum MHD_Result ret;
 	char value[24];
 
-	resp = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
-	if (!resp) {
-		free(buf);
-		return MHD_NO;
-	}
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
 	if (status == 401)
@@ -73,6 +69,33 @@ static enum MHD_Result queue(struct request *rq, unsigned status, const char *co
 			now_us() - rq->started_us - 1000 * (rq->lock.acquire.slept_ms +
 							   rq->lock.watch.slept_ms));
 	return ret;
+}
+
+static enum MHD_Result queue(struct request *rq, unsigned status, const char *content_type,
+			     char *buf, size_t len)
+{
+	struct MHD_Response *resp;
+
+	resp = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
+	if (!resp) {
+		free(buf);
+		return MHD_NO;
+	}
+	return queue_response(rq, status, content_type, resp);
+}
+
+enum MHD_Result reply_shared(struct request *rq, unsigned status, const char *content_type,
+			     const char *text, size_t len, void (*release)(void *), void *cls)
+{
+	struct MHD_Response *resp;
+
+	resp = MHD_create_response_from_buffer_with_free_callback_cls(len, (void *)text, release,
+							      cls);
+	if (!resp) {
+		release(cls);
+		return MHD_NO;
+	}
+	return queue_response(rq, status, content_type, resp);
 }
 
 enum MHD_Result reply_text(struct request *rq, unsigned status, const char *content_type,
@@ -117,19 +140,28 @@ enum MHD_Result reply_static(struct request *rq, const char *content_type, const
 	return ret;
 }
 
-enum MHD_Result reply_json(struct request *rq, unsigned status, json_t *body)
+char *reply_json_text(json_t *body, size_t *len)
 {
 	char *text = json_dumps(body, JSON_COMPACT);
-	size_t len;
 
 	json_decref(body);
 	if (!text)
-		return MHD_NO;
-	len = strlen(text);
+		return NULL;
+	*len = strlen(text);
 	/* a trailing newline keeps `curl` output readable in a terminal */
-	text = xrealloc(text, len + 2);
-	text[len++] = '\n';
-	text[len] = '\0';
+	text = xrealloc(text, *len + 2);
+	text[(*len)++] = '\n';
+	text[*len] = '\0';
+	return text;
+}
+
+enum MHD_Result reply_json(struct request *rq, unsigned status, json_t *body)
+{
+	size_t len;
+	char *text = reply_json_text(body, &len);
+
+	if (!text)
+		return MHD_NO;
 	return queue(rq, status, "application/json", text, len);
 }
 

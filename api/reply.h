@@ -35,6 +35,14 @@ enum api_error {
 
 /* Queue status with body as JSON; body is stolen (decref'd here). */
 enum MHD_Result reply_json(struct request *rq, unsigned status, json_t *body);
+/* body (stolen) as a JSON answer's text: compact, a newline after;
+ * malloc'd, *len its length. NULL when it cannot be encoded. */
+char *reply_json_text(json_t *body, size_t *len);
+/* Queue status with a body shared by several answers: text (len bytes,
+ * of content_type) is left alone until release(cls) runs, once MHD is
+ * done with this answer's copy of it (at once when queueing fails). */
+enum MHD_Result reply_shared(struct request *rq, unsigned status, const char *content_type,
+			     const char *text, size_t len, void (*release)(void *), void *cls);
 /* Queue a text body; text is stolen (freed by MHD). */
 enum MHD_Result reply_text(struct request *rq, unsigned status, const char *content_type,
 			   char *text, size_t len);

@@ -1,7 +1,8 @@
 /* lock_view.c -- a status script's reply as a struct lock_view
  * (lock_view.h): the holdings with their holds, fencing tokens, token
  * names and leases, a fair lock's first queue places, and the state's
- * index a watch compares; copies for the watches that share one read. */
+ * index a watch compares; references for the watches that share one
+ * read, and copies. */
 #include "service/lock/lock_view.h"
 
 #include "service/base/util.h"
@@ -171,10 +172,23 @@ struct lock_view *lock_view_decode_semaphore(const redisReply *r)
 	return v;
 }
 
+struct lock_view *lock_view_ref(struct lock_view *v)
+{
+	if (v)
+		v->shares++;
+	return v;
+}
+
 void lock_view_free(struct lock_view *v)
 {
 	if (!v)
 		return;
+	if (v->shares) {
+		v->shares--;
+		return;
+	}
+	if (v->memo)
+		v->memo_free(v->memo);
 	for (size_t i = 0; i < v->nholders; i++) {
 		free(v->holders[i].owner);
 		free(v->holders[i].principal);
@@ -195,6 +209,9 @@ struct lock_view *lock_view_dup(const struct lock_view *v)
 		return NULL;
 	c = xmalloc(sizeof(*c));
 	*c = *v;
+	c->shares = 0;
+	c->memo = NULL;
+	c->memo_free = NULL;
 	c->holders = xcalloc(v->nholders + 1, sizeof(*c->holders));
 	for (size_t i = 0; i < v->nholders; i++) {
 		c->holders[i] = v->holders[i];

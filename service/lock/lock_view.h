@@ -1,7 +1,11 @@
 /* lock_view.h -- what a lock is now, as one status script read it: its
  * holdings, a fair lock's queue places and the state's index (the view an
  * inspect answers and a watch compares), decoded from the script's reply
- * (lua/lock_status.lua, lua/rw_status.lua), copied and freed. */
+ * (lua/lock_status.lua, lua/rw_status.lua), copied, shared and freed.
+ * A view never changes once decoded: the watches that share one read
+ * share one view (lock_view_ref), and whoever answers them may keep one
+ * rendering of it with it (memo), made once for all of them. A view and
+ * its references stay on the thread that decoded it. */
 #ifndef DLOCKD_LOCK_VIEW_H
 #define DLOCKD_LOCK_VIEW_H
 
@@ -62,6 +66,11 @@ struct lock_view {
 	int64_t out;		/* permits out (holders lists the first) */
 	bool asked_held;	/* the owner the read asked about holds a permit,
 				 * listed or not */
+	unsigned shares;	/* references but the first (lock_view_ref) */
+	void *memo;		/* a rendering its reader keeps with it, freed by
+				 * memo_free with the view; NULL: none. The view
+				 * itself never reads it */
+	void (*memo_free)(void *memo);
 };
 
 /* The view a status script's reply r gives (rw: a read-write lock's,
@@ -71,7 +80,11 @@ struct lock_view *lock_view_decode(const struct redisReply *r, bool rw);
 /* The same of a semaphore's status (sem_status.lua). */
 struct lock_view *lock_view_decode_semaphore(const struct redisReply *r);
 void lock_view_free(struct lock_view *v);
-/* A copy of v (NULL for NULL), the caller's to free with lock_view_free. */
+/* One more reference to v (NULL for NULL): each is given back with
+ * lock_view_free, and the last one frees v (and its memo). */
+struct lock_view *lock_view_ref(struct lock_view *v);
+/* A copy of v without its memo (NULL for NULL), the caller's to free with
+ * lock_view_free. */
 struct lock_view *lock_view_dup(const struct lock_view *v);
 /* The holding of owner on side in v, or NULL. */
 const struct lock_holding *lock_view_holding(const struct lock_view *v, const char *owner,

@@ -36,7 +36,9 @@
  * as the turn ends. A watch joins only a read not sent yet, so the read
  * it gets was sent after whatever woke it, as its own would have been.
  * A message or a lease end seen by many watches of a lock (one client
- * can open thousands) costs a read per loop, not one per watch. */
+ * can open thousands) costs a read per loop, not one per watch. Its
+ * watches share the one view it decoded (lock_view_ref), so that their
+ * answers can share one rendering of it (the view's memo). */
 #include "service/lock/watch.h"
 
 #include "service/lock/backend.h"
@@ -196,9 +198,10 @@ static void on_shared_read(void *ctx, enum lock_result r, const struct lock_stat
 {
 	struct shared_read *sr = ctx;
 
-	/* each watch frees the view it is given: the last one gets v */
+	/* each watch frees the view it is given: a reference to the one
+	 * view, so that its answer may be made once for all (lock_view.h) */
 	for (size_t i = 0; i < sr->n; i++)
-		on_read(sr->w[i], r, st, i + 1 < sr->n ? lock_view_dup(v) : v);
+		on_read(sr->w[i], r, st, i + 1 < sr->n ? lock_view_ref(v) : v);
 	free(sr->w);
 	free(sr);
 }

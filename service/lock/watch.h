@@ -63,7 +63,9 @@ struct watch {
 	enum watch_outcome outcome;
 	enum lock_result result;	/* the last read's */
 	struct lock_state state;	/* the last read's (fault is static) */
-	struct lock_view *view;		/* WATCH_READ: the watch's, freed by
+	struct lock_view *view;		/* WATCH_READ: the watch's reference to
+					 * the view of its read (shared with the
+					 * other watches of it), given back by
 					 * watch_end() */
 	bool changed;			/* index given and view->index differs */
 
