@@ -14,6 +14,7 @@
  *   build/bench/bench [--seconds S] [--rounds N] [--quick] [--only WORD]
  *                     [--json FILE] [BIN | --compare OLD NEW]   (make bench) */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
@@ -1315,6 +1316,44 @@ static void many_waiters(int n, int locks, const char *kind, const char *label)
 
 static int cmp_double(const void *a, const void *b);
 
+/* CPU time pid's threads have run, in µs, from the scheduler's count
+ * (/proc/PID/task/TID/schedstat, in ns: finer than the 10 ms ticks of
+ * proc_cpu_us); 0 when it cannot be read. */
+static double proc_sched_us(pid_t pid)
+{
+	char path[320];
+	unsigned long long ns = 0, t;
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	if (!(d = opendir(path)))
+		return 0;
+	while ((e = readdir(d))) {
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat", (int)pid, e->d_name);
+		if ((f = fopen(path, "r"))) {
+			if (fscanf(f, "%llu", &t) == 1)
+				ns += t;
+			fclose(f);
+		}
+	}
+	closedir(d);
+	return (double)ns / 1e3;
+}
+
+/* This thread's CPU time in µs. */
+static double thread_cpu_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
 /* n watches (GET ?index=T&wait_ms) of one held lock; once all wait, the
  * holder releases: how long from the release to each answer. */
 static void many_watchers(int n)
@@ -1329,6 +1368,7 @@ static void many_watchers(int n)
 	int thr0, thr;
 	long long token = 0, calls0, calls1, eval0, eval1;
 	int64_t t0, t_all_watching;
+	double cpu0, cpu1, self0, self1;
 	char name[96], path[256], scenario[96];
 
 	snprintf(scenario, sizeof(scenario), "%d watchers on 1 lock", n);
@@ -1363,6 +1403,8 @@ static void many_watchers(int n)
 	redis_calls(rc, &calls0, &eval0);
 
 	snprintf(path, sizeof(path), "/locks/%s?owner=leader", name);
+	cpu0 = proc_sched_us(dlockd_pid);
+	self0 = thread_cpu_us();
 	t0 = now_us();
 	if (http_req(&ctl, "DELETE", path, NULL) != 200)
 		errors++;
@@ -1387,6 +1429,8 @@ static void many_watchers(int n)
 				epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
 		}
 	}
+	cpu1 = proc_sched_us(dlockd_pid);
+	self1 = thread_cpu_us();
 	redis_calls(rc, &calls1, &eval1);
 	qsort(lat, (size_t)answered, sizeof(double), cmp_double);
 	result(scenario, "dlockd RSS idle", (double)rss0 / 1024.0, -1, "MiB");
@@ -1397,10 +1441,18 @@ static void many_watchers(int n)
 	result(scenario, "release to answer p50", answered ? lat[answered / 2] : -1, -1, "ms");
 	result(scenario, "release to answer p99", answered ? lat[answered * 99 / 100] : -1, -1, "ms");
 	result(scenario, "release to last answer", answered ? lat[answered - 1] : -1, -1, "ms");
+	result(scenario, "release to first answer", answered ? lat[0] : -1, -1, "ms");
+	/* CPU time the load of the machine does not move much: dlockd's (its
+	 * threads', from the release to the last answer read) and this
+	 * client's own (one thread reading every answer), per answer */
+	result(scenario, "dlockd CPU per answer", (cpu1 - cpu0) / (answered ? answered : 1), -1,
+	       "us");
+	result(scenario, "client CPU per answer", (self1 - self0) / (answered ? answered : 1), -1,
+	       "us");
 	result(scenario, "answered", answered, n, "watchers");
 	result(scenario, "errors", errors, 0, "");
-	/* the release, then one status read per watcher (each read by its own
-	 * script: the reads are not shared) */
+	/* the release, then the status reads: one per loop and change (the
+	 * watches of a loop share theirs, watch.c), so near 0 per watcher */
 	result(scenario, "EVALSHA per watcher", (double)(eval1 - eval0) / (answered ? answered : 1),
 	       -1, "");
 	if (t_all_watching < 0)

@@ -1057,6 +1057,7 @@ struct bg_run {
 	char base[128], method[8];
 	char *path, *body;
 	struct tls_conf tls;	/* the starting thread's */
+	const char *bearer;	/* the starting thread's http_bearer() */
 	int abort;		/* atomic: make the request give up */
 	bool done;		/* the thread is about to end */
 	struct bg_run *next;
@@ -1076,6 +1077,7 @@ static void *bg_main(void *arg)
 
 	http_abort = &run->abort;
 	tls_conf = run->tls;
+	bearer = run->bearer;
 	http_on(run->base, run->method, run->path, run->body, &r);
 	done_ms = mono_ms();
 	pthread_mutex_lock(&bgs.lock);
@@ -1111,6 +1113,7 @@ void bg_start_on(struct bg *b, const char *base, const char *method, const char 
 	run->body = body ? strdup(body) : NULL;
 	run->owner = b;
 	run->tls = tls_conf;
+	run->bearer = bearer;
 	pthread_mutex_lock(&bgs.lock);
 	for (struct bg_run *o = bgs.running; o; o = o->next)
 		if (o->owner == b) {	/* started again before its bg_join */

@@ -180,7 +180,8 @@ int http_on(const char *base, const char *method, const char *path, const char *
 	    struct http_resp *r);
 int http(const char *method, const char *path, const char *body, struct http_resp *r);
 /* Send "Authorization: Bearer <token>" on this thread's later requests
- * (NULL: none). */
+ * (NULL: none), and on the background requests it starts later (bg_start
+ * keeps the pointer: token must outlive them). */
 void http_bearer(const char *token);
 /* Send header ("Name: value") on this thread's later requests besides
  * (NULL: none). */

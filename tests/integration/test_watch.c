@@ -767,3 +767,160 @@ TEST(hang_ups_are_not_logged_as_internal_errors)
 	      "each hang-up is logged at debug as what it is (%d lines; see %s)",
 	      file_lines_with(d.log, "hung up", NULL), d.log);
 }
+
+/* ----- One body for many watchers ----- */
+
+/* The watches of one change share one read and one rendering of each
+ * way of showing it (api/handle_locks.c, struct view_body): who asks,
+ * the owner asked about and the index given shape a body, so each must
+ * still get its own. */
+enum viewer { SVC_A, SVC_B, ADMIN };
+
+static const char *const viewer_token[] = { TOK_A, TOK_B, TOK_ADMIN };
+
+/* What is wrong with an answer about the shared lock, asked by who (with
+ * ?owner=b1 if asks_b1) with index given: it shows the lock free or held
+ * by b1 (svc-b's) with token t2, b1's owner id to svc-b and the admin
+ * only, and says changed exactly when its index is not the one given.
+ * NULL when nothing is. */
+static const char *shared_answer_wrong(const struct http_resp *r, enum viewer who,
+				       bool asks_b1, long long given, long long t2)
+{
+	long long index = json_int(r, "index");
+	json_t *h = holder(r, 0);
+	const char *owner = field_str(h, "owner");
+	bool held = index == t2;
+
+	if (r->status != 200 || !r->json)
+		return "not a 200 status";
+	if (json_bool(r, "changed") != (index != given))
+		return "changed does not match the index it shows";
+	if (index == 0 && (json_bool(r, "locked") != 0 || holders_n(r) != 0))
+		return "free, yet held";
+	if (index != 0 && !held)
+		return "an index neither free nor b1's";
+	if (held && (json_bool(r, "locked") != 1 || holders_n(r) != 1 ||
+		     field_int(h, "fencing_token") != t2))
+		return "b1's holding not shown as it is";
+	if (held && (who == SVC_A) != !owner)
+		return who == SVC_A ? "b1's owner id shown to another token" :
+				      "b1's owner id hidden from whoever may see it";
+	if (held && owner && strcmp(owner, "b1"))
+		return "another owner id than b1";
+	if (asks_b1 && (json_bool(r, "held") != held || json_int(r, "holds") != held))
+		return "held and holds of the owner asked about wrong";
+	if (!asks_b1 && json_bool(r, "held") != -1)
+		return "held, though no owner was asked about";
+	return NULL;
+}
+
+static struct dlockd_srv SB;
+
+static void shared_body_stop(void *arg)
+{
+	(void)arg;
+	dlockd_stop(&SB, 5000);
+}
+
+/* Watchers of one lock on a dlockd of two loops, as three tokens (two
+ * clients, an admin), some asking about an owner; some hang up before the
+ * change and some as it happens; the lock is released and taken by
+ * another token's owner at once (a change while the answers go out), and
+ * readers with other indexes read it meanwhile. Every answer is the
+ * asker's own: the state it shows, the owner ids its token may see, held
+ * for the owner it asked about, changed for the index it gave. */
+TEST(watch_answers_shared_by_a_change_are_each_the_askers_own)
+{
+	enum { PER = 24, WATCHERS = 5 * PER, READERS = 2 * PER, HANG = 10 };
+	static struct bg w[WATCHERS], rd[READERS];
+	static const struct { enum viewer who; bool asks_b1; } kinds[5] = {
+		{ SVC_A, false }, { SVC_B, false }, { ADMIN, false }, { SVC_B, true }, { SVC_A, true },
+	};
+	char file[300], name[256], p[600], rq[900];
+	const char *flags[] = { "--threads", "2", "--auth-file", file, NULL };
+	int fds[HANG], saw_b1 = 0;
+	struct http_resp r;
+	long long t1, t2;
+	FILE *f;
+
+	snprintf(file, sizeof(file), "%s/shared-body-tokens", test_tmpdir());
+	f = fopen(file, "w");
+	CHECK(f, "write the token file");
+	fprintf(f, TOK_A " client vis- svc-a\n" TOK_B " client vis- svc-b\n"
+		TOK_ADMIN " admin * ops\n");
+	fclose(f);
+	CHECK(dlockd_start(&SB, NULL, flags) == 0, "a dlockd of two loops with --auth-file");
+	test_at_end(shared_body_stop, &SB);
+	snprintf(name, sizeof(name), "vis-%s", lockname("shared-body"));
+
+	http_bearer(TOK_A);
+	snprintf(p, sizeof(p), "/locks/%s?owner=a1&ttl_ms=60000", name);
+	CHECK(http_on(SB.base, "PUT", p, NULL, &r) == 0 && r.status == 200, "svc-a takes it: %s",
+	      r.body);
+	t1 = json_int(&r, "fencing_token");
+	http_free(&r);
+	for (int i = 0; i < WATCHERS; i++) {
+		http_bearer(viewer_token[kinds[i % 5].who]);
+		snprintf(p, sizeof(p), "/locks/%s?index=%lld&wait_ms=60000%s", name, t1,
+			 kinds[i % 5].asks_b1 ? "&owner=b1" : "");
+		bg_start_on(&w[i], SB.base, "GET", p, NULL);
+	}
+	http_bearer(NULL);
+	for (int i = 0; i < HANG; i++) {
+		fds[i] = raw_connect(SB.port);
+		CHECK(fds[i] >= 0, "connect");
+		snprintf(rq, sizeof(rq), "GET /locks/%s?index=%lld&wait_ms=60000 HTTP/1.1\r\n"
+			 "Host: 127.0.0.1\r\nAuthorization: Bearer " TOK_B "\r\n\r\n", name, t1);
+		CHECK(write(fds[i], rq, strlen(rq)) == (ssize_t)strlen(rq), "send watch %d", i);
+	}
+	CHECK(watches_parked(&SB, WATCHERS + HANG, name), "%d watches wait", WATCHERS + HANG);
+	for (int i = 0; i < HANG / 2; i++)
+		close(fds[i]);
+	CHECK(WAIT_FOR(metric_value(&SB, "dlockd_watches") == WATCHERS + HANG - HANG / 2, 5000),
+	      "the watches that hung up are gone");
+
+	/* the change, a hang-up as it happens, and another at once */
+	http_bearer(TOK_A);
+	snprintf(p, sizeof(p), "/locks/%s?owner=a1", name);
+	CHECK(http_on(SB.base, "DELETE", p, NULL, &r) == 0 && r.status == 200, "svc-a lets go");
+	http_free(&r);
+	for (int i = HANG / 2; i < HANG; i++)
+		close(fds[i]);
+	http_bearer(TOK_B);
+	snprintf(p, sizeof(p), "/locks/%s?owner=b1&ttl_ms=60000", name);
+	CHECK(http_on(SB.base, "PUT", p, NULL, &r) == 0 && r.status == 200, "svc-b takes it: %s",
+	      r.body);
+	t2 = json_int(&r, "fencing_token");
+	http_free(&r);
+	for (int i = 0; i < READERS; i++) {
+		snprintf(p, sizeof(p), "/locks/%s?index=%lld", name, i % 2 ? t2 : 0);
+		bg_start_on(&rd[i], SB.base, "GET", p, NULL);
+	}
+	http_bearer(NULL);
+
+	for (int i = 0; i < WATCHERS; i++) {
+		const char *wrong;
+
+		bg_join(&w[i]);
+		wrong = shared_answer_wrong(&w[i].r, kinds[i % 5].who, kinds[i % 5].asks_b1, t1, t2);
+		CHECK(!wrong, "watch %d (%s%s): %s: %ld %s", i, viewer_token[kinds[i % 5].who],
+		      kinds[i % 5].asks_b1 ? ", owner=b1" : "", wrong, w[i].r.status,
+		      w[i].r.body ? w[i].r.body : "");
+		saw_b1 += json_int(&w[i].r, "index") == t2;
+		http_free(&w[i].r);
+	}
+	for (int i = 0; i < READERS; i++) {
+		const char *wrong;
+
+		bg_join(&rd[i]);
+		wrong = shared_answer_wrong(&rd[i].r, SVC_B, false, i % 2 ? t2 : 0, t2);
+		CHECK(!wrong, "reader %d (index %lld): %s: %ld %s", i, i % 2 ? t2 : 0, wrong,
+		      rd[i].r.status, rd[i].r.body ? rd[i].r.body : "");
+		http_free(&rd[i].r);
+	}
+	printf("# %d watches answered (%d saw b1's holding, the others the lock free), "
+	       "%d readers\n", WATCHERS, saw_b1, READERS);
+	CHECK(WAIT_FOR(metric_value(&SB, "dlockd_watches") == 0, 5000), "no watch left");
+	test_at_end_cancel(&SB);
+	CHECK(dlockd_stop(&SB, 5000) == 0, "dlockd exits cleanly");
+}
