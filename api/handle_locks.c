@@ -705,7 +705,9 @@ static void view_body_release(void *cls)
 
 /* What shapes a status body besides its view (whose kind, name and asked
  * owner are its read's): who asks (the owner ids shown), the owner given
- * and whether an index was given and the view differs from it. */
+ * and whether an index was given and the view differs from it. Whatever
+ * else of rq status_json or semaphore_json come to read goes here too, or
+ * one asker's body reaches another. */
 #define VIEW_KEY_MAX (8 + AUTH_NAME_MAX + OWNER_MAX_LEN)
 static void view_key(const struct request *rq, char key[VIEW_KEY_MAX])
 {

@@ -1345,6 +1345,26 @@ static double proc_sched_us(pid_t pid)
 	return (double)ns / 1e3;
 }
 
+/* Page faults pid has taken that needed no I/O (minflt of /proc/PID/stat:
+ * first touches of fresh memory); -1 when it cannot be read. */
+static long long proc_minflt(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	long long minflt = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	buf[fread(buf, 1, sizeof(buf) - 1, f)] = '\0';
+	fclose(f);
+	/* after "(comm)": state is field 3, minflt 10 */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %lld", &minflt) != 1)
+		return -1;
+	return minflt;
+}
+
 /* This thread's CPU time in µs. */
 static double thread_cpu_us(void)
 {
@@ -1369,6 +1389,7 @@ static void many_watchers(int n)
 	long long token = 0, calls0, calls1, eval0, eval1;
 	int64_t t0, t_all_watching;
 	double cpu0, cpu1, self0, self1;
+	long long flt0, flt1;
 	char name[96], path[256], scenario[96];
 
 	snprintf(scenario, sizeof(scenario), "%d watchers on 1 lock", n);
@@ -1404,6 +1425,7 @@ static void many_watchers(int n)
 
 	snprintf(path, sizeof(path), "/locks/%s?owner=leader", name);
 	cpu0 = proc_sched_us(dlockd_pid);
+	flt0 = proc_minflt(dlockd_pid);
 	self0 = thread_cpu_us();
 	t0 = now_us();
 	if (http_req(&ctl, "DELETE", path, NULL) != 200)
@@ -1430,6 +1452,7 @@ static void many_watchers(int n)
 		}
 	}
 	cpu1 = proc_sched_us(dlockd_pid);
+	flt1 = proc_minflt(dlockd_pid);
 	self1 = thread_cpu_us();
 	redis_calls(rc, &calls1, &eval1);
 	qsort(lat, (size_t)answered, sizeof(double), cmp_double);
@@ -1447,6 +1470,10 @@ static void many_watchers(int n)
 	 * client's own (one thread reading every answer), per answer */
 	result(scenario, "dlockd CPU per answer", (cpu1 - cpu0) / (answered ? answered : 1), -1,
 	       "us");
+	/* libmicrohttpd clears a connection's 16 KiB pool after each answer
+	 * (memorypool.c MHD_pool_reset): its pages first touched then fault */
+	result(scenario, "dlockd page faults per answer",
+	       (double)(flt1 - flt0) / (answered ? answered : 1), -1, "");
 	result(scenario, "client CPU per answer", (self1 - self0) / (answered ? answered : 1), -1,
 	       "us");
 	result(scenario, "answered", answered, n, "watchers");
