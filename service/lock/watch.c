@@ -49,6 +49,7 @@
 
 #include <assert.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -220,11 +221,23 @@ static void send_shared_read(struct loop *l, void *data)
 	locks_inspect(sr->b, sr->kind, sr->name, sr->owner, on_shared_read, sr);
 }
 
+/* w's read key, "<kind>:<name>" (then "\n<owner>" if any): in buf when it
+ * fits (thousands of watches of a change look theirs up in one turn),
+ * else malloc'd. */
+static char *read_key(const struct watch *w, char *buf, size_t size)
+{
+	const char *sep = w->owner ? "\n" : "", *owner = w->owner ? w->owner : "";
+	int n = snprintf(buf, size, "%d:%s%s%s", (int)w->kind, w->name, sep, owner);
+
+	if (n >= 0 && (size_t)n < size)
+		return buf;
+	return xasprintf("%d:%s%s%s", (int)w->kind, w->name, sep, owner);
+}
+
 /* w wants a read: join the one this turn sends for its lock, or make it. */
 static void join_shared_read(struct watch *w)
 {
-	char *key = w->owner ? xasprintf("%d:%s\n%s", (int)w->kind, w->name, w->owner)
-			     : xasprintf("%d:%s", (int)w->kind, w->name);
+	char buf[320], *key = read_key(w, buf, sizeof(buf));
 	struct name_entry *e;
 	struct shared_read *sr;
 
@@ -255,7 +268,8 @@ static void join_shared_read(struct watch *w)
 		loop_task_init(&sr->send, send_shared_read, sr);
 		loop_defer(w->b->loop, &sr->send);
 	}
-	free(key);
+	if (key != buf)
+		free(key);
 	if (sr->n == sr->cap) {
 		sr->cap = sr->cap ? 2 * sr->cap : 4;
 		sr->w = xrealloc(sr->w, sr->cap * sizeof(*sr->w));
