@@ -1374,22 +1374,100 @@ static double thread_cpu_us(void)
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+/* One change seen by the watchers: each answer's time from the change
+ * (ms, sorted), and what dlockd and this client spent on the answers. */
+struct watch_round {
+	double *lat;		/* n of them; answered are set */
+	int answered, errors;
+	double cpu_us;		/* dlockd's threads' */
+	double self_us;		/* this thread's */
+	long long faults;	/* dlockd's minor page faults */
+};
+
+/* Make the change (method path on ctl: 200 expected) and read the answer
+ * of each of the want watchers among w[0..n) (`changed: true`), into r. */
+static void watch_round(struct waiter_conn *w, int ep, struct conn *ctl, const char *method,
+			const char *path, int want, struct watch_round *r)
+{
+	double cpu0 = proc_sched_us(dlockd_pid), self0 = thread_cpu_us();
+	long long flt0 = proc_minflt(dlockd_pid);
+	int done = 0;
+	int64_t t0 = now_us();
+
+	if (http_req(ctl, method, path, NULL) != 200)
+		r->errors++;
+	while (done < want && now_us() - t0 < 60000000) {
+		struct epoll_event evs[256];
+		int k = epoll_wait(ep, evs, 256, 1000);
+		int64_t t = now_us();
+
+		for (int e = 0; e < k; e++) {
+			struct waiter_conn *c = &w[evs[e].data.u32];
+			int status = read_some(c, ep);
+
+			if (!status)
+				continue;
+			if (status == 200 && strstr(c->buf, "\"changed\":true"))
+				r->lat[r->answered++] = (double)(t - t0) / 1000.0;
+			else
+				r->errors++;
+			c->state = 2;
+			done++;
+			if (status > 0)
+				epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
+		}
+	}
+	r->cpu_us = proc_sched_us(dlockd_pid) - cpu0;
+	r->faults = proc_minflt(dlockd_pid) - flt0;
+	r->self_us = thread_cpu_us() - self0;
+	qsort(r->lat, (size_t)r->answered, sizeof(double), cmp_double);
+}
+
+/* The figures of a round; label "" for the first change, else said after
+ * each figure's name. */
+static void watch_round_results(const char *scenario, const char *label,
+				const struct watch_round *r)
+{
+	int a = r->answered ? r->answered : 1;
+	char fig[96];
+
+#define ROUND_FIG(what) (snprintf(fig, sizeof(fig), "%s%s", what, label), fig)
+	result(scenario, ROUND_FIG("release to answer p50"), r->answered ? r->lat[a / 2] : -1, -1,
+	       "ms");
+	result(scenario, ROUND_FIG("release to answer p99"),
+	       r->answered ? r->lat[a * 99 / 100] : -1, -1, "ms");
+	result(scenario, ROUND_FIG("release to last answer"), r->answered ? r->lat[a - 1] : -1,
+	       -1, "ms");
+	result(scenario, ROUND_FIG("release to first answer"), r->answered ? r->lat[0] : -1, -1,
+	       "ms");
+	/* CPU time the load of the machine does not move much: dlockd's (its
+	 * threads', from the change to the last answer read) and this
+	 * client's own (one thread reads every answer), per answer */
+	result(scenario, ROUND_FIG("dlockd CPU per answer"), r->cpu_us / a, -1, "us");
+	/* libmicrohttpd clears a connection's 16 KiB pool after each answer
+	 * (memorypool.c MHD_pool_reset): its pages first touched then fault */
+	result(scenario, ROUND_FIG("dlockd page faults per answer"), (double)r->faults / a, -1, "");
+	result(scenario, ROUND_FIG("client CPU per answer"), r->self_us / a, -1, "us");
+#undef ROUND_FIG
+}
+
 /* n watches (GET ?index=T&wait_ms) of one held lock; once all wait, the
- * holder releases: how long from the release to each answer. */
+ * holder releases: how long from the release to each answer. Then the
+ * same connections watch the free lock, and it is taken: the second
+ * change, on connections that answered once (libmicrohttpd's pools of
+ * them touched already). */
 static void many_watchers(int n)
 {
 	struct waiter_conn *w;
-	double *lat;
-	int ep, done = 0, answered = 0, errors = 0;
+	struct watch_round first = { 0 }, second = { 0 };
+	int ep, errors = 0, watching = 0;
 	redisContext *rc;
 	struct conn ctl;
 	const char *body;
 	long rss0, rss;
 	int thr0, thr;
 	long long token = 0, calls0, calls1, eval0, eval1;
-	int64_t t0, t_all_watching;
-	double cpu0, cpu1, self0, self1;
-	long long flt0, flt1;
+	int64_t t_all_watching;
 	char name[96], path[256], scenario[96];
 
 	snprintf(scenario, sizeof(scenario), "%d watchers on 1 lock", n);
@@ -1397,7 +1475,8 @@ static void many_watchers(int n)
 		return;
 	start_dlockd(bench_bin);
 	w = xmalloc_or_die(calloc((size_t)n, sizeof(*w)));
-	lat = xmalloc_or_die(calloc((size_t)n, sizeof(*lat)));
+	first.lat = xmalloc_or_die(calloc((size_t)n, sizeof(double)));
+	second.lat = xmalloc_or_die(calloc((size_t)n, sizeof(double)));
 	ep = epoll_create1(0);
 	rc = redis_connect();
 	if (conn_open(&ctl, http_port) < 0)
@@ -1413,80 +1492,62 @@ static void many_watchers(int n)
 	for (int i = 0; i < n; i++) {
 		if (connect_one(&w[i], ep, i) < 0) {
 			errors++;
-			done++;
 			continue;
 		}
 		send_req(w[i].fd, "GET", path);
+		watching++;
 	}
-	t_all_watching = wait_gauge(&ctl, "dlockd_watches", n - errors);
+	t_all_watching = wait_gauge(&ctl, "dlockd_watches", watching);
 	sleep_ms(500);
 	proc_usage(dlockd_pid, &rss, &thr);
 	redis_calls(rc, &calls0, &eval0);
-
 	snprintf(path, sizeof(path), "/locks/%s?owner=leader", name);
-	cpu0 = proc_sched_us(dlockd_pid);
-	flt0 = proc_minflt(dlockd_pid);
-	self0 = thread_cpu_us();
-	t0 = now_us();
-	if (http_req(&ctl, "DELETE", path, NULL) != 200)
-		errors++;
-	while (done < n && now_us() - t0 < 60000000) {
-		struct epoll_event evs[256];
-		int k = epoll_wait(ep, evs, 256, 1000);
-		int64_t t = now_us();
-
-		for (int e = 0; e < k; e++) {
-			struct waiter_conn *c = &w[evs[e].data.u32];
-			int status = read_some(c, ep);
-
-			if (!status)
-				continue;
-			if (status == 200 && strstr(c->buf, "\"changed\":true"))
-				lat[answered++] = (double)(t - t0) / 1000.0;
-			else
-				errors++;
-			c->state = 2;
-			done++;
-			if (status > 0)
-				epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
-		}
-	}
-	cpu1 = proc_sched_us(dlockd_pid);
-	flt1 = proc_minflt(dlockd_pid);
-	self1 = thread_cpu_us();
+	watch_round(w, ep, &ctl, "DELETE", path, watching, &first);
 	redis_calls(rc, &calls1, &eval1);
-	qsort(lat, (size_t)answered, sizeof(double), cmp_double);
+
+	/* the second change: the answered connections watch the free lock */
+	snprintf(path, sizeof(path), "/locks/%s?index=0&wait_ms=240000", name);
+	watching = 0;
+	for (int i = 0; i < n; i++) {
+		struct epoll_event ev = { .events = EPOLLIN, .data.u32 = (uint32_t)i };
+
+		if (w[i].fd < 0 || w[i].state != 2)
+			continue;
+		w[i].len = 0;
+		w[i].state = 0;
+		epoll_ctl(ep, EPOLL_CTL_ADD, w[i].fd, &ev);
+		send_req(w[i].fd, "GET", path);
+		watching++;
+	}
+	if (wait_gauge(&ctl, "dlockd_watches", watching) < 0)
+		errors++;
+	sleep_ms(500);
+	snprintf(path, sizeof(path), "/locks/%s?owner=leader&ttl_ms=600000", name);
+	watch_round(w, ep, &ctl, "PUT", path, watching, &second);
+
 	result(scenario, "dlockd RSS idle", (double)rss0 / 1024.0, -1, "MiB");
 	result(scenario, "dlockd RSS watching", (double)rss / 1024.0, -1, "MiB");
 	result(scenario, "threads idle", thr0, -1, "");
 	result(scenario, "threads watching", thr, -1, "");
 	result(scenario, "time to all watching", (double)t_all_watching / 1e6, -1, "s");
-	result(scenario, "release to answer p50", answered ? lat[answered / 2] : -1, -1, "ms");
-	result(scenario, "release to answer p99", answered ? lat[answered * 99 / 100] : -1, -1, "ms");
-	result(scenario, "release to last answer", answered ? lat[answered - 1] : -1, -1, "ms");
-	result(scenario, "release to first answer", answered ? lat[0] : -1, -1, "ms");
-	/* CPU time the load of the machine does not move much: dlockd's (its
-	 * threads', from the release to the last answer read) and this
-	 * client's own (one thread reading every answer), per answer */
-	result(scenario, "dlockd CPU per answer", (cpu1 - cpu0) / (answered ? answered : 1), -1,
-	       "us");
-	/* libmicrohttpd clears a connection's 16 KiB pool after each answer
-	 * (memorypool.c MHD_pool_reset): its pages first touched then fault */
-	result(scenario, "dlockd page faults per answer",
-	       (double)(flt1 - flt0) / (answered ? answered : 1), -1, "");
-	result(scenario, "client CPU per answer", (self1 - self0) / (answered ? answered : 1), -1,
-	       "us");
-	result(scenario, "answered", answered, n, "watchers");
-	result(scenario, "errors", errors, 0, "");
+	watch_round_results(scenario, "", &first);
+	watch_round_results(scenario, ", second change", &second);
+	result(scenario, "answered", first.answered, n, "watchers");
+	result(scenario, "errors", errors + first.errors + second.errors, 0, "");
 	/* the release, then the status reads: one per loop and change (the
 	 * watches of a loop share theirs, watch.c), so near 0 per watcher */
-	result(scenario, "EVALSHA per watcher", (double)(eval1 - eval0) / (answered ? answered : 1),
-	       -1, "");
+	result(scenario, "EVALSHA per watcher",
+	       (double)(eval1 - eval0) / (first.answered ? first.answered : 1), -1, "");
 	if (t_all_watching < 0)
 		fail(scenario, "dlockd_watches never reached %d", n - errors);
-	if (errors || answered != n)
-		fail(scenario, "%d of %d watchers answered, %d error(s)", answered, n, errors);
-	free(lat);
+	if (errors || first.errors || first.answered != n)
+		fail(scenario, "%d of %d watchers answered, %d error(s)", first.answered, n,
+		     errors + first.errors);
+	if (second.errors || second.answered != first.answered)
+		fail(scenario, "second change: %d of %d watchers answered, %d error(s)",
+		     second.answered, first.answered, second.errors);
+	free(first.lat);
+	free(second.lat);
 	close_all(w, n, ep, &ctl, rc);
 }
 
