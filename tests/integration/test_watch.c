@@ -6,7 +6,8 @@
  * differs from T -- taken, released, its lease ran out, a Redisson client
  * let go -- or at wait_ms with the state unchanged, and a stale index at
  * once; a few hundred watchers of one lock are all answered soon after a
- * release, and share one read of the lock per event loop. */
+ * release, and share one read of the lock per event loop, and the body
+ * their answers share is still each asker's own. */
 #include "../harness/harness.h"
 
 #include <stdarg.h>
