@@ -592,7 +592,7 @@ TEST(redis_tls_large_replies_and_a_session_cut_mid_reply)
 static bool waiter_woken(const struct dlockd_srv *d, const struct redis_srv *rs, const char *n,
 			 char *why, size_t len)
 {
-	char path[300], numsub[300], want[300];
+	char path[300], numsub[300] = "", want[300];
 	long long calls0 = script_calls(rs);
 	double msgs0 = metric_value(d, "dlockd_pubsub_messages_total");
 	struct bg b;
@@ -714,10 +714,11 @@ static void hostile_redis(enum relay_mode m, const char *want_log)
 	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 20000),
 	      "ready once Redis answers (see %s)", d.log);
 	printf("# ready again %lld ms after Redis answers\n", (long long)(mono_ms() - t0));
-	CHECK(lock_cycle(&d, lockname("rtls-hostile"), why, sizeof(why)), "a lock cycle: %s",
-	      why);
-	CHECK(waiter_woken(&d, &rs, lockname("rtls-hostile"), why, sizeof(why)),
-	      "a waiter woken by a release: %s (see %s)", why, d.log);
+	/* readyz is one loop's word: a loop whose session stalled gives it
+	 * up when its first call is 10 s late (REPLY_WAIT_MS), not before */
+	CHECK(WAIT_FOR(lock_cycle(&d, lockname("rtls-hostile"), why, sizeof(why)) &&
+		       waiter_woken(&d, &rs, lockname("rtls-hostile"), why, sizeof(why)), 20000),
+	      "a lock cycle, and a waiter woken by a release: %s (see %s)", why, d.log);
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	relay_stop(&relay);
 	redis_stop(&rs, false);
