@@ -754,6 +754,117 @@ TEST(redis_tls_stall_after_the_handshake)
 	hostile_redis(RELAY_STALL, "no answer within 2000 ms after the TLS handshake");
 }
 
+/* ----- Calls that wait for a batch in flight (conn_corked) ----- */
+
+/* Over TLS a loop's calls queued while a batch is unanswered go together
+ * once its replies come. Many at once on one loop, with long names and
+ * owners (more than one 16 KiB record of calls): on one name exactly
+ * one is granted and the others refused; on names of their own, all
+ * granted. */
+TEST(redis_tls_calls_at_once_on_one_loop)
+{
+	enum { CALLS = 40 };
+	const char *flags[] = { "--redis-ca", NULL, "--threads", "1", NULL };
+	char url[96], pad[121], one[200], name[220], path[CALLS][600], why[400];
+	struct redis_srv rs;
+	struct dlockd_srv d;
+	struct bg b[CALLS];
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	CHECK(tls_redis(&rs, ""), "redis-server serves TLS only (see %s/redis.log)", rs.dir);
+	flags[1] = pki_path("ca.pem");
+	snprintf(url, sizeof(url), "rediss://127.0.0.1:%d", rs.port);
+	CHECK(dlockd_start(&d, url, flags) == 0, "start on %s (see %s)", url, d.log);
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000),
+	      "ready over TLS (see %s)", d.log);
+	memset(pad, 'o', sizeof(pad) - 1);
+	pad[sizeof(pad) - 1] = '\0';
+	snprintf(one, sizeof(one), "rtls-burst-%s", pad);
+	for (int own = 0; own < 2; own++) {
+		int granted = 0, refused = 0;
+
+		for (int i = 0; i < CALLS; i++) {
+			snprintf(name, sizeof(name), own ? "%s-%02d" : "%s", one, i);
+			snprintf(path[i], sizeof(path[i]), "/locks/%s?owner=%.100s%d&ttl_ms=60000",
+				 name, pad, i);
+			bg_start_on(&b[i], d.base, "PUT", path[i], NULL);
+		}
+		for (int i = 0; i < CALLS; i++) {
+			bg_join(&b[i]);
+			granted += b[i].r.status == 200;
+			refused += b[i].r.status == 409;
+			http_free(&b[i].r);
+		}
+		if (!own)
+			CHECK(granted == 1 && refused == CALLS - 1, "one name: %d granted, %d "
+			      "refused, want 1 and %d (see %s)", granted, refused, CALLS - 1, d.log);
+		else
+			CHECK(granted == CALLS, "names of their own: %d of %d granted (see %s)",
+			      granted, CALLS, d.log);
+	}
+	CHECK(lock_cycle(&d, lockname("rtls-burst"), why, sizeof(why)), "a lock cycle: %s", why);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
+/* A call in flight when Redis stalls, and calls queued behind it on the
+ * same connection: once Redis resumes (3 s later: past the calls' 1.5 s
+ * deadline in its clock) every call is answered, and each answer is what
+ * happened in Redis: a lock held for a 200, none for a 503. */
+TEST(redis_tls_calls_queued_behind_a_stalled_call)
+{
+	enum { CALLS = 5 };
+	const char *flags[] = { "--redis-ca", NULL, "--threads", "1", NULL };
+	char url[96], why[400], names[CALLS][128], path[300], out[64];
+	struct redis_srv rs;
+	struct dlockd_srv d;
+	struct bg b[CALLS];
+	int64_t t0;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	CHECK(tls_redis(&rs, ""), "redis-server serves TLS only (see %s/redis.log)", rs.dir);
+	flags[1] = pki_path("ca.pem");
+	snprintf(url, sizeof(url), "rediss://127.0.0.1:%d", rs.port);
+	CHECK(dlockd_start(&d, url, flags) == 0, "start on %s (see %s)", url, d.log);
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000),
+	      "ready over TLS (see %s)", d.log);
+	CHECK(lock_cycle(&d, lockname("rtls-queued"), why, sizeof(why)),
+	      "a lock cycle (scripts loaded): %s", why);
+
+	kill(rs.pid, SIGSTOP);
+	t0 = mono_ms();
+	for (int i = 0; i < CALLS; i++) {
+		snprintf(names[i], sizeof(names[i]), "%.100s", lockname("rtls-queued"));
+		snprintf(path, sizeof(path), "/locks/%s?owner=a&ttl_ms=60000", names[i]);
+		bg_start_on(&b[i], d.base, "PUT", path, NULL);
+		if (!i)
+			sleep_ms(300);	/* the first is in flight: the others queue */
+	}
+	sleep_ms(2700);		/* the stall under test */
+	kill(rs.pid, SIGCONT);
+	for (int i = 0; i < CALLS; i++) {
+		long st;
+
+		bg_join(&b[i]);
+		st = b[i].r.status;
+		CHECK(st == 200 || (st == 503 && json_str(&b[i].r, "error") &&
+				    !strcmp(json_str(&b[i].r, "error"), "backend_unavailable")),
+		      "call %d: %ld %s", i, st, b[i].r.body ? b[i].r.body : "");
+		CHECK(b[i].done_ms - t0 < 10000 + 2000 * slow_factor(),
+		      "call %d answered %lld ms after the stall began", i,
+		      (long long)(b[i].done_ms - t0));
+		http_free(&b[i].r);
+		snprintf(path, sizeof(path), "EXISTS %.127s", names[i]);
+		CHECK(redis_tls_cli(&rs, path, out, sizeof(out)) == 0 &&
+		      !strcmp(out, st == 200 ? "1" : "0"),
+		      "call %d answered %ld, and Redis says %s: '%s'", i, st, path, out);
+	}
+	CHECK(WAIT_FOR(lock_cycle(&d, lockname("rtls-queued"), why, sizeof(why)), 15000),
+	      "a lock cycle after the stall: %s (see %s)", why, d.log);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
 /* Settings that cannot work stop dlockd at start (exit 2), saying why:
  * never a plaintext connection where TLS was asked for. */
 TEST(redis_tls_bad_settings_stop_dlockd_at_start)
