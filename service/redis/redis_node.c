@@ -24,7 +24,8 @@
  * (redis_tls_io.h): each event on the socket is a step of its handshake
  * until the server is verified (commands wait in the output buffer,
  * unsent), then redis_tls_io_write and _read stand in for
- * redisBufferWrite and redisBufferRead.
+ * redisBufferWrite and redisBufferRead, and the commands queued while a
+ * batch is in flight go together once it is answered (conn_corked).
  *
  * A command not answered within COMMAND_TIMEOUT_MS of being sent makes
  * the connection overdue: it takes no new command (each is told "no
@@ -821,11 +822,12 @@ static int conn_read(struct redis_node *c)
 	return c->tls ? redis_tls_io_read(c->tls, c->ctx) : redisBufferRead(c->ctx);
 }
 
-/* Write what is queued, as far as the socket takes it, and watch the
- * socket for what the connection now waits for: writable until connected
- * and while output is left (or a TLS handshake or record waits for it),
- * readable once connected. Runs before the loop sleeps, after every
- * callback that could queue a command. */
+/* Write what is queued (over TLS, unless conn_corked), as far as the
+ * socket takes it, and watch the socket for what the connection now
+ * waits for: writable until connected and while output is left to write
+ * now (or a TLS handshake or record waits for it), readable once
+ * connected. Runs before the loop sleeps, after every callback that
+ * could queue a command. */
 static void conn_flush(struct loop *l, void *data)
 {
 	struct redis_node *c = data;
