@@ -7,6 +7,7 @@
 #include "service/redis/redis_dial.h"
 
 #include "service/redis/redis_tls.h"
+#include "service/redis/redis_tls_session.h"
 
 #include <stdio.h>
 #include <unistd.h>
@@ -55,10 +56,19 @@ redisContext *redis_connect_tcp(const struct redis_url *url, const char *host, i
 		r = redisCommand(c, "PING");
 		if (r) {
 			freeReplyObject(r);
-		} else {
+		} else if (c->err == REDIS_ERR_EOF) {
 			c->err = REDIS_ERR_IO;
 			snprintf(c->errstr, sizeof(c->errstr), "the TLS session ended before "
 				 "redis answered (the log says why)");
+		} else {
+			/* a server that stalls after the handshake: the tunnel saw
+			 * nothing wrong, so this is where it is told */
+			snprintf(why, sizeof(why), "no answer within %d ms after the TLS "
+				 "handshake (%s)", timeout_ms + REDIS_TLS_HANDSHAKE_MS, c->errstr);
+			redis_tls_report_failure(host, port, why);
+			c->err = REDIS_ERR_IO;
+			snprintf(c->errstr, sizeof(c->errstr), "%.*s", (int)sizeof(c->errstr) - 1,
+				 why);
 		}
 	}
 	return c;

@@ -24,7 +24,8 @@
  * (redis_tls_io.h): each event on the socket is a step of its handshake
  * until the server is verified (commands wait in the output buffer,
  * unsent), then redis_tls_io_write and _read stand in for
- * redisBufferWrite and redisBufferRead.
+ * redisBufferWrite and redisBufferRead, and the commands queued while a
+ * batch is in flight go together once it is answered (conn_corked).
  *
  * A command not answered within COMMAND_TIMEOUT_MS of being sent makes
  * the connection overdue: it takes no new command (each is told "no
@@ -146,6 +147,9 @@ struct redis_node {
 	struct list_node held;		/* struct pending, not sent until the
 					 * offset is known */
 	struct list_node sent;		/* awaiting replies, in send order */
+	unsigned sent_n;		/* how many: sent's length */
+	unsigned unflushed;		/* of them, appended since the output
+					 * buffer was last written out whole */
 	struct pending *due;		/* the first of sent not yet told "no reply"
 					 * (those before it were: a prefix, as
 					 * give_up_ms grows along sent); NULL: none */
@@ -227,6 +231,7 @@ static void fail_sent(struct redis_node *c)
 	struct pending *p;
 
 	c->due = NULL;
+	c->sent_n = c->unflushed = 0;
 	while ((p = pending_pop(&c->sent))) {
 		if (p->answered)
 			free(p);
@@ -406,6 +411,8 @@ static void append(struct redis_node *c, struct pending *p, int argc, const char
 	}
 	p->sent_us = now_us();
 	list_append(&c->sent, &p->link);
+	c->sent_n++;
+	c->unflushed++;
 	if (!c->due)
 		c->due = p;
 	loop_defer(c->loop, &c->flush_task);
@@ -785,10 +792,29 @@ static bool conn_usable(const struct redis_node *c)
 /* As redisBufferWrite and redisBufferRead, over the TLS session if any. */
 static int conn_write(struct redis_node *c)
 {
-	int done = 0;
+	int done = 0, rc = c->tls ? redis_tls_io_write(c->tls, c->ctx, &done)
+				  : redisBufferWrite(c->ctx, &done);
 
-	return c->tls ? redis_tls_io_write(c->tls, c->ctx, &done)
-		      : redisBufferWrite(c->ctx, &done);
+	if (rc == REDIS_OK && done)
+		c->unflushed = 0;
+	return rc;
+}
+
+/* Over TLS, commands queued while a batch written whole is unanswered
+ * wait for its replies, and go in the next record with the others
+ * queued meanwhile. Redis' TLS reads one record per turn of its event
+ * loop (SSL_read), where over plaintext one read() takes all that
+ * arrived: a record per loop turn of dlockd's made Redis run a turn, a
+ * read and a reply per record, and dlockd a wake per reply. A command
+ * waits one round trip at most, only while others are in flight; the
+ * replies are what lifts it (on_io flushes after every read). Only a
+ * batch written whole counts: sent_n > unflushed means a reply due to
+ * one of them is still to come (those partly written may be answered
+ * already, and make the difference smaller, never larger). A record
+ * partly sent is finished whatever is in flight. */
+static bool conn_corked(const struct redis_node *c)
+{
+	return c->tls && c->sent_n > c->unflushed && !redis_tls_io_wants_write(c->tls);
 }
 
 static int conn_read(struct redis_node *c)
@@ -796,16 +822,17 @@ static int conn_read(struct redis_node *c)
 	return c->tls ? redis_tls_io_read(c->tls, c->ctx) : redisBufferRead(c->ctx);
 }
 
-/* Write what is queued, as far as the socket takes it, and watch the
- * socket for what the connection now waits for: writable until connected
- * and while output is left (or a TLS handshake or record waits for it),
- * readable once connected. Runs before the loop sleeps, after every
- * callback that could queue a command. */
+/* Write what is queued (over TLS, unless conn_corked), as far as the
+ * socket takes it, and watch the socket for what the connection now
+ * waits for: writable until connected and while output is left to write
+ * now (or a TLS handshake or record waits for it), readable once
+ * connected. Runs before the loop sleeps, after every callback that
+ * could queue a command. */
 static void conn_flush(struct loop *l, void *data)
 {
 	struct redis_node *c = data;
 	unsigned want;
-	bool usable = conn_usable(c);
+	bool usable = conn_usable(c) && !conn_corked(c);
 
 	(void)l;
 	if (usable && sdslen(c->ctx->obuf) > 0 && conn_write(c) != REDIS_OK)
@@ -874,6 +901,7 @@ static void on_readable(struct redis_node *c)
 		if (c->due == p)
 			c->due = sent_after(c, p);
 		list_remove(&p->link);
+		c->sent_n--;
 		if (c->gen && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "READONLY ", 9))
 			c->not_master = true;	/* demoted under us */
 		if (!p->answered) {

@@ -363,8 +363,10 @@ TEST(a_stall_during_the_clock_probe_does_not_let_a_503_take_effect)
  * runs it. Redis resumes at resume_ms: at 2.3 s the younger calls run in
  * time and answer 200; at 4.2 s all are past their give-up and answer 503.
  * On a slow machine a call may land on either side; the check is that
- * answer and state agree, whichever it is. */
-static void stall_with_calls(int resume_ms)
+ * answer and state agree, whichever it is. With tls, dlockd reaches Redis
+ * on its TLS port (the test on its plaintext one), where the younger
+ * calls wait behind the oldest's record instead of in the socket. */
+static void stall_with_calls(int resume_ms, bool tls)
 {
 	static const struct {
 		int at_ms;
@@ -377,15 +379,23 @@ static void stall_with_calls(int resume_ms)
 		{ 1950, "PUT", "/locks/s4?owner=y" },
 	};
 	enum { NCALLS = sizeof(calls) / sizeof(calls[0]) };
-	struct redis_srv rs = { 0 };
+	const char *tls_flags[] = { "--threads", "1", "--redis-ca", NULL, NULL };
+	struct redis_srv rs = { .tls_port = tls ? -1 : 0 };
 	struct dlockd_srv d;
-	char path[64];
+	char path[64], url[64];
 	struct http_resp r;
 	struct bg b[NCALLS];
 	long long pttl;
 	int64_t t0;
 
-	CHECK(redis_dlockd_start(&rs, &d, one_thread) == 0, "start Redis and dlockd");
+	if (tls) {
+		CHECK(redis_start(&rs) == 0, "start Redis with a TLS port");
+		tls_flags[3] = pki_path("ca.pem");
+		snprintf(url, sizeof(url), "rediss://127.0.0.1:%d/0", rs.tls_port);
+		CHECK(dlockd_start(&d, url, tls_flags) == 0, "start dlockd over TLS (see %s)", d.log);
+	} else {
+		CHECK(redis_dlockd_start(&rs, &d, one_thread) == 0, "start Redis and dlockd");
+	}
 	for (int i = 1; i <= 3; i++) {	/* also loads acquire, release, renew */
 		snprintf(path, sizeof(path), "/locks/s%d?owner=h&ttl_ms=60000", i);
 		http_on(d.base, "PUT", path, NULL, &r);
@@ -440,9 +450,16 @@ static void stall_with_calls(int resume_ms)
 
 TEST(calls_sent_later_in_a_stall_never_take_effect_after_a_503)
 {
-	stall_with_calls(2300);
+	stall_with_calls(2300, false);
 	if (!test_failed())
-		stall_with_calls(4200);
+		stall_with_calls(4200, false);
+}
+
+TEST(calls_sent_later_in_a_stall_over_tls_never_take_effect_after_a_503)
+{
+	stall_with_calls(2300, true);
+	if (!test_failed())
+		stall_with_calls(4200, true);
 }
 
 /* Send a busy loop of seconds s on c without waiting for its answer. */

@@ -335,15 +335,30 @@ TEST(redis_tls_stalled_redis_is_503_on_time_and_the_session_recovers)
  * message, a pub/sub message or a small answer. */
 #define RELAY_BIG 2000
 
+/* What the relay is to each connection it accepts (the mode when it was
+ * accepted holds for its life). */
+enum relay_mode {
+	RELAY_PASS,		/* copies both ways (and cuts a large reply, armed) */
+	RELAY_SILENT,		/* takes the connection and never answers */
+	RELAY_GARBAGE,		/* answers the ClientHello with plaintext */
+	RELAY_SHORT_RECORD,	/* answers with a record header promising 16 KiB, and 2 bytes */
+	RELAY_CUT_HANDSHAKE,	/* forwards half of Redis' handshake answer, then closes */
+	RELAY_STALL,		/* the handshake through, nothing of Redis' after it */
+};
+
 /* Copies bytes both ways between dlockd and a Redis, a pair of sockets
  * per connection; armed, it forwards half of the next large read from
  * Redis, then closes that connection's two sockets: Redis' side of the
- * TLS session ends in the middle of a record. */
+ * TLS session ends in the middle of a record. The other modes play a
+ * Redis that breaks the TLS handshake, or stalls right after it. */
 struct relay {
 	int lfd, port, to_port;
-	int fd[RELAY_PAIRS][2];		/* [0] dlockd's side, [1] Redis'; -1 */
+	int fd[RELAY_PAIRS][2];		/* [0] dlockd's side, [1] Redis' (-1: none); -1 */
+	enum relay_mode pmode[RELAY_PAIRS];
+	int reads[RELAY_PAIRS];		/* reads from dlockd's side so far */
 	pthread_t thread;
 	volatile int stop, armed, cuts;
+	volatile enum relay_mode mode;	/* for connections accepted from now on */
 	bool running;
 };
 
@@ -352,28 +367,58 @@ static struct relay relay;
 static void relay_close(struct relay *y, int i)
 {
 	close(y->fd[i][0]);
-	close(y->fd[i][1]);
+	if (y->fd[i][1] >= 0)
+		close(y->fd[i][1]);
 	y->fd[i][0] = y->fd[i][1] = -1;
+}
+
+/* A mode in which the relay answers dlockd itself, with no Redis. */
+static bool relay_alone(enum relay_mode m)
+{
+	return m == RELAY_SILENT || m == RELAY_GARBAGE || m == RELAY_SHORT_RECORD;
 }
 
 static void relay_accept(struct relay *y)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)y->to_port),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	int c = accept(y->lfd, NULL, NULL), u;
+	enum relay_mode m = y->mode;
+	int c = accept(y->lfd, NULL, NULL), u = -1, i = 0;
 
 	if (c < 0)
 		return;
-	u = socket(AF_INET, SOCK_STREAM, 0);
-	for (int i = 0; i < RELAY_PAIRS; i++)
-		if (u >= 0 && y->fd[i][0] < 0 && connect(u, (struct sockaddr *)&a, sizeof(a)) == 0) {
-			y->fd[i][0] = c;
-			y->fd[i][1] = u;
-			return;
+	while (i < RELAY_PAIRS && y->fd[i][0] >= 0)
+		i++;
+	if (i < RELAY_PAIRS && !relay_alone(m)) {
+		u = socket(AF_INET, SOCK_STREAM, 0);
+		if (u >= 0 && connect(u, (struct sockaddr *)&a, sizeof(a)) < 0) {
+			close(u);
+			u = -1;
 		}
-	close(c);
-	if (u >= 0)
-		close(u);
+	}
+	if (i == RELAY_PAIRS || (u < 0 && !relay_alone(m))) {
+		close(c);
+		return;
+	}
+	y->fd[i][0] = c;
+	y->fd[i][1] = u;
+	y->pmode[i] = m;
+	y->reads[i] = 0;
+}
+
+/* What the relay answers dlockd's first bytes (its ClientHello) with, in
+ * mode m, by itself: garbage, or a TLS handshake record's header saying
+ * 16 KiB follow and then 2 bytes of them. */
+static bool relay_answer(struct relay *y, int i)
+{
+	static const char garbage[] = "HTTP/1.1 400 Bad Request\r\n\r\n";
+	static const char short_record[] = "\x16\x03\x03\x40\x00\x02\x00";
+
+	if (y->pmode[i] == RELAY_SILENT || y->reads[i] > 1)
+		return true;
+	if (y->pmode[i] == RELAY_GARBAGE)
+		return write(y->fd[i][0], garbage, sizeof(garbage) - 1) > 0;
+	return write(y->fd[i][0], short_record, sizeof(short_record) - 1) > 0;
 }
 
 /* Forward what is readable on side k of pair i; false once it is closed. */
@@ -384,6 +429,17 @@ static bool relay_move(struct relay *y, int i, int k)
 
 	if (n <= 0)
 		return false;
+	if (k == 0 && ++y->reads[i] && relay_alone(y->pmode[i]))
+		return relay_answer(y, i);
+	if (k == 1 && y->pmode[i] == RELAY_CUT_HANDSHAKE) {
+		(void)!write(y->fd[i][0], buf, (size_t)n / 2);
+		return false;
+	}
+	/* TLS 1.3: dlockd's second write is its Finished, sent once the
+	 * whole of the server's handshake came: what Redis says after that
+	 * is swallowed */
+	if (k == 1 && y->pmode[i] == RELAY_STALL && y->reads[i] >= 2)
+		return true;
 	if (k == 1 && y->armed && n >= RELAY_BIG) {
 		n /= 2;
 		y->armed = 0;
@@ -525,6 +581,287 @@ TEST(redis_tls_large_replies_and_a_session_cut_mid_reply)
 	      "the lost connection is logged (see %s)", d.log);
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	relay_stop(&relay);
+	redis_stop(&rs, false);
+}
+
+/* ----- A Redis that breaks the TLS handshake, or stalls after it ----- */
+
+/* Whether a waiter of n on d is woken by a release at once: through the
+ * subscriber's TLS connection, as without it the waiter would sleep
+ * until the 30 s lease ends, past its wait. rs is the Redis behind d. */
+static bool waiter_woken(const struct dlockd_srv *d, const struct redis_srv *rs, const char *n,
+			 char *why, size_t len)
+{
+	char path[300], numsub[300] = "", want[300];
+	long long calls0 = script_calls(rs);
+	double msgs0 = metric_value(d, "dlockd_pubsub_messages_total");
+	struct bg b;
+	int64_t t;
+	bool ok;
+
+	if (!lock_hold(d, n, "alice", 30000)) {
+		snprintf(why, len, "alice could not take %s", n);
+		return false;
+	}
+	snprintf(path, sizeof(path), "/locks/%s?owner=bob&wait_ms=10000", n);
+	bg_start_on(&b, d->base, "PUT", path, NULL);
+	snprintf(want, sizeof(want), "redisson_lock__channel:{%s} 1", n);
+	snprintf(path, sizeof(path), "PUBSUB NUMSUB 'redisson_lock__channel:{%s}'", n);
+	/* parked: waiting, subscribed, and its try after the subscription made */
+	ok = WAIT_FOR(waiters_of(d) >= 1 && script_calls(rs) >= calls0 + 2 &&
+		      redis_tls_cli(rs, path, numsub, sizeof(numsub)) == 0 &&
+		      !strcmp(numsub, want), 10000);
+	snprintf(why, len, "bob did not wait subscribed: '%.150s', want '%.150s'", numsub, want);
+	if (ok && lock_release(d, n, "alice") != 200) {
+		snprintf(why, len, "alice could not release");
+		ok = false;
+	}
+	t = mono_ms();
+	bg_join(&b);
+	if (ok && (b.r.status != 200 || b.done_ms - t >= 2000 * slow_factor())) {
+		snprintf(why, len, "bob got %ld %lld ms after the release", b.r.status,
+			 (long long)(b.done_ms - t));
+		ok = false;
+	}
+	http_free(&b.r);
+	if (ok && metric_value(d, "dlockd_pubsub_messages_total") < msgs0 + 1) {
+		snprintf(why, len, "no message came through the subscriber");
+		ok = false;
+	}
+	if (ok && lock_release(d, n, "bob") != 200) {
+		snprintf(why, len, "bob could not release");
+		ok = false;
+	}
+	return ok;
+}
+
+/* dlockd on rediss:// to a relay in mode m, in front of a real TLS
+ * Redis: it starts serving at once (its connects and handshakes never
+ * block a loop); each failing connection is logged, at error level with
+ * the host:port and want_log, within its 2 s deadline; calls made
+ * meanwhile, several at once on both loops, are 503 backend_unavailable
+ * with Retry-After within the deadline, not held longer, and take no
+ * effect in Redis; /healthz answers at once throughout. Then the relay
+ * passes new connections to Redis and dlockd serves again, waking a
+ * waiter through a new subscriber session. */
+static void hostile_redis(enum relay_mode m, const char *want_log)
+{
+	enum { CALLS = 4 };
+	const char *flags[] = { "--redis-ca", NULL, "--threads", "2", NULL };
+	char url[96], why[400], where[64], names[CALLS][128], out[64], args[300];
+	struct redis_srv rs;
+	struct dlockd_srv d;
+	struct http_resp r;
+	struct bg b[CALLS];
+	int64_t t0, took;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	CHECK(tls_redis(&rs, ""), "redis-server serves TLS only (see %s/redis.log)", rs.dir);
+	CHECK(relay_start(&relay, rs.port), "a relay to Redis' TLS port");
+	relay.mode = m;
+	flags[1] = pki_path("ca.pem");
+	snprintf(url, sizeof(url), "rediss://127.0.0.1:%d", relay.port);
+	t0 = mono_ms();
+	CHECK(dlockd_start(&d, url, flags) == 0, "start on %s (see %s)", url, d.log);
+	took = mono_ms() - t0;
+	/* its start-up check of Redis waits out one deadline at most */
+	CHECK(took < 2000 + 1500 * slow_factor(), "healthz answered %lld ms after the start: "
+	      "past the 2 s deadline (see %s)", (long long)took, d.log);
+	CHECK(file_contains(d.log, "cannot reach Redis at rediss://"), "the start says Redis "
+	      "is not reached (see %s)", d.log);
+
+	snprintf(where, sizeof(where), "redis tls 127.0.0.1:%d", relay.port);
+	CHECK(WAIT_FOR(file_lines_with(d.log, "\"level\":\"error\"", where, want_log, NULL) >= 1,
+		       6000),
+	      "an error line naming %s and '%s' (see %s)", where, want_log, d.log);
+	took = mono_ms() - t0;
+	CHECK(took < 2000 + 2500 * slow_factor(), "logged %lld ms after the start, past the 2 s "
+	      "deadline", (long long)took);
+
+	for (int round = 0; round < 2; round++) {
+		t0 = mono_ms();
+		for (int i = 0; i < CALLS; i++) {
+			snprintf(names[i], sizeof(names[i]), "%s", lockname("rtls-hostile"));
+			snprintf(args, sizeof(args), "/locks/%.127s?owner=a&ttl_ms=60000", names[i]);
+			bg_start_on(&b[i], d.base, "PUT", args, NULL);
+		}
+		http_on(d.base, "GET", "/healthz", NULL, &r);
+		took = (int64_t)r.ms;
+		CHECK_STATUS(r, 200, "healthz while calls wait on Redis");
+		http_free(&r);
+		CHECK(took < 500 * slow_factor(), "healthz took %lld ms", (long long)took);
+		for (int i = 0; i < CALLS; i++) {
+			bg_join(&b[i]);
+			took = b[i].done_ms - t0;
+			CHECK_ERROR(b[i].r, 503, "backend_unavailable", "a call while Redis fails");
+			CHECK(b[i].r.retry_after[0], "with Retry-After");
+			http_free(&b[i].r);
+			CHECK(took < 2000 + 1500 * slow_factor(),
+			      "call %d of round %d answered in %lld ms, past the 2 s deadline", i,
+			      round, (long long)took);
+		}
+	}
+	CHECK(status_of(&d, "GET", "/readyz") == 503, "readyz 503 while Redis fails");
+	for (int i = 0; i < CALLS; i++) {
+		snprintf(args, sizeof(args), "EXISTS %.127s", names[i]);
+		CHECK(redis_tls_cli(&rs, args, out, sizeof(out)) == 0 && !strcmp(out, "0"),
+		      "a call answered 503 left no lock (%s: '%s')", args, out);
+	}
+
+	/* a Redis that works from now on: served again, pub/sub too */
+	relay.mode = RELAY_PASS;
+	t0 = mono_ms();
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 20000),
+	      "ready once Redis answers (see %s)", d.log);
+	printf("# ready again %lld ms after Redis answers\n", (long long)(mono_ms() - t0));
+	/* readyz is one loop's word: a loop whose session stalled gives it
+	 * up when its first call is 10 s late (REPLY_WAIT_MS), not before */
+	CHECK(WAIT_FOR(lock_cycle(&d, lockname("rtls-hostile"), why, sizeof(why)) &&
+		       waiter_woken(&d, &rs, lockname("rtls-hostile"), why, sizeof(why)), 20000),
+	      "a lock cycle, and a waiter woken by a release: %s (see %s)", why, d.log);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	relay_stop(&relay);
+	redis_stop(&rs, false);
+}
+
+/* A Redis that takes the TCP connection and never answers the ClientHello. */
+TEST(redis_tls_handshake_unanswered_is_given_up_in_2s)
+{
+	hostile_redis(RELAY_SILENT, "no TLS handshake within 2000 ms");
+}
+
+/* One that answers the ClientHello with plaintext: refused at once. */
+TEST(redis_tls_handshake_answered_with_garbage)
+{
+	hostile_redis(RELAY_GARBAGE, "TLS handshake failed");
+}
+
+/* One that answers with the start of a record whose rest never comes. */
+TEST(redis_tls_handshake_short_record_is_given_up_in_2s)
+{
+	hostile_redis(RELAY_SHORT_RECORD, "no TLS handshake within 2000 ms");
+}
+
+/* One that closes the connection in the middle of its handshake answer. */
+TEST(redis_tls_handshake_cut_midway)
+{
+	hostile_redis(RELAY_CUT_HANDSHAKE, "TLS handshake failed");
+}
+
+/* One that completes the handshake and then answers nothing. */
+TEST(redis_tls_stall_after_the_handshake)
+{
+	hostile_redis(RELAY_STALL, "no answer within 2000 ms after the TLS handshake");
+}
+
+/* ----- Calls that wait for a batch in flight (conn_corked) ----- */
+
+/* Over TLS a loop's calls queued while a batch is unanswered go together
+ * once its replies come. Many at once on one loop, with long names and
+ * owners (more than one 16 KiB record of calls): on one name exactly
+ * one is granted and the others refused; on names of their own, all
+ * granted. */
+TEST(redis_tls_calls_at_once_on_one_loop)
+{
+	enum { CALLS = 40 };
+	const char *flags[] = { "--redis-ca", NULL, "--threads", "1", NULL };
+	char url[96], pad[121], one[200], name[220], path[CALLS][600], why[400];
+	struct redis_srv rs;
+	struct dlockd_srv d;
+	struct bg b[CALLS];
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	CHECK(tls_redis(&rs, ""), "redis-server serves TLS only (see %s/redis.log)", rs.dir);
+	flags[1] = pki_path("ca.pem");
+	snprintf(url, sizeof(url), "rediss://127.0.0.1:%d", rs.port);
+	CHECK(dlockd_start(&d, url, flags) == 0, "start on %s (see %s)", url, d.log);
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000),
+	      "ready over TLS (see %s)", d.log);
+	memset(pad, 'o', sizeof(pad) - 1);
+	pad[sizeof(pad) - 1] = '\0';
+	snprintf(one, sizeof(one), "rtls-burst-%s", pad);
+	for (int own = 0; own < 2; own++) {
+		int granted = 0, refused = 0;
+
+		for (int i = 0; i < CALLS; i++) {
+			snprintf(name, sizeof(name), own ? "%s-%02d" : "%s", one, i);
+			snprintf(path[i], sizeof(path[i]), "/locks/%s?owner=%.100s%d&ttl_ms=60000",
+				 name, pad, i);
+			bg_start_on(&b[i], d.base, "PUT", path[i], NULL);
+		}
+		for (int i = 0; i < CALLS; i++) {
+			bg_join(&b[i]);
+			granted += b[i].r.status == 200;
+			refused += b[i].r.status == 409;
+			http_free(&b[i].r);
+		}
+		if (!own)
+			CHECK(granted == 1 && refused == CALLS - 1, "one name: %d granted, %d "
+			      "refused, want 1 and %d (see %s)", granted, refused, CALLS - 1, d.log);
+		else
+			CHECK(granted == CALLS, "names of their own: %d of %d granted (see %s)",
+			      granted, CALLS, d.log);
+	}
+	CHECK(lock_cycle(&d, lockname("rtls-burst"), why, sizeof(why)), "a lock cycle: %s", why);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
+/* A call in flight when Redis stalls, and calls queued behind it on the
+ * same connection: once Redis resumes (3 s later: past the calls' 1.5 s
+ * deadline in its clock) every call is answered, and each answer is what
+ * happened in Redis: a lock held for a 200, none for a 503. */
+TEST(redis_tls_calls_queued_behind_a_stalled_call)
+{
+	enum { CALLS = 5 };
+	const char *flags[] = { "--redis-ca", NULL, "--threads", "1", NULL };
+	char url[96], why[400], names[CALLS][128], path[300], out[64];
+	struct redis_srv rs;
+	struct dlockd_srv d;
+	struct bg b[CALLS];
+	int64_t t0;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	CHECK(tls_redis(&rs, ""), "redis-server serves TLS only (see %s/redis.log)", rs.dir);
+	flags[1] = pki_path("ca.pem");
+	snprintf(url, sizeof(url), "rediss://127.0.0.1:%d", rs.port);
+	CHECK(dlockd_start(&d, url, flags) == 0, "start on %s (see %s)", url, d.log);
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000),
+	      "ready over TLS (see %s)", d.log);
+	CHECK(lock_cycle(&d, lockname("rtls-queued"), why, sizeof(why)),
+	      "a lock cycle (scripts loaded): %s", why);
+
+	kill(rs.pid, SIGSTOP);
+	t0 = mono_ms();
+	for (int i = 0; i < CALLS; i++) {
+		snprintf(names[i], sizeof(names[i]), "%.100s", lockname("rtls-queued"));
+		snprintf(path, sizeof(path), "/locks/%s?owner=a&ttl_ms=60000", names[i]);
+		bg_start_on(&b[i], d.base, "PUT", path, NULL);
+		if (!i)
+			sleep_ms(300);	/* the first is in flight: the others queue */
+	}
+	sleep_ms(2700);		/* the stall under test */
+	kill(rs.pid, SIGCONT);
+	for (int i = 0; i < CALLS; i++) {
+		long st;
+
+		bg_join(&b[i]);
+		st = b[i].r.status;
+		CHECK(st == 200 || (st == 503 && json_str(&b[i].r, "error") &&
+				    !strcmp(json_str(&b[i].r, "error"), "backend_unavailable")),
+		      "call %d: %ld %s", i, st, b[i].r.body ? b[i].r.body : "");
+		CHECK(b[i].done_ms - t0 < 10000 + 2000 * slow_factor(),
+		      "call %d answered %lld ms after the stall began", i,
+		      (long long)(b[i].done_ms - t0));
+		http_free(&b[i].r);
+		snprintf(path, sizeof(path), "EXISTS %.127s", names[i]);
+		CHECK(redis_tls_cli(&rs, path, out, sizeof(out)) == 0 &&
+		      !strcmp(out, st == 200 ? "1" : "0"),
+		      "call %d answered %ld, and Redis says %s: '%s'", i, st, path, out);
+	}
+	CHECK(WAIT_FOR(lock_cycle(&d, lockname("rtls-queued"), why, sizeof(why)), 15000),
+	      "a lock cycle after the stall: %s (see %s)", why, d.log);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	redis_stop(&rs, false);
 }
 
