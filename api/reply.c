@@ -162,23 +162,6 @@ static char *put_string(char *out, const char *s)
 	return out;
 }
 
-/* v in decimal at out; returns the end. Room: 20 bytes. */
-static char *put_int(char *out, long long v)
-{
-	char digits[20];
-	unsigned long long u = v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v;
-	size_t n = 0;
-
-	do
-		digits[n++] = (char)('0' + u % 10);
-	while (u /= 10);
-	if (v < 0)
-		*out++ = '-';
-	while (n)
-		*out++ = digits[--n];
-	return out;
-}
-
 enum MHD_Result reply_fields(struct request *rq, unsigned status, const struct reply_field *f,
 			     size_t n)
 {
@@ -187,7 +170,7 @@ enum MHD_Result reply_fields(struct request *rq, unsigned status, const struct r
 
 	for (size_t i = 0; i < n; i++)
 		room += 6 * strlen(f[i].key) + 3 +
-			(f[i].type == REPLY_STR ? 6 * strlen(f[i].s) + 2 : 21);
+			(f[i].type == REPLY_STR ? 6 * strlen(f[i].s) + 2 : DECIMAL_MAX);
 	p = text = xmalloc(room);
 	*p++ = '{';
 	for (size_t i = 0; i < n; i++) {
@@ -200,7 +183,7 @@ enum MHD_Result reply_fields(struct request *rq, unsigned status, const struct r
 			p = put_string(p, f[i].s);
 			break;
 		case REPLY_INT:
-			p = put_int(p, f[i].i);
+			p = put_decimal(p, f[i].i);
 			break;
 		case REPLY_BOOL:
 			memcpy(p, f[i].i ? "true" : "false", f[i].i ? 4 : 5);
