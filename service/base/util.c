@@ -106,6 +106,12 @@ char *put_decimal(char *out, long long v)
 	return out;
 }
 
+char *decimal(char *buf, long long v)
+{
+	*put_decimal(buf, v) = '\0';
+	return buf;
+}
+
 int64_t now_ms(void)
 {
 	return now_us() / 1000;

@@ -22,6 +22,8 @@ char *xstrjoin(const char *first, ...) __attribute__((sentinel));
  * on the request path (Redis commands, replies). */
 #define DECIMAL_MAX 20
 char *put_decimal(char *out, long long v);
+/* v in decimal in buf (DECIMAL_MAX + 1 bytes), terminated; returns buf. */
+char *decimal(char *buf, long long v);
 
 /* Milliseconds on the monotonic clock: for deadlines and durations. */
 int64_t now_ms(void);

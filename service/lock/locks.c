@@ -614,13 +614,13 @@ static void semaphore_acquire(const struct backend *b, struct call *c, int64_t t
 	const char *args[] = { lease, owner, life, limit, principal,
 			       x && x->value ? "1" : "0", x && x->value ? x->value : "" };
 
-	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
+	decimal(lease, ttl_ms);
 	/* a semaphore's places are not refreshed while their waiters sleep
 	 * (nothing is ordered by them): each lasts its waiter's whole wait,
 	 * and goes when the waiter leaves */
-	snprintf(life, sizeof(life), "%lld",
-		 !c->queue ? 0LL : (long long)(x && x->place_ms > 0 ? x->place_ms : queue_ttl_ms));
-	snprintf(limit, sizeof(limit), "%lld", x ? (long long)x->limit : 0LL);
+	decimal(life, !c->queue ? 0LL
+			     : (long long)(x && x->place_ms > 0 ? x->place_ms : queue_ttl_ms));
+	decimal(limit, x ? (long long)x->limit : 0LL);
 	run(b, c, &kinds[LOCK_KIND_SEMAPHORE].acquire, 7, args);
 }
 
@@ -644,11 +644,11 @@ void locks_acquire(const struct backend *b, enum lock_kind kind, const char *nam
 		semaphore_acquire(b, c, ttl_ms, owner, principal, x);
 		return;
 	}
-	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
-	snprintf(life, sizeof(life), "%lld", c->queue ? (long long)queue_ttl_ms : 0LL);
-	snprintf(per_owner, sizeof(per_owner), "%lld", (long long)read_holds_per_owner);
-	snprintf(per_lock, sizeof(per_lock), "%lld", (long long)read_holds_per_lock);
-	snprintf(queue_cap, sizeof(queue_cap), "%lld", (long long)fair_queue_cap);
+	decimal(lease, ttl_ms);
+	decimal(life, c->queue ? (long long)queue_ttl_ms : 0LL);
+	decimal(per_owner, read_holds_per_owner);
+	decimal(per_lock, read_holds_per_lock);
+	decimal(queue_cap, fair_queue_cap);
 	/* only a read acquire adds read holds: it alone reads their caps
 	 * (ARGV[6], [7]); a fair one and a write queue read the queue's cap
 	 * in ARGV[6] instead */
@@ -749,7 +749,7 @@ static void refresh_send(struct refresh_wait *rw)
 	list = locks_pack_list((const char *const *)rw->owners + rw->at, k);
 	rw->at += k;
 	args[1] = list;
-	snprintf(life, sizeof(life), "%lld", (long long)queue_ttl_ms);
+	decimal(life, queue_ttl_ms);
 	run_to(rw->b, c, &kinds[LOCK_KIND_FAIR].refresh, 2, args, on_refresh_reply);
 	free(list);
 }
@@ -816,7 +816,7 @@ static void undo_send(struct call *c)
 	args[n++] = c->owner;
 	if (k->side)
 		args[n++] = k->side;
-	snprintf(change, sizeof(change), "%lld", (long long)c->st.change);
+	decimal(change, c->st.change);
 	args[n++] = change;
 	run_to(c->b, c, &k->undo, n, args, on_undo_reply);
 }
@@ -961,7 +961,7 @@ void locks_renew(const struct backend *b, enum lock_kind kind, const char *name,
 	c->decode = renew_decode;
 	c->sync = SYNC_KEEP;
 	c->owner = xstrdup(owner);
-	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
+	decimal(lease, ttl_ms);
 	run(b, c, &kinds[kind].renew, 3, args);
 }
 
@@ -1008,7 +1008,7 @@ void locks_set_limit(const struct backend *b, const char *name, int64_t limit,
 
 	c->decode = set_limit_decode;
 	c->sync = SYNC_KEEP;
-	snprintf(n, sizeof(n), "%lld", (long long)limit);
+	decimal(n, limit);
 	run(b, c, &kinds[LOCK_KIND_SEMAPHORE].set_limit, 1, args);
 }
 
