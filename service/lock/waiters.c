@@ -759,10 +759,15 @@ void waiters_lease_ends(struct waiters *ws, const char *channel, int64_t at_ms)
  * one the next moment, but not one the grant concerns: a waiter of the
  * same owner is counted when it joins, before the try whose refusal put
  * it to sleep, and that refusal came from Redis before this grant. */
+bool waiters_owners_waiting(void)
+{
+	return atomic_load(&R.owned) > 0;
+}
+
 void waiters_owner_told(struct waiters *ws, const char *channel, const char *owner)
 {
 	LOOP_ASSERT_THREAD(ws->loop);
-	if (!atomic_load(&R.owned))
+	if (!waiters_owners_waiting())
 		return;
 	owner_told_here(ws, channel, owner);
 	pthread_mutex_lock(&R.lock);
