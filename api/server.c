@@ -89,10 +89,11 @@
  * 2 KiB, and malloc takes such a chunk by its slow path (merging its fast
  * bins first) on every request otherwise. None under ASan, which is to see
  * every request freed. */
-#ifdef __SANITIZE_ADDRESS__
-#define SPARE_REQUESTS 0
-#else
 #define SPARE_REQUESTS 16
+#ifdef __SANITIZE_ADDRESS__
+static const bool keep_spares = false;
+#else
+static const bool keep_spares = true;
 #endif
 
 enum stop_phase { RUNNING, STOP_REQUESTS, STOP_REDIS };
@@ -124,7 +125,7 @@ struct http_loop {
 	bool settled;			/* nothing in flight at the last poll */
 	int64_t stop_until_ms;
 	struct loop_timer stop_poll;
-	struct request *spare[SPARE_REQUESTS + 1];	/* freed, for reuse */
+	struct request *spare[SPARE_REQUESTS];	/* freed, for reuse */
 	unsigned nspare;
 };
 
@@ -233,7 +234,7 @@ static void request_free(struct request *rq)
 	free(rq->url);
 	free(rq->name);
 	free(rq->body);
-	if (h->nspare < SPARE_REQUESTS)
+	if (keep_spares && h->nspare < SPARE_REQUESTS)
 		h->spare[h->nspare++] = rq;
 	else
 		free(rq);
