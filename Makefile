@@ -202,6 +202,9 @@ $(BUILD)/tests/test_locks: UNIT_WRAP = -Wl,--wrap=scripts_run -Wl,--wrap=waiters
 	-Wl,--wrap=redis_conn_send -Wl,--wrap=redis_conn_send_slot -Wl,--wrap=redis_conn_is_cluster
 $(BUILD)/tests/test_params: UNIT_WRAP = -Wl,--wrap=MHD_get_connection_values \
 	-Wl,--wrap=reply_error
+$(BUILD)/tests/test_reply: UNIT_WRAP = -Wl,--wrap=MHD_create_response_from_buffer \
+	-Wl,--wrap=MHD_add_response_header -Wl,--wrap=MHD_queue_response \
+	-Wl,--wrap=MHD_destroy_response
 # test_acquire injects every collaborator of the acquire machine
 # (struct acquire_ops), test_list tests a header: they link nothing of dlockd.
 $(BUILD)/tests/test_acquire $(BUILD)/tests/test_list: $(BUILD)/tests/%: tests/unit/%.c | deps

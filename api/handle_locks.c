@@ -238,22 +238,19 @@ static enum MHD_Result reply_shutting_down(struct request *rq)
 
 static enum MHD_Result reply_granted(struct request *rq, const struct lock_state *st)
 {
+	bool sem = rq->route.kind == LOCK_KIND_SEMAPHORE;
+	const struct reply_field f[] = {
+		RF_STR("name", rq->name), RF_STR("owner", rq->lock.params.owner),
+		RF_INT("fencing_token", st->token), RF_INT("ttl_ms", st->ttl_ms),
+		sem ? RF_INT("limit", rq->lock.params.limit) : RF_INT("holds", st->holds),
+	};
+
 	if (rq->lock.params.wait_ms > 0)
 		metrics_wait(rq->route.kind, true, now_us() - rq->started_us);
 	if (server_client_gone(rq))
 		return MHD_NO;	/* nobody will learn of it: released on completion */
 	metrics_lock(rq->route.kind, MOP_ACQUIRE, LOCK_OK);
-	if (rq->route.kind == LOCK_KIND_SEMAPHORE)
-		return reply_json(rq, 200, json_pack("{s:s, s:s, s:I, s:I, s:I}",
-						     "name", rq->name, "owner", rq->lock.params.owner,
-						     "fencing_token", (json_int_t)st->token,
-						     "ttl_ms", (json_int_t)st->ttl_ms,
-						     "limit", (json_int_t)rq->lock.params.limit));
-	return reply_json(rq, 200, json_pack("{s:s, s:s, s:I, s:I, s:I}",
-					     "name", rq->name, "owner", rq->lock.params.owner,
-					     "fencing_token", (json_int_t)st->token,
-					     "ttl_ms", (json_int_t)st->ttl_ms,
-					     "holds", (json_int_t)st->holds));
+	return reply_fields(rq, 200, f, ARRAY_SIZE(f));
 }
 
 static enum MHD_Result reply_refused(struct request *rq, enum lock_result r,
@@ -501,7 +498,7 @@ static enum MHD_Result force_released(struct request *rq)
 	metrics_lock(rq->route.kind, MOP_FORCE_RELEASE, rq->lock.result);
 	if (rq->lock.result != LOCK_OK)
 		return reply_failure(rq, rq->lock.result, &rq->lock.state);
-	return reply_json(rq, 200, json_pack("{s:b}", "released", rq->lock.state.locked));
+	return reply_fields(rq, 200, &RF_BOOL("released", rq->lock.state.locked), 1);
 }
 
 static enum MHD_Result released(struct request *rq)
@@ -511,8 +508,9 @@ static enum MHD_Result released(struct request *rq)
 		metrics_expiration(rq->route.kind);
 	if (rq->lock.result != LOCK_OK)
 		return reply_failure(rq, rq->lock.result, &rq->lock.state);
-	return reply_json(rq, 200, json_pack("{s:b, s:I}", "released", !rq->lock.state.locked,
-					     "holds", (json_int_t)rq->lock.state.holds));
+	return reply_fields(rq, 200, (const struct reply_field[]){
+				    RF_BOOL("released", !rq->lock.state.locked),
+				    RF_INT("holds", rq->lock.state.holds) }, 2);
 }
 
 static enum MHD_Result delete_lock(struct request *rq)
@@ -547,7 +545,7 @@ static enum MHD_Result renewed(struct request *rq)
 		metrics_expiration(rq->route.kind);
 	if (rq->lock.result != LOCK_OK)
 		return reply_failure(rq, rq->lock.result, &rq->lock.state);
-	return reply_json(rq, 200, json_pack("{s:I}", "ttl_ms", (json_int_t)rq->lock.state.ttl_ms));
+	return reply_fields(rq, 200, &RF_INT("ttl_ms", rq->lock.state.ttl_ms), 1);
 }
 
 static enum MHD_Result post_heartbeat(struct request *rq)

@@ -165,6 +165,70 @@ enum MHD_Result reply_json(struct request *rq, unsigned status, json_t *body)
 	return queue(rq, status, "application/json", text, len);
 }
 
+/* ----- Flat objects, written directly ----- */
+
+/* s as a JSON string at out (" and \\ escaped, control characters as
+ * \\u00XX, the rest as is); returns the end. Room: 6 bytes per byte of
+ * s, and 2. */
+static char *put_string(char *out, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	*out++ = '"';
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\') {
+			*out++ = '\\';
+			*out++ = (char)c;
+		} else if (c < 0x20) {
+			memcpy(out, "\\u00", 4);
+			out[4] = hex[c >> 4];
+			out[5] = hex[c & 15];
+			out += 6;
+		} else {
+			*out++ = (char)c;
+		}
+	}
+	*out++ = '"';
+	return out;
+}
+
+enum MHD_Result reply_fields(struct request *rq, unsigned status, const struct reply_field *f,
+			     size_t n)
+{
+	size_t room = 4;	/* {, }, newline, NUL */
+	char *text, *p;
+
+	for (size_t i = 0; i < n; i++)
+		room += 6 * strlen(f[i].key) + 3 +
+			(f[i].type == REPLY_STR ? 6 * strlen(f[i].s) + 2 : DECIMAL_MAX);
+	p = text = xmalloc(room);
+	*p++ = '{';
+	for (size_t i = 0; i < n; i++) {
+		if (i)
+			*p++ = ',';
+		p = put_string(p, f[i].key);
+		*p++ = ':';
+		switch (f[i].type) {
+		case REPLY_STR:
+			p = put_string(p, f[i].s);
+			break;
+		case REPLY_INT:
+			p = put_decimal(p, f[i].i);
+			break;
+		case REPLY_BOOL:
+			memcpy(p, f[i].i ? "true" : "false", f[i].i ? 4 : 5);
+			p += f[i].i ? 4 : 5;
+			break;
+		}
+	}
+	*p++ = '}';
+	*p++ = '\n';	/* as reply_json */
+	*p = '\0';
+	return queue(rq, status, "application/json", text, (size_t)(p - text));
+}
+
 enum MHD_Result reply_error(struct request *rq, enum api_error err, json_t *extra,
 			    const char *fmt, ...)
 {

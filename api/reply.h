@@ -43,6 +43,22 @@ char *reply_json_text(json_t *body, size_t *len);
  * done with this answer's copy of it (at once when queueing fails). */
 enum MHD_Result reply_shared(struct request *rq, unsigned status, const char *content_type,
 			     const char *text, size_t len, void (*release)(void *), void *cls);
+/* One field of a flat JSON object written by reply_fields; RF_STR, RF_INT
+ * and RF_BOOL make one. */
+struct reply_field {
+	const char *key;
+	enum { REPLY_STR, REPLY_INT, REPLY_BOOL } type;
+	const char *s;
+	long long i;
+};
+#define RF_STR(k, v) ((struct reply_field){ .key = (k), .type = REPLY_STR, .s = (v) })
+#define RF_INT(k, v) ((struct reply_field){ .key = (k), .type = REPLY_INT, .i = (v) })
+#define RF_BOOL(k, v) ((struct reply_field){ .key = (k), .type = REPLY_BOOL, .i = (v) })
+/* Queue status with the object of the n fields f, in order: what
+ * reply_json would give for it, written without building a json_t (the
+ * answers of the lock cycle, a few fields each). */
+enum MHD_Result reply_fields(struct request *rq, unsigned status, const struct reply_field *f,
+			     size_t n);
 /* Queue a text body; text is stolen (freed by MHD). */
 enum MHD_Result reply_text(struct request *rq, unsigned status, const char *content_type,
 			   char *text, size_t len);

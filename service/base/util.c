@@ -90,6 +90,28 @@ char *xstrjoin(const char *first, ...)
 	return out;
 }
 
+char *put_decimal(char *out, long long v)
+{
+	char digits[DECIMAL_MAX];
+	unsigned long long u = v < 0 ? 0 - (unsigned long long)v : (unsigned long long)v;
+	size_t n = 0;
+
+	do
+		digits[n++] = (char)('0' + u % 10);
+	while (u /= 10);
+	if (v < 0)
+		*out++ = '-';
+	while (n)
+		*out++ = digits[--n];
+	return out;
+}
+
+char *decimal(char *buf, long long v)
+{
+	*put_decimal(buf, v) = '\0';
+	return buf;
+}
+
 int64_t now_ms(void)
 {
 	return now_us() / 1000;

@@ -17,6 +17,14 @@ char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * parsing a format: Redis key names are built a few times a request. */
 char *xstrjoin(const char *first, ...) __attribute__((sentinel));
 
+/* v in decimal at out, not terminated; returns the end. out must hold
+ * DECIMAL_MAX bytes. What snprintf("%lld") does without parsing a format,
+ * on the request path (Redis commands, replies). */
+#define DECIMAL_MAX 20
+char *put_decimal(char *out, long long v);
+/* v in decimal in buf (DECIMAL_MAX + 1 bytes), terminated; returns buf. */
+char *decimal(char *buf, long long v);
+
 /* Milliseconds on the monotonic clock: for deadlines and durations. */
 int64_t now_ms(void);
 /* Microseconds on the monotonic clock: for latency measurements. */

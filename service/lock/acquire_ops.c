@@ -39,8 +39,11 @@ static struct waiter *join(const struct backend *b, enum lock_kind kind, const c
 static void told(const struct backend *b, enum lock_kind kind, const char *name,
 		 const char *owner)
 {
-	char *channel = locks_wait_channel(kind, name, owner);
+	char *channel;
 
+	if (!waiters_owners_waiting())
+		return;		/* the common case: no channel name to build */
+	channel = locks_wait_channel(kind, name, owner);
 	waiters_owner_told(b->waiters, channel, owner);
 	free(channel);
 }

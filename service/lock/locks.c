@@ -235,58 +235,106 @@ char *locks_wait_channel(enum lock_kind kind, const char *name, const char *owne
 	return ch;
 }
 
-/* Every name a script of this lock may need, built on demand. */
+/* Every name a script of this lock may need, built on demand in buf (a
+ * call's keys are a few names of a few hundred bytes; what does not fit
+ * goes to the heap): no allocation per key. */
 struct keys {
 	enum lock_kind kind;
 	const char *name;		/* the name in Redis: <prefix>N */
-	char *k[K_COUNT];
+	const char *k[K_COUNT];
+	char *heap[K_COUNT];		/* those that did not fit in buf */
+	size_t used;			/* bytes of buf taken */
+	char buf[2048];
 };
+
+/* a, b, c and d (a NULL ends them early) one after the other: key id. */
+static const char *keys_join(struct keys *ks, enum key_id id, const char *a, const char *b,
+			     const char *c, const char *d)
+{
+	const char *parts[] = { a, b, c, d };
+	size_t lens[4], len = 0, n = 0;
+	char *at;
+
+	for (; n < ARRAY_SIZE(parts) && parts[n]; n++)
+		len += lens[n] = strlen(parts[n]);
+	if (len < sizeof(ks->buf) - ks->used) {
+		at = ks->buf + ks->used;
+		ks->used += len + 1;
+	} else {
+		at = ks->heap[id] = xmalloc(len + 1);
+	}
+	ks->k[id] = at;
+	for (size_t i = 0; i < n; i++) {
+		memcpy(at, parts[i], lens[i]);
+		at += lens[i];
+	}
+	*at = '\0';
+	return ks->k[id];
+}
+
+/* locks_prefix_name(prefix, name) as key id. */
+static const char *keys_prefixed(struct keys *ks, enum key_id id, const char *prefix)
+{
+	bool tagged = strchr(ks->name, '{');
+
+	return keys_join(ks, id, prefix, tagged ? ":" : ":{", ks->name, tagged ? NULL : "}");
+}
+
+/* Not an initializer: that would zero buf too. */
+static void keys_init(struct keys *ks, enum lock_kind kind, const char *name)
+{
+	ks->kind = kind;
+	ks->name = name;
+	ks->used = 0;
+	memset(ks->k, 0, sizeof(ks->k));
+	memset(ks->heap, 0, sizeof(ks->heap));
+}
+
+static void keys_free(struct keys *ks)
+{
+	for (int i = 0; i < K_COUNT; i++)
+		free(ks->heap[i]);
+}
 
 static const char *key_get(struct keys *ks, enum key_id id)
 {
+	bool tagged;
+
 	if (ks->k[id])
 		return ks->k[id];
 	switch (id) {
 	case K_LOCK:
 		return ks->name;
 	case K_TOKEN:
-		ks->k[id] = locks_prefix_name("redisson_lock_token", ks->name);
-		break;
+		return keys_prefixed(ks, id, "redisson_lock_token");
 	case K_CHANNEL:
-		ks->k[id] = locks_prefix_name(kinds[ks->kind].channel_prefix, ks->name);
-		break;
+		return keys_prefixed(ks, id, kinds[ks->kind].channel_prefix);
 	case K_QUEUE:
-		ks->k[id] = locks_prefix_name("redisson_lock_queue", ks->name);
-		break;
+		return keys_prefixed(ks, id, "redisson_lock_queue");
 	case K_DEADLINES:
-		ks->k[id] = locks_prefix_name("redisson_lock_timeout", ks->name);
-		break;
-	case K_TAG:
-		ks->k[id] = locks_tag_name(ks->name);
-		break;
+		return keys_prefixed(ks, id, "redisson_lock_timeout");
+	case K_TAG:	/* locks_tag_name */
+		tagged = strchr(ks->name, '{');
+		return keys_join(ks, id, tagged ? ks->name : "{", tagged ? NULL : ks->name, "}",
+				 NULL);
 	case K_WRITERS:
-		ks->k[id] = locks_prefix_name("dlockd_rwlock_writers", ks->name);
-		break;
+		return keys_prefixed(ks, id, "dlockd_rwlock_writers");
 	case K_OWNERS:
-		ks->k[id] = locks_prefix_name("dlockd_lock_owners", ks->name);
-		break;
-	case K_PERMITS: {
+		return keys_prefixed(ks, id, "dlockd_lock_owners");
+	case K_PERMITS:
 		/* Redisson's suffixName(N, "timeout") */
-		ks->k[id] = strchr(ks->name, '{') ? xstrjoin(ks->name, ":timeout", NULL)
-						  : xstrjoin("{", ks->name, "}:timeout", NULL);
-		break;
-	}
+		tagged = strchr(ks->name, '{');
+		return tagged ? keys_join(ks, id, ks->name, ":timeout", NULL, NULL)
+			      : keys_join(ks, id, "{", ks->name, "}:timeout", NULL);
 	case K_SEM_WAITERS:
-		ks->k[id] = locks_prefix_name("dlockd_sem_waiters", ks->name);
-		break;
+		return keys_prefixed(ks, id, "dlockd_sem_waiters");
 	case K_STATE:
-		ks->k[id] = locks_prefix_name("dlockd_lock_state", ks->name);
-		break;
+		return keys_prefixed(ks, id, "dlockd_lock_state");
 	case K_END:
 	case K_COUNT:
-		abort();
+		break;
 	}
-	return ks->k[id];
+	abort();
 }
 
 /* What --redis-sync-replicas does after an operation changed a lock. */
@@ -343,10 +391,11 @@ static void run_to(const struct backend *b, struct call *c, const struct op_row 
 		   const char *const *args, redis_reply_fn fn)
 {
 	char *rname = locks_redis_name(c->name);
-	struct keys ks = { .kind = c->kind, .name = rname };
+	struct keys ks;
 	const char *keys[MAX_KEYS];
 	int n = 0;
 
+	keys_init(&ks, c->kind, rname);
 	while (n < MAX_KEYS && op->keys[n] != K_END) {
 		keys[n] = key_get(&ks, op->keys[n]);
 		n++;
@@ -356,8 +405,7 @@ static void run_to(const struct backend *b, struct call *c, const struct op_row 
 	c->b = b;
 	c->sent_ms = now_ms();
 	scripts_run(b->redis, op->script, n, keys, nargs, args, fn, c);
-	for (int i = 0; i < K_COUNT; i++)
-		free(ks.k[i]);
+	keys_free(&ks);
 	free(rname);
 }
 
@@ -614,13 +662,13 @@ static void semaphore_acquire(const struct backend *b, struct call *c, int64_t t
 	const char *args[] = { lease, owner, life, limit, principal,
 			       x && x->value ? "1" : "0", x && x->value ? x->value : "" };
 
-	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
+	decimal(lease, ttl_ms);
 	/* a semaphore's places are not refreshed while their waiters sleep
 	 * (nothing is ordered by them): each lasts its waiter's whole wait,
 	 * and goes when the waiter leaves */
-	snprintf(life, sizeof(life), "%lld",
-		 !c->queue ? 0LL : (long long)(x && x->place_ms > 0 ? x->place_ms : queue_ttl_ms));
-	snprintf(limit, sizeof(limit), "%lld", x ? (long long)x->limit : 0LL);
+	decimal(life, !c->queue ? 0LL
+			     : (long long)(x && x->place_ms > 0 ? x->place_ms : queue_ttl_ms));
+	decimal(limit, x ? (long long)x->limit : 0LL);
 	run(b, c, &kinds[LOCK_KIND_SEMAPHORE].acquire, 7, args);
 }
 
@@ -644,11 +692,11 @@ void locks_acquire(const struct backend *b, enum lock_kind kind, const char *nam
 		semaphore_acquire(b, c, ttl_ms, owner, principal, x);
 		return;
 	}
-	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
-	snprintf(life, sizeof(life), "%lld", c->queue ? (long long)queue_ttl_ms : 0LL);
-	snprintf(per_owner, sizeof(per_owner), "%lld", (long long)read_holds_per_owner);
-	snprintf(per_lock, sizeof(per_lock), "%lld", (long long)read_holds_per_lock);
-	snprintf(queue_cap, sizeof(queue_cap), "%lld", (long long)fair_queue_cap);
+	decimal(lease, ttl_ms);
+	decimal(life, c->queue ? (long long)queue_ttl_ms : 0LL);
+	decimal(per_owner, read_holds_per_owner);
+	decimal(per_lock, read_holds_per_lock);
+	decimal(queue_cap, fair_queue_cap);
 	/* only a read acquire adds read holds: it alone reads their caps
 	 * (ARGV[6], [7]); a fair one and a write queue read the queue's cap
 	 * in ARGV[6] instead */
@@ -749,7 +797,7 @@ static void refresh_send(struct refresh_wait *rw)
 	list = locks_pack_list((const char *const *)rw->owners + rw->at, k);
 	rw->at += k;
 	args[1] = list;
-	snprintf(life, sizeof(life), "%lld", (long long)queue_ttl_ms);
+	decimal(life, queue_ttl_ms);
 	run_to(rw->b, c, &kinds[LOCK_KIND_FAIR].refresh, 2, args, on_refresh_reply);
 	free(list);
 }
@@ -816,7 +864,7 @@ static void undo_send(struct call *c)
 	args[n++] = c->owner;
 	if (k->side)
 		args[n++] = k->side;
-	snprintf(change, sizeof(change), "%lld", (long long)c->st.change);
+	decimal(change, c->st.change);
 	args[n++] = change;
 	run_to(c->b, c, &k->undo, n, args, on_undo_reply);
 }
@@ -961,7 +1009,7 @@ void locks_renew(const struct backend *b, enum lock_kind kind, const char *name,
 	c->decode = renew_decode;
 	c->sync = SYNC_KEEP;
 	c->owner = xstrdup(owner);
-	snprintf(lease, sizeof(lease), "%lld", (long long)ttl_ms);
+	decimal(lease, ttl_ms);
 	run(b, c, &kinds[kind].renew, 3, args);
 }
 
@@ -969,13 +1017,13 @@ size_t locks_renew_keys(enum lock_kind kind, const char *name, char **keys)
 {
 	const struct op_row *op = &kinds[kind].renew;
 	char *rname = locks_redis_name(name);
-	struct keys ks = { .kind = kind, .name = rname };
+	struct keys ks;
 	size_t n = 0;
 
+	keys_init(&ks, kind, rname);
 	for (; n < LOCKS_RENEW_KEYS_MAX && op->keys[n] != K_END; n++)
 		keys[n] = xstrdup(key_get(&ks, op->keys[n]));
-	for (int i = 0; i < K_COUNT; i++)
-		free(ks.k[i]);
+	keys_free(&ks);
 	free(rname);
 	return n;
 }
@@ -1008,7 +1056,7 @@ void locks_set_limit(const struct backend *b, const char *name, int64_t limit,
 
 	c->decode = set_limit_decode;
 	c->sync = SYNC_KEEP;
-	snprintf(n, sizeof(n), "%lld", (long long)limit);
+	decimal(n, limit);
 	run(b, c, &kinds[LOCK_KIND_SEMAPHORE].set_limit, 1, args);
 }
 

@@ -145,7 +145,8 @@ void scripts_run(struct redis_conn *conn, enum script_id id, int nkeys, const ch
 	c->ctx = ctx;
 	c->argc = 0;
 	at = c->data;
-	at += snprintf(at, 16, "%d", nkeys) + 1;
+	at = put_decimal(at, nkeys);
+	*at++ = '\0';
 	c->argv[c->argc++] = c->data;
 	for (int i = 0; i < nkeys + nargs; i++) {
 		const char *s = i < nkeys ? keys[i] : args[i - nkeys];

@@ -147,6 +147,9 @@ struct waiters {
 	struct list_node ready;		/* woken waiters, oldest wake first */
 	struct loop_task resume_task;	/* drains the ready list */
 	struct waiters *rnext;		/* in the registry */
+	/* its waiters with an owner (waiters_set_owner): read by the other
+	 * loops, which post it a told owner only when there are some */
+	atomic_uint owned;
 };
 
 /* Every loop's struct waiters. */
@@ -155,6 +158,7 @@ static struct {
 	struct waiters *list;
 	atomic_uint nwaiters;		/* joined, over all loops */
 	atomic_uint nwatchers;		/* ... of which watchers */
+	atomic_uint owned;		/* ... with an owner (struct waiters' owned) */
 	atomic_bool shutting_down;
 } R = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -408,8 +412,23 @@ struct waiter *waiters_join(struct waiters *ws, const char *channel, int fd,
 
 void waiters_set_owner(struct waiter *w, const char *owner)
 {
+	if (!w->owner) {
+		atomic_fetch_add(&w->ch->ws->owned, 1);
+		atomic_fetch_add(&R.owned, 1);
+	}
 	free(w->owner);
 	w->owner = xstrdup(owner);
+}
+
+/* w has left its channel: free it, and uncount its owner. */
+static void waiter_free(struct waiters *ws, struct waiter *w)
+{
+	if (w->owner) {
+		atomic_fetch_sub(&ws->owned, 1);
+		atomic_fetch_sub(&R.owned, 1);
+	}
+	free(w->owner);
+	free(w);
 }
 
 /* waiters_sleep() of a watcher: it sleeps apart from the channel's other
@@ -512,8 +531,7 @@ void waiters_leave(struct waiter *w, int64_t lease_end_ms)
 		atomic_fetch_sub(&R.nwatchers, 1);
 		if (ch->refs + ch->nwatch == 0)
 			channel_free(ch);
-		free(w->owner);
-		free(w);
+		waiter_free(ws, w);
 		return;
 	}
 	/* the lease it saw (its own, once granted) covers the sleepers of the
@@ -529,8 +547,7 @@ void waiters_leave(struct waiter *w, int64_t lease_end_ms)
 		if (!atomic_load(&R.shutting_down))
 			keep_covered(ch, lease_end_ms);
 	}
-	free(w->owner);
-	free(w);
+	waiter_free(ws, w);
 }
 
 /* ----- What other threads post ----- */
@@ -737,13 +754,25 @@ void waiters_lease_ends(struct waiters *ws, const char *channel, int64_t at_ms)
 	lease_ends_elsewhere(ws, channel, at_ms);
 }
 
+/* Only loops with waiters that have an owner are told (most grants find
+ * none: no note, no wake of another thread). A loop with none now may get
+ * one the next moment, but not one the grant concerns: a waiter of the
+ * same owner is counted when it joins, before the try whose refusal put
+ * it to sleep, and that refusal came from Redis before this grant. */
+bool waiters_owners_waiting(void)
+{
+	return atomic_load(&R.owned) > 0;
+}
+
 void waiters_owner_told(struct waiters *ws, const char *channel, const char *owner)
 {
 	LOOP_ASSERT_THREAD(ws->loop);
+	if (!waiters_owners_waiting())
+		return;
 	owner_told_here(ws, channel, owner);
 	pthread_mutex_lock(&R.lock);
 	for (struct waiters *o = R.list; o; o = o->rnext)
-		if (o != ws)
+		if (o != ws && atomic_load(&o->owned))
 			post_note(o, NOTE_OWNER_TOLD, channel, owner, strlen(owner), 0);
 	pthread_mutex_unlock(&R.lock);
 }

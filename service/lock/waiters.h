@@ -123,6 +123,10 @@ void waiters_lease_ends(struct waiters *ws, const char *channel, int64_t at_ms);
  * the acquire is idempotent, so they are answered the same grant at once
  * instead of at their deadline. */
 void waiters_owner_told(struct waiters *ws, const char *channel, const char *owner);
+/* Whether any loop has a waiter with an owner: without one,
+ * waiters_owner_told has nobody to wake (its caller need not build the
+ * channel's name). Any thread. */
+bool waiters_owners_waiting(void);
 
 /* ----- Any thread ----- */
 

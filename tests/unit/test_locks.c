@@ -282,6 +282,54 @@ static void test_locks__name_with_brace_gets_no_extra_tag(void **state)
 	free(s);
 }
 
+/* A call's keys are built in struct keys' buffer, those past it on the
+ * heap: the same names either way, tagged or not, short or long. */
+static void test_locks__keys_in_the_buffer_and_past_it(void **state)
+{
+	static const char *const prefixes[] = {
+		[K_TOKEN] = "redisson_lock_token", [K_QUEUE] = "redisson_lock_queue",
+		[K_DEADLINES] = "redisson_lock_timeout", [K_WRITERS] = "dlockd_rwlock_writers",
+		[K_OWNERS] = "dlockd_lock_owners", [K_SEM_WAITERS] = "dlockd_sem_waiters",
+		[K_STATE] = "dlockd_lock_state",
+	};
+	char longname[LOCKS_NAME_MAX * 3 + 1];
+	const char *names[] = { "job", "{t}:abc", longname };
+	struct keys ks;
+	char *want;
+
+	(void)state;
+	memset(longname, 'n', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = '\0';
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		bool tagged = strchr(names[i], '{');
+
+		keys_init(&ks, LOCK_KIND_LOCK, names[i]);
+		for (int id = 0; id < K_COUNT; id++) {
+			if (id == K_END || id == K_LOCK || id == K_CHANNEL || id == K_TAG ||
+			    id == K_PERMITS)
+				continue;
+			want = locks_prefix_name(prefixes[id], names[i]);
+			assert_string_equal(key_get(&ks, id), want);
+			assert_ptr_equal(key_get(&ks, id), key_get(&ks, id));	/* built once */
+			free(want);
+		}
+		want = locks_prefix_name(kinds[LOCK_KIND_LOCK].channel_prefix, names[i]);
+		assert_string_equal(key_get(&ks, K_CHANNEL), want);
+		free(want);
+		want = locks_tag_name(names[i]);
+		assert_string_equal(key_get(&ks, K_TAG), want);
+		free(want);
+		want = tagged ? xstrjoin(names[i], ":timeout", NULL)
+			      : xstrjoin("{", names[i], "}:timeout", NULL);
+		assert_string_equal(key_get(&ks, K_PERMITS), want);
+		free(want);
+		assert_ptr_equal(key_get(&ks, K_LOCK), names[i]);
+		/* the long name's keys overflowed the buffer */
+		assert_true(i < 2 ? !ks.heap[K_PERMITS] : ks.heap[K_PERMITS] != NULL);
+		keys_free(&ks);
+	}
+}
+
 static void test_locks__wait_channel_of_an_exclusive_lock(void **state)
 {
 	char *s = locks_wait_channel(LOCK_KIND_LOCK, "job", "owner-1");
@@ -1297,6 +1345,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_locks__key_uses_hash_tag),
+		cmocka_unit_test(test_locks__keys_in_the_buffer_and_past_it),
 		cmocka_unit_test(test_locks__name_with_brace_gets_no_extra_tag),
 		cmocka_unit_test(test_locks__wait_channel_of_an_exclusive_lock),
 		cmocka_unit_test(test_locks__acquire_passes_lock_token_and_holders_keys),

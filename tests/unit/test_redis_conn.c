@@ -704,9 +704,33 @@ static void test_redis_conn__two_connections_are_independent(void **state)
 	redis_node_free(b);
 }
 
+/* resp_format writes what hiredis' redisFormatCommandArgv does, for
+ * empty, binary and long arguments alike. */
+static void test_redis_conn__resp_format_is_hiredis(void **state)
+{
+	static char big[3000];
+	const char *av[] = { "EVALSHA", "", "a\0b\r\nc", big, "-12" };
+	const size_t lv[] = { 7, 0, 7, sizeof(big), 3 };
+	char *want, *out;
+	long long wlen;
+
+	(void)state;
+	memset(big, 'x', sizeof(big));
+	for (int argc = 1; argc <= (int)ARRAY_SIZE(av); argc++) {
+		wlen = redisFormatCommandArgv(&want, argc, av, lv);
+		assert_true(wlen > 0);
+		out = xmalloc(resp_room(argc, lv));
+		assert_int_equal(resp_format(out, argc, av, lv) - out, wlen);
+		assert_memory_equal(out, want, (size_t)wlen);
+		free(out);
+		redisFreeCommand(want);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_redis_conn__resp_format_is_hiredis),
 		cmocka_unit_test_setup_teardown(test_redis_conn__one_write_per_turn_replies_in_order, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_redis_conn__overdue, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_redis_conn__late_reply_within_the_wait_is_delivered, setup, teardown),

@@ -1,8 +1,11 @@
 /* test_util.c -- random_hex: ids of the size asked for, lowercase hex,
  * never repeated across the refills of its per-thread pool, and the pool
- * wiped behind what it handed out. */
+ * wiped behind what it handed out; put_decimal writes what printf's %lld
+ * does. */
 #include "unit.h"
 
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "service/base/util.c"
@@ -38,11 +41,26 @@ static void test_util__random_hex_wipes_what_it_handed_out(void **state)
 	}
 }
 
+static void test_util__put_decimal_is_printfs_lld(void **state)
+{
+	static const long long v[] = { 0, 1, -1, 9, 10, 99, 100, 1234567890123LL, -42,
+				       LLONG_MAX, LLONG_MIN, LLONG_MIN + 1 };
+	char got[DECIMAL_MAX + 1], want[32];
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(v); i++) {
+		*put_decimal(got, v[i]) = '\0';
+		snprintf(want, sizeof(want), "%lld", v[i]);
+		assert_string_equal(got, want);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_util__random_hex_is_hex_and_never_repeats),
 		cmocka_unit_test(test_util__random_hex_wipes_what_it_handed_out),
+		cmocka_unit_test(test_util__put_decimal_is_printfs_lld),
 	};
 
 	return cmocka_run_group_tests_name("util", tests, NULL, NULL);

@@ -62,6 +62,7 @@ static int setup(void **state)
 	atomic_store(&R.shutting_down, false);
 	atomic_store(&R.nwaiters, 0);	/* what a failed test left behind */
 	atomic_store(&R.nwatchers, 0);
+	atomic_store(&R.owned, 0);
 	L = loop_new();
 	L2 = loop_new();
 	if (!L || !L2)
@@ -872,6 +873,51 @@ static void test_waiters__a_watcher_has_its_own_timer(void **state)
 	waiters_leave(y, 0);
 }
 
+/* A told owner wakes that owner's sleepers on every loop, and only them;
+ * the loops that have no waiter with an owner are not posted to at all
+ * (most grants: no note, no wake of another thread). */
+static void test_waiters__a_told_owner_wakes_its_sleepers_on_every_loop(void **state)
+{
+	struct fake_req a = { 0 }, b = { 0 }, c = { 0 };
+	struct waiter *wa, *wb, *wc;
+	bool confirmed;
+
+	(void)state;
+	wa = asleep("ch", &a);
+	wb = asleep_on(WS2, "ch", &b);
+	wc = join_on(WS2, "ch", &c, &confirmed);
+	assert_true(confirmed);
+	waiters_sleep(wc, 0);
+	/* nobody has an owner: nothing is counted, nothing posted */
+	waiters_owner_told(WS, "ch", "w1");
+	assert_int_equal(atomic_load(&R.owned), 0);
+	turn();
+	loop_turn(L2, 0);
+	assert_int_equal(a.resumed, 1);
+	assert_int_equal(b.resumed, 1);
+	assert_int_equal(c.resumed, 0);
+	/* one of L2's waits for w1, L's for w2 */
+	waiters_set_owner(wb, "w1");
+	waiters_set_owner(wb, "w1");	/* counted once */
+	waiters_set_owner(wa, "w2");
+	assert_int_equal(atomic_load(&R.owned), 2);
+	assert_int_equal(atomic_load(&WS->owned), 1);
+	assert_int_equal(atomic_load(&WS2->owned), 1);
+	waiters_owner_told(WS, "ch", "w1");
+	turn();
+	assert_int_equal(a.resumed, 1);		/* w2's: not woken */
+	assert_int_equal(b.resumed, 1);		/* posted, not yet seen */
+	loop_turn(L2, 0);
+	assert_woken(b, 2, wb, WAKE_RETRY);
+	assert_int_equal(c.resumed, 0);		/* no owner: not woken */
+	waiters_leave(wb, 0);
+	assert_int_equal(atomic_load(&WS2->owned), 0);
+	waiters_leave(wa, 0);
+	waiters_leave(wc, 0);
+	assert_int_equal(atomic_load(&R.owned), 0);
+	assert_int_equal(atomic_load(&WS->owned), 0);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(test_waiters__##name, setup, teardown)
 
 int main(void)
@@ -898,6 +944,7 @@ int main(void)
 		T(a_winners_lease_end_reaches_the_other_loops),
 		T(lease_ends_reach_the_other_loops),
 		T(a_delivery_from_another_thread_wakes_its_waiter),
+		T(a_told_owner_wakes_its_sleepers_on_every_loop),
 		T(retry_wakes_that_sleeper_alone),
 		T(a_count_wakes_that_many_sleepers),
 		T(every_message_wakes_every_watcher_and_takes_nothing),
