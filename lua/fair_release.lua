@@ -26,12 +26,12 @@ end
 local kind, fields = lock_kind(KEYS[1])
 if kind == 'rw' then
   return {-1}
-elseif kind == 'other' or not type_ok(KEYS[3], 'zset') or not type_ok(KEYS[5], 'hash') then
+elseif kind == 'other' or not type_ok(KEYS[5], 'hash') then
   return {-3}
 end
 local head, at = fair_head(KEYS[2], KEYS[3], now_ms())
 if head == nil then
-  return {-3}	-- the queue is not a list (its read, before any write)
+  return {-3}	-- the queue is not a list, or its deadlines no zset (reads)
 end
 local holds = 0
 if kind ~= 'none' then

@@ -197,23 +197,34 @@ end
 -- when it was absent
 local counter_seen = {}
 
-local function next_token(key, lease, sole)
+-- next_token in two halves: the token (a read at most), then its SET
+local function token_next(key)
   -- counter_ok(key) was checked before the script's first write, and
   -- read the counter: the next token is one more, or Redis' clock
   local seen = counter_seen[key]
   if seen == nil then
     seen = tonumber(redis.call('get', key) or '') or false
+    counter_seen[key] = seen
   end
   local token = (seen or 0) + 1
   if token < NOW_US then
     token = NOW_US
   end
+  return token
+end
+
+local function token_store(key, token, lease, sole)
   local life = lease
-  if seen and not sole then
+  if counter_seen[key] and not sole then
     life = math.max(life, redis.call('pttl', key))
   end
   redis.call('set', key, string.format('%d', token), 'px', life)
   counter_seen[key] = token
+end
+
+local function next_token(key, lease, sole)
+  local token = token_next(key)
+  token_store(key, token, lease, sole)
   return token
 end
 
@@ -419,6 +430,33 @@ local function owners_new(owners, field, counter, lease, principal, given, value
   return token, NOW_US
 end
 
+local function owners_ok(owners, kind)
+  return kind == 'none' or type_ok(owners, 'hash')
+end
+
+local function owners_open(owners, field, g)
+  local token = token_next(g.counter)
+  local entry = string.format('%d', token)
+  if g.principal ~= '' then
+    entry = entry .. ' ' .. g.principal
+  end
+  local args = {owners, field, entry, '#' .. field, string.format('%d %s', NOW_US, g.record)}
+  if g.given == '1' then
+    args[#args + 1] = '=' .. field
+    args[#args + 1] = g.value
+  end
+  -- the script's first write, so the type check: WRONGTYPE writes nothing
+  local added = redis.pcall('hset', unpack(args))
+  if type(added) ~= 'number' then
+    return false
+  elseif added < (#args - 1) / 2 and g.given ~= '1' then
+    -- a stale entry of field was there: its value is not this holding's
+    redis.call('hdel', owners, '=' .. field)
+  end
+  g.token = token
+  return true
+end
+
 local function owners_sync(owners, key, pttl)
   pttl = pttl or redis.call('pttl', key)
   if pttl == -2 then
@@ -457,7 +495,12 @@ end
 
 local function owners_grant(owners, key, field, g)
   local token, change
-  if g.fresh then
+  if g.token then
+    -- owners_open wrote the entry: the counter and owners' lease are left
+    token_store(g.counter, g.token, g.lease, g.sole)
+    redis.call('pexpire', owners, g.lease)
+    return g.token, NOW_US
+  elseif g.fresh then
     token, change = owners_new(owners, field, g.counter, g.lease, g.principal, g.given, g.value,
                                g.record, g.sole)
   end
