@@ -28,8 +28,11 @@
                                    nothing is written
           {-1}                     N is a read-write lock
           {-3}                     N, its counter, its queue or its holders'
-                                   hash holds something that is not a lock's;
-                                   nothing is written
+                                   hash holds something that is not a lock's,
+                                   or its deadlines do where they are read
+                                   (with the queue's entries, or to queue the
+                                   caller; a free lock nobody queues for is
+                                   taken without them); nothing is written
           {-5, n}                  the caller would queue, but n live places
                                    (ARGV[6] or more) are queued already: it
                                    is not added (dead heads may be dropped)

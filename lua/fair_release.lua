@@ -17,7 +17,8 @@
           {-2, 7, 0}  the owner holds N under another token name
           {-1}        N is a read-write lock
           {-3}        N, its queue or its holders' hash holds something that is
-                      not a lock's
+                      not a lock's, or its deadlines do while the queue has
+                      entries (an empty queue's are not read)
   Past the kind checks, dead queue heads (deadline past) are dropped
   whatever the answer; no hold changes unless one is released. ]]
 if not owner_ok(ARGV[1]) then

@@ -120,11 +120,36 @@
                               owners_sync, in 2 commands instead of 7).
                               Returns token, change; nil (nothing written)
                               when owners exists
+  owners_ok(owners, kind)     owners is a hash or absent (type_ok), or kind
+                              is 'none': a free lock's grant leaves the
+                              check to owners_open, its first write
+  owners_open(owners, field, g)
+                              a fresh holding of a lock that was free
+                              (lock_kind 'none'): its whole entry in one
+                              HSET, with the token next_token will SET
+                              (g as for owners_grant, which must follow and
+                              then writes the counter and owners' lease:
+                              2 commands more). Called before the script's
+                              first write, so that HSET is the type check
+                              of owners: false, nothing written, when
+                              owners is not a hash (the TYPE it saves is a
+                              command of every uncontended acquire). A
+                              stale entry of field there (the lock hash
+                              went without owners: Redisson's release or
+                              force-unlock) is overwritten (HSET's count
+                              says so) and its value dropped; stale
+                              entries of other fields are ignored, as
+                              everywhere, and go with owners. The change
+                              number is NOW_US, as when owners expired
+                              with the holding (an entry written later
+                              than NOW_US would be a clock gone back)
   owners_grant(owners, key, field, g)
                               record a grant to field (a new holding, a
                               repeat or a re-entry) in owners, g saying
                               how: {counter, lease, principal, given,
-                              value, record, fresh, sole, pttl}: a fresh
+                              value, record, fresh, sole, pttl}: after
+                              owners_open (g.token set), the counter and
+                              owners' lease; else a fresh
                               holding's entry with owners_new when it can,
                               else owners_token, owners_value, owners_bump
                               and owners_sync(owners, key, pttl) (with no
