@@ -104,8 +104,8 @@ if reenter then
 end
 local life = tonumber(ARGV[3])
 -- the deadlines' type, when the queue was empty (fair_head read none)
-local queued = redis.pcall('zscore', KEYS[4], owner)
-if type(queued) == 'table' then
+local queued = typed_call('zscore', KEYS[4], owner)
+if queued == nil then
   return {-3}	-- before any write: an empty queue purged nothing
 end
 if life > 0 and not (queued and tonumber(queued) > now) then

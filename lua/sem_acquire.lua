@@ -40,8 +40,8 @@ if refusal then
 end
 local now = now_ms()
 -- the permits' first read, before any write, is their type check
-local out = redis.pcall('zcard', KEYS[2])
-if type(out) ~= 'number' then
+local out = typed_call('zcard', KEYS[2])
+if not out then
   return {-3}	-- the permits are no zset
 end
 -- none out and nobody waiting: every holders' entry is stale, and the

@@ -46,6 +46,10 @@
   counter_ok(key)             key is absent or an integer INCR can add to
                               (one GET: next_token uses what it read)
   type_ok(key, t)             key is absent or of type t
+  typed_call(command, ...)    redis.call, but nil when the key is of another
+                              type (WRONGTYPE: nothing done): the call is
+                              its own type check; any other error is
+                              raised as redis.call raises it
   owner_ok(owner)             owner is no field of the layout ('mode', a
                               '...:write' writer field); dlockd refuses such
                               owners before they reach a script
@@ -303,6 +307,17 @@ local function type_ok(key, t)
   return got == 'none' or got == t
 end
 
+local function typed_call(...)
+  local r = redis.pcall(...)
+  if type(r) == 'table' and r.err then
+    if string.find(r.err, '^WRONGTYPE') then
+      return nil
+    end
+    error(r)	-- as redis.call would: Redis' own refusal (READONLY, OOM, ...)
+  end
+  return r
+end
+
 local function owner_ok(owner)
   return owner ~= 'mode' and string.sub(owner, -6) ~= ':write'
 end
@@ -471,8 +486,8 @@ local function owners_open(owners, field, g)
     args[#args + 1] = g.value
   end
   -- the script's first write, so the type check: WRONGTYPE writes nothing
-  local added = redis.pcall('hset', unpack(args))
-  if type(added) ~= 'number' then
+  local added = typed_call('hset', unpack(args))
+  if not added then
     return false
   elseif added < (#args - 1) / 2 and g.given ~= '1' then
     -- a stale entry of field was there: its value is not this holding's
