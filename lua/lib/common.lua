@@ -450,12 +450,8 @@ local function owners_values(owners, fields)
   return v
 end
 
-local function owners_new(owners, field, counter, lease, principal, given, value, record,
-                          sole)
-  if type_seen[owners] ~= 'none' then
-    return nil
-  end
-  local token = next_token(counter, lease, sole)
+-- the HSET arguments of a fresh holding's whole entry in owners
+local function owners_fresh_entry(owners, field, token, principal, given, value, record)
   local entry = string.format('%d', token)
   if principal ~= '' then
     entry = entry .. ' ' .. principal
@@ -465,7 +461,17 @@ local function owners_new(owners, field, counter, lease, principal, given, value
     args[#args + 1] = '=' .. field
     args[#args + 1] = value
   end
-  redis.call('hset', unpack(args))
+  return args
+end
+
+local function owners_new(owners, field, counter, lease, principal, given, value, record,
+                          sole)
+  if type_seen[owners] ~= 'none' then
+    return nil
+  end
+  local token = next_token(counter, lease, sole)
+  redis.call('hset', unpack(owners_fresh_entry(owners, field, token, principal, given, value,
+                                               record)))
   redis.call('pexpire', owners, lease)
   return token, NOW_US
 end
@@ -476,15 +482,7 @@ end
 
 local function owners_open(owners, field, g)
   local token = token_next(g.counter)
-  local entry = string.format('%d', token)
-  if g.principal ~= '' then
-    entry = entry .. ' ' .. g.principal
-  end
-  local args = {owners, field, entry, '#' .. field, string.format('%d %s', NOW_US, g.record)}
-  if g.given == '1' then
-    args[#args + 1] = '=' .. field
-    args[#args + 1] = g.value
-  end
+  local args = owners_fresh_entry(owners, field, token, g.principal, g.given, g.value, g.record)
   -- the script's first write, so the type check: WRONGTYPE writes nothing
   local added = typed_call('hset', unpack(args))
   if not added then
