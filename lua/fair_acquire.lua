@@ -28,8 +28,11 @@
                                    nothing is written
           {-1}                     N is a read-write lock
           {-3}                     N, its counter, its queue or its holders'
-                                   hash holds something that is not a lock's;
-                                   nothing is written
+                                   hash holds something that is not a lock's,
+                                   or its deadlines do where they are read
+                                   (with the queue's entries, or to queue the
+                                   caller; a free lock nobody queues for is
+                                   taken without them); nothing is written
           {-5, n}                  the caller would queue, but n live places
                                    (ARGV[6] or more) are queued already: it
                                    is not added (dead heads may be dropped)
@@ -39,8 +42,7 @@
   once its deadline passes. Whoever becomes head is told on its channel,
   before anything is written. ]]
 local owner = ARGV[2]
-local refusal, kind, fields, left = acquire_refusal(KEYS[1], 'lock', owner, KEYS[2],
-                                                    KEYS[4], 'zset', KEYS[6], 'hash')
+local refusal, kind, fields, left = acquire_refusal(KEYS[1], 'lock', owner, KEYS[2])
 if refusal then
   return refusal
 end
@@ -48,7 +50,9 @@ left = left or -2	-- N's pttl (free: none)
 local now = now_ms()
 local head, at, old_head, after = fair_head(KEYS[3], KEYS[4], now)
 if head == nil then
-  return {-3}	-- the queue is not a list (its read, before any write)
+  return {-3}	-- the queue is not a list, or its deadlines no zset (reads)
+elseif not owners_ok(KEYS[6], kind) then
+  return {-3}
 end
 local lease = tonumber(ARGV[1])
 local take = kind == 'none' and (not head or head == owner)
@@ -56,6 +60,9 @@ local reenter = kind ~= 'none' and field_of(fields, owner) ~= nil
 if reenter and owners_refused(KEYS[6], owner, ARGV[5]) then
   return {-2, 7, 0}
 end
+-- sole: a free lock has no other holding the counter must outlive
+local grant = {counter = KEYS[2], lease = lease, principal = ARGV[5], given = ARGV[8],
+               value = ARGV[9], record = '1 0 0', fresh = true, sole = true, pttl = lease}
 
 if take and head == owner then
   -- the next in line now watches this holder's lease
@@ -66,6 +73,9 @@ if take and head == owner then
 elseif not take and not reenter and head ~= old_head and head ~= owner then
   fair_notify(KEYS[5], head)	-- dead heads are dropped: the new one may go
 end
+if take and not owners_open(KEYS[6], owner, grant) then
+  return {-3}	-- the holders' hash is not a hash: nothing written
+end
 fair_purge(KEYS[3], KEYS[4], now, at)
 if take then
   if head == owner then
@@ -74,10 +84,7 @@ if take then
   end
   redis.call('hset', KEYS[1], owner, 1)
   redis.call('pexpire', KEYS[1], lease)
-  -- sole: a free lock has no other holding the counter must outlive
-  local token, change = owners_grant(KEYS[6], KEYS[1], owner, {
-    counter = KEYS[2], lease = lease, principal = ARGV[5], given = ARGV[8], value = ARGV[9],
-    record = '1 0 0', fresh = true, sole = true, pttl = lease})
+  local token, change = owners_grant(KEYS[6], KEYS[1], owner, grant)
   redis.pcall(PUBLISH, KEYS[7], 'acquired')
   return {1, token, 1, lease, 1, change}
 end
@@ -96,7 +103,11 @@ if reenter then
   return {1, token, holds, pttl, added, change}
 end
 local life = tonumber(ARGV[3])
-local queued = redis.call('zscore', KEYS[4], owner)
+-- the deadlines' type, when the queue was empty (fair_head read none)
+local queued = typed_call('zscore', KEYS[4], owner)
+if queued == nil then
+  return {-3}	-- before any write: an empty queue purged nothing
+end
 if life > 0 and not (queued and tonumber(queued) > now) then
   -- each place is walked by whoever leaves (fair_dequeue): cap them; a
   -- place whose deadline passed (not purged yet, behind a live head) is

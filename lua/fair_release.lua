@@ -17,7 +17,8 @@
           {-2, 7, 0}  the owner holds N under another token name
           {-1}        N is a read-write lock
           {-3}        N, its queue or its holders' hash holds something that is
-                      not a lock's
+                      not a lock's, or its deadlines do while the queue has
+                      entries (an empty queue's are not read)
   Past the kind checks, dead queue heads (deadline past) are dropped
   whatever the answer; no hold changes unless one is released. ]]
 if not owner_ok(ARGV[1]) then
@@ -26,12 +27,12 @@ end
 local kind, fields = lock_kind(KEYS[1])
 if kind == 'rw' then
   return {-1}
-elseif kind == 'other' or not type_ok(KEYS[3], 'zset') or not type_ok(KEYS[5], 'hash') then
+elseif kind == 'other' or not type_ok(KEYS[5], 'hash') then
   return {-3}
 end
 local head, at = fair_head(KEYS[2], KEYS[3], now_ms())
 if head == nil then
-  return {-3}	-- the queue is not a list (its read, before any write)
+  return {-3}	-- the queue is not a list, or its deadlines no zset (reads)
 end
 local holds = 0
 if kind ~= 'none' then

@@ -42,7 +42,7 @@ end
 local fresh = kind == 'none'
 if not fresh and not field_of(fields, owner) then
   return {0, left, 0, 0, 0}	-- a waiter's retry: two reads, no more
-elseif not counter_ok(KEYS[2]) or not type_ok(KEYS[3], 'hash') then
+elseif not counter_ok(KEYS[2]) or not owners_ok(KEYS[3], kind) then
   return {-3}
 elseif not fresh and owners_refused(KEYS[3], owner, principal) then
   return {-2, 7, 0}
@@ -50,6 +50,15 @@ end
 local before = 0
 if not fresh then
   before = now_ms() + left
+end
+-- sole: a free lock has no other holding the counter must outlive
+local grant = {counter = KEYS[2], lease = lease, principal = principal, given = ARGV[8],
+               value = ARGV[9], fresh = fresh, sole = fresh}
+if fresh then
+  grant.record = '1 0 0'
+  if not owners_open(KEYS[3], owner, grant) then
+    return {-3}	-- the holders' hash is not a hash: nothing written
+  end
 end
 local holds, added
 if fresh or ARGV[4] == '1' then
@@ -63,10 +72,9 @@ if fresh then
 else
   pttl = lease_at_least(KEYS[1], lease, left)
 end
--- sole: a free lock has no other holding the counter must outlive
-local token, change = owners_grant(KEYS[3], KEYS[1], owner, {
-  counter = KEYS[2], lease = lease, principal = principal, given = ARGV[8], value = ARGV[9],
-  record = string.format('%d %d 0', added, before), fresh = fresh, sole = fresh, pttl = pttl})
+grant.record = grant.record or string.format('%d %d 0', added, before)
+grant.pttl = pttl
+local token, change = owners_grant(KEYS[3], KEYS[1], owner, grant)
 if holds == 1 and added == 1 then
   redis.pcall(PUBLISH, KEYS[4], 'acquired')
 end

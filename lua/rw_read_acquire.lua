@@ -44,10 +44,14 @@
   The caps keep what one client can pile up on N, and so what every call
   on N costs Redis (one PTTL per hold), bounded. ]]
 local owner, lease, principal = ARGV[2], tonumber(ARGV[1]), ARGV[5]
-local refusal, kind, fields = acquire_refusal(KEYS[1], 'rw', owner, KEYS[2],
-                                      KEYS[4], 'zset', KEYS[5], 'hash')
+local refusal, kind, fields = acquire_refusal(KEYS[1], 'rw', owner, KEYS[2], KEYS[4], 'zset')
+-- a free lock nobody waits to write: the holders' hash is checked by the
+-- grant's first write (owners_open)
+local open = kind == 'none' and type_seen[KEYS[4]] == 'none'
 if refusal then
   return refusal
+elseif not owners_ok(KEYS[5], open and 'none' or kind) then
+  return {-3}
 end
 local total, held = 0, {}
 if kind == 'rw' then
@@ -91,6 +95,12 @@ end
 if writing then
   record[2] = owners_change(KEYS[5], owner .. ':write') or 0
 end
+-- sole: a lock nobody held has no other holding the counter must outlive
+local grant = {counter = KEYS[2], lease = lease, principal = principal, given = ARGV[8],
+               value = ARGV[9], record = '1 0 0', fresh = not reading, sole = not mode}
+if open and not owners_open(KEYS[5], owner, grant) then
+  return {-3}	-- the holders' hash is not a hash: nothing written
+end
 local base = KEYS[3] .. ':' .. owner .. ':rwlock_timeout:'
 local holds, added
 if reading and ARGV[4] ~= '1' then
@@ -115,11 +125,8 @@ local pttl = lease_at_least(KEYS[1], lease, not mode and -1 or nil)
 for i = 1, #record do
   record[i] = string.format('%d', record[i])
 end
--- sole: a lock nobody held has no other holding the counter must outlive
-local token, change = owners_grant(KEYS[5], KEYS[1], owner, {
-  counter = KEYS[2], lease = lease, principal = principal, given = ARGV[8], value = ARGV[9],
-  record = added .. ' ' .. table.concat(record, ' '), fresh = not reading, sole = not mode,
-  pttl = pttl})
+grant.record, grant.pttl = added .. ' ' .. table.concat(record, ' '), pttl
+local token, change = owners_grant(KEYS[5], KEYS[1], owner, grant)
 if holds == 1 and added == 1 then
   redis.pcall(PUBLISH, KEYS[6], 'acquired')
 end

@@ -37,15 +37,22 @@
   A repeat or re-entry never shortens the lease. Expired read holds are
   dropped first. ]]
 local owner, lease, principal = ARGV[2], tonumber(ARGV[1]), ARGV[5]
-local refusal, kind, fields = acquire_refusal(KEYS[1], 'rw', owner, KEYS[2],
-                                      KEYS[4], 'zset', KEYS[5], 'hash')
+local refusal, kind, fields = acquire_refusal(KEYS[1], 'rw', owner, KEYS[2], KEYS[4], 'zset')
 if refusal then
   return refusal
+elseif not owners_ok(KEYS[5], kind) then
+  return {-3}
+end
+local wf = owner .. ':write'
+-- sole: a lock nobody held has no other holding the counter must outlive
+local grant = {counter = KEYS[2], lease = lease, principal = principal, given = ARGV[8],
+               value = ARGV[9], record = '1 0 0'}
+if kind == 'none' and not owners_open(KEYS[5], wf, grant) then
+  return {-3}	-- the holders' hash is not a hash: nothing written
 end
 if kind == 'rw' then
   kind = rw_purge(KEYS[1], KEYS[3], KEYS[5], rw_scan(KEYS[1], KEYS[3], fields))
 end
-local wf = owner .. ':write'
 -- the purge keeps the mode, and every writer field, of a lock it keeps
 local mode = kind == 'rw' and field_of(fields, 'mode')
 local holds, added, fresh = 1, 1, true
@@ -101,10 +108,9 @@ if type_seen[KEYS[4]] ~= 'none' then
   redis.call('zrem', KEYS[4], owner)	-- its place as a waiting writer, if it had one
 end
 local pttl = lease_at_least(KEYS[1], lease, left)
--- sole: a lock nobody held has no other holding the counter must outlive
-local token, change = owners_grant(KEYS[5], KEYS[1], wf, {
-  counter = KEYS[2], lease = lease, principal = principal, given = ARGV[8], value = ARGV[9],
-  record = string.format('%d %d 0', added, before), fresh = fresh, sole = not mode, pttl = pttl})
+grant.record, grant.fresh, grant.sole, grant.pttl =
+  string.format('%d %d 0', added, before), fresh, not mode, pttl
+local token, change = owners_grant(KEYS[5], KEYS[1], wf, grant)
 if holds == 1 and added == 1 then
   redis.pcall(PUBLISH, KEYS[6], 'acquired')
 end

@@ -34,16 +34,27 @@
   first, and their count published. ]]
 local lease, owner, life = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local limit, principal = tonumber(ARGV[4]), ARGV[5]
-local refusal = sem_refusal(KEYS[1], nil, KEYS[4], KEYS[5], KEYS[6])
+local refusal = sem_refusal(KEYS[1], nil, KEYS[4], nil, KEYS[6])
 if refusal then
   return refusal
 end
 local now = now_ms()
-local expired = sem_expired(KEYS[2], now)
-if not expired then
-  return {-3}	-- the permits are no zset (their first read, before any write)
+-- the permits' first read, before any write, is their type check
+local out = typed_call('zcard', KEYS[2])
+if not out then
+  return {-3}	-- the permits are no zset
 end
-local score = redis.call('zscore', KEYS[2], owner)
+-- none out and nobody waiting: every holders' entry is stale, and the
+-- grant's first write (owners_open) checks the holders' hash
+local open = out == 0 and type_seen[KEYS[6]] == 'none'
+if not owners_ok(KEYS[5], open and 'none' or 'sem') then
+  return {-3}
+end
+local expired, score = {}, false
+if out > 0 then
+  expired = sem_expired(KEYS[2], now)
+  score = redis.call('zscore', KEYS[2], owner)
+end
 if score and tonumber(score) <= now then
   -- the caller's own permit ran out: it comes back now, whatever the batch
   local listed = false
@@ -54,7 +65,7 @@ if score and tonumber(score) <= now then
     expired[#expired + 1] = owner
   end
 end
-local out = redis.call('zcard', KEYS[2]) - #expired
+out = out - #expired
 local had = counter_seen[KEYS[1]]	-- N's count, read by sem_refusal (false: none)
 local free = had
 if free then
@@ -94,6 +105,13 @@ if held then
 else
   added = 1
 end
+-- sole: with no other permit out, no other holding the counter must outlive
+local grant = {counter = KEYS[4], lease = ends - now, principal = principal, given = ARGV[6],
+               value = ARGV[7], record = string.format('%d %d 0', added, before),
+               fresh = not held, sole = out == 0 and not held}
+if open and not owners_open(KEYS[5], owner, grant) then
+  return {-3}	-- the holders' hash is not a hash: nothing written
+end
 -- N made now (free of them, less this permit), or counted down
 if not had then
   redis.call('set', KEYS[1], free - added)
@@ -104,11 +122,7 @@ redis.call('zadd', KEYS[2], ends, owner)
 if type_seen[KEYS[6]] ~= 'none' then
   redis.call('zrem', KEYS[6], owner)	-- its place as a waiter, if it had one
 end
--- sole: with no other permit out, no other holding the counter must outlive
-local token, change = owners_grant(KEYS[5], nil, owner, {
-  counter = KEYS[4], lease = ends - now, principal = principal, given = ARGV[6],
-  value = ARGV[7], record = string.format('%d %d 0', added, before), fresh = not held,
-  sole = out == 0 and not held})
+local token, change = owners_grant(KEYS[5], nil, owner, grant)
 if added == 1 then
   redis.pcall(PUBLISH, KEYS[7], 'acquired')
 end

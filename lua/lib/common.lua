@@ -46,6 +46,10 @@
   counter_ok(key)             key is absent or an integer INCR can add to
                               (one GET: next_token uses what it read)
   type_ok(key, t)             key is absent or of type t
+  typed_call(command, ...)    redis.call, but nil when the key is of another
+                              type (WRONGTYPE: nothing done): the call is
+                              its own type check; any other error is
+                              raised as redis.call raises it
   owner_ok(owner)             owner is no field of the layout ('mode', a
                               '...:write' writer field); dlockd refuses such
                               owners before they reach a script
@@ -120,11 +124,36 @@
                               owners_sync, in 2 commands instead of 7).
                               Returns token, change; nil (nothing written)
                               when owners exists
+  owners_ok(owners, kind)     owners is a hash or absent (type_ok), or kind
+                              is 'none': a free lock's grant leaves the
+                              check to owners_open, its first write
+  owners_open(owners, field, g)
+                              a fresh holding of a lock that was free
+                              (lock_kind 'none'): its whole entry in one
+                              HSET, with the token next_token will SET
+                              (g as for owners_grant, which must follow and
+                              then writes the counter and owners' lease:
+                              2 commands more). Called before the script's
+                              first write, so that HSET is the type check
+                              of owners: false, nothing written, when
+                              owners is not a hash (the TYPE it saves is a
+                              command of every uncontended acquire). A
+                              stale entry of field there (the lock hash
+                              went without owners: Redisson's release or
+                              force-unlock) is overwritten (HSET's count
+                              says so) and its value dropped; stale
+                              entries of other fields are ignored, as
+                              everywhere, and go with owners. The change
+                              number is NOW_US, as when owners expired
+                              with the holding (an entry written later
+                              than NOW_US would be a clock gone back)
   owners_grant(owners, key, field, g)
                               record a grant to field (a new holding, a
                               repeat or a re-entry) in owners, g saying
                               how: {counter, lease, principal, given,
-                              value, record, fresh, sole, pttl}: a fresh
+                              value, record, fresh, sole, pttl}: after
+                              owners_open (g.token set), the counter and
+                              owners' lease; else a fresh
                               holding's entry with owners_new when it can,
                               else owners_token, owners_value, owners_bump
                               and owners_sync(owners, key, pttl) (with no
@@ -197,23 +226,34 @@ end
 -- when it was absent
 local counter_seen = {}
 
-local function next_token(key, lease, sole)
+-- next_token in two halves: the token (a read at most), then its SET
+local function token_next(key)
   -- counter_ok(key) was checked before the script's first write, and
   -- read the counter: the next token is one more, or Redis' clock
   local seen = counter_seen[key]
   if seen == nil then
     seen = tonumber(redis.call('get', key) or '') or false
+    counter_seen[key] = seen
   end
   local token = (seen or 0) + 1
   if token < NOW_US then
     token = NOW_US
   end
+  return token
+end
+
+local function token_store(key, token, lease, sole)
   local life = lease
-  if seen and not sole then
+  if counter_seen[key] and not sole then
     life = math.max(life, redis.call('pttl', key))
   end
   redis.call('set', key, string.format('%d', token), 'px', life)
   counter_seen[key] = token
+end
+
+local function next_token(key, lease, sole)
+  local token = token_next(key)
+  token_store(key, token, lease, sole)
   return token
 end
 
@@ -265,6 +305,17 @@ local function type_ok(key, t)
   local got = redis.call('type', key).ok
   type_seen[key] = got
   return got == 'none' or got == t
+end
+
+local function typed_call(...)
+  local r = redis.pcall(...)
+  if type(r) == 'table' and r.err then
+    if string.find(r.err, '^WRONGTYPE') then
+      return nil
+    end
+    error(r)	-- as redis.call would: Redis' own refusal (READONLY, OOM, ...)
+  end
+  return r
 end
 
 local function owner_ok(owner)
@@ -399,12 +450,8 @@ local function owners_values(owners, fields)
   return v
 end
 
-local function owners_new(owners, field, counter, lease, principal, given, value, record,
-                          sole)
-  if type_seen[owners] ~= 'none' then
-    return nil
-  end
-  local token = next_token(counter, lease, sole)
+-- the HSET arguments of a fresh holding's whole entry in owners
+local function owners_fresh_entry(owners, field, token, principal, given, value, record)
   local entry = string.format('%d', token)
   if principal ~= '' then
     entry = entry .. ' ' .. principal
@@ -414,9 +461,38 @@ local function owners_new(owners, field, counter, lease, principal, given, value
     args[#args + 1] = '=' .. field
     args[#args + 1] = value
   end
-  redis.call('hset', unpack(args))
+  return args
+end
+
+local function owners_new(owners, field, counter, lease, principal, given, value, record,
+                          sole)
+  if type_seen[owners] ~= 'none' then
+    return nil
+  end
+  local token = next_token(counter, lease, sole)
+  redis.call('hset', unpack(owners_fresh_entry(owners, field, token, principal, given, value,
+                                               record)))
   redis.call('pexpire', owners, lease)
   return token, NOW_US
+end
+
+local function owners_ok(owners, kind)
+  return kind == 'none' or type_ok(owners, 'hash')
+end
+
+local function owners_open(owners, field, g)
+  local token = token_next(g.counter)
+  local args = owners_fresh_entry(owners, field, token, g.principal, g.given, g.value, g.record)
+  -- the script's first write, so the type check: WRONGTYPE writes nothing
+  local added = typed_call('hset', unpack(args))
+  if not added then
+    return false
+  elseif added < (#args - 1) / 2 and g.given ~= '1' then
+    -- a stale entry of field was there: its value is not this holding's
+    redis.call('hdel', owners, '=' .. field)
+  end
+  g.token = token
+  return true
 end
 
 local function owners_sync(owners, key, pttl)
@@ -457,7 +533,12 @@ end
 
 local function owners_grant(owners, key, field, g)
   local token, change
-  if g.fresh then
+  if g.token then
+    -- owners_open wrote the entry: the counter and owners' lease are left
+    token_store(g.counter, g.token, g.lease, g.sole)
+    redis.call('pexpire', owners, g.lease)
+    return g.token, NOW_US
+  elseif g.fresh then
     token, change = owners_new(owners, field, g.counter, g.lease, g.principal, g.given, g.value,
                                g.record, g.sole)
   end

@@ -2,7 +2,8 @@
   whose libs: line names fair (the fair_*.lua).
   fair_scores(zset, members) each member's score in zset (false: none), in
                              one call (ZMSCORE; one ZSCORE each before Redis
-                             6.2)
+                             6.2); nil when zset is not a zset (WRONGTYPE:
+                             the read is the type check)
   fair_head(queue, zset, now, skip)
                              the first waiter in the queue (other than skip:
                              an owner, or a table whose keys are owners)
@@ -12,8 +13,11 @@
                              queue is empty), and the entry after the head
                              when its read showed it (false: the queue
                              ends there; nil: not read). Nil when the queue is not a
-                             list: a script that did not check its type
-                             refuses then ({-3}). Reads only
+                             list, or zset not a zset (read only when the
+                             queue has entries: an empty queue's deadlines
+                             are neither read nor written): a script that
+                             did not check their types refuses then ({-3}).
+                             Reads only
   fair_purge(queue, zset, now, at)
                              drop queue heads whose deadline is past (the at
                              first ones, when fair_head gave at); returns the
@@ -29,7 +33,9 @@ local FAIR_RUN = 256	-- queue entries read, or dropped, in one command
 
 local function fair_scores(zset, members)
   local scores = redis.pcall('zmscore', zset, unpack(members))
-  if type(scores) ~= 'table' or scores.err then
+  if type(scores) == 'table' and scores.err and string.find(scores.err, '^WRONGTYPE') then
+    return nil	-- zset is not a zset
+  elseif type(scores) ~= 'table' or scores.err then
     scores = {}
     for i = 1, #members do
       scores[i] = redis.call('zscore', zset, members[i])
@@ -60,6 +66,9 @@ local function fair_head(queue, zset, now, skip)
       return false, i, first
     end
     local scores = fair_scores(zset, ws)
+    if not scores then
+      return nil
+    end
     for j = 1, #ws do
       if not fair_skipped(skip, ws[j]) and scores[j] and tonumber(scores[j]) > now then
         local after = ws[j + 1]

@@ -17,10 +17,12 @@
   permit '<token> <principal>', its change number '#<owner>' and its holder
   value '=<owner>'; an entry counts only while the zset has the permit.
   sem_refusal(n, permits, counter, owners, waiters)
-                              (permits, counter and waiters may be nil: not
-                              checked; a script that passes no permits
-                              checks them by its first read of them,
-                              sem_expired's or sem_held_refusal's)
+                              (permits, counter, owners and waiters may be
+                              nil: not checked; a script that passes no
+                              permits checks them by its first read of
+                              them, sem_expired's, sem_held_refusal's or
+                              sem_acquire's ZCARD; one that passes no
+                              owners, with owners_ok or owners_open)
                               nil when every key is a semaphore's (or
                               absent), else the reply to give: {-1} N is a
                               lock, {-3} anything else that is not a
@@ -55,7 +57,8 @@ local function sem_refusal(n, permits, counter, owners, waiters)
     end
     return {-3}
   elseif (permits and not type_ok(permits, 'zset')) or (counter and not counter_ok(counter)) or
-         not type_ok(owners, 'hash') or (waiters and not type_ok(waiters, 'zset')) then
+         (owners and not type_ok(owners, 'hash')) or
+         (waiters and not type_ok(waiters, 'zset')) then
     return {-3}
   end
   return nil

@@ -433,6 +433,48 @@ TEST(fair_try_without_wait_does_not_jump_the_queue)
 	      "with the queue empty it is taken");
 }
 
+/* The deadlines of a fair lock's queue (redisson_lock_timeout:{N}) holding
+ * something else. They are read only with the queue's entries (their
+ * ZMSCORE is the type check) or to queue a caller: a taker of a free lock
+ * with nobody queued neither reads nor writes them; a caller that would
+ * queue, or any call while the queue has entries, is 409 wrong_kind and
+ * writes nothing; the data is left as it was throughout. */
+TEST(fair_deadlines_of_another_type_are_refused_where_read_and_left_alone)
+{
+	const char *n = lockname("fairdl");
+	struct http_resp r;
+	redisReply *v;
+	char p[300];
+	int64_t t0;
+
+	rcmd_int("SET redisson_lock_timeout:{%s} x", n);
+	CHECK(status_of(NULL, "PUT", "/fairlocks/%s?owner=a&ttl_ms=60000", n) == 200,
+	      "a free lock with nobody queued is taken");
+	t0 = mono_ms();
+	snprintf(p, sizeof(p), "/fairlocks/%s?owner=b&wait_ms=3000", n);
+	http("PUT", p, NULL, &r);
+	CHECK_ERROR(r, 409, "wrong_kind", "a caller that would queue");
+	http_free(&r);
+	CHECK(mono_ms() - t0 < 2500, "refused at once, not after its wait");
+	CHECK(rcmd_int("EXISTS redisson_lock_queue:{%s}", n) == 0, "nobody was queued");
+	CHECK(status_of(NULL, "DELETE", "/fairlocks/%s?owner=a", n) == 200, "released");
+
+	rcmd_int("RPUSH redisson_lock_queue:{%s} w", n);
+	snprintf(p, sizeof(p), "/fairlocks/%s?owner=c", n);
+	http("PUT", p, NULL, &r);
+	CHECK_ERROR(r, 409, "wrong_kind", "a call while the queue has entries");
+	http_free(&r);
+	http("DELETE", p, NULL, &r);
+	CHECK_ERROR(r, 409, "wrong_kind", "a release while the queue has entries");
+	http_free(&r);
+	CHECK(rcmd_int("EXISTS %s", n) == 0 && queue_len(n) == 1, "nothing written");
+	v = rcmd("GET redisson_lock_timeout:{%s}", n);
+	CHECK(v && v->type == REDIS_REPLY_STRING && !strcmp(v->str, "x"), "the data is left");
+	if (v)
+		freeReplyObject(v);
+	rcmd_int("DEL redisson_lock_queue:{%s} redisson_lock_timeout:{%s}", n, n);
+}
+
 /* ----- Under load ----- */
 
 enum { LOAD_CLIENTS = 16, LOAD_ROUNDS = 25, SNAPS = 4000, SNAP_LEN = LOAD_CLIENTS };

@@ -269,6 +269,59 @@ TEST(holders_hash_of_another_type_is_refused_untouched)
 	}
 }
 
+/* A free lock's holders' hash left with stale entries (Redisson or a forced
+ * release dropped the lock hash alone; here one with no TTL at all): the
+ * grant writes its entry over the stale one in its first write (the HSET
+ * that is also the type check), so the new holding has its own token and
+ * change number, no stale value, a holders' hash that ends with its lease,
+ * and nothing left once it is released. */
+TEST(stale_holders_entry_of_a_free_lock_is_overwritten_whole)
+{
+	for (size_t i = 0; i < NSIDES; i++) {
+		const struct side *s = &sides[i];
+		const char *n = lockname("ownersstale");
+		char field[200];
+		long long token;
+		redisReply *rep;
+
+		snprintf(field, sizeof(field), s->field, "w1");
+		rcmd_int("HSET dlockd_lock_owners:{%s} %s %s #%s %s =%s %s ghost 7", n, field,
+			 "5 team-x", field, "9 1 0 0", field, "stale-value");
+		token = take(s, n, "owner=w1&ttl_ms=60000");
+		CHECK(token > 9, "%s: granted, a token of its own", s->label);
+		rep = rcmd("HGET dlockd_lock_owners:{%s} %s", n, field);
+		CHECK(rep && rep->type == REDIS_REPLY_STRING && atoll(rep->str) == token &&
+		      !strchr(rep->str, ' '), "%s: the entry is the grant's: %s", s->label,
+		      rep && rep->str ? rep->str : "-");
+		freeReplyObject(rep);
+		rep = rcmd("HGET dlockd_lock_owners:{%s} #%s", n, field);
+		CHECK(rep && rep->type == REDIS_REPLY_STRING && atoll(rep->str) > 9,
+		      "%s: a new change number: %s", s->label, rep && rep->str ? rep->str : "-");
+		freeReplyObject(rep);
+		CHECK(rcmd_int("HEXISTS dlockd_lock_owners:{%s} =%s", n, field) == 0,
+		      "%s: no stale value", s->label);
+		CHECK(rcmd_int("PTTL dlockd_lock_owners:{%s}", n) > 0 &&
+		      rcmd_int("PTTL dlockd_lock_owners:{%s}", n) <= 60000,
+		      "%s: the holders' hash ends with the lease", s->label);
+		CHECK(take(s, n, "owner=w1&ttl_ms=60000") == token, "%s: a repeat, same token",
+		      s->label);
+		CHECK(req("DELETE", res(s, n, "owner=w1"), NULL) == 200, "%s: released", s->label);
+		CHECK(rcmd_int("EXISTS %s dlockd_lock_owners:{%s}", n, n) == 0, "%s: nothing left",
+		      s->label);
+
+		/* the same with a value given: it replaces the stale one */
+		rcmd_int("HSET dlockd_lock_owners:{%s} %s %s =%s %s", n, field, "5", field, "stale");
+		CHECK(take(s, n, "owner=w1&ttl_ms=60000&value=mine") > 0, "%s: granted", s->label);
+		rep = rcmd("HGET dlockd_lock_owners:{%s} =%s", n, field);
+		CHECK(rep && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, "mine"),
+		      "%s: the value given", s->label);
+		freeReplyObject(rep);
+		CHECK(req("DELETE", res(s, n, "owner=w1"), NULL) == 200, "%s: released", s->label);
+		CHECK(rcmd_int("EXISTS %s dlockd_lock_owners:{%s}", n, n) == 0, "%s: nothing left",
+		      s->label);
+	}
+}
+
 /* The holders' hash: one field per holding, named as in the lock hash,
  * value the holding's token ("<token> <name>" under auth: test_auth.c),
  * and one '#'-field per holding with the number of its last change (what

@@ -137,6 +137,16 @@ TEST(redis_replica_is_a_503_that_says_read_only)
 	CHECK_ERROR(r, 503, "backend_unavailable", "fair acquire on a replica");
 	CHECK(message_has(&r, "read-only replica"), "saying why: %s", r.body);
 	http_free(&r);
+	/* a free lock's grant writes its holders' entry first, its own type
+	 * check: Redis' refusal of that write is still a 503, for every kind */
+	static const char *const more[] = { "/rwlocks/ro3/write?owner=a", "/rwlocks/ro4/read?owner=a",
+					    "/semaphores/ro5?owner=a&limit=2" };
+	for (size_t i = 0; i < sizeof(more) / sizeof(more[0]); i++) {
+		http_on(d.base, "PUT", more[i], NULL, &r);
+		CHECK_ERROR(r, 503, "backend_unavailable", more[i]);
+		CHECK(message_has(&r, "read-only replica"), "saying why: %s", r.body);
+		http_free(&r);
+	}
 	CHECK(rcmd_int_on(&master, "EXISTS ro") == 0 && rcmd_int_on(&replica, "EXISTS ro") == 0 &&
 	      rcmd_int_on(&master, "EXISTS ro2") == 0, "no lock anywhere");
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");

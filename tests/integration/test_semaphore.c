@@ -909,6 +909,48 @@ TEST(semaphore_keys_holding_other_data_are_left_alone)
 	}
 }
 
+/* The holders' hash of a semaphore with no permit out: its check is the
+ * grant's first write (the HSET of the new entry), so a hash of another
+ * type is 409 wrong_kind with nothing written (no count, no permit), and
+ * stale entries (their permits gone) are written over whole: the grant's
+ * own token, no stale value, a hash that ends with the lease. */
+TEST(semaphore_holders_hash_checked_by_the_grants_first_write)
+{
+	const char *n = lockname("semowners");
+	struct http_resp r;
+	redisReply *rep;
+	long long token;
+
+	(void)rcmd_int("SET dlockd_lock_owners:{%s} x", n);
+	put_sem(n, "w", "&limit=2", &r);
+	CHECK_ERROR(r, 409, "wrong_kind", "a holders' hash of another type");
+	http_free(&r);
+	CHECK(rcmd_int("EXISTS %s {%s}:timeout redisson_lock_token:{%s}", n, n, n) == 0,
+	      "nothing written");
+	rep = rcmd("GET dlockd_lock_owners:{%s}", n);
+	CHECK(rep && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, "x"), "the data is left");
+	if (rep)
+		freeReplyObject(rep);
+
+	(void)rcmd_int("DEL dlockd_lock_owners:{%s}", n);
+	(void)rcmd_int("HSET dlockd_lock_owners:{%s} w %s #w %s =w stale gone 3", n, "5 team-x",
+		       "9 1 0 0");
+	put_sem(n, "w", "&limit=2&ttl_ms=60000", &r);
+	CHECK_STATUS(r, 200, "granted over stale entries");
+	token = json_int(&r, "fencing_token");
+	http_free(&r);
+	CHECK(rcmd_int("HGET dlockd_lock_owners:{%s} w", n) == token, "the entry is the grant's");
+	CHECK(rcmd_int("HEXISTS dlockd_lock_owners:{%s} =w", n) == 0, "no stale value");
+	CHECK(rcmd_int("PTTL dlockd_lock_owners:{%s}", n) > 0 &&
+	      rcmd_int("PTTL dlockd_lock_owners:{%s}", n) <= 60000, "it ends with the lease");
+	put_sem(n, "w", "&limit=2&ttl_ms=60000", &r);
+	CHECK(r.status == 200 && json_int(&r, "fencing_token") == token, "a repeat: same token");
+	http_free(&r);
+	CHECK(del_sem(n, "w") == 200, "released");
+	(void)rcmd_int("DEL %s {%s}:timeout redisson_lock_token:{%s} dlockd_lock_owners:{%s}", n, n,
+		       n, n);
+}
+
 /* Fencing tokens never go back, even when Redis lost the counter (and the
  * semaphore with it): the next permit's token is above every earlier one. */
 TEST(semaphore_tokens_never_go_back_across_lost_data)
