@@ -9,16 +9,18 @@
  * libmicrohttpd 0.9.75 walks every suspended connection of a daemon
  * whenever one of them resumed (daemon.c, resume_suspended_connections);
  * with 10,000 waiters on one lock, every hand-off paid a walk of all of
- * them. Connections are dealt to a loop's daemons in turn, so a walk
- * visits 1/DAEMONS_PER_LOOP of the loop's waiters, and a turn runs only
- * the daemons that have something to do. A handler sends its lock operation (queued on
+ * them. Once a loop has SPREAD_AT requests suspended, new connections are
+ * dealt to its daemons in turn, so a walk visits about 1/DAEMONS_PER_LOOP
+ * of the loop's waiters; before, they all go to its first daemon, so that
+ * a busy turn costs one MHD_run, not one per daemon. A turn runs only the
+ * daemons that have something to do. A handler sends its lock operation (queued on
  * the loop's Redis connection without blocking) and suspends its
  * connection (server_suspend); the operation's outcome resumes it
  * (server_resume) and the handler's next step answers. Nothing blocks a
  * loop but its epoll_wait.
  *
  * dlockd owns the listening socket: every loop watches it (one loop woken
- * per connection), hands each connection to its next daemon
+ * per connection), hands each connection to one of its daemons
  * (MHD_add_connection), or, when --max-connections are open over all
  * loops, answers 503 itself and closes it (over TLS: closes it, as a
  * plaintext answer would be garbage to the client).
@@ -92,11 +94,14 @@
 #define REFUSED_MAX 256		/* per loop; past it, closed at once */
 
 /* MHD daemons per loop. Each costs two fds (its epoll fd and its
- * inter-thread eventfd) and about 2 KiB; a turn runs only those with work,
- * so an uncontended request costs the syscalls it did with one. 8 cuts
- * the walk of a resume to an eighth and keeps the extra epoll_wait of a
- * busy turn (one per daemon with ready connections) to at most 8. */
+ * inter-thread eventfd) and about 2 KiB, and a turn runs only those with
+ * work; 8 cuts the walk of a resume to an eighth. */
 #define DAEMONS_PER_LOOP 8
+/* While a loop has fewer requests suspended than this, it hands every new
+ * connection to its first daemon: a busy turn's requests are then served
+ * by one MHD_run (one epoll_wait), as with one daemon, and a walk of so
+ * few is cheap. Past it, new connections are dealt over all the daemons. */
+#define SPREAD_AT 64
 
 enum stop_phase { RUNNING, STOP_REQUESTS, STOP_REDIS };
 
@@ -117,7 +122,7 @@ struct http_loop {
 	const struct backend *backend;
 	const struct config *cfg;
 	struct http_daemon d[DAEMONS_PER_LOOP];
-	unsigned next_daemon;		/* the next connection's (server_accept) */
+	unsigned next_daemon;		/* the next spread connection's (server_accept) */
 	struct guard *guard;
 	unsigned awaiting;		/* requests suspended (rq->next set) */
 	bool adding;			/* a connection in MHD_add_connection, counted */
@@ -781,8 +786,9 @@ static void refuse_connection(struct http_loop *h, int fd)
 		loop_timer_set(h->loop, &h->linger, now_ms() + REFUSED_LINGER_MS);
 }
 
-/* New connections are waiting: admit each to this loop's next MHD daemon,
- * in turn, or refuse it when --max-connections are open already. */
+/* New connections are waiting: admit each to one of this loop's MHD
+ * daemons (SPREAD_AT), or refuse it when --max-connections are open
+ * already. */
 static void server_accept(struct loop *l, int lfd, unsigned events, void *data)
 {
 	struct http_loop *h = data;
@@ -805,7 +811,8 @@ static void server_accept(struct loop *l, int lfd, unsigned events, void *data)
 			refuse_connection(h, fd);
 			continue;
 		}
-		hd = &h->d[h->next_daemon++ % DAEMONS_PER_LOOP];
+		hd = h->awaiting < SPREAD_AT ? &h->d[0]
+					     : &h->d[h->next_daemon++ % DAEMONS_PER_LOOP];
 		h->adding = true;
 		if (MHD_add_connection(hd->daemon, fd, (struct sockaddr *)&addr, len) != MHD_YES)
 			log_warn("could not take a connection: %s", strerror(errno));	/* MHD closed it */

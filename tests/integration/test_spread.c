@@ -1,9 +1,9 @@
 /* test_spread.c -- waiters spread over a loop's libmicrohttpd daemons
- * (api/server.c deals connections to DAEMONS_PER_LOOP of them in turn):
+ * (api/server.c deals connections to DAEMONS_PER_LOOP of them in turn
+ * once SPREAD_AT requests are suspended):
  * every waiter is served exactly once, a fair lock's order holds across
  * daemons and loops, a hang-up among them costs nobody their turn, and a
- * shutdown answers every one of them. Raw connections, one per waiter, so
- * that each lands on a daemon of its own. */
+ * shutdown answers every one of them. Raw connections, one per waiter. */
 #include "../harness/harness.h"
 
 #include <poll.h>
@@ -12,8 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Enough connections for several on each daemon of two loops (2 x 8). */
-enum { N = 48 };
+/* Enough waiting connections that each of two loops deals them over all
+ * its 8 daemons (past its first SPREAD_AT = 64 suspended, which all go to
+ * its first daemon). */
+enum { N = 320 };
 
 static const char *const two_loops[] = { "--threads", "2", NULL };
 
@@ -106,7 +108,7 @@ TEST(fair_waiters_on_every_daemon_are_served_in_queue_order_past_hang_ups)
 		      "waiter %d queued, in the order sent", i);
 	}
 	/* a hang-up on several daemons: their places go, nobody else's */
-	for (int i = 3; i < N; i += 10) {
+	for (int i = 3; i < N; i += 37) {
 		close(fd[i]);
 		fd[i] = -1;
 	}
@@ -153,7 +155,7 @@ TEST(plain_waiters_on_every_daemon_are_each_served_once_then_shutdown_answers_al
 		CHECK(fd[i] >= 0, "waiter %d sent", i);
 	}
 	CHECK(wait_waiters(&d, N, 10000 * slow_factor()), "%d waiters (%.0f)", N, waiters_of(&d));
-	for (int i = 5; i < N; i += 9) {
+	for (int i = 5; i < N; i += 29) {
 		close(fd[i]);
 		fd[i] = -1;
 	}
