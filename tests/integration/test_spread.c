@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 /* Enough waiting connections that each of two loops deals them over all
- * its 8 daemons (past its first SPREAD_AT = 64 suspended, which all go to
+ * its 32 daemons (past its first SPREAD_AT = 64 suspended, which all go to
  * its first daemon). */
 enum { N = 320 };
 
