@@ -91,6 +91,7 @@ struct lock_call {
 struct request {
 	struct MHD_Connection *conn;
 	struct http_loop *hl;		/* the loop's HTTP side serving it (server.c) */
+	struct http_daemon *hd;		/* ... and of it, the MHD daemon (server.c) */
 	const struct backend *backend;	/* that loop's lock domain (server.c) */
 	const struct config *cfg;
 	enum http_method method;

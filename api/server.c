@@ -1,18 +1,26 @@
-/* server.c -- the HTTP server: one libmicrohttpd daemon per event loop,
- * and the life of a request on it.
+/* server.c -- the HTTP server: DAEMONS_PER_LOOP libmicrohttpd daemons per
+ * event loop, and the life of a request on them.
  *
- * Each loop (service/base/loop.c, run by its own thread) carries a daemon in
- * MHD's external epoll mode: MHD's epoll fd is watched by the loop, and
- * MHD_run runs in a task deferred to the end of the turn whenever that fd
- * is ready, MHD's timeout is due, a connection was handed to the daemon or
- * a suspended one resumed. A handler sends its lock operation (queued on
+ * Each loop (service/base/loop.c, run by its own thread) carries its
+ * daemons in MHD's external epoll mode: each daemon's epoll fd is watched
+ * by the loop, and that daemon's MHD_run runs in a task deferred to the end
+ * of the turn whenever its fd is ready, its timeout is due, a connection
+ * was handed to it or one of its suspended ones resumed. Why several:
+ * libmicrohttpd 0.9.75 walks every suspended connection of a daemon
+ * whenever one of them resumed (daemon.c, resume_suspended_connections);
+ * with 10,000 waiters on one lock, every hand-off paid a walk of all of
+ * them. Once a loop has SPREAD_AT requests suspended, new connections are
+ * dealt to its daemons in turn, so a walk visits about 1/DAEMONS_PER_LOOP
+ * of the loop's waiters; before, they all go to its first daemon, so that
+ * a busy turn costs one MHD_run, not one per daemon. A turn runs only the
+ * daemons that have something to do. A handler sends its lock operation (queued on
  * the loop's Redis connection without blocking) and suspends its
  * connection (server_suspend); the operation's outcome resumes it
  * (server_resume) and the handler's next step answers. Nothing blocks a
  * loop but its epoll_wait.
  *
  * dlockd owns the listening socket: every loop watches it (one loop woken
- * per connection), hands each connection to its daemon
+ * per connection), hands each connection to one of its daemons
  * (MHD_add_connection), or, when --max-connections are open over all
  * loops, answers 503 itself and closes it (over TLS: closes it, as a
  * plaintext answer would be garbage to the client).
@@ -95,20 +103,37 @@ static const bool keep_spares = false;
 #else
 static const bool keep_spares = true;
 #endif
+/* MHD daemons per loop. Each costs one fd and under 1 KiB, and a turn
+ * runs only those with work; 32 cut dlockd's CPU for the drain of 10,000
+ * waiters on one lock by a quarter against 8 (the walk of a resume visits
+ * a 32nd of the loop's waiters). */
+#define DAEMONS_PER_LOOP 32
+/* While a loop has fewer requests suspended than this, it hands every new
+ * connection to its first daemon: a busy turn's requests are then served
+ * by one MHD_run (one epoll_wait), as with one daemon, and a walk of so
+ * few is cheap. Past it, new connections are dealt over all the daemons. */
+#define SPREAD_AT 64
 
 enum stop_phase { RUNNING, STOP_REQUESTS, STOP_REDIS };
+
+/* One MHD daemon of a loop and what runs it; the loop's thread's. */
+struct http_daemon {
+	struct http_loop *h;
+	struct MHD_Daemon *daemon;
+	int mhd_fd;			/* MHD's epoll fd, watched by the loop */
+	struct loop_task run;		/* MHD_run, then suspend what asked */
+	struct loop_timer mhd_timeout;	/* MHD's next timeout */
+};
 
 /* The HTTP side of one event loop; touched only by the loop's thread,
  * after server_start() set it up. */
 struct http_loop {
 	struct loop *loop;
-	bool tls;			/* the daemon speaks HTTPS */
+	bool tls;			/* the daemons speak HTTPS */
 	const struct backend *backend;
 	const struct config *cfg;
-	struct MHD_Daemon *daemon;
-	int mhd_fd;			/* MHD's epoll fd, watched by the loop */
-	struct loop_task run;		/* MHD_run, then suspend what asked */
-	struct loop_timer mhd_timeout;	/* MHD's next timeout */
+	struct http_daemon d[DAEMONS_PER_LOOP];
+	unsigned next_daemon;		/* the next spread connection's (server_accept) */
 	struct guard *guard;
 	unsigned awaiting;		/* requests suspended (rq->next set) */
 	bool adding;			/* a connection in MHD_add_connection, counted */
@@ -158,7 +183,8 @@ static unsigned quiesced;
  * target is looked at here too, whole (framing_check_line refuses it later). */
 static void *request_begin(void *cls, const char *uri, struct MHD_Connection *conn)
 {
-	struct http_loop *h = cls;
+	struct http_daemon *hd = cls;
+	struct http_loop *h = hd->h;
 	struct request *rq = h->nspare ? h->spare[--h->nspare] : xmalloc(sizeof(*rq));
 	size_t tlen = uri ? strlen(uri) : 0;
 	size_t len = uri ? strcspn(uri, "?") : 0;
@@ -166,6 +192,7 @@ static void *request_begin(void *cls, const char *uri, struct MHD_Connection *co
 	(void)conn;
 	memset(rq, 0, sizeof(*rq));
 	rq->hl = h;
+	rq->hd = hd;
 	rq->url = xmalloc(len + 1);
 	memcpy(rq->url, uri ? uri : "", len);
 	rq->url[len] = '\0';
@@ -610,39 +637,40 @@ static void suspend_pending(struct http_loop *h)
 	h->npending = 0;
 }
 
-/* The deferred task: let MHD serve every ready connection (handlers send
- * their lock operations), suspend those that asked, and watch MHD's next
- * timeout. It runs before the loop sleeps, so the operations sent go out
- * in the same turn (the Redis connection flushes after it). */
+/* The deferred task of a daemon: let MHD serve its ready connections
+ * (handlers send their lock operations), suspend those that asked, and
+ * watch its next timeout. It runs before the loop sleeps, so the
+ * operations sent go out in the same turn (the Redis connection flushes
+ * after it). */
 static void mhd_run(struct loop *l, void *data)
 {
-	struct http_loop *h = data;
+	struct http_daemon *hd = data;
 	MHD_UNSIGNED_LONG_LONG ms;
 
-	if (!h->daemon)
+	if (!hd->daemon)
 		return;
-	MHD_run(h->daemon);
-	suspend_pending(h);
-	if (MHD_get_timeout(h->daemon, &ms) == MHD_YES)
-		loop_timer_set(l, &h->mhd_timeout, now_ms() + (int64_t)(ms > 60000 ? 60000 : ms));
+	MHD_run(hd->daemon);
+	suspend_pending(hd->h);
+	if (MHD_get_timeout(hd->daemon, &ms) == MHD_YES)
+		loop_timer_set(l, &hd->mhd_timeout, now_ms() + (int64_t)(ms > 60000 ? 60000 : ms));
 	else
-		loop_timer_stop(l, &h->mhd_timeout);
+		loop_timer_stop(l, &hd->mhd_timeout);
 }
 
 static void mhd_due(struct loop *l, struct loop_timer *t)
 {
-	struct http_loop *h = container_of(t, struct http_loop, mhd_timeout);
+	struct http_daemon *hd = container_of(t, struct http_daemon, mhd_timeout);
 
-	loop_defer(l, &h->run);
+	loop_defer(l, &hd->run);
 }
 
 static void mhd_ready(struct loop *l, int fd, unsigned events, void *data)
 {
-	struct http_loop *h = data;
+	struct http_daemon *hd = data;
 
 	(void)fd;
 	(void)events;
-	loop_defer(l, &h->run);
+	loop_defer(l, &hd->run);
 }
 
 /* Why the suspension waits until MHD_run() returns: libmicrohttpd 0.9.75
@@ -672,7 +700,7 @@ enum MHD_Result server_suspend(struct request *rq, enum MHD_Result (*next)(struc
 void server_resume(struct request *rq)
 {
 	MHD_resume_connection(rq->conn);
-	loop_defer(rq->hl->loop, &rq->hl->run);
+	loop_defer(rq->hl->loop, &rq->hd->run);
 }
 
 /* ----- Accepting ----- */
@@ -778,8 +806,9 @@ static void refuse_connection(struct http_loop *h, int fd)
 		loop_timer_set(h->loop, &h->linger, now_ms() + REFUSED_LINGER_MS);
 }
 
-/* New connections are waiting: admit each to this loop's MHD daemon, or
- * refuse it when --max-connections are open already. */
+/* New connections are waiting: admit each to one of this loop's MHD
+ * daemons (SPREAD_AT), or refuse it when --max-connections are open
+ * already. */
 static void server_accept(struct loop *l, int lfd, unsigned events, void *data)
 {
 	struct http_loop *h = data;
@@ -789,6 +818,7 @@ static void server_accept(struct loop *l, int lfd, unsigned events, void *data)
 		struct sockaddr_storage addr;
 		socklen_t len = sizeof(addr);
 		int fd = accept4(lfd, (struct sockaddr *)&addr, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct http_daemon *hd;
 
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED &&
@@ -801,15 +831,17 @@ static void server_accept(struct loop *l, int lfd, unsigned events, void *data)
 			refuse_connection(h, fd);
 			continue;
 		}
+		hd = h->awaiting < SPREAD_AT ? &h->d[0]
+					     : &h->d[h->next_daemon++ % DAEMONS_PER_LOOP];
 		h->adding = true;
-		if (MHD_add_connection(h->daemon, fd, (struct sockaddr *)&addr, len) != MHD_YES)
+		if (MHD_add_connection(hd->daemon, fd, (struct sockaddr *)&addr, len) != MHD_YES)
 			log_warn("could not take a connection: %s", strerror(errno));	/* MHD closed it */
 		if (h->adding) {	/* MHD never started it */
 			h->adding = false;
 			__atomic_sub_fetch(&open_connections, 1, __ATOMIC_RELAXED);
 		}
+		loop_defer(l, &hd->run);
 	}
-	loop_defer(l, &h->run);
 }
 
 /* ----- Stopping ----- */
@@ -821,6 +853,23 @@ static void quiesce(struct loop *l, void *data)
 	(void)data;
 	loop_unwatch(l, listen_fd);
 	__atomic_add_fetch(&quiesced, 1, __ATOMIC_RELEASE);
+}
+
+/* Stop h's daemons that run (their loop's thread, or before it runs). */
+static void daemons_stop(struct http_loop *h)
+{
+	for (unsigned i = 0; i < DAEMONS_PER_LOOP; i++) {
+		struct http_daemon *hd = &h->d[i];
+
+		if (hd->mhd_fd >= 0)
+			loop_unwatch(h->loop, hd->mhd_fd);
+		hd->mhd_fd = -1;
+		loop_cancel(h->loop, &hd->run);
+		loop_timer_stop(h->loop, &hd->mhd_timeout);
+		if (hd->daemon)
+			MHD_stop_daemon(hd->daemon);
+		hd->daemon = NULL;
+	}
 }
 
 /* On the loop, every STOP_POLL_MS while stopping: first let the requests
@@ -837,7 +886,8 @@ static void stop_step(struct loop *l, struct loop_timer *t)
 	 * (a timer runs before this turn's deferred MHD_run), and the requests
 	 * must have been settled at the previous poll too */
 	if (h->stop == STOP_REQUESTS)
-		mhd_run(l, h);
+		for (unsigned i = 0; i < DAEMONS_PER_LOOP; i++)
+			mhd_run(l, &h->d[i]);
 	settled = h->awaiting == 0 && idle;
 	if (h->stop == STOP_REQUESTS && ((settled && h->settled) || now >= h->stop_until_ms)) {
 		if (h->awaiting > 0) {
@@ -853,11 +903,7 @@ static void stop_step(struct loop *l, struct loop_timer *t)
 			close(h->refused[h->nrefused].fd);
 		}
 		loop_timer_stop(l, &h->linger);
-		loop_unwatch(l, h->mhd_fd);
-		loop_cancel(l, &h->run);
-		loop_timer_stop(l, &h->mhd_timeout);
-		MHD_stop_daemon(h->daemon);
-		h->daemon = NULL;
+		daemons_stop(h);
 		guard_free(h->guard);
 		h->guard = NULL;
 		h->stop = STOP_REDIS;
@@ -893,8 +939,9 @@ static void stop(struct loop *l, void *data)
  * (test_http_limits.c); larger headers are refused with 431 as before. */
 #define CONN_POOL_BYTES 16384
 
-static struct MHD_Daemon *daemon_start(struct http_loop *h)
+static struct MHD_Daemon *daemon_start(struct http_daemon *hd)
 {
+	struct http_loop *h = hd->h;
 	const struct config *cfg = h->cfg;
 	unsigned flags = MHD_USE_EPOLL | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME |
 			 MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
@@ -923,7 +970,7 @@ static struct MHD_Daemon *daemon_start(struct http_loop *h)
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_POOL_BYTES,
 		MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
 		MHD_OPTION_NOTIFY_CONNECTION, conn_notify, h,
-		MHD_OPTION_URI_LOG_CALLBACK, request_begin, h,
+		MHD_OPTION_URI_LOG_CALLBACK, request_begin, hd,
 		MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
 		MHD_OPTION_ARRAY, tls_opts,
 		MHD_OPTION_END);
@@ -959,32 +1006,44 @@ fail:
 	return -1;
 }
 
-static int http_loop_init(struct http_loop *h, const struct config *cfg,
-			  const struct backend *b)
+/* Start one of h's daemons and have the loop watch it. */
+static int daemon_init(struct http_loop *h, struct http_daemon *hd)
 {
 	const union MHD_DaemonInfo *info;
 
+	hd->daemon = daemon_start(hd);
+	if (!hd->daemon)
+		return -1;
+	info = MHD_get_daemon_info(hd->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+	if (!info || loop_watch(h->loop, info->epoll_fd, LOOP_READ, mhd_ready, hd) < 0)
+		return -1;
+	hd->mhd_fd = info->epoll_fd;
+	return 0;
+}
+
+static int http_loop_init(struct http_loop *h, const struct config *cfg,
+			  const struct backend *b)
+{
 	h->loop = b->loop;
 	h->backend = b;
 	h->cfg = cfg;
-	h->mhd_fd = -1;
-	loop_task_init(&h->run, mhd_run, h);
-	loop_timer_init(&h->mhd_timeout, mhd_due);
+	for (unsigned i = 0; i < DAEMONS_PER_LOOP; i++) {
+		struct http_daemon *hd = &h->d[i];
+
+		hd->h = h;
+		hd->mhd_fd = -1;
+		loop_task_init(&hd->run, mhd_run, hd);
+		loop_timer_init(&hd->mhd_timeout, mhd_due);
+	}
 	loop_timer_init(&h->linger, linger_due);
 	loop_timer_init(&h->stop_poll, stop_step);
 	h->guard = guard_new(h->loop, cfg->idle_timeout_s);
-	h->daemon = daemon_start(h);
-	if (!h->daemon)
-		return -1;
-	info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_EPOLL_FD);
-	if (!info)
-		return -1;
-	h->mhd_fd = info->epoll_fd;
-	if (loop_watch(h->loop, h->mhd_fd, LOOP_READ, mhd_ready, h) < 0 ||
-	    /* one loop woken per new connection */
-	    loop_watch(h->loop, listen_fd, LOOP_READ | LOOP_EXCLUSIVE, server_accept, h) < 0)
-		return -1;
-	return 0;
+	for (unsigned i = 0; i < DAEMONS_PER_LOOP; i++)
+		if (daemon_init(h, &h->d[i]) < 0)
+			return -1;
+	/* one loop woken per new connection */
+	return loop_watch(h->loop, listen_fd, LOOP_READ | LOOP_EXCLUSIVE, server_accept, h) < 0
+		? -1 : 0;
 }
 
 int server_start(const struct config *cfg, const struct backend *const *backends, unsigned n,
@@ -1049,12 +1108,8 @@ void server_free(void)
 	for (unsigned i = 0; i < nloops; i++) {
 		struct http_loop *h = &loops[i];
 
-		if (h->daemon) {	/* the loop never ran, or never stopped it */
-			loop_unwatch(h->loop, h->mhd_fd);
-			loop_cancel(h->loop, &h->run);
-			MHD_stop_daemon(h->daemon);
-		}
-		loop_timer_stop(h->loop, &h->mhd_timeout);
+		if (h->loop)	/* the loop never ran, or never stopped its daemons */
+			daemons_stop(h);
 		loop_timer_stop(h->loop, &h->linger);
 		loop_timer_stop(h->loop, &h->stop_poll);
 		while (h->nrefused)

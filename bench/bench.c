@@ -157,6 +157,9 @@ static void proc_usage(pid_t pid, long *rss_kib, int *threads)
 static bool use_tls;
 /* --redis-ca for the dlockd started next (redis_tls_cost), NULL: none */
 static const char *redis_ca;
+/* --max-fair-queue for the dlockd started next (many_waiters), NULL: its
+ * default (1,000, which would refuse the rest of 10,000 fair waiters) */
+static const char *fair_cap;
 static gnutls_certificate_credentials_t tls_trust;
 
 struct conn {
@@ -1197,13 +1200,18 @@ static void many_waiters(int n, int locks, const char *kind, const char *label)
 	long long calls0, calls1, eval0, eval1, idle_calls = 0, idle_eval = 0;
 	double idle_s = 0;
 	int64_t t0, t_all_waiting;
-	char path[256], scenario[96];
+	char path[256], scenario[96], cap[16];
 
 	snprintf(scenario, sizeof(scenario), "%d %swaiters on %s", n,
 		 strcmp(kind, "fairlocks") ? "" : "fair ", locks == 1 ? "1 lock" : "1 lock each");
 	if (!scenario_begin(scenario))
 		return;
-	start_dlockd(bench_bin);	/* its own: the last one's heap is no baseline */
+	/* its own dlockd (the last one's heap is no baseline), whose cap on
+	 * a fair queue takes every waiter: one refused fails the scenario */
+	snprintf(cap, sizeof(cap), "%d", n);
+	fair_cap = strcmp(kind, "fairlocks") ? NULL : cap;
+	start_dlockd(bench_bin);
+	fair_cap = NULL;
 	w = xmalloc_or_die(calloc((size_t)n, sizeof(*w)));
 	ep = epoll_create1(0);
 	rc = redis_connect();
@@ -1710,6 +1718,10 @@ static void start_dlockd_url(const char *bin, const char *redis_url, const char 
 	if (replicas) {
 		dargv[argc++] = "--redis-sync-replicas";
 		dargv[argc++] = replicas;
+	}
+	if (fair_cap) {	/* as many fair waiters as the scenario names */
+		dargv[argc++] = "--max-fair-queue";
+		dargv[argc++] = fair_cap;
 	}
 	if (redis_ca) {	/* TLS to Redis (redis_tls_cost) */
 		dargv[argc++] = "--redis-ca";

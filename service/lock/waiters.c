@@ -91,6 +91,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,6 +110,8 @@ struct channel {
 	bool timer_all;			/* the retry timer wakes every sleeper */
 	bool counted;			/* a message is a count of permits freed
 					 * (WAITER_COUNTED: a semaphore's) */
+	bool writers;			/* a writer (WAITER_WRITER) joined it: a
+					 * "0" or "1" looks for the oldest one */
 	struct list_node sleepers;	/* struct waiter, oldest first */
 	unsigned nsleeping;		/* ... and how many */
 	struct list_node watchers;	/* sleeping watchers, apart */
@@ -136,6 +139,18 @@ struct waiter {
 	bool watch;			/* a watcher (WAITER_WATCH) */
 	enum waiter_wake reason;
 	char *owner;			/* whom it waits for (waiters_set_owner), or NULL */
+	struct owner_sleepers *os;	/* its owner's count while it sleeps */
+};
+
+/* How many sleepers of one channel wait for one owner, in the loop's
+ * table keyed "<channel>\x1f<owner>": a grant tells an owner's other
+ * waiters (owner_told_here), and walking every sleeper of the lock to find
+ * none was an O(n) walk per hand-off. Two pairs that happen to make the
+ * same key only cost a walk. */
+struct owner_sleepers {
+	struct name_entry entry;
+	unsigned n;
+	char key[];
 };
 
 struct waiters {
@@ -143,6 +158,7 @@ struct waiters {
 	waiters_subscribe_fn subscribe;
 	void *sub;
 	struct name_table channels;	/* struct channel, by name */
+	struct name_table owners;	/* struct owner_sleepers, by key */
 	unsigned nwaiters;		/* joined here */
 	struct list_node ready;		/* woken waiters, oldest wake first */
 	struct loop_task resume_task;	/* drains the ready list */
@@ -236,6 +252,47 @@ static void run_resumes(struct loop *l, void *data)
 	}
 }
 
+/* key (a buffer of len) for channel and owner; false if it does not fit,
+ * and then nobody sleeps under it. */
+static bool owner_key(char *key, size_t len, const char *channel, const char *owner)
+{
+	return (size_t)snprintf(key, len, "%s\x1f%s", channel, owner) < len;
+}
+
+/* w (with an owner) is asleep: count it under its owner's key. */
+static void owner_index(struct waiter *w)
+{
+	struct name_table *t = &w->ch->ws->owners;
+	size_t len = strlen(w->ch->name) + 1 + strlen(w->owner) + 1;
+	struct owner_sleepers *os = xmalloc(sizeof(*os) + len);
+	struct name_entry *e;
+
+	owner_key(os->key, len, w->ch->name, w->owner);
+	if ((e = names_find(t, os->key))) {
+		free(os);
+		os = container_of(e, struct owner_sleepers, entry);
+	} else {
+		os->entry.name = os->key;
+		os->n = 0;
+		names_add(t, &os->entry);
+	}
+	os->n++;
+	w->os = os;
+}
+
+static void owner_unindex(struct waiter *w)
+{
+	struct owner_sleepers *os = w->os;
+
+	if (!os)
+		return;
+	w->os = NULL;
+	if (--os->n == 0) {
+		names_remove(&w->ch->ws->owners, &os->entry);
+		free(os);
+	}
+}
+
 static void sleeper_unlink(struct waiter *w)
 {
 	struct channel *ch = w->ch;
@@ -245,6 +302,7 @@ static void sleeper_unlink(struct waiter *w)
 	w->sleeping = false;
 	if (!w->watch)
 		ch->nsleeping--;
+	owner_unindex(w);
 	loop_timer_stop(ws->loop, &w->deadline);
 	if (w->fd >= 0)
 		loop_unwatch(ws->loop, w->fd);
@@ -313,9 +371,13 @@ static void keep_covered(struct channel *ch, int64_t lease_end_ms)
 		wake(first_of(&ch->sleepers), WAKE_RETRY);
 }
 
-/* The oldest sleeping writer of ch, or NULL. */
+/* The oldest sleeping writer of ch, or NULL; at once on a channel no
+ * writer ever joined (a plain lock's: a walk of every sleeper per release
+ * was an O(n) walk per hand-off). */
 static struct waiter *oldest_writer(const struct channel *ch)
 {
+	if (!ch->writers)
+		return NULL;
 	for (struct list_node *n = list_first(&ch->sleepers); n; n = list_next(&ch->sleepers, n)) {
 		struct waiter *w = list_entry(n, struct waiter, link);
 
@@ -392,6 +454,7 @@ struct waiter *waiters_join(struct waiters *ws, const char *channel, int fd,
 	w->ctx = ctx;
 	w->deadline_ms = deadline_ms;
 	w->writer = flags & WAITER_WRITER;
+	ch->writers |= w->writer;
 	w->watch = flags & WAITER_WATCH;
 	loop_timer_init(&w->deadline, on_deadline);
 	if (w->watch) {
@@ -412,12 +475,17 @@ struct waiter *waiters_join(struct waiters *ws, const char *channel, int fd,
 
 void waiters_set_owner(struct waiter *w, const char *owner)
 {
+	bool indexed = w->os != NULL;
+
 	if (!w->owner) {
 		atomic_fetch_add(&w->ch->ws->owned, 1);
 		atomic_fetch_add(&R.owned, 1);
 	}
+	owner_unindex(w);
 	free(w->owner);
 	w->owner = xstrdup(owner);
+	if (indexed)
+		owner_index(w);
 }
 
 /* w has left its channel: free it, and uncount its owner. */
@@ -480,6 +548,8 @@ void waiters_sleep(struct waiter *w, int64_t retry_at_ms)
 	w->sleeping = true;
 	list_append(&ch->sleepers, &w->link);
 	ch->nsleeping++;
+	if (w->owner)
+		owner_index(w);
 	loop_timer_set(ws->loop, &w->deadline, w->deadline_ms);
 	if (w->fd >= 0)
 		loop_watch(ws->loop, w->fd, LOOP_HANGUP, on_hangup, w);
@@ -653,9 +723,10 @@ static void owner_told_here(struct waiters *ws, const char *channel, const char 
 {
 	struct channel *ch = channel_lookup(ws, channel);
 	struct list_node *n, *next;
+	char key[1024];
 
-	if (!ch)
-		return;
+	if (!ch || (owner_key(key, sizeof(key), channel, owner) && !names_find(&ws->owners, key)))
+		return;		/* none of its sleepers waits for owner */
 	list_each_safe(&ch->sleepers, n, next) {
 		struct waiter *w = list_entry(n, struct waiter, link);
 
@@ -833,6 +904,7 @@ struct waiters *waiters_new(struct loop *l, waiters_subscribe_fn subscribe, void
 	ws->subscribe = subscribe;
 	ws->sub = sub;
 	names_init(&ws->channels);
+	names_init(&ws->owners);
 	list_init(&ws->ready);
 	loop_task_init(&ws->resume_task, run_resumes, ws);
 	pthread_mutex_lock(&R.lock);
@@ -857,5 +929,6 @@ void waiters_free(struct waiters *ws)
 	loop_cancel(ws->loop, &ws->resume_task);
 	/* every waiter has left, so every channel is gone with it */
 	names_release(&ws->channels);
+	names_release(&ws->owners);
 	free(ws);
 }

@@ -8,7 +8,8 @@
  * handed over when the one it woke gives up knowing nothing; a waiter told
  * to retry by itself (waiters_retry) is woken alone; watchers are woken by
  * every message, apart from the acquirers, by a message that came while
- * they were awake, and by their own timer. And the
+ * they were awake, and by their own timer; a grant told to its owner wakes
+ * that owner's other sleepers only. And the
  * threading: a resume runs from the loop, never inside a waiters_* call;
  * a sleeping client's hang-up is seen by the loop; a heartbeat's lease end
  * and a shutdown reach every loop; deliveries may come from any thread. */
@@ -728,6 +729,55 @@ static void test_waiters__retry_wakes_that_sleeper_alone(void **state)
 	leave_all(w);
 }
 
+/* A grant told to its owner (waiters_owner_told) wakes that owner's
+ * other sleepers on the channel and nobody else, found through the loop's
+ * count of sleepers by channel and owner, which follows them as they
+ * sleep, wake, leave and change owner, and is empty when they are gone. */
+static void test_waiters__owner_told_wakes_that_owners_sleepers_only(void **state)
+{
+	static const char *const owner[3] = { "a", "b", "b" };
+	struct fake_req rq[3] = { { 0 } };
+	struct waiter *w[3];
+	bool confirmed;
+
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		w[i] = join("ch", &rq[i], &confirmed);
+		waiters_set_owner(w[i], owner[i]);
+	}
+	confirm(WS, "ch");
+	for (int i = 0; i < 3; i++)
+		first_sleep(w[i], &rq[i]);
+	waiters_owner_told(WS, "ch", "c");
+	waiters_owner_told(WS, "other", "a");
+	turn();
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(rq[i].resumed, 1);
+	waiters_owner_told(WS, "ch", "b");
+	turn();
+	assert_int_equal(rq[0].resumed, 1);
+	assert_woken(rq[1], 2, w[1], WAKE_RETRY);
+	assert_woken(rq[2], 2, w[2], WAKE_RETRY);
+	/* one of b's sleeps again, the other leaves granted: b is still found */
+	waiters_sleep(w[1], 0);
+	waiters_leave(w[2], now_ms() + 60000);
+	turn();
+	waiters_owner_told(WS, "ch", "b");
+	turn();
+	assert_woken(rq[1], 3, w[1], WAKE_RETRY);
+	/* an owner changed while asleep is found under the new one only */
+	waiters_set_owner(w[0], "z");
+	waiters_owner_told(WS, "ch", "a");
+	turn();
+	assert_int_equal(rq[0].resumed, 1);
+	waiters_owner_told(WS, "ch", "z");
+	turn();
+	assert_woken(rq[0], 2, w[0], WAKE_RETRY);
+	waiters_leave(w[0], 0);
+	waiters_leave(w[1], 0);
+	assert_int_equal(WS->owners.n, 0);
+}
+
 /* A semaphore's channel (WAITER_COUNTED): "<n>" wakes the n oldest
  * sleepers, banks what is left for those awake, and "0" (a shorter lease)
  * still wakes one to look. */
@@ -946,6 +996,7 @@ int main(void)
 		T(a_delivery_from_another_thread_wakes_its_waiter),
 		T(a_told_owner_wakes_its_sleepers_on_every_loop),
 		T(retry_wakes_that_sleeper_alone),
+		T(owner_told_wakes_that_owners_sleepers_only),
 		T(a_count_wakes_that_many_sleepers),
 		T(every_message_wakes_every_watcher_and_takes_nothing),
 		T(a_message_while_a_watcher_looks_wakes_it_as_it_sleeps),
