@@ -475,8 +475,6 @@ struct waiter *waiters_join(struct waiters *ws, const char *channel, int fd,
 
 void waiters_set_owner(struct waiter *w, const char *owner)
 {
-	bool indexed = w->os != NULL;
-
 	if (!w->owner) {
 		atomic_fetch_add(&w->ch->ws->owned, 1);
 		atomic_fetch_add(&R.owned, 1);
@@ -484,7 +482,7 @@ void waiters_set_owner(struct waiter *w, const char *owner)
 	owner_unindex(w);
 	free(w->owner);
 	w->owner = xstrdup(owner);
-	if (indexed)
+	if (w->sleeping && !w->watch)	/* indexed while asleep, whenever it got its owner */
 		owner_index(w);
 }
 
