@@ -1,5 +1,6 @@
-/* server.c -- the HTTP server: DAEMONS_PER_LOOP libmicrohttpd daemons per
- * event loop, and the life of a request on them.
+/* server.c -- the HTTP server: several libmicrohttpd daemons per event
+ * loop (DAEMONS_IN_ALL shared by the loops), and the life of a request on
+ * them.
  *
  * Each loop (service/base/loop.c, run by its own thread) carries its
  * daemons in MHD's external epoll mode: each daemon's epoll fd is watched
@@ -10,7 +11,7 @@
  * whenever one of them resumed (daemon.c, resume_suspended_connections);
  * with 10,000 waiters on one lock, every hand-off paid a walk of all of
  * them. Once a loop has SPREAD_AT requests suspended, new connections are
- * dealt to its daemons in turn, so a walk visits about 1/DAEMONS_PER_LOOP
+ * dealt to its daemons in turn, so a walk visits about 1/ndaemons
  * of the loop's waiters; before, they all go to its first daemon, so that
  * a busy turn costs one MHD_run, not one per daemon. A turn runs only the
  * daemons that have something to do. A handler sends its lock operation (queued on
@@ -103,11 +104,15 @@ static const bool keep_spares = false;
 #else
 static const bool keep_spares = true;
 #endif
-/* MHD daemons per loop. Each costs one fd and under 1 KiB, and a turn
- * runs only those with work; 32 cut dlockd's CPU for the drain of 10,000
- * waiters on one lock by a quarter against 8 (the walk of a resume visits
- * a 32nd of the loop's waiters). */
+/* MHD daemons per loop: DAEMONS_IN_ALL shared by the loops, at least one
+ * each and at most DAEMONS_PER_LOOP. Each costs an epoll fd and an eventfd
+ * and under 1 KiB, and a turn runs only those with work; 32 a loop cut
+ * dlockd's CPU for the drain of 10,000 waiters on one lock by a quarter
+ * against 8 (the walk of a resume visits a 32nd of the loop's waiters).
+ * More loops share the waiters already, so the fds stay ~2 x 64 at any
+ * --threads (64 threads of 32 each would take over 2,000). */
 #define DAEMONS_PER_LOOP 32
+#define DAEMONS_IN_ALL 64
 /* While a loop has fewer requests suspended than this, it hands every new
  * connection to its first daemon: a busy turn's requests are then served
  * by one MHD_run (one epoll_wait), as with one daemon, and a walk of so
@@ -133,6 +138,7 @@ struct http_loop {
 	const struct backend *backend;
 	const struct config *cfg;
 	struct http_daemon d[DAEMONS_PER_LOOP];
+	unsigned ndaemons;		/* of d[] in use: DAEMONS_IN_ALL / loops, 1 to 32 */
 	unsigned next_daemon;		/* the next spread connection's (server_accept) */
 	struct guard *guard;
 	unsigned awaiting;		/* requests suspended (rq->next set) */
@@ -832,7 +838,7 @@ static void server_accept(struct loop *l, int lfd, unsigned events, void *data)
 			continue;
 		}
 		hd = h->awaiting < SPREAD_AT ? &h->d[0]
-					     : &h->d[h->next_daemon++ % DAEMONS_PER_LOOP];
+					     : &h->d[h->next_daemon++ % h->ndaemons];
 		h->adding = true;
 		if (MHD_add_connection(hd->daemon, fd, (struct sockaddr *)&addr, len) != MHD_YES)
 			log_warn("could not take a connection: %s", strerror(errno));	/* MHD closed it */
@@ -858,7 +864,7 @@ static void quiesce(struct loop *l, void *data)
 /* Stop h's daemons that run (their loop's thread, or before it runs). */
 static void daemons_stop(struct http_loop *h)
 {
-	for (unsigned i = 0; i < DAEMONS_PER_LOOP; i++) {
+	for (unsigned i = 0; i < h->ndaemons; i++) {
 		struct http_daemon *hd = &h->d[i];
 
 		if (hd->mhd_fd >= 0)
@@ -886,7 +892,7 @@ static void stop_step(struct loop *l, struct loop_timer *t)
 	 * (a timer runs before this turn's deferred MHD_run), and the requests
 	 * must have been settled at the previous poll too */
 	if (h->stop == STOP_REQUESTS)
-		for (unsigned i = 0; i < DAEMONS_PER_LOOP; i++)
+		for (unsigned i = 0; i < h->ndaemons; i++)
 			mhd_run(l, &h->d[i]);
 	settled = h->awaiting == 0 && idle;
 	if (h->stop == STOP_REQUESTS && ((settled && h->settled) || now >= h->stop_until_ms)) {
@@ -1027,7 +1033,12 @@ static int http_loop_init(struct http_loop *h, const struct config *cfg,
 	h->loop = b->loop;
 	h->backend = b;
 	h->cfg = cfg;
-	for (unsigned i = 0; i < DAEMONS_PER_LOOP; i++) {
+	h->ndaemons = DAEMONS_IN_ALL / nloops;
+	if (h->ndaemons < 1)
+		h->ndaemons = 1;
+	else if (h->ndaemons > DAEMONS_PER_LOOP)
+		h->ndaemons = DAEMONS_PER_LOOP;
+	for (unsigned i = 0; i < h->ndaemons; i++) {
 		struct http_daemon *hd = &h->d[i];
 
 		hd->h = h;
@@ -1038,7 +1049,7 @@ static int http_loop_init(struct http_loop *h, const struct config *cfg,
 	loop_timer_init(&h->linger, linger_due);
 	loop_timer_init(&h->stop_poll, stop_step);
 	h->guard = guard_new(h->loop, cfg->idle_timeout_s);
-	for (unsigned i = 0; i < DAEMONS_PER_LOOP; i++)
+	for (unsigned i = 0; i < h->ndaemons; i++)
 		if (daemon_init(h, &h->d[i]) < 0)
 			return -1;
 	/* one loop woken per new connection */
