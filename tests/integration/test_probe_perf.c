@@ -1,0 +1,477 @@
+/* test_probe_perf.c -- hostile probes of issue 28's faster paths: requests
+ * reused by a loop (api/server.c's spares) answer each its own, whatever
+ * the request before them on the connection or the loop carried; the MHD
+ * daemons a loop deals connections to once SPREAD_AT requests wait serve a
+ * resumed waiter at once, time out idle connections, and count toward one
+ * --max-connections; the one-pass RESP writer carries names, owners and
+ * values at their longest and of every UTF-8 width byte for byte. Raw
+ * connections where the connection itself is under test. */
+#include "../harness/harness.h"
+
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* One answer read off a raw connection. */
+struct raw_answer {
+	int status;		/* 0: none in time, -1: connection ended */
+	char request_id[136];	/* its X-Request-Id, "" if none */
+	char body[4096];
+};
+
+/* Send method path on fd with extra header lines (each ending "\r\n", or
+ * NULL) and no body; false if it could not be written. */
+static bool raw_send(int fd, const char *method, const char *path, const char *headers)
+{
+	char req[2048];
+	int len = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s"
+			   "Content-Length: 0\r\n\r\n", method, path, headers ? headers : "");
+
+	return len < (int)sizeof(req) && write(fd, req, (size_t)len) == len;
+}
+
+/* Read the next whole answer on fd within timeout_ms into a. */
+static int raw_read(int fd, int timeout_ms, struct raw_answer *a)
+{
+	char buf[8192];
+	size_t len = 0;
+	int64_t until = mono_ms() + timeout_ms;
+
+	memset(a, 0, sizeof(*a));
+	for (;;) {
+		char *end = len ? memmem(buf, len, "\r\n\r\n", 4) : NULL;
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		ssize_t n;
+
+		if (end) {
+			const char *cl = strcasestr(buf, "\r\nContent-Length:");
+			const char *id = strcasestr(buf, "\r\nX-Request-Id:");
+			size_t head = (size_t)(end + 4 - buf);
+			size_t blen = cl ? strtoul(cl + 17, NULL, 10) : 0;
+
+			if (len >= head + blen) {
+				if (id && id < end)
+					sscanf(id + 15, " %135[^\r]", a->request_id);
+				snprintf(a->body, sizeof(a->body), "%.*s", (int)blen, end + 4);
+				return a->status = atoi(buf + 9);
+			}
+		}
+		if (len == sizeof(buf) - 1 || mono_ms() >= until ||
+		    poll(&p, 1, (int)(until - mono_ms())) <= 0)
+			return a->status = 0;
+		n = read(fd, buf + len, sizeof(buf) - 1 - len);
+		if (n <= 0)
+			return a->status = -1;
+		len += (size_t)n;
+		buf[len] = '\0';
+	}
+}
+
+/* One request on the kept-alive fd and its answer in a; its status. */
+static int raw_call(int fd, const char *method, const char *path, const char *headers,
+		    struct raw_answer *a)
+{
+	if (!raw_send(fd, method, path, headers)) {
+		memset(a, 0, sizeof(*a));
+		return a->status = -1;
+	}
+	return raw_read(fd, 10000 * slow_factor(), a);
+}
+
+/* Has fd ended (EOF or reset) within timeout_ms? Reads and drops what
+ * comes before. */
+static bool raw_closed_within(int fd, int timeout_ms)
+{
+	int64_t until = mono_ms() + timeout_ms;
+	char junk[1024];
+
+	while (mono_ms() < until) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+
+		if (poll(&p, 1, (int)(until - mono_ms())) <= 0)
+			return false;
+		if (read(fd, junk, sizeof(junk)) <= 0)
+			return true;
+	}
+	return false;
+}
+
+/* A new connection to d with method path (no extra headers) sent; -1 if
+ * it failed. */
+static int raw_open(const struct dlockd_srv *d, const char *method, const char *path)
+{
+	int fd = raw_connect(d->port);
+
+	if (fd >= 0 && !raw_send(fd, method, path, NULL)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+static void close_all(int *fd, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (fd[i] >= 0)
+			close(fd[i]);
+}
+
+/* ----- Reused requests ----- */
+
+#define TOK_A "tok-probe-perf-a-51d0"
+#define TOK_B "tok-probe-perf-b-9e27"
+#define TOK_ADMIN "tok-probe-perf-admin-c3"
+
+/* Does a's body hold the JSON text want? */
+#define HAS(a, want) (strstr((a)->body, (want)) != NULL)
+
+TEST(probe_perf_reused_requests_answer_each_their_own)
+{
+	struct dlockd_srv d;
+	char file[300], p[512], h[512], want[512];
+	const char *flags[] = { "--threads", "1", "--auth-file", file, NULL };
+	struct raw_answer a;
+	int ca, cb;
+	FILE *f;
+
+	snprintf(file, sizeof(file), "%s/probe-perf-tokens", test_tmpdir());
+	f = fopen(file, "w");
+	CHECK(f && fputs(TOK_A " client pa- team-a\n" TOK_B " client pb- team-b\n"
+			 TOK_ADMIN " admin * ops\n", f) >= 0 && fclose(f) == 0, "write %s", file);
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd --threads 1 --auth-file");
+	/* one loop: both connections' requests come from its one set of spares */
+	ca = raw_connect(d.port);
+	cb = raw_connect(d.port);
+	CHECK(ca >= 0 && cb >= 0, "two kept-alive connections");
+	for (int i = 0; i < 40; i++) {
+		/* A takes pa-lock as oa<i>, tagged ra<i> */
+		snprintf(p, sizeof(p), "/locks/pa-lock?owner=oa%d&ttl_ms=30000", i);
+		snprintf(h, sizeof(h), "Authorization: Bearer " TOK_A "\r\nX-Request-Id: ra%d\r\n", i);
+		CHECK(raw_call(ca, "PUT", p, h, &a) == 200, "round %d: A takes pa-lock: %d %s", i,
+		      a.status, a.body);
+		snprintf(want, sizeof(want), "\"owner\":\"oa%d\"", i);
+		CHECK(HAS(&a, want) && HAS(&a, "\"name\":\"pa-lock\"") && HAS(&a, "\"holds\":1"),
+		      "round %d: A's grant is A's: %s", i, a.body);
+		snprintf(want, sizeof(want), "ra%d", i);
+		CHECK(!strcmp(a.request_id, want), "round %d: A's request id %s, got '%s'", i, want,
+		      a.request_id);
+
+		/* B, without a token, right after: nothing of A's token or id */
+		snprintf(p, sizeof(p), "/locks/pa-lock?owner=ob%d", i);
+		CHECK(raw_call(cb, "PUT", p, NULL, &a) == 401 && HAS(&a, "\"unauthorized\""),
+		      "round %d: no token is refused, not taken for A's: %d %s", i, a.status,
+		      a.body);
+		CHECK(strcmp(a.request_id, want) != 0, "round %d: B's answer has its own id", i);
+		/* B's token, on A's lock: out of its scope */
+		snprintf(h, sizeof(h), "Authorization: Bearer " TOK_B "\r\nX-Request-Id: rb%d\r\n", i);
+		CHECK(raw_call(cb, "DELETE", p, h, &a) == 403 && HAS(&a, "\"forbidden\""),
+		      "round %d: B may not release A's lock: %d %s", i, a.status, a.body);
+		/* a bad name between, then B's own lock with a value */
+		CHECK(raw_call(cb, "PUT", "/locks/pb-%20?owner=x", h, &a) == 400 &&
+		      HAS(&a, "\"invalid_name\""), "round %d: bad name: %d %s", i, a.status, a.body);
+		snprintf(p, sizeof(p), "/semaphores/pb-sem?owner=ob%d&limit=2&ttl_ms=30000&value=vb%d",
+			 i, i);
+		CHECK(raw_call(cb, "PUT", p, h, &a) == 200, "round %d: B takes a permit: %d %s", i,
+		      a.status, a.body);
+		snprintf(want, sizeof(want), "\"owner\":\"ob%d\"", i);
+		CHECK(HAS(&a, want) && HAS(&a, "\"limit\":2") && !HAS(&a, "\"holds\""),
+		      "round %d: B's grant is B's: %s", i, a.body);
+
+		/* A looks at its lock: sees its owner, no error of B's */
+		snprintf(p, sizeof(p), "/locks/pa-lock?owner=oa%d", i);
+		snprintf(h, sizeof(h), "Authorization: Bearer " TOK_A "\r\n");
+		CHECK(raw_call(ca, "GET", p, h, &a) == 200 && HAS(&a, "\"held\":true") &&
+		      !HAS(&a, "\"error\""), "round %d: A's status: %d %s", i, a.status, a.body);
+		/* B looks at A's: no, and at its own semaphore: its value */
+		snprintf(h, sizeof(h), "Authorization: Bearer " TOK_B "\r\n");
+		CHECK(raw_call(cb, "GET", "/locks/pa-lock", h, &a) == 403, "round %d: B may not "
+		      "look at pa-lock: %d %s", i, a.status, a.body);
+		CHECK(raw_call(cb, "GET", "/semaphores/pb-sem", h, &a) == 200, "round %d: B's "
+		      "semaphore: %d %s", i, a.status, a.body);
+		snprintf(want, sizeof(want), "\"value\":\"vb%d\"", i);
+		CHECK(HAS(&a, want), "round %d: B sees its value: %s", i, a.body);
+
+		/* both let go, each with its own answer */
+		snprintf(p, sizeof(p), "/locks/pa-lock?owner=oa%d", i);
+		snprintf(h, sizeof(h), "Authorization: Bearer " TOK_A "\r\n");
+		CHECK(raw_call(ca, "DELETE", p, h, &a) == 200 &&
+		      !strcmp(a.body, "{\"released\":true,\"holds\":0}\n"),
+		      "round %d: A releases: %d %s", i, a.status, a.body);
+		snprintf(p, sizeof(p), "/semaphores/pb-sem?owner=ob%d", i);
+		snprintf(h, sizeof(h), "Authorization: Bearer " TOK_B "\r\n");
+		CHECK(raw_call(cb, "DELETE", p, h, &a) == 200 &&
+		      !strcmp(a.body, "{\"released\":true,\"holds\":0}\n"),
+		      "round %d: B gives its permit back: %d %s", i, a.status, a.body);
+		/* an admin's force on A's free lock: nothing to release */
+		snprintf(h, sizeof(h), "Authorization: Bearer " TOK_ADMIN "\r\n");
+		CHECK(raw_call(ca, "DELETE", "/locks/pa-lock?force=true", h, &a) == 200 &&
+		      !strcmp(a.body, "{\"released\":false}\n"),
+		      "round %d: force on a free lock: %d %s", i, a.status, a.body);
+		/* and A's token may not force (admin not carried over) */
+		snprintf(h, sizeof(h), "Authorization: Bearer " TOK_A "\r\n");
+		CHECK(raw_call(ca, "DELETE", "/locks/pa-lock?force=true", h, &a) == 403,
+		      "round %d: A may not force: %d %s", i, a.status, a.body);
+	}
+	close(ca);
+	close(cb);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+/* ----- Connections dealt over a loop's daemons ----- */
+
+/* Past SPREAD_AT (64) suspended on the one loop, connections are dealt
+ * over its 32 daemons: FILL waiters make sure of it. */
+enum { FILL = 70, LATE = 32 };
+
+/* FILL waiters on lock n (held by "holder") on d, into fd[]. */
+static bool fill_waiters(const struct dlockd_srv *d, const char *n, int *fd, int count)
+{
+	char p[512];
+
+	if (!lock_hold(d, n, "holder", 120000))
+		return false;
+	for (int i = 0; i < count; i++) {
+		snprintf(p, sizeof(p), "/locks/%s?owner=f%d&wait_ms=120000", n, i);
+		fd[i] = raw_open(d, "PUT", p);
+		if (fd[i] < 0)
+			return false;
+	}
+	return wait_waiters(d, count, 10000 * slow_factor());
+}
+
+/* The first of fd[0..n) with something to read within timeout_ms, or -1. */
+static int first_readable(const int *fd, int n, int timeout_ms)
+{
+	int64_t until = mono_ms() + timeout_ms;
+
+	do {
+		for (int i = 0; i < n; i++) {
+			struct pollfd p = { .fd = fd[i], .events = POLLIN };
+
+			if (fd[i] >= 0 && poll(&p, 1, 0) > 0)
+				return i;
+		}
+		sleep_ms(1);
+	} while (mono_ms() < until);
+	return -1;
+}
+
+TEST(probe_perf_late_daemons_serve_a_resumed_waiter_at_once_and_time_out_idlers)
+{
+	const char *flags[] = { "--threads", "1", "--idle-timeout-s", "3", NULL };
+	struct dlockd_srv d;
+	const char *fill = lockname("ppfill"), *n = lockname("pplate");
+	int ffd[FILL], lfd[LATE], idle[2 * LATE], served = 0, worst = 0;
+	struct raw_answer a;
+	char p[512];
+
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd --threads 1 --idle-timeout-s 3");
+	CHECK(fill_waiters(&d, fill, ffd, FILL), "%d waiters on %s", FILL, fill);
+	/* one waiter of n on each daemon, dealt in turn */
+	CHECK(lock_hold(&d, n, "holder", 120000), "holder takes %s", n);
+	for (int i = 0; i < LATE; i++) {
+		snprintf(p, sizeof(p), "/locks/%s?owner=w%d&wait_ms=120000", n, i);
+		lfd[i] = raw_open(&d, "PUT", p);
+		CHECK(lfd[i] >= 0, "waiter w%d sent", i);
+	}
+	CHECK(wait_waiters(&d, FILL + LATE, 10000 * slow_factor()), "%d wait (%.0f)",
+	      FILL + LATE, waiters_of(&d));
+	/* each hand-off is served by its daemon's run at once, not at the
+	 * daemon's next timeout (none: it has only suspended connections) */
+	CHECK(lock_release(&d, n, "holder") == 200, "holder releases %s", n);
+	for (int64_t t = mono_ms(); served < LATE; t = mono_ms()) {
+		int i = first_readable(lfd, LATE, 5000 * slow_factor()), ms;
+
+		CHECK(i >= 0, "a waiter is served after hand-off %d", served);
+		CHECK(raw_read(lfd[i], 5000 * slow_factor(), &a) == 200, "w%d granted: %d %s", i,
+		      a.status, a.body);
+		ms = (int)(mono_ms() - t);
+		worst = ms > worst ? ms : worst;
+		snprintf(p, sizeof(p), "\"owner\":\"w%d\"", i);
+		CHECK(HAS(&a, p), "w%d's own grant: %s", i, a.body);
+		snprintf(p, sizeof(p), "/locks/%s?owner=w%d", n, i);
+		CHECK(raw_call(lfd[i], "DELETE", p, NULL, &a) == 200, "w%d releases: %d %s", i,
+		      a.status, a.body);
+		close(lfd[i]);
+		lfd[i] = -1;
+		served++;
+	}
+	printf("# %d waiters on late daemons: slowest hand-off %d ms\n", LATE, worst);
+	CHECK(worst < 1500 * slow_factor(), "every hand-off within 1.5 s (slowest %d ms)", worst);
+
+	/* idle connections on every daemon: half sent part of a request
+	 * (slowloris), half one whole request and then nothing */
+	for (int i = 0; i < 2 * LATE; i++) {
+		idle[i] = raw_connect(d.port);
+		CHECK(idle[i] >= 0, "idle connection %d", i);
+		if (i % 2)
+			CHECK(raw_call(idle[i], "GET", "/healthz", NULL, &a) == 200,
+			      "idle %d is served once: %d", i, a.status);
+		else
+			CHECK(write(idle[i], "GET /healthz HTTP/1.1\r\nHost:", 28) == 28,
+			      "idle %d sends part of a request", i);
+	}
+	for (int i = 0; i < 2 * LATE; i++)
+		CHECK(raw_closed_within(idle[i], 15000 * slow_factor()),
+		      "idle connection %d closed by the idle timeout", i);
+	/* the waiters, on the same daemons, are kept however long they wait */
+	CHECK(waiters_of(&d) == FILL, "the %d waiters still wait (%.0f)", FILL, waiters_of(&d));
+	CHECK(first_readable(ffd, FILL, 0) < 0, "no waiter answered or closed");
+	close_all(idle, 2 * LATE);
+	close_all(ffd, FILL);
+	CHECK(lock_release(&d, fill, "holder") == 200, "holder releases %s", fill);
+	CHECK(dlockd_stop(&d, 10000) == 0, "clean exit");
+}
+
+/* Open count connections to d, each asking GET /healthz: how many were
+ * served (kept open in fd[]), how many refused with 503 (closed). */
+static void open_healthz(const struct dlockd_srv *d, int *fd, int count, int *ok, int *refused)
+{
+	struct raw_answer a;
+
+	*ok = *refused = 0;
+	for (int i = 0; i < count; i++) {
+		fd[i] = raw_connect(d->port);
+		if (fd[i] < 0 || raw_call(fd[i], "GET", "/healthz", NULL, &a) != 200) {
+			*refused += a.status == 503 && HAS(&a, "\"overloaded\"");
+			if (fd[i] >= 0)
+				close(fd[i]);
+			fd[i] = -1;
+			continue;
+		}
+		(*ok)++;
+	}
+}
+
+TEST(probe_perf_max_connections_hold_over_every_daemon_and_come_back)
+{
+	const char *flags[] = { "--threads", "1", "--max-connections", "100", NULL };
+	struct dlockd_srv d;
+	const char *fill = lockname("ppcap");
+	int ffd[80], hfd[60], ok, refused, live, base;
+	struct raw_answer a;
+	char p[512];
+
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd --max-connections 100");
+	CHECK(fill_waiters(&d, fill, ffd, 80), "80 waiters, dealt over the daemons past 64");
+	/* the harness' own kept-alive connection counts too */
+	base = (int)metric_value(&d, "dlockd_http_connections");
+	CHECK(base >= 80 && base <= 82, "80 waiters and the harness' connection open (%d)", base);
+	open_healthz(&d, hfd, 30, &ok, &refused);
+	CHECK(ok == 100 - base && refused == 30 - ok, "%d more served, the rest refused: %d "
+	      "served, %d refused", 100 - base, ok, refused);
+	/* hang-ups on every daemon give their places back */
+	for (int i = 40; i < 80; i++) {
+		close(ffd[i]);
+		ffd[i] = -1;
+	}
+	close_all(hfd, 30);
+	CHECK(WAIT_FOR(metric_value(&d, "dlockd_http_connections") == base - 40, 5000),
+	      "%d connections open (%.0f)", base - 40, metric_value(&d, "dlockd_http_connections"));
+	CHECK(WAIT_FOR(waiters_of(&d) == 40, 5000), "40 wait (%.0f)", waiters_of(&d));
+	open_healthz(&d, hfd, 60, &ok, &refused);
+	CHECK(ok == 100 - (base - 40) && refused == 60 - ok, "the places given back are taken "
+	      "again: %d served, %d refused", ok, refused);
+	/* the waiters that stayed are served in turn */
+	CHECK(lock_release(&d, fill, "holder") == 200, "holder releases");
+	live = 40;
+	while (live > 0) {
+		int i = first_readable(ffd, 40, 5000 * slow_factor());
+
+		CHECK(i >= 0, "a waiter served (%d left)", live);
+		CHECK(raw_read(ffd[i], 5000 * slow_factor(), &a) == 200, "f%d granted: %d", i,
+		      a.status);
+		snprintf(p, sizeof(p), "/locks/%s?owner=f%d", fill, i);
+		CHECK(raw_call(ffd[i], "DELETE", p, NULL, &a) == 200, "f%d releases", i);
+		close(ffd[i]);
+		ffd[i] = -1;
+		live--;
+	}
+	close_all(hfd, 60);
+	CHECK(WAIT_FOR(metric_value(&d, "dlockd_http_connections") <= 1, 5000),
+	      "none but the harness' connection open at the end (%.0f)", metric_value(&d, "dlockd_http_connections"));
+	CHECK(dlockd_stop(&d, 10000) == 0, "clean exit");
+}
+
+/* ----- The RESP writer ----- */
+
+TEST(probe_perf_longest_names_owners_and_values_of_every_utf8_width_round_trip)
+{
+	char name[201], owner[129], value[1025], big[1030], body[4200], p[700];
+	static const char unit[] = "a\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80";	/* 1+2+3+4 bytes */
+	struct http_resp r;
+	const char *got;
+
+	snprintf(name, sizeof(name), "%s", lockname("ppmax"));
+	for (size_t i = strlen(name); i < 200; i++)
+		name[i] = "Az09._:-"[i % 8];
+	name[200] = '\0';
+	for (int i = 0; i < 128; i++)
+		owner[i] = "zA9_.-:"[i % 7];
+	owner[128] = '\0';
+	for (int i = 0; i < 102; i++)
+		memcpy(value + 10 * i, unit, 10);
+	memcpy(value + 1020, "abcd", 5);
+	CHECK(strlen(value) == 1024, "a value of 1024 bytes");
+
+	snprintf(body, sizeof(body), "{\"owner\":\"%s\",\"limit\":2,\"ttl_ms\":30000,\"value\":\"%s\"}",
+		 owner, value);
+	snprintf(p, sizeof(p), "/semaphores/%s", name);
+	http("PUT", p, body, &r);
+	CHECK_STATUS(r, 200, "a permit at the longest name and owner with a 1024-byte value");
+	CHECK(json_str(&r, "owner") && !strcmp(json_str(&r, "owner"), owner), "the owner back: %s",
+	      r.body);
+	http_free(&r);
+	http("GET", p, NULL, &r);
+	CHECK_STATUS(r, 200, "its status");
+	got = json_string_value(json_object_get(json_array_get(json_object_get(r.json, "holders"),
+								0), "value"));
+	CHECK(got && !strcmp(got, value), "the value byte for byte: %s", r.body);
+	http_free(&r);
+
+	/* a byte more, a NUL, or bytes that are not UTF-8: refused, nothing kept */
+	snprintf(big, sizeof(big), "%sx", value);
+	snprintf(body, sizeof(body), "{\"owner\":\"other\",\"limit\":2,\"value\":\"%s\"}", big);
+	http("PUT", p, body, &r);
+	CHECK_STATUS(r, 400, "a value of 1025 bytes");
+	http_free(&r);
+	http("PUT", p, "{\"owner\":\"other\",\"limit\":2,\"value\":\"a\\u0000b\"}", &r);
+	CHECK_STATUS(r, 400, "a value with a NUL");
+	http_free(&r);
+	snprintf(p, sizeof(p), "/semaphores/%s?owner=other&limit=2&value=a%%FFb", name);
+	http("PUT", p, NULL, &r);
+	CHECK_STATUS(r, 400, "a value with a byte 0xFF");
+	http_free(&r);
+	snprintf(p, sizeof(p), "/semaphores/%s?owner=other&limit=2&value=%%C0%%AF", name);
+	http("PUT", p, NULL, &r);
+	CHECK_STATUS(r, 400, "an overlong UTF-8 form");
+	http_free(&r);
+	snprintf(p, sizeof(p), "/semaphores/%s", name);
+	http("GET", p, NULL, &r);
+	CHECK_STATUS(r, 200, "the status after the refusals");
+	CHECK(json_int(&r, "held") == 1, "only the first permit is out: %s", r.body);
+	http_free(&r);
+
+	/* a plain lock at the longest name and owner, held and let go */
+	name[199] = 'L';
+	snprintf(p, sizeof(p), "/locks/%s?owner=%s", name, owner);
+	http("PUT", p, NULL, &r);
+	CHECK_STATUS(r, 200, "the longest lock name and owner");
+	CHECK(json_str(&r, "owner") && !strcmp(json_str(&r, "owner"), owner) &&
+	      json_str(&r, "name") && !strcmp(json_str(&r, "name"), name), "%s", r.body);
+	http_free(&r);
+	http("GET", p, NULL, &r);
+	CHECK_STATUS(r, 200, "the lock's status");
+	CHECK(json_bool(&r, "held") == 1, "held by the longest owner: %s", r.body);
+	http_free(&r);
+	http("DELETE", p, NULL, &r);
+	CHECK_STATUS(r, 200, "the lock's release");
+	http_free(&r);
+	name[199] = "Az09._:-"[199 % 8];
+	snprintf(p, sizeof(p), "/semaphores/%s?owner=%s", name, owner);
+	http("DELETE", p, NULL, &r);
+	CHECK_STATUS(r, 200, "the permit's release");
+	http_free(&r);
+}
