@@ -475,3 +475,102 @@ TEST(probe_perf_longest_names_owners_and_values_of_every_utf8_width_round_trip)
 	CHECK_STATUS(r, 200, "the permit's release");
 	http_free(&r);
 }
+
+/* ----- One owner waiting several times ----- */
+
+enum { TWICE = 6 };
+
+/* Have all of b[0..n) been answered 200 with fencing token *token (0:
+ * take the first's) within ms of since? */
+static bool all_granted(struct bg *b, int n, int64_t since, int ms, long long *token)
+{
+	for (int i = 0; i < n; i++) {
+		bg_join(&b[i]);
+		if (b[i].r.status != 200 || b[i].done_ms - since > ms) {
+			printf("# waiter %d: %ld after %lld ms: %s\n", i, b[i].r.status,
+			       (long long)(b[i].done_ms - since), b[i].r.body ? b[i].r.body : "");
+			return false;
+		}
+		if (!*token)
+			*token = json_int(&b[i].r, "fencing_token");
+		if (json_int(&b[i].r, "fencing_token") != *token ||
+		    (json_int(&b[i].r, "holds") != 1 && json_int(&b[i].r, "limit") != 1)) {
+			printf("# waiter %d: %s\n", i, b[i].r.body);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Two owners wait TWICE times each on a lock of kind (its path's first
+ * part; extra: more of its query) on a dlockd of two loops: whichever is
+ * granted, each of its waits is answered at once with the one holding (a
+ * repeat, told through the owner's sleepers), the other's none; one
+ * release then serves the other's every wait. held: the status field
+ * that says the owner asked about holds it. */
+static void owner_waits_on_every_loop(const char *kind, const char *extra, const char *held)
+{
+	const char *flags[] = { "--threads", "2", NULL };
+	struct dlockd_srv d;
+	const char *n = lockname("pptold");
+	struct bg o[TWICE], q[TWICE], *first, *second;
+	long long t1 = 0, t2 = 0;
+	char po[512], pq[512];
+	int64_t t;
+	bool o_first;
+
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd --threads 2");
+	CHECK(status_of(&d, "PUT", "/%s/%s?owner=holder&ttl_ms=60000%s", kind, n, extra) == 200,
+	      "holder takes %s", n);
+	snprintf(po, sizeof(po), "/%s/%s?owner=o&wait_ms=60000%s", kind, n, extra);
+	snprintf(pq, sizeof(pq), "/%s/%s?owner=q&wait_ms=60000%s", kind, n, extra);
+	for (int i = 0; i < TWICE; i++) {
+		bg_start_on(&o[i], d.base, "PUT", po, NULL);
+		bg_start_on(&q[i], d.base, "PUT", pq, NULL);
+	}
+	CHECK(wait_waiters(&d, 2 * TWICE, 10000 * slow_factor()), "%d wait (%.0f)", 2 * TWICE,
+	      waiters_of(&d));
+	CHECK(status_of(&d, "DELETE", "/%s/%s?owner=holder", kind, n) == 200, "holder releases");
+	t = mono_ms();
+	/* whichever owner won: all its waits are answered with its one grant */
+	CHECK(WAIT_FOR(waiters_of(&d) <= TWICE, 5000), "an owner is served");
+	o_first = flag_of(&d, held, "/%s/%s?owner=o", kind, n) == 1;
+	first = o_first ? o : q;
+	second = o_first ? q : o;
+	CHECK(all_granted(first, TWICE, t, 2000 * slow_factor(), &t1),
+	      "every wait of %s answered with its grant within 2 s", o_first ? "o" : "q");
+	CHECK(waiters_of(&d) == TWICE, "the other owner's %d still wait (%.0f)", TWICE,
+	      waiters_of(&d));
+	for (int i = 0; i < TWICE; i++)
+		CHECK(!second[i].done_ms, "the other owner's wait %d is not answered while held", i);
+	/* one release: the repeats added no hold */
+	CHECK(status_of(&d, "DELETE", "/%s/%s?owner=%s", kind, n, o_first ? "o" : "q") == 200,
+	      "the winner releases once");
+	t = mono_ms();
+	CHECK(all_granted(second, TWICE, t, 2000 * slow_factor(), &t2),
+	      "every wait of the other owner answered within 2 s");
+	CHECK(t2 > t1, "a new holding, a new token (%lld after %lld)", t2, t1);
+	CHECK(status_of(&d, "DELETE", "/%s/%s?owner=%s", kind, n, o_first ? "q" : "o") == 200,
+	      "the second releases once");
+	CHECK(flag_of(&d, "locked", "/%s/%s", kind, n) == 0, "%s free at the end", n);
+	for (int i = 0; i < TWICE; i++) {
+		http_free(&o[i].r);
+		http_free(&q[i].r);
+	}
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+TEST(probe_perf_an_owner_waiting_on_several_loops_is_served_on_each_at_once)
+{
+	owner_waits_on_every_loop("locks", "", "held");
+}
+
+TEST(probe_perf_a_fair_owner_waiting_on_several_loops_is_served_on_each_at_once)
+{
+	owner_waits_on_every_loop("fairlocks", "", "held");
+}
+
+TEST(probe_perf_a_permit_owner_waiting_on_several_loops_is_served_on_each_at_once)
+{
+	owner_waits_on_every_loop("semaphores", "&limit=1", "held_by_owner");
+}
