@@ -574,3 +574,144 @@ TEST(probe_perf_a_permit_owner_waiting_on_several_loops_is_served_on_each_at_onc
 {
 	owner_waits_on_every_loop("semaphores", "&limit=1", "held_by_owner");
 }
+
+/* ----- Keys of another type, on every path ----- */
+
+/* A key of a lock's layout (%s: the name) and how to give it another type. */
+struct layout_key {
+	const char *fmt;
+	bool string;		/* a string in the layout: made a hash; else made a string */
+};
+
+struct layout {
+	const char *kind, *extra;	/* path's first part, more of the query */
+	struct layout_key keys[6];
+};
+
+static const struct layout layouts[] = {
+	{ "locks", "", { { "%s", false }, { "redisson_lock_token:{%s}", true },
+			 { "dlockd_lock_owners:{%s}", false } } },
+	{ "fairlocks", "", { { "%s", false }, { "redisson_lock_token:{%s}", true },
+			     { "dlockd_lock_owners:{%s}", false },
+			     { "redisson_lock_queue:{%s}", false },
+			     { "redisson_lock_timeout:{%s}", false } } },
+	{ "semaphores", "&limit=1", { { "%s", true }, { "{%s}:timeout", false },
+				      { "redisson_lock_token:{%s}", true },
+				      { "dlockd_lock_owners:{%s}", false },
+				      { "dlockd_sem_waiters:{%s}", false } } },
+};
+
+/* Every key of l for name n, DUMPed (a missing key as ""), one after the
+ * other into out. */
+static void layout_dump(const struct layout *l, const char *n, char *out, size_t cap)
+{
+	size_t len = 0;
+
+	out[0] = '\0';
+	for (const struct layout_key *k = l->keys; k->fmt && len < cap; k++) {
+		char key[300];
+		redisReply *r;
+
+		snprintf(key, sizeof(key), k->fmt, n);
+		r = rcmd("DUMP %s", key);
+		len += (size_t)snprintf(out + len, cap - len, "%s=", key);
+		for (size_t i = 0; r && r->type == REDIS_REPLY_STRING && i < r->len && len + 3 < cap;
+		     i++)
+			len += (size_t)snprintf(out + len, cap - len, "%02x", (unsigned char)r->str[i]);
+		if (len + 2 < cap)
+			out[len++] = ';';
+		out[len] = '\0';
+		freeReplyObject(r);
+	}
+}
+
+/* What is wrong with the answer r to a call on n of layout l, whose state
+ * before was before: a status that is not 200, 409 or 503, or a refusal
+ * that changed a key; NULL if nothing. */
+static const char *refusal_wrong(const struct layout *l, const char *n, const struct http_resp *r,
+				 const char *before)
+{
+	static char after[16384];
+
+	if (r->status != 200 && r->status != 409 && r->status != 503)
+		return "a status outside 200, 409, 503";
+	if (r->status == 200)
+		return NULL;
+	layout_dump(l, n, after, sizeof(after));
+	return strcmp(before, after) ? "a refusal that changed a key" : NULL;
+}
+
+/* One call (method path) on n of layout l, with key ki given another type
+ * first; checks the answer with refusal_wrong. */
+static int wt_answers[3];	/* 200, 409, 503 seen by wrong_type_call */
+
+static void wrong_type_call(const struct layout *l, int ki, const char *n, const char *what,
+			    const char *method, const char *path)
+{
+	static char before[16384];
+	char key[300];
+	struct http_resp r;
+	const char *wrong;
+	redisReply *x;
+
+	snprintf(key, sizeof(key), l->keys[ki].fmt, n);
+	x = l->keys[ki].string ? rcmd("HSET %s f v", key) : rcmd("SET %s x", key);
+	freeReplyObject(x);
+	layout_dump(l, n, before, sizeof(before));
+	http(method, path, NULL, &r);
+	wrong = refusal_wrong(l, n, &r, before);
+	wt_answers[r.status == 200 ? 0 : r.status == 409 ? 1 : 2] += !wrong;
+	CHECK(!wrong, "%s %s, %s with %s of another type: %s: %ld %s", l->kind, what, method, key,
+	      wrong, r.status, r.body ? r.body : "");
+	/* a grant is a holding in Redis (its status may be refused: it reads
+	 * the key of another type) */
+	if (r.status == 200 && !strcmp(method, "PUT"))
+		CHECK(!strcmp(l->kind, "semaphores") ? rcmd_int("EXISTS {%s}:timeout", n) == 1 &&
+						       rcmd_int("ZSCORE {%s}:timeout a", n) > 0
+						     : rcmd_int("HEXISTS %s a", n) == 1,
+		      "%s %s: a 200 with %s of another type is a holding", l->kind, what, key);
+	http_free(&r);
+}
+
+TEST(probe_perf_a_key_of_another_type_never_half_writes_a_call)
+{
+	char p[600];
+
+	for (size_t li = 0; li < sizeof(layouts) / sizeof(layouts[0]); li++) {
+		const struct layout *l = &layouts[li];
+
+		for (int ki = 0; l->keys[ki].fmt; ki++) {
+			char n[3][160];
+
+			for (int s = 0; s < 3; s++)
+				snprintf(n[s], sizeof(n[s]), "%s", lockname("ppwt"));
+			/* fresh: nobody holds it */
+			snprintf(p, sizeof(p), "/%s/%s?owner=a&ttl_ms=30000%s", l->kind, n[0], l->extra);
+			wrong_type_call(l, ki, n[0], "fresh", "PUT", p);
+			/* a holds it: a repeat, a heartbeat, a release */
+			CHECK(status_of(&H_dlockd, "PUT", "/%s/%s?owner=a&ttl_ms=30000%s", l->kind, n[1],
+					l->extra) == 200, "a takes %s", n[1]);
+			snprintf(p, sizeof(p), "/%s/%s?owner=a&ttl_ms=30000%s", l->kind, n[1], l->extra);
+			wrong_type_call(l, ki, n[1], "held", "PUT", p);
+			snprintf(p, sizeof(p), "/%s/%s/heartbeat?owner=a&ttl_ms=30000", l->kind, n[1]);
+			wrong_type_call(l, ki, n[1], "held", "POST", p);
+			snprintf(p, sizeof(p), "/%s/%s?owner=a", l->kind, n[1]);
+			wrong_type_call(l, ki, n[1], "held", "DELETE", p);
+			/* b holds it: a waits a little */
+			CHECK(status_of(&H_dlockd, "PUT", "/%s/%s?owner=b&ttl_ms=30000%s", l->kind, n[2],
+					l->extra) == 200, "b takes %s", n[2]);
+			snprintf(p, sizeof(p), "/%s/%s?owner=a&ttl_ms=30000&wait_ms=300%s", l->kind,
+				 n[2], l->extra);
+			wrong_type_call(l, ki, n[2], "held by another", "PUT", p);
+			for (int s = 0; s < 3; s++)
+				for (int k = 0; l->keys[k].fmt; k++) {
+					char key[300];
+
+					snprintf(key, sizeof(key), l->keys[k].fmt, n[s]);
+					freeReplyObject(rcmd("DEL %s", key));
+				}
+		}
+	}
+	printf("# calls with a key of another type: %d answered 200, %d 409, %d 503\n",
+	       wt_answers[0], wt_answers[1], wt_answers[2]);
+}
