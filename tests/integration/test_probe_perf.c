@@ -281,7 +281,7 @@ TEST(probe_perf_late_daemons_serve_a_resumed_waiter_at_once_and_time_out_idlers)
 	/* each hand-off is served by its daemon's run at once, not at the
 	 * daemon's next timeout (none: it has only suspended connections) */
 	CHECK(lock_release(&d, n, "holder") == 200, "holder releases %s", n);
-	for (int64_t t = mono_ms(); served < LATE; t = mono_ms()) {
+	for (int64_t t = mono_ms(); served < LATE; ) {
 		int i = first_readable(lfd, LATE, 5000 * slow_factor()), ms;
 
 		CHECK(i >= 0, "a waiter is served after hand-off %d", served);
@@ -292,6 +292,7 @@ TEST(probe_perf_late_daemons_serve_a_resumed_waiter_at_once_and_time_out_idlers)
 		snprintf(p, sizeof(p), "\"owner\":\"w%d\"", i);
 		CHECK(HAS(&a, p), "w%d's own grant: %s", i, a.body);
 		snprintf(p, sizeof(p), "/locks/%s?owner=w%d", n, i);
+		t = mono_ms();
 		CHECK(raw_call(lfd[i], "DELETE", p, NULL, &a) == 200, "w%d releases: %d %s", i,
 		      a.status, a.body);
 		close(lfd[i]);
@@ -714,4 +715,86 @@ TEST(probe_perf_a_key_of_another_type_never_half_writes_a_call)
 	}
 	printf("# calls with a key of another type: %d answered 200, %d 409, %d 503\n",
 	       wt_answers[0], wt_answers[1], wt_answers[2]);
+}
+
+/* ----- HTTPS over many daemons ----- */
+
+/* The first of b[0..n) answered and not counted yet (status -2), or -1. */
+static int bg_first_done(const struct bg *b, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (b[i].done_ms && b[i].r.status != -2)
+			return i;
+	return -1;
+}
+
+TEST(probe_perf_https_waiters_past_spread_are_served_then_answered_at_shutdown)
+{
+	enum { W = 90, SERVE = 40 };
+	struct http_tls t = { .ca = NULL };
+	const char *flags[] = { "--threads", "1", "--tls-cert", NULL, "--tls-key", NULL, NULL };
+	const char *n = lockname("pptls");
+	static struct bg b[W];
+	static char paths[W][300];
+	int served = 0, worst = 0, rc, granted = 0, refused = 0;
+	struct dlockd_srv d;
+	int64_t t0;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	flags[3] = pki_path("server1.pem");
+	flags[5] = pki_path("server1.key");
+	t.ca = pki_path("ca.pem");
+	http_tls(&t);
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --tls-cert (see %s)", d.log);
+	CHECK(lock_hold(&d, n, "holder", 60000), "holder takes %s", n);
+	for (int i = 0; i < W; i++) {
+		snprintf(paths[i], sizeof(paths[i]), "/locks/%s?owner=w%d&wait_ms=60000", n, i);
+		bg_start_on(&b[i], d.base, "PUT", paths[i], NULL);
+	}
+	CHECK(wait_waiters(&d, W, 20000 * slow_factor()), "%d wait over TLS (%.0f)", W,
+	      waiters_of(&d));
+	/* the last ones are on late daemons (past 64 suspended): hand-offs
+	 * among all, each at once */
+	CHECK(lock_release(&d, n, "holder") == 200, "holder releases");
+	t0 = mono_ms();
+	while (served < SERVE) {
+		int i = -1, ms;
+
+		CHECK(WAIT_FOR((i = bg_first_done(b, W)) >= 0, 5000), "hand-off %d answered",
+		      served);
+		bg_join(&b[i]);
+		CHECK(b[i].r.status == 200, "w%d granted: %ld %s", i, b[i].r.status,
+		      b[i].r.body ? b[i].r.body : "");
+		ms = (int)(b[i].done_ms - t0);
+		worst = ms > worst ? ms : worst;
+		b[i].r.status = -2;	/* counted */
+		CHECK(waiters_of(&d) == W - served - 1, "one served at a time (%.0f wait)",
+		      waiters_of(&d));
+		snprintf(paths[i], sizeof(paths[i]), "w%d", i);
+		t0 = mono_ms();
+		CHECK(lock_release(&d, n, paths[i]) == 200, "w%d releases", i);
+		served++;
+	}
+	printf("# %d hand-offs over TLS: slowest %d ms\n", SERVE, worst);
+	CHECK(worst < 1500 * slow_factor(), "every hand-off within 1.5 s (slowest %d ms)", worst);
+	/* a shutdown answers every waiter left, on every daemon */
+	CHECK(WAIT_FOR(waiters_of(&d) == W - SERVE - 1, 5000), "%d wait (%.0f)", W - SERVE - 1,
+	      waiters_of(&d));
+	t0 = mono_ms();
+	rc = dlockd_stop(&d, 15000);
+	CHECK(rc == 0, "exit status 0 after SIGTERM, got %d (see %s)", rc, d.log);
+	CHECK(mono_ms() - t0 < 5000 * slow_factor(), "stopped in %lld ms",
+	      (long long)(mono_ms() - t0));
+	for (int i = 0; i < W; i++) {
+		if (b[i].r.status == -2)
+			continue;
+		bg_join(&b[i]);
+		granted += b[i].r.status == 200;
+		refused += b[i].r.status == 503;
+	}
+	/* the last release granted one; every other waiter: 503 */
+	CHECK(granted == 1 && refused == W - SERVE - 1, "at shutdown: %d granted (want 1), %d "
+	      "answered 503 (want %d)", granted, refused, W - SERVE - 1);
+	for (int i = 0; i < W; i++)
+		http_free(&b[i].r);
 }
