@@ -730,7 +730,7 @@ static int bg_first_done(const struct bg *b, int n)
 
 TEST(probe_perf_https_waiters_past_spread_are_served_then_answered_at_shutdown)
 {
-	enum { W = 90, SERVE = 40 };
+	enum { W = 90, SERVE = 80 };	/* the oldest first: past 64, late daemons */
 	struct http_tls t = { .ca = NULL };
 	const char *flags[] = { "--threads", "1", "--tls-cert", NULL, "--tls-key", NULL, NULL };
 	const char *n = lockname("pptls");
@@ -747,14 +747,19 @@ TEST(probe_perf_https_waiters_past_spread_are_served_then_answered_at_shutdown)
 	http_tls(&t);
 	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --tls-cert (see %s)", d.log);
 	CHECK(lock_hold(&d, n, "holder", 60000), "holder takes %s", n);
+	/* a connection is dealt by the waiters suspended when it comes: the
+	 * first FILL all go to the first daemon, the rest to every daemon */
 	for (int i = 0; i < W; i++) {
 		snprintf(paths[i], sizeof(paths[i]), "/locks/%s?owner=w%d&wait_ms=60000", n, i);
 		bg_start_on(&b[i], d.base, "PUT", paths[i], NULL);
+		if (i == FILL - 1)
+			CHECK(wait_waiters(&d, FILL, 20000 * slow_factor()), "%d wait over TLS "
+			      "(%.0f)", FILL, waiters_of(&d));
 	}
 	CHECK(wait_waiters(&d, W, 20000 * slow_factor()), "%d wait over TLS (%.0f)", W,
 	      waiters_of(&d));
-	/* the last ones are on late daemons (past 64 suspended): hand-offs
-	 * among all, each at once */
+	/* hand-offs among all, each at once, the oldest first: the last
+	 * SERVE - FILL on late daemons */
 	CHECK(lock_release(&d, n, "holder") == 200, "holder releases");
 	t0 = mono_ms();
 	while (served < SERVE) {
