@@ -479,85 +479,89 @@ TEST(probe_perf_longest_names_owners_and_values_of_every_utf8_width_round_trip)
 
 /* ----- One owner waiting several times ----- */
 
-enum { TWICE = 6 };
+enum { TWICE = 8 };
 
-/* Have all of b[0..n) been answered 200 with fencing token *token (0:
- * take the first's) within ms of since? */
-static bool all_granted(struct bg *b, int n, int64_t since, int ms, long long *token)
+/* Were all the waits of fd[0..n) whose owner is who answered 200 within
+ * ms, with one fencing token (*token; 0: take the first's), and no other? */
+static bool all_granted(const int *fd, const char *const *owner, int n, const char *who, int ms,
+			long long *token)
 {
 	for (int i = 0; i < n; i++) {
-		bg_join(&b[i]);
-		if (b[i].r.status != 200 || b[i].done_ms - since > ms) {
-			printf("# waiter %d: %ld after %lld ms: %s\n", i, b[i].r.status,
-			       (long long)(b[i].done_ms - since), b[i].r.body ? b[i].r.body : "");
+		struct raw_answer a;
+		json_t *j;
+		long long t;
+
+		if (strcmp(owner[i], who))
+			continue;
+		if (raw_read(fd[i], ms, &a) != 200) {
+			printf("# wait %d of %s: %d %s\n", i, who, a.status, a.body);
 			return false;
 		}
+		j = json_loads(a.body, 0, NULL);
+		t = json_integer_value(json_object_get(j, "fencing_token"));
+		json_decref(j);
 		if (!*token)
-			*token = json_int(&b[i].r, "fencing_token");
-		if (json_int(&b[i].r, "fencing_token") != *token ||
-		    (json_int(&b[i].r, "holds") != 1 && json_int(&b[i].r, "limit") != 1)) {
-			printf("# waiter %d: %s\n", i, b[i].r.body);
+			*token = t;
+		if (t != *token) {
+			printf("# wait %d of %s: %s (token %lld)\n", i, who, a.body, *token);
 			return false;
 		}
 	}
 	return true;
 }
 
-/* Two owners wait TWICE times each on a lock of kind (its path's first
- * part; extra: more of its query) on a dlockd of two loops: whichever is
- * granted, each of its waits is answered at once with the one holding (a
- * repeat, told through the owner's sleepers), the other's none; one
- * release then serves the other's every wait. held: the status field
- * that says the owner asked about holds it. */
+/* Owners o and q wait TWICE / 2 times each on a lock of kind (its path's
+ * first part; extra: more of its query) on a dlockd of two loops, each
+ * connection made once the one before it waits: should the loops take
+ * turns (the listening socket is watched with EPOLLEXCLUSIVE), the order
+ * q o o q puts both owners on both loops, with q the oldest on one and o
+ * on the other (not seen from here: a test that silences the posts to
+ * other loops alone still passes). Whichever is granted, each of its
+ * waits is answered at once
+ * with its one holding (repeats, told through the owner's sleepers on both
+ * loops), the other's none; one release then serves the other's every
+ * wait. held: the status field that says the owner asked about holds it. */
 static void owner_waits_on_every_loop(const char *kind, const char *extra, const char *held)
 {
 	const char *flags[] = { "--threads", "2", NULL };
+	static const char *const owner[TWICE] = { "q", "o", "o", "q", "q", "o", "o", "q" };
 	struct dlockd_srv d;
-	const char *n = lockname("pptold");
-	struct bg o[TWICE], q[TWICE], *first, *second;
+	const char *n = lockname("pptold"), *first;
 	long long t1 = 0, t2 = 0;
-	char po[512], pq[512];
-	int64_t t;
-	bool o_first;
+	int fd[TWICE];
+	char p[512];
 
 	CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd --threads 2");
 	CHECK(status_of(&d, "PUT", "/%s/%s?owner=holder&ttl_ms=60000%s", kind, n, extra) == 200,
 	      "holder takes %s", n);
-	snprintf(po, sizeof(po), "/%s/%s?owner=o&wait_ms=60000%s", kind, n, extra);
-	snprintf(pq, sizeof(pq), "/%s/%s?owner=q&wait_ms=60000%s", kind, n, extra);
 	for (int i = 0; i < TWICE; i++) {
-		bg_start_on(&o[i], d.base, "PUT", po, NULL);
-		bg_start_on(&q[i], d.base, "PUT", pq, NULL);
+		snprintf(p, sizeof(p), "/%s/%s?owner=%s&wait_ms=60000%s", kind, n, owner[i], extra);
+		fd[i] = raw_open(&d, "PUT", p);
+		CHECK(fd[i] >= 0, "wait %d sent", i);
+		CHECK(wait_waiters(&d, i + 1, 10000 * slow_factor()), "%d wait (%.0f)", i + 1,
+		      waiters_of(&d));
 	}
-	CHECK(wait_waiters(&d, 2 * TWICE, 10000 * slow_factor()), "%d wait (%.0f)", 2 * TWICE,
-	      waiters_of(&d));
 	CHECK(status_of(&d, "DELETE", "/%s/%s?owner=holder", kind, n) == 200, "holder releases");
-	t = mono_ms();
-	/* whichever owner won: all its waits are answered with its one grant */
-	CHECK(WAIT_FOR(waiters_of(&d) <= TWICE, 5000), "an owner is served");
-	o_first = flag_of(&d, held, "/%s/%s?owner=o", kind, n) == 1;
-	first = o_first ? o : q;
-	second = o_first ? q : o;
-	CHECK(all_granted(first, TWICE, t, 2000 * slow_factor(), &t1),
-	      "every wait of %s answered with its grant within 2 s", o_first ? "o" : "q");
-	CHECK(waiters_of(&d) == TWICE, "the other owner's %d still wait (%.0f)", TWICE,
+	CHECK(WAIT_FOR(flag_of(&d, "locked", "/%s/%s", kind, n) == 1, 5000), "an owner is served");
+	first = flag_of(&d, held, "/%s/%s?owner=o", kind, n) == 1 ? "o" : "q";
+	CHECK(all_granted(fd, owner, TWICE, first, 2000 * slow_factor(), &t1),
+	      "every wait of %s answered with its grant within 2 s", first);
+	CHECK(waiters_of(&d) == TWICE / 2, "the other owner's %d still wait (%.0f)", TWICE / 2,
 	      waiters_of(&d));
 	for (int i = 0; i < TWICE; i++)
-		CHECK(!second[i].done_ms, "the other owner's wait %d is not answered while held", i);
+		if (strcmp(owner[i], first))
+			CHECK(first_readable(&fd[i], 1, 0) < 0,
+			      "the other owner's wait %d is not answered while held", i);
 	/* one release: the repeats added no hold */
-	CHECK(status_of(&d, "DELETE", "/%s/%s?owner=%s", kind, n, o_first ? "o" : "q") == 200,
+	CHECK(status_of(&d, "DELETE", "/%s/%s?owner=%s", kind, n, first) == 200,
 	      "the winner releases once");
-	t = mono_ms();
-	CHECK(all_granted(second, TWICE, t, 2000 * slow_factor(), &t2),
+	CHECK(all_granted(fd, owner, TWICE, *first == 'o' ? "q" : "o", 2000 * slow_factor(), &t2),
 	      "every wait of the other owner answered within 2 s");
 	CHECK(t2 > t1, "a new holding, a new token (%lld after %lld)", t2, t1);
-	CHECK(status_of(&d, "DELETE", "/%s/%s?owner=%s", kind, n, o_first ? "q" : "o") == 200,
+	CHECK(status_of(&d, "DELETE", "/%s/%s?owner=%s", kind, n, *first == 'o' ? "q" : "o") == 200,
 	      "the second releases once");
 	CHECK(flag_of(&d, "locked", "/%s/%s", kind, n) == 0, "%s free at the end", n);
-	for (int i = 0; i < TWICE; i++) {
-		http_free(&o[i].r);
-		http_free(&q[i].r);
-	}
+	close_all(fd, TWICE);
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 }
 
