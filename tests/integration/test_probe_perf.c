@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* One answer read off a raw connection. */
@@ -806,4 +807,102 @@ TEST(probe_perf_https_waiters_past_spread_are_served_then_answered_at_shutdown)
 	      "answered 503 (want %d)", granted, refused, W - SERVE - 1);
 	for (int i = 0; i < W; i++)
 		http_free(&b[i].r);
+}
+
+/* ----- Hang-ups racing a grant, with requests reused meanwhile ----- */
+
+/* Close fd with a reset (SO_LINGER 0): a write to it fails at once, where
+ * after a plain close (FIN) the kernel takes one and the server cannot
+ * tell. */
+static void hang_up(int fd)
+{
+	struct linger l = { .l_onoff = 1, .l_linger = 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+	close(fd);
+}
+
+/* Did d log the request of owner as answered and delivered (its access
+ * line without "delivered":false)? 1 yes, 0 not delivered, -1 no line. */
+static int logged_delivered(const struct dlockd_srv *d, const char *owner)
+{
+	char needle[64];
+
+	snprintf(needle, sizeof(needle), "\"owner\":\"%s\",", owner);
+	if (!WAIT_FOR(file_lines_with(d->log, "\"method\":\"PUT\"", needle, NULL) == 1, 3000))
+		return -1;
+	return file_lines_with(d->log, "\"method\":\"PUT\"", needle, "\"delivered\":false",
+			       NULL) == 0;
+}
+
+TEST(probe_perf_a_waiter_hanging_up_as_it_is_granted_keeps_only_a_grant_it_was_sent)
+{
+	enum { ROUNDS = 120 };
+	const char *flags[] = { "--threads", "1", NULL };
+	struct dlockd_srv d;
+	const char *n = lockname("pphang"), *m = lockname("pphang-c");
+	char p[512], want[128], who[16];
+	struct raw_answer a;
+	int h, c, kept = 0, freed = 0;
+
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd --threads 1");
+	h = raw_connect(d.port);
+	c = raw_connect(d.port);
+	CHECK(h >= 0 && c >= 0, "the holder's and a bystander's kept-alive connections");
+	for (int i = 0; i < ROUNDS; i++) {
+		bool sent, held;
+		int w;
+
+		snprintf(p, sizeof(p), "/locks/%s?owner=h&ttl_ms=30000", n);
+		CHECK(raw_call(h, "PUT", p, NULL, &a) == 200, "round %d: h takes %s: %d %s", i, n,
+		      a.status, a.body);
+		snprintf(who, sizeof(who), "w%d", i);
+		snprintf(p, sizeof(p), "/locks/%s?owner=%s&ttl_ms=30000&wait_ms=10000", n, who);
+		w = raw_open(&d, "PUT", p);
+		CHECK(w >= 0 && wait_waiters(&d, 1, 5000 * slow_factor()), "round %d: w waits", i);
+		/* the release and the hang-up race: the grant's call is in
+		 * flight, or answered, or not yet sent when w goes */
+		snprintf(p, sizeof(p), "/locks/%s?owner=h", n);
+		CHECK(raw_send(h, "DELETE", p, NULL), "round %d: h releases", i);
+		if (i % 4)
+			sleep_ms(i % 4);	/* the race under test: where w hangs up */
+		/* nothing between the look and the reset: a grant that came
+		 * after the look was written to a socket reset before it */
+		sent = poll(&(struct pollfd){ .fd = w, .events = POLLIN }, 1, 0) > 0;
+		hang_up(w);
+		CHECK(raw_read(h, 10000 * slow_factor(), &a) == 200 &&
+		      !strcmp(a.body, "{\"released\":true,\"holds\":0}\n"),
+		      "round %d: h's release answered as its own: %d %s", i, a.status, a.body);
+		/* meanwhile another client's requests, on the same loop */
+		snprintf(p, sizeof(p), "/locks/%s?owner=c%d&ttl_ms=30000", m, i);
+		snprintf(want, sizeof(want), "\"owner\":\"c%d\"", i);
+		CHECK(raw_call(c, "PUT", p, NULL, &a) == 200 && HAS(&a, want) &&
+		      HAS(&a, "\"holds\":1"), "round %d: c's grant is c's: %d %s", i, a.status,
+		      a.body);
+		snprintf(p, sizeof(p), "/locks/%s?owner=c%d", m, i);
+		CHECK(raw_call(c, "DELETE", p, NULL, &a) == 200 &&
+		      !strcmp(a.body, "{\"released\":true,\"holds\":0}\n"),
+		      "round %d: c's release is c's: %d %s", i, a.status, a.body);
+		CHECK(WAIT_FOR(waiters_of(&d) == 0, 3000), "round %d: nobody waits", i);
+		/* w keeps the lock only if its grant was sent to it: one in its
+		 * socket before the hang-up, or one logged as delivered (sent
+		 * between the look and the reset); any other is given back at
+		 * once, not at its lease's end */
+		held = sent ? flag_of(&d, "held", "/locks/%s?owner=%s", n, who) == 1
+			    : !WAIT_FOR(flag_of(&d, "held", "/locks/%s?owner=%s", n, who) == 0, 3000);
+		if (held) {
+			CHECK(sent || logged_delivered(&d, who) == 1,
+			      "round %d: %s holds a grant it was never sent", i, who);
+			CHECK(lock_release(&d, n, who) == 200, "round %d: %s's grant let go", i, who);
+			kept++;
+		} else {
+			CHECK(!sent, "round %d: %s had its grant and does not hold", i, who);
+			freed++;
+		}
+	}
+	printf("# %d waiters hung up as granted: %d had been sent their grant, %d given back\n",
+	       ROUNDS, kept, freed);
+	close(h);
+	close(c);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 }
