@@ -9,6 +9,7 @@
 #include "../harness/harness.h"
 
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -905,4 +906,68 @@ TEST(probe_perf_a_waiter_hanging_up_as_it_is_granted_keeps_only_a_grant_it_was_s
 	close(h);
 	close(c);
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+/* ----- rediss:// calls queued behind a stall, then a Redis restart ----- */
+
+TEST(probe_perf_rediss_calls_queued_behind_a_stall_then_a_restart_answer_what_happened)
+{
+	enum { CALLS = 6 };
+	const char *flags[] = { "--redis-ca", NULL, "--threads", "1", NULL };
+	char url[96], names[CALLS][128], path[300], out[64];
+	struct redis_srv rs;
+	struct dlockd_srv d;
+	struct bg b[CALLS];
+	int64_t t0;
+	int ok = 0, refused = 0;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	memset(&rs, 0, sizeof(rs));
+	rs.tls_only = true;
+	CHECK(redis_start(&rs) == 0, "redis-server serves TLS only (see %s/redis.log)", rs.dir);
+	flags[1] = pki_path("ca.pem");
+	snprintf(url, sizeof(url), "rediss://127.0.0.1:%d", rs.port);
+	CHECK(dlockd_start(&d, url, flags) == 0, "start on %s (see %s)", url, d.log);
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000), "ready over TLS");
+	CHECK(lock_hold(&d, "pp-rtls-warm", "a", 30000) &&
+	      lock_release(&d, "pp-rtls-warm", "a") == 200, "a lock cycle (scripts loaded)");
+
+	kill(rs.pid, SIGSTOP);
+	t0 = mono_ms();
+	for (int i = 0; i < CALLS; i++) {
+		snprintf(names[i], sizeof(names[i]), "pp-rtls-%d-%lld", i, (long long)t0);
+		snprintf(path, sizeof(path), "/locks/%.100s?owner=a&ttl_ms=60000", names[i]);
+		bg_start_on(&b[i], d.base, "PUT", path, NULL);
+		if (!i)
+			sleep_ms(300);	/* the first is in flight: the others queue behind it */
+	}
+	sleep_ms(500);		/* the stall under test, then Redis dies and comes back */
+	redis_stop(&rs, true);
+	CHECK(redis_start(&rs) == 0, "Redis again, on the same port");
+	for (int i = 0; i < CALLS; i++) {
+		bg_join(&b[i]);
+		CHECK(b[i].r.status == 200 || b[i].r.status == 503, "call %d: %ld %s", i,
+		      b[i].r.status, b[i].r.body ? b[i].r.body : "");
+		CHECK(b[i].done_ms - t0 < 12000 + 2000 * slow_factor(), "call %d answered after "
+		      "%lld ms", i, (long long)(b[i].done_ms - t0));
+		ok += b[i].r.status == 200;
+		refused += b[i].r.status == 503;
+	}
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 10000), "ready again (see %s)",
+	      d.log);
+	sleep_ms(1000);		/* a 503's call sent late would show by now */
+	for (int i = 0; i < CALLS; i++) {
+		snprintf(path, sizeof(path), "EXISTS %.100s", names[i]);
+		CHECK(redis_tls_cli(&rs, path, out, sizeof(out)) == 0 &&
+		      !strcmp(out, b[i].r.status == 200 ? "1" : "0"),
+		      "call %d answered %ld, and the new Redis says %s: '%s'", i, b[i].r.status,
+		      path, out);
+		http_free(&b[i].r);
+	}
+	printf("# calls queued over TLS when Redis died: %d granted, %d answered 503\n", ok,
+	       refused);
+	CHECK(lock_hold(&d, "pp-rtls-after", "a", 30000) &&
+	      lock_release(&d, "pp-rtls-after", "a") == 200, "a lock cycle after the restart");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
 }
