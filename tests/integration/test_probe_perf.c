@@ -1,11 +1,16 @@
 /* test_probe_perf.c -- hostile probes of issue 28's faster paths: requests
  * reused by a loop (api/server.c's spares) answer each its own, whatever
- * the request before them on the connection or the loop carried; the MHD
+ * the request before them on the connection or the loop carried, and a
+ * waiter reset as its grant comes keeps only a grant it was sent; the MHD
  * daemons a loop deals connections to once SPREAD_AT requests wait serve a
- * resumed waiter at once, time out idle connections, and count toward one
- * --max-connections; the one-pass RESP writer carries names, owners and
- * values at their longest and of every UTF-8 width byte for byte. Raw
- * connections where the connection itself is under test. */
+ * resumed waiter at once (HTTPS too), time out idle connections, keep
+ * waiters past the idle timeout, and count toward one --max-connections;
+ * one owner waiting on both loops is told of its grant on each; a key of
+ * another type under any key of a lock never leaves half a write; the
+ * one-pass RESP writer carries names, owners and values at their longest
+ * and of every UTF-8 width byte for byte; rediss:// calls queued behind a
+ * stall when Redis restarts are answered as they ran. Raw connections
+ * where the connection itself is under test. */
 #include "../harness/harness.h"
 
 #include <poll.h>
@@ -266,11 +271,13 @@ TEST(probe_perf_late_daemons_serve_a_resumed_waiter_at_once_and_time_out_idlers)
 	struct dlockd_srv d;
 	const char *fill = lockname("ppfill"), *n = lockname("pplate");
 	int ffd[FILL], lfd[LATE], idle[2 * LATE], served = 0, worst = 0;
+	int64_t t_fill;
 	struct raw_answer a;
 	char p[512];
 
 	CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd --threads 1 --idle-timeout-s 3");
 	CHECK(fill_waiters(&d, fill, ffd, FILL), "%d waiters on %s", FILL, fill);
+	t_fill = mono_ms();
 	/* one waiter of n on each daemon, dealt in turn */
 	CHECK(lock_hold(&d, n, "holder", 120000), "holder takes %s", n);
 	for (int i = 0; i < LATE; i++) {
@@ -323,8 +330,22 @@ TEST(probe_perf_late_daemons_serve_a_resumed_waiter_at_once_and_time_out_idlers)
 	CHECK(waiters_of(&d) == FILL, "the %d waiters still wait (%.0f)", FILL, waiters_of(&d));
 	CHECK(first_readable(ffd, FILL, 0) < 0, "no waiter answered or closed");
 	close_all(idle, 2 * LATE);
-	close_all(ffd, FILL);
+	/* and, having waited past the idle timeout, each is served in turn */
+	while (mono_ms() - t_fill < 4500)
+		sleep_ms(100);	/* the wait under test: 1.5 s past the idle timeout */
 	CHECK(lock_release(&d, fill, "holder") == 200, "holder releases %s", fill);
+	for (served = 0; served < FILL; served++) {
+		int i = first_readable(ffd, FILL, 5000 * slow_factor());
+
+		CHECK(i >= 0 && raw_read(ffd[i], 5000 * slow_factor(), &a) == 200,
+		      "a waiter of %s granted after the idle timeout (%d served): %d %s", fill,
+		      served, a.status, a.body);
+		snprintf(p, sizeof(p), "/locks/%s?owner=f%d", fill, i);
+		CHECK(raw_call(ffd[i], "DELETE", p, NULL, &a) == 200, "f%d releases: %d %s", i,
+		      a.status, a.body);
+		close(ffd[i]);
+		ffd[i] = -1;
+	}
 	CHECK(dlockd_stop(&d, 10000) == 0, "clean exit");
 }
 
