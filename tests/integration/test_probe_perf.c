@@ -992,3 +992,66 @@ TEST(probe_perf_rediss_calls_queued_behind_a_stall_then_a_restart_answer_what_ha
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	redis_stop(&rs, false);
 }
+
+/* ----- Watches hung up, their requests reused ----- */
+
+TEST(probe_perf_watches_hung_up_leave_nothing_to_the_requests_that_reuse_theirs)
+{
+	enum { K = 12 };
+	const char *flags[] = { "--threads", "1", NULL };
+	struct dlockd_srv d;
+	const char *n = lockname("ppwatch"), *m = lockname("ppwatch-w");
+	int wfd[K], afd[K];
+	struct raw_answer a;
+	long long index;
+	struct http_resp r;
+	char p[512];
+
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd --threads 1");
+	snprintf(p, sizeof(p), "/locks/%s", n);
+	http_on(d.base, "GET", p, NULL, &r);
+	CHECK_STATUS(r, 200, "the status of the free lock");
+	index = json_int(&r, "index");
+	http_free(&r);
+	for (int i = 0; i < K; i++) {
+		snprintf(p, sizeof(p), "/locks/%s?index=%lld&wait_ms=30000", n, index);
+		wfd[i] = raw_open(&d, "GET", p);
+		CHECK(wfd[i] >= 0, "watch %d sent", i);
+	}
+	CHECK(WAIT_FOR(metric_value(&d, "dlockd_watches") == K, 5000), "%d watch (%.0f)", K,
+	      metric_value(&d, "dlockd_watches"));
+	/* hung up, and at once new requests and a change: the watches are
+	 * forgotten, their requests freed and reused, in whatever order */
+	CHECK(lock_hold(&d, m, "holder", 60000), "holder takes %s", m);
+	for (int i = 0; i < K; i++)
+		hang_up(wfd[i]);
+	for (int i = 0; i < K; i++) {
+		snprintf(p, sizeof(p), "/locks/%s?owner=a%d&wait_ms=30000", m, i);
+		afd[i] = raw_open(&d, "PUT", p);
+		CHECK(afd[i] >= 0, "waiter %d sent", i);
+	}
+	CHECK(wait_waiters(&d, K, 5000 * slow_factor()), "%d wait (%.0f)", K, waiters_of(&d));
+	/* the watched lock changes: nothing reaches the waiters */
+	CHECK(lock_hold(&d, n, "x", 60000) && lock_release(&d, n, "x") == 200,
+	      "the watched lock is taken and let go");
+	CHECK(first_readable(afd, K, 500) < 0, "no waiter answered by the change of %s", n);
+	CHECK(WAIT_FOR(metric_value(&d, "dlockd_watches") == 0, 5000 * slow_factor()),
+	      "the hung-up watches are forgotten (%.0f)", metric_value(&d, "dlockd_watches"));
+	CHECK(waiters_of(&d) == K, "all %d still wait (%.0f)", K, waiters_of(&d));
+	/* and each is served its own grant in turn */
+	CHECK(lock_release(&d, m, "holder") == 200, "holder releases %s", m);
+	for (int k = 0; k < K; k++) {
+		int i = first_readable(afd, K, 5000 * slow_factor());
+		char want[32];
+
+		CHECK(i >= 0 && raw_read(afd[i], 5000 * slow_factor(), &a) == 200,
+		      "a waiter served (%d so far): %d %s", k, a.status, a.body);
+		snprintf(want, sizeof(want), "\"owner\":\"a%d\"", i);
+		CHECK(HAS(&a, want), "a%d's own grant: %s", i, a.body);
+		snprintf(p, sizeof(p), "/locks/%s?owner=a%d", m, i);
+		CHECK(raw_call(afd[i], "DELETE", p, NULL, &a) == 200, "a%d releases", i);
+		close(afd[i]);
+		afd[i] = -1;
+	}
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
