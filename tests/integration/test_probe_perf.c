@@ -3,7 +3,8 @@
  * the request before them on the connection or the loop carried, and a
  * waiter reset as its grant comes keeps only a grant it was sent; the MHD
  * daemons a loop deals connections to once SPREAD_AT requests wait serve a
- * resumed waiter at once (HTTPS too), time out idle connections, keep
+ * resumed waiter at once (HTTPS too, across a SIGHUP reload), time out
+ * idle connections, keep
  * waiters past the idle timeout, and count toward one --max-connections;
  * one owner waiting on both loops is told of its grant on each; a key of
  * another type under any key of a lock never leaves half a write; the
@@ -755,7 +756,7 @@ static int bg_first_done(const struct bg *b, int n)
 	return -1;
 }
 
-TEST(probe_perf_https_waiters_past_spread_are_served_then_answered_at_shutdown)
+TEST(probe_perf_https_waiters_past_spread_outlive_a_reload_are_served_then_answered_at_shutdown)
 {
 	enum { W = 90, SERVE = 80 };	/* the oldest first: past 64, late daemons */
 	struct http_tls t = { .ca = NULL };
@@ -785,6 +786,11 @@ TEST(probe_perf_https_waiters_past_spread_are_served_then_answered_at_shutdown)
 	}
 	CHECK(wait_waiters(&d, W, 20000 * slow_factor()), "%d wait over TLS (%.0f)", W,
 	      waiters_of(&d));
+	/* an operator's reload with them spread: each keeps its session */
+	kill(d.pid, SIGHUP);
+	CHECK(WAIT_FOR(file_contains(d.log, "tls certificates reloaded"), 5000),
+	      "SIGHUP reloads the certificates (see %s)", d.log);
+	CHECK(waiters_of(&d) == W, "all %d still wait (%.0f)", W, waiters_of(&d));
 	/* hand-offs among all, each at once, the oldest first: the last
 	 * SERVE - FILL on late daemons */
 	CHECK(lock_release(&d, n, "holder") == 200, "holder releases");
