@@ -4,8 +4,8 @@
  * waiter reset as its grant comes keeps only a grant it was sent; the MHD
  * daemons a loop deals connections to once SPREAD_AT requests wait serve a
  * resumed waiter at once (HTTPS too, across a SIGHUP reload), time out
- * idle connections, keep
- * waiters past the idle timeout, and count toward one --max-connections;
+ * idle connections, keep waiters past the idle timeout, and count toward
+ * one --max-connections;
  * one owner waiting on both loops is told of its grant on each; a key of
  * another type under any key of a lock never leaves half a write; the
  * one-pass RESP writer carries names, owners and values at their longest
