@@ -211,6 +211,18 @@ int json_bool(const struct http_resp *r, const char *key);	/* -1 if absent */
 /* A plain TCP connection to 127.0.0.1:port, for requests curl cannot make
  * (a client that hangs up mid-request); -1 on failure. */
 int raw_connect(int port);
+/* One answer read off a raw connection (raw_read). */
+struct raw_answer {
+	int status;		/* 0: none in time, -1: connection ended */
+	char request_id[136];	/* its X-Request-Id, "" if none */
+	char body[4096];
+};
+/* Send method path on fd with extra header lines (each ending "\r\n", or
+ * NULL) and no body; false if it could not be written. */
+bool raw_send(int fd, const char *method, const char *path, const char *headers);
+/* Read the next whole answer on fd within timeout_ms into a (NULL: read
+ * and dropped); its status (a->status too). */
+int raw_read(int fd, int timeout_ms, struct raw_answer *a);
 
 /* A new hiredis connection to r (NULL: the shared Redis). */
 redisContext *redis_client(const struct redis_srv *r);

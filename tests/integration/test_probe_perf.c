@@ -22,61 +22,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* One answer read off a raw connection. */
-struct raw_answer {
-	int status;		/* 0: none in time, -1: connection ended */
-	char request_id[136];	/* its X-Request-Id, "" if none */
-	char body[4096];
-};
-
-/* Send method path on fd with extra header lines (each ending "\r\n", or
- * NULL) and no body; false if it could not be written. */
-static bool raw_send(int fd, const char *method, const char *path, const char *headers)
-{
-	char req[2048];
-	int len = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s"
-			   "Content-Length: 0\r\n\r\n", method, path, headers ? headers : "");
-
-	return len < (int)sizeof(req) && write(fd, req, (size_t)len) == len;
-}
-
-/* Read the next whole answer on fd within timeout_ms into a. */
-static int raw_read(int fd, int timeout_ms, struct raw_answer *a)
-{
-	char buf[8192];
-	size_t len = 0;
-	int64_t until = mono_ms() + timeout_ms;
-
-	memset(a, 0, sizeof(*a));
-	for (;;) {
-		char *end = len ? memmem(buf, len, "\r\n\r\n", 4) : NULL;
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		ssize_t n;
-
-		if (end) {
-			const char *cl = strcasestr(buf, "\r\nContent-Length:");
-			const char *id = strcasestr(buf, "\r\nX-Request-Id:");
-			size_t head = (size_t)(end + 4 - buf);
-			size_t blen = cl ? strtoul(cl + 17, NULL, 10) : 0;
-
-			if (len >= head + blen) {
-				if (id && id < end)
-					sscanf(id + 15, " %135[^\r]", a->request_id);
-				snprintf(a->body, sizeof(a->body), "%.*s", (int)blen, end + 4);
-				return a->status = atoi(buf + 9);
-			}
-		}
-		if (len == sizeof(buf) - 1 || mono_ms() >= until ||
-		    poll(&p, 1, (int)(until - mono_ms())) <= 0)
-			return a->status = 0;
-		n = read(fd, buf + len, sizeof(buf) - 1 - len);
-		if (n <= 0)
-			return a->status = -1;
-		len += (size_t)n;
-		buf[len] = '\0';
-	}
-}
-
 /* One request on the kept-alive fd and its answer in a; its status. */
 static int raw_call(int fd, const char *method, const char *path, const char *headers,
 		    struct raw_answer *a)

@@ -20,22 +20,12 @@ enum { N = 320 };
 
 static const char *const two_loops[] = { "--threads", "2", NULL };
 
-/* Send method path on fd (a kept-alive connection); false if it failed. */
-static bool send_req(int fd, const char *method, const char *path)
-{
-	char req[700];
-	int len = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-			   "Content-Length: 0\r\n\r\n", method, path);
-
-	return write(fd, req, (size_t)len) == len;
-}
-
 /* A new connection to d with method path sent on it; -1 if it failed. */
 static int open_req(const struct dlockd_srv *d, const char *method, const char *path)
 {
 	int fd = raw_connect(d->port);
 
-	if (fd >= 0 && !send_req(fd, method, path)) {
+	if (fd >= 0 && !raw_send(fd, method, path, NULL)) {
 		close(fd);
 		fd = -1;
 	}
@@ -48,37 +38,6 @@ static bool readable(int fd)
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 
 	return poll(&p, 1, 0) > 0;
-}
-
-/* The status of the next whole answer on fd (its body read too), within
- * timeout_ms; 0 if none came, -1 if the connection ended first. */
-static int read_answer(int fd, int timeout_ms)
-{
-	char buf[8192];
-	size_t len = 0;
-	int64_t until = mono_ms() + timeout_ms;
-
-	for (;;) {
-		char *end = len ? memmem(buf, len, "\r\n\r\n", 4) : NULL;
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		ssize_t n;
-
-		if (end) {
-			const char *cl = strcasestr(buf, "\r\nContent-Length:");
-			size_t want = (size_t)(end + 4 - buf) + (cl ? strtoul(cl + 17, NULL, 10) : 0);
-
-			if (len >= want)
-				return atoi(buf + 9);
-		}
-		if (len == sizeof(buf) - 1 || mono_ms() >= until ||
-		    poll(&p, 1, (int)(until - mono_ms())) <= 0)
-			return 0;
-		n = read(fd, buf + len, sizeof(buf) - 1 - len);
-		if (n <= 0)
-			return -1;
-		len += (size_t)n;
-		buf[len] = '\0';
-	}
 }
 
 /* The first live fd of fds[] (-1: hung up) other than skip that has
@@ -123,11 +82,12 @@ TEST(fair_waiters_on_every_daemon_are_served_in_queue_order_past_hang_ups)
 
 		if (fd[i] < 0)
 			continue;
-		CHECK(read_answer(fd[i], 10000 * slow_factor()) == 200, "w%d served, in its turn", i);
+		CHECK(raw_read(fd[i], 10000 * slow_factor(), NULL) == 200, "w%d served, in its turn", i);
 		other = any_readable(fd, N, i);
 		CHECK(other < 0, "nobody but w%d has an answer while it holds (w%d has)", i, other);
 		snprintf(p, sizeof(p), "/fairlocks/%s?owner=w%d", n, i);
-		CHECK(send_req(fd[i], "DELETE", p) && read_answer(fd[i], 10000 * slow_factor()) == 200,
+		CHECK(raw_send(fd[i], "DELETE", p, NULL) &&
+		      raw_read(fd[i], 10000 * slow_factor(), NULL) == 200,
 		      "w%d releases on its kept-alive connection", i);
 	}
 	sleep_ms(200);	/* a second answer anywhere would be a waiter served twice */
@@ -174,13 +134,14 @@ TEST(plain_waiters_on_every_daemon_are_each_served_once_then_shutdown_answers_al
 			sleep_ms(1);
 			continue;
 		}
-		CHECK(read_answer(fd[i], 5000 * slow_factor()) == 200, "w%d granted", i);
+		CHECK(raw_read(fd[i], 5000 * slow_factor(), NULL) == 200, "w%d granted", i);
 		CHECK(++served[i] == 1, "w%d served once", i);
 		grants++;
 		other = any_readable(fd, N, i);
 		CHECK(other < 0, "nobody but w%d has an answer while it holds (w%d has)", i, other);
 		snprintf(p, sizeof(p), "/locks/%s?owner=w%d", n, i);
-		CHECK(send_req(fd[i], "DELETE", p) && read_answer(fd[i], 10000 * slow_factor()) == 200,
+		CHECK(raw_send(fd[i], "DELETE", p, NULL) &&
+		      raw_read(fd[i], 10000 * slow_factor(), NULL) == 200,
 		      "w%d releases", i);
 	}
 	CHECK(grants == live, "%d of %d live waiters served", grants, live);
@@ -202,7 +163,7 @@ TEST(plain_waiters_on_every_daemon_are_each_served_once_then_shutdown_answers_al
 	CHECK(mono_ms() - t0 < 5000 * slow_factor(), "stopped in %lld ms",
 	      (long long)(mono_ms() - t0));
 	for (int i = 0; i < N; i++) {
-		CHECK(read_answer(fd[i], 2000) == 503, "waiter s%d answered 503 at shutdown", i);
+		CHECK(raw_read(fd[i], 2000, NULL) == 503, "waiter s%d answered 503 at shutdown", i);
 		close(fd[i]);
 	}
 	snprintf(p, sizeof(p), "/locks/%s?force=true", n);
