@@ -8,7 +8,8 @@
  * walking the queue, queued on the loop's one Redis connection ahead of
  * every other client's calls there: those waited about a second. Here a
  * leaver joins its lock's list and a task the loop runs before it sleeps
- * sends each list in scripts of up to LEAVE_MAX owners
+ * sends each list in scripts of up to LEAVE_MAX owners (FAIR_LEAVE_MAX
+ * for a fair lock, whose script walks the queue once per leaver)
  * (locks_dequeue_many), whose answer goes to every leaver of it. So a
  * turn's leavers cost one script per lock per few hundred of them.
  *
