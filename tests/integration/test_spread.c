@@ -40,6 +40,21 @@ static bool readable(int fd)
 	return poll(&p, 1, 0) > 0;
 }
 
+/* Hang up the waiters first, first + step, ... of fd[N] (each then -1);
+ * how many are left. */
+static int hang_up_every(int fd[N], int first, int step)
+{
+	int live = 0;
+
+	for (int i = first; i < N; i += step) {
+		close(fd[i]);
+		fd[i] = -1;
+	}
+	for (int i = 0; i < N; i++)
+		live += fd[i] >= 0;
+	return live;
+}
+
 /* The first live fd of fds[] (-1: hung up) other than skip that has
  * something to read, or -1. */
 static int any_readable(const int *fds, int n, int skip)
@@ -55,7 +70,7 @@ TEST(fair_waiters_on_every_daemon_are_served_in_queue_order_past_hang_ups)
 	struct dlockd_srv d;
 	const char *n = lockname("spreadfair");
 	char p[512];
-	int fd[N], live = 0;
+	int fd[N], live;
 
 	CHECK(dlockd_start(&d, NULL, two_loops) == 0, "start dlockd --threads 2");
 	CHECK(status_of(&d, "PUT", "/fairlocks/%s?owner=holder&ttl_ms=60000", n) == 200,
@@ -68,12 +83,7 @@ TEST(fair_waiters_on_every_daemon_are_served_in_queue_order_past_hang_ups)
 		      "waiter %d queued, in the order sent", i);
 	}
 	/* a hang-up on several daemons: their places go, nobody else's */
-	for (int i = 3; i < N; i += 37) {
-		close(fd[i]);
-		fd[i] = -1;
-	}
-	for (int i = 0; i < N; i++)
-		live += fd[i] >= 0;
+	live = hang_up_every(fd, 3, 37);
 	CHECK(WAIT_FOR(waiters_of(&d) == live, 5000 * slow_factor()),
 	      "the hung-up waiters are forgotten (%.0f of %d wait)", waiters_of(&d), live);
 	CHECK(status_of(&d, "DELETE", "/fairlocks/%s?owner=holder", n) == 200, "holder leaves");
@@ -105,7 +115,7 @@ TEST(plain_waiters_on_every_daemon_are_each_served_once_then_shutdown_answers_al
 	struct dlockd_srv d;
 	const char *n = lockname("spreadplain");
 	char p[512];
-	int fd[N], served[N] = { 0 }, live = 0, grants = 0, rc;
+	int fd[N], served[N] = { 0 }, live, grants = 0, rc;
 	int64_t until, t0;
 
 	CHECK(dlockd_start(&d, NULL, two_loops) == 0, "start dlockd --threads 2");
@@ -116,12 +126,7 @@ TEST(plain_waiters_on_every_daemon_are_each_served_once_then_shutdown_answers_al
 		CHECK(fd[i] >= 0, "waiter %d sent", i);
 	}
 	CHECK(wait_waiters(&d, N, 10000 * slow_factor()), "%d waiters (%.0f)", N, waiters_of(&d));
-	for (int i = 5; i < N; i += 29) {
-		close(fd[i]);
-		fd[i] = -1;
-	}
-	for (int i = 0; i < N; i++)
-		live += fd[i] >= 0;
+	live = hang_up_every(fd, 5, 29);
 	CHECK(WAIT_FOR(waiters_of(&d) == live, 5000 * slow_factor()),
 	      "the hung-up waiters are forgotten (%.0f of %d wait)", waiters_of(&d), live);
 	CHECK(lock_release(&d, n, "holder") == 200, "holder releases");
