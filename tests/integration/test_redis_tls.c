@@ -118,6 +118,19 @@ static bool refuses(const struct dlockd_srv *d, const char *n, char *why, size_t
 	return ok;
 }
 
+/* Start d on rediss://127.0.0.1:port (written to url), trusting the test
+ * CA (flags[1] is set to it), and wait until it is ready: 0, or -1 (its
+ * log says why). */
+static int start_ready_over_tls(struct dlockd_srv *d, int port, const char **flags, char *url,
+				size_t len)
+{
+	flags[1] = pki_path("ca.pem");
+	snprintf(url, len, "rediss://127.0.0.1:%d", port);
+	if (dlockd_start(d, url, flags) != 0)
+		return -1;
+	return WAIT_FOR(status_of(d, "GET", "/readyz") == 200, 5000) ? 0 : -1;
+}
+
 TEST(redis_tls_lock_cycle_and_wake)
 {
 	const char *flags[] = { "--redis-ca", NULL, NULL };
@@ -132,11 +145,8 @@ TEST(redis_tls_lock_cycle_and_wake)
 
 	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
 	CHECK(tls_redis(&rs, ""), "redis-server serves TLS only (see %s/redis.log)", rs.dir);
-	flags[1] = pki_path("ca.pem");
-	snprintf(url, sizeof(url), "rediss://127.0.0.1:%d", rs.port);
-	CHECK(dlockd_start(&d, url, flags) == 0, "start on %s (see %s)", url, d.log);
-	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000),
-	      "ready over TLS (see %s)", d.log);
+	CHECK(start_ready_over_tls(&d, rs.port, flags, url, sizeof(url)) == 0,
+	      "start on %s, ready over TLS (see %s)", url, d.log);
 	CHECK(lock_cycle(&d, n, why, sizeof(why)), "a lock cycle over TLS: %s", why);
 
 	/* a waiter woken by a release: the message comes over the
@@ -288,11 +298,8 @@ TEST(redis_tls_stalled_redis_is_503_on_time_and_the_session_recovers)
 
 	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
 	CHECK(tls_redis(&rs, ""), "redis-server serves TLS only (see %s/redis.log)", rs.dir);
-	flags[1] = pki_path("ca.pem");
-	snprintf(url, sizeof(url), "rediss://127.0.0.1:%d", rs.port);
-	CHECK(dlockd_start(&d, url, flags) == 0, "start on %s (see %s)", url, d.log);
-	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000),
-	      "ready over TLS (see %s)", d.log);
+	CHECK(start_ready_over_tls(&d, rs.port, flags, url, sizeof(url)) == 0,
+	      "start on %s, ready over TLS (see %s)", url, d.log);
 	CHECK(lock_cycle(&d, n, why, sizeof(why)), "a lock cycle (scripts loaded): %s", why);
 
 	kill(rs.pid, SIGSTOP);
@@ -772,11 +779,8 @@ TEST(redis_tls_calls_at_once_on_one_loop)
 
 	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
 	CHECK(tls_redis(&rs, ""), "redis-server serves TLS only (see %s/redis.log)", rs.dir);
-	flags[1] = pki_path("ca.pem");
-	snprintf(url, sizeof(url), "rediss://127.0.0.1:%d", rs.port);
-	CHECK(dlockd_start(&d, url, flags) == 0, "start on %s (see %s)", url, d.log);
-	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000),
-	      "ready over TLS (see %s)", d.log);
+	CHECK(start_ready_over_tls(&d, rs.port, flags, url, sizeof(url)) == 0,
+	      "start on %s, ready over TLS (see %s)", url, d.log);
 	memset(pad, 'o', sizeof(pad) - 1);
 	pad[sizeof(pad) - 1] = '\0';
 	snprintf(one, sizeof(one), "rtls-burst-%s", pad);
@@ -823,11 +827,8 @@ TEST(redis_tls_calls_queued_behind_a_stalled_call)
 
 	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
 	CHECK(tls_redis(&rs, ""), "redis-server serves TLS only (see %s/redis.log)", rs.dir);
-	flags[1] = pki_path("ca.pem");
-	snprintf(url, sizeof(url), "rediss://127.0.0.1:%d", rs.port);
-	CHECK(dlockd_start(&d, url, flags) == 0, "start on %s (see %s)", url, d.log);
-	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000),
-	      "ready over TLS (see %s)", d.log);
+	CHECK(start_ready_over_tls(&d, rs.port, flags, url, sizeof(url)) == 0,
+	      "start on %s, ready over TLS (see %s)", url, d.log);
 	CHECK(lock_cycle(&d, lockname("rtls-queued"), why, sizeof(why)),
 	      "a lock cycle (scripts loaded): %s", why);
 
