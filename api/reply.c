@@ -43,7 +43,8 @@ static const struct {
 /* Add to resp the headers every answer carries (the content type, the
  * status's own, Connection: close, X-Request-Id) and queue it. */
 static enum MHD_Result queue_response(struct request *rq, unsigned status,
-				      const char *content_type, struct MHD_Response *resp)
+				      const char *content_type, struct MHD_Response *resp,
+				      size_t len)
 {
 	enum MHD_Result ret;
 	char value[24];
@@ -64,6 +65,7 @@ static enum MHD_Result queue_response(struct request *rq, unsigned status,
 	}
 	ret = MHD_queue_response(rq->conn, status, resp);
 	MHD_destroy_response(resp);
+	rq->small_answer = ret == MHD_YES && len <= SMALL_ANSWER;
 	rq->status = status;
 	metrics_request(rq->route.id, rq->method, status,
 			now_us() - rq->started_us - 1000 * (rq->lock.acquire.slept_ms +
@@ -81,7 +83,7 @@ static enum MHD_Result queue(struct request *rq, unsigned status, const char *co
 		free(buf);
 		return MHD_NO;
 	}
-	return queue_response(rq, status, content_type, resp);
+	return queue_response(rq, status, content_type, resp, len);
 }
 
 enum MHD_Result reply_shared(struct request *rq, unsigned status, const char *content_type,
@@ -95,7 +97,7 @@ enum MHD_Result reply_shared(struct request *rq, unsigned status, const char *co
 		release(cls);
 		return MHD_NO;
 	}
-	return queue_response(rq, status, content_type, resp);
+	return queue_response(rq, status, content_type, resp, len);
 }
 
 enum MHD_Result reply_text(struct request *rq, unsigned status, const char *content_type,

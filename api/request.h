@@ -21,6 +21,8 @@
 
 #define NAME_MAX_LEN LOCKS_NAME_MAX
 #define OWNER_MAX_LEN 128
+/* an answer's body up to this many bytes is a small one (small_answer) */
+#define SMALL_ANSWER 8192
 /* A state's index is a fencing token (or 0, or 1): below 2^53. */
 #define INDEX_MAX 9007199254740991LL
 
@@ -125,6 +127,9 @@ struct request {
 
 	bool started;			/* the access handler has seen it */
 	bool close;			/* answer with "Connection: close" */
+	bool small_answer;		/* reply.c queued an answer of at most
+					 * SMALL_ANSWER bytes (server.c holds it
+					 * to send it as one TLS record) */
 
 	unsigned status;		/* answered with */
 	const char *error;		/* its error code (reply_error), or NULL */

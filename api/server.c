@@ -165,6 +165,8 @@ struct http_loop {
 struct conn_ctx {
 	struct guard_watch *watch;	/* the slowloris guard's */
 	struct tls_creds *tls;		/* its TLS session's credentials (a reference) */
+	void *session;			/* over TLS: MHD's gnutls_session_t of it */
+	bool holding;			/* an answer waits in it (hold_small_answer) */
 };
 
 static struct http_loop *loops;
@@ -412,13 +414,60 @@ static enum MHD_Result request_dispatch(struct request *rq)
 	return handlers->lock(rq);
 }
 
-static struct guard_watch *watch_of(struct MHD_Connection *conn)
+static struct conn_ctx *ctx_of(struct MHD_Connection *conn)
 {
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-	struct conn_ctx *cc = ci ? ci->socket_context : NULL;
+
+	return ci ? ci->socket_context : NULL;
+}
+
+static struct guard_watch *watch_of(struct MHD_Connection *conn)
+{
+	struct conn_ctx *cc = ctx_of(conn);
 
 	return cc ? cc->watch : NULL;
+}
+
+/* Over TLS, libmicrohttpd 0.9.75 sends an answer's header and its body
+ * as two records, each its own write (and two reads for the client). A
+ * small answer the handler just queued (rq->small_answer) is held by the
+ * TLS session instead, and leaves as one record when request_completed
+ * sends it: libmicrohttpd calls that once it has handed the session the
+ * whole answer, before it reads the connection's next request or closes
+ * it. A large one is sent as libmicrohttpd sends it. */
+static void hold_small_answer(struct request *rq)
+{
+	struct conn_ctx *cc;
+
+	if (!rq->small_answer)
+		return;
+	rq->small_answer = false;
+	cc = ctx_of(rq->conn);
+	if (cc && cc->session && !cc->holding) {
+		tls_session_hold(cc->session);
+		cc->holding = true;
+	}
+}
+
+/* Send what hold_small_answer held. It is at most a small answer and the
+ * socket has room for it unless the client has stopped reading many
+ * answers ago: such a client is cut off, as it would otherwise wait for
+ * bytes that only its next request would send. */
+static void send_held(struct MHD_Connection *conn)
+{
+	struct conn_ctx *cc = ctx_of(conn);
+	const union MHD_ConnectionInfo *ci;
+
+	if (!cc || !cc->holding)
+		return;
+	cc->holding = false;
+	if (tls_session_flush(cc->session))
+		return;
+	log_warn("tls: a client has not read its answers (the socket is full); closing it");
+	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (ci)
+		shutdown(ci->connect_fd, SHUT_RDWR);
 }
 
 /* Set by access_handler when a handler closed the connection of a client
@@ -443,6 +492,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 
 		if (why || (why = framing_check_headers(rq, version)))
 			refuse_request(rq, why);
+		hold_small_answer(rq);
 		return MHD_YES;	/* or wait for the body */
 	}
 	if (rq->suspend_pending)
@@ -464,6 +514,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 		ret = request_dispatch(rq);
 	}
 	log_set_request(NULL);
+	hold_small_answer(rq);
 	if (rq->next)
 		rq->hl->awaiting++;
 	client_hung_up = ret == MHD_NO && !rq->status && server_client_gone(rq);
@@ -498,6 +549,7 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 
 	(void)cls;
 	guard_busy(watch_of(conn), false);
+	send_held(conn);
 	if (!rq)
 		return;
 	if (rq->suspend_pending)
@@ -562,6 +614,7 @@ static void tls_start(struct MHD_Connection *conn, struct conn_ctx *cc)
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
 
+	cc->session = ci ? ci->tls_session : NULL;
 	cc->tls = ci && ci->tls_session ? tls_session_start(ci->tls_session) : NULL;
 	if (!cc->tls) {
 		ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);

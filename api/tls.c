@@ -31,6 +31,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <gnutls/x509.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -418,4 +421,24 @@ void tls_release(void)
 		free(paths[i]);
 		paths[i] = NULL;
 	}
+}
+
+/* gnutls_record_cork: what MHD sends next is copied into the session's
+ * buffer, and tls_session_flush makes one record of it. */
+void tls_session_hold(void *s)
+{
+	gnutls_record_cork(s);
+}
+
+/* libmicrohttpd keeps a TLS connection's socket corked (TCP_CORK) and
+ * pushes each answer with TCP_NODELAY after its last write; the record
+ * written here comes after that push, so it is pushed the same way. */
+bool tls_session_flush(void *s)
+{
+	int one = 1;
+
+	if (gnutls_record_uncork(s, 0) < 0)
+		return false;
+	setsockopt(gnutls_transport_get_int(s), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return true;
 }

@@ -45,6 +45,11 @@ const char *tls_creds_key_pem(const struct tls_creds *c);
  * the connection). */
 struct tls_creds *tls_session_start(void *s /* gnutls_session_t */);
 
+/* Hold what session s sends next until tls_session_flush(s) */
+void tls_session_hold(void *s);
+/* Send what session s holds; false: it could not all go now */
+bool tls_session_flush(void *s);
+
 /* Drop the current credentials (every session must be gone). */
 void tls_release(void);
 

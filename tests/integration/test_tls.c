@@ -10,7 +10,9 @@
  * (exit 2) naming the file and the problem; past --max-connections a TLS
  * connection is closed unanswered; --idle-timeout-s closes connections
  * stuck before, in or after the handshake, so they cannot lock the
- * others out. The certificates are made with openssl in the run's
+ * others out; a small answer is one TLS record, and a client that sends
+ * requests and reads no answer is cut off without slowing the others.
+ * The certificates are made with openssl in the run's
  * directory (the harness' pki_ready). Each test runs its own dlockd. */
 #include "../harness/harness.h"
 
@@ -644,4 +646,246 @@ TEST(tls_idle_timeout_cuts_connections_stuck_in_the_handshake)
 		CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	}
 	gnutls_certificate_free_credentials(stuck_cred);
+}
+
+/* ----- Answers as TLS records ----- */
+
+/* A TLS client on a raw socket that counts the application-data records
+ * (content type 23) it reads, by following the record headers in what
+ * GnuTLS pulls. */
+struct counting {
+	int fd;
+	gnutls_session_t tls;
+	unsigned char hdr[5];
+	size_t hdr_have;		/* bytes of the current header read */
+	size_t body_left;		/* bytes of the current record still to come */
+	int records;			/* application-data records seen */
+};
+
+static ssize_t counting_pull(gnutls_transport_ptr_t p, void *buf, size_t n)
+{
+	struct counting *c = p;
+	ssize_t k = recv(c->fd, buf, n, 0);
+
+	for (ssize_t i = 0; i < k; i++) {
+		if (c->body_left) {
+			size_t take = (size_t)(k - i) < c->body_left ? (size_t)(k - i) : c->body_left;
+
+			c->body_left -= take;
+			i += (ssize_t)take - 1;
+			continue;
+		}
+		c->hdr[c->hdr_have++] = ((unsigned char *)buf)[i];
+		if (c->hdr_have == 5) {
+			c->records += c->hdr[0] == 23;
+			c->body_left = (size_t)c->hdr[3] << 8 | c->hdr[4];
+			c->hdr_have = 0;
+		}
+	}
+	return k;
+}
+
+static ssize_t counting_push(gnutls_transport_ptr_t p, const void *buf, size_t n)
+{
+	return send(((struct counting *)p)->fd, buf, n, MSG_NOSIGNAL);
+}
+
+static bool counting_open(struct counting *c, int port, gnutls_certificate_credentials_t cred)
+{
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	if ((c->fd = raw_connect(port)) < 0)
+		return false;
+	gnutls_init(&c->tls, GNUTLS_CLIENT);
+	gnutls_set_default_priority(c->tls);
+	gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, cred);
+	gnutls_session_set_verify_cert(c->tls, "127.0.0.1", 0);
+	gnutls_transport_set_ptr(c->tls, c);
+	gnutls_transport_set_pull_function(c->tls, counting_pull);
+	gnutls_transport_set_push_function(c->tls, counting_push);
+	gnutls_handshake_set_timeout(c->tls, 0);
+	do
+		rc = gnutls_handshake(c->tls);
+	while (rc < 0 && !gnutls_error_is_fatal(rc));
+	return rc == 0;
+}
+
+static void counting_close(struct counting *c)
+{
+	gnutls_deinit(c->tls);
+	close(c->fd);
+}
+
+/* Send "method path" on c. */
+static bool counting_send(struct counting *c, const char *method, const char *path)
+{
+	char req[400];
+	int n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+			 "Content-Length: 0\r\n\r\n", method, path);
+
+	return gnutls_record_send(c->tls, req, (size_t)n) == n;
+}
+
+/* Read c's next whole answer (Content-Length; one answer never shares a
+ * record with the next). The status, -1 when none came; the body's length
+ * in *body_len. */
+static int counting_answer(struct counting *c, size_t *body_len)
+{
+	static char buf[1 << 18];
+	size_t have = 0, hdr_end = 0, clen = 0;
+	char *p;
+
+	for (;;) {
+		ssize_t k = gnutls_record_recv(c->tls, buf + have, sizeof(buf) - 1 - have);
+
+		if (k <= 0)
+			return -1;
+		have += (size_t)k;
+		buf[have] = '\0';
+		if (!hdr_end && (p = strstr(buf, "\r\n\r\n"))) {
+			char *cl = strcasestr(buf, "Content-Length:");
+
+			hdr_end = (size_t)(p - buf) + 4;
+			clen = cl ? strtoul(cl + 15, NULL, 10) : 0;
+		}
+		if (hdr_end && have >= hdr_end + clen)
+			break;
+	}
+	if (body_len)
+		*body_len = clen;
+	return atoi(buf + 9);
+}
+
+static int counting_call(struct counting *c, const char *method, const char *path,
+			 size_t *body_len)
+{
+	return counting_send(c, method, path) ? counting_answer(c, body_len) : -1;
+}
+
+/* Each small answer over HTTPS comes as one TLS record (its header and
+ * body together: one write for dlockd, one read for the client), at once
+ * on a keep-alive connection, and a large one (/metrics, above what dlockd
+ * holds back to send whole) comes complete on the same connection, with
+ * small ones after it; 200 requests pipelined are all answered. */
+TEST(tls_small_answers_are_one_record_each)
+{
+	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, NULL };
+	gnutls_certificate_credentials_t cred;
+	const char *n = lockname("rec");
+	struct dlockd_srv d;
+	struct counting c;
+	char put[200], del[200];
+	size_t len = 0;
+	int64_t t0;
+	double ms;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	flags[1] = pki_path("server1.pem");
+	flags[3] = pki_path("server1.key");
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --tls-cert (see %s)", d.log);
+	CHECK(gnutls_certificate_allocate_credentials(&cred) == 0, "gnutls credentials");
+	CHECK(gnutls_certificate_set_x509_trust_file(cred, pki_path("ca.pem"),
+						     GNUTLS_X509_FMT_PEM) == 1, "trust the CA");
+	CHECK(counting_open(&c, d.port, cred), "TLS handshake with dlockd");
+	/* the first answer may share the stream with the session tickets */
+	CHECK(counting_call(&c, "GET", "/healthz", NULL) == 200, "/healthz");
+	snprintf(put, sizeof(put), "/locks/%s?owner=alice&ttl_ms=30000", n);
+	snprintf(del, sizeof(del), "/locks/%s?owner=alice", n);
+	c.records = 0;
+	t0 = mono_ms();
+	for (int i = 0; i < 10; i++) {
+		CHECK(counting_call(&c, "PUT", put, NULL) == 200, "acquire %d", i);
+		CHECK(counting_call(&c, "DELETE", del, NULL) == 200, "release %d", i);
+	}
+	ms = (double)(mono_ms() - t0);
+	CHECK(c.records == 20, "20 answers came as %d TLS records, want one each", c.records);
+	/* an answer held back and sent late (one push missing) would wait for
+	 * the kernel's 200 ms cork timer: 4 s for the 20 */
+	CHECK(ms < 2000.0 * slow_factor(), "20 answers on one connection took %.0f ms", ms);
+	printf("# 20 answers over HTTPS: %d TLS records, %.0f ms\n", c.records, ms);
+
+	CHECK(counting_call(&c, "GET", "/metrics", &len) == 200, "/metrics");
+	CHECK(len > 8192, "/metrics is a large answer (%zu bytes)", len);
+	c.records = 0;
+	CHECK(counting_call(&c, "GET", "/healthz", NULL) == 200, "/healthz after /metrics");
+	CHECK(c.records == 1, "a small answer after a large one: %d records", c.records);
+
+	/* 200 requests sent before any answer is read are all answered */
+	for (int i = 0; i < 200; i++)
+		CHECK(counting_send(&c, "GET", "/healthz"), "pipelined request %d sent", i);
+	for (int i = 0; i < 200; i++)
+		CHECK(counting_answer(&c, NULL) == 200, "pipelined request %d answered", i);
+	counting_close(&c);
+	gnutls_certificate_free_credentials(cred);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+/* A client that sends request after request over HTTPS and reads none of
+ * the answers fills its socket both ways: dlockd cuts it off once an
+ * answer no longer fits (it would otherwise hold that answer until a
+ * request that never comes), and meanwhile other clients are served at
+ * once. */
+TEST(tls_a_client_that_reads_no_answers_slows_nobody)
+{
+	static const char flood_req[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+	struct http_tls t = { .ca = NULL };
+	/* warnings only: the log is searched for the cut, not 100,000 lines */
+	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--log-level", "warn",
+				NULL };
+	gnutls_certificate_credentials_t cred;
+	struct dlockd_srv d;
+	struct counting c;
+	int64_t start, next_probe = 0, worst = 0;
+	long sent = 0, probes = 0;
+	bool cut = false, pending = false;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	flags[1] = pki_path("server1.pem");
+	flags[3] = pki_path("server1.key");
+	t.ca = pki_path("ca.pem");
+	http_tls(&t);
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --tls-cert (see %s)", d.log);
+	CHECK(gnutls_certificate_allocate_credentials(&cred) == 0, "gnutls credentials");
+	CHECK(gnutls_certificate_set_x509_trust_file(cred, pki_path("ca.pem"),
+						     GNUTLS_X509_FMT_PEM) == 1, "trust the CA");
+	CHECK(counting_open(&c, d.port, cred), "TLS handshake with dlockd");
+	fcntl(c.fd, F_SETFL, O_NONBLOCK);
+	start = mono_ms();
+	while (!cut && mono_ms() - start < 10000) {
+		/* after GNUTLS_E_AGAIN the record is finished with NULL, 0 */
+		ssize_t k = pending ? gnutls_record_send(c.tls, NULL, 0)
+				    : gnutls_record_send(c.tls, flood_req, sizeof(flood_req) - 1);
+
+		if (k > 0) {
+			sent++;
+			pending = false;
+		} else if (k == GNUTLS_E_AGAIN || k == GNUTLS_E_INTERRUPTED) {
+			pending = true;
+			sleep_ms(2);
+		} else {
+			cut = true;
+		}
+		if (mono_ms() >= next_probe) {
+			int64_t t0 = mono_ms();
+
+			CHECK(fresh(d.base, &t, "GET", "/healthz", NULL, 0) == 200,
+			      "another client is served while one reads nothing (%ld sent)", sent);
+			if (mono_ms() - t0 > worst)
+				worst = mono_ms() - t0;
+			probes++;
+			next_probe = mono_ms() + 200;
+		}
+	}
+	printf("# a client sending %ld requests over HTTPS and reading no answer: %s after "
+	       "%.1f s; %ld other clients' requests meanwhile, the slowest %ld ms\n", sent,
+	       cut ? "cut off by dlockd" : "still open", (double)(mono_ms() - start) / 1000.0,
+	       probes, (long)worst);
+	CHECK(worst < 1000 * slow_factor(), "the slowest other client took %ld ms", (long)worst);
+	CHECK(!cut || WAIT_FOR(file_contains(d.log, "has not read its answers"), 3000),
+	      "the cut is logged (see %s)", d.log);
+	counting_close(&c);
+	gnutls_certificate_free_credentials(cred);
+	CHECK(fresh(d.base, &t, "GET", "/healthz", NULL, 0) == 200, "dlockd serves on");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 }
