@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -167,7 +168,46 @@ struct conn {
 	gnutls_session_t tls;	/* NULL: plain */
 	char buf[1 << 17];	/* room for a whole /metrics page */
 	size_t len;		/* bytes in buf */
+	/* over TLS, what one read(2) brought and GnuTLS has not taken: it
+	 * asks for a record's 5-byte header, then for the rest, and each ask
+	 * would be a read of its own */
+	unsigned char raw[1 << 14];
+	size_t raw_at, raw_len;
 };
+
+static ssize_t tls_pull(gnutls_transport_ptr_t p, void *buf, size_t n)
+{
+	struct conn *c = p;
+
+	if (c->raw_at == c->raw_len) {
+		ssize_t k = read(c->fd, c->raw, sizeof(c->raw));
+
+		if (k <= 0)
+			return k;
+		c->raw_at = 0;
+		c->raw_len = (size_t)k;
+	}
+	if (n > c->raw_len - c->raw_at)
+		n = c->raw_len - c->raw_at;
+	memcpy(buf, c->raw + c->raw_at, n);
+	c->raw_at += n;
+	return (ssize_t)n;
+}
+
+static int tls_pull_timeout(gnutls_transport_ptr_t p, unsigned ms)
+{
+	struct conn *c = p;
+	struct pollfd pfd = { .fd = c->fd, .events = POLLIN };
+
+	if (c->raw_at < c->raw_len)
+		return 1;
+	return poll(&pfd, 1, ms == GNUTLS_INDEFINITE_TIMEOUT ? -1 : (int)ms);
+}
+
+static ssize_t tls_push(gnutls_transport_ptr_t p, const void *buf, size_t n)
+{
+	return write(((struct conn *)p)->fd, buf, n);
+}
 
 static void conn_close(struct conn *c)
 {
@@ -196,7 +236,11 @@ static int conn_open(struct conn *c, int port)
 	gnutls_set_default_priority(c->tls);
 	gnutls_credentials_set(c->tls, GNUTLS_CRD_CERTIFICATE, tls_trust);
 	gnutls_session_set_verify_cert(c->tls, "127.0.0.1", 0);
-	gnutls_transport_set_int(c->tls, c->fd);
+	c->raw_at = c->raw_len = 0;
+	gnutls_transport_set_ptr(c->tls, c);
+	gnutls_transport_set_pull_function(c->tls, tls_pull);
+	gnutls_transport_set_pull_timeout_function(c->tls, tls_pull_timeout);
+	gnutls_transport_set_push_function(c->tls, tls_push);
 	do
 		rc = gnutls_handshake(c->tls);
 	while (rc < 0 && !gnutls_error_is_fatal(rc));
