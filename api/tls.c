@@ -21,7 +21,11 @@
  * callback run inside the handshake checks it against the trust list of
  * the session's own credentials, so a new client CA applies to new
  * connections like a new certificate does. A client without a
- * certificate, or with one the CA did not sign, fails its handshake. */
+ * certificate, or with one the CA did not sign, fails its handshake.
+ *
+ * A session can also hold what it is given to send and send it as one
+ * record later (tls_session_hold, tls_session_flush: server.c does so
+ * for small answers). */
 #include "api/tls.h"
 
 #include "service/base/file_look.h"
@@ -31,10 +35,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/socket.h>
-#include <gnutls/x509.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
