@@ -48,8 +48,11 @@
   type_ok(key, t)             key is absent or of type t
   typed_call(command, ...)    redis.call, but nil when the key is of another
                               type (WRONGTYPE: nothing done): the call is
-                              its own type check; any other error is
-                              raised as redis.call raises it
+                              its own type check; any other error (an ACL
+                              refusal, READONLY, OOM) is raised as
+                              redis.call raises it, so it reaches dlockd as
+                              Redis' refusal (503), never as foreign data.
+                              Every guard's read goes through it
   owner_ok(owner)             owner is no field of the layout ('mode', a
                               '...:write' writer field); dlockd refuses such
                               owners before they reach a script
@@ -257,6 +260,17 @@ local function next_token(key, lease, sole)
   return token
 end
 
+local function typed_call(...)
+  local r = redis.pcall(...)
+  if type(r) == 'table' and r.err then
+    if string.find(r.err, '^WRONGTYPE') then
+      return nil
+    end
+    error(r)	-- as redis.call would: Redis' own refusal (READONLY, OOM, ...)
+  end
+  return r
+end
+
 local function lock_kind(key)
   local pttl = redis.call('pttl', key)
   if pttl == -2 then
@@ -265,8 +279,8 @@ local function lock_kind(key)
     return 'other'
   end
   local mode
-  local f = redis.pcall('hgetall', key)
-  if f.err then
+  local f = typed_call('hgetall', key)
+  if not f then
     return 'other'	-- not a hash
   end
   for i = 1, #f, 2 do
@@ -285,8 +299,8 @@ local function lock_kind(key)
 end
 
 local function counter_ok(key)
-  local v = redis.pcall('get', key)
-  if type(v) == 'table' then
+  local v = typed_call('get', key)
+  if v == nil then
     return false	-- not a string
   elseif not v then
     counter_seen[key] = false
@@ -305,17 +319,6 @@ local function type_ok(key, t)
   local got = redis.call('type', key).ok
   type_seen[key] = got
   return got == 'none' or got == t
-end
-
-local function typed_call(...)
-  local r = redis.pcall(...)
-  if type(r) == 'table' and r.err then
-    if string.find(r.err, '^WRONGTYPE') then
-      return nil
-    end
-    error(r)	-- as redis.call would: Redis' own refusal (READONLY, OOM, ...)
-  end
-  return r
 end
 
 local function owner_ok(owner)

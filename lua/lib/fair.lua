@@ -56,8 +56,8 @@ local function fair_head(queue, zset, now, skip)
   -- long as the last, up to FAIR_RUN
   local i, run, first = 0, 4, nil
   while true do
-    local ws = redis.pcall('lrange', queue, i, i + run - 1)
-    if ws.err then
+    local ws = typed_call('lrange', queue, i, i + run - 1)
+    if not ws then
       return nil
     elseif first == nil then
       first = ws[1] or false

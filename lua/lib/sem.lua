@@ -38,7 +38,7 @@
                               their ZSCORE
   sem_expired(permits, now)   the members past their lease end (at most
                               SEM_RECLAIM_MAX): read only; nil when permits
-                              is not a zset (the read is a pcall)
+                              is not a zset (the read is its type check)
   sem_reclaim(n, permits, owners, expired)
                               take expired back: N gets them (when
                               sem_refusal found it), entries go; call
@@ -69,8 +69,8 @@ local function sem_held_refusal(n, permits, owners, owner, principal, now)
   if refusal then
     return refusal
   end
-  local score = redis.pcall('zscore', permits, owner)
-  if type(score) == 'table' then
+  local score = typed_call('zscore', permits, owner)
+  if score == nil then
     return {-3}	-- the permits are no zset
   elseif not score or tonumber(score) <= now then
     return {0}
@@ -81,11 +81,7 @@ local function sem_held_refusal(n, permits, owners, owner, principal, now)
 end
 
 local function sem_expired(permits, now)
-  local v = redis.pcall('zrangebyscore', permits, '-inf', now, 'limit', 0, SEM_RECLAIM_MAX)
-  if v.err then
-    return nil
-  end
-  return v
+  return typed_call('zrangebyscore', permits, '-inf', now, 'limit', 0, SEM_RECLAIM_MAX)
 end
 
 local function sem_drop(owners, owner)

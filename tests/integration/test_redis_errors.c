@@ -1,6 +1,7 @@
 /* test_redis_errors.c -- Redis answering with an error instead of a
  * result: busy running another client's script while dlockd loads its
- * own, a read-only replica, an ACL that refuses dlockd's commands, out of
+ * own, a read-only replica, an ACL that refuses dlockd's commands (its
+ * writes, or the reads that tell a lock from other data), out of
  * memory; and foreign data under a lock's keys, which the scripts refuse
  * before they write. dlockd stays up, answers 503 with Retry-After and
  * Redis' reason (409 wrong_kind for foreign data, never "cannot be
@@ -33,6 +34,50 @@ static bool on_redis(const struct redis_srv *rs, const char *fmt, ...)
 		freeReplyObject(rep);
 	redisFree(c);
 	return ok;
+}
+
+static int reply_str_cmp(const void *a, const void *b)
+{
+	const redisReply *x = *(redisReply *const *)a, *y = *(redisReply *const *)b;
+
+	return strcmp(x->str, y->str);
+}
+
+/* Every key of rs and its DUMP (TTLs aside), in key order, as one
+ * buffer (free it): two equal snapshots mean nothing was written. */
+static char *redis_snapshot(const struct redis_srv *rs, size_t *len)
+{
+	redisContext *c = redis_client(rs);
+	redisReply *keys = c ? redisCommand(c, "KEYS *") : NULL;
+	char *buf = NULL;
+	size_t n = 0;
+
+	*len = 0;
+	if (keys && keys->type == REDIS_REPLY_ARRAY) {
+		qsort(keys->element, keys->elements, sizeof(*keys->element), reply_str_cmp);
+		for (size_t i = 0; i < keys->elements; i++) {
+			redisReply *d = redisCommand(c, "DUMP %b", keys->element[i]->str,
+						     keys->element[i]->len);
+			size_t add = keys->element[i]->len + 1 + (d ? d->len : 0) + 1;
+
+			buf = realloc(buf, n + add);
+			memcpy(buf + n, keys->element[i]->str, keys->element[i]->len);
+			n += keys->element[i]->len;
+			buf[n++] = '=';
+			if (d && d->type == REDIS_REPLY_STRING) {
+				memcpy(buf + n, d->str, d->len);
+				n += d->len;
+			}
+			buf[n++] = '\n';
+			if (d)
+				freeReplyObject(d);
+		}
+	}
+	if (keys)
+		freeReplyObject(keys);
+	redisFree(c);
+	*len = n;
+	return buf;
 }
 
 /* PING on rs answers BUSY (a script runs past busy-reply-threshold). */
@@ -208,6 +253,59 @@ TEST(redis_acl_refusal_is_a_503_that_says_no_permission)
 	CHECK(rcmd_int_on(&rs, "EXISTS acl") == 0, "no lock");
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	CHECK(dlockd_stop(&d2, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
+/* A Redis user refused a read the scripts use to tell a lock from other
+ * data (HGETALL, GET, LRANGE, ZSCORE, ZRANGEBYSCORE): the call is a 503
+ * that says NOPERM, not a 409 wrong_kind that blames the data, and the
+ * held lock, queue or permits are left exactly as they were. */
+TEST(redis_acl_refused_read_is_a_503_not_wrong_kind)
+{
+	static const struct {
+		const char *hold, *try;	/* as admin (NULL: nothing); as the refused user */
+	} cases[] = {
+		{ "/locks/aclr1?owner=x&ttl_ms=60000", "/locks/aclr1?owner=a" },
+		{ NULL, "/locks/aclr2?owner=a" },
+		{ "/fairlocks/aclr3?owner=x&ttl_ms=60000", "/fairlocks/aclr3?owner=a&wait_ms=2000" },
+		{ "/rwlocks/aclr4/write?owner=x&ttl_ms=60000", "/rwlocks/aclr4/read?owner=a" },
+		{ "/semaphores/aclr5?owner=x&limit=1&ttl_ms=60000",
+		  "/semaphores/aclr5?owner=a&limit=1" },
+	};
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv admin, d;
+	struct http_resp r;
+	char url[160], *before, *after;
+	size_t nb, na;
+	bool ok;
+
+	start_pair(&rs, &admin, NULL, &ok);
+	CHECK(ok, "start Redis and dlockd");
+	CHECK(on_redis(&rs, "ACL SETUSER noread on >pw ~* &* +@all -hgetall -get -lrange "
+		       "-zscore -zrangebyscore -zmscore"), "a user refused the scripts' reads");
+	snprintf(url, sizeof(url), "redis://noread:pw@127.0.0.1:%d/0", rs.port);
+	CHECK(dlockd_start(&d, url, NULL) == 0, "start dlockd as noread (see %s)", d.log);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		if (cases[i].hold) {
+			http_on(admin.base, "PUT", cases[i].hold, NULL, &r);
+			CHECK(r.status == 200, "%s as admin: %ld %s", cases[i].hold, r.status,
+			      r.body);
+			http_free(&r);
+		}
+		before = redis_snapshot(&rs, &nb);
+		http_on(d.base, "PUT", cases[i].try, NULL, &r);
+		CHECK(r.status == 503 && message_has(&r, "no permission (NOPERM)"),
+		      "PUT %s by a user refused reads: %ld %s", cases[i].try, r.status, r.body);
+		http_free(&r);
+		after = redis_snapshot(&rs, &na);
+		ok = nb == na && (!nb || !memcmp(before, after, nb));
+		free(before);
+		free(after);
+		CHECK(ok, "%s: every key as it was", cases[i].try);
+	}
+	CHECK(kill(d.pid, 0) == 0, "dlockd is still running");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	CHECK(dlockd_stop(&admin, 5000) == 0, "clean exit");
 	redis_stop(&rs, false);
 }
 
