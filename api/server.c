@@ -450,24 +450,32 @@ static void hold_small_answer(struct request *rq)
 	}
 }
 
-/* Send what hold_small_answer held. It is at most a small answer and the
- * socket has room for it unless the client has stopped reading many
- * answers ago: such a client is cut off, as it would otherwise wait for
- * bytes that only its next request would send. */
-static void send_held(struct MHD_Connection *conn)
+/* Send what hold_small_answer held; false when it could not be sent (the
+ * answer is not delivered, whatever MHD says). It is at most a small
+ * answer and the socket has room for it unless the client has stopped
+ * reading many answers ago: such a client is cut off, as it would
+ * otherwise wait for bytes that only its next request would send. */
+static bool send_held(struct MHD_Connection *conn)
 {
 	struct conn_ctx *cc = ctx_of(conn);
 	const union MHD_ConnectionInfo *ci;
+	int rc;
 
 	if (!cc || !cc->holding)
-		return;
+		return true;
 	cc->holding = false;
-	if (tls_session_flush(cc->session))
-		return;
-	log_warn("tls: a client has not read its answers (the socket is full); closing it");
+	rc = tls_session_flush(cc->session);
+	if (rc == 0)
+		return true;
+	if (rc > 0)
+		log_warn("tls: a client has not read its answers (the socket is full); "
+			 "closing it");
+	else	/* it hung up: MHD sees it on its next read */
+		log_debug("tls: a held answer could not be sent; closing the connection");
 	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	if (ci)
 		shutdown(ci->connect_fd, SHUT_RDWR);
+	return false;
 }
 
 /* Set by access_handler when a handler closed the connection of a client
@@ -549,7 +557,9 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **req
 
 	(void)cls;
 	guard_busy(watch_of(conn), false);
-	send_held(conn);
+	/* a grant whose answer could not leave is taken back */
+	if (!send_held(conn) && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		toe = MHD_REQUEST_TERMINATED_WITH_ERROR;
 	if (!rq)
 		return;
 	if (rq->suspend_pending)

@@ -436,12 +436,15 @@ void tls_session_hold(void *s)
 /* libmicrohttpd keeps a TLS connection's socket corked (TCP_CORK) and
  * pushes each answer with TCP_NODELAY after its last write; the record
  * written here comes after that push, so it is pushed the same way. */
-bool tls_session_flush(void *s)
+int tls_session_flush(void *s)
 {
+	ssize_t n = gnutls_record_uncork(s, 0);
 	int one = 1;
 
-	if (gnutls_record_uncork(s, 0) < 0)
-		return false;
+	if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED)
+		return 1;
+	if (n < 0)
+		return -1;
 	setsockopt(gnutls_transport_get_int(s), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return true;
+	return 0;
 }

@@ -47,8 +47,9 @@ struct tls_creds *tls_session_start(void *s /* gnutls_session_t */);
 
 /* Hold what session s sends next until tls_session_flush(s) */
 void tls_session_hold(void *s);
-/* Send what session s holds; false: it could not all go now */
-bool tls_session_flush(void *s);
+/* Send what session s holds: 0 sent, 1 it could not all go now (the
+ * socket is full), -1 the connection failed */
+int tls_session_flush(void *s);
 
 /* Drop the current credentials (every session must be gone). */
 void tls_release(void);

@@ -1247,6 +1247,14 @@ int raw_connect(int port)
 	return fd;
 }
 
+void raw_reset(int fd)
+{
+	struct linger l = { .l_onoff = 1, .l_linger = 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+	close(fd);
+}
+
 bool raw_send(int fd, const char *method, const char *path, const char *headers)
 {
 	char req[2048];
@@ -1450,6 +1458,17 @@ int file_lines_with(const char *path, ...)
 	if (f)
 		fclose(f);
 	return n;
+}
+
+int logged_delivered(const struct dlockd_srv *d, const char *method, const char *owner)
+{
+	char m[32], needle[64];
+
+	snprintf(m, sizeof(m), "\"method\":\"%s\"", method);
+	snprintf(needle, sizeof(needle), "\"owner\":\"%s\",", owner);
+	if (!WAIT_FOR(file_lines_with(d->log, m, needle, NULL) == 1, 3000))
+		return -1;
+	return file_lines_with(d->log, m, needle, "\"delivered\":false", NULL) == 0;
 }
 
 const char redisson_acquire[] =

@@ -223,6 +223,10 @@ bool raw_send(int fd, const char *method, const char *path, const char *headers)
 /* Read the next whole answer on fd within timeout_ms into a (NULL: read
  * and dropped); its status (a->status too). */
 int raw_read(int fd, int timeout_ms, struct raw_answer *a);
+/* Close fd with a reset (SO_LINGER 0): a write to it fails at once, where
+ * after a plain close (FIN) the kernel takes one and the server cannot
+ * tell. */
+void raw_reset(int fd);
 
 /* A new hiredis connection to r (NULL: the shared Redis). */
 redisContext *redis_client(const struct redis_srv *r);
@@ -245,6 +249,10 @@ bool file_contains(const char *path, const char *s);
 /* How many lines of the file at path (all of it; a dlockd's log: d->log)
  * contain every one of the strings given, NULL-terminated. */
 int file_lines_with(const char *path, ...) __attribute__((sentinel));
+/* Did d log the request (method) of owner as answered and delivered (its
+ * access line without "delivered":false)? 1 yes, 0 not delivered, -1 no
+ * line within 3 s. */
+int logged_delivered(const struct dlockd_srv *d, const char *method, const char *owner);
 /* Redisson's own RLock scripts, as a Java client runs them:
  * acquire  KEYS[1] lock, ARGV[1] lease ms, ARGV[2] field: nil when
  *          acquired, else the PTTL;

@@ -784,30 +784,6 @@ TEST(probe_perf_https_waiters_past_spread_outlive_a_reload_are_served_then_answe
 
 /* ----- Hang-ups racing a grant, with requests reused meanwhile ----- */
 
-/* Close fd with a reset (SO_LINGER 0): a write to it fails at once, where
- * after a plain close (FIN) the kernel takes one and the server cannot
- * tell. */
-static void hang_up(int fd)
-{
-	struct linger l = { .l_onoff = 1, .l_linger = 0 };
-
-	setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
-	close(fd);
-}
-
-/* Did d log the request of owner as answered and delivered (its access
- * line without "delivered":false)? 1 yes, 0 not delivered, -1 no line. */
-static int logged_delivered(const struct dlockd_srv *d, const char *owner)
-{
-	char needle[64];
-
-	snprintf(needle, sizeof(needle), "\"owner\":\"%s\",", owner);
-	if (!WAIT_FOR(file_lines_with(d->log, "\"method\":\"PUT\"", needle, NULL) == 1, 3000))
-		return -1;
-	return file_lines_with(d->log, "\"method\":\"PUT\"", needle, "\"delivered\":false",
-			       NULL) == 0;
-}
-
 TEST(probe_perf_a_waiter_hanging_up_as_it_is_granted_keeps_only_a_grant_it_was_sent)
 {
 	enum { ROUNDS = 120 };
@@ -842,7 +818,7 @@ TEST(probe_perf_a_waiter_hanging_up_as_it_is_granted_keeps_only_a_grant_it_was_s
 		/* nothing between the look and the reset: a grant that came
 		 * after the look was written to a socket reset before it */
 		sent = poll(&(struct pollfd){ .fd = w, .events = POLLIN }, 1, 0) > 0;
-		hang_up(w);
+		raw_reset(w);
 		CHECK(raw_read(h, 10000 * slow_factor(), &a) == 200 &&
 		      !strcmp(a.body, "{\"released\":true,\"holds\":0}\n"),
 		      "round %d: h's release answered as its own: %d %s", i, a.status, a.body);
@@ -864,7 +840,7 @@ TEST(probe_perf_a_waiter_hanging_up_as_it_is_granted_keeps_only_a_grant_it_was_s
 		held = sent ? flag_of(&d, "held", "/locks/%s?owner=%s", n, who) == 1
 			    : !WAIT_FOR(flag_of(&d, "held", "/locks/%s?owner=%s", n, who) == 0, 3000);
 		if (held) {
-			CHECK(sent || logged_delivered(&d, who) == 1,
+			CHECK(sent || logged_delivered(&d, "PUT", who) == 1,
 			      "round %d: %s holds a grant it was never sent", i, who);
 			CHECK(lock_release(&d, n, who) == 200, "round %d: %s's grant let go", i, who);
 			kept++;
@@ -975,7 +951,7 @@ TEST(probe_perf_watches_hung_up_leave_nothing_to_the_requests_that_reuse_theirs)
 	 * forgotten, their requests freed and reused, in whatever order */
 	CHECK(lock_hold(&d, m, "holder", 60000), "holder takes %s", m);
 	for (int i = 0; i < K; i++)
-		hang_up(wfd[i]);
+		raw_reset(wfd[i]);
 	for (int i = 0; i < K; i++) {
 		snprintf(p, sizeof(p), "/locks/%s?owner=a%d&wait_ms=30000", m, i);
 		afd[i] = raw_open(&d, "PUT", p);

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -821,18 +822,38 @@ TEST(tls_small_answers_are_one_record_each)
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 }
 
-/* A client that sends request after request over HTTPS and reads none of
- * the answers fills its socket both ways: dlockd cuts it off once an
- * answer no longer fits (it would otherwise hold that answer until a
- * request that never comes), and meanwhile other clients are served at
- * once. */
+/* The lock name of the first line of log with both a and b, into out. */
+static bool log_lock_of(const char *log, const char *a, const char *b, char *out, size_t len)
+{
+	FILE *f = fopen(log, "r");
+	char *line = NULL, *p, *q;
+	size_t cap = 0;
+	bool found = false;
+
+	while (f && !found && getline(&line, &cap, f) >= 0)
+		if (strstr(line, a) && strstr(line, b) && (p = strstr(line, "\"lock\":\"")) &&
+		    (q = strchr(p + 8, '"')) && (size_t)(q - p - 8) < len) {
+			snprintf(out, len, "%.*s", (int)(q - p - 8), p + 8);
+			found = true;
+		}
+	free(line);
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/* A client that takes lock after lock over HTTPS and reads none of the
+ * answers fills its socket both ways: dlockd cuts it off once an answer
+ * no longer fits (it would otherwise hold that answer until a request
+ * that never comes) and takes back the grant of that answer at once, and
+ * meanwhile other clients are served at once. */
 TEST(tls_a_client_that_reads_no_answers_slows_nobody)
 {
-	static const char flood_req[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+	const char *n = lockname("tlsflood");
+	char flood_req[200], path[200];
+	int flood_len;
 	struct http_tls t = { .ca = NULL };
-	/* warnings only: the log is searched for the cut, not 100,000 lines */
-	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--log-level", "warn",
-				NULL };
+	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, NULL };
 	gnutls_certificate_credentials_t cred;
 	struct dlockd_srv d;
 	struct counting c;
@@ -853,9 +874,16 @@ TEST(tls_a_client_that_reads_no_answers_slows_nobody)
 	fcntl(c.fd, F_SETFL, O_NONBLOCK);
 	start = mono_ms();
 	while (!cut && mono_ms() - start < 10000) {
-		/* after GNUTLS_E_AGAIN the record is finished with NULL, 0 */
-		ssize_t k = pending ? gnutls_record_send(c.tls, NULL, 0)
-				    : gnutls_record_send(c.tls, flood_req, sizeof(flood_req) - 1);
+		ssize_t k;
+
+		/* a new lock each time; after GNUTLS_E_AGAIN the record is
+		 * finished with NULL, 0 */
+		if (!pending)
+			flood_len = snprintf(flood_req, sizeof(flood_req), "PUT /locks/%s-%ld?owner=f&"
+					     "ttl_ms=20000 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+					     "Content-Length: 0\r\n\r\n", n, sent);
+		k = pending ? gnutls_record_send(c.tls, NULL, 0)
+			    : gnutls_record_send(c.tls, flood_req, (size_t)flood_len);
 
 		if (k > 0) {
 			sent++;
@@ -882,10 +910,82 @@ TEST(tls_a_client_that_reads_no_answers_slows_nobody)
 	       cut ? "cut off by dlockd" : "still open", (double)(mono_ms() - start) / 1000.0,
 	       probes, (long)worst);
 	CHECK(worst < 1000 * slow_factor(), "the slowest other client took %ld ms", (long)worst);
-	CHECK(!cut || WAIT_FOR(file_contains(d.log, "has not read its answers"), 3000),
-	      "the cut is logged (see %s)", d.log);
+	CHECK(cut, "dlockd cut the client off within 10 s (%ld requests sent)", sent);
+	CHECK(WAIT_FOR(file_lines_with(d.log, "has not read its answers", NULL) == 1, 3000),
+	      "the cut is logged once (see %s)", d.log);
+	/* the grant whose answer could not leave is taken back at once */
+	CHECK(WAIT_FOR(file_lines_with(d.log, "was not delivered; taking it back", NULL) >= 1,
+		       3000), "the grant whose answer was held back is taken back (see %s)", d.log);
+	CHECK(log_lock_of(d.log, "\"status\":200,", "\"delivered\":false", path, sizeof(path)),
+	      "its access line says 200, not delivered (see %s)", d.log);
+	CHECK(flag_of(&d, "locked", "/locks/%s", path) == 0, "%s is free again", path);
 	counting_close(&c);
 	gnutls_certificate_free_credentials(cred);
 	CHECK(fresh(d.base, &t, "GET", "/healthz", NULL, 0) == 200, "dlockd serves on");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+/* A waiter over HTTPS that resets its connection as its grant comes: it
+ * keeps the lock only if the grant was sent to it (in its socket before
+ * the reset, or logged as delivered); a held answer that could not be
+ * sent is a grant not delivered, given back at once, not at the lease's
+ * end. */
+TEST(tls_a_waiter_reset_as_it_is_granted_keeps_only_a_grant_it_was_sent)
+{
+	enum { ROUNDS = 60 };
+	struct http_tls t = { .ca = NULL };
+	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--threads", "1", NULL };
+	gnutls_certificate_credentials_t cred;
+	const char *n = lockname("tlshang");
+	char p[300], who[16];
+	struct dlockd_srv d;
+	struct counting h, w;
+	int kept = 0, freed = 0;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	flags[1] = pki_path("server1.pem");
+	flags[3] = pki_path("server1.key");
+	t.ca = pki_path("ca.pem");
+	http_tls(&t);
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --tls-cert (see %s)", d.log);
+	CHECK(gnutls_certificate_allocate_credentials(&cred) == 0, "gnutls credentials");
+	CHECK(gnutls_certificate_set_x509_trust_file(cred, pki_path("ca.pem"),
+						     GNUTLS_X509_FMT_PEM) == 1, "trust the CA");
+	CHECK(counting_open(&h, d.port, cred), "the holder's TLS connection");
+	for (int i = 0; i < ROUNDS; i++) {
+		bool sent, held;
+
+		snprintf(p, sizeof(p), "/locks/%s?owner=h&ttl_ms=30000", n);
+		CHECK(counting_call(&h, "PUT", p, NULL) == 200, "round %d: h takes %s", i, n);
+		snprintf(who, sizeof(who), "w%d", i);
+		snprintf(p, sizeof(p), "/locks/%s?owner=%s&ttl_ms=30000&wait_ms=10000", n, who);
+		CHECK(counting_open(&w, d.port, cred) && counting_send(&w, "PUT", p),
+		      "round %d: w asks over TLS", i);
+		CHECK(wait_waiters(&d, 1, 5000 * slow_factor()), "round %d: w waits", i);
+		snprintf(p, sizeof(p), "/locks/%s?owner=h", n);
+		CHECK(counting_send(&h, "DELETE", p), "round %d: h releases", i);
+		if (i % 4)
+			sleep_ms(i % 4);	/* where w resets, against its grant */
+		sent = poll(&(struct pollfd){ .fd = w.fd, .events = POLLIN }, 1, 0) > 0;
+		gnutls_deinit(w.tls);
+		raw_reset(w.fd);
+		CHECK(counting_answer(&h, NULL) == 200, "round %d: h's release answered", i);
+		CHECK(WAIT_FOR(waiters_of(&d) == 0, 3000), "round %d: nobody waits", i);
+		held = sent ? flag_of(&d, "held", "/locks/%s?owner=%s", n, who) == 1
+			    : !WAIT_FOR(flag_of(&d, "held", "/locks/%s?owner=%s", n, who) == 0, 3000);
+		if (held) {
+			CHECK(sent || logged_delivered(&d, "PUT", who) == 1,
+			      "round %d: %s holds a grant it was never sent", i, who);
+			CHECK(lock_release(&d, n, who) == 200, "round %d: %s's grant let go", i, who);
+			kept++;
+		} else {
+			CHECK(!sent, "round %d: %s had its grant and does not hold", i, who);
+			freed++;
+		}
+	}
+	printf("# %d waiters over HTTPS reset as granted: %d had been sent their grant, %d "
+	       "given back\n", ROUNDS, kept, freed);
+	counting_close(&h);
+	gnutls_certificate_free_credentials(cred);
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 }
