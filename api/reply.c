@@ -65,7 +65,8 @@ static enum MHD_Result queue_response(struct request *rq, unsigned status,
 	}
 	ret = MHD_queue_response(rq->conn, status, resp);
 	MHD_destroy_response(resp);
-	rq->small_answer = ret == MHD_YES && len <= SMALL_ANSWER;
+	rq->small_answer = ret == MHD_YES && len > 0 && len <= SMALL_ANSWER &&
+			   rq->method != METHOD_HEAD;
 	rq->status = status;
 	metrics_request(rq->route.id, rq->method, status,
 			now_us() - rq->started_us - 1000 * (rq->lock.acquire.slept_ms +

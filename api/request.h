@@ -127,9 +127,10 @@ struct request {
 
 	bool started;			/* the access handler has seen it */
 	bool close;			/* answer with "Connection: close" */
-	bool small_answer;		/* reply.c queued an answer of at most
-					 * SMALL_ANSWER bytes (server.c holds it
-					 * to send it as one TLS record) */
+	bool small_answer;		/* reply.c queued an answer with a body of
+					 * 1 to SMALL_ANSWER bytes, not for HEAD:
+					 * over TLS, server.c sends its header and
+					 * body in one write */
 
 	unsigned status;		/* answered with */
 	const char *error;		/* its error code (reply_error), or NULL */

@@ -165,8 +165,7 @@ struct http_loop {
 struct conn_ctx {
 	struct guard_watch *watch;	/* the slowloris guard's */
 	struct tls_creds *tls;		/* its TLS session's credentials (a reference) */
-	void *session;			/* over TLS: MHD's gnutls_session_t of it */
-	bool holding;			/* an answer waits in it (hold_small_answer) */
+	struct tls_out *out;		/* over TLS: its session's writes (tls.h) */
 };
 
 static struct http_loop *loops;
@@ -430,12 +429,12 @@ static struct guard_watch *watch_of(struct MHD_Connection *conn)
 }
 
 /* Over TLS, libmicrohttpd 0.9.75 sends an answer's header and its body
- * as two records, each its own write (and two reads for the client). A
- * small answer the handler just queued (rq->small_answer) is held by the
- * TLS session instead, and leaves as one record when request_completed
- * sends it: libmicrohttpd calls that once it has handed the session the
- * whole answer, before it reads the connection's next request or closes
- * it. A large one is sent as libmicrohttpd sends it. */
+ * as two records, one write each (and two to four reads for the client).
+ * For an answer the handler just queued (rq->small_answer: a body of at
+ * most SMALL_ANSWER bytes, not for HEAD), the header's record is held
+ * (tls_out_pair_next) and leaves with the body's in one write. A socket
+ * that cannot take both is libmicrohttpd's to wait on, as for any write
+ * (tls.c says how). */
 static void hold_small_answer(struct request *rq)
 {
 	struct conn_ctx *cc;
@@ -444,34 +443,23 @@ static void hold_small_answer(struct request *rq)
 		return;
 	rq->small_answer = false;
 	cc = ctx_of(rq->conn);
-	if (cc && cc->session && !cc->holding) {
-		tls_session_hold(cc->session);
-		cc->holding = true;
-	}
+	if (cc && cc->out)
+		tls_out_pair_next(cc->out);
 }
 
-/* Send what hold_small_answer held; false when it could not be sent (the
- * answer is not delivered, whatever MHD says). It is at most a small
- * answer and the socket has room for it unless the client has stopped
- * reading many answers ago: such a client is cut off, as it would
- * otherwise wait for bytes that only its next request would send. */
+/* Once libmicrohttpd is done with an answer, a record still held (the
+ * body's never came: never expected) goes out; false when it cannot,
+ * and then the answer is not delivered and the connection is closed. */
 static bool send_held(struct MHD_Connection *conn)
 {
 	struct conn_ctx *cc = ctx_of(conn);
 	const union MHD_ConnectionInfo *ci;
 	int rc;
 
-	if (!cc || !cc->holding)
+	if (!cc || !cc->out || (rc = tls_out_flush(cc->out)) == 0)
 		return true;
-	cc->holding = false;
-	rc = tls_session_flush(cc->session);
-	if (rc == 0)
-		return true;
-	if (rc > 0)
-		log_warn("tls: a client has not read its answers (the socket is full); "
-			 "closing it");
-	else	/* it hung up: MHD sees it on its next read */
-		log_debug("tls: a held answer could not be sent; closing the connection");
+	log_warn("tls: an answer's header could not be sent (%s); closing the connection",
+		 rc > 0 ? "the socket is full" : "the connection failed");
 	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	if (ci)
 		shutdown(ci->connect_fd, SHUT_RDWR);
@@ -624,10 +612,12 @@ static void tls_start(struct MHD_Connection *conn, struct conn_ctx *cc)
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
 
-	cc->session = ci ? ci->tls_session : NULL;
-	cc->tls = ci && ci->tls_session ? tls_session_start(ci->tls_session) : NULL;
-	if (!cc->tls) {
-		ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	void *session = ci ? ci->tls_session : NULL;
+
+	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	cc->tls = session ? tls_session_start(session) : NULL;
+	cc->out = cc->tls && ci ? tls_out_attach(session, ci->connect_fd) : NULL;
+	if (!cc->out) {
 		log_error("tls: cannot set up a connection's session; closing it");
 		if (ci)
 			shutdown(ci->connect_fd, SHUT_RDWR);
@@ -652,6 +642,7 @@ static void conn_notify(void *cls, struct MHD_Connection *conn, void **socket_co
 	} else if (cc) {
 		guard_notify(h->guard, conn, &cc->watch, code);
 		tls_creds_put(cc->tls);
+		tls_out_free(cc->out);
 		free(cc);
 		*socket_context = NULL;
 	}

@@ -23,9 +23,8 @@
  * connections like a new certificate does. A client without a
  * certificate, or with one the CA did not sign, fails its handshake.
  *
- * A session can also hold what it is given to send and send it as one
- * record later (tls_session_hold, tls_session_flush: server.c does so
- * for small answers). */
+ * A session's writes can go through a tls_out, which sends two records
+ * with one write (server.c does so for an answer's header and body). */
 #include "api/tls.h"
 
 #include "service/base/file_look.h"
@@ -36,13 +35,13 @@
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -426,25 +425,99 @@ void tls_release(void)
 	}
 }
 
-/* gnutls_record_cork: what MHD sends next is copied into the session's
- * buffer, and tls_session_flush makes one record of it. */
-void tls_session_hold(void *s)
-{
-	gnutls_record_cork(s);
-}
+/* A session's writes: its socket, and a record held to leave with the
+ * next one. GnuTLS writes each record with one call of tls_out_push; a
+ * record held is reported written, and the next call writes both with
+ * one sendmsg. What does not fit is reported to GnuTLS as not written
+ * (EAGAIN) for the second record, so libmicrohttpd waits until the socket
+ * can take more and GnuTLS writes that record again: the held bytes go
+ * first, in order, with no buffer of dlockd's own waiting on the socket.
+ * write(2) and writev(2), as SIGPIPE is ignored (main.c): they count in
+ * /proc/PID/io's syscw, which tests/integration/test_tls.c reads. */
+struct tls_out {
+	int fd;
+	bool pair_next;		/* hold the next record */
+	unsigned char *held;	/* a record held (malloc'd), or NULL */
+	size_t held_len, held_at;	/* its length, and how much has left */
+};
 
-/* libmicrohttpd keeps a TLS connection's socket corked (TCP_CORK) and
- * pushes each answer with TCP_NODELAY after its last write; the record
- * written here comes after that push, so it is pushed the same way. */
-int tls_session_flush(void *s)
+static ssize_t tls_out_push(gnutls_transport_ptr_t p, const void *data, size_t len)
 {
-	ssize_t n = gnutls_record_uncork(s, 0);
-	int one = 1;
+	struct tls_out *o = p;
+	struct iovec iov[2];
+	size_t rest;
+	ssize_t n;
 
-	if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED)
-		return 1;
+	if (o->pair_next && !o->held) {
+		o->pair_next = false;
+		if ((o->held = malloc(len))) {
+			memcpy(o->held, data, len);
+			o->held_len = len;
+			o->held_at = 0;
+			return (ssize_t)len;
+		}
+	}
+	if (!o->held)
+		return write(o->fd, data, len);
+	rest = o->held_len - o->held_at;
+	iov[0] = (struct iovec){ o->held + o->held_at, rest };
+	iov[1] = (struct iovec){ (void *)data, len };
+	n = writev(o->fd, iov, 2);
 	if (n < 0)
 		return -1;
-	setsockopt(gnutls_transport_get_int(s), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	return 0;
+	if ((size_t)n < rest) {
+		o->held_at += (size_t)n;
+		errno = EAGAIN;		/* this record again, once there is room */
+		return -1;
+	}
+	free(o->held);
+	o->held = NULL;
+	if ((size_t)n == rest) {
+		errno = EAGAIN;
+		return -1;
+	}
+	return n - (ssize_t)rest;
+}
+
+struct tls_out *tls_out_attach(void *s, int fd)
+{
+	struct tls_out *o = calloc(1, sizeof(*o));
+
+	if (!o)
+		return NULL;
+	o->fd = fd;
+	/* reads stay GnuTLS' own, on fd */
+	gnutls_transport_set_ptr2(s, (gnutls_transport_ptr_t)(intptr_t)fd, o);
+	gnutls_transport_set_push_function(s, tls_out_push);
+	return o;
+}
+
+void tls_out_pair_next(struct tls_out *o)
+{
+	o->pair_next = true;
+}
+
+int tls_out_flush(struct tls_out *o)
+{
+	ssize_t n;
+
+	o->pair_next = false;
+	if (!o->held)
+		return 0;
+	n = write(o->fd, o->held + o->held_at, o->held_len - o->held_at);
+	if (n >= 0)
+		o->held_at += (size_t)n;
+	if (o->held_at == o->held_len) {
+		free(o->held);
+		o->held = NULL;
+		return 0;
+	}
+	return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK ? -1 : 1;
+}
+
+void tls_out_free(struct tls_out *o)
+{
+	if (o)
+		free(o->held);
+	free(o);
 }

@@ -45,11 +45,20 @@ const char *tls_creds_key_pem(const struct tls_creds *c);
  * the connection). */
 struct tls_creds *tls_session_start(void *s /* gnutls_session_t */);
 
-/* Hold what session s sends next until tls_session_flush(s) */
-void tls_session_hold(void *s);
-/* Send what session s holds: 0 sent, 1 it could not all go now (the
- * socket is full), -1 the connection failed */
-int tls_session_flush(void *s);
+/* The writes of a server session to its socket fd (tls_out_attach), so
+ * that two records can leave in one write: an answer's header and its
+ * body, which libmicrohttpd sends as two records, one right after the
+ * other. */
+struct tls_out;
+/* Write session s's records to fd through a new tls_out (the caller's,
+ * tls_out_free it once the session is gone); NULL if out of memory. */
+struct tls_out *tls_out_attach(void *s /* gnutls_session_t */, int fd);
+/* Hold the next record written, to go out with the one after it. */
+void tls_out_pair_next(struct tls_out *o);
+/* Send a record still held (no second one came): 0 sent or none, 1 the
+ * socket is full, -1 the connection failed. */
+int tls_out_flush(struct tls_out *o);
+void tls_out_free(struct tls_out *o);
 
 /* Drop the current credentials (every session must be gone). */
 void tls_release(void);
