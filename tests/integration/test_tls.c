@@ -809,9 +809,12 @@ TEST(tls_an_answer_leaves_in_one_write)
 	for (int i = 0; i < N; i++)
 		CHECK(tls_client_call(&c, &a, "GET", "/healthz", NULL) == 200, "/healthz %d", i);
 	writes = writes_of(&d) - w0;
-	CHECK(w0 >= 0 && writes >= N && writes < N + N / 4,
-	      "%d answers cost dlockd %lld writes (want about %d, not %d)", N, writes, N, 2 * N);
 	printf("# %d answers over HTTPS: %lld writes by dlockd\n", N, writes);
+	/* under valgrind (DLOCKD_PREFIX) the process writes for itself too */
+	if (!getenv("DLOCKD_PREFIX"))
+		CHECK(w0 >= 0 && writes >= N && writes < N + N / 4,
+		      "%d answers cost dlockd %lld writes (want about %d, not %d)", N, writes, N,
+		      2 * N);
 
 	snprintf(put, sizeof(put), "/locks/%s?owner=alice&ttl_ms=30000", n);
 	snprintf(del, sizeof(del), "/locks/%s?owner=alice", n);
