@@ -604,14 +604,14 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
 	return routes_unescape(s);
 }
 
-/* A new connection's TLS session gets the credentials in force; one that
- * cannot (never expected) is cut rather than served with the daemon's
- * start certificate and without the client check. */
+/* A new connection's TLS session gets the credentials in force, and
+ * writes through a tls_out; one that cannot (never expected) is cut
+ * rather than served with the daemon's start certificate and without the
+ * client check. */
 static void tls_start(struct MHD_Connection *conn, struct conn_ctx *cc)
 {
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
-
 	void *session = ci ? ci->tls_session : NULL;
 
 	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);

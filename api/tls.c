@@ -428,7 +428,7 @@ void tls_release(void)
 /* A session's writes: its socket, and a record held to leave with the
  * next one. GnuTLS writes each record with one call of tls_out_push; a
  * record held is reported written, and the next call writes both with
- * one sendmsg. What does not fit is reported to GnuTLS as not written
+ * one writev. What does not fit is reported to GnuTLS as not written
  * (EAGAIN) for the second record, so libmicrohttpd waits until the socket
  * can take more and GnuTLS writes that record again: the held bytes go
  * first, in order, with no buffer of dlockd's own waiting on the socket.
