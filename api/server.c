@@ -458,8 +458,11 @@ static bool send_held(struct MHD_Connection *conn)
 
 	if (!cc || !cc->out || (rc = tls_out_flush(cc->out)) == 0)
 		return true;
-	log_warn("tls: an answer's header could not be sent (%s); closing the connection",
-		 rc > 0 ? "the socket is full" : "the connection failed");
+	if (rc > 0)
+		log_warn("tls: an answer's header could not be sent (the socket is full); "
+			 "closing the connection");
+	else	/* the client hung up: MHD has said so already */
+		log_debug("tls: an answer's header could not be sent (the connection failed)");
 	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 	if (ci)
 		shutdown(ci->connect_fd, SHUT_RDWR);
