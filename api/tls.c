@@ -426,14 +426,19 @@ void tls_release(void)
 }
 
 /* A session's writes: its socket, and a record held to leave with the
- * next one. GnuTLS writes each record with one call of tls_out_push; a
- * record held is reported written, and the next call writes both with
- * one writev. What does not fit is reported to GnuTLS as not written
- * (EAGAIN) for the second record, so libmicrohttpd waits until the socket
- * can take more and GnuTLS writes that record again: the held bytes go
- * first, in order, with no buffer of dlockd's own waiting on the socket.
- * write(2) and writev(2), as SIGPIPE is ignored (main.c): they count in
- * /proc/PID/io's syscw, which tests/integration/test_tls.c reads. */
+ * next one. GnuTLS hands tls_out_push what it has to write as a vector
+ * (its vec_push: with a push function that takes one buffer at a time,
+ * GnuTLS' writes to a client with a small receive window were left to
+ * TCP's 200 ms probes); a record held is reported written, and the next
+ * call writes both with one writev. What does not fit is reported to
+ * GnuTLS as not written (EAGAIN) for the next record, so libmicrohttpd
+ * waits until the socket can take more and GnuTLS writes that record
+ * again: the held bytes go first, in order, with no buffer of dlockd's
+ * own waiting on the socket. writev(2) and write(2), as SIGPIPE is
+ * ignored (main.c): they count in /proc/PID/io's syscw, which
+ * tests/integration/test_tls.c reads. */
+#define TLS_OUT_IOV 16
+
 struct tls_out {
 	int fd;
 	bool pair_next;		/* hold the next record */
@@ -441,41 +446,51 @@ struct tls_out {
 	size_t held_len, held_at;	/* its length, and how much has left */
 };
 
-static ssize_t tls_out_push(gnutls_transport_ptr_t p, const void *data, size_t len)
+static ssize_t tls_out_push(gnutls_transport_ptr_t p, const giovec_t *vec, int cnt)
 {
 	struct tls_out *o = p;
-	struct iovec iov[2];
-	size_t rest;
+	struct iovec iov[1 + TLS_OUT_IOV];
+	size_t rest, len = 0;
 	ssize_t n;
+	int k = 0;
 
+	if (cnt > TLS_OUT_IOV)
+		cnt = TLS_OUT_IOV;	/* GnuTLS takes a short write */
+	for (int i = 0; i < cnt; i++)
+		len += vec[i].iov_len;
 	if (o->pair_next && !o->held) {
 		o->pair_next = false;
 		if ((o->held = malloc(len))) {
-			memcpy(o->held, data, len);
-			o->held_len = len;
+			for (int i = 0; i < cnt; i++) {
+				memcpy(o->held + o->held_len, vec[i].iov_base, vec[i].iov_len);
+				o->held_len += vec[i].iov_len;
+			}
 			o->held_at = 0;
 			return (ssize_t)len;
 		}
 	}
-	if (!o->held)
-		return write(o->fd, data, len);
-	rest = o->held_len - o->held_at;
-	iov[0] = (struct iovec){ o->held + o->held_at, rest };
-	iov[1] = (struct iovec){ (void *)data, len };
-	n = writev(o->fd, iov, 2);
-	if (n < 0)
-		return -1;
-	if ((size_t)n < rest) {
+	rest = o->held ? o->held_len - o->held_at : 0;
+	if (rest)
+		iov[k++] = (struct iovec){ o->held + o->held_at, rest };
+	for (int i = 0; i < cnt; i++)
+		iov[k++] = (struct iovec){ vec[i].iov_base, vec[i].iov_len };
+	n = writev(o->fd, iov, k);
+	if (n < 0 || !o->held)
+		return n;
+	if ((size_t)n <= rest) {
+		/* this record again, once there is room */
 		o->held_at += (size_t)n;
-		errno = EAGAIN;		/* this record again, once there is room */
+		if (o->held_at == o->held_len) {
+			free(o->held);
+			o->held = NULL;
+			o->held_len = 0;
+		}
+		errno = EAGAIN;
 		return -1;
 	}
 	free(o->held);
 	o->held = NULL;
-	if ((size_t)n == rest) {
-		errno = EAGAIN;
-		return -1;
-	}
+	o->held_len = 0;
 	return n - (ssize_t)rest;
 }
 
@@ -488,7 +503,7 @@ struct tls_out *tls_out_attach(void *s, int fd)
 	o->fd = fd;
 	/* reads stay GnuTLS' own, on fd */
 	gnutls_transport_set_ptr2(s, (gnutls_transport_ptr_t)(intptr_t)fd, o);
-	gnutls_transport_set_push_function(s, tls_out_push);
+	gnutls_transport_set_vec_push_function(s, tls_out_push);
 	return o;
 }
 
@@ -510,6 +525,7 @@ int tls_out_flush(struct tls_out *o)
 	if (o->held_at == o->held_len) {
 		free(o->held);
 		o->held = NULL;
+		o->held_len = 0;
 		return 0;
 	}
 	return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK ? -1 : 1;

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -1014,6 +1015,83 @@ TEST(tls_a_client_reading_late_gets_every_answer)
 	CHECK(worst < 1000 * slow_factor(), "the other client's slowest call took %ld ms",
 	      (long)worst);
 	CHECK(!file_contains(d.log, "could not be sent"), "no answer held back (see %s)", d.log);
+	tls_client_close(&c);
+	gnutls_certificate_free_credentials(cred);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+/* A client with a small receive buffer (1 KB) that pipelines 77 listings
+ * and reads them 700 bytes at a time: every answer comes at the pace it
+ * reads, as over plain HTTP (GnuTLS' writes through a push function that
+ * takes one record at a time left a window that small filled only by
+ * TCP's 200 ms probes: 15 s and more). */
+TEST(tls_a_client_with_a_small_window_gets_its_answers_at_once)
+{
+	enum { LOCKS = 70, ASKS = 77 };
+	struct http_tls t = { .ca = NULL };
+	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--log-level", "warn",
+				NULL };
+	static char buf[1 << 20];
+	gnutls_certificate_credentials_t cred;
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	const char *n = lockname("win");
+	struct dlockd_srv d;
+	struct tls_client c;
+	char path[200];
+	int small = 1024, rc, got = 0;
+	size_t have = 0;
+	int64_t t0;
+	double ms;
+
+	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
+	flags[1] = pki_path("server1.pem");
+	flags[3] = pki_path("server1.key");
+	t.ca = pki_path("ca.pem");
+	http_tls(&t);
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --tls-cert (see %s)", d.log);
+	for (int i = 0; i < LOCKS; i++) {
+		snprintf(path, sizeof(path), "%s-%d", n, i);
+		CHECK(lock_hold(&d, path, "o", 120000), "take %s", path);
+	}
+	CHECK((cred = trust_ca()), "trust the CA");
+	memset(&c, 0, sizeof(c));
+	c.fd = socket(AF_INET, SOCK_STREAM, 0);
+	setsockopt(c.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+	sa.sin_port = htons((uint16_t)d.port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(connect(c.fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "connect");
+	gnutls_init(&c.tls, GNUTLS_CLIENT);
+	gnutls_set_default_priority(c.tls);
+	gnutls_credentials_set(c.tls, GNUTLS_CRD_CERTIFICATE, cred);
+	gnutls_transport_set_int(c.tls, c.fd);
+	do
+		rc = gnutls_handshake(c.tls);
+	while (rc < 0 && !gnutls_error_is_fatal(rc));
+	CHECK(rc == 0, "TLS handshake with a 1 KB receive buffer");
+	t0 = mono_ms();
+	for (int i = 0; i < ASKS; i++) {
+		snprintf(path, sizeof(path), "/locks?limit=%d&prefix=%s", 1 + i % LOCKS, n);
+		CHECK(tls_client_send(&c, "GET", path), "listing %d asked", i);
+	}
+	/* 700 bytes a read, 0.3 ms apart: 230 KB in about 0.1 s of sleeps */
+	while (got < ASKS && mono_ms() - t0 < 30000) {
+		ssize_t k;
+
+		usleep(300);
+		k = gnutls_record_recv(c.tls, buf + have, have + 700 < sizeof(buf) ? 700 : 0);
+		if (k <= 0)
+			break;
+		have += (size_t)k;
+		buf[have] = '\0';
+		got = 0;
+		for (const char *p = buf; (p = strstr(p, "HTTP/1.1 200")); p++)
+			got++;
+	}
+	ms = (double)(mono_ms() - t0);
+	printf("# %d listings pipelined over HTTPS to a 1 KB receive buffer: %d answered in %.0f "
+	       "ms\n", ASKS, got, ms);
+	CHECK(got == ASKS, "%d of %d listings answered", got, ASKS);
+	CHECK(ms < 5000.0 * slow_factor(), "they took %.0f ms", ms);
 	tls_client_close(&c);
 	gnutls_certificate_free_credentials(cred);
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
