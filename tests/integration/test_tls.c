@@ -10,10 +10,11 @@
  * (exit 2) naming the file and the problem; past --max-connections a TLS
  * connection is closed unanswered; --idle-timeout-s closes connections
  * stuck before, in or after the handshake, so they cannot lock the
- * others out; a small answer is one TLS record, and a client that sends
- * requests and reads no answer is cut off without slowing the others.
- * The certificates are made with openssl in the run's
- * directory (the harness' pki_ready). Each test runs its own dlockd. */
+ * others out; an answer's header and body leave in one write, and every
+ * answer reaches a client that pipelines and reads late, one with a 1 KB
+ * receive window, and (only if it was sent) one that resets as its grant
+ * comes. The certificates are made with openssl in the run's directory
+ * (the harness' pki_ready). Each test runs its own dlockd. */
 #include "../harness/harness.h"
 
 #include <curl/curl.h>
