@@ -475,7 +475,9 @@ TEST(cluster_seed_down_db_refused_and_readyz_follows_the_cluster_state)
 	CHECK(cluster_start(&c, 3, 1) == 0, "the cluster starts");
 	snprintf(seeds, sizeof(seeds), "redis://127.0.0.1:%d,%s", dead, c.seeds);
 	CHECK(dlockd_start(&d, seeds, NULL) == 0, "dlockd starts with its first seed down");
-	CHECK(file_contains(d.log, "sharded pub/sub"), "sharded pub/sub all the same");
+	/* the subscriber's line: it reads the slot map on its own thread */
+	CHECK(WAIT_FOR(file_contains(d.log, "sharded pub/sub"), 5000),
+	      "sharded pub/sub all the same");
 	CHECK(cluster_names_per_master(&c, "shard", names), "a name on each master");
 	CHECK(status_of(&d, "PUT", "/locks/%s?owner=h&ttl_ms=30000", names[2]) == 200,
 	      "the first call is served (the next seed gave the map)");
