@@ -776,6 +776,28 @@ static gnutls_certificate_credentials_t trust_ca(void)
 	return cred;
 }
 
+/* Start d serving HTTPS with the test server certificate, with one more
+ * flag (name, value; NULL: none); curl trusts the test CA, and so does
+ * *cred (free it). */
+static bool https_start(struct dlockd_srv *d, const char *name, const char *value,
+			gnutls_certificate_credentials_t *cred)
+{
+	static struct http_tls t;
+	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, name, value, NULL };
+
+	*cred = NULL;
+	if (!pki_ready())
+		return false;
+	flags[1] = pki_path("server1.pem");
+	flags[3] = pki_path("server1.key");
+	t.ca = pki_path("ca.pem");
+	http_tls(&t);
+	if (dlockd_start(d, NULL, flags) != 0)
+		return false;
+	*cred = trust_ca();
+	return *cred != NULL;
+}
+
 /* An answer over HTTPS leaves in one write (libmicrohttpd writes its
  * header and body as two records, two writes, unless dlockd pairs them):
  * 40 answers on a keep-alive connection cost dlockd about 40 writes, not
@@ -785,8 +807,6 @@ static gnutls_certificate_credentials_t trust_ca(void)
 TEST(tls_an_answer_leaves_in_one_write)
 {
 	enum { N = 40 };
-	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--log-level", "warn",
-				NULL };
 	static struct answers a;
 	gnutls_certificate_credentials_t cred;
 	const char *n = lockname("onew");
@@ -798,11 +818,7 @@ TEST(tls_an_answer_leaves_in_one_write)
 	int64_t t0;
 	double ms;
 
-	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
-	flags[1] = pki_path("server1.pem");
-	flags[3] = pki_path("server1.key");
-	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --tls-cert (see %s)", d.log);
-	CHECK((cred = trust_ca()), "trust the CA");
+	CHECK(https_start(&d, "--log-level", "warn", &cred), "start with --tls-cert (see %s)", d.log);
 	CHECK(tls_client_open(&c, d.port, cred), "TLS handshake with dlockd");
 	a.have = 0;
 	CHECK(tls_client_call(&c, &a, "GET", "/healthz", NULL) == 200, "/healthz");
@@ -862,7 +878,6 @@ TEST(tls_a_waiter_reset_as_it_is_granted_keeps_only_a_grant_it_was_sent)
 {
 	enum { ROUNDS = 60 };
 	struct http_tls t = { .ca = NULL };
-	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--threads", "1", NULL };
 	gnutls_certificate_credentials_t cred;
 	const char *n = lockname("tlshang");
 	char p[300], who[16];
@@ -871,13 +886,8 @@ TEST(tls_a_waiter_reset_as_it_is_granted_keeps_only_a_grant_it_was_sent)
 	static struct answers a;
 	int kept = 0, freed = 0;
 
-	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
-	flags[1] = pki_path("server1.pem");
-	flags[3] = pki_path("server1.key");
+	CHECK(https_start(&d, "--threads", "1", &cred), "start with --tls-cert (see %s)", d.log);
 	t.ca = pki_path("ca.pem");
-	http_tls(&t);
-	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --tls-cert (see %s)", d.log);
-	CHECK((cred = trust_ca()), "trust the CA");
 	CHECK(tls_client_open(&h, d.port, cred), "the holder's TLS connection");
 	a.have = 0;
 	for (int i = 0; i < ROUNDS; i++) {
@@ -964,8 +974,6 @@ TEST(tls_a_client_reading_late_gets_every_answer)
 {
 	enum { COUNT = 20000 };
 	struct http_tls t = { .ca = NULL };
-	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--log-level", "warn",
-				NULL };
 	static struct answers a;
 	gnutls_certificate_credentials_t cred;
 	struct late_writer w = { .n = lockname("late"), .count = COUNT };
@@ -975,13 +983,8 @@ TEST(tls_a_client_reading_late_gets_every_answer)
 	int64_t worst = 0, start;
 	int got = 0, granted = 0;
 
-	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
-	flags[1] = pki_path("server1.pem");
-	flags[3] = pki_path("server1.key");
+	CHECK(https_start(&d, "--log-level", "warn", &cred), "start with --tls-cert (see %s)", d.log);
 	t.ca = pki_path("ca.pem");
-	http_tls(&t);
-	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --tls-cert (see %s)", d.log);
-	CHECK((cred = trust_ca()), "trust the CA");
 	CHECK(tls_client_open(&c, d.port, cred), "TLS handshake with dlockd");
 	w.c = &c;
 	CHECK(pthread_create(&th, NULL, late_write, &w) == 0, "the writer thread");
@@ -1029,9 +1032,6 @@ TEST(tls_a_client_reading_late_gets_every_answer)
 TEST(tls_a_client_with_a_small_window_gets_its_answers_at_once)
 {
 	enum { LOCKS = 70, ASKS = 77 };
-	struct http_tls t = { .ca = NULL };
-	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--log-level", "warn",
-				NULL };
 	static char buf[1 << 20];
 	gnutls_certificate_credentials_t cred;
 	struct sockaddr_in sa = { .sin_family = AF_INET };
@@ -1044,17 +1044,11 @@ TEST(tls_a_client_with_a_small_window_gets_its_answers_at_once)
 	int64_t t0;
 	double ms;
 
-	CHECK(pki_ready(), "openssl makes the test certificates in %s", pki_dir());
-	flags[1] = pki_path("server1.pem");
-	flags[3] = pki_path("server1.key");
-	t.ca = pki_path("ca.pem");
-	http_tls(&t);
-	CHECK(dlockd_start(&d, NULL, flags) == 0, "start with --tls-cert (see %s)", d.log);
+	CHECK(https_start(&d, "--log-level", "warn", &cred), "start with --tls-cert (see %s)", d.log);
 	for (int i = 0; i < LOCKS; i++) {
 		snprintf(path, sizeof(path), "%s-%d", n, i);
 		CHECK(lock_hold(&d, path, "o", 120000), "take %s", path);
 	}
-	CHECK((cred = trust_ca()), "trust the CA");
 	memset(&c, 0, sizeof(c));
 	c.fd = socket(AF_INET, SOCK_STREAM, 0);
 	setsockopt(c.fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
