@@ -200,6 +200,8 @@ $(BUILD)/ui_assets.o: $(BUILD)/ui_assets.c api/ui_assets.h | deps-build
 $(BUILD)/tests/test_locks: UNIT_ALSO = $(BUILD)/service/lock/listing.o
 $(BUILD)/tests/test_locks: UNIT_WRAP = -Wl,--wrap=scripts_run -Wl,--wrap=waiters_lease_ends \
 	-Wl,--wrap=redis_conn_send -Wl,--wrap=redis_conn_send_slot -Wl,--wrap=redis_conn_is_cluster
+$(BUILD)/tests/test_scripts: UNIT_WRAP = -Wl,--wrap=redis_conn_send -Wl,--wrap=redis_conn_send_from \
+	-Wl,--wrap=redis_conn_send_slot
 $(BUILD)/tests/test_params: UNIT_WRAP = -Wl,--wrap=MHD_get_connection_values \
 	-Wl,--wrap=reply_error
 $(BUILD)/tests/test_reply: UNIT_WRAP = -Wl,--wrap=MHD_create_response_from_buffer \

@@ -2,7 +2,7 @@
  *
  * Starts its own redis-server and dlockd on loopback ports, runs each
  * scenario against dlockd over HTTP/1.1 keep-alive and, as the baseline,
- * the same embedded Lua scripts called directly with EVALSHA over hiredis
+ * the same embedded Lua scripts called directly (as functions, FCALL) over hiredis
  * at the same concurrency, then prints a Markdown table and writes
  * bench/results/latest.json (jansson, read back and checked). Absolute
  * numbers drift on a shared machine; the ratios against the floor measured
@@ -44,16 +44,18 @@
 
 struct lua_source {
 	const char *name;
+	const char *function;
 	const char *source;
 };
 extern const struct lua_source lua_sources[];
 extern const unsigned lua_sources_count;
+extern const char lua_library[];
 
-static const char *script_source(const char *name)
+static const struct lua_source *script_of(const char *name)
 {
 	for (unsigned i = 0; i < lua_sources_count; i++)
 		if (!strcmp(lua_sources[i].name, name))
-			return lua_sources[i].source;
+			return &lua_sources[i];
 	fprintf(stderr, "bench: no script %s\n", name);
 	exit(2);
 }
@@ -476,7 +478,7 @@ static redisContext *redis_connect(void)
 }
 
 
-/* ----- Lock kinds, over HTTP and over EVALSHA ----- */
+/* ----- Lock kinds, over HTTP and called directly (FCALL) ----- */
 
 /* Every script's last two arguments are the command it publishes with
  * and its deadline in Redis' clock (lua/lib/common.lua), as scripts_run()
@@ -507,10 +509,10 @@ static const struct kind_info {
 		    "redisson_sc:{%s}" },
 };
 
-/* The floor: one client's connections and the scripts' SHAs. */
+/* The floor: one client's connections and the scripts it calls. */
 struct floor_client {
 	redisContext *cmd, *sub;
-	char acq_sha[41], rel_sha[41];
+	char acq_sha[64], rel_sha[64];	/* an SHA (EVALSHA), or a function */
 	char err[256];		/* why the last call failed */
 };
 
@@ -518,28 +520,31 @@ struct floor_client {
 static void floor_bad_reply(struct floor_client *fc, const char *script, const redisReply *r)
 {
 	if (!r)
-		snprintf(fc->err, sizeof(fc->err), "EVALSHA %s: no reply (%s)", script,
+		snprintf(fc->err, sizeof(fc->err), "script %s: no reply (%s)", script,
 			 fc->cmd->errstr);
 	else if (r->type == REDIS_REPLY_ERROR)
-		snprintf(fc->err, sizeof(fc->err), "EVALSHA %s: %s", script, r->str);
+		snprintf(fc->err, sizeof(fc->err), "script %s: %s", script, r->str);
 	else
-		snprintf(fc->err, sizeof(fc->err), "EVALSHA %s: a reply of type %d", script,
+		snprintf(fc->err, sizeof(fc->err), "script %s: a reply of type %d", script,
 			 r->type);
 }
 
-static void script_sha(redisContext *c, const char *name, char sha[41])
+/* The function of script name, as dlockd calls it (FCALL), its library
+ * loaded on c's Redis first. */
+static void script_fn(redisContext *c, const char *name, char fn[64])
 {
-	redisReply *r = redisCommand(c, "SCRIPT LOAD %s", script_source(name));
+	redisReply *r = redisCommand(c, "FUNCTION LOAD %s", lua_library);
 
-	if (!r || r->type != REDIS_REPLY_STRING) {
-		fprintf(stderr, "bench: SCRIPT LOAD %s failed\n", name);
+	if (!r || (r->type != REDIS_REPLY_STRING &&
+		   !(r->type == REDIS_REPLY_ERROR && strstr(r->str, "already exists")))) {
+		fprintf(stderr, "bench: FUNCTION LOAD failed: %s\n", r ? r->str : "no reply");
 		exit(2);
 	}
-	memcpy(sha, r->str, 41);
+	snprintf(fn, 64, "%s", script_of(name)->function);
 	freeReplyObject(r);
 }
 
-/* EVALSHA acquire; 1 acquired (token set), 0 held (pttl set), -1 error. */
+/* FCALL acquire; 1 acquired (token set), 0 held (pttl set), -1 error. */
 static int floor_acquire(struct floor_client *fc, enum kind k, const char *name,
 			 const char *owner, bool queue, long long *token, long long *pttl)
 {
@@ -555,7 +560,7 @@ static int floor_acquire(struct floor_client *fc, enum kind k, const char *name,
 	snprintf(st, sizeof(st), "dlockd_lock_state:{%s}", name);
 	switch (k) {
 	case K_LOCK:
-		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s 30000 %s 0 0 %s " TAIL, fc->acq_sha,
+		r = redisCommand(fc->cmd, "FCALL %s 4 %s %s %s %s 30000 %s 0 0 %s " TAIL, fc->acq_sha,
 				 name, tok, own, st, owner, "");
 		break;
 	case K_FAIR:
@@ -563,13 +568,13 @@ static int floor_acquire(struct floor_client *fc, enum kind k, const char *name,
 		snprintf(dl, sizeof(dl), "redisson_lock_timeout:{%s}", name);
 		snprintf(ch, sizeof(ch), "redisson_lock__channel:{%s}", name);
 		/* a fair acquire also takes the cap on its queue: dlockd's default */
-		r = redisCommand(fc->cmd, "EVALSHA %s 7 %s %s %s %s %s %s %s 30000 %s %s 0 %s 1000 "
+		r = redisCommand(fc->cmd, "FCALL %s 7 %s %s %s %s %s %s %s 30000 %s %s 0 %s 1000 "
 				 TAIL, fc->acq_sha, name, tok, q, dl, ch, own, st, owner, life, "");
 		break;
 	case K_WRITE:
 		snprintf(tag, sizeof(tag), "{%s}", name);
 		snprintf(wr, sizeof(wr), "dlockd_rwlock_writers:{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 6 %s %s %s %s %s %s 30000 %s %s 0 %s 1000 "
+		r = redisCommand(fc->cmd, "FCALL %s 6 %s %s %s %s %s %s 30000 %s %s 0 %s 1000 "
 				 TAIL, fc->acq_sha, name, tok, tag, wr, own, st, owner, life, "");
 		break;
 	case K_SEM:
@@ -577,7 +582,7 @@ static int floor_acquire(struct floor_client *fc, enum kind k, const char *name,
 		snprintf(tag, sizeof(tag), "{%s}:timeout", name);
 		snprintf(ch, sizeof(ch), "redisson_sc:{%s}", name);
 		snprintf(wr, sizeof(wr), "dlockd_sem_waiters:{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 7 %s %s %s %s %s %s %s 30000 %s %s " SEM_LIMIT
+		r = redisCommand(fc->cmd, "FCALL %s 7 %s %s %s %s %s %s %s 30000 %s %s " SEM_LIMIT
 				 " %s 0 %s " TAIL, fc->acq_sha, name, tag, ch, tok, own, wr, st, owner,
 				 life, "", "");
 		break;
@@ -585,7 +590,7 @@ static int floor_acquire(struct floor_client *fc, enum kind k, const char *name,
 		/* a read also takes the caps on read holds: dlockd's defaults */
 		snprintf(tag, sizeof(tag), "{%s}", name);
 		snprintf(wr, sizeof(wr), "dlockd_rwlock_writers:{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 6 %s %s %s %s %s %s 30000 %s %s 0 %s 64 256 "
+		r = redisCommand(fc->cmd, "FCALL %s 6 %s %s %s %s %s %s 30000 %s %s 0 %s 64 256 "
 				 TAIL, fc->acq_sha, name, tok, tag, wr, own, st, owner, life, "");
 	}
 	if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 2 &&
@@ -596,7 +601,7 @@ static int floor_acquire(struct floor_client *fc, enum kind k, const char *name,
 		else
 			*pttl = r->element[1]->integer;
 	} else if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1) {
-		snprintf(fc->err, sizeof(fc->err), "EVALSHA %s: refused (%lld)", kinds[k].acquire,
+		snprintf(fc->err, sizeof(fc->err), "FCALL %s: refused (%lld)", kinds[k].acquire,
 			 r->element[0]->integer);
 	} else {
 		floor_bad_reply(fc, kinds[k].acquire, r);
@@ -618,34 +623,34 @@ static int floor_release(struct floor_client *fc, enum kind k, const char *name,
 	snprintf(st, sizeof(st), "dlockd_lock_state:{%s}", name);
 	switch (k) {
 	case K_LOCK:
-		r = redisCommand(fc->cmd, "EVALSHA %s 3 %s %s %s %s %s " TAIL, fc->rel_sha, name, ch,
+		r = redisCommand(fc->cmd, "FCALL %s 3 %s %s %s %s %s " TAIL, fc->rel_sha, name, ch,
 				 own, owner, "");
 		break;
 	case K_FAIR:
 		snprintf(q, sizeof(q), "redisson_lock_queue:{%s}", name);
 		snprintf(dl, sizeof(dl), "redisson_lock_timeout:{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 6 %s %s %s %s %s %s %s %s " TAIL, fc->rel_sha, name,
+		r = redisCommand(fc->cmd, "FCALL %s 6 %s %s %s %s %s %s %s %s " TAIL, fc->rel_sha, name,
 				 q, dl, ch, own, st, owner, "");
 		break;
 	case K_WRITE:
 		snprintf(tag, sizeof(tag), "{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s %s %s " TAIL, fc->rel_sha, name, ch,
+		r = redisCommand(fc->cmd, "FCALL %s 4 %s %s %s %s %s %s " TAIL, fc->rel_sha, name, ch,
 				 tag, own, owner, "");
 		break;
 	case K_SEM:
 		snprintf(tag, sizeof(tag), "{%s}:timeout", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 4 %s %s %s %s %s %s " TAIL, fc->rel_sha, name, tag,
+		r = redisCommand(fc->cmd, "FCALL %s 4 %s %s %s %s %s %s " TAIL, fc->rel_sha, name, tag,
 				 ch, own, owner, "");
 		break;
 	default:
 		snprintf(tag, sizeof(tag), "{%s}", name);
-		r = redisCommand(fc->cmd, "EVALSHA %s 5 %s %s %s %s %s %s %s " TAIL, fc->rel_sha, name,
+		r = redisCommand(fc->cmd, "FCALL %s 5 %s %s %s %s %s %s %s " TAIL, fc->rel_sha, name,
 				 ch, tag, own, st, owner, "");
 	}
 	/* {1, holds left, ...}: 0, or a refusal, would be a floor gone wrong */
 	ok = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 && r->element[0]->integer == 1;
 	if (!ok && r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1)
-		snprintf(fc->err, sizeof(fc->err), "EVALSHA %s: refused (%lld)", kinds[k].release,
+		snprintf(fc->err, sizeof(fc->err), "FCALL %s: refused (%lld)", kinds[k].release,
 			 r->element[0]->integer);
 	else if (!ok)
 		floor_bad_reply(fc, kinds[k].release, r);
@@ -814,8 +819,8 @@ static void *floor_client(void *arg)
 	long long i = 0;
 
 	fc.cmd = redis_connect();
-	script_sha(fc.cmd, kinds[run->kind].acquire, fc.acq_sha);
-	script_sha(fc.cmd, kinds[run->kind].release, fc.rel_sha);
+	script_fn(fc.cmd, kinds[run->kind].acquire, fc.acq_sha);
+	script_fn(fc.cmd, kinds[run->kind].release, fc.rel_sha);
 	snprintf(owner, sizeof(owner), "c%d", ca->id);
 	while (now_us() < run->until_us) {
 		long long token = 0, pttl = 0;
@@ -1205,7 +1210,8 @@ static void close_all(struct waiter_conn *w, int n, int ep, struct conn *ctl, re
 }
 
 /* From one INFO commandstats: calls of every command but INFO (those run
- * inside scripts included: Redis 7 counts them) and of EVALSHA alone. */
+ * inside scripts included: Redis 7 counts them) and of the script calls
+ * alone (EVALSHA, EVAL and FCALL). */
 static void redis_calls(redisContext *c, long long *total, long long *evalsha)
 {
 	redisReply *r = redisCommand(c, "INFO commandstats");
@@ -1218,8 +1224,9 @@ static void redis_calls(redisContext *c, long long *total, long long *evalsha)
 
 		if (strncmp(p, "cmdstat_info:", 13))
 			*total += n;
-		if (!strncmp(p, "cmdstat_evalsha:", 16))
-			*evalsha = n;
+		if (!strncmp(p, "cmdstat_evalsha:", 16) || !strncmp(p, "cmdstat_eval:", 13) ||
+		    !strncmp(p, "cmdstat_fcall:", 14))
+			*evalsha += n;
 		p = calls ? calls : p + 8;
 	}
 	if (r)
@@ -1347,7 +1354,7 @@ static void many_waiters(int n, int locks, const char *kind, const char *label)
 	result(scenario, "time to all waiting", (double)t_all_waiting / 1e6, -1, "s");
 	result(scenario, "time to drain", (double)(now_us() - t0) / 1e6, -1, "s");
 	if (idle_s > 0) {
-		result(scenario, "EVALSHA/s idle", (double)idle_eval / idle_s, -1, "/s");
+		result(scenario, "scripts/s idle", (double)idle_eval / idle_s, -1, "/s");
 		result(scenario, "cmds/s idle incl. inside scripts", (double)idle_calls / idle_s, -1,
 		       "/s");
 	}
@@ -1355,7 +1362,7 @@ static void many_waiters(int n, int locks, const char *kind, const char *label)
 	result(scenario, "errors", errors, 0, "");
 	/* each hand-off: the holder's release script, the next waiter's
 	 * acquire script (whose own release is the next hand-off's) */
-	result(scenario, "EVALSHA sent per hand-off", (double)(eval1 - eval0) / (granted ? granted : 1),
+	result(scenario, "scripts sent per hand-off", (double)(eval1 - eval0) / (granted ? granted : 1),
 	       -1, "");
 	result(scenario, "cmds incl. inside scripts", (double)(calls1 - calls0) / (granted ? granted : 1),
 	       -1, "");
@@ -1588,7 +1595,7 @@ static void many_watchers(int n)
 	result(scenario, "errors", errors + first.errors + second.errors, 0, "");
 	/* the release, then the status reads: one per loop and change (the
 	 * watches of a loop share theirs, watch.c), so near 0 per watcher */
-	result(scenario, "EVALSHA per watcher",
+	result(scenario, "scripts per watcher",
 	       (double)(eval1 - eval0) / (first.answered ? first.answered : 1), -1, "");
 	if (t_all_watching < 0)
 		fail(scenario, "dlockd_watches never reached %d", n - errors);
@@ -1898,7 +1905,7 @@ static void side_figures(const char *scenario, const char *what, const struct si
 
 	snprintf(m, sizeof(m), "%s per %s", "cmds incl. scripts'", what);
 	result(scenario, m, a->cmds, b ? b->cmds : -1, "");
-	snprintf(m, sizeof(m), "EVALSHA per %s", what);
+	snprintf(m, sizeof(m), "scripts per %s", what);
 	result(scenario, m, a->evalsha, b ? b->evalsha : -1, "");
 	snprintf(m, sizeof(m), "dlockd CPU per %s", what);
 	result(scenario, m, a->dlockd_us, -1, "us");
@@ -2412,7 +2419,7 @@ static void target_usage(const struct target *t, long long *cmds, long long *eva
 struct measured {
 	struct outcome o;
 	double cmds_per_cycle;		/* Redis commands, summed over the masters */
-	double evalsha_per_cycle;	/* of which EVALSHA (the rest: inside scripts) */
+	double evalsha_per_cycle;	/* of which script calls (the rest: inside them) */
 	double dlockd_us, redis_us;	/* CPU per cycle */
 };
 
@@ -2488,7 +2495,7 @@ static void topo_versus(const char *scenario, const struct target *a, const char
 	}
 	/* per cycle = per hand-off on the hot lock: each cycle's release
 	 * hands it to the next */
-	result(scenario, m == HOT ? "EVALSHA per hand-off" : "EVALSHA per cycle",
+	result(scenario, m == HOT ? "scripts per hand-off" : "scripts per cycle",
 	       ma[0].evalsha_per_cycle, mb[0].evalsha_per_cycle, "");
 	result(scenario, m == HOT ? "cmds per hand-off incl. scripts'" : "cmds per cycle incl. scripts'",
 	       ma[0].cmds_per_cycle, mb[0].cmds_per_cycle, "");
@@ -2708,13 +2715,13 @@ static const struct bench_target {
 	 * (reported, not judged) */
 	{ "session heartbeat, 100 holdings", "heartbeat p50 vs 100 renews", COL_RATIO, AT_MOST,
 	  0.5, NULL },
-	{ "session heartbeat, 100 holdings", "EVALSHA per heartbeat", COL_RATIO, AT_MOST, 0.1,
+	{ "session heartbeat, 100 holdings", "scripts per heartbeat", COL_RATIO, AT_MOST, 0.1,
 	  NULL },
 };
 
 /* The targets (by scenario and figure) whose miss fails the bench. */
 static const char *const target_gates[][2] = {
-	{ "session heartbeat, 100 holdings", "EVALSHA per heartbeat" },
+	{ "session heartbeat, 100 holdings", "scripts per heartbeat" },
 };
 
 static bool target_gates_bench(const struct bench_target *t)
@@ -3100,7 +3107,7 @@ static void session_beats(int holdings, const struct beats *f)
 			result(scenario, "heartbeat p99 vs 100 renews", s.p99_ms, f->p99_ms, "ms");
 			result(scenario, "heartbeats/s vs 100 renews", s.per_s, f->per_s, "/s");
 			result(scenario, "cmds incl. scripts' per heartbeat", s.cmds, f->cmds, "");
-			result(scenario, "EVALSHA per heartbeat", s.evalsha, f->evalsha, "");
+			result(scenario, "scripts per heartbeat", s.evalsha, f->evalsha, "");
 			result(scenario, "dlockd CPU per heartbeat", s.dlockd_us, f->dlockd_us, "us");
 			result(scenario, "Redis CPU per heartbeat", s.redis_us, f->redis_us, "us");
 		}

@@ -1,6 +1,7 @@
 --[[ fair_dequeue.lua -- waiters give up (deadline, hang-up): leave the queue,
   all of one dlockd event loop's leavers of one lock in one call.
   libs: common fair
+  flags: allow-oom
   KEYS[1] queue redisson_lock_queue:{N}
   KEYS[2] deadlines redisson_lock_timeout:{N}
   KEYS[3] channel prefix redisson_lock__channel:{N}

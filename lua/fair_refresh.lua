@@ -2,6 +2,7 @@
   waiters alive in one call: what each one's periodic fair_acquire did for
   the queue, for all of one dlockd event loop's waiters on one lock.
   libs: common fair
+  flags: allow-oom
   KEYS[1] lock hash N                 KEYS[2] queue redisson_lock_queue:{N}
   KEYS[3] deadlines redisson_lock_timeout:{N}
   KEYS[4] channel prefix redisson_lock__channel:{N}; waiter w listens on <prefix>:<w>

@@ -1,5 +1,6 @@
 --[[ fair_release.lua -- release one hold of a fair lock.
   libs: common fair
+  flags: allow-oom
   KEYS[1] lock hash N                 KEYS[2] queue redisson_lock_queue:{N}
   KEYS[3] deadlines redisson_lock_timeout:{N}
   KEYS[4] channel prefix redisson_lock__channel:{N}

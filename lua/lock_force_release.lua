@@ -1,5 +1,6 @@
 --[[ lock_force_release.lua -- free an exclusive lock whoever holds it.
   libs: common
+  flags: allow-oom
   KEYS[1] lock hash N                 KEYS[2] channel redisson_lock__channel:{N}
   KEYS[3] holders dlockd_lock_owners:{N}
   Returns 1   it was held and is now free; "0" was published

@@ -1,5 +1,6 @@
 --[[ lock_release.lua -- release one hold of an exclusive lock.
   libs: common
+  flags: allow-oom
   KEYS[1] lock hash N                 KEYS[2] channel redisson_lock__channel:{N}
   KEYS[3] holders dlockd_lock_owners:{N}
   ARGV[1] owner field                 ARGV[2] the caller's token name ("": auth off)

@@ -1,5 +1,6 @@
 --[[ lock_renew.lua -- heartbeat: set the lease of a lock the owner holds.
   libs: common renew_lock
+  flags: allow-oom
   KEYS[1] lock hash N                 KEYS[2] holders dlockd_lock_owners:{N}
   KEYS[3] (plain locks only) channel redisson_lock__channel:{N}
   ARGV[1] lease ms                    ARGV[2] owner field

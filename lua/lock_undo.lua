@@ -3,6 +3,7 @@
   the undo of a change the replicas did not confirm (--redis-sync-replicas),
   or of a grant nobody was told of.
   libs: common fair
+  flags: allow-oom
   KEYS[1] lock hash N
   KEYS[2] channel redisson_lock__channel:{N}; for a fair lock the prefix of
           its waiters' channels <prefix>:<w>

@@ -1,5 +1,6 @@
 --[[ rw_force_release.lua -- free a read-write lock held in the given mode.
   libs: common rw
+  flags: allow-oom
   KEYS[1] lock hash N                 KEYS[2] channel redisson_rwlock:{N}
   KEYS[3] timeout key prefix {N}      KEYS[4] holders dlockd_lock_owners:{N}
   ARGV[1] "read" or "write": the side being forced

@@ -1,5 +1,6 @@
 --[[ rw_read_release.lua -- release one read hold.
   libs: common rw
+  flags: allow-oom
   KEYS[1] lock hash N                 KEYS[2] channel redisson_rwlock:{N}
   KEYS[3] timeout key prefix {N}      KEYS[4] holders dlockd_lock_owners:{N}
   KEYS[5] watchers' channel dlockd_lock_state:{N}: the end of the owner's

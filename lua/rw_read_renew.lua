@@ -1,5 +1,6 @@
 --[[ rw_read_renew.lua -- heartbeat of a reader: renew every read hold it has.
   libs: common rw renew_rw
+  flags: allow-oom
   KEYS[1] lock hash N                 KEYS[2] timeout key prefix {N}
   KEYS[3] holders dlockd_lock_owners:{N}
   ARGV[1] lease ms                    ARGV[2] owner field

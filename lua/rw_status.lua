@@ -1,6 +1,7 @@
 --[[ rw_status.lua -- what a read-write lock is now: its writer and its
   readers, each with its holding's fencing token, token name and lease.
   libs: common rw
+  flags: allow-oom
   KEYS[1] lock hash N                 KEYS[2] timeout key prefix {N}
   KEYS[3] holders dlockd_lock_owners:{N} (its stale entries go with the purge)
   Returns {mode, pttl, holders, {}, 0, values}

@@ -3,6 +3,7 @@
   since: the undo of a change the replicas did not confirm
   (--redis-sync-replicas), or of a grant nobody was told of.
   libs: common rw
+  flags: allow-oom
   KEYS[1] lock hash N                 KEYS[2] channel redisson_rwlock:{N}
   KEYS[3] timeout key prefix {N}      KEYS[4] holders dlockd_lock_owners:{N}
   ARGV[1] owner field                 ARGV[2] 'read' or 'write': the side

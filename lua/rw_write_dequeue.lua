@@ -1,6 +1,7 @@
 --[[ rw_write_dequeue.lua -- waiting writers give up: stop holding back
   readers, all of one dlockd event loop's leavers of one lock in one call.
   libs: common fair
+  flags: allow-oom
   KEYS[1] waiting writers dlockd_rwlock_writers:{N}
   KEYS[2] channel redisson_rwlock:{N}
   ARGV[1] the owners leaving, each as <length>:<owner>, one after the other

@@ -1,5 +1,6 @@
 --[[ rw_write_release.lua -- release one write hold.
   libs: common rw
+  flags: allow-oom
   KEYS[1] lock hash N                 KEYS[2] channel redisson_rwlock:{N}
   KEYS[3] timeout key prefix {N}      KEYS[4] holders dlockd_lock_owners:{N}
   ARGV[1] owner field (the writer field is <owner>:write)

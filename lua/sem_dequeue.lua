@@ -3,6 +3,7 @@
   are not queued). All of one dlockd event loop's leavers of one semaphore
   in one call.
   libs: common
+  flags: allow-oom
   KEYS[1] waiting owners dlockd_sem_waiters:{N}
   ARGV[1] the owners leaving, each as <length>:<owner>, one after the other
           ("3:ci-2:abc" is ci-2 then abc): one argument however many

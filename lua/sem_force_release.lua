@@ -1,6 +1,7 @@
 --[[ sem_force_release.lua -- give back every permit of a semaphore, whoever
   holds it (dlockd's and Redisson's): an admin's.
   libs: common sem
+  flags: allow-oom
   KEYS[1] count N                     KEYS[2] permits {N}:timeout
   KEYS[3] channel redisson_sc:{N}     KEYS[4] holders dlockd_lock_owners:{N}
   Returns 1 permits were out (their count published), 0 none was,

@@ -1,5 +1,6 @@
 --[[ sem_release.lua -- give back the caller's permit of a semaphore.
   libs: common sem
+  flags: allow-oom
   KEYS[1] count N                     KEYS[2] permits {N}:timeout
   KEYS[3] channel redisson_sc:{N}     KEYS[4] holders dlockd_lock_owners:{N}
   ARGV[1] owner                       ARGV[2] the caller's token name ("": auth off)

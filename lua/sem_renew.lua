@@ -1,5 +1,6 @@
 --[[ sem_renew.lua -- heartbeat: set the lease of the caller's permit.
   libs: common sem renew_sem
+  flags: allow-oom
   KEYS[1] count N                     KEYS[2] permits {N}:timeout
   KEYS[3] channel redisson_sc:{N}     KEYS[4] holders dlockd_lock_owners:{N}
   ARGV[1] lease ms                    ARGV[2] owner

@@ -3,6 +3,7 @@
   replicas did not confirm (--redis-sync-replicas), or of a grant nobody
   was told of.
   libs: common sem
+  flags: allow-oom
   KEYS[1] count N                     KEYS[2] permits {N}:timeout
   KEYS[3] channel redisson_sc:{N}     KEYS[4] holders dlockd_lock_owners:{N}
   ARGV[1] owner                       ARGV[2] the change, as the acquire gave it

@@ -5,6 +5,7 @@
   trims every token name's ended sessions, so the count of all is exact as
   of the call.
   libs: common sessions
+  flags: allow-oom
   KEYS[1] the token name's set dlockd_sessions:{dlockd_sessions}:<token name>
   KEYS[2] the token names dlockd_sessions:{dlockd_sessions}
   ARGV[1] session id                  ARGV[2] its lease ms

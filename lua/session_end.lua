@@ -2,6 +2,7 @@
   caller releases each holding, whose release scripts publish, so waiters
   are served at once).
   libs: common
+  flags: allow-oom
   KEYS[1] session hash dlockd_session:{S}
   KEYS[2] its holdings set dlockd_session:{S}:holdings
   ARGV[1] the caller's token name; "*": any (auth off, or an admin)

@@ -2,6 +2,7 @@
   admin's listing: read from the counts session_count.lua keeps (one
   slot), trimmed of the ended ones on the way.
   libs: common sessions
+  flags: allow-oom
   KEYS[1] the token names dlockd_sessions:{dlockd_sessions}
   ARGV[1] the prefix of the token names' sets (KEYS[1] .. ':')
   ARGV[2] how many sessions to return, at most

@@ -2,6 +2,7 @@
   ARGV[2] = 1 (a heartbeat) its lease and its holdings' set are renewed
   to the session's ttl_ms first.
   libs: common
+  flags: allow-oom
   KEYS[1] session hash dlockd_session:{S}
   KEYS[2] its holdings set dlockd_session:{S}:holdings
   ARGV[1] the caller's token name; "*": any (auth off, or an admin)

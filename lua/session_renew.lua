@@ -1,7 +1,8 @@
 --[[ session_renew.lua -- a session's heartbeat for its holdings in one
   hash slot (on standalone Redis or Sentinel, all of them): each renewed
   by its kind's own renewal (lua/lib/renew_*.lua), all in one call.
-  libs: common renew_lock rw renew_rw sem renew_sem
+  libs: common rw renew_lock renew_rw sem renew_sem
+  flags: allow-oom
   KEYS    the holdings' locks on a Redis Cluster (elsewhere only the
           first's): Redis routes and checks the call by them, so a slot
           being migrated makes it redirect the call (ASK, TRYAGAIN) rather

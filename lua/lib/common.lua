@@ -9,6 +9,11 @@
   (PUBLISH below): 'publish', or 'spublish' where waiters listen on
   sharded channels (a Redis Cluster's, as Redisson's scripts are told).
   now_ms()                    Redis' clock in ms (every instance agrees on it)
+  call_begin(argv)            the start of every call, before the script's
+                              own first line (lua/gen-scripts.sh puts it
+                              there): reads the clock, checks the deadline
+                              and the publish command; nil to go on, else
+                              the error to return
   lease_at_least(key, lease, pttl)
                               make key live at least lease ms more (never
                               shorter than it already does); returns its
@@ -195,25 +200,36 @@
   and one that publishes decides what to say from reads alone and publishes
   before that write too (the ACL may refuse the channel; a script runs
   whole, so a subscriber acting on the message already sees its writes). ]]
+-- What one call knows, set by call_begin before anything else runs. A
+-- script is also one of a library of functions (lua/gen-scripts.sh): then
+-- these locals outlive the call, and call_begin starts each call afresh.
 -- Redis' clock, read once: a script runs whole, so one reading serves
 -- the deadline check, the tokens and the change numbers alike
 local NOW_US
-do
-  local t = redis.call('time')
-  NOW_US = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+local PUBLISH
+-- counter_ok's reading of each counter it checked: its value, or false
+-- when it was absent
+local counter_seen
+-- type_ok's reading of each key it checked: its type
+local type_seen
 
 local function now_ms()
   return math.floor(NOW_US / 1000)
 end
 
-if now_ms() > tonumber(ARGV[#ARGV]) then
-  return redis.error_reply('DLOCKD_LATE the call reached redis after its deadline')
-end
-
-local PUBLISH = ARGV[#ARGV - 1]
-if PUBLISH ~= 'publish' and PUBLISH ~= 'spublish' then
-  return redis.error_reply('ERR dlockd script called without its publish command')
+-- Every call's start (the generated code calls it before the script's
+-- own first line): nil to go on, else the error to return at once.
+local function call_begin(argv)
+  local t = redis.call('time')
+  NOW_US = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  counter_seen, type_seen = {}, {}
+  if now_ms() > tonumber(argv[#argv]) then
+    return redis.error_reply('DLOCKD_LATE the call reached redis after its deadline')
+  end
+  PUBLISH = argv[#argv - 1]
+  if PUBLISH ~= 'publish' and PUBLISH ~= 'spublish' then
+    return redis.error_reply('ERR dlockd script called without its publish command')
+  end
 end
 
 local function lease_at_least(key, lease, pttl)
@@ -224,10 +240,6 @@ local function lease_at_least(key, lease, pttl)
   end
   return pttl
 end
-
--- counter_ok's reading of each counter it checked: its value, or false
--- when it was absent
-local counter_seen = {}
 
 -- next_token in two halves: the token (a read at most), then its SET
 local function token_next(key)
@@ -311,9 +323,6 @@ local function counter_ok(key)
   counter_seen[key] = tonumber(v)
   return true
 end
-
--- type_ok's reading of each key it checked: its type
-local type_seen = {}
 
 local function type_ok(key, t)
   local got = redis.call('type', key).ok

@@ -1,18 +1,46 @@
 /* scripts.c -- Lua scripts embedded at build time (lua_sources[], which
  * lua/gen-scripts.sh generates from the files in lua/ into
- * $(BUILD)/lua_scripts.c), run with EVALSHA on a pipelined connection
- * (redis_conn.c) that the caller names.
+ * $(BUILD)/lua_scripts.c), run on a pipelined connection (redis_conn.c)
+ * that the caller names: as Redis functions (FCALL) where Redis has them,
+ * else with EVALSHA.
  *
- * The SHA1 of each script is learnt from a SCRIPT LOAD sent (pipelined)
+ * Functions. Every script is also a function of one library, lua_library
+ * (gen-scripts.sh): its library locals are made once, when Redis loads
+ * it, where EVAL and EVALSHA make them on every call (about half of what a
+ * lock's call cost Redis). Until the library is known loaded, calls go as
+ * EVALSHA, and the first of them sends FUNCTION LOAD before it, on the
+ * node of its first key (a cluster's nodes each need it; a replica gets
+ * it from its master). Loaded, or there already ("already exists": another
+ * dlockd of the same build, or a restart), calls go as FCALL. A Redis
+ * without functions (before 7.0: "unknown command") or a user refused
+ * FUNCTION LOAD or FCALL (NOPERM) keeps EVALSHA for a minute, then dlockd
+ * asks again (Redis may have been upgraded, the ACL changed); any other
+ * refusal (BUSY, LOADING, OOM, ...) is tried again a second later. An
+ * FCALL answered "Function not found" (Redis restarted without its data,
+ * FUNCTION FLUSH, a cluster node that never had it) or refused NOPERM is
+ * sent again once, whole, with EVAL, after a FUNCTION LOAD to its node
+ * (not after NOPERM). Nothing ran, so the retry changes nothing twice.
+ *
+ * Redis refuses a function without the allow-oom flag when it is over its
+ * maxmemory, before it runs; a script without flags (EVAL) runs until its
+ * first write that could add memory. So the scripts that give back, renew
+ * or read are flagged allow-oom (lua/ "flags:" lines): they run whole
+ * then, as releases and heartbeats should on a Redis out of memory, and
+ * an acquire is refused whole, as its first write was.
+ *
+ * EVALSHA. The SHA1 of each script is learnt from a SCRIPT LOAD sent (pipelined)
  * with its first call, which itself goes as EVAL, and kept for the life of
  * the process: it depends only on the source, so every connection and
  * every Redis restart agrees on it. A refused SCRIPT LOAD is only logged
  * (the EVAL behind it answers the caller) and tried again on the next call. A NOSCRIPT reply (Redis restarted or
- * SCRIPT FLUSH) is retried once with EVAL, which caches the script again. */
+ * SCRIPT FLUSH) is retried once with EVAL, which caches the script again.
+ *
+ * Either way a retry keeps the call's first deadline. */
 #include "service/lock/scripts.h"
 
 #include "service/base/log.h"
 #include "service/base/util.h"
+#include "service/redis/cluster_slots.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -24,6 +52,17 @@
 static struct {
 	char sha[41];		/* "" until the first SCRIPT LOAD */
 } scripts[SCRIPT_COUNT];
+/* Whether Redis has the library (all under sha_lock). */
+static enum {
+	FN_UNTRIED,		/* not known: a call sends FUNCTION LOAD */
+	FN_LOADING,		/* a FUNCTION LOAD is out */
+	FN_READY,		/* calls go as FCALL */
+} fn_state;
+static int64_t fn_retry_ms;	/* FN_UNTRIED: no FUNCTION LOAD before this */
+static bool fn_refusal_logged;
+/* After a refusal (no functions, NOPERM), and after any other error. */
+#define FN_REFUSED_RETRY_MS 60000
+#define FN_ERROR_RETRY_MS 1000
 static pthread_mutex_t sha_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* What the scripts publish with (lua/lib/common.lua): set before the
@@ -74,11 +113,50 @@ static void on_loaded(void *ctx, redisReply *r)
 	pthread_mutex_unlock(&sha_lock);
 }
 
+/* Redis refused dlockd's functions: log it the first time. */
+static void log_refusal(const char *what, const char *why)
+{
+	bool first;
+
+	pthread_mutex_lock(&sha_lock);
+	first = !fn_refusal_logged;
+	fn_refusal_logged = true;
+	pthread_mutex_unlock(&sha_lock);
+	if (first)
+		log_info("redis refused %s (%s): dlockd runs its scripts with EVALSHA, which costs "
+			 "Redis more a call, and asks again every minute", what, why);
+}
+
+/* FUNCTION LOAD's reply: the library's name, or why not. */
+static void on_library_loaded(void *ctx, redisReply *r)
+{
+	bool ready = r && (r->type == REDIS_REPLY_STRING ||
+			   (r->type == REDIS_REPLY_ERROR && strstr(r->str, "already exists")));
+	bool refused = r && r->type == REDIS_REPLY_ERROR &&
+		       (!strncmp(r->str, "ERR unknown command", 19) ||
+			!strncmp(r->str, "ERR unknown subcommand", 22) ||
+			!strncmp(r->str, "NOPERM", 6));
+
+	(void)ctx;
+	pthread_mutex_lock(&sha_lock);
+	if (fn_state == FN_LOADING) {
+		fn_state = ready ? FN_READY : FN_UNTRIED;
+		fn_retry_ms = now_ms() + (refused ? FN_REFUSED_RETRY_MS : FN_ERROR_RETRY_MS);
+	}
+	pthread_mutex_unlock(&sha_lock);
+	if (refused)
+		log_refusal("FUNCTION LOAD", r->str);
+	else if (!ready)
+		log_debug("redis did not load dlockd's functions: %s; trying again in a second",
+			  !r ? "no reply" : r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+}
+
 /* One script call: its arguments are kept for a retry with EVAL. */
 struct script_call {
 	struct redis_conn *conn;	/* the retry with EVAL goes on it too */
 	enum script_id id;
 	bool retried;
+	bool fcall;			/* the last send was an FCALL */
 	int64_t sent_ms;		/* the first send: the retry keeps its deadline */
 	redis_reply_fn fn;
 	void *ctx;
@@ -89,12 +167,33 @@ struct script_call {
 
 static void send_call(struct script_call *c, bool whole);
 
+/* An FCALL that Redis did not run: it has no such function (so load the
+ * library again), or the user may not call functions (so EVALSHA for a
+ * minute). Either way nothing ran and the call goes again as EVAL. */
+static bool fcall_refused(const redisReply *r)
+{
+	bool lost = !strncmp(r->str, "ERR Function not found", 22);
+	bool denied = !strncmp(r->str, "NOPERM", 6) && strstr(r->str, "'fcall' command");
+
+	if (!lost && !denied)
+		return false;
+	pthread_mutex_lock(&sha_lock);
+	if (fn_state == FN_READY) {
+		fn_state = FN_UNTRIED;
+		fn_retry_ms = denied ? now_ms() + FN_REFUSED_RETRY_MS : 0;
+	}
+	pthread_mutex_unlock(&sha_lock);
+	if (denied)
+		log_refusal("FCALL", r->str);
+	return true;
+}
+
 static void on_script_reply(void *ctx, redisReply *r)
 {
 	struct script_call *c = ctx;
 
-	if (r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8) &&
-	    !c->retried) {
+	if (r && r->type == REDIS_REPLY_ERROR && !c->retried &&
+	    (c->fcall ? fcall_refused(r) : !strncmp(r->str, "NOSCRIPT", 8))) {
 		c->retried = true;
 		send_call(c, true);
 		return;
@@ -103,21 +202,45 @@ static void on_script_reply(void *ctx, redisReply *r)
 	free(c);
 }
 
+/* FUNCTION LOAD, on the node of the call's first key. */
+static void load_library(const struct script_call *c)
+{
+	int slot = 0;
+
+	if (strcmp(c->argv[0], "0"))
+		slot = (int)cluster_key_slot(c->argv[1], strlen(c->argv[1]));
+	redis_conn_send_slot(c->conn, slot, 3,
+			     (const char *[]){ "FUNCTION", "LOAD", lua_library }, NULL,
+			     on_library_loaded, NULL);
+}
+
 static void send_call(struct script_call *c, bool whole)
 {
 	const char *argv[REDIS_CONN_MAX_ARGS], *source = lua_sources[c->id].source;
 	char sha[41];
 	int argc = 0;
+	bool load;
 
 	pthread_mutex_lock(&sha_lock);
 	memcpy(sha, scripts[c->id].sha, 41);
+	c->fcall = !whole && fn_state == FN_READY;
+	load = fn_state == FN_UNTRIED && now_ms() >= fn_retry_ms;
+	if (load)
+		fn_state = FN_LOADING;
 	pthread_mutex_unlock(&sha_lock);
-	if (!sha[0] && !whole)
-		redis_conn_send(c->conn, 3, (const char *[]){ "SCRIPT", "LOAD", source }, NULL,
-				false, on_loaded, (void *)(intptr_t)c->id);
-	whole = whole || !sha[0];
-	argv[argc++] = whole ? "EVAL" : "EVALSHA";
-	argv[argc++] = whole ? source : sha;
+	if (load)
+		load_library(c);
+	if (c->fcall) {
+		argv[argc++] = "FCALL";
+		argv[argc++] = lua_sources[c->id].function;
+	} else {
+		if (!sha[0] && !whole)
+			redis_conn_send(c->conn, 3, (const char *[]){ "SCRIPT", "LOAD", source },
+					NULL, false, on_loaded, (void *)(intptr_t)c->id);
+		whole = whole || !sha[0];
+		argv[argc++] = whole ? "EVAL" : "EVALSHA";
+		argv[argc++] = whole ? source : sha;
+	}
 	for (int i = 0; i < c->argc; i++)
 		argv[argc++] = c->argv[i];
 	redis_conn_send_from(c->conn, argc, argv, NULL, c->sent_ms, on_script_reply, c);

@@ -107,13 +107,15 @@ static struct redis_node *conn_of(struct redis_cluster *rc, int i)
 	return rc->conns[i];
 }
 
-/* The slot a command is about: an EVAL's or EVALSHA's first key, a
+/* The slot a command is about: an EVAL's, EVALSHA's or FCALL's first key, a
  * PUBLISH's or SPUBLISH's channel. false for a command without one. */
 static bool command_slot(int argc, const char **argv, const size_t *lens, unsigned *slot)
 {
 	int key = -1;
 
-	if (argc >= 4 && (!strcasecmp(argv[0], "EVALSHA") || !strcasecmp(argv[0], "EVAL")) &&
+	if (argc >= 4 &&
+	    (!strcasecmp(argv[0], "EVALSHA") || !strcasecmp(argv[0], "EVAL") ||
+	     !strcasecmp(argv[0], "FCALL")) &&
 	    strcmp(argv[2], "0"))
 		key = 3;
 	else if (argc >= 2 && (!strcasecmp(argv[0], "PUBLISH") || !strcasecmp(argv[0], "SPUBLISH")))

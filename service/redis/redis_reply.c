@@ -11,14 +11,16 @@
 
 static const char why_noperm[] =
 	"redis refused the command: no permission (NOPERM); dlockd's redis user needs "
-	"EVAL, EVALSHA, SCRIPT, TIME, PING, SUBSCRIBE, the commands and keys of the "
+	"FCALL, FUNCTION LOAD (or else EVAL, EVALSHA, SCRIPT), TIME, PING, SUBSCRIBE, "
+	"the commands and keys of the "
 	"lock scripts, and their channels (allchannels or &*)";
 
 static const struct {
 	const char *code;	/* the error's first word */
 	const char *why;
 } unavailable[] = {
-	{ "BUSY", "redis is busy running a script (SCRIPT KILL stops it); retry shortly" },
+	{ "BUSY", "redis is busy running a script (SCRIPT KILL or FUNCTION KILL stops it); "
+		  "retry shortly" },
 	{ "LOADING", "redis is loading its data into memory; retry shortly" },
 	{ "MASTERDOWN", "redis is a replica that lost its master; retry shortly" },
 	{ "READONLY", "redis is a read-only replica; point dlockd's --redis at the master" },

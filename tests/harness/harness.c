@@ -1004,18 +1004,26 @@ long long redis_subscribers(const struct redis_srv *s, bool sharded, const char 
 	return n;
 }
 
-long long redis_script_calls(const struct redis_srv *s)
+long long script_calls_of(const char *info, bool with_eval)
 {
-	static const char *const cmds[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=" };
-	redisReply *r = rcmd_on(s, "INFO commandstats");
+	static const char *const cmds[] = { "cmdstat_evalsha:calls=", "cmdstat_fcall:calls=",
+					    "cmdstat_eval:calls=" };
 	long long calls = 0;
 
-	for (size_t i = 0; r && r->type == REDIS_REPLY_STRING && i < 2; i++) {
-		const char *p = strstr(r->str, cmds[i]);
+	for (size_t i = 0; info && i < (with_eval ? 3 : 2); i++) {
+		const char *p = strstr(info, cmds[i]);
 
 		if (p)
 			calls += strtoll(p + strlen(cmds[i]), NULL, 10);
 	}
+	return calls;
+}
+
+long long redis_script_calls(const struct redis_srv *s)
+{
+	redisReply *r = rcmd_on(s, "INFO commandstats");
+	long long calls = script_calls_of(r && r->type == REDIS_REPLY_STRING ? r->str : NULL, true);
+
 	if (r)
 		freeReplyObject(r);
 	return calls;
@@ -1041,7 +1049,7 @@ bool wait_parked(const struct dlockd_srv *d, int n, long long scripts0, int time
 		vsnprintf(chan, sizeof(chan), chan_fmt, ap);
 		va_end(ap);
 	}
-	return WAIT_FOR(waiters_of(d) >= n && redis_evalsha_calls() >= scripts0 + 2LL * n &&
+	return WAIT_FOR(waiters_of(d) >= n && redis_scripts_called() >= scripts0 + 2LL * n &&
 			(!chan_fmt || channel_subscribers(NULL, "%s", chan) >= 1), timeout_ms);
 }
 
@@ -1391,6 +1399,21 @@ redisReply *rvcmd_on(const struct redis_srv *r, const char *fmt, va_list ap)
 	return rep;
 }
 
+bool rcmd_ok_on(const struct redis_srv *r, const char *fmt, ...)
+{
+	redisReply *rep;
+	va_list ap;
+	bool ok;
+
+	va_start(ap, fmt);
+	rep = rvcmd_on(r, fmt, ap);
+	va_end(ap);
+	ok = rep && rep->type != REDIS_REPLY_ERROR;
+	if (rep)
+		freeReplyObject(rep);
+	return ok;
+}
+
 redisReply *rcmd_on(const struct redis_srv *r, const char *fmt, ...)
 {
 	redisReply *rep;
@@ -1485,14 +1508,11 @@ const char redisson_unlock[] =
 	"else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); return 1; end; "
 	"return nil;";
 
-long long redis_evalsha_calls(void)
+long long redis_scripts_called(void)
 {
 	redisReply *r = rcmd("INFO commandstats");
-	long long calls = 0;
-	char *p;
+	long long calls = script_calls_of(r && r->type == REDIS_REPLY_STRING ? r->str : NULL, false);
 
-	if (r && r->type == REDIS_REPLY_STRING && (p = strstr(r->str, "cmdstat_evalsha:calls=")))
-		calls = strtoll(p + strlen("cmdstat_evalsha:calls="), NULL, 10);
 	if (r)
 		freeReplyObject(r);
 	return calls;
@@ -1501,10 +1521,10 @@ long long redis_evalsha_calls(void)
 bool redis_scripts_quiet(int quiet_ms)
 {
 	for (int tries = 0; tries < 50; tries++) {
-		long long before = redis_evalsha_calls();
+		long long before = redis_scripts_called();
 
 		sleep_ms(quiet_ms);
-		if (redis_evalsha_calls() == before)
+		if (redis_scripts_called() == before)
 			return true;
 	}
 	return false;

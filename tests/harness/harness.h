@@ -19,7 +19,7 @@
  *     counts N waiting requests), wait_no_waiters(), channel_subscribers(),
  *     and before a release whose wake-up you time, wait_parked(): they
  *     also subscribed and made their post-subscribe retry, so only the
- *     release message can wake them now (s0 = redis_evalsha_calls();
+ *     release message can wake them now (s0 = redis_scripts_called();
  *     bg_start(...); CHECK(wait_parked(NULL, 1, s0, 5000,
  *     "redisson_lock__channel:{%s}", n), ...));
  *   - "granted within N ms of the release": take t = mono_ms() right
@@ -241,6 +241,9 @@ long long rcmd_int_on(const struct redis_srv *r, const char *fmt, ...);
 redisReply *rcmd_on(const struct redis_srv *r, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 redisReply *rvcmd_on(const struct redis_srv *r, const char *fmt, va_list ap);
+/* A command on r; true when its reply is not an error. */
+bool rcmd_ok_on(const struct redis_srv *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 /* Keys and pub/sub channels whose name contains prefix, on the Redis c
  * talks to (c is freed); -1 if c is NULL or Redis did not say. */
 long long redis_names_left(redisContext *c, const char *prefix);
@@ -261,9 +264,11 @@ int logged_delivered(const struct dlockd_srv *d, const char *method, const char 
  *          held, nil not held. */
 extern const char redisson_acquire[], redisson_unlock[];
 
-/* Calls of EVALSHA so far on the shared Redis (INFO commandstats). */
-long long redis_evalsha_calls(void);
-/* Wait (up to 50 tries) until the shared Redis runs no EVALSHA for
+/* dlockd's script calls so far on the shared Redis (INFO commandstats):
+ * FCALL, and EVALSHA where Redis has no functions (a script's first call
+ * on a new dlockd, EVAL, not counted). */
+long long redis_scripts_called(void);
+/* Wait (up to 50 tries) until the shared Redis runs no script (FCALL, EVALSHA) for
  * quiet_ms: the reads a crowd of requests starts with are all in. */
 bool redis_scripts_quiet(int quiet_ms);
 
@@ -299,7 +304,10 @@ long long channel_subscribers(const struct redis_srv *rs, const char *fmt, ...)
 /* Subscribers of chan on s by PUBSUB SHARDNUMSUB (sharded) or PUBSUB
  * NUMSUB; -1 if Redis did not say. */
 long long redis_subscribers(const struct redis_srv *s, bool sharded, const char *chan);
-/* Scripts s has run (EVAL and EVALSHA calls, INFO commandstats). */
+/* Script calls (FCALL, EVALSHA, and EVAL too with with_eval) that INFO
+ * commandstats text info counts; 0 for NULL. */
+long long script_calls_of(const char *info, bool with_eval);
+/* Scripts s has run (FCALL, EVALSHA and EVAL calls, INFO commandstats). */
 long long redis_script_calls(const struct redis_srv *s);
 /* wait_parked for one waiting acquire on a Redis of the test's (a
  * cluster's node): started on d after scripts0 = redis_script_calls(node),
@@ -309,7 +317,7 @@ long long redis_script_calls(const struct redis_srv *s);
 bool wait_parked_on(const struct dlockd_srv *d, const struct redis_srv *node, long long scripts0,
 		    const struct redis_srv *sub, bool sharded, const char *chan);
 /* Wait until the n waiting acquires started on d after
- * scripts0 = redis_evalsha_calls() are parked: d counts n waiters or more,
+ * scripts0 = redis_scripts_called() are parked: d counts n waiters or more,
  * the shared Redis ran 2n scripts since scripts0 (each waiter's first try
  * and its retry once its subscription is live), and the channel chan_fmt
  * (NULL: not checked; e.g. "redisson_lock__channel:{%s}") has a

@@ -128,7 +128,7 @@ TEST(fair_hand_off_costs_the_same_with_a_long_queue)
 	/* places refreshed every 200 s: no refresh falls in the window measured */
 	CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd");
 	CHECK(status_of(&d, "PUT", "/fairlocks/%s?owner=holder", n) == 200, "holder");
-	calls0 = redis_evalsha_calls();
+	calls0 = redis_scripts_called();
 	for (int i = 0; i < N; i++) {
 		snprintf(p, sizeof(p), "/fairlocks/%s?owner=w%d&wait_ms=20000", n, i);
 		bg_start_on(&w[i], d.base, "PUT", p, NULL);
@@ -136,11 +136,11 @@ TEST(fair_hand_off_costs_the_same_with_a_long_queue)
 	CHECK(WAIT_FOR(waiters_of(&d) == N && queue_len(n) == N, 10000), "%d queued", N);
 	/* each on a channel of its own (not checked here) */
 	CHECK(wait_parked(&d, N, calls0, 10000, NULL), "%d past their post-subscribe retry", N);
-	calls0 = redis_evalsha_calls();
+	calls0 = redis_scripts_called();
 	CHECK(status_of(&d, "DELETE", "/fairlocks/%s?owner=holder", n) == 200, "release");
 	CHECK(WAIT_FOR(waiters_of(&d) == N - 1, 3000), "one waiter served");
 	sleep_ms(300);		/* the window measured: the next head looks, nobody else */
-	calls1 = redis_evalsha_calls();
+	calls1 = redis_scripts_called();
 	/* the release, the head's acquire, the next head looking at the new
 	 * lease: the same three whether 4 or 40 wait */
 	CHECK(calls1 - calls0 <= 3, "%lld scripts for one hand-off with %d queued; want <= 3",
@@ -153,18 +153,13 @@ TEST(fair_hand_off_costs_the_same_with_a_long_queue)
 	CHECK(WAIT_FOR(queue_len(n) == 0, 3000), "stopping dlockd took its waiters out of the queue");
 }
 
-/* Scripts run on the shared Redis so far: EVALSHA and EVAL (a script's
- * first call on a new dlockd goes as EVAL). */
+/* Scripts run on the shared Redis so far: FCALL, EVALSHA and EVAL (a
+ * script's first call on a new dlockd goes as EVAL). */
 static long long scripts_run_so_far(void)
 {
 	redisReply *r = rcmd("INFO commandstats");
-	long long n = 0;
-	const char *p;
+	long long n = script_calls_of(r && r->type == REDIS_REPLY_STRING ? r->str : NULL, true);
 
-	for (const char *cmd = "cmdstat_evalsha:calls="; cmd;
-	     cmd = strcmp(cmd, "cmdstat_eval:calls=") ? "cmdstat_eval:calls=" : NULL)
-		if (r && r->type == REDIS_REPLY_STRING && (p = strstr(r->str, cmd)))
-			n += strtoll(p + strlen(cmd), NULL, 10);
 	if (r)
 		freeReplyObject(r);
 	return n;
@@ -195,7 +190,7 @@ TEST(fair_queue_places_are_kept_in_one_script_per_loop_not_one_per_waiter)
 	CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd");
 	CHECK(status_of(&d, "PUT", "/fairlocks/%s?owner=holder&ttl_ms=600000", n) == 200,
 	      "holder");
-	s0 = redis_evalsha_calls();
+	s0 = redis_scripts_called();
 	for (int i = 0; i < N; i++) {
 		snprintf(p, sizeof(p), "/fairlocks/%s?owner=w%03d&wait_ms=120000", n, i);
 		bg_start_on(&w[i], d.base, "PUT", p, NULL);
@@ -293,7 +288,7 @@ TEST(fair_refresh_wakes_a_head_nobody_told_and_requeues_a_lost_place)
 	 * behind it, its place kept by the loop */
 	rcmd_int("RPUSH redisson_lock_queue:{%s} java-uuid:1", n);
 	rcmd_int("ZADD redisson_lock_timeout:{%s} %lld java-uuid:1", n, redis_now_ms() + 300000);
-	s0 = redis_evalsha_calls();
+	s0 = redis_scripts_called();
 	snprintf(p, sizeof(p), "/fairlocks/%s?owner=svc&wait_ms=20000", n);
 	bg_start_on(&w, d.base, "PUT", p, NULL);
 	CHECK(wait_parked(&d, 1, s0, 5000, "redisson_lock__channel:{%s}:svc", n),
@@ -314,7 +309,7 @@ TEST(fair_refresh_wakes_a_head_nobody_told_and_requeues_a_lost_place)
 	CHECK(status_of(&d, "PUT", "/fairlocks/%s?owner=holder&ttl_ms=60000", n) == 200, "holder");
 	rcmd_int("RPUSH redisson_lock_queue:{%s} java-uuid:2", n);
 	rcmd_int("ZADD redisson_lock_timeout:{%s} %lld java-uuid:2", n, redis_now_ms() + 300000);
-	s0 = redis_evalsha_calls();
+	s0 = redis_scripts_called();
 	bg_start_on(&w, d.base, "PUT", p, NULL);
 	CHECK(wait_parked(&d, 1, s0, 5000, "redisson_lock__channel:{%s}:svc", n),
 	      "dlockd's waiter queued behind the Redisson one");
@@ -333,7 +328,7 @@ TEST(fair_refresh_wakes_a_head_nobody_told_and_requeues_a_lost_place)
 	CHECK(status_of(&d, "DELETE", "/fairlocks/%s?owner=svc", n) == 200, "svc releases again");
 	rcmd_int("RPUSH redisson_lock_queue:{%s} dead", n);
 	rcmd_int("ZADD redisson_lock_timeout:{%s} %lld dead", n, redis_now_ms() + 1000);
-	s0 = redis_evalsha_calls();
+	s0 = redis_scripts_called();
 	bg_start_on(&w, d.base, "PUT", p, NULL);
 	CHECK(wait_parked(&d, 1, s0, 5000, "redisson_lock__channel:{%s}:svc", n),
 	      "dlockd's waiter queued behind the dead head");
@@ -608,7 +603,7 @@ TEST(fair_lock_interop_with_redisson_queue_and_channels)
 	rcmd_int("HSET %s java-uuid:7 1", n);
 	rcmd_int("PEXPIRE %s 60000", n);
 	snprintf(p, sizeof(p), "/fairlocks/%s?owner=svc&wait_ms=20000", n);
-	scripts0 = redis_evalsha_calls();
+	scripts0 = redis_scripts_called();
 	bg_start(&w, "PUT", p, NULL);
 	CHECK(WAIT_FOR(queued(n, "svc"), 3000), "dlockd waiter queued");
 	CHECK(wait_parked(NULL, 1, scripts0, 3000, "redisson_lock__channel:{%s}:svc", n),
@@ -669,7 +664,7 @@ TEST(plain_waiter_is_woken_when_a_fair_holder_releases)
 	CHECK_STATUS(r, 200, "the fair holder takes the lock");
 	http_free(&r);
 	snprintf(p, sizeof(p), "/locks/%s?owner=p&wait_ms=30000", n);
-	calls0 = redis_evalsha_calls();
+	calls0 = redis_scripts_called();
 	bg_start(&w, "PUT", p, NULL);
 	CHECK(wait_parked(NULL, 1, calls0, 5000, "redisson_lock__channel:{%s}", n),
 	      "the plain waiter is parked");

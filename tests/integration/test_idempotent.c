@@ -483,7 +483,7 @@ TEST(second_waiting_put_of_an_owner_gets_the_first_ones_grant_at_once)
 
 			CHECK(status_of(&d, "PUT", "%s", res(block, n, "owner=h&ttl_ms=60000")) == 200,
 			      "%s: h holds it", s->label);
-			s0 = redis_evalsha_calls();
+			s0 = redis_scripts_called();
 			bg_start_on(&a, d.base, "PUT", res(s, n, "owner=w1&ttl_ms=60000&wait_ms=25000"),
 				    NULL);
 			bg_start_on(&b, d.base, "PUT", res(s, n, "owner=w1&ttl_ms=60000&wait_ms=25000"),

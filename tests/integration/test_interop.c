@@ -37,7 +37,7 @@ TEST(redisson_holder_excludes_dlockd_and_its_release_wakes_a_dlockd_waiter)
 	http_free(&r);
 
 	snprintf(p, sizeof(p), "/locks/%s?owner=svc&wait_ms=30000", n);
-	scripts0 = redis_evalsha_calls();
+	scripts0 = redis_scripts_called();
 	bg_start(&w, "PUT", p, NULL);
 	CHECK(wait_parked(NULL, 1, scripts0, 5000, "%s", chan), "dlockd waiter waiting");
 	rep = rcmd("EVAL %s 2 %s %s 0 30000 %s publish", redisson_unlock, n, chan, JAVA_FIELD);

@@ -332,7 +332,7 @@ TEST(key_prefix_puts_every_key_under_it_and_redisson_shares_it)
 	CHECK(rep && rep->type == REDIS_REPLY_NIL, "then Redisson acquires");
 	freeReplyObject(rep);
 	snprintf(p, sizeof(p), "/locks/%s?owner=svc&wait_ms=20000", n);
-	scripts0 = redis_evalsha_calls();
+	scripts0 = redis_scripts_called();
 	bg_start_on(&w, d.base, "PUT", p, NULL);
 	CHECK(wait_parked(&d, 1, scripts0, 5000, "redisson_lock__channel:{%s}", mapped),
 	      "dlockd waits on the prefixed channel");

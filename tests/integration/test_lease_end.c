@@ -124,7 +124,7 @@ static int64_t shortened(const char *hint, const char *hb_base, int64_t *rtt)
 	if (!lock_hold(NULL, n, "h", 10000))
 		return INT64_MIN;
 	snprintf(p, sizeof(p), "/locks/%s?owner=w&wait_ms=20000", n);
-	scripts0 = redis_evalsha_calls();
+	scripts0 = redis_scripts_called();
 	bg_start(&w, "PUT", p, NULL);
 	/* asleep, having seen the 10 s lease */
 	if (!wait_parked(NULL, 1, scripts0, 3000, "redisson_lock__channel:{%s}", n)) {
@@ -199,7 +199,7 @@ TEST(lease_end_and_release_with_fifty_waiters_cost_few_script_runs)
 	int64_t t0 = mono_ms();
 
 	CHECK(lock_hold(NULL, n, "holder", 3000 * slow_factor()), "holder");
-	calls0 = redis_evalsha_calls();
+	calls0 = redis_scripts_called();
 	for (int i = 0; i < N; i++) {
 		snprintf(p, sizeof(p), "/locks/%s?owner=w%d&ttl_ms=60000&wait_ms=%d", n, i,
 			 8000 * slow_factor());
@@ -207,12 +207,12 @@ TEST(lease_end_and_release_with_fifty_waiters_cost_few_script_runs)
 	}
 	CHECK(wait_parked(NULL, N, calls0, 2500, "redisson_lock__channel:{%s}", n),
 	      "all %d waiting, each past its post-subscribe retry", N);
-	calls0 = redis_evalsha_calls();
+	calls0 = redis_scripts_called();
 	CHECK(mono_ms() - t0 < 2800 * slow_factor(), "set up before the lease ended");
 	CHECK(WAIT_FOR(({ holder_of(n, who, sizeof(who)); who[0] == 'w'; }), 5000),
 	      "a waiter is granted at the holder's lease end");
 	sleep_ms(500);		/* the window measured: a wake-all would show in it */
-	calls1 = redis_evalsha_calls();
+	calls1 = redis_scripts_called();
 	/* the one retry that wins; a wake-all would be 50 */
 	printf("# lease end with %d waiters: %lld script runs\n", N, calls1 - calls0);
 	CHECK(calls1 - calls0 <= 3, "%lld script runs for a lease end with %d waiters; want <= 3",
@@ -223,7 +223,7 @@ TEST(lease_end_and_release_with_fifty_waiters_cost_few_script_runs)
 			  h[0] == 'w' && strcmp(h, who); }), 3000),
 	      "the release hands the lock to another waiter");
 	sleep_ms(500);		/* the window measured, as above */
-	calls2 = redis_evalsha_calls();
+	calls2 = redis_scripts_called();
 	/* the release, the one woken waiter's acquire (plus a re-check) */
 	printf("# release with %d waiters: %lld script runs\n", N - 1, calls2 - calls1);
 	CHECK(calls2 - calls1 <= 4, "%lld script runs for a release with %d waiters; want <= 4",

@@ -708,6 +708,154 @@ TEST(a_script_retried_after_noscript_keeps_its_first_deadline)
 	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
 }
 
+/* How many calls of command cmd ("fcall") Redis rs counted (INFO
+ * commandstats); field is "calls", "failed_calls" or "rejected_calls". */
+static long long cmd_stat(const struct redis_srv *rs, const char *cmd, const char *field)
+{
+	redisReply *r = rcmd_on(rs, "INFO commandstats");
+	char key[64];
+	const char *p, *f;
+	long long n = 0;
+
+	snprintf(key, sizeof(key), "cmdstat_%s:", cmd);
+	if (r && r->type == REDIS_REPLY_STRING && (p = strstr(r->str, key))) {
+		char want[48];
+
+		snprintf(want, sizeof(want), ",%s=", field);
+		if (!strcmp(field, "calls"))
+			snprintf(want, sizeof(want), ":calls=");
+		f = strstr(p, want);
+		if (f && f < strchr(p, '\n'))
+			n = strtoll(f + strlen(want), NULL, 10);
+	}
+	if (r)
+		freeReplyObject(r);
+	return n;
+}
+
+/* Whether Redis rs has dlockd's library of functions. */
+static bool has_library(const struct redis_srv *rs)
+{
+	redisReply *r = rcmd_on(rs, "FUNCTION LIST LIBRARYNAME dlockd_");
+	bool has = r && r->type == REDIS_REPLY_ARRAY && r->elements == 1;
+
+	if (r)
+		freeReplyObject(r);
+	return has;
+}
+
+/* n acquire/release cycles of lock name by owner a: all 200? */
+static bool cycles(const struct dlockd_srv *d, const char *name, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!lock_hold(d, name, "a", 60000) || lock_release(d, name, "a") != 200)
+			return false;
+	return true;
+}
+
+/* The scripts run as Redis functions: the first call loads the library
+ * (FUNCTION LOAD) and the calls after it are FCALLs, none EVALSHA. A
+ * FUNCTION FLUSH (or a Redis restarted without its data) answers the next
+ * FCALL "Function not found": that call is sent again with EVAL, after a
+ * FUNCTION LOAD, and answered as if nothing happened; the calls after it
+ * are FCALLs again. */
+TEST(scripts_run_as_functions_and_come_back_after_function_flush)
+{
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	long long f0, f1;
+
+	CHECK(redis_dlockd_start(&rs, &d, one_thread) == 0, "start Redis and dlockd");
+	CHECK(cycles(&d, "fn", 1), "a first cycle");
+	CHECK(has_library(&rs), "Redis has dlockd's library");
+	f0 = cmd_stat(&rs, "fcall", "calls");
+	CHECK(cycles(&d, "fn", 10), "ten cycles");
+	f1 = cmd_stat(&rs, "fcall", "calls");
+	CHECK(f1 - f0 == 20, "ten cycles are 20 FCALLs (got %lld)", f1 - f0);
+	CHECK(cmd_stat(&rs, "evalsha", "calls") == 0, "and no EVALSHA");
+
+	CHECK(rcmd_ok_on(&rs, "FUNCTION FLUSH"), "FUNCTION FLUSH");
+	CHECK(!has_library(&rs), "the library is gone");
+	CHECK(cycles(&d, "fn", 1), "a cycle after the flush");
+	CHECK(has_library(&rs), "the library is loaded again");
+	f0 = cmd_stat(&rs, "fcall", "calls");
+	CHECK(cycles(&d, "fn", 5), "five cycles more");
+	CHECK(cmd_stat(&rs, "fcall", "calls") - f0 == 10, "FCALLs again");
+	CHECK(!held_by(&rs, "fn", "a"), "released");
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
+}
+
+/* The call that finds the library gone keeps its first deadline: a
+ * release that reaches Redis after dlockd answered it 503, and is answered
+ * "Function not found", is sent again with EVAL, which refuses to run
+ * late, so the 503 did not take effect. */
+TEST(a_function_call_retried_after_function_not_found_keeps_its_first_deadline)
+{
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	struct bg rel;
+
+	CHECK(redis_dlockd_start(&rs, &d, one_thread) == 0, "start Redis and dlockd");
+	CHECK(cycles(&d, "fnl", 2), "cycles (the library loaded)");
+	CHECK(lock_hold(&d, "fnl", "a", 60000), "a takes the lock");
+	CHECK(rcmd_ok_on(&rs, "FUNCTION FLUSH"), "FUNCTION FLUSH");
+	kill(rs.pid, SIGSTOP);
+	bg_start_on(&rel, d.base, "DELETE", "/locks/fnl?owner=a", NULL);
+	sleep_ms(2500);		/* past the 1.5 s deadline */
+	kill(rs.pid, SIGCONT);
+	bg_join(&rel);
+	CHECK_ERROR(rel.r, 503, "backend_unavailable", "the release that reached Redis late");
+	http_free(&rel.r);
+	CHECK(cmd_stat(&rs, "fcall", "failed_calls") >= 1, "its FCALL found no function");
+	CHECK(held_by(&rs, "fnl", "a"), "the release answered 503 did not take effect");
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
+}
+
+/* A Redis without functions (before 7.0; here FUNCTION renamed away: the
+ * same "unknown command"), a user refused them, or a user refused FCALL
+ * alone (FUNCTION LOAD allowed: the FCALL refused is sent again as EVAL):
+ * the scripts run with EVALSHA, every call answered, and dlockd says so
+ * once. */
+TEST(scripts_run_with_evalsha_where_redis_refuses_functions)
+{
+	static const struct {
+		const char *extra, *refused;	/* redis-server args; ACL rules */
+	} cases[] = {
+		{ "--rename-command FUNCTION fn-renamed", NULL },
+		{ "", "-function" },	/* and -fcall */
+		{ "", "+function" },	/* and -fcall */
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct redis_srv rs = { 0 };
+		struct dlockd_srv d;
+		const char *what = cases[i].refused ? cases[i].refused : cases[i].extra;
+		char url[160];
+
+		snprintf(rs.extra, sizeof(rs.extra), "%s", cases[i].extra);
+		CHECK(redis_start(&rs) == 0, "start Redis");
+		if (cases[i].refused) {
+			CHECK(rcmd_ok_on(&rs, "ACL SETUSER nofn on >pw ~* &* +@all -fcall %s",
+					 cases[i].refused),
+			      "a user refused FCALL, %s", cases[i].refused);
+			snprintf(url, sizeof(url), "redis://nofn:pw@127.0.0.1:%d/0", rs.port);
+		} else {
+			snprintf(url, sizeof(url), "redis://127.0.0.1:%d/0", rs.port);
+		}
+		CHECK(dlockd_start(&d, url, one_thread) == 0, "start dlockd");
+		CHECK(cycles(&d, "nofn", 10), "%s: ten cycles answered", what);
+		CHECK(!held_by(&rs, "nofn", "a"), "released");
+		CHECK(cmd_stat(&rs, "evalsha", "calls") >= 18, "%s: the scripts ran with EVALSHA (%lld)",
+		      what, cmd_stat(&rs, "evalsha", "calls"));
+		CHECK(cmd_stat(&rs, "fcall", "calls") - cmd_stat(&rs, "fcall", "rejected_calls") == 0,
+		      "%s: no FCALL ran", what);
+		CHECK(WAIT_FOR(file_contains(d.log, "dlockd runs its scripts with EVALSHA"), 2000),
+		      "%s: dlockd says why", what);
+		CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+		redis_stop(&rs, false);
+	}
+}
+
 /* Found by hostile probing: SIGTERM while a call waits on a stalled Redis
  * made dlockd abort (libmicrohttpd stops a daemon with a suspended
  * connection only by aborting) and left the request unanswered. The loop

@@ -16,26 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A command on rs; true when the reply is not an error. */
-static bool on_redis(const struct redis_srv *rs, const char *fmt, ...)
-{
-	redisContext *c = redis_client(rs);
-	redisReply *rep = NULL;
-	va_list ap;
-	bool ok;
-
-	if (c) {
-		va_start(ap, fmt);
-		rep = redisvCommand(c, fmt, ap);
-		va_end(ap);
-	}
-	ok = rep && rep->type != REDIS_REPLY_ERROR;
-	if (rep)
-		freeReplyObject(rep);
-	redisFree(c);
-	return ok;
-}
-
 static int reply_str_cmp(const void *a, const void *b)
 {
 	const redisReply *x = *(redisReply *const *)a, *y = *(redisReply *const *)b;
@@ -149,7 +129,7 @@ TEST(redis_busy_with_a_script_is_a_503_and_dlockd_lives)
 	http_free(&r);
 	CHECK(kill(d.pid, 0) == 0, "dlockd is still running");
 
-	CHECK(on_redis(&rs, "SCRIPT KILL"), "SCRIPT KILL");
+	CHECK(rcmd_ok_on(&rs, "SCRIPT KILL"), "SCRIPT KILL");
 	redisFree(hog);
 	CHECK(WAIT_FOR(!redis_busy(&rs), 5000), "Redis is free again");
 	http_on(d.base, "PUT", "/fairlocks/busy1?owner=a", NULL, &r);
@@ -231,9 +211,9 @@ TEST(redis_acl_refusal_is_a_503_that_says_no_permission)
 	struct http_resp r;
 
 	CHECK(redis_start(&rs) == 0, "start Redis");
-	CHECK(on_redis(&rs, "ACL SETUSER noeval on >pw ~* &* +@all -eval -evalsha -script"),
+	CHECK(rcmd_ok_on(&rs, "ACL SETUSER noeval on >pw ~* &* +@all -eval -evalsha -script -fcall -function"),
 	      "a user without scripts");
-	CHECK(on_redis(&rs, "ACL SETUSER nowrite on >pw ~* &* +@all -hincrby -hset"),
+	CHECK(rcmd_ok_on(&rs, "ACL SETUSER nowrite on >pw ~* &* +@all -hincrby -hset"),
 	      "a user whose scripts cannot write a hash");
 	snprintf(url, sizeof(url), "redis://noeval:pw@127.0.0.1:%d/0", rs.port);
 	CHECK(dlockd_start(&d, url, NULL) == 0, "start dlockd as noeval");
@@ -281,7 +261,7 @@ TEST(redis_acl_refused_read_is_a_503_not_wrong_kind)
 
 	start_pair(&rs, &admin, NULL, &ok);
 	CHECK(ok, "start Redis and dlockd");
-	CHECK(on_redis(&rs, "ACL SETUSER noread on >pw ~* &* +@all -hgetall -get -lrange "
+	CHECK(rcmd_ok_on(&rs, "ACL SETUSER noread on >pw ~* &* +@all -hgetall -get -lrange "
 		       "-zscore -zrangebyscore -zmscore"), "a user refused the scripts' reads");
 	snprintf(url, sizeof(url), "redis://noread:pw@127.0.0.1:%d/0", rs.port);
 	CHECK(dlockd_start(&d, url, NULL) == 0, "start dlockd as noread (see %s)", d.log);
@@ -318,18 +298,76 @@ TEST(redis_out_of_memory_is_a_503_that_says_so)
 
 	start_pair(&rs, &d, NULL, &ok);
 	CHECK(ok, "start Redis and dlockd");
-	CHECK(on_redis(&rs, "CONFIG SET maxmemory-policy noeviction") &&
-	      on_redis(&rs, "CONFIG SET maxmemory 1"), "Redis has no memory left");
+	CHECK(rcmd_ok_on(&rs, "CONFIG SET maxmemory-policy noeviction") &&
+	      rcmd_ok_on(&rs, "CONFIG SET maxmemory 1"), "Redis has no memory left");
 	http_on(d.base, "PUT", "/locks/oom?owner=a", NULL, &r);
 	CHECK_ERROR(r, 503, "backend_unavailable", "acquire with Redis out of memory");
 	CHECK(r.retry_after[0], "with Retry-After");
 	CHECK(message_has(&r, "out of memory"), "saying why: %s", r.body);
 	http_free(&r);
 	CHECK(rcmd_int_on(&rs, "EXISTS oom") == 0, "no lock");
-	CHECK(on_redis(&rs, "CONFIG SET maxmemory 0"), "memory again");
+	CHECK(rcmd_ok_on(&rs, "CONFIG SET maxmemory 0"), "memory again");
 	http_on(d.base, "PUT", "/locks/oom?owner=a", NULL, &r);
 	CHECK_STATUS(r, 200, "acquire works again");
 	http_free(&r);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
+/* Over its maxmemory Redis still takes what gives memory back or keeps
+ * what is held: the release of one hold of two, a read lock's heartbeat
+ * and a lock's, the last release (the scripts that do these are functions
+ * flagged allow-oom; a script without flags was refused at its first write
+ * that could add memory). A new acquire and a re-entry are refused whole:
+ * 503 out of memory, nothing written. */
+TEST(redis_out_of_memory_still_takes_releases_and_heartbeats)
+{
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	struct http_resp r;
+	bool ok;
+
+	start_pair(&rs, &d, NULL, &ok);
+	CHECK(ok, "start Redis and dlockd");
+	for (int i = 0; i < 3; i++)	/* the library loaded: FCALLs from now on */
+		CHECK(lock_hold(&d, "oomw", "a", 1000) && lock_release(&d, "oomw", "a") == 200,
+		      "warm-up cycle");
+	http_on(d.base, "PUT", "/locks/oomr?owner=a&ttl_ms=60000", NULL, &r);
+	CHECK_STATUS(r, 200, "a holds oomr");
+	http_free(&r);
+	http_on(d.base, "PUT", "/locks/oomr?owner=a&ttl_ms=60000&reentrant=true", NULL, &r);
+	CHECK_STATUS(r, 200, "a re-enters oomr");
+	http_free(&r);
+	http_on(d.base, "PUT", "/rwlocks/oomrw/read?owner=a&ttl_ms=60000", NULL, &r);
+	CHECK_STATUS(r, 200, "a reads oomrw");
+	http_free(&r);
+	CHECK(rcmd_ok_on(&rs, "CONFIG SET maxmemory-policy noeviction") &&
+	      rcmd_ok_on(&rs, "CONFIG SET maxmemory 1"), "Redis has no memory left");
+
+	http_on(d.base, "PUT", "/locks/oomnew?owner=b", NULL, &r);
+	CHECK_ERROR(r, 503, "backend_unavailable", "a new acquire");
+	CHECK(message_has(&r, "out of memory"), "saying why: %s", r.body);
+	http_free(&r);
+	CHECK(rcmd_int_on(&rs, "EXISTS oomnew") == 0, "no lock written");
+	http_on(d.base, "PUT", "/locks/oomr?owner=a&reentrant=true", NULL, &r);
+	CHECK_ERROR(r, 503, "backend_unavailable", "a re-entry");
+	http_free(&r);
+
+	http_on(d.base, "DELETE", "/locks/oomr?owner=a", NULL, &r);
+	CHECK_STATUS(r, 200, "one hold of two given back");
+	CHECK(strstr(r.body, "\"holds\":1"), "one hold left: %s", r.body);
+	http_free(&r);
+	http_on(d.base, "POST", "/rwlocks/oomrw/read/heartbeat?owner=a", NULL, &r);
+	CHECK_STATUS(r, 200, "the read lock's heartbeat");
+	http_free(&r);
+	http_on(d.base, "POST", "/locks/oomr/heartbeat?owner=a", NULL, &r);
+	CHECK_STATUS(r, 200, "the lock's heartbeat");
+	http_free(&r);
+	http_on(d.base, "DELETE", "/locks/oomr?owner=a", NULL, &r);
+	CHECK_STATUS(r, 200, "the last hold given back");
+	http_free(&r);
+	CHECK(rcmd_int_on(&rs, "EXISTS oomr") == 0, "oomr is free");
+	CHECK(rcmd_ok_on(&rs, "CONFIG SET maxmemory 0"), "memory again");
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	redis_stop(&rs, false);
 }
@@ -356,7 +394,7 @@ TEST(data_of_another_kind_under_a_locks_keys_is_wrong_kind_and_left_alone)
 	start_pair(&rs, &d, NULL, &ok);
 	CHECK(ok, "start Redis and dlockd");
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		CHECK(on_redis(&rs, cases[i].setup, cases[i].key), "set up %s", cases[i].key);
+		CHECK(rcmd_ok_on(&rs, cases[i].setup, cases[i].key), "set up %s", cases[i].key);
 		http_on(d.base, "PUT", cases[i].path, NULL, &r);
 		CHECK_ERROR(r, 409, "wrong_kind", cases[i].path);
 		CHECK(!message_has(&r, "cannot be reached"), "not that Redis cannot be reached");
@@ -409,7 +447,7 @@ TEST(redis_refusing_subscribe_is_logged_and_waiters_still_served)
 
 	start_pair(&rs, &d, NULL, &ok);
 	CHECK(ok, "start Redis and dlockd");
-	CHECK(on_redis(&rs, "ACL SETUSER default resetchannels"), "no channels for dlockd");
+	CHECK(rcmd_ok_on(&rs, "ACL SETUSER default resetchannels"), "no channels for dlockd");
 	http_on(d.base, "PUT", "/locks/sub1?owner=h&ttl_ms=1500", NULL, &r);
 	CHECK_STATUS(r, 200, "h holds sub1 for 1.5 s");
 	http_free(&r);
@@ -423,7 +461,7 @@ TEST(redis_refusing_subscribe_is_logged_and_waiters_still_served)
 	CHECK(WAIT_FOR(file_contains(d.log, "redis refused a subscription"), 3000),
 	      "the refusal is in the log");
 
-	CHECK(on_redis(&rs, "ACL SETUSER default allchannels"), "channels allowed again");
+	CHECK(rcmd_ok_on(&rs, "ACL SETUSER default allchannels"), "channels allowed again");
 	/* the subscriber is back within 5 s: until then a waiter on a 60 s
 	 * lock gets no message and gives up after its 3 s */
 	ok = false;
@@ -527,14 +565,14 @@ TEST(redis_refusing_publish_is_a_503_that_changes_nothing)
 			http_free(&r);
 		}
 		if (cases[i].queue[0]) {
-			CHECK(on_redis(&rs, QUEUE_WAITER, queue_waiter_lua, cases[i].queue[0],
+			CHECK(rcmd_ok_on(&rs, QUEUE_WAITER, queue_waiter_lua, cases[i].queue[0],
 				       cases[i].queue[0], cases[i].queue[1]) &&
-			      on_redis(&rs, QUEUE_WAITER, queue_waiter_lua, cases[i].queue[0],
+			      rcmd_ok_on(&rs, QUEUE_WAITER, queue_waiter_lua, cases[i].queue[0],
 				       cases[i].queue[0], "w2"), "%s: queue waiters", what);
 		}
 		for (size_t k = 0; k < 4 && cases[i].keys[k]; k++)
 			CHECK((before[k] = dump_of(&rs, cases[i].keys[k])), "%s: DUMP", what);
-		CHECK(on_redis(&rs, "ACL SETUSER default resetchannels"), "refuse every channel");
+		CHECK(rcmd_ok_on(&rs, "ACL SETUSER default resetchannels"), "refuse every channel");
 
 		http_on(d.base, cases[i].method, cases[i].path, cases[i].body, &r);
 		CHECK_ERROR(r, 503, "backend_unavailable", what);
@@ -553,7 +591,7 @@ TEST(redis_refusing_publish_is_a_503_that_changes_nothing)
 			CHECK(rcmd_int_on(&rs, "PTTL %s", cases[i].lease_key) > 30000, "%s: the lease is kept (%lld)",
 			      what, rcmd_int_on(&rs, "PTTL %s", cases[i].lease_key));
 
-		CHECK(on_redis(&rs, "ACL SETUSER default allchannels"), "allow channels again");
+		CHECK(rcmd_ok_on(&rs, "ACL SETUSER default allchannels"), "allow channels again");
 		http_on(d.base, cases[i].method, cases[i].path, cases[i].body, &r);
 		CHECK_STATUS(r, 200, what);
 		http_free(&r);
@@ -579,7 +617,7 @@ TEST(redis_refusing_publish_leaves_a_given_up_place_to_expire)
 
 	start_pair(&rs, &d, NULL, &ok);
 	CHECK(ok, "start Redis and dlockd");
-	CHECK(on_redis(&rs, "ACL SETUSER default resetchannels"), "refuse every channel");
+	CHECK(rcmd_ok_on(&rs, "ACL SETUSER default resetchannels"), "refuse every channel");
 
 	/* a fair queue's head, with another waiter behind it */
 	http_on(d.base, "PUT", "/fairlocks/g1?owner=h&ttl_ms=60000", NULL, &r);
@@ -587,7 +625,7 @@ TEST(redis_refusing_publish_leaves_a_given_up_place_to_expire)
 	http_free(&r);
 	bg_start_on(&b, d.base, "PUT", "/fairlocks/g1?owner=q&wait_ms=1500", NULL);
 	CHECK(WAIT_FOR(rcmd_int_on(&rs, "EXISTS redisson_lock_queue:{g1}") == 1, 5000), "q queues");
-	CHECK(on_redis(&rs, QUEUE_WAITER, queue_waiter_lua, "g1", "g1", "w2"), "w2 behind q");
+	CHECK(rcmd_ok_on(&rs, QUEUE_WAITER, queue_waiter_lua, "g1", "g1", "w2"), "w2 behind q");
 	CHECK((before = dump_of(&rs, "redisson_lock_queue:{g1}")), "DUMP");
 	bg_join(&b);
 	CHECK_ERROR(b.r, 409, "locked", "q gives up");
@@ -606,11 +644,11 @@ TEST(redis_refusing_publish_leaves_a_given_up_place_to_expire)
 	bg_join(&b);
 	CHECK_ERROR(b.r, 409, "locked", "the writer gives up");
 	http_free(&b.r);
-	CHECK(on_redis(&rs, "ZSCORE dlockd_rwlock_writers:{g2} w") &&
+	CHECK(rcmd_ok_on(&rs, "ZSCORE dlockd_rwlock_writers:{g2} w") &&
 	      rcmd_int_on(&rs, "EXISTS dlockd_rwlock_writers:{g2}") == 1,
 	      "the writer is still registered");
 
-	CHECK(on_redis(&rs, "ACL SETUSER default allchannels"), "allow channels again");
+	CHECK(rcmd_ok_on(&rs, "ACL SETUSER default allchannels"), "allow channels again");
 	CHECK(kill(d.pid, 0) == 0, "dlockd is still running");
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	redis_stop(&rs, false);

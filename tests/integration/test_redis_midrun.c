@@ -1,6 +1,6 @@
 /* test_redis_midrun.c -- an operator changes Redis under a running dlockd
  * while clients hold and wait (issue 27's "ACL changes mid-run" and
- * "SCRIPT KILL"): dlockd's user loses EVAL/EVALSHA, its channels, its
+ * "SCRIPT KILL"): dlockd's user loses EVAL/EVALSHA/FCALL, its channels, its
  * password; another client's script runs past busy-reply-threshold until
  * SCRIPT KILL. Each refused call is a 503 with Redis' reason and changes
  * nothing (the holding is still in Redis), dlockd lives, a waiter keeps
@@ -14,22 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* A command on rs; true when the reply is not an error. */
-static bool redis_ok(const struct redis_srv *rs, const char *fmt, ...)
-{
-	redisReply *rep;
-	va_list ap;
-	bool ok;
-
-	va_start(ap, fmt);
-	rep = rvcmd_on(rs, fmt, ap);
-	va_end(ap);
-	ok = rep && rep->type != REDIS_REPLY_ERROR;
-	if (rep)
-		freeReplyObject(rep);
-	return ok;
-}
 
 /* The holds owner has on lock name in Redis (its hash field), 0 if none. */
 static long long holds_in_redis(const struct redis_srv *rs, const char *name, const char *owner)
@@ -61,7 +45,7 @@ static bool refused_with(const struct dlockd_srv *d, const char *method, const c
 }
 
 /* dlockd runs as Redis user "dl"; while X holds a lock and W waits on it,
- * the operator takes away EVAL/EVALSHA, then the channels, then the
+ * the operator takes away EVAL/EVALSHA/FCALL, then the channels, then the
  * password (and kills dl's connections so that dlockd must log in again).
  * Every release of X meanwhile is a 503 that leaves X holding, every new
  * acquire a 503 that takes nothing; W keeps waiting; a dlockd running as
@@ -79,7 +63,7 @@ TEST(redis_acl_changed_mid_run_is_a_503_that_changes_nothing)
 	int64_t t0;
 
 	CHECK(redis_start(&rs) == 0, "start Redis");
-	CHECK(redis_ok(&rs, "ACL SETUSER dl on >pw ~* &* +@all"), "user dl");
+	CHECK(rcmd_ok_on(&rs, "ACL SETUSER dl on >pw ~* &* +@all"), "user dl");
 	snprintf(url, sizeof(url), "redis://dl:pw@127.0.0.1:%d/0", rs.port);
 	CHECK(dlockd_start(&d, url, NULL) == 0, "start dlockd as dl");
 	CHECK(dlockd_start_on(&d2, &rs, NULL) == 0, "start another dlockd as the default user");
@@ -96,24 +80,24 @@ TEST(redis_acl_changed_mid_run_is_a_503_that_changes_nothing)
 	snprintf(path, sizeof(path), "/locks/%s?owner=y", n2);
 
 	/* 1: no scripts */
-	CHECK(redis_ok(&rs, "ACL SETUSER dl -eval -evalsha"), "take EVAL and EVALSHA away");
+	CHECK(rcmd_ok_on(&rs, "ACL SETUSER dl -eval -evalsha -fcall"), "take the scripts away");
 	CHECK(refused_with(&d, "DELETE", rel, "NOPERM", seen, sizeof(seen)), "release: %s", seen);
 	CHECK(refused_with(&d, "PUT", path, "NOPERM", seen, sizeof(seen)), "acquire: %s", seen);
 	CHECK(holds_in_redis(&rs, n, "x") == 1, "x still holds the lock in Redis");
 	CHECK(rcmd_int_on(&rs, "EXISTS %s", n2) == 0, "the refused acquire took nothing");
 	CHECK(status_of(&d, "GET", "/healthz") == 200, "/healthz answers");
-	CHECK(redis_ok(&rs, "ACL SETUSER dl +eval +evalsha"), "scripts again");
+	CHECK(rcmd_ok_on(&rs, "ACL SETUSER dl +eval +evalsha +fcall"), "scripts again");
 
 	/* 2: no channels: Redis drops dl's subscriber, the scripts may not
 	 * PUBLISH (the refusal comes before any write) */
-	CHECK(redis_ok(&rs, "ACL SETUSER dl resetchannels"), "take the channels away");
+	CHECK(rcmd_ok_on(&rs, "ACL SETUSER dl resetchannels"), "take the channels away");
 	CHECK(refused_with(&d, "DELETE", rel, "NOPERM", seen, sizeof(seen)), "release: %s", seen);
 	CHECK(holds_in_redis(&rs, n, "x") == 1, "x still holds the lock in Redis");
-	CHECK(redis_ok(&rs, "ACL SETUSER dl allchannels"), "channels again");
+	CHECK(rcmd_ok_on(&rs, "ACL SETUSER dl allchannels"), "channels again");
 
 	/* 3: a new password, dl's connections killed */
-	CHECK(redis_ok(&rs, "ACL SETUSER dl resetpass >other"), "a new password");
-	CHECK(redis_ok(&rs, "CLIENT KILL USER dl"), "dl's connections killed");
+	CHECK(rcmd_ok_on(&rs, "ACL SETUSER dl resetpass >other"), "a new password");
+	CHECK(rcmd_ok_on(&rs, "CLIENT KILL USER dl"), "dl's connections killed");
 	CHECK(WAIT_FOR(refused_with(&d, "DELETE", rel, "", seen, sizeof(seen)), 3000),
 	      "release refused while the password is wrong: %s", seen);
 	CHECK(refused_with(&d, "PUT", path, "", seen, sizeof(seen)), "acquire: %s", seen);
@@ -123,7 +107,7 @@ TEST(redis_acl_changed_mid_run_is_a_503_that_changes_nothing)
 	CHECK(kill(d.pid, 0) == 0, "dlockd is still running");
 	CHECK(!w.done_ms, "w still waits: %ld %s", w.r.status, w.r.body ? w.r.body : "");
 
-	CHECK(redis_ok(&rs, "ACL SETUSER dl resetpass >pw"), "the old password again");
+	CHECK(rcmd_ok_on(&rs, "ACL SETUSER dl resetpass >pw"), "the old password again");
 	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200 &&
 		       channel_subscribers(&rs, "redisson_lock__channel:{%s}", n) >= 1, 15000),
 	      "dlockd logs in and subscribes again");
@@ -203,11 +187,11 @@ TEST(redis_script_killed_mid_run_is_a_503_that_changes_nothing)
 		CHECK_ERROR(more[i].r, 503, "backend_unavailable", "an acquire behind the script");
 		http_free(&more[i].r);
 	}
-	CHECK(redis_ok(&rs, "SCRIPT KILL"), "SCRIPT KILL");
+	CHECK(rcmd_ok_on(&rs, "SCRIPT KILL"), "SCRIPT KILL");
 	redisFree(hog);
 	/* the script stops at its next check, a moment after SCRIPT KILL
 	 * answers: until then Redis still answers BUSY */
-	CHECK(WAIT_FOR(redis_ok(&rs, "PING"), 5000), "Redis answers again");
+	CHECK(WAIT_FOR(rcmd_ok_on(&rs, "PING"), 5000), "Redis answers again");
 	CHECK(holds_in_redis(&rs, n, "x") == 1, "x still holds the lock in Redis");
 	for (int i = 0; i < 5; i++)
 		CHECK(rcmd_int_on(&rs, "EXISTS %s-%d", n, i) == 0, "the refused acquires took nothing");

@@ -36,23 +36,15 @@ static bool tls_redis(struct redis_srv *rs, const char *extra)
 	return redis_start(rs) == 0;
 }
 
-/* The scripts Redis has run (EVAL and EVALSHA calls), as redis-cli over
- * TLS reads them; -1 if it cannot. */
+/* The scripts Redis has run (EVAL, EVALSHA and FCALL calls), as
+ * redis-cli over TLS reads them; -1 if it cannot. */
 static long long script_calls(const struct redis_srv *rs)
 {
-	char info[4096];
-	const char *names[] = { "cmdstat_eval:calls=", "cmdstat_evalsha:calls=" };
-	long long n = 0;
+	char info[16384];
 
 	if (redis_tls_cli(rs, "INFO commandstats", info, sizeof(info)) != 0)
 		return -1;
-	for (int i = 0; i < 2; i++) {
-		const char *p = strstr(info, names[i]);
-
-		if (p)
-			n += atoll(p + strlen(names[i]));
-	}
-	return n;
+	return script_calls_of(info, true);
 }
 
 /* A lock cycle through d: acquire, a second owner refused, release. */

@@ -154,7 +154,7 @@ TEST(rw_downgrade_wakes_waiting_readers_at_once)
 
 	CHECK(req("PUT", RW(n, "write", "owner=w&ttl_ms=60000"), NULL) == 200, "writer");
 	CHECK(req("PUT", RW(n, "read", "owner=w"), NULL) == 200, "the writer may also read");
-	scripts0 = redis_evalsha_calls();
+	scripts0 = redis_scripts_called();
 	bg_start(&rd, "PUT", RW(n, "read", "owner=r&wait_ms=20000"), NULL);
 	CHECK(wait_parked(NULL, 1, scripts0, 3000, "redisson_rwlock:{%s}", n), "a reader waits");
 	req("DELETE", RW(n, "write", "owner=w"), &r);
@@ -212,7 +212,7 @@ TEST(rw_sole_reader_upgrades_others_make_it_wait)
 	CHECK_ERROR(r, 409, "locked", "with another reader the upgrade waits, bounded by wait_ms");
 	CHECK(r.ms >= 350, "it waited (%.0f ms)", r.ms);
 	http_free(&r);
-	scripts0 = redis_evalsha_calls();
+	scripts0 = redis_scripts_called();
 	bg_start(&up, "PUT", RW(n, "write", "owner=a&wait_ms=20000"), NULL);
 	CHECK(wait_parked(NULL, 1, scripts0, 3000, "redisson_rwlock:{%s}", n), "upgrade waiting");
 	req("DELETE", RW(n, "read", "owner=b"), NULL);
@@ -234,7 +234,7 @@ TEST(rw_write_release_wakes_every_reader_together)
 	long long scripts0;
 
 	CHECK(req("PUT", RW(n, "write", "owner=w&ttl_ms=60000"), NULL) == 200, "writer");
-	scripts0 = redis_evalsha_calls();
+	scripts0 = redis_scripts_called();
 	for (int i = 0; i < N; i++) {
 		snprintf(q, sizeof(q), "owner=r%d&wait_ms=20000", i);
 		bg_start(&rd[i], "PUT", RW(n, "read", q), NULL);
@@ -261,7 +261,7 @@ TEST(rw_read_release_that_frees_the_lock_wakes_a_writer)
 	long long scripts0;
 
 	CHECK(req("PUT", RW(n, "read", "owner=r&ttl_ms=60000"), NULL) == 200, "reader");
-	scripts0 = redis_evalsha_calls();
+	scripts0 = redis_scripts_called();
 	bg_start(&w, "PUT", RW(n, "write", "owner=w&wait_ms=20000"), NULL);
 	CHECK(wait_parked(NULL, 1, scripts0, 3000, "redisson_rwlock:{%s}", n), "writer waits");
 	req("DELETE", RW(n, "read", "owner=r"), NULL);
@@ -279,7 +279,7 @@ TEST(rw_new_readers_queue_behind_a_waiting_writer)
 	long long tw, tr, scripts0;
 
 	req("PUT", RW(n, "read", "owner=early&ttl_ms=60000"), NULL);
-	scripts0 = redis_evalsha_calls();
+	scripts0 = redis_scripts_called();
 	bg_start(&w, "PUT", RW(n, "write", "owner=w&wait_ms=20000"), NULL);
 	CHECK(WAIT_FOR(rcmd_int("ZCARD dlockd_rwlock_writers:{%s}", n) == 1, 3000),
 	      "the writer is registered as waiting");
@@ -289,7 +289,7 @@ TEST(rw_new_readers_queue_behind_a_waiting_writer)
 	http_free(&r);
 	CHECK(req("PUT", RW(n, "read", "owner=early"), NULL) == 200,
 	      "a reader already inside may re-enter (no self-deadlock)");
-	scripts0 = redis_evalsha_calls();
+	scripts0 = redis_scripts_called();
 	bg_start(&late, "PUT", RW(n, "read", "owner=late&wait_ms=20000"), NULL);
 	CHECK(wait_waiters(NULL, 2, 3000), "the late reader waits too");
 	CHECK(wait_parked(NULL, 1, scripts0, 3000, "redisson_rwlock:{%s}", n),
@@ -488,7 +488,7 @@ TEST(rwlock_interop_with_redisson_readers_and_messages)
 	CHECK(req("PUT", RW(n, "read", "owner=svc"), NULL) == 200, "a dlockd reader shares with it");
 	req("DELETE", RW(n, "read", "owner=svc"), NULL);
 	CHECK(rcmd_int("PTTL %s", n) > 55000, "and leaves the Redisson reader's lease alone");
-	scripts0 = redis_evalsha_calls();
+	scripts0 = redis_scripts_called();
 	bg_start(&w, "PUT", RW(n, "write", "owner=svc&wait_ms=20000"), NULL);
 	CHECK(wait_parked(NULL, 1, scripts0, 3000, "redisson_rwlock:{%s}", n), "dlockd writer waits");
 	/* Redisson's read unlock: last hold gone, DEL, "0" on the channel */

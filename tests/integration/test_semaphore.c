@@ -231,7 +231,7 @@ TEST(semaphore_release_wakes_a_waiter_at_once)
 	http_free(&r);
 	snprintf(chan, sizeof(chan), "redisson_sc:{%s}", n);
 	snprintf(p, sizeof(p), "/semaphores/%s?owner=w&limit=1&wait_ms=30000", n);
-	s0 = redis_evalsha_calls();
+	s0 = redis_scripts_called();
 	bg_start(&w, "PUT", p, NULL);
 	CHECK(wait_parked(NULL, 1, s0, 5000, "%s", chan), "waiter parked");
 	snprintf(p, sizeof(p), "/semaphores/%s", n);
@@ -322,7 +322,7 @@ TEST(semaphore_dead_holders_permit_returns_at_its_lease_end)
 	end = start + 1500;
 	snprintf(chan, sizeof(chan), "redisson_sc:{%s}", n);
 	snprintf(p, sizeof(p), "/semaphores/%s?owner=w&limit=2&wait_ms=30000", n);
-	s0 = redis_evalsha_calls();
+	s0 = redis_scripts_called();
 	bg_start(&w, "PUT", p, NULL);
 	CHECK(wait_parked(NULL, 1, s0, 5000, "%s", chan), "waiter parked");
 	/* nothing is published at a lease end: only the lease-end timer wakes it */
@@ -348,7 +348,7 @@ TEST(semaphore_forced_release_wakes_as_many_waiters_as_permits_freed)
 	put_sem(n, "b", "&limit=2&ttl_ms=60000", &r);
 	http_free(&r);
 	snprintf(chan, sizeof(chan), "redisson_sc:{%s}", n);
-	s0 = redis_evalsha_calls();
+	s0 = redis_scripts_called();
 	for (int i = 0; i < 3; i++) {
 		snprintf(p, sizeof(p), "/semaphores/%s?owner=w%d&limit=2&wait_ms=%d", n, i,
 			 4000 * slow_factor());
@@ -499,7 +499,7 @@ TEST(semaphore_shares_permits_with_redisson_both_ways)
 
 	/* Redisson's release wakes dlockd's waiter */
 	snprintf(p, sizeof(p), "/semaphores/%s?owner=d2&limit=2&wait_ms=30000", n);
-	s0 = redis_evalsha_calls();
+	s0 = redis_scripts_called();
 	bg_start(&w, "PUT", p, NULL);
 	CHECK(wait_parked(NULL, 1, s0, 5000, "%s", chan), "dlockd waiter parked");
 	rep = rcmd("EVAL %s 3 %s %s %s %b 1 %lld publish", rs_release, n, chan, tkey, RS_ID,
@@ -862,7 +862,7 @@ TEST(semaphore_heartbeat_renews_and_a_shorter_lease_serves_a_waiter_by_its_end)
 
 	snprintf(chan, sizeof(chan), "redisson_sc:{%s}", n);
 	snprintf(p, sizeof(p), "/semaphores/%s?owner=w&limit=1&wait_ms=30000", n);
-	s0 = redis_evalsha_calls();
+	s0 = redis_scripts_called();
 	bg_start(&w, "PUT", p, NULL);
 	CHECK(wait_parked(NULL, 1, s0, 5000, "%s", chan), "waiter parked (the lease: 60 s)");
 	snprintf(p, sizeof(p), "/semaphores/%s/heartbeat?owner=h&ttl_ms=1000", n);

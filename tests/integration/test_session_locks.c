@@ -163,11 +163,11 @@ TEST(session_locks_refuse_bad_bodies_before_redis)
 	};
 	char id[33], p[128], many[8192];
 	struct http_resp r;
-	long long calls = redis_evalsha_calls();
+	long long calls = redis_scripts_called();
 	size_t len;
 
 	CHECK(session_start_on(NULL, 30000, id), "a session starts");
-	calls = redis_evalsha_calls();
+	calls = redis_scripts_called();
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		CHECK(multi(NULL, id, bad[i][0], &r) == 0, "PUT answers");
 		CHECK_ERROR(r, 400, bad[i][1], bad[i][0]);
@@ -185,8 +185,8 @@ TEST(session_locks_refuse_bad_bodies_before_redis)
 	CHECK(http("PUT", p, "{\"locks\":[{\"kind\":\"lock\",\"name\":\"a\"}]}", &r) == 0, "PUT");
 	CHECK_ERROR(r, 400, "invalid_argument", "a query parameter");
 	http_free(&r);
-	CHECK(redis_evalsha_calls() == calls, "none reached Redis (%lld scripts ran)",
-	      redis_evalsha_calls() - calls);
+	CHECK(redis_scripts_called() == calls, "none reached Redis (%lld scripts ran)",
+	      redis_scripts_called() - calls);
 	CHECK(multi(NULL, "0123456789abcdef0123456789abcdef",
 		    "{\"locks\":[{\"kind\":\"lock\",\"name\":\"a\"}]}", &r) == 0, "PUT answers");
 	CHECK_ERROR(r, 404, "session_not_found", "a session that never was");

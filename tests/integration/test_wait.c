@@ -26,13 +26,13 @@ TEST(waiter_is_woken_by_release_not_by_polling)
 
 	CHECK(lock_hold(NULL, n, "holder", 60000), "holder takes %s", n);
 	snprintf(p, sizeof(p), "/locks/%s?owner=waiter&wait_ms=30000", n);
-	calls0 = redis_evalsha_calls();
+	calls0 = redis_scripts_called();
 	bg_start(&w, "PUT", p, NULL);
 	CHECK(wait_parked(NULL, 1, calls0, 5000, "redisson_lock__channel:{%s}", n),
 	      "waiter registered, subscribed and past its post-subscribe retry");
-	calls0 = redis_evalsha_calls();
+	calls0 = redis_scripts_called();
 	sleep_ms(1000);		/* the window measured */
-	calls1 = redis_evalsha_calls();
+	calls1 = redis_scripts_called();
 	/* A parked waiter costs Redis nothing but a look at the holder every
 	 * 2 s (a lease may shrink unseen): any polling shows up here. */
 	CHECK(calls1 == calls0, "%lld script runs in 1 s by a waiter that should be asleep",
@@ -102,17 +102,17 @@ TEST(one_release_wakes_one_waiter)
 	int granted = 0, locked = 0;
 
 	CHECK(lock_hold(NULL, n, "holder", 60000), "holder takes %s", n);
-	calls0 = redis_evalsha_calls();
+	calls0 = redis_scripts_called();
 	for (int i = 0; i < N; i++) {
 		snprintf(p, sizeof(p), "/locks/%s?owner=w%d&wait_ms=4000", n, i);
 		bg_start(&w[i], "PUT", p, NULL);
 	}
 	CHECK(wait_parked(NULL, N, calls0, 5000, "redisson_lock__channel:{%s}", n),
 	      "all %d waiting, each past its post-subscribe retry", N);
-	calls0 = redis_evalsha_calls();
+	calls0 = redis_scripts_called();
 	CHECK(lock_release(NULL, n, "holder") == 200, "holder releases");
 	sleep_ms(1000);		/* the window measured: a wake-all would show in it */
-	calls1 = redis_evalsha_calls();
+	calls1 = redis_scripts_called();
 	/* The release itself, the one woken waiter's acquire; a wake-all
 	 * would cost one script run per waiter. */
 	CHECK(calls1 - calls0 <= 3, "%lld script runs for one hand-off to %d waiters; want <= 3",

@@ -293,7 +293,7 @@ TEST(watch_of_a_fair_lock_sees_the_hand_off)
 
 	token = take("/fairlocks/%s?owner=job-1", n);
 	CHECK(token > 0, "job-1 holds the fair lock");
-	s0 = redis_evalsha_calls();
+	s0 = redis_scripts_called();
 	snprintf(p, sizeof(p), "/fairlocks/%s?owner=job-2&wait_ms=30000", n);
 	bg_start(&q, "PUT", p, NULL);
 	CHECK(wait_parked(NULL, 1, s0, 5000, NULL), "job-2 queues");
@@ -515,7 +515,7 @@ TEST(watch_200_watchers_of_one_lock_share_their_reads_of_a_change)
 	CHECK(http_on(CD.base, "DELETE", "/locks/watch-warm?owner=x", NULL, &r) == 0 &&
 	      r.status == 409, "a release that loads the release script: %ld", r.status);
 	http_free(&r);
-	s0 = redis_evalsha_calls();
+	s0 = redis_scripts_called();
 	snprintf(p, sizeof(p), "/locks/%s?owner=leader", n);
 	CHECK(http_on(CD.base, "DELETE", p, NULL, &r) == 0 && r.status == 200, "released");
 	http_free(&r);
@@ -526,7 +526,7 @@ TEST(watch_200_watchers_of_one_lock_share_their_reads_of_a_change)
 		      w[i].r.body ? w[i].r.body : "");
 		http_free(&w[i].r);
 	}
-	reads = redis_evalsha_calls() - s0 - 1;
+	reads = redis_scripts_called() - s0 - 1;
 	printf("# %lld status reads for one change seen by %d watches on %d loops\n", reads, N,
 	       LOOPS);
 	CHECK(reads >= 1 && reads <= 2 * LOOPS, "%lld reads for one change seen by %d watches; "
@@ -550,7 +550,7 @@ TEST(inspect_shows_a_fair_queue_in_order_with_deadlines)
 	token = take("/fairlocks/%s?owner=holder&ttl_ms=60000", n);
 	CHECK(token > 0, "holder");
 	for (int i = 0; i < Q; i++) {
-		s0 = redis_evalsha_calls();
+		s0 = redis_scripts_called();
 		snprintf(p, sizeof(p), "/fairlocks/%s?owner=q%d&wait_ms=30000", n, i + 1);
 		bg_start(&q[i], "PUT", p, NULL);
 		CHECK(wait_parked(NULL, i + 1, s0, 5000, NULL), "q%d queues", i + 1);
