@@ -32,8 +32,9 @@
  * with its first call, which itself goes as EVAL, and kept for the life of
  * the process: it depends only on the source, so every connection and
  * every Redis restart agrees on it. A refused SCRIPT LOAD is only logged
- * (the EVAL behind it answers the caller) and tried again on the next call. A NOSCRIPT reply (Redis restarted or
- * SCRIPT FLUSH) is retried once with EVAL, which caches the script again.
+ * (the EVAL behind it answers the caller) and tried again on the next
+ * call. A NOSCRIPT reply (Redis restarted or SCRIPT FLUSH) is retried once
+ * with EVAL, which caches the script again.
  *
  * Either way a retry keeps the call's first deadline. */
 #include "service/lock/scripts.h"

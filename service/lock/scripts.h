@@ -1,5 +1,6 @@
-/* scripts.h -- the Lua scripts of lua/, run with EVALSHA on a pipelined
- * Redis connection (the calling event loop's). */
+/* scripts.h -- the Lua scripts of lua/, run as Redis functions (FCALL),
+ * or with EVALSHA, on a pipelined Redis connection (the calling event
+ * loop's). */
 #ifndef DLOCKD_SCRIPTS_H
 #define DLOCKD_SCRIPTS_H
 
@@ -21,10 +22,12 @@ const char *scripts_publish_command(void);
 
 /* Run script id with keys and args (copied) on connection c, from the
  * thread of c's loop, followed by the publish command and the deadline
- * argument (lua/lib/common.lua). Until its SHA is
- * known, and once more after NOSCRIPT (Redis lost its script cache), the
- * script goes in whole with EVAL (on c too). fn gets the reply, REDIS_REPLY_ERROR included, or NULL when
- * Redis is unreachable; it is called later, never from inside this call. */
+ * argument (lua/lib/common.lua). It goes as FCALL once Redis has the
+ * library of functions (the first call loads it), else as EVALSHA; until
+ * its SHA is known, and once more after NOSCRIPT or "Function not found"
+ * (Redis lost its scripts), whole with EVAL (on c too). fn gets the reply,
+ * REDIS_REPLY_ERROR included, or NULL when Redis is unreachable; it is
+ * called later, never from inside this call. */
 void scripts_run(struct redis_conn *c, enum script_id id, int nkeys, const char *const *keys,
 		 int nargs, const char *const *args, redis_reply_fn fn, void *ctx);
 

@@ -25,7 +25,7 @@ struct redis_cluster *redis_cluster_new(struct loop *l, const struct redis_url *
 /* Fail what waits (callbacks run, here) and free rc and its connections. */
 void redis_cluster_free(struct redis_cluster *rc);
 
-/* redis_node_send(), routed: the slot is that of an EVAL/EVALSHA's
+/* redis_node_send(), routed: the slot is that of an EVAL/EVALSHA/FCALL's
  * first key, or a (S)PUBLISH's channel; a command without one (PING) goes
  * to any master. MOVED updates the map and sends again, ASK sends ASKING
  * and the command to the node named, TRYAGAIN, LOADING and MASTERDOWN are

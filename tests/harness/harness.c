@@ -1004,6 +1004,12 @@ long long redis_subscribers(const struct redis_srv *s, bool sharded, const char 
 	return n;
 }
 
+bool is_script_command(const char *cmd)
+{
+	return cmd && (!strcasecmp(cmd, "fcall") || !strcasecmp(cmd, "evalsha") ||
+		       !strcasecmp(cmd, "eval"));
+}
+
 long long script_calls_of(const char *info, bool with_eval)
 {
 	static const char *const cmds[] = { "cmdstat_evalsha:calls=", "cmdstat_fcall:calls=",
@@ -1017,6 +1023,29 @@ long long script_calls_of(const char *info, bool with_eval)
 			calls += strtoll(p + strlen(cmds[i]), NULL, 10);
 	}
 	return calls;
+}
+
+long long redis_cmdstat(const struct redis_srv *rs, const char *cmd, const char *field)
+{
+	redisReply *r = rs ? rcmd_on(rs, "INFO commandstats") : rcmd("INFO commandstats");
+	char key[64], want[48];
+	const char *p, *f, *eol;
+	long long n = 0;
+
+	snprintf(key, sizeof(key), "cmdstat_%s:", cmd);
+	snprintf(want, sizeof(want), "%s=", field);
+	if (r && r->type == REDIS_REPLY_STRING && (p = strstr(r->str, key))) {
+		p += strlen(key);
+		eol = strchr(p, '\n');
+		for (f = p; f && (!eol || f < eol); f = strchr(f, ','), f = f ? f + 1 : NULL)
+			if (!strncmp(f, want, strlen(want))) {
+				n = strtoll(f + strlen(want), NULL, 10);
+				break;
+			}
+	}
+	if (r)
+		freeReplyObject(r);
+	return n;
 }
 
 long long redis_script_calls(const struct redis_srv *s)

@@ -304,9 +304,16 @@ long long channel_subscribers(const struct redis_srv *rs, const char *fmt, ...)
 /* Subscribers of chan on s by PUBSUB SHARDNUMSUB (sharded) or PUBSUB
  * NUMSUB; -1 if Redis did not say. */
 long long redis_subscribers(const struct redis_srv *s, bool sharded, const char *chan);
+/* Is cmd (a SLOWLOG entry's first word) a script call: FCALL, EVALSHA or
+ * EVAL? */
+bool is_script_command(const char *cmd);
 /* Script calls (FCALL, EVALSHA, and EVAL too with with_eval) that INFO
  * commandstats text info counts; 0 for NULL. */
 long long script_calls_of(const char *info, bool with_eval);
+/* A figure of command cmd ("fcall") in INFO commandstats of rs (NULL:
+ * the shared Redis): field "calls", "failed_calls" or "rejected_calls";
+ * 0 when Redis counts none. */
+long long redis_cmdstat(const struct redis_srv *rs, const char *cmd, const char *field);
 /* Scripts s has run (FCALL, EVALSHA and EVAL calls, INFO commandstats). */
 long long redis_script_calls(const struct redis_srv *s);
 /* wait_parked for one waiting acquire on a Redis of the test's (a

@@ -699,7 +699,7 @@ static long long slowest_fair_script(const char *name, long long *dequeues)
 			continue;
 		a = e->element[3];
 		if (a->type != REDIS_REPLY_ARRAY || a->elements < 4 ||
-		    strncasecmp(a->element[0]->str, "EVAL", 4) ||
+		    !is_script_command(a->element[0]->str) ||
 		    (strcmp(a->element[3]->str, lock) && strcmp(a->element[3]->str, queue)))
 			continue;
 		if (!strcmp(a->element[3]->str, queue))
@@ -710,22 +710,6 @@ static long long slowest_fair_script(const char *name, long long *dequeues)
 	if (r)
 		freeReplyObject(r);
 	return worst;
-}
-
-/* Calls of Redis command cmd (its INFO commandstats name) so far. */
-static long long command_calls(const char *cmd)
-{
-	redisReply *r = rcmd("INFO commandstats");
-	char key[64];
-	const char *p;
-	long long n = 0;
-
-	snprintf(key, sizeof(key), "cmdstat_%s:calls=", cmd);
-	if (r && r->type == REDIS_REPLY_STRING && (p = strstr(r->str, key)))
-		n = strtoll(p + strlen(key), NULL, 10);
-	if (r)
-		freeReplyObject(r);
-	return n;
 }
 
 /* 8,000 places (a Redisson client's, pushed here) between dlockd's
@@ -781,7 +765,7 @@ TEST(fair_leavers_of_a_long_queue_leave_in_order_with_short_scripts)
 	CHECK(WAIT_FOR(queue_len(n) == FOREIGN + 2 + CROWD + 1, 5000), "all queued");
 	rcmd_int("CONFIG SET slowlog-log-slower-than 0");
 	rcmd_int("SLOWLOG RESET");
-	rpush0 = command_calls("rpush");
+	rpush0 = redis_cmdstat(NULL, "rpush", "calls");
 
 	for (int i = 0; i < CROWD; i++)
 		close(fds[i]);	/* hang up together: one turn's leavers */
@@ -795,8 +779,8 @@ TEST(fair_leavers_of_a_long_queue_leave_in_order_with_short_scripts)
 	      queue_len(n), FOREIGN + 1);
 	worst = slowest_fair_script(n, &dequeues);
 	/* not copied out and pushed back (DEL, RPUSH of the rest) */
-	CHECK(command_calls("rpush") == rpush0, "%lld RPUSH while only leavers left: the queue "
-	      "was rewritten", command_calls("rpush") - rpush0);
+	CHECK(redis_cmdstat(NULL, "rpush", "calls") == rpush0, "%lld RPUSH while only leavers left: the queue "
+	      "was rewritten", redis_cmdstat(NULL, "rpush", "calls") - rpush0);
 	rcmd_int("CONFIG SET slowlog-log-slower-than 10000");
 
 	/* order kept: the foreign places, the dead one still among them, then last */

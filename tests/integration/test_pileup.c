@@ -152,8 +152,8 @@ static int compare_ll(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The median time in µs of the scripts (FCALL or EVALSHA, or EVAL for a script's
- * first run) Redis ran since the last reset, by its SLOWLOG; -1 if none
+/* The median time in µs of the scripts (FCALL or EVALSHA, or EVAL for a
+ * script's first run) Redis ran since the last reset, by its SLOWLOG; -1 if none
  * ran. *n (if given) gets how many ran. Resets the log. */
 static long long script_us_median(size_t *n_out)
 {
@@ -171,9 +171,7 @@ static long long script_us_median(size_t *n_out)
 			args = e->element[3];
 			if (args->type != REDIS_REPLY_ARRAY || args->elements < 1 ||
 			    args->element[0]->type != REDIS_REPLY_STRING ||
-			    (strcasecmp(args->element[0]->str, "evalsha") &&
-			     strcasecmp(args->element[0]->str, "eval") &&
-			     strcasecmp(args->element[0]->str, "fcall")))
+			    !is_script_command(args->element[0]->str))
 				continue;
 			v[n++] = e->element[2]->integer;
 		}
@@ -527,7 +525,7 @@ static long long scripts_us_total(const char *on, long long *max, size_t *n)
 		args = e->element[3];
 		if (args->type != REDIS_REPLY_ARRAY || args->elements < 1 ||
 		    args->element[0]->type != REDIS_REPLY_STRING ||
-		    strncasecmp(args->element[0]->str, "eval", 4))
+		    !is_script_command(args->element[0]->str))
 			continue;
 		bool mine = false;
 

@@ -211,7 +211,8 @@ TEST(redis_acl_refusal_is_a_503_that_says_no_permission)
 	struct http_resp r;
 
 	CHECK(redis_start(&rs) == 0, "start Redis");
-	CHECK(rcmd_ok_on(&rs, "ACL SETUSER noeval on >pw ~* &* +@all -eval -evalsha -script -fcall -function"),
+	CHECK(rcmd_ok_on(&rs, "ACL SETUSER noeval on >pw ~* &* +@all -eval -evalsha -script "
+			      "-fcall -function"),
 	      "a user without scripts");
 	CHECK(rcmd_ok_on(&rs, "ACL SETUSER nowrite on >pw ~* &* +@all -hincrby -hset"),
 	      "a user whose scripts cannot write a hash");

@@ -735,7 +735,8 @@ static const char pile_permits[] =
 	"  redis.call('zadd', KEYS[2], score, string.format('%016x', i)) "
 	"end return 1";
 
-/* The longest EVAL or EVALSHA Redis rs logged since its SLOWLOG was reset, in µs. */
+/* The longest script call (FCALL, EVALSHA, EVAL) Redis rs logged since its
+ * SLOWLOG was reset, in µs. */
 static long long slowest_script_us(const struct redis_srv *rs)
 {
 	redisReply *r = rcmd_on(rs, "SLOWLOG GET 100000");
@@ -748,7 +749,7 @@ static long long slowest_script_us(const struct redis_srv *rs)
 			continue;
 		argv = e->element[3];
 		if (argv->type == REDIS_REPLY_ARRAY && argv->elements > 0 &&
-		    !strncasecmp(argv->element[0]->str, "eval", 4) &&
+		    is_script_command(argv->element[0]->str) &&
 		    e->element[2]->integer > most)
 			most = e->element[2]->integer;
 	}
