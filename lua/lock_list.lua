@@ -2,7 +2,7 @@
   SCAN found: for each, whether it is a lock now and who holds it. It only
   reads, and never scans: dlockd's own SCAN found the hashes.
   libs: common rw
-  flags: allow-oom
+  flags: no-writes
   KEYS    none; on a Redis Cluster the one hash asked about (a script
           declares the slot it runs on; its other keys share it)
   ARGV[1] the hashes N, each as <length>:<name>, one after the other

@@ -2,7 +2,7 @@
   each with its holding's fencing token and token name, and a fair lock's
   queue. Only reads.
   libs: common fair
-  flags: allow-oom
+  flags: no-writes
   KEYS[1] lock hash N                 KEYS[2] holders dlockd_lock_owners:{N}
   KEYS[3] (fair locks) queue redisson_lock_queue:{N}
   KEYS[4] (fair locks) deadlines redisson_lock_timeout:{N}

@@ -2,7 +2,7 @@
   holders (each with token, token name, lease left and holder value) and
   how many wait. Only reads: permits past their lease end count as free.
   libs: common sem
-  flags: allow-oom
+  flags: no-writes
   KEYS[1] count N                     KEYS[2] permits {N}:timeout
   KEYS[3] holders dlockd_lock_owners:{N}
   KEYS[4] waiting owners dlockd_sem_waiters:{N}

@@ -21,12 +21,13 @@
  * sent again once, whole, with EVAL, after a FUNCTION LOAD to its node
  * (not after NOPERM). Nothing ran, so the retry changes nothing twice.
  *
- * Redis refuses a function without the allow-oom flag when it is over its
- * maxmemory, before it runs; a script without flags (EVAL) runs until its
- * first write that could add memory. So the scripts that give back, renew
- * or read are flagged allow-oom (lua/ "flags:" lines): they run whole
- * then, as releases and heartbeats should on a Redis out of memory, and
- * an acquire is refused whole, as its first write was.
+ * Redis refuses a function that may write, before it runs, when it is
+ * over its maxmemory (unless flagged allow-oom) or refuses writes
+ * (min-replicas-to-write, MISCONF); a script without flags (EVAL) runs
+ * until its first write. So the scripts that give back or renew are
+ * flagged allow-oom and those that only read no-writes (lua/ "flags:"
+ * lines): on a Redis out of memory releases, heartbeats and status reads
+ * run whole, and an acquire is refused whole, as its first write was.
  *
  * EVALSHA. The SHA1 of each script is learnt from a SCRIPT LOAD sent (pipelined)
  * with its first call, which itself goes as EVAL, and kept for the life of
@@ -44,6 +45,7 @@
 #include "service/redis/cluster_slots.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,7 +62,12 @@ static enum {
 	FN_READY,		/* calls go as FCALL */
 } fn_state;
 static int64_t fn_retry_ms;	/* FN_UNTRIED: no FUNCTION LOAD before this */
-static bool fn_refusal_logged;
+static bool fn_refusal_logged;	/* since functions last ran */
+/* Ready on a LOAD's "already exists" that followed a "Function not found"
+ * (another dlockd reloaded it at the same time, or a library has dlockd's
+ * name and not its functions): until an FCALL runs, one more "Function
+ * not found" means the latter. */
+static atomic_bool fn_on_trust;
 /* After a refusal (no functions, NOPERM), and after any other error. */
 #define FN_REFUSED_RETRY_MS 60000
 #define FN_ERROR_RETRY_MS 1000
@@ -114,7 +121,8 @@ static void on_loaded(void *ctx, redisReply *r)
 	pthread_mutex_unlock(&sha_lock);
 }
 
-/* Redis refused dlockd's functions: log it the first time. */
+/* Redis refused dlockd's functions: log it the first time (again once
+ * they ran since). */
 static void log_refusal(const char *what, const char *why)
 {
 	bool first;
@@ -124,28 +132,42 @@ static void log_refusal(const char *what, const char *why)
 	fn_refusal_logged = true;
 	pthread_mutex_unlock(&sha_lock);
 	if (first)
-		log_info("redis refused %s (%s): dlockd runs its scripts with EVALSHA, which costs "
+		log_warn("redis refused %s (%s): dlockd runs its scripts with EVALSHA, which costs "
 			 "Redis more a call, and asks again every minute", what, why);
 }
 
-/* FUNCTION LOAD's reply: the library's name, or why not. */
+/* FUNCTION LOAD's reply: the library's name, or why not. "already
+ * exists" is loaded only for dlockd's library's own name (a function of
+ * another library under one of its functions' names is no library of
+ * dlockd's); after an FCALL its node answered "Function not found"
+ * (after_lost), on trust (fn_on_trust). */
 static void on_library_loaded(void *ctx, redisReply *r)
 {
-	bool ready = r && (r->type == REDIS_REPLY_STRING ||
-			   (r->type == REDIS_REPLY_ERROR && strstr(r->str, "already exists")));
-	bool refused = r && r->type == REDIS_REPLY_ERROR &&
-		       (!strncmp(r->str, "ERR unknown command", 19) ||
-			!strncmp(r->str, "ERR unknown subcommand", 22) ||
-			!strncmp(r->str, "NOPERM", 6));
+	bool after_lost = ctx != NULL, existed = false, ready, refused, resumed = false;
+	char name[96];
 
-	(void)ctx;
+	snprintf(name, sizeof(name), "Library '%s' already exists", lua_library_name);
+	if (r && r->type == REDIS_REPLY_ERROR)
+		existed = strstr(r->str, name) != NULL;
+	ready = r && (r->type == REDIS_REPLY_STRING || existed);
+	refused = r && r->type == REDIS_REPLY_ERROR && !ready &&
+		  (!strncmp(r->str, "ERR unknown command", 19) ||
+		   !strncmp(r->str, "ERR unknown subcommand", 22) ||
+		   !strncmp(r->str, "NOPERM", 6) || strstr(r->str, "already exists"));
 	pthread_mutex_lock(&sha_lock);
 	if (fn_state == FN_LOADING) {
 		fn_state = ready ? FN_READY : FN_UNTRIED;
 		fn_retry_ms = now_ms() + (refused ? FN_REFUSED_RETRY_MS : FN_ERROR_RETRY_MS);
 	}
+	if (ready) {
+		resumed = fn_refusal_logged;
+		fn_refusal_logged = false;
+		atomic_store(&fn_on_trust, existed && after_lost);
+	}
 	pthread_mutex_unlock(&sha_lock);
-	if (refused)
+	if (resumed)
+		log_info("redis runs dlockd's scripts as functions again");
+	else if (refused)
 		log_refusal("FUNCTION LOAD", r->str);
 	else if (!ready)
 		log_debug("redis did not load dlockd's functions: %s; trying again in a second",
@@ -158,6 +180,7 @@ struct script_call {
 	enum script_id id;
 	bool retried;
 	bool fcall;			/* the last send was an FCALL */
+	bool lost;			/* it was answered "Function not found" */
 	int64_t sent_ms;		/* the first send: the retry keeps its deadline */
 	redis_reply_fn fn;
 	void *ctx;
@@ -171,39 +194,55 @@ static void send_call(struct script_call *c, bool whole);
 /* An FCALL that Redis did not run: it has no such function (so load the
  * library again), or the user may not call functions (so EVALSHA for a
  * minute). Either way nothing ran and the call goes again as EVAL. */
-static bool fcall_refused(const redisReply *r)
-{
-	bool lost = !strncmp(r->str, "ERR Function not found", 22);
-	bool denied = !strncmp(r->str, "NOPERM", 6) && strstr(r->str, "'fcall' command");
+enum fcall_refusal { FCALL_RAN, FCALL_LOST, FCALL_DENIED };
 
-	if (!lost && !denied)
-		return false;
+static enum fcall_refusal fcall_refused(const redisReply *r)
+{
+	enum fcall_refusal why = FCALL_RAN;
+	bool squat;
+
+	if (!strncmp(r->str, "ERR Function not found", 22))
+		why = FCALL_LOST;
+	else if (!strncmp(r->str, "NOPERM", 6) && strstr(r->str, "'fcall' command"))
+		why = FCALL_DENIED;
+	if (why == FCALL_RAN)
+		return why;
+	squat = why == FCALL_LOST && atomic_exchange(&fn_on_trust, false);
 	pthread_mutex_lock(&sha_lock);
 	if (fn_state == FN_READY) {
 		fn_state = FN_UNTRIED;
-		fn_retry_ms = denied ? now_ms() + FN_REFUSED_RETRY_MS : 0;
+		fn_retry_ms = why == FCALL_DENIED || squat ? now_ms() + FN_REFUSED_RETRY_MS : 0;
 	}
 	pthread_mutex_unlock(&sha_lock);
-	if (denied)
+	if (why == FCALL_DENIED)
 		log_refusal("FCALL", r->str);
-	return true;
+	else if (squat)
+		log_refusal("FCALL", "a library of dlockd's name has not its functions: "
+			    "FUNCTION DELETE it");
+	return why;
 }
 
 static void on_script_reply(void *ctx, redisReply *r)
 {
 	struct script_call *c = ctx;
+	enum fcall_refusal why = FCALL_RAN;
 
 	if (r && r->type == REDIS_REPLY_ERROR && !c->retried &&
-	    (c->fcall ? fcall_refused(r) : !strncmp(r->str, "NOSCRIPT", 8))) {
+	    (c->fcall ? (why = fcall_refused(r)) != FCALL_RAN
+		      : !strncmp(r->str, "NOSCRIPT", 8))) {
 		c->retried = true;
+		c->lost = why == FCALL_LOST;
 		send_call(c, true);
 		return;
 	}
+	if (c->fcall && r && atomic_load_explicit(&fn_on_trust, memory_order_relaxed))
+		atomic_store(&fn_on_trust, false);	/* the library has its functions */
 	c->fn(c->ctx, r);
 	free(c);
 }
 
-/* FUNCTION LOAD, on the node of the call's first key. */
+/* FUNCTION LOAD, on the node of the call's first key (after c's FCALL
+ * found no function there, if c->lost). */
 static void load_library(const struct script_call *c)
 {
 	int slot = 0;
@@ -212,7 +251,7 @@ static void load_library(const struct script_call *c)
 		slot = (int)cluster_key_slot(c->argv[1], strlen(c->argv[1]));
 	redis_conn_send_slot(c->conn, slot, 3,
 			     (const char *[]){ "FUNCTION", "LOAD", lua_library }, NULL,
-			     on_library_loaded, NULL);
+			     on_library_loaded, c->lost ? (void *)1 : NULL);
 }
 
 static void send_call(struct script_call *c, bool whole)
@@ -264,6 +303,7 @@ void scripts_run(struct redis_conn *conn, enum script_id id, int nkeys, const ch
 	c->conn = conn;
 	c->id = id;
 	c->retried = false;
+	c->lost = false;
 	c->sent_ms = now_ms();
 	c->fn = fn;
 	c->ctx = ctx;

@@ -786,6 +786,50 @@ TEST(a_function_call_retried_after_function_not_found_keeps_its_first_deadline)
 	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
 }
 
+/* Function names are Redis-wide: a library of someone else's that has a
+ * function of one of dlockd's names makes a dlockd that starts on that
+ * Redis fail to load its own, and that dlockd never calls the function:
+ * it runs its scripts with EVALSHA and says why. So does a library under
+ * dlockd's own name without its functions (after two "Function not
+ * found"). (A user who may load functions can also replace dlockd's own
+ * with a library of the same name and functions: no more a boundary than
+ * one who may write the locks' keys.) */
+TEST(a_function_of_another_library_under_dlockds_names_is_never_called)
+{
+	static const char *const squatters[] = { "evil", NULL };	/* NULL: dlockd's name */
+
+	for (size_t i = 0; i < sizeof(squatters) / sizeof(squatters[0]); i++) {
+		struct redis_srv rs = { 0 };
+		struct dlockd_srv d0, d;
+		char lib[64] = "", code[512];
+		redisReply *rep;
+
+		CHECK(redis_dlockd_start(&rs, &d0, one_thread) == 0, "start Redis and dlockd");
+		CHECK(cycles(&d0, "sq", 2), "cycles (the library loaded)");
+		CHECK(dlockd_stop(&d0, 5000) == 0, "clean exit");
+		rep = rcmd_on(&rs, "FUNCTION LIST LIBRARYNAME dlockd_*");
+		if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 1 &&
+		    rep->element[0]->type == REDIS_REPLY_ARRAY && rep->element[0]->elements >= 2)
+			snprintf(lib, sizeof(lib), "%s", rep->element[0]->element[1]->str);
+		if (rep)
+			freeReplyObject(rep);
+		CHECK(!strncmp(lib, "dlockd_", 7), "dlockd's library: %s", lib);
+		CHECK(rcmd_ok_on(&rs, "FUNCTION FLUSH"), "FUNCTION FLUSH");
+		snprintf(code, sizeof(code),
+			 "#!lua name=%s\nredis.register_function('%s%s', function(k, a) "
+			 "redis.call('set', 'squatter_ran', '1') return {-9} end)",
+			 squatters[i] ? squatters[i] : lib, lib, squatters[i] ? "_lock_acquire" : "_x");
+		CHECK(rcmd_ok_on(&rs, "FUNCTION LOAD %s", code), "the squatter's library");
+		CHECK(dlockd_start_on(&d, &rs, one_thread) == 0, "start a dlockd");
+		CHECK(cycles(&d, "sq", 10), "%s: ten cycles answered",
+		      squatters[i] ? "a function of dlockd's name" : "a library of dlockd's name");
+		CHECK(rcmd_int_on(&rs, "EXISTS squatter_ran") == 0, "the squatter's function never ran");
+		CHECK(WAIT_FOR(file_contains(d.log, "dlockd runs its scripts with EVALSHA"), 2000),
+		      "dlockd says why");
+		CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
+	}
+}
+
 /* A Redis without functions (before 7.0; here FUNCTION renamed away: the
  * same "unknown command"), a user refused them, or a user refused FCALL
  * alone (FUNCTION LOAD allowed: the FCALL refused is sent again as EVAL):

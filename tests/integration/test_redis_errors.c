@@ -373,6 +373,46 @@ TEST(redis_out_of_memory_still_takes_releases_and_heartbeats)
 	redis_stop(&rs, false);
 }
 
+/* A Redis that refuses writes (min-replicas-to-write not met: NOREPLICAS)
+ * still answers the reads that are functions flagged no-writes: a lock's
+ * and a semaphore's status and the listing; an acquire is 503 and takes
+ * nothing. (A read-write lock's status may purge expired read holds: it
+ * is refused with the writes.) */
+TEST(redis_refusing_writes_still_answers_status_reads)
+{
+	static const char *const reads[] = { "/locks/nr", "/locks/nr?owner=a", "/semaphores/nrs",
+					     "/locks?limit=10" };
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	struct http_resp r;
+	bool ok;
+
+	start_pair(&rs, &d, NULL, &ok);
+	CHECK(ok, "start Redis and dlockd");
+	CHECK(lock_hold(&d, "nr", "a", 60000), "a holds nr");
+	http_on(d.base, "PUT", "/semaphores/nrs?owner=a&limit=2", NULL, &r);
+	CHECK_STATUS(r, 200, "a takes a permit");
+	http_free(&r);
+	for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {	/* loaded */
+		http_on(d.base, "GET", reads[i], NULL, &r);
+		http_free(&r);
+	}
+	CHECK(rcmd_ok_on(&rs, "CONFIG SET min-replicas-to-write 1"), "writes need a replica");
+	http_on(d.base, "PUT", "/locks/nr2?owner=b", NULL, &r);
+	CHECK_ERROR(r, 503, "backend_unavailable", "an acquire while Redis refuses writes");
+	http_free(&r);
+	CHECK(rcmd_int_on(&rs, "EXISTS nr2") == 0, "nothing taken");
+	for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
+		http_on(d.base, "GET", reads[i], NULL, &r);
+		CHECK(r.status == 200, "GET %s while Redis refuses writes: %ld %s", reads[i],
+		      r.status, r.body ? r.body : "");
+		http_free(&r);
+	}
+	CHECK(rcmd_ok_on(&rs, "CONFIG SET min-replicas-to-write 0"), "writes again");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	redis_stop(&rs, false);
+}
+
 /* Keys of a lock's layout that hold something else (a fair lock's queue
  * that is a string, a fencing counter of letters or a hash): each script
  * checks before its first write (Redis does not roll a failing script

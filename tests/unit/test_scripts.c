@@ -110,14 +110,17 @@ static void call(void)
 	scripts_run(NULL, SCRIPT_LOCK_ACQUIRE, 1, keys, 1, args, on_reply, NULL);
 }
 
+/* A fresh start: the calls still open answered (freed), nothing sent,
+ * nothing known of Redis. */
 static int reset(void **state)
 {
-	(void)state;
+	answer_the_rest(state);
 	nsent = 0;
 	replies = 0;
 	fn_state = FN_UNTRIED;
 	fn_retry_ms = 0;
 	fn_refusal_logged = false;
+	atomic_store(&fn_on_trust, false);
 	memset(scripts, 0, sizeof(scripts));
 	return 0;
 }
@@ -147,14 +150,68 @@ static void test_first_call_loads_the_library_then_calls_go_as_fcall(void **stat
 	assert_int_equal(replies, 2);
 }
 
-/* "already exists" (another dlockd of the build loaded it) is loaded. */
+/* The library's name "already exists" (another dlockd of the build
+ * loaded it) is loaded; a function of another library under one of its
+ * functions' names is not. */
 static void test_a_library_already_there_is_used(void **state)
 {
+	char exists[128];
+
 	(void)state;
+	snprintf(exists, sizeof(exists), "ERR Library '%s' already exists", lua_library_name);
 	call();
-	answer(0, REDIS_REPLY_ERROR, "ERR Library 'dlockd_x' already exists");
+	answer(0, REDIS_REPLY_ERROR, exists);
 	call();
 	assert_string_equal(sent[nsent - 1].cmd, "FCALL");
+
+	reset(state);
+	call();
+	answer(0, REDIS_REPLY_ERROR, "ERR Function dlockd_x_lock_acquire already exists");
+	assert_int_equal(fn_state, FN_UNTRIED);
+	assert_true(fn_retry_ms >= now_ms() + FN_REFUSED_RETRY_MS - 1000);
+	call();
+	assert_string_not_equal(sent[nsent - 1].cmd, "FCALL");
+}
+
+/* After a "Function not found", the LOAD that says the library exists
+ * (another dlockd reloaded it meanwhile) is trusted once: if the next
+ * FCALL finds no function either, the library has dlockd's name and not
+ * its functions, and calls go as EVALSHA for a minute, not as an FCALL,
+ * a LOAD and an EVAL each. An FCALL that runs ends the doubt. */
+static void test_a_library_named_as_dlockds_without_its_functions_is_not_used(void **state)
+{
+	char exists[128];
+
+	(void)state;
+	snprintf(exists, sizeof(exists), "ERR Library '%s' already exists", lua_library_name);
+	for (int ran = 0; ran < 2; ran++) {
+		reset(state);
+		fn_state = FN_READY;
+		call();
+		answer(0, REDIS_REPLY_ERROR, "ERR Function not found");
+		assert_string_equal(sent[1].cmd, "FUNCTION");
+		answer(1, REDIS_REPLY_ERROR, exists);
+		assert_int_equal(fn_state, FN_READY);	/* on trust */
+		answer(2, REDIS_REPLY_ARRAY, NULL);
+		if (ran) {	/* an FCALL runs: the library has its functions */
+			call();
+			assert_string_equal(sent[3].cmd, "FCALL");
+			answer(3, REDIS_REPLY_ARRAY, NULL);
+		}
+		call();
+		assert_string_equal(sent[nsent - 1].cmd, "FCALL");
+		answer(nsent - 1, REDIS_REPLY_ERROR, "ERR Function not found");
+		if (ran) {	/* a reload, as after any FUNCTION FLUSH */
+			assert_string_equal(sent[nsent - 2].cmd, "FUNCTION");
+			continue;
+		}
+		assert_int_equal(fn_state, FN_UNTRIED);
+		assert_true(fn_retry_ms >= now_ms() + FN_REFUSED_RETRY_MS - 1000);
+		assert_string_equal(sent[nsent - 1].cmd, "EVAL");
+		call();
+		assert_true(strcmp(sent[nsent - 1].cmd, "FCALL") &&
+			    strcmp(sent[nsent - 2].cmd, "FUNCTION"));
+	}
 }
 
 /* An FCALL answered "Function not found" (FUNCTION FLUSH, a restart) is
@@ -266,6 +323,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		TEST(test_first_call_loads_the_library_then_calls_go_as_fcall),
 		TEST(test_a_library_already_there_is_used),
+		TEST(test_a_library_named_as_dlockds_without_its_functions_is_not_used),
 		TEST(test_function_not_found_is_sent_again_with_its_deadline),
 		TEST(test_fcall_refused_falls_back_for_a_minute),
 		TEST(test_an_error_inside_the_function_is_the_answer),
