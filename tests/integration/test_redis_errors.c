@@ -290,6 +290,13 @@ TEST(redis_acl_refused_read_is_a_503_not_wrong_kind)
 	redis_stop(&rs, false);
 }
 
+/* rs over its maxmemory, evicting nothing. */
+static bool no_memory_left(const struct redis_srv *rs)
+{
+	return rcmd_ok_on(rs, "CONFIG SET maxmemory-policy noeviction") &&
+	       rcmd_ok_on(rs, "CONFIG SET maxmemory 1");
+}
+
 TEST(redis_out_of_memory_is_a_503_that_says_so)
 {
 	struct redis_srv rs = { 0 };
@@ -299,8 +306,7 @@ TEST(redis_out_of_memory_is_a_503_that_says_so)
 
 	start_pair(&rs, &d, NULL, &ok);
 	CHECK(ok, "start Redis and dlockd");
-	CHECK(rcmd_ok_on(&rs, "CONFIG SET maxmemory-policy noeviction") &&
-	      rcmd_ok_on(&rs, "CONFIG SET maxmemory 1"), "Redis has no memory left");
+	CHECK(no_memory_left(&rs), "Redis has no memory left");
 	http_on(d.base, "PUT", "/locks/oom?owner=a", NULL, &r);
 	CHECK_ERROR(r, 503, "backend_unavailable", "acquire with Redis out of memory");
 	CHECK(r.retry_after[0], "with Retry-After");
@@ -342,8 +348,7 @@ TEST(redis_out_of_memory_still_takes_releases_and_heartbeats)
 	http_on(d.base, "PUT", "/rwlocks/oomrw/read?owner=a&ttl_ms=60000", NULL, &r);
 	CHECK_STATUS(r, 200, "a reads oomrw");
 	http_free(&r);
-	CHECK(rcmd_ok_on(&rs, "CONFIG SET maxmemory-policy noeviction") &&
-	      rcmd_ok_on(&rs, "CONFIG SET maxmemory 1"), "Redis has no memory left");
+	CHECK(no_memory_left(&rs), "Redis has no memory left");
 
 	http_on(d.base, "PUT", "/locks/oomnew?owner=b", NULL, &r);
 	CHECK_ERROR(r, 503, "backend_unavailable", "a new acquire");
