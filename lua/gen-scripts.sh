@@ -2,7 +2,8 @@
 # gen-scripts.sh -- dlockd's table of Lua scripts, generated from lua/ (the
 # Makefile runs it into $(BUILD)/; nothing else lists the scripts).
 #   sh lua/gen-scripts.sh h lua/*.lua >lua_scripts.h   enum script_id
-#   sh lua/gen-scripts.sh c lua/*.lua >lua_scripts.c   their sources
+#   sh lua/gen-scripts.sh c lua/*.lua >lua_scripts.c   their sources, and
+#                                                     the library of functions
 # Each lua/<name>.lua is one script: its id is SCRIPT_<NAME> (lock_acquire
 # is SCRIPT_LOCK_ACQUIRE), its entry lua_sources[SCRIPT_<NAME>] holds its
 # name and source. Adding a script is adding its file.
@@ -158,7 +159,7 @@ tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT
 {
 	for lib in $order; do
-		cat "$dir/lib/$lib.lua"
+		awk 1 "$dir/lib/$lib.lua"	# awk 1: every line ends in a newline
 	done
 	for f in "$@"; do
 		n=$(name_of "$f")
@@ -173,7 +174,7 @@ trap 'rm -f "$tmp"' EXIT
 		echo "redis.register_function{function_name = '@LIB@_$n', flags = {${fl%, }},"
 		echo '  callback = function(KEYS, ARGV)'
 		echo "$CALL_BEGIN"
-		cat "$f"
+		awk 1 "$f"
 		echo 'end}'
 	done
 } >"$tmp"
@@ -191,7 +192,7 @@ for f in "$@"; do
 	done
 	printf '\t[SCRIPT_%s] = { "%s", "%s_%s",\n' "$(echo "$n" | tr a-z A-Z)" "$n" "$lib" "$n"
 	# shellcheck disable=SC2086 # $files: paths without blanks, split on purpose
-	{ cat $files; echo "$CALL_BEGIN"; cat "$f"; } | c_string
+	{ awk 1 $files; echo "$CALL_BEGIN"; awk 1 "$f"; } | c_string
 	printf '\t},\n'
 done
 echo '};'
