@@ -339,15 +339,11 @@ TEST(redis_out_of_memory_still_takes_releases_and_heartbeats)
 	for (int i = 0; i < 3; i++)	/* the library loaded: FCALLs from now on */
 		CHECK(lock_hold(&d, "oomw", "a", 1000) && lock_release(&d, "oomw", "a") == 200,
 		      "warm-up cycle");
-	http_on(d.base, "PUT", "/locks/oomr?owner=a&ttl_ms=60000", NULL, &r);
-	CHECK_STATUS(r, 200, "a holds oomr");
-	http_free(&r);
-	http_on(d.base, "PUT", "/locks/oomr?owner=a&ttl_ms=60000&reentrant=true", NULL, &r);
-	CHECK_STATUS(r, 200, "a re-enters oomr");
-	http_free(&r);
-	http_on(d.base, "PUT", "/rwlocks/oomrw/read?owner=a&ttl_ms=60000", NULL, &r);
-	CHECK_STATUS(r, 200, "a reads oomrw");
-	http_free(&r);
+	CHECK(status_of(&d, "PUT", "/locks/oomr?owner=a&ttl_ms=60000") == 200, "a holds oomr");
+	CHECK(status_of(&d, "PUT", "/locks/oomr?owner=a&ttl_ms=60000&reentrant=true") == 200,
+	      "a re-enters oomr");
+	CHECK(status_of(&d, "PUT", "/rwlocks/oomrw/read?owner=a&ttl_ms=60000") == 200,
+	      "a reads oomrw");
 	CHECK(no_memory_left(&rs), "Redis has no memory left");
 
 	http_on(d.base, "PUT", "/locks/oomnew?owner=b", NULL, &r);
@@ -363,15 +359,11 @@ TEST(redis_out_of_memory_still_takes_releases_and_heartbeats)
 	CHECK_STATUS(r, 200, "one hold of two given back");
 	CHECK(strstr(r.body, "\"holds\":1"), "one hold left: %s", r.body);
 	http_free(&r);
-	http_on(d.base, "POST", "/rwlocks/oomrw/read/heartbeat?owner=a", NULL, &r);
-	CHECK_STATUS(r, 200, "the read lock's heartbeat");
-	http_free(&r);
-	http_on(d.base, "POST", "/locks/oomr/heartbeat?owner=a", NULL, &r);
-	CHECK_STATUS(r, 200, "the lock's heartbeat");
-	http_free(&r);
-	http_on(d.base, "DELETE", "/locks/oomr?owner=a", NULL, &r);
-	CHECK_STATUS(r, 200, "the last hold given back");
-	http_free(&r);
+	CHECK(status_of(&d, "POST", "/rwlocks/oomrw/read/heartbeat?owner=a") == 200,
+	      "the read lock's heartbeat");
+	CHECK(status_of(&d, "POST", "/locks/oomr/heartbeat?owner=a") == 200,
+	      "the lock's heartbeat");
+	CHECK(status_of(&d, "DELETE", "/locks/oomr?owner=a") == 200, "the last hold given back");
 	CHECK(rcmd_int_on(&rs, "EXISTS oomr") == 0, "oomr is free");
 	CHECK(rcmd_ok_on(&rs, "CONFIG SET maxmemory 0"), "memory again");
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");

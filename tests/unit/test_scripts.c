@@ -79,6 +79,15 @@ static void answer(int i, int type, const char *text)
 	sent[i].fn(sent[i].ctx, &r);
 }
 
+/* Was any send from index from on a cmd ("FCALL")? */
+static bool sent_from(int from, const char *cmd)
+{
+	for (int i = from; i < nsent; i++)
+		if (!strcmp(sent[i].cmd, cmd))
+			return true;
+	return false;
+}
+
 /* Answer every send still open (and any retry that makes): no call is
  * left allocated. */
 static int answer_the_rest(void **state)
@@ -208,9 +217,10 @@ static void test_a_library_named_as_dlockds_without_its_functions_is_not_used(vo
 		assert_int_equal(fn_state, FN_UNTRIED);
 		assert_true(fn_retry_ms >= now_ms() + FN_REFUSED_RETRY_MS - 1000);
 		assert_string_equal(sent[nsent - 1].cmd, "EVAL");
+		int n0 = nsent;
+
 		call();
-		assert_true(strcmp(sent[nsent - 1].cmd, "FCALL") &&
-			    strcmp(sent[nsent - 2].cmd, "FUNCTION"));
+		assert_false(sent_from(n0, "FCALL") || sent_from(n0, "FUNCTION"));
 	}
 }
 
@@ -255,10 +265,7 @@ static void test_fcall_refused_falls_back_for_a_minute(void **state)
 	answer(1, REDIS_REPLY_ARRAY, NULL);
 	assert_int_equal(replies, 1);
 	call();
-	for (int i = 2; i < nsent; i++)
-		assert_string_not_equal(sent[i].cmd, "FCALL");
-	for (int i = 2; i < nsent; i++)
-		assert_string_not_equal(sent[i].cmd, "FUNCTION");
+	assert_false(sent_from(2, "FCALL") || sent_from(2, "FUNCTION"));
 	assert_true(fn_retry_ms >= now_ms() + FN_REFUSED_RETRY_MS - 1000);
 }
 
@@ -308,8 +315,7 @@ static void test_a_refused_load_is_asked_again_later(void **state)
 		assert_true(fn_retry_ms >= t0 + cases[i].wait_ms &&
 			    fn_retry_ms <= now_ms() + cases[i].wait_ms);
 		call();		/* within the wait: no FUNCTION LOAD, no FCALL */
-		for (int k = 3; k < nsent; k++)
-			assert_true(strcmp(sent[k].cmd, "FUNCTION") && strcmp(sent[k].cmd, "FCALL"));
+		assert_false(sent_from(3, "FUNCTION") || sent_from(3, "FCALL"));
 		fn_retry_ms = 0;	/* the wait over */
 		call();
 		assert_string_equal(sent[nsent - 3].cmd, "FUNCTION");
