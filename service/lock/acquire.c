@@ -31,9 +31,13 @@
  * Subscribe, then retry: a release published between the first try and
  * the subscription would be missed, so a waiter that joins tries once more
  * after the channel is live -- at once if it already is, else when the
- * confirmation wakes it. A new request gets LOCK_BACKEND_DOWN answered at
- * once; one already waiting keeps retrying every BACKEND_RETRY_MS until its
- * deadline (it is also woken when the subscriber reconnects).
+ * confirmation wakes it. Not when the channel was live already before the
+ * first try was sent and has heard nothing since (ops->covered): then any
+ * release after that try is still to be heard, and the waiter sleeps at
+ * once (each newcomer to a hot lock saves that script run). A new request
+ * gets LOCK_BACKEND_DOWN answered at once; one already waiting keeps
+ * retrying every BACKEND_RETRY_MS until its deadline (it is also woken
+ * when the subscriber reconnects).
  *
  * Queue places. A waiter queued behind a fair lock's head has nothing to
  * retry for (it is told on its own channel when its turn comes) but its
@@ -99,6 +103,10 @@ static void try_once(struct acquire *a)
 {
 	unsigned flags = (a->wait_ms > 0 ? LOCK_QUEUE : 0) | (a->reentrant ? LOCK_REENTRANT : 0);
 
+	if (!a->waiter && !a->expecting && a->wait_ms > 0 && a->ops->expect_join) {
+		a->mark = a->ops->expect_join(a->b);	/* a first try that may wait */
+		a->expecting = true;
+	}
 	a->phase = ACQUIRE_TRYING;
 	/* the wait left, and a second for the leaving to reach Redis */
 	a->extras.place_ms = a->wait_ms > 0 ? a->deadline_ms - a->ops->now_ms() + 1000 : 0;
@@ -138,8 +146,18 @@ static bool give_back(struct acquire *a, lock_done_fn done)
 	return true;
 }
 
+/* The first try's expectation of a join is over: joined, or never. */
+static void expect_end(struct acquire *a)
+{
+	if (a->expecting) {
+		a->expecting = false;
+		a->ops->expect_done(a->b);
+	}
+}
+
 static void finish_acquire(struct acquire *a, enum acquire_outcome outcome)
 {
+	expect_end(a);
 	a->phase = ACQUIRE_DONE;
 	a->outcome = outcome;
 	a->done(a->done_ctx);
@@ -188,6 +206,10 @@ static void on_tried(struct acquire *a)
 		if (!a->waiter) {
 			a->waiter = a->ops->join(a->b, a->kind, a->name, a->owner, a->fd, woken, a,
 						 a->deadline_ms, &confirmed);
+			if (confirmed && a->expecting && a->ops->covered &&
+			    a->ops->covered(a->waiter, a->mark))
+				confirmed = false;	/* nothing missed: sleep now */
+			expect_end(a);
 			if (confirmed) {
 				try_once(a);
 				return;
@@ -285,6 +307,7 @@ bool acquire_end(struct acquire *a, bool delivered)
 
 	if (a->phase == ACQUIRE_IDLE)
 		return false;
+	expect_end(a);
 	leave(a, 0);
 	give_back(a, NULL);
 	if (a->outcome == ACQUIRE_GRANTED && delivered)

@@ -56,6 +56,13 @@ struct acquire_ops {
 	struct waiter *(*join)(const struct backend *b, enum lock_kind kind, const char *name,
 			       const char *owner, int fd, waiter_resume_fn resume, void *ctx,
 			       int64_t deadline_ms, bool *confirmed);
+	/* before the first try of an acquire that may wait: its mark for
+	 * covered, ended by expect_done (waiters_expect_join); NULL: none */
+	uint64_t (*expect_join)(const struct backend *b);
+	void (*expect_done)(const struct backend *b);
+	/* w, just joined a live channel, need not try again
+	 * (waiters_join_covered) */
+	bool (*covered)(const struct waiter *w, uint64_t mark);
 	void (*sleep)(struct waiter *w, int64_t retry_at_ms);
 	enum waiter_wake (*wake_reason)(struct waiter *w);
 	void (*leave)(struct waiter *w, int64_t lease_end_ms);
@@ -118,6 +125,8 @@ struct acquire {
 					 * (a repeat added none: it is left alone) */
 	int64_t grant_change;		/* ... its number in Redis (st.change) */
 	enum lock_result cancel;	/* acquire_cancel's result; LOCK_OK: none */
+	bool expecting;			/* between expect_join and expect_done */
+	uint64_t mark;			/* expect_join's, before the first try */
 };
 
 /* Start a's first try; a's inputs are set and the rest of it is zeroed.

@@ -35,6 +35,16 @@ static struct waiter *join(const struct backend *b, enum lock_kind kind, const c
 	return w;
 }
 
+static uint64_t expect_join(const struct backend *b)
+{
+	return waiters_expect_join(b->waiters);
+}
+
+static void expect_done(const struct backend *b)
+{
+	waiters_expect_done(b->waiters);
+}
+
 /* owner holds (kind, name) and knows it: wake its other waiters there. */
 static void told(const struct backend *b, enum lock_kind kind, const char *name,
 		 const char *owner)
@@ -67,6 +77,9 @@ const struct acquire_ops acquire_ops_real = {
 	.dequeue = dequeue,
 	.undo = locks_undo,
 	.join = join,
+	.expect_join = expect_join,
+	.expect_done = expect_done,
+	.covered = waiters_join_covered,
 	.sleep = waiters_sleep,
 	.wake_reason = waiters_wake_reason,
 	.leave = waiters_leave,

@@ -95,6 +95,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* How many of a channel's last told owners it remembers for
+ * waiters_join_covered(): more told within one first try than this make
+ * the joining waiter try again, as it always did. */
+#define TOLD_MARKS 8
+
+/* An owner told on a channel (owner_told_here): the loop's mark then, and
+ * a hash of the owner (a collision only costs a try). */
+struct told_mark {
+	uint64_t mark;
+	uint32_t owner;
+};
+
 struct channel {
 	char *name;
 	struct name_entry entry;	/* in ws->channels, by name */
@@ -107,6 +119,10 @@ struct channel {
 	unsigned nwatch;		/* joined watchers */
 	unsigned permits;		/* wakes banked while nobody slept */
 	uint64_t msgs;			/* messages heard on it (watchers compare) */
+	uint64_t heard;			/* the loop's mark (marks) of the last
+					 * confirmation, message or drop heard */
+	struct told_mark told[TOLD_MARKS];	/* the last owners told, a ring */
+	unsigned told_next;		/* ... where the next one goes */
 	bool timer_all;			/* the retry timer wakes every sleeper */
 	bool counted;			/* a message is a count of permits freed
 					 * (WAITER_COUNTED: a semaphore's) */
@@ -162,6 +178,8 @@ struct waiters {
 	unsigned nwaiters;		/* joined here */
 	struct list_node ready;		/* woken waiters, oldest wake first */
 	struct loop_task resume_task;	/* drains the ready list */
+	uint64_t marks;			/* counts what its channels heard
+					 * (waiters_mark) */
 	struct waiters *rnext;		/* in the registry */
 	/* its waiters with an owner (waiters_set_owner): read by the other
 	 * loops, which post it a told owner only when there are some */
@@ -473,6 +491,53 @@ struct waiter *waiters_join(struct waiters *ws, const char *channel, int fd,
 	return w;
 }
 
+/* FNV-1a: the told ring's hash of an owner. */
+static uint32_t owner_hash(const char *owner)
+{
+	uint32_t h = 2166136261u;
+
+	for (const unsigned char *p = (const unsigned char *)owner; *p; p++)
+		h = (h ^ *p) * 16777619u;
+	return h;
+}
+
+/* ch heard something a waiter that tried before must try again for. */
+static void heard(struct channel *ch)
+{
+	ch->heard = ++ch->ws->marks;
+}
+
+uint64_t waiters_expect_join(struct waiters *ws)
+{
+	LOOP_ASSERT_THREAD(ws->loop);
+	atomic_fetch_add(&ws->owned, 1);
+	atomic_fetch_add(&R.owned, 1);
+	return ws->marks;
+}
+
+void waiters_expect_done(struct waiters *ws)
+{
+	atomic_fetch_sub(&ws->owned, 1);
+	atomic_fetch_sub(&R.owned, 1);
+}
+
+bool waiters_join_covered(const struct waiter *w, uint64_t mark)
+{
+	const struct channel *ch = w->ch;
+	uint32_t h;
+
+	if (!ch->live || ch->heard > mark || !w->owner)
+		return false;
+	/* the oldest remembered owner told after mark: some may be lost */
+	if (ch->told[ch->told_next].mark > mark)
+		return false;
+	h = owner_hash(w->owner);
+	for (unsigned i = 0; i < TOLD_MARKS; i++)
+		if (ch->told[i].mark > mark && ch->told[i].owner == h)
+			return false;
+	return true;
+}
+
 void waiters_set_owner(struct waiter *w, const char *owner)
 {
 	if (!w->owner) {
@@ -649,6 +714,7 @@ static void channel_confirmed(struct waiters *ws, const char *channel)
 		return;		/* its waiters left meanwhile */
 	ch->live = true;
 	ch->epoch++;
+	heard(ch);
 	wake_all(ch, WAKE_RETRY);
 	wake_watchers(ch, WAKE_RETRY);
 }
@@ -689,6 +755,7 @@ static void channel_message(struct waiters *ws, const char *channel, const char 
 	if (ch) {
 		/* whatever it says, the lock may have changed: watchers look */
 		ch->msgs++;
+		heard(ch);
 		wake_watchers(ch, WAKE_RETRY);
 	}
 	if (ch && ch->counted) {
@@ -723,6 +790,11 @@ static void owner_told_here(struct waiters *ws, const char *channel, const char 
 	struct list_node *n, *next;
 	char key[1024];
 
+	if (ch) {
+		ch->told[ch->told_next].mark = ++ws->marks;
+		ch->told[ch->told_next].owner = owner_hash(owner);
+		ch->told_next = (ch->told_next + 1) % TOLD_MARKS;
+	}
 	if (!ch || (owner_key(key, sizeof(key), channel, owner) && !names_find(&ws->owners, key)))
 		return;		/* none of its sleepers waits for owner */
 	list_each_safe(&ch->sleepers, n, next) {
@@ -739,12 +811,17 @@ static void on_disconnect(struct waiters *ws, const char *channel)
 	struct channel *ch;
 
 	if (channel) {
-		if ((ch = channel_lookup(ws, channel)))
+		if ((ch = channel_lookup(ws, channel))) {
 			ch->live = false;
+			heard(ch);
+		}
 		return;
 	}
-	names_each(&ws->channels, e)
-		container_of(e, struct channel, entry)->live = false;
+	names_each(&ws->channels, e) {
+		ch = container_of(e, struct channel, entry);
+		ch->live = false;
+		heard(ch);
+	}
 }
 
 static void on_shutdown(struct waiters *ws)

@@ -75,7 +75,8 @@ enum waiter_flags {
  * The channel is subscribed if it is not yet. *confirmed is true when the
  * subscription is already live, so the caller must retry once before
  * sleeping (a release between its first try and now was not missed only
- * if it tries again). Free the waiter with waiters_leave(). */
+ * if it tries again) -- unless waiters_join_covered() says nothing can
+ * have been missed. Free the waiter with waiters_leave(). */
 struct waiter *waiters_join(struct waiters *ws, const char *channel, int fd,
 			    waiter_resume_fn resume, void *ctx, int64_t deadline_ms,
 			    unsigned flags, bool *confirmed);
@@ -83,6 +84,25 @@ struct waiter *waiters_join(struct waiters *ws, const char *channel, int fd,
 /* w waits on behalf of owner (a lock owner id, copied): see
  * waiters_owner_told(). Acquirers only. */
 void waiters_set_owner(struct waiter *w, const char *owner);
+
+/* A first try that may be followed by waiters_join() (an acquire that
+ * will wait if refused): call before it is sent, for the mark that
+ * waiters_join_covered() takes, and end it with waiters_expect_done()
+ * once the waiter has joined and has its owner (or will never join).
+ * Meanwhile the loop counts as having a waiter with an owner, so that a
+ * grant to that owner on another loop is posted here. */
+uint64_t waiters_expect_join(struct waiters *ws);
+void waiters_expect_done(struct waiters *ws);
+
+/* w (an acquirer with its owner set) joined a channel that has been live
+ * since mark (waiters_expect_join(), before its first try was sent) and
+ * heard nothing since -- no message, no (re)confirmation, no grant to w's
+ * owner: whatever changed the lock after that try is still to be heard,
+ * with w joined, so w may sleep without trying again (one script run less
+ * for every waiter that finds the lock's channel live). False: try again
+ * (the subscription may have missed a release between the try and the
+ * join). */
+bool waiters_join_covered(const struct waiter *w, uint64_t mark);
 
 /* Sleep until woken; resume(ctx) runs once per wake, later, from the loop.
  * retry_at_ms (monotonic, 0 = none) asks for a retry then even without a

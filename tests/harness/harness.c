@@ -1058,13 +1058,35 @@ long long redis_script_calls(const struct redis_srv *s)
 	return calls;
 }
 
+/* The n waiters whose first tries node ran since scripts0 are past the
+ * retry each may owe: one that joined a channel not yet live tries again
+ * once it is (2 scripts in all); one that found it live and heard nothing
+ * since sleeps at once (1). With fewer than 2n, wait until node has run no
+ * script for a while: a retry owed follows its confirmation at once. */
+static bool past_retries(const struct redis_srv *node, int n, long long scripts0)
+{
+	int quiet_ms = 150 * slow_factor();
+
+	for (int tries = 0; tries < 50; tries++) {
+		long long before = redis_script_calls(node);
+
+		if (before >= scripts0 + 2LL * n)
+			return true;
+		sleep_ms(quiet_ms);
+		if (redis_script_calls(node) == before)
+			return true;
+	}
+	return false;
+}
+
 bool wait_parked_on(const struct dlockd_srv *d, const struct redis_srv *node, long long scripts0,
 		    const struct redis_srv *sub, bool sharded, const char *chan)
 {
 	return wait_waiters(d, 1, 10000) &&
 	       WAIT_FOR(redis_subscribers(sub, sharded, chan) >= 1 &&
-				redis_script_calls(node) >= scripts0 + 2,
-			10000);
+				redis_script_calls(node) >= scripts0 + 1,
+			10000) &&
+	       past_retries(node, 1, scripts0);
 }
 
 bool wait_parked(const struct dlockd_srv *d, int n, long long scripts0, int timeout_ms,
@@ -1078,8 +1100,9 @@ bool wait_parked(const struct dlockd_srv *d, int n, long long scripts0, int time
 		vsnprintf(chan, sizeof(chan), chan_fmt, ap);
 		va_end(ap);
 	}
-	return WAIT_FOR(waiters_of(d) >= n && redis_scripts_called() >= scripts0 + 2LL * n &&
-			(!chan_fmt || channel_subscribers(NULL, "%s", chan) >= 1), timeout_ms);
+	return WAIT_FOR(waiters_of(d) >= n && redis_scripts_called() >= scripts0 + n &&
+			(!chan_fmt || channel_subscribers(NULL, "%s", chan) >= 1), timeout_ms) &&
+	       past_retries(NULL, n, scripts0);
 }
 
 /* ----- Background requests ----- */

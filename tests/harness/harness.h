@@ -18,7 +18,7 @@
  *     WAIT_FOR(cond, ms), or the ready-made waits: wait_waiters() (dlockd
  *     counts N waiting requests), wait_no_waiters(), channel_subscribers(),
  *     and before a release whose wake-up you time, wait_parked(): they
- *     also subscribed and made their post-subscribe retry, so only the
+ *     also subscribed and made the post-subscribe retry they owed, so only the
  *     release message can wake them now (s0 = redis_scripts_called();
  *     bg_start(...); CHECK(wait_parked(NULL, 1, s0, 5000,
  *     "redisson_lock__channel:{%s}", n), ...));
@@ -319,17 +319,18 @@ long long redis_script_calls(const struct redis_srv *s);
 /* wait_parked for one waiting acquire on a Redis of the test's (a
  * cluster's node): started on d after scripts0 = redis_script_calls(node),
  * it is parked once d counts a waiter, chan has a subscriber on sub
- * (sharded or not), and node ran its first try and its retry after the
- * subscription was live. */
+ * (sharded or not), and node ran its first try and the retry it may owe
+ * (as wait_parked). */
 bool wait_parked_on(const struct dlockd_srv *d, const struct redis_srv *node, long long scripts0,
 		    const struct redis_srv *sub, bool sharded, const char *chan);
 /* Wait until the n waiting acquires started on d after
  * scripts0 = redis_scripts_called() are parked: d counts n waiters or more,
- * the shared Redis ran 2n scripts since scripts0 (each waiter's first try
- * and its retry once its subscription is live), and the channel chan_fmt
- * (NULL: not checked; e.g. "redisson_lock__channel:{%s}") has a
- * subscriber. From then on only a release message, a lease end or the
- * deadline wakes them. */
+ * the shared Redis ran each waiter's first try since scripts0 and the
+ * retry it may owe (one that joined a channel not yet live tries again
+ * once it is: 2n scripts when all did; else the scripts go quiet), and
+ * the channel chan_fmt (NULL: not checked; e.g.
+ * "redisson_lock__channel:{%s}") has a subscriber. From then on only a
+ * release message, a lease end or the deadline wakes them. */
 bool wait_parked(const struct dlockd_srv *d, int n, long long scripts0, int timeout_ms,
 		 const char *chan_fmt, ...) __attribute__((format(printf, 5, 6)));
 

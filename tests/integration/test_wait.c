@@ -1,7 +1,9 @@
 /* test_wait.c -- waiting acquires (docs/internals/architecture.md): woken by pub/sub on
  * release, by the holder's lease running out, or answered at the deadline;
  * one release wakes one waiter; waiting costs no threads; waiters whose
- * client left are forgotten, and grants nobody received are given back. */
+ * client left are forgotten, and grants nobody received are given back; a
+ * newcomer to a lock others wait for sleeps after one try, and hot-lock
+ * newcomers are still served at once. */
 #include "../harness/harness.h"
 
 #include <arpa/inet.h>
@@ -225,4 +227,128 @@ TEST(grant_for_a_client_that_left_is_released)
 	      t0, t1);
 	CHECK(metric_value(&H_dlockd, ABANDONED) == abandoned0 + 1,
 	      "counted as one abandoned grant");
+}
+
+/* A waiter that finds the lock's channel live (others wait on it) and
+ * nothing heard on it since before its try sleeps after that one try: any
+ * release after the try is still to come, and it is joined by then. Each
+ * newcomer costs one script, not two, and is still served in turn, at
+ * once, by the releases that follow. */
+TEST(a_newcomer_to_a_live_channel_sleeps_after_one_try)
+{
+	static const char *const flags[] = { "--threads", "1", NULL };
+	enum { NEWCOMERS = 3 };
+	struct dlockd_srv d;
+	const char *n = lockname("newcomer");
+	struct bg w[1 + NEWCOMERS];
+	char p[512];
+	long long s0;
+	int64_t t;
+
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd --threads 1");
+	CHECK(status_of(&d, "PUT", "/locks/%s?owner=holder&ttl_ms=60000", n) == 200,
+	      "holder takes %s", n);
+	s0 = redis_scripts_called();
+	snprintf(p, sizeof(p), "/locks/%s?owner=w0&ttl_ms=60000&wait_ms=60000", n);
+	bg_start_on(&w[0], d.base, "PUT", p, NULL);
+	CHECK(wait_parked(&d, 1, s0, 5000, "redisson_lock__channel:{%s}", n),
+	      "the first waiter subscribed and is parked");
+	CHECK(redis_scripts_called() - s0 == 2,
+	      "the first waiter tried, subscribed, tried again: %lld scripts",
+	      redis_scripts_called() - s0);
+	for (int i = 1; i <= NEWCOMERS; i++) {
+		s0 = redis_scripts_called();
+		snprintf(p, sizeof(p), "/locks/%s?owner=w%d&ttl_ms=60000&wait_ms=60000", n, i);
+		bg_start_on(&w[i], d.base, "PUT", p, NULL);
+		CHECK(wait_waiters(&d, i + 1, 5000), "newcomer %d waits", i);
+		CHECK(redis_scripts_quiet(200 * slow_factor()), "the scripts settle");
+		CHECK(redis_scripts_called() - s0 == 1,
+		      "newcomer %d to a live channel: %lld scripts, want 1 (no retry)", i,
+		      redis_scripts_called() - s0);
+	}
+	/* each release serves the next, oldest first, at once (leases: 60 s) */
+	CHECK(status_of(&d, "DELETE", "/locks/%s?owner=holder", n) == 200, "holder releases");
+	for (int i = 0; i <= NEWCOMERS; i++) {
+		t = mono_ms();
+		CHECK_GRANTED_WITHIN(w[i], t, 2000, "the next waiter is served by the release");
+		snprintf(p, sizeof(p), "w%d", i);
+		CHECK(!strcmp(json_str(&w[i].r, "owner"), p), "w%d served in its turn, not %s", i,
+		      json_str(&w[i].r, "owner"));
+		http_free(&w[i].r);
+		CHECK(status_of(&d, "DELETE", "/locks/%s?owner=w%d", n, i) == 200, "w%d releases",
+		      i);
+	}
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+/* Clients that take a hot lock again as soon as they release it: each new
+ * request tries while releases fly, joins, and (the channel live) may
+ * sleep without a second try. A release in that window must never be
+ * lost: every acquire is answered within seconds, though each lease is
+ * 30 s, on one event loop and on two. */
+enum { HOT_CLIENTS = 8, HOT_ROUNDS = 150 };
+
+static struct {
+	const char *base, *name;
+	int errors;
+	int64_t worst_ms;
+} hot;
+
+static void *hot_client(void *arg)
+{
+	int id = (int)(long)arg;
+	char acq[512], rel[512];
+	struct http_resp r;
+
+	snprintf(acq, sizeof(acq), "/locks/%s?owner=h%d&ttl_ms=30000&wait_ms=60000", hot.name, id);
+	snprintf(rel, sizeof(rel), "/locks/%s?owner=h%d", hot.name, id);
+	for (int i = 0; i < HOT_ROUNDS; i++) {
+		int64_t t0 = mono_ms(), took;
+
+		if (http_on(hot.base, "PUT", acq, NULL, &r) != 0 || r.status != 200) {
+			__atomic_add_fetch(&hot.errors, 1, __ATOMIC_RELAXED);
+			http_free(&r);
+			break;
+		}
+		http_free(&r);
+		took = mono_ms() - t0;
+		for (int64_t w = __atomic_load_n(&hot.worst_ms, __ATOMIC_RELAXED); took > w &&
+		     !__atomic_compare_exchange_n(&hot.worst_ms, &w, took, false, __ATOMIC_RELAXED,
+						  __ATOMIC_RELAXED);)
+			;
+		if (http_on(hot.base, "DELETE", rel, NULL, &r) != 0 || r.status != 200)
+			__atomic_add_fetch(&hot.errors, 1, __ATOMIC_RELAXED);
+		http_free(&r);
+	}
+	return NULL;
+}
+
+TEST(hot_lock_newcomers_never_oversleep_a_release)
+{
+	static const char *const threads[] = { "1", "2" };
+
+	for (size_t k = 0; k < 2; k++) {
+		const char *flags[] = { "--threads", threads[k], NULL };
+		struct dlockd_srv d;
+		pthread_t t[HOT_CLIENTS];
+
+		CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd --threads %s", threads[k]);
+		hot.base = d.base;
+		hot.name = lockname("hotnew");
+		hot.errors = 0;
+		hot.worst_ms = 0;
+		for (long i = 0; i < HOT_CLIENTS; i++)
+			pthread_create(&t[i], NULL, hot_client, (void *)i);
+		for (int i = 0; i < HOT_CLIENTS; i++)
+			pthread_join(t[i], NULL);
+		printf("# --threads %s: %d x %d hot cycles, slowest acquire %lld ms\n", threads[k],
+		       HOT_CLIENTS, HOT_ROUNDS, (long long)hot.worst_ms);
+		CHECK(hot.errors == 0, "--threads %s: %d requests failed", threads[k], hot.errors);
+		/* a lost release leaves its waiters asleep until a 30 s lease ends */
+		CHECK(hot.worst_ms < 5000 * slow_factor(),
+		      "--threads %s: an acquire waited %lld ms: a release went unheard", threads[k],
+		      (long long)hot.worst_ms);
+		CHECK(WAIT_FOR(waiters_of(&d) == 0, 5000), "no waiter left");
+		CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+	}
 }

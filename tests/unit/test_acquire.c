@@ -27,6 +27,8 @@ static char fake_backend_mem;
 static char calls[1024];	/* "try(queue) join(deadline, fd) sleep(at) ..." */
 static int64_t fake_now;
 static bool fake_confirmed;	/* join: is the channel already live? */
+static bool fake_covered;	/* ... and has it heard nothing since the mark? */
+static int expecting;		/* expect_join calls not yet ended */
 static enum waiter_wake fake_reason;
 static lock_done_fn pending_try, pending_dequeue;
 static void *pending_try_ctx, *pending_dequeue_ctx;
@@ -105,6 +107,31 @@ static struct waiter *fake_join(const struct backend *b, enum lock_kind kind, co
 	return FAKE_WAITER;
 }
 
+#define FAKE_MARK 77
+
+static uint64_t fake_expect_join(const struct backend *b)
+{
+	assert_ptr_equal(b, FAKE_BACKEND);
+	assert_int_equal(expecting, 0);
+	expecting++;
+	return FAKE_MARK;
+}
+
+static void fake_expect_done(const struct backend *b)
+{
+	assert_ptr_equal(b, FAKE_BACKEND);
+	assert_int_equal(expecting, 1);
+	expecting--;
+}
+
+static bool fake_join_covered(const struct waiter *w, uint64_t mark)
+{
+	assert_ptr_equal(w, FAKE_WAITER);
+	assert_int_equal(mark, FAKE_MARK);
+	assert_int_equal(expecting, 1);		/* asked before the expectation ends */
+	return fake_covered;
+}
+
 static void fake_sleep(struct waiter *w, int64_t retry_at_ms)
 {
 	assert_ptr_equal(w, FAKE_WAITER);
@@ -160,6 +187,9 @@ static const struct acquire_ops fake_ops = {
 	.dequeue = fake_dequeue,
 	.undo = fake_undo,
 	.join = fake_join,
+	.expect_join = fake_expect_join,
+	.expect_done = fake_expect_done,
+	.covered = fake_join_covered,
 	.sleep = fake_sleep,
 	.wake_reason = fake_wake_reason,
 	.leave = fake_leave,
@@ -184,6 +214,8 @@ static int setup(void **state)
 	calls[0] = '\0';
 	fake_now = 1000;
 	fake_confirmed = false;
+	fake_covered = false;
+	expecting = 0;
 	fake_reason = WAKE_NONE;
 	pending_try = pending_dequeue = NULL;
 	resume_fn = NULL;
@@ -295,6 +327,42 @@ static void test_acquire__held_joins_a_live_channel_and_retries_at_once(void **s
 	assert_int_equal(a.outcome, ACQUIRE_GRANTED);
 	assert_false(a.queued);
 	assert_null(a.waiter);
+}
+
+/* The channel was live before the first try and heard nothing since: a
+ * release after that try is still to come, so the waiter sleeps without a
+ * second try. Whatever the outcome, the expectation of a join ends once. */
+static void test_acquire__held_joins_a_covered_channel_and_sleeps_at_once(void **state)
+{
+	struct acquire a;
+
+	(void)state;
+	start(&a, 5000);
+	check_calls("try(queue)");
+	assert_int_equal(expecting, 1);
+	fake_confirmed = true;
+	fake_covered = true;
+	answer_try(LOCK_HELD, held);
+	check_calls("join(6000, fd 7) sleep(21000)");
+	assert_int_equal(a.phase, ACQUIRE_SLEEPING);
+	assert_int_equal(expecting, 0);
+	fake_now = 1500;
+	wake(WAKE_RETRY);
+	check_calls("try(queue)");
+	assert_int_equal(expecting, 0);		/* a retry expects no join */
+	answer_try(LOCK_OK, granted);
+	check_calls("leave(31500) done");
+
+	/* granted at once, or refused without waiting: no join, expectation ended */
+	dones = 0;
+	start(&a, 5000);
+	answer_try(LOCK_OK, granted);
+	assert_int_equal(expecting, 0);
+	dones = 0;
+	start(&a, 0);
+	assert_int_equal(expecting, 0);		/* no wait: nothing to expect */
+	answer_try(LOCK_HELD, held);
+	assert_int_equal(expecting, 0);
 }
 
 static void test_acquire__held_sleeps_until_a_wake_then_is_granted(void **state)
@@ -674,6 +742,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_acquire__granted_at_once, setup),
 		cmocka_unit_test_setup(test_acquire__held_joins_a_live_channel_and_retries_at_once,
+				       setup),
+		cmocka_unit_test_setup(test_acquire__held_joins_a_covered_channel_and_sleeps_at_once,
 				       setup),
 		cmocka_unit_test_setup(test_acquire__held_sleeps_until_a_wake_then_is_granted,
 				       setup),

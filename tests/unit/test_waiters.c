@@ -968,6 +968,98 @@ static void test_waiters__a_told_owner_wakes_its_sleepers_on_every_loop(void **s
 	assert_int_equal(atomic_load(&WS->owned), 0);
 }
 
+/* A newcomer that joins a live channel after its first try need not try
+ * again only if the channel heard nothing since the mark taken before that
+ * try: no message, no new confirmation, no drop, no grant told to its own
+ * owner (other owners' grants do not matter, unless more came than the
+ * channel remembers). */
+static void test_waiters__a_join_is_covered_only_if_nothing_was_heard_since_the_mark(
+	void **state)
+{
+	struct fake_req a = { 0 }, b = { 0 }, c = { 0 };
+	struct waiter *wa, *wb, *wc;
+	uint64_t mark;
+	bool confirmed;
+	char other[16];
+
+	(void)state;
+	wa = asleep("ch", &a);		/* keeps "ch" live */
+	waiters_set_owner(wa, "a");
+
+	/* nothing heard between the mark and the join */
+	mark = waiters_expect_join(WS);
+	assert_int_equal(atomic_load(&WS->owned), 2);	/* counted while it tries */
+	wb = join("ch", &b, &confirmed);
+	waiters_set_owner(wb, "b");
+	waiters_expect_done(WS);
+	assert_true(confirmed);
+	assert_true(waiters_join_covered(wb, mark));
+	waiters_leave(wb, 0);
+
+	/* a message came after the mark: it may be the release */
+	mark = waiters_expect_join(WS);
+	message(WS, "ch", "0");
+	assert_woken(a, 2, wa, WAKE_RETRY);
+	wb = join("ch", &b, &confirmed);
+	waiters_set_owner(wb, "b");
+	waiters_expect_done(WS);
+	assert_false(waiters_join_covered(wb, mark));
+	waiters_leave(wb, 0);
+	waiters_sleep(wa, 0);
+
+	/* the subscription dropped and came back after the mark */
+	mark = waiters_expect_join(WS);
+	waiters_deliver_disconnect(WS);
+	turn();
+	wb = join("ch", &b, &confirmed);
+	waiters_set_owner(wb, "b");
+	assert_false(confirmed);
+	assert_false(waiters_join_covered(wb, mark));
+	confirm(WS, "ch");
+	assert_false(waiters_join_covered(wb, mark));
+	waiters_expect_done(WS);
+	waiters_leave(wb, 0);
+	turn();
+	assert_woken(a, 3, wa, WAKE_RETRY);
+	waiters_sleep(wa, 0);
+
+	/* a grant told to another owner does not matter; to its own, it does */
+	mark = waiters_expect_join(WS);
+	waiters_owner_told(WS, "ch", "x");
+	wb = join("ch", &b, &confirmed);
+	waiters_set_owner(wb, "b");
+	assert_true(waiters_join_covered(wb, mark));
+	waiters_owner_told(WS, "ch", "b");
+	assert_false(waiters_join_covered(wb, mark));
+	waiters_expect_done(WS);
+	waiters_leave(wb, 0);
+
+	/* more grants than the channel remembers: one may have been its owner's */
+	mark = waiters_expect_join(WS);
+	for (int i = 0; i < TOLD_MARKS; i++) {
+		snprintf(other, sizeof(other), "o%d", i);
+		waiters_owner_told(WS, "ch", other);
+	}
+	wb = join("ch", &b, &confirmed);
+	waiters_set_owner(wb, "b");
+	assert_false(waiters_join_covered(wb, mark));
+	waiters_expect_done(WS);
+	waiters_leave(wb, 0);
+
+	/* a channel that was not live at the mark: its confirmation is news */
+	mark = waiters_expect_join(WS);
+	wc = join("new", &c, &confirmed);
+	waiters_set_owner(wc, "c");
+	assert_false(confirmed);
+	confirm(WS, "new");
+	assert_false(waiters_join_covered(wc, mark));
+	waiters_expect_done(WS);
+	waiters_leave(wc, 0);
+	waiters_leave(wa, 0);
+	assert_int_equal(atomic_load(&WS->owned), 0);
+	assert_int_equal(atomic_load(&R.owned), 0);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(test_waiters__##name, setup, teardown)
 
 int main(void)
@@ -1001,6 +1093,7 @@ int main(void)
 		T(every_message_wakes_every_watcher_and_takes_nothing),
 		T(a_message_while_a_watcher_looks_wakes_it_as_it_sleeps),
 		T(a_watcher_has_its_own_timer),
+		T(a_join_is_covered_only_if_nothing_was_heard_since_the_mark),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
