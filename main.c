@@ -188,9 +188,10 @@ static void tell_confirmed(void *ws, const char *channel)
 	waiters_deliver_confirmed(ws, channel);
 }
 
-static void tell_message(void *ws, const char *channel, const char *payload, size_t len)
+static void tell_message(void *ws, const char *channel, const char *payload, size_t len,
+			 uint64_t seq)
 {
-	waiters_deliver_message(ws, channel, payload, len);
+	waiters_deliver_message(ws, channel, payload, len, seq);
 }
 
 static void tell_disconnect(void *ws)

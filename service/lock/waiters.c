@@ -33,11 +33,12 @@
  * at once (it may have read the lock before that message's change).
  * Watchers neither take permits nor count for the lease-end rules below.
  * Every loop that has waiters on a channel hears each of its messages, and
- * applies the rules above to its own sleepers only: a "0" wakes the oldest
- * sleeper of EACH such loop, so one release costs up to one script run per
- * loop (--threads), not one in all; only one of them can win, the others
- * sleep again. (Waking one loop's alone would need the loops to agree on
- * who is oldest over all of them, for no gain in correctness.)
+ * applies the rules above to its own sleepers only -- but a plain lock's
+ * "0", which only one try can win, is taken by one loop alone: the first
+ * to handle it that has a waiter to wake (see "One wake for all loops").
+ * Read-write locks' and semaphores' messages wake in every loop, so one
+ * release costs a script run per loop there. Neither is FIFO over the
+ * loops: each loop's oldest, not the oldest of all.
  *
  * Lease ends. Every sleeper must be retried no later than the lease end of
  * whoever holds the lock by then, yet one lease end must not wake them all
@@ -123,6 +124,8 @@ struct channel {
 					 * confirmation, message or drop heard */
 	struct told_mark told[TOLD_MARKS];	/* the last owners told, a ring */
 	unsigned told_next;		/* ... where the next one goes */
+	struct claims *claims;		/* the loops' shared record of the "0"s
+					 * one of them took (one_wake) */
 	bool timer_all;			/* the retry timer wakes every sleeper */
 	bool counted;			/* a message is a count of permits freed
 					 * (WAITER_COUNTED: a semaphore's) */
@@ -151,6 +154,12 @@ struct waiter {
 	uint64_t msgs_seen;		/* a watcher's: ch->msgs when it last woke */
 	bool sleeping;
 	bool ready;			/* woken, resume not yet called */
+	bool claimed;			/* ... by a wake that was its loop's to
+					 * give (one_wake): hand it on if it
+					 * leaves before its resume */
+	bool took;			/* its last wake was such a one: the
+					 * other loops hear the lease end it
+					 * then sees (waiters_sleep) */
 	bool writer;			/* preferred by a "0" */
 	bool watch;			/* a watcher (WAITER_WATCH) */
 	enum waiter_wake reason;
@@ -196,6 +205,91 @@ static struct {
 	atomic_bool shutting_down;
 } R = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
+/* ----- One wake for all loops ----- */
+
+/* A "0" on a plain lock's channel frees the lock for one waiter: only one
+ * try can win. Every loop with waiters on the channel hears it, and only
+ * the first to handle it that has someone to wake (a sleeper, or an awake
+ * waiter to bank a permit for) wakes anyone; the others only tell their
+ * watchers. Before, each loop woke its oldest sleeper, and all but one of
+ * those tries lost: (--threads - 1) scripts per hand-off. The loops share
+ * a record per channel name of the messages (numbered by the subscriber)
+ * one of them took; a loop so far behind that the record forgot a number
+ * takes it again, which costs one try more, never a wake less.
+ * A wake so taken that comes to nothing -- the permit it banked dropped
+ * when its waiter left without trying again, the sleeper it woke gone
+ * before its try -- is handed on (hand_on): to a sleeper of the same loop,
+ * else to the other loops, each of which wakes one as before.
+ * A read-write lock's channel keeps a wake per loop ("0" looks for the
+ * oldest writer: a loop with readers only could not use it), and a
+ * semaphore's counts are shared out by each loop as before. */
+#define CLAIMS_KEPT 64
+
+struct claims {
+	char *name;
+	struct name_entry entry;	/* in C.by_name */
+	unsigned users;			/* loops with the channel open */
+	uint64_t seq[CLAIMS_KEPT];	/* messages taken, a ring (0: none) */
+	unsigned next;
+};
+
+static struct {
+	pthread_mutex_t lock;		/* a leaf: guards the table and its entries */
+	struct name_table by_name;	/* struct claims */
+	bool ready;
+} C = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static struct claims *claims_open(const char *name)
+{
+	struct name_entry *e;
+	struct claims *c;
+
+	pthread_mutex_lock(&C.lock);
+	if (!C.ready) {
+		names_init(&C.by_name);
+		C.ready = true;
+	}
+	e = names_find(&C.by_name, name);
+	if (e) {
+		c = container_of(e, struct claims, entry);
+	} else {
+		c = xcalloc(1, sizeof(*c));
+		c->name = xstrdup(name);
+		c->entry.name = c->name;
+		names_add(&C.by_name, &c->entry);
+	}
+	c->users++;
+	pthread_mutex_unlock(&C.lock);
+	return c;
+}
+
+static void claims_close(struct claims *c)
+{
+	pthread_mutex_lock(&C.lock);
+	if (--c->users == 0) {
+		names_remove(&C.by_name, &c->entry);
+		free(c->name);
+		free(c);
+	}
+	pthread_mutex_unlock(&C.lock);
+}
+
+/* Take message seq for this loop: false when another loop took it. */
+static bool claims_take(struct claims *c, uint64_t seq)
+{
+	bool taken = false;
+
+	pthread_mutex_lock(&C.lock);
+	for (unsigned i = 0; i < CLAIMS_KEPT && !taken; i++)
+		taken = c->seq[i] == seq;
+	if (!taken) {
+		c->seq[c->next] = seq;
+		c->next = (c->next + 1) % CLAIMS_KEPT;
+	}
+	pthread_mutex_unlock(&C.lock);
+	return !taken;
+}
+
 /* ----- Channel table ----- */
 
 static struct channel *channel_lookup(struct waiters *ws, const char *name)
@@ -221,6 +315,7 @@ static struct channel *channel_open(struct waiters *ws, const char *name)
 	list_init(&ch->sleepers);
 	list_init(&ch->watchers);
 	loop_timer_init(&ch->retry, on_retry_timer);
+	ch->claims = claims_open(name);
 	names_add(&ws->channels, &ch->entry);
 	ws->subscribe(ws->sub, ws, name, true);
 	return ch;
@@ -235,6 +330,7 @@ static void channel_free(struct channel *ch)
 
 	names_remove(&ws->channels, &ch->entry);
 	loop_timer_stop(ws->loop, &ch->retry);
+	claims_close(ch->claims);
 	ws->subscribe(ws->sub, ws, ch->name, false);
 	free(ch->name);
 	free(ch);
@@ -266,6 +362,7 @@ static void run_resumes(struct loop *l, void *data)
 	(void)l;
 	while ((w = first_of(&ws->ready))) {
 		ready_unlink(w);
+		w->claimed = false;	/* it tries now: the wake is used */
 		w->resume(w->ctx);
 	}
 }
@@ -334,6 +431,7 @@ static void wake(struct waiter *w, enum waiter_wake reason)
 
 	sleeper_unlink(w);
 	w->reason = reason;
+	w->claimed = false;
 	w->epoch_seen = w->ch->epoch;
 	w->msgs_seen = w->ch->msgs;
 	w->ready = true;
@@ -562,6 +660,25 @@ static void waiter_free(struct waiters *ws, struct waiter *w)
 	free(w);
 }
 
+/* What a loop is told from another thread (struct note, below). */
+enum note_kind {
+	NOTE_CONFIRMED, NOTE_MESSAGE, NOTE_DISCONNECT, NOTE_LEASE_END, NOTE_OWNER_TOLD,
+	NOTE_HANDED_ON,
+};
+
+static void lease_ends_elsewhere(struct waiters *ws, const char *channel, int64_t at_ms);
+static void post_note(struct waiters *ws, enum note_kind kind, const char *channel,
+		      const char *payload, size_t len, int64_t at_ms);
+
+/* Does a "0" on ch wake one waiter over all loops (see "One wake for all
+ * loops")? A plain or fair lock's channel: not a read-write lock's (where
+ * the loop's writer is looked for: WAITER_TIMER_ALL, WAITER_WRITER), not a
+ * semaphore's (a count). */
+static bool one_wake(const struct channel *ch)
+{
+	return !ch->counted && !ch->writers && !ch->timer_all;
+}
+
 /* waiters_sleep() of a watcher: it sleeps apart from the channel's other
  * sleepers, on its own timer, and looks again at once if anything came on
  * the channel since it last woke (or joined): it may have read the lock
@@ -606,6 +723,15 @@ void waiters_sleep(struct waiter *w, int64_t retry_at_ms)
 		return;
 	}
 	arm_retry(ch, retry_at_ms);
+	if (w->took) {
+		/* it tried on a wake its loop took for all loops: the others,
+		 * whose sleepers were not woken, hear the lease end it saw (a
+		 * heartbeat elsewhere may have shortened it: its "0" reached
+		 * this loop alone) */
+		w->took = false;
+		if (retry_at_ms > 0 && !atomic_load(&R.shutting_down))
+			lease_ends_elsewhere(ws, ch->name, retry_at_ms);
+	}
 	if (w->sleeping || w->ready)
 		return;		/* a wake is on its way already */
 	w->sleeping = true;
@@ -624,6 +750,7 @@ void waiters_sleep(struct waiter *w, int64_t retry_at_ms)
 	} else if (ch->permits) {
 		ch->permits--;
 		wake(w, WAKE_RETRY);	/* a release came while it was trying */
+		w->claimed = w->took = one_wake(ch);
 	} else if (now_ms() >= w->deadline_ms) {
 		wake(w, WAKE_DEADLINE);
 	}
@@ -644,18 +771,58 @@ enum waiter_wake waiters_wake_reason(struct waiter *w)
 	return r;
 }
 
-static void lease_ends_elsewhere(struct waiters *ws, const char *channel, int64_t at_ms);
+/* One wake on ch: its oldest sleeper (the oldest writer first), else a
+ * permit for a waiter awake; false when nobody here can take it. claimed:
+ * it was this loop's to give (one_wake), to hand on if it comes to
+ * nothing. */
+static bool give_wake(struct channel *ch, bool claimed)
+{
+	struct waiter *w;
+
+	if (!list_empty(&ch->sleepers)) {
+		w = oldest_writer(ch);
+		if (!w)
+			w = first_of(&ch->sleepers);
+		wake(w, WAKE_RETRY);
+		w->claimed = w->took = claimed;
+		return true;
+	}
+	if (ch->permits < ch->refs) {
+		ch->permits++;
+		return true;
+	}
+	return false;
+}
+
+/* n wakes ch took (one_wake) came to nothing: give them to its sleepers
+ * here, else post them to every other loop, where each is given as a
+ * message's would be, to whoever is there. */
+static void hand_on(struct waiters *ws, struct channel *ch, unsigned n)
+{
+	while (n > 0 && !list_empty(&ch->sleepers) && give_wake(ch, true))
+		n--;
+	if (n == 0 || atomic_load(&R.shutting_down))
+		return;
+	pthread_mutex_lock(&R.lock);
+	for (struct waiters *o = R.list; o; o = o->rnext)
+		if (o != ws)
+			post_note(o, NOTE_HANDED_ON, ch->name, NULL, 0, n);
+	pthread_mutex_unlock(&R.lock);
+}
 
 void waiters_leave(struct waiter *w, int64_t lease_end_ms)
 {
 	struct channel *ch = w->ch;
 	struct waiters *ws = ch->ws;
+	unsigned lost = 0;	/* wakes this loop took that end here unused */
 
 	LOOP_ASSERT_THREAD(ws->loop);
 	if (w->sleeping)
 		sleeper_unlink(w);
-	if (w->ready)
+	if (w->ready) {
+		lost += w->claimed;	/* woken, gone before it tried */
 		ready_unlink(w);
+	}
 	ws->nwaiters--;
 	atomic_fetch_sub(&R.nwaiters, 1);
 	if (w->watch) {
@@ -672,26 +839,30 @@ void waiters_leave(struct waiter *w, int64_t lease_end_ms)
 	 * and be asleep until a queue refresh */
 	if (lease_end_ms > 0 && !atomic_load(&R.shutting_down))
 		lease_ends_elsewhere(ws, ch->name, lease_end_ms);
-	if (--ch->refs + ch->nwatch == 0) {
+	--ch->refs;
+	if (ch->permits > ch->refs) {
+		if (one_wake(ch))
+			lost += ch->permits - ch->refs;	/* banked for a waiter gone */
+		ch->permits = ch->refs;
+	}
+	if (lost)
+		hand_on(ws, ch, lost);
+	if (ch->refs + ch->nwatch == 0) {
 		channel_free(ch);
-	} else {
-		if (ch->permits > ch->refs)
-			ch->permits = ch->refs;
-		if (!atomic_load(&R.shutting_down))
-			keep_covered(ch, lease_end_ms);
+	} else if (!atomic_load(&R.shutting_down)) {
+		keep_covered(ch, lease_end_ms);
 	}
 	waiter_free(ws, w);
 }
 
 /* ----- What other threads post ----- */
 
-enum note_kind { NOTE_CONFIRMED, NOTE_MESSAGE, NOTE_DISCONNECT, NOTE_LEASE_END, NOTE_OWNER_TOLD };
-
 /* One delivery to a loop, freed by the loop once handled. */
 struct note {
 	struct waiters *ws;
 	enum note_kind kind;
-	int64_t at_ms;			/* NOTE_LEASE_END */
+	int64_t at_ms;			/* NOTE_LEASE_END; NOTE_HANDED_ON: how many */
+	uint64_t seq;			/* NOTE_MESSAGE: the subscriber's number */
 	size_t len;			/* NOTE_MESSAGE, NOTE_OWNER_TOLD: the payload's */
 	char *payload;			/* ... in text, after channel (the owner's id,
 					 * for NOTE_OWNER_TOLD) */
@@ -748,7 +919,7 @@ static void counted_message(struct channel *ch, const char *payload, size_t len)
 }
 
 static void channel_message(struct waiters *ws, const char *channel, const char *payload,
-			    size_t len)
+			    size_t len, uint64_t seq)
 {
 	struct channel *ch = channel_lookup(ws, channel);
 
@@ -763,12 +934,11 @@ static void channel_message(struct waiters *ws, const char *channel, const char 
 	} else if (!ch || len != 1) {
 		/* not ours, or not a message to acquirers */
 	} else if (payload[0] == '0') {
-		struct waiter *w = oldest_writer(ch);
+		bool can = !list_empty(&ch->sleepers) || ch->permits < ch->refs;
 
-		if (!list_empty(&ch->sleepers))
-			wake(w ? w : first_of(&ch->sleepers), WAKE_RETRY);
-		else if (ch->permits < ch->refs)
-			ch->permits++;
+		/* one loop's to give, where only one can win (one_wake) */
+		if (can && (!one_wake(ch) || claims_take(ch->claims, seq)))
+			give_wake(ch, one_wake(ch));
 	} else if (payload[0] == '1') {
 		struct waiter *w = oldest_writer(ch);
 
@@ -781,6 +951,15 @@ static void channel_message(struct waiters *ws, const char *channel, const char 
 			ch->permits = ch->refs > woken ? ch->refs - woken : 0;
 		}
 	}
+}
+
+/* Another loop handed n wakes of channel on (hand_on). */
+static void handed_on(struct waiters *ws, const char *channel, unsigned n)
+{
+	struct channel *ch = channel_lookup(ws, channel);
+
+	while (ch && n > 0 && give_wake(ch, true))
+		n--;
 }
 
 /* Wake the sleepers of channel that wait for owner. */
@@ -845,7 +1024,7 @@ static void run_note(struct loop *l, void *data)
 		channel_confirmed(n->ws, n->text);
 		break;
 	case NOTE_MESSAGE:
-		channel_message(n->ws, n->text, n->payload, n->len);
+		channel_message(n->ws, n->text, n->payload, n->len, n->seq);
 		break;
 	case NOTE_DISCONNECT:
 		on_disconnect(n->ws, n->text[0] ? n->text : NULL);
@@ -856,16 +1035,19 @@ static void run_note(struct loop *l, void *data)
 	case NOTE_OWNER_TOLD:
 		owner_told_here(n->ws, n->text, n->payload);
 		break;
+	case NOTE_HANDED_ON:
+		handed_on(n->ws, n->text, (unsigned)n->at_ms);
+		break;
 	}
 	free(n);
 }
 
 /* Post a note about channel (NULL: none) to ws's loop. */
-static void post_note(struct waiters *ws, enum note_kind kind, const char *channel,
-		      const char *payload, size_t len, int64_t at_ms)
+static struct note *note_new(struct waiters *ws, enum note_kind kind, const char *channel,
+			     const char *payload, size_t len, int64_t at_ms)
 {
 	size_t clen = channel ? strlen(channel) : 0;
-	struct note *n = xmalloc(sizeof(*n) + clen + 1 + len + 1);
+	struct note *n = xcalloc(1, sizeof(*n) + clen + 1 + len + 1);
 
 	n->ws = ws;
 	n->kind = kind;
@@ -876,8 +1058,19 @@ static void post_note(struct waiters *ws, enum note_kind kind, const char *chann
 	if (len)
 		memcpy(n->payload, payload, len);
 	n->payload[len] = '\0';
-	if (loop_post(ws->loop, run_note, n) < 0)
+	return n;
+}
+
+static void note_send(struct note *n)
+{
+	if (loop_post(n->ws->loop, run_note, n) < 0)
 		free(n);	/* the loop has stopped: nobody waits there */
+}
+
+static void post_note(struct waiters *ws, enum note_kind kind, const char *channel,
+		      const char *payload, size_t len, int64_t at_ms)
+{
+	note_send(note_new(ws, kind, channel, payload, len, at_ms));
 }
 
 /* Tell every loop but ws's that the lease of channel's lock ends at
@@ -929,9 +1122,12 @@ void waiters_deliver_confirmed(struct waiters *ws, const char *channel)
 }
 
 void waiters_deliver_message(struct waiters *ws, const char *channel, const char *payload,
-			     size_t len)
+			     size_t len, uint64_t seq)
 {
-	post_note(ws, NOTE_MESSAGE, channel, payload, len, 0);
+	struct note *n = note_new(ws, NOTE_MESSAGE, channel, payload, len, 0);
+
+	n->seq = seq;
+	note_send(n);
 }
 
 void waiters_deliver_disconnect(struct waiters *ws)

@@ -164,10 +164,13 @@ unsigned waiters_count_watchers(void);
 /* The subscription of channel is live (again): its sleepers retry. */
 void waiters_deliver_confirmed(struct waiters *ws, const char *channel);
 /* A message: "0" wakes the oldest sleeper, "1" every sleeper; but where a
- * writer sleeps, both wake just the oldest writer. Any message wakes every
+ * writer sleeps, both wake just the oldest writer. On a plain lock's
+ * channel a "0" wakes one waiter over all loops: the loops it is delivered
+ * to with the same seq (the subscriber's number for it) share it, and the
+ * first to handle it that has a waiter takes it. Any message wakes every
  * sleeping watcher of the channel. */
 void waiters_deliver_message(struct waiters *ws, const char *channel, const char *payload,
-			     size_t len);
+			     size_t len, uint64_t seq);
 /* The subscriber connection was lost: no channel is live until confirmed
  * again. */
 void waiters_deliver_disconnect(struct waiters *ws);

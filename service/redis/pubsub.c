@@ -129,6 +129,7 @@ struct pubsub {
 	struct list_node dirty;		/* struct sub_channel, changes to send */
 	struct pubsub_sink loops[MAX_LOOPS];	/* every loop registered */
 	unsigned nloops;
+	uint64_t messages;		/* heard so far: numbers each */
 };
 
 /* ----- Loop sets ----- */
@@ -521,11 +522,12 @@ static void on_pubsub_message(struct pubsub *ps, const char *name, const char *p
 	struct sub_channel *c = channel_find(ps, name);
 
 	metrics_inc(METRIC_PUBSUB_MESSAGES);
+	ps->messages++;
 	if (!c)
 		return;
 	for (unsigned i = 0; i < ps->nloops; i++)
 		if (set_has(&c->want, i))
-			ps->loops[i].message(ps->loops[i].ctx, name, payload, len);
+			ps->loops[i].message(ps->loops[i].ctx, name, payload, len, ps->messages);
 }
 
 /* Handle one reply on cn; -1, or when Redis refused a (S)(UN)SUBSCRIBE,

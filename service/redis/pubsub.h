@@ -6,6 +6,7 @@
 #define DLOCKD_PUBSUB_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 
 struct pubsub;
@@ -20,8 +21,11 @@ struct pubsub_sink {
 	void *ctx;
 	/* the subscription of channel is live (again) */
 	void (*confirmed)(void *ctx, const char *channel);
-	/* a message on channel */
-	void (*message)(void *ctx, const char *channel, const char *payload, size_t len);
+	/* a message on channel; seq numbers the messages the subscriber
+	 * heard, the same for every loop it is handed to (so that they can
+	 * share out what one message asks of them all) */
+	void (*message)(void *ctx, const char *channel, const char *payload, size_t len,
+			uint64_t seq);
 	/* the subscriber connection was lost: no channel is live until
 	 * confirmed again */
 	void (*disconnect)(void *ctx);

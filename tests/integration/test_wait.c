@@ -352,3 +352,55 @@ TEST(hot_lock_newcomers_never_oversleep_a_release)
 		CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 	}
 }
+
+/* A plain lock's release can serve one waiter only, so it wakes one over
+ * all of dlockd's event loops, not the oldest of each (whose tries but one
+ * would lose): with waiters spread over four loops, N hand-offs cost N
+ * releases and N grants, not a losing try more per loop that waits. */
+TEST(one_release_wakes_one_waiter_over_all_loops)
+{
+	static const char *const flags[] = { "--threads", "4", NULL };
+	enum { N = 12 };
+	struct dlockd_srv d;
+	const char *n = lockname("oneloop");
+	struct bg w[N];
+	bool seen[N] = { false };
+	char p[512], current[16] = "holder";
+	long long s0, scripts;
+
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd --threads 4");
+	CHECK(status_of(&d, "PUT", "/locks/%s?owner=holder&ttl_ms=60000", n) == 200,
+	      "holder takes %s", n);
+	/* all at once: the loops busy with one take the next connections */
+	s0 = redis_scripts_called();
+	for (int i = 0; i < N; i++) {
+		snprintf(p, sizeof(p), "/locks/%s?owner=w%d&ttl_ms=60000&wait_ms=60000", n, i);
+		bg_start_on(&w[i], d.base, "PUT", p, NULL);
+	}
+	CHECK(wait_parked(&d, N, s0, 5000, "redisson_lock__channel:{%s}", n), "%d wait", N);
+	s0 = redis_scripts_called();
+	for (int round = 0; round < N; round++) {
+		int k = -1;
+
+		CHECK(status_of(&d, "DELETE", "/locks/%s?owner=%s", n, current) == 200,
+		      "%s releases", current);
+		CHECK(WAIT_FOR(({
+			for (int i = 0; i < N && k < 0; i++)
+				if (!seen[i] && __atomic_load_n(&w[i].done_ms, __ATOMIC_ACQUIRE))
+					k = i;
+			k >= 0; }), 5000), "round %d: a waiter is served", round);
+		bg_join(&w[k]);
+		seen[k] = true;
+		CHECK_STATUS(w[k].r, 200, "the waiter served is granted");
+		http_free(&w[k].r);
+		snprintf(current, sizeof(current), "w%d", k);
+	}
+	CHECK(status_of(&d, "DELETE", "/locks/%s?owner=%s", n, current) == 200, "%s releases",
+	      current);
+	scripts = redis_scripts_called() - s0;
+	printf("# %d hand-offs over 4 loops: %lld scripts\n", N, scripts);
+	CHECK(scripts == 2 * N + 1,
+	      "%d hand-offs ran %lld scripts, want %d: a release and a grant each, no losing try",
+	      N, scripts, 2 * N + 1);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}

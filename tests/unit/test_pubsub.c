@@ -57,8 +57,10 @@ static void sink_confirmed(void *loop, const char *channel)
 	record(D_CONFIRMED, loop, channel, NULL, 0);
 }
 
-static void sink_message(void *loop, const char *channel, const char *payload, size_t len)
+static void sink_message(void *loop, const char *channel, const char *payload, size_t len,
+			 uint64_t seq)
 {
+	(void)seq;
 	record(D_MESSAGE, loop, channel, payload, len);
 }
 

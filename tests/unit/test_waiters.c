@@ -119,10 +119,19 @@ static void confirm(struct waiters *ws, const char *ch)
 	loop_turn(ws->loop, 0);
 }
 
+/* The subscriber's numbers of its messages (seq): each message() is a new
+ * one; message_seq() hands one message to several loops. */
+static uint64_t next_seq = 1000;
+
+static void message_seq(struct waiters *ws, const char *ch, const char *payload, uint64_t seq)
+{
+	waiters_deliver_message(ws, ch, payload, strlen(payload), seq);
+	loop_turn(ws->loop, 0);
+}
+
 static void message(struct waiters *ws, const char *ch, const char *payload)
 {
-	waiters_deliver_message(ws, ch, payload, strlen(payload));
-	loop_turn(ws->loop, 0);
+	message_seq(ws, ch, payload, ++next_seq);
 }
 
 /* Joined before the subscription was confirmed, w's first sleep ends at
@@ -290,7 +299,10 @@ static void test_waiters__zero_wakes_the_oldest_only(void **state)
 	leave_all(w);
 }
 
-static void test_waiters__zero_wakes_the_oldest_of_each_loop(void **state)
+/* A plain lock's release frees it for one: the subscriber hands its "0"
+ * to both loops, and the first to handle it wakes its oldest sleeper; the
+ * other wakes nobody. The next release may go to the other loop. */
+static void test_waiters__zero_wakes_the_oldest_of_one_loop_only(void **state)
 {
 	struct fake_req rq[3] = { { 0 } }, rq2[3] = { { 0 } };
 	struct waiter *w[3], *w2[3];
@@ -298,17 +310,95 @@ static void test_waiters__zero_wakes_the_oldest_of_each_loop(void **state)
 	(void)state;
 	three_asleep(w, rq, false);
 	three_asleep_on(WS2, w2, rq2, false);
-	/* the subscriber hands the release to both loops */
-	message(WS, "ch", "0");
-	message(WS2, "ch", "0");
-	assert_int_equal(rq[0].resumed, 2);
-	assert_int_equal(rq2[0].resumed, 2);
+	message_seq(WS, "ch", "0", 7);
+	message_seq(WS2, "ch", "0", 7);
+	assert_woken(rq[0], 2, w[0], WAKE_RETRY);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(rq2[i].resumed, 1);
+	/* the next release: L2 handles it first */
+	message_seq(WS2, "ch", "0", 8);
+	message_seq(WS, "ch", "0", 8);
+	assert_woken(rq2[0], 2, w2[0], WAKE_RETRY);
 	for (int i = 1; i < 3; i++) {
 		assert_int_equal(rq[i].resumed, 1);
 		assert_int_equal(rq2[i].resumed, 1);
 	}
 	leave_all(w);
 	leave_all(w2);
+}
+
+/* Where a writer may wait (a read-write lock), a "0" still wakes the
+ * oldest writer of every loop: a loop with readers alone could not use it. */
+static void test_waiters__a_read_write_locks_zero_wakes_every_loops_writer(void **state)
+{
+	struct fake_req rq[3] = { { 0 } }, rq2[3] = { { 0 } };
+	struct waiter *w[3], *w2[3];
+
+	(void)state;
+	three_asleep(w, rq, true);
+	three_asleep_on(WS2, w2, rq2, true);
+	message_seq(WS, "ch", "0", 9);
+	message_seq(WS2, "ch", "0", 9);
+	assert_woken(rq[1], 2, w[1], WAKE_RETRY);
+	assert_woken(rq2[1], 2, w2[1], WAKE_RETRY);
+	leave_all(w);
+	leave_all(w2);
+}
+
+/* The loop that took a release banked it for a waiter awake there, which
+ * then left without trying again: the wake is handed on to the other
+ * loop's sleeper, not lost until a lease ends. */
+static void test_waiters__a_taken_wake_whose_permit_is_dropped_is_handed_on(void **state)
+{
+	struct fake_req a = { 0 }, b = { 0 };
+	struct waiter *wa, *wb;
+	bool confirmed;
+
+	(void)state;
+	wb = asleep_on(WS2, "ch", &b);
+	wa = join("ch", &a, &confirmed);	/* awake: trying */
+	confirm(WS, "ch");
+	assert_int_equal(a.resumed, 0);		/* never slept: nothing to wake */
+	message_seq(WS, "ch", "0", 11);
+	message_seq(WS2, "ch", "0", 11);
+	assert_int_equal(WS->channels.n, 1);
+	assert_int_equal(channel_lookup(WS, "ch")->permits, 1);	/* banked for a */
+	assert_int_equal(b.resumed, 1);		/* not woken: L took it */
+	waiters_leave(wa, 0);			/* a gives up without trying again */
+	loop_turn(L2, 0);
+	assert_woken(b, 2, wb, WAKE_RETRY);
+	waiters_leave(wb, 0);
+}
+
+/* A sleeper woken by a release its loop took, gone before its resume ran
+ * (its request ended in the same turn): the wake goes to the next sleeper
+ * of the loop, else to the other loops. */
+static void test_waiters__a_taken_wake_whose_sleeper_left_is_handed_on(void **state)
+{
+	struct fake_req a = { 0 }, b = { 0 }, c = { 0 };
+	struct waiter *wa, *wb, *wc;
+
+	(void)state;
+	wa = asleep("ch", &a);
+	wc = asleep_on(WS2, "ch", &c);
+	wb = join("ch", &b, &(bool){ false });
+	waiters_sleep(wb, 0);
+	channel_message(WS, "ch", "0", 1, 21);	/* handled, not resumed yet */
+	assert_true(wa->ready && wa->claimed);
+	waiters_leave(wa, 0);
+	assert_true(wb->ready && wb->claimed);	/* L's next sleeper has it */
+	turn();
+	assert_woken(b, 1, wb, WAKE_RETRY);
+	waiters_sleep(wb, 0);			/* alone on L now */
+	channel_message(WS, "ch", "0", 1, 22);
+	assert_true(wb->ready && wb->claimed);
+	waiters_leave(wb, 0);
+	assert_int_equal(c.resumed, 1);		/* posted to L2, not yet seen */
+	loop_turn(L2, 0);
+	assert_woken(c, 2, wc, WAKE_RETRY);
+	waiters_leave(wc, 0);
+	turn();
+	assert_int_equal(a.resumed, 1);		/* its wake never ran */
 }
 
 static void test_waiters__one_wakes_everybody(void **state)
@@ -681,7 +771,7 @@ static void *deliver_zero(void *arg)
 {
 	struct delivery *d = arg;
 
-	waiters_deliver_message(d->ws, d->channel, "0", 1);
+	waiters_deliver_message(d->ws, d->channel, "0", 1, 1);
 	return NULL;
 }
 
@@ -1060,6 +1150,32 @@ static void test_waiters__a_join_is_covered_only_if_nothing_was_heard_since_the_
 	assert_int_equal(atomic_load(&R.owned), 0);
 }
 
+/* The sleeper a loop woke for all loops tried, was refused and sleeps
+ * till the lease end it saw (a heartbeat elsewhere shortened it, and its
+ * "0" woke this loop alone): the other loop's sleepers are retried by
+ * then too. */
+static void test_waiters__a_taken_wakes_lease_end_reaches_the_other_loops(void **state)
+{
+	struct fake_req a = { 0 }, b = { 0 };
+	struct waiter *wa, *wb;
+
+	(void)state;
+	wa = asleep("ch", &a);
+	wb = asleep_on(WS2, "ch", &b);
+	message_seq(WS, "ch", "0", 31);
+	message_seq(WS2, "ch", "0", 31);
+	assert_woken(a, 2, wa, WAKE_RETRY);
+	assert_int_equal(b.resumed, 1);
+	waiters_sleep(wa, now_ms() + 30);	/* refused: the holder's lease ends then */
+	loop_turn(L2, 0);
+	assert_int_equal(b.resumed, 1);
+	usleep(40 * 1000);
+	loop_turn(L2, 0);
+	assert_woken(b, 2, wb, WAKE_RETRY);
+	waiters_leave(wa, 0);
+	waiters_leave(wb, 0);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(test_waiters__##name, setup, teardown)
 
 int main(void)
@@ -1069,7 +1185,11 @@ int main(void)
 		T(confirmation_wakes_sleepers_to_retry),
 		T(a_disconnect_makes_channels_wait_for_a_new_confirmation),
 		T(zero_wakes_the_oldest_only),
-		T(zero_wakes_the_oldest_of_each_loop),
+		T(zero_wakes_the_oldest_of_one_loop_only),
+		T(a_read_write_locks_zero_wakes_every_loops_writer),
+		T(a_taken_wake_whose_permit_is_dropped_is_handed_on),
+		T(a_taken_wake_whose_sleeper_left_is_handed_on),
+		T(a_taken_wakes_lease_end_reaches_the_other_loops),
 		T(one_wakes_everybody),
 		T(messages_prefer_the_oldest_writer),
 		T(message_while_nobody_sleeps_is_banked),
