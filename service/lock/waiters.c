@@ -794,12 +794,12 @@ static bool give_wake(struct channel *ch, bool claimed)
 	return false;
 }
 
-/* n wakes ch took (one_wake) came to nothing: give them to its sleepers
- * here, else post them to every other loop, where each is given as a
- * message's would be, to whoever is there. */
+/* n wakes ch took (one_wake) came to nothing: give them to whoever is
+ * here (a sleeper, or a permit for a waiter awake), else post them to
+ * every other loop, where each is given as a message's would be. */
 static void hand_on(struct waiters *ws, struct channel *ch, unsigned n)
 {
-	while (n > 0 && !list_empty(&ch->sleepers) && give_wake(ch, true))
+	while (n > 0 && give_wake(ch, true))
 		n--;
 	if (n == 0 || atomic_load(&R.shutting_down))
 		return;

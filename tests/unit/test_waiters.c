@@ -1150,6 +1150,32 @@ static void test_waiters__a_join_is_covered_only_if_nothing_was_heard_since_the_
 	assert_int_equal(atomic_load(&R.owned), 0);
 }
 
+/* The sleeper woken for all loops is gone before its resume, and the one
+ * other waiter of its loop is awake, its try in flight (sent before the
+ * release, it will be refused): the wake is banked for it, so it tries
+ * again as it goes to sleep -- not posted away to loops that have none. */
+static void test_waiters__a_taken_wake_whose_sleeper_left_is_banked_for_one_awake(
+	void **state)
+{
+	struct fake_req a = { 0 }, b = { 0 };
+	struct waiter *wa, *wb;
+	bool confirmed;
+
+	(void)state;
+	wa = asleep("ch", &a);
+	wb = join("ch", &b, &confirmed);	/* trying */
+	channel_message(WS, "ch", "0", 1, 41);
+	assert_true(wa->ready && wa->claimed);
+	waiters_leave(wa, 0);
+	assert_int_equal(channel_lookup(WS, "ch")->permits, 1);
+	waiters_sleep(wb, 0);			/* refused: its try was before the release */
+	turn();
+	assert_woken(b, 1, wb, WAKE_RETRY);
+	waiters_leave(wb, 0);
+	turn();
+	assert_int_equal(a.resumed, 1);
+}
+
 /* The sleeper a loop woke for all loops tried, was refused and sleeps
  * till the lease end it saw (a heartbeat elsewhere shortened it, and its
  * "0" woke this loop alone): the other loop's sleepers are retried by
@@ -1190,6 +1216,7 @@ int main(void)
 		T(a_taken_wake_whose_permit_is_dropped_is_handed_on),
 		T(a_taken_wake_whose_sleeper_left_is_handed_on),
 		T(a_taken_wakes_lease_end_reaches_the_other_loops),
+		T(a_taken_wake_whose_sleeper_left_is_banked_for_one_awake),
 		T(one_wakes_everybody),
 		T(messages_prefer_the_oldest_writer),
 		T(message_while_nobody_sleeps_is_banked),
