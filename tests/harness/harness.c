@@ -1058,6 +1058,13 @@ long long redis_script_calls(const struct redis_srv *s)
 	return calls;
 }
 
+/* The scripts node has run, counted as wait_parked_on's caller counts them
+ * (NULL: the shared Redis, as redis_scripts_called() counts them). */
+static long long scripts_of(const struct redis_srv *node)
+{
+	return node ? redis_script_calls(node) : redis_scripts_called();
+}
+
 /* The n waiters whose first tries node ran since scripts0 are past the
  * retry each may owe: one that joined a channel not yet live tries again
  * once it is (2 scripts in all); one that found it live and heard nothing
@@ -1065,15 +1072,15 @@ long long redis_script_calls(const struct redis_srv *s)
  * script for a while: a retry owed follows its confirmation at once. */
 static bool past_retries(const struct redis_srv *node, int n, long long scripts0)
 {
-	int quiet_ms = 150 * slow_factor();
+	int quiet_ms = 300 * slow_factor();
 
 	for (int tries = 0; tries < 50; tries++) {
-		long long before = redis_script_calls(node);
+		long long before = scripts_of(node);
 
 		if (before >= scripts0 + 2LL * n)
 			return true;
 		sleep_ms(quiet_ms);
-		if (redis_script_calls(node) == before)
+		if (scripts_of(node) == before)
 			return true;
 	}
 	return false;
