@@ -4,16 +4,30 @@
   Redis' clock (ms). A call that reaches Redis after it (Redis was stalled)
   has already been answered 503 by dlockd: running it now would act behind
   the client's back (a stale release freeing the lock the client took
-  again since), so it does nothing and returns an error. The argument
+  again since), so it changes nothing and returns an error. The check
+  comes before the call's first command that is not a read (below: the
+  scripts' redis.call and redis.pcall are this library's, which make it);
+  a call that only reads (a refusal, a status) changes nothing whenever
+  it runs, so it neither reads the clock for the check nor fails late:
+  a refused try is a command cheaper. The argument
   before it, ARGV[#ARGV - 1], is the command a script publishes with
   (PUBLISH below): 'publish', or 'spublish' where waiters listen on
   sharded channels (a Redis Cluster's, as Redisson's scripts are told).
-  now_ms()                    Redis' clock in ms (every instance agrees on it)
+  now_ms(), now_us()          Redis' clock in ms, in us (every instance
+                              agrees on it), read once a call, when first
+                              wanted
+  redis.call, redis.pcall     Redis' own, but the first command of a call
+                              that is not in READS (a write, a publish, or
+                              any command not listed) is preceded by the
+                              deadline check: past it, the call fails with
+                              DLOCKD_LATE before anything is written. The
+                              names are this library's locals, so no script
+                              reaches Redis around them
   call_begin(argv)            the start of every call, before the script's
                               own first line (lua/gen-scripts.sh puts it
-                              there): reads the clock, checks the deadline
-                              and the publish command; nil to go on, else
-                              the error to return
+                              there): takes the deadline, forgets the last
+                              call's clock, checks the publish command; nil
+                              to go on, else the error to return
   lease_at_least(key, lease, pttl)
                               make key live at least lease ms more (never
                               shorter than it already does); returns its
@@ -200,12 +214,34 @@
   and one that publishes decides what to say from reads alone and publishes
   before that write too (the ACL may refuse the channel; a script runs
   whole, so a subscriber acting on the message already sees its writes). ]]
+-- Redis' own call, pcall and error_reply, taken at call time (in a
+-- library of functions the global redis of a call is not the one it was
+-- loaded with), before this library's redis below hides them
+local function redis_call(...)
+  return redis.call(...)
+end
+
+local function redis_pcall(...)
+  return redis.pcall(...)
+end
+
+local function error_reply(msg)
+  return redis.error_reply(msg)
+end
+
+local function register_function(...)
+  return redis.register_function(...)
+end
+
 -- What one call knows, set by call_begin before anything else runs. A
 -- script is also one of a library of functions (lua/gen-scripts.sh): then
 -- these locals outlive the call, and call_begin starts each call afresh.
--- Redis' clock, read once: a script runs whole, so one reading serves
--- the deadline check, the tokens and the change numbers alike
+-- Redis' clock, read once, when first wanted: a script runs whole, so one
+-- reading serves the deadline check, the tokens and the change numbers
 local NOW_US
+-- the call's deadline (ms, Redis' clock), and whether it was checked
+local DEADLINE_MS
+local CHECKED
 local PUBLISH
 -- counter_ok's reading of each counter it checked: its value, or false
 -- when it was absent
@@ -213,22 +249,64 @@ local counter_seen
 -- type_ok's reading of each key it checked: its type
 local type_seen
 
-local function now_ms()
-  return math.floor(NOW_US / 1000)
+-- The commands the scripts read with: only these run before the deadline
+-- check (a command missing here is checked for, never let through).
+-- tests/integration/test_scripts_late.c holds each to Redis' readonly flag.
+local READS = {
+  exists = true, get = true, hexists = true, hget = true, hgetall = true, hkeys = true,
+  hlen = true, hmget = true, lindex = true, llen = true, lrange = true, pttl = true,
+  scard = true, sismember = true, smembers = true, type = true, zcard = true,
+  zcount = true, zmscore = true, zrange = true, zrangebyscore = true, zscore = true,
+}
+
+local function now_us()
+  if not NOW_US then
+    local t = redis_call('time')
+    NOW_US = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return NOW_US
 end
+
+local function now_ms()
+  return math.floor(now_us() / 1000)
+end
+
+-- Before the first command that may change something: a call past its
+-- deadline stops here, having changed nothing.
+local function deadline_check(cmd)
+  if not CHECKED and not READS[cmd] then
+    if now_ms() > DEADLINE_MS then
+      error(error_reply('DLOCKD_LATE the call reached redis after its deadline'))
+    end
+    CHECKED = true
+  end
+end
+
+local redis = {
+  call = function(cmd, ...)
+    deadline_check(cmd)
+    return redis_call(cmd, ...)
+  end,
+  pcall = function(cmd, ...)
+    deadline_check(cmd)
+    return redis_pcall(cmd, ...)
+  end,
+  error_reply = error_reply,
+  register_function = register_function,
+}
 
 -- Every call's start (the generated code calls it before the script's
 -- own first line): nil to go on, else the error to return at once.
 local function call_begin(argv)
-  local t = redis.call('time')
-  NOW_US = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  NOW_US, CHECKED = nil, false
   counter_seen, type_seen = {}, {}
-  if now_ms() > tonumber(argv[#argv]) then
-    return redis.error_reply('DLOCKD_LATE the call reached redis after its deadline')
+  DEADLINE_MS = tonumber(argv[#argv])
+  if not DEADLINE_MS then
+    return error_reply('ERR dlockd script called without its deadline')
   end
   PUBLISH = argv[#argv - 1]
   if PUBLISH ~= 'publish' and PUBLISH ~= 'spublish' then
-    return redis.error_reply('ERR dlockd script called without its publish command')
+    return error_reply('ERR dlockd script called without its publish command')
   end
 end
 
@@ -251,8 +329,8 @@ local function token_next(key)
     counter_seen[key] = seen
   end
   local token = (seen or 0) + 1
-  if token < NOW_US then
-    token = NOW_US
+  if token < now_us() then
+    token = now_us()
   end
   return token
 end
@@ -433,7 +511,7 @@ local function owners_change(owners, field)
 end
 
 local function owners_bump(owners, field, record)
-  local n = NOW_US
+  local n = now_us()
   local last = owners_change(owners, field)
   if last and last >= n then
     n = last + 1
@@ -468,7 +546,7 @@ local function owners_fresh_entry(owners, field, token, principal, given, value,
   if principal ~= '' then
     entry = entry .. ' ' .. principal
   end
-  local args = {owners, field, entry, '#' .. field, string.format('%d %s', NOW_US, record)}
+  local args = {owners, field, entry, '#' .. field, string.format('%d %s', now_us(), record)}
   if given == '1' then
     args[#args + 1] = '=' .. field
     args[#args + 1] = value
@@ -485,7 +563,7 @@ local function owners_new(owners, field, counter, lease, principal, given, value
   redis.call('hset', unpack(owners_fresh_entry(owners, field, token, principal, given, value,
                                                record)))
   redis.call('pexpire', owners, lease)
-  return token, NOW_US
+  return token, now_us()
 end
 
 local function owners_ok(owners, kind)
@@ -549,7 +627,7 @@ local function owners_grant(owners, key, field, g)
     -- owners_open wrote the entry: the counter and owners' lease are left
     token_store(g.counter, g.token, g.lease, g.sole)
     redis.call('pexpire', owners, g.lease)
-    return g.token, NOW_US
+    return g.token, now_us()
   elseif g.fresh then
     token, change = owners_new(owners, field, g.counter, g.lease, g.principal, g.given, g.value,
                                g.record, g.sole)
