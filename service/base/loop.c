@@ -28,6 +28,7 @@ struct fd_watch {
 	void *data;
 	unsigned events;
 	uint32_t gen;
+	bool parked;		/* fn NULL, still in the epoll set (loop_park) */
 };
 
 struct hook {
@@ -77,11 +78,21 @@ static uint32_t epoll_mask(unsigned events)
 	       (events & LOOP_HANGUP ? EPOLLRDHUP : 0);
 }
 
-int loop_watch(struct loop *l, int fd, unsigned events, loop_io_fn *fn, void *data)
+static int epoll_set(struct loop *l, int op, int fd, struct fd_watch *w, unsigned events)
 {
 	struct epoll_event ev = { 0 };
+
+	ev.events = epoll_mask(events);
+	if (op == EPOLL_CTL_ADD && (events & LOOP_EXCLUSIVE))
+		ev.events |= EPOLLEXCLUSIVE;
+	ev.data.u64 = (uint64_t)(uint32_t)fd | (uint64_t)w->gen << 32;
+	return epoll_ctl(l->epfd, op, fd, &ev);
+}
+
+int loop_watch(struct loop *l, int fd, unsigned events, loop_io_fn *fn, void *data)
+{
 	struct fd_watch *w;
-	int op;
+	int rc;
 
 	LOOP_ASSERT_THREAD(l);
 	if (fd < 0)
@@ -96,19 +107,27 @@ int loop_watch(struct loop *l, int fd, unsigned events, loop_io_fn *fn, void *da
 		l->nwatches = n;
 	}
 	w = &l->watches[fd];
-	op = w->fn ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-	if (op == EPOLL_CTL_MOD && w->events == events) {
+	if (w->fn && w->events == events) {
 		w->fn = fn;
 		w->data = data;
 		return 0;
 	}
-	if (op == EPOLL_CTL_ADD)
+	if (w->fn) {
+		rc = epoll_set(l, EPOLL_CTL_MOD, fd, w, events);
+	} else {
+		/* A parked fd is re-armed (a new generation: what it reported
+		 * while parked is not this watch's); unless its number was
+		 * closed, and left the set, since: then it is added anew. */
 		w->gen++;
-	ev.events = epoll_mask(events);
-	if (op == EPOLL_CTL_ADD && (events & LOOP_EXCLUSIVE))
-		ev.events |= EPOLLEXCLUSIVE;
-	ev.data.u64 = (uint64_t)(uint32_t)fd | (uint64_t)w->gen << 32;
-	if (epoll_ctl(l->epfd, op, fd, &ev) < 0) {
+		rc = -1;
+		if (w->parked && (rc = epoll_set(l, EPOLL_CTL_MOD, fd, w, events)) < 0 &&
+		    errno != ENOENT)
+			epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
+		w->parked = false;
+		if (rc < 0)
+			rc = epoll_set(l, EPOLL_CTL_ADD, fd, w, events);
+	}
+	if (rc < 0) {
 		log_error("epoll_ctl(%d): %s", fd, strerror(errno));
 		return -1;
 	}
@@ -120,14 +139,33 @@ int loop_watch(struct loop *l, int fd, unsigned events, loop_io_fn *fn, void *da
 
 void loop_unwatch(struct loop *l, int fd)
 {
+	struct fd_watch *w;
+
 	LOOP_ASSERT_THREAD(l);
-	if (fd < 0 || (size_t)fd >= l->nwatches || !l->watches[fd].fn)
+	if (fd < 0 || (size_t)fd >= l->nwatches)
+		return;
+	w = &l->watches[fd];
+	if (!w->fn && !w->parked)
 		return;
 	/* ENOENT when fd was closed already (it left the set with it) */
 	epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
-	l->watches[fd].fn = NULL;
-	l->watches[fd].data = NULL;
-	l->watches[fd].events = 0;
+	w->fn = NULL;
+	w->data = NULL;
+	w->events = 0;
+	w->parked = false;
+}
+
+void loop_park(struct loop *l, int fd)
+{
+	struct fd_watch *w;
+
+	LOOP_ASSERT_THREAD(l);
+	if (fd < 0 || (size_t)fd >= l->nwatches || !l->watches[fd].fn)
+		return;
+	w = &l->watches[fd];
+	w->fn = NULL;
+	w->data = NULL;
+	w->parked = true;
 }
 
 static void dispatch_event(struct loop *l, const struct epoll_event *ev)
@@ -140,8 +178,18 @@ static void dispatch_event(struct loop *l, const struct epoll_event *ev)
 	if ((size_t)fd >= l->nwatches)
 		return;
 	w = &l->watches[fd];
-	if (!w->fn || w->gen != gen)
+	if (w->gen != gen)
 		return;		/* unwatched during this turn */
+	if (!w->fn) {
+		/* parked (or unwatched this turn): the first thing it reports
+		 * takes it out of the set, so that it is not reported again */
+		if (w->parked) {
+			epoll_ctl(l->epfd, EPOLL_CTL_DEL, fd, NULL);
+			w->parked = false;
+			w->events = 0;
+		}
+		return;
+	}
 	if (ev->events & EPOLLIN)
 		got |= LOOP_READ;
 	if (ev->events & EPOLLOUT)

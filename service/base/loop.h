@@ -69,6 +69,15 @@ int loop_watch(struct loop *l, int fd, unsigned events, loop_io_fn *fn, void *da
 /* Stop watching fd; call it before closing fd. Events fd reported in the
  * current turn and not yet handled are dropped. */
 void loop_unwatch(struct loop *l, int fd);
+/* Stop calling back for fd, but leave it in the epoll set: for an fd
+ * watched again and again (a client's connection, while it waits), one
+ * system call less each time. Its next loop_watch re-arms it; if fd was
+ * closed meanwhile (it left the set with it: another may have its number
+ * now) it is added anew. The first event it reports while parked takes it
+ * out of the set. Events it reported in the current turn are dropped. Only
+ * for an fd closed by close(2) alone, never dup(2)ed: a copy keeps it in
+ * the set. */
+void loop_park(struct loop *l, int fd);
 
 void loop_timer_init(struct loop_timer *t, loop_timer_fn *fn);
 /* Fire t at at_ms (now_ms() clock), or move it there if it is armed. */

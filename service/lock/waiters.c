@@ -419,8 +419,8 @@ static void sleeper_unlink(struct waiter *w)
 		ch->nsleeping--;
 	owner_unindex(w);
 	loop_timer_stop(ws->loop, &w->deadline);
-	if (w->fd >= 0)
-		loop_unwatch(ws->loop, w->fd);
+	if (w->fd >= 0)	/* parked: it may sleep again on this connection */
+		loop_park(ws->loop, w->fd);
 }
 
 /* w (sleeping) is awake from now on; its resume runs before the loop
