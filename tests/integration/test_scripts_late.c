@@ -102,12 +102,11 @@ static void calls_free(struct calls *c)
 
 /* Call i on rs with its deadline (the last argument) replaced. */
 static redisReply *send_with_deadline(const struct redis_srv *rs, const struct calls *c, int i,
-				      long long deadline)
+				      const char *deadline)
 {
 	redisContext *rc = redis_client(rs);
 	const char *argv[64];
 	size_t lens[64];
-	char dl[32];
 	redisReply *r;
 	int argc = c->argc[i];
 
@@ -120,9 +119,8 @@ static redisReply *send_with_deadline(const struct redis_srv *rs, const struct c
 		argv[k] = c->argv[i][k];
 		lens[k] = sdslen(c->argv[i][k]);
 	}
-	snprintf(dl, sizeof(dl), "%lld", deadline);
-	argv[argc - 1] = dl;
-	lens[argc - 1] = strlen(dl);
+	argv[argc - 1] = deadline;
+	lens[argc - 1] = strlen(deadline);
 	r = redisCommandArgv(rc, argc, argv, lens);
 	redisFree(rc);
 	return r;
@@ -230,7 +228,8 @@ static bool workload(const struct dlockd_srv *d)
 }
 
 /* Every script call of the workload, replayed on a second Redis: first
- * with its deadline long past (it must change nothing: no write, no
+ * with deadlines that are no number of milliseconds (refused), then with
+ * its deadline long past (it must change nothing: no write, no
  * message), then as dlockd sent it (so the next late copy meets the state
  * the workload had there). Both kinds of late answer must occur: the
  * refusal DLOCKD_LATE of a call that would write, and the plain answer of
@@ -241,8 +240,13 @@ TEST(every_script_call_past_its_deadline_changes_nothing)
 	struct dlockd_srv d;
 	struct calls *c = calloc(1, sizeof(*c));
 	redisContext *mon;
+	/* deadlines no clock passes, which a call must refuse rather than
+	 * run as never late */
+	static const char *const not_deadlines[] = { "nan", "inf", "1e400", "",
+						     "99999999999999999999" };
 	redisReply *r, *lib;
 	int late = 0, answered = 0, wrote = 0;
+	char on_time[32];
 
 	CHECK(c, "memory");
 	test_at_end(free, c);
@@ -277,7 +281,16 @@ TEST(every_script_call_past_its_deadline_changes_nothing)
 	for (int i = 0; i < c->n; i++) {
 		long long before = changes_of(&rb), after;
 
-		r = send_with_deadline(&rb, c, i, 1);
+		for (size_t k = 0; k < sizeof(not_deadlines) / sizeof(not_deadlines[0]); k++) {
+			r = send_with_deadline(&rb, c, i, not_deadlines[k]);
+			CHECK(r && r->type == REDIS_REPLY_ERROR && strstr(r->str, "without its deadline"),
+			      "call %d (%s) with the deadline '%s' refused: %s", i, c->argv[i][1],
+			      not_deadlines[k], r && r->str ? r->str : "no error");
+			freeReplyObject(r);
+			CHECK(changes_of(&rb) == before, "call %d (%s) with the deadline '%s' changed "
+			      "nothing", i, c->argv[i][1], not_deadlines[k]);
+		}
+		r = send_with_deadline(&rb, c, i, "1");
 		after = changes_of(&rb);
 		CHECK(r, "call %d (%s) answered", i, c->argv[i][1]);
 		CHECK(after == before, "call %d (%s, key %s) past its deadline changed Redis "
@@ -291,7 +304,8 @@ TEST(every_script_call_past_its_deadline_changes_nothing)
 			answered++;
 		}
 		freeReplyObject(r);
-		r = send_with_deadline(&rb, c, i, redis_now_ms(&rb) + 60000);
+		snprintf(on_time, sizeof(on_time), "%lld", redis_now_ms(&rb) + 60000);
+		r = send_with_deadline(&rb, c, i, on_time);
 		CHECK(r, "call %d replayed", i);
 		freeReplyObject(r);
 		wrote += changes_of(&rb) != after;
