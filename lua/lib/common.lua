@@ -303,7 +303,7 @@ local function call_begin(argv)
   -- whole milliseconds, as dlockd sends them: never nan, inf or 1e400,
   -- which no clock would pass
   local deadline = argv[#argv] or ''
-  DEADLINE_MS = #deadline <= 15 and string.match(deadline, '^%d+$') and tonumber(deadline)
+  DEADLINE_MS = #deadline <= 16 and string.match(deadline, '^%d+$') and tonumber(deadline)
   if not DEADLINE_MS then
     return error_reply('ERR dlockd script called without its deadline')
   end
