@@ -1048,6 +1048,18 @@ long long redis_cmdstat(const struct redis_srv *rs, const char *cmd, const char 
 	return n;
 }
 
+long long redis_time_ms(const struct redis_srv *rs)
+{
+	redisReply *t = rs ? rcmd_on(rs, "TIME") : rcmd("TIME");
+	long long ms = 0;
+
+	if (t && t->type == REDIS_REPLY_ARRAY && t->elements == 2)
+		ms = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+	if (t)
+		freeReplyObject(t);
+	return ms;
+}
+
 long long redis_script_calls(const struct redis_srv *s)
 {
 	redisReply *r = rcmd_on(s, "INFO commandstats");

@@ -314,6 +314,9 @@ long long script_calls_of(const char *info, bool with_eval);
  * the shared Redis): field "calls", "failed_calls" or "rejected_calls";
  * 0 when Redis counts none. */
 long long redis_cmdstat(const struct redis_srv *rs, const char *cmd, const char *field);
+/* Redis' clock (TIME) in ms on rs (NULL: the shared Redis); 0 if it did
+ * not answer. */
+long long redis_time_ms(const struct redis_srv *rs);
 /* Scripts s has run (FCALL, EVALSHA and EVAL calls, INFO commandstats). */
 long long redis_script_calls(const struct redis_srv *s);
 /* wait_parked for one waiting acquire on a Redis of the test's (a

@@ -166,11 +166,10 @@ static long long scripts_run_so_far(void)
 }
 
 /* Queued owners of name whose deadline is still ahead in Redis' clock. */
-static long long redis_now_ms(void);
 
 static long long live_places(const char *name)
 {
-	return rcmd_int("ZCOUNT redisson_lock_timeout:{%s} (%lld +inf", name, redis_now_ms());
+	return rcmd_int("ZCOUNT redisson_lock_timeout:{%s} (%lld +inf", name, redis_time_ms(NULL));
 }
 
 TEST(fair_queue_places_are_kept_in_one_script_per_loop_not_one_per_waiter)
@@ -263,19 +262,6 @@ TEST(fair_queue_places_are_kept_in_one_script_per_loop_not_one_per_waiter)
 	CHECK(WAIT_FOR(queue_len(n) == 0, 5000), "stopping dlockd took its waiters out of the queue");
 }
 
-/* Redis' clock in ms. */
-static long long redis_now_ms(void)
-{
-	redisReply *t = rcmd("TIME");
-	long long ms = 0;
-
-	if (t && t->type == REDIS_REPLY_ARRAY && t->elements == 2)
-		ms = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
-	if (t)
-		freeReplyObject(t);
-	return ms;
-}
-
 TEST(fair_refresh_wakes_a_head_nobody_told_and_requeues_a_lost_place)
 {
 	static const char *const flags[] = { "--queue-ttl-ms", "1500", NULL };
@@ -292,7 +278,7 @@ TEST(fair_refresh_wakes_a_head_nobody_told_and_requeues_a_lost_place)
 	/* a Redisson waiter heads the queue of a free lock; dlockd's queues
 	 * behind it, its place kept by the loop */
 	rcmd_int("RPUSH redisson_lock_queue:{%s} java-uuid:1", n);
-	rcmd_int("ZADD redisson_lock_timeout:{%s} %lld java-uuid:1", n, redis_now_ms() + 300000);
+	rcmd_int("ZADD redisson_lock_timeout:{%s} %lld java-uuid:1", n, redis_time_ms(NULL) + 300000);
 	s0 = redis_scripts_called();
 	snprintf(p, sizeof(p), "/fairlocks/%s?owner=svc&wait_ms=20000", n);
 	bg_start_on(&w, d.base, "PUT", p, NULL);
@@ -313,7 +299,7 @@ TEST(fair_refresh_wakes_a_head_nobody_told_and_requeues_a_lost_place)
 	 * queue): the refresh finds it gone and it queues again */
 	CHECK(status_of(&d, "PUT", "/fairlocks/%s?owner=holder&ttl_ms=60000", n) == 200, "holder");
 	rcmd_int("RPUSH redisson_lock_queue:{%s} java-uuid:2", n);
-	rcmd_int("ZADD redisson_lock_timeout:{%s} %lld java-uuid:2", n, redis_now_ms() + 300000);
+	rcmd_int("ZADD redisson_lock_timeout:{%s} %lld java-uuid:2", n, redis_time_ms(NULL) + 300000);
 	s0 = redis_scripts_called();
 	bg_start_on(&w, d.base, "PUT", p, NULL);
 	CHECK(wait_parked(&d, 1, s0, 5000, "redisson_lock__channel:{%s}:svc", n),
@@ -332,7 +318,7 @@ TEST(fair_refresh_wakes_a_head_nobody_told_and_requeues_a_lost_place)
 	 * lock: the refresh drops it and tells the next on its channel */
 	CHECK(status_of(&d, "DELETE", "/fairlocks/%s?owner=svc", n) == 200, "svc releases again");
 	rcmd_int("RPUSH redisson_lock_queue:{%s} dead", n);
-	rcmd_int("ZADD redisson_lock_timeout:{%s} %lld dead", n, redis_now_ms() + 1000);
+	rcmd_int("ZADD redisson_lock_timeout:{%s} %lld dead", n, redis_time_ms(NULL) + 1000);
 	s0 = redis_scripts_called();
 	bg_start_on(&w, d.base, "PUT", p, NULL);
 	CHECK(wait_parked(&d, 1, s0, 5000, "redisson_lock__channel:{%s}:svc", n),
@@ -750,10 +736,10 @@ TEST(fair_leavers_of_a_long_queue_leave_in_order_with_short_scripts)
 	/* the foreign places, live for 10 minutes, one of them dead; sent
 	 * in one pipeline: 16,000 round trips took over a second on a slow
 	 * machine, and the head's wait ran out while the crowd queued */
-	deadline = redis_now_ms() + 600000;
+	deadline = redis_time_ms(NULL) + 600000;
 	CHECK((rc = redis_client(&H_redis)), "a pipeline to Redis");
 	for (int i = 0; i < FOREIGN; i++) {
-		long long at = i == FOREIGN / 2 ? redis_now_ms() - 1000 : deadline;
+		long long at = i == FOREIGN / 2 ? redis_time_ms(NULL) - 1000 : deadline;
 
 		redisAppendCommand(rc, "RPUSH redisson_lock_queue:{%s} r%05d", n, i);
 		redisAppendCommand(rc, "ZADD redisson_lock_timeout:{%s} %lld r%05d", n, at, i);

@@ -46,16 +46,6 @@ static void each_refused(const char *const calls[][4], size_t n, const char *nam
 	}
 }
 
-/* Redis' clock in ms. */
-static long long redis_now_ms(void)
-{
-	redisReply *t = rcmd("TIME");
-	long long ms = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
-
-	freeReplyObject(t);
-	return ms;
-}
-
 /* ----- D2: owner ids of the layout's own fields ----- */
 
 TEST(owner_mode_is_refused_for_every_kind_and_takes_no_effect)
@@ -240,7 +230,7 @@ TEST(locked_says_what_is_in_the_way)
 
 	/* a fair lock nobody holds, with a (Redisson) waiter queued */
 	rcmd_int("RPUSH redisson_lock_queue:{%s} java:1", f);
-	rcmd_int("ZADD redisson_lock_timeout:{%s} %lld java:1", f, redis_now_ms() + 60000);
+	rcmd_int("ZADD redisson_lock_timeout:{%s} %lld java:1", f, redis_time_ms(NULL) + 60000);
 	req("PUT", P("fairlocks", f, "", "owner=b"), &r);
 	CHECK_ERROR(r, 409, "locked", "fair lock with a queue");
 	CHECK(has(&r, "is free") && has(&r, "1 waiter") && !has(&r, "held by"),

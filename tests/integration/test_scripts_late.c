@@ -126,18 +126,6 @@ static redisReply *send_with_deadline(const struct redis_srv *rs, const struct c
 	return r;
 }
 
-static long long redis_now_ms(const struct redis_srv *rs)
-{
-	redisReply *r = rcmd_on(rs, "TIME");
-	long long ms = -1;
-
-	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
-		ms = strtoll(r->element[0]->str, NULL, 10) * 1000 +
-		     strtoll(r->element[1]->str, NULL, 10) / 1000;
-	freeReplyObject(r);
-	return ms;
-}
-
 /* Requests of every kind, a status for each, and who got what. */
 static bool workload(const struct dlockd_srv *d)
 {
@@ -304,7 +292,7 @@ TEST(every_script_call_past_its_deadline_changes_nothing)
 			answered++;
 		}
 		freeReplyObject(r);
-		snprintf(on_time, sizeof(on_time), "%lld", redis_now_ms(&rb) + 60000);
+		snprintf(on_time, sizeof(on_time), "%lld", redis_time_ms(&rb) + 60000);
 		r = send_with_deadline(&rb, c, i, on_time);
 		CHECK(r, "call %d replayed", i);
 		freeReplyObject(r);

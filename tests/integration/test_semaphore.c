@@ -45,18 +45,6 @@ static const char rs_release[] =
 
 #define RS_ID "\x8f\x01\xa2\x33\x44\x55\x66\x77\x88\x99\xaa\xbb\xcc\xdd\xee\x0f"
 
-static long long wall_ms(void)
-{
-	redisReply *r = rcmd("TIME");
-	long long ms = 0;
-
-	if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
-		ms = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
-	if (r)
-		freeReplyObject(r);
-	return ms;
-}
-
 static long put_sem(const char *n, const char *owner, const char *extra, struct http_resp *r)
 {
 	char p[600];
@@ -473,7 +461,7 @@ TEST(semaphore_shares_permits_with_redisson_both_ways)
 	/* Redisson's trySetPermits(2), then its tryAcquire(lease 60 s) */
 	CHECK(rcmd_int("SETNX %s 2", n) == 1, "Redisson made the semaphore");
 	rep = rcmd("EVAL %s 3 %s %s %s 1 %lld %lld 922337203685477 publish %b", rs_acquire, n, tkey,
-		   chan, wall_ms() + 60000, wall_ms(), RS_ID, (size_t)16);
+		   chan, redis_time_ms(NULL) + 60000, redis_time_ms(NULL), RS_ID, (size_t)16);
 	CHECK(rep && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, "OK"),
 	      "Redisson's permit");
 	freeReplyObject(rep);
@@ -492,7 +480,7 @@ TEST(semaphore_shares_permits_with_redisson_both_ways)
 
 	/* Redisson sees dlockd's permit: nothing free, told the nearest end */
 	rep = rcmd("EVAL %s 3 %s %s %s 1 %lld %lld 922337203685477 publish %s", rs_acquire, n, tkey,
-		   chan, wall_ms() + 60000, wall_ms(), "other-id");
+		   chan, redis_time_ms(NULL) + 60000, redis_time_ms(NULL), "other-id");
 	CHECK(rep && rep->type == REDIS_REPLY_STRING && rep->str[0] == ':',
 	      "Redisson waits for dlockd's permit");
 	freeReplyObject(rep);
@@ -503,7 +491,7 @@ TEST(semaphore_shares_permits_with_redisson_both_ways)
 	bg_start(&w, "PUT", p, NULL);
 	CHECK(wait_parked(NULL, 1, s0, 5000, "%s", chan), "dlockd waiter parked");
 	rep = rcmd("EVAL %s 3 %s %s %s %b 1 %lld publish", rs_release, n, chan, tkey, RS_ID,
-		   (size_t)16, wall_ms());
+		   (size_t)16, redis_time_ms(NULL));
 	CHECK(rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1, "Redisson releases");
 	freeReplyObject(rep);
 	at = mono_ms();
@@ -525,7 +513,7 @@ TEST(semaphore_shares_permits_with_redisson_both_ways)
 	redisFree(sub);
 	snprintf(ids, sizeof(ids), "%s", "x");
 	rep = rcmd("EVAL %s 3 %s %s %s 1 %lld %lld 922337203685477 publish %s", rs_acquire, n, tkey,
-		   chan, wall_ms() + 60000, wall_ms(), ids);
+		   chan, redis_time_ms(NULL) + 60000, redis_time_ms(NULL), ids);
 	CHECK(rep && rep->type == REDIS_REPLY_STRING && !strcmp(rep->str, "OK"),
 	      "Redisson takes the permit dlockd gave back");
 	freeReplyObject(rep);
@@ -539,7 +527,7 @@ TEST(semaphore_shares_permits_with_redisson_both_ways)
 static bool sem_by_hand(const char *n, int free_n, int count, const char *owner,
 			long long first_ms, long long step_ms)
 {
-	long long now = wall_ms();
+	long long now = redis_time_ms(NULL);
 	bool ok = rcmd_int("SET %s %d", n, free_n) == 0 || true;
 
 	for (int i = 0; i < count && ok; i++) {
@@ -609,7 +597,7 @@ TEST(semaphore_permit_scored_below_zero_is_taken_back)
 	char p[600];
 	struct http_resp r;
 
-	CHECK(sem_by_hand(n, 1, 1, "ghost", -wall_ms() - 5, 0), "a permit scored -5");
+	CHECK(sem_by_hand(n, 1, 1, "ghost", -redis_time_ms(NULL) - 5, 0), "a permit scored -5");
 	put_sem(n, "a", "&limit=2&ttl_ms=60000", &r);
 	CHECK_STATUS(r, 200, "a takes the free permit");
 	http_free(&r);
