@@ -40,7 +40,9 @@
   A queued caller's deadline becomes Redis' now + ARGV[3]: calling again is
   how a live waiter keeps its place; a waiter nobody refreshes is dropped
   once its deadline passes. Whoever becomes head is told on its channel,
-  before anything is written. ]]
+  before anything is written: "0" when dead heads were dropped (it may go),
+  "-<lease>" when the caller took the lock from the head of the queue (the
+  next in line looks again when this lease ends). ]]
 local owner = ARGV[2]
 local refusal, kind, fields, left = acquire_refusal(KEYS[1], 'lock', owner, KEYS[2])
 if refusal then
@@ -65,11 +67,12 @@ local grant = {counter = KEYS[2], lease = lease, principal = ARGV[5], given = AR
                value = ARGV[9], record = '1 0 0', fresh = true, sole = true, pttl = lease}
 
 if take and head == owner then
-  -- the next in line now watches this holder's lease
+  -- the next in line now watches this holder's lease: told its length, it
+  -- need not try to read it
   if after == nil then
     after = redis.call('lindex', KEYS[3], at + 1)
   end
-  fair_notify(KEYS[5], after)
+  fair_granted(KEYS[5], after, lease)
 elseif not take and not reenter and head ~= old_head and head ~= owner then
   fair_notify(KEYS[5], head)	-- dead heads are dropped: the new one may go
 end

@@ -26,6 +26,13 @@
   purge a run at a time (LTRIM, ZREM): a long run of dead heads (a dead
   dlockd's waiters) costs a few commands per hundred, once.
   fair_notify(prefix, w)     publish "0" to waiter w's own channel <prefix>:<w>
+  fair_granted(prefix, w, lease)
+                             the lock was just granted for lease ms: tell
+                             the next in line w when the new holder's lease
+                             ends, "-<lease>" on its channel, so that it
+                             looks again then and not now (a dlockd waiter
+                             moves its retry timer; Redisson's listeners act
+                             on 0 and 1 alone and ignore it)
   fair_freed(prefix, w)      the lock is free: tell the queue head w, or with
                              nobody queued the plain lock's channel <prefix>,
                              where /locks waiters on the same name listen ]]
@@ -103,6 +110,12 @@ end
 local function fair_notify(prefix, w)
   if w then
     redis.call(PUBLISH, prefix .. ':' .. w, '0')
+  end
+end
+
+local function fair_granted(prefix, w, lease)
+  if w then
+    redis.call(PUBLISH, prefix .. ':' .. w, string.format('-%d', lease))
   end
 end
 

@@ -20,6 +20,10 @@
  *   - a channel's retry timer (the holder's lease end: expiry publishes
  *     nothing) wakes the oldest sleeper, or all of them on a read-write
  *     lock's channel, where every reader may enter at once;
+ *   - "-<ms>" wakes nobody: a fair lock's next in line is told the lease
+ *     of the holder that just took the lock, and its retry timer is armed
+ *     at that lease's end (one script run less per hand-off than waking
+ *     it to read the lease);
  *   - a waiter's deadline timer, or its client hanging up, wakes it alone;
  *     so does waiters_retry() (a fair-lock waiter whose queue place the
  *     loop's refresh found gone: fair_queue.c).
@@ -69,8 +73,9 @@
  * last.)
  * A fair-lock waiter queued behind its queue's head is the one sleeper
  * with no retry time: it is alone on its own channel, told there when its
- * turn comes, and the loop's queue refresh (fair_queue.c) wakes it with
- * waiters_retry() should it have to look for another reason.
+ * turn comes ("-<ms>" when the head before it takes the lock: the lease
+ * end it is to watch), and the loop's queue refresh (fair_queue.c) wakes
+ * it with waiters_retry() should it have to look for another reason.
  *
  * Threads. Everything about a struct waiters happens on its loop's thread,
  * without a mutex: its timers are the loop's, its sleepers' client sockets
@@ -100,6 +105,11 @@
  * waiters_join_covered(): more told within one first try than this make
  * the joining waiter try again, as it always did. */
 #define TOLD_MARKS 8
+
+/* A lease told in a message ("-<ms>") is retried this long after its end,
+ * as locks.c's retries after a lease end Redis reported: a timer of whole
+ * milliseconds can come a millisecond early and find it not quite over. */
+#define LEASE_TOLD_MARGIN_MS 2
 
 /* An owner told on a channel (owner_told_here): the loop's mark then, and
  * a hash of the owner (a collision only costs a try). */
@@ -918,10 +928,29 @@ static void counted_message(struct channel *ch, const char *payload, size_t len)
 	}
 }
 
+/* A fair lock's grant tells the next in line "-<lease ms>" (the new
+ * holder's lease, as a negative number: Redisson's listeners act on 0 and 1
+ * alone). The lease in *ms; false for any other payload. */
+static bool lease_told(const char *payload, size_t len, int64_t *ms)
+{
+	int64_t v = 0;
+
+	if (len < 2 || len > 11 || payload[0] != '-')
+		return false;
+	for (size_t i = 1; i < len; i++) {
+		if (payload[i] < '0' || payload[i] > '9')
+			return false;
+		v = v * 10 + (payload[i] - '0');
+	}
+	*ms = v;
+	return true;
+}
+
 static void channel_message(struct waiters *ws, const char *channel, const char *payload,
 			    size_t len, uint64_t seq)
 {
 	struct channel *ch = channel_lookup(ws, channel);
+	int64_t lease_ms;
 
 	if (ch) {
 		/* whatever it says, the lock may have changed: watchers look */
@@ -931,6 +960,10 @@ static void channel_message(struct waiters *ws, const char *channel, const char 
 	}
 	if (ch && ch->counted) {
 		counted_message(ch, payload, len);
+	} else if (ch && lease_told(payload, len, &lease_ms)) {
+		/* the lock was just granted: look again when that lease ends,
+		 * not now, to read it */
+		arm_retry(ch, now_ms() + lease_ms + LEASE_TOLD_MARGIN_MS);
 	} else if (!ch || len != 1) {
 		/* not ours, or not a message to acquirers */
 	} else if (payload[0] == '0') {

@@ -164,7 +164,9 @@ unsigned waiters_count_watchers(void);
 /* The subscription of channel is live (again): its sleepers retry. */
 void waiters_deliver_confirmed(struct waiters *ws, const char *channel);
 /* A message: "0" wakes the oldest sleeper, "1" every sleeper; but where a
- * writer sleeps, both wake just the oldest writer. On a plain lock's
+ * writer sleeps, both wake just the oldest writer. "-<ms>" (a fair lock's
+ * next in line told the lease of the holder that just took it) wakes
+ * nobody: the channel's sleepers are retried when that lease ends. On a plain lock's
  * channel a "0" wakes one waiter over all loops: the loops it is delivered
  * to with the same seq (the subscriber's number for it) share it, and the
  * first to handle it that has a waiter takes it. Any message wakes every

@@ -636,6 +636,41 @@ static void test_waiters__a_look_that_ends_blind_is_handed_over(void **state)
 	waiters_leave(w[0], 0);
 }
 
+/* "-<ms>", a fair lock's next in line told the new holder's lease: no
+ * wake, the retry timer at that lease's end (and a little after). */
+static void test_waiters__a_lease_told_arms_the_retry_and_wakes_nobody(void **state)
+{
+	struct fake_req a = { 0 };
+	struct waiter *w;
+
+	(void)state;
+	w = asleep("ch", &a);
+	assert_int_equal(retry_in("ch"), -1);
+	message(WS, "ch", "-");
+	message(WS, "ch", "-2x");
+	message(WS, "ch", "-123456789012");	/* more than 10 digits */
+	assert_int_equal(retry_in("ch"), -1);
+	message(WS, "ch", "-60000");
+	assert_int_equal(a.resumed, 1);		/* its first sleep's wake alone */
+	assert_true(retry_in("ch") > 59000 && retry_in("ch") <= 60002);
+	message(WS, "ch", "-30");		/* a shorter one moves it earlier */
+	assert_retry_due(WS, "ch", 32);
+	message(WS, "ch", "-90000");		/* a longer one does not push it back */
+	assert_retry_due(WS, "ch", 32);
+	assert_int_equal(a.resumed, 1);
+	turn_after(40);
+	assert_woken(a, 2, w, WAKE_RETRY);
+	/* told while it is awake: nothing banked, it is not woken again */
+	message(WS, "ch", "-10");
+	waiters_sleep(w, 0);
+	turn();
+	assert_int_equal(a.resumed, 2);
+	assert_retry_due(WS, "ch", 12);
+	turn_after(20);
+	assert_woken(a, 3, w, WAKE_RETRY);
+	waiters_leave(w, 0);
+}
+
 static void test_waiters__a_shortened_lease_moves_the_retry_earlier(void **state)
 {
 	struct fake_req a = { 0 };
@@ -1221,6 +1256,7 @@ int main(void)
 		T(messages_prefer_the_oldest_writer),
 		T(message_while_nobody_sleeps_is_banked),
 		T(other_payloads_and_channels_wake_nobody),
+		T(a_lease_told_arms_the_retry_and_wakes_nobody),
 		T(deadline_and_retry_timers_fire),
 		T(shutdown_wakes_everyone),
 		T(retry_timer_keeps_the_earliest_lease_end),
