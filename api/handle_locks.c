@@ -52,7 +52,8 @@ static const char *plural(int64_t n)
 static enum MHD_Result reply_locked(struct request *rq, const struct lock_state *st)
 {
 	const char *label = locks_kind_label(rq->route.kind);
-	int64_t holder_ttl_ms = rq->lock.acquire.holder_ttl_ms;
+	int64_t holder_ttl_ms = rq->lock.machine == LOCK_MACHINE_ACQUIRE
+				? rq->lock.acquire.holder_ttl_ms : 0;
 	json_t *extra = json_pack("{s:I}", "ttl_ms", (json_int_t)holder_ttl_ms);
 	long long n = (long long)st->others;
 
@@ -304,6 +305,7 @@ static enum MHD_Result acquire_begin(struct request *rq)
 {
 	struct params *p = &rq->lock.params;
 
+	rq->lock.machine = LOCK_MACHINE_ACQUIRE;
 	rq->lock.acquire = (struct acquire){
 		.ops = &acquire_ops_real,
 		.b = rq->backend,
@@ -358,7 +360,8 @@ static void session_ended(void *ctx)
 	struct request *rq = ctx;
 
 	session_unwatch(rq);
-	acquire_cancel(&rq->lock.acquire, LOCK_NOT_HELD);
+	if (rq->lock.machine == LOCK_MACHINE_ACQUIRE)
+		acquire_cancel(&rq->lock.acquire, LOCK_NOT_HELD);
 }
 
 /* Resumed after the session was read: take the lock with its lease left,
@@ -481,10 +484,13 @@ static enum MHD_Result put_lock(struct request *rq)
 
 void handle_lock_completed(struct request *rq, enum MHD_RequestTerminationCode toe)
 {
-	watch_end(&rq->lock.watch);
+	bool delivered = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
+
+	if (rq->lock.machine == LOCK_MACHINE_WATCH)
+		watch_end(&rq->lock.watch);
 	session_unwatch(rq);
-	session_locks_end(rq, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
-	if (acquire_end(&rq->lock.acquire, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)) {
+	session_locks_end(rq, delivered);
+	if (rq->lock.machine == LOCK_MACHINE_ACQUIRE && acquire_end(&rq->lock.acquire, delivered)) {
 		metrics_lock(rq->route.kind, MOP_ACQUIRE, HANDLE_ABANDONED);
 		log_info("answer to the grant of %s '%s' was not delivered; taking it back",
 			 locks_kind_label(rq->route.kind), rq->name);
@@ -778,6 +784,7 @@ static enum MHD_Result get_lock(struct request *rq)
 		return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
 				   "wait_ms needs index: the index of the state you last saw "
 				   "(a status answer's index; 0 for free)");
+	rq->lock.machine = LOCK_MACHINE_WATCH;
 	rq->lock.watch = (struct watch){
 		.b = rq->backend,
 		.kind = rq->route.kind,
@@ -876,7 +883,7 @@ static enum MHD_Result get_locks(struct request *rq)
 	const struct params *p = &rq->lock.params;
 	int64_t limit = (p->given & P_LIMIT) ? p->limit : LIST_DEFAULT_LIMIT;
 
-	if (locks_list(rq->backend, p->prefix, (unsigned)limit,
+	if (locks_list(rq->backend, params_prefix(p), (unsigned)limit,
 		       (p->given & P_CURSOR) ? p->cursor : NULL, listed, rq) < 0)
 		return reply_error(rq, ERR_INVALID_ARGUMENT, NULL,
 				   "cursor '%.64s' is not one a page of the listing gave", p->cursor);

@@ -69,7 +69,7 @@ static void session_done(void *ctx, enum lock_result r, const struct session_inf
 		case OP_SESSION_CREATE:
 			rq->answer = json_pack("{s:s, s:I, s:s, s:s}", "session", rq->name,
 					       "ttl_ms", (json_int_t)s->ttl_ms,
-					       "name", rq->lock.params.label,
+					       "name", params_label(&rq->lock.params),
 					       "value", value);
 			break;
 		case OP_SESSION_END:
@@ -134,7 +134,7 @@ static enum MHD_Result post_session(struct request *rq)
 		p->ttl_ms = rq->cfg->default_ttl_ms;
 	random_hex(id, SESSIONS_ID_LEN / 2);
 	rq->name = xstrdup(id);		/* freed with the request, like a lock's */
-	sessions_create(rq->backend, id, rq->principal, p->ttl_ms, p->value ? p->value : "", p->label,
+	sessions_create(rq->backend, id, rq->principal, p->ttl_ms, p->value ? p->value : "", params_label(p),
 			rq->cfg->sessions_per_token_max, session_done, rq);
 	return server_suspend(rq, answered);
 }
@@ -356,7 +356,7 @@ static json_t *multi_json(const struct multilock *m)
 /* Why the lock in the way refused: its code, naming it (error.lock). */
 static enum MHD_Result multi_refused(struct request *rq)
 {
-	const struct multilock *m = &rq->lock.multi;
+	const struct multilock *m = rq->lock.multi;
 	const struct multilock_entry *e = &m->e[m->blocker];
 	const char *kind = sessions_kind_label(e->kind);
 	json_t *lock = json_pack("{s:s, s:s}", "kind", kind, "name", e->name);
@@ -408,7 +408,7 @@ static enum MHD_Result multi_refused(struct request *rq)
 
 static enum MHD_Result multi_answer(struct request *rq)
 {
-	const struct multilock *m = &rq->lock.multi;
+	const struct multilock *m = rq->lock.multi;
 
 	session_watch_stop(rq->lock.session_watch);
 	rq->lock.session_watch = NULL;
@@ -510,12 +510,12 @@ static void multi_session_ended(void *ctx)
 
 	session_watch_stop(rq->lock.session_watch);
 	rq->lock.session_watch = NULL;
-	multilock_session_ended(&rq->lock.multi);
+	multilock_session_ended(rq->lock.multi);
 }
 
 static enum MHD_Result put_session_locks(struct request *rq)
 {
-	struct multilock *m = &rq->lock.multi;
+	struct multilock *m;
 	struct multilock_entry *e;
 	unsigned nquery = 0, n = 0;
 	int64_t wait_ms;
@@ -527,6 +527,8 @@ static enum MHD_Result put_session_locks(struct request *rq)
 				   "{\"locks\": [...], \"wait_ms\": N} as the JSON body");
 	if (multi_body_or_reply(rq, &e, &n, &wait_ms) < 0)
 		return MHD_YES;
+	rq->lock.machine = LOCK_MACHINE_MULTI;
+	m = rq->lock.multi = xmalloc(sizeof(*m));
 	*m = (struct multilock){
 		.b = rq->backend,
 		.session = rq->name,
@@ -548,12 +550,12 @@ static enum MHD_Result put_session_locks(struct request *rq)
 
 void session_locks_end(struct request *rq, bool delivered)
 {
-	struct multilock *m = &rq->lock.multi;
+	struct multilock *m = rq->lock.multi;
 
-	if (rq->route.op != OP_SESSION_LOCKS)
+	if (rq->lock.machine != LOCK_MACHINE_MULTI || !m)
 		return;
 	multilock_end(m, delivered);
 	multi_entries_free(m->e, m->n);
-	m->e = NULL;
-	m->n = 0;
+	free(m);
+	rq->lock.multi = NULL;
 }

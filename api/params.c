@@ -165,13 +165,12 @@ static bool utf8_text(const char *str, size_t len)
 	return true;
 }
 
-/* A string parameter: owner, prefix (a name's start: may be empty) or
- * cursor (opaque here: the service reads it). */
+/* A string parameter: owner, session, prefix (a name's start: may be
+ * empty), label, value or cursor (opaque here: the service reads it). */
 static void set_string(struct params_parse *ps, enum param_flags f, const char *s, size_t len)
 {
 	struct params *p = &ps->rq->lock.params;
-	char *to = f == P_OWNER ? p->owner : f == P_PREFIX ? p->prefix
-		 : f == P_SESSION ? p->session : f == P_LABEL ? p->label : NULL;
+	char *to = f == P_OWNER ? p->owner : f == P_SESSION ? p->session : NULL;
 
 	if (f == P_OWNER && params_check_owner(s, len, ps->why, sizeof(ps->why)) < 0)
 		return;
@@ -198,9 +197,10 @@ static void set_string(struct params_parse *ps, enum param_flags f, const char *
 			 len, LOCKS_VALUE_MAX);
 		return;
 	}
-	if (!to) {	/* a value or a cursor: as long as it is */
+	if (!to) {	/* the others: as long as they are (given once: param_flag) */
 		to = xmalloc(len + 1);
-		*(f == P_VALUE ? &p->value : &p->cursor) = to;
+		*(f == P_VALUE ? &p->value : f == P_CURSOR ? &p->cursor
+		  : f == P_PREFIX ? &p->prefix : &p->label) = to;
 	}
 	memcpy(to, s, len);
 	to[len] = '\0';
@@ -358,9 +358,21 @@ static int body_params_or_reply(struct params_parse *ps)
 
 void params_free(struct params *p)
 {
+	free(p->prefix);
 	free(p->cursor);
 	free(p->value);
-	p->cursor = p->value = NULL;
+	free(p->label);
+	p->prefix = p->cursor = p->value = p->label = NULL;
+}
+
+const char *params_prefix(const struct params *p)
+{
+	return p->prefix ? p->prefix : "";
+}
+
+const char *params_label(const struct params *p)
+{
+	return p->label ? p->label : "";
 }
 
 int params_or_reply(struct request *rq, unsigned allowed)

@@ -20,7 +20,12 @@ int params_check_owner(const char *owner, size_t len, char *why, size_t why_len)
  * or -1 after queuing the 400 reply. */
 int params_or_reply(struct request *rq, unsigned allowed);
 
-/* Free what params_or_reply() allocated in p (its cursor and value). */
+/* Free what params_or_reply() allocated in p (its prefix, cursor, value
+ * and label). */
 void params_free(struct params *p);
+
+/* p's prefix and label (a session's name), "" when not given. */
+const char *params_prefix(const struct params *p);
+const char *params_label(const struct params *p);
 
 #endif

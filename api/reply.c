@@ -40,6 +40,20 @@ static const struct {
 	[ERR_TOO_MANY_SESSIONS] = { 409, "too_many_sessions" },
 };
 
+/* How long the request's machine slept waiting (ms): not counted in the
+ * request's duration. */
+static int64_t slept_ms(const struct lock_call *c)
+{
+	switch (c->machine) {
+	case LOCK_MACHINE_ACQUIRE:
+		return c->acquire.slept_ms;
+	case LOCK_MACHINE_WATCH:
+		return c->watch.slept_ms;
+	default:
+		return 0;
+	}
+}
+
 /* Add to resp the headers every answer carries (the content type, the
  * status's own, Connection: close, X-Request-Id) and queue it. */
 static enum MHD_Result queue_response(struct request *rq, unsigned status,
@@ -69,8 +83,7 @@ static enum MHD_Result queue_response(struct request *rq, unsigned status,
 			   rq->method != METHOD_HEAD;
 	rq->status = status;
 	metrics_request(rq->route.id, rq->method, status,
-			now_us() - rq->started_us - 1000 * (rq->lock.acquire.slept_ms +
-							   rq->lock.watch.slept_ms));
+			now_us() - rq->started_us - 1000 * slept_ms(&rq->lock));
 	return ret;
 }
 

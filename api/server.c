@@ -315,7 +315,7 @@ static const char *bearer_of(struct request *rq, size_t *len)
  * the token's must start); 0, or -1 after the 401/403 is queued. */
 static int auth_or_reply(struct request *rq)
 {
-	const char *h, *scope = rq->name ? rq->name : rq->lock.params.prefix;
+	const char *h, *scope = rq->name ? rq->name : params_prefix(&rq->lock.params);
 	enum auth_role role = AUTH_CLIENT;
 	size_t len;
 
