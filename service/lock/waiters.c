@@ -239,7 +239,10 @@ struct claims {
 	char *name;
 	struct name_entry entry;	/* in C.by_name */
 	unsigned users;			/* loops with the channel open */
-	uint64_t seq[CLAIMS_KEPT];	/* messages taken, a ring (0: none) */
+	/* messages taken, a ring of CLAIMS_KEPT (0: none); allocated at the
+	 * first take while two loops or more have the channel open: a
+	 * channel of one loop (a fair lock's waiter's own) needs none */
+	uint64_t *seq;
 	unsigned next;
 };
 
@@ -278,18 +281,28 @@ static void claims_close(struct claims *c)
 	pthread_mutex_lock(&C.lock);
 	if (--c->users == 0) {
 		names_remove(&C.by_name, &c->entry);
+		free(c->seq);
 		free(c->name);
 		free(c);
 	}
 	pthread_mutex_unlock(&C.lock);
 }
 
-/* Take message seq for this loop: false when another loop took it. */
+/* Take message seq for this loop: false when another loop took it. With
+ * no other loop on the channel now, none can take it after this one: a
+ * loop that opens it later was not sent it (or, reopening it before it
+ * handled it, takes it again: a try more, never a wake less). */
 static bool claims_take(struct claims *c, uint64_t seq)
 {
 	bool taken = false;
 
 	pthread_mutex_lock(&C.lock);
+	if (c->users < 2) {
+		pthread_mutex_unlock(&C.lock);
+		return true;
+	}
+	if (!c->seq)
+		c->seq = xcalloc(CLAIMS_KEPT, sizeof(*c->seq));
 	for (unsigned i = 0; i < CLAIMS_KEPT && !taken; i++)
 		taken = c->seq[i] == seq;
 	if (!taken) {
