@@ -2,7 +2,9 @@
   libs: common renew_lock
   flags: allow-oom
   KEYS[1] lock hash N                 KEYS[2] holders dlockd_lock_owners:{N}
-  KEYS[3] (plain locks only) channel redisson_lock__channel:{N}
+  KEYS[3] channel redisson_lock__channel:{N} (a fair lock's: the prefix of
+          its waiters' own channels)
+  KEYS[4] (fair locks only) queue redisson_lock_queue:{N}
   ARGV[1] lease ms                    ARGV[2] owner field
   ARGV[3] the caller's token name ("": auth off)
   Returns {1, lease}  renewed: N now expires in lease ms
@@ -17,5 +19,8 @@
   instance) time their retry from the lease they saw, and expiry publishes
   nothing, so without it they would sleep past the new, earlier end. A
   Redisson waiter takes the message as "try now", finds the lock held and
-  waits again with the new lease: harmless. ]]
-return renew_lock(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), ARGV[2], ARGV[3])
+  waits again with the new lease: harmless. A fair lock's is told to the
+  queue head alone, "-<lease>" on its own channel (only the head watches
+  the holder's lease; a Redisson head ignores it), or with nobody queued
+  "0" on the prefix KEYS[3], where /locks waiters on the name listen. ]]
+return renew_lock(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), ARGV[2], ARGV[3], KEYS[4])

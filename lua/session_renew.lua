@@ -15,7 +15,8 @@
           ('lock', 'fair', 'read', 'write', 'semaphore'), owner, the
           fencing token it was recorded with, then its keys, as its kind's
           renew script names them: lock: lock hash, holders, channel
-          (lock_renew.lua); fair: lock hash, holders; read, write: lock
+          (lock_renew.lua); fair: lock hash, holders, channel prefix,
+          queue (lock_renew.lua); read, write: lock
           hash, timeout key prefix, holders (rw_*_renew.lua); semaphore:
           count, permits, channel, holders (sem_renew.lua). Every one is
           in KEYS[1]'s slot (the caller groups them so): as Redisson's
@@ -40,7 +41,7 @@ end
 -- per kind: how many keys it has, which one is its holders' hash, and
 -- the holders' field of owner's holding
 local KINDS = {
-  lock = {3, 2, ''}, fair = {2, 2, ''}, read = {3, 3, ''}, write = {3, 3, ':write'},
+  lock = {3, 2, ''}, fair = {4, 2, ''}, read = {3, 3, ''}, write = {3, 3, ':write'},
   semaphore = {4, 4, ''},
 }
 
@@ -50,7 +51,7 @@ local function renew_one(kind, k, owner)
   if kind == 'lock' then
     return renew_lock(a, b, c, lease, owner, principal)
   elseif kind == 'fair' then
-    return renew_lock(a, b, nil, lease, owner, principal)
+    return renew_lock(a, b, c, lease, owner, principal, d)
   elseif kind == 'read' then
     return renew_read(a, b, c, lease, owner, principal)
   elseif kind == 'write' then

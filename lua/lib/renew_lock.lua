@@ -1,13 +1,14 @@
 --[[ lib/renew_lock.lua -- the renewal of a plain or fair lock's holding,
   shared by lock_renew.lua (one holding) and session_renew.lua (a
   session's, many in one call). After common.
-  renew_lock(lock, owners, channel, lease, owner, principal)
+  renew_lock(lock, owners, channel, lease, owner, principal, queue)
                               set the lease of owner's holding of lock to
                               lease ms: the checks, replies and publishing
                               of lock_renew.lua, whose header says them
-                              (channel: a plain lock's, nil for a fair
-                              lock); returns the reply ]]
-local function renew_lock(lock, owners, channel, lease, owner, principal)
+                              (channel: a plain lock's, a fair lock's
+                              channel prefix with its queue, or nil: say
+                              nothing); returns the reply ]]
+local function renew_lock(lock, owners, channel, lease, owner, principal, queue)
   local refusal = held_refusal(lock, 'lock', owner, owners)
   if refusal then
     return refusal
@@ -18,7 +19,15 @@ local function renew_lock(lock, owners, channel, lease, owner, principal)
     return {-2, 7, 0}
   end
   if channel and redis.call('pttl', lock) > lease then
-    redis.call(PUBLISH, channel, 0)
+    -- a fair lock's queue head is told the new lease on its own channel
+    -- (as at a grant: lib/fair.lua's fair_granted); with nobody queued,
+    -- or a queue of another type, "0" goes where a plain lock's would
+    local head = queue and typed_call('lindex', queue, 0)
+    if head then
+      redis.call(PUBLISH, channel .. ':' .. head, string.format('-%d', lease))
+    else
+      redis.call(PUBLISH, channel, 0)
+    end
   end
   redis.call('pexpire', lock, lease)
   owners_bump(owners, owner)

@@ -101,7 +101,9 @@ static const struct kind_row kinds[LOCK_KIND_COUNT] = {
 			     { K_LOCK, K_QUEUE, K_DEADLINES, K_CHANNEL, K_OWNERS, K_STATE }, true },
 		.force_release = { SCRIPT_FAIR_FORCE_RELEASE,
 				   { K_LOCK, K_QUEUE, K_DEADLINES, K_CHANNEL, K_OWNERS } },
-		.renew = { SCRIPT_LOCK_RENEW, { K_LOCK, K_OWNERS } },
+		/* a shorter lease is told to the queue head (K_CHANNEL: the
+		 * prefix of the waiters' own channels) */
+		.renew = { SCRIPT_LOCK_RENEW, { K_LOCK, K_OWNERS, K_CHANNEL, K_QUEUE } },
 		.status = { SCRIPT_LOCK_STATUS, { K_LOCK, K_OWNERS, K_QUEUE, K_DEADLINES } },
 		.dequeue = { SCRIPT_FAIR_DEQUEUE, { K_QUEUE, K_DEADLINES, K_CHANNEL } },
 		.refresh = { SCRIPT_FAIR_REFRESH, { K_LOCK, K_QUEUE, K_DEADLINES, K_CHANNEL } },

@@ -66,9 +66,9 @@
  * with a smaller ttl_ms. Served by this dlockd, it reports the new end
  * (waiters_lease_ends), which reaches every loop. Whichever instance
  * serves it, a plain lock's renew script publishes "0" when it shortens
- * the lease, so one sleeper per loop retries and reports the new end;
- * fair-lock heads and read-write waiters look again at every queue
- * refresh anyway. (A Redisson partial unlock re-applies its own lease
+ * the lease, so one sleeper per loop retries and reports the new end; a
+ * fair lock's tells its queue head the new lease ("-<ms>", below);
+ * read-write waiters look again at every queue refresh anyway. (A Redisson partial unlock re-applies its own lease
  * silently: a dlockd waiter then retries at the end of the lease it saw
  * last.)
  * A fair-lock waiter queued behind its queue's head is the one sleeper

@@ -1,7 +1,7 @@
 /* test_fair.c -- /fairlocks against real dlockd and Redis: strict arrival
  * order on release and on lease expiry, a hand-off that costs the same
  * whatever the queue length, the next in line told the new holder's lease
- * and served at its end, waiters that give up or hang up leaving the
+ * (or a lease a heartbeat shortened) and served at its end, waiters that give up or hang up leaving the
  * queue at once, a dead dlockd's waiter that stops blocking within seconds,
  * no queue jumping, ordering under load, Redisson interop, and leavers of
  * a long queue that cost short scripts. */
@@ -203,6 +203,42 @@ TEST(fair_next_in_line_is_told_the_new_lease_and_served_at_its_end)
 	CHECK(took >= 1300 && took < 1500 + 2500 * slow_factor(),
 	      "w1 served %lld ms after w0's grant; want at w0's lease end (1500 ms)",
 	      (long long)took);
+	http_free(&w1.r);
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+/* A heartbeat that shortens the holder's lease tells the queue head the
+ * new one ("-<ms>"), as a grant does: a holder that shortens its lease and
+ * dies is waited for until that lease ends, not until the head's next
+ * look (its queue refresh, or its deadline). */
+TEST(fair_head_is_told_a_lease_a_heartbeat_shortened)
+{
+	static const char *const flags[] = { "--queue-ttl-ms", "600000", NULL };
+	struct bg w1;
+	struct dlockd_srv d;
+	const char *n = lockname("shortened");
+	char p[512];
+	long long calls0;
+	int64_t renewed;
+
+	/* places refreshed every 200 s: no refresh wakes anyone here */
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd");
+	CHECK(status_of(&d, "PUT", "/fairlocks/%s?owner=w0&ttl_ms=600000", n) == 200,
+	      "w0 takes it for 10 minutes");
+	calls0 = redis_scripts_called();
+	snprintf(p, sizeof(p), "/fairlocks/%s?owner=w1&wait_ms=20000", n);
+	bg_start_on(&w1, d.base, "PUT", p, NULL);
+	CHECK(WAIT_FOR(queue_len(n) == 1, 5000), "w1 queued");
+	CHECK(wait_parked(&d, 1, calls0, 10000, NULL), "w1 past its post-subscribe retry");
+	CHECK(status_of(&d, "POST", "/fairlocks/%s/heartbeat?owner=w0&ttl_ms=1000", n) == 200,
+	      "w0 shortens its lease to a second, then neither renews nor releases");
+	renewed = mono_ms();
+	bg_join(&w1);
+	CHECK_STATUS(w1.r, 200, "w1 is served once w0's shortened lease is over");
+	/* at w0's new lease end; untold, at w1's deadline (20 s) */
+	CHECK(w1.done_ms - renewed >= 900 && w1.done_ms - renewed < 1000 + 2500 * slow_factor(),
+	      "w1 served %lld ms after the heartbeat; want at the lease's end (1000 ms)",
+	      (long long)(w1.done_ms - renewed));
 	http_free(&w1.r);
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 }
