@@ -155,6 +155,17 @@ TEST(fair_hand_off_costs_the_same_with_a_long_queue)
 	CHECK(WAIT_FOR(queue_len(n) == 0, 3000), "stopping dlockd took its waiters out of the queue");
 }
 
+/* Start a waiting PUT of fair lock n with query on d, and wait until it
+ * is the pos-th in the queue. */
+static bool queue_on(struct dlockd_srv *d, struct bg *b, const char *n, const char *query, int pos)
+{
+	char p[512];
+
+	snprintf(p, sizeof(p), "/fairlocks/%s?%s", n, query);
+	bg_start_on(b, d->base, "PUT", p, NULL);
+	return WAIT_FOR(queue_len(n) == pos, 5000);
+}
+
 /* The head that takes the lock tells the next in line its lease
  * ("-<ms>"), so the next one makes no try while that lease runs, and is
  * served when it ends: a holder that never releases holds it up no longer
@@ -166,7 +177,6 @@ TEST(fair_next_in_line_is_told_the_new_lease_and_served_at_its_end)
 	struct bg w0, w1;
 	struct dlockd_srv d;
 	const char *n = lockname("told");
-	char p[512];
 	long long calls0, calls1;
 	int64_t granted0, took;
 
@@ -175,12 +185,8 @@ TEST(fair_next_in_line_is_told_the_new_lease_and_served_at_its_end)
 	CHECK(status_of(&d, "PUT", "/fairlocks/%s?owner=holder&ttl_ms=600000", n) == 200,
 	      "the holder takes it for 10 minutes");
 	calls0 = redis_scripts_called();
-	snprintf(p, sizeof(p), "/fairlocks/%s?owner=w0&ttl_ms=1500&wait_ms=20000", n);
-	bg_start_on(&w0, d.base, "PUT", p, NULL);
-	CHECK(WAIT_FOR(queue_len(n) == 1, 5000), "w0 queued first");
-	snprintf(p, sizeof(p), "/fairlocks/%s?owner=w1&wait_ms=20000", n);
-	bg_start_on(&w1, d.base, "PUT", p, NULL);
-	CHECK(WAIT_FOR(queue_len(n) == 2, 5000), "w1 queued behind it");
+	CHECK(queue_on(&d, &w0, n, "owner=w0&ttl_ms=1500&wait_ms=20000", 1), "w0 queued first");
+	CHECK(queue_on(&d, &w1, n, "owner=w1&wait_ms=20000", 2), "w1 queued behind it");
 	CHECK(wait_parked(&d, 2, calls0, 10000, NULL), "both past their post-subscribe retry");
 	CHECK(status_of(&d, "DELETE", "/fairlocks/%s?owner=holder", n) == 200, "release");
 	bg_join(&w0);
@@ -217,7 +223,6 @@ TEST(fair_head_is_told_a_lease_a_heartbeat_shortened)
 	struct bg w1;
 	struct dlockd_srv d;
 	const char *n = lockname("shortened");
-	char p[512];
 	long long calls0;
 	int64_t renewed;
 
@@ -226,9 +231,7 @@ TEST(fair_head_is_told_a_lease_a_heartbeat_shortened)
 	CHECK(status_of(&d, "PUT", "/fairlocks/%s?owner=w0&ttl_ms=600000", n) == 200,
 	      "w0 takes it for 10 minutes");
 	calls0 = redis_scripts_called();
-	snprintf(p, sizeof(p), "/fairlocks/%s?owner=w1&wait_ms=20000", n);
-	bg_start_on(&w1, d.base, "PUT", p, NULL);
-	CHECK(WAIT_FOR(queue_len(n) == 1, 5000), "w1 queued");
+	CHECK(queue_on(&d, &w1, n, "owner=w1&wait_ms=20000", 1), "w1 queued");
 	CHECK(wait_parked(&d, 1, calls0, 10000, NULL), "w1 past its post-subscribe retry");
 	CHECK(status_of(&d, "POST", "/fairlocks/%s/heartbeat?owner=w0&ttl_ms=1000", n) == 200,
 	      "w0 shortens its lease to a second, then neither renews nor releases");
