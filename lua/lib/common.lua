@@ -28,6 +28,11 @@
                               there): takes the deadline, forgets the last
                               call's clock, checks the publish command; nil
                               to go on, else the error to return
+  tell_lease(channel, lease)  publish "-<lease>" on a fair-lock waiter's own
+                              channel: the holder's lease is now lease ms,
+                              look again when it ends (a dlockd waiter arms
+                              its retry timer; Redisson's listeners act on
+                              0 and 1 alone and ignore it)
   lease_at_least(key, lease, pttl)
                               make key live at least lease ms more (never
                               shorter than it already does); returns its
@@ -311,6 +316,10 @@ local function call_begin(argv)
   if PUBLISH ~= 'publish' and PUBLISH ~= 'spublish' then
     return error_reply('ERR dlockd script called without its publish command')
   end
+end
+
+local function tell_lease(channel, lease)
+  redis.call(PUBLISH, channel, string.format('-%d', lease))
 end
 
 local function lease_at_least(key, lease, pttl)

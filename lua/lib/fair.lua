@@ -29,10 +29,8 @@
   fair_granted(prefix, w, lease)
                              the lock was just granted for lease ms: tell
                              the next in line w when the new holder's lease
-                             ends, "-<lease>" on its channel, so that it
-                             looks again then and not now (a dlockd waiter
-                             moves its retry timer; Redisson's listeners act
-                             on 0 and 1 alone and ignore it)
+                             ends (tell_lease), so that it looks again then
+                             and not now
   fair_freed(prefix, w)      the lock is free: tell the queue head w, or with
                              nobody queued the plain lock's channel <prefix>,
                              where /locks waiters on the same name listen ]]
@@ -115,7 +113,7 @@ end
 
 local function fair_granted(prefix, w, lease)
   if w then
-    redis.call(PUBLISH, prefix .. ':' .. w, string.format('-%d', lease))
+    tell_lease(prefix .. ':' .. w, lease)
   end
 end
 

@@ -19,12 +19,12 @@ local function renew_lock(lock, owners, channel, lease, owner, principal, queue)
     return {-2, 7, 0}
   end
   if channel and redis.call('pttl', lock) > lease then
-    -- a fair lock's queue head is told the new lease on its own channel
-    -- (as at a grant: lib/fair.lua's fair_granted); with nobody queued,
+    -- a fair lock's queue head is told the new lease on its own channel,
+    -- as at a grant; with nobody queued,
     -- or a queue of another type, "0" goes where a plain lock's would
     local head = queue and typed_call('lindex', queue, 0)
     if head then
-      redis.call(PUBLISH, channel .. ':' .. head, string.format('-%d', lease))
+      tell_lease(channel .. ':' .. head, lease)
     else
       redis.call(PUBLISH, channel, 0)
     end

@@ -918,18 +918,28 @@ static void channel_confirmed(struct waiters *ws, const char *channel)
  * sleepers, banking the rest as permits (at most one per joined waiter);
  * "0" or anything else that is no positive number still wakes the oldest
  * to look, as Redisson's listener does. */
+/* s[0..n) is n >= 1 decimal digits (n at most 18): their value in *v. */
+static bool all_digits(const char *s, size_t n, int64_t *v)
+{
+	int64_t x = 0;
+
+	if (n == 0)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		x = x * 10 + (s[i] - '0');
+	}
+	*v = x;
+	return true;
+}
+
 static void counted_message(struct channel *ch, const char *payload, size_t len)
 {
-	unsigned long long n = 0;
+	int64_t n = 0;
 
-	for (size_t i = 0; i < len && i < 8; i++) {
-		if (payload[i] < '0' || payload[i] > '9') {
-			n = 0;
-			break;
-		}
-		n = n * 10 + (unsigned)(payload[i] - '0');
-	}
-	if (n == 0)
+	/* its first 8 characters, which must be digits */
+	if (!all_digits(payload, len < 8 ? len : 8, &n) || n == 0)
 		n = 1;
 	while (n > 0 && !list_empty(&ch->sleepers)) {
 		wake(first_of(&ch->sleepers), WAKE_RETRY);
@@ -946,17 +956,7 @@ static void counted_message(struct channel *ch, const char *payload, size_t len)
  * alone). The lease in *ms; false for any other payload. */
 static bool lease_told(const char *payload, size_t len, int64_t *ms)
 {
-	int64_t v = 0;
-
-	if (len < 2 || len > 11 || payload[0] != '-')
-		return false;
-	for (size_t i = 1; i < len; i++) {
-		if (payload[i] < '0' || payload[i] > '9')
-			return false;
-		v = v * 10 + (payload[i] - '0');
-	}
-	*ms = v;
-	return true;
+	return len >= 2 && len <= 11 && payload[0] == '-' && all_digits(payload + 1, len - 1, ms);
 }
 
 static void channel_message(struct waiters *ws, const char *channel, const char *payload,
