@@ -62,13 +62,13 @@ if fresh then
 end
 local holds, added
 if fresh or ARGV[4] == '1' then
-  holds, added = redis.call('hincrby', KEYS[1], owner, 1), 1
+  holds, added = redis.call('hincrby', KEYS[1], owner, '1'), 1
 else
   holds, added = tonumber(field_of(fields, owner)), 0
 end
 local pttl = lease
 if fresh then
-  redis.call('pexpire', KEYS[1], lease)	-- a new hash: no lease yet
+  redis.call('pexpire', KEYS[1], ms(lease))	-- a new hash: no lease yet
 else
   pttl = lease_at_least(KEYS[1], lease, left)
 end

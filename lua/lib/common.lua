@@ -28,6 +28,10 @@
                               there): takes the deadline, forgets the last
                               call's clock, checks the publish command; nil
                               to go on, else the error to return
+  ms(n)                       n (whole ms) as a command's argument: a Lua
+                              number Redis writes itself with %.17g
+                              (glibc's floating-point printing), dearer than
+                              this %d
   tell_lease(channel, lease)  publish "-<lease>" on a fair-lock waiter's own
                               channel: the holder's lease is now lease ms,
                               look again when it ends (a dlockd waiter arms
@@ -67,6 +71,10 @@
                               application's own data); with 'lock' and 'rw',
                               the hash's fields and values (HGETALL) and its
                               pttl too
+  hash_kind(key)              the same without the PTTL, from the fields
+                              alone: 'none' (no key), 'lock' or 'rw' (a
+                              hash of such fields, with a TTL or not),
+                              'other'; the fields with 'lock' and 'rw'
   counter_ok(key)             key is absent or an integer INCR can add to
                               (one GET: next_token uses what it read)
   type_ok(key, t)             key is absent or of type t
@@ -95,6 +103,15 @@
                               other kind, {-3} it (or its holders' hash
                               owners) is not a lock's, or an error for an
                               owner that is a field of the layout
+  release_refusal(key, want, owner, owners)
+                              held_refusal for a release, with the same
+                              answers in one command fewer: nil, key's
+                              fields and owner's entry in owners (its
+                              value; false: none) to go on. It reads the
+                              fields (HGETALL) and the entry (HGET: owners'
+                              type check too, and the principal
+                              entry_refused wants), and asks key's PTTL
+                              only when entry_kind must
   acquire_refusal(key, want, owner, counter, k1, t1, k2, t2, ...)
                               the checks an acquire of a lock of kind want
                               ('lock' or 'rw') by owner starts with, each
@@ -125,6 +142,17 @@
                               auth off (principal '') or for a holding
                               whose entry has no principal (made with auth
                               off, by Redisson, or by an older dlockd)
+  entry_refused(v, principal) the same of an entry's value v, read already
+  entry_kind(key, kind, fields, owner, entry, want)
+                              hash_kind's kind of key as lock_kind says it:
+                              'other' for a hash without a TTL. When
+                              owner's holding is one dlockd made (key's
+                              kind is want, it has owner's field and
+                              owners an entry for it) no PTTL is asked: the
+                              hash had a lease when the holding was made,
+                              and a release by that owner goes on even if
+                              someone removed it since (PERSIST) -- the
+                              holding is dlockd's, not an application's
   owners_token(owners, field, counter, lease, principal, fresh)
                               the fencing token of field's holding: with
                               fresh (a holding that starts now), or when it
@@ -219,23 +247,20 @@
   and one that publishes decides what to say from reads alone and publishes
   before that write too (the ACL may refuse the channel; a script runs
   whole, so a subscriber acting on the message already sees its writes). ]]
--- Redis' own call, pcall and error_reply, taken at call time (in a
--- library of functions the global redis of a call is not the one it was
--- loaded with), before this library's redis below hides them
-local function redis_call(...)
-  return redis.call(...)
-end
-
-local function redis_pcall(...)
-  return redis.pcall(...)
+-- Redis' own redis of the call running now (in a library of functions
+-- the global redis of a call is not the one it was loaded with), before
+-- this library's redis below hides it: call_begin takes its call and
+-- pcall from it, error_reply and register_function take it when wanted
+local function redis_of_call()
+  return redis
 end
 
 local function error_reply(msg)
-  return redis.error_reply(msg)
+  return redis_of_call().error_reply(msg)
 end
 
 local function register_function(...)
-  return redis.register_function(...)
+  return redis_of_call().register_function(...)
 end
 
 -- What one call knows, set by call_begin before anything else runs. A
@@ -248,6 +273,8 @@ local NOW_US
 local DEADLINE_MS
 local CHECKED
 local PUBLISH
+-- Redis' own call and pcall, taken by call_begin
+local redis_call, redis_pcall
 -- counter_ok's reading of each counter it checked: its value, or false
 -- when it was absent
 local counter_seen
@@ -276,24 +303,27 @@ local function now_ms()
   return math.floor(now_us() / 1000)
 end
 
--- Before the first command that may change something: a call past its
--- deadline stops here, having changed nothing.
-local function deadline_check(cmd)
-  if not CHECKED and not READS[cmd] then
-    if now_ms() > DEADLINE_MS then
-      error(error_reply('DLOCKD_LATE the call reached redis after its deadline'))
-    end
-    CHECKED = true
+-- Before the first command that may change something (the callers ask
+-- CHECKED and READS first): a call past its deadline stops here, having
+-- changed nothing.
+local function deadline_check()
+  if now_ms() > DEADLINE_MS then
+    error(error_reply('DLOCKD_LATE the call reached redis after its deadline'))
   end
+  CHECKED = true
 end
 
 local redis = {
   call = function(cmd, ...)
-    deadline_check(cmd)
+    if not CHECKED and not READS[cmd] then
+      deadline_check()
+    end
     return redis_call(cmd, ...)
   end,
   pcall = function(cmd, ...)
-    deadline_check(cmd)
+    if not CHECKED and not READS[cmd] then
+      deadline_check()
+    end
     return redis_pcall(cmd, ...)
   end,
   error_reply = error_reply,
@@ -303,6 +333,8 @@ local redis = {
 -- Every call's start (the generated code calls it before the script's
 -- own first line): nil to go on, else the error to return at once.
 local function call_begin(argv)
+  local r = redis_of_call()
+  redis_call, redis_pcall = r.call, r.pcall
   NOW_US, CHECKED = nil, false
   counter_seen, type_seen = {}, {}
   -- whole milliseconds, as dlockd sends them: never nan, inf or 1e400,
@@ -318,6 +350,12 @@ local function call_begin(argv)
   end
 end
 
+-- n ms as a command's argument: Redis would write a number with %.17g
+-- (glibc's floating-point printing), dearer than an integer's %d
+local function ms(n)
+  return string.format('%d', n)
+end
+
 local function tell_lease(channel, lease)
   redis.call(PUBLISH, channel, string.format('-%d', lease))
 end
@@ -325,7 +363,7 @@ end
 local function lease_at_least(key, lease, pttl)
   pttl = pttl or redis.call('pttl', key)
   if pttl < lease then
-    redis.call('pexpire', key, lease)
+    redis.call('pexpire', key, ms(lease))
     pttl = lease
   end
   return pttl
@@ -352,7 +390,7 @@ local function token_store(key, token, lease, sole)
   if counter_seen[key] and not sole then
     life = math.max(life, redis.call('pttl', key))
   end
-  redis.call('set', key, string.format('%d', token), 'px', life)
+  redis.call('set', key, string.format('%d', token), 'px', ms(life))
   counter_seen[key] = token
 end
 
@@ -373,18 +411,15 @@ local function typed_call(...)
   return r
 end
 
-local function lock_kind(key)
-  local pttl = redis.call('pttl', key)
-  if pttl == -2 then
-    return 'none'
-  elseif pttl == -1 then
-    return 'other'
-  end
-  local mode
+-- lock_kind without the PTTL: what key's hash holds by its fields
+local function hash_kind(key)
   local f = typed_call('hgetall', key)
   if not f then
     return 'other'	-- not a hash
+  elseif #f == 0 then
+    return 'none'
   end
+  local mode
   for i = 1, #f, 2 do
     if f[i] == 'mode' then
       mode = f[i + 1]
@@ -393,11 +428,25 @@ local function lock_kind(key)
     end
   end
   if not mode then
-    return 'lock', f, pttl
+    return 'lock', f
   elseif mode == 'read' or mode == 'write' then
-    return 'rw', f, pttl
+    return 'rw', f
   end
   return 'other'
+end
+
+local function lock_kind(key)
+  local pttl = redis.call('pttl', key)
+  if pttl == -2 then
+    return 'none'
+  elseif pttl == -1 then
+    return 'other'
+  end
+  local kind, f = hash_kind(key)
+  if kind == 'lock' or kind == 'rw' then
+    return kind, f, pttl
+  end
+  return 'other'	-- not a hash, or not a lock's fields
 end
 
 local function counter_ok(key)
@@ -495,12 +544,49 @@ local function owners_entry(owners, field)
   return owners_parse(redis.call('hget', owners, field))
 end
 
+local function entry_refused(v, principal)
+  if principal == '' then
+    return false
+  end
+  local _, p = owners_parse(v)
+  return p ~= nil and p ~= '' and p ~= principal
+end
+
 local function owners_refused(owners, field, principal)
   if principal == '' then
     return false
   end
-  local _, p = owners_entry(owners, field)
-  return p ~= nil and p ~= '' and p ~= principal
+  return entry_refused(redis.call('hget', owners, field), principal)
+end
+
+local function entry_kind(key, kind, fields, owner, entry, want)
+  if (kind == 'lock' or kind == 'rw') and
+     not (kind == want and entry and string.find(entry, '^%d+ ?[^ ]*$') and
+          field_of(fields, owner)) and
+     redis.call('pttl', key) == -1 then
+    return 'other'
+  end
+  return kind
+end
+
+local function release_refusal(key, want, owner, owners)
+  if not owner_ok(owner) then
+    return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
+  end
+  local kind, fields = hash_kind(key)
+  if kind == 'none' then
+    return {0}
+  end
+  local entry = typed_call('hget', owners, owner)
+  kind = entry_kind(key, kind, fields, owner, entry, want)
+  if kind == 'other' then
+    return {-3}
+  elseif kind ~= want then
+    return {-1}
+  elseif entry == nil then
+    return {-3}	-- owners is not a hash
+  end
+  return nil, fields, entry
 end
 
 local function owners_token(owners, field, counter, lease, principal, fresh)
@@ -574,7 +660,7 @@ local function owners_new(owners, field, counter, lease, principal, given, value
   local token = next_token(counter, lease, sole)
   redis.call('hset', unpack(owners_fresh_entry(owners, field, token, principal, given, value,
                                                record)))
-  redis.call('pexpire', owners, lease)
+  redis.call('pexpire', owners, ms(lease))
   return token, now_us()
 end
 
@@ -629,7 +715,7 @@ local function owners_sync(owners, key, pttl)
     end
   end
   if left > 0 and pttl > 0 then
-    redis.call('pexpire', owners, pttl)
+    redis.call('pexpire', owners, ms(pttl))
   end
 end
 
@@ -638,7 +724,7 @@ local function owners_grant(owners, key, field, g)
   if g.token then
     -- owners_open wrote the entry: the counter and owners' lease are left
     token_store(g.counter, g.token, g.lease, g.sole)
-    redis.call('pexpire', owners, g.lease)
+    redis.call('pexpire', owners, ms(g.lease))
     return g.token, now_us()
   elseif g.fresh then
     token, change = owners_new(owners, field, g.counter, g.lease, g.principal, g.given, g.value,

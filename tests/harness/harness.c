@@ -1048,6 +1048,23 @@ long long redis_cmdstat(const struct redis_srv *rs, const char *cmd, const char 
 	return n;
 }
 
+long long redis_commands_run(const struct redis_srv *rs)
+{
+	redisReply *r = rcmd_on(rs, "INFO commandstats");
+	long long n = 0;
+
+	for (const char *p = r && r->type == REDIS_REPLY_STRING ? r->str : NULL;
+	     p && (p = strstr(p, "cmdstat_")); p++) {
+		const char *calls = strstr(p, ":calls=");
+
+		if (calls && strncmp(p, "cmdstat_info:", 13) && strncmp(p, "cmdstat_config|", 15))
+			n += strtoll(calls + 7, NULL, 10);
+	}
+	if (r)
+		freeReplyObject(r);
+	return n;
+}
+
 long long redis_time_ms(const struct redis_srv *rs)
 {
 	redisReply *t = rs ? rcmd_on(rs, "TIME") : rcmd("TIME");

@@ -314,6 +314,10 @@ long long script_calls_of(const char *info, bool with_eval);
  * the shared Redis): field "calls", "failed_calls" or "rejected_calls";
  * 0 when Redis counts none. */
 long long redis_cmdstat(const struct redis_srv *rs, const char *cmd, const char *field);
+/* Commands rs has run (a private Redis: nothing else runs on it), those
+ * inside scripts and the script calls, all but INFO and CONFIG (the
+ * count's own), by INFO commandstats since its last CONFIG RESETSTAT. */
+long long redis_commands_run(const struct redis_srv *rs);
 /* Redis' clock (TIME) in ms on rs (NULL: the shared Redis); 0 if it did
  * not answer. */
 long long redis_time_ms(const struct redis_srv *rs);

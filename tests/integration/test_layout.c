@@ -154,6 +154,35 @@ TEST(a_hash_without_ttl_is_not_a_lock_for_any_operation)
 	freeReplyObject(rep);
 }
 
+/* The one hash without a TTL a call takes for a lock: the holder's own
+ * holding, made by dlockd (its holders' entry says so), whose TTL someone
+ * removed: its release goes on (left, it would never end), as a release
+ * reads the entry instead of the TTL. A hash with the same fields but no
+ * entry of dlockd's is still not a lock. */
+TEST(a_holding_dlockd_made_is_released_after_its_ttl_was_removed)
+{
+	const char *n = lockname("persisted");
+	const char *m = lockname("lookalike");
+	struct http_resp r;
+
+	req("PUT", P("locks", n, "", "owner=a&ttl_ms=60000"), &r);
+	CHECK_STATUS(r, 200, "a takes the lock");
+	http_free(&r);
+	CHECK(rcmd_int("PERSIST %s", n) == 1, "someone removes its TTL");
+	req("DELETE", P("locks", n, "", "owner=b"), &r);
+	CHECK_ERROR(r, 409, "wrong_kind", "another owner's release still sees no lock");
+	http_free(&r);
+	req("DELETE", P("locks", n, "", "owner=a"), &r);
+	CHECK_STATUS(r, 200, "the holder releases it");
+	http_free(&r);
+	CHECK(rcmd_int("EXISTS %s dlockd_lock_owners:{%s}", n, n) == 0, "nothing is left");
+	rcmd_int("HSET %s a 1", m);
+	req("DELETE", P("locks", m, "", "owner=a"), &r);
+	CHECK_ERROR(r, 409, "wrong_kind", "a hash of the same fields dlockd did not make");
+	http_free(&r);
+	CHECK(rcmd_int("HGET %s a", m) == 1, "is left alone");
+}
+
 /* ----- D5: an expired read hold is gone ----- */
 
 TEST(an_expired_read_hold_is_gone_for_every_operation)

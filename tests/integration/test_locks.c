@@ -162,6 +162,41 @@ TEST(release_distinguishes_not_held_and_not_owner)
 	http_free(&r);
 }
 
+/* What an uncontended cycle costs Redis, counted on a Redis of its own:
+ * the acquire's FCALL and the 9 commands in it, the release's FCALL and
+ * 5 (HGETALL N, HGET holders, TIME, PUBLISH, DEL): the holders' entry
+ * read is also their hash's type check, and proves the holding dlockd's,
+ * so the release asks no PTTL (docs/internals/architecture.md lists what
+ * each pays for). A holding dlockd did not make still gets the PTTL. */
+TEST(a_plain_lock_cycle_costs_redis_sixteen_commands)
+{
+	struct redis_srv rs;
+	struct dlockd_srv d;
+	const char *n = lockname("cost");
+	long long acquire, release;
+
+	memset(&rs, 0, sizeof(rs));
+	CHECK(redis_dlockd_start(&rs, &d, NULL) == 0, "a Redis and a dlockd of the test's own");
+	/* the first calls load the library */
+	CHECK(lock_hold(&d, n, "o", 30000) && lock_release(&d, n, "o") == 200, "a first cycle");
+	freeReplyObject(rcmd_on(&rs, "CONFIG RESETSTAT"));
+	CHECK(lock_hold(&d, n, "o", 30000), "o takes the lock");
+	acquire = redis_commands_run(&rs);
+	freeReplyObject(rcmd_on(&rs, "CONFIG RESETSTAT"));
+	CHECK(lock_release(&d, n, "o") == 200, "o releases it");
+	release = redis_commands_run(&rs);
+	CHECK(acquire == 10, "%lld commands for the acquire; want 10", acquire);
+	CHECK(release == 6, "%lld commands for the release; want 6", release);
+	/* Redisson's holding (no holders' entry): the PTTL is asked */
+	rcmd_int_on(&rs, "HSET %s r 1", n);
+	rcmd_int_on(&rs, "PEXPIRE %s 30000", n);
+	freeReplyObject(rcmd_on(&rs, "CONFIG RESETSTAT"));
+	CHECK(lock_release(&d, n, "r") == 200, "a holding dlockd did not make is released");
+	release = redis_commands_run(&rs);
+	CHECK(release == 7, "%lld commands for it; want 7, with its PTTL", release);
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
+}
+
 TEST(force_release_frees_any_holder_and_wakes_a_waiter)
 {
 	const char *n = lockname("force");
