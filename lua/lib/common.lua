@@ -103,11 +103,13 @@
                               other kind, {-3} it (or its holders' hash
                               owners) is not a lock's, or an error for an
                               owner that is a field of the layout
-  release_refusal(key, want, owner, owners)
+  release_refusal(key, want, owner, owners, field)
                               held_refusal for a release, with the same
                               answers in one command fewer: nil, key's
-                              fields and owner's entry in owners (its
-                              value; false: none) to go on. It reads the
+                              fields and the entry in owners of field
+                              (owner's holding by default; a writer's is
+                              '<owner>:write') (its value; false: none) to
+                              go on. It reads the
                               fields (HGETALL) and the entry (HGET: owners'
                               type check too, and the principal
                               entry_refused wants), and asks key's PTTL
@@ -143,12 +145,12 @@
                               whose entry has no principal (made with auth
                               off, by Redisson, or by an older dlockd)
   entry_refused(v, principal) the same of an entry's value v, read already
-  entry_kind(key, kind, fields, owner, entry, want)
+  entry_kind(key, kind, fields, field, entry, want)
                               hash_kind's kind of key as lock_kind says it:
-                              'other' for a hash without a TTL. When
-                              owner's holding is one dlockd made (key's
-                              kind is want, it has owner's field and
-                              owners an entry for it) no PTTL is asked: the
+                              'other' for a hash without a TTL. When the
+                              holding of field is one dlockd made (key's
+                              kind is want, it has field and owners has
+                              entry for it) no PTTL is asked: the
                               hash had a lease when the holding was made,
                               and a release by that owner goes on even if
                               someone removed it since (PERSIST) -- the
@@ -247,6 +249,17 @@
   and one that publishes decides what to say from reads alone and publishes
   before that write too (the ACL may refuse the channel; a script runs
   whole, so a subscriber acting on the message already sees its writes). ]]
+-- Lua's functions and libraries, from the globals of the call running
+-- now: call_begin takes them into these locals once. A library of
+-- functions reaches its globals through the metatable Redis guards them
+-- with, a lookup dearer than a local's; at load time they are not there.
+local function lua_globals()
+  return string, math, table, tonumber, tostring, type, ipairs, pairs, unpack, error, pcall,
+    select, next
+end
+local string, math, table, tonumber, tostring, type, ipairs, pairs, unpack, error, pcall,
+  select, next
+
 -- Redis' own redis of the call running now (in a library of functions
 -- the global redis of a call is not the one it was loaded with), before
 -- this library's redis below hides it: call_begin takes its call and
@@ -333,6 +346,10 @@ local redis = {
 -- Every call's start (the generated code calls it before the script's
 -- own first line): nil to go on, else the error to return at once.
 local function call_begin(argv)
+  if not tonumber then
+    string, math, table, tonumber, tostring, type, ipairs, pairs, unpack, error, pcall, select,
+      next = lua_globals()
+  end
   local r = redis_of_call()
   redis_call, redis_pcall = r.call, r.pcall
   NOW_US, CHECKED = nil, false
@@ -559,17 +576,17 @@ local function owners_refused(owners, field, principal)
   return entry_refused(redis.call('hget', owners, field), principal)
 end
 
-local function entry_kind(key, kind, fields, owner, entry, want)
+local function entry_kind(key, kind, fields, field, entry, want)
   if (kind == 'lock' or kind == 'rw') and
      not (kind == want and entry and string.find(entry, '^%d+ ?[^ ]*$') and
-          field_of(fields, owner)) and
+          field_of(fields, field)) and
      redis.call('pttl', key) == -1 then
     return 'other'
   end
   return kind
 end
 
-local function release_refusal(key, want, owner, owners)
+local function release_refusal(key, want, owner, owners, field)
   if not owner_ok(owner) then
     return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
   end
@@ -577,8 +594,8 @@ local function release_refusal(key, want, owner, owners)
   if kind == 'none' then
     return {0}
   end
-  local entry = typed_call('hget', owners, owner)
-  kind = entry_kind(key, kind, fields, owner, entry, want)
+  local entry = typed_call('hget', owners, field or owner)
+  kind = entry_kind(key, kind, fields, field or owner, entry, want)
   if kind == 'other' then
     return {-3}
   elseif kind ~= want then

@@ -161,21 +161,30 @@ TEST(a_hash_without_ttl_is_not_a_lock_for_any_operation)
  * entry of dlockd's is still not a lock. */
 TEST(a_holding_dlockd_made_is_released_after_its_ttl_was_removed)
 {
-	const char *n = lockname("persisted");
+	static const char *const kinds[][2] = {
+		{ "locks", "" }, { "fairlocks", "" }, { "rwlocks", "write" }, { "rwlocks", "read" },
+	};
 	const char *m = lockname("lookalike");
 	struct http_resp r;
 
-	req("PUT", P("locks", n, "", "owner=a&ttl_ms=60000"), &r);
-	CHECK_STATUS(r, 200, "a takes the lock");
-	http_free(&r);
-	CHECK(rcmd_int("PERSIST %s", n) == 1, "someone removes its TTL");
-	req("DELETE", P("locks", n, "", "owner=b"), &r);
-	CHECK_ERROR(r, 409, "wrong_kind", "another owner's release still sees no lock");
-	http_free(&r);
-	req("DELETE", P("locks", n, "", "owner=a"), &r);
-	CHECK_STATUS(r, 200, "the holder releases it");
-	http_free(&r);
-	CHECK(rcmd_int("EXISTS %s dlockd_lock_owners:{%s}", n, n) == 0, "nothing is left");
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		const char *res = kinds[k][0], *side = kinds[k][1];
+		char n[200];
+
+		snprintf(n, sizeof(n), "%s-%zu", lockname("persisted"), k);
+		req("PUT", P(res, n, side, "owner=a&ttl_ms=60000"), &r);
+		CHECK_STATUS(r, 200, "a takes the lock");
+		http_free(&r);
+		CHECK(rcmd_int("PERSIST %s", n) == 1, "someone removes its TTL");
+		req("DELETE", P(res, n, side, "owner=b"), &r);
+		CHECK(r.status == 409, "%s: another owner's release is refused: %s", pbuf, r.body);
+		http_free(&r);
+		req("DELETE", P(res, n, side, "owner=a"), &r);
+		CHECK_STATUS(r, 200, pbuf);
+		http_free(&r);
+		CHECK(rcmd_int("EXISTS %s dlockd_lock_owners:{%s}", n, n) == 0, "%s: nothing is left",
+		      pbuf);
+	}
 	rcmd_int("HSET %s a 1", m);
 	req("DELETE", P("locks", m, "", "owner=a"), &r);
 	CHECK_ERROR(r, 409, "wrong_kind", "a hash of the same fields dlockd did not make");
