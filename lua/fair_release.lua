@@ -25,14 +25,10 @@
 if not owner_ok(ARGV[1]) then
   return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
 end
--- the holder's entry read is its hash's type check, and spares the PTTL
--- of a holding dlockd made (entry_kind)
-local kind, fields = hash_kind(KEYS[1])
-local entry = typed_call('hget', KEYS[5], ARGV[1])
-kind = entry_kind(KEYS[1], kind, fields, ARGV[1], entry, 'lock')
+local kind, fields = lock_kind(KEYS[1])
 if kind == 'rw' then
   return {-1}
-elseif kind == 'other' or entry == nil then
+elseif kind == 'other' or not type_ok(KEYS[5], 'hash') then
   return {-3}
 end
 local head, at = fair_head(KEYS[2], KEYS[3], now_ms())
@@ -45,7 +41,7 @@ if kind ~= 'none' then
   if not holds then
     fair_purge(KEYS[2], KEYS[3], nil, at)
     return {-2}
-  elseif entry_refused(entry, ARGV[2]) then
+  elseif owners_refused(KEYS[5], ARGV[1], ARGV[2]) then
     fair_purge(KEYS[2], KEYS[3], nil, at)
     return {-2, 7, 0}
   end

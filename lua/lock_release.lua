@@ -13,20 +13,18 @@
           {-3}        N (or its holders' hash) holds something that is not a
                       lock's
   A partial release keeps the remaining lease. The lock's watchers listen
-  on KEYS[2] too: its "0" tells them the holding ended. A whole release of
-  a holding dlockd made runs 5 commands: HGETALL N, HGET of the holder's
-  entry, TIME, PUBLISH, DEL (release_refusal says why no PTTL). ]]
-local refusal, fields, entry = release_refusal(KEYS[1], 'lock', ARGV[1], KEYS[3])
+  on KEYS[2] too: its "0" tells them the holding ended. ]]
+local refusal, fields = held_refusal(KEYS[1], 'lock', ARGV[1], KEYS[3])
 if refusal then
   return refusal
 end
 local holds = field_of(fields, ARGV[1])
 if not holds then
   return {-2}
-elseif entry_refused(entry, ARGV[2]) then
+elseif owners_refused(KEYS[3], ARGV[1], ARGV[2]) then
   return {-2, 7, 0}
 end
-holds = tonumber(holds) - 1
+holds = holds - 1	-- a count (lock_kind): digits
 if holds > 0 then
   redis.call('hincrby', KEYS[1], ARGV[1], '-1')
   owners_bump(KEYS[3], ARGV[1])

@@ -22,7 +22,7 @@
   When one reader is left, "0" is published too: a writer waiting to upgrade
   from that read may go now. Either "0" goes out before anything is written. ]]
 local owner = ARGV[1]
-local refusal, fields, entry = release_refusal(KEYS[1], 'rw', owner, KEYS[4])
+local refusal, fields = held_refusal(KEYS[1], 'rw', owner, KEYS[4])
 if refusal then
   return refusal
 end
@@ -32,7 +32,7 @@ local s, told, mine = rw_scan(KEYS[1], KEYS[3], fields), false, 0
 for _, r in ipairs(s.readers) do
   if r.field == owner and #r.live > 0 then
     mine = #r.live
-    if entry_refused(entry, ARGV[2]) then
+    if owners_refused(KEYS[4], owner, ARGV[2]) then
       return {-2, 7, 0}
     end
     local readers, longest = rw_scan_left(s, owner)

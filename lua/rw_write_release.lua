@@ -21,13 +21,13 @@
   lock is freed, and also on a downgrade to the owner's read holds, where
   Redisson publishes nothing and leaves readers asleep. The lock's watchers
   listen on KEYS[2] too: "1" tells them the holding ended. ]]
-local wf = ARGV[1] .. ':write'
-local refusal, fields, entry = release_refusal(KEYS[1], 'rw', ARGV[1], KEYS[4], wf)
+local refusal, fields = held_refusal(KEYS[1], 'rw', ARGV[1], KEYS[4])
 if refusal then
   return refusal
 end
+local wf = ARGV[1] .. ':write'
 local holds = field_of(fields, wf)
-if holds and entry_refused(entry, ARGV[2]) then
+if holds and owners_refused(KEYS[4], wf, ARGV[2]) then
   return {-2, 7, 0}
 end
 if holds and tonumber(holds) <= 1 then

@@ -62,19 +62,20 @@
                               any later token is still above this one: it
                               is at most a few microseconds past the clock,
                               and the counter lives at least a millisecond)
+  integer_text(v, most)       v is an integer as Redis writes one (INCR,
+                              HINCRBY take it: no leading zero, no '+',
+                              no '-0') of at most most characters
   lock_kind(key)              what the lock's name holds: 'none'; 'lock' (a
                               hash with a TTL, every field a hold count: a
-                              lock or fair lock); 'rw' (the same plus a mode
+                              lock or fair lock; a count is integer_text of
+                              at most 15 characters, which a Lua number
+                              holds exactly); 'rw' (the same plus a mode
                               field read/write); 'other' (anything else: the
                               name is not a lock; dlockd and Redisson always
                               set a TTL, so a hash without one is an
                               application's own data); with 'lock' and 'rw',
                               the hash's fields and values (HGETALL) and its
                               pttl too
-  hash_kind(key)              the same without the PTTL, from the fields
-                              alone: 'none' (no key), 'lock' or 'rw' (a
-                              hash of such fields, with a TTL or not),
-                              'other'; the fields with 'lock' and 'rw'
   counter_ok(key)             key is absent or an integer INCR can add to
                               (one GET: next_token uses what it read)
   type_ok(key, t)             key is absent or of type t
@@ -103,17 +104,6 @@
                               other kind, {-3} it (or its holders' hash
                               owners) is not a lock's, or an error for an
                               owner that is a field of the layout
-  release_refusal(key, want, owner, owners, field)
-                              held_refusal for a release, with the same
-                              answers in one command fewer: nil, key's
-                              fields and the entry in owners of field
-                              (owner's holding by default; a writer's is
-                              '<owner>:write') (its value; false: none) to
-                              go on. It reads the
-                              fields (HGETALL) and the entry (HGET: owners'
-                              type check too, and the principal
-                              entry_refused wants), and asks key's PTTL
-                              only when entry_kind must
   acquire_refusal(key, want, owner, counter, k1, t1, k2, t2, ...)
                               the checks an acquire of a lock of kind want
                               ('lock' or 'rw') by owner starts with, each
@@ -144,17 +134,6 @@
                               auth off (principal '') or for a holding
                               whose entry has no principal (made with auth
                               off, by Redisson, or by an older dlockd)
-  entry_refused(v, principal) the same of an entry's value v, read already
-  entry_kind(key, kind, fields, field, entry, want)
-                              hash_kind's kind of key as lock_kind says it:
-                              'other' for a hash without a TTL. When the
-                              holding of field is one dlockd made (key's
-                              kind is want, it has field and owners has
-                              entry for it) no PTTL is asked: the
-                              hash had a lease when the holding was made,
-                              and a release by that owner goes on even if
-                              someone removed it since (PERSIST) -- the
-                              holding is dlockd's, not an application's
   owners_token(owners, field, counter, lease, principal, fresh)
                               the fencing token of field's holding: with
                               fresh (a holding that starts now), or when it
@@ -307,7 +286,8 @@ local READS = {
 local function now_us()
   if not NOW_US then
     local t = redis_call('time')
-    NOW_US = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    -- digits (TIME's): the arithmetic reads them once, tonumber twice
+    NOW_US = t[1] * 1000000 + t[2]
   end
   return NOW_US
 end
@@ -357,7 +337,7 @@ local function call_begin(argv)
   -- whole milliseconds, as dlockd sends them: never nan, inf or 1e400,
   -- which no clock would pass
   local deadline = argv[#argv] or ''
-  DEADLINE_MS = #deadline <= 16 and string.match(deadline, '^%d+$') and tonumber(deadline)
+  DEADLINE_MS = #deadline <= 16 and string.match(deadline, '^%d+$') and deadline + 0
   if not DEADLINE_MS then
     return error_reply('ERR dlockd script called without its deadline')
   end
@@ -428,28 +408,8 @@ local function typed_call(...)
   return r
 end
 
--- lock_kind without the PTTL: what key's hash holds by its fields
-local function hash_kind(key)
-  local f = typed_call('hgetall', key)
-  if not f then
-    return 'other'	-- not a hash
-  elseif #f == 0 then
-    return 'none'
-  end
-  local mode
-  for i = 1, #f, 2 do
-    if f[i] == 'mode' then
-      mode = f[i + 1]
-    elseif #f[i + 1] > 18 or not string.match(f[i + 1], '^%-?%d+$') then
-      return 'other'
-    end
-  end
-  if not mode then
-    return 'lock', f
-  elseif mode == 'read' or mode == 'write' then
-    return 'rw', f
-  end
-  return 'other'
+local function integer_text(v, most)
+  return v == '0' or (#v <= most and string.find(v, '^%-?[1-9]%d*$') ~= nil)
 end
 
 local function lock_kind(key)
@@ -459,11 +419,24 @@ local function lock_kind(key)
   elseif pttl == -1 then
     return 'other'
   end
-  local kind, f = hash_kind(key)
-  if kind == 'lock' or kind == 'rw' then
-    return kind, f, pttl
+  local mode
+  local f = typed_call('hgetall', key)
+  if not f then
+    return 'other'	-- not a hash
   end
-  return 'other'	-- not a hash, or not a lock's fields
+  for i = 1, #f, 2 do
+    if f[i] == 'mode' then
+      mode = f[i + 1]
+    elseif not integer_text(f[i + 1], 15) then
+      return 'other'
+    end
+  end
+  if not mode then
+    return 'lock', f, pttl
+  elseif mode == 'read' or mode == 'write' then
+    return 'rw', f, pttl
+  end
+  return 'other'
 end
 
 local function counter_ok(key)
@@ -473,10 +446,10 @@ local function counter_ok(key)
   elseif not v then
     counter_seen[key] = false
     return true
-  elseif #v > 18 or not string.match(v, '^%-?%d+$') then
+  elseif not integer_text(v, 18) then
     return false
   end
-  counter_seen[key] = tonumber(v)
+  counter_seen[key] = v + 0	-- integer_text: digits
   return true
 end
 
@@ -561,49 +534,12 @@ local function owners_entry(owners, field)
   return owners_parse(redis.call('hget', owners, field))
 end
 
-local function entry_refused(v, principal)
-  if principal == '' then
-    return false
-  end
-  local _, p = owners_parse(v)
-  return p ~= nil and p ~= '' and p ~= principal
-end
-
 local function owners_refused(owners, field, principal)
   if principal == '' then
     return false
   end
-  return entry_refused(redis.call('hget', owners, field), principal)
-end
-
-local function entry_kind(key, kind, fields, field, entry, want)
-  if (kind == 'lock' or kind == 'rw') and
-     not (kind == want and entry and string.find(entry, '^%d+ ?[^ ]*$') and
-          field_of(fields, field)) and
-     redis.call('pttl', key) == -1 then
-    return 'other'
-  end
-  return kind
-end
-
-local function release_refusal(key, want, owner, owners, field)
-  if not owner_ok(owner) then
-    return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')
-  end
-  local kind, fields = hash_kind(key)
-  if kind == 'none' then
-    return {0}
-  end
-  local entry = typed_call('hget', owners, field or owner)
-  kind = entry_kind(key, kind, fields, field or owner, entry, want)
-  if kind == 'other' then
-    return {-3}
-  elseif kind ~= want then
-    return {-1}
-  elseif entry == nil then
-    return {-3}	-- owners is not a hash
-  end
-  return nil, fields, entry
+  local _, p = owners_entry(owners, field)
+  return p ~= nil and p ~= '' and p ~= principal
 end
 
 local function owners_token(owners, field, counter, lease, principal, fresh)

@@ -154,42 +154,68 @@ TEST(a_hash_without_ttl_is_not_a_lock_for_any_operation)
 	freeReplyObject(rep);
 }
 
-/* The one hash without a TTL a call takes for a lock: the holder's own
- * holding, made by dlockd (its holders' entry says so), whose TTL someone
- * removed: its release goes on (left, it would never end), as a release
- * reads the entry instead of the TTL. A hash with the same fields but no
- * entry of dlockd's is still not a lock. */
-TEST(a_holding_dlockd_made_is_released_after_its_ttl_was_removed)
+/* A hash without a TTL is no lock even beside a holders' entry of
+ * dlockd's for its field: an entry outlives a lock hash someone deleted
+ * (it lives to the old lease's end), and the application's hash that
+ * takes the name then is its own; a lock whose TTL was removed is no
+ * lock either, for any owner. */
+TEST(a_hash_without_ttl_is_no_lock_beside_a_holders_entry)
 {
 	static const char *const kinds[][2] = {
 		{ "locks", "" }, { "fairlocks", "" }, { "rwlocks", "write" }, { "rwlocks", "read" },
 	};
-	const char *m = lockname("lookalike");
 	struct http_resp r;
 
 	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
 		const char *res = kinds[k][0], *side = kinds[k][1];
 		char n[200];
 
-		snprintf(n, sizeof(n), "%s-%zu", lockname("persisted"), k);
-		req("PUT", P(res, n, side, "owner=a&ttl_ms=60000"), &r);
-		CHECK_STATUS(r, 200, "a takes the lock");
+		snprintf(n, sizeof(n), "%s-%zu", lockname("app"), k);
+		req("PUT", P(res, n, side, "owner=w1&ttl_ms=600000"), &r);
+		CHECK_STATUS(r, 200, "w1 takes the lock");
+		http_free(&r);
+		CHECK(rcmd_int("DEL %s", n) == 1, "an operator deletes the lock's hash");
+		rcmd_int("HSET %s w1 1 balance 100", n);
+		rcmd_int("HSET %s w1:write 1", n);
+		req("DELETE", P(res, n, side, "owner=w1"), &r);
+		CHECK_ERROR(r, 409, "wrong_kind", pbuf);
+		http_free(&r);
+		CHECK(rcmd_int("HLEN %s", n) == 3 && rcmd_int("PTTL %s", n) == -1,
+		      "%s: the application's hash is left whole", pbuf);
+		CHECK(rcmd_int("DEL %s", n) == 1, "it goes");
+		req("PUT", P(res, n, side, "owner=w1&ttl_ms=600000"), &r);
+		CHECK_STATUS(r, 200, "w1 takes the lock again");
 		http_free(&r);
 		CHECK(rcmd_int("PERSIST %s", n) == 1, "someone removes its TTL");
-		req("DELETE", P(res, n, side, "owner=b"), &r);
-		CHECK(r.status == 409, "%s: another owner's release is refused: %s", pbuf, r.body);
+		req("DELETE", P(res, n, side, "owner=w1"), &r);
+		CHECK_ERROR(r, 409, "wrong_kind", pbuf);
 		http_free(&r);
-		req("DELETE", P(res, n, side, "owner=a"), &r);
-		CHECK_STATUS(r, 200, pbuf);
-		http_free(&r);
-		CHECK(rcmd_int("EXISTS %s dlockd_lock_owners:{%s}", n, n) == 0, "%s: nothing is left",
-		      pbuf);
+		CHECK(rcmd_int("EXISTS %s", n) == 1, "%s: it is left as it is", pbuf);
 	}
-	rcmd_int("HSET %s a 1", m);
-	req("DELETE", P("locks", m, "", "owner=a"), &r);
-	CHECK_ERROR(r, 409, "wrong_kind", "a hash of the same fields dlockd did not make");
-	http_free(&r);
-	CHECK(rcmd_int("HGET %s a", m) == 1, "is left alone");
+}
+
+/* Counts Redis' HINCRBY would refuse (a leading zero, "-0") or a Lua
+ * number would not hold exactly (more than 15 digits) are not a lock's:
+ * 409 wrong_kind, never the 500 of a failed write, and left alone. */
+TEST(counts_redis_or_lua_would_get_wrong_are_not_a_lock)
+{
+	static const char *const counts[] = { "02", "-0", "00", "+1", "1234567890123456" };
+	struct http_resp r;
+
+	for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+		char n[200];
+
+		snprintf(n, sizeof(n), "%s-%zu", lockname("count"), k);
+		rcmd_int("HSET %s o %s", n, counts[k]);
+		rcmd_int("PEXPIRE %s 60000", n);
+		req("DELETE", P("locks", n, "", "owner=o"), &r);
+		CHECK_ERROR(r, 409, "wrong_kind", pbuf);
+		http_free(&r);
+		req("POST", P("locks", n, "heartbeat", "owner=o"), &r);
+		CHECK_ERROR(r, 409, "wrong_kind", pbuf);
+		http_free(&r);
+		CHECK(rcmd_int("HLEN %s", n) == 1, "%s is left alone", counts[k]);
+	}
 }
 
 /* ----- D5: an expired read hold is gone ----- */

@@ -178,22 +178,20 @@ static long long commands_of(struct redis_srv *rs, struct dlockd_srv *d, const c
 }
 
 /* What an uncontended cycle of each kind costs Redis, counted on a Redis
- * of its own: each call's FCALL and the commands in it. A release reads
- * the lock hash and the holder's entry (HGETALL N, HGET holders): the
- * entry read is also the holders' hash's type check, and proves the
- * holding dlockd's, so the release asks no PTTL
+ * of its own: each call's FCALL and the commands in it
  * (docs/internals/architecture.md lists what each command pays for). A
- * holding dlockd did not make still gets the PTTL. */
-TEST(a_lock_cycle_of_each_kind_costs_redis_one_command_less_to_release)
+ * release asks the lock's PTTL before it reads its hash: a hash without a
+ * TTL is refused at once, however big (its HGETALL would hold Redis up). */
+TEST(a_lock_cycle_of_each_kind_costs_redis_the_commands_the_docs_list)
 {
 	static const struct {
 		const char *path;
 		long long acquire, release;
 	} kinds[] = {
-		{ "/locks/%s", 10, 6 },
-		{ "/fairlocks/%s", 11, 7 },
-		{ "/rwlocks/%s/write", 11, 6 },
-		{ "/rwlocks/%s/read", 12, 7 },
+		{ "/locks/%s", 10, 7 },
+		{ "/fairlocks/%s", 11, 8 },
+		{ "/rwlocks/%s/write", 11, 7 },
+		{ "/rwlocks/%s/read", 12, 8 },
 	};
 	struct redis_srv rs;
 	struct dlockd_srv d;
@@ -217,13 +215,14 @@ TEST(a_lock_cycle_of_each_kind_costs_redis_one_command_less_to_release)
 		CHECK(release == kinds[k].release, "%s: %lld commands for the release; want %lld",
 		      base, release, kinds[k].release);
 	}
-	/* Redisson's holding (no holders' entry): the PTTL is asked */
-	rcmd_int_on(&rs, "HSET %s r 1", n);
-	rcmd_int_on(&rs, "PEXPIRE %s 30000", n);
-	snprintf(p, sizeof(p), "/locks/%s?owner=r", n);
-	release = commands_of(&rs, &d, "DELETE", p, 200);
-	CHECK(release == 7, "%lld commands for a holding dlockd did not make; want 7, with its PTTL",
-	      release);
+	/* an application's big hash, without a TTL, with the owner's field */
+	freeReplyObject(rcmd_on(&rs, "EVAL %s 1 %s", "for i = 1, 2000 do "
+				"redis.call('hset', KEYS[1], 'f' .. i, i) end "
+				"redis.call('hset', KEYS[1], 'o', 1)", n));
+	snprintf(p, sizeof(p), "/locks/%s?owner=o", n);
+	CHECK(commands_of(&rs, &d, "DELETE", p, 409) > 0, "its release is refused");
+	CHECK(redis_cmdstat(&rs, "hgetall", "calls") == 0, "without reading the hash");
+	CHECK(rcmd_int_on(&rs, "HLEN %s", n) == 2001, "which is left whole");
 	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
 }
 
