@@ -25,9 +25,12 @@
                               reaches Redis around them
   call_begin(argv)            the start of every call, before the script's
                               own first line (lua/gen-scripts.sh puts it
-                              there): takes the deadline, forgets the last
-                              call's clock, checks the publish command; nil
-                              to go on, else the error to return
+                              there): takes Redis' own call and pcall (and
+                              at its first call Lua's functions, string,
+                              tonumber, ..., into locals), takes the
+                              deadline, forgets the last call's clock,
+                              checks the publish command; nil to go on, else
+                              the error to return
   ms(n)                       n (whole ms) as a command's argument: a Lua
                               number Redis writes itself with %.17g
                               (glibc's floating-point printing), dearer than
