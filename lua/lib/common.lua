@@ -65,15 +65,16 @@
                               any later token is still above this one: it
                               is at most a few microseconds past the clock,
                               and the counter lives at least a millisecond)
-  integer_text(v, most)       v is an integer as Redis writes one (INCR,
+  integer_text(v)             v is an integer as Redis writes one (INCR,
                               HINCRBY take it: no leading zero, no '+',
-                              no '-0') of at most most characters
+                              no '-0') that a Lua number holds exactly
+                              (under 2^53 either way): a hold count, a
+                              fencing counter, a token
   lock_kind(key)              what the lock's name holds: 'none'; 'lock' (a
-                              hash with a TTL, every field a hold count: a
-                              lock or fair lock; a count is integer_text of
-                              at most 15 characters, which a Lua number
-                              holds exactly); 'rw' (the same plus a mode
-                              field read/write); 'other' (anything else: the
+                              hash with a TTL, every field a hold count,
+                              integer_text: a lock or fair lock); 'rw' (the
+                              same plus a mode field read/write, and no
+                              reader's count above READ_HOLDS_MOST); 'other' (anything else: the
                               name is not a lock; dlockd and Redisson always
                               set a TTL, so a hash without one is an
                               application's own data); with 'lock' and 'rw',
@@ -128,7 +129,9 @@
   owners_entry(owners, field) the token (a number) and principal ('' for
                               none) of field's entry; nil if it has none
   owners_parse(v)             the same of an entry's value v (nil or false:
-                              none), for a script that read them all
+                              none), for a script that read them all; a
+                              token no Lua number holds exactly is none (a
+                              new one is given), its principal still counts
   owners_refused(owners, field, principal)
                               true when the holding of field (which the lock
                               hash has) was made under another token name
@@ -411,9 +414,21 @@ local function typed_call(...)
   return r
 end
 
-local function integer_text(v, most)
-  return v == '0' or (#v <= most and string.find(v, '^%-?[1-9]%d*$') ~= nil)
+local function integer_text(v)
+  if v == '0' then
+    return true
+  elseif #v > 17 or not string.find(v, '^%-?[1-9]%d*$') then
+    return false
+  end
+  local n = v + 0	-- rounded, if at all, away from 0: never under 2^53
+  return n < 9007199254740992 and n > -9007199254740992
 end
+
+-- The most read holds one owner of a read-write lock may have (the bound
+-- of --max-read-holds-per-owner, service/config/config.c): a call reads
+-- each one's key, so a count above it is no lock's (Redisson's or
+-- dlockd's), only a name's that would hold Redis up
+local READ_HOLDS_MOST = 100000
 
 local function lock_kind(key)
   local pttl = redis.call('pttl', key)
@@ -430,16 +445,22 @@ local function lock_kind(key)
   for i = 1, #f, 2 do
     if f[i] == 'mode' then
       mode = f[i + 1]
-    elseif not integer_text(f[i + 1], 15) then
+    elseif not integer_text(f[i + 1]) then
       return 'other'
     end
   end
   if not mode then
     return 'lock', f, pttl
-  elseif mode == 'read' or mode == 'write' then
-    return 'rw', f, pttl
+  elseif mode ~= 'read' and mode ~= 'write' then
+    return 'other'
   end
-  return 'other'
+  for i = 1, #f, 2 do
+    if f[i] ~= 'mode' and string.sub(f[i], -6) ~= ':write' and
+       f[i + 1] + 0 > READ_HOLDS_MOST then
+      return 'other'	-- a reader's count no read-write lock has
+    end
+  end
+  return 'rw', f, pttl
 end
 
 local function counter_ok(key)
@@ -449,7 +470,7 @@ local function counter_ok(key)
   elseif not v then
     counter_seen[key] = false
     return true
-  elseif not integer_text(v, 18) then
+  elseif not integer_text(v) then
     return false
   end
   counter_seen[key] = v + 0	-- integer_text: digits
@@ -529,8 +550,10 @@ local function owners_parse(v)
   local token, principal = string.match(v or '', '^(%d+) ?([^ ]*)$')
   if not token then
     return nil
+  elseif not integer_text(token) then
+    return nil, principal	-- a token dlockd never gave: none, but its principal
   end
-  return tonumber(token), principal
+  return token + 0, principal
 end
 
 local function owners_entry(owners, field)

@@ -195,11 +195,11 @@ TEST(a_hash_without_ttl_is_no_lock_beside_a_holders_entry)
 }
 
 /* Counts Redis' HINCRBY would refuse (a leading zero, "-0") or a Lua
- * number would not hold exactly (more than 15 digits) are not a lock's:
- * 409 wrong_kind, never the 500 of a failed write, and left alone. */
+ * number would not hold exactly (2^53 and past) are not a lock's: 409
+ * wrong_kind, never the 500 of a failed write, and left alone. */
 TEST(counts_redis_or_lua_would_get_wrong_are_not_a_lock)
 {
-	static const char *const counts[] = { "02", "-0", "00", "+1", "1234567890123456" };
+	static const char *const counts[] = { "02", "-0", "00", "+1", "9007199254740993" };
 	struct http_resp r;
 
 	for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
@@ -216,6 +216,55 @@ TEST(counts_redis_or_lua_would_get_wrong_are_not_a_lock)
 		http_free(&r);
 		CHECK(rcmd_int("HLEN %s", n) == 1, "%s is left alone", counts[k]);
 	}
+}
+
+/* Numbers a Lua number would not hold exactly (2^53 and past) are no
+ * lock's: a fencing counter there is refused (tokens from it would repeat
+ * or go back), a holders' entry's token there is none (a new one is
+ * given, above the counter). A reader's count no read-write lock has
+ * (past --max-read-holds-per-owner's bound) is refused before a call
+ * reads a key a hold, which would hold Redis up. */
+TEST(numbers_past_what_lua_holds_exactly_are_no_locks)
+{
+	const char *n = lockname("counter");
+	const char *m = lockname("entry");
+	const char *k = lockname("readers");
+	struct http_resp r;
+	long long t;
+
+	rcmd_int("SET redisson_lock_token:{%s} 9007199254740993 PX 60000", n);
+	req("PUT", P("locks", n, "", "owner=a&ttl_ms=60000"), &r);
+	CHECK_ERROR(r, 409, "wrong_kind", "a counter past 2^53");
+	http_free(&r);
+	CHECK(rcmd_int("EXISTS %s", n) == 0, "no lock taken");
+	rcmd_int("SET redisson_lock_token:{%s} 9007199254740000 PX 60000", n);
+	req("PUT", P("locks", n, "", "owner=a&ttl_ms=60000"), &r);
+	CHECK_STATUS(r, 200, "a counter under 2^53");
+	CHECK(json_int(&r, "fencing_token") == 9007199254740001, "its next token, exactly: %lld",
+	      json_int(&r, "fencing_token"));
+	http_free(&r);
+
+	req("PUT", P("locks", m, "", "owner=a&ttl_ms=60000"), &r);
+	CHECK_STATUS(r, 200, "a takes a lock");
+	t = json_int(&r, "fencing_token");
+	http_free(&r);
+	rcmd_int("HSET dlockd_lock_owners:{%s} a %s", m,
+		 "99999999999999999999999999999999999999999999999999");
+	req("PUT", P("locks", m, "", "owner=a&ttl_ms=60000"), &r);
+	CHECK_STATUS(r, 200, "a repeats its acquire");
+	CHECK(json_int(&r, "fencing_token") > t, "a new token above the last: %lld after %lld",
+	      json_int(&r, "fencing_token"), t);
+	http_free(&r);
+
+	rcmd_int("HSET %s mode read r:1 999999", k);
+	rcmd_int("PEXPIRE %s 60000", k);
+	req("PUT", P("rwlocks", k, "read", "owner=b&ttl_ms=60000"), &r);
+	CHECK_ERROR(r, 409, "wrong_kind", "a reader's count no lock has");
+	http_free(&r);
+	req("GET", P("rwlocks", k, "", ""), &r);
+	CHECK_ERROR(r, 409, "wrong_kind", "its status too");
+	http_free(&r);
+	CHECK(rcmd_int("HGET %s r:1", k) == 999999, "left alone");
 }
 
 /* ----- D5: an expired read hold is gone ----- */
