@@ -74,8 +74,9 @@
                               hash with a TTL, every field a hold count,
                               integer_text: a lock or fair lock); 'rw' (the
                               same plus a mode field read/write, and no
-                              reader's count above READ_HOLDS_MOST); 'other' (anything else: the
-                              name is not a lock; dlockd and Redisson always
+                              reader's count above READ_HOLDS_MOST);
+                              'other' (anything else: the name is not a
+                              lock; dlockd and Redisson always
                               set a TTL, so a hash without one is an
                               application's own data); with 'lock' and 'rw',
                               the hash's fields and values (HGETALL) and its
