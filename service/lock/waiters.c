@@ -913,11 +913,6 @@ static void channel_confirmed(struct waiters *ws, const char *channel)
 	wake_watchers(ch, WAKE_RETRY);
 }
 
-/* A semaphore's channel: the message is how many permits came back (a
- * Redisson client's, how many are free). Wake that many of the oldest
- * sleepers, banking the rest as permits (at most one per joined waiter);
- * "0" or anything else that is no positive number still wakes the oldest
- * to look, as Redisson's listener does. */
 /* s[0..n) is n >= 1 decimal digits (n at most 18): their value in *v. */
 static bool all_digits(const char *s, size_t n, int64_t *v)
 {
@@ -934,6 +929,11 @@ static bool all_digits(const char *s, size_t n, int64_t *v)
 	return true;
 }
 
+/* A semaphore's channel: the message is how many permits came back (a
+ * Redisson client's, how many are free). Wake that many of the oldest
+ * sleepers, banking the rest as permits (at most one per joined waiter);
+ * "0" or anything else that is no positive number still wakes the oldest
+ * to look, as Redisson's listener does. */
 static void counted_message(struct channel *ch, const char *payload, size_t len)
 {
 	int64_t n = 0;
