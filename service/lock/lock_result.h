@@ -101,6 +101,7 @@ struct lock_state {
 	int64_t others;		/* the count why speaks of */
 	const char *fault;	/* LOCK_BACKEND_DOWN, LOCK_SCRIPT_ERROR: what went
 				 * wrong, for people (static); NULL = Redis could
-				 * not be reached */
+				 * not be reached. LOCK_NOT_HELD: why, when it is
+				 * not the usual "lease ran out or released" */
 };
 #endif

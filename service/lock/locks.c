@@ -986,19 +986,23 @@ static void renew_decode(struct call *c, const redisReply *r, enum lock_result *
 	}
 	out->ttl_ms = lease_left(locks_elem_int(r, 1), c->sent_ms);
 	out->locked = *res == LOCK_OK;
-	if (*res == LOCK_OK && out->ttl_ms == 0) {
-		/* renewed too late to count */
-		out->fault = "redis answered too slowly: the lease was over before its "
-			   "answer came; retry shortly";
-		*res = LOCK_BACKEND_DOWN;
-	}
-	if (*res == LOCK_OK && out->ttl_ms > 0) {
-		/* a shorter lease ends sooner than this lock's waiters were
-		 * told, and expiry publishes nothing: they retry by then */
-		char *channel = locks_wait_channel(c->kind, c->name, c->owner);
+	if (*res != LOCK_OK)
+		return;
+	/* a shorter lease ends sooner than this lock's waiters were told,
+	 * and expiry publishes nothing: they retry by then (at once if it
+	 * is over already) */
+	char *channel = locks_wait_channel(c->kind, c->name, c->owner);
 
-		waiters_lease_ends(c->b->waiters, channel, now_ms() + out->ttl_ms);
-		free(channel);
+	waiters_lease_ends(c->b->waiters, channel, now_ms() + out->ttl_ms);
+	free(channel);
+	if (out->ttl_ms == 0) {
+		/* Renewed, but the lease it set was over before the answer
+		 * came (a ttl_ms shorter than the round trip, or a slow
+		 * Redis): the renewal took effect and the lock is no longer
+		 * held, so the truth is not_held, not a 503 to retry. */
+		out->fault = "the lease this heartbeat set was over before its answer came";
+		out->locked = false;
+		*res = LOCK_NOT_HELD;
 	}
 }
 

@@ -334,6 +334,69 @@ TEST(chaos_a_grant_answered_after_its_lease_holds_nothing)
 		grant_too_late(kinds[i][0], kinds[i][1]);
 }
 
+/* The same for a heartbeat: h holds for 20 s and w waits, told of that
+ * lease; Redis stalls 400 ms with h's heartbeat of ttl_ms=200 queued. It
+ * runs in time and cuts the lease to 200 ms, counted from the run, and
+ * its answer comes with no lease left. That heartbeat took effect (h
+ * holds nothing any more), so it must be answered so (409 not_held, not
+ * a 503 that claims nothing happened), and w, asleep until the 20 s end
+ * it was told, must be served at once (expiry publishes nothing). */
+static void heartbeat_too_late(const char *kind, const char *waiter_kind, const char *chan_fmt)
+{
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	const char *n = lockname("hblate");
+	char path[300], wpath[300], chan[300];
+	struct bg late, w;
+	long long scripts0;
+	int64_t t;
+
+	CHECK(redis_dlockd_start(&rs, &d, one_thread) == 0, "start Redis and dlockd");
+	snprintf(path, sizeof(path), kind, n);
+	CHECK(status_of(&d, "PUT", "%s?owner=h&ttl_ms=20000", path) == 200, "h takes it");
+	snprintf(wpath, sizeof(wpath), waiter_kind, n);
+	strcat(wpath, "?owner=w&ttl_ms=5000&wait_ms=15000");
+	scripts0 = redis_script_calls(&rs);
+	bg_start_on(&w, d.base, "PUT", wpath, NULL);
+	snprintf(chan, sizeof(chan), chan_fmt, n);
+	CHECK(wait_parked_on(&d, &rs, scripts0, &rs, false, chan), "w asleep");
+
+	strcat(path, "/heartbeat?owner=h&ttl_ms=200");
+	kill(rs.pid, SIGSTOP);
+	bg_start_on(&late, d.base, "POST", path, NULL);
+	sleep_ms(400);		/* the stall under test: past the new lease, before the deadline */
+	kill(rs.pid, SIGCONT);
+	bg_join(&late);
+	t = mono_ms();
+	CHECK_ERROR(late.r, 409, "not_held", "a heartbeat whose lease was over on arrival");
+	CHECK(json_str(&late.r, "message") &&
+	      strstr(json_str(&late.r, "message"), "no longer held by 'h'"),
+	      "says h holds it no longer: %s", late.r.body);
+	http_free(&late.r);
+	bg_join(&w);
+	printf("# %s waiter after a heartbeat answered too late: %ld in %lld ms\n", waiter_kind,
+	       w.r.status, (long long)(w.done_ms - t));
+	CHECK_STATUS(w.r, 200, "w is granted");
+	CHECK(w.done_ms - t < 1500 * slow_factor(),
+	      "w granted %lld ms after the answer; want < 1500 (the lease h was told of was "
+	      "20 s)", (long long)(w.done_ms - t));
+	http_free(&w.r);
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
+}
+
+TEST(chaos_a_heartbeat_answered_after_its_lease_says_not_held_and_serves_the_waiter)
+{
+	static const char *const kinds[][3] = {	/* holder, waiter, waiter's channel */
+		{ "/locks/%s", "/locks/%s", "redisson_lock__channel:{%s}" },
+		{ "/fairlocks/%s", "/fairlocks/%s", "redisson_lock__channel:{%s}:w" },
+		{ "/rwlocks/%s/write", "/rwlocks/%s/write", "redisson_rwlock:{%s}" },
+		{ "/rwlocks/%s/read", "/rwlocks/%s/write", "redisson_rwlock:{%s}" },
+	};
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && !test_failed(); i++)
+		heartbeat_too_late(kinds[i][0], kinds[i][1], kinds[i][2]);
+}
+
 /* ----- Redis killed and restarted, with and without persistence ----- */
 
 static void redis_restarted(bool aof)
