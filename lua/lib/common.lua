@@ -72,7 +72,9 @@
                               fencing counter, a token
   lock_kind(key)              what the lock's name holds: 'none'; 'lock' (a
                               hash with a TTL, every field a hold count,
-                              integer_text: a lock or fair lock); 'rw' (the
+                              integer_text and 1 or more: Redisson and
+                              dlockd delete a field whose count falls to 0;
+                              a lock or fair lock); 'rw' (the
                               same plus a mode field read/write, and no
                               reader's count above READ_HOLDS_MOST);
                               'other' (anything else: the name is not a
@@ -446,7 +448,8 @@ local function lock_kind(key)
   for i = 1, #f, 2 do
     if f[i] == 'mode' then
       mode = f[i + 1]
-    elseif not integer_text(f[i + 1]) then
+    elseif not integer_text(f[i + 1]) or f[i + 1] == '0' or
+           string.byte(f[i + 1]) == 45 then	-- '-': no hold is 0 or fewer
       return 'other'
     end
   end

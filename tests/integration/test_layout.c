@@ -194,12 +194,15 @@ TEST(a_hash_without_ttl_is_no_lock_beside_a_holders_entry)
 	}
 }
 
-/* Counts Redis' HINCRBY would refuse (a leading zero, "-0") or a Lua
- * number would not hold exactly (2^53 and past) are not a lock's: 409
- * wrong_kind, never the 500 of a failed write, and left alone. */
+/* Counts Redis' HINCRBY would refuse (a leading zero, "-0"), a Lua
+ * number would not hold exactly (2^53 and past), or no holding has (0 or
+ * fewer: Redisson deletes a field whose count falls to 0) are not a
+ * lock's: 409 wrong_kind, never the 500 of a failed write or a hold of
+ * -3, and left alone. */
 TEST(counts_redis_or_lua_would_get_wrong_are_not_a_lock)
 {
-	static const char *const counts[] = { "02", "-0", "00", "+1", "9007199254740993" };
+	static const char *const counts[] = { "02", "-0", "00", "+1", "9007199254740993", "0",
+					      "-3" };
 	struct http_resp r;
 
 	for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
