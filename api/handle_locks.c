@@ -153,7 +153,8 @@ static enum MHD_Result reply_failure(struct request *rq, enum lock_result r,
 	case LOCK_NOT_HELD:
 		if (st->fault)
 			return reply_error(rq, ERR_NOT_HELD, NULL,
-					   "%s '%s' is no longer held by '%s': %s", label, rq->name,
+					   "%s '%s' is no longer held by '%s' as far as dlockd can "
+					   "count: %s", label, rq->name,
 					   rq->lock.params.owner, st->fault);
 		if (rq->route.kind == LOCK_KIND_SEMAPHORE)
 			return reply_error(rq, ERR_NOT_HELD, NULL,

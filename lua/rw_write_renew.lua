@@ -5,8 +5,10 @@
   KEYS[3] holders dlockd_lock_owners:{N}
   ARGV[1] lease ms                    ARGV[2] owner field
   ARGV[3] the caller's token name ("": auth off)
-  Returns {1, lease}  renewed: N expires in lease ms, or later if the owner's
-                      own read holds last longer
+  Returns {1, pttl}   renewed: N, and so the write holding, expires in pttl
+                      ms: the lease, or longer if the owner's own read
+                      holds last longer (a heartbeat cannot end the write
+                      holding before them)
           {0}         nobody holds N
           {-2, why, n} the owner does not hold the write lock (why and n as
                       in rw_write_release.lua; why 7: the owner writes N

@@ -5,7 +5,8 @@
                               renew every read hold of owner to lease ms:
                               rw_read_renew.lua's checks and replies
   renew_write(lock, tag, owners, lease, owner, principal)
-                              renew owner's write holding to lease ms:
+                              renew owner's write holding to lease ms, or
+                              as long as its own read holds last:
                               rw_write_renew.lua's checks and replies ]]
 local function renew_read(lock, tag, owners, lease, owner, principal)
   local refusal, s = rw_held_refusal(lock, tag, owner, owners)
@@ -48,9 +49,12 @@ local function renew_write(lock, tag, owners, lease, owner, principal)
   elseif owners_refused(owners, owner .. ':write', principal) then
     return {-2, 7, 0}
   end
+  -- the owner's own read holds keep N, and so its write holding, longer:
+  -- that is the lease the writer has
   local longest = rw_longest_but(s, nil)
-  redis.call('pexpire', lock, longest > lease and longest or lease)
+  local pttl = longest > lease and longest or lease
+  redis.call('pexpire', lock, pttl)
   owners_bump(owners, owner .. ':write')
   owners_sync(owners, lock)
-  return {1, lease}
+  return {1, pttl}
 end

@@ -996,11 +996,16 @@ static void renew_decode(struct call *c, const redisReply *r, enum lock_result *
 	waiters_lease_ends(c->b->waiters, channel, now_ms() + out->ttl_ms);
 	free(channel);
 	if (out->ttl_ms == 0) {
-		/* Renewed, but the lease it set was over before the answer
-		 * came (a ttl_ms shorter than the round trip, or a slow
-		 * Redis): the renewal took effect and the lock is no longer
-		 * held, so the truth is not_held, not a 503 to retry. */
-		out->fault = "the lease this heartbeat set was over before its answer came";
+		/* Renewed, but the lease it set was over, counted from the
+		 * sending, before the answer came (a ttl_ms shorter than the
+		 * round trip, or a slow Redis): the renewal took effect, so a
+		 * 503 (nothing changed) would be untrue, and no lease is left
+		 * to count on: not_held. Redis counts that lease from its run,
+		 * so the hold may stand there until it ends, as a dead
+		 * holder's would. */
+		out->fault = "the lease this heartbeat set was over before its answer came "
+			     "(Redis, counting it from when it ran the call, may keep the hold "
+			     "until it ends there; a release frees it)";
 		out->locked = false;
 		*res = LOCK_NOT_HELD;
 	}

@@ -144,6 +144,31 @@ TEST(rw_shorter_read_heartbeat_shortens_the_lock)
 	CHECK(WAIT_FOR(rcmd_int("EXISTS %s", n) == 0, 4000), "free when both holds ran out");
 }
 
+/* A writer that also reads keeps the write holding as long as its read
+ * holds: a shorter write heartbeat cannot end it before them, so it must
+ * say the lease the write holding has, not the one asked for (it said
+ * 1 ms while the write lock stood 30 s, its waiters shut out). */
+TEST(rw_write_heartbeat_says_the_lease_its_own_read_holds_keep)
+{
+	const char *n = lockname("whbread");
+	struct http_resp r;
+	long long ttl;
+
+	CHECK(req("PUT", RW(n, "write", "owner=w&ttl_ms=30000"), NULL) == 200, "w writes");
+	CHECK(req("PUT", RW(n, "read", "owner=w&ttl_ms=30000"), NULL) == 200, "w also reads");
+	req("POST", RW(n, "write/heartbeat", "owner=w&ttl_ms=1000"), &r);
+	CHECK_STATUS(r, 200, "w's write heartbeat to 1 s");
+	ttl = json_int(&r, "ttl_ms");
+	CHECK(ttl > 20000 && ttl <= 30000, "the lease its read hold keeps, not 1 s: %s", r.body);
+	http_free(&r);
+	req("GET", RW(n, "", ""), &r);
+	CHECK(json_int(&r, "ttl_ms") > 20000, "status agrees: %s", r.body);
+	http_free(&r);
+	CHECK(rcmd_int("PTTL %s", n) > 20000, "Redis agrees: PTTL %lld", rcmd_int("PTTL %s", n));
+	req("DELETE", RW(n, "read", "owner=w"), NULL);
+	req("DELETE", RW(n, "write", "owner=w"), NULL);
+}
+
 TEST(rw_downgrade_wakes_waiting_readers_at_once)
 {
 	const char *n = lockname("down");
