@@ -23,12 +23,19 @@
           rwlock_timeout keys, built from a prefix, the others need not
           be declared, and one argument carries them however many there
           are
-  Returns {c1, c2, ...}  one per holding, in order: 1 renewed to ARGV[1]
-                         (lease 0: still the session's, not renewed);
+  ARGV[4] when the session's lease ends, in Redis' clock (ms; session_read
+          gives it; "0": not known): no holding is renewed past it, and
+          once it is over (Redis stalled between the two calls) each is
+          renewed to 1 ms: it ends with the session, its waiters told
+  Returns {c1, c2, ..., lease}  one per holding, in order: 1 renewed to
+                         lease (ARGV[1], or less: what is left of the
+                         session's; lease 0: still the session's, not
+                         renewed);
                          0 gone, not renewed: released, its lease over,
                          held by another owner, or another holding of the
                          same owner (its fencing token is not the one
-                         recorded), or its name holds another kind
+                         recorded), or its name holds another kind;
+                         then the lease the renewed ones got
   A holding's owner that is a field of the layout fails the whole call
   (dlockd checks owners before they are recorded). The cost is that of
   the holdings' own renewals: the caller bounds how many one call has. ]]
@@ -36,6 +43,15 @@ local lease, principal = tonumber(ARGV[1]), ARGV[2]
 local listed = unpack_list(ARGV[3])
 if not listed then
   return redis.error_reply('DLOCKD_ARGS malformed holdings list')
+end
+local ends = tonumber(ARGV[4] or '0') or 0
+if lease > 0 and ends > 0 then
+  -- a millisecond short of the session's end: Redis counts a lease from
+  -- its clock at the command, this script's clock is floored
+  local left = ends - now_ms() - 1
+  if left < lease then
+    lease = left > 0 and left or 1
+  end
 end
 
 -- per kind: how many keys it has, which one is its holders' hash, and
@@ -86,4 +102,5 @@ while i <= #listed do
   out[#out + 1] = code
   i = i + 3 + row[1]
 end
+out[#out + 1] = lease
 return out

@@ -29,8 +29,10 @@
 /* On a Cluster every holding's lock is declared in KEYS, so that a slot
  * being migrated makes Redis redirect the call (ASK, TRYAGAIN) instead of
  * running it without the holdings already moved, which would look gone.
- * scripts_run() takes this many keys at most, besides the 3 arguments. */
-#define SESSION_RENEW_DECLARED_MAX (REDIS_CONN_MAX_ARGS - 8)
+ * scripts_run() takes this many keys at most, besides the script's 4
+ * arguments and the 4 it adds (FCALL, the name, the key count and the
+ * deadline), with room to spare: it aborts at REDIS_CONN_MAX_ARGS. */
+#define SESSION_RENEW_DECLARED_MAX (REDIS_CONN_MAX_ARGS - 9)
 
 /* A holding and the slot of its lock's name, for the sort. */
 struct renew_slot {
@@ -49,6 +51,7 @@ struct renew_all {
 	struct session_renew_item *items;
 	size_t n;
 	int64_t ttl_ms;
+	int64_t ends_ms;		/* the session's lease end, Redis' clock; 0 */
 	struct renew_slot *order;	/* the holdings by slot */
 	size_t from;			/* order[from..] not sent yet */
 	size_t chunk;			/* holdings a script, at most */
@@ -130,14 +133,16 @@ static void renew_on_reply(void *ctx, redisReply *r)
 	struct lock_state st = { 0 };
 	enum lock_result res = locks_check_answer(r, "session_renew", "session holdings", "",
 						  &st);
-	int64_t left = all->ttl_ms ? locks_lease_left(all->ttl_ms, s->sent_ms) : 0;
+	int64_t left;
 
-	if (res == LOCK_OK && (r->type != REDIS_REPLY_ARRAY || r->elements != s->n))
+	if (res == LOCK_OK && (r->type != REDIS_REPLY_ARRAY || r->elements != s->n + 1))
 		res = locks_unexpected("session_renew", "session holdings", "", &st);
 	if (res != LOCK_OK) {
 		renew_script_done(s, res);
 		return;
 	}
+	/* the lease they got: the session's ttl_ms, or what was left of its */
+	left = all->ttl_ms ? locks_lease_left(locks_elem_int(r, s->n), s->sent_ms) : 0;
 	for (size_t k = 0; k < s->n; k++) {
 		struct session_renew_item *h = &all->items[s->at[k]];
 
@@ -151,8 +156,10 @@ static void renew_on_reply(void *ctx, redisReply *r)
 		return;
 	}
 	if (left == 0) {
-		/* renewed too late to count: the lease was over on arrival */
-		renew_script_done(s, LOCK_BACKEND_DOWN);
+		/* Renewed, but the lease was over, counted from the sending,
+		 * before the answer came: it took effect (so no 503), and no
+		 * lease is left to count on. */
+		renew_script_done(s, LOCK_NOT_HELD);
 		return;
 	}
 	if (all->b->sync) {
@@ -174,7 +181,7 @@ static void renew_send(struct renew_all *all, const struct renew_slot *at, size_
 	char **keys = xcalloc(n * LOCKS_RENEW_KEYS_MAX, sizeof(*keys));
 	const char **list = xcalloc(n * PER, sizeof(*list)), **locks = xcalloc(n, sizeof(*locks));
 	char (*tokens)[24] = xcalloc(n, sizeof(*tokens));
-	char lease[24], *packed;
+	char lease[24], ends[24], *packed;
 	size_t nkeys = 0, nlist = 0;
 
 	s->all = all;
@@ -195,11 +202,12 @@ static void renew_send(struct renew_all *all, const struct renew_slot *at, size_
 	}
 	packed = locks_pack_list(list, nlist);
 	snprintf(lease, sizeof(lease), "%lld", (long long)all->ttl_ms);
+	snprintf(ends, sizeof(ends), "%lld", (long long)all->ends_ms);
 	{
-		const char *args[] = { lease, principal, packed };
+		const char *args[] = { lease, principal, packed, ends };
 
 		s->sent_ms = now_ms();
-		scripts_run(all->b->redis, SCRIPT_SESSION_RENEW, declare ? (int)n : 1, locks, 3,
+		scripts_run(all->b->redis, SCRIPT_SESSION_RENEW, declare ? (int)n : 1, locks, 4,
 			    args, renew_on_reply, s);
 	}
 	for (size_t k = 0; k < nkeys; k++)
@@ -226,13 +234,14 @@ static void renew_send_next(struct renew_all *all)
 }
 
 void session_renew_holdings(const struct backend *b, struct session_renew_item *items,
-			    size_t n, const char *principal, int64_t ttl_ms,
+			    size_t n, const char *principal, int64_t ttl_ms, int64_t ends_ms,
 			    session_renew_fn done, void *ctx)
 {
 	struct renew_all *all = xcalloc(1, sizeof(*all));
 	bool cluster = redis_conn_is_cluster(b->redis);
 
-	*all = (struct renew_all){ .b = b, .items = items, .n = n, .ttl_ms = ttl_ms, .done = done,
+	*all = (struct renew_all){ .b = b, .items = items, .n = n, .ttl_ms = ttl_ms,
+				   .ends_ms = ends_ms, .done = done,
 				   .ctx = ctx, .cluster = cluster,
 				   .chunk = cluster ? SESSION_RENEW_DECLARED_MAX : SESSION_RENEW_CHUNK,
 				   .principal = xstrdup(principal),

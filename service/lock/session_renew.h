@@ -25,26 +25,29 @@ struct session_renew_item {
 
 /* Holdings one script renews, at most: a heartbeat of the most holdings a
  * session may have (--max-session-holdings) is cut into scripts of this
- * many, so no script runs long. On a Cluster, fewer (16: each holding's
+ * many, so no script runs long. On a Cluster, fewer (15: each holding's
  * lock is a declared key, session_renew.c says why); there names in one
  * slot are few anyway. */
 #define SESSION_RENEW_CHUNK 32
 
 /* The holdings are renewed, or not: r is LOCK_OK, or the first failure
- * (LOCK_BACKEND_DOWN, LOCK_SCRIPT_ERROR), when some may be renewed and
- * others not; items as given, with gone set. */
+ * (LOCK_NOT_HELD, LOCK_BACKEND_DOWN, LOCK_SCRIPT_ERROR), when some may be
+ * renewed and others not; items as given, with gone set. */
 typedef void (*session_renew_fn)(void *ctx, enum lock_result r,
 				 struct session_renew_item *items, size_t n);
 
-/* Renew the n holdings items to ttl_ms under token name principal; a
+/* Renew the n holdings items to ttl_ms under token name principal, none
+ * past ends_ms, the session's lease end in Redis' clock (0: not known); a
  * holding found gone (released, its lease over, taken over, or another
  * holding of its owner: its fencing token is not items[i].token) is not
- * renewed and gets items[i].gone. ttl_ms 0 renews nothing: gone then
- * marks only the holdings of another fencing token (a session's end
- * releases the others). items, their strings and principal must
- * last until done runs, later, once, on b's loop; n is 1 or more. */
+ * renewed and gets items[i].gone. r is LOCK_NOT_HELD when the lease they
+ * got was over before its answer came (the session's was over when they
+ * were renewed: they got 1 ms, to end with it). ttl_ms 0 renews
+ * nothing: gone then marks only the holdings of another fencing token (a
+ * session's end releases the others). items, their strings and principal
+ * must last until done runs, later, once, on b's loop; n is 1 or more. */
 void session_renew_holdings(const struct backend *b, struct session_renew_item *items,
-			    size_t n, const char *principal, int64_t ttl_ms,
+			    size_t n, const char *principal, int64_t ttl_ms, int64_t ends_ms,
 			    session_renew_fn done, void *ctx);
 
 #endif

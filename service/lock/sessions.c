@@ -74,6 +74,8 @@ struct sess_call {
 	char *value, *name, *creator;
 	size_t pending;		/* heartbeat, end: per-holding calls out */
 	enum lock_result result;
+	int64_t sent_ms;	/* its last script's sending */
+	int64_t ends_ms;	/* heartbeat: the session's lease end, in Redis' clock */
 };
 
 /* A per-holding call's context: its session call and which holding. */
@@ -125,6 +127,7 @@ static void sess_run(struct sess_call *c, enum script_id script, int nargs, cons
 	char *k2 = xasprintf("%sdlockd_session:{%s}:holdings", prefix, c->id);
 	const char *keys[2] = { k1, k2 };
 
+	c->sent_ms = now_ms();
 	scripts_run(c->b->redis, script, 2, keys, nargs, args, fn, c);
 	free(k1);
 	free(k2);
@@ -331,7 +334,7 @@ static void sess_on_read(void *ctx, redisReply *r)
 {
 	struct sess_call *c = ctx;
 
-	if (!sess_found(c, r, "session_read", 7, 6))
+	if (!sess_found(c, r, "session_read", 8, 6))
 		return;
 	c->info.lease_ms = r->element[0]->integer;
 	c->info.ttl_ms = locks_elem_int(r, 1);
@@ -340,6 +343,11 @@ static void sess_on_read(void *ctx, redisReply *r)
 	c->info.created_ms = locks_elem_int(r, 4);
 	c->info.creator = c->creator = xstrdup(sess_str_of(r->element[5]));
 	if (c->op == S_HEARTBEAT) {
+		/* the lease counted from the sending, as a lock's heartbeat
+		 * answers it: a stalled Redis never makes a client believe in
+		 * more than it has */
+		c->info.lease_ms = locks_lease_left(c->info.lease_ms, c->sent_ms);
+		c->ends_ms = locks_elem_int(r, 7);
 		sess_count_keep(c, c->creator, "touch");
 		sess_renew_next(c);
 	}
@@ -493,7 +501,7 @@ static void sess_renew_next(struct sess_call *c)
 		return;
 	}
 	session_renew_holdings(c->b, sess_renew_items(c), c->info.n, c->creator, c->info.ttl_ms,
-			       sess_on_renewed, c);
+			       c->ends_ms, sess_on_renewed, c);
 }
 
 /* ----- One heartbeat of a session at a time ----- *
@@ -674,7 +682,7 @@ static void sess_on_ended(void *ctx, redisReply *r)
 		sess_finish(c, LOCK_OK);
 		return;
 	}
-	session_renew_holdings(c->b, sess_renew_items(c), c->info.n, c->creator, 0,
+	session_renew_holdings(c->b, sess_renew_items(c), c->info.n, c->creator, 0, 0,
 			       sess_on_checked, c);
 }
 

@@ -486,3 +486,73 @@ TEST(chaos_partition_slow_lossy_link_between_dlockd_and_redis)
 	slow_lossy_link();
 	world_down();
 }
+
+/* ----- 6. a session's heartbeat over a slow link ----- */
+
+/* A session's heartbeat renews the session (one script), then, once
+ * that is answered, its holdings (one script a slot). Over a link of d ms
+ * each way the holdings' script runs 2d after the session's, and a
+ * session whose ttl_ms is under that is over by then: its holdings were
+ * renewed to ttl_ms from there, outliving it, for an answer of 503,
+ * "nothing is known to have changed" (a probe found it with Redis
+ * stopped between the two scripts). The holdings here have the 60 s of
+ * the session's ttl_ms when they were taken; the ttl_ms its heartbeats
+ * renew to is then made 1.5 d in Redis, between d and 2d: the session
+ * is over before its holdings' script runs, and a holding renewed to it
+ * would stand after the heartbeat's answer. The session's end in Redis'
+ * clock bounds their renewal: they end with it. */
+static void session_heartbeat_slow_link(void)
+{
+	int d = 400 * slow_factor();
+	struct wire_conf slow = { .delay_ms = d };
+	struct wire_conf good = { 0 };
+	const char *n = lockname("sessslow");
+	char path[300], sid[64];
+	struct http_resp r;
+	struct bg beat;
+	long long pttl, session_left;
+	int64_t t0;
+
+	if (world_up(1, 1, NULL))
+		return;
+	netns_enter(W.cns[0]);
+	http_on(W.bases[0], "POST", "/sessions?ttl_ms=60000", NULL, &r);
+	CHECK_STATUS(r, 201, "a session");
+	snprintf(sid, sizeof(sid), "%s", json_str(&r, "session") ? json_str(&r, "session") : "");
+	http_free(&r);
+	snprintf(path, sizeof(path), "/locks/%s?session=%s", n, sid);
+	http_on(W.bases[0], "PUT", path, NULL, &r);
+	CHECK_STATUS(r, 200, "the session takes its lock");
+	http_free(&r);
+	netns_enter(W.rns);
+	CHECK(rcmd_int_on(&W.redis, "HSET dlockd_session:{%s} ttl_ms %d", sid, 3 * d / 2) == 0,
+	      "the session's ttl_ms made %d ms", 3 * d / 2);
+	netns_enter(NULL);
+
+	wire_set(W.dr[0], WIRE_BOTH, &slow);
+	snprintf(path, sizeof(path), "/sessions/%s/heartbeat", sid);
+	netns_enter(W.cns[0]);
+	t0 = mono_ms();
+	bg_start_on(&beat, W.bases[0], "POST", path, NULL);
+	netns_enter(NULL);
+	bg_join(&beat);
+	netns_enter(W.rns);
+	pttl = rcmd_int_on(&W.redis, "PTTL %s", n);
+	session_left = rcmd_int_on(&W.redis, "PTTL dlockd_session:{%s}", sid);
+	netns_enter(NULL);
+	wire_set(W.dr[0], WIRE_BOTH, &good);
+	printf("# a session heartbeat over %d ms each way (ttl_ms %d): %ld in %lld ms; then the "
+	       "session's PTTL %lld, its lock's %lld\n", d, 3 * d / 2, beat.r.status,
+	       (long long)(beat.done_ms - t0), session_left, pttl);
+	CHECK(session_left < 0, "the session is over (PTTL %lld)", session_left);
+	CHECK(pttl < 0, "the holding ended with its session (PTTL %lld)", pttl);
+	CHECK_ERROR(beat.r, 404, "session_not_found",
+		    "a heartbeat whose session was over before its holdings were renewed");
+	http_free(&beat.r);
+}
+
+TEST(chaos_partition_a_session_heartbeat_over_a_slow_link_never_outlives_the_session)
+{
+	session_heartbeat_slow_link();
+	world_down();
+}
