@@ -25,11 +25,14 @@
           are
   ARGV[4] when the session's lease ends, in Redis' clock (ms; session_read
           gives it; "0": not known): no holding is renewed past it, and
-          once it is over (Redis stalled between the two calls) each is
-          renewed to 1 ms: it ends with the session, its waiters told
+          none at all once it is over (Redis stalled between the two
+          calls: as with lease 0, only told). A renewal only ever makes a
+          holding's lease longer: a call that came late (its heartbeat
+          answered 503, or slow) never cuts what a later heartbeat gave,
+          whose client counts on it
   Returns {c1, c2, ..., lease}  one per holding, in order: 1 renewed to
-                         lease (ARGV[1], or less: what is left of the
-                         session's; lease 0: still the session's, not
+                         lease at least (ARGV[1], or less: what is left of
+                         the session's; lease 0: still the session's, not
                          renewed);
                          0 gone, not renewed: released, its lease over,
                          held by another owner, or another holding of the
@@ -50,7 +53,7 @@ if lease > 0 and ends > 0 then
   -- its clock at the command, this script's clock is floored
   local left = ends - now_ms() - 1
   if left < lease then
-    lease = left > 0 and left or 1
+    lease = left > 0 and left or 0
   end
 end
 
@@ -65,15 +68,15 @@ local KINDS = {
 local function renew_one(kind, k, owner)
   local a, b, c, d = listed[k], listed[k + 1], listed[k + 2], listed[k + 3]
   if kind == 'lock' then
-    return renew_lock(a, b, c, lease, owner, principal)
+    return renew_lock(a, b, c, lease, owner, principal, nil, true)
   elseif kind == 'fair' then
-    return renew_lock(a, b, c, lease, owner, principal, d)
+    return renew_lock(a, b, c, lease, owner, principal, d, true)
   elseif kind == 'read' then
-    return renew_read(a, b, c, lease, owner, principal)
+    return renew_read(a, b, c, lease, owner, principal, true)
   elseif kind == 'write' then
-    return renew_write(a, b, c, lease, owner, principal)
+    return renew_write(a, b, c, lease, owner, principal, true)
   end
-  return renew_sem(a, b, c, d, lease, owner, principal)
+  return renew_sem(a, b, c, d, lease, owner, principal, true)
 end
 
 local out, i = {}, 1

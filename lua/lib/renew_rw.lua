@@ -1,17 +1,34 @@
 --[[ lib/renew_rw.lua -- the renewals of a read-write lock's holdings,
   shared by rw_read_renew.lua, rw_write_renew.lua (one holding each) and
   session_renew.lua (a session's, many in one call). After common and rw.
-  renew_read(lock, tag, owners, lease, owner, principal)
+  renew_read(lock, tag, owners, lease, owner, principal, floor)
                               renew every read hold of owner to lease ms:
                               rw_read_renew.lua's checks and replies
-  renew_write(lock, tag, owners, lease, owner, principal)
+  renew_write(lock, tag, owners, lease, owner, principal, floor)
                               renew owner's write holding to lease ms, or
                               as long as its own read holds last:
-                              rw_write_renew.lua's checks and replies ]]
-local function renew_read(lock, tag, owners, lease, owner, principal)
+                              rw_write_renew.lua's checks and replies
+  With floor (a session's), a holding's lease is only ever made longer,
+  as renew_lock's (lib/renew_lock.lua). ]]
+local function renew_read(lock, tag, owners, lease, owner, principal, floor)
   local refusal, s = rw_held_refusal(lock, tag, owner, owners)
   if refusal then
     return refusal
+  end
+  if floor then
+    -- the lease its holds have: the scan read each one's
+    local has = -2
+    for _, r in ipairs(s.readers) do
+      if r.field == owner then
+        for _, h in ipairs(r.live) do
+          has = math.max(has, h[2])
+        end
+      end
+    end
+    if has >= lease and not owners_refused(owners, owner, principal) then
+      owners_bump(owners, owner)
+      return {1, has}
+    end
   end
   local holds = tonumber(redis.call('hget', lock, owner))
   if not holds then
@@ -39,7 +56,7 @@ local function renew_read(lock, tag, owners, lease, owner, principal)
   return {1, lease}
 end
 
-local function renew_write(lock, tag, owners, lease, owner, principal)
+local function renew_write(lock, tag, owners, lease, owner, principal, floor)
   local refusal, s = rw_held_refusal(lock, tag, owner, owners)
   if refusal then
     return refusal
@@ -48,6 +65,12 @@ local function renew_write(lock, tag, owners, lease, owner, principal)
     return rw_not_writer(lock, owner)
   elseif owners_refused(owners, owner .. ':write', principal) then
     return {-2, 7, 0}
+  elseif floor then
+    local pttl = redis.call('pttl', lock)	-- after the scan's purge
+    if pttl >= lease then
+      owners_bump(owners, owner .. ':write')
+      return {1, pttl}
+    end
   end
   -- the owner's own read holds keep N, and so its write holding, longer:
   -- that is the lease the writer has

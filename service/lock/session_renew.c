@@ -141,7 +141,8 @@ static void renew_on_reply(void *ctx, redisReply *r)
 		renew_script_done(s, res);
 		return;
 	}
-	/* the lease they got: the session's ttl_ms, or what was left of its */
+	/* the lease they got at least: the session's ttl_ms, or what was left
+	 * of its (0: it was over, none renewed) */
 	left = all->ttl_ms ? locks_lease_left(locks_elem_int(r, s->n), s->sent_ms) : 0;
 	for (size_t k = 0; k < s->n; k++) {
 		struct session_renew_item *h = &all->items[s->at[k]];
@@ -153,13 +154,6 @@ static void renew_on_reply(void *ctx, redisReply *r)
 	}
 	if (!all->ttl_ms) {	/* checked only */
 		renew_script_done(s, LOCK_OK);
-		return;
-	}
-	if (left == 0) {
-		/* Renewed, but the lease was over, counted from the sending,
-		 * before the answer came: it took effect (so no 503), and no
-		 * lease is left to count on. */
-		renew_script_done(s, LOCK_NOT_HELD);
 		return;
 	}
 	if (all->b->sync) {
@@ -240,8 +234,12 @@ void session_renew_holdings(const struct backend *b, struct session_renew_item *
 	struct renew_all *all = xcalloc(1, sizeof(*all));
 	bool cluster = redis_conn_is_cluster(b->redis);
 
+	/* On a Cluster the session's end is in its own node's clock, which
+	 * need not agree with the holdings' nodes': a holding bounded by it
+	 * could end before the lease its client was told. There a holding
+	 * may outlast its session by a stall between the two steps. */
 	*all = (struct renew_all){ .b = b, .items = items, .n = n, .ttl_ms = ttl_ms,
-				   .ends_ms = ends_ms, .done = done,
+				   .ends_ms = cluster ? 0 : ends_ms, .done = done,
 				   .ctx = ctx, .cluster = cluster,
 				   .chunk = cluster ? SESSION_RENEW_DECLARED_MAX : SESSION_RENEW_CHUNK,
 				   .principal = xstrdup(principal),

@@ -31,8 +31,8 @@ struct session_renew_item {
 #define SESSION_RENEW_CHUNK 32
 
 /* The holdings are renewed, or not: r is LOCK_OK, or the first failure
- * (LOCK_NOT_HELD, LOCK_BACKEND_DOWN, LOCK_SCRIPT_ERROR), when some may be
- * renewed and others not; items as given, with gone set. */
+ * (LOCK_BACKEND_DOWN, LOCK_SCRIPT_ERROR), when some may be renewed and
+ * others not; items as given, with gone set. */
 typedef void (*session_renew_fn)(void *ctx, enum lock_result r,
 				 struct session_renew_item *items, size_t n);
 
@@ -40,9 +40,9 @@ typedef void (*session_renew_fn)(void *ctx, enum lock_result r,
  * past ends_ms, the session's lease end in Redis' clock (0: not known); a
  * holding found gone (released, its lease over, taken over, or another
  * holding of its owner: its fencing token is not items[i].token) is not
- * renewed and gets items[i].gone. r is LOCK_NOT_HELD when the lease they
- * got was over before its answer came (the session's was over when they
- * were renewed: they got 1 ms, to end with it). ttl_ms 0 renews
+ * renewed and gets items[i].gone. A renewal only makes a holding's lease
+ * longer (a late one never cuts what a later heartbeat gave); once the
+ * session's lease is over, none is renewed. ttl_ms 0 renews
  * nothing: gone then marks only the holdings of another fencing token (a
  * session's end releases the others). items, their strings and principal
  * must last until done runs, later, once, on b's loop; n is 1 or more. */

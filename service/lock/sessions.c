@@ -343,10 +343,6 @@ static void sess_on_read(void *ctx, redisReply *r)
 	c->info.created_ms = locks_elem_int(r, 4);
 	c->info.creator = c->creator = xstrdup(sess_str_of(r->element[5]));
 	if (c->op == S_HEARTBEAT) {
-		/* the lease counted from the sending, as a lock's heartbeat
-		 * answers it: a stalled Redis never makes a client believe in
-		 * more than it has */
-		c->info.lease_ms = locks_lease_left(c->info.lease_ms, c->sent_ms);
 		c->ends_ms = locks_elem_int(r, 7);
 		sess_count_keep(c, c->creator, "touch");
 		sess_renew_next(c);
@@ -462,6 +458,22 @@ static void sess_each_holding(struct sess_call *c,
 	}
 }
 
+/* A heartbeat's end: its answer's lease_ms is the session's lease left,
+ * counted from the sending, as a lock heartbeat's ttl_ms is (a stalled
+ * Redis never makes a client believe in more than it has). None left:
+ * the session's lease is over as far as dlockd can count (Redis, which
+ * counts from when it ran the call, may keep it a moment yet), and its
+ * holdings were renewed to its end at most. */
+static void sess_beat_finish(struct sess_call *c, enum lock_result r)
+{
+	if (r == LOCK_OK) {
+		c->info.lease_ms = locks_lease_left(c->info.lease_ms, c->sent_ms);
+		if (c->info.lease_ms == 0)
+			r = LOCK_NOT_HELD;
+	}
+	sess_finish(c, r);
+}
+
 /* Every holding renewed, or not: drop the gone ones from the session. */
 static void sess_on_renewed(void *ctx, enum lock_result r, struct session_renew_item *items,
 			    size_t n)
@@ -476,7 +488,7 @@ static void sess_on_renewed(void *ctx, enum lock_result r, struct session_renew_
 			sess_record_run(sess_call_new(c->b, S_DROP, c->id, NULL, NULL), h, 0, false);
 	}
 	free(items);
-	sess_finish(c, r);
+	sess_beat_finish(c, r);
 }
 
 /* c's holdings as session_renew.h takes them (free() them). */
@@ -497,7 +509,7 @@ static struct session_renew_item *sess_renew_items(const struct sess_call *c)
 static void sess_renew_next(struct sess_call *c)
 {
 	if (!c->info.n) {
-		sess_finish(c, LOCK_OK);
+		sess_beat_finish(c, LOCK_OK);
 		return;
 	}
 	session_renew_holdings(c->b, sess_renew_items(c), c->info.n, c->creator, c->info.ttl_ms,

@@ -52,7 +52,8 @@ struct section {
 	int hb_after;		/* first 200/409 to a heartbeat sent after the event */
 	bool lost, ran_out;
 	int64_t unseen_sent;	/* the client's earliest acquire of this name that got
-				 * no answer was sent then (0: none) */
+				 * no answer (or a 503, unless probed) was sent then
+				 * (0: none) */
 };
 
 struct load {
@@ -455,7 +456,12 @@ static void one_round(struct client *c, long round)
 	}
 	if (st != 200) {
 		count(&l->acq[st == 409 ? 1 : st == 503 ? 2 : st < 0 ? 3 : 4]);
-		if (st < 0 && !c->unseen[s.name])
+		/* no answer, or (unless probed) a 503, which a call in flight
+		 * as its connection broke gets though Redis may have run it
+		 * (docs/operations/failure-modes.md): with AOF its grant comes
+		 * back after a restart, and a later acquire of the owner's
+		 * finds it, with its token (seen once, a write lock's) */
+		if ((st < 0 || (st == 503 && !l->o.probe_503)) && !c->unseen[s.name])
 			c->unseen[s.name] = s.sent;
 		if (st == 503 && l->o.probe_503)
 			probe_later(c, P_ACQUIRE, &s);
