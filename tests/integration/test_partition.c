@@ -489,6 +489,34 @@ TEST(chaos_partition_slow_lossy_link_between_dlockd_and_redis)
 
 /* ----- 6. a session's heartbeat over a slow link ----- */
 
+/* From the clients' namespace: a session of ttl ms (its id into sid)
+ * holding plain lock n, through dlockd 0 (a failed CHECK: test_failed()). */
+static void session_holding(int ttl, const char *n, char *sid, size_t size)
+{
+	char path[300];
+	struct http_resp r;
+
+	snprintf(path, sizeof(path), "/sessions?ttl_ms=%d", ttl);
+	http_on(W.bases[0], "POST", path, NULL, &r);
+	CHECK_STATUS(r, 201, "a session");
+	snprintf(sid, size, "%s", json_str(&r, "session") ? json_str(&r, "session") : "");
+	http_free(&r);
+	snprintf(path, sizeof(path), "/locks/%s?session=%s", n, sid);
+	http_on(W.bases[0], "PUT", path, NULL, &r);
+	CHECK_STATUS(r, 200, "the session takes its lock");
+	http_free(&r);
+}
+
+/* PTTL of lock n and of session sid, asked in Redis' namespace. */
+static void session_left_in_redis(const char *n, const char *sid, long long *lock_left,
+				  long long *session_left)
+{
+	netns_enter(W.rns);
+	*lock_left = rcmd_int_on(&W.redis, "PTTL %s", n);
+	*session_left = rcmd_int_on(&W.redis, "PTTL dlockd_session:{%s}", sid);
+	netns_enter(NULL);
+}
+
 /* A session's heartbeat renews the session (one script), then, once that
  * is answered, its holdings (one script a slot), each to ttl_ms from when
  * it runs. Answers slow to come back from Redis put the holdings' script
@@ -508,24 +536,17 @@ static void session_heartbeat_slow_answers(void)
 	if (world_up(1, 1, NULL))
 		return;
 	netns_enter(W.cns[0]);
-	snprintf(path, sizeof(path), "/sessions?ttl_ms=%d", ttl);
-	http_on(W.bases[0], "POST", path, NULL, &r);
-	CHECK_STATUS(r, 201, "a session");
-	snprintf(sid, sizeof(sid), "%s", json_str(&r, "session") ? json_str(&r, "session") : "");
-	http_free(&r);
-	snprintf(path, sizeof(path), "/locks/%s?session=%s", n, sid);
-	http_on(W.bases[0], "PUT", path, NULL, &r);
-	CHECK_STATUS(r, 200, "the session takes its lock");
-	http_free(&r);
+	session_holding(ttl, n, sid, sizeof(sid));
+	if (test_failed()) {
+		netns_enter(NULL);
+		return;
+	}
 
 	wire_set(W.dr[0], WIRE_BA, &slow);	/* Redis' answers, d late */
 	snprintf(path, sizeof(path), "/sessions/%s/heartbeat", sid);
 	http_on(W.bases[0], "POST", path, NULL, &r);
 	netns_enter(NULL);
-	netns_enter(W.rns);
-	lock_left = rcmd_int_on(&W.redis, "PTTL %s", n);
-	session_left = rcmd_int_on(&W.redis, "PTTL dlockd_session:{%s}", sid);
-	netns_enter(NULL);
+	session_left_in_redis(n, sid, &lock_left, &session_left);
 	lease = json_int(&r, "lease_ms");
 	printf("# a session heartbeat, Redis' answers %d ms late (ttl_ms %d): %ld, lease_ms "
 	       "%lld; then the session's PTTL %lld, its lock's %lld\n", d, ttl, r.status, lease,
@@ -564,15 +585,11 @@ static void session_heartbeat_late_renewal(void)
 	if (world_up(2, 1, NULL))
 		return;
 	netns_enter(W.cns[0]);
-	snprintf(path, sizeof(path), "/sessions?ttl_ms=%d", ttl);
-	http_on(W.bases[0], "POST", path, NULL, &r);
-	CHECK_STATUS(r, 201, "a session");
-	snprintf(sid, sizeof(sid), "%s", json_str(&r, "session") ? json_str(&r, "session") : "");
-	http_free(&r);
-	snprintf(path, sizeof(path), "/locks/%s?session=%s", n, sid);
-	http_on(W.bases[0], "PUT", path, NULL, &r);
-	CHECK_STATUS(r, 200, "the session takes its lock");
-	http_free(&r);
+	session_holding(ttl, n, sid, sizeof(sid));
+	if (test_failed()) {
+		netns_enter(NULL);
+		return;
+	}
 
 	wire_set(W.dr[0], WIRE_BOTH, &slow);
 	snprintf(path, sizeof(path), "/sessions/%s/heartbeat", sid);
@@ -583,10 +600,7 @@ static void session_heartbeat_late_renewal(void)
 	http_free(&r);
 	bg_join(&late);
 	netns_enter(NULL);
-	netns_enter(W.rns);
-	lock_left = rcmd_int_on(&W.redis, "PTTL %s", n);
-	session_left = rcmd_int_on(&W.redis, "PTTL dlockd_session:{%s}", sid);
-	netns_enter(NULL);
+	session_left_in_redis(n, sid, &lock_left, &session_left);
 	printf("# heartbeat A over a %d ms link, B through another dlockd: A %ld; then the "
 	       "session's PTTL %lld, its lock's %lld\n", d, late.r.status, session_left,
 	       lock_left);
