@@ -406,6 +406,27 @@ static enum MHD_Result multi_refused(struct request *rq)
 	}
 }
 
+/* What this call took and Redis could not be told to take back: a 503,
+ * but one that says what may stand ("undone": false). */
+static enum MHD_Result multi_standing(struct request *rq)
+{
+	const struct multilock *m = rq->lock.multi;
+	json_t *standing = json_array();
+
+	for (unsigned k = 0; k < m->n; k++)
+		if (m->e[k].undo != MULTI_UNDO_NONE)
+			json_array_append_new(standing,
+					      json_pack("{s:s, s:s}", "kind",
+							sessions_kind_label(m->e[k].kind), "name",
+							m->e[k].name));
+	return reply_error(rq, ERR_BACKEND_UNAVAILABLE,
+			   json_pack("{s:b, s:o}", "undone", 0, "standing", standing),
+			   "%u of the locks this request took could not be taken back (%s): each "
+			   "may stay held by session '%s' until its lease ends, at most the "
+			   "session's; ending the session frees them", m->standing,
+			   m->undo_fault ? m->undo_fault : "redis did not answer", m->session);
+}
+
 static enum MHD_Result multi_answer(struct request *rq)
 {
 	const struct multilock *m = rq->lock.multi;
@@ -430,6 +451,8 @@ static enum MHD_Result multi_answer(struct request *rq)
 					   "request is held", m->session, (long long)m->session_count);
 		rq->lock.result = m->session_result;
 		return answered(rq);
+	case MULTI_STANDING:
+		return multi_standing(rq);
 	case MULTI_GONE:
 		return MHD_NO;
 	case MULTI_SHUTDOWN:

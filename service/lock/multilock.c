@@ -16,6 +16,9 @@
  *            --gone / shutdown ----------------------------> DONE
  *   NOTING   --every entry noted --------------------------> DONE granted
  *            --the session ended or is full: take back ----> UNDOING -> DONE session
+ *   UNDOING  --a release Redis could not be told of: again
+ *              after a pause, for up to MULTILOCK_UNDO_MS
+ *            --some still stand then ------------------------> DONE standing
  *
  * done runs exactly once, from a callback, never inside multilock_start(). */
 #include "service/lock/multilock.h"
@@ -25,6 +28,7 @@
 #include "service/base/util.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* How far a grant's lease may run past the session's before it is cut
@@ -42,24 +46,117 @@ static void finish_multi(struct multilock *m, enum multilock_outcome o)
 	m->done(m->done_ctx);
 }
 
-/* ----- Taking back what this call took ----- */
+/* ----- Taking back what this call took -----
+ *
+ * A 503 says nothing of the call stands, so every holding this call added
+ * is released before the answer. A release Redis could not be told of
+ * (unreachable, refused as late, no reply) is sent again after a pause,
+ * for up to MULTILOCK_UNDO_MS; the session forgets a holding only once
+ * its release is answered, so one that may stand stays recorded and the
+ * session's end frees it. What still stands then is answered as such
+ * (MULTI_STANDING), never as a 503 that changed nothing. */
+
+#define UNDO_PAUSE_MIN_MS 100
+#define UNDO_PAUSE_MAX_MS 1000
 
 static void wait_blocker(struct multilock *m);
+static void undo_step(struct multilock *m);
+
+static struct session_holding holding_of(const struct multilock *m,
+					 const struct multilock_entry *e)
+{
+	return (struct session_holding){ .kind = e->kind, .name = e->name, .owner = m->session,
+					 .token = e->token };
+}
 
 static void undone(void *ctx, enum lock_result r, const struct lock_state *st)
 {
-	struct multilock *m = ctx;
+	struct multilock_entry *e = ctx;
+	struct multilock *m = e->m;
+	const struct session_holding h = holding_of(m, e);
 
-	(void)st;
-	if (r != LOCK_OK && r != LOCK_NOT_HELD)
-		log_warn("multi-lock of session %s: a holding could not be taken back (result "
-			 "%d); it ends with its lease", m->session, (int)r);
+	switch (r) {
+	case LOCK_BACKEND_DOWN:	/* nothing changed, or no reply: try again */
+		m->undo_fault = st->fault;
+		break;
+	case LOCK_SCRIPT_ERROR:	/* trying again will not help */
+		m->undo_fault = st->fault;
+		e->undo = MULTI_UNDO_STUCK;
+		break;
+	default:		/* released, or no longer the session's holding */
+		e->undo = MULTI_UNDO_NONE;
+		sessions_forget(m->b, m->session, &h);
+		break;
+	}
+	undo_step(m);
+}
+
+/* Release every entry still to be taken back. */
+static void send_undos(struct multilock *m)
+{
+	m->pending = 1;		/* held until every release is sent */
+	for (unsigned k = 0; k < m->n; k++) {
+		struct multilock_entry *e = &m->e[k];
+
+		if (e->undo != MULTI_UNDO_RETRY)
+			continue;
+		m->pending++;
+		locks_release(m->b, e->kind, e->name, m->session, m->principal, undone, e);
+	}
+	/* the first release's callback comes later, never inside locks_release */
+	undo_step(m);
+}
+
+static void undo_again(struct loop *l, struct loop_timer *t)
+{
+	(void)l;
+	send_undos(container_of(t, struct multilock, undo_timer));
+}
+
+/* Entries whose take-back is in state undo. */
+static unsigned undo_count(const struct multilock *m, unsigned undo)
+{
+	unsigned c = 0;
+
+	for (unsigned k = 0; k < m->n; k++)
+		c += m->e[k].undo == undo;
+	return c;
+}
+
+/* One answer of a round of releases is in: once all are, try the ones
+ * Redis could not be told of again, or go on. */
+static void undo_step(struct multilock *m)
+{
+	int64_t now = now_ms();
+
 	if (--m->pending)
 		return;
-	if (m->after == MULTI_NO_OUTCOME)
+	if (undo_count(m, MULTI_UNDO_RETRY) && now + m->undo_pause_ms < m->undo_until_ms) {
+		loop_timer_set(m->b->loop, &m->undo_timer, now + m->undo_pause_ms);
+		m->undo_pause_ms = m->undo_pause_ms * 2 < UNDO_PAUSE_MAX_MS ? m->undo_pause_ms * 2
+									  : UNDO_PAUSE_MAX_MS;
+		return;
+	}
+	m->standing = m->n - undo_count(m, MULTI_UNDO_NONE);
+	if (m->standing) {
+		for (unsigned k = 0; k < m->n; k++) {
+			const struct session_holding h = holding_of(m, &m->e[k]);
+
+			if (m->e[k].undo == MULTI_UNDO_NONE)
+				continue;
+			/* recorded, if it was not: the session's end frees it */
+			sessions_record(m->b, m->session, &h, m->holdings_cap, NULL, NULL);
+			log_warn("multi-lock of session %s: %s '%s' could not be taken back (%s); "
+				 "it stands to its lease end at most, or the session's end",
+				 m->session, sessions_kind_label(m->e[k].kind), m->e[k].name,
+				 m->undo_fault ? m->undo_fault : "redis did not answer");
+		}
+		finish_multi(m, MULTI_STANDING);
+	} else if (m->after == MULTI_NO_OUTCOME) {
 		wait_blocker(m);
-	else
+	} else {
 		finish_multi(m, m->after);
+	}
 }
 
 /* Take back every holding this call added (a release: the session holds
@@ -70,24 +167,18 @@ static void take_back(struct multilock *m, enum multilock_outcome after)
 {
 	m->phase = ML_UNDOING;
 	m->after = after;
-	m->pending = 1;		/* held until every undo is sent */
+	m->undo_until_ms = now_ms() + MULTILOCK_UNDO_MS;
+	m->undo_pause_ms = UNDO_PAUSE_MIN_MS;
 	for (unsigned k = 0; k < m->n; k++) {
 		struct multilock_entry *e = &m->e[k];
-
-		const struct session_holding h = { .kind = e->kind, .name = e->name,
-						   .owner = m->session, .token = e->token };
 
 		if (!e->taken)
 			continue;
 		e->taken = false;
-		m->pending++;
-		locks_release(m->b, e->kind, e->name, m->session, m->principal, undone, m);
-		/* recorded as it was taken: after the release (the same
-		 * connection, in order), no longer the session's */
-		sessions_forget(m->b, m->session, &h);
+		e->undo = MULTI_UNDO_RETRY;
+		e->m = m;
 	}
-	/* the first release's callback comes later, never inside locks_release */
-	undone(m, LOCK_OK, NULL);
+	send_undos(m);
 }
 
 /* ----- Passes ----- */
@@ -326,6 +417,7 @@ static void wait_blocker(struct multilock *m)
 void multilock_start(struct multilock *m)
 {
 	loop_task_init(&m->task, after_wait, m);
+	loop_timer_init(&m->undo_timer, undo_again);
 	m->deadline_ms = now_ms() + m->wait_ms;
 	multi_read_session(m);
 }
@@ -337,28 +429,59 @@ void multilock_session_ended(struct multilock *m)
 		acquire_cancel(&m->acq, LOCK_NOT_HELD);
 }
 
+/* A holding of an undelivered grant, taken back after its request (and
+ * m) is gone: what the release's answer needs. */
+struct undelivered {
+	const struct backend *b;
+	struct session_holding h;
+	char *session;
+	char name[];
+};
+
+static void undelivered_released(void *ctx, enum lock_result r, const struct lock_state *st)
+{
+	struct undelivered *u = ctx;
+
+	if (r == LOCK_BACKEND_DOWN || r == LOCK_SCRIPT_ERROR)
+		log_warn("multi-lock of session %s: %s '%s' of a grant not delivered could not be "
+			 "taken back (%s); it stands to its lease end at most, or the session's "
+			 "end", u->session, sessions_kind_label(u->h.kind), u->name,
+			 st->fault ? st->fault : "redis did not answer");
+	else	/* released: no longer the session's */
+		sessions_forget(u->b, u->session, &u->h);
+	free(u->session);
+	free(u);
+}
+
+/* Release e, and once that is answered drop it from the session's record
+ * (if the release fails it stays recorded: the session's end frees it). */
+static void release_undelivered(const struct multilock *m, struct multilock_entry *e)
+{
+	size_t len = strlen(e->name) + 1;
+	struct undelivered *u = xcalloc(1, sizeof(*u) + len);
+
+	memcpy(u->name, e->name, len);
+	u->b = m->b;
+	u->session = xstrdup(m->session);
+	u->h = (struct session_holding){ .kind = e->kind, .name = u->name, .owner = u->session,
+					 .token = e->token };
+	e->taken = false;
+	locks_release(m->b, e->kind, e->name, m->session, m->principal, undelivered_released, u);
+}
+
 void multilock_end(struct multilock *m, bool delivered)
 {
 	if (m->phase == ML_IDLE)
 		return;
+	loop_timer_stop(m->b->loop, &m->undo_timer);
 	if (m->phase == ML_WAITING) {	/* a closed connection under a waiting call */
 		loop_cancel(m->b->loop, &m->task);
 		acquire_end(&m->acq, false);
 	}
 	if (m->phase == ML_DONE && m->outcome == MULTI_GRANTED && !delivered) {
-		for (unsigned k = 0; k < m->n; k++) {
-			struct multilock_entry *e = &m->e[k];
-
-			const struct session_holding h = { .kind = e->kind, .name = e->name,
-							   .owner = m->session, .token = e->token };
-
-			if (e->taken) {	/* released, then no longer the session's */
-				locks_release(m->b, e->kind, e->name, m->session, m->principal, NULL,
-					      NULL);
-				sessions_forget(m->b, m->session, &h);
-			}
-			e->taken = false;
-		}
+		for (unsigned k = 0; k < m->n; k++)
+			if (m->e[k].taken)
+				release_undelivered(m, &m->e[k]);
 		log_info("answer to the multi-lock of session %s was not delivered; taking it "
 			 "back", m->session);
 	}

@@ -27,12 +27,18 @@
 struct backend;
 
 /* One lock of the set. */
+/* An entry's take-back: none, tried (again while Redis could not be
+ * told), or given up on (a script failure: trying again will not help). */
+enum { MULTI_UNDO_NONE, MULTI_UNDO_RETRY, MULTI_UNDO_STUCK };
+
 struct multilock_entry {
 	enum lock_kind kind;
 	const char *name;		/* borrowed: must outlive the call */
 	int64_t limit;			/* a semaphore's */
 	/* the machine's */
 	bool taken;			/* this call added the holding */
+	unsigned char undo;		/* MULTI_UNDO_*: being taken back */
+	struct multilock *m;		/* while undo: the machine */
 	int64_t token;			/* held: its fencing token */
 	int64_t ttl_ms;			/* held: its lease left */
 };
@@ -47,6 +53,14 @@ enum multilock_outcome {
 				 * LOCK_NOT_HELD no such session,
 				 * LOCK_TOO_MANY_HOLDS past its cap, or a
 				 * failure): none taken by this call */
+	MULTI_STANDING,		/* what this call took could not all be taken
+				 * back (Redis could not be told, for
+				 * MULTILOCK_UNDO_MS): standing entries (undo
+				 * not MULTI_UNDO_NONE) may hold to their
+				 * lease end, at most the session's; each was
+				 * recorded in the session (if Redis took
+				 * that), so the session's end frees it;
+				 * undo_fault says why, NULL no reply */
 	MULTI_GONE,		/* the client hung up while it waited */
 	MULTI_SHUTDOWN,		/* dlockd is stopping */
 };
@@ -73,6 +87,8 @@ struct multilock {
 					 * lease left, -1 none */
 	enum lock_result session_result;	/* MULTI_SESSION */
 	int64_t session_count;		/* LOCK_TOO_MANY_HOLDS: the holdings counted */
+	unsigned standing;		/* MULTI_STANDING: how many entries */
+	const char *undo_fault;		/* MULTI_STANDING: the last failure (static) */
 
 	/* The machine's own. */
 	int phase;
@@ -85,7 +101,13 @@ struct multilock {
 	struct acquire acq;		/* waiting for the blocker */
 	bool acq_used;
 	struct loop_task task;		/* goes on after the acquire machine's done */
+	struct loop_timer undo_timer;	/* the next try of a take-back */
+	int64_t undo_until_ms;		/* no try of a take-back starts after this */
+	int64_t undo_pause_ms;		/* before the next try */
 };
+
+/* How long a take-back Redis could not be told of is tried again. */
+#define MULTILOCK_UNDO_MS 10000
 
 /* Start m; its inputs are set, the rest zeroed. done runs later, once. */
 void multilock_start(struct multilock *m);
