@@ -403,6 +403,9 @@ static enum MHD_Result session_renew_answer(struct request *rq)
  * that did not may have been taken just before a heartbeat renewed the
  * session: its lease is set to the session's now (ttl_ms, from the
  * record), so it ends with the session, no later and no sooner. */
+static void session_grant_undone(void *ctx, enum lock_result r, const struct lock_state *st);
+static enum MHD_Result session_unrecorded_answer(struct request *rq);
+
 static enum MHD_Result session_record_answer(struct request *rq)
 {
 	const struct acquire *a = &rq->lock.acquire;
@@ -426,9 +429,43 @@ static enum MHD_Result session_record_answer(struct request *rq)
 				   "another owner, or none (the session id)", rq->lock.params.owner,
 				   locks_kind_label(rq->route.kind), rq->name,
 				   rq->lock.params.session);
-	if (a->state.added)	/* a hold this request added: give it back */
-		locks_release(rq->backend, rq->route.kind, rq->name, rq->lock.params.owner,
-			      rq->principal, NULL, NULL);
+	if (a->state.added) {	/* a hold this request added: give it back first */
+		locks_undo(rq->backend, rq->route.kind, rq->name, rq->lock.params.owner,
+			   a->state.change, session_grant_undone, rq);
+		return server_suspend(rq, session_unrecorded_answer);
+	}
+	return session_unrecorded_answer(rq);
+}
+
+/* The grant this request added is taken back, or could not be (Redis not
+ * told within the undo's patience): in a->state.undone. */
+static void session_grant_undone(void *ctx, enum lock_result r, const struct lock_state *st)
+{
+	struct request *rq = ctx;
+
+	rq->lock.acquire.state.undone = r == LOCK_OK && st->undone;
+	server_resume(rq);
+}
+
+/* Why the session did not record the grant (rq->lock.result), once what
+ * the request added is taken back -- or, if it could not be, that it may
+ * stand: a 503 that says nothing changed must not be one that did. */
+static enum MHD_Result session_unrecorded_answer(struct request *rq)
+{
+	const struct acquire *a = &rq->lock.acquire;
+	enum lock_result r = rq->lock.result;
+
+	if (a->state.added && !a->state.undone)
+		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, json_pack("{s:b}", "undone", 0),
+				   "%s '%s' was granted to '%s', but session '%s' could not "
+				   "record it (%s), and it was not taken back (redis could not be "
+				   "told, or a later call of the owner changed it): it may stay "
+				   "held until its lease ends, or a release by its owner",
+				   locks_kind_label(rq->route.kind), rq->name,
+				   rq->lock.params.owner, rq->lock.params.session,
+				   r == LOCK_NOT_HELD ? "it ended" :
+				   r == LOCK_TOO_MANY_HOLDS ? "it is full" :
+				   rq->lock.state.fault ? rq->lock.state.fault : "redis did not answer");
 	if (r == LOCK_NOT_HELD)
 		return reply_no_session(rq);
 	if (r == LOCK_TOO_MANY_HOLDS)
