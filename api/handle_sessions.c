@@ -423,7 +423,8 @@ static enum MHD_Result multi_standing(struct request *rq)
 			   json_pack("{s:b, s:o}", "undone", 0, "standing", standing),
 			   "%u of the locks this request took could not be taken back (%s): each "
 			   "may stay held by session '%s' until its lease ends, at most the "
-			   "session's; ending the session frees them", m->standing,
+			   "session's; repeating the request takes them with the rest, and ending "
+			   "the session frees those it lists", m->standing,
 			   m->undo_fault ? m->undo_fault : "redis did not answer", m->session);
 }
 

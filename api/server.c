@@ -1176,7 +1176,9 @@ void server_free(void)
 	for (unsigned i = 0; i < nloops; i++) {
 		struct http_loop *h = &loops[i];
 
-		if (h->loop)	/* the loop never ran, or never stopped its daemons */
+		/* the loop never ran, or never stopped its daemons; not with
+		 * requests still suspended (left to the exit: MHD aborts) */
+		if (h->loop && h->awaiting == 0)
 			daemons_stop(h);
 		loop_timer_stop(h->loop, &h->linger);
 		loop_timer_stop(h->loop, &h->stop_poll);

@@ -24,6 +24,7 @@
 #include "service/lock/multilock.h"
 
 #include "service/lock/backend.h"
+#include "service/lock/waiters.h"
 #include "service/base/log.h"
 #include "service/base/util.h"
 
@@ -83,7 +84,13 @@ static void undone(void *ctx, enum lock_result r, const struct lock_state *st)
 		m->undo_fault = st->fault;
 		e->undo = MULTI_UNDO_STUCK;
 		break;
-	default:		/* released, or no longer the session's holding */
+	case LOCK_OK:
+		e->undo = MULTI_UNDO_NONE;
+		if (e->change && !st->undone)
+			break;	/* a later call of the session changed it: its own now */
+		sessions_forget(m->b, m->session, &h);
+		break;
+	default:		/* not held, or no longer the session's holding */
 		e->undo = MULTI_UNDO_NONE;
 		sessions_forget(m->b, m->session, &h);
 		break;
@@ -101,7 +108,10 @@ static void send_undos(struct multilock *m)
 		if (e->undo != MULTI_UNDO_RETRY)
 			continue;
 		m->pending++;
-		locks_release(m->b, e->kind, e->name, m->session, m->principal, undone, e);
+		if (e->change)	/* only while the grant is the holding's last change */
+			locks_undo(m->b, e->kind, e->name, m->session, e->change, undone, e);
+		else
+			locks_release(m->b, e->kind, e->name, m->session, m->principal, undone, e);
 	}
 	/* the first release's callback comes later, never inside locks_release */
 	undo_step(m);
@@ -131,7 +141,8 @@ static void undo_step(struct multilock *m)
 
 	if (--m->pending)
 		return;
-	if (undo_count(m, MULTI_UNDO_RETRY) && now + m->undo_pause_ms < m->undo_until_ms) {
+	if (undo_count(m, MULTI_UNDO_RETRY) && now + m->undo_pause_ms < m->undo_until_ms &&
+	    !waiters_shutting_down()) {
 		loop_timer_set(m->b->loop, &m->undo_timer, now + m->undo_pause_ms);
 		m->undo_pause_ms = m->undo_pause_ms * 2 < UNDO_PAUSE_MAX_MS ? m->undo_pause_ms * 2
 									  : UNDO_PAUSE_MAX_MS;
@@ -159,10 +170,11 @@ static void undo_step(struct multilock *m)
 	}
 }
 
-/* Take back every holding this call added (a release: the session holds
- * each once, and a cut lease made the grant's own change number stale
- * for locks_undo), then wait for the blocker
- * (after MULTI_NO_OUTCOME) or end with after. */
+/* Take back every holding this call added -- the grant's own change
+ * (locks_undo), so that a later call of the session (a retry, a single
+ * acquire with session=) keeps what it was answered; a release when that
+ * number is unknown (no answer) or stale (the blocker's lease was cut) --
+ * then wait for the blocker (after MULTI_NO_OUTCOME) or end with after. */
 static void take_back(struct multilock *m, enum multilock_outcome after)
 {
 	m->phase = ML_UNDOING;
@@ -209,10 +221,12 @@ static void cut(void *ctx, enum lock_result r, const struct lock_state *st)
 	struct multilock *m = ctx;
 
 	(void)st;
-	if (r == LOCK_OK)
+	if (r == LOCK_OK) {
 		m->e[m->i].ttl_ms = m->left_ms;
-	else
+		m->e[m->i].change = 0;	/* the renewal is a change of its own */
+	} else {
 		m->e[m->i].taken = false;
+	}
 	m->i = 0;
 	try_next(m);
 }
@@ -221,8 +235,11 @@ static void cut(void *ctx, enum lock_result r, const struct lock_state *st)
 static void multi_note(struct multilock *m, const struct multilock_entry *e, int64_t token,
 		       session_fn done)
 {
+	/* never a repeat that must be listed: the owner is the session id,
+	 * so a holding of it is the session's (one a failure left unlisted
+	 * is listed again) */
 	const struct session_holding h = { .kind = e->kind, .name = e->name, .owner = m->session,
-					   .token = token, .repeat = !e->taken };
+					   .token = token };
 
 	sessions_record(m->b, m->session, &h, m->holdings_cap, done, m);
 }
@@ -240,9 +257,11 @@ static void multi_session_read(void *ctx, enum lock_result r, const struct sessi
 		return;
 	}
 	count = (int64_t)s->n;
-	for (unsigned k = 0; k < m->n; k++)
-		if (!multi_listed(s, m, &m->e[k]))
+	for (unsigned k = 0; k < m->n; k++) {
+		m->e[k].had = multi_listed(s, m, &m->e[k]);
+		if (!m->e[k].had)
 			count++;
+	}
 	if (count > m->holdings_cap) {
 		m->session_result = LOCK_TOO_MANY_HOLDS;
 		m->session_count = count;
@@ -274,6 +293,7 @@ static void multi_tried(void *ctx, enum lock_result r, const struct lock_state *
 	if (r == LOCK_OK) {
 		if (st->added) {
 			e->taken = true;
+			e->change = st->change;
 			/* recorded at once, so that the session's end frees it
 			 * even when Redis stops before the set is whole (a 503
 			 * whose take-back cannot reach Redis either) */
@@ -287,8 +307,14 @@ static void multi_tried(void *ctx, enum lock_result r, const struct lock_state *
 	}
 	m->blocker = m->i;
 	m->holder_ttl_ms = st->ttl_ms;
-	if (r == LOCK_UNCONFIRMED && !st->undone)
+	if (r == LOCK_UNCONFIRMED && !st->undone) {
 		e->taken = true;	/* a grant too few replicas had may stand */
+		e->change = 0;
+	}
+	if (r == LOCK_BACKEND_DOWN && !e->had) {
+		e->taken = true;	/* no answer: it may have run */
+		e->change = 0;
+	}
 	if (r == LOCK_HELD && now_ms() < m->deadline_ms)
 		take_back(m, MULTI_NO_OUTCOME);
 	else
@@ -358,8 +384,10 @@ static void after_wait(struct loop *l, void *data)
 	acquire_end(a, true);
 	switch (a->outcome) {
 	case ACQUIRE_GRANTED:
-		if (a->state.added)
+		if (a->state.added) {
 			e->taken = true;
+			e->change = a->state.change;
+		}
 		e->token = a->state.token;
 		e->ttl_ms = a->state.ttl_ms;
 		multi_read_session(m);
@@ -373,8 +401,10 @@ static void after_wait(struct loop *l, void *data)
 		m->result = a->result;
 		m->state = a->state;
 		m->holder_ttl_ms = a->holder_ttl_ms;
-		if (a->result == LOCK_UNCONFIRMED && !a->state.undone)
+		if (a->result == LOCK_UNCONFIRMED && !a->state.undone) {
 			e->taken = true;	/* it may stand: released with the rest */
+			e->change = 0;
+		}
 		take_back(m, MULTI_REFUSED);
 		return;
 	case ACQUIRE_GONE:
@@ -391,6 +421,11 @@ static void wait_blocker(struct multilock *m)
 	struct multilock_entry *e = &m->e[m->blocker];
 	int64_t left = m->deadline_ms - now_ms();
 
+	if (m->session_ended) {	/* heard during the pass or its take-back */
+		m->session_result = LOCK_NOT_HELD;
+		finish_multi(m, MULTI_SESSION);
+		return;
+	}
 	if (left <= 0) {
 		finish_multi(m, MULTI_REFUSED);
 		return;
@@ -434,6 +469,7 @@ void multilock_session_ended(struct multilock *m)
 struct undelivered {
 	const struct backend *b;
 	struct session_holding h;
+	int64_t change;			/* undone, or 0: released */
 	char *session;
 	char name[];
 };
@@ -447,14 +483,15 @@ static void undelivered_released(void *ctx, enum lock_result r, const struct loc
 			 "taken back (%s); it stands to its lease end at most, or the session's "
 			 "end", u->session, sessions_kind_label(u->h.kind), u->name,
 			 st->fault ? st->fault : "redis did not answer");
-	else	/* released: no longer the session's */
+	else if (!(r == LOCK_OK && u->change && !st->undone))	/* no longer the session's */
 		sessions_forget(u->b, u->session, &u->h);
 	free(u->session);
 	free(u);
 }
 
-/* Release e, and once that is answered drop it from the session's record
- * (if the release fails it stays recorded: the session's end frees it). */
+/* Take e back (as take_back does), and once that is answered drop it from
+ * the session's record (if it fails it stays recorded: the session's end
+ * frees it). */
 static void release_undelivered(const struct multilock *m, struct multilock_entry *e)
 {
 	size_t len = strlen(e->name) + 1;
@@ -465,8 +502,13 @@ static void release_undelivered(const struct multilock *m, struct multilock_entr
 	u->session = xstrdup(m->session);
 	u->h = (struct session_holding){ .kind = e->kind, .name = u->name, .owner = u->session,
 					 .token = e->token };
+	u->change = e->change;
 	e->taken = false;
-	locks_release(m->b, e->kind, e->name, m->session, m->principal, undelivered_released, u);
+	if (u->change)	/* only while the grant is the holding's last change */
+		locks_undo(m->b, e->kind, e->name, m->session, u->change, undelivered_released, u);
+	else
+		locks_release(m->b, e->kind, e->name, m->session, m->principal,
+			      undelivered_released, u);
 }
 
 void multilock_end(struct multilock *m, bool delivered)

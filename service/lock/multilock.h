@@ -36,7 +36,12 @@ struct multilock_entry {
 	const char *name;		/* borrowed: must outlive the call */
 	int64_t limit;			/* a semaphore's */
 	/* the machine's */
-	bool taken;			/* this call added the holding */
+	bool taken;			/* this call added the holding (or may have:
+					 * its acquire had no answer) */
+	bool had;			/* the session listed it at the last read */
+	int64_t change;			/* taken: the grant's change number, which
+					 * the take-back undoes (locks_undo); 0:
+					 * unknown or stale, released instead */
 	unsigned char undo;		/* MULTI_UNDO_*: being taken back */
 	struct multilock *m;		/* while undo: the machine */
 	int64_t token;			/* held: its fencing token */

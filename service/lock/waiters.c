@@ -1192,6 +1192,11 @@ static void run_shutdown(struct loop *l, void *data)
 	on_shutdown(data);
 }
 
+bool waiters_shutting_down(void)
+{
+	return atomic_load(&R.shutting_down);
+}
+
 void waiters_shutdown_all(void)
 {
 	atomic_store(&R.shutting_down, true);

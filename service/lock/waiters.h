@@ -153,6 +153,8 @@ bool waiters_owners_waiting(void);
 /* Wake every sleeper of every loop with WAKE_SHUTDOWN; later sleeps wake
  * at once. */
 void waiters_shutdown_all(void);
+/* waiters_shutdown_all() was called: dlockd is stopping. */
+bool waiters_shutting_down(void);
 /* Joined waiters over all loops, sleeping or not, watchers included. */
 unsigned waiters_count_all(void);
 /* ... of which watchers (WAITER_WATCH). */
