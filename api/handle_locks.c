@@ -320,7 +320,8 @@ static enum MHD_Result acquire_begin(struct request *rq)
 		.principal = rq->principal,
 		.reentrant = p->reentrant,
 		.ttl_ms = p->ttl_ms,
-		.extras = { .limit = p->limit, .value = (p->given & P_VALUE) ? p->value : NULL },
+		.extras = { .limit = p->limit, .value = (p->given & P_VALUE) ? p->value : NULL,
+			    .ends_ms = p->ends_ms },
 		.wait_ms = p->wait_ms,
 		.fd = server_client_fd(rq),
 		.done = machine_done,
@@ -352,6 +353,8 @@ static void session_step_done(void *ctx, enum lock_result r, const struct sessio
 	rq->lock.result = r;
 	if (r == LOCK_OK)
 		rq->lock.params.ttl_ms = s->lease_ms;
+	if (r == LOCK_OK && s->ends_ms)	/* the read's; a record tells none */
+		rq->lock.params.ends_ms = s->ends_ms;
 	else if (r == LOCK_TOO_MANY_HOLDS)
 		rq->lock.state.others = s->cap_n;
 	server_resume(rq);

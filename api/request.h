@@ -51,6 +51,9 @@ struct params {
 	bool reentrant;
 	int64_t index;
 	int64_t limit;
+	int64_t ends_ms;		/* with session=: the session's end, in Redis'
+					 * clock (0: unknown), which the grant's lease
+					 * never passes */
 	/* those seldom given, allocated as long as given (NULL: not given),
 	 * freed by params_free(): a waiting request is not charged 1.7 KiB
 	 * for text it seldom has (params_prefix, params_label: "" for NULL) */

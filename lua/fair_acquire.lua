@@ -16,6 +16,8 @@
           caller without a live place is not added past it
   ARGV[7] (unused: read holds' caps)
   ARGV[8] "1": ARGV[9] is the holder value to keep; "0": none given
+  ARGV[10] the lease never runs past this (Redis' clock, ms: a session's
+          end); "0": no bound
   Returns {1, token, holds, pttl, added, change}
                                    held (as in lock_acquire.lua: the
                                    holding's token, added 0 for a repeat,
@@ -56,7 +58,7 @@ if head == nil then
 elseif not owners_ok(KEYS[6], kind) then
   return {-3}
 end
-local lease = tonumber(ARGV[1])
+local lease = bounded_lease(ARGV[1], ARGV[10])
 local take = kind == 'none' and (not head or head == owner)
 local reenter = kind ~= 'none' and field_of(fields, owner) ~= nil
 if reenter and owners_refused(KEYS[6], owner, ARGV[5]) then

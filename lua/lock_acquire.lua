@@ -13,6 +13,8 @@
   ARGV[5] the caller's token name (principal); "" with auth off
   ARGV[6], ARGV[7] (unused: read holds' caps)
   ARGV[8] "1": ARGV[9] is the holder value to keep; "0": none given
+  ARGV[10] the lease never runs past this (Redis' clock, ms: a session's
+          end); "0": no bound
   Returns {1, token, holds, pttl, added, change}
                                    held; token is the holding's, the same for
                                    every repeat and re-entry while it lasts;
@@ -34,7 +36,7 @@
                                    and its refusal writes nothing)
   A repeat or re-entry never shortens the lease: it becomes
   max(remaining, lease). ]]
-local owner, lease, principal = ARGV[2], tonumber(ARGV[1]), ARGV[5]
+local owner, lease, principal = ARGV[2], bounded_lease(ARGV[1], ARGV[10]), ARGV[5]
 local refusal, kind, fields, left = acquire_refusal(KEYS[1], 'lock', owner)
 if refusal then
   return refusal

@@ -17,6 +17,8 @@
   ARGV[7] the most live read holds N may have, all readers' (Redisson's
           included)
   ARGV[8] "1": ARGV[9] is the holder value to keep; "0": none given
+  ARGV[10] the lease never runs past this (Redis' clock, ms: a session's
+          end); "0": no bound
   Returns {1, token, holds, pttl, added, change}
                                    held; token is the read holding's (the
                                    same while the owner reads); pttl of N,
@@ -43,7 +45,7 @@
   one already reading may re-enter. Expired read holds are dropped first.
   The caps keep what one client can pile up on N, and so what every call
   on N costs Redis (one PTTL per hold), bounded. ]]
-local owner, lease, principal = ARGV[2], tonumber(ARGV[1]), ARGV[5]
+local owner, lease, principal = ARGV[2], bounded_lease(ARGV[1], ARGV[10]), ARGV[5]
 local refusal, kind, fields = acquire_refusal(KEYS[1], 'rw', owner, KEYS[2], KEYS[4], 'zset')
 -- a free lock nobody waits to write: the holders' hash is checked by the
 -- grant's first write (owners_open)

@@ -15,6 +15,8 @@
           caller without a live registration is not added past it
   ARGV[7] (unused: read holds' caps)
   ARGV[8] "1": ARGV[9] is the holder value to keep; "0": none given
+  ARGV[10] the lease never runs past this (Redis' clock, ms: a session's
+          end); "0": no bound
   Returns {1, token, holds, pttl, added, change}
                                    held; token is the write holding's (the
                                    same while the owner writes); added 0 for
@@ -36,7 +38,7 @@
   there): a holding of its own (field <owner>:write, token of its own).
   A repeat or re-entry never shortens the lease. Expired read holds are
   dropped first. ]]
-local owner, lease, principal = ARGV[2], tonumber(ARGV[1]), ARGV[5]
+local owner, lease, principal = ARGV[2], bounded_lease(ARGV[1], ARGV[10]), ARGV[5]
 local refusal, kind, fields = acquire_refusal(KEYS[1], 'rw', owner, KEYS[2], KEYS[4], 'zset')
 if refusal then
   return refusal

@@ -12,6 +12,8 @@
   ARGV[4] the limit the caller gives  ARGV[5] the caller's token name ("": auth off)
   ARGV[6] "1": ARGV[7] is the holder value to keep; "0": none given (a
           repeat keeps the value it had)
+  ARGV[8] the lease never runs past this (Redis' clock, ms: a session's
+          end); "0": no bound
   Returns {1, token, 1, pttl, added, change}
                                    held: token is the permit's, the same for
                                    every repeat; pttl the lease now in force;
@@ -32,7 +34,7 @@
   The semaphore is made with ARGV[4] permits when N is absent (less the
   permits out, Redisson's). Permits past their lease end are taken back
   first, and their count published. ]]
-local lease, owner, life = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+local lease, owner, life = bounded_lease(ARGV[1], ARGV[8]), ARGV[2], tonumber(ARGV[3])
 local limit, principal = tonumber(ARGV[4]), ARGV[5]
 local refusal = sem_refusal(KEYS[1], nil, KEYS[4], nil, KEYS[6])
 if refusal then

@@ -40,6 +40,13 @@
                               look again when it ends (a dlockd waiter arms
                               its retry timer; Redisson's listeners act on
                               0 and 1 alone and ignore it)
+  bounded_lease(lease, ends)   the lease (ms, text) to grant, no longer than
+                              the time left until ends (Redis' clock, ms;
+                              "0": no bound), at least 1 ms: a session's
+                              end, so that a grant Redis runs late never
+                              outlives its session (an end already past
+                              grants 1 ms, which dlockd counts as over and
+                              takes back)
   lease_at_least(key, lease, pttl)
                               make key live at least lease ms more (never
                               shorter than it already does); returns its
@@ -364,6 +371,14 @@ end
 
 local function tell_lease(channel, lease)
   redis.call(PUBLISH, channel, string.format('-%d', lease))
+end
+
+local function bounded_lease(lease, ends)
+  lease, ends = tonumber(lease), tonumber(ends)
+  if ends and ends > 0 and ends - now_ms() < lease then
+    lease = math.max(ends - now_ms(), 1)
+  end
+  return lease
 end
 
 local function lease_at_least(key, lease, pttl)

@@ -660,18 +660,19 @@ static void semaphore_acquire(const struct backend *b, struct call *c, int64_t t
 			      const char *owner, const char *principal,
 			      const struct lock_extras *x)
 {
-	char lease[24], life[24], limit[24];
+	char lease[24], life[24], limit[24], ends[24];
 	const char *args[] = { lease, owner, life, limit, principal,
-			       x && x->value ? "1" : "0", x && x->value ? x->value : "" };
+			       x && x->value ? "1" : "0", x && x->value ? x->value : "", ends };
 
 	decimal(lease, ttl_ms);
+	decimal(ends, x ? (long long)x->ends_ms : 0LL);
 	/* a semaphore's places are not refreshed while their waiters sleep
 	 * (nothing is ordered by them): each lasts its waiter's whole wait,
 	 * and goes when the waiter leaves */
 	decimal(life, !c->queue ? 0LL
 			     : (long long)(x && x->place_ms > 0 ? x->place_ms : queue_ttl_ms));
 	decimal(limit, x ? (long long)x->limit : 0LL);
-	run(b, c, &kinds[LOCK_KIND_SEMAPHORE].acquire, 7, args);
+	run(b, c, &kinds[LOCK_KIND_SEMAPHORE].acquire, 8, args);
 }
 
 void locks_acquire(const struct backend *b, enum lock_kind kind, const char *name,
@@ -680,10 +681,10 @@ void locks_acquire(const struct backend *b, enum lock_kind kind, const char *nam
 {
 	const struct kind_row *k = &kinds[kind];
 	struct call *c = call_new(kind, name, "acquire", done, ctx);
-	char lease[24], life[24], per_owner[24], per_lock[24], queue_cap[24];
+	char lease[24], life[24], per_owner[24], per_lock[24], queue_cap[24], ends[24];
 	const char *args[] = { lease, owner, life, (flags & LOCK_REENTRANT) ? "1" : "0",
 			       principal, per_owner, per_lock, x && x->value ? "1" : "0",
-			       x && x->value ? x->value : "" };
+			       x && x->value ? x->value : "", ends };
 
 	c->queue = (flags & LOCK_QUEUE) && k->queues;
 	c->decode = acquire_decode;
@@ -695,6 +696,7 @@ void locks_acquire(const struct backend *b, enum lock_kind kind, const char *nam
 		return;
 	}
 	decimal(lease, ttl_ms);
+	decimal(ends, x ? (long long)x->ends_ms : 0LL);
 	decimal(life, c->queue ? (long long)queue_ttl_ms : 0LL);
 	decimal(per_owner, read_holds_per_owner);
 	decimal(per_lock, read_holds_per_lock);
@@ -704,7 +706,7 @@ void locks_acquire(const struct backend *b, enum lock_kind kind, const char *nam
 	 * in ARGV[6] instead */
 	if (kind == LOCK_KIND_FAIR || kind == LOCK_KIND_WRITE)
 		args[5] = queue_cap;
-	run(b, c, &k->acquire, 9, args);
+	run(b, c, &k->acquire, 10, args);
 }
 
 void locks_dequeue_many(const struct backend *b, enum lock_kind kind, const char *name,

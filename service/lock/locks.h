@@ -45,6 +45,9 @@ struct lock_extras {
 	int64_t place_ms;	/* a semaphore's waiter: how long its place (the
 				 * count of who waits) lasts, its wait left; 0:
 				 * the queue places' life (--queue-ttl-ms) */
+	int64_t ends_ms;	/* the lease never runs past this, in Redis'
+				 * clock (a session's end: session_info's
+				 * ends_ms); 0: no bound */
 };
 
 /* How locks_acquire() acquires. */

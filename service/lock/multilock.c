@@ -269,6 +269,7 @@ static void multi_session_read(void *ctx, enum lock_result r, const struct sessi
 		return;
 	}
 	m->left_ms = s->lease_ms;
+	m->ends_ms = s->ends_ms;
 	m->i = 0;
 	m->phase = ML_TRYING;
 	for (unsigned k = 0; k < m->n; k++)
@@ -361,7 +362,8 @@ static void try_next(struct multilock *m)
 	}
 	e = &m->e[m->i];
 	locks_acquire(m->b, e->kind, e->name, m->session, m->principal, m->left_ms, 0,
-		      &(struct lock_extras){ .limit = e->limit }, multi_tried, m);
+		      &(struct lock_extras){ .limit = e->limit, .ends_ms = m->ends_ms }, multi_tried,
+		      m);
 }
 
 /* ----- Waiting for the lock in the way ----- */
@@ -440,7 +442,7 @@ static void wait_blocker(struct multilock *m)
 		.owner = m->session,
 		.principal = m->principal,
 		.ttl_ms = m->left_ms,
-		.extras = { .limit = e->limit },
+		.extras = { .limit = e->limit, .ends_ms = m->ends_ms },
 		.wait_ms = left,
 		.fd = m->fd,
 		.done = acquire_over,

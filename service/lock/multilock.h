@@ -100,6 +100,7 @@ struct multilock {
 	bool session_ended;	/* multilock_session_ended() was called */
 	int64_t deadline_ms;
 	int64_t left_ms;		/* the session's lease left at this pass */
+	int64_t ends_ms;		/* ... and its end, Redis' clock (0: unknown) */
 	unsigned i;			/* the entry being tried */
 	unsigned pending;		/* undos or notes in flight */
 	enum multilock_outcome after;	/* what to end with once taken back */

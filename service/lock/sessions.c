@@ -342,6 +342,7 @@ static void sess_on_read(void *ctx, redisReply *r)
 	c->info.name = c->name = xstrdup(sess_str_of(r->element[3]));
 	c->info.created_ms = locks_elem_int(r, 4);
 	c->info.creator = c->creator = xstrdup(sess_str_of(r->element[5]));
+	c->info.ends_ms = redis_conn_is_cluster(c->b->redis) ? 0 : locks_elem_int(r, 7);
 	if (c->op == S_HEARTBEAT) {
 		c->ends_ms = locks_elem_int(r, 7);
 		sess_count_keep(c, c->creator, "touch");

@@ -772,6 +772,58 @@ TEST(chaos_partition_a_session_grant_it_could_not_record_is_taken_back_or_said_t
 	world_down();
 }
 
+/* A grant for a session (PUT with session=) is given the session's lease
+ * left as its lease, read one call before. A call that reaches Redis late
+ * then counts that lease from later: here the way to Redis is d slow, and
+ * the holding outlived its session by about d, its lock kept from the
+ * others after the session's end (found by a probe). The grant's lease is
+ * bounded by the session's end in Redis' clock: it ends with its session,
+ * not after. Multi-locks the same (their grants go the same way). */
+static void session_grant_late_ends_with_its_session(void)
+{
+	int d = 800 * slow_factor();
+	struct wire_conf slow = { .delay_ms = d };
+	static const struct wire_conf clear;
+	const char *n = lockname("sessbound"), *m = lockname("sessbound-m");
+	char path[300], body[600], sid[64];
+	struct http_resp r;
+	long long lock_left, session_left, multi_left;
+
+	if (world_up(1, 1, NULL))
+		return;
+	netns_enter(W.cns[0]);
+	new_session(20000 * slow_factor(), sid, sizeof(sid));
+	wire_set(W.dr[0], WIRE_AB, &slow);
+	snprintf(path, sizeof(path), "/locks/%s?session=%s", n, sid);
+	http_on(W.bases[0], "PUT", path, NULL, &r);
+	CHECK_STATUS(r, 200, "the session's grant");
+	http_free(&r);
+	two_locks_body(m, lockname("sessbound-n"), body, sizeof(body));
+	snprintf(path, sizeof(path), "/sessions/%s/locks", sid);
+	http_on(W.bases[0], "PUT", path, body, &r);
+	CHECK_STATUS(r, 200, "the session's multi-lock");
+	http_free(&r);
+	netns_enter(NULL);
+	wire_set(W.dr[0], WIRE_BOTH, &clear);
+	session_left_in_redis(n, sid, &lock_left, &session_left);
+	netns_enter(W.rns);
+	multi_left = rcmd_int_on(&W.redis, "PTTL %s", m);
+	netns_enter(NULL);
+	printf("# grants for a session over a way to Redis %d ms slow: the session's PTTL %lld, "
+	       "the single grant's %lld, the multi-lock's %lld\n", d, session_left, lock_left,
+	       multi_left);
+	CHECK(lock_left > 0 && lock_left <= session_left + 5, "the single grant ends with its "
+	      "session, not after (PTTL %lld, the session's %lld)", lock_left, session_left);
+	CHECK(multi_left > 0 && multi_left <= session_left + 5, "the multi-lock's grant ends with "
+	      "its session, not after (PTTL %lld, the session's %lld)", multi_left, session_left);
+}
+
+TEST(chaos_partition_a_session_grant_redis_runs_late_ends_with_its_session)
+{
+	session_grant_late_ends_with_its_session();
+	world_down();
+}
+
 /* ----- 9. a multi-lock's take-back beside the session's other calls ----- */
 
 /* A multi-lock A of {a, b}, b in the way, and a single acquire B of a

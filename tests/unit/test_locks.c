@@ -354,7 +354,7 @@ static void test_locks__acquire_passes_lock_token_and_holders_keys(void **state)
 	assert_string_equal(last_keys[1], "redisson_lock_token:{job}");
 	assert_string_equal(last_keys[2], "dlockd_lock_owners:{job}");
 	assert_string_equal(last_keys[3], "dlockd_lock_state:{job}");
-	assert_int_equal(last_nargs, 9);
+	assert_int_equal(last_nargs, 10);
 	assert_string_equal(last_args[0], "30000");
 	assert_string_equal(last_args[1], "w1");
 	assert_string_equal(last_args[3], "0");		/* not reentrant */
@@ -902,7 +902,7 @@ static void test_locks__read_acquire_passes_the_caps_and_decodes_their_refusal(v
 	assert_int_equal(acquire(LOCK_KIND_READ, "doc", "r1", 1000, false, &st),
 			 LOCK_TOO_MANY_HOLDS);
 	assert_int_equal(last_id, SCRIPT_RW_READ_ACQUIRE);
-	assert_int_equal(last_nargs, 9);
+	assert_int_equal(last_nargs, 10);
 	assert_string_equal(last_args[5], "5");
 	assert_string_equal(last_args[6], "9");
 	assert_int_equal(st.why, LOCK_WHY_OWNER_HOLDS);
@@ -912,12 +912,12 @@ static void test_locks__read_acquire_passes_the_caps_and_decodes_their_refusal(v
 			 LOCK_TOO_MANY_HOLDS);
 	assert_int_equal(st.why, LOCK_WHY_LOCK_HOLDS);
 	assert_int_equal(st.others, 12);
-	/* every kind gets the same nine arguments; the other kinds add no read
+	/* every kind gets the same ten arguments; the other kinds add no read
 	 * holds, and a write (and a fair acquire) takes the cap on its queue in
 	 * the first cap's place */
 	canned = ints(5, 1LL, 7LL, 1LL, 1000LL, 1LL);
 	assert_int_equal(acquire(LOCK_KIND_WRITE, "doc", "w1", 1000, false, &st), LOCK_OK);
-	assert_int_equal(last_nargs, 9);
+	assert_int_equal(last_nargs, 10);
 	assert_string_equal(last_args[5], "1000");
 	locks_set_read_hold_caps(64, 256);
 }
@@ -931,7 +931,7 @@ static void test_locks__queueing_acquires_pass_the_queue_cap_and_decode_queue_fu
 	canned = ints(2, -5LL, 4LL);	/* Redisson's places may pass the cap */
 	assert_int_equal(acquire(LOCK_KIND_FAIR, "q", "f1", 1000, false, &st), LOCK_QUEUE_FULL);
 	assert_int_equal(last_id, SCRIPT_FAIR_ACQUIRE);
-	assert_int_equal(last_nargs, 9);
+	assert_int_equal(last_nargs, 10);
 	assert_string_equal(last_args[5], "3");
 	assert_int_equal(st.others, 4);
 	canned = ints(2, -5LL, 3LL);
@@ -942,7 +942,7 @@ static void test_locks__queueing_acquires_pass_the_queue_cap_and_decode_queue_fu
 	/* a plain lock has no queue: its first cap is the read holds' */
 	canned = ints(5, 1LL, 7LL, 1LL, 1000LL, 1LL);
 	assert_int_equal(acquire(LOCK_KIND_LOCK, "q2", "o", 1000, false, &st), LOCK_OK);
-	assert_int_equal(last_nargs, 9);
+	assert_int_equal(last_nargs, 10);
 	assert_string_not_equal(last_args[5], "3");
 	locks_set_fair_queue_cap(1000);
 }
