@@ -279,6 +279,8 @@ static void session_unwatch(struct request *rq)
 }
 
 /* Resumed by machine_done: answer the outcome. */
+static enum MHD_Result session_unanswered(struct request *rq);
+
 static enum MHD_Result acquire_answer(struct request *rq)
 {
 	const struct acquire *a = &rq->lock.acquire;
@@ -293,6 +295,10 @@ static enum MHD_Result acquire_answer(struct request *rq)
 	case ACQUIRE_REFUSED:
 		if (session && a->result == LOCK_NOT_HELD)	/* session_ended */
 			return reply_no_session(rq);
+		/* no answer (it may have run): not left standing unlisted */
+		if (session && a->result == LOCK_BACKEND_DOWN && !a->state.fault &&
+		    !rq->lock.session_listed)
+			return session_unanswered(rq);
 		return reply_refused(rq, a->result, &a->state);
 	case ACQUIRE_GONE:
 		return MHD_NO;
@@ -338,11 +344,25 @@ static enum MHD_Result acquire_begin(struct request *rq)
  * between the two reads, on a machine that is busy. */
 #define SESSION_LEASE_SLACK_MS 100
 
+/* How long a session grant's take-back is tried while Redis cannot be
+ * told of it (as a multi-lock's, MULTILOCK_UNDO_MS). */
+#define SESSION_TAKE_BACK_MS 10000
+
 static enum MHD_Result reply_no_session(struct request *rq)
 {
 	return reply_error(rq, ERR_SESSION_NOT_FOUND, NULL,
 			   "no session '%s': it never existed, was ended, or its lease ran out; "
 			   "nothing was taken", rq->lock.params.session);
+}
+
+/* Does session s list the holding rq asks for? */
+static bool session_lists(const struct session_info *s, const struct request *rq)
+{
+	for (size_t k = 0; k < s->n; k++)
+		if (s->holdings[k].kind == rq->route.kind && !strcmp(s->holdings[k].name, rq->name) &&
+		    !strcmp(s->holdings[k].owner, rq->lock.params.owner))
+			return true;
+	return false;
 }
 
 /* The session's read or record is in: its lease left in ttl_ms. */
@@ -351,6 +371,8 @@ static void session_step_done(void *ctx, enum lock_result r, const struct sessio
 	struct request *rq = ctx;
 
 	rq->lock.result = r;
+	if (r == LOCK_OK && rq->lock.machine == LOCK_MACHINE_NONE)	/* the read */
+		rq->lock.session_listed = session_lists(s, rq);
 	if (r == LOCK_OK)
 		rq->lock.params.ttl_ms = s->lease_ms;
 	if (r == LOCK_OK && s->ends_ms)	/* the read's; a record tells none */
@@ -480,15 +502,64 @@ static enum MHD_Result session_unrecorded_answer(struct request *rq)
 	return reply_failure(rq, r, &rq->lock.state);
 }
 
+/* A session's acquire Redis did not answer: it may have run, and a
+ * holding it made would stand unlisted in the session (its end would not
+ * free it; a repeat would be refused as held outside the session). Owned
+ * by the session's id, it is released before the 503; another owner may
+ * hold it from before, outside the session, so that is not released, and
+ * the 503 says it may stand. */
+static void session_grant_released(void *ctx, enum lock_result r, const struct lock_state *st)
+{
+	struct request *rq = ctx;
+
+	(void)st;
+	rq->lock.acquire.state.undone = r == LOCK_OK || r == LOCK_NOT_HELD;
+	server_resume(rq);
+}
+
+static enum MHD_Result session_unanswered_answer(struct request *rq)
+{
+	const struct acquire *a = &rq->lock.acquire;
+
+	if (a->state.undone)
+		return reply_refused(rq, a->result, &a->state);
+	return reply_error(rq, ERR_BACKEND_UNAVAILABLE, json_pack("{s:b}", "undone", 0),
+			   "redis did not answer the acquire of %s '%s' for session '%s': it may "
+			   "have been granted to '%s', not recorded in the session, and %s: it "
+			   "may stay held until its lease ends, or a release by its owner",
+			   locks_kind_label(rq->route.kind), rq->name, rq->lock.params.session,
+			   rq->lock.params.owner,
+			   strcmp(rq->lock.params.owner, rq->lock.params.session) ?
+			   "is not released (that owner may hold it from before)" :
+			   "could not be released");
+}
+
+static enum MHD_Result session_unanswered(struct request *rq)
+{
+	struct acquire *a = &rq->lock.acquire;
+
+	a->state.undone = false;
+	if (strcmp(rq->lock.params.owner, rq->lock.params.session))
+		return session_unanswered_answer(rq);
+	locks_release_patient(rq->backend, rq->route.kind, rq->name, rq->lock.params.owner,
+			      rq->principal, SESSION_TAKE_BACK_MS, session_grant_released, rq);
+	return server_suspend(rq, session_unanswered_answer);
+}
+
 /* A grant for a session: record it there before answering. */
 static enum MHD_Result session_record(struct request *rq)
 {
 	struct session_holding *h = &rq->lock.holding;
 
+	/* a repeat must be the session's already, unless its owner is the
+	 * session's own id: then the holding is the session's (one another
+	 * request of it has not listed yet, or a failure left unlisted) */
 	*h = (struct session_holding){ .kind = rq->route.kind, .name = rq->name,
 				       .owner = rq->lock.params.owner,
 				       .token = rq->lock.acquire.state.token,
-				       .repeat = !rq->lock.acquire.state.added };
+				       .repeat = !rq->lock.acquire.state.added &&
+						 strcmp(rq->lock.params.owner,
+							rq->lock.params.session) };
 	sessions_record(rq->backend, rq->lock.params.session, h, rq->cfg->session_holdings_max,
 			session_step_done, rq);
 	return server_suspend(rq, session_record_answer);

@@ -102,6 +102,8 @@ struct lock_call {
 	/* an acquire with session=: the session's holding, once granted
 	 * (api/handle_sessions.c records it) */
 	struct session_holding holding;
+	/* ... whether the session listed that holding when it was read */
+	bool session_listed;
 	/* ... while it waits: its session's end, heard (session_watch.h) */
 	struct session_watch *session_watch;
 };

@@ -378,7 +378,9 @@ struct call {
 	enum lock_result res;		/* ... what Redis answered, kept meanwhile;
 					 * an undo: what its caller hears */
 	struct lock_state st;
-	int64_t undo_until_ms;		/* an undo: no new try after this (0: one) */
+	int64_t undo_until_ms;		/* an undo, a patient release: no new try
+					 * after this (0: one) */
+	char *principal;		/* a patient release: its token name */
 	struct loop_timer undo_timer;	/* ... the next try */
 	const char *what;		/* "release", ... for the log */
 	char name[];
@@ -536,6 +538,7 @@ static void deliver(struct call *c, enum lock_result res, const struct lock_stat
 		log_warn("%s of %s '%s' failed (%d); the lease or queue place ends by itself",
 			 c->what, kinds[c->kind].label, c->name, (int)res);
 	free(c->owner);
+	free(c->principal);
 	free(c);
 }
 
@@ -853,6 +856,49 @@ void locks_release(const struct backend *b, enum lock_kind kind, const char *nam
 	run(b, c, &kinds[kind].release, 2, args);
 }
 
+/* ----- A release that must reach Redis ----- */
+
+static void on_patient_reply(void *arg, redisReply *r);
+
+static void patient_send(struct call *c)
+{
+	const char *args[] = { c->owner, c->principal };
+
+	run_to(c->b, c, &kinds[c->kind].release, 2, args, on_patient_reply);
+}
+
+/* Its answer: one that says Redis could not be told (or none) is tried
+ * again while there is patience left. */
+static void on_patient_reply(void *arg, redisReply *r)
+{
+	struct call *c = arg;
+	struct lock_state st = { 0 };
+	enum lock_result res = check_reply(r, c, &st);
+
+	if (res == LOCK_OK)
+		c->decode(c, r, &res, &st);
+	if (res == LOCK_BACKEND_DOWN && now_ms() + UNDO_RETRY_MS <= c->undo_until_ms &&
+	    !waiters_shutting_down()) {
+		loop_timer_set(c->b->loop, &c->undo_timer, now_ms() + UNDO_RETRY_MS);
+		return;
+	}
+	deliver(c, res, &st);
+}
+
+void locks_release_patient(const struct backend *b, enum lock_kind kind, const char *name,
+			   const char *owner, const char *principal, int64_t patience_ms,
+			   lock_done_fn done, void *ctx)
+{
+	struct call *c = call_new(kind, name, "release", done, ctx);
+
+	c->b = b;
+	c->decode = release_decode;
+	c->owner = xstrdup(owner);
+	c->principal = xstrdup(principal);
+	c->undo_until_ms = now_ms() + patience_ms;
+	patient_send(c);
+}
+
 /* ----- Taking an acquire back ----- */
 
 static void on_undo_reply(void *arg, redisReply *r);
@@ -877,8 +923,13 @@ static void undo_send(struct call *c)
 
 static void on_undo_timer(struct loop *l, struct loop_timer *t)
 {
+	struct call *c = container_of(t, struct call, undo_timer);
+
 	(void)l;
-	undo_send(container_of(t, struct call, undo_timer));
+	if (c->principal)	/* a patient release */
+		patient_send(c);
+	else
+		undo_send(c);
 }
 
 /* Why an unconfirmed acquire's 503 says what it says (reply_failure

@@ -151,6 +151,13 @@ void locks_fair_refresh(const struct backend *b, const char *name, const char *c
  * done may be NULL: then only a failure is logged. */
 void locks_release(const struct backend *b, enum lock_kind kind, const char *name,
 		   const char *owner, const char *principal, lock_done_fn done, void *ctx);
+/* locks_release(), tried again every 100 ms while Redis cannot be told
+ * (LOCK_BACKEND_DOWN: unreachable, refused as late, no reply), for up to
+ * patience_ms: the take-back of a grant whose answer must not leave it
+ * standing. No wait for replicas. */
+void locks_release_patient(const struct backend *b, enum lock_kind kind, const char *name,
+			   const char *owner, const char *principal, int64_t patience_ms,
+			   lock_done_fn done, void *ctx);
 /* Free the lock whoever holds it; st->locked tells whether it was held. */
 void locks_force_release(const struct backend *b, enum lock_kind kind, const char *name,
 			 lock_done_fn done, void *ctx);
