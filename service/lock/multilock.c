@@ -70,6 +70,21 @@ static struct session_holding holding_of(const struct multilock *m,
 					 .token = e->token };
 }
 
+static void forgotten(void *ctx, enum lock_result r, const struct session_info *s)
+{
+	(void)r;
+	(void)s;
+	undo_step(ctx);
+}
+
+/* Drop h from the session's record; the answer waits for it, so that
+ * the session lists nothing the answer says is not held. */
+static void forget(struct multilock *m, const struct session_holding *h)
+{
+	m->pending++;
+	sessions_forget(m->b, m->session, h, forgotten, m);
+}
+
 static void undone(void *ctx, enum lock_result r, const struct lock_state *st)
 {
 	struct multilock_entry *e = ctx;
@@ -88,11 +103,11 @@ static void undone(void *ctx, enum lock_result r, const struct lock_state *st)
 		e->undo = MULTI_UNDO_NONE;
 		if (e->change && !st->undone)
 			break;	/* a later call of the session changed it: its own now */
-		sessions_forget(m->b, m->session, &h);
+		forget(m, &h);
 		break;
 	default:		/* not held, or no longer the session's holding */
 		e->undo = MULTI_UNDO_NONE;
-		sessions_forget(m->b, m->session, &h);
+		forget(m, &h);
 		break;
 	}
 	undo_step(m);
@@ -486,7 +501,7 @@ static void undelivered_released(void *ctx, enum lock_result r, const struct loc
 			 "end", u->session, sessions_kind_label(u->h.kind), u->name,
 			 st->fault ? st->fault : "redis did not answer");
 	else if (!(r == LOCK_OK && u->change && !st->undone))	/* no longer the session's */
-		sessions_forget(u->b, u->session, &u->h);
+		sessions_forget(u->b, u->session, &u->h, NULL, NULL);
 	free(u->session);
 	free(u);
 }

@@ -411,9 +411,10 @@ static void sess_record_run(struct sess_call *c, const struct session_holding *h
 	free(member);
 }
 
-void sessions_forget(const struct backend *b, const char *id, const struct session_holding *h)
+void sessions_forget(const struct backend *b, const char *id, const struct session_holding *h,
+		     session_fn done, void *ctx)
 {
-	sess_record_run(sess_call_new(b, S_DROP, id, NULL, NULL), h, 0, false);
+	sess_record_run(sess_call_new(b, S_DROP, id, done, ctx), h, 0, false);
 }
 
 void sessions_record(const struct backend *b, const char *id, const struct session_holding *h,

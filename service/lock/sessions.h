@@ -75,9 +75,10 @@ void sessions_read(const struct backend *b, const char *id, const char *principa
  * (the caller releases nothing: the holding is not this session's). */
 void sessions_record(const struct backend *b, const char *id, const struct session_holding *h,
 		     int64_t cap, session_fn done, void *ctx);
-/* Drop holding h from session id's record, later (nobody hears): its
- * holding was given back. */
-void sessions_forget(const struct backend *b, const char *id, const struct session_holding *h);
+/* Drop holding h from session id's record: its holding was given back.
+ * done may be NULL (nobody hears). */
+void sessions_forget(const struct backend *b, const char *id, const struct session_holding *h,
+		     session_fn done, void *ctx);
 /* Heartbeat: renew session id (principal as in sessions_read) and then
  * every holding it records, with the session's ttl, in one script per
  * hash slot that holds any (session_renew.h); a holding found gone --
