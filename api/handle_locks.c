@@ -551,15 +551,10 @@ static enum MHD_Result session_record(struct request *rq)
 {
 	struct session_holding *h = &rq->lock.holding;
 
-	/* a repeat must be the session's already, unless its owner is the
-	 * session's own id: then the holding is the session's (one another
-	 * request of it has not listed yet, or a failure left unlisted) */
 	*h = (struct session_holding){ .kind = rq->route.kind, .name = rq->name,
 				       .owner = rq->lock.params.owner,
 				       .token = rq->lock.acquire.state.token,
-				       .repeat = !rq->lock.acquire.state.added &&
-						 strcmp(rq->lock.params.owner,
-							rq->lock.params.session) };
+				       .repeat = !rq->lock.acquire.state.added };
 	sessions_record(rq->backend, rq->lock.params.session, h, rq->cfg->session_holdings_max,
 			session_step_done, rq);
 	return server_suspend(rq, session_record_answer);

@@ -423,9 +423,10 @@ static enum MHD_Result multi_standing(struct request *rq)
 			   json_pack("{s:b, s:o}", "undone", 0, "standing", standing),
 			   "%u of the locks this request took could not be taken back (%s): each "
 			   "may stay held by session '%s' until its lease ends, at most the "
-			   "session's; repeating the request takes them with the rest, and ending "
-			   "the session frees those it lists", m->standing,
-			   m->undo_fault ? m->undo_fault : "redis did not answer", m->session);
+			   "session's; ending the session frees those it lists, and a release "
+			   "as owner '%s' any of them", m->standing,
+			   m->undo_fault ? m->undo_fault : "redis did not answer", m->session,
+			   m->session);
 }
 
 static enum MHD_Result multi_answer(struct request *rq)
@@ -450,6 +451,17 @@ static enum MHD_Result multi_answer(struct request *rq)
 					   "session '%s' would have %lld holdings, past the most one "
 					   "session may have (--max-session-holdings): nothing of this "
 					   "request is held", m->session, (long long)m->session_count);
+		if (m->session_result == LOCK_NOT_OWNER)
+			return reply_error(rq, ERR_NOT_OWNER,
+					   json_pack("{s:{s:s, s:s}}", "lock", "kind",
+						     sessions_kind_label(m->e[m->blocker].kind),
+						     "name", m->e[m->blocker].name),
+					   "%s '%s' is held by '%s' outside the session (taken "
+					   "without session=, or left so by a failure): nothing of "
+					   "this request is held; release it as that owner, or wait "
+					   "for its lease to end",
+					   sessions_kind_label(m->e[m->blocker].kind),
+					   m->e[m->blocker].name, m->session);
 		rq->lock.result = m->session_result;
 		return answered(rq);
 	case MULTI_STANDING:

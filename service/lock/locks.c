@@ -1000,6 +1000,7 @@ void locks_undo(const struct backend *b, enum lock_kind kind, const char *name,
 	c->b = b;
 	c->owner = xstrdup(owner);
 	c->st.change = change;
+	c->undo_until_ms = now_ms() + UNDO_PATIENCE_MS;
 	undo_send(c);
 }
 

@@ -246,17 +246,18 @@ static void cut(void *ctx, enum lock_result r, const struct lock_state *st)
 	try_next(m);
 }
 
-/* Record e (fencing token token) in the session; done hears (NULL: nobody). */
-static void multi_note(struct multilock *m, const struct multilock_entry *e, int64_t token,
+/* Record e (fencing token token) in the session; done hears, with e as
+ * its context (NULL: nobody). A repeat must be listed already: a holding
+ * of the session's id outside the session (taken without session=, with
+ * its own lease, perhaps for another session) is not adopted. */
+static void multi_note(struct multilock *m, struct multilock_entry *e, int64_t token,
 		       session_fn done)
 {
-	/* never a repeat that must be listed: the owner is the session id,
-	 * so a holding of it is the session's (one a failure left unlisted
-	 * is listed again) */
 	const struct session_holding h = { .kind = e->kind, .name = e->name, .owner = m->session,
-					   .token = token };
+					   .token = token, .repeat = !e->taken };
 
-	sessions_record(m->b, m->session, &h, m->holdings_cap, done, m);
+	e->m = m;
+	sessions_record(m->b, m->session, &h, m->holdings_cap, done, e);
 }
 
 static void multi_session_read(void *ctx, enum lock_result r, const struct session_info *s)
@@ -339,12 +340,15 @@ static void multi_tried(void *ctx, enum lock_result r, const struct lock_state *
 
 static void noted(void *ctx, enum lock_result r, const struct session_info *s)
 {
-	struct multilock *m = ctx;
+	struct multilock_entry *e = ctx;
+	struct multilock *m = e->m;
 
 	if (r != LOCK_OK && m->session_result == LOCK_OK) {
 		m->session_result = r;
 		if (r == LOCK_TOO_MANY_HOLDS)
 			m->session_count = s->cap_n;
+		if (r == LOCK_NOT_OWNER)	/* held by the session's id outside it */
+			m->blocker = (unsigned)(e - m->e);
 	}
 	if (--m->pending)
 		return;

@@ -56,7 +56,9 @@ enum multilock_outcome {
 				 * the way at the deadline) */
 	MULTI_SESSION,		/* the session refused (session_result:
 				 * LOCK_NOT_HELD no such session,
-				 * LOCK_TOO_MANY_HOLDS past its cap, or a
+				 * LOCK_TOO_MANY_HOLDS past its cap,
+				 * LOCK_NOT_OWNER entry blocker is held by the
+				 * session's id outside the session, or a
 				 * failure): none taken by this call */
 	MULTI_STANDING,		/* what this call took could not all be taken
 				 * back (Redis could not be told, for
