@@ -420,7 +420,12 @@ stop:
 	for (unsigned i = 0; i < n; i++)
 		if (workers[i].started)
 			pthread_join(workers[i].thread, NULL);
-	server_free();
+	if (server_free() > 0) {
+		/* requests left waiting for a Redis that never answered: what
+		 * they hold (connections, backends) is the exit's to free */
+		log_info("stopped");
+		_exit(0);
+	}
 	pubsub_stop(ps);
 	for (unsigned i = 0; i < n; i++)
 		worker_free(&workers[i]);

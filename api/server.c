@@ -1171,10 +1171,14 @@ void server_stop(void)
 			loop_stop(loops[i].loop);	/* it never ran */
 }
 
-void server_free(void)
+unsigned server_free(void)
 {
+	unsigned left = 0;
+
 	for (unsigned i = 0; i < nloops; i++) {
 		struct http_loop *h = &loops[i];
+
+		left += h->awaiting;
 
 		/* the loop never ran, or never stopped its daemons; not with
 		 * requests still suspended (left to the exit: MHD aborts) */
@@ -1195,6 +1199,7 @@ void server_free(void)
 	if (listen_fd >= 0)
 		close(listen_fd);
 	listen_fd = -1;
+	return left;
 }
 
 bool server_client_gone(struct request *rq)

@@ -46,8 +46,11 @@ void server_quiesce(void);
  * sent go out, and returns from loop_run(). Waiting requests must have
  * been answered first (waiters_shutdown_all). */
 void server_stop(void);
-/* Free the server once the loops' threads have ended. */
-void server_free(void);
+/* Free the server once the loops' threads have ended; returns how many
+ * requests still waited for Redis and were left to the exit (their
+ * connections are not freed: libmicrohttpd aborts on a daemon stopped with
+ * suspended connections). */
+unsigned server_free(void);
 
 /* The one way a request waits: its handler sent an operation and returns
  * server_suspend(rq, next); the connection is suspended (once MHD_run
