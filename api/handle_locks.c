@@ -375,7 +375,7 @@ static void session_step_done(void *ctx, enum lock_result r, const struct sessio
 		rq->lock.session_listed = session_lists(s, rq);
 	if (r == LOCK_OK)
 		rq->lock.params.ttl_ms = s->lease_ms;
-	if (r == LOCK_OK && s->ends_ms)	/* the read's; a record tells none */
+	if (r == LOCK_OK && s->ends_ms)	/* the read's, or the record's */
 		rq->lock.params.ends_ms = s->ends_ms;
 	else if (r == LOCK_TOO_MANY_HOLDS)
 		rq->lock.state.others = s->cap_n;
@@ -442,7 +442,8 @@ static enum MHD_Result session_record_answer(struct request *rq)
 	if (r == LOCK_OK && (rq->lock.params.wait_ms > 0 ||
 			     rq->lock.params.ttl_ms > a->state.ttl_ms + SESSION_LEASE_SLACK_MS)) {
 		locks_renew(rq->backend, rq->route.kind, rq->name, rq->lock.params.owner,
-			    rq->principal, rq->lock.params.ttl_ms, lock_done, rq);
+			    rq->principal, rq->lock.params.ttl_ms, rq->lock.params.ends_ms,
+			    lock_done, rq);
 		return server_suspend(rq, session_renew_answer);
 	}
 	if (r == LOCK_OK)
@@ -675,7 +676,7 @@ static enum MHD_Result post_heartbeat(struct request *rq)
 	if (!(rq->lock.params.given & P_TTL))
 		rq->lock.params.ttl_ms = rq->cfg->default_ttl_ms;
 	locks_renew(rq->backend, rq->route.kind, rq->name, rq->lock.params.owner, rq->principal,
-		    rq->lock.params.ttl_ms, lock_done, rq);
+		    rq->lock.params.ttl_ms, 0, lock_done, rq);
 	return server_suspend(rq, renewed);
 }
 

@@ -7,6 +7,9 @@
   KEYS[4] (fair locks only) queue redisson_lock_queue:{N}
   ARGV[1] lease ms                    ARGV[2] owner field
   ARGV[3] the caller's token name ("": auth off)
+  ARGV[4] the lease never runs past this (Redis' clock, ms: a session's
+          end, for a session's grant set to its session's lease); "0": no
+          bound
   Returns {1, lease}  renewed: N now expires in lease ms
           {0}         nobody holds N (the lease already ran out)
           {-2}        another owner holds N
@@ -23,4 +26,5 @@
   queue head alone, "-<lease>" on its own channel (only the head watches
   the holder's lease; a Redisson head ignores it), or with nobody queued
   "0" on the prefix KEYS[3], where /locks waiters on the name listen. ]]
-return renew_lock(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), ARGV[2], ARGV[3], KEYS[4])
+return renew_lock(KEYS[1], KEYS[2], KEYS[3], bounded_lease(ARGV[1], ARGV[4]), ARGV[2], ARGV[3],
+                  KEYS[4])

@@ -5,6 +5,9 @@
   KEYS[3] holders dlockd_lock_owners:{N}
   ARGV[1] lease ms                    ARGV[2] owner field
   ARGV[3] the caller's token name ("": auth off)
+  ARGV[4] the lease never runs past this (Redis' clock, ms: a session's
+          end, for a session's grant set to its session's lease); "0": no
+          bound
   Returns {1, lease}  renewed: each of the owner's holds lasts lease ms; a
                       read-mode N as long as its longest hold, a
                       write-mode N at least lease ms
@@ -16,4 +19,4 @@
           {-3}        N (or its holders' hash) holds something that is not a
                       lock's
   Expired read holds are dropped first: a lease that ran out is not renewed. ]]
-return renew_read(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), ARGV[2], ARGV[3])
+return renew_read(KEYS[1], KEYS[2], KEYS[3], bounded_lease(ARGV[1], ARGV[4]), ARGV[2], ARGV[3])

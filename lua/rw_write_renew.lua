@@ -5,6 +5,9 @@
   KEYS[3] holders dlockd_lock_owners:{N}
   ARGV[1] lease ms                    ARGV[2] owner field
   ARGV[3] the caller's token name ("": auth off)
+  ARGV[4] the lease never runs past this (Redis' clock, ms: a session's
+          end, for a session's grant set to its session's lease); "0": no
+          bound
   Returns {1, pttl}   renewed: N, and so the write holding, expires in pttl
                       ms: the lease, or longer if the owner's own read
                       holds last longer (a heartbeat cannot end the write
@@ -16,4 +19,4 @@
           {-1}        N is a lock or fair lock
           {-3}        N (or its holders' hash) holds something that is not a
                       lock's ]]
-return renew_write(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), ARGV[2], ARGV[3])
+return renew_write(KEYS[1], KEYS[2], KEYS[3], bounded_lease(ARGV[1], ARGV[4]), ARGV[2], ARGV[3])

@@ -5,6 +5,9 @@
   KEYS[3] channel redisson_sc:{N}     KEYS[4] holders dlockd_lock_owners:{N}
   ARGV[1] lease ms                    ARGV[2] owner
   ARGV[3] the caller's token name ("": auth off)
+  ARGV[4] the lease never runs past this (Redis' clock, ms: a session's
+          end, for a session's grant set to its session's lease); "0": no
+          bound
   Returns {1, lease}  renewed: the permit now ends in lease ms
           {0}         the owner holds no permit (its lease ran out)
           {-2, 7, 0}  the owner holds it under another token name
@@ -13,4 +16,4 @@
   Never re-creates a permit. A lease made shorter publishes "0": waiters
   timed their retry by the earliest lease end they saw, and expiry
   publishes nothing (a Redisson waiter takes it as "try now"). ]]
-return renew_sem(KEYS[1], KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[1]), ARGV[2], ARGV[3])
+return renew_sem(KEYS[1], KEYS[2], KEYS[3], KEYS[4], bounded_lease(ARGV[1], ARGV[4]), ARGV[2], ARGV[3])

@@ -7,7 +7,10 @@
   ARGV[3] 1: add it, 0: drop it
   ARGV[4] add: 1 the grant added a hold; 0 it added none (the owner's
           repeat of a holding it had), so it must be S's already
-  Returns {1, pttl}   added (or already there; dropped); S has pttl ms left
+  Returns {1, pttl, ends}
+                      added (or already there): S has pttl ms left, and
+                      ends then, in Redis' clock (ms; 0 when S has no
+                      TTL, which dlockd never leaves); dropped: {1, pttl}
           {0}         S has ended: the caller releases the holding again
           {-1, n}     S has n holdings already, the cap: not added
           {-2}        a repeat of a holding S does not have: its owner
@@ -33,5 +36,5 @@ if redis.call('sismember', KEYS[2], ARGV[1]) == 0 then
   redis.call('sadd', KEYS[2], ARGV[1])
 end
 local pttl = redis.call('pttl', KEYS[1])
-redis.call('pexpire', KEYS[2], pttl)
-return {1, pttl}
+redis.call('pexpire', KEYS[2], pttl)	-- a write: the clock is read before it
+return {1, pttl, pttl > 0 and now_ms() + pttl or 0}

@@ -1066,18 +1066,19 @@ static void renew_decode(struct call *c, const redisReply *r, enum lock_result *
 }
 
 void locks_renew(const struct backend *b, enum lock_kind kind, const char *name,
-		 const char *owner, const char *principal, int64_t ttl_ms, lock_done_fn done,
-		 void *ctx)
+		 const char *owner, const char *principal, int64_t ttl_ms, int64_t ends_ms,
+		 lock_done_fn done, void *ctx)
 {
 	struct call *c = call_new(kind, name, "renewal", done, ctx);
-	char lease[24];
-	const char *args[] = { lease, owner, principal };
+	char lease[24], ends[24];
+	const char *args[] = { lease, owner, principal, ends };
 
 	c->decode = renew_decode;
 	c->sync = SYNC_KEEP;
 	c->owner = xstrdup(owner);
 	decimal(lease, ttl_ms);
-	run(b, c, &kinds[kind].renew, 3, args);
+	decimal(ends, ends_ms);
+	run(b, c, &kinds[kind].renew, 4, args);
 }
 
 size_t locks_renew_keys(enum lock_kind kind, const char *name, char **keys)

@@ -162,9 +162,12 @@ void locks_release_patient(const struct backend *b, enum lock_kind kind, const c
 /* Free the lock whoever holds it; st->locked tells whether it was held. */
 void locks_force_release(const struct backend *b, enum lock_kind kind, const char *name,
 			 lock_done_fn done, void *ctx);
+/* Set the lease of owner's holding to ttl_ms, but never past ends_ms (a
+ * session's end in Redis' clock, which a relative lease sent over a slow
+ * way would pass by the delay; 0: no bound). */
 void locks_renew(const struct backend *b, enum lock_kind kind, const char *name,
-		 const char *owner, const char *principal, int64_t ttl_ms, lock_done_fn done,
-		 void *ctx);
+		 const char *owner, const char *principal, int64_t ttl_ms, int64_t ends_ms,
+		 lock_done_fn done, void *ctx);
 /* For a call that renews many holdings at once (session_renew.c). */
 #define LOCKS_RENEW_KEYS_MAX 4
 /* The keys of kind's renewal of lock name, as its renew script names

@@ -294,7 +294,7 @@ static void multi_session_read(void *ctx, enum lock_result r, const struct sessi
 			 * began: it must not outlive the session */
 			m->i = k;
 			locks_renew(m->b, m->e[k].kind, m->e[k].name, m->session, m->principal,
-				    m->left_ms, cut, m);
+				    m->left_ms, m->ends_ms, cut, m);
 			return;
 		}
 	try_next(m);

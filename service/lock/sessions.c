@@ -379,6 +379,10 @@ static void sess_on_recorded(void *ctx, redisReply *r)
 	}
 	if (code == 1) {
 		c->info.lease_ms = locks_elem_int(r, 1);
+		/* the add's (a drop tells none): on a Cluster the session's
+		 * clock is not its holdings' (as the read's, above) */
+		if (!redis_conn_is_cluster(c->b->redis))
+			c->info.ends_ms = locks_elem_int(r, 2);
 		sess_finish(c, LOCK_OK);
 	} else if (code == -1) {
 		c->info.cap_n = locks_elem_int(r, 1);

@@ -37,9 +37,10 @@ struct session_info {
 	int64_t ttl_ms;		/* the lease every heartbeat renews to */
 	int64_t lease_ms;	/* its lease left */
 	int64_t created_ms;	/* Redis' clock when it was made */
-	int64_t ends_ms;	/* read: when its lease ends, in Redis' clock;
-				 * 0 on a Redis Cluster (its nodes' clocks are
-				 * not compared) */
+	int64_t ends_ms;	/* read, and a record that adds: when its lease
+				 * ends, in Redis' clock; else 0, and 0 on a
+				 * Redis Cluster (its nodes' clocks are not
+				 * compared) */
 	const char *value, *name, *creator;
 	struct session_holding *holdings;
 	size_t n;

@@ -799,16 +799,20 @@ TEST(chaos_partition_a_session_grant_it_could_not_record_is_taken_back_or_said_t
  * the holding outlived its session by about d, its lock kept from the
  * others after the session's end (found by a probe). The grant's lease is
  * bounded by the session's end in Redis' clock: it ends with its session,
- * not after. Multi-locks the same (their grants go the same way). */
+ * not after. Multi-locks the same (their grants go the same way). A grant
+ * that may have waited (wait_ms) is renewed to the session's lease once
+ * recorded: that renewal, relative too, outlived the session by d (found
+ * by the next probe); it is bounded by the end the record read. */
 static void session_grant_late_ends_with_its_session(void)
 {
 	int d = 800;
 	struct wire_conf slow = { .delay_ms = d };
 	static const struct wire_conf clear;
 	const char *n = lockname("sessbound"), *m = lockname("sessbound-m");
+	const char *w = lockname("sessbound-w");
 	char path[300], body[600], sid[64];
 	struct http_resp r;
-	long long lock_left, session_left, multi_left;
+	long long lock_left, session_left, multi_left, waited_left;
 
 	if (world_up(1, 1, NULL))
 		return;
@@ -824,15 +828,24 @@ static void session_grant_late_ends_with_its_session(void)
 	http_on(W.bases[0], "PUT", path, body, &r);
 	CHECK_STATUS(r, 200, "the session's multi-lock");
 	http_free(&r);
+	snprintf(path, sizeof(path), "/locks/%s?session=%s&wait_ms=%d", w, sid,
+		 10000 * slow_factor());
+	http_on(W.bases[0], "PUT", path, NULL, &r);
+	CHECK_STATUS(r, 200, "the session's grant that may have waited");
+	http_free(&r);
 	netns_enter(NULL);
 	wire_set(W.dr[0], WIRE_BOTH, &clear);
 	session_left_in_redis(n, sid, &lock_left, &session_left);
 	netns_enter(W.rns);
 	multi_left = rcmd_int_on(&W.redis, "PTTL %s", m);
+	waited_left = rcmd_int_on(&W.redis, "PTTL %s", w);
 	netns_enter(NULL);
 	printf("# grants for a session over a way to Redis %d ms slow: the session's PTTL %lld, "
-	       "the single grant's %lld, the multi-lock's %lld\n", d, session_left, lock_left,
-	       multi_left);
+	       "the single grant's %lld, the multi-lock's %lld, the one that may have waited "
+	       "%lld\n", d, session_left, lock_left, multi_left, waited_left);
+	CHECK(waited_left > 0 && waited_left <= session_left + 5, "a grant that may have waited "
+	      "ends with its session, not after (PTTL %lld, the session's %lld)", waited_left,
+	      session_left);
 	CHECK(lock_left > 0 && lock_left <= session_left + 5, "the single grant ends with its "
 	      "session, not after (PTTL %lld, the session's %lld)", lock_left, session_left);
 	CHECK(multi_left > 0 && multi_left <= session_left + 5, "the multi-lock's grant ends with "
@@ -842,6 +855,59 @@ static void session_grant_late_ends_with_its_session(void)
 TEST(chaos_partition_a_session_grant_redis_runs_late_ends_with_its_session)
 {
 	session_grant_late_ends_with_its_session();
+	world_down();
+}
+
+/* A multi-lock that waited for a lock in its way takes it with the
+ * session's lease left as the wait began, bounded by the session's end;
+ * with the whole set taken, it reads its session and cuts a lock granted
+ * longer than the session's lease left to that (a relative lease, sent
+ * over a way d slow), bounded by the end that read gave. Either way the
+ * lock it waited for ends with its session, not d after. */
+static void multilock_waited_lock_ends_with_its_session(void)
+{
+	int d = 800;
+	struct wire_conf slow = { .delay_ms = d };
+	static const struct wire_conf clear;
+	const char *a = lockname("mlcut-a"), *b = lockname("mlcut-b");
+	char path[300], body[600], sid[64];
+	struct http_resp r;
+	struct bg w;
+	long long lock_left, session_left;
+
+	if (world_up(1, 1, NULL))
+		return;
+	netns_enter(W.cns[0]);
+	session_and_blocker(b, sid, sizeof(sid));
+	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"lock\",\"name\":\"%s\"},"
+		 "{\"kind\":\"lock\",\"name\":\"%s\"}],\"wait_ms\":%d}", a, b,
+		 30000 * slow_factor());
+	snprintf(path, sizeof(path), "/sessions/%s/locks", sid);
+	bg_start_on(&w, W.bases[0], "PUT", path, body);
+	netns_enter(NULL);
+	sleep_ms(1000);		/* it waits for b */
+	wire_set(W.dr[0], WIRE_AB, &slow);
+	netns_enter(W.cns[0]);
+	snprintf(path, sizeof(path), "/locks/%s?owner=other", b);
+	http_on(W.bases[0], "DELETE", path, NULL, &r);
+	CHECK_STATUS(r, 200, "the lock in the way released");
+	http_free(&r);
+	netns_enter(NULL);
+	bg_join(&w);
+	wire_set(W.dr[0], WIRE_BOTH, &clear);
+	CHECK(w.r.status == 200, "the multi-lock took the set once b was free: %ld %s",
+	      w.r.status, w.r.body ? w.r.body : "");
+	session_left_in_redis(b, sid, &lock_left, &session_left);
+	printf("# a multi-lock that waited, over a way to Redis %d ms slow: the session's PTTL "
+	       "%lld, the lock it waited for %lld\n", d, session_left, lock_left);
+	CHECK(lock_left > 0 && lock_left <= session_left + 5, "the lock it waited for ends with "
+	      "its session, not after (PTTL %lld, the session's %lld)", lock_left, session_left);
+	http_free(&w.r);
+}
+
+TEST(chaos_partition_a_multilock_lock_it_waited_for_ends_with_its_session)
+{
+	multilock_waited_lock_ends_with_its_session();
 	world_down();
 }
 

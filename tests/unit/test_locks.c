@@ -168,7 +168,7 @@ static enum lock_result release(enum lock_kind k, const char *name, const char *
 static enum lock_result renew(enum lock_kind k, const char *name, const char *owner,
 			      int64_t ttl, struct lock_state *st)
 {
-	return OUTCOME(st, locks_renew(&B, k, name, owner, "", ttl, record, NULL));
+	return OUTCOME(st, locks_renew(&B, k, name, owner, "", ttl, 0, record, NULL));
 }
 
 /* The view the last inspect handed over (freed by the next one). */
