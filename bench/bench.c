@@ -1916,12 +1916,17 @@ static void side_figures(const char *scenario, const char *what, const struct si
 /* dlockd against its own scripts called directly (the "floor" column:
  * what the HTTP layer costs) and, for the plain lock uncontended, against
  * Redisson's lock scripts (what a lock costs on this Redis at all), in
- * alternating rounds on the same Redis. The medians are compared: a
- * neighbour's burst on a shared machine lands in one round, not in the
+ * rounds on the same Redis, each side once a round, their order turned
+ * every round (no side always runs first, on a Redis the one before it
+ * left keys in). Each column is its median; a ratio is the median of the
+ * rounds' own ratios, each of runs seconds apart: a neighbour's burst, or
+ * the shared machine's speed drifting over the run (on the 2-core bench
+ * machine rounds differ by a quarter), lands in one round, not in the
  * result. */
 static void versus(const struct lock_scenario *ls)
 {
 	struct side_run h[MAX_ROUNDS], f[MAX_ROUNDS], g[MAX_ROUNDS], hm, fm, gm;
+	double hf[MAX_ROUNDS], hg[MAX_ROUNDS];
 	int n = ls->mode == HOT ? 1 : rounds, herr = 0, ferr = 0, gerr = 0;
 	int clients = clients_for(ls->clients);
 	bool redisson = ls->kind == K_LOCK && ls->mode == UNCONTENDED;
@@ -1932,17 +1937,25 @@ static void versus(const struct lock_scenario *ls)
 	if (!scenario_begin(scenario))
 		return;
 	for (int i = 0; i < n; i++) {
+		struct side_run *runs[] = { &h[i], &f[i], &g[i] };
+		static const enum side sides[] = { SIDE_DLOCKD, SIDE_SCRIPTS, SIDE_REDISSON };
+		static const char *const tags[] = { "h", "f", "g" };
+		int nsides = redisson ? 3 : 2;
 		bool sound;
 
-		h[i] = run_side(ls, SIDE_DLOCKD, clients, "h");
-		f[i] = run_side(ls, SIDE_SCRIPTS, clients, "f");
+		for (int k = 0; k < nsides; k++) {
+			int j = (i + k) % nsides;
+
+			*runs[j] = run_side(ls, sides[j], clients, tags[j]);
+		}
+		hf[i] = h[i].o.per_s / f[i].o.per_s;
 		if (redisson)
-			g[i] = run_side(ls, SIDE_REDISSON, clients, "g");
+			hg[i] = h[i].o.per_s / g[i].o.per_s;
 		herr += h[i].o.errors;
 		ferr += f[i].o.errors;
 		if (n > 1)
 			fprintf(stderr, "  %s round %d: %.0f vs %.0f /s (%.2f)\n", scenario, i + 1,
-				h[i].o.per_s, f[i].o.per_s, h[i].o.per_s / f[i].o.per_s);
+				h[i].o.per_s, f[i].o.per_s, hf[i]);
 		sound = check_outcome(scenario, "dlockd", &h[i].o, ls->mode);
 		sound = check_outcome(scenario, "floor", &f[i].o, ls->mode) && sound;
 		if (redisson) {
@@ -1955,11 +1968,12 @@ static void versus(const struct lock_scenario *ls)
 	}
 	hm = median_run(h, n);
 	fm = median_run(f, n);
-	result(scenario, ls->mode == HOT ? "hand-offs/s" : "cycles/s", hm.o.per_s, fm.o.per_s,
-	       "/s");
+	result_ratio(scenario, ls->mode == HOT ? "hand-offs/s" : "cycles/s", hm.o.per_s,
+		     fm.o.per_s, median(hf, n), "/s");
 	if (redisson) {
 		gm = median_run(g, n);
-		result(scenario, "cycles/s vs Redisson's scripts", hm.o.per_s, gm.o.per_s, "/s");
+		result_ratio(scenario, "cycles/s vs Redisson's scripts", hm.o.per_s, gm.o.per_s,
+			     median(hg, n), "/s");
 		result(scenario, "Redisson's cmds incl. scripts' per cycle", gm.cmds, -1, "");
 	}
 	if (ls->mode == HOT) {
