@@ -394,6 +394,22 @@ static void session_ended(void *ctx)
 		acquire_cancel(&rq->lock.acquire, LOCK_NOT_HELD);
 }
 
+/* The session of a waiting acquire was read alive: its tries from now on
+ * ask the lease (and end) read, which a heartbeat may have moved since
+ * the read before the wait. */
+static void session_renewed(void *ctx, int64_t lease_ms, int64_t ends_ms)
+{
+	struct request *rq = ctx;
+
+	if (lease_ms < 1)
+		return;
+	rq->lock.params.ttl_ms = lease_ms;
+	if (ends_ms)
+		rq->lock.params.ends_ms = ends_ms;
+	if (rq->lock.machine == LOCK_MACHINE_ACQUIRE)
+		acquire_set_lease(&rq->lock.acquire, lease_ms, rq->lock.params.ends_ms);
+}
+
 /* Resumed after the session was read: take the lock with its lease left,
  * so the holding never outlives the session; one that may wait hears
  * when the session ends. */
@@ -407,7 +423,7 @@ static enum MHD_Result session_read_answer(struct request *rq)
 	if (rq->lock.params.wait_ms > 0)
 		rq->lock.session_watch = session_watch_start(rq->backend, rq->lock.params.session,
 							     rq->lock.params.ttl_ms, session_ended,
-							     rq);
+							     session_renewed, rq);
 	return acquire_begin(rq);
 }
 

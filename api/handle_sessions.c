@@ -549,6 +549,13 @@ static void multi_session_ended(void *ctx)
 	multilock_session_ended(rq->lock.multi);
 }
 
+static void multi_session_renewed(void *ctx, int64_t lease_ms, int64_t ends_ms)
+{
+	struct request *rq = ctx;
+
+	multilock_session_renewed(rq->lock.multi, lease_ms, ends_ms);
+}
+
 static enum MHD_Result put_session_locks(struct request *rq)
 {
 	struct multilock *m;
@@ -580,7 +587,8 @@ static enum MHD_Result put_session_locks(struct request *rq)
 	multilock_start(m);
 	if (wait_ms > 0)	/* a wait stops when the session ends, wherever */
 		rq->lock.session_watch = session_watch_start(rq->backend, rq->name, wait_ms,
-							     multi_session_ended, rq);
+							     multi_session_ended,
+							     multi_session_renewed, rq);
 	return server_suspend(rq, multi_answer);
 }
 

@@ -301,6 +301,12 @@ void acquire_cancel(struct acquire *a, enum lock_result r)
 	end_refused(a, 0);
 }
 
+void acquire_set_lease(struct acquire *a, int64_t ttl_ms, int64_t ends_ms)
+{
+	a->ttl_ms = ttl_ms;
+	a->extras.ends_ms = ends_ms;
+}
+
 bool acquire_end(struct acquire *a, bool delivered)
 {
 	bool undone = false;

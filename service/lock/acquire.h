@@ -140,6 +140,11 @@ void acquire_start(struct acquire *a);
  * the grant is the outcome, as ever. Nothing once the outcome is in. */
 void acquire_cancel(struct acquire *a, enum lock_result r);
 
+/* The lease a's tries from now on ask (ttl_ms, and the end it never
+ * passes, extras.ends_ms; 0: none): a session's, renewed while a waits.
+ * A try in flight keeps what it was sent with. */
+void acquire_set_lease(struct acquire *a, int64_t ttl_ms, int64_t ends_ms);
+
 /* The request that owns a is over; delivered says its answer reached the
  * client. A grant that added a hold (a new holding, a counted re-entry)
  * is taken back when its answer was not delivered (nobody learns of it)

@@ -32,8 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* How far a grant's lease may run past the session's before it is cut
- * to it (the time between the two reads). */
+/* How far a grant's lease may be off the session's before it is set to
+ * it (the time between the two reads). */
 #define ML_SLACK_MS 50
 
 enum ml_phase { ML_IDLE, ML_READ, ML_TRYING, ML_UNDOING, ML_WAITING, ML_NOTING, ML_DONE };
@@ -289,9 +289,12 @@ static void multi_session_read(void *ctx, enum lock_result r, const struct sessi
 	m->i = 0;
 	m->phase = ML_TRYING;
 	for (unsigned k = 0; k < m->n; k++)
-		if (m->e[k].taken && m->e[k].ttl_ms > m->left_ms + ML_SLACK_MS) {
+		if (m->e[k].taken && (m->e[k].ttl_ms > m->left_ms + ML_SLACK_MS ||
+				      m->e[k].ttl_ms + ML_SLACK_MS < m->left_ms)) {
 			/* the blocker, granted with the lease left when its wait
-			 * began: it must not outlive the session */
+			 * began (or when the session was last read): it must
+			 * not outlive the session, nor end before it where a
+			 * heartbeat renewed the session meanwhile */
 			m->i = k;
 			locks_renew(m->b, m->e[k].kind, m->e[k].name, m->session, m->principal,
 				    m->left_ms, m->ends_ms, cut, m);
@@ -483,6 +486,17 @@ void multilock_session_ended(struct multilock *m)
 	m->session_ended = true;
 	if (m->phase == ML_WAITING)
 		acquire_cancel(&m->acq, LOCK_NOT_HELD);
+}
+
+void multilock_session_renewed(struct multilock *m, int64_t lease_ms, int64_t ends_ms)
+{
+	if (lease_ms < 1)
+		return;
+	m->left_ms = lease_ms;
+	if (ends_ms)
+		m->ends_ms = ends_ms;
+	if (m->phase == ML_WAITING)
+		acquire_set_lease(&m->acq, m->left_ms, m->ends_ms);
 }
 
 /* A holding of an undelivered grant, taken back after its request (and

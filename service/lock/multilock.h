@@ -123,6 +123,10 @@ void multilock_start(struct multilock *m);
  * and m finishes with MULTI_SESSION, session_result LOCK_NOT_HELD; a
  * pass under way finds the session gone by itself. */
 void multilock_session_ended(struct multilock *m);
+/* m's session was read alive (a session watch): lease_ms left, ending at
+ * ends_ms in Redis' clock (0: unknown). What m asks from now on (the
+ * lock it waits for, the takes of its next pass) is asked with them. */
+void multilock_session_renewed(struct multilock *m, int64_t lease_ms, int64_t ends_ms);
 /* The request that owns m is over; delivered says its answer reached the
  * client. A grant not delivered is taken back (what this call took; the
  * session forgets it at its next heartbeat). A zeroed m is left alone. */

@@ -459,3 +459,63 @@ TEST(multilock_probe_waiting_with_a_single_acquire_never_outlives_the_session)
 	http_free(&multi.r);
 	status_of(NULL, "DELETE", "/sessions/%s", id);
 }
+
+/* ----- Waits that outlast the session's first lease ----- */
+
+/* A session whose client heartbeats it every third of its ttl, and
+ * requests of it that wait for locks held by another owner until past the
+ * session's first lease end. A grant was asked with the end of the
+ * session read before the wait: after that end, with 1 ms (taken back as
+ * too late, again and again, 503 after wait_ms), and before it, cut short
+ * of the session a heartbeat had moved (a multi-lock answered 200 with
+ * the lock 3 s short of its session, or already gone; found by a probe).
+ * The session watch of a waiting request reads the session a little
+ * before the end it knows and hands the waits the lease it read. */
+TEST(multilock_probe_waits_past_the_first_lease_of_a_heartbeated_session_end_with_it)
+{
+	const char *a = lockname("mlp-hb-a"), *b = lockname("mlp-hb-b"), *c = lockname("mlp-hb-c");
+	char id[33], body[400], p1[300], p2[300];
+	struct bg single, multi;
+	long long left[3], session_left;
+	const char *names[3] = { a, b, c };
+	int ttl = 3000 * slow_factor();
+
+	CHECK(session_start_on(NULL, ttl, id), "a session starts");
+	CHECK(lock_hold(NULL, a, "other", 60000), "another owner holds a");
+	CHECK(status_of(NULL, "PUT", "/fairlocks/%s?owner=other&ttl_ms=60000", b) == 200,
+	      "another owner holds the fair lock b");
+	CHECK(lock_hold(NULL, c, "other", 60000), "another owner holds c");
+	snprintf(p1, sizeof(p1), "/locks/%s?session=%s&wait_ms=%d", c, id, 6 * ttl);
+	snprintf(p2, sizeof(p2), "/sessions/%s/locks", id);
+	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"lock\",\"name\":\"%s\"},"
+		 "{\"kind\":\"fair\",\"name\":\"%s\"}],\"wait_ms\":%d}", a, b, 6 * ttl);
+	bg_start(&single, "PUT", p1, NULL);
+	bg_start(&multi, "PUT", p2, body);
+	for (int i = 0; i < 5; i++) {	/* past the first lease end, by two thirds */
+		sleep_ms(ttl / 3);
+		CHECK(status_of(NULL, "POST", "/sessions/%s/heartbeat", id) == 200, "heartbeat %d",
+		      i + 1);
+	}
+	CHECK(status_of(NULL, "DELETE", "/locks/%s?owner=other", c) == 200, "c released");
+	bg_join(&single);
+	CHECK(status_of(NULL, "DELETE", "/locks/%s?owner=other", a) == 200, "a released");
+	CHECK(status_of(NULL, "DELETE", "/fairlocks/%s?owner=other", b) == 200, "b released");
+	bg_join(&multi);
+	session_left = rcmd_int("PTTL dlockd_session:{%s}", id);
+	for (int i = 0; i < 3; i++)
+		left[i] = rcmd_int("PTTL %s", names[i]);
+	printf("# waits past the session's first lease: the single %ld, the multi-lock %ld; the "
+	       "session's PTTL %lld; the holdings' %lld (c), %lld (a), %lld (fair b)\n",
+	       single.r.status, multi.r.status, session_left, left[2], left[0], left[1]);
+	CHECK(single.r.status == 200, "the single acquire is granted: %ld %s", single.r.status,
+	      single.r.body ? single.r.body : "");
+	CHECK(multi.r.status == 200, "the multi-lock is granted: %ld %s", multi.r.status,
+	      multi.r.body ? multi.r.body : "");
+	for (int i = 0; i < 3; i++)
+		CHECK(left[i] <= session_left + 5 && left[i] >= session_left - ttl / 3,
+		      "%s ends with the session, neither after it nor well before (PTTL %lld, the "
+		      "session's %lld)", names[i], left[i], session_left);
+	http_free(&single.r);
+	http_free(&multi.r);
+	status_of(NULL, "DELETE", "/sessions/%s", id);
+}
