@@ -16,4 +16,5 @@
   Never re-creates a permit. A lease made shorter publishes "0": waiters
   timed their retry by the earliest lease end they saw, and expiry
   publishes nothing (a Redisson waiter takes it as "try now"). ]]
-return renew_sem(KEYS[1], KEYS[2], KEYS[3], KEYS[4], bounded_lease(ARGV[1], ARGV[4]), ARGV[2], ARGV[3])
+return renew_sem(KEYS[1], KEYS[2], KEYS[3], KEYS[4], bounded_lease(ARGV[1], ARGV[4]), ARGV[2],
+                 ARGV[3])

@@ -5,8 +5,8 @@
  * Every wake -- a message, the subscription confirmed, the timer -- reads
  * the session: ended, it says so; alive, it tells the caller the lease
  * (and end) it read and sleeps until a little before that end (the first
- * time; at it if it has not moved since). Reading once the subscription is live covers an end between the
- * caller's read and the subscription. */
+ * time; at it if it has not moved since). Reading once the subscription
+ * is live covers an end between the caller's read and the subscription. */
 #include "service/lock/session_watch.h"
 
 #include "service/base/util.h"
