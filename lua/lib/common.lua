@@ -239,6 +239,16 @@
                               record (a string, or nil) after the number;
                               returns the number. owners_sync must follow:
                               it gives owners its lease
+  owners_renewed(owners, field, holds, floor)
+                              number a renewal of field's holding, which
+                              has holds holds (owners_bump), except a
+                              session heartbeat's (floor) of a holding its
+                              last change made (added its only hold): the
+                              heartbeat answered no call for it, so that
+                              change stays the last, and its undo (a
+                              multi-lock's take-back, a grant the replicas
+                              did not confirm) still takes the holding
+                              back, renewal and all
   Redis does not undo the writes of a script that fails half way, so every
   script checks with these (and returns, or fails) before its first write,
   and one that publishes decides what to say from reads alone and publishes
@@ -618,6 +628,14 @@ local function owners_bump(owners, field, record)
   end
   redis.call('hset', owners, '#' .. field, v)
   return n
+end
+
+local function owners_renewed(owners, field, holds, floor)
+  if floor and holds == 1 and
+     string.match(redis.call('hget', owners, '#' .. field) or '', '^%d+ 1 ') then
+    return
+  end
+  owners_bump(owners, field)
 end
 
 local function owners_value(owners, field, given, value, fresh)

@@ -16,12 +16,13 @@ local function renew_lock(lock, owners, channel, lease, owner, principal, queue,
   if refusal then
     return refusal
   end
-  if not field_of(fields, owner) then
+  local holds = tonumber(field_of(fields, owner))
+  if not holds then
     return {-2}
   elseif owners_refused(owners, owner, principal) then
     return {-2, 7, 0}
   elseif floor and pttl >= lease then
-    owners_bump(owners, owner)
+    owners_renewed(owners, owner, holds, floor)
     return {1, pttl}
   end
   if channel and pttl > lease then
@@ -36,7 +37,7 @@ local function renew_lock(lock, owners, channel, lease, owner, principal, queue,
     end
   end
   redis.call('pexpire', lock, lease)
-  owners_bump(owners, owner)
+  owners_renewed(owners, owner, holds, floor)
   owners_sync(owners, lock)
   return {1, lease}
 end

@@ -17,16 +17,17 @@ local function renew_read(lock, tag, owners, lease, owner, principal, floor)
   end
   if floor then
     -- the lease its holds have: the scan read each one's
-    local has = -2
+    local has, live = -2, 0
     for _, r in ipairs(s.readers) do
       if r.field == owner then
         for _, h in ipairs(r.live) do
           has = math.max(has, h[2])
         end
+        live = #r.live
       end
     end
     if has >= lease and not owners_refused(owners, owner, principal) then
-      owners_bump(owners, owner)
+      owners_renewed(owners, owner, live, floor)
       return {1, has}
     end
   end
@@ -51,7 +52,7 @@ local function renew_read(lock, tag, owners, lease, owner, principal, floor)
   else
     lease_at_least(lock, lease)	-- the writer's own lease is never cut
   end
-  owners_bump(owners, owner)
+  owners_renewed(owners, owner, holds, floor)
   owners_sync(owners, lock)
   return {1, lease}
 end
@@ -61,14 +62,15 @@ local function renew_write(lock, tag, owners, lease, owner, principal, floor)
   if refusal then
     return refusal
   end
-  if redis.call('hexists', lock, owner .. ':write') == 0 then
+  local holds = tonumber(redis.call('hget', lock, owner .. ':write'))
+  if not holds then
     return rw_not_writer(lock, owner)
   elseif owners_refused(owners, owner .. ':write', principal) then
     return {-2, 7, 0}
   elseif floor then
     local pttl = redis.call('pttl', lock)	-- after the scan's purge
     if pttl >= lease then
-      owners_bump(owners, owner .. ':write')
+      owners_renewed(owners, owner .. ':write', holds, floor)
       return {1, pttl}
     end
   end
@@ -77,7 +79,7 @@ local function renew_write(lock, tag, owners, lease, owner, principal, floor)
   local longest = rw_longest_but(s, nil)
   local pttl = longest > lease and longest or lease
   redis.call('pexpire', lock, pttl)
-  owners_bump(owners, owner .. ':write')
+  owners_renewed(owners, owner .. ':write', holds, floor)
   owners_sync(owners, lock)
   return {1, pttl}
 end

@@ -14,14 +14,14 @@ local function renew_sem(n, permits, channel, owners, lease, owner, principal, f
     return refusal
   end
   if floor and tonumber(score) >= now + lease then
-    owners_bump(owners, owner)
+    owners_renewed(owners, owner, 1, floor)
     return {1, tonumber(score) - now}
   end
   if tonumber(score) > now + lease then
     redis.call(PUBLISH, channel, '0')
   end
   redis.call('zadd', permits, now + lease, owner)
-  owners_bump(owners, owner)
+  owners_renewed(owners, owner, 1, floor)
   lease_at_least(owners, lease)
   return {1, lease}
 end

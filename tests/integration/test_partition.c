@@ -964,6 +964,110 @@ TEST(chaos_partition_a_multilock_take_back_spares_what_a_later_call_of_the_sessi
 	world_down();
 }
 
+/* The holdings the session lists (-1: no answer). */
+static long session_listed(const char *sid)
+{
+	char path[96];
+	struct http_resp r;
+	json_t *h;
+	long n;
+
+	snprintf(path, sizeof(path), "/sessions/%s", sid);
+	http_on(W.bases[0], "GET", path, NULL, &r);
+	h = r.json ? json_object_get(r.json, "holdings") : NULL;
+	n = r.status == 200 && json_is_array(h) ? (long)json_array_size(h) : -1;
+	http_free(&r);
+	return n;
+}
+
+/* Is kind's n held in Redis: its key there (a semaphore's: a permit)? */
+static long long kind_held_in_redis(const char *kind, const char *n)
+{
+	long long v;
+
+	if (strcmp(kind, "semaphore"))
+		return exists_in_redis(n);
+	netns_enter(W.rns);
+	v = rcmd_int_on(&W.redis, "ZCARD {%s}:timeout", n);
+	netns_enter(NULL);
+	return v;
+}
+
+/* A multi-lock of {a of kind, b}, b in the way, and the session's
+ * heartbeat between a's grant (recorded in the session at once) and its
+ * take-back. The heartbeat's renewal of a numbered a change of the
+ * holding, so the take-back's undo read it as a later call's and left a
+ * held and listed, while the multi-lock answered that nothing of it was
+ * held (a probe). A session's heartbeat is no call that was answered a
+ * holding: the take-back undoes a's grant all the same. */
+static void multilock_take_back_after_a_heartbeat(const char *kind, const char *sid)
+{
+	int d = 500;
+	struct wire_conf slow = { .delay_ms = d };
+	static const struct wire_conf clear;
+	char a[200], b[200], body[600], path[300], beat[300];
+	struct http_resp r;
+	struct bg w;
+	long long held;
+	long listed;
+
+	snprintf(a, sizeof(a), "%s-%s", lockname("mlbeat-a"), kind);
+	snprintf(b, sizeof(b), "%s-%s", lockname("mlbeat-b"), kind);
+	netns_enter(W.cns[0]);	/* exists_in_redis leaves it */
+	/* b, a semaphore of one permit another owner holds: a multi-lock
+	 * takes its locks in kind order, semaphores last, so a first */
+	snprintf(path, sizeof(path), "/semaphores/%s?owner=other&limit=1&ttl_ms=60000", b);
+	http_on(W.bases[0], "PUT", path, NULL, &r);
+	CHECK_STATUS(r, 200, "another owner holds b's only permit");
+	http_free(&r);
+	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"%s\",\"name\":\"%s\"%s},"
+		 "{\"kind\":\"semaphore\",\"name\":\"%s\",\"limit\":1}]}", kind, a,
+		 strcmp(kind, "semaphore") ? "" : ",\"limit\":1", b);
+	snprintf(path, sizeof(path), "/sessions/%s/locks", sid);
+	snprintf(beat, sizeof(beat), "/sessions/%s/heartbeat", sid);
+	wire_set(W.dr[0], WIRE_BOTH, &slow);
+	/* the multi-lock, through dlockd 0: the session read runs at d, a's
+	 * grant at 3d, its record and b's refusal at 5d, the take-back at 7d;
+	 * the heartbeat, through dlockd 1 (its way to Redis clear), at 6d */
+	bg_start_on(&w, W.bases[0], "PUT", path, body);
+	sleep_ms(6 * d);
+	http_on(W.bases[1], "POST", beat, NULL, &r);
+	bg_join(&w);
+	wire_set(W.dr[0], WIRE_BOTH, &clear);
+	listed = session_listed(sid);
+	held = kind_held_in_redis(kind, a);
+	printf("# %s: a multi-lock refused by b, the session's heartbeat (%ld, %zu holdings) "
+	       "between a's grant and its take-back: %ld %s; a held after: %lld, the session "
+	       "lists %ld\n", kind, r.status,
+	       json_array_size(r.json ? json_object_get(r.json, "holdings") : NULL), w.r.status,
+	       json_str(&w.r, "error"), held, listed);
+	CHECK(w.r.status == 409 && json_str(&w.r, "error") &&
+	      !strcmp(json_str(&w.r, "error"), "locked"), "%s: 409 locked (b): %ld %s", kind,
+	      w.r.status, w.r.body ? w.r.body : "");
+	CHECK_STATUS(r, 200, "the heartbeat");
+	CHECK(json_array_size(r.json ? json_object_get(r.json, "holdings") : NULL) == 1,
+	      "%s: the heartbeat came between a's record and its take-back: it renewed a", kind);
+	CHECK(held == 0, "%s: a is not held once the answer says nothing of the request is", kind);
+	CHECK(listed == 0, "%s: and the session lists nothing (%ld)", kind, listed);
+	http_free(&r);
+	http_free(&w.r);
+}
+
+TEST(chaos_partition_a_multilock_take_back_after_a_session_heartbeat_leaves_nothing)
+{
+	static const char *const kinds[] = { "lock", "fair", "read", "write", "semaphore" };
+	char sid[64];
+
+	if (timing_too_slow() || world_up(2, 1, NULL))
+		goto out;
+	netns_enter(W.cns[0]);
+	new_session(60000, sid, sizeof(sid));
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		multilock_take_back_after_a_heartbeat(kinds[i], sid);
+out:
+	world_down();
+}
+
 /* A waiting multi-lock whose session is ended (DELETE) during a pass,
  * before the wait for the lock in the way begins: the session's end was
  * heard, but only a wait already under way stopped for it, and this one
