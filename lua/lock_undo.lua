@@ -42,7 +42,7 @@ elseif not type_ok(KEYS[3], 'hash') or
        (KEYS[4] and (not type_ok(KEYS[4], 'list') or not type_ok(KEYS[5], 'zset'))) then
   return {2}
 end
-local record = redis.call('hget', KEYS[3], '#' .. owner) or ''
+local record = owners_record(KEYS[3], owner)
 if string.match(record, '^%d+ u(%d+)$') == change then
   return {1, 0}
 end

@@ -43,7 +43,7 @@ if not holds then
 elseif not type_ok(KEYS[4], 'hash') then
   return {2}
 end
-local record = redis.call('hget', KEYS[4], '#' .. field) or ''
+local record = owners_record(KEYS[4], field)
 if string.match(record, '^%d+ u(%d+)$') == change then
   return {1, 0}
 end

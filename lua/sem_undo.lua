@@ -22,7 +22,7 @@ local score = redis.call('zscore', KEYS[2], owner)
 if not score or tonumber(score) <= now then
   return {0}
 end
-local record = redis.call('hget', KEYS[4], '#' .. owner) or ''
+local record = owners_record(KEYS[4], owner)
 if string.match(record, '^%d+ u(%d+)$') == change then
   return {1, 0}
 end

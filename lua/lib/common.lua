@@ -230,8 +230,9 @@
   there was no holding); writer, for a read holding in a write-locked
   lock, the number of the owner's write holding's change then (0: none);
   end_k, for a read repeat, the end of read hold k before it. An undo
-  leaves '<change> u<the change undone>'. The entry goes with its holding
-  (owners_sync).
+  leaves '<change> u<the change undone>'; a session heartbeat's renewal
+  of a grant '<change> h<the grant's record>' (owners_renewed). The
+  entry goes with its holding (owners_sync).
   owners_change(owners, field) the number of field's holding's last change
                               (nil: none recorded)
   owners_bump(owners, field, record)
@@ -241,14 +242,21 @@
                               it gives owners its lease
   owners_renewed(owners, field, holds, floor)
                               number a renewal of field's holding, which
-                              has holds holds (owners_bump), except a
-                              session heartbeat's (floor) of a holding its
-                              last change made (added its only hold): the
-                              heartbeat answered no call for it, so that
-                              change stays the last, and its undo (a
-                              multi-lock's take-back, a grant the replicas
-                              did not confirm) still takes the holding
-                              back, renewal and all
+                              has holds holds (owners_bump). A session
+                              heartbeat's (floor) renewal of a holding its
+                              last change made (a grant that added its
+                              only hold) keeps that grant's record after
+                              its own number: '<n> h<the grant's record>'.
+                              The heartbeat answered no call for the
+                              holding, so the grant's undo (a multi-lock's
+                              take-back, a grant the replicas did not
+                              confirm) still takes it back, renewal and
+                              all; the number is new all the same, so an
+                              undo of another holding that depends on this
+                              one's number (a read's, on its owner's
+                              write holding) leaves the renewal alone
+  owners_record(owners, field) the record of field's last change, for its
+                              undo: the grant's within an 'h' record
   Redis does not undo the writes of a script that fails half way, so every
   script checks with these (and returns, or fails) before its first write,
   and one that publishes decides what to say from reads alone and publishes
@@ -630,12 +638,14 @@ local function owners_bump(owners, field, record)
   return n
 end
 
+local function owners_record(owners, field)
+  local r = redis.call('hget', owners, '#' .. field) or ''
+  return string.match(r, '^%d+ h(.*)$') or r
+end
+
 local function owners_renewed(owners, field, holds, floor)
-  if floor and holds == 1 and
-     string.match(redis.call('hget', owners, '#' .. field) or '', '^%d+ 1 ') then
-    return
-  end
-  owners_bump(owners, field)
+  local grant = floor and holds == 1 and string.match(owners_record(owners, field), '^%d+ 1 .*$')
+  owners_bump(owners, field, grant and 'h' .. grant or nil)
 end
 
 local function owners_value(owners, field, given, value, fresh)

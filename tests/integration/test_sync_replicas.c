@@ -747,6 +747,59 @@ TEST(sync_replicas_undo_on_a_writer_that_reads)
 	CHECK(sync_set_stop(&s), "clean exits");
 }
 
+/* The same for a session's holdings: the session holds the write side,
+ * and its read grant (PUT with session=) is unconfirmed while the
+ * session's heartbeat, through the other dlockd, renews the write side.
+ * The read's undo puts back the write lease the read grant found only if
+ * the write holding has not changed since, and the heartbeat's renewal
+ * is such a change: the write lease the heartbeat gave stands. (A
+ * heartbeat's renewal of a grant keeps that grant undoable, for a
+ * multi-lock's take-back; a build that kept the number unchanged to do
+ * so cut the write lease back here.) */
+TEST(sync_replicas_session_read_undo_keeps_the_heartbeats_write_lease)
+{
+	struct sync_set s;
+	const char *n = lockname("sessrw");
+	char id[33], p[400];
+	struct bg first, beat;
+	long long scripts, pttl;
+
+	CHECK(sync_set_start(&s, 2), "master, replica, two dlockd");
+	CHECK(session_start_on(s.d[0].base, 20000, id), "a session of 20 s");
+	CHECK(status_of(&s.d[0], "PUT", "/rwlocks/%s/write?session=%s", n, id) == 200,
+	      "the session writes");
+	sleep_ms(4000);		/* the write lease has 16 s left; a heartbeat gives 20 */
+	CHECK(kill(s.rep.pid, SIGSTOP) == 0, "stop the replica");
+	snprintf(p, sizeof(p), "/rwlocks/%s/read?session=%s", n, id);
+	scripts = redis_script_calls(&s.m);
+	bg_start_on(&first, s.d[0].base, "PUT", p, NULL);
+	CHECK(WAIT_FOR(redis_script_calls(&s.m) > scripts + 1, 900),
+	      "the read grant reached redis (the session read, then the grant)");
+	sleep_ms(200);
+	snprintf(p, sizeof(p), "/sessions/%s/heartbeat", id);
+	bg_start_on(&beat, sync_other(&s), "POST", p, NULL);
+	bg_join(&first);
+	CHECK(kill(s.rep.pid, SIGCONT) == 0, "the replica runs again");
+	bg_join(&beat);
+	pttl = rcmd_int_on(&s.m, "PTTL %s", n);
+	printf("# a session's read grant undone after its heartbeat: %ld %s; heartbeat %ld; "
+	       "the write lease left %lld ms\n", first.r.status, first.r.body ? first.r.body : "",
+	       beat.r.status, pttl);
+	CHECK_ERROR(first.r, 503, "replication_unconfirmed", "the read grant");
+	CHECK(json_bool(&first.r, "undone") == 1, "its own holding had not changed: undone (%s)",
+	      first.r.body);
+	CHECK_STATUS(beat.r, 200, "the heartbeat");
+	CHECK(holds_of(&s, &sync_kinds[2], n, id) == 0 && holds_of(&s, &sync_kinds[3], n, id) == 1,
+	      "the session writes and does not read");
+	CHECK(pttl > 17000, "the heartbeat's write lease stands (pttl %lld, want about 19000; the "
+	      "lease before it ended 4 s sooner)", pttl);
+	http_free(&first.r);
+	http_free(&beat.r);
+	CHECK(WAIT_FOR(status_of(&s.d[0], "DELETE", "/sessions/%s", id) == 200, 10000),
+	      "the session ends");
+	CHECK(sync_set_stop(&s), "clean exits");
+}
+
 /* A grant whose answer cannot be delivered (its client left while the
  * WAIT ran) is taken back when its request ends, as nobody learns of it --
  * but only that grant: the owner's retry, answered 200 meanwhile, stands.
