@@ -447,6 +447,27 @@ static enum MHD_Result session_renew_answer(struct request *rq)
 static void session_grant_undone(void *ctx, enum lock_result r, const struct lock_state *st);
 static enum MHD_Result session_unrecorded_answer(struct request *rq);
 
+static enum MHD_Result session_not_owner_answer(struct request *rq)
+{
+	return reply_error(rq, ERR_NOT_OWNER, NULL,
+			   "owner '%s' holds %s '%s' already, outside session '%s' (another "
+			   "session, none, or a request of this session not answered yet): a "
+			   "session's holdings are its own; give another owner, or none (the "
+			   "session id)", rq->lock.params.owner, locks_kind_label(rq->route.kind),
+			   rq->name, rq->lock.params.session);
+}
+
+/* The repeat of a holding the session does not list is put back (its
+ * lease, and its number: a grant of this session not answered yet may
+ * then still be taken back by its own request), whatever the undo says:
+ * the answer is not_owner either way. */
+static void session_repeat_undone(void *ctx, enum lock_result r, const struct lock_state *st)
+{
+	(void)r;
+	(void)st;
+	server_resume(ctx);
+}
+
 static enum MHD_Result session_record_answer(struct request *rq)
 {
 	const struct acquire *a = &rq->lock.acquire;
@@ -464,13 +485,14 @@ static enum MHD_Result session_record_answer(struct request *rq)
 	}
 	if (r == LOCK_OK)
 		return reply_granted(rq, &a->state);
-	if (r == LOCK_NOT_OWNER)	/* a repeat of a holding that is not this session's */
-		return reply_error(rq, ERR_NOT_OWNER, NULL,
-				   "owner '%s' holds %s '%s' already, outside session '%s' (another "
-				   "session, or none): a session's holdings are its own; give "
-				   "another owner, or none (the session id)", rq->lock.params.owner,
-				   locks_kind_label(rq->route.kind), rq->name,
-				   rq->lock.params.session);
+	if (r == LOCK_NOT_OWNER && !a->state.added && a->state.change) {
+		/* a repeat of a holding that is not this session's */
+		locks_undo(rq->backend, rq->route.kind, rq->name, rq->lock.params.owner,
+			   a->state.change, session_repeat_undone, rq);
+		return server_suspend(rq, session_not_owner_answer);
+	}
+	if (r == LOCK_NOT_OWNER)
+		return session_not_owner_answer(rq);
 	if (a->state.added) {	/* a hold this request added: give it back first */
 		locks_undo(rq->backend, rq->route.kind, rq->name, rq->lock.params.owner,
 			   a->state.change, session_grant_undone, rq);

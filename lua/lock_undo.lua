@@ -21,10 +21,15 @@
                       nothing of the change stands
           {2}         not taken back: a later call changed the holding (a
                       repeat, re-entry, renewal or release, whose answer
-                      stands), or the change left no record of itself
+                      stands), or the change left no record of itself. A
+                      grant under a later repeat is marked withdrawn: if
+                      the repeat is undone too, its undo takes the holding
+                      back whole
   Every change of a holding numbers itself in the holders' hash, with what
   its undo needs (lib/common.lua, owners_bump); the undo runs only while the
-  holding's number is still the change's. Like a release it tells the
+  holding's number is still the change's (or a session heartbeat's renewal
+  of it). The undo of a repeat over a grant puts that grant's record back
+  as the last change, or, the grant withdrawn, takes the holding back. Like a release it tells the
   waiters ("0" on KEYS[2], a fair lock's queue head), before its first
   write, and drops dead queue heads. The fencing counter is not turned back:
   tokens never go back. ]]
@@ -42,17 +47,18 @@ elseif not type_ok(KEYS[3], 'hash') or
        (KEYS[4] and (not type_ok(KEYS[4], 'list') or not type_ok(KEYS[5], 'zset'))) then
   return {2}
 end
-local record = owners_record(KEYS[3], owner)
-if string.match(record, '^%d+ u(%d+)$') == change then
+local record, undone, prev, withdrawn = owners_record(KEYS[3], owner)
+if undone == change then
   return {1, 0}
 end
 local id, added, before = string.match(record, '^(%d+) ([01]) (%d+) %d+$')
 if id ~= change then
+  withdraw_under(KEYS[3], owner, change, prev, withdrawn)
   return {2}
 end
 added, before = tonumber(added), tonumber(before)
 local now = now_ms()
-local over = holds - added <= 0 or before <= now
+local over = holds - added <= 0 or before <= now or withdrawn_grant(prev, withdrawn, holds)
 if KEYS[4] then
   local head, at = fair_head(KEYS[4], KEYS[5], now)
   if over then
@@ -73,6 +79,6 @@ if added == 1 then
   redis.call('hincrby', KEYS[1], owner, -1)
 end
 redis.call('pexpire', KEYS[1], before - now)
-owners_bump(KEYS[3], owner, 'u' .. change)
+owners_undone(KEYS[3], owner, change, prev, withdrawn)
 owners_sync(KEYS[3], KEYS[1])
 return {1, 0}

@@ -13,7 +13,9 @@
                       side is gone. Also when an earlier run took it back
           {0}         the owner holds that side no more (released, expired,
                       forced): nothing of the change stands
-          {2}         not taken back: a later call changed the holding (a
+          {2}         not taken back (a grant under a later repeat is
+                      marked withdrawn, as lock_undo.lua says): a later
+                      call changed the holding (a
                       repeat, re-entry, renewal, release, or the purge of
                       one of its expired read holds), or the change left no
                       record of itself
@@ -43,17 +45,26 @@ if not holds then
 elseif not type_ok(KEYS[4], 'hash') then
   return {2}
 end
-local record = owners_record(KEYS[4], field)
-if string.match(record, '^%d+ u(%d+)$') == change then
+local record, undone, prev, withdrawn = owners_record(KEYS[4], field)
+if undone == change then
   return {1, 0}
 end
-local v = {}
-for x in string.gmatch(record, '%d+') do
-  v[#v + 1] = x
+-- a record's numbers: change, added, N's lease end, the write holding's
+-- change, read ends
+local function numbers(r)
+  local v = {}
+  for x in string.gmatch(r, '%d+') do
+    v[#v + 1] = x
+  end
+  return v
 end
--- v: change, added, N's lease end, the write holding's change, read ends
+local v = numbers(record)
 if v[1] ~= change or not v[4] or (side == 'read' and v[2] == '0' and #v ~= 4 + holds) then
+  withdraw_under(KEYS[4], field, change, prev, withdrawn)
   return {2}
+end
+if withdrawn_grant(prev, withdrawn, holds) then
+  v = numbers(prev)	-- the grant under this repeat goes too: as it found N
 end
 local added, before, writer = tonumber(v[2]), tonumber(v[3]), tonumber(v[4])
 local now = now_ms()
@@ -118,7 +129,7 @@ end
 local ended = 1
 if redis.call('hexists', KEYS[1], field) == 1 then
   ended = 0
-  owners_bump(KEYS[4], field, 'u' .. change)
+  owners_undone(KEYS[4], field, change, prev, withdrawn)
 end
 owners_sync(KEYS[4], KEYS[1])
 return {1, ended}

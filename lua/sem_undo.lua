@@ -12,7 +12,9 @@
                       returned if that end has passed); ended 1 when the
                       permit is gone. Also when an earlier run took it back
           {0}         the owner holds no permit: nothing of it stands
-          {2}         not taken back: a later call changed the permit ]]
+          {2}         not taken back: a later call changed the permit (a
+                      grant under a later repeat is marked withdrawn, and
+                      the repeat's undo returns the permit: lock_undo.lua) ]]
 local owner, change = ARGV[1], ARGV[2]
 if sem_refusal(KEYS[1], KEYS[2], nil, KEYS[4]) then
   return {0}
@@ -22,15 +24,16 @@ local score = redis.call('zscore', KEYS[2], owner)
 if not score or tonumber(score) <= now then
   return {0}
 end
-local record = owners_record(KEYS[4], owner)
-if string.match(record, '^%d+ u(%d+)$') == change then
+local record, undone, prev, withdrawn = owners_record(KEYS[4], owner)
+if undone == change then
   return {1, 0}
 end
 local id, added, before = string.match(record, '^(%d+) ([01]) (%d+) %d+$')
 if id ~= change then
+  withdraw_under(KEYS[4], owner, change, prev, withdrawn)
   return {2}
 end
-if added == '1' or tonumber(before) <= now then
+if added == '1' or tonumber(before) <= now or withdrawn_grant(prev, withdrawn, 1) then
   redis.call(PUBLISH, KEYS[3], '1')
   redis.call('zrem', KEYS[2], owner)
   if redis.call('exists', KEYS[1]) == 1 then
@@ -41,5 +44,5 @@ if added == '1' or tonumber(before) <= now then
 end
 redis.call(PUBLISH, KEYS[3], '0')
 redis.call('zadd', KEYS[2], before, owner)
-owners_bump(KEYS[4], owner, 'u' .. change)
+owners_undone(KEYS[4], owner, change, prev, withdrawn)
 return {1, 0}

@@ -231,8 +231,9 @@
   lock, the number of the owner's write holding's change then (0: none);
   end_k, for a read repeat, the end of read hold k before it. An undo
   leaves '<change> u<the change undone>'; a session heartbeat's renewal
-  of a grant '<change> h<the grant's record>' (owners_renewed). The
-  entry goes with its holding (owners_sync).
+  of a grant '<change> h<the grant's record>' (owners_renewed); a repeat
+  over a grant keeps the grant's record (below). The entry goes with its
+  holding (owners_sync).
   owners_change(owners, field) the number of field's holding's last change
                               (nil: none recorded)
   owners_bump(owners, field, record)
@@ -255,8 +256,35 @@
                               undo of another holding that depends on this
                               one's number (a read's, on its owner's
                               write holding) leaves the renewal alone
+  A repeat over a grant (owners_grant) keeps the grant's record after its
+  own: '<change> 0 ... |<the grant's record>'. The grant's call may not be
+  answered yet, and the repeat's may end without a 200 too (refused,
+  unconfirmed): then each undo must still find what it needs.
+    - the grant's undo, finding the repeat over it, leaves the holding
+      (the repeat's answer may stand) but marks the grant withdrawn
+      (withdraw_under: ' w' after it);
+    - the repeat's undo then takes the holding back whole when it is the
+      grant's only hold (withdrawn_grant); else it puts the grant's record
+      back as the last ('<n> h<the grant's record> u<the repeat>',
+      owners_undone), so that the grant's undo, coming later, finds it.
   owners_record(owners, field) the record of field's last change, for its
-                              undo: the grant's within an 'h' record
+                              undo: returns record (the change's own;
+                              within an 'h' record the grant's), undone
+                              (the change an undo took back last, or nil),
+                              prev (the grant a repeat was made over, or
+                              nil), withdrawn (prev's undo came), and the
+                              record as a renewal keeps it
+  grant_record(r)             is r a grant's record, on its own?
+  withdraw_under(owners, field, change, prev, withdrawn)
+                              an undo of change found a later change: mark
+                              change withdrawn if that is a repeat over it
+  withdrawn_grant(prev, withdrawn, holds)
+                              does a repeat's undo take the holding (holds
+                              holds) back whole, its grant withdrawn?
+  owners_undone(owners, field, change, prev, withdrawn)
+                              number the undo of change (owners_bump):
+                              '<n> u<change>', or, when it put a repeat
+                              over a grant back, that grant's record first
   Redis does not undo the writes of a script that fails half way, so every
   script checks with these (and returns, or fails) before its first write,
   and one that publishes decides what to say from reads alone and publishes
@@ -639,13 +667,50 @@ local function owners_bump(owners, field, record)
 end
 
 local function owners_record(owners, field)
-  local r = redis.call('hget', owners, '#' .. field) or ''
-  return string.match(r, '^%d+ h(.*)$') or r
+  local raw = redis.call('hget', owners, '#' .. field) or ''
+  local inner = string.match(raw, '^%d+ h(.*)$') or raw
+  local own, undone = string.match(inner, '^(.-) u(%d+)$')
+  own = own or inner
+  local mine, prev = string.match(own, '^(.-) |(.*)$')
+  local withdrawn = false
+  if prev and string.sub(prev, -2) == ' w' then
+    prev, withdrawn = string.sub(prev, 1, -3), true
+  end
+  return mine or own, undone, prev, withdrawn, inner
+end
+
+-- a grant's record: '<change> 1 ...', nothing after its own fields
+local function grant_record(r)
+  return r and string.match(r, '^%d+ 1 [%d ]*$')
 end
 
 local function owners_renewed(owners, field, holds, floor)
-  local grant = floor and holds == 1 and string.match(owners_record(owners, field), '^%d+ 1 .*$')
-  owners_bump(owners, field, grant and 'h' .. grant or nil)
+  if floor and holds == 1 then
+    local own, _, prev, _, inner = owners_record(owners, field)
+    if not prev and grant_record(own) then
+      owners_bump(owners, field, 'h' .. inner)
+      return
+    end
+  end
+  owners_bump(owners, field)
+end
+
+local function withdraw_under(owners, field, change, prev, withdrawn)
+  if prev and not withdrawn and string.match(prev, '^%d+') == change then
+    redis.call('hset', owners, '#' .. field, redis.call('hget', owners, '#' .. field) .. ' w')
+  end
+end
+
+local function withdrawn_grant(prev, withdrawn, holds)
+  return withdrawn and holds == 1 and string.match(prev, '^%d+ 1 ') ~= nil
+end
+
+local function owners_undone(owners, field, change, prev, withdrawn)
+  if prev and not withdrawn then
+    owners_bump(owners, field, 'h' .. prev .. ' u' .. change)
+  else
+    owners_bump(owners, field, 'u' .. change)
+  end
 end
 
 local function owners_value(owners, field, given, value, fresh)
@@ -761,7 +826,16 @@ local function owners_grant(owners, key, field, g)
   end
   token = owners_token(owners, field, g.counter, g.lease, g.principal, g.fresh)
   owners_value(owners, field, g.given, g.value, g.fresh)
-  change = owners_bump(owners, field, g.record)
+  local record = g.record
+  if string.sub(record, 1, 2) == '0 ' then
+    -- a repeat over a grant whose call may not have been answered yet:
+    -- that grant's record goes with it, for its undo (owners_record)
+    local last = owners_record(owners, field)
+    if grant_record(last) then
+      record = record .. ' |' .. last
+    end
+  end
+  change = owners_bump(owners, field, record)
   if key then
     owners_sync(owners, key, g.pttl)
   else

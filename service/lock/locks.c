@@ -971,6 +971,7 @@ static void on_undo_reply(void *arg, redisReply *r)
 		return;
 	}
 	st.undone = res == LOCK_OK && code != 2;
+	st.holds = code == 0 || (code == 1 && locks_elem_int(r, 1) == 1) ? 0 : 1;
 	if (code == 1 && locks_elem_int(r, 1) == 1)
 		publish_change(c, "released");	/* the owner's holding ended */
 	if (c->res != LOCK_UNCONFIRMED) {

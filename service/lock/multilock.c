@@ -113,6 +113,24 @@ static void undone(void *ctx, enum lock_result r, const struct lock_state *st)
 	undo_step(m);
 }
 
+/* A repeat of a holding the session had is put back: its lease, and the
+ * number of its change, so that the grant it repeated can still be taken
+ * back by the call that made it, if that call is not answered 200 either.
+ * Gone after it (that call had been refused meanwhile: lua/lock_undo.lua),
+ * the holding is forgotten by the session too. Once, whatever it hears: a
+ * repeat made no holding, and none stands because of it. */
+static void repeat_undone(void *ctx, enum lock_result r, const struct lock_state *st)
+{
+	struct multilock_entry *e = ctx;
+	struct multilock *m = e->m;
+	const struct session_holding h = holding_of(m, e);
+
+	e->undo = MULTI_UNDO_NONE;
+	if (r == LOCK_OK && st->undone && st->holds == 0)
+		forget(m, &h);
+	undo_step(m);
+}
+
 /* Release every entry still to be taken back. */
 static void send_undos(struct multilock *m)
 {
@@ -120,6 +138,12 @@ static void send_undos(struct multilock *m)
 	for (unsigned k = 0; k < m->n; k++) {
 		struct multilock_entry *e = &m->e[k];
 
+		if (e->undo == MULTI_UNDO_REPEAT) {
+			m->pending++;
+			locks_undo(m->b, e->kind, e->name, m->session, e->repeat, repeat_undone, e);
+			e->repeat = 0;
+			continue;
+		}
 		if (e->undo != MULTI_UNDO_RETRY)
 			continue;
 		m->pending++;
@@ -199,11 +223,14 @@ static void take_back(struct multilock *m, enum multilock_outcome after)
 	for (unsigned k = 0; k < m->n; k++) {
 		struct multilock_entry *e = &m->e[k];
 
-		if (!e->taken)
+		e->m = m;
+		if (!e->taken) {
+			if (e->repeat)
+				e->undo = MULTI_UNDO_REPEAT;
 			continue;
+		}
 		e->taken = false;
 		e->undo = MULTI_UNDO_RETRY;
-		e->m = m;
 	}
 	send_undos(m);
 }
@@ -318,6 +345,8 @@ static void multi_tried(void *ctx, enum lock_result r, const struct lock_state *
 			 * even when Redis stops before the set is whole (a 503
 			 * whose take-back cannot reach Redis either) */
 			multi_note(m, e, st->token, NULL);
+		} else {
+			e->repeat = st->change;
 		}
 		e->token = st->token;
 		e->ttl_ms = st->ttl_ms;

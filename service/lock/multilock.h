@@ -29,7 +29,7 @@ struct backend;
 /* One lock of the set. */
 /* An entry's take-back: none, tried (again while Redis could not be
  * told), or given up on (a script failure: trying again will not help). */
-enum { MULTI_UNDO_NONE, MULTI_UNDO_RETRY, MULTI_UNDO_STUCK };
+enum { MULTI_UNDO_NONE, MULTI_UNDO_RETRY, MULTI_UNDO_STUCK, MULTI_UNDO_REPEAT };
 
 struct multilock_entry {
 	enum lock_kind kind;
@@ -42,6 +42,9 @@ struct multilock_entry {
 	int64_t change;			/* taken: the grant's change number, which
 					 * the take-back undoes (locks_undo); 0:
 					 * unknown or stale, released instead */
+	int64_t repeat;			/* held by the session already: the number
+					 * of this call's repeat of it, which the
+					 * take-back undoes too (0: none) */
 	unsigned char undo;		/* MULTI_UNDO_*: being taken back */
 	struct multilock *m;		/* while undo: the machine */
 	int64_t token;			/* held: its fencing token */

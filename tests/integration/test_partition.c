@@ -993,6 +993,30 @@ static long long kind_held_in_redis(const char *kind, const char *n)
 	return v;
 }
 
+/* From the clients' namespace: semaphore n of one permit, which another
+ * owner holds. A multi-lock takes its locks in kind order, semaphores
+ * last: one of a set whose other entry is named before it is tried after
+ * that one. */
+static void blocked_semaphore(const char *n)
+{
+	char path[300];
+	struct http_resp r;
+
+	snprintf(path, sizeof(path), "/semaphores/%s?owner=other&limit=1&ttl_ms=60000", n);
+	http_on(W.bases[0], "PUT", path, NULL, &r);
+	CHECK_STATUS(r, 200, "another owner holds the only permit");
+	http_free(&r);
+}
+
+/* The body of a multi-lock of a (of kind) and semaphore b (one permit). */
+static void kind_and_semaphore_body(const char *kind, const char *a, const char *b, char *body,
+				    size_t size)
+{
+	snprintf(body, size, "{\"locks\":[{\"kind\":\"%s\",\"name\":\"%s\"%s},"
+		 "{\"kind\":\"semaphore\",\"name\":\"%s\",\"limit\":1}]}", kind, a,
+		 strcmp(kind, "semaphore") ? "" : ",\"limit\":1", b);
+}
+
 /* A multi-lock of {a of kind, b}, b in the way, and the session's
  * heartbeat between a's grant (recorded in the session at once) and its
  * take-back. The heartbeat's renewal of a numbered a change of the
@@ -1014,15 +1038,8 @@ static void multilock_take_back_after_a_heartbeat(const char *kind, const char *
 	snprintf(a, sizeof(a), "%s-%s", lockname("mlbeat-a"), kind);
 	snprintf(b, sizeof(b), "%s-%s", lockname("mlbeat-b"), kind);
 	netns_enter(W.cns[0]);	/* exists_in_redis leaves it */
-	/* b, a semaphore of one permit another owner holds: a multi-lock
-	 * takes its locks in kind order, semaphores last, so a first */
-	snprintf(path, sizeof(path), "/semaphores/%s?owner=other&limit=1&ttl_ms=60000", b);
-	http_on(W.bases[0], "PUT", path, NULL, &r);
-	CHECK_STATUS(r, 200, "another owner holds b's only permit");
-	http_free(&r);
-	snprintf(body, sizeof(body), "{\"locks\":[{\"kind\":\"%s\",\"name\":\"%s\"%s},"
-		 "{\"kind\":\"semaphore\",\"name\":\"%s\",\"limit\":1}]}", kind, a,
-		 strcmp(kind, "semaphore") ? "" : ",\"limit\":1", b);
+	blocked_semaphore(b);	/* tried after a */
+	kind_and_semaphore_body(kind, a, b, body, sizeof(body));
 	snprintf(path, sizeof(path), "/sessions/%s/locks", sid);
 	snprintf(beat, sizeof(beat), "/sessions/%s/heartbeat", sid);
 	wire_set(W.dr[0], WIRE_BOTH, &slow);
@@ -1065,6 +1082,97 @@ TEST(chaos_partition_a_multilock_take_back_after_a_session_heartbeat_leaves_noth
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
 		multilock_take_back_after_a_heartbeat(kinds[i], sid);
 out:
+	world_down();
+}
+
+/* A multi-lock R1 of {a of kind, b}, b in the way, and, between a's grant
+ * and its record in the session, another request R2 of the same session
+ * for a, through another dlockd: a PUT with session= (refused 409
+ * not_owner: the session does not list a yet) or a multi-lock of {a, c},
+ * c in the way (409 locked). R2's repeat of a numbered a change of the
+ * holding, so R1's take-back left a as a later call's -- but R2 was not
+ * answered 200 either: a stayed held and listed while both answers said
+ * nothing was held (a probe, 24 of 24 and 14 of 14 runs). R2 now puts its
+ * repeat back, number and all, and R1 takes a back. */
+static void take_back_after_a_refused_repeat(const char *kind, const char *sid, bool multi)
+{
+	int d = 500;
+	struct wire_conf slow = { .delay_ms = d };
+	static const struct wire_conf clear;
+	char a[200], b[200], c[200], body[600], body2[600], path[300], path2[300];
+	struct http_resp r;
+	struct bg w;
+	long long held;
+	long listed;
+
+	snprintf(a, sizeof(a), "%s-%s", lockname("mlrep-a"), kind);
+	snprintf(b, sizeof(b), "%s-%s", lockname("mlrep-b"), kind);
+	snprintf(c, sizeof(c), "%s-%s", lockname("mlrep-c"), kind);
+	netns_enter(W.cns[0]);
+	blocked_semaphore(b);	/* each tried after a */
+	blocked_semaphore(c);
+	kind_and_semaphore_body(kind, a, b, body, sizeof(body));
+	snprintf(path, sizeof(path), "/sessions/%s/locks", sid);
+	if (multi) {
+		kind_and_semaphore_body(kind, a, c, body2, sizeof(body2));
+		snprintf(path2, sizeof(path2), "/sessions/%s/locks", sid);
+	} else {
+		snprintf(path2, sizeof(path2), "/%s/%s%s?session=%s%s",
+			 !strcmp(kind, "semaphore") ? "semaphores" :
+			 !strcmp(kind, "lock") ? "locks" : "rwlocks", a,
+			 !strcmp(kind, "write") ? "/write" : "", sid,
+			 strcmp(kind, "semaphore") ? "" : "&limit=1");
+	}
+	wire_set(W.dr[0], WIRE_BOTH, &slow);
+	/* R1, through dlockd 0: the session read runs at d, a's grant at 3d,
+	 * its record and b's refusal at 5d, the take-back at 7d; R2, through
+	 * dlockd 1 (its way to Redis clear), at 4d */
+	bg_start_on(&w, W.bases[0], "PUT", path, body);
+	sleep_ms(4 * d);
+	http_on(W.bases[1], "PUT", path2, multi ? body2 : NULL, &r);
+	bg_join(&w);
+	wire_set(W.dr[0], WIRE_BOTH, &clear);
+	listed = session_listed(sid);
+	held = kind_held_in_redis(kind, a);
+	printf("# %s: R1, a multi-lock refused by b: %ld %s; R2 (%s), between a's grant and its "
+	       "record: %ld %s; a held after: %lld, the session lists %ld\n", kind, w.r.status,
+	       json_str(&w.r, "error"), multi ? "a multi-lock refused by c" : "PUT with session=",
+	       r.status, json_str(&r, "error"), held, listed);
+	CHECK(w.r.status == 409 && json_str(&w.r, "error") &&
+	      !strcmp(json_str(&w.r, "error"), "locked"), "%s: R1 409 locked (b): %ld %s", kind,
+	      w.r.status, w.r.body ? w.r.body : "");
+	CHECK(r.status == 409 && json_str(&r, "error") &&
+	      !strcmp(json_str(&r, "error"), multi ? "locked" : "not_owner"),
+	      "%s: R2 409 %s: %ld %s", kind, multi ? "locked (c)" : "not_owner", r.status,
+	      r.body ? r.body : "");
+	CHECK(held == 0, "%s: a is not held: no answer said it was", kind);
+	CHECK(listed == 0, "%s: and the session lists nothing (%ld)", kind, listed);
+	http_free(&r);
+	http_free(&w.r);
+}
+
+static void take_back_after_refused_repeats(bool multi)
+{
+	static const char *const kinds[] = { "lock", "write", "semaphore" };
+	char sid[64];
+
+	if (timing_too_slow() || world_up(2, 1, NULL))
+		return;
+	netns_enter(W.cns[0]);
+	new_session(60000, sid, sizeof(sid));
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && !test_failed(); i++)
+		take_back_after_a_refused_repeat(kinds[i], sid, multi);
+}
+
+TEST(chaos_partition_a_multilock_take_back_after_a_refused_single_repeat_leaves_nothing)
+{
+	take_back_after_refused_repeats(false);
+	world_down();
+}
+
+TEST(chaos_partition_a_multilock_take_back_after_a_refused_multilock_repeat_leaves_nothing)
+{
+	take_back_after_refused_repeats(true);
 	world_down();
 }
 

@@ -800,6 +800,56 @@ TEST(sync_replicas_session_read_undo_keeps_the_heartbeats_write_lease)
 	CHECK(sync_set_stop(&s), "clean exits");
 }
 
+/* Two PUTs with session= of one lock, the second through the other
+ * dlockd 0.3 s after the first, neither confirmed by the replica: the
+ * first's grant, then the second's repeat of it. The first's undo found
+ * the repeat (a later change) and left the holding; the second's undo put
+ * the repeat back -- and the lock stayed held by the session's id, in no
+ * session's record, after both answered 503 and after the session ended
+ * (a probe: 19 of 19 runs). The first's undo now marks the grant under
+ * the repeat as withdrawn, and the repeat's undo takes it back whole. */
+TEST(sync_replicas_two_unconfirmed_session_grants_leave_nothing)
+{
+	struct sync_set s;
+	char id[33], path[256], p[400];
+	struct bg first, second;
+	long long scripts;
+
+	CHECK(sync_set_start(&s, 2), "master, replica, two dlockd");
+	CHECK(session_start_on(s.d[0].base, 30000, id), "a session");
+	for (size_t i = 0; i < sizeof(sync_kinds) / sizeof(sync_kinds[0]) && !test_failed(); i++) {
+		const struct sync_kind *k = &sync_kinds[i];
+		const char *n = lockname("twounconf");
+
+		snprintf(path, sizeof(path), k->path, n);
+		snprintf(p, sizeof(p), "%s?session=%s", path, id);
+		CHECK(kill(s.rep.pid, SIGSTOP) == 0, "stop the replica");
+		scripts = redis_script_calls(&s.m);
+		bg_start_on(&first, s.d[0].base, "PUT", p, NULL);
+		CHECK(WAIT_FOR(redis_script_calls(&s.m) > scripts + 1, 900),
+		      "%s: the first grant reached redis", k->label);
+		sleep_ms(300);
+		bg_start_on(&second, sync_other(&s), "PUT", p, NULL);
+		bg_join(&first);
+		bg_join(&second);
+		CHECK(kill(s.rep.pid, SIGCONT) == 0, "the replica runs again");
+		printf("# %s: two unconfirmed session grants: %ld %s; %ld %s; held after: %lld\n",
+		       k->label, first.r.status, first.r.body ? first.r.body : "", second.r.status,
+		       second.r.body ? second.r.body : "", holds_of(&s, k, n, id));
+		CHECK_ERROR(first.r, 503, "replication_unconfirmed", "the first");
+		CHECK_ERROR(second.r, 503, "replication_unconfirmed", "the second");
+		CHECK(json_bool(&second.r, "undone") == 1, "%s: the second undone (%s)", k->label,
+		      second.r.body);
+		CHECK(holds_of(&s, k, n, id) == 0, "%s: the session's id holds the lock after two "
+		      "503s", k->label);
+		http_free(&first.r);
+		http_free(&second.r);
+	}
+	CHECK(WAIT_FOR(status_of(&s.d[0], "DELETE", "/sessions/%s", id) == 200, 10000),
+	      "the session ends");
+	CHECK(sync_set_stop(&s), "clean exits");
+}
+
 /* A grant whose answer cannot be delivered (its client left while the
  * WAIT ran) is taken back when its request ends, as nobody learns of it --
  * but only that grant: the owner's retry, answered 200 meanwhile, stands.
