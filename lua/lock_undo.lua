@@ -29,10 +29,10 @@
   its undo needs (lib/common.lua, owners_bump); the undo runs only while the
   holding's number is still the change's (or a session heartbeat's renewal
   of it). The undo of a repeat over a grant puts that grant's record back
-  as the last change, or, the grant withdrawn, takes the holding back. Like a release it tells the
-  waiters ("0" on KEYS[2], a fair lock's queue head), before its first
-  write, and drops dead queue heads. The fencing counter is not turned back:
-  tokens never go back. ]]
+  as the last change, or, the grant withdrawn, takes the holding back.
+  Like a release it tells the waiters ("0" on KEYS[2], a fair lock's queue
+  head), before its first write, and drops dead queue heads. The fencing
+  counter is not turned back: tokens never go back. ]]
 local owner, change = ARGV[1], ARGV[2]
 if not owner_ok(owner) then
   return redis.error_reply('DLOCKD_OWNER owner is a field of the layout')

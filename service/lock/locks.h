@@ -119,9 +119,9 @@ void locks_set_limit(const struct backend *b, const char *name, int64_t limit,
  * never undone. done hears LOCK_OK with st->undone true when it was taken
  * back or nothing of it stands (the holding is gone), false when a later
  * call changed the holding, and st->holds 0 when the owner's holding is
- * gone (1: it stands, or is not known to be gone); or the failure (Redis not reached: it may
- * have been taken back or not), once tries again every 100 ms for 2 s
- * did not reach it either. done may be NULL: then a failure is only
+ * gone (1: it stands, or is not known to be gone); or the failure (Redis
+ * not reached: it may have been taken back or not), once tries again
+ * every 100 ms for 2 s did not reach it either. done may be NULL: then a failure is only
  * logged. */
 void locks_undo(const struct backend *b, enum lock_kind kind, const char *name,
 		const char *owner, int64_t change, lock_done_fn done, void *ctx);
