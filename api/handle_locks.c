@@ -281,6 +281,35 @@ static void session_unwatch(struct request *rq)
 /* Resumed by machine_done: answer the outcome. */
 static enum MHD_Result session_unanswered(struct request *rq);
 
+static enum MHD_Result refused_answer(struct request *rq)
+{
+	return reply_refused(rq, rq->lock.acquire.result, &rq->lock.acquire.state);
+}
+
+/* The session's record has forgotten the holding: answer the refusal. */
+static void gone_forgotten(void *ctx, enum lock_result r, const struct session_info *s)
+{
+	(void)r;
+	(void)s;
+	server_resume(ctx);
+}
+
+/* An unconfirmed grant of a session whose undo left the owner no holding:
+ * a repeat of a grant another request of the session recorded, and that
+ * request had been refused meanwhile (lua/lock_undo.lua: the repeat's undo
+ * took the holding back whole). The session must not go on listing it. */
+static enum MHD_Result session_forget_gone(struct request *rq)
+{
+	const struct acquire *a = &rq->lock.acquire;
+
+	rq->lock.holding = (struct session_holding){ .kind = rq->route.kind, .name = rq->name,
+						     .owner = rq->lock.params.owner,
+						     .token = a->state.token };
+	sessions_forget(rq->backend, rq->lock.params.session, &rq->lock.holding, gone_forgotten,
+			rq);
+	return server_suspend(rq, refused_answer);
+}
+
 static enum MHD_Result acquire_answer(struct request *rq)
 {
 	const struct acquire *a = &rq->lock.acquire;
@@ -299,6 +328,9 @@ static enum MHD_Result acquire_answer(struct request *rq)
 		if (session && a->result == LOCK_BACKEND_DOWN && !a->state.fault &&
 		    !rq->lock.session_listed)
 			return session_unanswered(rq);
+		if (session && a->result == LOCK_UNCONFIRMED && a->state.undone && a->state.gone &&
+		    !a->state.added)
+			return session_forget_gone(rq);
 		return reply_refused(rq, a->result, &a->state);
 	case ACQUIRE_GONE:
 		return MHD_NO;

@@ -84,6 +84,8 @@ struct lock_state {
 				 * nothing of it stands; false: it may stand (a
 				 * later call changed the holding, or Redis
 				 * could not be told) */
+	bool gone;		/* locks_undo(), LOCK_UNCONFIRMED undone: the
+				 * owner's holding is gone after the undo */
 	int64_t ttl_ms;		/* lease left; on LOCK_HELD the holder's; -1 = no expiry */
 	int64_t retry_ms;	/* LOCK_HELD: try again after this long even if no
 				 * message comes (the holder's lease ends, or the

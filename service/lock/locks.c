@@ -971,7 +971,7 @@ static void on_undo_reply(void *arg, redisReply *r)
 		return;
 	}
 	st.undone = res == LOCK_OK && code != 2;
-	st.holds = code == 0 || (code == 1 && locks_elem_int(r, 1) == 1) ? 0 : 1;
+	st.gone = code == 0 || (code == 1 && locks_elem_int(r, 1) == 1);
 	if (code == 1 && locks_elem_int(r, 1) == 1)
 		publish_change(c, "released");	/* the owner's holding ended */
 	if (c->res != LOCK_UNCONFIRMED) {
@@ -983,6 +983,7 @@ static void on_undo_reply(void *arg, redisReply *r)
 		return;
 	}
 	c->st.undone = st.undone;
+	c->st.gone = st.gone;
 	c->st.fault = st.undone ? unconfirmed_undone
 		    : res == LOCK_OK ? unconfirmed_changed : unconfirmed_unknown;
 	if (!st.undone)

@@ -118,8 +118,8 @@ void locks_set_limit(const struct backend *b, const char *name, int64_t limit,
  * later repeat, re-entry, renewal or release (answered, and standing) is
  * never undone. done hears LOCK_OK with st->undone true when it was taken
  * back or nothing of it stands (the holding is gone), false when a later
- * call changed the holding, and st->holds 0 when the owner's holding is
- * gone (1: it stands, or is not known to be gone); or the failure (Redis
+ * call changed the holding, and st->gone when the owner's holding is
+ * gone after it; or the failure (Redis
  * not reached: it may have been taken back or not), once tries again
  * every 100 ms for 2 s did not reach it either. done may be NULL: then a failure is only
  * logged. */

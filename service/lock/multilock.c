@@ -126,7 +126,7 @@ static void repeat_undone(void *ctx, enum lock_result r, const struct lock_state
 	const struct session_holding h = holding_of(m, e);
 
 	e->undo = MULTI_UNDO_NONE;
-	if (r == LOCK_OK && st->undone && st->holds == 0)
+	if (r == LOCK_OK && st->undone && st->gone)
 		forget(m, &h);
 	undo_step(m);
 }
