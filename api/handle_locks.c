@@ -281,6 +281,18 @@ static void session_unwatch(struct request *rq)
 /* Resumed by machine_done: answer the outcome. */
 static enum MHD_Result session_unanswered(struct request *rq);
 
+/* rq's holding, as the session's record names it (the acquire's token). */
+static struct session_holding *request_holding(struct request *rq)
+{
+	const struct acquire *a = &rq->lock.acquire;
+
+	rq->lock.holding = (struct session_holding){ .kind = rq->route.kind, .name = rq->name,
+						     .owner = rq->lock.params.owner,
+						     .token = a->state.token,
+						     .repeat = !a->state.added };
+	return &rq->lock.holding;
+}
+
 static enum MHD_Result refused_answer(struct request *rq)
 {
 	return reply_refused(rq, rq->lock.acquire.result, &rq->lock.acquire.state);
@@ -300,12 +312,7 @@ static void gone_forgotten(void *ctx, enum lock_result r, const struct session_i
  * took the holding back whole). The session must not go on listing it. */
 static enum MHD_Result session_forget_gone(struct request *rq)
 {
-	const struct acquire *a = &rq->lock.acquire;
-
-	rq->lock.holding = (struct session_holding){ .kind = rq->route.kind, .name = rq->name,
-						     .owner = rq->lock.params.owner,
-						     .token = a->state.token };
-	sessions_forget(rq->backend, rq->lock.params.session, &rq->lock.holding, gone_forgotten,
+	sessions_forget(rq->backend, rq->lock.params.session, request_holding(rq), gone_forgotten,
 			rq);
 	return server_suspend(rq, refused_answer);
 }
@@ -620,14 +627,8 @@ static enum MHD_Result session_unanswered(struct request *rq)
 /* A grant for a session: record it there before answering. */
 static enum MHD_Result session_record(struct request *rq)
 {
-	struct session_holding *h = &rq->lock.holding;
-
-	*h = (struct session_holding){ .kind = rq->route.kind, .name = rq->name,
-				       .owner = rq->lock.params.owner,
-				       .token = rq->lock.acquire.state.token,
-				       .repeat = !rq->lock.acquire.state.added };
-	sessions_record(rq->backend, rq->lock.params.session, h, rq->cfg->session_holdings_max,
-			session_step_done, rq);
+	sessions_record(rq->backend, rq->lock.params.session, request_holding(rq),
+			rq->cfg->session_holdings_max, session_step_done, rq);
 	return server_suspend(rq, session_record_answer);
 }
 
