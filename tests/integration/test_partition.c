@@ -592,7 +592,10 @@ TEST(chaos_partition_a_session_heartbeat_with_slow_answers_never_outlives_the_se
  * (found by a probe). A session's renewal only lengthens a holding. */
 static void session_heartbeat_late_renewal(void)
 {
-	int d = 800, ttl = 5000 * slow_factor();
+	/* A's calls take 2d: d = 600 leaves 800 ms of the 2 s after which
+	 * dlockd gives a call up (800 left 400, which a loaded machine once
+	 * used up: A answered 503) */
+	int d = 600, ttl = 5000 * slow_factor();
 	struct wire_conf slow = { .delay_ms = d };
 	const char *n = lockname("sesslate");
 	char path[300], sid[64];
