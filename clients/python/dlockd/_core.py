@@ -112,6 +112,8 @@ def acquire_steps(cfg, kind, name, owner, ttl_ms, wait_ms, extra=None, session=N
             confirmed = yield from _confirm(cfg, kind, name, owner, ttl_ms, what)
             if confirmed is None:
                 continue            # it ran out meanwhile: ask again
+            if time.monotonic() >= confirmed[0] + confirmed[1] / 1000 - margin_s(ttl_ms):
+                continue            # confirmed too late to count on: ask again
             return (token,) + confirmed
         if isinstance(res, Answer) and res.status == 409 and code(res) == "locked":
             first_fail, attempt = None, 0

@@ -68,15 +68,26 @@ class Transport:
                                                context=self.context)
         else:
             conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        # timeout bounds the whole request: http.client's own is per socket
+        # operation, so an answer trickled a byte at a time never ran out
+        # (a renewal stuck past the lease it was to keep)
+        deadline = threading.Timer(timeout, _abandon, (conn,))
+        deadline.daemon = True
+        deadline.start()
         try:
             if tracker and not tracker.add(conn):
                 return Unreachable("abandoned")
+            if not tracker:
+                conn.connect()
+            if getattr(conn, "dlockd_abandoned", False):      # before it had a socket
+                return Unreachable("abandoned: timed out")
             conn.request(method, self._target(path, params), body=raw, headers=headers)
             resp = conn.getresponse()
             return _answer(resp.status, resp.getheader("Retry-After"), resp.read())
         except (OSError, http.client.HTTPException, ValueError) as err:
             return self._unreachable(err)
         finally:
+            deadline.cancel()
             if tracker:
                 tracker.done(conn)
             conn.close()
@@ -115,6 +126,16 @@ class Transport:
         finally:
             if writer is not None:
                 writer.close()
+
+
+def _abandon(conn):
+    """Wake whatever thread is blocked on conn's socket (its request is
+    abandoned: the read or write fails)."""
+    conn.dlockd_abandoned = True
+    try:
+        conn.sock.shutdown(socket.SHUT_RDWR)
+    except (OSError, AttributeError):
+        pass
 
 
 def _answer(status, retry_after, raw):
@@ -162,10 +183,7 @@ class Tracker:
             self._closed = True
             conns = list(self._conns)
         for conn in conns:
-            try:
-                conn.sock.shutdown(socket.SHUT_RDWR)
-            except (OSError, AttributeError):
-                pass
+            _abandon(conn)
 
 
 def env(name):

@@ -74,11 +74,25 @@ class _Lease:
 
     def check(self):
         """Raise LeaseLost if the lease is lost: for a body that wants to
-        stop between steps."""
+        stop between steps. It reads the clock too, so that a process
+        paused past its lease (SIGSTOP, a frozen VM) stops at its first
+        check, before the renewal thread has run again."""
+        self._ran_out()
         if self.lost.is_set():
             raise LeaseLost(f"{self._what}: the lease is lost: "
                             f"{self.lost_reason}", code=getattr(self.lost_reason, "code", ""),
                             status=getattr(self.lost_reason, "status", 0)) from self.lost_reason
+
+    def _ran_out(self):
+        """Lose the lease if it ran out as the client counts it, whether or
+        not the renewal thread has seen that yet."""
+        with self._lock:
+            over = (not self.lost.is_set() and not self._stopping
+                    and time.monotonic() >= self._end - self._margin)
+        if over:
+            self._lose(Unavailable(
+                f"{self._what}: the lease ran out before a renewal was confirmed "
+                f"({self._last_failure or 'none was answered in time'})", code="unreachable"))
 
     # ----- told by the renewal and the watch -----
 
@@ -118,7 +132,10 @@ class _Lease:
             self._threads.append(t)
 
     def _begin_release(self):
-        """Stop the renewal (once): True if this call did."""
+        """Stop the renewal (once): True if this call did. A lease that ran
+        out before is lost, so that the scope says the body did not run
+        inside it."""
+        self._ran_out()
         with self._lock:
             if self._stopping:
                 return False

@@ -208,12 +208,14 @@ class Proxy:
     rule(method, path) says what to do with each request: "forward";
     "drop" (forward it, then close the client's connection without the
     answer: an answer lost on the way); "hole" (never answer, never
-    forward); or an int status (answer that, with Retry-After: 1, and
+    forward); "trickle" (forward it, then pass the answer on a byte every
+    trickle_s: a link that is slow but never silent); or an int status (answer that, with Retry-After: 1, and
     forward nothing). log holds (monotonic time, method, path) of each."""
 
     def __init__(self, target_port):
         self.target = target_port
         self.rule = lambda method, path: "forward"
+        self.trickle_s = 0.1
         self.log = []
         self._sock = socket.socket()
         self._sock.bind(("127.0.0.1", 0))
@@ -291,7 +293,11 @@ class Proxy:
                     break
                 answer += chunk
             up.close()
-            if what != "drop":
+            if what == "trickle":
+                for i in range(len(answer)):
+                    conn.sendall(answer[i:i + 1])
+                    time.sleep(self.trickle_s)
+            elif what != "drop":
                 conn.sendall(answer)
             conn.close()
         except OSError:

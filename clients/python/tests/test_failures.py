@@ -65,6 +65,29 @@ class TestLoss(unittest.TestCase):
         self.assertEqual(call(SRV.url, "GET", f"/locks/{n}")[1]["locked"], False)
 
 
+    def test_an_answer_trickled_a_byte_at_a_time_is_loss_before_the_lease_ends(self):
+        # a heartbeat's answer that keeps coming, too slowly: http.client's
+        # timeout is per read, so each byte renewed it and the renewal
+        # waited past the lease, lost never set (a probe: 19-22 s of work
+        # after another owner had the lock)
+        proxy = support.Proxy(SRV.port)
+        self.addCleanup(proxy.close)
+        c, n = dlockd.Client(proxy.url, watch_held=False), name("trickle")
+        held = c.lock(n, ttl_ms=1500).acquire()
+        time.sleep(0.7)                      # renewed at 500 ms
+        proxy.rule = lambda m, p: "trickle"
+        cut = time.monotonic()
+        self.assertTrue(wait_for(lambda: held.lost.is_set() or
+                                 not call(SRV.url, "GET", f"/locks/{n}")[1]["locked"], 5, 0.005))
+        self.assertTrue(held.lost.is_set(), "lost is set before dlockd's lease ends")
+        self.assertLessEqual(time.monotonic() - cut, 1.5)
+        self.assertFalse(held.held)
+        with self.assertRaises(dlockd.LeaseLost):
+            held.check()
+        proxy.rule = lambda m, p: "forward"
+        held.release()
+
+
 class TestRetries(unittest.TestCase):
     def test_waits_longer_than_dlockds_longest_poll_are_chained(self):
         short = support.Dlockd(REDIS, "--max-wait-ms", "400")
