@@ -13,6 +13,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -119,7 +120,8 @@ type Lock struct {
 
 	mu       sync.Mutex
 	held     bool
-	lost     error // why the lease was lost; nil if it was not
+	lost     error     // why the lease was lost; nil if it was not
+	end      time.Time // the lease this clock vouches for; zero: a session's holding
 	released bool
 }
 
@@ -137,11 +139,19 @@ func (l *Lock) TTL() time.Duration  { return l.ttl }
 func (l *Lock) Context() context.Context { return l.ctx }
 
 // Held says whether the lease is still this holder's, as far as it can
-// be known: false for good after a loss or Release.
+// be known: false for good after a loss or Release. It reads the clock
+// too: a process paused past its lease (SIGSTOP, a frozen VM) sees false
+// at once when it resumes, and the loss is then reported as any other,
+// before the renewer has run again.
 func (l *Lock) Held() bool {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.held
+	held, end := l.held, l.end
+	l.mu.Unlock()
+	if held && !end.IsZero() && !time.Now().Before(end) {
+		l.lose("no renewal confirmed within the lease", nil)
+		return false
+	}
+	return held
 }
 
 // Err is nil while held or after a Release; after a loss, an error that
@@ -207,12 +217,18 @@ func (c *Client) WithLock(ctx context.Context, name string, fn func(ctx context.
 	if err != nil {
 		return err
 	}
-	return c.scoped(context.WithValue(ctx, heldKey{}, l), l.ctx, l.Err, l.Release, fn)
+	lost := func() error {
+		l.Held() // a lease that ran out by the clock is lost
+		return l.Err()
+	}
+	return c.scoped(context.WithValue(ctx, heldKey{}, l), l.ctx, lost, l.Release, fn)
 }
 
 // scoped runs fn with a context cancelled when held is (the holding is
 // lost) or ctx is done, and then release, however fn ends (a panic goes
-// on after it). It returns fn's error; else lost's; else release's.
+// on after it). It returns fn's error (when that is the cancel a loss
+// caused, the loss's, which still wraps it); else lost's (asked before
+// the release too: a lease that ran out while fn ran); else release's.
 func (c *Client) scoped(ctx, held context.Context, lost func() error,
 	release func(context.Context) error, fn func(ctx context.Context) error) (err error) {
 	body, cancel := context.WithCancel(ctx)
@@ -225,15 +241,21 @@ func (c *Client) scoped(ctx, held context.Context, lost func() error,
 	}()
 	defer func() {
 		cancel()
+		lerr := lost()
 		rctx, rcancel := context.WithTimeout(context.Background(), c.retryFor)
 		rerr := release(rctx)
 		rcancel()
-		if err == nil {
-			if lerr := lost(); lerr != nil {
-				err = lerr
-			} else {
-				err = rerr
-			}
+		if lerr == nil {
+			lerr = lost()
+		}
+		switch {
+		case err != nil && lerr != nil && errors.Is(err, context.Canceled) && ctx.Err() == nil:
+			err = fmt.Errorf("%w (%v)", lerr, err) // the body saw the cancel the loss made
+		case err != nil:
+		case lerr != nil:
+			err = lerr
+		default:
+			err = rerr
 		}
 	}()
 	return fn(body)
@@ -412,6 +434,7 @@ func (c *Client) held(k kindSpec, name, path string, o *lockOptions, token int64
 // start runs the renewer and the watcher; confirmed is the sending of
 // the request that last set the lease.
 func (l *Lock) start(confirmed time.Time) {
+	l.end = confirmed.Add(l.ttl - l.margin)
 	l.wg.Add(2)
 	go l.renew(confirmed)
 	go l.watch()
@@ -449,18 +472,25 @@ func (l *Lock) heartbeat(ctx context.Context, by time.Time) error {
 
 func (l *Lock) renew(confirmed time.Time) {
 	defer l.wg.Done()
-	keep(l.bg, l.ttl, l.margin, confirmed, l.heartbeat, l.lose)
+	keep(l.bg, l.ttl, l.margin, confirmed, l.heartbeat, l.lose, func(end time.Time) {
+		l.mu.Lock()
+		l.end = end
+		l.mu.Unlock()
+	})
 }
 
 // keep renews a lease of ttl by beat every third of it until bg is done,
 // and calls lose when dlockd says it is gone (not held, or the session
 // ended) or when no beat was confirmed by the lease's end less margin,
-// counted from the sending of the last beat confirmed.
+// counted from the sending of the last beat confirmed; vouch is told
+// that end each time it moves.
 func keep(bg context.Context, ttl, margin time.Duration, confirmed time.Time,
-	beat func(context.Context, time.Time) error, lose func(string, error)) {
+	beat func(context.Context, time.Time) error, lose func(string, error),
+	vouch func(time.Time)) {
 	next := confirmed.Add(ttl / 3)
 	for {
 		end := confirmed.Add(ttl - margin) // the lease this clock can vouch for
+		vouch(end)
 		at := next
 		if end.Before(at) {
 			at = end

@@ -534,3 +534,61 @@ func TestEnvironmentDefaults(t *testing.T) {
 		t.Fatalf("no $DLOCKD_URL: %q", c.url)
 	}
 }
+
+// A body that returns its context's error after a loss gets an error
+// that matches ErrLost: the cancel was the loss's (a probe saw
+// context.Canceled alone, so a lost lease looked like the caller's own
+// cancel).
+func TestWithLockSaysLostWhenTheBodyReturnsTheLossesCancel(t *testing.T) {
+	t.Parallel()
+	c := newClient(plainURL)
+	err := c.WithLock(ctxFor(t, 20*time.Second), "go-lostcancel", func(ctx context.Context) error {
+		forceRelease(t, "/locks/go-lostcancel")
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+			return errors.New("the body's context was not cancelled by the loss")
+		}
+		return ctx.Err()
+	})
+	if !errors.Is(err, ErrLost) {
+		t.Fatalf("WithLock after a loss, the body returning ctx.Err(): %v, want ErrLost", err)
+	}
+}
+
+// Held reads the clock: a process paused past its lease (its renewer not
+// run yet) sees false at once, and the loss is told as any other. Here
+// the lease this clock vouches for is moved into the past, as a pause
+// would leave it; the scoped form then ends with ErrLost, not nil.
+func TestHeldReadsTheClock(t *testing.T) {
+	t.Parallel()
+	c := newClient(plainURL)
+	runOut := func(l *Lock) {
+		l.mu.Lock()
+		l.end = time.Now().Add(-time.Millisecond)
+		l.mu.Unlock()
+	}
+	l, err := c.Lock(ctxFor(t, 10*time.Second), "go-clock", WithTTL(15*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runOut(l)
+	if l.Held() || !errors.Is(l.Err(), ErrLost) {
+		t.Fatalf("a lease run out by the clock: held %v, err %v", l.Held(), l.Err())
+	}
+	within(t, l.Context().Done(), time.Second, "the context of a lease run out")
+	if err := l.Release(ctxFor(t, 5*time.Second)); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	err = c.WithLock(ctxFor(t, 10*time.Second), "go-clock", func(ctx context.Context) error {
+		l, _ := FromContext(ctx)
+		runOut(l)
+		return nil
+	}, WithTTL(15*time.Second))
+	if !errors.Is(err, ErrLost) {
+		t.Fatalf("a body that ended after its lease ran out: %v, want ErrLost", err)
+	}
+	if st := state(t, KindLock, "go-clock"); st.Locked {
+		t.Fatalf("still locked after the scoped form: %+v", st)
+	}
+}

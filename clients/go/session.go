@@ -115,7 +115,7 @@ func (c *Client) NewSession(ctx context.Context, ttl time.Duration,
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		keep(s.bg, s.ttl, s.margin, sent, s.heartbeat, s.lose)
+		keep(s.bg, s.ttl, s.margin, sent, s.heartbeat, s.lose, func(time.Time) {})
 	}()
 	return s, nil
 }
