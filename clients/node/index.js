@@ -447,8 +447,18 @@ class Lease {
   /** Aborted the moment the lease is known lost (reason: a LostError), and at release. */
   get signal() { return this._holder.signal; }
 
-  /** Whether the lease is still this holder's: false for good after a loss or release. */
-  get held() { return this._held; }
+  /**
+   * Whether the lease is still this holder's: false for good after a loss
+   * or release. It reads the clock too: a body that runs synchronously
+   * past the lease (no timer of the renewer can run then), or a process
+   * paused past it, sees false, and the loss is told then.
+   */
+  get held() {
+    if (this._held && this._vouched !== undefined && now() >= this._vouched) {
+      this._lose('no renewal confirmed within the lease');
+    }
+    return this._held;
+  }
 
   _lose(why, cause) {
     if (!this._held) return;
@@ -463,6 +473,7 @@ class Lease {
     let next = confirmed + this.ttlMs / 3;
     for (;;) {
       const end = confirmed + this.ttlMs - this.marginMs; // the lease this clock can vouch for
+      this._vouched = end;
       if (!await sleep(Math.min(next, end) - now(), bg)) return;
       if (now() >= end) return this._lose('no renewal confirmed within the lease');
       const sent = now();
@@ -483,6 +494,7 @@ class Lease {
   // (retried as Client._retried does); a NotHeldError after a loss is no
   // error. The holder's signal is aborted at the end.
   async _end(path, query) {
+    void this.held; // a lease that ran out by the clock is lost: the scope says so
     const wasLost = this.lostError !== null;
     this._held = false;
     this._bg.abort();

@@ -105,6 +105,31 @@ test('loss is told before the lease can end when renewals fail; lost stays lost'
   p.close();
 });
 
+test('held reads the clock: a body that runs synchronously past its lease sees false', { timeout: 20000 }, async () => {
+  // no timer of the renewer can run while the body computes: held read a
+  // flag they set, so a probe's body (50 ms chunks, checking signal and
+  // held) worked on 2 s after another owner had the lock
+  const c = client({ url: plain });
+  const name = 'node-syncbody';
+  let chunks = 0;
+  let stopped = false;
+  await assert.rejects(c.withLock(name, (signal, held) => {
+    const until = performance.now() + 3000;
+    while (performance.now() < until) {
+      if (signal.aborted || !held.held) {
+        stopped = true;
+        break;
+      }
+      const chunk = performance.now() + 50;
+      while (performance.now() < chunk);
+      chunks++;
+    }
+  }, { ttlMs: 1000 }), LostError);
+  assert.ok(stopped, 'the body saw the loss');
+  assert.ok(chunks <= 21, `${chunks} chunks of 50 ms in a 1 s lease`);
+  assert.equal((await state(name)).locked, false);
+});
+
 test('a wait longer than --max-wait-ms chains polls', { timeout: 30000 }, async () => {
   const holder = await client({ url: plain }).acquire('node-longwait');
   setTimeout(() => holder.release(), 6500);
