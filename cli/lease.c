@@ -449,6 +449,29 @@ void lease_call_patient(const struct lease *l, const char *method, const char *p
 	}
 }
 
+/* DELETE path; forced: a forced release, whose 200 says "released": false
+ * when nobody held the lock (not held, as an owner's 409 says). */
+static enum lease_outcome delete_call(struct lease *l, const char *path, bool quiet_not_held,
+				      bool patient, bool forced)
+{
+	enum lease_outcome out;
+	struct answer a;
+
+	lease_call_patient(l, "DELETE", path, NULL, patient, &a);
+	out = lease_outcome_of(&a);
+	if (forced && out == LEASE_OK && json_is_false(json_object_get(a.json, "released"))) {
+		out = LEASE_LOST;
+		if (!quiet_not_held)
+			lease_say(l, "releasing: nobody held it");
+	} else if (out != LEASE_OK && !(out == LEASE_LOST && quiet_not_held)) {
+		lease_say_answer(l, "releasing", &a);
+	}
+	if (out == LEASE_OK && l->verbose)
+		lease_say(l, "released");
+	answer_release(&a);
+	return out;
+}
+
 enum lease_outcome lease_release(struct lease *l, bool force, bool quiet_not_held,
 				 bool patient)
 {
@@ -457,25 +480,17 @@ enum lease_outcome lease_release(struct lease *l, bool force, bool quiet_not_hel
 	if (l->ops)
 		return l->ops->release(l, quiet_not_held, patient);
 	lock_path(l, "", base, sizeof(base));
-	if (force)
-		snprintf(path, sizeof(path), "%s?force=true", base);
-	else
+	if (!force) {
 		snprintf(path, sizeof(path), "%s?owner=%s", base, l->owner);
-	return lease_delete(l, path, quiet_not_held, patient);
+		return lease_delete(l, path, quiet_not_held, patient);
+	}
+	snprintf(path, sizeof(path), "%s?force=true", base);
+	return delete_call(l, path, quiet_not_held, patient, true);
 }
 
 enum lease_outcome lease_delete(struct lease *l, const char *path, bool quiet_not_held,
 				bool patient)
 {
-	enum lease_outcome out;
-	struct answer a;
-
-	lease_call_patient(l, "DELETE", path, NULL, patient, &a);
-	out = lease_outcome_of(&a);
-	if (out != LEASE_OK && !(out == LEASE_LOST && quiet_not_held))
-		lease_say_answer(l, "releasing", &a);
-	if (out == LEASE_OK && l->verbose)
-		lease_say(l, "released");
-	answer_release(&a);
-	return out;
+	return delete_call(l, path, quiet_not_held, patient, false);
 }
+

@@ -552,8 +552,11 @@ TEST(dlock_acquire_renew_release_status_and_list_from_a_script)
 		 "if $DLOCK status %s >/dev/null; then exit 11; fi\n"
 		 "if $DLOCK release; then exit 12; else echo second release $?; fi\n"
 		 "$DLOCK run --ttl 20s %s -- sh -c '$DLOCK renew && "
-		 "[ \"$DLOCK_TTL_MS\" = 20000 ] && $DLOCK status %s' | grep -q '\"ttl_ms\":1[6-9]'\n",
-		 n, n, n, n, n, n, n, n);
+		 "[ \"$DLOCK_TTL_MS\" = 20000 ] && $DLOCK status %s' | grep -q '\"ttl_ms\":1[6-9]'\n"
+		 "$DLOCK acquire --ttl 20s %s >/dev/null\n"
+		 "$DLOCK release --force %s\n"
+		 "if $DLOCK release --force %s; then exit 13; else echo second force $?; fi\n",
+		 n, n, n, n, n, n, n, n, n, n, n);
 	{
 		const char *argv[] = { "sh", "-c", script, NULL };
 		char server[128];
@@ -567,6 +570,9 @@ TEST(dlock_acquire_renew_release_status_and_list_from_a_script)
 	CHECK(strstr(dlock_out(&p), "token=1") && strstr(dlock_out(&p), n) &&
 	      strstr(dlock_out(&p), "second release 75"),
 	      "acquire's assignments, list's line, release's 75 when not held: %s", dlock_out(&p));
+	/* a forced release of a free lock is "not held" too (it said 0) */
+	CHECK(strstr(dlock_out(&p), "second force 75") && strstr(dlock_err(&p), "nobody held it"),
+	      "release --force of a free lock: 75: %s %s", dlock_out(&p), dlock_err(&p));
 	CHECK(flag_of(NULL, "locked", "/locks/%s", n) == 0, "released");
 }
 
