@@ -16,6 +16,7 @@ struct client {
 	struct curl_slist *headers;
 	struct curl_slist *json_headers;	/* headers, then Content-Type: JSON */
 	char *server;		/* without a trailing '/' */
+	char *token, *ca_file, *cert_file, *key_file;	/* as created (client_clone) */
 	char *body;		/* the answer's body so far */
 	size_t body_len;
 	bool running;		/* easy is in multi */
@@ -53,6 +54,10 @@ struct client *client_create(const char *server, const char *token,
 	while (len > 0 && server[len - 1] == '/')
 		len--;
 	c->server = strndup(server, len);
+	c->token = token ? strdup(token) : NULL;
+	c->ca_file = tls && tls->ca_file ? strdup(tls->ca_file) : NULL;
+	c->cert_file = tls && tls->cert_file ? strdup(tls->cert_file) : NULL;
+	c->key_file = tls && tls->key_file ? strdup(tls->key_file) : NULL;
 	c->multi = curl_multi_init();
 	c->easy = curl_easy_init();
 	if (token) {
@@ -67,7 +72,9 @@ struct client *client_create(const char *server, const char *token,
 	}
 	c->json_headers = curl_slist_append(c->headers ? curl_slist_append(NULL,
 						c->headers->data) : NULL, "Content-Type: application/json");
-	if (!c->server || !c->multi || !c->easy || (token && !c->headers) || !c->json_headers) {
+	if (!c->server || !c->multi || !c->easy || (token && !c->headers) || !c->json_headers ||
+	    (token && !c->token) || (tls && tls->ca_file && !c->ca_file) ||
+	    (tls && tls->cert_file && !c->cert_file) || (tls && tls->key_file && !c->key_file)) {
 		client_free(c);
 		return NULL;
 	}
@@ -93,8 +100,19 @@ void client_free(struct client *c)
 	curl_slist_free_all(c->headers);
 	curl_slist_free_all(c->json_headers);
 	free(c->server);
+	free(c->token);
+	free(c->ca_file);
+	free(c->cert_file);
+	free(c->key_file);
 	free(c->body);
 	free(c);
+}
+
+struct client *client_clone(const struct client *c)
+{
+	struct client_tls tls = { c->ca_file, c->cert_file, c->key_file };
+
+	return client_create(c->server, c->token, &tls);
 }
 
 const char *client_server(const struct client *c)

@@ -32,6 +32,9 @@ struct client_tls {
 struct client *client_create(const char *server, const char *token,
 			     const struct client_tls *tls);
 void client_free(struct client *c);
+/* A new client of c's server, token and TLS set-up: a client serves one
+ * thread. NULL when libcurl cannot be set up. */
+struct client *client_clone(const struct client *c);
 /* The server URL it talks to, for messages. */
 const char *client_server(const struct client *c);
 

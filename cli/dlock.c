@@ -84,14 +84,17 @@ static const char usage_text[] =
 "confirmed in time, the group gets SIGTERM the grace and a margin (3% of\n"
 "--ttl + 10ms) before the lease ends, and SIGKILL the margin before it ends;\n"
 "if dlockd says the lock is not held, SIGTERM at once and SIGKILL after the\n"
-"grace. What the command leaves running in its group when it exits is\n"
+"grace. dlock watches the lock and renews the moment its state changes, so a\n"
+"forced release stops the command within a round trip. What the command\n"
+"leaves running in its group when it exits is\n"
 "stopped the same way before the release. An --owner must be unique to each\n"
 "run: a second run with a holder's owner id is refused as a conflict.\n"
 "\n"
 "dlock run a,b,c takes the locks a, b and c all or none (of --kind, each\n"
 "of --limit), through one session of dlockd whose id is DLOCK_OWNER and\n"
 "DLOCK_SESSION: it waits holding none of them, so runs over overlapping\n"
-"names never deadlock; one heartbeat renews them all; losing any is\n"
+"names never deadlock; one heartbeat renews them all (every third of the\n"
+"lease: one forced free is known then, they are not watched); losing any is\n"
 "losing the lease. DLOCK_FENCING_TOKENS is name=token,... for each,\n"
 "DLOCK_FENCING_TOKEN the first name's. --owner is not taken with them.\n"
 "\n"
@@ -424,13 +427,11 @@ static int cmd_renew(struct lease *l, const struct opts *o)
 
 static int cmd_status(struct lease *l)
 {
-	static const char *const fmt[] = { "/locks/%s", "/fairlocks/%s", "/rwlocks/%s",
-					   "/rwlocks/%s", "/semaphores/%s" };
 	char path[300];
 	struct answer a;
 	int status;
 
-	snprintf(path, sizeof(path), fmt[l->kind], l->name);
+	lease_status_path(l, path, sizeof(path));
 	client_call(l->client, "GET", path, NULL, 10000, -1, &a);
 	if (a.status == 200 && json_is_boolean(json_object_get(a.json, "locked"))) {
 		json_dumpf(a.json, stdout, JSON_COMPACT);

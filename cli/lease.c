@@ -160,6 +160,14 @@ static void lock_path(const struct lease *l, const char *op, char *path, size_t 
 	snprintf(path, len, fmt[l->kind], l->name, op);
 }
 
+void lease_status_path(const struct lease *l, char *path, size_t len)
+{
+	static const char *const fmt[] = { "/locks/%s", "/fairlocks/%s", "/rwlocks/%s",
+					   "/rwlocks/%s", "/semaphores/%s" };
+
+	snprintf(path, len, fmt[l->kind], l->name);
+}
+
 /* What an acquire adds to its query: a semaphore's limit, the holder
  * value (escaped), reentrant=true for a shared owner id (a semaphore's
  * repeat is the same permit: it takes none). The caller frees it. */

@@ -78,6 +78,9 @@ enum lease_outcome lease_outcome_of(const struct answer *a);
 int64_t mono_ms(void);
 /* "lock", "fair", "read", "write", "semaphore". */
 const char *lease_kind_name(enum lease_kind kind);
+/* The path of l's state (GET: status, or a watch with index and wait_ms):
+ * a read-write lock's both sides share one. */
+void lease_status_path(const struct lease *l, char *path, size_t len);
 /* The side of a read-write lock ("read", "write"); NULL for other kinds. */
 const char *lease_mode_name(enum lease_kind kind);
 /* A name or owner id as dlockd takes them: 1 to max of A-Z a-z 0-9 . _ : - */

@@ -15,8 +15,13 @@
  * whatever it left running in its group is stopped the same way before
  * the lock is released. dlock is the group's subreaper, so it reaps
  * orphans too and sees when the group is empty. If dlock itself dies, the
- * command gets SIGKILL (PR_SET_PDEATHSIG): nobody would renew its lease. */
+ * command gets SIGKILL (PR_SET_PDEATHSIG): nobody would renew its lease.
+ * One lock (not a session's) is watched (watch.h): a change of its state
+ * sends a renewal at once, so a forced release stops the command within a
+ * round trip, not a third of the lease later. */
 #include "run.h"
+
+#include "watch.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -38,6 +43,13 @@
 #define MARGIN_PERCENT 3
 #define MARGIN_MS 10
 
+/* Renewals a change of the lock's state sends come at most this often (a
+ * busy semaphore or read lock changes often). */
+#define NUDGE_GAP_MS 100
+
+/* The watch's signal: a change of the lock's state (read, not forwarded). */
+#define WATCH_SIGNAL SIGRTMIN
+
 struct supervisor {
 	struct lease *l;
 	const struct run_opts *o;
@@ -53,6 +65,7 @@ struct supervisor {
 	int64_t margin_ms;	/* kept from the lease's end (MARGIN_*) */
 	int64_t renew_every;	/* a third of what the lease leaves before term_by() */
 	bool renewing;		/* a heartbeat is in flight */
+	bool renew_again;	/* the state changed since it was sent */
 	int64_t renew_sent;
 	int64_t next_renew;
 };
@@ -321,7 +334,9 @@ static void renewal_done(struct supervisor *s, int64_t now)
 	out = lease_renewed(s->l, &a, s->renew_sent);
 	answer_release(&a);
 	if (out == LEASE_OK) {
-		s->next_renew = s->renew_sent + s->renew_every;
+		s->next_renew = s->renew_again ? s->renew_sent + NUDGE_GAP_MS
+					       : s->renew_sent + s->renew_every;
+		s->renew_again = false;
 	} else if (out == LEASE_LOST) {
 		lose(s, now, "the lease is lost (dlockd says it is not held)");
 	} else {
@@ -330,6 +345,21 @@ static void renewal_done(struct supervisor *s, int64_t now)
 
 		s->next_renew = now + (in < 100 ? 100 : in > 1000 ? 1000 : in);
 	}
+}
+
+/* The lock's state changed (the watch): renew now, or once the renewal in
+ * flight is answered (it may have been sent before the change), at most
+ * every NUDGE_GAP_MS; its answer says whether the lease is gone. */
+static void nudge(struct supervisor *s)
+{
+	int64_t soonest = s->renew_sent + NUDGE_GAP_MS;
+
+	if (s->lost)
+		return;
+	if (s->renewing)
+		s->renew_again = true;
+	else if (s->next_renew > soonest)
+		s->next_renew = soonest;
 }
 
 /* Ctrl-Z: the command stops with dlock (SIGSTOP: one that ignores
@@ -394,6 +424,8 @@ static void step(struct supervisor *s)
 	while ((sig = next_signal(s->sigfd)) > 0) {
 		if (sig == SIGCHLD)
 			reap(s);
+		else if (sig == WATCH_SIGNAL)
+			nudge(s);
 		else if (sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU)
 			stop = true;
 		else if (sig == SIGCONT)
@@ -481,6 +513,7 @@ static void take_job_control(int sigfd)
 	forwarded_signals(&set);
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		sigaddset(&set, sigs[i]);
+	sigaddset(&set, WATCH_SIGNAL);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signalfd(sigfd, &set, 0);
 }
@@ -547,7 +580,11 @@ int run_command(struct lease *l, const struct run_opts *o, char *const argv[])
 				  argv[0]);
 		status = err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC;
 	} else {
+		/* started after the fork: the child copies one thread */
+		struct lock_watch *w = l->ops ? NULL : lock_watch_start(l, WATCH_SIGNAL);
+
 		status = supervise(&s);
+		lock_watch_stop(w);
 	}
 release:
 	/* a lost lease is gone (or ends by itself): one try, no patience */

@@ -218,7 +218,7 @@ TEST(dlock_runs_never_overlap_and_hand_on_at_once)
 TEST(dlock_stops_the_command_when_the_lock_is_force_released)
 {
 	const char *n = lockname("dlock-forced"), *m = lockname("dlock-forced-quits");
-	char termed[400], script[600];
+	char termed[400], script[1000];
 	struct proc p;
 	int64_t t0, took;
 	int code;
@@ -226,10 +226,13 @@ TEST(dlock_stops_the_command_when_the_lock_is_force_released)
 	/* a command that ignores SIGTERM (it notes it and goes on) */
 	tmpfile_named(termed, sizeof(termed), "termed");
 	snprintf(script, sizeof(script),
-		 "trap 'echo TERM >> %s' TERM; while :; do sleep 0.05; done", termed);
+		 "trap 'echo TERM >> %s' TERM; echo ready >> %s; while :; do sleep 0.05; done",
+		 termed, termed);
 	dlock_start(&p, NULL, NULL, "forced", "run", "--ttl", "3s", "--grace", "1s", n, "--",
 		    "sh", "-c", script, NULL);
 	CHECK(WAIT_FOR(flag_of(NULL, "locked", "/locks/%s", n) == 1, 5000), "dlock takes it");
+	/* its trap is set: the SIGTERM comes at once now (dlock watches) */
+	CHECK(WAIT_FOR(file_contains(termed, "ready"), 5000), "the command runs");
 	CHECK(status_of(NULL, "DELETE", "/locks/%s?force=true", n) == 200, "force release");
 	t0 = mono_ms();
 	CHECK(WAIT_FOR(proc_exited(&p), 10000), "dlock ends");
@@ -239,8 +242,9 @@ TEST(dlock_stops_the_command_when_the_lock_is_force_released)
 	CHECK(file_contains(termed, "TERM"), "the command got SIGTERM");
 	CHECK(strstr(dlock_err(&p), "lost") && strstr(dlock_err(&p), n), "stderr says so: %s",
 	      dlock_err(&p));
-	/* seen at the next heartbeat (every third of the lease less the grace
-	 * and the margin: 633 ms), killed a grace later */
+	/* seen at once (the watch: before it, at the next heartbeat, every
+	 * third of the lease less the grace and the margin: 633 ms), killed a
+	 * grace later */
 	CHECK(took >= 1000 && took < 1000 + 1000 + 1500LL * slow_factor(),
 	      "SIGKILL after the 1 s grace: dlock ended %lld ms after the forced release",
 	      (long long)took);
@@ -254,8 +258,38 @@ TEST(dlock_stops_the_command_when_the_lock_is_force_released)
 	CHECK(WAIT_FOR(proc_exited(&p), 10000), "dlock ends");
 	code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
 	CHECK(code == 75 && mono_ms() - t0 < 1000 + 1500LL * slow_factor(),
-	      "75 within a heartbeat (936 ms), not the 3 s grace (%d after %lld ms)", code,
+	      "75 at once, not after the 3 s grace (%d after %lld ms)", code,
 	      (long long)(mono_ms() - t0));
+
+	/* a long lease: its next heartbeat is 9.4 s away, but dlock watches
+	 * the lock and renews the moment it changes, so the forced release
+	 * stops the command within a round trip (a probe: up to a third of
+	 * the lease, then the grace, while another owner held it); a lock of
+	 * each path, a read lock's state being the read-write lock's */
+	for (int i = 0; i < 2 && !test_failed(); i++) {
+		const char *kind = i ? "rwlock" : "lock", *path = i ? "/rwlocks/%s" : "/locks/%s";
+		const char *o = lockname(i ? "dlock-forced-read" : "dlock-forced-long");
+
+		if (i)
+			dlock_start(&p, NULL, NULL, "forced3", "run", "--kind", kind, "--mode", "read",
+				    "--ttl", "30s", "--grace", "1s", o, "--", "sleep", "60", NULL);
+		else
+			dlock_start(&p, NULL, NULL, "forced3", "run", "--ttl", "30s", "--grace", "1s",
+				    o, "--", "sleep", "60", NULL);
+		CHECK(WAIT_FOR(flag_of(NULL, "locked", path, o) == 1, 5000), "dlock takes %s", o);
+		sleep_ms(300);	/* the watch is in place */
+		CHECK(status_of(NULL, "DELETE", i ? "/rwlocks/%s/read?force=true" : "/locks/%s?force=true",
+				o) == 200, "force release");
+		t0 = mono_ms();
+		CHECK(WAIT_FOR(proc_exited(&p), 20000), "dlock ends");
+		took = mono_ms() - t0;
+		code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
+		printf("# %s, a 30 s lease, forced free: dlock ended %lld ms later (%d)\n", kind,
+		       (long long)took, code);
+		CHECK(code == 75 && took < 1000LL * slow_factor(),
+		      "%s: 75 within a round trip of the forced release, not at the heartbeat 9.4 s "
+		      "later (%d after %lld ms): %s", kind, code, (long long)took, dlock_err(&p));
+	}
 }
 
 TEST(dlock_stops_the_command_by_the_lease_end_when_dlockd_dies)
