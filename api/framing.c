@@ -81,6 +81,8 @@ struct framing {
 	const char *te;			/* the (last) Transfer-Encoding value */
 	bool folded;			/* a line folded onto the next (obs-fold) */
 	bool ctl_value;			/* a value holding a bare CR or another control */
+	bool empty_name;		/* a field with no name (": x") */
+	const char *last_end;		/* where the last field's value ends */
 	char bad_name[72];		/* a field name that is not a token */
 };
 
@@ -104,12 +106,33 @@ static bool one_line(const char *key, size_t key_len, const char *value)
 	return true;
 }
 
+/* Is [from, to) a line end as MHD 0.9.75 leaves it, a CR LF or an LF
+ * zeroed? Between one field's value and the next field's name that is all
+ * there is, unless the value held a NUL: MHD's value ends there, and the
+ * rest of the line ("Bearer t\0junk") is dropped unseen. */
+static bool line_end(const char *from, const char *to)
+{
+	if (!from || to < from || to - from > 2)
+		return false;
+	for (const char *p = from; p < to; p++)
+		if (*p)
+			return false;
+	return true;
+}
+
 static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
 				      size_t key_len, const char *value, size_t value_len)
 {
 	struct framing *f = cls;
 
 	(void)kind;
+	if (f->last_end && !line_end(f->last_end, key))
+		f->ctl_value = true;	/* the last one held a NUL */
+	f->last_end = value ? value + value_len : NULL;
+	if (!key_len) {
+		f->empty_name = true;
+		return MHD_YES;
+	}
 	if (!one_line(key, key_len, value)) {
 		f->folded = true;
 		return MHD_YES;
@@ -144,6 +167,37 @@ static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const 
 	return MHD_YES;
 }
 
+/* Does the header block end right after its last field's line? MHD 0.9.75
+ * takes a line with an empty field name (": x") after another field for
+ * the block's end: zeroing its colon leaves the line looking empty. The
+ * fields after it are dropped (Content-Length too), and what follows is
+ * read as the body or as the next request, which a proxy in front took
+ * for fields (a request smuggled; found by a probe). So between the last
+ * field's value and the block's end (MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE,
+ * counted from the method) there may be only the line ends MHD zeroed, two
+ * lines' worth at most. A bare ":" line after a CRLF line is the one form
+ * this cannot tell from a blank line: its bytes are left the same. Only
+ * bytes inside the block are read. */
+static bool ends_after_last_field(const struct request *rq, const char *method,
+				  const char *last_end)
+{
+	const union MHD_ConnectionInfo *ci;
+	const char *end;
+
+	if (!method || !last_end)
+		return true;	/* no field: the request line ends the block */
+	ci = MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+	if (!ci)
+		return true;
+	end = method + ci->header_size;
+	if (last_end < method || last_end > end || end - last_end > 4)
+		return false;
+	for (const char *p = last_end; p < end; p++)
+		if (*p)
+			return false;
+	return true;
+}
+
 /* RFC 9112 §6.1, §6.3, §5.1 and §5.2: a message whose body length two
  * parties could read differently (how a request is smuggled past a proxy)
  * is refused with 400 and its connection closed, whatever MHD would make
@@ -152,13 +206,15 @@ static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const 
  * or Host (§3.2). A Content-Length that is not all digits MHD refuses
  * itself, before dlockd sees the request. Returns why rq is refused, or
  * NULL. */
-const char *framing_check_headers(struct request *rq, const char *version)
+const char *framing_check_headers(struct request *rq, const char *method, const char *version)
 {
 	struct framing f = { 0 };
 	const char *why = NULL;
 
 	MHD_get_connection_values_n(rq->conn, MHD_HEADER_KIND, framing_header, &f);
-	if (f.folded)
+	if (f.empty_name || !ends_after_last_field(rq, method, f.last_end))
+		why = "a header line has no field name (a line starting with ':')";
+	else if (f.folded)
 		why = "a header field is folded onto the next line (obs-fold); send each on one line";
 	else if (f.bad_name[0])
 		why = "a header field name holds a character a name may not (whitespace before the colon?)";

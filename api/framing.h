@@ -14,6 +14,6 @@ const char *framing_check_line(struct request *rq, const char *method, const cha
 /* The header fields, on rq->conn: a folded line, a field name that is not
  * a token, a control byte in a value, body framing two parties could read
  * differently, a second Authorization or Host. */
-const char *framing_check_headers(struct request *rq, const char *version);
+const char *framing_check_headers(struct request *rq, const char *method, const char *version);
 
 #endif

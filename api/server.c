@@ -489,7 +489,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 	if (!rq->started) {
 		const char *why = request_start(rq, conn, cls, method, version);
 
-		if (why || (why = framing_check_headers(rq, version)))
+		if (why || (why = framing_check_headers(rq, method, version)))
 			refuse_request(rq, why);
 		hold_small_answer(rq);
 		return MHD_YES;	/* or wait for the body */

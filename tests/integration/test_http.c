@@ -239,6 +239,54 @@ TEST(folded_header_lines_are_refused_and_closed)
 	}
 }
 
+/* MHD 0.9.75 takes a line with an empty field name (": x") after a field
+ * for the end of the header block: the fields after it are dropped
+ * (Content-Length too) and what follows is read as the next request --
+ * here a force release a proxy would have taken for the body (a probe:
+ * "PUT /locks/smuggled" granted). A NUL in a value ends it for MHD, the
+ * rest of the line unseen ("Bearer tok\0junk" authenticated as "tok").
+ * Each is refused and closed; trailing blanks and empty values are not. */
+TEST(header_lines_without_a_name_or_with_a_nul_are_refused_and_closed)
+{
+	static const char *const cases[][2] = {
+		{ "an empty field name after a field",
+		  "PUT /locks/%s-a?owner=a HTTP/1.1\r\nHost: x\r\n: x\r\nContent-Length: 77\r\n\r\n%s" },
+		{ "an empty field name, no blank",
+		  "PUT /locks/%s-b?owner=a HTTP/1.1\r\nHost: x\r\n:x\r\nContent-Length: 77\r\n\r\n%s" },
+		{ "an empty field name and value",
+		  "PUT /locks/%s-c?owner=a HTTP/1.1\r\nHost: x\r\n:\r\nContent-Length: 77\r\n\r\n%s" },
+		{ "an empty field name first",
+		  "PUT /locks/%s-d?owner=a HTTP/1.1\r\n: x\r\nHost: x\r\n\r\n%s" },
+		{ "an empty field name, bare LF",
+		  "PUT /locks/%s-e?owner=a HTTP/1.1\nHost: x\n: x\nContent-Length: 77\n\n%s" },
+	};
+	static const char *const nuls[] = { "X-Request-Id: ab", "Authorization: Bearer tok" };
+	const char *victim = lockname("evictim");
+	char smuggled[256], req[1024], vpath[300], p[300];
+	struct raw_resp r;
+	size_t len;
+
+	snprintf(smuggled, sizeof(smuggled),
+		 "DELETE /locks/%s?force=true HTTP/1.1\r\nHost: x\r\n\r\n", victim);
+	snprintf(vpath, sizeof(vpath), "/locks/%s", victim);
+	CHECK(lock_hold(NULL, victim, "keeper", 60000), "keeper takes %s", victim);
+	each_refused_and_closed(cases, sizeof(cases) / sizeof(cases[0]), victim, smuggled);
+	for (size_t i = 0; i < sizeof(nuls) / sizeof(nuls[0]); i++) {
+		len = (size_t)snprintf(req, sizeof(req), "PUT /locks/%s-n%zu?owner=a HTTP/1.1\r\n"
+				       "Host: x\r\n%s", victim, i, nuls[i]);
+		len += (size_t)snprintf(req + len + 1, sizeof(req) - len - 1, "junk\r\n\r\n%s",
+					smuggled) + 1;	/* the NUL before "junk" */
+		snprintf(p, sizeof(p), "/locks/%s-n%zu", victim, i);
+		refused_and_closed(&H_dlockd, nuls[i], req, len, "invalid_request", vpath, p);
+	}
+	/* blanks after a value, an empty value, the last field's too, are fine */
+	snprintf(req, sizeof(req), "PUT /locks/%s-ok?owner=ok HTTP/1.1\r\nHost: x \t\r\n"
+		 "X-Pad:\r\nX-Pad-2:   \r\n\r\n", victim);
+	CHECK(raw_exchange(H_dlockd.port, req, false, &r) == 0, "connect");
+	CHECK(r.status == 200 && !r.eof, "blanks and empty values are taken: %s", r.buf);
+	raw_free(&r);
+}
+
 /* Many long fields make MHD grow (and move) its read buffer, past half of
  * what a connection has (16 KiB, api/server.c): none of them is taken for
  * a folded line, and a fold after them still is. */
