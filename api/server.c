@@ -48,6 +48,7 @@
  * server_suspend() and server_resume(). */
 #include "api/server.h"
 
+#include "api/client_cap.h"
 #include "api/conn_guard.h"
 #include "api/framing.h"
 #include "api/params.h"
@@ -143,6 +144,7 @@ struct http_loop {
 	struct guard *guard;
 	unsigned awaiting;		/* requests suspended (rq->next set) */
 	bool adding;			/* a connection in MHD_add_connection, counted */
+	struct client_slot *adding_slot;	/* ... and its client's count */
 	/* requests whose handler suspended during this MHD_run: their
 	 * connections are suspended once it returns (see server_suspend) */
 	struct request **pending;
@@ -164,6 +166,7 @@ struct http_loop {
  * "started" notification to its "closed" one, on the loop's thread. */
 struct conn_ctx {
 	struct guard_watch *watch;	/* the slowloris guard's */
+	struct client_slot *client;	/* its client's count of connections */
 	struct tls_creds *tls;		/* its TLS session's credentials (a reference) */
 	struct tls_out *out;		/* over TLS: its session's writes (tls.h) */
 };
@@ -639,11 +642,14 @@ static void conn_notify(void *cls, struct MHD_Connection *conn, void **socket_co
 
 	if (code == MHD_CONNECTION_NOTIFY_STARTED) {
 		cc = *socket_context = xcalloc(1, sizeof(*cc));
+		if (h->adding)
+			cc->client = h->adding_slot;
 		guard_notify(h->guard, conn, &cc->watch, code);
 		if (h->tls)
 			tls_start(conn, cc);
 	} else if (cc) {
 		guard_notify(h->guard, conn, &cc->watch, code);
+		client_cap_give(cc->client);
 		tls_creds_put(cc->tls);
 		tls_out_free(cc->out);
 		free(cc);
@@ -768,24 +774,32 @@ void server_resume(struct request *rq)
 
 /* ----- Accepting ----- */
 
-/* The whole answer to a connection past --max-connections (server_start). */
-static char overloaded[512];
-static size_t overloaded_len;
+/* The whole answers to a connection past --max-connections, and to one
+ * past --max-connections-per-client (server_start). */
+static char overloaded[2][512];
+static size_t overloaded_len[2];
 
-static void overloaded_build(void)
+static void overloaded_build(unsigned per_client)
 {
-	static const char body[] = "{\"error\":\"overloaded\",\"message\":\"dlockd has as many "
-				   "connections open as it may take; retry shortly\"}\n";
-	int n = snprintf(overloaded, sizeof(overloaded),
-			 "HTTP/1.1 503 Service Unavailable\r\n"
-			 "Content-Type: application/json\r\n"
-			 "Cache-Control: no-store\r\n"
-			 "Retry-After: 1\r\n"
-			 "Connection: close\r\n"
-			 "Content-Length: %zu\r\n"
-			 "\r\n%s", sizeof(body) - 1, body);
+	char body[2][256];
 
-	overloaded_len = (size_t)n;
+	snprintf(body[0], sizeof(body[0]), "{\"error\":\"overloaded\",\"message\":\"dlockd has as "
+		 "many connections open as it may take; retry shortly\"}\n");
+	snprintf(body[1], sizeof(body[1]), "{\"error\":\"overloaded\",\"message\":\"this client "
+		 "has %u connections open to dlockd, the most one may have "
+		 "(--max-connections-per-client); close one, or retry shortly\"}\n", per_client);
+	for (int i = 0; i < 2; i++) {
+		int n = snprintf(overloaded[i], sizeof(overloaded[i]),
+				 "HTTP/1.1 503 Service Unavailable\r\n"
+				 "Content-Type: application/json\r\n"
+				 "Cache-Control: no-store\r\n"
+				 "Retry-After: 1\r\n"
+				 "Connection: close\r\n"
+				 "Content-Length: %zu\r\n"
+				 "\r\n%s", strlen(body[i]), body[i]);
+
+		overloaded_len[i] = (size_t)n;
+	}
 }
 
 /* Drop refused connections that are done (EOF, error) or overdue; with
@@ -835,11 +849,14 @@ static void linger_due(struct loop *l, struct loop_timer *t)
 	refused_sweep(container_of(t, struct http_loop, linger), -1);
 }
 
-/* Past --max-connections: answer 503 at once (without waiting for the
- * request: a server may answer early), then linger to let it be read;
- * over TLS, close it. */
-static void refuse_connection(struct http_loop *h, int fd)
+/* Past --max-connections (or the client's share of them, per_client):
+ * answer 503 at once (without waiting for the request: a server may
+ * answer early), then linger to let it be read; over TLS, close it. */
+static void refuse_connection(struct http_loop *h, int fd, bool per_client)
 {
+	const char *why = per_client ? "over --max-connections-per-client"
+				     : "over --max-connections";
+
 	char junk[4096];
 	ssize_t n;
 
@@ -847,18 +864,18 @@ static void refuse_connection(struct http_loop *h, int fd)
 		close(fd);
 		metrics_request(other_route, METHOD_OTHER, 503, 0);
 		log_access(&(struct log_access){ .status = 503, .error = "overloaded",
-						 .why = "over --max-connections: closed unanswered "
-						 "(TLS)", .delivered = 0 });
+						 .why = per_client ? "over --max-connections-per-client: "
+						 "closed unanswered (TLS)" : "over --max-connections: "
+						 "closed unanswered (TLS)", .delivered = 0 });
 		return;
 	}
 	for (int i = 0; i < 16 && (n = read(fd, junk, sizeof(junk))) > 0; i++)
 		;	/* what has come so far: unread bytes at close() mean a reset */
-	n = write(fd, overloaded, overloaded_len);
+	n = write(fd, overloaded[per_client], overloaded_len[per_client]);
 	shutdown(fd, SHUT_WR);
 	metrics_request(other_route, METHOD_OTHER, 503, 0);
-	log_access(&(struct log_access){ .status = 503, .error = "overloaded",
-					 .why = "over --max-connections",
-					 .delivered = n == (ssize_t)overloaded_len });
+	log_access(&(struct log_access){ .status = 503, .error = "overloaded", .why = why,
+					 .delivered = n == (ssize_t)overloaded_len[per_client] });
 	if (h->nrefused == REFUSED_MAX || loop_watch(h->loop, fd, LOOP_READ | LOOP_HANGUP,
 						     refused_ready, h) < 0) {
 		close(fd);
@@ -871,7 +888,7 @@ static void refuse_connection(struct http_loop *h, int fd)
 
 /* New connections are waiting: admit each to one of this loop's MHD
  * daemons (SPREAD_AT), or refuse it when --max-connections are open
- * already. */
+ * already, or its client's share of them (client_cap.h). */
 static void server_accept(struct loop *l, int lfd, unsigned events, void *data)
 {
 	struct http_loop *h = data;
@@ -882,6 +899,8 @@ static void server_accept(struct loop *l, int lfd, unsigned events, void *data)
 		socklen_t len = sizeof(addr);
 		int fd = accept4(lfd, (struct sockaddr *)&addr, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct http_daemon *hd;
+		struct client_slot *slot;
+		unsigned open;
 
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED &&
@@ -891,18 +910,26 @@ static void server_accept(struct loop *l, int lfd, unsigned events, void *data)
 		}
 		if (__atomic_add_fetch(&open_connections, 1, __ATOMIC_RELAXED) > max_connections) {
 			__atomic_sub_fetch(&open_connections, 1, __ATOMIC_RELAXED);
-			refuse_connection(h, fd);
+			refuse_connection(h, fd, false);
+			continue;
+		}
+		if (!client_cap_take((struct sockaddr *)&addr, &slot, &open)) {
+			__atomic_sub_fetch(&open_connections, 1, __ATOMIC_RELAXED);
+			refuse_connection(h, fd, true);
 			continue;
 		}
 		hd = h->awaiting < SPREAD_AT ? &h->d[0]
 					     : &h->d[h->next_daemon++ % h->ndaemons];
 		h->adding = true;
+		h->adding_slot = slot;
 		if (MHD_add_connection(hd->daemon, fd, (struct sockaddr *)&addr, len) != MHD_YES)
 			log_warn("could not take a connection: %s", strerror(errno));	/* MHD closed it */
 		if (h->adding) {	/* MHD never started it */
 			h->adding = false;
 			__atomic_sub_fetch(&open_connections, 1, __ATOMIC_RELAXED);
+			client_cap_give(slot);
 		}
+		h->adding_slot = NULL;
 		loop_defer(l, &hd->run);
 	}
 }
@@ -1132,7 +1159,8 @@ int server_start(const struct config *cfg, const struct backend *const *backends
 	other_route = nroutes;
 	handlers = hs;
 	max_connections = cfg->max_connections;
-	overloaded_build();
+	client_cap_init(config_per_client_connections(cfg));
+	overloaded_build(config_per_client_connections(cfg));
 	port = listen_open(cfg);
 	if (port < 0)
 		return -1;

@@ -35,7 +35,7 @@ struct option_row {
 enum {
 	O_LISTEN, O_REDIS, O_THREADS, O_DEFAULT_TTL, O_MAX_TTL, O_MAX_WAIT,
 	O_QUEUE_TTL, O_READ_HOLDS_OWNER, O_READ_HOLDS_LOCK, O_FAIR_QUEUE, O_MAX_BODY, O_MAX_CONN,
-	O_IDLE_TIMEOUT, O_LOG_LEVEL,
+	O_MAX_CONN_CLIENT, O_IDLE_TIMEOUT, O_LOG_LEVEL,
 	O_LOG_FORMAT, O_LOG_HEARTBEATS, O_AUTH_FILE, O_TLS_CERT, O_TLS_KEY, O_TLS_CLIENT_CA, O_REDIS_CA,
 	O_REDIS_CERT, O_REDIS_KEY, O_KEY_PREFIX,
 	O_SYNC_REPLICAS, O_SYNC_TIMEOUT, O_PUBSUB,
@@ -95,6 +95,11 @@ static const struct option_row rows[O_COUNT] = {
 	[O_MAX_CONN] = { "max-connections", "DLOCKD_MAX_CONNECTIONS", OPT_INT, 16, 1 << 20, "N",
 		"open HTTP connections, waiting ones included, over all the threads; "
 		"past it a new connection gets 503 overloaded", "20000" },
+	[O_MAX_CONN_CLIENT] = { "max-connections-per-client", "DLOCKD_MAX_CONNECTIONS_PER_CLIENT",
+		OPT_INT, 0, 1 << 20, "N",
+		"open HTTP connections one client (an IPv4 address, an IPv6 /64) may "
+		"have, waiting ones included; past it its new connection gets 503 "
+		"overloaded (0: half of --max-connections)", "0" },
 	[O_IDLE_TIMEOUT] = { "idle-timeout-s", "DLOCKD_IDLE_TIMEOUT_S", OPT_INT, 1, 86400, "S",
 		"close a connection that has not sent a whole request this long "
 		"after connecting or after its last answer, however slowly it "
@@ -308,6 +313,11 @@ static const char *const row_details[O_COUNT] = {
 		"Over plain HTTP such a connection is answered 503 overloaded and "
 		"closed; over HTTPS it is closed unanswered (a plain answer would be "
 		"garbage to a TLS client). Either is logged and counted.",
+	[O_MAX_CONN_CLIENT] =
+		"So no one client (a script looping on waits, a leak of connections, a "
+		"slowloris that reconnects) can take every connection and refuse "
+		"everyone else, health checks included. Clients behind one proxy or "
+		"NAT share its address: raise it (up to --max-connections) for them.",
 	[O_IDLE_TIMEOUT] =
 		"A byte does not restart the clock, so a client trickling its request "
 		"a byte at a time (slowloris) is cut too (checked once a second). "
@@ -713,6 +723,7 @@ static int set_option(struct config *cfg, int i, const char *val, const char *fr
 	case O_SESSIONS_PER_TOKEN: cfg->sessions_per_token_max = n; break;
 	case O_MAX_BODY: cfg->max_body_bytes = (size_t)n; break;
 	case O_MAX_CONN: cfg->max_connections = (unsigned)n; break;
+	case O_MAX_CONN_CLIENT: cfg->max_connections_per_client = (unsigned)n; break;
 	case O_IDLE_TIMEOUT: cfg->idle_timeout_s = (unsigned)n; break;
 	case O_LOG_LEVEL:
 		cfg->log_level = log_level_parse(val);
@@ -969,4 +980,13 @@ void config_release(struct config *cfg)
 	cfg->redis_ca = cfg->redis_cert = cfg->redis_key = NULL;
 	cfg->listen = cfg->redis_url = cfg->auth_file = cfg->key_prefix = NULL;
 	cfg->tls_cert = cfg->tls_key = cfg->tls_client_ca = NULL;
+}
+
+unsigned config_per_client_connections(const struct config *cfg)
+{
+	unsigned n = cfg->max_connections_per_client;
+
+	if (!n)
+		n = cfg->max_connections / 2;
+	return n < cfg->max_connections ? n : cfg->max_connections;
 }

@@ -39,6 +39,7 @@ struct config {
 	int64_t sessions_per_token_max;	/* sessions one token name may have open */
 	size_t max_body_bytes;
 	unsigned max_connections;
+	unsigned max_connections_per_client;	/* 0: half of max_connections */
 	unsigned idle_timeout_s;	/* idle keep-alive connections are closed after this */
 	int log_level;			/* enum log_level */
 	int log_format;			/* enum log_format */
@@ -56,6 +57,9 @@ struct config {
  * health check, so that the caller can exit as a probe must. The caller
  * releases cfg with config_release(). */
 int config_load(struct config *cfg, int argc, char **argv);
+/* The most connections one client may have (--max-connections-per-client,
+ * 0 there meaning half of --max-connections), never more than all. */
+unsigned config_per_client_connections(const struct config *cfg);
 void config_release(struct config *cfg);
 
 /* Parse "host:port" or "[v6]:port" into addr; 0 on success, -1 if malformed. */

@@ -1331,11 +1331,19 @@ static int bg_hung_running(void)
 
 int raw_connect(int port)
 {
+	return raw_connect_from(port, INADDR_LOOPBACK);
+}
+
+int raw_connect_from(int port, uint32_t from)
+{
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct sockaddr_in src = { .sin_family = AF_INET };
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
 
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+	src.sin_addr.s_addr = htonl(from);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&src, sizeof(src)) < 0 ||
+	    connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
 		if (fd >= 0)
 			close(fd);
 		return -1;

@@ -211,6 +211,9 @@ int json_bool(const struct http_resp *r, const char *key);	/* -1 if absent */
 /* A plain TCP connection to 127.0.0.1:port, for requests curl cannot make
  * (a client that hangs up mid-request); -1 on failure. */
 int raw_connect(int port);
+/* The same from loopback address from (host order: 0x7f000002 is
+ * 127.0.0.2, another client to dlockd). */
+int raw_connect_from(int port, uint32_t from);
 /* One answer read off a raw connection (raw_read). */
 struct raw_answer {
 	int status;		/* 0: none in time, -1: connection ended */

@@ -820,7 +820,8 @@ TEST(access_log_names_forced_releases_and_error_codes)
 
 TEST(past_max_connections_a_client_gets_503_at_once)
 {
-	static const char *const flags[] = { "--max-connections", "16", "--threads", "2", NULL };
+	static const char *const flags[] = { "--max-connections", "16", "--max-connections-per-client",
+					     "16", "--threads", "2", NULL };
 	struct dlockd_srv d;
 	struct raw_resp r;
 	struct http_resp h;
@@ -856,6 +857,60 @@ TEST(past_max_connections_a_client_gets_503_at_once)
 	CHECK(WAIT_FOR(({ bool ok = http_on(d.base, "GET", "/healthz", NULL, &h) == 0 &&
 				     h.status == 200; http_free(&h); ok; }), 5000),
 	      "requests are served again once the idle connections are gone");
+	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
+}
+
+/* One client (127.0.0.1) fills its half of --max-connections (40) with
+ * waiting requests and tries for more: each one past its 20 gets 503
+ * overloaded at once, naming --max-connections-per-client, while another
+ * client (127.0.0.2) is served, its health check too. Before the share,
+ * one client's waits took every connection and everyone else got 503,
+ * /healthz included (a probe, 3 of 3 at --max-connections 300). */
+TEST(one_client_cannot_take_every_connection)
+{
+	static const char *const flags[] = { "--max-connections", "40", "--threads", "2", NULL };
+	const char *n = lockname("share");
+	struct dlockd_srv d;
+	struct raw_resp r;
+	char req[400];
+	int fds[40], refused = 0, waiting = 0, other;
+
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start");
+	CHECK(lock_hold(&d, n, "keeper", 60000), "keeper takes %s", n);
+	snprintf(req, sizeof(req), "PUT /locks/%s?owner=w&ttl_ms=5000&wait_ms=60000 HTTP/1.1\r\n"
+		 "Host: x\r\n\r\n", n);
+	for (int i = 0; i < 40; i++) {
+		fds[i] = raw_connect(d.port);
+		CHECK(fds[i] >= 0, "connection %d", i);
+		raw_exchange_fd(fds[i], req, strlen(req), false, 100, 300, &r);	/* a wait: silent */
+		if (r.status == 503) {
+			refused++;
+			CHECK(!strcmp(raw_error(&r), "overloaded") &&
+			      strstr(r.buf, "--max-connections-per-client"),
+			      "the refusal names the client's share: %s", r.buf);
+		} else if (r.status == 0) {
+			waiting++;
+		}
+		raw_free(&r);
+	}
+	printf("# one client, 40 waits at --max-connections 40: %d waiting, %d refused\n", waiting,
+	       refused);
+	CHECK(waiting >= 18 && waiting <= 20 && refused == 40 - waiting,
+	      "at most its half waits (%d), the rest refused (%d)", waiting, refused);
+	for (int pass = 0; pass < 2; pass++) {
+		other = raw_connect_from(d.port, 0x7f000002);
+		CHECK(other >= 0, "another client connects");
+		raw_exchange_fd(other, pass ? "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" :
+				"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n", pass ? 35 : 34, false,
+				1000, 10000, &r);
+		CHECK(r.status == 200, "another client is served (%s): %s",
+		      pass ? "/healthz" : "/readyz", r.buf);
+		raw_free(&r);
+		close(other);
+	}
+	for (int i = 0; i < 40; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
 	CHECK(dlockd_stop(&d, 5000) == 0, "stop");
 }
 

@@ -317,7 +317,8 @@ static void open_healthz(const struct dlockd_srv *d, int *fd, int count, int *ok
 
 TEST(probe_perf_max_connections_hold_over_every_daemon_and_come_back)
 {
-	const char *flags[] = { "--threads", "1", "--max-connections", "100", NULL };
+	const char *flags[] = { "--threads", "1", "--max-connections", "100",
+				"--max-connections-per-client", "100", NULL };
 	struct dlockd_srv d;
 	const char *fill = lockname("ppcap");
 	int ffd[80], hfd[60], ok, refused, live, base;

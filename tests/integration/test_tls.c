@@ -437,7 +437,7 @@ TEST(tls_over_max_connections_is_closed)
 {
 	struct http_tls t = { .ca = NULL };
 	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--max-connections", "16",
-				NULL };
+				"--max-connections-per-client", "16", NULL };
 	struct dlockd_srv d;
 	int fds[16], n = 0;
 	bool refused = false;
@@ -618,7 +618,8 @@ TEST(tls_idle_timeout_cuts_connections_stuck_in_the_handshake)
 	};
 	struct http_tls t = { .ca = NULL };
 	const char *flags[] = { "--tls-cert", NULL, "--tls-key", NULL, "--max-connections", "16",
-				"--idle-timeout-s", "2", "--tls-client-ca", NULL, NULL };
+				"--max-connections-per-client", "16", "--idle-timeout-s", "2",
+				"--tls-client-ca", NULL, NULL };
 	struct dlockd_srv d;
 	double after;
 
@@ -630,8 +631,8 @@ TEST(tls_idle_timeout_cuts_connections_stuck_in_the_handshake)
 	for (int mtls = 0; mtls <= 1; mtls++) {
 		const char *over = mtls ? "mTLS" : "HTTPS";
 
-		flags[8] = mtls ? "--tls-client-ca" : NULL;	/* ends the flags over HTTPS */
-		flags[9] = pki_path("ca.pem");
+		flags[10] = mtls ? "--tls-client-ca" : NULL;	/* ends the flags over HTTPS */
+		flags[11] = pki_path("ca.pem");
 		t.cert = mtls ? pki_path("client.pem") : NULL;
 		t.key = mtls ? pki_path("client.key") : NULL;
 		http_tls(&t);
