@@ -64,6 +64,8 @@ static void session_done(void *ctx, enum lock_result r, const struct session_inf
 	rq->lock.result = r;
 	if (r == LOCK_TOO_MANY_HOLDS)
 		rq->lock.state.others = s->cap_n;
+	if (r == LOCK_BACKEND_DOWN && s)
+		rq->lock.state.fault = s->fault;
 	if (r == LOCK_OK) {
 		switch (rq->route.op) {
 		case OP_SESSION_CREATE:
@@ -116,6 +118,9 @@ static enum MHD_Result answered(struct request *rq)
 				   "ran out (everything it held is released)", rq->name);
 	case LOCK_BACKEND_DOWN:
 		rq->retry_after_s = 1;
+		if (rq->lock.state.fault)	/* Redis answered: why it cannot serve */
+			return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL, "%s; nothing is "
+					   "known to have changed", rq->lock.state.fault);
 		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
 				   "Redis did not answer; nothing is known to have changed");
 	default:

@@ -112,7 +112,7 @@ static void sess_call_free(struct sess_call *c)
 
 static void sess_finish(struct sess_call *c, enum lock_result r)
 {
-	bool info = r == LOCK_OK || r == LOCK_TOO_MANY_HOLDS;
+	bool info = r == LOCK_OK || r == LOCK_TOO_MANY_HOLDS || r == LOCK_BACKEND_DOWN;
 
 	if (c->done)
 		c->done(c->ctx, r, info ? &c->info : NULL);
@@ -188,6 +188,7 @@ static enum lock_result sess_checked(struct sess_call *c, const redisReply *r, c
 	struct lock_state st = { 0 };
 	enum lock_result res = locks_check_answer(r, cmd, "session", c->id, &st);
 
+	c->info.fault = st.fault;
 	if (res == LOCK_OK && (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
 			       r->element[0]->type != REDIS_REPLY_INTEGER))
 		res = locks_unexpected(cmd, "session", c->id, &st);
@@ -259,6 +260,7 @@ static void sess_on_created(void *ctx, redisReply *r)
 	struct lock_state st = { 0 };
 	enum lock_result res = locks_check_answer(r, "session_create", "session", c->id, &st);
 
+	c->info.fault = st.fault;
 	if (res == LOCK_OK && (r->type != REDIS_REPLY_INTEGER || r->integer != 1))
 		res = locks_unexpected("session_create", "session", c->id, &st);
 	sess_finish(c, res);

@@ -45,12 +45,15 @@ struct session_info {
 	struct session_holding *holdings;
 	size_t n;
 	int64_t cap_n;		/* sessions_record refused by the cap: holdings */
+	const char *fault;	/* LOCK_BACKEND_DOWN: Redis' reason (static), or
+				 * NULL when it did not answer */
 };
 
 /* r: LOCK_OK; LOCK_NOT_HELD, no such session (never made, ended, or
  * another token name's: not told apart); LOCK_TOO_MANY_HOLDS,
  * sessions_create or sessions_record past its cap (s->cap_n); LOCK_BACKEND_DOWN,
- * LOCK_SCRIPT_ERROR. s is NULL unless r is LOCK_OK or the cap. */
+ * LOCK_SCRIPT_ERROR. s is NULL unless r is LOCK_OK, the cap or
+ * LOCK_BACKEND_DOWN (s->fault). */
 typedef void (*session_fn)(void *ctx, enum lock_result r, const struct session_info *s);
 
 /* The label a holding's kind has in the API: "lock", "fair", "read",

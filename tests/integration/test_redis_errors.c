@@ -313,6 +313,11 @@ TEST(redis_out_of_memory_is_a_503_that_says_so)
 	CHECK(message_has(&r, "out of memory"), "saying why: %s", r.body);
 	http_free(&r);
 	CHECK(rcmd_int_on(&rs, "EXISTS oom") == 0, "no lock");
+	/* a session's too (it said "Redis did not answer": a probe) */
+	http_on(d.base, "POST", "/sessions?ttl_ms=10000", NULL, &r);
+	CHECK_ERROR(r, 503, "backend_unavailable", "a session with Redis out of memory");
+	CHECK(message_has(&r, "out of memory"), "saying why: %s", r.body);
+	http_free(&r);
 	CHECK(rcmd_ok_on(&rs, "CONFIG SET maxmemory 0"), "memory again");
 	http_on(d.base, "PUT", "/locks/oom?owner=a", NULL, &r);
 	CHECK_STATUS(r, 200, "acquire works again");
