@@ -42,50 +42,42 @@ class TestLoss(unittest.TestCase):
             held.check()
         self.assertFalse(held.release())
 
-    def test_failing_renewals_are_loss_before_the_lease_ends(self):
+    def _renewals_fail(self, rule, tag):
+        """A held lock whose renewals fail as the proxy's rule says, from
+        its second on: lost must be set before dlockd's lease ends (dlockd
+        still has the lock then)."""
         proxy = support.Proxy(SRV.port)
         self.addCleanup(proxy.close)
-        c, n = dlockd.Client(proxy.url), name("silent")
+        c, n = dlockd.Client(proxy.url, watch_held=False), name(tag)
         held = c.lock(n, ttl_ms=1500).acquire()
         time.sleep(0.7)                      # renewed at 500 ms
-        proxy.rule = lambda m, p: "hole"     # dlockd answers nothing any more
+        proxy.rule = lambda m, p: rule
         cut = time.monotonic()
         # the server's view: the lock is free once its lease runs out
         self.assertTrue(wait_for(lambda: held.lost.is_set() or
                                  not call(SRV.url, "GET", f"/locks/{n}")[1]["locked"], 5, 0.005))
-        self.assertTrue(held.lost.is_set(), "lost is set before dlockd's lease ends")
+        self.assertTrue(held.lost.is_set(), f"{rule}: lost is set before dlockd's lease ends")
         self.assertLessEqual(time.monotonic() - cut, 1.5)
         self.assertFalse(held.held)
         self.assertLess(held.lease_deadline, time.monotonic() + 0.01)
         self.assertTrue(call(SRV.url, "GET", f"/locks/{n}")[1]["locked"],
                         "and dlockd still had it: the client stopped first")
         self.assertIsInstance(held.lost_reason, dlockd.Unavailable)
+        with self.assertRaises(dlockd.LeaseLost):
+            held.check()
         proxy.rule = lambda m, p: "forward"
         held.release()
         self.assertEqual(call(SRV.url, "GET", f"/locks/{n}")[1]["locked"], False)
 
+    def test_failing_renewals_are_loss_before_the_lease_ends(self):
+        self._renewals_fail("hole", "silent")    # dlockd answers nothing any more
 
     def test_an_answer_trickled_a_byte_at_a_time_is_loss_before_the_lease_ends(self):
         # a heartbeat's answer that keeps coming, too slowly: http.client's
         # timeout is per read, so each byte renewed it and the renewal
         # waited past the lease, lost never set (a probe: 19-22 s of work
         # after another owner had the lock)
-        proxy = support.Proxy(SRV.port)
-        self.addCleanup(proxy.close)
-        c, n = dlockd.Client(proxy.url, watch_held=False), name("trickle")
-        held = c.lock(n, ttl_ms=1500).acquire()
-        time.sleep(0.7)                      # renewed at 500 ms
-        proxy.rule = lambda m, p: "trickle"
-        cut = time.monotonic()
-        self.assertTrue(wait_for(lambda: held.lost.is_set() or
-                                 not call(SRV.url, "GET", f"/locks/{n}")[1]["locked"], 5, 0.005))
-        self.assertTrue(held.lost.is_set(), "lost is set before dlockd's lease ends")
-        self.assertLessEqual(time.monotonic() - cut, 1.5)
-        self.assertFalse(held.held)
-        with self.assertRaises(dlockd.LeaseLost):
-            held.check()
-        proxy.rule = lambda m, p: "forward"
-        held.release()
+        self._renewals_fail("trickle", "trickle")
 
 
 class TestRetries(unittest.TestCase):
