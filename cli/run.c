@@ -477,6 +477,28 @@ static int supervise(struct supervisor *s)
 	return WEXITSTATUS(s->leader_status);
 }
 
+/* The watch's signal is read from the signalfd while blocked. Its
+ * default action ends the process, so it gets a handler that does
+ * nothing, should one be delivered after the old mask came back. */
+static void on_watch_signal(int sig)
+{
+	(void)sig;
+}
+
+/* The watch's signals still pending once it is stopped: taken, so that
+ * none is delivered when the old mask comes back (a run of a semaphore
+ * that others churned once exited by signal, with no word said). */
+static void drain_watch_signals(void)
+{
+	const struct timespec now = { 0, 0 };
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, WATCH_SIGNAL);
+	while (sigtimedwait(&set, NULL, &now) > 0)
+		;
+}
+
 /* ----- dlock run ----- */
 
 /* The signals dlock takes over: forwarded to the command's group, or
@@ -514,6 +536,7 @@ static void take_job_control(int sigfd)
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		sigaddset(&set, sigs[i]);
 	sigaddset(&set, WATCH_SIGNAL);
+	sigaction(WATCH_SIGNAL, &(struct sigaction){ .sa_handler = on_watch_signal }, NULL);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	signalfd(sigfd, &set, 0);
 }
@@ -585,6 +608,7 @@ int run_command(struct lease *l, const struct run_opts *o, char *const argv[])
 
 		status = supervise(&s);
 		lock_watch_stop(w);
+		drain_watch_signals();
 	}
 release:
 	/* a lost lease is gone (or ends by itself): one try, no patience */
