@@ -82,7 +82,10 @@ struct framing {
 	bool folded;			/* a line folded onto the next (obs-fold) */
 	bool ctl_value;			/* a value holding a bare CR or another control */
 	bool empty_name;		/* a field with no name (": x") */
-	const char *last_end;		/* where the last field's value ends */
+	bool odd_end;			/* a line ended otherwise than the request line */
+	const char *line_end;		/* where the last line's text ends: the request
+					 * line's version, then each field's value */
+	size_t eol;			/* the request line's end: 1 (LF), 2 (CR LF); 0 unknown */
 	char bad_name[72];		/* a field name that is not a token */
 };
 
@@ -106,18 +109,16 @@ static bool one_line(const char *key, size_t key_len, const char *value)
 	return true;
 }
 
-/* Is [from, to) a line end as MHD 0.9.75 leaves it, a CR LF or an LF
- * zeroed? Between one field's value and the next field's name that is all
- * there is, unless the value held a NUL: MHD's value ends there, and the
- * rest of the line ("Bearer t\0junk") is dropped unseen. */
-static bool line_end(const char *from, const char *to)
+/* How many bytes [from, to) has if all are zeros (line ends as MHD 0.9.75
+ * leaves them: a CR LF or an LF, zeroed), else -1. */
+static long zeros(const char *from, const char *to)
 {
-	if (!from || to < from || to - from > 2)
-		return false;
+	if (!from || to < from || to - from > 8)
+		return -1;
 	for (const char *p = from; p < to; p++)
 		if (*p)
-			return false;
-	return true;
+			return -1;
+	return (long)(to - from);
 }
 
 static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -126,9 +127,18 @@ static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const 
 	struct framing *f = cls;
 
 	(void)kind;
-	if (f->last_end && !line_end(f->last_end, key))
-		f->ctl_value = true;	/* the last one held a NUL */
-	f->last_end = value ? value + value_len : NULL;
+	/* between the last line's text and this name only its line end, as
+	 * the request line's: a value that held a NUL ends there for MHD, the
+	 * rest of its line ("Bearer t\0junk") dropped unseen */
+	if (f->line_end) {
+		long n = zeros(f->line_end, key);
+
+		if (!f->eol && (n == 1 || n == 2))
+			f->eol = (size_t)n;
+		else if (n < 0 || (size_t)n != f->eol)
+			f->odd_end = true;
+	}
+	f->line_end = value ? value + value_len : NULL;
 	if (!key_len) {
 		f->empty_name = true;
 		return MHD_YES;
@@ -167,35 +177,37 @@ static enum MHD_Result framing_header(void *cls, enum MHD_ValueKind kind, const 
 	return MHD_YES;
 }
 
-/* Does the header block end right after its last field's line? MHD 0.9.75
- * takes a line with an empty field name (": x") after another field for
- * the block's end: zeroing its colon leaves the line looking empty. The
- * fields after it are dropped (Content-Length too), and what follows is
- * read as the body or as the next request, which a proxy in front took
- * for fields (a request smuggled; found by a probe). So between the last
- * field's value and the block's end (MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE,
- * counted from the method) there may be only the line ends MHD zeroed, two
- * lines' worth at most. A bare ":" line after a CRLF line is the one form
- * this cannot tell from a blank line: its bytes are left the same. Only
- * bytes inside the block are read. */
-static bool ends_after_last_field(const struct request *rq, const char *method,
-				  const char *last_end)
+/* Where the header block ends: MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE
+ * counted from the method; NULL if unknown. */
+static const char *block_end(const struct request *rq, const char *method)
 {
-	const union MHD_ConnectionInfo *ci;
-	const char *end;
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
 
-	if (!method || !last_end)
-		return true;	/* no field: the request line ends the block */
-	ci = MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
-	if (!ci)
-		return true;
-	end = method + ci->header_size;
-	if (last_end < method || last_end > end || end - last_end > 4)
-		return false;
-	for (const char *p = last_end; p < end; p++)
-		if (*p)
-			return false;
-	return true;
+	return ci && method ? method + ci->header_size : NULL;
+}
+
+/* Does the header block end with its last line's end and an empty line,
+ * each ended as the request line is? MHD 0.9.75 takes a line with an
+ * empty field name (":", ": x") after another field for the block's end:
+ * zeroing its colon leaves the line looking empty. The fields after it
+ * are dropped (Content-Length too), and what follows is read as the body
+ * or as the next request, which a proxy in front took for fields (a
+ * request smuggled; found by two probes). Every such line leaves more
+ * than two line ends' worth, or bytes that are not zeros -- but one: a
+ * bare ":" (or a NUL) ended by a bare LF in a request of CR LF lines
+ * leaves two zeros, as a CR LF does. Only bytes inside the block are
+ * read. */
+static bool ends_after_last_line(const struct framing *f, const char *end)
+{
+	long n;
+
+	if (!end || !f->line_end)
+		return true;	/* an HTTP/0.9 line: no version in the block */
+	n = zeros(f->line_end, end);
+	if (f->eol)
+		return n == (long)(2 * f->eol);
+	return n == 2 || n == 4;	/* no field: the request line, an empty line */
 }
 
 /* RFC 9112 §6.1, §6.3, §5.1 and §5.2: a message whose body length two
@@ -209,13 +221,21 @@ static bool ends_after_last_field(const struct request *rq, const char *method,
 const char *framing_check_headers(struct request *rq, const char *method, const char *version)
 {
 	struct framing f = { 0 };
-	const char *why = NULL;
+	const char *why = NULL, *end = block_end(rq, method);
 
+	/* the version lies in the block, at the end of the request line's text
+	 * (not so for an HTTP/0.9 line, which has none) */
+	if (end && version && version > method && version < end)
+		f.line_end = version + strlen(version);
 	MHD_get_connection_values_n(rq->conn, MHD_HEADER_KIND, framing_header, &f);
-	if (f.empty_name || !ends_after_last_field(rq, method, f.last_end))
-		why = "a header line has no field name (a line starting with ':')";
-	else if (f.folded)
+	if (f.folded)
 		why = "a header field is folded onto the next line (obs-fold); send each on one line";
+	else if (f.empty_name || !ends_after_last_line(&f, end))
+		why = "a header line has no field name (a line starting with ':'), or the header "
+		      "lines do not all end alike (CR LF, or a bare LF)";
+	else if (f.odd_end)
+		why = "a header line ends otherwise than the request line (a bare LF among CR LFs?), "
+		      "or a field value holds a NUL";
 	else if (f.bad_name[0])
 		why = "a header field name holds a character a name may not (whitespace before the colon?)";
 	else if (f.ctl_value)

@@ -6,10 +6,13 @@
  * already, else when it changes (woken by Redis pub/sub) or at wait_ms.
  * A change is told to the supervisor by a signal its signalfd reads, and
  * the supervisor renews at once: the renewal's answer, not the watch's,
- * says whether the lease is gone. A dlockd whose --max-wait-ms is lower
- * (400) is asked for half as long; a failure is tried again a second
- * later. lock_watch_stop() wakes the thread through an eventfd, which
- * abandons the request in flight. */
+ * says whether the lease is gone. A lock that changes all the time (a
+ * semaphore others churn) is asked at most every WATCH_GAP_MS. A dlockd
+ * whose --max-wait-ms is lower (400) is asked for half as long, down to
+ * 1 ms; one that takes no wait at all is not watched (the renewals are
+ * what the lease rests on). A failure is tried again a second later.
+ * lock_watch_stop() wakes the thread through an eventfd, which abandons
+ * the request in flight. */
 #include "watch.h"
 
 #include <errno.h>
@@ -25,6 +28,7 @@
 #define WATCH_WAIT_MS 60000
 #define WATCH_RETRY_MS 1000
 #define WATCH_SLACK_MS 5000	/* beyond wait_ms, for the answer to come */
+#define WATCH_GAP_MS 100	/* between one request's sending and the next's */
 
 struct lock_watch {
 	pthread_t thread;
@@ -54,6 +58,7 @@ static void *watch_main(void *arg)
 		struct answer a;
 		json_t *index;
 		bool again = false;
+		int64_t sent = mono_ms(), gap;
 
 		snprintf(path, sizeof(path), "%s?index=%lld&wait_ms=%d", w->path, w->index,
 			 wait_ms);
@@ -66,13 +71,17 @@ static void *watch_main(void *arg)
 				kill(w->pid, w->signo);
 			w->index = json_integer_value(index);
 			again = true;
-		} else if (a.status == 400 && wait_ms >= 200 &&
-			   strstr(answer_message(&a), "wait_ms")) {
+		} else if (a.status == 400 && strstr(answer_message(&a), "wait_ms")) {
+			if (wait_ms < 2) {	/* dlockd takes no wait */
+				answer_release(&a);
+				return NULL;
+			}
 			wait_ms /= 2;	/* dlockd's --max-wait-ms is lower */
 			again = true;
 		}
 		answer_release(&a);
-		if (!again && !watch_pause(w, WATCH_RETRY_MS))
+		gap = again ? sent + WATCH_GAP_MS - mono_ms() : WATCH_RETRY_MS;
+		if (gap > 0 && !watch_pause(w, (int)gap))
 			return NULL;
 	}
 }

@@ -292,6 +292,35 @@ TEST(dlock_stops_the_command_when_the_lock_is_force_released)
 	}
 }
 
+/* The watch asks for waits as long as dlockd takes: under a --max-wait-ms
+ * of 100 it halves its wait_ms down to one dlockd takes (it stopped at
+ * 117 ms and asked again every second, refused each time: a probe), and a
+ * forced release still stops the command within a round trip. */
+TEST(dlock_watches_under_a_short_max_wait)
+{
+	static const char *const flags[] = { "--max-wait-ms", "100", NULL };
+	const char *n = lockname("dlock-shortwait");
+	struct dlockd_srv d;
+	struct proc p;
+	int64_t t0, took;
+	int code;
+
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "a dlockd with --max-wait-ms 100");
+	dlock_start(&p, d.base, NULL, "shortwait", "run", "--ttl", "30s", "--grace", "1s", n, "--",
+		    "sleep", "60", NULL);
+	CHECK(WAIT_FOR(flag_of(&d, "locked", "/locks/%s", n) == 1, 5000), "dlock takes it");
+	sleep_ms(2500);	/* ten halvings, a tenth of a second apart */
+	CHECK(status_of(&d, "DELETE", "/locks/%s?force=true", n) == 200, "force release");
+	t0 = mono_ms();
+	CHECK(WAIT_FOR(proc_exited(&p), 20000), "dlock ends");
+	took = mono_ms() - t0;
+	code = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
+	CHECK(code == 75 && took < 1000LL * slow_factor(),
+	      "75 within a round trip of the forced release, not at the heartbeat 9.4 s later "
+	      "(%d after %lld ms): %s", code, (long long)took, dlock_err(&p));
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
 TEST(dlock_stops_the_command_by_the_lease_end_when_dlockd_dies)
 {
 	const char *n = lockname("dlock-dlockd-dies");

@@ -259,8 +259,15 @@ TEST(header_lines_without_a_name_or_with_a_nul_are_refused_and_closed)
 		  "PUT /locks/%s-d?owner=a HTTP/1.1\r\n: x\r\nHost: x\r\n\r\n%s" },
 		{ "an empty field name, bare LF",
 		  "PUT /locks/%s-e?owner=a HTTP/1.1\nHost: x\n: x\nContent-Length: 77\n\n%s" },
+		{ "a bare ':' line after bare-LF lines",
+		  "PUT /locks/%s-f?owner=a HTTP/1.1\nHost: x\nX-Pad: 1\n:\nContent-Length: 77\n\n%s" },
+		{ "a bare LF among CR LFs",
+		  "PUT /locks/%s-g?owner=a HTTP/1.1\r\nHost: x\nX-Pad: 1\r\n\r\n%s" },
 	};
-	static const char *const nuls[] = { "X-Request-Id: ab", "Authorization: Bearer tok" };
+	/* a NUL inside a value, and a NUL line after bare-LF lines (each then
+	 * "junk" or LF) */
+	static const char *const nuls[] = { "X-Request-Id: ab", "Authorization: Bearer tok",
+					    "X-Pad: 1\n" };
 	const char *victim = lockname("evictim");
 	char smuggled[256], req[1024], vpath[300], p[300];
 	struct raw_resp r;
@@ -272,18 +279,27 @@ TEST(header_lines_without_a_name_or_with_a_nul_are_refused_and_closed)
 	CHECK(lock_hold(NULL, victim, "keeper", 60000), "keeper takes %s", victim);
 	each_refused_and_closed(cases, sizeof(cases) / sizeof(cases[0]), victim, smuggled);
 	for (size_t i = 0; i < sizeof(nuls) / sizeof(nuls[0]); i++) {
-		len = (size_t)snprintf(req, sizeof(req), "PUT /locks/%s-n%zu?owner=a HTTP/1.1\r\n"
-				       "Host: x\r\n%s", victim, i, nuls[i]);
-		len += (size_t)snprintf(req + len + 1, sizeof(req) - len - 1, "junk\r\n\r\n%s",
-					smuggled) + 1;	/* the NUL before "junk" */
+		bool lf = i == 2;
+
+		len = (size_t)snprintf(req, sizeof(req), "PUT /locks/%s-n%zu?owner=a HTTP/1.1%s"
+				       "Host: x%s%s", victim, i, lf ? "\n" : "\r\n", lf ? "\n" : "\r\n",
+				       nuls[i]);
+		len += (size_t)snprintf(req + len + 1, sizeof(req) - len - 1, "%s%s",
+					lf ? "\n" : "junk\r\n\r\n", smuggled) + 1;	/* the NUL */
 		snprintf(p, sizeof(p), "/locks/%s-n%zu", victim, i);
 		refused_and_closed(&H_dlockd, nuls[i], req, len, "invalid_request", vpath, p);
 	}
-	/* blanks after a value, an empty value, the last field's too, are fine */
+	/* blanks after a value, an empty value, the last field's too, are
+	 * fine; so are bare-LF lines, all of them */
 	snprintf(req, sizeof(req), "PUT /locks/%s-ok?owner=ok HTTP/1.1\r\nHost: x \t\r\n"
 		 "X-Pad:\r\nX-Pad-2:   \r\n\r\n", victim);
 	CHECK(raw_exchange(H_dlockd.port, req, false, &r) == 0, "connect");
 	CHECK(r.status == 200 && !r.eof, "blanks and empty values are taken: %s", r.buf);
+	raw_free(&r);
+	snprintf(req, sizeof(req), "PUT /locks/%s-lf?owner=lf HTTP/1.1\nHost: x\nX-Pad:\n\n",
+		 victim);
+	CHECK(raw_exchange(H_dlockd.port, req, false, &r) == 0, "connect");
+	CHECK(r.status == 200 && !r.eof, "bare-LF lines are taken: %s", r.buf);
 	raw_free(&r);
 }
 
