@@ -57,7 +57,7 @@ static bool client_key(const struct sockaddr *sa, char *key, size_t len)
 	return false;
 }
 
-bool client_cap_take(const struct sockaddr *sa, struct client_slot **slot, unsigned *open)
+bool client_cap_take(const struct sockaddr *sa, struct client_slot **slot)
 {
 	struct client_slot *s = NULL;
 	struct name_entry *e;
@@ -65,7 +65,6 @@ bool client_cap_take(const struct sockaddr *sa, struct client_slot **slot, unsig
 	bool ok = true;
 
 	*slot = NULL;
-	*open = 0;
 	if (!cap || !client_key(sa, key, sizeof(key)))
 		return true;	/* not counted */
 	pthread_mutex_lock(&mu);
@@ -73,7 +72,6 @@ bool client_cap_take(const struct sockaddr *sa, struct client_slot **slot, unsig
 	if (e) {
 		s = container_of(e, struct client_slot, entry);
 		if (s->open >= cap) {
-			*open = s->open;
 			ok = false;
 		} else {
 			s->open++;

@@ -14,9 +14,8 @@ struct client_slot;
 void client_cap_init(unsigned max);
 /* Count a new connection of the client at sa into *slot (NULL: not
  * counted, no cap or no IP address); false when the client has max open
- * already (*open says how many). Give the slot back when the connection
- * closes. */
-bool client_cap_take(const struct sockaddr *sa, struct client_slot **slot, unsigned *open);
+ * already. Give the slot back when the connection closes. */
+bool client_cap_take(const struct sockaddr *sa, struct client_slot **slot);
 /* The connection of slot closed (NULL: nothing). */
 void client_cap_give(struct client_slot *slot);
 

@@ -900,7 +900,6 @@ static void server_accept(struct loop *l, int lfd, unsigned events, void *data)
 		int fd = accept4(lfd, (struct sockaddr *)&addr, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct http_daemon *hd;
 		struct client_slot *slot;
-		unsigned open;
 
 		if (fd < 0) {
 			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED &&
@@ -913,7 +912,7 @@ static void server_accept(struct loop *l, int lfd, unsigned events, void *data)
 			refuse_connection(h, fd, false);
 			continue;
 		}
-		if (!client_cap_take((struct sockaddr *)&addr, &slot, &open)) {
+		if (!client_cap_take((struct sockaddr *)&addr, &slot)) {
 			__atomic_sub_fetch(&open_connections, 1, __ATOMIC_RELAXED);
 			refuse_connection(h, fd, true);
 			continue;
