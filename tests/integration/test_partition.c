@@ -592,16 +592,19 @@ TEST(chaos_partition_a_session_heartbeat_with_slow_answers_never_outlives_the_se
  * (found by a probe). A session's renewal only lengthens a holding. */
 static void session_heartbeat_late_renewal(void)
 {
-	/* A's calls take 2d: d = 600 leaves 800 ms of the 2 s after which
-	 * dlockd gives a call up (800 left 400, which a loaded machine once
-	 * used up: A answered 503) */
-	int d = 600, ttl = 5000 * slow_factor();
+	/* A's calls take 2d each: d = 400 leaves 1.2 s of the 2 s after which
+	 * dlockd gives a call up, and its script reaches Redis 1.1 s before
+	 * its deadline (d = 800, then 600, left 400 and 800 ms, which a loaded
+	 * 2-core CI machine used up twice: A answered 503). A's session script
+	 * runs at d, its holdings' at 3d; B is sent at 2d, d from either. */
+	int d = 400, ttl = 5000 * slow_factor();
 	struct wire_conf slow = { .delay_ms = d };
 	const char *n = lockname("sesslate");
 	char path[300], sid[64];
 	struct http_resp r;
 	struct bg late;
 	long long lock_left, session_left;
+	int64_t a_sent;
 
 	if (timing_too_slow())
 		return;
@@ -616,17 +619,18 @@ static void session_heartbeat_late_renewal(void)
 
 	wire_set(W.dr[0], WIRE_BOTH, &slow);
 	snprintf(path, sizeof(path), "/sessions/%s/heartbeat", sid);
+	a_sent = mono_ms();
 	bg_start_on(&late, W.bases[0], "POST", path, NULL);	/* A, through the slow one */
-	sleep_ms(d + d / 4);	/* the timing under test: A's session renewed, its holdings not yet */
+	sleep_ms(2 * d);	/* the timing under test: A's session renewed, its holdings not yet */
 	http_on(W.bases[1], "POST", path, NULL, &r);	/* B */
 	CHECK_STATUS(r, 200, "B, through the other dlockd");
 	http_free(&r);
 	bg_join(&late);
 	netns_enter(NULL);
 	session_left_in_redis(n, sid, &lock_left, &session_left);
-	printf("# heartbeat A over a %d ms link, B through another dlockd: A %ld; then the "
-	       "session's PTTL %lld, its lock's %lld\n", d, late.r.status, session_left,
-	       lock_left);
+	printf("# heartbeat A over a %d ms link, B through another dlockd: A %ld after %lld ms; "
+	       "then the session's PTTL %lld, its lock's %lld\n", d, late.r.status,
+	       (long long)(late.done_ms - a_sent), session_left, lock_left);
 	CHECK_STATUS(late.r, 200, "A, through the slow one");
 	http_free(&late.r);
 	CHECK(lock_left >= session_left - 5 && lock_left <= session_left + 5,
