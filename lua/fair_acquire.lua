@@ -87,8 +87,8 @@ if take then
     redis.call('lpop', KEYS[3])
     redis.call('zrem', KEYS[4], owner)
   end
-  redis.call('hset', KEYS[1], owner, 1)
-  redis.call('pexpire', KEYS[1], lease)
+  redis.call('hset', KEYS[1], owner, '1')
+  redis.call('pexpire', KEYS[1], ms(lease))
   local token, change = owners_grant(KEYS[6], KEYS[1], owner, grant)
   redis.pcall(PUBLISH, KEYS[7], 'acquired')
   return {1, token, 1, lease, 1, change}
@@ -97,7 +97,7 @@ if reenter then
   local before = now + left
   local holds, added
   if ARGV[4] == '1' then
-    holds, added = redis.call('hincrby', KEYS[1], owner, 1), 1
+    holds, added = redis.call('hincrby', KEYS[1], owner, '1'), 1
   else
     holds, added = tonumber(field_of(fields, owner)), 0
   end

@@ -56,7 +56,7 @@ fair_purge(KEYS[2], KEYS[3], nil, at)
 if kind == 'none' then
   return {0}
 elseif holds > 0 then
-  redis.call('hincrby', KEYS[1], ARGV[1], -1)
+  redis.call('hincrby', KEYS[1], ARGV[1], '-1')
   owners_bump(KEYS[5], ARGV[1])
   owners_sync(KEYS[5], KEYS[1])
   return {1, holds}

@@ -108,26 +108,27 @@ local holds, added
 if reading and ARGV[4] ~= '1' then
   holds, added = held[owner], 0	-- the purge numbered them 1..n
   for k = 1, holds do
-    local pttl = redis.call('pttl', base .. k)
+    local key = string.format('%s%d', base, k)
+    local pttl = redis.call('pttl', key)
     record[#record + 1] = pttl > 0 and now + pttl or 0
-    lease_at_least(base .. k, lease)
+    lease_at_least(key, lease)
   end
 else
   if mode then
-    holds = redis.call('hincrby', KEYS[1], owner, 1)
+    holds = redis.call('hincrby', KEYS[1], owner, '1')
   else
     holds = 1	-- a new hash: the mode and the reader in one HSET
-    redis.call('hset', KEYS[1], 'mode', 'read', owner, 1)
+    redis.call('hset', KEYS[1], 'mode', 'read', owner, '1')
   end
   added = 1
-  redis.call('set', base .. holds, 1, 'px', lease)
+  redis.call('set', string.format('%s%d', base, holds), '1', 'px', ms(lease))
 end
 -- a new hash has no lease yet (-1)
 local pttl = lease_at_least(KEYS[1], lease, not mode and -1 or nil)
 for i = 1, #record do
   record[i] = string.format('%d', record[i])
 end
-grant.record, grant.pttl = added .. ' ' .. table.concat(record, ' '), pttl
+grant.record, grant.pttl = string.format('%d %s', added, table.concat(record, ' ')), pttl
 local token, change = owners_grant(KEYS[5], KEYS[1], owner, grant)
 if holds == 1 and added == 1 then
   redis.pcall(PUBLISH, KEYS[6], 'acquired')

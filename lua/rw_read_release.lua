@@ -55,7 +55,7 @@ if mine == 0 then
   end
   return {0}
 end
-local holds, timeout = mine - 1, KEYS[3] .. ':' .. owner .. ':rwlock_timeout:' .. mine
+local holds, timeout = mine - 1, string.format('%s:%s:rwlock_timeout:%d', KEYS[3], owner, mine)
 if holds == 0 and not told then
   redis.pcall(PUBLISH, KEYS[5], 'released')
 end
@@ -68,18 +68,18 @@ end
 if holds == 0 then
   redis.call('hdel', KEYS[1], owner)
 else
-  redis.call('hincrby', KEYS[1], owner, -1)
+  redis.call('hincrby', KEYS[1], owner, '-1')
   owners_bump(KEYS[4], owner)
 end
 redis.call('del', timeout)
 if mode == 'write' then
   if longest > redis.call('pttl', KEYS[1]) then
-    redis.call('pexpire', KEYS[1], longest)
+    redis.call('pexpire', KEYS[1], ms(longest))
   end
   owners_sync(KEYS[4], KEYS[1])
   return {1, holds, 0}
 elseif longest > 0 then
-  redis.call('pexpire', KEYS[1], longest)
+  redis.call('pexpire', KEYS[1], ms(longest))
   owners_sync(KEYS[4], KEYS[1])
   return {1, holds, 0}
 end

@@ -65,14 +65,14 @@ if mode then
   before = now_ms() + left
 end
 if not mode then
-  redis.call('hset', KEYS[1], 'mode', 'write', wf, 1)
+  redis.call('hset', KEYS[1], 'mode', 'write', wf, '1')
 elseif mode == 'write' and field_of(fields, wf) then
   if owners_refused(KEYS[5], wf, principal) then
     return {-2, 7, 0}
   end
   fresh = false
   if ARGV[4] == '1' then
-    holds = redis.call('hincrby', KEYS[1], wf, 1)
+    holds = redis.call('hincrby', KEYS[1], wf, '1')
   else
     holds, added = tonumber(field_of(fields, wf)), 0
   end
@@ -81,7 +81,7 @@ elseif mode == 'read' and redis.call('hlen', KEYS[1]) == 2 and
   if owners_refused(KEYS[5], owner, principal) then
     return {-2, 7, 0}
   end
-  redis.call('hset', KEYS[1], 'mode', 'write', wf, 1)
+  redis.call('hset', KEYS[1], 'mode', 'write', wf, '1')
 else
   local life, now = tonumber(ARGV[3]), now_ms()
   local mine = redis.call('zscore', KEYS[4], owner)

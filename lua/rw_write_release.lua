@@ -41,7 +41,7 @@ elseif not holds then
 end
 holds = tonumber(holds) - 1
 if holds > 0 then
-  redis.call('hincrby', KEYS[1], wf, -1)
+  redis.call('hincrby', KEYS[1], wf, '-1')
   owners_bump(KEYS[4], wf)
   owners_sync(KEYS[4], KEYS[1])	-- the purge may have cut the lease
   return {1, holds, 0}
@@ -55,6 +55,6 @@ if longest <= 0 then
 end
 redis.call('hdel', KEYS[1], wf)
 redis.call('hset', KEYS[1], 'mode', 'read')
-redis.call('pexpire', KEYS[1], longest)
+redis.call('pexpire', KEYS[1], ms(longest))
 owners_sync(KEYS[4], KEYS[1])
 return {1, 0, 0}

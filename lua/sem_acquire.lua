@@ -116,9 +116,9 @@ if open and not owners_open(KEYS[5], owner, grant) then
 end
 -- N made now (free of them, less this permit), or counted down
 if not had then
-  redis.call('set', KEYS[1], free - added)
+  redis.call('set', KEYS[1], string.format('%d', free - added))
 elseif added == 1 then
-  redis.call('decrby', KEYS[1], 1)
+  redis.call('decrby', KEYS[1], '1')
 end
 redis.call('zadd', KEYS[2], ends, owner)
 if type_seen[KEYS[6]] ~= 'none' then

@@ -20,11 +20,11 @@ if refusal then
   return refusal
 end
 local expired = sem_expired(KEYS[2], now)
-redis.call(PUBLISH, KEYS[3], tostring(#expired + 1))
+redis.call(PUBLISH, KEYS[3], string.format('%d', #expired + 1))
 sem_reclaim(KEYS[1], KEYS[2], KEYS[4], expired)
 redis.call('zrem', KEYS[2], owner)
 if counter_seen[KEYS[1]] then	-- sem_refusal read N: it has a count
-  redis.call('incrby', KEYS[1], 1)
+  redis.call('incrby', KEYS[1], '1')
 end
 sem_drop(KEYS[4], owner)
 return {1, 0}

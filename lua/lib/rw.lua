@@ -61,7 +61,7 @@ local function rw_scan(key, tag, fields)
       local r = {field = f, n = tonumber(fields[i + 1]), live = {}}
       local base = tag .. ':' .. f .. ':rwlock_timeout:'
       for k = 1, r.n do
-        local t = redis.call('pttl', base .. k)
+        local t = redis.call('pttl', string.format('%s%d', base, k))
         if t ~= -2 then
           r.live[#r.live + 1] = {k, t}
         end
