@@ -251,6 +251,16 @@ static void refuse_request(struct request *rq, const char *why)
 	reply_error(rq, ERR_INVALID_REQUEST, NULL, "%s; the connection is closed", why);
 }
 
+/* Refuse rq with 413 body_too_large. Told by its Content-Length, before
+ * its body came, the connection closes: the body may still be on its way. */
+static enum MHD_Result body_refuse(struct request *rq)
+{
+	if (!rq->body && !rq->body_len)
+		rq->close = true;
+	return reply_error(rq, ERR_BODY_TOO_LARGE, NULL, "request body is larger than %zu bytes",
+			   rq->cfg->max_body_bytes);
+}
+
 /* rq will not be suspended after all (its connection is closing). */
 static void unpend(struct request *rq)
 {
@@ -392,8 +402,7 @@ static enum MHD_Result request_dispatch(struct request *rq)
 		break;
 	}
 	if (rq->body_too_large)
-		return reply_error(rq, ERR_BODY_TOO_LARGE, NULL,
-				   "request body is larger than %zu bytes", rq->cfg->max_body_bytes);
+		return body_refuse(rq);
 	if (routes_session_op(rq->route.op)) {
 		/* the id is checked by the handler; a token of any prefix may
 		 * make sessions (each belongs to its token name) */
@@ -494,6 +503,9 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 
 		if (why || (why = framing_check_headers(rq, method, version)))
 			refuse_request(rq, why);
+		else if (rq->body_too_large)	/* by its Content-Length: before any
+						 * "100 Continue" invites the body */
+			body_refuse(rq);
 		hold_small_answer(rq);
 		return MHD_YES;	/* or wait for the body */
 	}

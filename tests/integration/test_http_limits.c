@@ -456,8 +456,53 @@ TEST(http_bodies_at_and_over_max_body_bytes)
 	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
 }
 
-/* Bodies that never end: a Content-Length of 1 GB with a few bytes sent,
- * and a chunked body whose chunks keep coming (past --max-body-bytes) but
+/* A client that asks before sending its body (Expect: 100-continue, as
+ * curl does for large ones) is told 413 at once when its Content-Length
+ * is over --max-body-bytes, not "100 Continue" and then 413 after the
+ * whole body came; within the limit it is told 100 and served. */
+TEST(http_expect_100_continue_over_max_body_bytes_is_413_at_once)
+{
+	const char *flags[] = { "--max-body-bytes", "4096", NULL };
+	static const char head[] = "PUT /locks/%s HTTP/1.1\r\nHost: x\r\nContent-Type: "
+				   "application/json\r\nExpect: 100-continue\r\n"
+				   "Content-Length: %zu\r\n\r\n";
+	static const char body[] = "{\"owner\":\"e\"}";
+	struct dlockd_srv d;
+	struct raw_answer a;
+	char req[512], name[64];
+	int fd;
+
+	CHECK(dlockd_start(&d, NULL, flags) == 0, "start dlockd (see %s)", d.log);
+	snprintf(name, sizeof(name), "%s", lockname("expect"));
+	fd = raw_connect(d.port);
+	CHECK(fd >= 0, "connect");
+	snprintf(req, sizeof(req), head, name, (size_t)1000000);
+	CHECK(write(fd, req, strlen(req)) == (ssize_t)strlen(req), "write the head");
+	raw_read(fd, 10000, &a);
+	printf("# Expect: 100-continue, Content-Length 1000000 over 4096: %d %.120s\n", a.status,
+	       a.body);
+	CHECK(a.status == 413, "the first answer to a body over the limit: %d, want 413",
+	      a.status);
+	CHECK(strstr(a.body, "\"body_too_large\""), "its body: %.300s", a.body);
+	close(fd);
+	CHECK(rcmd_int("EXISTS %s", name) == 0, "no lock");
+
+	fd = raw_connect(d.port);
+	CHECK(fd >= 0, "connect");
+	snprintf(req, sizeof(req), head, name, strlen(body));
+	CHECK(write(fd, req, strlen(req)) == (ssize_t)strlen(req), "write the head");
+	CHECK(raw_read(fd, 10000, &a) == 100, "within the limit: %d, want 100 Continue",
+	      a.status);
+	CHECK(write(fd, body, strlen(body)) == (ssize_t)strlen(body), "write the body");
+	CHECK(raw_read(fd, 10000, &a) == 200, "then the answer: %d %.200s", a.status, a.body);
+	close(fd);
+	CHECK(rcmd_int("HEXISTS %s e", name) == 1, "e holds the lock");
+	CHECK(dlockd_stop(&d, 5000) == 0, "clean exit");
+}
+
+/* Bodies that never end: a Content-Length within --max-body-bytes (one
+ * over it is refused at once, above) whose bytes come one a second, and
+ * a chunked body whose chunks keep coming (past --max-body-bytes) but
  * never the last one. Neither is a whole request: each is cut after
  * --idle-timeout-s however it trickles, and takes no lock. */
 TEST(http_bodies_that_never_end_are_cut_after_the_idle_timeout)
@@ -474,7 +519,7 @@ TEST(http_bodies_that_never_end_are_cut_after_the_idle_timeout)
 	for (int i = 0; i < 2; i++) {
 		snprintf(names[i], sizeof(names[i]), "%s", lockname("endless"));
 		snprintf(req, sizeof(req), head, names[i],
-			 i ? "Transfer-Encoding: chunked" : "Content-Length: 1000000000",
+			 i ? "Transfer-Encoding: chunked" : "Content-Length: 4000",
 			 i ? "9\r\n{\"owner\":\r\n" : "{\"owner\":");
 		fds[i] = raw_connect(d.port);
 		CHECK(fds[i] >= 0, "connect");
