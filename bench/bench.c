@@ -77,18 +77,31 @@ static void sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
+/* A free loopback port, or -1 (said on stderr). Thousands of connections
+ * closed by a scenario (the waiters') leave their ports in TIME_WAIT for a
+ * minute: a bind to port 0 can then find none for a while, so it is
+ * retried for up to 10 s. */
 static int free_port(void)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+	for (int tries = 0; tries < 100; tries++) {
+		struct sockaddr_in a = { .sin_family = AF_INET };
+		socklen_t len = sizeof(a);
+		int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1, err;
 
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
-	close(fd);
-	return port;
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+		    getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+			port = ntohs(a.sin_port);
+		err = errno;
+		close(fd);
+		if (port > 0)
+			return port;
+		if (tries == 99)
+			fprintf(stderr, "bench: no free loopback port: %s\n", strerror(err));
+		else
+			sleep_ms(100);
+	}
+	return -1;
 }
 
 static pid_t spawn(const char *const argv[], const char *log)
