@@ -632,6 +632,63 @@ static enum MHD_Result session_record(struct request *rq)
 	return server_suspend(rq, session_record_answer);
 }
 
+/* ----- A live session's id as a plain owner ----- */
+
+/* An acquire or heartbeat without session= whose owner is a live
+ * session's id would take, repeat, re-enter or renew that session's
+ * holding outside it: a repeat with a longer ttl_ms kept the lock past the
+ * session's end, a re-entry kept it after DELETE /sessions/{id} said it
+ * was released (found by a probe). Such an owner (one shaped as a session
+ * id: 32 lowercase hex digits) is looked up first, and refused while its
+ * session lives; a release (DELETE /locks/{name}?owner=<id>) is not. */
+static bool owner_may_be_session(const struct request *rq)
+{
+	const struct params *p = &rq->lock.params;
+
+	return (p->given & P_OWNER) && !(p->given & P_SESSION) &&
+	       sessions_id_shaped(p->owner, strlen(p->owner));
+}
+
+static void owner_session_read(void *ctx, enum lock_result r, const struct session_info *s)
+{
+	struct request *rq = ctx;
+
+	rq->lock.result = r;
+	if (r == LOCK_BACKEND_DOWN && s)
+		rq->lock.state.fault = s->fault;
+	server_resume(rq);
+}
+
+/* Resumed after the owner's session was looked up: rq goes on with go
+ * unless it lives. */
+static enum MHD_Result owner_session_checked(struct request *rq,
+					     enum MHD_Result (*go)(struct request *))
+{
+	if (rq->lock.result == LOCK_OK)
+		return reply_error(rq, ERR_NOT_OWNER, NULL,
+				   "owner '%s' is a live session's id: its holdings are the "
+				   "session's, taken with session=%s and renewed by the session's "
+				   "heartbeat, never on their own (a release with owner=%s may "
+				   "still give one back)", rq->lock.params.owner,
+				   rq->lock.params.owner, rq->lock.params.owner);
+	if (rq->lock.result != LOCK_NOT_HELD)
+		return reply_failure(rq, rq->lock.result, &rq->lock.state);
+	rq->lock.result = LOCK_OK;
+	return go(rq);
+}
+
+static enum MHD_Result owner_session_lookup(struct request *rq,
+					    enum MHD_Result (*then)(struct request *))
+{
+	sessions_read(rq->backend, rq->lock.params.owner, rq->principal, owner_session_read, rq);
+	return server_suspend(rq, then);
+}
+
+static enum MHD_Result plain_put_checked(struct request *rq)
+{
+	return owner_session_checked(rq, acquire_begin);
+}
+
 static enum MHD_Result put_lock(struct request *rq)
 {
 	struct params *p = &rq->lock.params;
@@ -662,6 +719,8 @@ static enum MHD_Result put_lock(struct request *rq)
 		random_hex(p->owner, 16);
 	if (!(p->given & P_TTL))
 		p->ttl_ms = rq->cfg->default_ttl_ms;
+	if (owner_may_be_session(rq))
+		return owner_session_lookup(rq, plain_put_checked);
 	return acquire_begin(rq);
 }
 
@@ -737,6 +796,18 @@ static enum MHD_Result renewed(struct request *rq)
 	return reply_fields(rq, 200, &RF_INT("ttl_ms", rq->lock.state.ttl_ms), 1);
 }
 
+static enum MHD_Result renew_begin(struct request *rq)
+{
+	locks_renew(rq->backend, rq->route.kind, rq->name, rq->lock.params.owner, rq->principal,
+		    rq->lock.params.ttl_ms, 0, lock_done, rq);
+	return server_suspend(rq, renewed);
+}
+
+static enum MHD_Result heartbeat_checked(struct request *rq)
+{
+	return owner_session_checked(rq, renew_begin);
+}
+
 static enum MHD_Result post_heartbeat(struct request *rq)
 {
 	if (params_or_reply(rq, P_OWNER | P_TTL) < 0)
@@ -746,9 +817,9 @@ static enum MHD_Result post_heartbeat(struct request *rq)
 				   "owner is required to renew a lease");
 	if (!(rq->lock.params.given & P_TTL))
 		rq->lock.params.ttl_ms = rq->cfg->default_ttl_ms;
-	locks_renew(rq->backend, rq->route.kind, rq->name, rq->lock.params.owner, rq->principal,
-		    rq->lock.params.ttl_ms, 0, lock_done, rq);
-	return server_suspend(rq, renewed);
+	if (owner_may_be_session(rq))
+		return owner_session_lookup(rq, heartbeat_checked);
+	return renew_begin(rq);
 }
 
 static bool is_rw(const struct request *rq)

@@ -149,8 +149,7 @@ static enum MHD_Result put_session_locks(struct request *rq);
 /* The id in the path, checked: a malformed one names no session. */
 static int id_or_reply(struct request *rq)
 {
-	if (!rq->name || strlen(rq->name) != SESSIONS_ID_LEN ||
-	    strspn(rq->name, "0123456789abcdef") != SESSIONS_ID_LEN) {
+	if (!rq->name || !sessions_id_shaped(rq->name, strlen(rq->name))) {
 		reply_error(rq, ERR_SESSION_NOT_FOUND, NULL,
 			    "no session '%.64s': a session id is %d lowercase hex digits",
 			    rq->name ? rq->name : "", SESSIONS_ID_LEN);

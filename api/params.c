@@ -182,7 +182,7 @@ static void set_string(struct params_parse *ps, enum param_flags f, const char *
 			 "gave, 1 to %d characters", LOCKS_CURSOR_MAX);
 		return;
 	}
-	if (f == P_SESSION && (len != SESSIONS_ID_LEN || strspn(s, "0123456789abcdef") < len)) {
+	if (f == P_SESSION && !sessions_id_shaped(s, len)) {
 		snprintf(ps->why, sizeof(ps->why), "session must be a session id POST /sessions "
 			 "gave: %d lowercase hex digits", SESSIONS_ID_LEN);
 		return;

@@ -55,6 +55,11 @@ static int sess_kind_of(const char *label, enum lock_kind *kind)
 	return -1;
 }
 
+bool sessions_id_shaped(const char *s, size_t len)
+{
+	return len == SESSIONS_ID_LEN && strspn(s, "0123456789abcdef") >= len;
+}
+
 int sessions_kind_parse(const char *label, enum lock_kind *kind)
 {
 	return sess_kind_of(label, kind);

@@ -19,6 +19,10 @@ struct backend;
 /* A session id: 32 hex digits (128 random bits). */
 #define SESSIONS_ID_LEN 32
 
+/* Is s (len bytes) shaped as a session id: SESSIONS_ID_LEN lowercase hex
+ * digits? */
+bool sessions_id_shaped(const char *s, size_t len);
+
 /* One holding a session records. */
 struct session_holding {
 	enum lock_kind kind;

@@ -1483,6 +1483,32 @@ long long rcmd_int(const char *fmt, ...)
 	return v;
 }
 
+bool redis_reown(const char *name, const char *from, const char *to)
+{
+	static const char script[] =
+		"local lock, owners, permits, from, to = KEYS[1], KEYS[2], KEYS[3], ARGV[1], ARGV[2] "
+		"if redis.call('type', lock).ok == 'hash' then "
+		"  local v = redis.call('hget', lock, from) "
+		"  if v then redis.call('hset', lock, to, v) redis.call('hdel', lock, from) end "
+		"end "
+		"for _, p in ipairs({'', '#', '='}) do "
+		"  local v = redis.call('hget', owners, p .. from) "
+		"  if v then redis.call('hset', owners, p .. to, v) redis.call('hdel', owners, p .. from) end "
+		"end "
+		"local s = redis.call('zscore', permits, from) "
+		"if s then redis.call('zadd', permits, s, to) redis.call('zrem', permits, from) end "
+		"if redis.call('exists', KEYS[4]) == 1 then redis.call('rename', KEYS[4], KEYS[5]) end "
+		"return 1";
+	char owners[300], permits[300], tfrom[400], tto[400];
+
+	snprintf(owners, sizeof(owners), "dlockd_lock_owners:{%s}", name);
+	snprintf(permits, sizeof(permits), "{%s}:timeout", name);
+	snprintf(tfrom, sizeof(tfrom), "{%s}:%s:rwlock_timeout:1", name, from);
+	snprintf(tto, sizeof(tto), "{%s}:%s:rwlock_timeout:1", name, to);
+	return rcmd_int("EVAL %s 5 %s %s %s %s %s %s %s", script, name, owners, permits, tfrom, tto,
+			from, to) == 1;
+}
+
 redisReply *rvcmd_on(const struct redis_srv *r, const char *fmt, va_list ap)
 {
 	redisContext *c = redis_client(r);

@@ -236,6 +236,12 @@ redisContext *redis_client(const struct redis_srv *r);
 /* Run a command on the shared Redis; returns the reply (free it). */
 redisReply *rcmd(const char *fmt, ...);
 long long rcmd_int(const char *fmt, ...);
+/* In the shared Redis, make owner from's holding of name (of any kind:
+ * its field, holders' entry, permit and read timeout key) owner to's; true
+ * when done. It makes what the API refuses to: a holding a live session's
+ * id has outside the session, which only a failure (or a hand in Redis)
+ * can leave. */
+bool redis_reown(const char *name, const char *from, const char *to);
 /* The integer reply of a command on r, on a connection of its own;
  * -999999 when there is none (no connection, an error, another type). */
 long long rcmd_int_on(const struct redis_srv *r, const char *fmt, ...);

@@ -207,6 +207,79 @@ TEST(sessions_delete_releases_everything_and_wakes_waiters_at_once)
 	      "nothing of the session is left in Redis");
 }
 
+/* A plain acquire or heartbeat (no session=) with a live session's id as
+ * owner would repeat, re-enter or renew the session's holding outside it:
+ * a repeat with a longer ttl_ms kept the lock 58 s past the session's
+ * end, a re-entry kept it after DELETE /sessions/{id} said it was
+ * released (found by a probe, every kind). Both are refused 409
+ * not_owner while the session lives, the lease untouched; a release as
+ * the session's id still gives a holding back; an owner of the same shape
+ * with no session is any owner. */
+TEST(sessions_a_plain_call_as_the_sessions_id_never_keeps_a_holding_past_it)
+{
+	const char *n = lockname("sess-plain");
+	char id[40], res[300], p[500], hex[33];
+	struct http_resp r;
+	int ttl = 1500 * slow_factor();
+
+	session_new(NULL, ttl, id);
+	CHECK(id[0], "POST /sessions");
+	for (size_t i = 0; i < NKINDS; i++) {
+		CHECK(take(NULL, i, n, id) == 200, "the session takes %s", kinds[i].res);
+		res_of(res, sizeof(res), i, n);
+		snprintf(p, sizeof(p), "%s?owner=%s&ttl_ms=60000%s", res, id, kinds[i].extra);
+		CHECK(http("PUT", p, NULL, &r) == 0, "PUT");
+		printf("# %s: a plain repeat as the session's id: %ld %.160s\n", kinds[i].res,
+		       r.status, r.body);
+		CHECK_ERROR(r, 409, "not_owner", "a plain repeat as the session's id");
+		http_free(&r);
+		if (!kinds[i].extra[0]) {	/* semaphores take no reentrant */
+			snprintf(p, sizeof(p), "%s?owner=%s&ttl_ms=60000&reentrant=true", res, id);
+			CHECK(http("PUT", p, NULL, &r) == 0, "PUT");
+			CHECK_ERROR(r, 409, "not_owner", "a plain re-entry as the session's id");
+			http_free(&r);
+		}
+		snprintf(p, sizeof(p), "%s/heartbeat?owner=%s&ttl_ms=60000", res, id);
+		CHECK(http("POST", p, NULL, &r) == 0, "POST");
+		CHECK_ERROR(r, 409, "not_owner", "a plain heartbeat as the session's id");
+		http_free(&r);
+	}
+	/* no heartbeat: every holding ends with the session */
+	sleep_ms(ttl + LATE_MS * slow_factor());
+	for (size_t i = 0; i < NKINDS; i++)
+		CHECK(taken_by_other(NULL, i, n), "%s came back at the session's end",
+		      kinds[i].res);
+
+	/* a release as the session's id gives one back */
+	session_new(NULL, 30000, id);
+	CHECK(id[0] && take(NULL, 0, n, id) == 200, "a new session takes %s", kinds[0].res);
+	res_of(res, sizeof(res), 0, n);
+	snprintf(p, sizeof(p), "%s?owner=%s", res, id);
+	CHECK(http("DELETE", p, NULL, &r) == 0, "DELETE");
+	CHECK_STATUS(r, 200, "a release as the session's id");
+	http_free(&r);
+	CHECK(taken_by_other(NULL, 0, n), "%s is free", kinds[0].res);
+	snprintf(p, sizeof(p), "/sessions/%s", id);
+	CHECK(http("DELETE", p, NULL, &r) == 0, "DELETE");
+	http_free(&r);
+
+	/* 32 hex digits that name no session: an owner like any other */
+	memset(hex, 'a', 32);
+	hex[32] = '\0';
+	snprintf(p, sizeof(p), "%s?owner=%s&ttl_ms=5000", res, hex);
+	CHECK(http("PUT", p, NULL, &r) == 0, "PUT");
+	CHECK_STATUS(r, 200, "an owner shaped as a session id, with no session");
+	http_free(&r);
+	snprintf(p, sizeof(p), "%s/heartbeat?owner=%s&ttl_ms=5000", res, hex);
+	CHECK(http("POST", p, NULL, &r) == 0, "POST");
+	CHECK_STATUS(r, 200, "its heartbeat");
+	http_free(&r);
+	snprintf(p, sizeof(p), "%s?owner=%s", res, hex);
+	CHECK(http("DELETE", p, NULL, &r) == 0, "DELETE");
+	CHECK_STATUS(r, 200, "its release");
+	http_free(&r);
+}
+
 TEST(sessions_any_instance_serves_them_and_a_killed_one_loses_none)
 {
 	const char *n = lockname("sess-inst");
