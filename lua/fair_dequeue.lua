@@ -10,7 +10,12 @@
   Returns how many of them were queued (0 too when the queue is not a
   queue: left untouched). When the head leaves, the next waiter that is
   not leaving is told (before anything is written), so nobody waits
-  behind an empty place. Each leaver costs one LREM that stops at its
+  behind an empty place. Each leaver taken out of the queue is told "0"
+  on its own channel too: a place is an owner's, and another wait of the
+  same owner (a second request, on any dlockd) that still runs must queue
+  again now, not at its next refresh while the lock may come free (found
+  by a probe: the lock left free up to 2 s). A refusal of that channel
+  is let be (the refresh still queues it again). Each leaver costs one LREM that stops at its
   entry (one walk in Redis' C, ~30 ns an entry, never a copy of the queue
   into Lua: that cost ~8 ms with 10,000 queued, blocking Redis), and
   dlockd sends a few leavers a script (leavers.c), so a script's cost is
@@ -40,7 +45,9 @@ end
 for i = 1, #listed do
   -- an owner is queued once: the walk ends at its entry (waiters that
   -- time out joined early, so theirs is near the head)
-  redis.call('lrem', KEYS[1], 1, listed[i])
+  if redis.call('lrem', KEYS[1], 1, listed[i]) == 1 then
+    redis.pcall(PUBLISH, KEYS[3] .. ':' .. listed[i], '0')
+  end
 end
 if was_head then
   fair_purge(KEYS[1], KEYS[2], now)

@@ -462,6 +462,38 @@ TEST(fair_waiter_that_times_out_or_hangs_up_leaves_the_queue)
 	http_free(&patient.r);
 }
 
+/* An owner's queue place is the owner's, not one request's: when a second
+ * wait of the owner gives up, its first, still waiting, must queue again
+ * at once. It queued again only at its place's next refresh (a third of
+ * --queue-ttl-ms), and a lock that came free meanwhile was left free with
+ * it waiting (found by a probe: served 0.85-2 s after the release). */
+TEST(fair_second_wait_of_an_owner_giving_up_leaves_the_first_queued)
+{
+	const char *n = lockname("rejoin");
+	char p[512];
+	struct bg first;
+	struct http_resp r;
+	int64_t released_at;
+
+	CHECK(status_of(NULL, "PUT", "/fairlocks/%s?owner=holder&ttl_ms=60000", n) == 200,
+	      "holder");
+	snprintf(p, sizeof(p), "/fairlocks/%s?owner=x&wait_ms=20000", n);
+	bg_start(&first, "PUT", p, NULL);
+	CHECK(WAIT_FOR(queued(n, "x"), 3000), "x's first wait is queued");
+	snprintf(p, sizeof(p), "/fairlocks/%s?owner=x&wait_ms=300", n);
+	CHECK(http("PUT", p, NULL, &r) == 0, "PUT");
+	CHECK_ERROR(r, 409, "locked", "x's second wait gives up");
+	http_free(&r);
+	CHECK(WAIT_FOR(queued(n, "x") && queue_len(n) == 1, 500 * slow_factor()),
+	      "x's first wait is queued again at once (queued %d, %lld in the queue)",
+	      queued(n, "x"), queue_len(n));
+	CHECK(status_of(NULL, "DELETE", "/fairlocks/%s?owner=holder", n) == 200, "release");
+	released_at = mono_ms();
+	CHECK_GRANTED_WITHIN(first, released_at, 500, "x's first wait is served");
+	http_free(&first.r);
+	status_of(NULL, "DELETE", "/fairlocks/%s?owner=x", n);
+}
+
 TEST(fair_waiter_of_a_killed_dlockd_stops_blocking_the_queue)
 {
 	static const char *const flags[] = { "--queue-ttl-ms", "1500", NULL };
