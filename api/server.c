@@ -723,9 +723,6 @@ static void suspend_pending(struct http_loop *h)
  * watch its next timeout. It runs before the loop sleeps, so the
  * operations sent go out in the same turn (the Redis connection flushes
  * after it). */
-#ifndef MHD_PASSES
-#define MHD_PASSES 1
-#endif
 static void mhd_run(struct loop *l, void *data)
 {
 	struct http_daemon *hd = data;
@@ -733,12 +730,8 @@ static void mhd_run(struct loop *l, void *data)
 
 	if (!hd->daemon)
 		return;
-	for (int pass = 0;; pass++) {
-		MHD_run(hd->daemon);
-		suspend_pending(hd->h);
-		if (MHD_get_timeout(hd->daemon, &ms) != MHD_YES || ms > 0 || pass == MHD_PASSES - 1)
-			break;
-	}
+	MHD_run(hd->daemon);
+	suspend_pending(hd->h);
 	if (MHD_get_timeout(hd->daemon, &ms) == MHD_YES)
 		loop_timer_set(l, &hd->mhd_timeout, now_ms() + (int64_t)(ms > 60000 ? 60000 : ms));
 	else
