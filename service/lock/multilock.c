@@ -70,26 +70,33 @@ static struct session_holding holding_of(const struct multilock *m,
 					 .token = e->token };
 }
 
+/* The record's removal is in: one Redis could not be told of (refused as
+ * late, no reply) is sent again with the releases, for as long (found
+ * by a probe: a 409 whose session went on listing a lock another owner
+ * held, until its next heartbeat). */
 static void forgotten(void *ctx, enum lock_result r, const struct session_info *s)
 {
-	(void)r;
+	struct multilock_entry *e = ctx;
+
 	(void)s;
-	undo_step(ctx);
+	e->undo = r == LOCK_BACKEND_DOWN ? MULTI_UNDO_FORGET : MULTI_UNDO_NONE;
+	undo_step(e->m);
 }
 
-/* Drop h from the session's record; the answer waits for it, so that
- * the session lists nothing the answer says is not held. */
-static void forget(struct multilock *m, const struct session_holding *h)
+/* Drop e's holding from the session's record; the answer waits for it,
+ * so that the session lists nothing the answer says is not held. */
+static void forget(struct multilock *m, struct multilock_entry *e)
 {
+	const struct session_holding h = holding_of(m, e);
+
 	m->pending++;
-	sessions_forget(m->b, m->session, h, forgotten, m);
+	sessions_forget(m->b, m->session, &h, forgotten, e);
 }
 
 static void undone(void *ctx, enum lock_result r, const struct lock_state *st)
 {
 	struct multilock_entry *e = ctx;
 	struct multilock *m = e->m;
-	const struct session_holding h = holding_of(m, e);
 
 	switch (r) {
 	case LOCK_BACKEND_DOWN:	/* nothing changed, or no reply: try again */
@@ -103,11 +110,11 @@ static void undone(void *ctx, enum lock_result r, const struct lock_state *st)
 		e->undo = MULTI_UNDO_NONE;
 		if (e->change && !st->undone)
 			break;	/* a later call of the session changed it: its own now */
-		forget(m, &h);
+		forget(m, e);
 		break;
 	default:		/* not held, or no longer the session's holding */
 		e->undo = MULTI_UNDO_NONE;
-		forget(m, &h);
+		forget(m, e);
 		break;
 	}
 	undo_step(m);
@@ -123,11 +130,10 @@ static void repeat_undone(void *ctx, enum lock_result r, const struct lock_state
 {
 	struct multilock_entry *e = ctx;
 	struct multilock *m = e->m;
-	const struct session_holding h = holding_of(m, e);
 
 	e->undo = MULTI_UNDO_NONE;
 	if (r == LOCK_OK && st->undone && st->gone)
-		forget(m, &h);
+		forget(m, e);
 	undo_step(m);
 }
 
@@ -138,6 +144,10 @@ static void send_undos(struct multilock *m)
 	for (unsigned k = 0; k < m->n; k++) {
 		struct multilock_entry *e = &m->e[k];
 
+		if (e->undo == MULTI_UNDO_FORGET) {
+			forget(m, e);
+			continue;
+		}
 		if (e->undo == MULTI_UNDO_REPEAT) {
 			m->pending++;
 			locks_undo(m->b, e->kind, e->name, m->session, e->repeat, repeat_undone, e);
@@ -180,13 +190,21 @@ static void undo_step(struct multilock *m)
 
 	if (--m->pending)
 		return;
-	if (undo_count(m, MULTI_UNDO_RETRY) && now + m->undo_pause_ms < m->undo_until_ms &&
-	    !waiters_shutting_down()) {
+	if (undo_count(m, MULTI_UNDO_RETRY) + undo_count(m, MULTI_UNDO_FORGET) &&
+	    now + m->undo_pause_ms < m->undo_until_ms && !waiters_shutting_down()) {
 		loop_timer_set(m->b->loop, &m->undo_timer, now + m->undo_pause_ms);
 		m->undo_pause_ms = m->undo_pause_ms * 2 < UNDO_PAUSE_MAX_MS ? m->undo_pause_ms * 2
 									  : UNDO_PAUSE_MAX_MS;
 		return;
 	}
+	for (unsigned k = 0; k < m->n; k++)
+		if (m->e[k].undo == MULTI_UNDO_FORGET) {	/* released: not standing */
+			m->e[k].undo = MULTI_UNDO_NONE;
+			log_warn("multi-lock of session %s: %s '%s' was released but the session "
+				 "may list it until its next heartbeat (%s)", m->session,
+				 sessions_kind_label(m->e[k].kind), m->e[k].name,
+				 "redis could not be told");
+		}
 	m->standing = m->n - undo_count(m, MULTI_UNDO_NONE);
 	if (m->standing) {
 		for (unsigned k = 0; k < m->n; k++) {

@@ -28,8 +28,11 @@ struct backend;
 
 /* One lock of the set. */
 /* An entry's take-back: none, tried (again while Redis could not be
- * told), or given up on (a script failure: trying again will not help). */
-enum { MULTI_UNDO_NONE, MULTI_UNDO_RETRY, MULTI_UNDO_STUCK, MULTI_UNDO_REPEAT };
+ * told), or given up on (a script failure: trying again will not help);
+ * MULTI_UNDO_FORGET: released, its removal from the session's record
+ * still to be told to Redis (again, as a release). */
+enum { MULTI_UNDO_NONE, MULTI_UNDO_RETRY, MULTI_UNDO_STUCK, MULTI_UNDO_REPEAT,
+       MULTI_UNDO_FORGET };
 
 struct multilock_entry {
 	enum lock_kind kind;
