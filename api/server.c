@@ -251,11 +251,12 @@ static void refuse_request(struct request *rq, const char *why)
 	reply_error(rq, ERR_INVALID_REQUEST, NULL, "%s; the connection is closed", why);
 }
 
-/* Refuse rq with 413 body_too_large. Told by its Content-Length, before
- * its body came, the connection closes: the body may still be on its way. */
-static enum MHD_Result body_refuse(struct request *rq)
+/* Refuse rq with 413 body_too_large. Told early (by its Content-Length,
+ * before its body came), the connection closes: the body may still be on
+ * its way. */
+static enum MHD_Result body_refuse(struct request *rq, bool early)
 {
-	if (!rq->body && !rq->body_len)
+	if (early)
 		rq->close = true;
 	return reply_error(rq, ERR_BODY_TOO_LARGE, NULL, "request body is larger than %zu bytes",
 			   rq->cfg->max_body_bytes);
@@ -402,7 +403,7 @@ static enum MHD_Result request_dispatch(struct request *rq)
 		break;
 	}
 	if (rq->body_too_large)
-		return body_refuse(rq);
+		return body_refuse(rq, false);
 	if (routes_session_op(rq->route.op)) {
 		/* the id is checked by the handler; a token of any prefix may
 		 * make sessions (each belongs to its token name) */
@@ -505,7 +506,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn, co
 			refuse_request(rq, why);
 		else if (rq->body_too_large)	/* by its Content-Length: before any
 						 * "100 Continue" invites the body */
-			body_refuse(rq);
+			body_refuse(rq, true);
 		hold_small_answer(rq);
 		return MHD_YES;	/* or wait for the body */
 	}

@@ -200,10 +200,10 @@ static void undo_step(struct multilock *m)
 	for (unsigned k = 0; k < m->n; k++)
 		if (m->e[k].undo == MULTI_UNDO_FORGET) {	/* released: not standing */
 			m->e[k].undo = MULTI_UNDO_NONE;
-			log_warn("multi-lock of session %s: %s '%s' was released but the session "
-				 "may list it until its next heartbeat (%s)", m->session,
-				 sessions_kind_label(m->e[k].kind), m->e[k].name,
-				 "redis could not be told");
+			log_warn("multi-lock of session %s: %s '%s' was released, but redis could "
+				 "not be told to take it out of the session's record: the session "
+				 "may list it until its next heartbeat", m->session,
+				 sessions_kind_label(m->e[k].kind), m->e[k].name);
 		}
 	m->standing = m->n - undo_count(m, MULTI_UNDO_NONE);
 	if (m->standing) {
