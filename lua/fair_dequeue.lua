@@ -15,9 +15,10 @@
   same owner (a second request, on any dlockd) that still runs must queue
   again now, not at its next refresh while the lock may come free (found
   by a probe: the lock left free up to 2 s). A refusal of that channel
-  is let be (the refresh still queues it again). Each leaver costs one LREM that stops at its
-  entry (one walk in Redis' C, ~30 ns an entry, never a copy of the queue
-  into Lua: that cost ~8 ms with 10,000 queued, blocking Redis), and
+  is let be (the refresh still queues it again). Each leaver costs one
+  LREM that stops at its entry (one walk in Redis' C, ~30 ns an entry,
+  never a copy of the queue into Lua: that cost ~8 ms with 10,000
+  queued, blocking Redis), and
   dlockd sends a few leavers a script (leavers.c), so a script's cost is
   bounded by a few walks of a queue capped by --max-fair-queue. ]]
 local listed = unpack_list(ARGV[1])
