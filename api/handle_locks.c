@@ -30,6 +30,7 @@
 #include "service/base/util.h"
 #include "service/lock/waiters.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -715,8 +716,13 @@ static enum MHD_Result put_lock(struct request *rq)
 		sessions_read(rq->backend, p->session, rq->principal, session_step_done, rq);
 		return server_suspend(rq, session_read_answer);
 	}
-	if (!(p->given & P_OWNER))
+	if (!(p->given & P_OWNER)) {
+		/* in capitals: never shaped as a session id, so that its
+		 * heartbeats are not looked up as one (owner_may_be_session) */
 		random_hex(p->owner, 16);
+		for (char *c = p->owner; *c; c++)
+			*c = (char)toupper((unsigned char)*c);
+	}
 	if (!(p->given & P_TTL))
 		p->ttl_ms = rq->cfg->default_ttl_ms;
 	if (owner_may_be_session(rq))

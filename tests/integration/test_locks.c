@@ -24,8 +24,9 @@ TEST(acquire_generates_owner_and_token)
 	http("PUT", P("/locks/%s%s", n, NULL), NULL, &r);
 	CHECK_STATUS(r, 200, "free lock is granted");
 	owner = json_str(&r, "owner");
-	CHECK(owner && strlen(owner) == 32 && strspn(owner, "0123456789abcdef") == 32,
-	      "generated owner is 128 random bits in hex, got %s", owner ? owner : "(none)");
+	CHECK(owner && strlen(owner) == 32 && strspn(owner, "0123456789ABCDEF") == 32,
+	      "generated owner is 128 random bits in capital hex (never a session id's "
+	      "shape), got %s", owner ? owner : "(none)");
 	CHECK(json_int(&r, "fencing_token") >= 1, "a fencing token comes with the grant");
 	/* the lease left, counted from when dlockd sent the command to Redis */
 	CHECK(json_int(&r, "ttl_ms") <= 30000 && json_int(&r, "ttl_ms") > 29000,
