@@ -646,8 +646,7 @@ static bool owner_may_be_session(const struct request *rq)
 {
 	const struct params *p = &rq->lock.params;
 
-	return (p->given & P_OWNER) && !(p->given & P_SESSION) &&
-	       sessions_id_shaped(p->owner, strlen(p->owner));
+	return (p->given & P_OWNER) && sessions_id_shaped(p->owner, strlen(p->owner));
 }
 
 static void owner_session_read(void *ctx, enum lock_result r, const struct session_info *s)

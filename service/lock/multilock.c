@@ -85,12 +85,12 @@ static void forgotten(void *ctx, enum lock_result r, const struct session_info *
 
 /* Drop e's holding from the session's record; the answer waits for it,
  * so that the session lists nothing the answer says is not held. */
-static void forget(struct multilock *m, struct multilock_entry *e)
+static void forget(struct multilock_entry *e)
 {
-	const struct session_holding h = holding_of(m, e);
+	const struct session_holding h = holding_of(e->m, e);
 
-	m->pending++;
-	sessions_forget(m->b, m->session, &h, forgotten, e);
+	e->m->pending++;
+	sessions_forget(e->m->b, e->m->session, &h, forgotten, e);
 }
 
 static void undone(void *ctx, enum lock_result r, const struct lock_state *st)
@@ -110,11 +110,11 @@ static void undone(void *ctx, enum lock_result r, const struct lock_state *st)
 		e->undo = MULTI_UNDO_NONE;
 		if (e->change && !st->undone)
 			break;	/* a later call of the session changed it: its own now */
-		forget(m, e);
+		forget(e);
 		break;
 	default:		/* not held, or no longer the session's holding */
 		e->undo = MULTI_UNDO_NONE;
-		forget(m, e);
+		forget(e);
 		break;
 	}
 	undo_step(m);
@@ -133,7 +133,7 @@ static void repeat_undone(void *ctx, enum lock_result r, const struct lock_state
 
 	e->undo = MULTI_UNDO_NONE;
 	if (r == LOCK_OK && st->undone && st->gone)
-		forget(m, e);
+		forget(e);
 	undo_step(m);
 }
 
@@ -145,7 +145,7 @@ static void send_undos(struct multilock *m)
 		struct multilock_entry *e = &m->e[k];
 
 		if (e->undo == MULTI_UNDO_FORGET) {
-			forget(m, e);
+			forget(e);
 			continue;
 		}
 		if (e->undo == MULTI_UNDO_REPEAT) {
