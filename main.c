@@ -204,6 +204,16 @@ static void tell_lost(void *ws, const char *channel)
 	waiters_deliver_lost(ws, channel);
 }
 
+/* On the loop's thread as it starts: its Redis connection set up, and
+ * dlockd's functions loaded, before the first request needs them (not on
+ * that request's time: over a slow link, seconds). */
+static void open_redis(struct loop *l, void *data)
+{
+	(void)l;
+	redis_conn_open(data);
+	scripts_load(data);
+}
+
 /* The loop, Redis connection, waiters and queue refresher of one worker; -1 if the kernel
  * refuses a loop. */
 static int worker_init(struct worker *w, const struct config *cfg, const struct redis_url *url,
@@ -215,6 +225,7 @@ static int worker_init(struct worker *w, const struct config *cfg, const struct 
 	if (!b->loop)
 		return -1;
 	b->redis = redis_conn_new(b->loop, url);
+	loop_post(b->loop, open_redis, b->redis);
 	b->waiters = waiters_new(b->loop, want_channel, ps);
 	pubsub_add_loop(ps, &(struct pubsub_sink){
 		.ctx = b->waiters,

@@ -7,7 +7,8 @@
  * Functions. Every script is also a function of one library, lua_library
  * (gen-scripts.sh): its library locals are made once, when Redis loads
  * it, where EVAL and EVALSHA make them on every call (about half of what a
- * lock's call cost Redis). Until the library is known loaded, calls go as
+ * lock's call cost Redis). dlockd loads it as it starts (scripts_load, on
+ * the master of slot 0). Until the library is known loaded, calls go as
  * EVALSHA, and the first of them sends FUNCTION LOAD before it, on the
  * node of its first key (a cluster's nodes each need it; a replica gets
  * it from its master). Loaded, or there already ("already exists": another
@@ -241,6 +242,14 @@ static void on_script_reply(void *ctx, redisReply *r)
 	free(c);
 }
 
+/* FUNCTION LOAD on conn, on the master of slot (after an FCALL found no
+ * function there, if lost). */
+static void send_library(struct redis_conn *conn, int slot, bool lost)
+{
+	redis_conn_send_slot(conn, slot, 3, (const char *[]){ "FUNCTION", "LOAD", lua_library },
+			     NULL, on_library_loaded, lost ? (void *)1 : NULL);
+}
+
 /* FUNCTION LOAD, on the node of the call's first key (after c's FCALL
  * found no function there, if c->lost). */
 static void load_library(const struct script_call *c)
@@ -249,9 +258,20 @@ static void load_library(const struct script_call *c)
 
 	if (strcmp(c->argv[0], "0"))
 		slot = (int)cluster_key_slot(c->argv[1], strlen(c->argv[1]));
-	redis_conn_send_slot(c->conn, slot, 3,
-			     (const char *[]){ "FUNCTION", "LOAD", lua_library }, NULL,
-			     on_library_loaded, c->lost ? (void *)1 : NULL);
+	send_library(c->conn, slot, c->lost);
+}
+
+void scripts_load(struct redis_conn *c)
+{
+	bool load;
+
+	pthread_mutex_lock(&sha_lock);
+	load = fn_state == FN_UNTRIED && now_ms() >= fn_retry_ms;
+	if (load)
+		fn_state = FN_LOADING;
+	pthread_mutex_unlock(&sha_lock);
+	if (load)
+		send_library(c, 0, false);
 }
 
 static void send_call(struct script_call *c, bool whole)

@@ -31,6 +31,13 @@ const char *scripts_publish_command(void);
 void scripts_run(struct redis_conn *c, enum script_id id, int nkeys, const char *const *keys,
 		 int nargs, const char *const *args, redis_reply_fn fn, void *ctx);
 
+/* Load the library of functions on c (a cluster: on the master of slot
+ * 0) unless it is loaded or being loaded, from the thread of c's loop: so
+ * that the first script call goes as FCALL, not as the whole source
+ * behind a FUNCTION LOAD (hundreds of kilobytes: several round trips on a
+ * slow link). */
+void scripts_load(struct redis_conn *c);
+
 /* The name of a script, by id ("lock_acquire"), for log lines. */
 const char *scripts_name(enum script_id id);
 

@@ -335,6 +335,13 @@ struct redis_cluster *redis_cluster_new(struct loop *l, const struct redis_url *
 	return rc;
 }
 
+void redis_cluster_open(struct redis_cluster *rc)
+{
+	LOOP_ASSERT_THREAD(rc->loop);
+	if (!rc->map_known)
+		fetch_map(rc);
+}
+
 void redis_cluster_send(struct redis_cluster *rc, int argc, const char **argv,
 			const size_t *lens, int64_t deadline_from, redis_reply_fn fn, void *ctx)
 {

@@ -20,8 +20,10 @@ struct redis_node;
 struct redis_url;
 
 /* A router on loop l for the cluster whose seeds url lists (url must
- * outlive it). It asks a seed for the slot map on its first command. */
+ * outlive it). It asks a seed for the slot map on redis_cluster_open() or
+ * its first command. */
 struct redis_cluster *redis_cluster_new(struct loop *l, const struct redis_url *url);
+void redis_cluster_open(struct redis_cluster *rc);
 /* Fail what waits (callbacks run, here) and free rc and its connections. */
 void redis_cluster_free(struct redis_cluster *rc);
 

@@ -39,6 +39,14 @@ void redis_conn_free(struct redis_conn *c)
 	free(c);
 }
 
+void redis_conn_open(struct redis_conn *c)
+{
+	if (c->cluster)
+		redis_cluster_open(c->cluster);
+	else
+		redis_node_open(c->node);
+}
+
 void redis_conn_send(struct redis_conn *c, int argc, const char **argv, const size_t *lens,
 		     bool deadline, redis_reply_fn fn, void *ctx)
 {

@@ -23,7 +23,8 @@ struct redis_conn;
 struct redis_node;
 
 /* A connection to url (which must outlive it) on loop l. It connects on
- * its first command (and again, with a backoff, whenever it is lost). For
+ * redis_conn_open() or its first command (and again, with a backoff,
+ * whenever it is lost). For
  * a cluster URL (url->cluster) it is the front of a router
  * (redis_cluster.h) that sends each command to the master of its slot,
  * over a connection per node. */
@@ -31,6 +32,10 @@ struct redis_conn *redis_conn_new(struct loop *l, const struct redis_url *url);
 /* Fail what is still waiting (its callbacks run, here; what they send is
  * failed too) and free c; not from inside one of c's callbacks. */
 void redis_conn_free(struct redis_conn *c);
+
+/* Connect now (a cluster: ask a seed for the slot map), so that the
+ * loop's first request finds the connection ready; from c's loop. */
+void redis_conn_open(struct redis_conn *c);
 
 /* Queue a command on c (argv is copied; lens NULL: C strings); fn
  * (redis_reply.h) is called exactly once, later, from c's loop -- never

@@ -703,6 +703,13 @@ static void conn_open_async(struct redis_node *c)
 
 static void conn_schedule(struct redis_node *c);
 
+void redis_node_open(struct redis_node *c)
+{
+	LOOP_ASSERT_THREAD(c->loop);
+	if (!c->ctx && !c->closing && now_ms() >= c->next_try_ms)
+		conn_open_async(c);
+}
+
 void redis_node_send(struct redis_node *c, int argc, const char **argv, const size_t *lens,
 		     int64_t deadline_from, redis_reply_fn fn, void *ctx)
 {

@@ -24,8 +24,9 @@ struct redis_url;
 
 /* A connection to url (which must outlive it) on loop l: to its address,
  * or with a sentinel URL to the master the resolver knows
- * (redis_target.h), confirmed with ROLE. It connects on its first
- * command (and again, with a backoff, whenever it is lost). */
+ * (redis_target.h), confirmed with ROLE. It connects on
+ * redis_node_open() or its first command (and again, with a backoff,
+ * whenever it is lost). */
 struct redis_node *redis_node_new(struct loop *l, const struct redis_url *url);
 /* A connection to host:port, with url's credentials: a cluster node's. */
 struct redis_node *redis_node_new_at(struct loop *l, const struct redis_url *url,
@@ -33,6 +34,11 @@ struct redis_node *redis_node_new_at(struct loop *l, const struct redis_url *url
 /* Fail what is still waiting (its callbacks run, here; what they send is
  * failed too) and free n; not from inside one of n's callbacks. */
 void redis_node_free(struct redis_node *n);
+
+/* Connect now, unless connected or in the backoff after a failed try:
+ * the first command then finds the connection set up and Redis' clock
+ * measured (what a new connection holds commands for). */
+void redis_node_open(struct redis_node *n);
 
 /* Queue a command on n (argv is copied; lens NULL: C strings); fn is
  * called exactly once, later, from n's loop -- never from inside this

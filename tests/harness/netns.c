@@ -18,6 +18,7 @@
 #include "harness.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/if_tun.h>
@@ -49,6 +50,9 @@ struct netns {
 struct dir_conf {
 	int cut, delay_ms, jitter_ms;
 	uint64_t loss;		/* lost when a random 32-bit number is below */
+	int armed;		/* cut_on is set and has not cut yet */
+	int fired;		/* cut_on has cut the direction */
+	char cut_on[64];	/* written before armed is stored */
 };
 
 struct wire {
@@ -367,6 +371,21 @@ static void put(struct wire *w, int dir, const void *data, size_t len)
 		__atomic_add_fetch(&w->lost, 1, __ATOMIC_RELAXED);
 }
 
+/* Say which packet a cut_on cut at: its TCP payload's first bytes. */
+static void print_cut_on(const char *what, const unsigned char *data, size_t len)
+{
+	size_t ihl = (size_t)(data[0] & 15) * 4, at, end;
+	char text[161];
+	size_t n = 0;
+
+	at = ihl + 12 < len && data[9] == IPPROTO_TCP ? ihl + (size_t)(data[ihl + 12] >> 4) * 4 : ihl;
+	end = len < at + 160 ? len : at + 160;
+	for (; at < end; at++)
+		text[n++] = data[at] >= 32 && data[at] < 127 ? (char)data[at] : '.';
+	text[n] = '\0';
+	printf("# wire: cut on \"%s\" at a packet of %zu bytes: %s\n", what, len, text);
+}
+
 /* A packet read from side dir of w: drop, pass or delay it. */
 static void take(struct wire *w, int dir, const unsigned char *data, size_t len,
 		 struct heap *h, uint64_t *rs, uint64_t *seq)
@@ -379,6 +398,12 @@ static void take(struct wire *w, int dir, const unsigned char *data, size_t len,
 
 	if (len < 20 || data[0] >> 4 != 4)
 		return;		/* IPv4 only: the kernel's IPv6 chatter goes nowhere */
+	if (conf_get(&c->armed) && memmem(data, len, c->cut_on, strlen(c->cut_on))) {
+		print_cut_on(c->cut_on, data, len);
+		__atomic_store_n(&c->cut, 1, __ATOMIC_RELEASE);
+		__atomic_store_n(&c->armed, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&c->fired, 1, __ATOMIC_RELEASE);
+	}
 	if (conf_get(&c->cut)) {
 		__atomic_add_fetch(&w->cut, 1, __ATOMIC_RELAXED);
 		return;
@@ -564,8 +589,19 @@ void wire_set(struct wire *w, int dirs, const struct wire_conf *c)
 		__atomic_store_n(&dc->delay_ms, c->delay_ms, __ATOMIC_RELEASE);
 		__atomic_store_n(&dc->jitter_ms, c->jitter_ms, __ATOMIC_RELEASE);
 		__atomic_store_n(&dc->loss, (uint64_t)(loss / 100 * 4294967296.0), __ATOMIC_RELEASE);
+		__atomic_store_n(&dc->armed, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&dc->fired, 0, __ATOMIC_RELEASE);
+		if (c->cut_on) {
+			snprintf(dc->cut_on, sizeof(dc->cut_on), "%s", c->cut_on);
+			__atomic_store_n(&dc->armed, 1, __ATOMIC_RELEASE);
+		}
 		__atomic_store_n(&dc->cut, c->cut, __ATOMIC_RELEASE);
 	}
+}
+
+bool wire_cut_fired(const struct wire *w, int dir)
+{
+	return conf_get(&w->conf[dir == WIRE_BA].fired);
 }
 
 void wire_cut(struct wire *w, bool cut)

@@ -61,15 +61,22 @@ enum { WIRE_AB = 1, WIRE_BA = 2, WIRE_BOTH = 3 };
 /* What a wire does to the packets of a direction: with cut every packet
  * vanishes (those already under way too); else each is lost with
  * probability loss_pct / 100, and the rest arrive delay_ms ± jitter_ms
- * later (uniform). */
+ * later (uniform). With cut_on (at most 63 bytes, copied) the direction
+ * passes as told until the first packet whose bytes contain cut_on: that
+ * packet and all after it vanish, as with cut, from that moment on (a
+ * cut timed by what is sent, not by the clock). */
 struct wire_conf {
 	bool cut;
 	int delay_ms, jitter_ms;
 	double loss_pct;
+	const char *cut_on;
 };
 void wire_set(struct wire *w, int dirs, const struct wire_conf *c);
 /* Cut both directions (true), or let them pass again (false) as before. */
 void wire_cut(struct wire *w, bool cut);
+
+/* Whether a cut_on of direction dir (WIRE_AB or WIRE_BA) has cut it. */
+bool wire_cut_fired(const struct wire *w, int dir);
 
 /* What a wire did so far, both directions together. */
 struct wire_stats {
