@@ -102,6 +102,8 @@ struct pending {
 				 * a late reply is dropped */
 	bool no_master;		/* failed unsent as no master was known (a
 				 * sentinel URL): told DLOCKD_NOMASTER */
+	bool refused;		/* failed unsent after a refused set-up: told
+				 * its error (the connection's refused) */
 	struct list_node link;	/* in held, sent or failed */
 	struct held_cmd *held;	/* still to be sent (see below); NULL once sent */
 };
@@ -140,6 +142,10 @@ struct redis_node {
 					 * once the current callbacks return */
 	bool no_master;			/* a sentinel URL's last connect found no
 					 * master known */
+	char refused[160];		/* the error the last connection's set-up
+					 * was refused with, as its held commands
+					 * heard it; told to the commands failed
+					 * until the next try; "": none */
 	bool moving;			/* the sentinels named another master: send
 					 * nothing more, close once all are answered */
 	unsigned gen;			/* a sentinel URL: redis_target's generation
@@ -344,27 +350,25 @@ static struct pending *pending_new(redis_reply_fn fn, void *ctx)
 /* Tell every failed command "no reply" (NULL), or, if it failed as no
  * master was known, DLOCKD_NOMASTER, or DLOCKD_FAILOVER while the
  * sentinels fail over (error replies that never came from Redis, so that
- * the 503 says why). */
+ * the 503 says why), or if it failed in the backoff after a refused
+ * set-up, that refusal (WRONGPASS, DLOCKD_SETUP). */
 static void tell_failed(struct redis_node *c)
 {
-	static const redisReply no_master = {
-		.type = REDIS_REPLY_ERROR,
-		.str = (char *)"DLOCKD_NOMASTER",
-		.len = sizeof("DLOCKD_NOMASTER") - 1,
-	};
-	static const redisReply failover = {
-		.type = REDIS_REPLY_ERROR,
-		.str = (char *)"DLOCKD_FAILOVER",
-		.len = sizeof("DLOCKD_FAILOVER") - 1,
-	};
 	struct pending *p;
 
 	while ((p = pending_pop(&c->failed))) {
-		redisReply r = c->url->target && redis_target_failing_over(c->url->target)
-				       ? failover : no_master;
+		redisReply r = { .type = REDIS_REPLY_ERROR };
+		const char *why = NULL;
 
+		if (p->no_master)
+			why = c->url->target && redis_target_failing_over(c->url->target)
+				      ? "DLOCKD_FAILOVER" : "DLOCKD_NOMASTER";
+		else if (p->refused && c->refused[0])
+			why = c->refused;
+		r.str = (char *)why;
+		r.len = why ? strlen(why) : 0;
 		free(p->held);
-		tell(p, p->no_master ? &r : NULL);
+		tell(p, why ? &r : NULL);
 		free(p);
 	}
 }
@@ -423,6 +427,7 @@ static void append(struct redis_node *c, struct pending *p, int argc, const char
 
 	if (!c->ctx) {
 		p->no_master = c->no_master;
+		p->refused = c->refused[0] != '\0';
 		fail_later(c, p);
 		return;
 	}
@@ -542,6 +547,7 @@ static void on_setup(void *ctx, redisReply *r)
 		log_warn("redis set-up (AUTH or SELECT) failed: %s", r->str);
 		c->broken = true;
 		if (redis_error_unavailable(r->str)) {
+			snprintf(c->refused, sizeof(c->refused), "%s", r->str);
 			fail_held(c, r);	/* they hear why (WRONGPASS...), not "unreachable" */
 		} else {
 			/* e.g. SELECT's "ERR DB index is out of range": an error of
@@ -551,6 +557,7 @@ static void on_setup(void *ctx, redisReply *r)
 
 			setup.str = (char *)"DLOCKD_SETUP";
 			setup.len = strlen(setup.str);
+			snprintf(c->refused, sizeof(c->refused), "%s", setup.str);
 			fail_held(c, &setup);
 		}
 	}
@@ -675,6 +682,7 @@ static void conn_open_async(struct redis_node *c)
 		c->ctx = redis_connect_url(url, REDIS_CONNECT_TIMEOUT_MS, false);
 	}
 	c->connects++;
+	c->refused[0] = '\0';	/* this try's set-up may be taken */
 	if (c->ctx && !c->ctx->err && url->tls)	/* NULL: c->ctx->err says why */
 		c->tls = redis_tls_io_new(c->ctx, at, port,
 					  REDIS_CONNECT_TIMEOUT_MS + REDIS_TLS_HANDSHAKE_MS);
