@@ -128,6 +128,7 @@ struct redis_node {
 					 * here (redis_tls_io.h); NULL: plaintext */
 	unsigned watching;		/* LOOP_* ctx's socket is watched for; 0: not */
 	bool connected;			/* the socket's connect() completed */
+	int64_t connected_ms;		/* monotonic: when it did */
 	bool ready;			/* set-up answered: the connection works */
 	int mnode;			/* its node's row in dlockd_redis_up, -1: none */
 	bool up_counted;		/* counted ready there */
@@ -207,9 +208,13 @@ struct redis_node {
  * another TIME, and the largest sample of the round is kept. A round ends
  * with a quick sample, or after PROBE_MAX; then the next comes after
  * PROBE_EVERY_MS (the two clocks drift) or, if no sample was quick, after
- * PROBE_RETRY_MS. Until a connection's first round has ended, commands
- * are held, in order, and sent when it has; later rounds keep the old
- * value until they end. The offset belongs to the connection: a new one
+ * PROBE_RETRY_MS. A new connection holds its commands, in order, until
+ * it has a sample whose round trip is at most half of DEADLINE_MS (or
+ * its first round has ended): each of them then has at least that half
+ * to reach Redis, where waiting for the round to end would cost every
+ * one of them up to three more round trips (3 x 600 ms over a link of
+ * 2 x 300 ms, past COMMAND_TIMEOUT_MS). The round goes on behind them;
+ * its end, and later rounds, set the value. The offset belongs to the connection: a new one
  * (perhaps to another Redis, after a failover) measures it anew. */
 #define PROBE_GOOD_RTT_MS 50
 #define PROBE_MAX 4
@@ -581,9 +586,12 @@ static void on_time(void *ctx, redisReply *r)
 {
 	struct probe_ctx *o = ctx;
 	struct redis_node *c = o->conn;
-	int64_t sent = o->sent_ms, now = now_ms(), sample, rtt = now - sent;
+	int64_t sent = o->sent_ms, now = now_ms(), sample, rtt;
 
 	free(o);
+	/* a TIME queued before the connect completed went out then: how
+	 * loose the sample can be counts from there */
+	rtt = now - (sent > c->connected_ms ? sent : c->connected_ms);
 	c->probing = false;
 	if (!r || c->broken)
 		return;		/* the connection is gone; a new one measures anew */
@@ -613,6 +621,12 @@ static void on_time(void *ctx, redisReply *r)
 	if (c->probes == 0 || sample > c->round_best) {
 		c->round_best = sample;
 		c->round_best_rtt = rtt;
+	}
+	if (!c->timed && rtt <= timing.deadline_ms / 2) {
+		/* good enough to send: deadlines early by at most rtt */
+		c->offset_ms = c->round_best;
+		c->timed = true;
+		release_held(c);
 	}
 	if (rtt > PROBE_GOOD_RTT_MS && ++c->probes < PROBE_MAX) {
 		probe(c);	/* a stall loosened the bound: measure again */
@@ -920,6 +934,7 @@ static void on_writable(struct redis_node *c)
 		return;
 	}
 	c->connected = true;
+	c->connected_ms = now_ms();
 }
 
 /* The socket is readable: read and hand out the replies. */
