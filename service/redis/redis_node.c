@@ -214,8 +214,9 @@ struct redis_node {
  * to reach Redis, where waiting for the round to end would cost every
  * one of them up to three more round trips (3 x 600 ms over a link of
  * 2 x 300 ms, past COMMAND_TIMEOUT_MS). The round goes on behind them;
- * its end, and later rounds, set the value. The offset belongs to the connection: a new one
- * (perhaps to another Redis, after a failover) measures it anew. */
+ * its end, and later rounds, set the value. The offset belongs to the
+ * connection: a new one (perhaps to another Redis, after a failover)
+ * measures it anew. */
 #define PROBE_GOOD_RTT_MS 50
 #define PROBE_MAX 4
 #define PROBE_EVERY_MS 60000
