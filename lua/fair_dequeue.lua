@@ -18,9 +18,9 @@
   is let be (the refresh still queues it again). Each leaver costs one
   LREM that stops at its entry (one walk in Redis' C, ~30 ns an entry,
   never a copy of the queue into Lua: that cost ~8 ms with 10,000
-  queued, blocking Redis), and
-  dlockd sends a few leavers a script (leavers.c), so a script's cost is
-  bounded by a few walks of a queue capped by --max-fair-queue. ]]
+  queued, blocking Redis), and dlockd sends a few leavers a script
+  (leavers.c), so a script's cost is bounded by a few walks of a queue
+  capped by --max-fair-queue. ]]
 local listed = unpack_list(ARGV[1])
 if not listed then
   return redis.error_reply('DLOCKD_ARGS malformed owner list')

@@ -242,6 +242,17 @@ static void on_script_reply(void *ctx, redisReply *r)
 	free(c);
 }
 
+/* Whether a call is to send FUNCTION LOAD now (the library's state is
+ * not known and no try is due later), marking it under way; under
+ * sha_lock. */
+static bool load_due_locked(void)
+{
+	if (fn_state != FN_UNTRIED || now_ms() < fn_retry_ms)
+		return false;
+	fn_state = FN_LOADING;
+	return true;
+}
+
 /* FUNCTION LOAD on conn, on the master of slot (after an FCALL found no
  * function there, if lost). */
 static void send_library(struct redis_conn *conn, int slot, bool lost)
@@ -266,9 +277,7 @@ void scripts_load(struct redis_conn *c)
 	bool load;
 
 	pthread_mutex_lock(&sha_lock);
-	load = fn_state == FN_UNTRIED && now_ms() >= fn_retry_ms;
-	if (load)
-		fn_state = FN_LOADING;
+	load = load_due_locked();
 	pthread_mutex_unlock(&sha_lock);
 	if (load)
 		send_library(c, 0, false);
@@ -284,9 +293,7 @@ static void send_call(struct script_call *c, bool whole)
 	pthread_mutex_lock(&sha_lock);
 	memcpy(sha, scripts[c->id].sha, 41);
 	c->fcall = !whole && fn_state == FN_READY;
-	load = fn_state == FN_UNTRIED && now_ms() >= fn_retry_ms;
-	if (load)
-		fn_state = FN_LOADING;
+	load = load_due_locked();
 	pthread_mutex_unlock(&sha_lock);
 	if (load)
 		load_library(c);
