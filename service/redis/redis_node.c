@@ -42,11 +42,17 @@
  * the oldest timed out let a stalled Redis run calls already answered
  * 503; answering at 2 s let a slow neighbour's command hide a call that
  * had run.) Any I/O error drops the connection at once (Redis is gone,
- * or its connection is). The next command reconnects, but no sooner than a backoff (50 ms
- * doubling to 1 s) so that a dead Redis costs a request a clock read, not
- * a connect(). Set-up (AUTH, SELECT, TIME) is pipelined ahead of the first
- * commands, which are held until TIME has told how far Redis' clock is
- * from ours. Callbacks never run inside redis_node_send(): a command that
+ * or its connection is). The next command reconnects, but no sooner than
+ * a backoff (50 ms doubling to 1 s) so that a dead Redis costs a request a
+ * clock read, not a connect(). A connection that worked and is lost
+ * (Redis restarted, failed over, or closed it) is also made again by the
+ * node itself, at once and then at the end of each backoff, for
+ * RESTORE_MS: the calls after Redis is back find it connected and its
+ * clock measured, instead of the first of each loop paying for the
+ * connect and the TIMEs (three round trips; over a slow link, most of a
+ * call's 2 s). Set-up (AUTH, SELECT, TIME) is pipelined ahead of the
+ * first commands, which are held until TIME has told how far Redis' clock
+ * is from ours. Callbacks never run inside redis_node_send(): a command that
  * fails at once is told so from a deferred task of the loop. */
 #include "service/redis/redis_node.h"
 
@@ -70,6 +76,10 @@
 #define REPLY_WAIT_MS 10000
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
+/* After a working connection is lost, reconnect without waiting for a
+ * command for this long (see above): a cluster node that left the map
+ * keeps its (unused) connection, and is not tried for ever. */
+#define RESTORE_MS 60000
 
 /* A command must have run this long after it was sent, or not at all
  * (see "Deadlines in Redis' clock" below); the rest of REPLY_WAIT_MS is
@@ -84,12 +94,14 @@ static struct redis_node_timing {
 	int64_t deadline_ms;		/* DEADLINE_MS */
 	int64_t backoff_min_ms;		/* BACKOFF_MIN_MS */
 	int64_t backoff_max_ms;		/* BACKOFF_MAX_MS */
+	int64_t restore_ms;		/* RESTORE_MS */
 } timing = {
 	.command_timeout_ms = COMMAND_TIMEOUT_MS,
 	.reply_wait_ms = REPLY_WAIT_MS,
 	.deadline_ms = DEADLINE_MS,
 	.backoff_min_ms = BACKOFF_MIN_MS,
 	.backoff_max_ms = BACKOFF_MAX_MS,
+	.restore_ms = RESTORE_MS,
 };
 
 /* A command sent (or held) and not yet answered. */
@@ -165,6 +177,8 @@ struct redis_node {
 					 * context from the one a callback ran on */
 	int64_t next_try_ms;		/* monotonic; no reconnect before this */
 	int64_t backoff_ms;
+	int64_t restore_until_ms;	/* monotonic: a working connection was
+					 * lost; until then the timer reconnects */
 
 	/* Redis' clock minus now_ms(), a lower bound (see below) */
 	int64_t offset_ms;
@@ -273,6 +287,8 @@ static void count_up(struct redis_node *c, bool up)
 	metrics_redis_node_ready(c->mnode, up ? 1 : -1);
 }
 
+static void conn_schedule(struct redis_node *c);
+
 /* Close the connection; what waits on it fails before the loop sleeps. */
 static void conn_drop(struct redis_node *c, const char *why)
 {
@@ -309,8 +325,10 @@ static void conn_drop(struct redis_node *c, const char *why)
 	fail_sent(c);
 	list_splice(&c->failed, &c->held);
 	if (c->ready) {
-		c->next_try_ms = now_ms();	/* it worked: try again at once */
+		/* it worked: try again at once, whether a command comes or not */
+		c->next_try_ms = now_ms();
 		c->backoff_ms = timing.backoff_min_ms;
+		c->restore_until_ms = c->next_try_ms + timing.restore_ms;
 	} else {
 		back_off(c);
 	}
@@ -318,6 +336,14 @@ static void conn_drop(struct redis_node *c, const char *why)
 	c->timed = c->probing = false;
 	if (!list_empty(&c->failed))
 		loop_defer(c->loop, &c->fail_task);
+	conn_schedule(c);
+}
+
+/* The node is to reconnect by itself (a working connection was lost), at
+ * next_try_ms. */
+static bool restoring(const struct redis_node *c)
+{
+	return !c->ctx && !c->closing && c->next_try_ms < c->restore_until_ms;
 }
 
 /* Hand r (NULL: no reply) to p's caller, counting a failure by reason. */
@@ -724,8 +750,6 @@ static void conn_open_async(struct redis_node *c)
 	probe(c);
 }
 
-static void conn_schedule(struct redis_node *c);
-
 void redis_node_open(struct redis_node *c)
 {
 	LOOP_ASSERT_THREAD(c->loop);
@@ -779,6 +803,8 @@ static void conn_run(struct redis_node *c, int64_t now)
 {
 	struct pending *p;
 
+	if (restoring(c) && now >= c->next_try_ms)
+		conn_open_async(c);
 	/* a TLS session not verified in time: as the tunnels' was */
 	if (c->tls && now >= redis_tls_io_deadline(c->tls)) {
 		redis_tls_io_late(c->tls, c->ctx, c->connected);
@@ -816,8 +842,9 @@ static void conn_schedule(struct redis_node *c)
 {
 	struct pending *first_held = pending_first(&c->held);
 	int64_t tls_by = c->tls ? redis_tls_io_deadline(c->tls) : INT64_MAX, at;
+	int64_t reopen_at = restoring(c) ? c->next_try_ms : INT64_MAX;
 
-	if (!c->due && !first_held && tls_by == INT64_MAX) {
+	if (!c->due && !first_held && tls_by == INT64_MAX && reopen_at == INT64_MAX) {
 		loop_timer_stop(c->loop, &c->timer);
 		return;
 	}
@@ -828,6 +855,8 @@ static void conn_schedule(struct redis_node *c)
 		at = first_held->give_up_ms;
 	if (tls_by < at)
 		at = tls_by;
+	if (reopen_at < at)
+		at = reopen_at;
 	if (!loop_timer_armed(&c->timer) || c->timer.node.at_ms != at)
 		loop_timer_set(c->loop, &c->timer, at);
 }
@@ -1049,9 +1078,24 @@ unsigned redis_node_generation(const struct redis_node *c)
 	return c->connects;
 }
 
+/* One of the node's own commands (set-up, TIME, ROLE), not a caller's. */
+static bool pending_own(const struct pending *p)
+{
+	return p->fn == on_setup || p->fn == on_time || p->fn == on_role_checked;
+}
+
 bool redis_node_idle(const struct redis_node *c)
 {
-	return list_empty(&c->sent) && list_empty(&c->held) && list_empty(&c->failed);
+	const struct list_node *n;
+
+	if (!list_empty(&c->held) || !list_empty(&c->failed))
+		return false;
+	/* a connection being made again by itself (or measuring the clock)
+	 * holds nothing up: stopping does not wait for its set-up */
+	for (n = list_first(&c->sent); n; n = list_next(&c->sent, n))
+		if (!pending_own(list_entry(n, struct pending, link)))
+			return false;
+	return true;
 }
 
 void redis_node_free(struct redis_node *c)

@@ -54,7 +54,8 @@ void redis_node_send(struct redis_node *n, int argc, const char **argv, const si
  * same connection when they read the same number. */
 unsigned redis_node_generation(const struct redis_node *n);
 
-/* No command of n is waiting for its reply or its callback. */
+/* No caller's command of n is waiting for its reply or its callback (the
+ * node's own set-up and TIME may be). */
 bool redis_node_idle(const struct redis_node *n);
 
 #endif

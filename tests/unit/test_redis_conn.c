@@ -9,7 +9,8 @@
  * wait, then the connection is dropped); every callback is called exactly
  * once when the connection drops or is freed, and never from inside
  * redis_node_send(); reconnecting backs off (50 ms, doubling) after failed
- * connects and is immediate after a working connection dropped; two
+ * connects and is immediate after a working connection dropped, which the
+ * node makes again by itself, without a command, for a while; two
  * connections on one loop do not disturb each other. The timeouts are
  * shortened through the file's timing struct. */
 #include "unit.h"
@@ -303,6 +304,7 @@ static const struct redis_node_timing default_timing = {
 	.deadline_ms = DEADLINE_MS,
 	.backoff_min_ms = BACKOFF_MIN_MS,
 	.backoff_max_ms = BACKOFF_MAX_MS,
+	.restore_ms = RESTORE_MS,
 };
 
 static int setup(void **state)
@@ -442,10 +444,13 @@ static void test_redis_conn__overdue(void **state)
 	TURN_UNTIL(fx->loop, sent.calls == 1, WAIT_MS);
 	assert_true(sent.null);
 	assert_true(sent.at_ms - t0 >= 400);
-	assert_null(c->ctx);			/* dropped once all were told */
 	TURN_UNTIL(fx->loop, fx->a.eofs == 1, WAIT_MS);
-	assert_int_equal(fx->a.ncmds - before, 1);	/* "later" never reached Redis */
+	/* it worked: the node makes it again by itself (its set-up and
+	 * TIME, which the silent Redis leaves unanswered) */
+	TURN_UNTIL(fx->loop, fx->a.accepts == 2, WAIT_MS);
 	assert_string_equal(fx->a.cmds[before], "ECHO sent");
+	for (int i = before + 1; i < fx->a.ncmds; i++)	/* "later" never reached Redis */
+		assert_string_equal(fx->a.cmds[i], "TIME");
 	turn_for(fx->loop, 50);
 	assert_int_equal(sent.calls, 1);
 	assert_int_equal(later.calls, 1);
@@ -601,8 +606,9 @@ static void test_redis_conn__reconnect_backs_off(void **state)
 }
 
 /* A connection that never worked (Redis hung up before answering the
- * set-up) backs off too; one that worked and dropped is replaced by the
- * very next command, and the backoff starts again from its minimum. The
+ * set-up) backs off too; one that worked and dropped is replaced at once
+ * (by the node itself, or the next command, whichever comes first), and
+ * the backoff starts again from its minimum. The
  * backoff is lengthened here so that "no connect yet" cannot race it. */
 static void test_redis_conn__reconnects_at_once_after_a_working_connection(void **state)
 {
@@ -638,7 +644,7 @@ static void test_redis_conn__reconnects_at_once_after_a_working_connection(void 
 	assert_int_equal(fx->a.accepts, 2);
 	assert_int_equal(c->backoff_ms, 300);
 
-	/* working, then dropped: the next command reconnects at once */
+	/* working, then dropped: reconnected at once */
 	memset(&x, 0, sizeof(x));
 	fx->a.silent = true;
 	before = fx->a.ncmds;
@@ -654,6 +660,53 @@ static void test_redis_conn__reconnects_at_once_after_a_working_connection(void 
 	assert_string_equal(w.str, "again");
 	assert_int_equal(fx->a.accepts, 3);
 	assert_int_equal(c->backoff_ms, 300);
+	redis_node_free(c);
+}
+
+/* A working connection that is lost is made again by the node itself,
+ * with no command to send, and measures Redis' clock: the next call finds
+ * it ready. While Redis will not serve, the tries come at the backoff's
+ * pace, and they stop when the restore window ends; a command then
+ * reconnects, as before. */
+static void test_redis_conn__a_lost_working_connection_is_restored_without_a_command(void **state)
+{
+	struct fixture *fx = *state;
+	struct redis_node *c;
+	struct rec x = { 0 };
+	int tries, accepts;
+
+	timing.backoff_min_ms = 50;
+	timing.backoff_max_ms = 200;
+	timing.restore_ms = 1500;
+	c = connected(fx, &fx->url_a);
+	assert_int_equal(fx->a.accepts, 1);
+	fake_close_client(&fx->a);
+	TURN_UNTIL(fx->loop, fx->a.accepts == 2 && c->ready, WAIT_MS);
+	assert_true(c->timed);
+	assert_true(redis_node_idle(c));
+
+	/* lost again; now Redis hangs up on every connection: tries at 0,
+	 * 50, 150, 350, 550, 750 and 950 ms, not one per turn */
+	fx->a.hang_up = true;
+	fake_close_client(&fx->a);
+	turn_for(fx->loop, 1000);
+	tries = fx->a.accepts - 2;
+	if (tries < 3 || tries > 9)
+		fail_msg("%d tries in the first second, not 3 to 9", tries);
+	/* the window (1.5 s) ends: no more tries */
+	turn_for(fx->loop, 1000);
+	accepts = fx->a.accepts;
+	turn_for(fx->loop, 600);
+	assert_int_equal(fx->a.accepts, accepts);
+	assert_false(c->ready);
+
+	/* a command still reconnects once the backoff is over */
+	fx->a.hang_up = false;
+	send_cmd(c, "ECHO", "back", &x);
+	TURN_UNTIL(fx->loop, x.calls == 1, WAIT_MS);
+	assert_false(x.null);
+	assert_string_equal(x.str, "back");
+	assert_int_equal(fx->a.accepts, accepts + 1);
 	redis_node_free(c);
 }
 
@@ -688,7 +741,7 @@ static void test_redis_conn__two_connections_are_independent(void **state)
 
 	TURN_UNTIL(fx->loop, ra.calls == 1, WAIT_MS);
 	assert_true(ra.null);
-	assert_null(a->ctx);
+	TURN_UNTIL(fx->loop, fx->a.eofs == 1, WAIT_MS);	/* a's dropped */
 	assert_non_null(b->ctx);
 	send_cmd(b, "ECHO", "b-after", &rb[2]);
 	TURN_UNTIL(fx->loop, rb[2].calls == 1, WAIT_MS);
@@ -737,6 +790,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_redis_conn__every_callback_once_on_drop, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_redis_conn__reconnect_backs_off, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_redis_conn__reconnects_at_once_after_a_working_connection, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_redis_conn__a_lost_working_connection_is_restored_without_a_command, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_redis_conn__two_connections_are_independent, setup, teardown),
 	};
 
