@@ -215,7 +215,8 @@ static bool ends_after_last_line(const struct framing *f, const char *end)
  * is refused with 400 and its connection closed, whatever MHD would make
  * of it; so is one with a field two parties could take differently: a
  * second Authorization (MHD would take the first, a proxy maybe the last)
- * or Host (§3.2). A Content-Length that is not all digits MHD refuses
+ * or Host, or an HTTP/1.1 request with no Host at all (§3.2: a server
+ * MUST answer it 400). A Content-Length that is not all digits MHD refuses
  * itself, before dlockd sees the request. Returns why rq is refused, or
  * NULL. */
 const char *framing_check_headers(struct request *rq, const char *method, const char *version)
@@ -252,5 +253,7 @@ const char *framing_check_headers(struct request *rq, const char *method, const 
 		why = "Authorization is given more than once";
 	else if (f.host > 1)
 		why = "Host is given more than once";
+	else if (!f.host && version && !strcmp(version, MHD_HTTP_VERSION_1_1))
+		why = "an HTTP/1.1 request must carry a Host header field";
 	return why;
 }

@@ -473,6 +473,33 @@ TEST(a_repeated_authorization_or_host_is_refused)
 	rcmd_int("DEL %s", victim);
 }
 
+/* RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without
+ * a Host field (dlockd served it). HTTP/1.0 needs none. */
+TEST(an_http_1_1_request_without_host_is_refused)
+{
+	static const char *const cases[][2] = {
+		{ "HTTP/1.1 without Host",
+		  "PUT /locks/%s-a?owner=a HTTP/1.1\r\nContent-Length: 0\r\n\r\n%s" },
+		{ "HTTP/1.1 without Host, keep-alive asked",
+		  "PUT /locks/%s-b?owner=a HTTP/1.1\r\nConnection: keep-alive\r\n"
+		  "Content-Length: 0\r\n\r\n%s" },
+	};
+	const char *victim = lockname("nohost");
+	char smuggled[256], req[512];
+	struct raw_resp r;
+
+	snprintf(smuggled, sizeof(smuggled),
+		 "DELETE /locks/%s?force=true HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+		 victim);
+	CHECK(lock_hold(NULL, victim, "keeper", 60000), "keeper takes %s", victim);
+	each_refused_and_closed(cases, sizeof(cases) / sizeof(cases[0]), victim, smuggled);
+	snprintf(req, sizeof(req), "PUT /locks/%s-c?owner=old HTTP/1.0\r\nContent-Length: 0\r\n\r\n",
+		 victim);
+	CHECK(raw_exchange(H_dlockd.port, req, false, &r) == 0, "connect");
+	CHECK(r.status == 200, "HTTP/1.0 without Host is served: %s", r.buf);
+	raw_free(&r);
+}
+
 /* ----- D7: half-close ----- */
 
 TEST(half_closed_client_gets_its_answer)
