@@ -549,9 +549,13 @@ static int64_t handle_reply(struct sub_conn *cn, redisReply *r)
 		return cn->backoff_ms;
 	}
 	if (r->type == REDIS_REPLY_ERROR) {
+		/* the ACL's words are for an ACL's refusal (NOPERM); any other
+		 * (maxclients, LOADING...) is Redis' own */
 		log_warn("redis refused a subscription: %s; waiters are woken only at lease "
-			 "ends until dlockd's redis user may use the lock channels "
-			 "(allchannels or &*)", r->str);
+			 "ends until it takes one%s", r->str,
+			 strncmp(r->str, "NOPERM", 6) ? "" :
+			 " (dlockd's redis user must be allowed the lock channels: "
+			 "allchannels or &*)");
 		return REFUSED_RETRY_MS;
 	}
 	if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||

@@ -8,6 +8,7 @@
 #include "service/redis/redis_blocking.h"
 
 #include "service/base/log.h"
+#include "service/base/util.h"
 #include "service/redis/redis_dial.h"
 #include "service/redis/redis_target.h"
 
@@ -18,14 +19,27 @@
 /* A blocking call's timeout, as a pipelined call's (redis_node.c). */
 #define COMMAND_TIMEOUT_MS 2000
 
+/* A refused set-up is logged at warn at most this often: the subscriber
+ * tries again every second while Redis refuses it (a wrong password). */
+#define SETUP_WARN_EVERY_MS 60000
+
 /* Run a set-up command; 0 when it answered OK. */
 static int setup_command(redisContext *c, int argc, const char **argv)
 {
+	static _Atomic int64_t warned_ms = INT64_MIN / 2;
 	redisReply *r = redisCommandArgv(c, argc, argv, NULL);
 	int ok = r && r->type != REDIS_REPLY_ERROR;
 
-	if (r && !ok)
-		log_warn("redis %s failed: %s", argv[0], r->str);
+	if (r && !ok) {
+		int64_t now = now_ms(), last = atomic_load(&warned_ms);
+
+		if (now - last >= SETUP_WARN_EVERY_MS &&
+		    atomic_compare_exchange_strong(&warned_ms, &last, now))
+			log_warn("redis %s failed: %s (logged once a minute while it fails)",
+				 argv[0], r->str);
+		else
+			log_debug("redis %s failed: %s", argv[0], r->str);
+	}
 	if (r)
 		freeReplyObject(r);
 	return ok ? 0 : -1;

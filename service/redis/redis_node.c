@@ -47,13 +47,14 @@
  * clock read, not a connect(). A connection that worked and is lost
  * (Redis restarted, failed over, or closed it) is also made again by the
  * node itself, at once and then at the end of each backoff, for
- * RESTORE_MS: the calls after Redis is back find it connected and its
- * clock measured, instead of the first of each loop paying for the
- * connect and the TIMEs (three round trips; over a slow link, most of a
- * call's 2 s). Set-up (AUTH, SELECT, TIME) is pipelined ahead of the
- * first commands, which are held until TIME has told how far Redis' clock
- * is from ours. Callbacks never run inside redis_node_send(): a command that
- * fails at once is told so from a deferred task of the loop. */
+ * RESTORE_MS (if it was used in the last RESTORE_MS): the calls after
+ * Redis is back find it connected and its clock measured, instead of the
+ * first of each loop paying for the connect and the TIMEs (three round
+ * trips; over a slow link, most of a call's 2 s). Set-up (AUTH, SELECT,
+ * TIME) is pipelined ahead of the first commands, which are held until
+ * TIME has told how far Redis' clock is from ours. Callbacks never run
+ * inside redis_node_send(): a command that fails at once is told so from
+ * a deferred task of the loop. */
 #include "service/redis/redis_node.h"
 
 #include "service/base/list.h"
@@ -80,6 +81,13 @@
  * command for this long (see above): a cluster node that left the map
  * keeps its (unused) connection, and is not tried for ever. */
 #define RESTORE_MS 60000
+/* A connection "worked" once Redis answered its TIME, and it is stable
+ * once it has worked this long: only the loss of a stable one is retried
+ * at once. One lost sooner backs off like a failed connect (a Redis at
+ * maxclients answers with an error and closes; a CLIENT KILL loop), so
+ * nothing reconnects in a tight loop, and it is logged once. */
+#define STABLE_MS 1000
+#define RESTORE_BACKOFF_MS 200
 
 /* A command must have run this long after it was sent, or not at all
  * (see "Deadlines in Redis' clock" below); the rest of REPLY_WAIT_MS is
@@ -95,6 +103,8 @@ static struct redis_node_timing {
 	int64_t backoff_min_ms;		/* BACKOFF_MIN_MS */
 	int64_t backoff_max_ms;		/* BACKOFF_MAX_MS */
 	int64_t restore_ms;		/* RESTORE_MS */
+	int64_t stable_ms;		/* STABLE_MS */
+	int64_t restore_backoff_ms;	/* RESTORE_BACKOFF_MS */
 } timing = {
 	.command_timeout_ms = COMMAND_TIMEOUT_MS,
 	.reply_wait_ms = REPLY_WAIT_MS,
@@ -102,6 +112,8 @@ static struct redis_node_timing {
 	.backoff_min_ms = BACKOFF_MIN_MS,
 	.backoff_max_ms = BACKOFF_MAX_MS,
 	.restore_ms = RESTORE_MS,
+	.stable_ms = STABLE_MS,
+	.restore_backoff_ms = RESTORE_BACKOFF_MS,
 };
 
 /* A command sent (or held) and not yet answered. */
@@ -141,7 +153,8 @@ struct redis_node {
 	unsigned watching;		/* LOOP_* ctx's socket is watched for; 0: not */
 	bool connected;			/* the socket's connect() completed */
 	int64_t connected_ms;		/* monotonic: when it did */
-	bool ready;			/* set-up answered: the connection works */
+	int64_t ready_ms;		/* monotonic: when ready became true */
+	bool ready;			/* TIME answered: the connection works */
 	int mnode;			/* its node's row in dlockd_redis_up, -1: none */
 	bool up_counted;		/* counted ready there */
 	bool broken;			/* drop it once the current callbacks return */
@@ -149,7 +162,9 @@ struct redis_node {
 					 * send nothing more, close once all are told */
 	bool closing;			/* redis_node_free() runs: fail every send */
 	bool told_down;			/* "cannot connect" was logged at warn since
-					 * the last connection that worked */
+					 * the last stable connection was lost */
+	bool told_time;			/* "TIME failed" was logged at warn since
+					 * TIME last answered */
 	bool not_master;		/* a sentinel URL's node answered ROLE or a
 					 * command as a replica: drop the connection
 					 * once the current callbacks return */
@@ -179,6 +194,8 @@ struct redis_node {
 	int64_t backoff_ms;
 	int64_t restore_until_ms;	/* monotonic: a working connection was
 					 * lost; until then the timer reconnects */
+	int64_t used_ms;		/* monotonic: the last caller's command
+					 * (or redis_node_open) */
 
 	/* Redis' clock minus now_ms(), a lower bound (see below) */
 	int64_t offset_ms;
@@ -242,12 +259,23 @@ struct redis_node {
 #define pending_pop(l) list_entry_or_null(list_pop(l), struct pending, link)
 #define sent_after(c, p) list_entry_or_null(list_next(&(c)->sent, &(p)->link), struct pending, link)
 
-/* No reconnect before the backoff, which doubles up to BACKOFF_MAX_MS. */
+/* No reconnect before the backoff, which doubles up to BACKOFF_MAX_MS;
+ * up to RESTORE_BACKOFF_MS while the node reconnects by itself and its
+ * tries find no Redis at all (refused or not answered: no connection
+ * made), so that Redis back after an outage is found within that, and a
+ * call in the backoff meanwhile gets its 503 at once. A try that did
+ * connect and was refused (at maxclients) keeps to the long backoff: it
+ * costs Redis work. */
 static void back_off(struct redis_node *c)
 {
-	c->next_try_ms = now_ms() + c->backoff_ms;
-	c->backoff_ms = c->backoff_ms * 2 > timing.backoff_max_ms ? timing.backoff_max_ms
-								  : c->backoff_ms * 2;
+	int64_t now = now_ms();
+	int64_t most = now < c->restore_until_ms && !c->connected ? timing.restore_backoff_ms
+								   : timing.backoff_max_ms;
+
+	if (c->backoff_ms > most)
+		c->backoff_ms = most;
+	c->next_try_ms = now + c->backoff_ms;
+	c->backoff_ms = c->backoff_ms * 2 > most ? most : c->backoff_ms * 2;
 }
 
 /* Move the commands of sent that still wait for an answer to failed, and
@@ -292,13 +320,18 @@ static void conn_schedule(struct redis_node *c);
 /* Close the connection; what waits on it fails before the loop sleeps. */
 static void conn_drop(struct redis_node *c, const char *why)
 {
+	bool stable;
+
 	if (!c->ctx)
 		return;
-	if (c->ready) {
+	stable = c->ready && now_ms() - c->ready_ms >= timing.stable_ms;
+	if (stable) {
 		log_warn("redis connection lost: %s", why);
+		c->told_down = false;	/* the next trouble is news */
 	} else {
-		/* a connection that never worked was not lost: say where it
-		 * went, once until one works (then at debug, every retry) */
+		/* a connection that never worked (or worked only a moment)
+		 * was not lost: say where it went, once until one is stable
+		 * (then at debug, every retry) */
 		char where[300];
 
 		if (c->url->unix_path)
@@ -311,6 +344,10 @@ static void conn_drop(struct redis_node *c, const char *why)
 			snprintf(where, sizeof(where), "the master the sentinels named");
 		if (c->told_down)
 			log_debug("redis: cannot connect to %s: %s; retrying", where, why);
+		else if (c->ready)
+			log_warn("redis connection lost %lld ms after it was made (to %s): %s; "
+				 "retrying with a backoff until one lasts",
+				 (long long)(now_ms() - c->ready_ms), where, why);
 		else
 			log_warn("redis: cannot connect to %s: %s; retrying until it answers",
 				 where, why);
@@ -324,11 +361,14 @@ static void conn_drop(struct redis_node *c, const char *why)
 	c->gen = 0;
 	fail_sent(c);
 	list_splice(&c->failed, &c->held);
-	if (c->ready) {
+	/* made again by itself only while it is used: an idle dlockd whose
+	 * Redis closes idle connections (its timeout) stops after a while */
+	if (c->ready && now_ms() - c->used_ms < timing.restore_ms)
+		c->restore_until_ms = now_ms() + timing.restore_ms;
+	if (stable) {
 		/* it worked: try again at once, whether a command comes or not */
 		c->next_try_ms = now_ms();
 		c->backoff_ms = timing.backoff_min_ms;
-		c->restore_until_ms = c->next_try_ms + timing.restore_ms;
 	} else {
 		back_off(c);
 	}
@@ -576,7 +616,12 @@ static void on_setup(void *ctx, redisReply *r)
 	struct redis_node *c = ctx;
 
 	if (r && r->type == REDIS_REPLY_ERROR && !c->broken) {
-		log_warn("redis set-up (AUTH or SELECT) failed: %s", r->str);
+		if (c->told_down)
+			log_debug("redis set-up (AUTH or SELECT) failed: %s", r->str);
+		else
+			log_warn("redis set-up (AUTH or SELECT) failed: %s (logged once until a "
+				 "connection lasts)", r->str);
+		c->told_down = true;	/* the drop that follows is no news */
 		c->broken = true;
 		if (redis_error_unavailable(r->str)) {
 			snprintf(c->refused, sizeof(c->refused), "%s", r->str);
@@ -622,20 +667,38 @@ static void on_time(void *ctx, redisReply *r)
 	c->probing = false;
 	if (!r || c->broken)
 		return;		/* the connection is gone; a new one measures anew */
-	if (!c->ready) {
+	if (!c->ready && r->type != REDIS_REPLY_ERROR) {
+		/* it works (a Redis at maxclients answers TIME with an error,
+		 * then closes: that one did not) */
 		c->ready = true;
-		c->told_down = false;
-		c->backoff_ms = timing.backoff_min_ms;
+		c->ready_ms = now;
 	}
 	count_up(c, r->type != REDIS_REPLY_ERROR);
 	if (r->type == REDIS_REPLY_ERROR) {
 		/* Redis cannot serve now (BUSY, LOADING, an ACL...): what waits
 		 * for the offset gets that answer, the next command asks again */
-		log_warn("redis TIME failed: %s", r->str);
-		fail_held(c, r);
+		if (c->told_time)
+			log_debug("redis TIME failed: %s", r->str);
+		else
+			log_warn("redis TIME failed: %s (logged once until it answers)", r->str);
+		c->told_time = true;
+		if (redis_error_unavailable(r->str)) {
+			fail_held(c, r);
+		} else {
+			/* e.g. "ERR max number of clients reached": nothing ran,
+			 * and the call is no script's error (a 503, not a 500) */
+			redisReply setup = *r;
+
+			setup.str = (char *)"DLOCKD_SETUP";
+			setup.len = strlen(setup.str);
+			/* and so are those failed in the backoff after it */
+			snprintf(c->refused, sizeof(c->refused), "%s", setup.str);
+			fail_held(c, &setup);
+		}
 		c->next_probe_ms = now + PROBE_RETRY_MS;
 		return;
 	}
+	c->told_time = false;
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
 	    r->element[0]->type != REDIS_REPLY_STRING ||
 	    r->element[1]->type != REDIS_REPLY_STRING) {
@@ -753,6 +816,7 @@ static void conn_open_async(struct redis_node *c)
 void redis_node_open(struct redis_node *c)
 {
 	LOOP_ASSERT_THREAD(c->loop);
+	c->used_ms = now_ms();
 	if (!c->ctx && !c->closing && now_ms() >= c->next_try_ms)
 		conn_open_async(c);
 }
@@ -765,6 +829,7 @@ void redis_node_send(struct redis_node *c, int argc, const char **argv, const si
 	LOOP_ASSERT_THREAD(c->loop);
 	if (argc > REDIS_CONN_MAX_ARGS)
 		abort();
+	c->used_ms = now_ms();
 	p = pending_new(fn, ctx);
 	if (c->closing) {
 		list_append(&c->failed, &p->link);	/* redis_node_free() tells it */

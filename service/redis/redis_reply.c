@@ -40,8 +40,9 @@ static const struct {
 	{ "NOSCRIPT", "redis lost the lock script (NOSCRIPT); retry shortly" },
 	{ "DLOCKD_LATE", "redis was too slow: the call reached it after dlockd gave up and "
 			 "changed nothing; retry shortly" },
-	{ "DLOCKD_SETUP", "redis refused dlockd's connection set-up (AUTH, or SELECT of the "
-			  "database in --redis); dlockd's log has redis' words" },
+	{ "DLOCKD_SETUP", "redis refused dlockd's connection set-up (AUTH, SELECT of the "
+			  "database in --redis, or TIME: at its maxclients?); dlockd's log has "
+			  "redis' words" },
 	{ "DLOCKD_NOMASTER", "no redis master known: no sentinel of --redis names a master "
 			     "that answers as one (sentinels down, or a failover under way); "
 			     "retry shortly" },

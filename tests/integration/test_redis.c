@@ -903,3 +903,89 @@ TEST(sigterm_while_a_call_waits_on_a_stalled_redis_exits_cleanly)
 	http_free(&rel.r);
 	CHECK(redis_dlockd_stop(&rs, &d, 15000) == 0, "dlockd exits 0");
 }
+
+/* Connections Redis took and refused (its INFO stats), on c; -1 if
+ * unread. */
+static long long connections_received(redisContext *c)
+{
+	static const char *const stat[] = { "total_connections_received:",
+					    "rejected_connections:" };
+	redisReply *rep = redisCommand(c, "INFO stats");
+	long long n = 0;
+
+	for (size_t i = 0; i < sizeof(stat) / sizeof(stat[0]); i++) {
+		const char *at = rep && rep->type == REDIS_REPLY_STRING ?
+				 strstr(rep->str, stat[i]) : NULL;
+
+		n = at && n >= 0 ? n + atoll(at + strlen(stat[i])) : -1;
+	}
+	freeReplyObject(rep);
+	return n;
+}
+
+static bool admin_ok(redisContext *c, const char *cmd)
+{
+	redisReply *rep = redisCommand(c, cmd);
+	bool ok = rep && rep->type != REDIS_REPLY_ERROR;
+
+	freeReplyObject(rep);
+	return ok;
+}
+
+/* Found by hostile probing: a Redis at its maxclients takes a connection,
+ * answers its first command (TIME) with "ERR max number of clients
+ * reached" and closes it. dlockd counted that connection as one that had
+ * worked, and since it reconnects at once after losing one, it
+ * reconnected in a tight loop: 460,000 log lines and as many connections
+ * in a minute and a half; a request whose call was held behind that TIME
+ * was answered 500. Now only a connection whose TIME was answered has
+ * worked, one lost within a second of that backs off like a failed
+ * connect, and a call held behind a refused TIME is a 503. */
+TEST(redis_at_its_maxclients_is_a_503_without_a_reconnect_storm)
+{
+	static const char *const flags[] = { "--threads", "2", NULL };
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	redisContext *admin;
+	long long conns0, conns;
+	int n503 = 0, other = 0, lines;
+	int64_t t0;
+
+	CHECK(redis_start(&rs) == 0, "start Redis");
+	CHECK(dlockd_start_on(&d, &rs, flags) == 0, "start dlockd");
+	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 5000), "ready");
+	admin = redis_client(&rs);
+	CHECK(admin, "connect to Redis");
+	CHECK(admin_ok(admin, "CONFIG SET maxclients 1") &&
+	      admin_ok(admin, "CLIENT KILL TYPE normal SKIPME yes") &&
+	      admin_ok(admin, "CLIENT KILL TYPE pubsub"),
+	      "Redis full (this connection is its one client), dlockd's connections closed");
+	conns0 = connections_received(admin);
+	t0 = mono_ms();
+	for (int i = 0; i < 20; i++) {
+		struct http_resp r;
+
+		http_on(d.base, "PUT", "/locks/maxc?owner=a&ttl_ms=60000", NULL, &r);
+		if (r.status == 503 && r.body && strstr(r.body, "\"backend_unavailable\""))
+			n503++;
+		else
+			other++, printf("# request %d: %ld %s\n", i, r.status, r.body ? r.body : "");
+		http_free(&r);
+		sleep_ms(150);
+	}
+	conns = connections_received(admin) - conns0;
+	lines = file_lines_with(d.log, "max number of clients", NULL);
+	printf("# Redis full for %lld ms: %lld connections tried, %d log lines naming it\n",
+	       (long long)(mono_ms() - t0), conns, lines);
+	CHECK(n503 == 20 && other == 0, "every acquire is a 503 backend_unavailable: %d of 20",
+	      n503);
+	CHECK(conns >= 2 && conns < 80, "the tries keep to the backoff: %lld connections", conns);
+	CHECK(lines >= 1 && lines <= 6, "Redis' refusal is logged, not once a try: %d lines",
+	      lines);
+
+	CHECK(admin_ok(admin, "CONFIG SET maxclients 10000"), "room again");
+	CHECK(WAIT_FOR(status_of(&d, "PUT", "/locks/maxc?owner=b&ttl_ms=60000") == 200, 10000),
+	      "served again, and none of the 503s took the lock");
+	redisFree(admin);
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "stop");
+}

@@ -54,6 +54,8 @@ struct fake {
 	int eofs;		/* the client closed its connection */
 	bool silent;		/* read commands, answer none */
 	bool hang_up;		/* close every connection as soon as accepted */
+	bool full;		/* answer a connection's first read as a Redis
+				 * at maxclients does (an error), then close it */
 	char in[1 << 16];
 	size_t inlen;
 	int ncmds;		/* commands received (on any connection) */
@@ -157,6 +159,15 @@ static void fake_on_client(struct loop *l, int fd, unsigned events, void *data)
 		return;
 	}
 	f->inlen += (size_t)n;
+	if (f->full) {
+		/* as Redis at maxclients: the client reads an error (the
+		 * reply to its first command), then the close */
+		static const char e[] = "-ERR max number of clients reached\r\n";
+
+		fake_write(f, e, sizeof(e) - 1);
+		fake_close_client(f);
+		return;
+	}
 	while ((used = fake_parse(f, at, &argc, argv, lens)) > 0) {
 		if (f->ncmds < FAKE_MAX_CMDS) {
 			char *cmd = f->cmds[f->ncmds];
@@ -305,6 +316,8 @@ static const struct redis_node_timing default_timing = {
 	.backoff_min_ms = BACKOFF_MIN_MS,
 	.backoff_max_ms = BACKOFF_MAX_MS,
 	.restore_ms = RESTORE_MS,
+	.stable_ms = STABLE_MS,
+	.restore_backoff_ms = RESTORE_BACKOFF_MS,
 };
 
 static int setup(void **state)
@@ -620,6 +633,7 @@ static void test_redis_conn__reconnects_at_once_after_a_working_connection(void 
 
 	timing.backoff_min_ms = 300;
 	timing.backoff_max_ms = 4000;
+	timing.stable_ms = 0;	/* a connection that worked is stable at once */
 
 	/* accepted, then hung up on before TIME's answer: not working */
 	fx->a.hang_up = true;
@@ -642,7 +656,6 @@ static void test_redis_conn__reconnects_at_once_after_a_working_connection(void 
 	TURN_UNTIL(fx->loop, z.calls == 1, WAIT_MS);
 	assert_false(z.null);
 	assert_int_equal(fx->a.accepts, 2);
-	assert_int_equal(c->backoff_ms, 300);
 
 	/* working, then dropped: reconnected at once */
 	memset(&x, 0, sizeof(x));
@@ -667,7 +680,8 @@ static void test_redis_conn__reconnects_at_once_after_a_working_connection(void 
  * with no command to send, and measures Redis' clock: the next call finds
  * it ready. While Redis will not serve, the tries come at the backoff's
  * pace, and they stop when the restore window ends; a command then
- * reconnects, as before. */
+ * reconnects, as before. One unused for longer than the window is not
+ * made again by itself. */
 static void test_redis_conn__a_lost_working_connection_is_restored_without_a_command(void **state)
 {
 	struct fixture *fx = *state;
@@ -678,6 +692,7 @@ static void test_redis_conn__a_lost_working_connection_is_restored_without_a_com
 	timing.backoff_min_ms = 50;
 	timing.backoff_max_ms = 200;
 	timing.restore_ms = 1500;
+	timing.stable_ms = 0;	/* every working connection is stable */
 	c = connected(fx, &fx->url_a);
 	assert_int_equal(fx->a.accepts, 1);
 	fake_close_client(&fx->a);
@@ -707,6 +722,81 @@ static void test_redis_conn__a_lost_working_connection_is_restored_without_a_com
 	assert_false(x.null);
 	assert_string_equal(x.str, "back");
 	assert_int_equal(fx->a.accepts, accepts + 1);
+
+	/* unused for longer than the window (Redis' idle timeout closes it):
+	 * not made again until a command comes */
+	turn_for(fx->loop, 1600);
+	fake_close_client(&fx->a);
+	turn_for(fx->loop, 500);
+	assert_int_equal(fx->a.accepts, accepts + 1);
+	redis_node_free(c);
+}
+
+/* Redis gone (nothing listens) after a used connection was lost: while
+ * the node reconnects by itself its tries come every RESTORE_BACKOFF_MS
+ * (200 ms) at most, where the backoff grows to 1 s otherwise; so Redis
+ * back after an outage is found within that, not up to a second later
+ * (calls meanwhile got 503 at once while Redis served: a probe saw 126). */
+static void test_redis_conn__redis_back_after_an_outage_is_found_soon(void **state)
+{
+	struct fixture *fx = *state;
+	struct redis_node *c;
+	int64_t t0;
+
+	timing.stable_ms = 0;
+	c = connected(fx, &fx->url_a);
+	fake_stop(&fx->a);		/* its client too: the connection is lost */
+	turn_for(fx->loop, 2000);	/* the tries' backoff would be 1 s by now */
+	assert_false(c->ready);
+	fake_start(&fx->a, fx->loop, fx->dir, "a.sock");
+	t0 = now_ms();
+	TURN_UNTIL(fx->loop, c->ready, WAIT_MS);
+	if (now_ms() - t0 > 200 + 150)
+		fail_msg("Redis back was found after %lld ms, not within 200 ms",
+			 (long long)(now_ms() - t0));
+	redis_node_free(c);
+}
+
+/* A connection lost before it was stable is not made again at once: a
+ * Redis at maxclients accepts, answers an error and closes, and a
+ * CLIENT KILL loop closes each connection as soon as it works. Either
+ * way the tries keep to the backoff's pace (50, 100, 200, 400, 400 ms):
+ * about six in 1.2 s, where an immediate retry made thousands. */
+static void test_redis_conn__no_tight_reconnect_loop(void **state)
+{
+	struct fixture *fx = *state;
+	struct redis_node *c;
+	int64_t until;
+	int tries;
+
+	timing.backoff_max_ms = 400;
+	timing.stable_ms = 100;
+	c = connected(fx, &fx->url_a);
+	turn_for(fx->loop, 150);		/* stable */
+
+	/* Redis full: every try is answered an error and closed */
+	fx->a.full = true;
+	fake_close_client(&fx->a);
+	turn_for(fx->loop, 1200);
+	tries = fx->a.accepts - 1;
+	if (tries < 3 || tries > 8)
+		fail_msg("%d tries in 1.2 s with Redis full, not 3 to 8", tries);
+	assert_false(c->ready);
+
+	/* Redis serves again, but each connection is killed once it works */
+	fx->a.full = false;
+	turn_for(fx->loop, 450);		/* the backoff's end: one works */
+	assert_true(c->ready);
+	tries = fx->a.accepts;
+	for (until = now_ms() + 1200; now_ms() < until;) {
+		if (c->ready && fx->a.cfd >= 0)
+			fake_close_client(&fx->a);
+		loop_turn(fx->loop, 5);
+	}
+	tries = fx->a.accepts - tries;
+	if (tries < 2 || tries > 8)
+		fail_msg("%d connections in 1.2 s with each killed once it worked, not 2 to 8",
+			 tries);
 	redis_node_free(c);
 }
 
@@ -791,6 +881,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_redis_conn__reconnect_backs_off, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_redis_conn__reconnects_at_once_after_a_working_connection, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_redis_conn__a_lost_working_connection_is_restored_without_a_command, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_redis_conn__no_tight_reconnect_loop, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_redis_conn__redis_back_after_an_outage_is_found_soon, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_redis_conn__two_connections_are_independent, setup, teardown),
 	};
 
