@@ -603,6 +603,29 @@ static void fail_held(struct redis_node *c, redisReply *r)
 	}
 }
 
+/* Answer the held commands with r, Redis' refusal of the connection's
+ * set-up or TIME: nothing of theirs ran. An error a 503 row names is
+ * passed as it is (they hear why: WRONGPASS, BUSY...); any other (SELECT's
+ * "ERR DB index is out of range", "ERR max number of clients reached") as
+ * DLOCKD_SETUP: a 503 that says the set-up was refused, not a failing
+ * script's 500. The commands failed in the backoff after it hear the same,
+ * but a 503 row's error only with known_too. */
+static void fail_held_refused(struct redis_node *c, redisReply *r, bool known_too)
+{
+	redisReply setup = *r;
+
+	if (redis_error_unavailable(r->str)) {
+		if (known_too)
+			snprintf(c->refused, sizeof(c->refused), "%s", r->str);
+		fail_held(c, r);
+		return;
+	}
+	setup.str = (char *)"DLOCKD_SETUP";
+	setup.len = strlen(setup.str);
+	snprintf(c->refused, sizeof(c->refused), "%s", setup.str);
+	fail_held(c, &setup);
+}
+
 /* What TIME's callback needs: the connection, and when TIME was sent
  * (freed by the callback, which every command gets exactly once). */
 struct probe_ctx {
@@ -623,20 +646,7 @@ static void on_setup(void *ctx, redisReply *r)
 				 "connection lasts)", r->str);
 		c->told_down = true;	/* the drop that follows is no news */
 		c->broken = true;
-		if (redis_error_unavailable(r->str)) {
-			snprintf(c->refused, sizeof(c->refused), "%s", r->str);
-			fail_held(c, r);	/* they hear why (WRONGPASS...), not "unreachable" */
-		} else {
-			/* e.g. SELECT's "ERR DB index is out of range": an error of
-			 * the set-up, not of the commands held behind it (a 503,
-			 * not a failing script's 500) */
-			redisReply setup = *r;
-
-			setup.str = (char *)"DLOCKD_SETUP";
-			setup.len = strlen(setup.str);
-			snprintf(c->refused, sizeof(c->refused), "%s", setup.str);
-			fail_held(c, &setup);
-		}
+		fail_held_refused(c, r, true);
 	}
 }
 
@@ -682,19 +692,9 @@ static void on_time(void *ctx, redisReply *r)
 		else
 			log_warn("redis TIME failed: %s (logged once until it answers)", r->str);
 		c->told_time = true;
-		if (redis_error_unavailable(r->str)) {
-			fail_held(c, r);
-		} else {
-			/* e.g. "ERR max number of clients reached": nothing ran,
-			 * and the call is no script's error (a 503, not a 500) */
-			redisReply setup = *r;
-
-			setup.str = (char *)"DLOCKD_SETUP";
-			setup.len = strlen(setup.str);
-			/* and so are those failed in the backoff after it */
-			snprintf(c->refused, sizeof(c->refused), "%s", setup.str);
-			fail_held(c, &setup);
-		}
+		/* BUSY, LOADING: this connection may serve soon; "ERR max
+		 * number of clients reached": Redis closes it */
+		fail_held_refused(c, r, false);
 		c->next_probe_ms = now + PROBE_RETRY_MS;
 		return;
 	}
