@@ -81,11 +81,13 @@
  * command for this long (see above): a cluster node that left the map
  * keeps its (unused) connection, and is not tried for ever. */
 #define RESTORE_MS 60000
-/* A connection "worked" once Redis answered its TIME, and it is stable
- * once it has worked this long: only the loss of a stable one is retried
- * at once. One lost sooner backs off like a failed connect (a Redis at
- * maxclients answers with an error and closes; a CLIENT KILL loop), so
- * nothing reconnects in a tight loop, and it is logged once. */
+/* A connection "worked" once Redis answered its TIME (a Redis at
+ * maxclients answers it with an error and closes: that one did not), and
+ * it is stable once it has worked this long. A lost connection that
+ * worked is retried at once, unless it was not stable and neither was
+ * the one lost before it: then it backs off like a failed connect (a
+ * CLIENT KILL loop), so nothing reconnects in a tight loop, and it is
+ * logged once. */
 #define STABLE_MS 1000
 #define RESTORE_BACKOFF_MS 200
 
@@ -163,6 +165,8 @@ struct redis_node {
 	bool closing;			/* redis_node_free() runs: fail every send */
 	bool told_down;			/* "cannot connect" was logged at warn since
 					 * the last stable connection was lost */
+	bool lost_quick;		/* the last connection lost had worked, but
+					 * for less than STABLE_MS */
 	bool told_time;			/* "TIME failed" was logged at warn since
 					 * TIME last answered */
 	bool not_master;		/* a sentinel URL's node answered ROLE or a
@@ -320,11 +324,14 @@ static void conn_schedule(struct redis_node *c);
 /* Close the connection; what waits on it fails before the loop sleeps. */
 static void conn_drop(struct redis_node *c, const char *why)
 {
-	bool stable;
+	bool stable, at_once;
 
 	if (!c->ctx)
 		return;
 	stable = c->ready && now_ms() - c->ready_ms >= timing.stable_ms;
+	at_once = stable || (c->ready && !c->lost_quick);
+	if (c->ready)
+		c->lost_quick = !stable;
 	if (stable) {
 		log_warn("redis connection lost: %s", why);
 		c->told_down = false;	/* the next trouble is news */
@@ -346,7 +353,7 @@ static void conn_drop(struct redis_node *c, const char *why)
 			log_debug("redis: cannot connect to %s: %s; retrying", where, why);
 		else if (c->ready)
 			log_warn("redis connection lost %lld ms after it was made (to %s): %s; "
-				 "retrying with a backoff until one lasts",
+				 "retrying, with a backoff if the next is lost as soon",
 				 (long long)(now_ms() - c->ready_ms), where, why);
 		else
 			log_warn("redis: cannot connect to %s: %s; retrying until it answers",
@@ -365,7 +372,7 @@ static void conn_drop(struct redis_node *c, const char *why)
 	 * Redis closes idle connections (its timeout) stops after a while */
 	if (c->ready && now_ms() - c->used_ms < timing.restore_ms)
 		c->restore_until_ms = now_ms() + timing.restore_ms;
-	if (stable) {
+	if (at_once) {
 		/* it worked: try again at once, whether a command comes or not */
 		c->next_try_ms = now_ms();
 		c->backoff_ms = timing.backoff_min_ms;
