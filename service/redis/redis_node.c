@@ -368,10 +368,10 @@ static void conn_drop(struct redis_node *c, const char *why)
 	c->gen = 0;
 	fail_sent(c);
 	list_splice(&c->failed, &c->held);
-	/* made again by itself only while it is used: an idle dlockd whose
-	 * Redis closes idle connections (its timeout) stops after a while */
-	if (c->ready && now_ms() - c->used_ms < timing.restore_ms)
-		c->restore_until_ms = now_ms() + timing.restore_ms;
+	/* made again by itself for RESTORE_MS after its last use: an idle
+	 * dlockd whose Redis closes idle connections (its timeout) stops */
+	if (c->ready)
+		c->restore_until_ms = c->used_ms + timing.restore_ms;
 	if (at_once) {
 		/* it worked: try again at once, whether a command comes or not */
 		c->next_try_ms = now_ms();
@@ -684,12 +684,6 @@ static void on_time(void *ctx, redisReply *r)
 	c->probing = false;
 	if (!r || c->broken)
 		return;		/* the connection is gone; a new one measures anew */
-	if (!c->ready && r->type != REDIS_REPLY_ERROR) {
-		/* it works (a Redis at maxclients answers TIME with an error,
-		 * then closes: that one did not) */
-		c->ready = true;
-		c->ready_ms = now;
-	}
 	count_up(c, r->type != REDIS_REPLY_ERROR);
 	if (r->type == REDIS_REPLY_ERROR) {
 		/* Redis cannot serve now (BUSY, LOADING, an ACL...): what waits
@@ -705,13 +699,25 @@ static void on_time(void *ctx, redisReply *r)
 		c->next_probe_ms = now + PROBE_RETRY_MS;
 		return;
 	}
-	c->told_time = false;
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
 	    r->element[0]->type != REDIS_REPLY_STRING ||
 	    r->element[1]->type != REDIS_REPLY_STRING) {
-		log_warn("redis TIME gave an unexpected reply");
+		if (c->told_time)
+			log_debug("redis TIME gave an unexpected reply");
+		else
+			log_warn("redis TIME gave an unexpected reply (logged once until it "
+				 "answers)");
+		c->told_time = true;
+		count_up(c, false);
 		c->broken = true;
 		return;
+	}
+	c->told_time = false;
+	if (!c->ready) {
+		/* it works (a Redis at maxclients answers TIME with an error,
+		 * then closes: that one did not) */
+		c->ready = true;
+		c->ready_ms = now;
 	}
 	sample = strtoll(r->element[0]->str, NULL, 10) * 1000 +
 		 strtoll(r->element[1]->str, NULL, 10) / 1000 - now;

@@ -757,6 +757,34 @@ static void test_redis_conn__redis_back_after_an_outage_is_found_soon(void **sta
 	redis_node_free(c);
 }
 
+/* Redis closes idle connections (its timeout): a node last used at t0
+ * is made again by itself until t0 + the window, not for a window after
+ * each loss (a probe saw an idle dlockd reconnect every 3 s for good). */
+static void test_redis_conn__idle_closes_stop_a_window_after_the_last_use(void **state)
+{
+	struct fixture *fx = *state;
+	struct redis_node *c;
+	int64_t t0, until;
+	int at_window_end = -1;
+
+	timing.stable_ms = 0;
+	timing.restore_ms = 1000;
+	c = connected(fx, &fx->url_a);	/* used now */
+	t0 = now_ms();
+	for (until = t0 + 2500; now_ms() < until;) {
+		if (c->ready && fx->a.cfd >= 0 && now_ms() - c->ready_ms >= 200)
+			fake_close_client(&fx->a);	/* idle for 200 ms: closed */
+		loop_turn(fx->loop, 5);
+		if (now_ms() - t0 >= 1100 && at_window_end < 0)
+			at_window_end = fx->a.accepts;
+	}
+	if (at_window_end < 3)
+		fail_msg("made again %d times within the window, not 2 or more",
+			 at_window_end - 1);
+	assert_int_equal(fx->a.accepts, at_window_end);	/* none after it */
+	redis_node_free(c);
+}
+
 /* A connection lost before it was stable is not made again at once: a
  * Redis at maxclients accepts, answers an error and closes, and a
  * CLIENT KILL loop closes each connection as soon as it works. Either
@@ -882,6 +910,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_redis_conn__reconnects_at_once_after_a_working_connection, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_redis_conn__a_lost_working_connection_is_restored_without_a_command, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_redis_conn__no_tight_reconnect_loop, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_redis_conn__idle_closes_stop_a_window_after_the_last_use, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_redis_conn__redis_back_after_an_outage_is_found_soon, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_redis_conn__two_connections_are_independent, setup, teardown),
 	};
