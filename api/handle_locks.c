@@ -180,8 +180,7 @@ static enum MHD_Result reply_failure(struct request *rq, enum lock_result r,
 		return reply_error(rq, ERR_WRONG_KIND, NULL,
 				   "name '%s' is in use as another kind of lock", rq->name);
 	case LOCK_BACKEND_DOWN:
-		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL, "%s",
-				   st->fault ? st->fault : "redis cannot be reached; retry shortly");
+		return reply_unavailable(rq, st->fault);
 	case LOCK_SCRIPT_ERROR:
 		return reply_error(rq, ERR_INTERNAL, NULL, "%s '%s': %s", label, rq->name,
 				   st->fault ? st->fault : "the lock script failed in redis");
@@ -1129,8 +1128,7 @@ static enum MHD_Result listed_answer(struct request *rq)
 	case LOCK_OK:
 		return body ? reply_json(rq, 200, body) : MHD_NO;
 	case LOCK_BACKEND_DOWN:
-		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL, "%s",
-				   st->fault ? st->fault : "redis cannot be reached; retry shortly");
+		return reply_unavailable(rq, st->fault);
 	default:
 		return reply_error(rq, ERR_INTERNAL, NULL, "listing the locks: %s",
 				   st->fault ? st->fault : "redis failed");

@@ -117,12 +117,7 @@ static enum MHD_Result answered(struct request *rq)
 				   "no session '%s': it never existed, was ended, or its lease "
 				   "ran out (everything it held is released)", rq->name);
 	case LOCK_BACKEND_DOWN:
-		rq->retry_after_s = 1;
-		if (rq->lock.state.fault)	/* Redis answered: why it cannot serve */
-			return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL, "%s; nothing is "
-					   "known to have changed", rq->lock.state.fault);
-		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
-				   "Redis did not answer; nothing is known to have changed");
+		return reply_unavailable(rq, rq->lock.state.fault);
 	default:
 		return reply_error(rq, ERR_INTERNAL, NULL, "the session script failed");
 	}

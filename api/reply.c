@@ -272,3 +272,36 @@ enum MHD_Result reply_error(struct request *rq, enum api_error err, json_t *extr
 	rq->error = errors[err].code;	/* for the access line */
 	return reply_json(rq, errors[err].status, body);
 }
+
+/* What a client does after a call that may have taken effect. */
+static const char *may_stand_hint(const struct request *rq)
+{
+	switch (rq->route.op) {
+	case OP_SESSION_CREATE:
+		return "a session may have been made whose id nobody learns: it holds nothing "
+		       "and ends with its lease; create another";
+	case OP_SESSION_END:
+		return "repeat it to learn (an ended session answers session_not_found)";
+	case OP_SESSION_HEARTBEAT:
+	case OP_HEARTBEAT:
+	case OP_SET_LIMIT:
+		return "repeat it to learn what stands";
+	default:
+		return "repeat it to learn what stands (an acquire by the same owner gets its "
+		       "grant back, a release answers not_held)";
+	}
+}
+
+enum MHD_Result reply_unavailable(struct request *rq, const char *fault)
+{
+	if (fault)
+		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL, "%s", fault);
+	if (rq->method == METHOD_GET || rq->method == METHOD_HEAD)
+		return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
+				   "redis did not answer: the connection to it was lost, or it "
+				   "stalled; retry shortly");
+	return reply_error(rq, ERR_BACKEND_UNAVAILABLE, json_pack("{s:b}", "undone", 0),
+			   "redis did not answer: the call was sent, then the connection to "
+			   "redis was lost (or redis stalled past 10 s), so it may have taken "
+			   "effect; %s", may_stand_hint(rq));
+}

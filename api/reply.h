@@ -75,5 +75,12 @@ enum MHD_Result reply_static(struct request *rq, const char *content_type, const
  * rq->close, "Connection: close" (MHD closes once it is sent). */
 enum MHD_Result reply_error(struct request *rq, enum api_error err, json_t *extra,
 			    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* The 503 backend_unavailable of a call Redis did not serve. With fault
+ * (why: Redis refused it, or it was never sent), it changed nothing and
+ * the message is fault. Without, it was sent and no answer came (the
+ * connection was lost, or Redis stalled past 10 s): a call that changes
+ * something may have, and says so, with "undone": false; a read says
+ * only that Redis did not answer. */
+enum MHD_Result reply_unavailable(struct request *rq, const char *fault);
 
 #endif

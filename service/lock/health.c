@@ -29,11 +29,13 @@ static void on_pong(void *arg, redisReply *r)
 
 	if (!r || r->type != REDIS_REPLY_STATUS || strcmp(r->str, "PONG")) {
 		res = LOCK_BACKEND_DOWN;
-		if (r && r->type == REDIS_REPLY_ERROR) {
+		/* not sent: as no answer ("redis cannot be reached") */
+		if (r && r->type == REDIS_REPLY_ERROR && r != redis_reply_unsent()) {
 			st.fault = redis_error_unavailable(r->str);
 			if (!st.fault)
 				st.fault = "redis answered PING with an error (see dlockd's log)";
-			log_warn("readyz: redis answered PING: %s", r->str);
+			if (!redis_reply_made_up(r))
+				log_warn("readyz: redis answered PING: %s", r->str);
 		}
 	}
 	c->done(c->ctx, res, &st);
@@ -51,7 +53,9 @@ static void on_cluster_info(void *arg, redisReply *r)
 
 	if (!r || r->type != REDIS_REPLY_STRING || !strstr(r->str, "cluster_state:ok")) {
 		res = LOCK_BACKEND_DOWN;
-		if (r && r->type == REDIS_REPLY_ERROR)
+		if (r == redis_reply_unsent())
+			;	/* as no answer */
+		else if (r && r->type == REDIS_REPLY_ERROR)
 			st.fault = redis_error_unavailable(r->str);
 		else if (r)
 			st.fault = "the redis cluster is down (cluster_state is not ok)";

@@ -51,9 +51,13 @@ long long locks_elem_int(const redisReply *r, size_t i)
 }
 
 /* Check an answer of Redis: the one place where Redis' answers become
- * failures. No reply: Redis cannot be reached. An error that says Redis
- * cannot serve now (busy, loading, a replica, out of memory, refused:
- * redis_error_unavailable) is a 503 with Redis' reason; any other error
+ * failures. No reply (NULL): the call was sent and its answer never came,
+ * so it may have run; LOCK_BACKEND_DOWN with no fault. An error that says
+ * Redis cannot serve now (busy, loading, a replica, out of memory,
+ * refused: redis_error_unavailable), or one dlockd made up for a call it
+ * never sent (not connected), is a 503 with that reason, and the call
+ * changed nothing; only Redis' own are logged here (the connection logs
+ * its trouble once, not each call it fails). Any other error
  * is the command failing -- a bug or data it cannot read -- logged with
  * the command (cmd), what it was for (label 'name') and Redis' words, and
  * never called "unreachable". Returns LOCK_OK when r is no error; its
@@ -66,7 +70,11 @@ enum lock_result locks_check_answer(const redisReply *r, const char *cmd, const 
 	if (r->type == REDIS_REPLY_ERROR) {
 		st->fault = redis_error_unavailable(r->str);
 		if (st->fault) {
-			log_warn("%s for %s '%s': redis answered: %s", cmd, label, name, r->str);
+			if (redis_reply_made_up(r))
+				log_debug("%s for %s '%s' not sent: %s", cmd, label, name, r->str);
+			else
+				log_warn("%s for %s '%s': redis answered: %s", cmd, label, name,
+					 r->str);
 			return LOCK_BACKEND_DOWN;
 		}
 		log_error("%s failed for %s '%s': %s", cmd, label, name, r->str);

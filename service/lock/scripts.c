@@ -110,8 +110,8 @@ static void on_loaded(void *ctx, redisReply *r)
 {
 	enum script_id id = (enum script_id)(intptr_t)ctx;
 
-	if (!r)
-		return;
+	if (!r || redis_reply_made_up(r))
+		return;	/* not loaded, and Redis said nothing about it */
 	if (r->type != REDIS_REPLY_STRING || r->len != 40) {
 		log_warn("redis did not load script %s: %s", lua_sources[id].name,
 			 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
@@ -236,7 +236,8 @@ static void on_script_reply(void *ctx, redisReply *r)
 		send_call(c, true);
 		return;
 	}
-	if (c->fcall && r && atomic_load_explicit(&fn_on_trust, memory_order_relaxed))
+	if (c->fcall && r && !redis_reply_made_up(r) &&
+	    atomic_load_explicit(&fn_on_trust, memory_order_relaxed))
 		atomic_store(&fn_on_trust, false);	/* the library has its functions */
 	c->fn(c->ctx, r);
 	free(c);

@@ -6,7 +6,7 @@
  * The map is read with CLUSTER SLOTS from a seed (the URL's hosts, tried
  * in turn) before the first command goes out; commands that come while it
  * is being read are held, in order, and sent when it is known (or failed,
- * "no reply", when no seed answers). It is read again when a node says
+ * not sent, when no seed answers). It is read again when a node says
  * MOVED (that slot is pointed at once at the node named, so the command
  * goes there without waiting) and when a node stops answering (a failover:
  * its replica takes its slots).
@@ -79,7 +79,7 @@ struct redis_cluster {
 	int64_t next_fetch_ms;		/* no refresh asked before this */
 	struct list_node held;		/* struct routed, waiting for the map */
 	struct list_node retry;		/* waiting for retry_at_ms, soonest first */
-	struct list_node failed;	/* to be told "no reply" by fail_task */
+	struct list_node failed;	/* to be told "not sent" by fail_task */
 	struct loop_task fail_task;	/* callbacks never run inside a send */
 	unsigned inflight;		/* routed commands sent, not yet called back */
 	struct loop_timer timer;	/* the first of retry */
@@ -210,8 +210,10 @@ static void on_reply(void *arg, redisReply *reply)
 	r->asking = false;
 	if (rc->closing) {
 		/* its connection is being freed: no resend, no map read */
-	} else if (!reply) {
-		fetch_map(rc);	/* the node may be gone: a failover moves its slots */
+	} else if (!reply || redis_reply_made_up(reply)) {
+		/* no answer, or not sent (no connection to the node): the node
+		 * may be gone, and a failover moves its slots */
+		fetch_map(rc);
 	} else if (reply->type == REDIS_REPLY_ERROR && may_retry(r)) {
 		enum cluster_redirect how = cluster_redirect_parse(reply->str, &slot, &to);
 
@@ -246,13 +248,15 @@ static void on_reply(void *arg, redisReply *reply)
 
 /* ----- The slot map ----- */
 
-/* Tell every command of l "no reply". */
+/* Tell every command of l that it was not sent (none of them is on a
+ * node's connection: a node's answer to any of them said it ran
+ * nothing). */
 static void fail_all(struct list_node *l)
 {
 	struct routed *r;
 
 	while ((r = routed_pop(l))) {
-		r->fn(r->ctx, NULL);
+		r->fn(r->ctx, redis_reply_unsent());
 		free(r);
 	}
 }
@@ -279,8 +283,8 @@ static void on_slots(void *arg, redisReply *reply)
 	if (covered <= 0) {
 		log_warn("redis cluster: no slot map from %s:%d (%s)", rc->map.nodes[seed].host,
 			 rc->map.nodes[seed].port,
-			 !reply ? "no answer" : reply->type == REDIS_REPLY_ERROR ? reply->str
-										 : "not CLUSTER SLOTS' reply");
+			 !reply ? "no answer" : redis_reply_made_up(reply) ? "not connected"
+			 : reply->type == REDIS_REPLY_ERROR ? reply->str : "not CLUSTER SLOTS' reply");
 		/* ask another node next: the seeds, then every master the map
 		 * has named (the seeds may all be gone by now) */
 		rc->next_seed = (seed + 1) % (unsigned)rc->map.nnodes;

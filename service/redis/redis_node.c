@@ -28,8 +28,8 @@
  * batch is in flight go together once it is answered (conn_corked).
  *
  * A command not answered within COMMAND_TIMEOUT_MS of being sent makes
- * the connection overdue: it takes no new command (each is told "no
- * reply", NULL, at once: it never reaches Redis, and its caller answers
+ * the connection overdue: it takes no new command (each is told
+ * DLOCKD_UNSENT at once: it never reaches Redis, and its caller answers
  * 503). The commands already sent keep waiting for their replies, each
  * until REPLY_WAIT_MS after its own send: a stalled Redis that resumes
  * runs them (or, past their deadline (below), refuses them) and answers,
@@ -123,7 +123,8 @@ struct pending {
 	redis_reply_fn fn;
 	void *ctx;
 	int64_t give_up_ms;	/* monotonic */
-	int64_t sent_us;	/* monotonic, when appended (the round trip's start) */
+	int64_t sent_us;	/* monotonic, when appended (the round trip's
+				 * start); 0: never sent */
 	bool answered;		/* told "no reply" (REPLY_WAIT_MS after its send);
 				 * a late reply is dropped */
 	bool no_master;		/* failed unsent as no master was known (a
@@ -191,7 +192,7 @@ struct redis_node {
 	struct pending *due;		/* the first of sent not yet told "no reply"
 					 * (those before it were: a prefix, as
 					 * give_up_ms grows along sent); NULL: none */
-	struct list_node failed;	/* to be told "no reply" by fail_task */
+	struct list_node failed;	/* to be told why by fail_task */
 	unsigned connects;		/* connect attempts so far: tells a new
 					 * context from the one a callback ran on */
 	int64_t next_try_ms;		/* monotonic; no reconnect before this */
@@ -426,11 +427,13 @@ static struct pending *pending_new(redis_reply_fn fn, void *ctx)
 	return p;
 }
 
-/* Tell every failed command "no reply" (NULL), or, if it failed as no
- * master was known, DLOCKD_NOMASTER, or DLOCKD_FAILOVER while the
- * sentinels fail over (error replies that never came from Redis, so that
- * the 503 says why), or if it failed in the backoff after a refused
- * set-up, that refusal (WRONGPASS, DLOCKD_SETUP). */
+/* Tell every failed command why. One that was sent hears "no reply"
+ * (NULL): Redis may have run it. One never sent hears an error reply that
+ * never came from Redis (redis_reply_made_up), so that its 503 says why
+ * and that nothing changed: DLOCKD_NOMASTER if no master was known, or
+ * DLOCKD_FAILOVER while the sentinels fail over; if it failed in the
+ * backoff after a refused set-up, that refusal (WRONGPASS, DLOCKD_SETUP);
+ * else DLOCKD_UNSENT. */
 static void tell_failed(struct redis_node *c)
 {
 	struct pending *p;
@@ -447,12 +450,12 @@ static void tell_failed(struct redis_node *c)
 		r.str = (char *)why;
 		r.len = why ? strlen(why) : 0;
 		free(p->held);
-		tell(p, why ? &r : NULL);
+		tell(p, why ? &r : p->sent_us ? NULL : redis_reply_unsent());
 		free(p);
 	}
 }
 
-/* Fail p: it is told "no reply" before the loop sleeps. */
+/* Fail p: it is told why (tell_failed) before the loop sleeps. */
 static void fail_later(struct redis_node *c, struct pending *p)
 {
 	list_append(&c->failed, &p->link);
@@ -640,12 +643,14 @@ struct probe_ctx {
 	int64_t sent_ms;
 };
 
-/* Set-up replies: an error means the connection is no use. */
+/* Set-up replies: an error means the connection is no use. Not sent
+ * (redis_reply_made_up: the connection went first) is as no answer, here
+ * and in the node's other own callbacks. */
 static void on_setup(void *ctx, redisReply *r)
 {
 	struct redis_node *c = ctx;
 
-	if (r && r->type == REDIS_REPLY_ERROR && !c->broken) {
+	if (r && r->type == REDIS_REPLY_ERROR && !c->broken && !redis_reply_made_up(r)) {
 		if (c->told_down)
 			log_debug("redis set-up (AUTH or SELECT) failed: %s", r->str);
 		else
@@ -682,7 +687,7 @@ static void on_time(void *ctx, redisReply *r)
 	 * loose the sample can be counts from there */
 	rtt = now - (sent > c->connected_ms ? sent : c->connected_ms);
 	c->probing = false;
-	if (!r || c->broken)
+	if (!r || c->broken || redis_reply_made_up(r))
 		return;		/* the connection is gone; a new one measures anew */
 	count_up(c, r->type != REDIS_REPLY_ERROR);
 	if (r->type == REDIS_REPLY_ERROR) {
@@ -751,7 +756,7 @@ static void on_role_checked(void *ctx, redisReply *r)
 {
 	struct redis_node *c = ctx;
 
-	if (r && !c->broken && !redis_role_is_master(r)) {
+	if (r && !c->broken && !redis_reply_made_up(r) && !redis_role_is_master(r)) {
 		log_warn("redis node is not the master (ROLE); asking the sentinels again");
 		c->not_master = true;
 	}

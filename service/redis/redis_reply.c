@@ -1,8 +1,9 @@
 /* redis_reply.c -- which error replies of Redis mean "cannot serve now"
  * (redis_reply.h), with the words a 503 gives for each; among them the
  * replies dlockd makes up itself when a call never reached Redis
- * (DLOCKD_SETUP, DLOCKD_NOMASTER, DLOCKD_FAILOVER: redis_node.c) or ran
- * too late (DLOCKD_LATE: lua/lib/common.lua). */
+ * (DLOCKD_UNSENT, DLOCKD_SETUP, DLOCKD_NOMASTER, DLOCKD_FAILOVER:
+ * redis_node.c, redis_cluster.c) or ran too late (DLOCKD_LATE:
+ * lua/lib/common.lua). */
 #include "service/redis/redis_reply.h"
 
 #include "service/base/util.h"
@@ -40,6 +41,9 @@ static const struct {
 	{ "NOSCRIPT", "redis lost the lock script (NOSCRIPT); retry shortly" },
 	{ "DLOCKD_LATE", "redis was too slow: the call reached it after dlockd gave up and "
 			 "changed nothing; retry shortly" },
+	{ "DLOCKD_UNSENT", "redis cannot be reached (no connection, or one that has not "
+			   "answered for 2 s): the call was not sent and changed nothing; "
+			   "retry shortly" },
 	{ "DLOCKD_SETUP", "redis refused dlockd's connection set-up (AUTH, SELECT of the "
 			  "database in --redis, or TIME: at its maxclients?); dlockd's log has "
 			  "redis' words" },
@@ -72,6 +76,31 @@ const char *redis_error_unavailable(const char *err)
 			return unavailable[i].why;
 	}
 	return NULL;
+}
+
+redisReply *redis_reply_unsent(void)
+{
+	static char code[] = "DLOCKD_UNSENT";
+	static redisReply unsent = { .type = REDIS_REPLY_ERROR, .str = code,
+				     .len = sizeof(code) - 1 };
+
+	return &unsent;
+}
+
+bool redis_reply_made_up(const redisReply *r)
+{
+	static const char *const ours[] = { "DLOCKD_UNSENT", "DLOCKD_SETUP",
+					    "DLOCKD_NOMASTER", "DLOCKD_FAILOVER" };
+
+	if (!r || r->type != REDIS_REPLY_ERROR)
+		return false;
+	for (size_t i = 0; i < ARRAY_SIZE(ours); i++) {
+		size_t n = strlen(ours[i]);
+
+		if (!strncmp(r->str, ours[i], n) && (r->str[n] == ' ' || r->str[n] == '\0'))
+			return true;
+	}
+	return false;
 }
 
 /* The reasons of dlockd_redis_errors_total: the two of ours, then each

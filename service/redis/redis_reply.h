@@ -7,23 +7,33 @@
 #define DLOCKD_REDIS_REPLY_H
 
 #include <hiredis/hiredis.h>
+#include <stdbool.h>
 
 #define REDIS_CONN_MAX_ARGS 24
 
 /* A command's outcome: its reply (freed by the connection after the
- * call), or NULL when Redis is unreachable or did not answer within 2 s
- * of the send (answer 503: by then a command with a deadline can no
- * longer take effect). */
+ * call), or NULL when it was sent and no answer came: the connection was
+ * lost, or Redis gave none within 10 s of the send. Redis may have run
+ * it. A command that was never sent (no connection, one not answering,
+ * no master known, its set-up refused) gets an error reply dlockd made
+ * up instead (redis_reply_made_up): it did nothing. */
 typedef void (*redis_reply_fn)(void *ctx, redisReply *r);
 
 /* What an error reply of Redis means, for a person, when it says Redis
  * cannot serve the command now or not for dlockd as set up (BUSY, LOADING,
  * MASTERDOWN, READONLY, OOM, NOPERM, NOAUTH, TRYAGAIN, CLUSTERDOWN, MOVED,
- * MISCONF, NOREPLICAS, and DLOCKD_LATE from the scripts' deadline check):
- * a sentence (static) for a 503; the command changed nothing. NULL for any
+ * MISCONF, NOREPLICAS, DLOCKD_LATE from the scripts' deadline check, and
+ * the ones dlockd makes up, below): a sentence (static) for a 503; the command changed nothing. NULL for any
  * other error: a script failed (a bug, or data it cannot read). The one
  * place where Redis' error codes are told apart. */
 const char *redis_error_unavailable(const char *err);
+/* The error reply a command that was never sent gets (DLOCKD_UNSENT):
+ * static, not to be changed or freed. */
+redisReply *redis_reply_unsent(void);
+/* r is an error reply dlockd made up, not Redis (DLOCKD_UNSENT,
+ * DLOCKD_SETUP, DLOCKD_NOMASTER, DLOCKD_FAILOVER): the command never
+ * reached Redis, which has nothing to say about it. */
+bool redis_reply_made_up(const redisReply *r);
 
 /* Why a command failed, as dlockd_redis_errors_total counts it: an index
  * of redis_fault_labels(), or -1 for a reply that is no failure (MOVED and

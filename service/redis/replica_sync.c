@@ -166,7 +166,7 @@ static void on_wait(void *ctx, redisReply *r)
 {
 	struct node_sync *s = ctx;
 
-	if (r && r->type == REDIS_REPLY_ERROR)
+	if (r && r->type == REDIS_REPLY_ERROR && !redis_reply_made_up(r))
 		log_warn("replication: redis answered WAIT: %s", r->str);
 	finish(s, r && r->type == REDIS_REPLY_INTEGER && r->integer >= s->need,
 	       redis_node_generation(s->conn));
@@ -200,7 +200,7 @@ static void on_role(void *ctx, redisReply *r)
 	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 3 ||
 	    r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "master") ||
 	    r->element[2]->type != REDIS_REPLY_ARRAY) {
-		if (r)
+		if (r && !redis_reply_made_up(r))
 			log_warn("replication: ROLE did not say this redis is a master with "
 				 "replicas (%s): lock changes count as unconfirmed",
 				 r->type == REDIS_REPLY_ERROR ? r->str : "another answer");

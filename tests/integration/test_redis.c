@@ -150,8 +150,8 @@ TEST(redis_gone_waiters_are_answered_by_their_deadline)
 	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 503, 3000), "not ready");
 
 	snprintf(up, sizeof(up), "dlockd_redis_up{node=\"127.0.0.1:%d\"}", rs.port);
-	CHECK(metric_value(&d, "dlockd_redis_errors_total{reason=\"no_reply\"}") >= 2,
-	      "commands with no reply counted as Redis errors");
+	CHECK(metric_value(&d, "dlockd_redis_errors_total{reason=\"unsent\"}") >= 2,
+	      "commands not sent for want of Redis counted as Redis errors");
 	CHECK(metric_value(&d, "dlockd_redis_reconnects_total{connection=\"subscriber\"}") >= 1,
 	      "the lost subscriber connection is counted");
 	CHECK(metric_value(&d, "dlockd_redis_reconnects_total{connection=\"command\"}") >= 1,
@@ -988,4 +988,54 @@ TEST(redis_at_its_maxclients_is_a_503_without_a_reconnect_storm)
 	      "served again, and none of the 503s took the lock");
 	redisFree(admin);
 	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "stop");
+}
+
+/* A 503 says whether the call may have taken effect. One sent to Redis
+ * whose connection then broke (Redis killed while it held the call
+ * unread) may have run: "undone": false, and the message says so and how
+ * to learn what stands. One never sent (no Redis to send it to) changed
+ * nothing, and says that. Both said "redis cannot be reached; retry
+ * shortly" before, and errors.md promised that every such 503 changed
+ * nothing. */
+TEST(a_503_says_whether_the_call_may_have_taken_effect)
+{
+	struct redis_srv rs = { 0 };
+	struct dlockd_srv d;
+	struct http_resp r;
+	struct bg w;
+	const char *msg;
+
+	CHECK(redis_dlockd_start(&rs, &d, one_thread) == 0, "start Redis and dlockd");
+	CHECK(lock_hold(&d, "effect-warm", "a", 60000), "a lock taken: the connection works");
+	kill(rs.pid, SIGSTOP);
+	bg_start_on(&w, d.base, "PUT", "/locks/effect?owner=b&ttl_ms=60000", NULL);
+	sleep_ms(500);		/* sent: Redis holds it unread */
+	redis_stop(&rs, true);	/* killed while stopped: the connection breaks */
+	bg_join(&w);
+	CHECK_ERROR(w.r, 503, "backend_unavailable", "the acquire in flight");
+	msg = json_str(&w.r, "message");
+	CHECK(json_bool(&w.r, "undone") == 0, "it says it may stand (undone: false): %s",
+	      w.r.body ? w.r.body : "");
+	CHECK(msg && strstr(msg, "may have taken effect") && strstr(msg, "same owner"),
+	      "and how to learn what stands: %s", msg ? msg : "");
+	CHECK(w.r.retry_after[0], "with Retry-After");
+	http_free(&w.r);
+
+	http_on(d.base, "PUT", "/locks/effect2?owner=c&ttl_ms=60000", NULL, &r);
+	CHECK_ERROR(r, 503, "backend_unavailable", "an acquire with Redis gone");
+	msg = json_str(&r, "message");
+	CHECK(json_bool(&r, "undone") == -1, "no undone: nothing was sent (%s)", r.body);
+	CHECK(msg && strstr(msg, "not sent and changed nothing"), "and it says so: %s",
+	      msg ? msg : "");
+	http_free(&r);
+	http_on(d.base, "GET", "/locks/effect2", NULL, &r);
+	CHECK_ERROR(r, 503, "backend_unavailable", "a status with Redis gone");
+	CHECK(json_bool(&r, "undone") == -1, "a read has no undone (%s)", r.body);
+	http_free(&r);
+	CHECK(metric_value(&d, "dlockd_redis_errors_total{reason=\"no_reply\"}") >= 1 &&
+	      metric_value(&d, "dlockd_redis_errors_total{reason=\"unsent\"}") >= 2,
+	      "counted apart: no_reply %.0f, unsent %.0f",
+	      metric_value(&d, "dlockd_redis_errors_total{reason=\"no_reply\"}"),
+	      metric_value(&d, "dlockd_redis_errors_total{reason=\"unsent\"}"));
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
 }

@@ -236,7 +236,8 @@ static void fake_stop(struct fake *f)
 
 struct rec {
 	int calls;
-	bool null;		/* the last call was "no reply" */
+	bool null;		/* the last call was "no reply" (it was sent) */
+	bool unsent;		/* ... was DLOCKD_UNSENT (it never was) */
 	char str[64];		/* the last reply's string */
 	int64_t at_ms;		/* when it was called last */
 	int seq;		/* the order of the calls, over all recs */
@@ -255,6 +256,7 @@ static void on_reply(void *ctx, redisReply *r)
 		fail_msg("a callback ran inside redis_node_send()");
 	x->calls++;
 	x->null = !r;
+	x->unsent = r && r->type == REDIS_REPLY_ERROR && !strcmp(r->str, "DLOCKD_UNSENT");
 	x->str[0] = '\0';
 	if (r && r->str)
 		snprintf(x->str, sizeof(x->str), "%s", r->str);
@@ -450,7 +452,7 @@ static void test_redis_conn__overdue(void **state)
 	assert_int_equal(later.calls, 0);	/* not inside the send */
 	loop_turn(fx->loop, 0);
 	assert_int_equal(later.calls, 1);
-	assert_true(later.null);
+	assert_true(later.unsent);	/* never sent: it says so */
 	assert_int_equal(sent.calls, 0);	/* still waiting for its reply */
 	assert_non_null(c->ctx);
 
@@ -498,10 +500,10 @@ static void test_redis_conn__late_reply_within_the_wait_is_delivered(void **stat
 	redis_node_free(c);
 }
 
-/* When the connection drops, every command waiting -- sent, or held for
- * the clock probe -- is told "no reply" exactly once; so is every one
- * still waiting when the connection is freed, even one its callback sends
- * meanwhile. */
+/* When the connection drops, every command waiting is told exactly once:
+ * "no reply" if it was sent (it may have run), DLOCKD_UNSENT if it was
+ * held for the clock probe; so is every one still waiting when the
+ * connection is freed, even one its callback sends meanwhile. */
 static void test_redis_conn__every_callback_once_on_drop(void **state)
 {
 	struct fixture *fx = *state;
@@ -537,7 +539,7 @@ static void test_redis_conn__every_callback_once_on_drop(void **state)
 	turn_for(fx->loop, 50);
 	for (int i = 0; i < 2; i++) {
 		assert_int_equal(held[i].calls, 1);
-		assert_true(held[i].null);
+		assert_true(held[i].unsent);
 	}
 	assert_int_equal(fx->b.ncmds, 1);	/* the held ones were never sent */
 	redis_node_free(c);
@@ -550,7 +552,7 @@ static void test_redis_conn__every_callback_once_on_drop(void **state)
 	assert_int_equal(held[0].calls, 0);
 	redis_node_free(c);
 	assert_int_equal(held[0].calls, 1);
-	assert_true(held[0].null);
+	assert_true(held[0].unsent);
 
 	/* freed with commands in flight; a callback sends again meanwhile */
 	fx->a.silent = false;
@@ -567,7 +569,7 @@ static void test_redis_conn__every_callback_once_on_drop(void **state)
 		assert_true(f[i].null);
 	}
 	assert_int_equal(resent.calls, 1);
-	assert_true(resent.null);
+	assert_true(resent.unsent);	/* sent while freed: never sent */
 	turn_for(fx->loop, 50);		/* nothing of c is left on the loop */
 	assert_int_equal(f[0].calls + f[1].calls + resent.calls, 3);
 }
@@ -600,7 +602,7 @@ static void test_redis_conn__reconnect_backs_off(void **state)
 		}
 		loop_turn(fx->loop, 2);
 		assert_int_equal(r.calls, sends);	/* each told, in its turn */
-		assert_true(r.null);
+		assert_true(r.unsent);
 	}
 	told = r.calls;
 	assert_int_equal(n, 7);
@@ -640,13 +642,13 @@ static void test_redis_conn__reconnects_at_once_after_a_working_connection(void 
 	c = redis_node_new(fx->loop, &fx->url_a);
 	send_cmd(c, "PING", NULL, &x);
 	TURN_UNTIL(fx->loop, x.calls == 1, WAIT_MS);
-	assert_true(x.null);
+	assert_true(x.unsent);	/* held behind the TIME, never sent */
 	assert_int_equal(fx->a.accepts, 1);
 	connects = c->connects;
 	send_cmd(c, "PING", NULL, &y);
 	assert_int_equal(c->connects, connects);	/* backing off: no connect */
 	TURN_UNTIL(fx->loop, y.calls == 1, WAIT_MS);
-	assert_true(y.null);
+	assert_true(y.unsent);
 	assert_int_equal(c->backoff_ms, 600);
 
 	/* after the backoff it connects, and this time it works */
@@ -853,7 +855,7 @@ static void test_redis_conn__two_connections_are_independent(void **state)
 	send_cmd(a, "ECHO", "a-again", &ra2);
 	send_cmd(b, "ECHO", "b-again", &rb[1]);
 	TURN_UNTIL(fx->loop, rb[1].calls == 1 && ra2.calls == 1, WAIT_MS);
-	assert_true(ra2.null);
+	assert_true(ra2.unsent);	/* a is overdue: not sent */
 	assert_false(rb[1].null);
 	assert_string_equal(rb[1].str, "b-again");
 
