@@ -228,7 +228,10 @@ static enum lease_outcome take(struct lease *l, int64_t wait_ms, int sigfd, int6
 			if (now >= deadline)
 				say_in_the_way(l, &a);
 		} else {
-			lease_say_answer(l, "acquiring", &a);
+			/* the session ended while dlock waited: the caller starts
+			 * again with a new one (session_acquire) and says so */
+			if (out != LEASE_LOST)
+				lease_say_answer(l, "acquiring", &a);
 			answer_release(&a);
 			return out;
 		}
@@ -242,18 +245,45 @@ static enum lease_outcome take(struct lease *l, int64_t wait_ms, int sigfd, int6
 	}
 }
 
+/* Make a session and take every name for it. A session that ends while
+ * dlock waits (dlockd or Redis stalled for longer than --ttl, so its
+ * heartbeats could not keep it) held nothing dlock was told of, and its
+ * end freed what it had: dlock waits on with a new one, within the same
+ * wait, as a single name's acquire waits through such a stall. The
+ * command has not run yet. */
 static enum lease_outcome session_acquire(struct lease *l, int64_t wait_ms, int sigfd)
 {
-	int64_t made;
-	enum lease_outcome out = create(l, sigfd, &made);
+	int64_t deadline = wait_ms < 0 ? -1 : mono_ms() + wait_ms;
+	char label[sizeof(l->owner)];	/* the session's name: owner, before its id */
 
-	if (out != LEASE_OK)
-		return out;
-	out = take(l, wait_ms, sigfd, made);
-	/* nothing held, or whatever may have been: the session goes */
-	if (out != LEASE_OK)
-		session_release(l, true, out != LEASE_INTERRUPTED);
-	return out;
+	snprintf(label, sizeof(label), "%s", l->owner);
+	for (int restarts = 0;; restarts++) {
+		int64_t made, left = deadline < 0 ? -1 : deadline - mono_ms();
+		enum lease_outcome out;
+
+		snprintf(l->owner, sizeof(l->owner), "%s", label);
+		out = create(l, sigfd, &made);
+
+		if (out != LEASE_OK)
+			return out;
+		out = take(l, left < -1 ? 0 : left, sigfd, made);
+		/* nothing held, or whatever may have been: the session goes */
+		if (out != LEASE_OK)
+			session_release(l, true, out != LEASE_INTERRUPTED);
+		if (out != LEASE_LOST)
+			return out;
+		free(l->fencing_tokens);	/* a grant of the session gone */
+		l->fencing_tokens = NULL;
+		if (deadline >= 0 && mono_ms() >= deadline) {
+			lease_say(l, "acquiring: the session ended as the wait did, none of them "
+				  "held");
+			return LEASE_CONFLICT;
+		}
+		lease_say(l, "acquiring: session %s ended while waiting (dlockd or redis stalled "
+			  "for longer than --ttl?); waiting on with a new one", l->owner);
+		if (!lease_pause_ms(sigfd, restarts < 4 ? 100LL << restarts : 2000))
+			return LEASE_INTERRUPTED;
+	}
 }
 
 static void session_renew_start(struct lease *l, long timeout_ms)
@@ -299,7 +329,8 @@ static enum lease_outcome session_renewed(struct lease *l, struct answer *a, int
 	}
 	if (out == LEASE_OK)
 		l->end_ms = sent_ms + l->ttl_ms;
-	if (out == LEASE_LOST)
+	/* before a grant, a session that ended is waited on anew */
+	if (out == LEASE_LOST && l->fencing_tokens)
 		lease_say_answer(l, "renewing", a);
 	return out;
 }

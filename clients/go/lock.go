@@ -147,6 +147,9 @@ func (l *Lock) Held() bool {
 	l.mu.Lock()
 	held, end := l.held, l.end
 	l.mu.Unlock()
+	if held && l.session != nil && l.session.ranOut() {
+		return false // the session's lease: lost with it, this holding too
+	}
 	if held && !end.IsZero() && !time.Now().Before(end) {
 		l.lose("no renewal confirmed within the lease", nil)
 		return false

@@ -48,6 +48,7 @@ type Session struct {
 	gone  map[Holding]bool // released here: their drop is no loss (token 0: any)
 	lost  error            // why it was lost; nil if it was not
 	ended bool             // lost or closed
+	end   time.Time        // the lease this clock vouches for
 }
 
 // Holding is one lock a session holds, as dlockd lists it.
@@ -115,7 +116,11 @@ func (c *Client) NewSession(ctx context.Context, ttl time.Duration,
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		keep(s.bg, s.ttl, s.margin, sent, s.heartbeat, s.lose, func(time.Time) {})
+		keep(s.bg, s.ttl, s.margin, sent, s.heartbeat, s.lose, func(end time.Time) {
+			s.mu.Lock()
+			s.end = end
+			s.mu.Unlock()
+		})
 	}()
 	return s, nil
 }
@@ -335,6 +340,19 @@ func (s *Session) heartbeat(ctx context.Context, by time.Time) error {
 			h.Name, h.FencingToken)}
 	}
 	return nil
+}
+
+// ranOut loses the session if its lease ran out as this clock counts it,
+// whether or not the heartbeat goroutine has run since (a process paused
+// past the lease): a holding's Held() asks it.
+func (s *Session) ranOut() bool {
+	s.mu.Lock()
+	over := !s.ended && !s.end.IsZero() && !time.Now().Before(s.end)
+	s.mu.Unlock()
+	if over {
+		s.lose("no renewal confirmed within the lease", nil)
+	}
+	return over
 }
 
 // add records a holding taken for the session.

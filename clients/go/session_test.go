@@ -253,3 +253,37 @@ func TestSessionCancelledWaitGivenBackIsNoLoss(t *testing.T) {
 		t.Fatalf("%d heartbeats", n)
 	}
 }
+
+// A holding taken through a session reads the clock in Held() as a lock
+// of its own does: a process paused past the session's lease (its
+// heartbeat goroutine not run yet) sees false at once, and the session and
+// its holdings are lost. Found by a probe: Held() said true until the
+// heartbeat goroutine ran, since a session's holding has no lease end of
+// its own. Here the session's end is moved into the past, as a pause
+// would leave it.
+func TestSessionHoldingHeldReadsTheClock(t *testing.T) {
+	t.Parallel()
+	c := newClient(plainURL)
+	ctx := ctxFor(t, 10*time.Second)
+	s, err := c.NewSession(ctx, 15*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctxFor(t, 5*time.Second))
+	l, err := s.Lock(ctx, "go-sess-clock", WithWait(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Held() {
+		t.Fatal("not held once granted")
+	}
+	s.mu.Lock()
+	s.end = time.Now().Add(-time.Millisecond)
+	s.mu.Unlock()
+	if l.Held() || !errors.Is(l.Err(), ErrLost) || !errors.Is(s.Err(), ErrLost) {
+		t.Fatalf("a session run out by the clock: held %v, err %v, session %v", l.Held(),
+			l.Err(), s.Err())
+	}
+	within(t, l.Context().Done(), time.Second, "the holding's context")
+	within(t, s.Context().Done(), time.Second, "the session's context")
+}

@@ -150,6 +150,40 @@ TEST(dlock_run_of_several_stops_when_any_one_is_lost)
 	CHECK(flag_of(NULL, "locked", "/locks/%s", a) == 0, "and a is released");
 }
 
+/* Found by a probe: dlockd stalled (SIGSTOP) for longer than --ttl while
+ * dlock waited for a lock in the way; the session's heartbeats could not
+ * keep it, and dlock gave up as if a lease had been lost (75: "404
+ * session_not_found"), though nothing was held and its command never ran.
+ * A single name's wait goes on through such a stall; several names' now
+ * too, with a new session. */
+TEST(dlock_run_of_several_waits_on_through_a_stall_longer_than_its_ttl)
+{
+	struct redis_srv rs = { 0 };
+	char list[420], a[200], b[200];
+	struct dlockd_srv d;
+	struct proc p;
+	int code;
+
+	CHECK(redis_dlockd_start(&rs, &d, NULL) == 0, "start Redis and dlockd");
+	two_names(list, sizeof(list), a, b, "multi-stall");
+	CHECK(lock_hold(&d, b, "blocker", 60000), "the blocker holds b");
+	dlock_start(&p, d.base, NULL, "multistall", "run", "--ttl", "1500ms", list, "--", "echo",
+		    "RAN", NULL);
+	CHECK(WAIT_FOR(waiters_of(&d) == 1, 10000), "dlock waits: %s", dlock_err(&p));
+	kill(d.pid, SIGSTOP);
+	sleep_ms(2500);		/* past the session's 1.5 s lease */
+	kill(d.pid, SIGCONT);
+	CHECK(WAIT_FOR(strstr(dlock_err(&p), "waiting on with a new one") &&
+		       waiters_of(&d) == 1, 10000),
+	      "dlock waits on, with a new session: %s", dlock_err(&p));
+	CHECK(lock_release(&d, b, "blocker") == 200, "the blocker lets go");
+	CHECK((code = dlock_wait(&p)) == 0 && !strcmp(dlock_out(&p), "RAN\n"),
+	      "the command ran: exit %d, '%s' (%s)", code, dlock_out(&p), dlock_err(&p));
+	CHECK(flag_of(&d, "locked", "/locks/%s", a) == 0 && flag_of(&d, "locked", "/locks/%s", b) == 0,
+	      "both released after the run");
+	CHECK(redis_dlockd_stop(&rs, &d, 5000) == 0, "clean exit");
+}
+
 TEST(dlock_run_refuses_lists_it_cannot_take)
 {
 	static const char *const bad[][3] = {
