@@ -71,7 +71,7 @@ class Transport:
         # timeout bounds the whole request: http.client's own is per socket
         # operation, so an answer trickled a byte at a time never ran out
         # (a renewal stuck past the lease it was to keep)
-        deadline = threading.Timer(timeout, _abandon, (conn,))
+        deadline = threading.Timer(timeout, _time_out, (conn,))
         deadline.daemon = True
         deadline.start()
         try:
@@ -85,6 +85,9 @@ class Transport:
             resp = conn.getresponse()
             return _answer(resp.status, resp.getheader("Retry-After"), resp.read())
         except (OSError, http.client.HTTPException, ValueError) as err:
+            if getattr(conn, "dlockd_timed_out", False):     # not dlockd's hang-up
+                return Unreachable(f"cannot reach dlockd at {self.url}: no answer within "
+                                   f"{timeout:g} s")
             return self._unreachable(err)
         finally:
             deadline.cancel()
@@ -126,6 +129,13 @@ class Transport:
         finally:
             if writer is not None:
                 writer.close()
+
+
+def _time_out(conn):
+    """The request's time is up: abandon it, saying so (its socket's
+    shutdown reads as the server's hang-up otherwise)."""
+    conn.dlockd_timed_out = True
+    _abandon(conn)
 
 
 def _abandon(conn):

@@ -80,6 +80,22 @@ class TestLoss(unittest.TestCase):
         self._renewals_fail("trickle", "trickle")
 
 
+    def test_a_request_that_times_out_says_so(self):
+        # the client's own timeout shuts its socket, which http.client
+        # reported as dlockd's hang-up: "Remote end closed connection
+        # without response" (a probe)
+        proxy = support.Proxy(SRV.port)
+        self.addCleanup(proxy.close)
+        proxy.rule = lambda m, p: "hole"
+        c = dlockd.Client(proxy.url, timeout=0.3, retry_ms=0)
+        t0 = time.monotonic()
+        with self.assertRaises(dlockd.Unavailable) as cm:
+            c.lock(name("timeout"), wait_ms=0).acquire()
+        self.assertLess(time.monotonic() - t0, 3.0)
+        self.assertIn("no answer within 0.3 s", str(cm.exception))
+        self.assertNotIn("Remote end closed", str(cm.exception))
+
+
 class TestRetries(unittest.TestCase):
     def test_waits_longer_than_dlockds_longest_poll_are_chained(self):
         short = support.Dlockd(REDIS, "--max-wait-ms", "400")
