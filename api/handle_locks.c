@@ -466,11 +466,19 @@ static enum MHD_Result session_read_answer(struct request *rq)
 	return acquire_begin(rq);
 }
 
-/* Resumed after a waited grant's lease was set to the session's. */
+/* Resumed after a waited grant's lease was set to the session's. The
+ * grant is made and recorded in the session already: a renewal Redis did
+ * not serve (not sent, too late, no answer) leaves it standing with the
+ * lease it was granted (the session's when the wait last heard of it,
+ * which the session's next heartbeat lengthens as any of its holdings),
+ * so that is what is answered -- never a 503 that says nothing changed.
+ * A renewal that found the holding gone is answered as such. */
 static enum MHD_Result session_renew_answer(struct request *rq)
 {
 	struct acquire *a = &rq->lock.acquire;
 
+	if (rq->lock.result == LOCK_BACKEND_DOWN)
+		return reply_granted(rq, &a->state);
 	if (rq->lock.result != LOCK_OK)
 		return reply_failure(rq, rq->lock.result, &rq->lock.state);
 	a->state.ttl_ms = rq->lock.state.ttl_ms;

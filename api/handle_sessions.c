@@ -352,6 +352,17 @@ static json_t *multi_json(const struct multilock *m)
 	return json_pack("{s:s, s:o}", "session", m->session, "holdings", holdings);
 }
 
+/* A multi-lock that Redis did not serve to the end (a call not sent, too
+ * late, refused as Redis cannot serve now, or not answered): what it had
+ * taken is taken back by now (else it is MULTI_STANDING), so nothing of
+ * it stands, whatever the failing call was. */
+static enum MHD_Result multi_unserved(struct request *rq, const char *fault)
+{
+	return reply_error(rq, ERR_BACKEND_UNAVAILABLE, NULL,
+			   "%s; nothing of this request is held (what it took was taken back)",
+			   fault ? fault : "redis did not answer");
+}
+
 /* Why the lock in the way refused: its code, naming it (error.lock). */
 static enum MHD_Result multi_refused(struct request *rq)
 {
@@ -398,10 +409,13 @@ static enum MHD_Result multi_refused(struct request *rq)
 				   "%s '%s' is at a cap (%s): nothing of this request is held", kind,
 				   e->name, m->result == LOCK_QUEUE_FULL ? "--max-fair-queue"
 				   : "--max-read-holds-per-lock");
+	case LOCK_BACKEND_DOWN:
+		json_decref(lock);
+		return multi_unserved(rq, m->state.fault);
 	default:
 		json_decref(lock);
 		rq->lock.result = m->result;
-		return answered(rq);	/* Redis down, or a script failure */
+		return answered(rq);	/* a script failure */
 	}
 }
 
@@ -461,6 +475,8 @@ static enum MHD_Result multi_answer(struct request *rq)
 					   "for its lease to end",
 					   sessions_kind_label(m->e[m->blocker].kind),
 					   m->e[m->blocker].name, m->session);
+		if (m->session_result == LOCK_BACKEND_DOWN)
+			return multi_unserved(rq, NULL);
 		rq->lock.result = m->session_result;
 		return answered(rq);
 	case MULTI_STANDING:

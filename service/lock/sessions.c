@@ -268,6 +268,12 @@ static void sess_on_created(void *ctx, redisReply *r)
 	c->info.fault = st.fault;
 	if (res == LOCK_OK && (r->type != REDIS_REPLY_INTEGER || r->integer != 1))
 		res = locks_unexpected("session_create", "session", c->id, &st);
+	/* not made, surely (refused, too late, not sent): its count goes too,
+	 * or the 503 that says nothing changed would leave the token a
+	 * session fewer to open until the count's lease ran out. No answer:
+	 * it may have been made, and is counted to its lease end. */
+	if (res == LOCK_BACKEND_DOWN && st.fault)
+		sess_count_keep(c, c->creator, "del");
 	sess_finish(c, res);
 }
 

@@ -284,19 +284,30 @@ static void back_off(struct redis_node *c)
 }
 
 /* Move the commands of sent that still wait for an answer to failed, and
- * free those already told "no reply". */
-static void fail_sent(struct redis_node *c)
+ * free those already told "no reply". Unless written (the connection
+ * connected, and its TLS session if any was verified), nothing left the
+ * output buffer: those are told they were not sent. */
+static void fail_sent(struct redis_node *c, bool written)
 {
 	struct pending *p;
 
 	c->due = NULL;
 	c->sent_n = c->unflushed = 0;
 	while ((p = pending_pop(&c->sent))) {
-		if (p->answered)
+		if (p->answered) {
 			free(p);
-		else
-			list_append(&c->failed, &p->link);
+			continue;
+		}
+		if (!written)
+			p->sent_us = 0;
+		list_append(&c->failed, &p->link);
 	}
+}
+
+/* Could what was queued on the connection have reached Redis? */
+static bool conn_written(const struct redis_node *c)
+{
+	return c->ctx && c->connected && (!c->tls || redis_tls_io_ready(c->tls));
 }
 
 /* Stop watching the socket and close it. */
@@ -325,7 +336,7 @@ static void conn_schedule(struct redis_node *c);
 /* Close the connection; what waits on it fails before the loop sleeps. */
 static void conn_drop(struct redis_node *c, const char *why)
 {
-	bool stable, at_once;
+	bool stable, at_once, written;
 
 	if (!c->ctx)
 		return;
@@ -363,11 +374,12 @@ static void conn_drop(struct redis_node *c, const char *why)
 	}
 	metrics_reconnect(MCONN_COMMAND);
 	count_up(c, false);
+	written = conn_written(c);
 	conn_close(c);
 	if (c->gen)
 		redis_target_lost(c->url->target, c->gen);	/* ask the sentinels again */
 	c->gen = 0;
-	fail_sent(c);
+	fail_sent(c, written);
 	list_splice(&c->failed, &c->held);
 	/* made again by itself for RESTORE_MS after its last use: an idle
 	 * dlockd whose Redis closes idle connections (its timeout) stops */
@@ -1183,13 +1195,16 @@ bool redis_node_idle(const struct redis_node *c)
 
 void redis_node_free(struct redis_node *c)
 {
+	bool written;
+
 	if (!c)
 		return;
+	written = conn_written(c);
 	c->closing = true;
 	count_node(c, NULL);
 	if (c->ctx)
 		conn_close(c);
-	fail_sent(c);
+	fail_sent(c, written);
 	list_splice(&c->failed, &c->held);
 	tell_failed(c);
 	loop_timer_stop(c->loop, &c->timer);

@@ -1477,3 +1477,125 @@ TEST(chaos_partition_connections_redis_closed_are_made_again_before_the_next_req
 	slow_link_requests(200, true, 3000, 700);
 	world_down();
 }
+
+/* ----- 14. what a 503 says, when one call of several failed ----- */
+
+/* PUT /locks/{name}?session=&wait_ms=: a grant that waited is recorded in
+ * the session, then its lease is set to the session's (lock_renew). Here
+ * that renewal reaches Redis late (the way to Redis cut by it for 2.5 s):
+ * Redis refuses it as late, and the request was answered 503 "redis was
+ * too slow ... changed nothing" while the lock stood, granted and listed
+ * in the session (found by a probe of what 503s say). The grant stands
+ * with the lease it was given, and that is the answer: 200. */
+static void session_grant_renewal_late(void)
+{
+	struct wire_conf cut_at_renew = { .cut_on = "lock_renew" };
+	static const struct wire_conf clear;
+	const char *a = lockname("srenew-a");
+	char path[300], sid[64];
+	struct http_resp r;
+	struct bg w;
+	bool fired = false, undone_false;
+	long long held;
+	long listed;
+
+	if (world_up(1, 1, NULL))
+		return;
+	netns_enter(W.cns[0]);
+	new_session(60000, sid, sizeof(sid));
+	snprintf(path, sizeof(path), "/locks/%s?owner=other&ttl_ms=60000", a);
+	http_on(W.bases[0], "PUT", path, NULL, &r);
+	CHECK_STATUS(r, 200, "another owner holds a");
+	http_free(&r);
+	snprintf(path, sizeof(path), "/locks/%s?session=%s&wait_ms=20000", a, sid);
+	bg_start_on(&w, W.bases[0], "PUT", path, NULL);
+	netns_enter(NULL);
+	CHECK(WAIT_FOR(waiters_in(0) == 1, 10000), "the session waits");
+	wire_set(W.dr[0], WIRE_AB, &cut_at_renew);
+	netns_enter(W.cns[0]);
+	snprintf(path, sizeof(path), "/locks/%s?owner=other", a);
+	http_on(W.bases[0], "DELETE", path, NULL, &r);
+	CHECK_STATUS(r, 200, "the other owner lets go");
+	http_free(&r);
+	netns_enter(NULL);
+	for (int i = 0; i < 300 && !(fired = wire_cut_fired(W.dr[0], WIRE_AB)); i++)
+		sleep_ms(20);
+	if (fired)
+		sleep_ms(2500);
+	wire_set(W.dr[0], WIRE_BOTH, &clear);
+	bg_join(&w);
+	held = exists_in_redis(a);
+	netns_enter(W.cns[0]);
+	listed = session_listed(sid);
+	netns_enter(NULL);
+	undone_false = w.r.json && json_is_false(json_object_get(w.r.json, "undone"));
+	printf("# a waited session grant whose renewal reached Redis late: %ld %s; a held: %lld, "
+	       "listed in the session: %ld; late calls: %lld\n", w.r.status,
+	       w.r.body ? w.r.body : "", held, listed, late_calls());
+	CHECK(fired, "the grant's renewal (lock_renew) went towards Redis");
+	CHECK(w.r.status != 503 || undone_false || held == 0,
+	      "a 503 that says nothing changed leaves nothing held");
+	CHECK(w.r.status == 200 && json_int(&w.r, "fencing_token") > 0,
+	      "the grant stands, and is answered: %ld %s", w.r.status, w.r.body ? w.r.body : "");
+	CHECK(held == 1 && listed == 1, "a held (%lld) and listed in the session (%ld)", held,
+	      listed);
+	http_free(&w.r);
+	netns_enter(W.cns[0]);
+	snprintf(path, sizeof(path), "/sessions/%s", sid);
+	http_on(W.bases[0], "DELETE", path, NULL, &r);
+	netns_enter(NULL);
+	CHECK_STATUS(r, 200, "the session ends");
+	http_free(&r);
+	CHECK(exists_in_redis(a) == 0, "and a with it");
+}
+
+TEST(chaos_partition_a_session_grant_whose_renewal_redis_refused_as_late_is_answered_granted)
+{
+	session_grant_renewal_late();
+	world_down();
+}
+
+/* POST /sessions counts the session against its token's cap
+ * (session_count), then makes it (session_create). Here the make reaches
+ * Redis late and changes nothing: the 503 said nothing changed, but the
+ * count stayed, and with --max-sessions-per-token 1 the next create was
+ * refused 409 too_many_sessions for the count's whole lease (found by a
+ * probe). The count is taken back with the 503. */
+static void session_create_late(void)
+{
+	static const char *const flags[] = { "--max-sessions-per-token", "1", NULL };
+	struct wire_conf cut_at_create = { .cut_on = "session_create" };
+	static const struct wire_conf clear;
+	struct bg w;
+	bool fired = false;
+
+	if (world_up(1, 1, flags))
+		return;
+	wire_set(W.dr[0], WIRE_AB, &cut_at_create);
+	netns_enter(W.cns[0]);
+	bg_start_on(&w, W.bases[0], "POST", "/sessions?ttl_ms=60000", NULL);
+	netns_enter(NULL);
+	for (int i = 0; i < 300 && !(fired = wire_cut_fired(W.dr[0], WIRE_AB)); i++)
+		sleep_ms(20);
+	if (fired)
+		sleep_ms(2500);
+	wire_set(W.dr[0], WIRE_BOTH, &clear);
+	bg_join(&w);
+	printf("# a session create that reached Redis late: %ld %s\n", w.r.status,
+	       w.r.body ? w.r.body : "");
+	CHECK(fired, "the create (session_create) went towards Redis");
+	CHECK(w.r.status == 503 && !(w.r.json && json_is_false(json_object_get(w.r.json,
+										   "undone"))),
+	      "503, nothing changed: %ld %s", w.r.status, w.r.body ? w.r.body : "");
+	http_free(&w.r);
+	netns_enter(W.cns[0]);
+	CHECK(WAIT_FOR(status_of(&W.d[0], "POST", "/sessions?ttl_ms=60000") == 201, 5000),
+	      "the token may open its one session: the failed create left no count");
+	netns_enter(NULL);
+}
+
+TEST(chaos_partition_a_session_create_redis_refused_as_late_leaves_no_count)
+{
+	session_create_late();
+	world_down();
+}

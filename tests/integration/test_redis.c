@@ -72,7 +72,21 @@ TEST(redis_down_at_start_gives_503_then_recovers)
 	CHECK_ERROR(r, 503, "backend_unavailable", "acquire without Redis");
 	CHECK(atoi(r.retry_after) >= 1, "503 carries Retry-After, got '%s'", r.retry_after);
 	CHECK(r.ms < 1000, "answered at once, not after the wait (%.0f ms)", r.ms);
+	CHECK(json_bool(&r, "undone") == -1 && json_str(&r, "message") &&
+	      strstr(json_str(&r, "message"), "not sent"), "not sent, nothing changed: %s",
+	      r.body);
 	http_free(&r);
+	for (int i = 0; i < 4; i++) {	/* connects tried and refused meanwhile */
+		sleep_ms(300);
+		status_of(&d, "PUT", "/locks/x?owner=b");
+	}
+	/* nothing ever reached a Redis: no call counts as sent (the set-up and
+	 * TIME queued on a connect that failed were counted no_reply: 6) */
+	CHECK(metric_value(&d, "dlockd_redis_errors_total{reason=\"no_reply\"}") == 0 &&
+	      metric_value(&d, "dlockd_redis_errors_total{reason=\"unsent\"}") >= 5,
+	      "no_reply %.0f, unsent %.0f",
+	      metric_value(&d, "dlockd_redis_errors_total{reason=\"no_reply\"}"),
+	      metric_value(&d, "dlockd_redis_errors_total{reason=\"unsent\"}"));
 
 	CHECK(redis_start(&rs) == 0, "start Redis");
 	CHECK(WAIT_FOR(status_of(&d, "GET", "/readyz") == 200, 10000), "ready once Redis is up");
@@ -1031,6 +1045,16 @@ TEST(a_503_says_whether_the_call_may_have_taken_effect)
 	http_on(d.base, "GET", "/locks/effect2", NULL, &r);
 	CHECK_ERROR(r, 503, "backend_unavailable", "a status with Redis gone");
 	CHECK(json_bool(&r, "undone") == -1, "a read has no undone (%s)", r.body);
+	http_free(&r);
+	/* a multi-lock takes back what it took before a 503: nothing stands
+	 * (it said "sent ... may have taken effect", undone false: a probe) */
+	http_on(d.base, "PUT", "/sessions/0123456789abcdef0123456789abcdef/locks",
+		"{\"locks\":[{\"kind\":\"lock\",\"name\":\"e1\"},"
+		"{\"kind\":\"write\",\"name\":\"e2\"}]}", &r);
+	CHECK_ERROR(r, 503, "backend_unavailable", "a multi-lock with Redis gone");
+	msg = json_str(&r, "message");
+	CHECK(json_bool(&r, "undone") == -1 && msg &&
+	      strstr(msg, "nothing of this request is held"), "nothing of it stands: %s", r.body);
 	http_free(&r);
 	CHECK(metric_value(&d, "dlockd_redis_errors_total{reason=\"no_reply\"}") >= 1 &&
 	      metric_value(&d, "dlockd_redis_errors_total{reason=\"unsent\"}") >= 2,
