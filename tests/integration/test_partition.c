@@ -689,6 +689,39 @@ static long long exists_in_redis(const char *n)
 	return v;
 }
 
+/* End session sid (from the clients' namespace): a, which it held, is
+ * free after. */
+static void session_end_frees(const char *sid, const char *a)
+{
+	char path[96];
+	struct http_resp r;
+
+	netns_enter(W.cns[0]);
+	snprintf(path, sizeof(path), "/sessions/%s", sid);
+	http_on(W.bases[0], "DELETE", path, NULL, &r);
+	netns_enter(NULL);
+	CHECK_STATUS(r, 200, "the session ends");
+	http_free(&r);
+	CHECK(exists_in_redis(a) == 0, "after the session's end, %s is free", a);
+}
+
+/* Wait (up to 6 s) for the cut_on of the way to Redis to fire; keep it
+ * cut hold_ms more, then heal every way and wait for b's answer. Whether
+ * it fired. */
+static bool cut_fired_then_healed(struct bg *b, int hold_ms)
+{
+	static const struct wire_conf clear;
+	bool fired = false;
+
+	for (int i = 0; i < 300 && !(fired = wire_cut_fired(W.dr[0], WIRE_AB)); i++)
+		sleep_ms(20);
+	if (fired)
+		sleep_ms(hold_ms);
+	wire_set(W.dr[0], WIRE_BOTH, &clear);
+	bg_join(b);
+	return fired;
+}
+
 /* ----- 7. a multi-lock's take-back that Redis gets late ----- */
 
 /* A multi-lock of a and b for a session, b held by another owner: a is
@@ -708,7 +741,6 @@ static void multilock_late_take_back(void)
 	int d = 100;
 	struct wire_conf slow = { .delay_ms = d },
 			 cut_at_undo = { .delay_ms = d, .cut_on = "lock_undo" };
-	static const struct wire_conf clear;
 	const char *a = lockname("mlback-a"), *b = lockname("mlback-b");
 	char body[600], path[300], sid[64];
 	struct bg w;
@@ -729,12 +761,7 @@ static void multilock_late_take_back(void)
 	bg_start_on(&w, W.bases[0], "PUT", path, body);
 	netns_enter(NULL);
 	/* the session read, a's grant, b's refusal: 2d each; a's release then */
-	for (int i = 0; i < 300 && !(fired = wire_cut_fired(W.dr[0], WIRE_AB)); i++)
-		sleep_ms(20);
-	if (fired)
-		sleep_ms(1500);
-	wire_set(W.dr[0], WIRE_BOTH, &clear);
-	bg_join(&w);
+	fired = cut_fired_then_healed(&w, 1500);
 	a_held = exists_in_redis(a);
 	printf("# a multi-lock refused by b, a's take-back cut on its way for 1.5 s: %ld %s; "
 	       "a held after: %lld; late calls: %lld\n", w.r.status, json_str(&w.r, "error"),
@@ -1264,7 +1291,6 @@ static void unanswered_take(bool multi)
 	static const struct wire_conf clear;
 	const char *a = lockname(multi ? "mlnoans-a" : "snoans-a"), *b = lockname("mlnoans-b");
 	char body[600], path[300], sid[64];
-	struct http_resp r;
 	struct bg w;
 	long long held;
 
@@ -1296,13 +1322,7 @@ static void unanswered_take(bool multi)
 	CHECK(held == 0 || (w.r.json && json_is_false(json_object_get(w.r.json, "undone"))),
 	      "a 503 that says nothing changed leaves a free: %s", w.r.body ? w.r.body : "");
 	http_free(&w.r);
-	netns_enter(W.cns[0]);
-	snprintf(path, sizeof(path), "/sessions/%s", sid);
-	http_on(W.bases[0], "DELETE", path, NULL, &r);
-	netns_enter(NULL);
-	CHECK_STATUS(r, 200, "the session ends");
-	http_free(&r);
-	CHECK(exists_in_redis(a) == 0, "after the session's end, a is free");
+	session_end_frees(sid, a);
 }
 
 TEST(chaos_partition_a_session_acquire_takes_back_a_grant_whose_answer_was_lost)
@@ -1490,7 +1510,6 @@ TEST(chaos_partition_connections_redis_closed_are_made_again_before_the_next_req
 static void session_grant_renewal_late(void)
 {
 	struct wire_conf cut_at_renew = { .cut_on = "lock_renew" };
-	static const struct wire_conf clear;
 	const char *a = lockname("srenew-a");
 	char path[300], sid[64];
 	struct http_resp r;
@@ -1518,12 +1537,7 @@ static void session_grant_renewal_late(void)
 	CHECK_STATUS(r, 200, "the other owner lets go");
 	http_free(&r);
 	netns_enter(NULL);
-	for (int i = 0; i < 300 && !(fired = wire_cut_fired(W.dr[0], WIRE_AB)); i++)
-		sleep_ms(20);
-	if (fired)
-		sleep_ms(2500);
-	wire_set(W.dr[0], WIRE_BOTH, &clear);
-	bg_join(&w);
+	fired = cut_fired_then_healed(&w, 2500);
 	held = exists_in_redis(a);
 	netns_enter(W.cns[0]);
 	listed = session_listed(sid);
@@ -1540,13 +1554,7 @@ static void session_grant_renewal_late(void)
 	CHECK(held == 1 && listed == 1, "a held (%lld) and listed in the session (%ld)", held,
 	      listed);
 	http_free(&w.r);
-	netns_enter(W.cns[0]);
-	snprintf(path, sizeof(path), "/sessions/%s", sid);
-	http_on(W.bases[0], "DELETE", path, NULL, &r);
-	netns_enter(NULL);
-	CHECK_STATUS(r, 200, "the session ends");
-	http_free(&r);
-	CHECK(exists_in_redis(a) == 0, "and a with it");
+	session_end_frees(sid, a);
 }
 
 TEST(chaos_partition_a_session_grant_whose_renewal_redis_refused_as_late_is_answered_granted)
@@ -1565,7 +1573,6 @@ static void session_create_late(void)
 {
 	static const char *const flags[] = { "--max-sessions-per-token", "1", NULL };
 	struct wire_conf cut_at_create = { .cut_on = "session_create" };
-	static const struct wire_conf clear;
 	struct bg w;
 	bool fired = false;
 
@@ -1575,12 +1582,7 @@ static void session_create_late(void)
 	netns_enter(W.cns[0]);
 	bg_start_on(&w, W.bases[0], "POST", "/sessions?ttl_ms=60000", NULL);
 	netns_enter(NULL);
-	for (int i = 0; i < 300 && !(fired = wire_cut_fired(W.dr[0], WIRE_AB)); i++)
-		sleep_ms(20);
-	if (fired)
-		sleep_ms(2500);
-	wire_set(W.dr[0], WIRE_BOTH, &clear);
-	bg_join(&w);
+	fired = cut_fired_then_healed(&w, 2500);
 	printf("# a session create that reached Redis late: %ld %s\n", w.r.status,
 	       w.r.body ? w.r.body : "");
 	CHECK(fired, "the create (session_create) went towards Redis");
