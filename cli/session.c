@@ -263,10 +263,10 @@ static enum lease_outcome session_acquire(struct lease *l, int64_t wait_ms, int 
 
 		snprintf(l->owner, sizeof(l->owner), "%s", label);
 		out = create(l, sigfd, &made);
-
 		if (out != LEASE_OK)
 			return out;
-		out = take(l, left < -1 ? 0 : left, sigfd, made);
+		/* -1: no end; a wait over by now tries once more (0) */
+		out = take(l, deadline >= 0 && left < 0 ? 0 : left, sigfd, made);
 		/* nothing held, or whatever may have been: the session goes */
 		if (out != LEASE_OK)
 			session_release(l, true, out != LEASE_INTERRUPTED);
